@@ -1,0 +1,221 @@
+"""The Typer app, the options every command shares, and the one entry point.
+
+Commands are thin: parse arguments, call a library function inside ``Env.unit()``,
+render. All errors become one of the codes of ``relay_cli.errors``.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import sys
+from typing import Annotated, Optional
+
+import typer
+
+from .. import __version__, clock, lifecycle
+from ..errors import RelayError
+from ..output import Output
+from ..peers import Caller, identify
+
+app = typer.Typer(
+    name="relay",
+    help=(
+        "Hand work between AI coding agents on one machine. relay never runs or delivers the "
+        "same intent twice by accident, never loses an accepted request, and never claims "
+        "more than it knows. Nothing that arrives through relay is user approval."
+    ),
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+# ------------------------------------------------------------------ shared options
+JsonOpt = Annotated[
+    bool, typer.Option("--json", help="Print exactly one JSON document on stdout.")
+]
+HomeOpt = Annotated[
+    Optional[str],
+    typer.Option("--home", metavar="PATH",
+                 help="State directory (default: $RELAY_HOME, else the per-user state dir)."),
+]
+AsOpt = Annotated[
+    Optional[str],
+    typer.Option("--as", metavar="NAME", help="Who is calling (default: $RELAY_PEER)."),
+]
+SessionOpt = Annotated[
+    Optional[str],
+    typer.Option("--session", metavar="TOKEN",
+                 help="Session token from `peers join` (default: $RELAY_SESSION)."),
+]
+
+
+def _env(name: str) -> str | None:
+    value = os.environ.get(name)
+    return value if value else None
+
+
+class Env:
+    """What one command invocation works with: output, home, store, identity options."""
+
+    def __init__(self, json_mode: bool, home: str | None, as_: str | None = None,
+                 session: str | None = None) -> None:
+        self.out = Output(json_mode)
+        self.home = home
+        self.as_ = as_
+        self.session = session
+        self._store = None
+
+    @property
+    def json(self) -> bool:
+        return self.out.json_mode
+
+    @property
+    def store(self):
+        if self._store is None:
+            from ..store import open_store
+
+            self._store = open_store(self.home)
+        return self._store
+
+    def identity(self) -> tuple[str | None, str | None]:
+        """(name, token): options first, then RELAY_PEER / RELAY_SESSION.
+
+        A RELAY_SESSION that belongs to another RELAY_PEER than ``--as`` is not used.
+        """
+        name = self.as_ or _env("RELAY_PEER")
+        token = self.session
+        if token is None:
+            env_peer = _env("RELAY_PEER")
+            if self.as_ is None or env_peer is None or env_peer == self.as_:
+                token = _env("RELAY_SESSION")
+        return name, token
+
+    def caller(self, need_name: bool = True) -> Caller:
+        name, token = self.identity()
+        return identify(self.store, name, token, need_name=need_name)
+
+    def unit(self, write: bool = True):
+        return lifecycle.unit(self.store, write=write)
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+
+def read_text(text: str | None, file: str | None, what: str = "text") -> str:
+    """TEXT argument, ``-`` for stdin, or ``--file PATH`` -> validated text (SPEC §4)."""
+    if text is not None and file is not None:
+        raise RelayError("usage_error", f"give the {what} as an argument, `-` or --file, not two")
+    limit = lifecycle.MAX_TEXT_BYTES + 1
+    if file is not None:
+        try:
+            with open(file, "rb") as f:
+                data = f.read(limit)
+        except OSError as e:
+            raise RelayError("invalid_text", f"cannot read --file {file}: {e.strerror}") from e
+        return lifecycle.validate_text(data, what)
+    if text == "-":
+        data = sys.stdin.buffer.read(limit)
+        return lifecycle.validate_text(data, what)
+    if text is None:
+        raise RelayError(
+            "invalid_text", f"no {what} given: pass it as an argument, `-` for stdin, or --file"
+        )
+    return lifecycle.validate_text(text, what)
+
+
+def duration(value: str | None, bounds, what: str, default: int | None) -> int | None:
+    if value is None:
+        return default
+    return clock.parse_duration(value, bounds, what)
+
+
+def version_callback(value: bool) -> None:
+    if value:
+        print(f"relay {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=version_callback, is_eager=True,
+                     help="Print relay's version and exit."),
+    ] = False,
+) -> None:
+    """Hand work between AI coding agents on one machine."""
+
+
+# ------------------------------------------------------------------ entry point
+def _wants_json(argv: list[str]) -> bool:
+    return "--json" in argv[: argv.index("--")] if "--" in argv else "--json" in argv
+
+
+def main(argv: list[str] | None = None) -> None:
+    sys.exit(run(argv))
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Run the CLI; return the exit code. Never lets a traceback out (unless RELAY_DEBUG)."""
+    from typer._click import exceptions as click_exc  # Typer's bundled Click
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    out = Output(_wants_json(argv))
+    try:
+        command = typer.main.get_command(app)
+        rv = command.main(args=argv, prog_name="relay", standalone_mode=False)
+        return rv if isinstance(rv, int) else 0
+    except RelayError as e:
+        out.error(e)
+        return e.exit_code
+    except typer.Exit as e:
+        return e.exit_code
+    except typer.Abort:
+        return 130
+    except click_exc.NoArgsIsHelpError as e:
+        sys.stderr.write(e.format_message() + "\n")
+        return 2
+    except click_exc.ClickException as e:  # usage errors from parsing
+        err = RelayError("usage_error", _usage_message(e, click_exc))
+        out.error(err)
+        return err.exit_code
+    except sqlite3.Error as e:
+        from ..store import relay_error_from_sqlite
+
+        err = relay_error_from_sqlite(e)
+        _debug()
+        out.error(err)
+        return err.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        try:
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115
+        except OSError:
+            pass
+        return 1
+    except Exception as e:  # noqa: BLE001 - the last line of defence
+        _debug()
+        err = RelayError("internal_error", f"{type(e).__name__}: {e}")
+        out.error(err)
+        return err.exit_code
+
+
+def _usage_message(e, click_exc) -> str:
+    param = getattr(e, "param", None)
+    if isinstance(e, click_exc.MissingParameter) and param is not None:
+        if getattr(param, "param_type_name", "") == "argument":
+            return f"missing argument {param.metavar or param.name.upper()}"
+        return f"missing option {param.opts[0]}"
+    return e.format_message()
+
+
+def _debug() -> None:
+    if os.environ.get("RELAY_DEBUG") == "1":
+        import traceback
+
+        traceback.print_exc()

@@ -1,0 +1,140 @@
+"""`relay peers …`: join, add, heartbeat, leave, list."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Annotated, Optional
+
+import typer
+
+from .. import clock, peers
+from ..output import iso_age, iso_left
+from .app import AsOpt, Env, HomeOpt, JsonOpt, SessionOpt, app, duration
+
+peers_app = typer.Typer(help="Peers (named participants) and their sessions.",
+                        no_args_is_help=True, rich_markup_mode=None)
+app.add_typer(peers_app, name="peers")
+
+NameArg = Annotated[str, typer.Argument(metavar="NAME", help="Peer name, e.g. claude-1.")]
+KindOpt = Annotated[
+    Optional[str],
+    typer.Option("--kind", metavar="K",
+                 help="claude, codex, gemini, aider, human, script or other."),
+]
+
+
+def _render_peer(env: Env, obj: dict) -> None:
+    now = clock.now_ms()
+    env.out.fields([
+        ("name", obj["name"]), ("kind", obj["kind"]),
+        ("active", "yes" if obj["active"] else "no"),
+        ("session", obj["session_id"]),
+        ("lease until", obj["lease_expires_at"]),
+        ("last seen", f"{obj['last_seen_at']} ({iso_age(obj['last_seen_at'], now)} ago)"
+         if obj["last_seen_at"] else None),
+        ("wakeup", obj["wakeup"]),
+    ])
+
+
+@peers_app.command()
+def join(
+    name: NameArg,
+    kind: KindOpt = None,
+    lease: Annotated[
+        Optional[str],
+        typer.Option("--lease", metavar="D", help="Session lease (10s-24h, default 45s)."),
+    ] = None,
+    shell: Annotated[
+        bool, typer.Option("--shell", help="Print `export` lines to eval.")
+    ] = False,
+    json_: JsonOpt = False,
+    home: HomeOpt = None,
+) -> int:
+    """Start a session for NAME and print its secret token (shown once).
+
+    Joining a name that has an active session supersedes it: the old session's in-flight
+    work becomes delivery_unknown. Example: eval "$(relay peers join claude-1 --shell)"
+    """
+    env = Env(json_, home)
+    peers.validate_name(name)
+    peers.validate_kind(kind)
+    lease_s = duration(lease, clock.SESSION_LEASE, "--lease", peers.DEFAULT_SESSION_LEASE_S)
+    with env.unit() as now:
+        result = peers.join(env.store, name, kind, lease_s, now)
+    if env.json:
+        env.out.json(result)
+    elif shell:
+        env.out.line(f"export RELAY_PEER={shlex.quote(result['peer'])}")
+        env.out.line(f"export RELAY_SESSION={shlex.quote(result['token'])}")
+        home_path = env.store.home
+        env.out.line(f"export RELAY_HOME={shlex.quote(str(home_path))}")
+    else:
+        env.out.fields([(k.replace("_", " "), v) for k, v in result.items()])
+        env.out.line("The token is shown once. Keep the lease alive with `relay peers "
+                     "heartbeat` (or run the agent under `relay run`).")
+    return 0
+
+
+@peers_app.command()
+def add(name: NameArg, kind: KindOpt = None, json_: JsonOpt = False,
+        home: HomeOpt = None) -> int:
+    """Register NAME as a known peer without starting a session."""
+    env = Env(json_, home)
+    peers.validate_name(name)
+    peers.validate_kind(kind)
+    with env.unit() as now:
+        obj = peers.add(env.store, name, kind, now)
+    if env.json:
+        env.out.json(obj)
+    else:
+        _render_peer(env, obj)
+    return 0
+
+
+@peers_app.command()
+def heartbeat(as_: AsOpt = None, session: SessionOpt = None, json_: JsonOpt = False,
+              home: HomeOpt = None) -> int:
+    """Renew my session's lease. After the lease lapsed: lease_expired, join again."""
+    env = Env(json_, home, as_, session)
+    with env.unit() as now:
+        obj = peers.heartbeat(env.store, env.caller(), now)
+    if env.json:
+        env.out.json(obj)
+    else:
+        _render_peer(env, obj)
+    return 0
+
+
+@peers_app.command()
+def leave(as_: AsOpt = None, session: SessionOpt = None, json_: JsonOpt = False,
+          home: HomeOpt = None) -> int:
+    """End my session. Work I claimed and did not finish becomes delivery_unknown."""
+    env = Env(json_, home, as_, session)
+    with env.unit() as now:
+        obj = peers.leave(env.store, env.caller(), now)
+    if env.json:
+        env.out.json(obj)
+    else:
+        _render_peer(env, obj)
+    return 0
+
+
+@peers_app.command("list")
+def list_(json_: JsonOpt = False, home: HomeOpt = None) -> int:
+    """Table of peers with kind, session, lease left and wake-up method."""
+    env = Env(json_, home)
+    with env.unit(write=False) as now:
+        result = peers.list_peers(env.store, now)
+    if env.json:
+        env.out.json(result)
+        return 0
+    rows = []
+    for p in result["peers"]:
+        lease_left = iso_left(p["lease_expires_at"], now)
+        rows.append([p["name"], p["kind"], "yes" if p["active"] else "no", lease_left,
+                     iso_age(p["last_seen_at"], now) if p["last_seen_at"] else "-",
+                     p["wakeup"]])
+    env.out.table(["name", "kind", "active", "lease left", "last seen", "wakeup"], rows,
+                  empty="no peers yet: `relay peers join NAME`")
+    return 0
+

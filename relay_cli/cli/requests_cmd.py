@@ -1,0 +1,525 @@
+"""Request commands: send, prepare, submit, show, list, wait, cancel, inbox, claim, ack,
+reply, fail, reject, resolve, sweep."""
+
+from __future__ import annotations
+
+from typing import Annotated, List, Optional
+
+import typer
+
+from .. import clock, lifecycle
+from ..errors import RelayError
+from ..output import Output, iso_age, size
+from ..peers import validate_name
+from .app import AsOpt, Env, HomeOpt, JsonOpt, SessionOpt, app, duration, read_text
+
+# ------------------------------------------------------------------ options
+TextArg = Annotated[
+    Optional[str],
+    typer.Argument(metavar="[TEXT|-]", show_default=False,
+                   help="The text; `-` reads stdin (recommended: argv is visible to other users)."),
+]
+FileOpt = Annotated[
+    Optional[str], typer.Option("--file", metavar="PATH", help="Read the text from a file.")
+]
+ToOpt = Annotated[str, typer.Option("--to", metavar="PEER", help="The recipient peer.")]
+IdArg = Annotated[str, typer.Argument(metavar="ID", help="The request id (a UUID).")]
+TtlOpt = Annotated[
+    Optional[str],
+    typer.Option("--ttl", metavar="D",
+                 help="Expire if still queued after D (30s-7d, default 1h)."),
+]
+ReplyWithinOpt = Annotated[
+    Optional[str],
+    typer.Option("--reply-within", metavar="D",
+                 help="After ack, no reply within D makes it delivery_unknown (30s-7d)."),
+]
+OnLostOpt = Annotated[
+    str,
+    typer.Option("--on-lost", metavar="unknown|redeliver",
+                 help="When a claim lease lapses before ack: delivery_unknown, or queue again."),
+]
+MaxAttemptsOpt = Annotated[
+    int,
+    typer.Option("--max-attempts", metavar="N",
+                 help="Claims allowed with --on-lost redeliver (1-100)."),
+]
+InReplyToOpt = Annotated[
+    Optional[str],
+    typer.Option("--in-reply-to", metavar="ID", help="Link a follow-up to an earlier request."),
+]
+
+
+def _send_inputs(to, text, file, ttl, reply_within, on_lost, max_attempts, in_reply_to):
+    return dict(
+        to=validate_name(to, "--to"),
+        ttl_s=duration(ttl, clock.TTL, "--ttl", lifecycle.DEFAULT_TTL_S),
+        reply_within_s=duration(reply_within, clock.REPLY_WITHIN, "--reply-within", None),
+        on_lost=lifecycle.validate_on_lost(on_lost),
+        max_attempts=lifecycle.validate_max_attempts(max_attempts),
+        in_reply_to=lifecycle.validate_id(in_reply_to, "--in-reply-to") if in_reply_to else None,
+        text=read_text(text, file),
+    )
+
+
+# ------------------------------------------------------------------ rendering
+def _request_fields(obj: dict, now: int, extra: tuple[str, ...] = ()) -> list[tuple[str, object]]:
+    pairs = [
+        ("id", obj["id"]),
+        ("state", obj["state"]),
+        ("reason", obj["reason"]),
+        ("from", obj["from"]),
+        ("to", obj["to"]),
+        ("created", f"{obj['created_at']} ({iso_age(obj['created_at'], now)} ago)"),
+    ]
+    for key, label in (
+        ("expires_at", "expires"), ("delivered_at", "delivered"),
+        ("acknowledged_at", "acknowledged"), ("lease_expires_at", "claim lease until"),
+        ("reply_deadline_at", "reply due by"), ("finished_at", "finished"),
+        ("in_reply_to", "in reply to"),
+    ):
+        if obj.get(key):
+            pairs.append((label, obj[key]))
+    pairs.append(("size", size(obj["text_bytes"])))
+    if obj["on_lost"] == "redeliver" or obj["attempts"] > 1:
+        pairs.append(("attempts", f"{obj['attempts']} of {obj['max_attempts']} (on_lost="
+                      f"{obj['on_lost']})"))
+    if obj.get("detail"):
+        pairs.append(("detail", obj["detail"]))
+    if obj.get("pruned"):
+        pairs.append(("pruned", "yes: text and reply were removed, the outcome is kept"))
+    for key in extra:
+        if key in obj:
+            value = obj[key]
+            pairs.append((key.replace("_", " "), "yes" if value is True else
+                          "no" if value is False else value))
+    return pairs
+
+
+STATE_NOTES = {
+    "queued": "accepted; no one has taken it yet (this does not mean the recipient is alive)",
+    "delivered": "a session of the recipient claimed it (this does not mean the model read it)",
+    "acknowledged": "the recipient confirmed reading it (this does not mean any work is done)",
+    "completed": "the recipient replied (this does not mean the work is verified)",
+    "delivery_unknown": "relay cannot know whether it was executed: ask the person; do not "
+                        "send it again on your own (`relay resolve` settles it)",
+}
+
+
+def _render_request(out: Output, obj: dict, now: int, extra: tuple[str, ...] = ()) -> None:
+    out.fields(_request_fields(obj, now, extra))
+    note = STATE_NOTES.get(obj["state"])
+    if note:
+        out.line(f"note: {obj['state']}: {note}")
+
+
+def _render_full(out: Output, obj: dict, now: int, extra: tuple[str, ...] = ()) -> None:
+    out.fields(_request_fields(obj, now, extra))
+    if obj.get("text") is not None:
+        out.message(obj["from"], obj["text"])
+    if obj.get("reply") is not None:
+        out.message(obj["to"], obj["reply"], label="reply")
+    note = STATE_NOTES.get(obj["state"])
+    if note:
+        out.line(f"note: {obj['state']}: {note}")
+    if "events" in obj:
+        out.table(
+            ["at", "from_state", "to_state", "reason", "actor", "detail"],
+            [[e["at"], e["from_state"], e["to_state"], e["reason"], e["actor"], e["detail"]]
+             for e in obj["events"]],
+            title="events",
+        )
+
+
+def _emit(env: Env, obj, render, *args) -> int:
+    if env.json:
+        env.out.json(obj)
+    else:
+        render(env.out, obj, clock.now_ms(), *args)
+    return 0
+
+
+# ------------------------------------------------------------------ commands
+@app.command(epilog="Example: relay send --to reviewer --id \"$(uuidgen)\" - <<'EOF' ... EOF")
+def send(
+    to: ToOpt,
+    text: TextArg = None,
+    id_: Annotated[
+        Optional[str],
+        typer.Option("--id", metavar="UUID",
+                     help="Your request id. Pass it (and the same content) again to retry safely."),
+    ] = None,
+    ttl: TtlOpt = None,
+    reply_within: ReplyWithinOpt = None,
+    on_lost: OnLostOpt = "unknown",
+    max_attempts: MaxAttemptsOpt = lifecycle.DEFAULT_MAX_ATTEMPTS,
+    in_reply_to: InReplyToOpt = None,
+    file: FileOpt = None,
+    as_: AsOpt = None,
+    session: SessionOpt = None,
+    json_: JsonOpt = False,
+    home: HomeOpt = None,
+) -> int:
+    """Create a request (state queued), or return the existing one for a retry.
+
+    The same --id with the same content answers duplicate: true and creates nothing; the
+    same id with other content is refused (request_id_conflict).
+    """
+    env = Env(json_, home, as_, session)
+    request_id = lifecycle.validate_id(id_, "--id") if id_ else None
+    inputs = _send_inputs(to, text, file, ttl, reply_within, on_lost, max_attempts, in_reply_to)
+    with env.unit() as now:
+        result = lifecycle.send(env.store, now, env.caller(), request_id=request_id, **inputs)
+    if not env.json and id_ is None:
+        env.out.note(f"request id: {result['id']} (pass --id next time so a retry is safe)")
+    return _emit(env, result, _render_request, ("duplicate", "recipient_active", "wakeup"))
+
+
+@app.command()
+def prepare(
+    to: ToOpt,
+    text: TextArg = None,
+    id_: Annotated[
+        Optional[str],
+        typer.Option("--id", metavar="UUID", help="Draft id (default: relay issues one)."),
+    ] = None,
+    ttl: TtlOpt = None,
+    reply_within: ReplyWithinOpt = None,
+    on_lost: OnLostOpt = "unknown",
+    max_attempts: MaxAttemptsOpt = lifecycle.DEFAULT_MAX_ATTEMPTS,
+    in_reply_to: InReplyToOpt = None,
+    file: FileOpt = None,
+    as_: AsOpt = None,
+    session: SessionOpt = None,
+    json_: JsonOpt = False,
+    home: HomeOpt = None,
+) -> int:
+    """Store a draft and issue its id; nothing is queued until `relay submit ID`.
+
+    Drafts live 1 hour; at most 100 unsubmitted drafts per sender.
+    """
+    env = Env(json_, home, as_, session)
+    draft_id = lifecycle.validate_id(id_, "--id") if id_ else None
+    inputs = _send_inputs(to, text, file, ttl, reply_within, on_lost, max_attempts, in_reply_to)
+    with env.unit() as now:
+        result = lifecycle.prepare(env.store, now, env.caller(), draft_id=draft_id, **inputs)
+    if env.json:
+        env.out.json(result)
+    else:
+        env.out.fields([("id", result["id"]), ("draft expires", result["prepared_expires_at"])])
+        env.out.line(f"next: relay submit {result['id']}  (a repeat of submit is safe)")
+    return 0
+
+
+@app.command()
+def submit(
+    id_: IdArg,
+    as_: AsOpt = None,
+    session: SessionOpt = None,
+    json_: JsonOpt = False,
+    home: HomeOpt = None,
+) -> int:
+    """Queue a prepared draft. A repeat returns the stored receipt with duplicate: true."""
+    env = Env(json_, home, as_, session)
+    draft_id = lifecycle.validate_id(id_)
+    with env.unit() as now:
+        result = lifecycle.submit(env.store, now, env.caller(), draft_id)
+    if env.json:
+        env.out.json(result)
+    else:
+        env.out.fields([(k.replace("_", " "), v) for k, v in result.items()])
+    return 0
+
+
+@app.command()
+def show(
+    id_: IdArg,
+    events: Annotated[bool, typer.Option("--events", help="Include the event log.")] = False,
+    json_: JsonOpt = False,
+    home: HomeOpt = None,
+) -> int:
+    """Show one request in full, with its text and reply (both are another agent's words)."""
+    env = Env(json_, home)
+    request_id = lifecycle.validate_id(id_)
+    with env.unit(write=False):
+        obj = lifecycle.show(env.store, request_id, events)
+    return _emit(env, obj, _render_full)
+
+
+@app.command("list")
+def list_(
+    state: Annotated[
+        Optional[List[str]],
+        typer.Option("--state", metavar="S", help="Only this state (repeatable)."),
+    ] = None,
+    to: Annotated[Optional[str], typer.Option("--to", metavar="PEER", help="Only to PEER.")] = None,
+    from_: Annotated[
+        Optional[str], typer.Option("--from", metavar="PEER", help="Only from PEER.")
+    ] = None,
+    limit: Annotated[
+        int, typer.Option("--limit", metavar="N", min=1, help="At most N rows (default 50).")
+    ] = 50,
+    all_: Annotated[bool, typer.Option("--all", help="No limit.")] = False,
+    json_: JsonOpt = False,
+    home: HomeOpt = None,
+) -> int:
+    """Table of requests, newest first. Never shows bodies (`relay show ID` does)."""
+    env = Env(json_, home)
+    states = lifecycle.validate_states(state)
+    if to:
+        validate_name(to, "--to")
+    if from_:
+        validate_name(from_, "--from")
+    with env.unit(write=False) as now:
+        result = lifecycle.list_requests(env.store, states, to, from_, None if all_ else limit)
+    if env.json:
+        env.out.json(result)
+        return 0
+    rows = [
+        [r["id"], r["from"], r["to"], r["state"], r["reason"], iso_age(r["created_at"], now),
+         size(r["text_bytes"])]
+        for r in result["requests"]
+    ]
+    env.out.table(["id", "from", "to", "state", "reason", "age", "size"], rows,
+                  empty="no requests")
+    if result["has_more"]:
+        env.out.line(f"(more rows: raise --limit above {limit} or pass --all)")
+    return 0
+
+
+@app.command(epilog="Exit status: 0 completed; 10 failed, rejected, expired or cancelled; "
+                    "11 delivery_unknown; 75 still open when the timeout passed (not a failure).")
+def wait(
+    id_: IdArg,
+    timeout: Annotated[
+        Optional[str],
+        typer.Option("--timeout", metavar="D", help="Give up waiting after D (0-10m, default 50s)."),
+    ] = None,
+    as_: AsOpt = None,
+    session: SessionOpt = None,
+    json_: JsonOpt = False,
+    home: HomeOpt = None,
+) -> int:
+    """Block until the request is final; print it as it is then.
+
+    Example: relay wait "$ID" --timeout 5m || echo "not final yet, or not completed"
+    """
+    env = Env(json_, home, as_, session)
+    request_id = lifecycle.validate_id(id_)
+    timeout_s = duration(timeout, clock.WAIT, "--timeout", lifecycle.DEFAULT_WAIT_S)
+    with env.unit(write=False):
+        name, token = env.identity()
+        caller = env.caller(need_name=False) if token else None
+        lifecycle.get(env.store, request_id)
+    del name
+    code, obj = lifecycle.wait(env.store, caller, request_id, timeout_s)
+    _emit(env, obj, _render_full)
+    if code == 75:
+        env.out.error(RelayError(
+            "timeout", f"{request_id} is still {obj['state']} after {clock.human_duration(timeout_s)}"
+        ))
+    return code
+
+
+@app.command()
+def cancel(
+    id_: IdArg,
+    as_: AsOpt = None,
+    session: SessionOpt = None,
+    json_: JsonOpt = False,
+    home: HomeOpt = None,
+) -> int:
+    """Withdraw a request you sent while it is still queued (it was not delivered)."""
+    env = Env(json_, home, as_, session)
+    request_id = lifecycle.validate_id(id_)
+    with env.unit() as now:
+        obj = lifecycle.cancel(env.store, now, env.caller(), request_id)
+    return _emit(env, obj, _render_request)
+
+
+@app.command()
+def inbox(
+    as_: AsOpt = None,
+    session: SessionOpt = None,
+    json_: JsonOpt = False,
+    home: HomeOpt = None,
+) -> int:
+    """Queued requests for me: id, from, age, size. No bodies (`claim` takes one)."""
+    env = Env(json_, home, as_, session)
+    with env.unit(write=False) as now:
+        result = lifecycle.inbox(env.store, env.caller())
+    if env.json:
+        env.out.json(result)
+        return 0
+    env.out.table(
+        ["id", "from", "age", "size"],
+        [[r["id"], r["from"], iso_age(r["created_at"], now), size(r["text_bytes"])]
+         for r in result["requests"]],
+        empty="nothing queued for you",
+    )
+    return 0
+
+
+@app.command(epilog="Example: relay claim --wait 5m --json   (then: relay ack ID; relay reply "
+                    "ID - <<'EOF' ... EOF)")
+def claim(
+    lease: Annotated[
+        Optional[str],
+        typer.Option("--lease", metavar="D",
+                     help="How long the claim holds before ack (10s-1h, default 2m)."),
+    ] = None,
+    wait: Annotated[
+        Optional[str],
+        typer.Option("--wait", metavar="D",
+                     help="Wait up to D for a request to arrive (0-10m, default 0)."),
+    ] = None,
+    id_: Annotated[
+        Optional[str], typer.Option("--id", metavar="ID", help="Claim this queued request.")
+    ] = None,
+    as_: AsOpt = None,
+    session: SessionOpt = None,
+    json_: JsonOpt = False,
+    home: HomeOpt = None,
+) -> int:
+    """Take the oldest queued request for me (FIFO) and show its text (state delivered).
+
+    Needs an active session. Exit 75 (nothing_to_claim) when nothing came.
+    """
+    env = Env(json_, home, as_, session)
+    lease_s = duration(lease, clock.CLAIM_LEASE, "--lease", lifecycle.DEFAULT_CLAIM_LEASE_S)
+    wait_s = duration(wait, clock.WAIT, "--wait", 0)
+    request_id = lifecycle.validate_id(id_, "--id") if id_ else None
+    with env.unit(write=False):
+        caller = env.caller()
+    obj = lifecycle.claim_waiting(env.store, caller, lease_s, request_id, wait_s)
+    if env.json:
+        env.out.json(obj)
+    else:
+        _render_full(env.out, obj, clock.now_ms())
+        env.out.line(f"next: relay ack {obj['id']}   then: relay reply {obj['id']} - <<'EOF' "
+                     "... EOF   (or relay reject/fail)")
+    return 0
+
+
+def _act(env: Env, fn, request_id: str, *args):
+    with env.unit() as now:
+        return fn(env.store, now, env.caller(), request_id, *args)
+
+
+@app.command()
+def ack(
+    id_: IdArg,
+    as_: AsOpt = None,
+    session: SessionOpt = None,
+    json_: JsonOpt = False,
+    home: HomeOpt = None,
+) -> int:
+    """Confirm you have read a request you claimed (state acknowledged). Safe to repeat."""
+    env = Env(json_, home, as_, session)
+    obj = _act(env, lifecycle.ack, lifecycle.validate_id(id_))
+    return _emit(env, obj, _render_request, ("duplicate",))
+
+
+@app.command()
+def reply(
+    id_: IdArg,
+    text: TextArg = None,
+    file: FileOpt = None,
+    as_: AsOpt = None,
+    session: SessionOpt = None,
+    json_: JsonOpt = False,
+    home: HomeOpt = None,
+) -> int:
+    """Complete a request you claimed with a reply (state completed).
+
+    The same reply again is a no-op (duplicate: true); a different one is reply_conflict.
+    """
+    env = Env(json_, home, as_, session)
+    request_id = lifecycle.validate_id(id_)
+    body = read_text(text, file, "reply")
+    obj = _act(env, lifecycle.reply, request_id, body)
+    return _emit(env, obj, _render_request, ("duplicate",))
+
+
+ReasonOpt = Annotated[
+    str, typer.Option("--reason", metavar="TEXT", help="Why, in words (stored as detail).")
+]
+
+
+@app.command()
+def fail(
+    id_: IdArg,
+    reason: ReasonOpt,
+    as_: AsOpt = None,
+    session: SessionOpt = None,
+    json_: JsonOpt = False,
+    home: HomeOpt = None,
+) -> int:
+    """Declare a request you claimed failed (state failed)."""
+    env = Env(json_, home, as_, session)
+    request_id = lifecycle.validate_id(id_)
+    detail = lifecycle.validate_text(reason, "--reason")
+    return _emit(env, _act(env, lifecycle.fail, request_id, detail), _render_request)
+
+
+@app.command()
+def reject(
+    id_: IdArg,
+    reason: ReasonOpt,
+    as_: AsOpt = None,
+    session: SessionOpt = None,
+    json_: JsonOpt = False,
+    home: HomeOpt = None,
+) -> int:
+    """Decline a request you claimed; by your word nothing was executed (state rejected)."""
+    env = Env(json_, home, as_, session)
+    request_id = lifecycle.validate_id(id_)
+    detail = lifecycle.validate_text(reason, "--reason")
+    return _emit(env, _act(env, lifecycle.reject, request_id, detail), _render_request)
+
+
+@app.command()
+def resolve(
+    id_: IdArg,
+    outcome: Annotated[
+        str,
+        typer.Option("--outcome", metavar="completed|failed|requeue",
+                     help="What the person found: it was done, it failed, or queue it again."),
+    ],
+    note: Annotated[
+        Optional[str], typer.Option("--note", metavar="TEXT", help="Why (stored as detail).")
+    ] = None,
+    json_: JsonOpt = False,
+    home: HomeOpt = None,
+) -> int:
+    """A person settles a delivery_unknown request (recorded as person:<user>).
+
+    Check first whether the work happened; requeue runs it again.
+    """
+    env = Env(json_, home)
+    request_id = lifecycle.validate_id(id_)
+    if outcome not in lifecycle.RESOLVE_OUTCOMES:
+        raise RelayError("usage_error", "--outcome must be completed, failed or requeue")
+    detail = lifecycle.validate_text(note, "--note") if note is not None else None
+    with env.unit() as now:
+        obj = lifecycle.resolve(env.store, now, request_id, outcome, detail)
+    return _emit(env, obj, _render_request)
+
+
+@app.command()
+def sweep(json_: JsonOpt = False, home: HomeOpt = None) -> int:
+    """Apply due time-based transitions now (every command already does this first)."""
+    env = Env(json_, home)
+    total = lifecycle.drain_due(env.store, clock.now_ms())
+    with env.unit() as now:
+        result = lifecycle.sweep(env.store, now)
+    for k, v in total.items():
+        if not k.startswith("session:"):
+            result["transitions"][k] = result["transitions"].get(k, 0) + v
+    result["transitions"] = dict(sorted(result["transitions"].items()))
+    if env.json:
+        env.out.json(result)
+    else:
+        rows = [[k, v] for k, v in result["transitions"].items()]
+        env.out.table(["transition", "count"], rows, empty="nothing was due")
+    return 0

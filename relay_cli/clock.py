@@ -1,0 +1,92 @@
+"""The one clock (SPEC §8). Everything in relay asks ``now_ms()`` what time it is.
+
+``RELAY_TIME_OFFSET=SECONDS`` (negative or fractional allowed) shifts the clock, so tests
+and rehearsals move time instead of sleeping. Times are integer milliseconds since the
+epoch inside relay and RFC 3339 UTC with milliseconds and ``Z`` outside.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import time
+from datetime import datetime, timezone
+
+from .errors import RelayError
+
+
+def offset_seconds() -> float:
+    raw = os.environ.get("RELAY_TIME_OFFSET", "").strip()
+    if not raw:
+        return 0.0
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise RelayError(
+            "invalid_duration", f"RELAY_TIME_OFFSET must be a number of seconds, not {raw!r}"
+        )
+    return value
+
+
+def now_ms() -> int:
+    return int((time.time() + offset_seconds()) * 1000)
+
+
+def iso(ms: int | None) -> str | None:
+    if ms is None:
+        return None
+    dt = datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+
+
+def parse_iso(text: str) -> int:
+    """The inverse of ``iso``."""
+    dt = datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
+    return int(round(dt.timestamp() * 1000))
+
+
+_DURATION = re.compile(r"^(\d{1,9})([smhd]?)$")
+_UNIT = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+# The ranges of SPEC §6, in seconds: (low, high)
+TTL = (30, 7 * 86400)
+REPLY_WITHIN = (30, 7 * 86400)
+CLAIM_LEASE = (10, 3600)
+SESSION_LEASE = (10, 86400)
+WAIT = (0, 600)
+PRUNE_AGE = (0, 10 * 365 * 86400)
+
+
+def parse_duration(text: str | int | None, bounds: tuple[int, int], what: str) -> int:
+    """``90``, ``90s``, ``15m``, ``2h``, ``7d`` -> seconds within ``bounds``."""
+    raw = str(text).strip().lower() if text is not None else ""
+    m = _DURATION.match(raw)
+    if not m:
+        raise RelayError(
+            "invalid_duration",
+            f"{what}: {str(text)!r} is not a duration (use 90, 90s, 15m, 2h or 7d)",
+        )
+    seconds = int(m.group(1)) * _UNIT[m.group(2)]
+    low, high = bounds
+    if not low <= seconds <= high:
+        raise RelayError(
+            "invalid_duration",
+            f"{what}: {text} is outside {human_duration(low)} to {human_duration(high)}",
+        )
+    return seconds
+
+
+def human_duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    if seconds < 0:
+        return "-" + human_duration(-seconds)
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 7200:
+        return f"{seconds // 60}m"
+    if seconds < 2 * 86400:
+        return f"{seconds // 3600}h"
+    return f"{seconds // 86400}d"

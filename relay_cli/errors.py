@@ -1,0 +1,215 @@
+"""The error taxonomy (SPEC §7): every failure relay reports is one of these codes.
+
+Each code has one exit code, one retryable flag and one fixed hint that tells an agent
+what to do next. Raising an error anywhere is one line: ``raise RelayError("busy")``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ErrorSpec:
+    exit_code: int
+    retryable: bool
+    hint: str
+
+
+ERRORS: dict[str, ErrorSpec] = {
+    # 2: usage / invalid input
+    "usage_error": ErrorSpec(
+        2, False, "the command line is malformed; run the command with --help for its options"
+    ),
+    "invalid_id": ErrorSpec(
+        2, False, "ids are UUIDs (e.g. from `uuidgen`); pass the same id again when you retry"
+    ),
+    "invalid_text": ErrorSpec(
+        2, False, "text must be UTF-8, 1 to 32768 bytes, without NUL bytes; pass it on stdin with `-`"
+    ),
+    "invalid_name": ErrorSpec(
+        2, False, "peer names match ^[a-z0-9][a-z0-9._-]{0,63}$ and kinds are claude, codex, "
+        "gemini, aider, human, script or other",
+    ),
+    "invalid_duration": ErrorSpec(
+        2, False, "durations look like 90, 90s, 15m, 2h or 7d and must lie in the option's range "
+        "(see --help)",
+    ),
+    "invalid_key": ErrorSpec(
+        2, False, "a key is 1 to 200 printable ASCII characters (! to ~), e.g. the tool call's id"
+    ),
+    "self_message": ErrorSpec(
+        2, False, "you cannot send to yourself; pick another peer (`relay peers list`)"
+    ),
+    # 3: not found
+    "request_not_found": ErrorSpec(
+        3, False, "no request has this id; check the id, or `relay list` to see requests"
+    ),
+    "unknown_peer": ErrorSpec(
+        3, False, "send only to known peers; a peer becomes known with `relay peers join` or "
+        "`relay peers add`",
+    ),
+    "prepared_not_found": ErrorSpec(
+        3, False, "no draft has this id; if an earlier submit's response was lost, delivery may be "
+        "unknown: compare `relay show ID` before preparing again",
+    ),
+    "ledger_key_not_found": ErrorSpec(
+        3, False, "no ledger entry has this key; `relay ledger list` shows the keys"
+    ),
+    # 4: conflict
+    "request_id_conflict": ErrorSpec(
+        4, False, "this id was used for different content; a retry must resend exactly the same "
+        "content, new work needs a new id",
+    ),
+    "reply_conflict": ErrorSpec(
+        4, False, "this request was already completed with a different reply; `relay show ID` "
+        "shows it, and it cannot be replaced",
+    ),
+    "state_conflict": ErrorSpec(
+        4, False, "the request is not in a state that allows this; `relay show ID --events` shows "
+        "its state and history",
+    ),
+    "prepared_expired": ErrorSpec(
+        4, False, "the draft expired before it was submitted; if an earlier submit's response was "
+        "lost, delivery may be unknown: compare `relay show ID` before preparing again",
+    ),
+    "key_conflict": ErrorSpec(
+        4, False, "this key was used for a different command or directory; a retry must run exactly "
+        "the same command in the same directory, a new action needs a new key",
+    ),
+    # 5: identity or ownership
+    "no_identity": ErrorSpec(
+        5, False, "say who you are: set RELAY_PEER (and RELAY_SESSION from `relay peers join`) or "
+        "pass --as NAME",
+    ),
+    "session_required": ErrorSpec(
+        5, False, "this name has an active session: pass its token with --session or RELAY_SESSION "
+        "(`relay peers join NAME` starts a session)",
+    ),
+    "peer_superseded": ErrorSpec(
+        5, False, "a newer session of this peer exists; this session may only read and retry "
+        "existing sends; start over with `relay peers join NAME` if you are the live agent",
+    ),
+    "lease_expired": ErrorSpec(
+        5, False, "the session's lease lapsed and its in-flight work became delivery_unknown; join "
+        "again with `relay peers join NAME`",
+    ),
+    "invalid_session": ErrorSpec(
+        5, False, "this session token is unknown or its session has left; join again with "
+        "`relay peers join NAME`",
+    ),
+    "not_owner": ErrorSpec(
+        5, False, "only the recipient's claiming session may ack/reply/fail/reject, only the "
+        "sender may cancel or submit; check --as/--session",
+    ),
+    "approval_needs_terminal": ErrorSpec(
+        5, False, "approval is a person's decision: ask the person to run this command in their "
+        "own terminal",
+    ),
+    # 6: limit
+    "text_too_large": ErrorSpec(
+        6, False, "text is limited to 32768 bytes; shorten it or send a path to a file instead"
+    ),
+    "capacity_exceeded": ErrorSpec(
+        6, False, "too many unsubmitted drafts (at most 100 per sender); submit or let old drafts "
+        "expire (1 h)",
+    ),
+    "rate_limited": ErrorSpec(
+        6, True, "too many new requests in the last minute; wait retry_after_seconds, then retry "
+        "with the same id and content",
+    ),
+    "depth_exceeded": ErrorSpec(
+        6, False, "the in_reply_to chain is deeper than 8; ask the person before continuing the "
+        "chain",
+    ),
+    # 7: unsafe or unreadable state
+    "unsafe_state_dir": ErrorSpec(
+        7, False, "the state directory must be a real directory (not a symlink) owned by you with "
+        "mode 0700; `relay doctor` explains, `relay doctor --fix` tightens modes",
+    ),
+    "schema_too_new": ErrorSpec(
+        7, False, "this database was written by a newer relay; upgrade relay, do not downgrade the "
+        "database",
+    ),
+    "database_corrupt": ErrorSpec(
+        7, False, "relay.db is not a readable relay database; nothing was changed; move it aside "
+        "and ask the person, `relay doctor` reports details",
+    ),
+    "storage_error": ErrorSpec(
+        7, False, "relay could not write its database (disk full, read-only or I/O error); nothing "
+        "was half-written; fix the disk, then retry",
+    ),
+    # 10, 11: outcomes
+    "denied": ErrorSpec(
+        10, False, "a person denied this command; do not run it another way, tell the person"
+    ),
+    "effect_unknown": ErrorSpec(
+        11, False, "the command started but relay never saw it end; check whether its effect "
+        "happened, then settle it with `relay ledger resolve KEY --outcome succeeded|failed|forget`",
+    ),
+    # 75: not yet / busy
+    "timeout": ErrorSpec(
+        75, True, "not a failure: the request is still open and may complete; wait again with the "
+        "same id",
+    ),
+    "nothing_to_claim": ErrorSpec(
+        75, True, "no queued request for you right now; try again later or use `claim --wait 5m`"
+    ),
+    "busy": ErrorSpec(
+        75, True, "the database stayed locked by another relay process; retry the same command"
+    ),
+    "in_progress": ErrorSpec(
+        75, True, "this key is running in another process right now; wait and retry the same "
+        "command to get its outcome",
+    ),
+    # 1: bug
+    "internal_error": ErrorSpec(
+        1, False, "this is a bug in relay; rerun with RELAY_DEBUG=1 to see the traceback and report "
+        "it",
+    ),
+}
+
+
+class RelayError(Exception):
+    """A failure with a code from the taxonomy. ``detail`` adds specifics to the hint."""
+
+    def __init__(
+        self,
+        code: str,
+        message: str | None = None,
+        *,
+        detail: str | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        if code not in ERRORS:
+            raise ValueError(f"unknown error code {code!r}")
+        self.code = code
+        self.message = message or code.replace("_", " ")
+        self.detail = detail
+        self.retry_after = retry_after
+        super().__init__(self.message)
+
+    @property
+    def spec(self) -> ErrorSpec:
+        return ERRORS[self.code]
+
+    @property
+    def exit_code(self) -> int:
+        return self.spec.exit_code
+
+    @property
+    def hint(self) -> str:
+        return self.spec.hint + (f" ({self.detail})" if self.detail else "")
+
+    def to_dict(self) -> dict:
+        retry_after = None
+        if self.retry_after is not None:
+            retry_after = max(0.0, round(self.retry_after, 3))
+        return {
+            "code": self.code,
+            "message": self.message,
+            "hint": self.hint,
+            "retryable": self.spec.retryable,
+            "retry_after_seconds": retry_after,
+            "exit_code": self.exit_code,
+        }

@@ -1,0 +1,697 @@
+"""The request lifecycle (SPEC §4–§6) as plain functions over a store.
+
+Every function here runs inside a transaction that ``unit()`` opened, after the due
+time-based transitions were applied, and either completes or raises a ``RelayError``
+(the transaction then rolls back, so a refused command changes nothing).
+"""
+
+from __future__ import annotations
+
+import getpass
+import hashlib
+import json
+import os
+import time
+import uuid
+from collections import Counter
+from contextlib import contextmanager
+from sqlite3 import Row
+
+from . import clock, peers
+from .errors import RelayError
+from .peers import Caller, renew, require_live, require_session
+from .states import FINAL_STATES, STATES, apply, transition
+
+MAX_TEXT_BYTES = 32768
+MAX_DEPTH = 8
+DEFAULT_TTL_S = 3600
+DEFAULT_CLAIM_LEASE_S = 120
+DEFAULT_WAIT_S = 50
+DEFAULT_MAX_ATTEMPTS = 3
+MAX_ATTEMPTS_RANGE = (1, 100)
+DEFAULT_RATE_LIMIT = 60
+RATE_WINDOW_MS = 60_000
+DRAFT_TTL_MS = 3600 * 1000
+MAX_OPEN_DRAFTS = 100
+ON_LOST = ("unknown", "redeliver")
+SWEEP_BATCH = 500
+POLL_S = 0.05
+
+AUTHORITY = "external_ai_message"
+
+
+# --------------------------------------------------------------------------- validation
+def validate_id(value: str, what: str = "id") -> str:
+    try:
+        return str(uuid.UUID(str(value).strip()))
+    except (ValueError, AttributeError, TypeError):
+        raise RelayError("invalid_id", f"{what} {value!r} is not a UUID") from None
+
+
+def validate_text(data: str | bytes, what: str = "text") -> str:
+    """UTF-8, 1..32768 bytes, no NUL (SPEC §4). Returns the text."""
+    if isinstance(data, str):
+        try:
+            raw = data.encode("utf-8")
+        except UnicodeEncodeError:
+            raise RelayError("invalid_text", f"{what} is not valid UTF-8") from None
+    else:
+        raw = bytes(data)
+    if not raw:
+        raise RelayError("invalid_text", f"{what} is empty")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise RelayError("invalid_text", f"{what} is not valid UTF-8") from None
+    if "\x00" in text:
+        raise RelayError("invalid_text", f"{what} contains a NUL byte")
+    if len(raw) > MAX_TEXT_BYTES:
+        raise RelayError(
+            "text_too_large", f"{what} is {len(raw)} bytes; the limit is {MAX_TEXT_BYTES}"
+        )
+    return text
+
+
+def validate_on_lost(value: str) -> str:
+    if value not in ON_LOST:
+        raise RelayError("usage_error", f"--on-lost must be unknown or redeliver, not {value!r}")
+    return value
+
+
+def validate_max_attempts(value: int) -> int:
+    low, high = MAX_ATTEMPTS_RANGE
+    if not isinstance(value, int) or not low <= value <= high:
+        raise RelayError("usage_error", f"--max-attempts must be {low} to {high}, not {value!r}")
+    return value
+
+
+def validate_states(values: list[str] | None) -> list[str]:
+    for v in values or []:
+        if v not in STATES:
+            raise RelayError("usage_error", f"unknown state {v!r}; states: {', '.join(STATES)}")
+    return list(values or [])
+
+
+def rate_limit() -> int:
+    raw = os.environ.get("RELAY_RATE_LIMIT")
+    if raw is None or raw.strip() == "":
+        return DEFAULT_RATE_LIMIT
+    try:
+        value = int(raw)
+        if value < 0:
+            raise ValueError
+    except ValueError:
+        raise RelayError(
+            "usage_error", f"RELAY_RATE_LIMIT must be a whole number >= 0, not {raw!r}"
+        ) from None
+    return value
+
+
+def fingerprint(values: list) -> str:
+    doc = json.dumps(values, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(doc.encode("utf-8")).hexdigest()
+
+
+def person() -> str:
+    try:
+        user = getpass.getuser()
+    except Exception:  # noqa: BLE001 - no user name in the environment
+        user = str(os.getuid())
+    return f"person:{user}"
+
+
+# --------------------------------------------------------------------------- serializer
+def request_object(row, *, text: bool = False, reply: bool = False) -> dict:
+    """The one public shape of a request (SPEC §7). Every command that prints one uses it."""
+    obj = {
+        "id": row["id"],
+        "from": row["from_peer"],
+        "to": row["to_peer"],
+        "state": row["state"],
+        "reason": row["reason"],
+        "created_at": clock.iso(row["created_at"]),
+        "updated_at": clock.iso(row["updated_at"]),
+        "expires_at": clock.iso(row["expires_at"]),
+        "delivered_at": clock.iso(row["delivered_at"]),
+        "acknowledged_at": clock.iso(row["acknowledged_at"]),
+        "finished_at": clock.iso(row["finished_at"]),
+        "lease_expires_at": clock.iso(row["lease_expires_at"]) if row["state"] == "delivered"
+        else None,
+        "reply_deadline_at": clock.iso(row["reply_deadline_at"]),
+        "attempts": row["attempts"],
+        "max_attempts": row["max_attempts"],
+        "on_lost": row["on_lost"],
+        "in_reply_to": row["in_reply_to"],
+        "depth": row["depth"],
+        "text_bytes": row["text_bytes"],
+        "detail": row["detail"],
+        "pruned": bool(row["pruned"]),
+        "authority": AUTHORITY,
+        "user_approval": False,
+    }
+    if text:
+        obj["text"] = row["text"]
+    if reply:
+        obj["reply"] = row["reply"]
+    return obj
+
+
+def event_object(row) -> dict:
+    return {
+        "at": clock.iso(row["at"]),
+        "from_state": row["from_state"],
+        "to_state": row["to_state"],
+        "reason": row["reason"],
+        "actor": row["actor"],
+        "detail": row["detail"],
+    }
+
+
+# ------------------------------------------------------------------ time-based transitions
+def next_due(store) -> int | None:
+    times = [t for t in (store.next_request_deadline(), store.next_session_deadline()) if t]
+    return min(times) if times else None
+
+
+def apply_due(store, now: int, limit: int | None = None) -> Counter:
+    """Apply every due time-based transition in deadline order (SPEC §5).
+
+    At equal times a request's own deadline comes before its claiming session's. With
+    ``limit``, stop after about that many (callers loop, one transaction per batch).
+    """
+    done: Counter = Counter()
+    batch = SWEEP_BATCH if limit is None else max(1, min(limit, SWEEP_BATCH))
+    while True:
+        reqs = store.due_requests(now, batch)
+        sess = store.due_sessions(now, batch)
+        items = [(t, 0, "r", row) for t, row in reqs]
+        items += [(s["lease_expires_at"], 1, "s", s) for s in sess]
+        if not items:
+            return done
+        # A source cut off at ``batch`` rows may hide earlier items than the other
+        # source's later ones: only trust the merged order up to the earliest cut-off.
+        cutoffs = []
+        if len(sess) == batch:
+            cutoffs.append(sess[-1]["lease_expires_at"])
+        for state, count in Counter(row["state"] for _, row in reqs).items():
+            if count == batch:
+                cutoffs.append(max(t for t, row in reqs if row["state"] == state))
+        cutoff = min(cutoffs) if cutoffs else None
+        items.sort(key=lambda i: (i[0], i[1]))
+        for deadline, _prio, kind, row in items:
+            if cutoff is not None and deadline > cutoff:
+                break
+            if kind == "s":
+                current = store.get_session(row["id"])
+                if current["state"] != "active" or current["lease_expires_at"] != deadline:
+                    continue
+                for r in store.in_flight_of_session(row["id"]):
+                    done[f"{r['state']}->delivery_unknown"] += 1
+                peers.end_session(store, current, "expired", "recipient_disconnected",
+                                  actor="relay", at=deadline)
+                done["session:active->expired"] += 1
+            else:
+                current = store.get_request(row["id"])
+                moved = _apply_own_deadline(store, current, deadline)
+                if moved:
+                    done[moved] += 1
+            if limit is not None and sum(done.values()) >= limit:
+                return done
+
+
+def _apply_own_deadline(store, row: Row, deadline: int) -> str | None:
+    state = row["state"]
+    if state == "queued" and row["expires_at"] == deadline:
+        event = "ttl_passed"
+    elif state == "delivered" and row["lease_expires_at"] == deadline:
+        if row["on_lost"] == "unknown":
+            event = "claim_lease_lost"
+        elif row["attempts"] < row["max_attempts"]:
+            event = "claim_lease_redeliver"
+        else:
+            event = "claim_lease_exhausted"
+    elif state == "acknowledged" and row["reply_deadline_at"] == deadline:
+        event = "reply_deadline_passed"
+    else:
+        return None
+    fields = None
+    if event == "claim_lease_redeliver":
+        fields = {"claim_session": None, "lease_expires_at": None, "delivered_at": None}
+    new = apply(store, row, event, actor="relay", at=max(deadline, row["updated_at"]),
+                fields=fields)
+    return f"{state}->{new['state']}"
+
+
+def drain_due(store, now: int) -> Counter:
+    """Apply due transitions in batches, each its own short write transaction."""
+    total: Counter = Counter()
+    while True:
+        due = next_due(store)
+        if due is None or due > now:
+            return total
+        with store.transaction():
+            total += apply_due(store, now, limit=SWEEP_BATCH)
+
+
+@contextmanager
+def unit(store, write: bool = True):
+    """One command's transaction, after every due time-based transition was applied.
+
+    Yields ``now`` (ms). ``write=False`` reads a consistent snapshot without the write lock.
+    """
+    now = clock.now_ms()
+    drain_due(store, now)
+    with store.transaction(write=write):
+        if write:
+            apply_due(store, now)
+        yield now
+
+
+# --------------------------------------------------------------------------- sending
+def _common_checks(store, caller: Caller, to: str, in_reply_to: str | None) -> int:
+    """Recipient known, not self, depth within limit; returns the depth."""
+    if store.get_peer(to) is None:
+        names = store.peer_names()
+        raise RelayError(
+            "unknown_peer", f"{to!r} is not a known peer",
+            detail="known peers: " + (", ".join(names) if names else "none yet"),
+        )
+    depth = 0
+    if in_reply_to:
+        parent = store.get_request(in_reply_to)
+        if parent is None:
+            raise RelayError("request_not_found", f"--in-reply-to {in_reply_to}: no such request")
+        depth = parent["depth"] + 1
+        if depth > MAX_DEPTH:
+            raise RelayError(
+                "depth_exceeded", f"this follow-up would have depth {depth}; the limit is {MAX_DEPTH}"
+            )
+    return depth
+
+
+def _check_rate(store, sender: str, now: int) -> None:
+    limit = rate_limit()
+    if limit == 0:
+        return
+    count, oldest = store.recent_sends(sender, now - RATE_WINDOW_MS)
+    if count >= limit:
+        retry = ((oldest or now) + RATE_WINDOW_MS - now) / 1000
+        raise RelayError(
+            "rate_limited",
+            f"{sender!r} created {count} requests in the last minute; the limit is {limit}",
+            retry_after=max(0.001, retry),
+        )
+
+
+def _delivery_view(store, to: str, now: int) -> dict:
+    return {
+        "recipient_active": store.active_session(to) is not None,
+        "wakeup": peers.wakeup(store, to, now),
+    }
+
+
+def _params(caller: Caller, to: str, text: str, ttl_s: int, reply_within_s: int | None,
+            on_lost: str, max_attempts: int, in_reply_to: str | None) -> tuple[str, dict]:
+    fp = fingerprint(
+        [caller.name, to, text, ttl_s, reply_within_s, on_lost, max_attempts, in_reply_to]
+    )
+    return fp, {
+        "fingerprint": fp,
+        "from_peer": caller.name,
+        "to_peer": to,
+        "from_session": caller.session["id"] if caller.session else None,
+        "text": text,
+        "text_bytes": len(text.encode("utf-8")),
+        "ttl_seconds": ttl_s,
+        "reply_within_seconds": reply_within_s,
+        "on_lost": on_lost,
+        "max_attempts": max_attempts,
+        "in_reply_to": in_reply_to,
+    }
+
+
+def _existing(store, request_id: str, fp: str) -> Row | None:
+    """Dedupe: the existing request for a same-content retry, or request_id_conflict."""
+    row = store.get_request(request_id)
+    if row is None:
+        draft = store.get_draft(request_id)
+        if draft is not None and draft["submitted_at"] is None:
+            raise RelayError(
+                "request_id_conflict",
+                f"{request_id} is the id of an unsubmitted draft; `relay submit {request_id}`",
+            )
+        return None
+    if row["fingerprint"] != fp:
+        raise RelayError("request_id_conflict", f"{request_id} was used for different content")
+    return row
+
+
+def send(store, now: int, caller: Caller, *, to: str, text: str, request_id: str | None,
+         ttl_s: int, reply_within_s: int | None, on_lost: str, max_attempts: int,
+         in_reply_to: str | None) -> dict:
+    if caller.name == to:
+        raise RelayError("self_message", f"{to!r} is you")
+    fp, params = _params(caller, to, text, ttl_s, reply_within_s, on_lost, max_attempts,
+                         in_reply_to)
+    request_id = request_id or str(uuid.uuid4())
+    row = _existing(store, request_id, fp)
+    if row is not None:
+        return {**request_object(row), "duplicate": True, **_delivery_view(store, to, now)}
+    require_live(store, caller)
+    depth = _common_checks(store, caller, to, in_reply_to)
+    _check_rate(store, caller.name, now)
+    row = _create(store, now, caller, request_id, params, depth)
+    renew(store, caller, now)
+    return {**request_object(row), "duplicate": False, **_delivery_view(store, to, now)}
+
+
+def _create(store, now: int, caller: Caller, request_id: str, params: dict, depth: int) -> dict:
+    t = transition(None, "send")
+    row = {
+        **params,
+        "id": request_id,
+        "state": t.to_state,
+        "reason": t.reason,
+        "created_at": now,
+        "updated_at": now,
+        "expires_at": now + params["ttl_seconds"] * 1000,
+        "attempts": 0,
+        "depth": depth,
+        "pruned": 0,
+    }
+    store.insert_request(row)
+    store.add_event(request_id, now, None, t.to_state, t.reason, caller.name, None)
+    return store.get_request(request_id)
+
+
+def prepare(store, now: int, caller: Caller, *, to: str, text: str, draft_id: str | None,
+            ttl_s: int, reply_within_s: int | None, on_lost: str, max_attempts: int,
+            in_reply_to: str | None) -> dict:
+    if caller.name == to:
+        raise RelayError("self_message", f"{to!r} is you")
+    fp, params = _params(caller, to, text, ttl_s, reply_within_s, on_lost, max_attempts,
+                         in_reply_to)
+    draft_id = draft_id or str(uuid.uuid4())
+    draft = store.get_draft(draft_id)
+    if draft is not None or store.get_request(draft_id) is not None:
+        if draft is not None and draft["fingerprint"] == fp:
+            return {"id": draft_id, "prepared_expires_at": clock.iso(draft["expires_at"])}
+        raise RelayError("request_id_conflict", f"{draft_id} is already used")
+    require_live(store, caller)
+    depth = _common_checks(store, caller, to, in_reply_to)
+    if store.count_open_drafts(caller.name, now) >= MAX_OPEN_DRAFTS:
+        raise RelayError(
+            "capacity_exceeded", f"{caller.name!r} has {MAX_OPEN_DRAFTS} unsubmitted drafts"
+        )
+    store.insert_draft({
+        **params, "id": draft_id, "depth": depth, "created_at": now,
+        "expires_at": now + DRAFT_TTL_MS,
+    })
+    renew(store, caller, now)
+    return {"id": draft_id, "prepared_expires_at": clock.iso(now + DRAFT_TTL_MS)}
+
+
+def _receipt(store, row, duplicate: bool, now: int) -> dict:
+    return {
+        "id": row["id"],
+        "state": row["state"],
+        "created_at": clock.iso(row["created_at"]),
+        "expires_at": clock.iso(row["expires_at"]),
+        "duplicate": duplicate,
+        **_delivery_view(store, row["to_peer"], now),
+    }
+
+
+def submit(store, now: int, caller: Caller, draft_id: str) -> dict:
+    row = store.get_request(draft_id)
+    if row is not None:
+        if row["from_peer"] != caller.name:
+            raise RelayError("not_owner", f"{draft_id} was sent by {row['from_peer']!r}")
+        return _receipt(store, row, True, now)
+    draft = store.get_draft(draft_id)
+    if draft is None:
+        raise RelayError("prepared_not_found", f"no draft {draft_id}")
+    require_live(store, caller)
+    if draft["from_peer"] != caller.name:
+        raise RelayError("not_owner", f"{draft_id} was prepared by {draft['from_peer']!r}")
+    if draft["expires_at"] <= now:
+        raise RelayError("prepared_expired", f"draft {draft_id} expired")
+    _check_rate(store, caller.name, now)
+    params = {k: draft[k] for k in (
+        "fingerprint", "from_peer", "to_peer", "text", "text_bytes", "ttl_seconds",
+        "reply_within_seconds", "on_lost", "max_attempts", "in_reply_to")}
+    params["from_session"] = caller.session["id"] if caller.session else draft["from_session"]
+    row = _create(store, now, caller, draft_id, params, draft["depth"])
+    store.mark_draft_submitted(draft_id, now)
+    renew(store, caller, now)
+    return _receipt(store, row, False, now)
+
+
+# ------------------------------------------------------------------- reading requests
+def get(store, request_id: str) -> Row:
+    row = store.get_request(request_id)
+    if row is None:
+        hint = None
+        if store.get_draft(request_id) is not None:
+            hint = "this id is a prepared draft that was never submitted: `relay submit ID`"
+        raise RelayError("request_not_found", f"no request {request_id}", detail=hint)
+    return row
+
+
+def show(store, request_id: str, events: bool = False) -> dict:
+    row = get(store, request_id)
+    obj = request_object(row, text=True, reply=True)
+    if events:
+        obj["events"] = [event_object(e) for e in store.events_of(request_id)]
+    return obj
+
+
+def list_requests(store, states: list[str], to: str | None, from_: str | None,
+                  limit: int | None) -> dict:
+    rows = store.list_requests(states, to, from_, None if limit is None else limit + 1)
+    has_more = limit is not None and len(rows) > limit
+    rows = rows[:limit] if limit is not None else rows
+    return {"requests": [request_object(r) for r in rows], "has_more": has_more}
+
+
+def inbox(store, caller: Caller) -> dict:
+    return {"requests": [request_object(r) for r in store.queued_for(caller.name)]}
+
+
+# ------------------------------------------------------------------ acting on requests
+def claim(store, now: int, caller: Caller, lease_s: int, request_id: str | None) -> dict | None:
+    require_session(store, caller)
+    if request_id:
+        row = get(store, request_id)
+        if row["to_peer"] != caller.name:
+            raise RelayError("not_owner", f"{request_id} is addressed to {row['to_peer']!r}")
+    else:
+        row = store.oldest_queued_for(caller.name)
+        if row is None:
+            return None
+    new = apply(store, row, "claim", actor=caller.name, at=now, fields={
+        "delivered_at": now,
+        "claim_session": caller.session["id"],
+        "lease_expires_at": now + lease_s * 1000,
+        "attempts": row["attempts"] + 1,
+    })
+    renew(store, caller, now)
+    return request_object(new, text=True)
+
+
+def _owned_by_claimer(store, caller: Caller, request_id: str) -> Row:
+    row = get(store, request_id)
+    require_live(store, caller)
+    if caller.session is None or row["claim_session"] != caller.session["id"]:
+        who = "the sender" if row["from_peer"] == caller.name else repr(caller.name)
+        raise RelayError(
+            "not_owner",
+            f"only the session that claimed {request_id} may do this, not {who}",
+        )
+    return row
+
+
+def ack(store, now: int, caller: Caller, request_id: str) -> dict:
+    row = _owned_by_claimer(store, caller, request_id)
+    if row["state"] == "acknowledged":
+        return {**request_object(row), "duplicate": True}
+    fields = {"acknowledged_at": now}
+    if row["reply_within_seconds"]:
+        fields["reply_deadline_at"] = now + row["reply_within_seconds"] * 1000
+    new = apply(store, row, "ack", actor=caller.name, at=now, fields=fields)
+    renew(store, caller, now)
+    return {**request_object(new), "duplicate": False}
+
+
+def reply(store, now: int, caller: Caller, request_id: str, text: str) -> dict:
+    row = _owned_by_claimer(store, caller, request_id)
+    if row["state"] == "completed" and row["reply"] is not None:
+        if row["reply"] == text:
+            return {**request_object(row, reply=True), "duplicate": True}
+        raise RelayError("reply_conflict", f"{request_id} was completed with another reply")
+    new = apply(store, row, "reply", actor=caller.name, at=now, fields={"reply": text})
+    renew(store, caller, now)
+    return {**request_object(new, reply=True), "duplicate": False}
+
+
+def fail(store, now: int, caller: Caller, request_id: str, reason: str) -> dict:
+    row = _owned_by_claimer(store, caller, request_id)
+    new = apply(store, row, "fail", actor=caller.name, at=now, detail=reason, set_detail=True)
+    renew(store, caller, now)
+    return request_object(new)
+
+
+def reject(store, now: int, caller: Caller, request_id: str, reason: str) -> dict:
+    row = _owned_by_claimer(store, caller, request_id)
+    new = apply(store, row, "reject", actor=caller.name, at=now, detail=reason, set_detail=True)
+    renew(store, caller, now)
+    return request_object(new)
+
+
+def cancel(store, now: int, caller: Caller, request_id: str) -> dict:
+    row = get(store, request_id)
+    require_live(store, caller)
+    if row["from_peer"] != caller.name:
+        raise RelayError("not_owner", f"only the sender {row['from_peer']!r} may cancel")
+    new = apply(store, row, "cancel", actor=caller.name, at=now)
+    renew(store, caller, now)
+    return request_object(new)
+
+
+RESOLVE_OUTCOMES = ("completed", "failed", "requeue")
+
+
+def resolve(store, now: int, request_id: str, outcome: str, note: str | None) -> dict:
+    if outcome not in RESOLVE_OUTCOMES:
+        raise RelayError("usage_error", f"--outcome must be one of {', '.join(RESOLVE_OUTCOMES)}")
+    row = get(store, request_id)
+    fields = None
+    if outcome == "requeue":
+        fields = {
+            "claim_session": None, "lease_expires_at": None, "delivered_at": None,
+            "acknowledged_at": None, "reply_deadline_at": None,
+            "expires_at": now + row["ttl_seconds"] * 1000,
+        }
+    new = apply(store, row, f"resolve_{outcome}", actor=person(), at=now, detail=note,
+                set_detail=True, fields=fields)
+    return request_object(new)
+
+
+def sweep(store, now: int) -> dict:
+    done = apply_due(store, now)
+    return {"transitions": {k: v for k, v in sorted(done.items()) if not k.startswith("session:")}}
+
+
+# --------------------------------------------------------------------------- waiting
+def poll(store, check, timeout_s: float, on_tick=None, sleep=time.sleep):
+    """Call ``check()`` now and again whenever the database changes or a deadline passes.
+
+    Holds no lock while sleeping; notices another process's commit within ``POLL_S``.
+    Returns the first non-None result of ``check``, or None when ``timeout_s`` passed.
+    """
+    end = time.monotonic() + timeout_s
+    last_version = None
+    due = None
+    while True:
+        version = store.data_version()
+        if version != last_version or (due is not None and due <= clock.now_ms()):
+            result = check()
+            if result is not None:
+                return result
+            last_version = store.data_version()
+            due = next_due(store)
+        remaining = end - time.monotonic()
+        if remaining <= 0:
+            return None
+        if on_tick is not None:
+            on_tick()
+        sleep(min(POLL_S, remaining))
+
+
+class LeaseKeeper:
+    """Renews a session's lease while one of its commands is blocked (SPEC §3)."""
+
+    def __init__(self, store, caller: Caller, polling_until: float | None = None) -> None:
+        self.store = store
+        self.caller = caller
+        self.polling_until = polling_until  # monotonic end of a claim --wait, for `wakeup`
+        self.interval = (
+            peers.renew_interval_s(caller.session["lease_seconds"])
+            if caller.session is not None else None
+        )
+        self.next_at = 0.0
+
+    @property
+    def active(self) -> bool:
+        return self.caller.session is not None and self.caller.status == "active"
+
+    def tick(self, force: bool = False) -> None:
+        if not self.active or (not force and time.monotonic() < self.next_at):
+            return
+        self.next_at = time.monotonic() + self.interval
+        with unit(self.store) as now:
+            current = self.store.get_session(self.caller.session["id"])
+            if current is None or current["state"] != "active":
+                self.caller.status = "expired"
+                return
+            peers.renew(self.store, self.caller, now)
+            if self.polling_until is not None:
+                left = max(0.0, self.polling_until - time.monotonic())
+                until = now + int(min(left, 3 * self.interval) * 1000)
+                self.store.set_waiting(self.caller.session["id"], until)
+
+    def stop(self) -> None:
+        if self.active and self.polling_until is not None:
+            try:
+                with self.store.transaction():
+                    self.store.set_waiting(self.caller.session["id"], None)
+            except RelayError:
+                pass
+
+
+def wait_exit_code(state: str) -> int | None:
+    if state == "completed":
+        return 0
+    if state == "delivery_unknown":
+        return 11
+    if state in FINAL_STATES:
+        return 10
+    return None
+
+
+def wait(store, caller: Caller | None, request_id: str, timeout_s: int) -> tuple[int, dict]:
+    """Block until the request is final. Returns (exit code, request object)."""
+    keeper = LeaseKeeper(store, caller) if caller is not None else None
+
+    def check():
+        with unit(store, write=False):
+            row = get(store, request_id)
+        return row if row["state"] in FINAL_STATES else None
+
+    row = poll(store, check, timeout_s, on_tick=keeper.tick if keeper else None)
+    with unit(store, write=False):
+        row = get(store, request_id)
+        obj = request_object(row, reply=True)
+    code = wait_exit_code(row["state"])
+    return (75 if code is None else code), obj
+
+
+def claim_waiting(store, caller: Caller, lease_s: int, request_id: str | None,
+                  wait_s: int) -> dict:
+    """``claim --wait``: take the oldest queued request, waiting up to ``wait_s``."""
+    def attempt():
+        with unit(store) as now:
+            return claim(store, now, peers.reload(store, caller), lease_s, request_id)
+
+    result = attempt()
+    if result is None and wait_s > 0:
+        keeper = LeaseKeeper(store, caller, polling_until=time.monotonic() + wait_s)
+        keeper.tick(force=True)
+        try:
+            result = poll(store, attempt, wait_s, on_tick=keeper.tick)
+        finally:
+            keeper.stop()
+    if result is None:
+        raise RelayError("nothing_to_claim", f"no queued request for {caller.name!r}")
+    return result
+

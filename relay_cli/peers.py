@@ -1,0 +1,224 @@
+"""Peers, sessions and the caller's identity (SPEC §3)."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+import uuid
+from dataclasses import dataclass
+from sqlite3 import Row
+
+from . import clock
+from .errors import RelayError
+from .states import apply
+
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+KINDS = ("claude", "codex", "gemini", "aider", "human", "script", "other")
+DEFAULT_SESSION_LEASE_S = 45
+HOOK_RECENT_MS = 10 * 60 * 1000
+
+
+def validate_name(name: str, what: str = "peer name") -> str:
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise RelayError("invalid_name", f"{what} {name!r} is not a valid peer name")
+    return name
+
+
+def validate_kind(kind: str | None) -> str | None:
+    if kind is not None and kind not in KINDS:
+        raise RelayError(
+            "invalid_name", f"kind {kind!r} is not one of {', '.join(KINDS)}"
+        )
+    return kind
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def renew_interval_s(lease_seconds: int) -> float:
+    """How often a blocked command or the launcher renews: 10 s or a third of the lease."""
+    return min(10.0, lease_seconds / 3)
+
+
+@dataclass
+class Caller:
+    """Who is calling: a name, and the session their token names (if any)."""
+
+    name: str | None
+    session: Row | None = None
+    status: str | None = None  # active | superseded | expired (for a token's session)
+
+    @property
+    def actor(self) -> str:
+        return self.name or "unknown"
+
+
+def identify(store, name: str | None, token: str | None, *, need_name: bool = True) -> Caller:
+    """Resolve ``--as``/``--session`` into a Caller: ``no_identity`` / ``invalid_session``.
+
+    Session *state* (superseded, lapsed) is not judged here; see ``require_live``, which
+    SPEC §5 orders after dedupe.
+    """
+    if name is not None:
+        validate_name(name, "--as")
+    if token:
+        session = store.session_by_token_hash(hash_token(token))
+        if session is None or session["state"] == "left":
+            raise RelayError(
+                "invalid_session",
+                "this session token names no session" if session is None
+                else "this session has left",
+            )
+        if name is not None and name != session["peer"]:
+            raise RelayError(
+                "invalid_session",
+                f"the session token belongs to {session['peer']!r}, not to {name!r}",
+            )
+        status = session["state"]
+        if status == "expired" and store.newer_session_exists(session):
+            status = "superseded"
+        return Caller(session["peer"], session, status)
+    if name is None and need_name:
+        raise RelayError("no_identity", "relay does not know who you are")
+    return Caller(name)
+
+
+def reload(store, caller: Caller) -> Caller:
+    """The same caller with its session re-read (it may have lapsed or been superseded)."""
+    if caller.session is None:
+        return caller
+    session = store.get_session(caller.session["id"])
+    status = session["state"]
+    if status == "left":
+        raise RelayError("invalid_session", "this session has left")
+    if status == "expired" and store.newer_session_exists(session):
+        status = "superseded"
+    caller.session, caller.status = session, status
+    return caller
+
+
+def require_live(store, caller: Caller) -> None:
+    """The session-state stage of SPEC §5: peer_superseded, lease_expired, session_required."""
+    if caller.session is not None:
+        if caller.status == "superseded":
+            raise RelayError(
+                "peer_superseded", f"a newer session of {caller.name!r} has replaced this one"
+            )
+        if caller.status == "expired":
+            raise RelayError(
+                "lease_expired", f"the lease of this session of {caller.name!r} lapsed"
+            )
+        return
+    if caller.name is not None and store.active_session(caller.name) is not None:
+        raise RelayError(
+            "session_required",
+            f"{caller.name!r} has an active session; present its token",
+        )
+
+
+def require_session(store, caller: Caller) -> None:
+    """Commands that only a live session may run (claim, heartbeat, leave)."""
+    if caller.session is None:
+        raise RelayError(
+            "session_required",
+            f"this command needs an active session of {caller.name!r} (RELAY_SESSION)",
+        )
+    require_live(store, caller)
+
+
+def renew(store, caller: Caller, now: int) -> None:
+    """A successful call of an active session renews its lease (SPEC §3)."""
+    if caller.session is not None and caller.status == "active":
+        store.renew_session(caller.session["id"], now + caller.session["lease_seconds"] * 1000)
+        store.touch_peer(caller.name, now)
+
+
+def end_session(store, session: Row, state: str, event: str, *, actor: str, at: int) -> int:
+    """End a session; its claimed, unfinished work becomes delivery_unknown. Returns count."""
+    moved = 0
+    for row in store.in_flight_of_session(session["id"]):
+        apply(store, row, event, actor=actor, at=max(at, row["updated_at"]))
+        moved += 1
+    store.end_session(session["id"], state, at)
+    return moved
+
+
+def join(store, name: str, kind: str | None, lease_seconds: int, now: int,
+         agent_session_id: str | None = None) -> dict:
+    validate_name(name)
+    validate_kind(kind)
+    peer = store.get_peer(name)
+    if peer is None:
+        store.insert_peer(name, kind or "other", now)
+    elif kind and kind != peer["kind"]:
+        store.set_peer_kind(name, kind)
+    old = store.active_session(name)
+    if old is not None:
+        end_session(store, old, "superseded", "peer_superseded", actor=name, at=now)
+    token = "rly_" + secrets.token_urlsafe(32)
+    session_id = str(uuid.uuid4())
+    store.insert_session(session_id, name, hash_token(token), now, lease_seconds, agent_session_id)
+    store.touch_peer(name, now)
+    return {
+        "peer": name,
+        "kind": kind or (peer["kind"] if peer else "other"),
+        "session_id": session_id,
+        "token": token,
+        "lease_expires_at": clock.iso(now + lease_seconds * 1000),
+    }
+
+
+def add(store, name: str, kind: str | None, now: int) -> dict:
+    validate_name(name)
+    validate_kind(kind)
+    peer = store.get_peer(name)
+    if peer is None:
+        store.insert_peer(name, kind or "other", now)
+    elif kind and kind != peer["kind"]:
+        store.set_peer_kind(name, kind)
+    return peer_object(store, name, now)
+
+
+def heartbeat(store, caller: Caller, now: int) -> dict:
+    require_session(store, caller)
+    renew(store, caller, now)
+    return peer_object(store, caller.name, now)
+
+
+def leave(store, caller: Caller, now: int) -> dict:
+    require_session(store, caller)
+    end_session(store, caller.session, "left", "recipient_disconnected",
+                actor=caller.name, at=now)
+    store.touch_peer(caller.name, now)
+    return peer_object(store, caller.name, now)
+
+
+def wakeup(store, name: str, now: int) -> str:
+    """Advisory (SPEC §6): hook seen in the last 10 min, a session polling, else none."""
+    peer = store.get_peer(name)
+    if peer is not None and peer["hook_seen_at"] and peer["hook_seen_at"] >= now - HOOK_RECENT_MS:
+        return "hook"
+    if store.peer_is_polling(name, now):
+        return "polling"
+    return "not_configured"
+
+
+def peer_object(store, name: str, now: int) -> dict:
+    """The one public shape of a peer (SPEC §6)."""
+    peer = store.get_peer(name)
+    session = store.active_session(name)
+    return {
+        "name": peer["name"],
+        "kind": peer["kind"],
+        "active": session is not None,
+        "session_id": session["id"] if session else None,
+        "lease_expires_at": clock.iso(session["lease_expires_at"]) if session else None,
+        "last_seen_at": clock.iso(peer["last_seen_at"]),
+        "wakeup": wakeup(store, name, now),
+    }
+
+
+def list_peers(store, now: int) -> dict:
+    return {"peers": [peer_object(store, p["name"], now) for p in store.list_peers()]}

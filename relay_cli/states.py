@@ -1,0 +1,129 @@
+"""The request state machine of SPEC §5, as data.
+
+``TRANSITIONS`` is the only place that says which event moves a request from which state
+to which state with which reason. The lifecycle code consults it, the docs and
+``relay schema`` print it, and the property tests walk it.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from .errors import RelayError
+
+STATES = (
+    "queued", "delivered", "acknowledged", "completed", "failed", "rejected", "expired",
+    "cancelled", "delivery_unknown",
+)
+FINAL_STATES = frozenset(
+    {"completed", "failed", "rejected", "expired", "cancelled", "delivery_unknown"}
+)
+OPEN_STATES = tuple(s for s in STATES if s not in FINAL_STATES)
+
+# What each state claims, and what it does not (SPEC §5), for help texts and docs.
+MEANING = {
+    "queued": ("accepted durably; no one has taken it", "that the recipient is alive"),
+    "delivered": ("a session of the recipient took it with `claim`", "that the model read it"),
+    "acknowledged": ("the recipient confirmed reading it (`ack`)", "that any work is done"),
+    "completed": (
+        "the recipient replied",
+        "that the delegated feature is built, verified or deployed",
+    ),
+    "failed": ("the recipient (or a person) declared failure, or attempts ran out", None),
+    "rejected": ("the recipient declined to do it: by its word, nothing was executed", None),
+    "expired": ("nobody claimed it before its TTL: it was not delivered", None),
+    "cancelled": ("the sender withdrew it while still queued: it was not delivered", None),
+    "delivery_unknown": (
+        "relay cannot know whether it was executed",
+        "that it failed, or that it is safe to run again",
+    ),
+}
+
+
+class Transition(NamedTuple):
+    from_state: str | None
+    event: str
+    to_state: str
+    reason: str | None
+    description: str
+
+
+TRANSITIONS: tuple[Transition, ...] = (
+    Transition(None, "send", "queued", None, "send / submit"),
+    Transition("queued", "claim", "delivered", None, "claim by a recipient session"),
+    Transition("queued", "ttl_passed", "expired", "request_expired", "TTL passes"),
+    Transition("queued", "cancel", "cancelled", "cancelled_by_sender", "cancel by the sender"),
+    Transition("delivered", "ack", "acknowledged", None, "ack by the claiming session"),
+    Transition("delivered", "reply", "completed", None, "reply by the claiming session"),
+    Transition("acknowledged", "reply", "completed", None, "reply by the claiming session"),
+    Transition("delivered", "fail", "failed", "failed_by_recipient",
+               "fail by the claiming session"),
+    Transition("acknowledged", "fail", "failed", "failed_by_recipient",
+               "fail by the claiming session"),
+    Transition("delivered", "reject", "rejected", "rejected_by_recipient",
+               "reject by the claiming session"),
+    Transition("acknowledged", "reject", "rejected", "rejected_by_recipient",
+               "reject by the claiming session"),
+    Transition("delivered", "claim_lease_lost", "delivery_unknown", "claim_lease_expired",
+               "claim lease passes, on_lost=unknown"),
+    Transition("delivered", "claim_lease_redeliver", "queued", "redelivered",
+               "claim lease passes, on_lost=redeliver, attempts left"),
+    Transition("delivered", "claim_lease_exhausted", "failed", "max_attempts_exceeded",
+               "claim lease passes, on_lost=redeliver, no attempts left"),
+    Transition("delivered", "recipient_disconnected", "delivery_unknown",
+               "recipient_disconnected", "the claiming session's lease lapses or it leaves"),
+    Transition("acknowledged", "recipient_disconnected", "delivery_unknown",
+               "recipient_disconnected", "the claiming session's lease lapses or it leaves"),
+    Transition("delivered", "peer_superseded", "delivery_unknown", "peer_superseded",
+               "the claiming session is superseded"),
+    Transition("acknowledged", "peer_superseded", "delivery_unknown", "peer_superseded",
+               "the claiming session is superseded"),
+    Transition("acknowledged", "reply_deadline_passed", "delivery_unknown",
+               "reply_deadline_elapsed", "reply_within passes"),
+    Transition("delivery_unknown", "resolve_completed", "completed", "resolved_by_human",
+               "resolve --outcome completed"),
+    Transition("delivery_unknown", "resolve_failed", "failed", "resolved_by_human",
+               "resolve --outcome failed"),
+    Transition("delivery_unknown", "resolve_requeue", "queued", "resolved_by_human",
+               "resolve --outcome requeue"),
+)
+
+_BY_KEY = {(t.from_state, t.event): t for t in TRANSITIONS}
+EVENTS = tuple(dict.fromkeys(t.event for t in TRANSITIONS))
+
+
+def transition(from_state: str | None, event: str) -> Transition:
+    """The allowed transition for ``event`` in ``from_state``, else ``state_conflict``."""
+    t = _BY_KEY.get((from_state, event))
+    if t is None:
+        allowed = sorted({s for (s, e) in _BY_KEY if e == event and s})
+        raise RelayError(
+            "state_conflict",
+            f"cannot {event.replace('_', ' ')} a request that is {from_state}"
+            + (f" (allowed from: {', '.join(allowed)})" if allowed else ""),
+        )
+    return t
+
+
+def allowed(from_state: str | None, event: str) -> bool:
+    return (from_state, event) in _BY_KEY
+
+
+def apply(store, row, event: str, *, actor: str, at: int, detail=None, fields=None,
+          set_detail: bool = False) -> dict:
+    """Move one request by ``event`` (consulting ``TRANSITIONS``) and log the event.
+
+    Must run inside a write transaction. Raises ``state_conflict`` when the table does not
+    allow the event from the request's current state.
+    """
+    t = transition(row["state"], event)
+    changes = {"state": t.to_state, "reason": t.reason, "updated_at": at}
+    changes["finished_at"] = at if t.to_state in FINAL_STATES else None
+    if set_detail:
+        changes["detail"] = detail
+    if fields:
+        changes.update(fields)
+    if not store.update_request(row["id"], row["state"], changes):
+        raise RuntimeError(f"request {row['id']} changed under a write lock")
+    store.add_event(row["id"], at, row["state"], t.to_state, t.reason, actor, detail)
+    return {**dict(row), **changes}

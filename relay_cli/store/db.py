@@ -1,0 +1,186 @@
+"""Opening the database safely: header check, pragmas, schema version, migrations."""
+
+from __future__ import annotations
+
+import sqlite3
+from contextlib import contextmanager
+from pathlib import Path
+
+from ..errors import RelayError
+from .home import DB_NAME, check_home, ensure_home
+from .migrations import LATEST, MIGRATIONS
+
+BUSY_TIMEOUT_S = 5.0
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+_BUSY = ("SQLITE_BUSY", "SQLITE_LOCKED")
+_STORAGE = ("SQLITE_FULL", "SQLITE_IOERR", "SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM")
+_CORRUPT = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
+
+
+def relay_error_from_sqlite(e: sqlite3.Error) -> RelayError:
+    """Map a sqlite3 exception onto the taxonomy (busy / storage_error / database_corrupt)."""
+    name = getattr(e, "sqlite_errorname", "") or ""
+    msg = str(e)
+    low = msg.lower()
+    if name.startswith(_BUSY) or "locked" in low:
+        return RelayError("busy", f"the database is locked by another process ({msg})")
+    if name.startswith(_CORRUPT) or "malformed" in low or "not a database" in low:
+        return RelayError("database_corrupt", f"relay.db is not a readable database ({msg})")
+    if name.startswith(_STORAGE) or any(
+        s in low for s in ("disk", "readonly", "read-only", "unable to open", "i/o")
+    ):
+        return RelayError("storage_error", f"the database could not be written ({msg})")
+    return RelayError("internal_error", f"unexpected SQLite error: {msg}")
+
+
+def check_header(path: Path) -> None:
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(SQLITE_HEADER))
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise RelayError("storage_error", f"cannot read {path}: {e.strerror}") from e
+    if head and head != SQLITE_HEADER[: len(head)] or 0 < len(head) < len(SQLITE_HEADER):
+        raise RelayError("database_corrupt", f"{path} is not a SQLite database")
+
+
+class Connection:
+    """A sqlite3 connection with relay's transaction discipline."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+        self.conn = conn
+        self.path = path
+        self.in_tx = False
+
+    def execute(self, sql: str, params=()) -> sqlite3.Cursor:
+        return self.conn.execute(sql, params)
+
+    def one(self, sql: str, params=()) -> sqlite3.Row | None:
+        return self.conn.execute(sql, params).fetchone()
+
+    def all(self, sql: str, params=()) -> list[sqlite3.Row]:
+        return self.conn.execute(sql, params).fetchall()
+
+    def scalar(self, sql: str, params=()):
+        row = self.conn.execute(sql, params).fetchone()
+        return None if row is None else row[0]
+
+    @contextmanager
+    def transaction(self, write: bool = True):
+        """``BEGIN IMMEDIATE`` (write) or a deferred read snapshot; all or nothing."""
+        if self.in_tx:
+            raise RuntimeError("nested transaction")
+        try:
+            self.conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+        except sqlite3.Error as e:
+            raise relay_error_from_sqlite(e) from e
+        self.in_tx = True
+        try:
+            yield self
+        except BaseException:
+            self._rollback()
+            raise
+        try:
+            self.conn.execute("COMMIT")
+        except sqlite3.Error as e:
+            self._rollback()
+            raise relay_error_from_sqlite(e) from e
+        finally:
+            self.in_tx = False
+
+    def _rollback(self) -> None:
+        self.in_tx = False
+        try:
+            self.conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass
+
+    def data_version(self) -> int:
+        return self.conn.execute("PRAGMA data_version").fetchone()[0]
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(
+        str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+    )
+    conn.row_factory = sqlite3.Row
+    conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+    return conn
+
+
+def open_db(home: Path) -> Connection:
+    """Open (creating if needed) the database in ``home``, refusing anything unsafe."""
+    path = ensure_home(home)
+    check_header(path)
+    try:
+        conn = _connect(path)
+    except sqlite3.Error as e:
+        raise relay_error_from_sqlite(e) from e
+    try:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > LATEST:
+            raise RelayError(
+                "schema_too_new",
+                f"relay.db has schema version {version}; this relay understands up to {LATEST}",
+            )
+        if version == 0 and conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+            raise RelayError("database_corrupt", f"{path} is a SQLite database, but not relay's")
+        if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+            conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = FULL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        db = Connection(conn, path)
+        if version < LATEST:
+            migrate(db)
+        return db
+    except sqlite3.Error as e:
+        conn.close()
+        raise relay_error_from_sqlite(e) from e
+    except BaseException:
+        conn.close()
+        raise
+
+
+def migrate(db: Connection) -> None:
+    with db.transaction():
+        version = db.scalar("PRAGMA user_version")
+        if version > LATEST:
+            raise RelayError("schema_too_new", f"relay.db has schema version {version}")
+        for number in range(version, LATEST):
+            for statement in _split(MIGRATIONS[number]):
+                db.execute(statement)
+        db.execute(f"PRAGMA user_version = {LATEST}")
+
+
+def _split(script: str) -> list[str]:
+    """Split a migration into statements (executescript would commit the transaction)."""
+    out, buf = [], []
+    for line in script.splitlines():
+        buf.append(line)
+        candidate = "\n".join(buf).strip()
+        if candidate.endswith(";") and sqlite3.complete_statement(candidate):
+            out.append(candidate)
+            buf = []
+    rest = "\n".join(buf).strip()
+    if rest:
+        out.append(rest)
+    return out
+
+
+def open_existing_readonly(home: Path) -> Connection | None:
+    """For `doctor`: open without creating or migrating anything; None when absent."""
+    check_home(home)
+    path = home / DB_NAME
+    if not path.exists():
+        return None
+    check_header(path)
+    conn = sqlite3.connect(
+        f"file:{path}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None
+    )
+    conn.row_factory = sqlite3.Row
+    return Connection(conn, path)

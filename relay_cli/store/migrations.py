@@ -1,0 +1,155 @@
+"""Schema migrations, applied on every open inside one BEGIN IMMEDIATE transaction.
+
+``PRAGMA user_version`` holds how many of these have been applied. Migrations are
+additive: never edit one that has shipped, append a new one.
+"""
+
+from __future__ import annotations
+
+MIGRATIONS: list[str] = [
+    # 1: peers, sessions, requests, drafts, events
+    """
+    CREATE TABLE peers (
+        name TEXT PRIMARY KEY,
+        kind TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        last_seen_at INTEGER,
+        hook_seen_at INTEGER
+    );
+    CREATE TABLE sessions (
+        id TEXT PRIMARY KEY,
+        peer TEXT NOT NULL REFERENCES peers(name),
+        token_hash TEXT NOT NULL UNIQUE,
+        state TEXT NOT NULL CHECK (state IN ('active', 'left', 'expired', 'superseded')),
+        created_at INTEGER NOT NULL,
+        lease_seconds INTEGER NOT NULL,
+        lease_expires_at INTEGER NOT NULL,
+        ended_at INTEGER,
+        waiting_until INTEGER,
+        agent_session_id TEXT
+    );
+    CREATE INDEX sessions_active_peer ON sessions(peer) WHERE state = 'active';
+    CREATE INDEX sessions_active_lease ON sessions(lease_expires_at) WHERE state = 'active';
+    CREATE INDEX sessions_agent ON sessions(agent_session_id) WHERE agent_session_id IS NOT NULL;
+
+    CREATE TABLE requests (
+        id TEXT PRIMARY KEY,
+        fingerprint TEXT NOT NULL,
+        from_peer TEXT NOT NULL,
+        to_peer TEXT NOT NULL,
+        from_session TEXT,
+        text TEXT,
+        text_bytes INTEGER NOT NULL,
+        reply TEXT,
+        state TEXT NOT NULL,
+        reason TEXT,
+        detail TEXT,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL,
+        delivered_at INTEGER,
+        acknowledged_at INTEGER,
+        finished_at INTEGER,
+        lease_expires_at INTEGER,
+        claim_session TEXT,
+        reply_deadline_at INTEGER,
+        ttl_seconds INTEGER NOT NULL,
+        reply_within_seconds INTEGER,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        max_attempts INTEGER NOT NULL,
+        on_lost TEXT NOT NULL,
+        in_reply_to TEXT,
+        depth INTEGER NOT NULL DEFAULT 0,
+        pruned INTEGER NOT NULL DEFAULT 0,
+        notified_at INTEGER
+    );
+    CREATE INDEX requests_created ON requests(created_at);
+    CREATE INDEX requests_from_created ON requests(from_peer, created_at);
+    CREATE INDEX requests_to_created ON requests(to_peer, created_at);
+    CREATE INDEX requests_state_created ON requests(state, created_at);
+    CREATE INDEX requests_queued_to ON requests(to_peer, created_at) WHERE state = 'queued';
+    CREATE INDEX requests_queued_ttl ON requests(expires_at) WHERE state = 'queued';
+    CREATE INDEX requests_delivered_lease ON requests(lease_expires_at)
+        WHERE state = 'delivered';
+    CREATE INDEX requests_ack_deadline ON requests(reply_deadline_at)
+        WHERE state = 'acknowledged';
+    CREATE INDEX requests_claimed_by ON requests(claim_session)
+        WHERE state IN ('delivered', 'acknowledged');
+    CREATE INDEX requests_finished ON requests(finished_at)
+        WHERE finished_at IS NOT NULL;
+    CREATE INDEX requests_unnotified ON requests(from_peer, finished_at)
+        WHERE notified_at IS NULL AND finished_at IS NOT NULL;
+
+    CREATE TABLE drafts (
+        id TEXT PRIMARY KEY,
+        fingerprint TEXT NOT NULL,
+        from_peer TEXT NOT NULL,
+        from_session TEXT,
+        to_peer TEXT NOT NULL,
+        text TEXT,
+        text_bytes INTEGER NOT NULL,
+        ttl_seconds INTEGER NOT NULL,
+        reply_within_seconds INTEGER,
+        on_lost TEXT NOT NULL,
+        max_attempts INTEGER NOT NULL,
+        in_reply_to TEXT,
+        depth INTEGER NOT NULL,
+        created_at INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL,
+        submitted_at INTEGER
+    );
+    CREATE INDEX drafts_open_from ON drafts(from_peer, expires_at) WHERE submitted_at IS NULL;
+
+    CREATE TABLE events (
+        seq INTEGER PRIMARY KEY,
+        request_id TEXT NOT NULL,
+        at INTEGER NOT NULL,
+        from_state TEXT,
+        to_state TEXT NOT NULL,
+        reason TEXT,
+        actor TEXT NOT NULL,
+        detail TEXT
+    );
+    CREATE INDEX events_request ON events(request_id, seq);
+    CREATE INDEX events_at ON events(at);
+    """,
+    # 2: the side-effect ledger of `relay once` (SPEC §10)
+    """
+    CREATE TABLE ledger (
+        key TEXT PRIMARY KEY,
+        fingerprint TEXT NOT NULL,
+        argv TEXT NOT NULL,
+        cwd TEXT NOT NULL,
+        state TEXT NOT NULL,
+        idempotent INTEGER NOT NULL DEFAULT 0,
+        approve INTEGER NOT NULL DEFAULT 0,
+        pid INTEGER,
+        process_start TEXT,
+        host TEXT,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        started_at INTEGER,
+        finished_at INTEGER,
+        exit_code INTEGER,
+        stdout BLOB,
+        stderr BLOB,
+        stdout_bytes INTEGER,
+        stderr_bytes INTEGER,
+        decided_by TEXT,
+        decided_at INTEGER,
+        note TEXT
+    );
+    CREATE INDEX ledger_state ON ledger(state, updated_at);
+    """,
+    # 3: Claude Code hook bookkeeping (SPEC §12)
+    """
+    CREATE TABLE hook_state (
+        session_id TEXT PRIMARY KEY,
+        stop_blocks INTEGER NOT NULL DEFAULT 0,
+        blocked_ids TEXT,
+        updated_at INTEGER NOT NULL
+    );
+    """,
+]
+
+LATEST = len(MIGRATIONS)

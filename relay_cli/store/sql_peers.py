@@ -1,0 +1,120 @@
+"""SQL for peers and sessions."""
+
+from __future__ import annotations
+
+from sqlite3 import Row
+
+
+class PeersSQL:
+    db: object  # Connection
+
+    # peers -------------------------------------------------------------------------
+    def get_peer(self, name: str) -> Row | None:
+        return self.db.one("SELECT * FROM peers WHERE name = ?", (name,))
+
+    def insert_peer(self, name: str, kind: str, now: int) -> None:
+        self.db.execute(
+            "INSERT INTO peers (name, kind, created_at) VALUES (?, ?, ?)", (name, kind, now)
+        )
+
+    def set_peer_kind(self, name: str, kind: str) -> None:
+        self.db.execute("UPDATE peers SET kind = ? WHERE name = ?", (kind, name))
+
+    def touch_peer(self, name: str, now: int) -> None:
+        self.db.execute("UPDATE peers SET last_seen_at = ? WHERE name = ?", (now, name))
+
+    def set_hook_seen(self, name: str, now: int) -> None:
+        self.db.execute("UPDATE peers SET hook_seen_at = ? WHERE name = ?", (now, name))
+
+    def list_peers(self) -> list[Row]:
+        return self.db.all("SELECT * FROM peers ORDER BY name")
+
+    def peer_names(self) -> list[str]:
+        return [r[0] for r in self.db.all("SELECT name FROM peers ORDER BY name")]
+
+    # sessions ----------------------------------------------------------------------
+    def get_session(self, session_id: str) -> Row | None:
+        return self.db.one("SELECT * FROM sessions WHERE id = ?", (session_id,))
+
+    def session_by_token_hash(self, token_hash: str) -> Row | None:
+        return self.db.one("SELECT * FROM sessions WHERE token_hash = ?", (token_hash,))
+
+    def session_by_agent_id(self, agent_session_id: str) -> Row | None:
+        return self.db.one(
+            "SELECT * FROM sessions WHERE agent_session_id = ? ORDER BY created_at DESC LIMIT 1",
+            (agent_session_id,),
+        )
+
+    def active_session(self, peer: str) -> Row | None:
+        return self.db.one(
+            "SELECT * FROM sessions WHERE peer = ? AND state = 'active' "
+            "ORDER BY created_at DESC LIMIT 1",
+            (peer,),
+        )
+
+    def newer_session_exists(self, session: Row) -> bool:
+        return (
+            self.db.one(
+                "SELECT 1 FROM sessions WHERE peer = ? AND id != ? "
+                "AND (created_at > ? OR (created_at = ? AND rowid > "
+                "(SELECT rowid FROM sessions WHERE id = ?))) LIMIT 1",
+                (session["peer"], session["id"], session["created_at"], session["created_at"],
+                 session["id"]),
+            )
+            is not None
+        )
+
+    def insert_session(
+        self, session_id: str, peer: str, token_hash: str, now: int, lease_seconds: int,
+        agent_session_id: str | None = None,
+    ) -> None:
+        self.db.execute(
+            "INSERT INTO sessions (id, peer, token_hash, state, created_at, lease_seconds, "
+            "lease_expires_at, agent_session_id) VALUES (?, ?, ?, 'active', ?, ?, ?, ?)",
+            (session_id, peer, token_hash, now, lease_seconds, now + lease_seconds * 1000,
+             agent_session_id),
+        )
+
+    def end_session(self, session_id: str, state: str, at: int) -> None:
+        self.db.execute(
+            "UPDATE sessions SET state = ?, ended_at = ?, waiting_until = NULL "
+            "WHERE id = ? AND state = 'active'",
+            (state, at, session_id),
+        )
+
+    def renew_session(self, session_id: str, lease_expires_at: int) -> None:
+        self.db.execute(
+            "UPDATE sessions SET lease_expires_at = max(lease_expires_at, ?) "
+            "WHERE id = ? AND state = 'active'",
+            (lease_expires_at, session_id),
+        )
+
+    def set_session_agent_id(self, session_id: str, agent_session_id: str | None) -> None:
+        self.db.execute(
+            "UPDATE sessions SET agent_session_id = ? WHERE id = ?", (agent_session_id, session_id)
+        )
+
+    def set_waiting(self, session_id: str, until: int | None) -> None:
+        self.db.execute("UPDATE sessions SET waiting_until = ? WHERE id = ?", (until, session_id))
+
+    def peer_is_polling(self, peer: str, now: int) -> bool:
+        return (
+            self.db.one(
+                "SELECT 1 FROM sessions WHERE peer = ? AND state = 'active' "
+                "AND waiting_until > ? LIMIT 1",
+                (peer, now),
+            )
+            is not None
+        )
+
+    def due_sessions(self, now: int, limit: int) -> list[Row]:
+        return self.db.all(
+            "SELECT * FROM sessions WHERE state = 'active' AND lease_expires_at <= ? "
+            "ORDER BY lease_expires_at, rowid LIMIT ?",
+            (now, limit),
+        )
+
+    def next_session_deadline(self) -> int | None:
+        return self.db.scalar(
+            "SELECT min(lease_expires_at) FROM sessions WHERE state = 'active'"
+        )

@@ -1,0 +1,189 @@
+"""SQL for requests, drafts and the event log."""
+
+from __future__ import annotations
+
+from sqlite3 import Row
+
+REQUEST_COLUMNS = (
+    "id", "fingerprint", "from_peer", "to_peer", "from_session", "text", "text_bytes", "reply",
+    "state", "reason", "detail", "created_at", "updated_at", "expires_at", "delivered_at",
+    "acknowledged_at", "finished_at", "lease_expires_at", "claim_session", "reply_deadline_at",
+    "ttl_seconds", "reply_within_seconds", "attempts", "max_attempts", "on_lost", "in_reply_to",
+    "depth", "pruned", "notified_at",
+)
+UPDATABLE = frozenset(REQUEST_COLUMNS) - {"id", "fingerprint", "from_peer", "to_peer"}
+
+DRAFT_COLUMNS = (
+    "id", "fingerprint", "from_peer", "from_session", "to_peer", "text", "text_bytes",
+    "ttl_seconds", "reply_within_seconds", "on_lost", "max_attempts", "in_reply_to", "depth",
+    "created_at", "expires_at", "submitted_at",
+)
+
+
+class RequestsSQL:
+    db: object  # Connection
+
+    # requests ----------------------------------------------------------------------
+    def get_request(self, request_id: str) -> Row | None:
+        return self.db.one("SELECT * FROM requests WHERE id = ?", (request_id,))
+
+    def insert_request(self, row: dict) -> None:
+        cols = [c for c in REQUEST_COLUMNS if c in row]
+        self.db.execute(
+            f"INSERT INTO requests ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+            [row[c] for c in cols],
+        )
+
+    def update_request(self, request_id: str, expected_state: str, fields: dict) -> bool:
+        """Change a request only if it is still in ``expected_state``; True if it was."""
+        bad = set(fields) - UPDATABLE
+        if bad:
+            raise ValueError(f"not updatable: {sorted(bad)}")
+        sets = ", ".join(f"{c} = ?" for c in fields)
+        cur = self.db.execute(
+            f"UPDATE requests SET {sets} WHERE id = ? AND state = ?",
+            [*fields.values(), request_id, expected_state],
+        )
+        return cur.rowcount == 1
+
+    def oldest_queued_for(self, to_peer: str) -> Row | None:
+        return self.db.one(
+            "SELECT * FROM requests WHERE to_peer = ? AND state = 'queued' "
+            "ORDER BY created_at, rowid LIMIT 1",
+            (to_peer,),
+        )
+
+    def queued_for(self, to_peer: str, limit: int | None = None) -> list[Row]:
+        return self.db.all(
+            "SELECT * FROM requests WHERE to_peer = ? AND state = 'queued' "
+            "ORDER BY created_at, rowid LIMIT ?",
+            (to_peer, -1 if limit is None else limit),
+        )
+
+    def in_flight_of_session(self, session_id: str) -> list[Row]:
+        return self.db.all(
+            "SELECT * FROM requests WHERE claim_session = ? "
+            "AND state IN ('delivered', 'acknowledged') ORDER BY created_at, rowid",
+            (session_id,),
+        )
+
+    def recent_sends(self, from_peer: str, since: int) -> tuple[int, int | None]:
+        """How many requests ``from_peer`` created after ``since``, and the oldest time."""
+        row = self.db.one(
+            "SELECT count(*), min(created_at) FROM requests "
+            "WHERE from_peer = ? AND created_at > ?",
+            (from_peer, since),
+        )
+        return row[0], row[1]
+
+    def list_requests(
+        self, states: list[str] | None, to_peer: str | None, from_peer: str | None,
+        limit: int | None,
+    ) -> list[Row]:
+        where, params = ["pruned = 0"], []
+        if states:
+            where.append(f"state IN ({', '.join('?' * len(states))})")
+            params += states
+        if to_peer:
+            where.append("to_peer = ?")
+            params.append(to_peer)
+        if from_peer:
+            where.append("from_peer = ?")
+            params.append(from_peer)
+        params.append(-1 if limit is None else limit)
+        cols = ", ".join(c for c in REQUEST_COLUMNS if c not in ("text", "reply"))
+        return self.db.all(
+            f"SELECT {cols} FROM requests WHERE {' AND '.join(where)} "
+            "ORDER BY created_at DESC, rowid DESC LIMIT ?",
+            params,
+        )
+
+    def count_by_state(self) -> dict[str, int]:
+        return dict(
+            self.db.all("SELECT state, count(*) FROM requests WHERE pruned = 0 GROUP BY state")
+        )
+
+    def unnotified_finished(self, from_peer: str) -> list[Row]:
+        return self.db.all(
+            "SELECT * FROM requests WHERE from_peer = ? AND notified_at IS NULL "
+            "AND finished_at IS NOT NULL ORDER BY finished_at, rowid",
+            (from_peer,),
+        )
+
+    def mark_notified(self, request_ids: list[str], now: int) -> None:
+        self.db.conn.executemany(
+            "UPDATE requests SET notified_at = ? WHERE id = ? AND notified_at IS NULL",
+            [(now, rid) for rid in request_ids],
+        )
+
+    # time-based deadlines --------------------------------------------------------------
+    def due_requests(self, now: int, limit: int) -> list[tuple[int, Row]]:
+        """Requests whose own deadline (TTL, claim lease, reply_within) has passed."""
+        out = []
+        for state, col in (
+            ("queued", "expires_at"),
+            ("delivered", "lease_expires_at"),
+            ("acknowledged", "reply_deadline_at"),
+        ):
+            for row in self.db.all(
+                f"SELECT * FROM requests WHERE state = ? AND {col} <= ? "
+                f"ORDER BY {col}, rowid LIMIT ?",
+                (state, now, limit),
+            ):
+                out.append((row[col], row))
+        return out
+
+    def next_request_deadline(self) -> int | None:
+        return self.db.scalar(
+            "SELECT min(t) FROM ("
+            "SELECT min(expires_at) AS t FROM requests WHERE state = 'queued' UNION ALL "
+            "SELECT min(lease_expires_at) FROM requests WHERE state = 'delivered' UNION ALL "
+            "SELECT min(reply_deadline_at) FROM requests WHERE state = 'acknowledged')"
+        )
+
+    # events ------------------------------------------------------------------------
+    def add_event(
+        self, request_id: str, at: int, from_state: str | None, to_state: str,
+        reason: str | None, actor: str, detail: str | None,
+    ) -> None:
+        self.db.execute(
+            "INSERT INTO events (request_id, at, from_state, to_state, reason, actor, detail) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (request_id, at, from_state, to_state, reason, actor, detail),
+        )
+
+    def events_of(self, request_id: str) -> list[Row]:
+        return self.db.all(
+            "SELECT * FROM events WHERE request_id = ? ORDER BY seq", (request_id,)
+        )
+
+    def recent_events(self, limit: int) -> list[Row]:
+        return self.db.all("SELECT * FROM events ORDER BY seq DESC LIMIT ?", (limit,))
+
+    # drafts ------------------------------------------------------------------------
+    def get_draft(self, draft_id: str) -> Row | None:
+        return self.db.one("SELECT * FROM drafts WHERE id = ?", (draft_id,))
+
+    def insert_draft(self, row: dict) -> None:
+        cols = [c for c in DRAFT_COLUMNS if c in row]
+        self.db.execute(
+            f"INSERT INTO drafts ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+            [row[c] for c in cols],
+        )
+
+    def count_open_drafts(self, from_peer: str, now: int) -> int:
+        return self.db.scalar(
+            "SELECT count(*) FROM drafts WHERE from_peer = ? AND submitted_at IS NULL "
+            "AND expires_at > ?",
+            (from_peer, now),
+        )
+
+    def mark_draft_submitted(self, draft_id: str, now: int) -> None:
+        self.db.execute(
+            "UPDATE drafts SET submitted_at = ?, text = NULL WHERE id = ?", (now, draft_id)
+        )
+
+    def count_stale_drafts(self, now: int) -> int:
+        return self.db.scalar(
+            "SELECT count(*) FROM drafts WHERE submitted_at IS NULL AND expires_at <= ?", (now,)
+        )
