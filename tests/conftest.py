@@ -1,0 +1,126 @@
+"""Shared fixtures: run the real `relay` command, in-process (fast) or as a subprocess.
+
+``relay(...)`` runs in-process through ``relay_cli.cli.run`` with its own stdin, stdout,
+stderr and environment; ``relay.proc(...)`` runs the installed console script in a real
+process (use it for parallelism, signals, terminals and start-up behaviour).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+RELAY_ENV_VARS = ("RELAY_HOME", "RELAY_PEER", "RELAY_SESSION", "RELAY_TIME_OFFSET",
+                  "RELAY_RATE_LIMIT", "RELAY_DEBUG", "NO_COLOR", "CLAUDE_ENV_FILE")
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+    @property
+    def json(self):
+        return json.loads(self.out)
+
+    @property
+    def error(self) -> dict:
+        """The JSON error line on stderr (with --json)."""
+        lines = [ln for ln in self.err.splitlines() if ln.startswith('{"error"')]
+        assert len(lines) == 1, f"expected one JSON error line, got stderr={self.err!r}"
+        return json.loads(lines[0])["error"]
+
+
+class Relay:
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.env: dict[str, str] = {}
+
+    def _env(self, env: dict | None) -> dict[str, str]:
+        base = {k: v for k, v in os.environ.items() if k not in RELAY_ENV_VARS}
+        base["RELAY_HOME"] = str(self.home)
+        base.update(self.env)
+        if env:
+            base.update({k: v for k, v in env.items() if v is not None})
+            for k, v in env.items():
+                if v is None:
+                    base.pop(k, None)
+        return base
+
+    def __call__(self, *args: str, input: str | bytes | None = None,
+                 env: dict | None = None) -> Result:
+        from relay_cli.cli import run
+
+        data = input.encode() if isinstance(input, str) else (input or b"")
+        saved_env = dict(os.environ)
+        saved = sys.stdin, sys.stdout, sys.stderr
+        out, err = io.StringIO(), io.StringIO()
+        os.environ.clear()
+        os.environ.update(self._env(env))
+        sys.stdin = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8")
+        sys.stdout, sys.stderr = out, err
+        try:
+            code = run([str(a) for a in args])
+        finally:
+            sys.stdin, sys.stdout, sys.stderr = saved
+            os.environ.clear()
+            os.environ.update(saved_env)
+        return Result(code, out.getvalue(), err.getvalue())
+
+    def proc(self, *args: str, input: str | bytes | None = None, env: dict | None = None,
+             timeout: float = 60) -> Result:
+        data = input.encode() if isinstance(input, str) else input
+        p = subprocess.run(
+            [sys.executable, "-m", "relay_cli", *map(str, args)], input=data,
+            capture_output=True, env=self._env(env), timeout=timeout,
+        )
+        return Result(p.returncode, p.stdout.decode("utf-8", "replace"),
+                      p.stderr.decode("utf-8", "replace"))
+
+    def popen(self, *args: str, env: dict | None = None, **kw) -> subprocess.Popen:
+        return subprocess.Popen(
+            [sys.executable, "-m", "relay_cli", *map(str, args)], env=self._env(env),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw,
+        )
+
+    # ---------------------------------------------------------------- helpers
+    def join(self, name: str, *extra: str) -> dict[str, str]:
+        """Join ``name``; return the env (RELAY_PEER, RELAY_SESSION) that acts as it."""
+        r = self("peers", "join", name, "--json", *extra)
+        assert r.code == 0, r.err
+        return {"RELAY_PEER": name, "RELAY_SESSION": r.json["token"]}
+
+    def send(self, who: dict, to: str, text: str = "hello", *extra: str,
+             request_id: str | None = None) -> Result:
+        rid = request_id or str(uuid.uuid4())
+        return self("send", "--to", to, "--id", rid, "--json", *extra, "-", input=text, env=who)
+
+    def snapshot(self) -> dict[str, list]:
+        """Every row of every table, to prove a refused command changed nothing."""
+        db = sqlite3.connect(self.home / "relay.db")
+        try:
+            tables = [r[0] for r in db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+            return {t: db.execute(f"SELECT * FROM {t} ORDER BY rowid").fetchall()
+                    for t in tables}
+        finally:
+            db.close()
+
+
+def new_id() -> str:
+    return str(uuid.uuid4())
+
+
+@pytest.fixture
+def relay(tmp_path) -> Relay:
+    return Relay(tmp_path / "relay-home")
