@@ -1,1 +1,23 @@
-"""(to be written)"""
+"""`relay schema`: the interface described for machines, from the live definitions."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from .app import HomeOpt, JsonOpt, app
+
+
+@app.command(epilog="Example: relay schema | jq '.errors[] | select(.retryable) | .code'")
+def schema(json_: JsonOpt = False, home: HomeOpt = None) -> int:
+    """Print the interface as one JSON document: commands, options, errors, states.
+
+    Built from the code's own definitions (command tree, error taxonomy, transition
+    table, request serializer). The output is always JSON; --json and --home are accepted
+    for uniformity, and no state is read.
+    """
+    from .. import schema as schema_mod
+
+    del json_, home
+    sys.stdout.write(json.dumps(schema_mod.build(), indent=2, ensure_ascii=False) + "\n")
+    return 0

@@ -1,0 +1,210 @@
+"""The machine-readable description of relay's interface (`relay schema`).
+
+Everything here is read from the definitions the code itself uses: the live Typer/Click
+command tree, the error taxonomy (``errors.ERRORS``), the transition table
+(``states.TRANSITIONS``) and the one request serializer (``lifecycle.request_object``).
+The man page and docs/reference.md are generated from this document too
+(``scripts/generate.py``), so nothing is written twice.
+
+Only what has no other home in the code lives here: the meaning of each exit status and
+of each environment variable.
+"""
+
+from __future__ import annotations
+
+from . import __version__
+from .errors import ERRORS
+from .states import FINAL_STATES, MEANING, OPEN_STATES, STATES, TRANSITIONS
+
+SCHEMA_VERSION = 1
+
+# What each exit status means (SPEC §7). Which error codes use it comes from ERRORS.
+EXIT_STATUS: dict[int, str] = {
+    0: "ok",
+    1: "internal error (a bug in relay)",
+    2: "usage or invalid input",
+    3: "not found",
+    4: "conflict",
+    5: "identity or ownership",
+    6: "limit",
+    7: "unsafe or unreadable state",
+    10: "`wait`: failed, rejected, expired or cancelled; `once`: denied by a person",
+    11: "`wait`: delivery_unknown; `once`: effect unknown",
+    75: "not yet or busy: retryable (a timeout is not a failure)",
+}
+
+# The environment variables relay reads (SPEC §2, §3, §4, §7, §8).
+ENVIRONMENT: dict[str, str] = {
+    "RELAY_HOME": "State directory (default: the per-user state dir, on Linux "
+                  "~/.local/state/relay). --home overrides it.",
+    "RELAY_PEER": "The caller's peer name (--as overrides it).",
+    "RELAY_SESSION": "The caller's session token from `relay peers join` (--session "
+                     "overrides it).",
+    "RELAY_TIME_OFFSET": "Seconds (may be negative or fractional) added to relay's clock, to "
+                         "rehearse expiry; `relay doctor` warns when it is set.",
+    "RELAY_RATE_LIMIT": "New requests allowed per sender per minute for this process "
+                        "(default 60; 0: no limit). A guard against runaway loops.",
+    "RELAY_DEBUG": "Set to 1 to print a Python traceback on an internal error.",
+    "NO_COLOR": "When set, human output is plain text without colour or box characters.",
+}
+
+
+class _AnyRow(dict):
+    """A stand-in database row: every column reads as empty, so the real serializer can
+    tell us which fields it prints without a database."""
+
+    def __missing__(self, key):
+        return {"state": "queued", "pruned": 0}.get(key)
+
+
+def request_fields() -> dict:
+    """The request object's keys, from ``lifecycle.request_object`` itself."""
+    from .lifecycle import request_object
+
+    always = list(request_object(_AnyRow()))
+    full = list(request_object(_AnyRow(), text=True, reply=True))
+    sample = request_object(_AnyRow())
+    return {
+        "always": always,
+        "where_listed": [k for k in full if k not in always],
+        "constant": {k: sample[k] for k in ("authority", "user_approval")},
+        "timestamps": "RFC 3339 UTC with milliseconds and Z, e.g. 2026-11-29T18:52:01.123Z",
+    }
+
+
+# ------------------------------------------------------------------ the command tree
+def root_command():
+    """The live Click command tree of the Typer app (every registered command)."""
+    import typer
+
+    from .cli import app
+
+    return typer.main.get_command(app)
+
+
+def walk(command=None):
+    """Yield ``(ctx, command)`` for the root, every group and every command, in order.
+
+    Hidden commands are skipped. The context carries the full command path.
+    """
+    from typer._click import core as click
+
+    root = command if command is not None else root_command()
+
+    def visit(ctx):
+        yield ctx, ctx.command
+        if _is_group(ctx.command):
+            for name in ctx.command.list_commands(ctx):
+                sub = ctx.command.get_command(ctx, name)
+                if sub is None or sub.hidden:
+                    continue
+                yield from visit(click.Context(sub, info_name=name, parent=ctx))
+
+    yield from visit(click.Context(root, info_name="relay"))
+
+
+def _jsonable(value):
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return str(value)
+
+
+_TYPES = {"str": "string", "text": "string", "int": "integer", "integer": "integer",
+          "int range": "integer", "integer range": "integer", "float": "number",
+          "float range": "number", "bool": "boolean", "boolean": "boolean", "choice": "choice",
+          "path": "path", "file": "path", "uuid": "string"}
+
+
+def param_info(param) -> dict:
+    type_name = getattr(param.type, "name", "text")
+    info = {
+        "name": (max(param.opts, key=len) if param.param_type_name == "option"
+                 else (param.metavar or param.name.upper())),
+        "kind": param.param_type_name,
+        "flags": list(param.opts) + list(param.secondary_opts)
+        if param.param_type_name == "option" else [],
+        "type": _TYPES.get(type_name, type_name),
+        "metavar": param.metavar,
+        "required": bool(param.required),
+        "default": _jsonable(None if param.default is None or callable(param.default)
+                             else param.default),
+        "multiple": bool(param.multiple),
+        "is_flag": bool(getattr(param, "is_flag", False)),
+        "help": (getattr(param, "help", None) or "").strip() or None,
+    }
+    choices = getattr(param.type, "choices", None)
+    if choices:
+        info["choices"] = list(choices)
+    for bound in ("min", "max"):
+        value = getattr(param.type, bound, None)
+        if value is not None:
+            info[bound] = value
+    if param.envvar:
+        info["envvar"] = param.envvar
+    return info
+
+
+def _is_group(cmd) -> bool:
+    return hasattr(cmd, "list_commands")
+
+
+def command_info(ctx) -> dict:
+    cmd = ctx.command
+    path = ctx.command_path
+    params = [p for p in cmd.params if not getattr(p, "hidden", False)]
+    info = {
+        "name": path.split(" ", 1)[1] if " " in path else "",
+        "path": path,
+        "usage": f"{path} {' '.join(cmd.collect_usage_pieces(ctx))}".strip(),
+        "group": _is_group(cmd),
+        "short_help": cmd.get_short_help_str(limit=120) or None,
+        "help": (cmd.help or "").strip() or None,
+        "epilog": (cmd.epilog or "").strip() or None,
+        "options": [param_info(p) for p in params if p.param_type_name == "option"],
+        "arguments": [param_info(p) for p in params if p.param_type_name == "argument"],
+    }
+    if _is_group(cmd):
+        info["subcommands"] = [
+            n for n in cmd.list_commands(ctx)
+            if cmd.get_command(ctx, n) is not None and not cmd.get_command(ctx, n).hidden
+        ]
+    return info
+
+
+def build(command=None) -> dict:
+    """The whole interface as one JSON-able document."""
+    commands = [command_info(ctx) for ctx, _ in walk(command)]
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "program": "relay",
+        "version": __version__,
+        "commands": commands,
+        "request_object": request_fields(),
+        "errors": [
+            {"code": code, "exit_code": spec.exit_code, "retryable": spec.retryable,
+             "hint": spec.hint}
+            for code, spec in ERRORS.items()
+        ],
+        "error_document": {"stream": "stderr", "shape": {"error": [
+            "code", "message", "hint", "retryable", "retry_after_seconds", "exit_code"]}},
+        "exit_status": [
+            {"code": code, "meaning": meaning,
+             "errors": [c for c, s in ERRORS.items() if s.exit_code == code]}
+            for code, meaning in sorted(EXIT_STATUS.items())
+        ],
+        "states": {
+            "all": list(STATES),
+            "open": list(OPEN_STATES),
+            "final": [s for s in STATES if s in FINAL_STATES],
+            "meaning": {s: {"claims": MEANING[s][0], "does_not_claim": MEANING[s][1]}
+                        for s in STATES},
+        },
+        "transitions": [
+            {"from": t.from_state, "event": t.event, "to": t.to_state, "reason": t.reason,
+             "description": t.description}
+            for t in TRANSITIONS
+        ],
+        "environment": [{"name": k, "meaning": v} for k, v in ENVIRONMENT.items()],
+    }
