@@ -56,6 +56,9 @@ def _env(name: str) -> str | None:
     return value if value else None
 
 
+_OPEN: list[Env] = []
+
+
 class Env:
     """What one command invocation works with: output, home, store, identity options."""
 
@@ -66,6 +69,7 @@ class Env:
         self.as_ = as_
         self.session = session
         self._store = None
+        _OPEN.append(self)
 
     @property
     def json(self) -> bool:
@@ -161,9 +165,17 @@ def main(argv: list[str] | None = None) -> None:
 
 def run(argv: list[str] | None = None) -> int:
     """Run the CLI; return the exit code. Never lets a traceback out (unless RELAY_DEBUG)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _run(argv)
+    finally:
+        while _OPEN:
+            _OPEN.pop().close()
+
+
+def _run(argv: list[str]) -> int:
     from typer._click import exceptions as click_exc  # Typer's bundled Click
 
-    argv = list(sys.argv[1:] if argv is None else argv)
     out = Output(_wants_json(argv))
     try:
         command = typer.main.get_command(app)

@@ -11,7 +11,9 @@ from .home import DB_NAME, check_home, ensure_home
 from .migrations import LATEST, MIGRATIONS
 
 BUSY_TIMEOUT_S = 5.0
-SQLITE_HEADER = b"SQLite format 3\x00"
+# Never open() relay.db with plain file calls while a connection may be open in this
+# process: closing any descriptor of the file drops the process's POSIX locks on it, which
+# is how SQLite databases get corrupted. SQLite itself reports a foreign file (NOTADB).
 
 _BUSY = ("SQLITE_BUSY", "SQLITE_LOCKED")
 _STORAGE = ("SQLITE_FULL", "SQLITE_IOERR", "SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM")
@@ -32,18 +34,6 @@ def relay_error_from_sqlite(e: sqlite3.Error) -> RelayError:
     ):
         return RelayError("storage_error", f"the database could not be written ({msg})")
     return RelayError("internal_error", f"unexpected SQLite error: {msg}")
-
-
-def check_header(path: Path) -> None:
-    try:
-        with open(path, "rb") as f:
-            head = f.read(len(SQLITE_HEADER))
-    except FileNotFoundError:
-        return
-    except OSError as e:
-        raise RelayError("storage_error", f"cannot read {path}: {e.strerror}") from e
-    if head and head != SQLITE_HEADER[: len(head)] or 0 < len(head) < len(SQLITE_HEADER):
-        raise RelayError("database_corrupt", f"{path} is not a SQLite database")
 
 
 class Connection:
@@ -116,7 +106,6 @@ def _connect(path: Path) -> sqlite3.Connection:
 def open_db(home: Path) -> Connection:
     """Open (creating if needed) the database in ``home``, refusing anything unsafe."""
     path = ensure_home(home)
-    check_header(path)
     try:
         conn = _connect(path)
     except sqlite3.Error as e:
@@ -178,7 +167,6 @@ def open_existing_readonly(home: Path) -> Connection | None:
     path = home / DB_NAME
     if not path.exists():
         return None
-    check_header(path)
     conn = sqlite3.connect(
         f"file:{path}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None
     )

@@ -1,0 +1,136 @@
+"""Real parallel processes (SPEC §9): dedupe and claims are atomic."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+import time
+
+from conftest import new_id
+
+
+def test_same_id_and_content_from_8_processes_is_one_row_and_one_new_request(relay):
+    alice = relay.join("alice", "--lease", "1h")
+    relay.join("bob")
+    rid = new_id()
+    procs = [
+        relay.popen("send", "--to", "bob", "--id", rid, "--json", "same text", env=alice)
+        for _ in range(8)
+    ]
+    results = [p.communicate(timeout=60) + (p.returncode,) for p in procs]
+    assert all(code == 0 for _, _, code in results), [e for _, e, _ in results]
+    docs = [json.loads(out) for out, _, _ in results]
+    assert sorted(d["duplicate"] for d in docs) == [False] + [True] * 7
+    assert {d["id"] for d in docs} == {rid}
+    db = sqlite3.connect(relay.home / "relay.db")
+    assert db.execute("SELECT count(*) FROM requests WHERE id = ?", (rid,)).fetchone()[0] == 1
+    assert db.execute("SELECT count(*) FROM events WHERE request_id = ?", (rid,)).fetchone()[0] == 1
+
+
+def test_changed_content_is_request_id_conflict_and_every_table_is_unchanged(relay):
+    alice = relay.join("alice")
+    relay.join("bob")
+    rid = new_id()
+    assert relay.send(alice, "bob", "original", request_id=rid).code == 0
+    before = relay.snapshot()
+    for extra in ([], ["--ttl", "2h"], ["--on-lost", "redeliver"], ["--reply-within", "5m"]):
+        text = "changed" if not extra else "original"
+        r = relay.send(alice, "bob", text, *extra, request_id=rid)
+        assert (r.code, r.error["code"]) == (4, "request_id_conflict"), r.err
+        assert "same content" in r.error["hint"]
+    assert relay.snapshot() == before
+
+
+CLAIM_LOOP = r"""
+import json, subprocess, sys
+env = json.loads(sys.argv[1])
+got = []
+while True:
+    p = subprocess.run([sys.executable, "-m", "relay_cli", "claim", "--json"],
+                       capture_output=True, env=env)
+    if p.returncode == 75:
+        break
+    if p.returncode != 0:
+        print(json.dumps({"error": p.stderr.decode()}))
+        sys.exit(1)
+    got.append(json.loads(p.stdout)["id"])
+print(json.dumps(got))
+"""
+
+
+def test_four_parallel_claim_loops_of_one_session_claim_each_request_exactly_once(relay):
+    alice = relay.join("alice", "--lease", "1h")
+    bob = relay.join("bob", "--lease", "1h")
+    sent = []
+    for i in range(30):
+        r = relay.send(alice, "bob", f"job {i}")
+        assert r.code == 0, r.err
+        sent.append(r.json["id"])
+    env = relay._env(bob)
+    loops = [
+        subprocess.Popen([sys.executable, "-c", CLAIM_LOOP, json.dumps(env)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for _ in range(4)
+    ]
+    claimed = []
+    for p in loops:
+        out, err = p.communicate(timeout=180)
+        assert p.returncode == 0 and out, (out, err)
+        claimed += json.loads(out)
+    assert sorted(claimed) == sorted(sent)
+    assert len(set(claimed)) == 30
+    listed = relay("list", "--json", "--all")
+    assert listed.code == 0, listed.err
+    states = listed.json["requests"]
+    assert {r["state"] for r in states} == {"delivered"}
+    assert all(r["attempts"] == 1 for r in states)
+
+
+def test_claim_wait_wakes_for_a_send_from_another_process(relay):
+    alice = relay.join("alice", "--lease", "1h")
+    bob = relay.join("bob", "--lease", "1h")
+    waiter = relay.popen("claim", "--wait", "30s", "--json", env=bob)
+    time.sleep(1.0)
+    assert waiter.poll() is None
+    rid = new_id()
+    assert relay.send(alice, "bob", "wake up", request_id=rid).code == 0
+    out, err = waiter.communicate(timeout=20)
+    assert waiter.returncode == 0, err
+    assert json.loads(out)["id"] == rid
+
+
+def test_wait_returns_when_another_process_replies(relay):
+    alice = relay.join("alice", "--lease", "1h")
+    bob = relay.join("bob", "--lease", "1h")
+    rid = new_id()
+    relay.send(alice, "bob", "q", request_id=rid)
+    relay("claim", env=bob)
+    waiter = relay.popen("wait", rid, "--timeout", "30s", "--json", env=alice)
+    time.sleep(1.0)
+    assert waiter.poll() is None
+    assert relay("reply", rid, "answer", env=bob).code == 0
+    out, err = waiter.communicate(timeout=20)
+    assert waiter.returncode == 0, err
+    assert json.loads(out)["reply"] == "answer"
+
+
+def test_a_lock_held_past_the_busy_timeout_is_busy_and_retryable(relay):
+    alice = relay.join("alice")
+    relay.join("bob")
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sqlite3, sys, time\n"
+         f"db = sqlite3.connect({str(relay.home / 'relay.db')!r}, isolation_level=None)\n"
+         "db.execute('BEGIN IMMEDIATE'); print('locked', flush=True); time.sleep(7)\n"],
+        stdout=subprocess.PIPE,
+    )
+    assert holder.stdout.readline().strip() == b"locked"
+    before = time.monotonic()
+    r = relay.proc("send", "--to", "bob", "--id", new_id(), "--json", "x", env=alice)
+    assert time.monotonic() - before >= 4.5
+    assert (r.code, r.error["code"], r.error["retryable"]) == (75, "busy", True)
+    assert "Traceback" not in r.err
+    holder.wait(timeout=20)
+    assert relay.send(alice, "bob", "x").code == 0
