@@ -1,1 +1,337 @@
-"""(to be written)"""
+"""`relay once`, `relay ledger list/show/resolve`, `relay approve`, `relay deny` (SPEC §10).
+
+Thin commands over ``relay_cli.ledger``.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from typing import Annotated, List, Optional
+
+import typer
+
+from .. import clock, ledger, lifecycle
+from ..errors import RelayError
+from ..output import Output, inert, iso_age
+from .app import Env, HomeOpt, JsonOpt, app, duration
+
+ledger_app = typer.Typer(help="Inspect and settle the side-effect ledger of `relay once`.",
+                         no_args_is_help=True, rich_markup_mode=None)
+app.add_typer(ledger_app, name="ledger")
+
+KeyArg = Annotated[str, typer.Argument(metavar="KEY", help="The key given to `relay once`.")]
+NoteOpt = Annotated[
+    Optional[str], typer.Option("--note", metavar="TEXT", help="Why (stored with the decision).")
+]
+
+ONCE_HELP = """Run CMD at most once per KEY; a retry with the same KEY replays the outcome.
+
+The entry is committed as running before CMD starts and its outcome (exit code, the last
+64 KiB of stdout and stderr) the moment CMD ends. relay exits with CMD's status (128+N
+when a signal N killed it; 127 command not found and 126 not executable, after which no
+entry is kept because nothing ran). CMD's output streams through live; SIGINT, SIGTERM
+and SIGHUP are forwarded to it.
+
+The same KEY again: a finished entry prints its stored output and exit code without
+running anything (stderr says it was replayed); a running one gives in_progress (75);
+one whose relay process died before recording gives effect_unknown (11) unless it was
+made with --idempotent; a key used for another command or directory gives key_conflict.
+
+--approve: a person must first run `relay approve KEY` (or `relay deny KEY`) in their own
+terminal; this call waits up to --timeout (exit 75, not a failure: call again to keep
+waiting). A denied key exits 10 on every call. A key that already ran replays without
+asking.
+
+--json: stdout carries exactly one JSON document {key, state, argv, cwd, exit_code,
+signal, replayed, stdout, stderr, stdout_bytes, stderr_bytes, stdout_truncated,
+stderr_truncated, created_at, started_at, finished_at, ...}; CMD's stdout is then captured
+into the document (only its last 64 KiB), not streamed. CMD's stderr still streams.
+
+Example: relay once --key "$TOOL_USE_ID" -- gh pr create --fill
+"""
+
+
+def _require_terminal(what: str) -> None:
+    try:
+        ok = os.isatty(0) and sys.stdin is not None and sys.stdin.isatty()
+    except (OSError, ValueError, AttributeError):
+        ok = False
+    if not ok:
+        raise RelayError("approval_needs_terminal",
+                         f"`relay {what}` refuses: standard input is not a terminal")
+
+
+def _entry_fields(obj: dict, now: int) -> list[tuple[str, object]]:
+    pairs: list[tuple[str, object]] = [
+        ("key", obj["key"]),
+        ("state", obj["state"]),
+        ("command", ledger.command_text(obj["argv"])),
+        ("cwd", obj["cwd"]),
+    ]
+    if obj.get("exit_code") is not None:
+        code = obj["exit_code"]
+        pairs.append(("exit code", f"{code} (signal {obj['signal']})" if obj.get("signal")
+                      else code))
+    if obj.get("idempotent"):
+        pairs.append(("idempotent", "yes (a crashed run is run again)"))
+    if obj.get("approval_required"):
+        pairs.append(("approval", "required"))
+    for key, label in (("created_at", "created"), ("started_at", "started"),
+                       ("finished_at", "finished")):
+        if obj.get(key):
+            pairs.append((label, f"{obj[key]} ({iso_age(obj[key], now)} ago)"))
+    if obj.get("runs"):
+        pairs.append(("runs", obj["runs"]))
+    if obj.get("pid") is not None:
+        pairs.append(("process", f"relay pid {obj['pid']}"
+                      + (f", command pid {obj['child_pid']}" if obj.get("child_pid") else "")
+                      + f" on {obj['host']}"))
+    if obj.get("decision"):
+        pairs.append(("decision", f"{obj['decision']} by {obj['decided_by']} at "
+                      f"{obj['decided_at']}"))
+        if obj.get("decision_note"):
+            pairs.append(("decision note", obj["decision_note"]))
+    if obj.get("resolution"):
+        pairs.append(("resolved", f"{obj['resolution']} by {obj['resolved_by']} at "
+                      f"{obj['resolved_at']}"))
+        if obj.get("resolution_note"):
+            pairs.append(("resolution note", obj["resolution_note"]))
+    return pairs
+
+
+def _render_entry(out: Output, obj: dict, output: bool = False) -> None:
+    now = clock.now_ms()
+    out.fields(_entry_fields(obj, now))
+    if not output:
+        return
+    for name in ("stdout", "stderr"):
+        total = obj.get(f"{name}_bytes")
+        text = obj.get(name)
+        if total is None:
+            continue
+        kept = f"last {len(text.encode())} of {total} bytes" if obj.get(f"{name}_truncated") \
+            else f"{total} bytes"
+        out.line(f"--- {name} ({kept}) ---")
+        if text:
+            out.line(inert(text.rstrip("\n")))
+        out.line(f"--- end of {name} ---")
+
+
+def _emit(env: Env, obj: dict, output: bool = False) -> int:
+    if env.json:
+        env.out.json(obj)
+    else:
+        _render_entry(env.out, obj, output)
+    return 0
+
+
+def _write_bytes(stream, data: bytes | None) -> None:
+    if not data:
+        return
+    ledger.Sink(stream).write(data)
+
+
+def _waiting_notice(out: Output, entry: dict) -> None:
+    key = shlex.quote(entry["key"])
+    out.note(
+        f"relay: key {inert(entry['key'])} needs a person's approval; nothing has run yet\n"
+        f"  command: {inert(ledger.command_text(entry['argv']))}\n"
+        f"  cwd:     {inert(entry['cwd'])}\n"
+        f"  key:     {inert(entry['key'])}\n"
+        f"relay: waiting. A person decides in their own terminal: relay approve {inert(key)}"
+        f"   or   relay deny {inert(key)} --note TEXT"
+    )
+
+
+@app.command(help=ONCE_HELP, context_settings={"allow_interspersed_args": False})
+def once(
+    cmd: Annotated[
+        Optional[List[str]],
+        typer.Argument(metavar="-- CMD [ARGS]...", show_default=False,
+                       help="The command, after `--`, passed on untouched."),
+    ] = None,
+    key: Annotated[
+        Optional[str],
+        typer.Option("--key", metavar="KEY",
+                     help="1-200 printable ASCII characters: the tool call's id or any "
+                          "stable intent key."),
+    ] = None,
+    idempotent: Annotated[
+        bool, typer.Option("--idempotent",
+                           help="CMD is safe to repeat: rerun it when an earlier run crashed "
+                                "before its outcome was recorded."),
+    ] = False,
+    approve: Annotated[
+        bool, typer.Option("--approve",
+                           help="Run only after a person approves (`relay approve KEY`)."),
+    ] = False,
+    timeout: Annotated[
+        Optional[str],
+        typer.Option("--timeout", metavar="D",
+                     help="How long to wait for a person's decision (0-10m, default 50s)."),
+    ] = None,
+    json_: JsonOpt = False,
+    home: HomeOpt = None,
+) -> int:
+    env = Env(json_, home)
+    if key is None:
+        raise RelayError("usage_error", "missing option --key")
+    ledger.validate_key(key)
+    argv = list(cmd or [])
+    if not argv:
+        raise RelayError("usage_error", "no command given: relay once --key KEY -- CMD [ARGS]...")
+    timeout_s = duration(timeout, clock.WAIT, "--timeout", ledger.DEFAULT_APPROVAL_WAIT_S)
+    try:
+        cwd = os.getcwd()
+    except OSError as e:
+        raise RelayError("usage_error", "the current directory no longer exists") from e
+    try:
+        result = ledger.once(
+            env.store, key, argv, cwd, idempotent=idempotent, approve=approve,
+            timeout_s=timeout_s, on_waiting=lambda entry: _waiting_notice(env.out, entry),
+            out_sink=ledger.Sink(None if env.json else sys.stdout),
+            err_sink=ledger.Sink(sys.stderr),
+        )
+    except ledger.EntryError as e:
+        if env.json:
+            env.out.json({**e.entry, "replayed": False})
+        raise
+    entry = result.entry
+    if result.kind == "timeout":
+        if env.json:
+            env.out.json({**entry, "replayed": False})
+        raise RelayError(
+            "timeout", f"no decision on key {key!r} after {clock.human_duration(timeout_s)}; "
+            "nothing ran",
+            detail="call `relay once` again with the same key and command to keep waiting",
+        )
+    if result.kind == "not_started":
+        if env.json:
+            env.out.json(entry)
+        else:
+            env.out.note(f"relay: error: {inert(result.message)}")
+            env.out.note("hint: nothing ran, so the key stays free; fix the command and call "
+                         "again with the same key")
+        return result.exit_code
+    if env.json:
+        env.out.json(entry)
+    elif result.kind == "replayed":
+        _write_bytes(sys.stdout, result.raw[0])
+        _write_bytes(sys.stderr, result.raw[1])
+        cut = [n for n in ("stdout", "stderr") if entry.get(f"{n}_truncated")]
+        env.out.note(
+            f"relay: replayed: key {inert(key)} already ran ({entry['state']}, exit "
+            f"{entry['exit_code']}, finished {entry['finished_at']}); nothing was run now"
+            + (f"; only the last 64 KiB of {' and '.join(cut)} was kept" if cut else "")
+        )
+    if result.kind == "unrecorded":
+        env.out.note(f"relay: warning: {inert(result.message)}")
+    return result.exit_code
+
+
+@ledger_app.command("list")
+def ledger_list(
+    state: Annotated[
+        Optional[List[str]],
+        typer.Option("--state", metavar="S",
+                     help="Only entries in state S (repeatable): awaiting_approval, approved, "
+                          "denied, running, succeeded, failed, forgotten."),
+    ] = None,
+    json_: JsonOpt = False,
+    home: HomeOpt = None,
+) -> int:
+    """Table of ledger entries, most recently changed first (no captured output)."""
+    env = Env(json_, home)
+    states = ledger.validate_states(state)
+    with env.unit(write=False) as now:
+        entries = ledger.list_entries(env.store, states)
+    if env.json:
+        env.out.json({"entries": entries})
+        return 0
+    rows = [[e["key"], e["state"], "-" if e["exit_code"] is None else e["exit_code"],
+             _short(ledger.command_text(e["argv"])), iso_age(e["updated_at"], now)]
+            for e in entries]
+    env.out.table(["key", "state", "exit", "command", "age"], rows, empty="(no entries)")
+    waiting = [e for e in entries if e["state"] == "awaiting_approval"]
+    if waiting:
+        env.out.line(f"{len(waiting)} awaiting a person's approval: `relay ledger show KEY`, "
+                     "then `relay approve KEY` or `relay deny KEY` in your terminal")
+    return 0
+
+
+def _short(text: str, width: int = 60) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+@ledger_app.command("show")
+def ledger_show(key: KeyArg, json_: JsonOpt = False, home: HomeOpt = None) -> int:
+    """One entry in full, with its captured stdout and stderr (the last 64 KiB of each)."""
+    env = Env(json_, home)
+    ledger.validate_key(key)
+    with env.unit(write=False):
+        obj = ledger.show(env.store, key)
+    return _emit(env, obj, output=True)
+
+
+@ledger_app.command("resolve")
+def ledger_resolve(
+    key: KeyArg,
+    outcome: Annotated[
+        str,
+        typer.Option("--outcome", metavar="succeeded|failed|forget",
+                     help="What the person found: the effect happened, it did not, or forget "
+                          "the entry so the key runs again."),
+    ],
+    note: NoteOpt = None,
+    json_: JsonOpt = False,
+    home: HomeOpt = None,
+) -> int:
+    """A person settles an entry (recorded as person:<user>), e.g. after effect_unknown.
+
+    Check first whether the command's effect happened. `forget` keeps the entry as
+    `forgotten` until the key is used again, which then runs the command again.
+    """
+    env = Env(json_, home)
+    ledger.validate_key(key)
+    if outcome not in ledger.OUTCOMES:
+        raise RelayError("usage_error", "--outcome must be succeeded, failed or forget")
+    text = lifecycle.validate_text(note, "--note") if note is not None else None
+    try:
+        with env.unit() as now:
+            obj = ledger.resolve(env.store, now, key, outcome, text)
+    except ledger.EntryError as e:
+        raise RelayError(e.code, e.message, detail=e.detail) from None
+    return _emit(env, obj)
+
+
+@app.command()
+def approve(key: KeyArg, json_: JsonOpt = False, home: HomeOpt = None) -> int:
+    """A person at a terminal approves a `relay once --approve` entry; it then runs once.
+
+    Refused unless standard input is a terminal (approval_needs_terminal).
+    """
+    env = Env(json_, home)
+    ledger.validate_key(key)
+    _require_terminal("approve")
+    with env.unit() as now:
+        obj = ledger.approve(env.store, now, key)
+    return _emit(env, obj)
+
+
+@app.command()
+def deny(key: KeyArg, note: NoteOpt = None, json_: JsonOpt = False,
+         home: HomeOpt = None) -> int:
+    """A person at a terminal denies a `relay once --approve` entry; it never runs.
+
+    Every later `relay once` with the key exits 10 (denied). Refused unless standard
+    input is a terminal (approval_needs_terminal).
+    """
+    env = Env(json_, home)
+    ledger.validate_key(key)
+    _require_terminal("deny")
+    text = lifecycle.validate_text(note, "--note") if note is not None else None
+    with env.unit() as now:
+        obj = ledger.deny(env.store, now, key, text)
+    return _emit(env, obj)

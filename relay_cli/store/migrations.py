@@ -113,33 +113,47 @@ MIGRATIONS: list[str] = [
     CREATE INDEX events_request ON events(request_id, seq);
     CREATE INDEX events_at ON events(at);
     """,
-    # 2: the side-effect ledger of `relay once` (SPEC §10)
+    # 2: the side-effect ledger of `relay once` (SPEC §10). pid/process_start identify the
+    # relay process that records the outcome, child_pid/child_start the command it runs;
+    # process_start is "<boot id>:<start time in ticks>" from /proc so a reused pid is not
+    # mistaken for the original process.
     """
     CREATE TABLE ledger (
         key TEXT PRIMARY KEY,
         fingerprint TEXT NOT NULL,
         argv TEXT NOT NULL,
         cwd TEXT NOT NULL,
-        state TEXT NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('awaiting_approval', 'approved', 'denied',
+            'running', 'succeeded', 'failed', 'forgotten')),
         idempotent INTEGER NOT NULL DEFAULT 0,
         approve INTEGER NOT NULL DEFAULT 0,
+        runs INTEGER NOT NULL DEFAULT 0,
         pid INTEGER,
         process_start TEXT,
+        child_pid INTEGER,
+        child_start TEXT,
         host TEXT,
         created_at INTEGER NOT NULL,
         updated_at INTEGER NOT NULL,
         started_at INTEGER,
         finished_at INTEGER,
         exit_code INTEGER,
+        signal INTEGER,
         stdout BLOB,
         stderr BLOB,
         stdout_bytes INTEGER,
         stderr_bytes INTEGER,
+        decision TEXT,
         decided_by TEXT,
         decided_at INTEGER,
-        note TEXT
+        decision_note TEXT,
+        resolution TEXT,
+        resolved_by TEXT,
+        resolved_at INTEGER,
+        resolution_note TEXT
     );
     CREATE INDEX ledger_state ON ledger(state, updated_at);
+    CREATE INDEX ledger_updated ON ledger(updated_at);
     """,
     # 3: Claude Code hook bookkeeping (SPEC §12)
     """
