@@ -1,0 +1,1 @@
+complete --command relay --no-files --arguments "(env _RELAY_COMPLETE=complete_fish _TYPER_COMPLETE_FISH_ACTION=get-args _TYPER_COMPLETE_ARGS=(commandline -cp) relay)" --condition "env _RELAY_COMPLETE=complete_fish _TYPER_COMPLETE_FISH_ACTION=is-args _TYPER_COMPLETE_ARGS=(commandline -cp) relay"
