@@ -59,16 +59,16 @@ def validate_text(data: str | bytes, what: str = "text") -> str:
         raw = bytes(data)
     if not raw:
         raise RelayError("invalid_text", f"{what} is empty")
+    if len(raw) > MAX_TEXT_BYTES:  # (stdin and files are read only this far)
+        raise RelayError(
+            "text_too_large", f"{what} is over {MAX_TEXT_BYTES} bytes"
+        )
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise RelayError("invalid_text", f"{what} is not valid UTF-8") from None
     if "\x00" in text:
         raise RelayError("invalid_text", f"{what} contains a NUL byte")
-    if len(raw) > MAX_TEXT_BYTES:
-        raise RelayError(
-            "text_too_large", f"{what} is {len(raw)} bytes; the limit is {MAX_TEXT_BYTES}"
-        )
     return text
 
 

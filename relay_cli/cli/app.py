@@ -88,7 +88,7 @@ class Env:
 
         A RELAY_SESSION that belongs to another RELAY_PEER than ``--as`` is not used.
         """
-        name = self.as_ or _env("RELAY_PEER")
+        name = self.as_ if self.as_ is not None else _env("RELAY_PEER")
         token = self.session
         if token is None:
             env_peer = _env("RELAY_PEER")
