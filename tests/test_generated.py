@@ -1,0 +1,198 @@
+"""Generated files (completions, man page, reference) are current and actually work."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import generate  # noqa: E402
+
+
+def relay_bin_dir() -> str:
+    """The directory of the `relay` console script of this test's Python."""
+    here = Path(sys.executable).parent
+    if (here / "relay").exists():
+        return str(here)
+    found = shutil.which("relay")
+    assert found, "the relay console script is not installed"
+    return str(Path(found).parent)
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RELAY_", "_RELAY"))}
+    env["PATH"] = relay_bin_dir() + os.pathsep + env.get("PATH", "")
+    env.update(extra)
+    return env
+
+
+def test_generated_files_match_a_fresh_generation():
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "generate.py"), "--check"],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert p.returncode == 0, (
+        "generated files are out of date; run `python scripts/generate.py`:\n" + p.stderr)
+
+
+def test_check_names_a_file_that_differs(tmp_path, monkeypatch):
+    monkeypatch.setattr(generate, "ROOT", tmp_path)
+    monkeypatch.setattr(generate, "outputs", lambda: {"man/relay.1": "new\n"})
+    (tmp_path / "man").mkdir()
+    (tmp_path / "man" / "relay.1").write_text("old\n")
+    assert generate.main(["--check"]) == 1
+    assert (tmp_path / "man" / "relay.1").read_text() == "old\n"
+    assert generate.main([]) == 0
+    assert (tmp_path / "man" / "relay.1").read_text() == "new\n"
+    assert generate.main(["--check"]) == 0
+
+
+# ------------------------------------------------------------------ bash completion
+def bash_complete(*words: str) -> list[str]:
+    """Complete the last of ``words`` in a real bash with completions/relay.bash sourced,
+    through the function `complete -p relay` registered."""
+    if not shutil.which("bash"):
+        pytest.skip("bash is not installed")
+    words_q = " ".join(f"'{w}'" for w in words)
+    script = f"""
+set -e
+source {ROOT / 'completions' / 'relay.bash'}
+spec=$(complete -p relay)
+fn=$(printf '%s\\n' "$spec" | sed -n 's/.*-F \\([^ ]*\\).*/\\1/p')
+test -n "$fn"
+COMP_WORDS=({words_q})
+COMP_CWORD=$(( ${{#COMP_WORDS[@]}} - 1 ))
+COMP_LINE="${{COMP_WORDS[*]}}"
+COMP_POINT=${{#COMP_LINE}}
+"$fn" relay "${{COMP_WORDS[COMP_CWORD]}}" "${{COMP_WORDS[COMP_CWORD-1]}}"
+printf '%s\\n' "${{COMPREPLY[@]}}"
+"""
+    p = subprocess.run(["bash", "--norc", "--noprofile", "-c", script], capture_output=True,
+                       text=True, env=clean_env(), timeout=60)
+    assert p.returncode == 0, p.stderr
+    return [line for line in p.stdout.splitlines() if line]
+
+
+def test_bash_completes_se_to_send():
+    assert bash_complete("relay", "se") == ["send"]
+
+
+def test_bash_completes_send_dash_dash_o_to_on_lost():
+    assert bash_complete("relay", "send", "--o") == ["--on-lost"]
+
+
+def test_bash_completes_subcommands_of_peers():
+    assert "join" in bash_complete("relay", "peers", "")
+
+
+def test_show_completion_prints_the_committed_bash_script():
+    p = subprocess.run(["relay", "--show-completion", "bash"], capture_output=True, text=True,
+                       env=clean_env(), timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == (ROOT / "completions" / "relay.bash").read_text().strip()
+
+
+def test_install_completion_writes_the_bash_script(tmp_path):
+    p = subprocess.run(["relay", "--install-completion", "bash"], capture_output=True,
+                       text=True, env=clean_env(HOME=str(tmp_path)), timeout=60)
+    assert p.returncode == 0, p.stderr
+    installed = tmp_path / ".bash_completions" / "relay.sh"
+    assert installed.read_text().strip() == (ROOT / "completions" / "relay.bash").read_text().strip()
+    assert "relay.sh" in (tmp_path / ".bashrc").read_text()
+
+
+def test_installed_bash_copy_is_identical_and_zsh_is_autoloadable():
+    assert (ROOT / "completions" / "bash" / "relay").read_text() == \
+        (ROOT / "completions" / "relay.bash").read_text()
+    zsh = (ROOT / "completions" / "_relay").read_text()
+    assert zsh.startswith("#compdef relay\n")
+    assert '_relay_completion "$@"' in zsh and "compdef _relay_completion relay" in zsh
+
+
+@pytest.mark.skipif(not shutil.which("zsh"), reason="zsh is not installed")
+def test_zsh_script_parses():
+    p = subprocess.run(["zsh", "-n", str(ROOT / "completions" / "_relay")],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+
+
+@pytest.mark.skipif(not shutil.which("fish"), reason="fish is not installed")
+def test_fish_script_parses():
+    p = subprocess.run(["fish", "--no-execute", str(ROOT / "completions" / "relay.fish")],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+
+
+# ------------------------------------------------------------------ man page
+def test_man_page_renders_without_warnings():
+    if shutil.which("groff"):
+        cmd = ["groff", "-man", "-Tutf8", "-ww", "-z", str(ROOT / "man" / "relay.1")]
+    elif shutil.which("man"):
+        cmd = ["man", "--warnings", "-l", str(ROOT / "man" / "relay.1")]
+    else:
+        pytest.skip("neither groff nor man is installed")
+    p = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "MANPAGER": "cat"})
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+
+
+def test_man_page_has_every_section_command_and_option():
+    from relay_cli import schema
+
+    page = (ROOT / "man" / "relay.1").read_text()
+    for section in ("NAME", "SYNOPSIS", "DESCRIPTION", "COMMANDS", "STATES", "EXIT STATUS",
+                    "ENVIRONMENT", "FILES", "SECURITY", "EXAMPLES"):
+        assert f"\n.SH {section}\n" in page, section
+    unescaped = page.replace("\\-", "-").replace("\\fB", "").replace("\\fR", "") \
+        .replace("\\fI", "")
+    doc = schema.build()
+    for c in doc["commands"][1:]:
+        assert f".SS {c['usage']}" in unescaped, c["path"]
+    for c in doc["commands"]:
+        for o in c["options"]:
+            assert o["flags"][0] in unescaped, (c["path"], o["name"])
+            assert o["help"].replace("`", "") in unescaped, (c["path"], o["name"])
+    for var in ("RELAY_HOME", "RELAY_PEER", "RELAY_SESSION", "RELAY_TIME_OFFSET",
+                "RELAY_RATE_LIMIT", "RELAY_DEBUG", "NO_COLOR"):
+        assert f"\n.TP\n{var}\n" in unescaped, var
+    for e in doc["exit_status"]:
+        assert f"\n.TP\n{e['code']}\n" in unescaped, e["code"]
+    for s in doc["states"]["all"]:
+        assert f"\n.TP\n{s}\n" in unescaped, s
+
+
+# ------------------------------------------------------------------ reference and help
+def commands():
+    from relay_cli import schema
+
+    return schema.build()["commands"]
+
+
+def test_every_command_and_option_has_help_text():
+    missing = []
+    for c in commands():
+        if not c["help"]:
+            missing.append(c["path"])
+        missing += [f"{c['path']} {p['name']}" for p in c["options"] + c["arguments"]
+                    if not p["help"]]
+    assert missing == [], f"commands or options without help text: {missing}"
+
+
+def test_every_command_is_in_the_reference_with_its_current_help():
+    reference = (ROOT / "docs" / "reference.md").read_text()
+    for c in commands():
+        assert f"\n## {c['path']}\n" in reference, f"{c['path']} is missing from the reference"
+        help_text = generate.help_text(c["path"].split()[1:])
+        assert help_text.rstrip() in reference, f"the reference has stale help for {c['path']}"
+
+
+def test_help_is_plain_text_without_boxes_or_escape_codes():
+    for c in commands():
+        text = generate.help_text(c["path"].split()[1:])
+        assert not re.search(r"[\u2500-\u257f\x1b]", text), f"decorated help: {c['path']}"
+        assert text.startswith(f"Usage: {c['path']}"), c["path"]

@@ -1,0 +1,73 @@
+"""Start-up stays cheap: rich and sqlite_utils are never imported on the hot paths."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+HEAVY = ("rich", "sqlite_utils")
+
+
+def imported_heavy(args: list[str], env: dict | None = None, input: bytes | None = None):
+    """Run ``python -X importtime ARGS``; return (result, heavy top-level modules imported)."""
+    p = subprocess.run([sys.executable, "-X", "importtime", *args], capture_output=True,
+                       env=env, input=input, cwd=ROOT, timeout=60)
+    heavy = set()
+    for line in p.stderr.decode("utf-8", "replace").splitlines():
+        if line.startswith("import time:") and "|" in line:
+            module = line.rsplit("|", 1)[1].strip()
+            if module.split(".")[0] in HEAVY:
+                heavy.add(module)
+    return p, heavy
+
+
+def test_importing_the_cli_imports_neither_rich_nor_sqlite_utils():
+    code = ("import sys, relay_cli.cli, relay_cli.schema; "
+            f"print(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r}))")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "[]"
+
+
+def test_help_and_send_help_import_neither(relay):
+    for args in (["--help"], ["send", "--help"]):
+        p, heavy = imported_heavy(["-m", "relay_cli", *args], env=relay._env(None))
+        assert p.returncode == 0, p.stderr
+        assert heavy == set(), (args, heavy)
+
+
+def test_send_to_a_peer_imports_neither(relay):
+    alice, _ = relay.join("alice"), relay.join("bob")
+    env = relay._env(alice)
+    p, heavy = imported_heavy(["-m", "relay_cli", "send", "--to", "bob", "-"], env=env,
+                              input=b"hello")
+    assert p.returncode == 0, p.stderr
+    assert heavy == set()
+
+
+def test_python_dash_m_relay_cli_works():
+    p = subprocess.run([sys.executable, "-m", "relay_cli", "--version"], capture_output=True,
+                       text=True, cwd=ROOT)
+    assert p.returncode == 0 and p.stdout.startswith("relay ")
+
+
+def ruff(source: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "--no-cache", "--select", "TID253",
+         "--stdin-filename", str(ROOT / "relay_cli" / "probe.py"), "-"],
+        input=source, capture_output=True, text=True, cwd=ROOT,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+
+
+def test_ruff_bans_module_level_imports_of_rich_and_sqlite_utils():
+    for module in HEAVY:
+        p = ruff(f"import {module}\n")
+        assert p.returncode == 1 and "TID253" in p.stdout, p.stdout + p.stderr
+        p = ruff(f"from {module} import x\n")
+        assert p.returncode == 1 and "TID253" in p.stdout, p.stdout + p.stderr
+    p = ruff("def f():\n    import rich\n    import sqlite_utils\n    return rich, sqlite_utils\n")
+    assert p.returncode == 0, p.stdout + p.stderr
