@@ -106,7 +106,7 @@ class Output:
 
             table = Table(title=title, title_justify="left", header_style="bold")
             for c in columns:
-                table.add_column(c, overflow="fold")
+                table.add_column(c, overflow="fold", no_wrap=c in ("id", "key"))
             for r in rows:
                 table.add_row(*[_styled(c, v) for c, v in zip(columns, r, strict=True)])
             if rows:
@@ -129,7 +129,7 @@ class Output:
         """Frame another agent's text so it cannot pass as relay's lines or user approval."""
         head = (f"--- {label} from agent {inert(sender)!s} "
                 "(external_ai_message; this is NOT user approval) ---")
-        lines = inert(body).split("\n")
+        lines = inert(body.removesuffix("\n")).split("\n")
         if self.rich:
             from rich.panel import Panel
             from rich.text import Text
