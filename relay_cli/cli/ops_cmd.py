@@ -1,1 +1,188 @@
-"""(to be written)"""
+"""Operating commands: run (the launcher), doctor, prune."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Optional
+
+import typer
+
+from .. import clock, peers
+from ..errors import RelayError
+from ..output import Output
+from .app import Env, HomeOpt, JsonOpt, app, duration
+
+# ------------------------------------------------------------------ run
+_CANNOT_START_HINT = (
+    "relay run looks the program up on PATH as a shell does: exit 127 means not found, 126 "
+    "found but not executable; no session was left behind"
+)
+
+
+@app.command(
+    "run",
+    options_metavar="[OPTIONS] -- CMD [ARGS]...",
+    context_settings={"allow_extra_args": True, "allow_interspersed_args": False},
+    epilog="Example: relay run --as claude-1 --kind claude -- claude --resume abc",
+)
+def run_(
+    ctx: typer.Context,
+    as_: Annotated[
+        Optional[str],
+        typer.Option("--as", metavar="NAME", help="The peer name to join as (required)."),
+    ] = None,
+    kind: Annotated[
+        Optional[str],
+        typer.Option("--kind", metavar="K",
+                     help="claude, codex, gemini, aider, human, script or other."),
+    ] = None,
+    lease: Annotated[
+        Optional[str],
+        typer.Option("--lease", metavar="D", help="Session lease (10s-24h, default 45s)."),
+    ] = None,
+    json_: Annotated[
+        bool, typer.Option("--json", help="Print relay's own errors as one JSON line on stderr "
+                           "(stdout always belongs to CMD).")
+    ] = False,
+    home: HomeOpt = None,
+) -> int:
+    """Run CMD inside a relay session: join as NAME, give CMD RELAY_PEER, RELAY_SESSION and
+    RELAY_HOME, renew the lease while it runs, leave when it ends.
+
+    Everything after `--` is passed to CMD untouched. SIGINT, SIGTERM and SIGHUP are
+    forwarded to CMD. Exit status: CMD's own; 128+N when signal N killed it; 127 when CMD
+    is not found, 126 when it is not executable. When CMD ends, work it claimed and did not
+    finish becomes delivery_unknown (reason recipient_disconnected).
+    """
+    from .. import launcher
+
+    env = Env(json_, home)
+    try:
+        if not as_:
+            raise RelayError("usage_error", "relay run needs --as NAME")
+        peers.validate_name(as_, "--as")
+        peers.validate_kind(kind)
+        lease_s = duration(lease, clock.SESSION_LEASE, "--lease", peers.DEFAULT_SESSION_LEASE_S)
+        argv = list(ctx.args)
+        if not argv:
+            raise RelayError("usage_error",
+                             "nothing to run: relay run --as NAME [--kind K] -- CMD [ARGS]...")
+        if not launcher.supported():
+            raise RelayError("internal_error", "relay run needs os.posix_spawn and "
+                             "signal.sigtimedwait (Linux); this platform lacks them")
+
+        def report(item) -> None:
+            if isinstance(item, RelayError):
+                env.out.error(item)
+            elif not env.json:
+                env.out.note(item)
+
+        return launcher.run(lambda: _open(home), as_, kind, lease_s, argv, report)
+    except launcher.CannotStart as e:
+        _cannot_start(env.out, e)
+        return e.status
+    except RelayError as e:
+        env.out.error(e)
+        return e.exit_code
+
+
+def _open(home):
+    from ..store import open_store
+
+    return open_store(home)
+
+
+def _cannot_start(out: Output, e) -> None:
+    if out.json_mode:
+        doc = {"error": {
+            "code": "usage_error", "message": f"cannot start the command: {e.message}",
+            "hint": _CANNOT_START_HINT, "retryable": False, "retry_after_seconds": None,
+            "exit_code": e.status,
+        }}
+        out.stderr.write(json.dumps(doc, ensure_ascii=False) + "\n")
+        out.stderr.flush()
+        return
+    from ..output import inert
+
+    out.note(f"relay: error: cannot start the command: {inert(e.message)}")
+    out.note(f"hint: {_CANNOT_START_HINT}")
+
+
+# ------------------------------------------------------------------ doctor
+@app.command()
+def doctor(
+    fix: Annotated[
+        bool, typer.Option("--fix", help="Tighten modes that are too open (dir 0700, files "
+                           "0600); never follows or replaces a symlink.")
+    ] = False,
+    json_: JsonOpt = False,
+    home: HomeOpt = None,
+) -> int:
+    """Health report of the state directory and database (read-only; creates nothing).
+
+    Exit status 7 when any check fails, else 0.
+    """
+    from .. import doctor as doctor_
+    from ..store import resolve_home
+
+    out = Output(json_)
+    report = doctor_.diagnose(resolve_home(home), fix=fix)
+    if json_:
+        out.json(report.to_dict())
+    else:
+        out.table(["status", "check", "detail"],
+                  [[c.status, c.name, c.detail] for c in report.checks])
+        for line in report.fixed:
+            out.line(f"fixed: {line}" if not line.startswith("not changed") else line)
+        if fix and not report.fixed:
+            out.line("fixed: nothing needed tightening")
+        counts = {s: sum(c.status == s for c in report.checks) for s in ("ok", "warn", "fail")}
+        out.line(f"{counts['ok']} ok, {counts['warn']} warn, {counts['fail']} fail")
+    return 0 if report.ok else 7
+
+
+# ------------------------------------------------------------------ prune
+@app.command()
+def prune(
+    older_than: Annotated[
+        Optional[str],
+        typer.Option("--older-than", metavar="D",
+                     help="Remove bodies of final requests finished more than D ago "
+                     "(default 30d)."),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Count what would be removed; change nothing.")
+    ] = False,
+    json_: JsonOpt = False,
+    home: HomeOpt = None,
+) -> int:
+    """Remove old final requests, keeping tombstones so a late retry is still a duplicate.
+
+    Final requests finished more than 30 days ago (--older-than) lose their text, reply
+    and detail and stay as tombstones until 120 days after they finished; then they are
+    removed. Expired drafts are removed. Requests that are not final are never touched.
+    """
+    from .. import retention
+
+    env = Env(json_, home)
+    older_s = duration(older_than, clock.PRUNE_AGE, "--older-than",
+                       retention.DEFAULT_RETENTION_S)
+    result = retention.prune(env.store, clock.now_ms(), older_s, dry_run)
+    if env.json:
+        env.out.json(result)
+        return 0
+    verb = "would be" if dry_run else "were"
+    rows = [
+        ("requests pruned", f"{result['requests_pruned']} (bodies removed; tombstones kept)"),
+        ("tombstones removed", f"{result['tombstones_removed']} (with "
+                               f"{result['events_removed']} events)"),
+        ("drafts removed", result["drafts_removed"]),
+    ]
+    ledger = result.get("ledger")
+    if isinstance(ledger, dict):
+        rows += [(f"ledger {k.replace('_', ' ')}", v) for k, v in ledger.items()]
+    rows += [("bodies of requests finished before", result["bodies_finished_before"]),
+             ("tombstones of requests finished before", result["tombstones_finished_before"])]
+    env.out.fields(rows, title=f"relay prune{' --dry-run' if dry_run else ''}: counts of what "
+                               f"{verb} removed")
+    return 0

@@ -13,6 +13,7 @@ from .db import Connection, open_db, open_existing_readonly, relay_error_from_sq
 from .home import DB_NAME, check_home, ensure_home, inspect_path, resolve_home, unsafe_reasons
 from .migrations import LATEST as LATEST_SCHEMA
 from .sql_ledger import LedgerSQL
+from .sql_ops import OpsSQL
 from .sql_peers import PeersSQL
 from .sql_requests import RequestsSQL
 
@@ -30,7 +31,7 @@ __all__ = [
 ]
 
 
-class Store(RequestsSQL, PeersSQL, LedgerSQL):
+class Store(RequestsSQL, PeersSQL, LedgerSQL, OpsSQL):
     def __init__(self, db: Connection, home: Path) -> None:
         self.db = db
         self.home = home

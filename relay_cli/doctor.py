@@ -1,0 +1,415 @@
+"""`relay doctor`: a health report of the state directory and database (SPEC §11).
+
+Doctor creates nothing and writes nothing to the database: it opens relay.db read-only
+(SQLite may create the -wal/-shm companion files, with relay.db's mode, as any reader of a
+WAL database does), applies no due transitions and renews no lease. It keeps going when
+the directory is unsafe, the database is corrupt or its schema is newer than this relay:
+each problem becomes a failed check. ``fix=True`` only tightens modes that are too open
+(directory 0700, files 0600) on paths that are not symlinks and belong to the caller.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sqlite3
+import stat
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from . import __version__, clock, peers
+from .errors import RelayError
+from .states import STATES
+
+OK, WARN, FAIL = "ok", "warn", "fail"
+SYNCHRONOUS = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
+COMPANIONS = ("-wal", "-shm")
+
+
+@dataclass
+class Check:
+    name: str
+    status: str
+    detail: str
+
+
+class Report:
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.checks: list[Check] = []
+        self.fixed: list[str] = []
+        self.facts: dict = {
+            "home": str(home),
+            "relay_version": __version__,
+            "schema_version": None,
+            "schema_supported": None,
+            "sqlite_version": sqlite3.sqlite_version,
+            "python_version": platform.python_version(),
+            "journal_mode": None,
+            "synchronous": None,
+            "db_bytes": None,
+            "requests_by_state": None,
+            "tombstones": None,
+            "delivery_unknown": None,
+            "stale_drafts": None,
+            "due_transitions": None,
+            "active_peers": None,
+        }
+
+    def add(self, name: str, status: str, detail: str) -> None:
+        self.checks.append(Check(name, status, detail))
+
+    @property
+    def ok(self) -> bool:
+        return all(c.status != FAIL for c in self.checks)
+
+    def to_dict(self) -> dict:
+        return {"ok": self.ok, "checks": [asdict(c) for c in self.checks],
+                "fixed": self.fixed, **self.facts}
+
+
+def diagnose(home: Path, fix: bool = False) -> Report:
+    from .store import LATEST_SCHEMA
+
+    report = Report(home)
+    report.facts["schema_supported"] = LATEST_SCHEMA
+    report.add("relay_version", OK, f"relay {__version__}")
+    report.add("python", OK, f"Python {platform.python_version()}")
+    report.add("sqlite", OK, f"SQLite {sqlite3.sqlite_version}")
+    now = _now(report)
+    if fix:
+        _fix_modes(home, report)
+    if not _check_paths(home, report):
+        return report
+    _check_database(home, report, now)
+    return report
+
+
+# ------------------------------------------------------------------------ clock
+def _now(report: Report) -> int:
+    raw = os.environ.get("RELAY_TIME_OFFSET", "").strip()
+    if not raw:
+        report.add("time_offset", OK, "RELAY_TIME_OFFSET is not set: relay uses the system clock")
+        return clock.now_ms()
+    try:
+        offset = clock.offset_seconds()
+    except RelayError as e:
+        report.add("time_offset", FAIL, f"{e.message}; every relay command will refuse to run")
+        return int(time.time() * 1000)
+    report.add("time_offset", WARN,
+               f"RELAY_TIME_OFFSET={raw}: relay's clock is shifted by {offset:g} s "
+               f"({clock.human_duration(abs(offset))} {'ahead' if offset >= 0 else 'behind'}); "
+               "unset it outside tests and rehearsals")
+    return clock.now_ms()
+
+
+# ------------------------------------------------------------------------ files
+def _describe(rep) -> str:
+    owner = "you" if not rep.foreign else "NOT you"
+    return f"owner uid {rep.owner_uid} ({owner}), mode {rep.mode:04o}"
+
+
+def _check_paths(home: Path, report: Report) -> bool:
+    """Directory and file checks. True when the database may be opened."""
+    from .store import DB_NAME, inspect_path, unsafe_reasons
+
+    d = inspect_path(home)
+    if not d.exists:
+        report.add("state_dir", WARN, f"{home}: not created yet (the first relay command that "
+                   "writes creates it with mode 0700)")
+        report.add("database", WARN, "not created yet")
+        return False
+    problems = []
+    if d.is_symlink:
+        problems.append("is a symbolic link (relay never follows it)")
+    elif not d.is_dir:
+        problems.append("is not a directory")
+    if d.foreign:
+        problems.append(f"is owned by uid {d.owner_uid}, not by you (uid {os.geteuid()})")
+    if not d.is_symlink and d.group_other_access:
+        problems.append(f"has mode {d.mode:04o}: group or others may access it "
+                        "(`relay doctor --fix` sets 0700)")
+    if problems:
+        report.add("state_dir", FAIL, f"{home} " + "; ".join(problems))
+    else:
+        report.add("state_dir", OK, f"{home}: directory, not a symlink, {_describe(d)}")
+
+    db_path = home / DB_NAME
+    for suffix in ("", *COMPANIONS):
+        path = Path(f"{db_path}{suffix}")
+        name = {"": "db_file", "-wal": "wal_file", "-shm": "shm_file"}[suffix]
+        _check_file(path, name, report, required=not suffix)
+
+    if unsafe_reasons(home):
+        report.add("database", WARN, "not opened: the state directory is unsafe (see above); "
+                   "every relay command refuses it with unsafe_state_dir")
+        return False
+    for suffix in COMPANIONS:
+        if inspect_path(Path(f"{db_path}{suffix}")).is_symlink:
+            report.add("database", WARN, f"not opened: {DB_NAME}{suffix} is a symbolic link")
+            return False
+    if not inspect_path(db_path).exists:
+        report.add("database", WARN, f"{db_path}: not created yet")
+        return False
+    return True
+
+
+def _check_file(path: Path, name: str, report: Report, required: bool) -> None:
+    from .store import inspect_path
+
+    f = inspect_path(path)
+    if not f.exists:
+        if not required:
+            report.add(name, OK, f"{path.name}: absent (normal while no connection is open)")
+        return
+    if f.is_symlink:
+        report.add(name, FAIL, f"{path} is a symbolic link; relay never follows it: move it "
+                   "aside and ask the person where it points")
+    elif f.foreign:
+        report.add(name, FAIL, f"{path} is owned by uid {f.owner_uid}, not by you "
+                   f"(uid {os.geteuid()})")
+    elif not stat.S_ISREG(os.lstat(path).st_mode):
+        report.add(name, FAIL, f"{path} is not a regular file")
+    elif f.group_other_access:
+        report.add(name, WARN, f"{path}: mode {f.mode:04o}, expected 0600 "
+                   "(`relay doctor --fix` tightens it)")
+    else:
+        report.add(name, OK, f"{path.name}: regular file, not a symlink, {_describe(f)}")
+
+
+def _fix_modes(home: Path, report: Report) -> None:
+    """Tighten modes that are too open; never follow or replace a symlink."""
+    from .store import DB_NAME
+
+    _tighten(home, 0o700, directory=True, report=report)
+    if os.path.isdir(home) and not os.path.islink(home):
+        for suffix in ("", *COMPANIONS):
+            _tighten(home / f"{DB_NAME}{suffix}", 0o600, directory=False, report=report)
+
+
+def _tighten(path: Path, mode: int, *, directory: bool, report: Report) -> None:
+    flags = os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    flags |= os.O_DIRECTORY if directory else os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        if os.path.islink(path):
+            report.fixed.append(f"not changed: {path} is a symbolic link (never followed)")
+        else:
+            report.fixed.append(f"not changed: {path}: {e.strerror}")
+        return
+    try:
+        st = os.fstat(fd)
+        old = stat.S_IMODE(st.st_mode)
+        if not old & 0o077:
+            return
+        if st.st_uid != os.geteuid():
+            report.fixed.append(f"not changed: {path} is owned by uid {st.st_uid}, not by you")
+            return
+        if directory != stat.S_ISDIR(st.st_mode) or (not directory and not stat.S_ISREG(
+                st.st_mode)):
+            report.fixed.append(f"not changed: {path} is not a regular "
+                                f"{'directory' if directory else 'file'}")
+            return
+        os.fchmod(fd, mode)
+        report.fixed.append(f"{path}: mode {old:04o} -> {mode:04o}")
+    except OSError as e:
+        report.fixed.append(f"not changed: {path}: {e.strerror}")
+    finally:
+        os.close(fd)
+
+
+# ------------------------------------------------------------------------ database
+def _check_database(home: Path, report: Report, now: int) -> None:
+    from .store import LATEST_SCHEMA, open_store_readonly, relay_error_from_sqlite
+
+    try:
+        store = open_store_readonly(home)
+    except RelayError as e:
+        report.add("database", FAIL, f"{e.code}: {e.message}")
+        return
+    except sqlite3.Error as e:
+        err = relay_error_from_sqlite(e)
+        report.add("database", FAIL, f"{err.code}: {err.message}")
+        return
+    if store is None:
+        report.add("database", WARN, "not created yet")
+        return
+    try:
+        try:
+            version = store.pragma("user_version")
+            tables = store.table_names()
+        except sqlite3.Error as e:
+            err = relay_error_from_sqlite(e)
+            report.add("database", FAIL, f"{err.code}: {err.message}")
+            return
+        report.add("database", OK, f"{store.db.path}: a SQLite database, opened read-only")
+        report.facts["schema_version"] = version
+        usable = _check_schema(report, version, bool(tables), LATEST_SCHEMA)
+        _guarded(report, "quick_check", lambda: _check_integrity(store, report))
+        _guarded(report, "journal_mode", lambda: _check_pragmas(store, report))
+        _check_size(store.db.path, report)
+        if usable:
+            _guarded(report, "requests", lambda: _check_contents(store, report, now))
+    finally:
+        store.close()
+
+
+def _guarded(report: Report, name: str, fn) -> None:
+    from .store import relay_error_from_sqlite
+
+    try:
+        fn()
+    except sqlite3.Error as e:
+        err = relay_error_from_sqlite(e)
+        report.add(name, FAIL, f"{err.code}: {err.message}")
+
+
+def _check_schema(report: Report, version: int, has_tables: bool, latest: int) -> bool:
+    if version > latest:
+        report.add("schema", FAIL, f"schema_too_new: schema version {version}, this relay "
+                   f"understands up to {latest}; upgrade relay, do not downgrade the database")
+        return False
+    if version == 0:
+        if has_tables:
+            report.add("schema", FAIL, "database_corrupt: a SQLite database, but not relay's "
+                       "(user_version 0 with tables)")
+        else:
+            report.add("schema", WARN, f"empty database (schema 0); the next relay command that "
+                       f"writes creates schema {latest}")
+        return False
+    if version < latest:
+        report.add("schema", WARN, f"schema version {version}, newest supported {latest}: the "
+                   "next relay command that writes migrates it")
+        return True
+    report.add("schema", OK, f"schema version {version} (newest supported {latest})")
+    return True
+
+
+def _check_integrity(store, report: Report) -> None:
+    result = store.quick_check()
+    if result == ["ok"]:
+        report.add("quick_check", OK, "ok")
+    else:
+        shown = "; ".join(result[:3]) + (f" (+{len(result) - 3} more)" if len(result) > 3 else "")
+        report.add("quick_check", FAIL, f"database_corrupt: {shown}")
+
+
+def _check_pragmas(store, report: Report) -> None:
+    mode = str(store.pragma("journal_mode")).lower()
+    report.facts["journal_mode"] = mode
+    if mode == "wal":
+        report.add("journal_mode", OK, "wal")
+    else:
+        report.add("journal_mode", WARN, f"{mode}; relay switches it to wal on its next "
+                   "writing command")
+    sync = store.pragma("synchronous")
+    report.facts["synchronous"] = "FULL"
+    report.add("synchronous", OK, "FULL: relay sets it on every connection it opens "
+               f"(SQLite's default for a new connection here: {SYNCHRONOUS.get(sync, sync)})")
+
+
+def _check_size(path: Path, report: Report) -> None:
+    sizes = {}
+    for suffix in ("", "-wal"):
+        try:
+            sizes[suffix] = os.stat(f"{path}{suffix}").st_size
+        except OSError:
+            sizes[suffix] = 0
+    total = sizes[""] + sizes["-wal"]
+    report.facts["db_bytes"] = total
+    report.add("db_size", OK, f"{_size(total)} (relay.db {_size(sizes[''])}, "
+               f"WAL {_size(sizes['-wal'])})")
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def _check_contents(store, report: Report, now: int) -> None:
+    with store.transaction(write=False):
+        by_state = store.count_by_state()
+        tombstones = store.count_tombstones()
+        due = store.count_due(now)
+        stale = store.count_stale_drafts(now)
+        sessions = store.active_sessions()
+    counts = {s: by_state.get(s, 0) for s in STATES}
+    report.facts.update(requests_by_state=counts, tombstones=tombstones,
+                        delivery_unknown=counts["delivery_unknown"], stale_drafts=stale,
+                        due_transitions=due)
+    total = sum(counts.values())
+    parts = ", ".join(f"{s} {n}" for s, n in counts.items() if n) or "none"
+    detail = f"{total} requests ({parts}); {tombstones} pruned tombstones"
+    if due:
+        detail += (f"; {due} time-based transitions are due (the next relay command applies "
+                   "them; doctor shows the stored states)")
+    report.add("requests", OK, detail)
+
+    unknown = counts["delivery_unknown"]
+    if unknown:
+        report.add("delivery_unknown", WARN,
+                   f"{unknown} request(s) are delivery_unknown and need a person: "
+                   "`relay list --state delivery_unknown`, then `relay resolve ID --outcome "
+                   "completed|failed|requeue` (never rerun them blindly)")
+    else:
+        report.add("delivery_unknown", OK, "none need a person")
+    report.add("stale_drafts", OK if not stale else WARN,
+               f"{stale} expired unsubmitted drafts" + (" (`relay prune` removes them)"
+                                                        if stale else ""))
+    _check_peers(report, sessions, now)
+
+
+def _check_peers(report: Report, sessions, now: int) -> None:
+    active = []
+    for s in sessions:
+        left_s = max(0, s["lease_expires_at"] - now) / 1000
+        active.append({
+            "name": s["peer"], "kind": s["kind"],
+            "lease_expires_at": clock.iso(s["lease_expires_at"]),
+            "lease_left_seconds": round(left_s, 3),
+            "wakeup": _wakeup(s, now)[0],
+        })
+    report.facts["active_peers"] = active
+    if not active:
+        report.add("peers", OK, "no active sessions")
+        return
+    listed = ", ".join(
+        f"{p['name']} ({p['kind']}, lease {clock.human_duration(p['lease_left_seconds'])} left"
+        + (", lapsed: the next command sweeps it" if p["lease_left_seconds"] == 0 else "")
+        + ")" for p in active)
+    report.add("peers", OK, f"{len(active)} active session(s): {listed}")
+    for s in sessions:
+        method, status, detail = _wakeup(s, now)
+        report.add(f"wakeup:{s['peer']}", status, f"{method}: {detail}")
+
+
+def _wakeup(s, now: int) -> tuple[str, str, str]:
+    """How an active peer can be woken: (method, status, one-line detail)."""
+    polling = s["waiting_until"] is not None and s["waiting_until"] > now
+    if s["kind"] == "claude":
+        seen = s["hook_seen_at"]
+        if seen is not None and seen >= now - peers.HOOK_RECENT_MS:
+            ago = clock.human_duration((now - seen) / 1000)
+            return "hook", OK, f"relay's Claude Code hook ran {ago} ago"
+        when = (f"last ran {clock.human_duration((now - seen) / 1000)} ago" if seen
+                else "never ran for this peer")
+        return "not_configured", WARN, (
+            f"relay's Claude Code hook {when}; install it (`relay guide --for claude`) so "
+            "waiting requests reach the session")
+    if s["kind"] == "codex":
+        return "not_configured", WARN, (
+            "Codex offers no way to wake an idle session from outside; it sees requests only "
+            "when it runs `relay claim --wait` or `relay wait`"
+            + (" (it is polling now)" if polling else ""))
+    if polling:
+        return "polling", OK, "a session is blocked in `relay claim --wait`"
+    return "not_configured", WARN, (
+        "nothing wakes this peer; it sees requests when it runs `relay inbox` or "
+        "`relay claim --wait`")

@@ -1,0 +1,98 @@
+"""Retention (SPEC §4): `relay prune` turns old final requests into tombstones and later
+removes the tombstones.
+
+- A final request whose ``finished_at`` is older than the retention (default 30 days)
+  loses its bodies: ``text``, ``reply`` and ``detail`` (also the ``detail`` of its events)
+  become NULL and ``pruned`` becomes 1. The row stays as a tombstone (id, fingerprint,
+  from, to, final state, reason, times), so a very late retry of the same send or submit
+  still answers ``duplicate: true`` with the old final state, and ``show`` answers
+  ``"pruned": true``.
+- 120 days after a request finished (or after the retention, if that is longer) its row
+  and its events are removed entirely; after that its id is free again.
+- Drafts: unsubmitted drafts that expired are removed; so are submitted drafts whose
+  request is gone or is a tombstone (the request row answers a repeated submit).
+- Requests that are not final are never touched.
+
+Work happens in batches of ``BATCH`` rows, each its own short ``BEGIN IMMEDIATE``
+transaction, so other relay commands never wait long for the write lock.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from . import clock, lifecycle
+
+DEFAULT_RETENTION_S = 30 * 86400
+TOMBSTONE_S = 120 * 86400
+BATCH = 500
+
+COUNT_KEYS = ("requests_pruned", "tombstones_removed", "events_removed", "drafts_removed")
+
+
+def cutoffs(now: int, older_than_s: int) -> tuple[int, int]:
+    """(body cutoff, tombstone cutoff) in ms: rows finished before them are affected."""
+    body = now - older_than_s * 1000
+    tomb = now - max(TOMBSTONE_S, older_than_s) * 1000
+    return body, tomb
+
+
+def prune(store, now: int, older_than_s: int = DEFAULT_RETENTION_S, dry_run: bool = False,
+          batch: int = BATCH) -> dict:
+    """Apply (or with ``dry_run`` only count) the retention at ``now``. Returns the counts.
+
+    Due time-based transitions are applied first, as by every command, so that the
+    counts of a dry run equal what the real run then does.
+    """
+    body_cutoff, tomb_cutoff = cutoffs(now, older_than_s)
+    lifecycle.drain_due(store, now)
+    if dry_run:
+        with store.transaction(write=False):
+            counts = store.prune_counts(now, body_cutoff, tomb_cutoff)
+    else:
+        done: Counter = Counter()
+        while True:  # tombstones first, so that the body pass does not touch doomed rows
+            with store.transaction():
+                reqs, events = store.remove_old_tombstones(tomb_cutoff, batch)
+            done["tombstones_removed"] += reqs
+            done["events_removed"] += events
+            if reqs < batch:
+                break
+        while True:
+            with store.transaction():
+                n = store.prune_bodies(body_cutoff, batch)
+            done["requests_pruned"] += n
+            if n < batch:
+                break
+        while True:
+            with store.transaction():
+                n = store.remove_drafts(now, body_cutoff, batch)
+            done["drafts_removed"] += n
+            if n < batch:
+                break
+        counts = {k: done[k] for k in COUNT_KEYS}
+    result = {
+        "dry_run": dry_run,
+        "older_than_seconds": older_than_s,
+        "bodies_finished_before": clock.iso(body_cutoff),
+        "tombstones_finished_before": clock.iso(tomb_cutoff),
+        **counts,
+    }
+    ledger_counts = _prune_ledger(store, now, body_cutoff, dry_run)
+    if ledger_counts is not None:
+        result["ledger"] = ledger_counts
+    return result
+
+
+def _prune_ledger(store, now: int, cutoff: int, dry_run: bool):
+    """The side-effect ledger's own retention, when that module offers one."""
+    try:
+        from . import ledger
+    except ImportError:
+        return None
+    if not hasattr(ledger, "prune"):
+        return None
+    counts = ledger.prune(store, now, cutoff, dry_run)
+    if counts is None or isinstance(counts, dict):
+        return counts
+    return {"entries_removed": counts}

@@ -1,0 +1,115 @@
+"""SQL for operating relay: `doctor`'s read-only inspection and `prune`'s retention."""
+
+from __future__ import annotations
+
+from sqlite3 import Row
+
+_FINAL = "('completed', 'failed', 'rejected', 'expired', 'cancelled', 'delivery_unknown')"
+
+# A request that still carries its body and keeps it through this prune.
+_BODY_KEPT = (
+    f"r.pruned = 0 AND NOT (r.state IN {_FINAL} AND r.finished_at IS NOT NULL "
+    "AND r.finished_at < :body_cutoff)"
+)
+# Drafts `prune` removes: unsubmitted ones that expired, and submitted ones whose request
+# is gone or is (or is about to become) a tombstone.
+_DRAFT_REMOVABLE = (
+    "(d.submitted_at IS NULL AND d.expires_at <= :now) OR (d.submitted_at IS NOT NULL AND "
+    f"NOT EXISTS (SELECT 1 FROM requests r WHERE r.id = d.id AND {_BODY_KEPT}))"
+)
+
+
+class OpsSQL:
+    db: object  # Connection
+
+    # ---------------------------------------------------------------- doctor
+    def pragma(self, name: str):
+        """One PRAGMA value (name is one of relay's fixed strings, never user input)."""
+        return self.db.scalar(f"PRAGMA {name}")
+
+    def quick_check(self) -> list[str]:
+        return [r[0] for r in self.db.all("PRAGMA quick_check")]
+
+    def table_names(self) -> list[str]:
+        return [r[0] for r in self.db.all(
+            "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+
+    def count_tombstones(self) -> int:
+        return self.db.scalar("SELECT count(*) FROM requests WHERE pruned = 1")
+
+    def count_due(self, now: int) -> int:
+        """Time-based transitions whose deadline passed but that no command applied yet."""
+        return self.db.scalar(
+            "SELECT (SELECT count(*) FROM requests WHERE "
+            "(state = 'queued' AND expires_at <= :now) OR "
+            "(state = 'delivered' AND lease_expires_at <= :now) OR "
+            "(state = 'acknowledged' AND reply_deadline_at <= :now)) + "
+            "(SELECT count(*) FROM sessions WHERE state = 'active' AND lease_expires_at <= :now)",
+            {"now": now},
+        )
+
+    def active_sessions(self) -> list[Row]:
+        """Every active session with its peer's kind and hook time, oldest name first."""
+        return self.db.all(
+            "SELECT s.peer, s.lease_expires_at, s.waiting_until, p.kind, p.hook_seen_at "
+            "FROM sessions s JOIN peers p ON p.name = s.peer WHERE s.state = 'active' "
+            "ORDER BY s.peer, s.created_at"
+        )
+
+    # ---------------------------------------------------------------- prune
+    def prune_counts(self, now: int, body_cutoff: int, tomb_cutoff: int) -> dict[str, int]:
+        """What a prune at ``now`` would do, counted in one read snapshot."""
+        p = {"now": now, "body_cutoff": body_cutoff, "tomb_cutoff": tomb_cutoff}
+        doomed = f"state IN {_FINAL} AND finished_at IS NOT NULL AND finished_at < :tomb_cutoff"
+        return {
+            "requests_pruned": self.db.scalar(
+                f"SELECT count(*) FROM requests WHERE state IN {_FINAL} AND pruned = 0 "
+                "AND finished_at IS NOT NULL AND finished_at < :body_cutoff "
+                "AND finished_at >= :tomb_cutoff", p),
+            "tombstones_removed": self.db.scalar(
+                f"SELECT count(*) FROM requests WHERE {doomed}", p),
+            "events_removed": self.db.scalar(
+                f"SELECT count(*) FROM events WHERE request_id IN "
+                f"(SELECT id FROM requests WHERE {doomed})", p),
+            "drafts_removed": self.db.scalar(
+                f"SELECT count(*) FROM drafts d WHERE {_DRAFT_REMOVABLE}", p),
+        }
+
+    def remove_old_tombstones(self, tomb_cutoff: int, limit: int) -> tuple[int, int]:
+        """Delete up to ``limit`` final requests finished before ``tomb_cutoff`` (whether
+        already tombstones or not) and their events. Returns (requests, events)."""
+        ids = [r[0] for r in self.db.all(
+            f"SELECT id FROM requests WHERE state IN {_FINAL} AND finished_at IS NOT NULL "
+            "AND finished_at < ? ORDER BY finished_at LIMIT ?", (tomb_cutoff, limit))]
+        if not ids:
+            return 0, 0
+        marks = ", ".join("?" * len(ids))
+        events = self.db.execute(f"DELETE FROM events WHERE request_id IN ({marks})", ids)
+        reqs = self.db.execute(f"DELETE FROM requests WHERE id IN ({marks})", ids)
+        return reqs.rowcount, events.rowcount
+
+    def prune_bodies(self, body_cutoff: int, limit: int) -> int:
+        """Turn up to ``limit`` final requests finished before ``body_cutoff`` into
+        tombstones: text, reply and detail (also in their events) become NULL."""
+        ids = [r[0] for r in self.db.all(
+            f"SELECT id FROM requests WHERE state IN {_FINAL} AND pruned = 0 "
+            "AND finished_at IS NOT NULL AND finished_at < ? ORDER BY finished_at LIMIT ?",
+            (body_cutoff, limit))]
+        if not ids:
+            return 0
+        marks = ", ".join("?" * len(ids))
+        self.db.execute(
+            f"UPDATE events SET detail = NULL WHERE request_id IN ({marks}) "
+            "AND detail IS NOT NULL", ids)
+        cur = self.db.execute(
+            f"UPDATE requests SET text = NULL, reply = NULL, detail = NULL, pruned = 1 "
+            f"WHERE id IN ({marks}) AND pruned = 0", ids)
+        return cur.rowcount
+
+    def remove_drafts(self, now: int, body_cutoff: int, limit: int) -> int:
+        cur = self.db.execute(
+            "DELETE FROM drafts WHERE rowid IN (SELECT d.rowid FROM drafts d "
+            f"WHERE {_DRAFT_REMOVABLE} LIMIT :limit)",
+            {"now": now, "body_cutoff": body_cutoff, "limit": limit},
+        )
+        return cur.rowcount

@@ -1,0 +1,255 @@
+"""`relay run`: the launcher, in real processes (SPEC §6 run, §3 leases)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import new_id
+
+PY = sys.executable
+
+
+def _wait_for(path: Path, timeout: float = 10) -> None:
+    end = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < end, f"{path} never appeared"
+        time.sleep(0.02)
+
+
+def _script(tmp_path: Path, name: str, body: str) -> Path:
+    p = tmp_path / name
+    p.write_text(body)
+    return p
+
+
+def _peer(relay, name: str) -> dict | None:
+    peers = relay("peers", "list", "--json").json["peers"]
+    return next((p for p in peers if p["name"] == name), None)
+
+
+def test_everything_after_double_dash_reaches_the_child_untouched(relay, tmp_path):
+    out = tmp_path / "seen.json"
+    child = _script(tmp_path, "child.py", (
+        "import json, os, sys\n"
+        f"json.dump({{'argv': sys.argv[1:], 'env': {{k: os.environ.get(k) for k in "
+        f"('RELAY_PEER', 'RELAY_SESSION', 'RELAY_HOME')}}}}, open({str(out)!r}, 'w'))\n"
+    ))
+    args = ["--json", "--help", "--as", "x", "--", "a b", "", "-h", "--kind=claude"]
+    r = relay.proc("run", "--as", "c1", "--", PY, child, *args)
+    assert r.code == 0, r.err
+    assert r.out == "" and r.err == ""
+    seen = json.loads(out.read_text())
+    assert seen["argv"] == args
+    assert seen["env"]["RELAY_PEER"] == "c1"
+    assert seen["env"]["RELAY_SESSION"].startswith("rly_")
+    assert seen["env"]["RELAY_HOME"] == str(relay.home)
+    # the session was left when the child ended: its token is no longer valid
+    hb = relay("peers", "heartbeat", "--json",
+               env={"RELAY_PEER": "c1", "RELAY_SESSION": seen["env"]["RELAY_SESSION"]})
+    assert hb.code == 5 and hb.error["code"] == "invalid_session"
+    assert _peer(relay, "c1")["active"] is False
+
+
+def test_options_without_double_dash_also_belong_to_the_child(relay, tmp_path):
+    out = tmp_path / "argv.json"
+    child = _script(tmp_path, "child.py",
+                    f"import json, sys; json.dump(sys.argv[1:], open({str(out)!r}, 'w'))\n")
+    r = relay.proc("run", "--as", "c1", PY, child, "--resume", "abc", "--json")
+    assert r.code == 0, r.err
+    assert json.loads(out.read_text()) == ["--resume", "abc", "--json"]
+
+
+def test_relay_home_given_relative_is_exported_absolute(relay, tmp_path):
+    out = tmp_path / "home.txt"
+    env = relay._env({"RELAY_HOME": None})
+    p = subprocess.run(
+        [PY, "-m", "relay_cli", "run", "--home", "rel-home", "--as", "c1", "--", PY, "-c",
+         f"import os; open({str(out)!r}, 'w').write(os.environ['RELAY_HOME'])"],
+        cwd=tmp_path, env=env, capture_output=True, timeout=30)
+    assert p.returncode == 0, p.stderr
+    assert out.read_text() == str(tmp_path / "rel-home")
+
+
+@pytest.mark.parametrize("code", [0, 3, 255])
+def test_exit_status_is_the_childs(relay, code):
+    r = relay.proc("run", "--as", "c1", "--", PY, "-c", f"import sys; sys.exit({code})")
+    assert r.code == code, r.err
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGUSR1])
+def test_child_killed_by_signal_exits_128_plus_n(relay, sig):
+    r = relay.proc("run", "--as", "c1", "--", PY, "-c",
+                   f"import os; os.kill(os.getpid(), {int(sig)})")
+    assert r.code == 128 + sig, r.err
+    assert _peer(relay, "c1")["active"] is False
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+def test_signals_sent_to_relay_reach_the_child(relay, tmp_path, sig):
+    ready, got = tmp_path / "ready", tmp_path / "got"
+    child = _script(tmp_path, "trap.py", (
+        "import signal, sys, time\n"
+        "def on(n, f):\n"
+        f"    open({str(got)!r}, 'w').write(str(n)); sys.exit(42)\n"
+        "for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP): signal.signal(s, on)\n"
+        f"open({str(ready)!r}, 'w').close()\n"
+        "time.sleep(30)\n"
+        "sys.exit(1)\n"
+    ))
+    p = relay.popen("run", "--as", "c1", "--", PY, child)
+    try:
+        _wait_for(ready)
+        p.send_signal(sig)
+        assert p.wait(timeout=15) == 42
+    finally:
+        p.kill()
+    assert got.read_text() == str(int(sig))
+    assert _peer(relay, "c1")["active"] is False
+
+
+def test_ctrl_c_at_a_terminal_reaches_the_child_once(relay, tmp_path):
+    """The terminal sends SIGINT to the whole process group: relay must not add a second."""
+    ready = tmp_path / "ready"
+    child = _script(tmp_path, "count.py", (
+        "import signal, sys, time\n"
+        "count = 0\n"
+        "def on(n, f):\n"
+        "    global count; count += 1\n"
+        "signal.signal(signal.SIGINT, on)\n"
+        f"open({str(ready)!r}, 'w').close()\n"
+        "while count == 0: time.sleep(0.01)\n"
+        "time.sleep(1.0)\n"
+        "sys.exit(10 + count)\n"
+    ))
+    env = relay._env(None)
+    pid, fd = pty.fork()
+    if pid == 0:  # child: session leader with the pty as controlling terminal
+        os.execve(PY, [PY, "-m", "relay_cli", "run", "--as", "c1", "--", PY, str(child)], env)
+    try:
+        _wait_for(ready)
+        os.write(fd, b"\x03")
+        end = time.monotonic() + 15
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            assert time.monotonic() < end, "relay run did not end"
+            if select.select([fd], [], [], 0.05)[0]:
+                try:
+                    os.read(fd, 4096)
+                except OSError:
+                    pass
+    finally:
+        os.close(fd)
+    assert os.waitstatus_to_exitcode(status) == 11
+
+
+def test_claimed_work_becomes_delivery_unknown_when_the_child_ends(relay):
+    alice = relay.join("alice")
+    relay("peers", "add", "worker")
+    rid = new_id()
+    assert relay.send(alice, "worker", "do it", request_id=rid).code == 0
+    # the child is relay itself, claiming as the session that `run` joined
+    r = relay.proc("run", "--as", "worker", "--", PY, "-m", "relay_cli", "claim", "--json")
+    assert r.code == 0, r.err
+    assert json.loads(r.out)["id"] == rid
+    assert "delivery_unknown" in r.err  # relay's note for the person
+    shown = relay("show", rid, "--json").json
+    assert shown["state"] == "delivery_unknown"
+    assert shown["reason"] == "recipient_disconnected"
+    assert _peer(relay, "worker")["active"] is False
+
+
+def test_lease_is_renewed_and_a_superseded_session_is_reported(relay, tmp_path):
+    ready, go = tmp_path / "ready", tmp_path / "go"
+    lease_file = tmp_path / "lease.json"
+    child = _script(tmp_path, "child.py", (
+        "import os, subprocess, sys, time\n"
+        "time.sleep(4)\n"  # longer than a third of the 10 s lease
+        f"out = subprocess.run([sys.executable, '-m', 'relay_cli', 'peers', 'list', '--json'],"
+        " capture_output=True, text=True).stdout\n"
+        f"open({str(lease_file)!r}, 'w').write(out)\n"
+        f"open({str(ready)!r}, 'w').close()\n"
+        f"while not os.path.exists({str(go)!r}): time.sleep(0.02)\n"
+        "time.sleep(4)\n"
+    ))
+    start = time.time()
+    p = relay.popen("run", "--as", "c1", "--lease", "10s", "--", PY, child)
+    try:
+        _wait_for(ready, timeout=20)
+        peers = json.loads(lease_file.read_text())["peers"]
+        c1 = next(x for x in peers if x["name"] == "c1")
+        from relay_cli.clock import parse_iso
+
+        assert c1["active"] is True
+        assert parse_iso(c1["lease_expires_at"]) / 1000 > start + 12  # renewed at least once
+        relay.join("c1")  # a newer session supersedes the launcher's
+        go.touch()
+        out, err = p.communicate(timeout=20)
+    finally:
+        p.kill()
+    assert p.returncode == 0, err
+    assert b"peer_superseded" in err
+    assert b"Traceback" not in err
+    assert _peer(relay, "c1")["active"] is True  # relay did not end the newer session
+
+
+def test_command_not_found_exits_127_and_leaves_no_session(relay):
+    r = relay.proc("run", "--as", "c1", "--", "no-such-command-relay-test")
+    assert r.code == 127
+    assert "not found" in r.err
+    assert "Traceback" not in r.err
+    assert _peer(relay, "c1") is None or _peer(relay, "c1")["active"] is False
+
+
+def test_not_found_with_json_is_one_error_line(relay):
+    r = relay.proc("run", "--json", "--as", "c1", "--", "./no-such-file")
+    assert r.code == 127 and r.out == ""
+    assert r.error["exit_code"] == 127 and r.error["code"] == "usage_error"
+
+
+@pytest.mark.parametrize("kind", ["plain_file", "directory"])
+def test_not_executable_exits_126_and_leaves_no_session(relay, tmp_path, kind):
+    target = tmp_path / "target"
+    if kind == "directory":
+        target.mkdir()
+    else:
+        target.write_text("#!/bin/sh\necho hi\n")
+        target.chmod(0o644)
+    r = relay.proc("run", "--as", "c1", "--", str(target))
+    assert r.code == 126, r.err
+    assert "not executable" in r.err or "directory" in r.err
+    peer = _peer(relay, "c1")
+    assert peer is None or peer["active"] is False
+
+
+def test_spawn_failure_after_join_leaves_the_session(relay, tmp_path):
+    bad = tmp_path / "bad-format"
+    bad.write_bytes(b"\x7fELF-not-really\x00\x01")
+    bad.chmod(0o755)  # passes the executable check, fails in exec (ENOEXEC)
+    r = relay.proc("run", "--as", "c1", "--", str(bad))
+    assert r.code == 126, r.err
+    assert _peer(relay, "c1")["active"] is False
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["run", "--", "true"], "--as"),
+    (["run", "--as", "c1"], "nothing to run"),
+    (["run", "--as", "c1", "--bogus", "--", "true"], "bogus"),
+    (["run", "--as", "Bad Name", "--", "true"], "Bad Name"),
+    (["run", "--as", "c1", "--lease", "5s", "--", "true"], "--lease"),
+])
+def test_bad_command_lines_are_refused_before_anything_happens(relay, argv, needle):
+    r = relay(*argv, "--json") if argv[-1] != "true" else relay(*argv)
+    assert r.code == 2, r.err
+    assert needle in r.err
+    assert not (relay.home / "relay.db").exists()
