@@ -1,0 +1,35 @@
+"""`relay notices` (SPEC §12): each finished request is reported to its sender once.
+
+Reading the notices marks them seen (``requests.notified_at``), so this is a write
+command: it runs in a write transaction, refuses a superseded or lapsed session like any
+other change, and renews the caller's lease when it succeeds.
+"""
+
+from __future__ import annotations
+
+from . import clock
+from .peers import Caller, renew, require_live
+
+
+def notice_object(row) -> dict:
+    """One notice: which request, how it ended. No bodies (text, reply, detail)."""
+    return {
+        "id": row["id"],
+        "to": row["to_peer"],
+        "state": row["state"],
+        "reason": row["reason"],
+        "created_at": clock.iso(row["created_at"]),
+        "finished_at": clock.iso(row["finished_at"]),
+    }
+
+
+def take(store, now: int, caller: Caller) -> list[dict]:
+    """The unseen finished requests ``caller`` sent, oldest first; marks them seen.
+
+    Must run inside a write transaction (``lifecycle.unit``), after due transitions.
+    """
+    require_live(store, caller)
+    rows = store.unnotified_finished(caller.name)
+    store.mark_notified([r["id"] for r in rows], now)
+    renew(store, caller, now)
+    return [notice_object(r) for r in rows]

@@ -1,0 +1,34 @@
+"""SQL for the Claude Code hook's bookkeeping (SPEC §12): the Stop-block count per session."""
+
+from __future__ import annotations
+
+import json
+from sqlite3 import Row
+
+
+class HookSQL:
+    db: object  # Connection
+
+    def get_hook_state(self, session_id: str) -> Row | None:
+        """The hook's state for one relay session (``sessions.id``), or None."""
+        return self.db.one("SELECT * FROM hook_state WHERE session_id = ?", (session_id,))
+
+    def hook_blocked_ids(self, session_id: str) -> list[str]:
+        row = self.get_hook_state(session_id)
+        if row is None or not row["blocked_ids"]:
+            return []
+        try:
+            ids = json.loads(row["blocked_ids"])
+        except ValueError:
+            return []
+        return [str(i) for i in ids] if isinstance(ids, list) else []
+
+    def put_hook_state(self, session_id: str, stop_blocks: int, blocked_ids: list[str],
+                       now: int) -> None:
+        self.db.execute(
+            "INSERT INTO hook_state (session_id, stop_blocks, blocked_ids, updated_at) "
+            "VALUES (?, ?, ?, ?) ON CONFLICT(session_id) DO UPDATE SET "
+            "stop_blocks = excluded.stop_blocks, blocked_ids = excluded.blocked_ids, "
+            "updated_at = excluded.updated_at",
+            (session_id, stop_blocks, json.dumps(blocked_ids), now),
+        )
