@@ -308,7 +308,8 @@ def begin(store, now: int, key: str, argv: list[str], cwd: str, *, idempotent: b
 
 
 def wait_for_decision(store, key: str, argv: list[str], cwd: str, *, idempotent: bool,
-                      me: Me, timeout_s: float, sleep=time.sleep) -> Decision | None:
+                      me: Me, timeout_s: float, sleep=time.sleep,
+                      on_tick=None) -> Decision | None:
     """Wait (no lock held while sleeping) until a person decided; None on timeout."""
     fp = fingerprint(argv, cwd)
 
@@ -323,7 +324,7 @@ def wait_for_decision(store, key: str, argv: list[str], cwd: str, *, idempotent:
                              me=me)
         return None if decision.action == "wait" else decision
 
-    return lifecycle.poll(store, check, timeout_s, sleep=sleep)
+    return lifecycle.poll(store, check, timeout_s, on_tick=on_tick, sleep=sleep)
 
 
 # --------------------------------------------------------------------------- running
@@ -400,39 +401,104 @@ class NotStarted(Exception):
         self.message = message
 
 
-class _Forwarder:
-    """Forwards SIGINT/SIGTERM/SIGHUP to the command; remembers ones that came before it."""
+SI_KERNEL = 0x80  # siginfo si_code of a signal the kernel sent (e.g. Ctrl-C on a terminal)
+
+
+class Interrupted(Exception):
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"signal {signum}")
+        self.signum = signum
+
+
+class Signals:
+    """Holds SIGINT/SIGTERM/SIGHUP while `once` waits or runs, so none is lost or acted on
+    half-way, and forwards them to CMD.
+
+    On Linux the signals are blocked and collected with ``sigtimedwait``, which tells who
+    sent them: a signal the terminal driver sent (Ctrl-C, hangup) already reached CMD,
+    which shares relay's foreground process group, so it is not sent a second time (a
+    second Ctrl-C means "force quit" to some programs). Signals sent to relay with
+    ``kill`` are forwarded. Elsewhere (or off the main thread) Python handlers collect
+    them and every one is forwarded.
+    """
 
     def __init__(self) -> None:
-        self.proc = None
-        self.pending: list[int] = []
+        self.mode = "none"
+        self.pending: list[tuple[int, bool]] = []
         self.saved: dict[int, object] = {}
+        self.old_mask = None
+        self.ignored: set[int] = set()
 
-    def __enter__(self) -> _Forwarder:
-        for sig in FORWARDED_SIGNALS:
-            try:
+    def __enter__(self) -> Signals:
+        import threading
+
+        # what relay's caller set to be ignored (e.g. `nohup`) stays ignored, for CMD too
+        self.ignored = {sig for sig in FORWARDED_SIGNALS
+                        if signal.getsignal(sig) == signal.SIG_IGN}
+
+        main = threading.current_thread() is threading.main_thread()
+        if main and hasattr(signal, "sigtimedwait") and hasattr(signal, "pthread_sigmask"):
+            self.old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED_SIGNALS)
+            self.mode = "mask"
+        elif main:
+            for sig in FORWARDED_SIGNALS:
                 self.saved[sig] = signal.signal(sig, self._handle)
-            except (ValueError, OSError):  # not the main thread
-                pass
+            self.mode = "handler"
         return self
 
     def _handle(self, signum, frame) -> None:
-        if self.proc is None:
-            self.pending.append(signum)
-            return
-        with contextlib.suppress(OSError):
-            self.proc.send_signal(signum)
+        self.pending.append((signum, False))
+
+    def take(self) -> list[tuple[int, bool]]:
+        """Signals that arrived since the last call: (signal number, sent by the kernel)."""
+        if self.mode == "mask":
+            while True:
+                info = signal.sigtimedwait(FORWARDED_SIGNALS, 0)
+                if info is None:
+                    break
+                self.pending.append((info.si_signo, info.si_code == SI_KERNEL))
+        got, self.pending = self.pending, []
+        return [(signum, kern) for signum, kern in got if signum not in self.ignored]
+
+    def child_setup(self) -> None:
+        """Runs in the child between fork and exec: CMD starts with no signal blocked."""
+        if self.mode == "mask":
+            signal.pthread_sigmask(signal.SIG_SETMASK, self.old_mask or ())
+
+    def check(self) -> None:
+        """While nothing runs yet: a signal ends the call (nothing is started)."""
+        got = self.take()
+        if got:
+            raise Interrupted(got[0][0])
+
+    def forward(self, proc: subprocess.Popen) -> None:
+        for signum, from_kernel in self.take():
+            if from_kernel and _same_group(proc.pid):
+                continue  # the terminal sent it to CMD too
+            with contextlib.suppress(OSError):
+                proc.send_signal(signum)
 
     def __exit__(self, *exc) -> None:
+        if self.mode == "mask":
+            self.take()  # CMD has ended or never started: what came late is dropped
+            signal.pthread_sigmask(signal.SIG_SETMASK, self.old_mask)
         for sig, old in self.saved.items():
             with contextlib.suppress(ValueError, OSError, TypeError):
                 signal.signal(sig, old)
 
 
-def spawn(argv: list[str]) -> subprocess.Popen:
+def _same_group(pid: int) -> bool:
+    try:
+        return os.getpgid(pid) == os.getpgrp()
+    except OSError:
+        return False
+
+
+def spawn(argv: list[str], signals: Signals | None = None) -> subprocess.Popen:
+    preexec = signals.child_setup if signals is not None and signals.mode == "mask" else None
     try:
         return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                close_fds=True)
+                                close_fds=True, preexec_fn=preexec)  # noqa: PLW1509
     except FileNotFoundError as e:
         raise NotStarted(NOT_FOUND_EXIT, f"command not found: {argv[0]}") from e
     except PermissionError as e:
@@ -443,7 +509,7 @@ def spawn(argv: list[str]) -> subprocess.Popen:
 
 
 def pump(proc: subprocess.Popen, out_sink: Sink, err_sink: Sink,
-         limit: int = TAIL_BYTES) -> RunResult:
+         limit: int = TAIL_BYTES, signals: Signals | None = None) -> RunResult:
     """Stream the command's output through while keeping the last ``limit`` bytes of each."""
     tails = {proc.stdout.fileno(): (Tail(limit), out_sink),
              proc.stderr.fileno(): (Tail(limit), err_sink)}
@@ -454,7 +520,9 @@ def pump(proc: subprocess.Popen, out_sink: Sink, err_sink: Sink,
     exited_at = None
     try:
         while sel.get_map():
-            ready = sel.select(timeout=0.2)
+            ready = sel.select(timeout=0.05)
+            if signals is not None:
+                signals.forward(proc)
             for key, _ in ready:
                 chunk = os.read(key.fd, _CHUNK)
                 if not chunk:
@@ -549,9 +617,10 @@ def record_not_started(store, key: str, me: Me, runs: int) -> None:
 # --------------------------------------------------------------------------- once
 @dataclass
 class OnceResult:
-    kind: str  # "ran" | "replayed" | "timeout" | "not_started" | "unrecorded"
+    # "ran" | "replayed" | "timeout" | "not_started" | "interrupted" | "unrecorded"
+    kind: str
     exit_code: int
-    entry: dict
+    entry: dict | None
     message: str | None = None
     raw: tuple = (None, None)  # the stored stdout and stderr bytes, for a replay
 
@@ -559,69 +628,75 @@ class OnceResult:
 def once(store, key: str, argv: list[str], cwd: str, *, idempotent: bool = False,
          approve: bool = False, timeout_s: float = DEFAULT_APPROVAL_WAIT_S,
          on_waiting: Callable[[dict], None] | None = None, out_sink: Sink | None = None,
-         err_sink: Sink | None = None, on_started: Callable[[dict], None] | None = None,
-         sleep=time.sleep) -> OnceResult:
-    """`relay once`: replay, refuse, wait for a person, or run the command exactly once."""
+         err_sink: Sink | None = None, sleep=time.sleep) -> OnceResult:
+    """`relay once`: replay, refuse, wait for a person, or run the command exactly once.
+
+    Signals are held from the first moment, so one arriving between committing the
+    ``running`` entry and starting CMD cannot leave a ``running`` entry behind a command
+    that never started: the entry is withdrawn and the call ends with 128+N.
+    """
     validate_key(key)
     if not argv:
         raise RelayError("usage_error", "no command given: relay once --key KEY -- CMD [ARGS]...")
     me = Me.current()
-    with lifecycle.unit(store) as now:
-        decision = begin(store, now, key, argv, cwd, idempotent=idempotent, approve=approve,
-                         me=me)
-    if decision.action == "wait":
-        if on_waiting is not None:
-            on_waiting(entry_object(decision.row))
-        decision = wait_for_decision(store, key, argv, cwd, idempotent=idempotent, me=me,
-                                     timeout_s=timeout_s, sleep=sleep)
+    with Signals() as signals:
+        try:
+            with lifecycle.unit(store) as now:
+                decision = begin(store, now, key, argv, cwd, idempotent=idempotent,
+                                 approve=approve, me=me)
+            if decision.action == "wait":
+                if on_waiting is not None:
+                    on_waiting(entry_object(decision.row))
+                decision = wait_for_decision(store, key, argv, cwd, idempotent=idempotent,
+                                             me=me, timeout_s=timeout_s, sleep=sleep,
+                                             on_tick=signals.check)
+        except Interrupted as e:
+            with lifecycle.unit(store, write=False):
+                row = store.get_ledger(key)
+            return OnceResult("interrupted", 128 + e.signum,
+                              entry_object(row) if row is not None else None,
+                              f"interrupted by signal {e.signum} while waiting; nothing ran")
         if decision is None:
             with lifecycle.unit(store, write=False):
                 row = store.get_ledger(key)
             entry = entry_object(row, output=True) if row is not None else None
             return OnceResult("timeout", 75, entry)
-    row = decision.row
-    if decision.action == "replay":
-        entry = entry_object(row, output=True)
-        entry["replayed"] = True
-        return OnceResult("replayed", row["exit_code"], entry,
-                          raw=(row["stdout"], row["stderr"]))
-    return execute(store, key, row, argv, me, out_sink or Sink(None), err_sink or Sink(None),
-                   on_started)
+        row = decision.row
+        if decision.action == "replay":
+            entry = entry_object(row, output=True)
+            entry["replayed"] = True
+            return OnceResult("replayed", row["exit_code"], entry,
+                              raw=(row["stdout"], row["stderr"]))
+        return execute(store, key, row, argv, me, out_sink or Sink(None),
+                       err_sink or Sink(None), signals)
 
 
 def execute(store, key: str, row, argv: list[str], me: Me, out_sink: Sink, err_sink: Sink,
-            on_started=None) -> OnceResult:
+            signals: Signals) -> OnceResult:
     """Run a command whose ``running`` entry is committed, and commit its outcome."""
     runs = row["runs"]
-    with _Forwarder() as fwd:
+    try:
+        early = signals.take()
+        if early:
+            raise NotStarted(128 + early[0][0], f"relay received signal {early[0][0]} before "
+                             "the command started; it did not run")
+        proc = spawn(argv, signals)
+    except NotStarted as e:
+        record_not_started(store, key, me, runs)
+        return OnceResult("not_started", e.exit_code,
+                          not_started_object(key, argv, row["cwd"], e.exit_code, e.message),
+                          e.message)
+    try:
         try:
-            if fwd.pending:
-                raise NotStarted(128 + fwd.pending[0],
-                                 f"relay received signal {fwd.pending[0]} before the command "
-                                 "started; it did not run")
-            proc = spawn(argv)
-        except NotStarted as e:
-            record_not_started(store, key, me, runs)
-            return OnceResult("not_started", e.exit_code,
-                              not_started_object(key, argv, row["cwd"], e.exit_code, e.message),
-                              e.message)
-        fwd.proc = proc
-        for sig in fwd.pending:
-            with contextlib.suppress(OSError):
-                proc.send_signal(sig)
-        try:
-            try:
-                record_child(store, key, me, runs, proc.pid)
-            except RelayError:
-                pass  # best effort: the entry already names this relay process
-            if on_started is not None:
-                on_started(entry_object(row))
-            result = pump(proc, out_sink, err_sink)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                proc.kill()
-            raise
-        new = record_outcome(store, key, me, runs, result)
+            record_child(store, key, me, runs, proc.pid)
+        except RelayError:
+            pass  # best effort: the entry already names this relay process
+        result = pump(proc, out_sink, err_sink, signals=signals)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            proc.kill()
+        raise
+    new = record_outcome(store, key, me, runs, result)
     if new is None:
         entry = entry_object(row)
         entry.update(exit_code=result.exit_code, signal=result.signal, replayed=False)

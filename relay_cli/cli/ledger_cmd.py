@@ -207,6 +207,11 @@ def once(
             "nothing ran",
             detail="call `relay once` again with the same key and command to keep waiting",
         )
+    if result.kind == "interrupted":
+        if env.json:
+            env.out.json({**(entry or {"key": key}), "replayed": False})
+        env.out.note(f"relay: {result.message}")
+        return result.exit_code
     if result.kind == "not_started":
         if env.json:
             env.out.json(entry)

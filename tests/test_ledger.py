@@ -1,0 +1,489 @@
+"""`relay once` and the side-effect ledger (SPEC §10), through the real relay command."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from relay_cli import clock, ledger
+from relay_cli.store import open_store
+
+
+# ------------------------------------------------------------------ helpers
+def counter(tmp_path: Path, name: str = "runs") -> tuple[Path, list[str]]:
+    """A command that appends one line to a file each time it really runs."""
+    path = tmp_path / name
+    return path, ["sh", "-c", f"echo run >> {path}; echo out; echo err >&2"]
+
+
+def runs(path: Path) -> int:
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def entry(relay, key: str) -> dict | None:
+    r = relay("ledger", "show", key, "--json")
+    return r.json if r.code == 0 else None
+
+
+def wait_until(predicate, timeout: float = 15.0, what: str = "condition"):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def in_pty(relay, *args: str) -> subprocess.CompletedProcess:
+    """Run relay with a pseudo-terminal as standard input (a person at a terminal)."""
+    master, slave = os.openpty()
+    try:
+        return subprocess.run([sys.executable, "-m", "relay_cli", *args], stdin=slave,
+                              capture_output=True, env=relay._env(None), timeout=30)
+    finally:
+        os.close(master)
+        os.close(slave)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+# ------------------------------------------------------------------ runs once, replays
+def test_runs_once_then_replays_stored_output_and_exit_code(relay, tmp_path):
+    path, cmd = counter(tmp_path)
+    first = relay.proc("once", "--key", "toolu_01", "--", *cmd[:2], cmd[2] + "; exit 3")
+    assert first.code == 3
+    assert first.out == "out\n" and first.err == "err\n"
+    assert runs(path) == 1
+    again = relay.proc("once", "--key", "toolu_01", "--", *cmd[:2], cmd[2] + "; exit 3")
+    assert again.code == 3
+    assert again.out == "out\n"
+    assert again.err.startswith("err\n") and "replayed" in again.err
+    assert runs(path) == 1
+    doc = relay("once", "--key", "toolu_01", "--json", "--", *cmd[:2], cmd[2] + "; exit 3")
+    assert doc.code == 3
+    obj = doc.json  # exactly one JSON document on stdout
+    assert obj["replayed"] is True and obj["state"] == "failed" and obj["exit_code"] == 3
+    assert obj["stdout"] == "out\n" and obj["stderr"] == "err\n"
+    assert obj["argv"] == cmd[:2] + [cmd[2] + "; exit 3"] and obj["cwd"] == os.getcwd()
+    assert runs(path) == 1
+
+
+def test_json_run_captures_stdout_into_the_one_document(relay, tmp_path):
+    path, cmd = counter(tmp_path)
+    r = relay.proc("once", "--key", "k-json", "--json", "--", *cmd)
+    assert r.code == 0
+    obj = json.loads(r.out)
+    assert obj["replayed"] is False and obj["state"] == "succeeded" and obj["exit_code"] == 0
+    assert obj["stdout"] == "out\n" and obj["stderr"] == "err\n"
+    assert r.err == "err\n"  # stderr still streams
+    for field in ("key", "state", "argv", "cwd", "exit_code", "created_at", "started_at",
+                  "finished_at", "stdout_bytes", "stderr_bytes"):
+        assert field in obj
+    assert obj["finished_at"].endswith("Z")
+
+
+def test_exit_codes_and_signals_pass_through(relay, tmp_path):
+    assert relay("once", "--key", "e0", "--", "true").code == 0
+    assert relay("once", "--key", "e1", "--", "sh", "-c", "exit 42").code == 42
+    killed = relay.proc("once", "--key", "e2", "--", "sh", "-c", "kill -TERM $$")
+    assert killed.code == 128 + signal.SIGTERM
+    obj = entry(relay, "e2")
+    assert obj["state"] == "failed" and obj["exit_code"] == 143 and obj["signal"] == 15
+    replay = relay.proc("once", "--key", "e2", "--", "sh", "-c", "kill -TERM $$")
+    assert replay.code == 143 and "replayed" in replay.err
+
+
+def test_sigterm_to_relay_is_forwarded_to_the_command(relay, tmp_path):
+    script = 'trap "echo got-term; exit 7" TERM; echo ready; sleep 30 & wait'
+    p = relay.popen("once", "--key", "fwd", "--", "sh", "-c", script)
+    assert p.stdout.readline() == b"ready\n"
+    p.send_signal(signal.SIGTERM)
+    out, _ = p.communicate(timeout=20)
+    assert p.returncode == 7
+    assert out == b"got-term\n"
+    assert entry(relay, "fwd")["stdout"] == "ready\ngot-term\n"
+
+
+def test_command_not_found_or_not_executable_keeps_the_key_free(relay, tmp_path):
+    r = relay("once", "--key", "nf", "--", "relay-no-such-command-xyz")
+    assert r.code == 127 and "command not found" in r.err
+    assert entry(relay, "nf") is None  # nothing ran: no entry blocks a retry
+    plain = tmp_path / "not-exec"
+    plain.write_text("#!/bin/sh\necho hi\n")
+    r = relay("once", "--key", "nx", "--", str(plain))
+    assert r.code == 126 and "not executable" in r.err
+    assert entry(relay, "nx") is None
+    plain.chmod(0o755)
+    assert relay.proc("once", "--key", "nx", "--", str(plain)).code == 0
+    assert entry(relay, "nx")["state"] == "succeeded"
+    doc = relay("once", "--key", "nf2", "--json", "--", "relay-no-such-command-xyz")
+    assert doc.code == 127 and doc.json["state"] == "not_started"
+
+
+# ------------------------------------------------------------------ refusals
+def test_key_conflict_runs_nothing_and_changes_nothing(relay, tmp_path):
+    path, cmd = counter(tmp_path)
+    assert relay("once", "--key", "same", "--", *cmd).code == 0
+    before = relay.snapshot()
+    r = relay("once", "--key", "same", "--json", "--", "sh", "-c", f"echo run >> {path}")
+    assert r.code == 4 and r.error["code"] == "key_conflict"
+    assert r.out == ""
+    elsewhere = tmp_path / "sub"
+    elsewhere.mkdir()
+    p = subprocess.run([sys.executable, "-m", "relay_cli", "once", "--key", "same", "--", *cmd],
+                       cwd=elsewhere, capture_output=True, env=relay._env(None))
+    assert p.returncode == 4 and b"key_conflict" in p.stderr  # same argv, other directory
+    assert relay.snapshot() == before
+    assert runs(path) == 1
+
+
+@pytest.mark.parametrize("key", ["", "has space", "tab\there", "é", "x" * 201, "nul\x7f"])
+def test_invalid_keys_are_refused(relay, tmp_path, key):
+    path, cmd = counter(tmp_path)
+    r = relay("once", "--key", key, "--json", "--", *cmd)
+    assert r.code == 2 and r.error["code"] == "invalid_key"
+    assert runs(path) == 0
+    assert relay("ledger", "show", key, "--json").error["code"] == "invalid_key"
+
+
+def test_longest_and_oddest_valid_keys_run(relay, tmp_path):
+    for key in ("x" * 200, "!", "~", "toolu_01AbC:-/=+{}"):
+        assert relay("once", "--key", key, "--", "true").code == 0, key
+        assert entry(relay, key)["state"] == "succeeded"
+
+
+def test_once_without_a_command_is_a_usage_error(relay):
+    r = relay("once", "--key", "k", "--json")
+    assert r.code == 2 and r.error["code"] == "usage_error"
+
+
+def test_show_of_unknown_key_is_not_found(relay):
+    relay("once", "--key", "k", "--", "true")
+    r = relay("ledger", "show", "nope", "--json")
+    assert r.code == 3 and r.error["code"] == "ledger_key_not_found"
+    r = relay("ledger", "resolve", "nope", "--outcome", "forget", "--json")
+    assert r.code == 3
+
+
+# ------------------------------------------------------------------ crashes
+def _start_sleeper(relay, tmp_path, key: str, *extra: str):
+    marker = tmp_path / f"{key}.started"
+    path, _ = counter(tmp_path, f"{key}.runs")
+    cmd = ["sh", "-c", f"echo run >> {path}; touch {marker}; sleep 60"]
+    p = relay.popen("once", "--key", key, *extra, "--", *cmd)
+    wait_until(marker.exists, what="the command to start")
+    obj = wait_until(lambda: (e := entry(relay, key)) and e["child_pid"] and e,
+                     what="the child pid")
+    return p, cmd, path, obj
+
+
+def test_running_key_in_another_process_is_in_progress(relay, tmp_path):
+    p, cmd, path, _ = _start_sleeper(relay, tmp_path, "busy")
+    try:
+        r = relay("once", "--key", "busy", "--json", "--", *cmd)
+        assert r.code == 75 and r.error["code"] == "in_progress" and r.error["retryable"]
+        assert json.loads(r.out)["state"] == "running"
+        assert runs(path) == 1
+    finally:
+        p.send_signal(signal.SIGTERM)
+        p.communicate(timeout=20)
+    assert p.returncode == 143
+    assert entry(relay, "busy")["state"] == "failed"
+
+
+def test_crash_between_start_and_record_is_effect_unknown_and_runs_nothing(relay, tmp_path):
+    p, cmd, path, obj = _start_sleeper(relay, tmp_path, "crash")
+    assert obj["state"] == "running" and obj["pid"] == p.pid
+    os.kill(p.pid, signal.SIGKILL)
+    os.kill(obj["child_pid"], signal.SIGKILL)
+    p.wait(timeout=10)
+    wait_until(lambda: not alive(obj["child_pid"]) or _zombie(obj["child_pid"]),
+               what="the child to die")
+    assert entry(relay, "crash")["state"] == "running"
+    before = relay.snapshot()
+    r = relay("once", "--key", "crash", "--json", "--", *cmd)
+    assert r.code == 11 and r.error["code"] == "effect_unknown"
+    assert "relay ledger resolve" in r.error["hint"]
+    assert json.loads(r.out)["state"] == "running"
+    assert runs(path) == 1 and relay.snapshot() == before
+    # a person checked: it did happen -> later calls replay success without running
+    res = relay("ledger", "resolve", "crash", "--outcome", "succeeded", "--note", "PR exists",
+                "--json")
+    assert res.code == 0 and res.json["state"] == "succeeded"
+    assert res.json["resolved_by"].startswith("person:")
+    assert res.json["resolution_note"] == "PR exists"
+    assert relay("once", "--key", "crash", "--", *cmd).code == 0
+    assert runs(path) == 1
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def test_forget_lets_the_key_run_again(relay, tmp_path):
+    p, cmd, path, obj = _start_sleeper(relay, tmp_path, "forget")
+    os.kill(p.pid, signal.SIGKILL)
+    os.kill(obj["child_pid"], signal.SIGKILL)
+    p.wait(timeout=10)
+    wait_until(lambda: not alive(obj["child_pid"]) or _zombie(obj["child_pid"]))
+    assert relay("once", "--key", "forget", "--", *cmd).code == 11
+    r = relay("ledger", "resolve", "forget", "--outcome", "forget", "--json")
+    assert r.code == 0 and r.json["state"] == "forgotten"
+    short = ["sh", "-c", cmd[2].replace("sleep 60", "true")]
+    assert relay("once", "--key", "forget", "--", *short).code == 0  # any command: key is new
+    assert runs(path) == 2
+    assert entry(relay, "forget")["state"] == "succeeded"
+
+
+def test_idempotent_entry_runs_again_after_a_crash(relay, tmp_path):
+    p, cmd, path, obj = _start_sleeper(relay, tmp_path, "idem", "--idempotent")
+    os.kill(p.pid, signal.SIGKILL)
+    os.kill(obj["child_pid"], signal.SIGKILL)
+    p.wait(timeout=10)
+    wait_until(lambda: not alive(obj["child_pid"]) or _zombie(obj["child_pid"]))
+    q = relay.popen("once", "--key", "idem", "--", *cmd)
+    wait_until(lambda: runs(path) == 2, what="the rerun")
+    again = wait_until(lambda: (e := entry(relay, "idem")) and e["pid"] == q.pid and e)
+    assert again["runs"] == 2 and again["state"] == "running"
+    q.send_signal(signal.SIGTERM)
+    q.communicate(timeout=20)
+    assert q.returncode == 143
+
+
+def test_a_reused_pid_with_another_start_time_is_not_the_original_process(relay, tmp_path):
+    # the entry names this very pid, but with a start time it never had
+    assert relay("once", "--key", "reuse", "--", "true").code == 0
+    store = open_store(relay.home)
+    try:
+        with store.transaction():
+            store.update_ledger("reuse", {"state": "running", "pid": os.getpid(),
+                                          "process_start": "other-boot:1", "child_pid": None,
+                                          "host": ledger.this_host()})
+    finally:
+        store.close()
+    r = relay("once", "--key", "reuse", "--json", "--", "true")
+    assert r.code == 11 and r.error["code"] == "effect_unknown"
+
+
+# ------------------------------------------------------------------ parallel
+def test_eight_parallel_calls_with_one_key_run_the_command_exactly_once(relay, tmp_path):
+    path = tmp_path / "par.runs"
+    cmd = ["sh", "-c", f"echo run >> {path}; sleep 0.3; echo done"]
+    relay("once", "--key", "warmup", "--", "true")  # create the database first
+    procs = [relay.popen("once", "--key", "par", "--", *cmd) for _ in range(8)]
+    results = [(p.wait(timeout=60), *p.communicate()) for p in procs]
+    assert runs(path) == 1
+    codes = sorted(code for code, _, _ in results)
+    assert set(codes) <= {0, 75}, results
+    assert codes.count(0) >= 1
+    for code, out, err in results:
+        if code == 0:
+            assert out == b"done\n"  # the run or its replay
+        else:
+            assert b"in_progress" in err
+
+
+# ------------------------------------------------------------------ large output
+MEASURE = r"""
+import json, resource, subprocess, sys
+p = subprocess.Popen([sys.executable, "-m", "relay_cli", "once", "--key", sys.argv[2], "--",
+                      "sh", "-c", sys.argv[1]], stdout=subprocess.PIPE)
+n, last = 0, b""
+while True:
+    chunk = p.stdout.read1(1 << 20)
+    if not chunk:
+        break
+    n += len(chunk)
+    last = (last + chunk)[-16:]
+p.wait()
+print(json.dumps({"bytes": n, "last": last.decode("latin-1"), "rc": p.returncode,
+                  "maxrss_kib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}))
+"""
+
+
+def _measure(relay, tmp_path, shell: str, key: str) -> dict:
+    script = tmp_path / "measure.py"
+    script.write_text(MEASURE)
+    p = subprocess.run([sys.executable, str(script), shell, key], capture_output=True,
+                       env=relay._env(None), timeout=120)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+def test_large_output_streams_whole_keeps_its_tail_and_memory_stays_flat(relay, tmp_path):
+    size = 200 * 1024 * 1024
+    base = _measure(relay, tmp_path, "true", "small")
+    big = _measure(relay, tmp_path, f"head -c {size} /dev/zero; printf END; "
+                   "head -c 100000 /dev/zero >&2; printf ERR >&2", "big")
+    assert big["rc"] == 0
+    assert big["bytes"] == size + 3 and big["last"].endswith("END")  # streamed whole
+    growth_kib = big["maxrss_kib"] - base["maxrss_kib"]
+    assert growth_kib < 8 * 1024, (base, big)  # flat: not 200 MiB, not even 8 MiB
+    obj = entry(relay, "big")
+    assert obj["stdout_bytes"] == size + 3 and obj["stdout_truncated"] is True
+    assert len(obj["stdout"]) == 64 * 1024 and obj["stdout"].endswith("\0\0END")
+    assert obj["stderr_bytes"] == 100003 and len(obj["stderr"]) == 64 * 1024
+    assert obj["stderr"].endswith("ERR")
+
+
+def test_tail_keeps_exactly_the_last_bytes():
+    t = ledger.Tail(10)
+    for chunk in (b"abc", b"defghij", b"klm", b"n" * 3, b"0123456789ABC"):
+        t.add(chunk)
+    assert t.bytes() == b"3456789ABC" and t.total == 29
+
+
+# ------------------------------------------------------------------ approval
+def test_approve_and_deny_from_a_non_terminal_are_refused_and_change_nothing(relay, tmp_path):
+    path, cmd = counter(tmp_path)
+    r = relay("once", "--key", "gate", "--approve", "--timeout", "0", "--json", "--", *cmd)
+    assert r.code == 75 and r.error["code"] == "timeout"
+    doc = json.loads(r.out)
+    assert doc["state"] == "awaiting_approval" and doc["key"] == "gate"
+    assert doc["argv"] == cmd and doc["cwd"] == os.getcwd()
+    before = relay.snapshot()
+    for args in (("approve", "gate"), ("deny", "gate", "--note", "no")):
+        inproc = relay(*args, "--json")
+        assert inproc.code == 5 and inproc.error["code"] == "approval_needs_terminal"
+        piped = relay.proc(*args, input="y\n")
+        assert piped.code == 5 and "approval_needs_terminal" in piped.err
+    assert relay.snapshot() == before
+    assert runs(path) == 0
+
+
+def test_approval_in_a_terminal_lets_the_waiting_call_run_exactly_once(relay, tmp_path):
+    path, cmd = counter(tmp_path)
+    waiter = relay.popen("once", "--key", "deploy", "--approve", "--timeout", "60", "--",
+                         *cmd)
+    wait_until(lambda: (e := entry(relay, "deploy")) and e["state"] == "awaiting_approval",
+               what="the entry to await approval")
+    assert runs(path) == 0
+    # another caller with the same key keeps waiting too, and runs nothing
+    second = relay("once", "--key", "deploy", "--timeout", "0", "--", *cmd)
+    assert second.code == 75 and runs(path) == 0
+    t0 = time.monotonic()
+    decided = in_pty(relay, "approve", "deploy", "--json")
+    assert decided.returncode == 0, decided.stderr
+    obj = json.loads(decided.stdout)
+    assert obj["state"] == "approved" and obj["decided_by"].startswith("person:")
+    assert obj["decided_at"] is not None
+    out, err = waiter.communicate(timeout=30)
+    assert waiter.returncode == 0, err
+    assert time.monotonic() - t0 < 10
+    assert out == b"out\n" and b"needs a person's approval" in err
+    assert b"sh -c" in err and b"deploy" in err  # the exact command and key were shown
+    assert runs(path) == 1
+    # later calls replay without asking again
+    again = relay("once", "--key", "deploy", "--approve", "--timeout", "0", "--json", "--",
+                  *cmd)
+    assert again.code == 0 and again.json["replayed"] is True
+    assert runs(path) == 1
+    # the approval was for this command only
+    other = relay("once", "--key", "deploy", "--approve", "--json", "--", "sh", "-c", "true")
+    assert other.code == 4 and other.error["code"] == "key_conflict"
+
+
+def test_approval_before_the_next_call_runs_it_on_that_call(relay, tmp_path):
+    path, cmd = counter(tmp_path)
+    assert relay("once", "--key", "later", "--approve", "--timeout", "0", "--",
+                 *cmd).code == 75
+    assert in_pty(relay, "approve", "later").returncode == 0
+    r = relay("once", "--key", "later", "--approve", "--timeout", "0", "--", *cmd)
+    assert r.code == 0 and runs(path) == 1
+    assert relay("once", "--key", "later", "--", *cmd).code == 0 and runs(path) == 1
+
+
+def test_deny_makes_every_call_exit_10_without_running(relay, tmp_path):
+    path, cmd = counter(tmp_path)
+    waiter = relay.popen("once", "--key", "nope", "--approve", "--timeout", "60", "--json",
+                         "--", *cmd)
+    wait_until(lambda: (e := entry(relay, "nope")) and e["state"] == "awaiting_approval")
+    decided = in_pty(relay, "deny", "nope", "--note", "not today", "--json")
+    assert decided.returncode == 0, decided.stderr
+    assert json.loads(decided.stdout)["decision_note"] == "not today"
+    out, err = waiter.communicate(timeout=30)
+    assert waiter.returncode == 10
+    assert json.loads(out)["state"] == "denied"
+    assert b'"code": "denied"' in err
+    for extra in ((), ("--approve",), ("--idempotent",)):
+        r = relay("once", "--key", "nope", *extra, "--json", "--", *cmd)
+        assert r.code == 10 and r.error["code"] == "denied"
+    assert runs(path) == 0
+    assert in_pty(relay, "approve", "nope").returncode == 4  # a denial stands
+
+
+def test_a_key_that_already_ran_replays_without_asking(relay, tmp_path):
+    path, cmd = counter(tmp_path)
+    assert relay("once", "--key", "ran", "--", *cmd).code == 0
+    r = relay("once", "--key", "ran", "--approve", "--timeout", "0", "--", *cmd)
+    assert r.code == 0 and "replayed" in r.err and "approval" not in r.err
+    assert runs(path) == 1
+
+
+def test_awaiting_entries_are_listed(relay, tmp_path):
+    _, cmd = counter(tmp_path)
+    relay("once", "--key", "w1", "--approve", "--timeout", "0", "--", *cmd)
+    relay("once", "--key", "done", "--", "true")
+    listed = relay("ledger", "list", "--json")
+    assert listed.code == 0
+    states = {e["key"]: e["state"] for e in listed.json["entries"]}
+    assert states == {"w1": "awaiting_approval", "done": "succeeded"}
+    assert "stdout" not in listed.json["entries"][0]  # no bodies in the list
+    only = relay("ledger", "list", "--state", "awaiting_approval", "--json").json["entries"]
+    assert [e["key"] for e in only] == ["w1"]
+    human = relay("ledger", "list")
+    assert "awaiting_approval" in human.out and "approve" in human.out
+    store = open_store(relay.home)
+    try:
+        assert [e["key"] for e in ledger.awaiting(store)] == ["w1"]
+    finally:
+        store.close()
+    assert relay("ledger", "list", "--state", "bogus").code == 2
+
+
+# ------------------------------------------------------------------ retention
+def test_prune_removes_only_old_finished_entries(relay, tmp_path):
+    relay("once", "--key", "old-ok", "--", "true")
+    relay("once", "--key", "old-bad", "--", "false")
+    relay("once", "--key", "waiting", "--approve", "--timeout", "0", "--", "true")
+    store = open_store(relay.home)
+    try:
+        with store.transaction():
+            store.update_ledger("waiting", {"updated_at": 0})
+        cutoff = clock.now_ms() + 1000
+        dry = ledger.prune(store, clock.now_ms(), cutoff, dry_run=True)
+        assert dry == {"ledger_entries": 2, "by_state": {"failed": 1, "succeeded": 1},
+                       "dry_run": True}
+        assert len(store.list_ledger()) == 3
+        done = ledger.prune(store, clock.now_ms(), cutoff, dry_run=False)
+        assert done["ledger_entries"] == 2
+        assert [r["key"] for r in store.list_ledger()] == ["waiting"]
+        assert ledger.prune(store, clock.now_ms(), 0)["ledger_entries"] == 0
+    finally:
+        store.close()
+
+
+def test_fingerprint_is_sha256_of_canonical_argv_and_cwd():
+    import hashlib
+
+    expected = hashlib.sha256(b'[["gh","pr","create"],"/w"]').hexdigest()
+    assert ledger.fingerprint(["gh", "pr", "create"], "/w") == expected
+    assert ledger.fingerprint(["a b"], "/w") != ledger.fingerprint(["a", "b"], "/w")
