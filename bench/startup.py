@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""Start-up cost of relay against a bare Typer command of the same Python.
+
+    python bench/startup.py [-n RUNS]
+
+Measures, each as a fresh process, the median wall time and the median peak RSS of:
+  bare           a Typer app with one command that only prints (the baseline)
+  relay --help
+  relay send     to a peer, text on stdin, in a temporary RELAY_HOME
+and prints the ratios to the baseline. Goals: relay --help within 1.3x, relay send within
+1.5x. Results depend on the machine's load: run it on a quiet machine and say when not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+BARE = """\
+import typer
+
+app = typer.Typer(add_completion=False)
+
+
+@app.command()
+def main() -> None:
+    print("hello")
+
+
+app()
+"""
+
+GOALS = {"relay --help": 1.3, "relay send": 1.5}
+
+
+def relay_argv() -> list[str]:
+    script = Path(sys.executable).parent / "relay"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "relay_cli"]
+
+
+def run_once(argv: list[str], env: dict, stdin: bytes | None) -> tuple[float, int]:
+    """Wall seconds and peak RSS (KiB) of one child process (os.wait4's own rusage)."""
+    start = time.perf_counter()
+    p = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE if stdin is not None else
+                         subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE)
+    if stdin is not None:
+        p.stdin.write(stdin)
+        p.stdin.close()
+    _, status, usage = os.wait4(p.pid, 0)
+    elapsed = time.perf_counter() - start
+    p.returncode = os.waitstatus_to_exitcode(status)
+    err = p.stderr.read()
+    p.stderr.close()
+    if p.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} exited {p.returncode}: {err.decode()}")
+    return elapsed, usage.ru_maxrss
+
+
+def measure(argv, env, runs: int, stdin_for=None) -> dict:
+    times, rss = [], []
+    run_once(argv(0) if callable(argv) else argv, env, stdin_for(0) if stdin_for else None)
+    for i in range(1, runs + 1):
+        t, m = run_once(argv(i) if callable(argv) else argv, env,
+                        stdin_for(i) if stdin_for else None)
+        times.append(t)
+        rss.append(m)
+    return {"median_ms": statistics.median(times) * 1000, "min_ms": min(times) * 1000,
+            "median_rss_kib": statistics.median(rss)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("-n", "--runs", type=int, default=20, help="runs per command")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        bare = Path(tmp) / "bare.py"
+        bare.write_text(BARE)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("RELAY_")}
+        env.update(RELAY_HOME=str(Path(tmp) / "home"), RELAY_RATE_LIMIT="0", NO_COLOR="1")
+        relay = relay_argv()
+        joined = {}
+        for name in ("bench-sender", "bench-peer"):
+            p = subprocess.run([*relay, "peers", "join", name, "--lease", "24h", "--json"],
+                               env=env, capture_output=True, check=True)
+            joined[name] = json.loads(p.stdout)["token"]
+        send_env = {**env, "RELAY_PEER": "bench-sender", "RELAY_SESSION": joined["bench-sender"]}
+
+        results = {
+            "bare": measure([sys.executable, str(bare)], env, args.runs),
+            "relay --help": measure([*relay, "--help"], env, args.runs),
+            "relay send": measure(
+                lambda i: [*relay, "send", "--to", "bench-peer", "--id", str(uuid.uuid4()),
+                           "-"],
+                send_env, args.runs, stdin_for=lambda i: f"bench message {i}".encode()),
+        }
+    base = results["bare"]["median_ms"]
+    for name, r in results.items():
+        r["ratio"] = r["median_ms"] / base
+        r["goal"] = GOALS.get(name)
+    if args.json:
+        print(json.dumps(results, indent=2))
+        return 0
+    print(f"python {sys.version.split()[0]}, {args.runs} runs each, cpus={os.cpu_count()}, "
+          f"load average {os.getloadavg()[0]:.2f}")
+    print(f"{'command':<14} {'median ms':>10} {'min ms':>8} {'peak RSS MiB':>13} {'ratio':>6}  goal")
+    for name, r in results.items():
+        goal = f"<= {r['goal']}x {'ok' if r['ratio'] <= r['goal'] else 'MISSED'}" \
+            if r["goal"] else "baseline"
+        print(f"{name:<14} {r['median_ms']:>10.1f} {r['min_ms']:>8.1f} "
+              f"{r['median_rss_kib'] / 1024:>13.1f} {r['ratio']:>5.2f}x  {goal}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
