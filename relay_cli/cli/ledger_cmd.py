@@ -293,7 +293,7 @@ def ledger_resolve(
     json_: JsonOpt = False,
     home: HomeOpt = None,
 ) -> int:
-    """A person settles an entry (recorded as person:<user>), e.g. after effect_unknown.
+    """A person settles an entry, for example after effect_unknown (recorded as person:<user>).
 
     Check first whether the command's effect happened. `forget` keeps the entry as
     `forgotten` until the key is used again, which then runs the command again.

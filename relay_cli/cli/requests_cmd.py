@@ -140,7 +140,7 @@ def _emit(env: Env, obj, render, *args) -> int:
 
 
 # ------------------------------------------------------------------ commands
-@app.command(epilog="Example: relay send --to reviewer --id \"$(uuidgen)\" - <<'EOF' ... EOF")
+@app.command(epilog="Example: relay send --to reviewer --id \"$(uuidgen)\" - < task.md")
 def send(
     to: ToOpt,
     text: TextArg = None,
@@ -361,7 +361,7 @@ def inbox(
 
 
 @app.command(epilog="Example: relay claim --wait 5m --json   (then: relay ack ID; relay reply "
-                    "ID - <<'EOF' ... EOF)")
+                    "ID - < reply.md)")
 def claim(
     lease: Annotated[
         Optional[str],
