@@ -1,0 +1,211 @@
+"""`relay watch`: plain snapshot without a terminal, live view in a real terminal (tmux)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from conftest import new_id
+
+BOX_CHARS = re.compile("[\u2500-\u257f]")
+
+
+def busy_home(relay) -> dict[str, str]:
+    """Peers, a queued, a delivered and an acknowledged request, one delivery_unknown."""
+    alice, bob = relay.join("alice", "--kind", "claude"), relay.join("bob", "--kind", "codex")
+    relay("peers", "add", "carol", "--kind", "human")
+    queued, delivered, acked, lost = new_id(), new_id(), new_id(), new_id()
+    relay.send(alice, "bob", "do a", request_id=acked)
+    relay.send(alice, "bob", "do b", request_id=delivered)
+    relay.send(alice, "bob", "do c", request_id=lost)
+    relay.send(bob, "alice", "do d", request_id=queued)
+    relay("claim", "--id", acked, env=bob)
+    relay("ack", acked, env=bob)
+    relay("claim", "--id", delivered, env=bob)
+    relay("claim", "--id", lost, "--lease", "10s", env=bob)
+    return {"queued": queued, "delivered": delivered, "acked": acked, "lost": lost}
+
+
+# ------------------------------------------------------------------ snapshot mode
+def test_without_a_terminal_prints_one_plain_snapshot(relay):
+    ids = busy_home(relay)
+    r = relay("watch", env={"RELAY_TIME_OFFSET": "11"})  # the 10 s claim lease of `lost` passed
+    assert r.code == 0 and r.err == ""
+    out = r.out
+    assert "\x1b" not in out and not BOX_CHARS.search(out)
+    assert "PEERS" in out and "QUEUED (1)" in out and "DELIVERED (1)" in out
+    assert "ACKNOWLEDGED (1)" in out and "RECENT TRANSITIONS" in out
+    peers = {ln.split()[0]: ln.split() for ln in out.splitlines()[4:7]}
+    assert peers["alice"][1:3] == ["claude", "yes"] and peers["bob"][1] == "codex"
+    assert peers["carol"][1:4] == ["human", "no", "-"]
+    assert "not_configured" in peers["alice"]
+    for key in ("queued", "delivered", "acked"):
+        assert ids[key][:8] in out
+    assert "claim lease" in out  # a delivered request's lease left
+    # The lapsed claim became delivery_unknown: it is listed for a person and loud.
+    assert "NEEDS A PERSON: delivery_unknown (1" in out and ids["lost"][:8] in out
+    assert "!! delivery_unknown" in out and "claim_lease_expired" in out
+
+
+def test_watch_is_read_only(relay):
+    busy_home(relay)
+    before = relay.snapshot()
+    assert relay("watch").code == 0
+    assert relay("watch", "--json").code == 0
+    assert relay.snapshot() == before
+
+
+def test_json_snapshot(relay):
+    ids = busy_home(relay)
+    doc = relay("watch", "--json").json
+    assert [p["name"] for p in doc["peers"]] == ["alice", "bob", "carol"]
+    assert [r["id"] for r in doc["open"]["queued"]] == [ids["queued"]]
+    assert doc["events"][0]["to_state"] == "delivered" and doc["counts"]["queued"] == 1
+
+
+def test_failed_transitions_stand_out(relay):
+    alice, bob = relay.join("alice"), relay.join("bob")
+    rid = new_id()
+    relay.send(alice, "bob", request_id=rid)
+    relay("claim", env=bob)
+    relay("fail", rid, "--reason", "tests are red", env=bob)
+    out = relay("watch").out
+    assert "!! failed" in out and "failed_by_recipient" in out
+    assert "tests are red" not in out  # peer text (details) stays out of the overview
+
+
+def test_ledger_entries_awaiting_approval_are_shown_inert(relay, tmp_path):
+    ledger = pytest.importorskip("relay_cli.ledger")
+    if not hasattr(ledger, "awaiting"):
+        pytest.skip("no ledger.awaiting")
+    r = relay.proc("once", "--approve", "--timeout", "0", "--key", "deploy-1", "--",
+                   "echo", "[red]boom[/red]", "\x1b]0;pwned\x07")
+    assert r.code == 75, r.err
+    out = relay("watch").out
+    assert "AWAITING APPROVAL (1" in out and "deploy-1" in out
+    assert "[red]boom[/red]" in out and "\\x1b]0;pwned\\x07" in out
+    assert "\x1b" not in out and "\x07" not in out
+
+
+# ------------------------------------------------------------ a real terminal (tmux)
+needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+
+
+class Tmux:
+    """A detached tmux session of a fixed size running `relay watch` in a real terminal."""
+
+    def __init__(self, relay, tmp_path: Path) -> None:
+        self.socket = f"relay-watch-{uuid.uuid4().hex[:8]}"
+        self.relay = relay
+        self.tmp = tmp_path
+        env = relay._env(None)
+        exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()
+                           if k.startswith("RELAY_") or k in ("PATH", "HOME", "LANG"))
+        script = tmp_path / "run-watch.sh"
+        script.write_text(
+            "stty -g > stty.before\n"
+            f"env {exports} TERM=xterm-256color {shlex.quote(sys.executable)} -m relay_cli watch\n"
+            "echo \"EXITED rc=$?\"\n"
+            "stty -g > stty.after\n"
+            "sleep 60\n"
+        )
+        self.tmux("new-session", "-d", "-s", "w", "-x", "120", "-y", "45", "-c", str(tmp_path),
+                  f"bash {shlex.quote(str(script))}")
+
+    def tmux(self, *args: str) -> str:
+        return subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True,
+                              text=True, check=True).stdout
+
+    def pane(self) -> str:
+        return self.tmux("capture-pane", "-p", "-t", "w")
+
+    def wait_for(self, text: str, timeout: float = 10.0) -> float:
+        """Seconds until ``text`` appears on the screen."""
+        start = time.monotonic()
+        while time.monotonic() - start < timeout:
+            if text in self.pane():
+                return time.monotonic() - start
+            time.sleep(0.02)
+        raise AssertionError(f"{text!r} not on screen after {timeout}s:\n{self.pane()}")
+
+    def keys(self, *keys: str) -> None:
+        self.tmux("send-keys", "-t", "w", *keys)
+
+    def kill(self) -> None:
+        subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True)
+
+
+@pytest.fixture
+def term(relay, tmp_path):
+    t = None
+
+    def start() -> Tmux:
+        nonlocal t
+        t = Tmux(relay, tmp_path)
+        return t
+
+    yield start
+    if t is not None:
+        t.kill()
+
+
+@needs_tmux
+def test_live_view_shows_a_send_from_another_process_within_a_second_and_q_leaves(
+        relay, term, tmp_path):
+    alice = relay.join("alice")
+    relay.join("bob")
+    t = term()
+    t.wait_for("queued (0)")
+    screen = t.pane()
+    assert "alice" in screen and "bob" in screen and "lease left" in screen
+    rid = new_id()
+    sent = relay.proc("send", "--to", "bob", "--id", rid, "-", input="hello", env=alice)
+    assert sent.code == 0, sent.err
+    took = t.wait_for("queued (1)")
+    assert took < 1.0, f"the view took {took:.2f}s to show the new request"
+    assert rid[:8] in t.pane()
+    t.keys("q")
+    t.wait_for("EXITED rc=0", timeout=5)
+    assert (tmp_path / "stty.before").read_text() == (tmp_path / "stty.after").read_text()
+
+
+@needs_tmux
+def test_live_view_leaves_on_ctrl_c_and_restores_the_terminal(relay, term, tmp_path):
+    relay.join("alice")
+    t = term()
+    t.wait_for("recent transitions")
+    t.keys("C-c")
+    t.wait_for("EXITED rc=0", timeout=5)
+    assert (tmp_path / "stty.before").read_text() == (tmp_path / "stty.after").read_text()
+
+
+@needs_tmux
+def test_live_view_shows_peer_text_inert(relay, term):
+    ledger = pytest.importorskip("relay_cli.ledger")
+    if not hasattr(ledger, "awaiting"):
+        pytest.skip("no ledger.awaiting")
+    r = relay.proc("once", "--approve", "--timeout", "0", "--key", "k1", "--",
+                   "echo", "[reverse]markup[/reverse]", "\x1b[2J\x1b[31mred")
+    assert r.code == 75, r.err
+    t = term()
+    t.wait_for("awaiting approval (1")
+    screen = t.pane()
+    assert "[reverse]markup[/reverse]" in screen and "\\x1b[2J\\x1b[31mred" in screen
+    t.keys("q")
+    t.wait_for("EXITED rc=0", timeout=5)
+
+
+def test_watch_json_is_one_document(relay):
+    relay.join("alice")
+    r = relay("watch", "--json")
+    assert r.code == 0 and json.loads(r.out)["peers"][0]["name"] == "alice"
+    assert os.linesep not in r.out.rstrip("\n")
