@@ -792,7 +792,7 @@ def prune(store, now_ms: int, cutoff_ms: int, dry_run: bool = False) -> dict:
     and entries awaiting or holding an approval are never removed.
 
     Runs in the caller's write transaction if one is open, else in its own.
-    Returns ``{"ledger_entries": n, "by_state": {...}, "dry_run": bool}``.
+    Returns ``{"entries_removed": n, "by_state": {...}, "dry_run": bool}``.
     """
     del now_ms  # the cutoff is the caller's decision; kept for a uniform signature
 
@@ -800,7 +800,7 @@ def prune(store, now_ms: int, cutoff_ms: int, dry_run: bool = False) -> dict:
         counts = store.prunable_ledger_counts(cutoff_ms)
         if not dry_run:
             store.prune_ledger(cutoff_ms)
-        return {"ledger_entries": sum(counts.values()), "by_state": counts, "dry_run": dry_run}
+        return {"entries_removed": sum(counts.values()), "by_state": counts, "dry_run": dry_run}
 
     if getattr(store.db, "in_tx", False):
         return work()

@@ -470,13 +470,13 @@ def test_prune_removes_only_old_finished_entries(relay, tmp_path):
             store.update_ledger("waiting", {"updated_at": 0})
         cutoff = clock.now_ms() + 1000
         dry = ledger.prune(store, clock.now_ms(), cutoff, dry_run=True)
-        assert dry == {"ledger_entries": 2, "by_state": {"failed": 1, "succeeded": 1},
+        assert dry == {"entries_removed": 2, "by_state": {"failed": 1, "succeeded": 1},
                        "dry_run": True}
         assert len(store.list_ledger()) == 3
         done = ledger.prune(store, clock.now_ms(), cutoff, dry_run=False)
-        assert done["ledger_entries"] == 2
+        assert done["entries_removed"] == 2
         assert [r["key"] for r in store.list_ledger()] == ["waiting"]
-        assert ledger.prune(store, clock.now_ms(), 0)["ledger_entries"] == 0
+        assert ledger.prune(store, clock.now_ms(), 0)["entries_removed"] == 0
     finally:
         store.close()
 
@@ -487,3 +487,63 @@ def test_fingerprint_is_sha256_of_canonical_argv_and_cwd():
     expected = hashlib.sha256(b'[["gh","pr","create"],"/w"]').hexdigest()
     assert ledger.fingerprint(["gh", "pr", "create"], "/w") == expected
     assert ledger.fingerprint(["a b"], "/w") != ledger.fingerprint(["a", "b"], "/w")
+
+
+COUNT_SIGINT = """
+import signal, sys, time
+n = [0]
+signal.signal(signal.SIGINT, lambda *a: n.__setitem__(0, n[0] + 1))
+print("ready", flush=True)
+end = time.monotonic() + 10
+while not n[0] and time.monotonic() < end:
+    time.sleep(0.01)
+time.sleep(0.5)
+sys.exit(n[0])
+"""
+
+
+def test_ctrl_c_at_a_terminal_reaches_the_command_once(relay, tmp_path):
+    import pty
+
+    relay("once", "--key", "warmup", "--", "true")
+    args = [sys.executable, "-m", "relay_cli", "once", "--key", "ctrl-c", "--",
+            sys.executable, "-c", COUNT_SIGINT]
+    env = relay._env(None)
+    pid, master = pty.fork()
+    if pid == 0:  # the child: relay with the pty as its controlling terminal
+        os.execve(args[0], args, env)
+    seen = b""
+    sent = False
+    try:
+        while True:
+            try:
+                chunk = os.read(master, 1024)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+            if not sent and b"ready" in seen:
+                os.write(master, b"\x03")  # Ctrl-C: the kernel signals the foreground group
+                sent = True
+    finally:
+        _, status = os.waitpid(pid, 0)
+        os.close(master)
+    assert sent, seen
+    assert os.waitstatus_to_exitcode(status) == 1, seen  # one SIGINT, not two
+    assert entry(relay, "ctrl-c")["exit_code"] == 1
+
+
+def test_an_approved_command_that_cannot_start_keeps_its_approval(relay, tmp_path):
+    tool = tmp_path / "tool"
+    assert relay("once", "--key", "ap", "--approve", "--timeout", "0", "--",
+                 str(tool)).code == 75
+    assert in_pty(relay, "approve", "ap").returncode == 0
+    r = relay("once", "--key", "ap", "--", str(tool))
+    assert r.code == 127
+    assert entry(relay, "ap")["state"] == "approved"
+    tool.write_text(f"#!/bin/sh\necho ran >> {tmp_path / 'tool.runs'}\n")
+    tool.chmod(0o755)
+    assert relay("once", "--key", "ap", "--", str(tool)).code == 0
+    assert runs(tmp_path / "tool.runs") == 1
+    assert entry(relay, "ap")["state"] == "succeeded"

@@ -147,16 +147,16 @@ def _waiting_notice(out: Output, entry: dict) -> None:
 
 @app.command(help=ONCE_HELP, context_settings={"allow_interspersed_args": False})
 def once(
+    key: Annotated[
+        str,
+        typer.Option("--key", metavar="KEY", show_default=False,
+                     help="1-200 printable ASCII characters: the tool call's id or any "
+                          "stable intent key."),
+    ],
     cmd: Annotated[
         Optional[List[str]],
         typer.Argument(metavar="-- CMD [ARGS]...", show_default=False,
                        help="The command, after `--`, passed on untouched."),
-    ] = None,
-    key: Annotated[
-        Optional[str],
-        typer.Option("--key", metavar="KEY",
-                     help="1-200 printable ASCII characters: the tool call's id or any "
-                          "stable intent key."),
     ] = None,
     idempotent: Annotated[
         bool, typer.Option("--idempotent",
@@ -176,8 +176,6 @@ def once(
     home: HomeOpt = None,
 ) -> int:
     env = Env(json_, home)
-    if key is None:
-        raise RelayError("usage_error", "missing option --key")
     ledger.validate_key(key)
     argv = list(cmd or [])
     if not argv:
