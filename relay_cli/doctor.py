@@ -241,14 +241,20 @@ def _check_database(home: Path, report: Report, now: int) -> None:
     try:
         try:
             version = store.pragma("user_version")
-            tables = store.table_names()
         except sqlite3.Error as e:
             err = relay_error_from_sqlite(e)
             report.add("database", FAIL, f"{err.code}: {err.message}")
             return
         report.add("database", OK, f"{store.db.path}: a SQLite database, opened read-only")
         report.facts["schema_version"] = version
-        usable = _check_schema(report, version, bool(tables), LATEST_SCHEMA)
+        try:
+            tables = store.table_names()
+        except sqlite3.Error as e:
+            err = relay_error_from_sqlite(e)
+            report.add("schema", FAIL, f"{err.code}: cannot read the schema ({err.message})")
+            usable = False
+        else:
+            usable = _check_schema(report, version, bool(tables), LATEST_SCHEMA)
         _guarded(report, "quick_check", lambda: _check_integrity(store, report))
         _guarded(report, "journal_mode", lambda: _check_pragmas(store, report))
         _check_size(store.db.path, report)
@@ -367,25 +373,25 @@ def _check_contents(store, report: Report, now: int) -> None:
 
 
 def _check_peers(report: Report, sessions, now: int) -> None:
-    active = []
-    for s in sessions:
-        left_s = max(0, s["lease_expires_at"] - now) / 1000
-        active.append({
-            "name": s["peer"], "kind": s["kind"],
-            "lease_expires_at": clock.iso(s["lease_expires_at"]),
-            "lease_left_seconds": round(left_s, 3),
-            "wakeup": _wakeup(s, now)[0],
-        })
+    live = [s for s in sessions if s["lease_expires_at"] > now]
+    lapsed = len(sessions) - len(live)
+    active = [{
+        "name": s["peer"], "kind": s["kind"],
+        "lease_expires_at": clock.iso(s["lease_expires_at"]),
+        "lease_left_seconds": round((s["lease_expires_at"] - now) / 1000, 3),
+        "wakeup": _wakeup(s, now)[0],
+    } for s in live]
     report.facts["active_peers"] = active
+    note = (f"; {lapsed} session(s) whose lease lapsed (the next relay command ends them and "
+            "their claimed work becomes delivery_unknown)" if lapsed else "")
     if not active:
-        report.add("peers", OK, "no active sessions")
+        report.add("peers", OK, "no active sessions" + note)
         return
     listed = ", ".join(
-        f"{p['name']} ({p['kind']}, lease {clock.human_duration(p['lease_left_seconds'])} left"
-        + (", lapsed: the next command sweeps it" if p["lease_left_seconds"] == 0 else "")
-        + ")" for p in active)
-    report.add("peers", OK, f"{len(active)} active session(s): {listed}")
-    for s in sessions:
+        f"{p['name']} ({p['kind']}, lease {clock.human_duration(p['lease_left_seconds'])} left)"
+        for p in active)
+    report.add("peers", OK, f"{len(active)} active session(s): {listed}{note}")
+    for s in live:
         method, status, detail = _wakeup(s, now)
         report.add(f"wakeup:{s['peer']}", status, f"{method}: {detail}")
 

@@ -566,6 +566,9 @@ def resolve(store, now: int, request_id: str, outcome: str, note: str | None) ->
         raise RelayError("usage_error", f"--outcome must be one of {', '.join(RESOLVE_OUTCOMES)}")
     row = get(store, request_id)
     fields = None
+    if outcome == "requeue" and row["pruned"] and row["state"] == "delivery_unknown":
+        raise RelayError("state_conflict", f"{request_id} was pruned: its text is gone, so "
+                         "there is nothing to queue again; send the work anew with a new id")
     if outcome == "requeue":
         fields = {
             "claim_session": None, "lease_expires_at": None, "delivered_at": None,

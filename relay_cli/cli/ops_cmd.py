@@ -118,7 +118,7 @@ def doctor(
     json_: JsonOpt = False,
     home: HomeOpt = None,
 ) -> int:
-    """Health report of the state directory and database (read-only; creates nothing).
+    """Health report of the state directory and database (creates nothing; --fix only tightens modes).
 
     Exit status 7 when any check fails, else 0.
     """
@@ -180,7 +180,8 @@ def prune(
     ]
     ledger = result.get("ledger")
     if isinstance(ledger, dict):
-        rows += [(f"ledger {k.replace('_', ' ')}", v) for k, v in ledger.items()]
+        rows += [(f"ledger {k.replace('_', ' ')}", v) for k, v in ledger.items()
+                 if k not in ("dry_run", "by_state")]
     rows += [("bodies of requests finished before", result["bodies_finished_before"]),
              ("tombstones of requests finished before", result["tombstones_finished_before"])]
     env.out.fields(rows, title=f"relay prune{' --dry-run' if dry_run else ''}: counts of what "

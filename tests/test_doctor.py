@@ -1,0 +1,287 @@
+"""`relay doctor`: every check of SPEC §11, on healthy and on broken homes (SPEC §2)."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import stat
+
+import pytest
+from conftest import new_id
+
+REQUIRED = {
+    "relay_version", "python", "sqlite", "time_offset", "state_dir", "db_file", "wal_file",
+    "shm_file", "database", "schema", "quick_check", "journal_mode", "synchronous", "db_size",
+    "requests", "delivery_unknown", "stale_drafts", "peers",
+}
+
+
+def _checks(r) -> dict[str, dict]:
+    doc = r.json
+    assert set(doc) >= {"ok", "checks"}
+    for c in doc["checks"]:
+        assert set(c) == {"name", "status", "detail"}
+        assert c["status"] in ("ok", "warn", "fail")
+        assert c["detail"] and "\n" not in c["detail"]
+    return {c["name"]: c for c in doc["checks"]}
+
+
+def _mode(path) -> int:
+    return stat.S_IMODE(os.lstat(path).st_mode)
+
+
+def _files(path) -> dict:
+    """Every file under path with its mode and content, to prove nothing changed."""
+    out = {}
+    for root, dirs, files in os.walk(path):
+        for name in dirs + files:
+            p = os.path.join(root, name)
+            st = os.lstat(p)
+            out[p] = (stat.S_IMODE(st.st_mode), st.st_uid,
+                      open(p, "rb").read() if stat.S_ISREG(st.st_mode) and not
+                      name.endswith(("-wal", "-shm")) else None)
+    return out
+
+
+def test_healthy_home_passes_every_check(relay):
+    alice = relay.join("alice")
+    relay.join("bob")
+    relay.send(alice, "bob", "hi")
+    before = relay.snapshot()
+    r = relay("doctor", "--json")
+    assert r.code == 0, r.err
+    checks = _checks(r)
+    assert REQUIRED <= set(checks)
+    assert all(c["status"] != "fail" for c in checks.values())
+    assert checks["state_dir"]["status"] == "ok" and "0700" in checks["state_dir"]["detail"]
+    assert checks["schema"]["detail"] == "schema version 3 (newest supported 3)"
+    assert checks["journal_mode"]["detail"] == "wal"
+    assert checks["quick_check"]["status"] == "ok"
+    doc = r.json
+    assert doc["ok"] is True
+    assert doc["requests_by_state"]["queued"] == 1
+    assert doc["schema_version"] == doc["schema_supported"] == 3
+    assert {p["name"] for p in doc["active_peers"]} == {"alice", "bob"}
+    assert all(p["lease_left_seconds"] > 0 for p in doc["active_peers"])
+    assert "2 active session(s)" in checks["peers"]["detail"]
+    assert relay.snapshot() == before  # doctor writes nothing, not even a lease
+
+
+def test_human_report_is_plain_and_exits_0(relay):
+    relay.join("alice")
+    r = relay("doctor")
+    assert r.code == 0, r.err
+    assert "state_dir" in r.out and "\x1b" not in r.out
+    assert r.out.rstrip().splitlines()[-1].endswith("0 fail")
+
+
+def test_missing_home_is_a_warning_and_doctor_creates_nothing(relay, tmp_path):
+    assert not relay.home.exists()
+    r = relay("doctor", "--json")
+    assert r.code == 0, r.err
+    checks = _checks(r)
+    assert checks["state_dir"]["status"] == "warn"
+    assert "not created yet" in checks["state_dir"]["detail"]
+    assert not relay.home.exists()
+    assert relay("doctor", "--fix").code == 0
+    assert not relay.home.exists()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_symlinked_home_fails_and_fix_leaves_it(relay, tmp_path):
+    real = tmp_path / "real"
+    real.mkdir(mode=0o755)
+    relay.home.symlink_to(real)
+    r = relay("doctor", "--json", "--fix")
+    assert r.code == 7
+    checks = _checks(r)
+    assert checks["state_dir"]["status"] == "fail"
+    assert "symbolic link" in checks["state_dir"]["detail"]
+    assert relay.home.is_symlink() and _mode(real) == 0o755  # not followed, not replaced
+    assert any("symbolic link" in line for line in r.json["fixed"])
+
+
+def test_symlinked_db_fails_and_fix_leaves_it(relay, tmp_path):
+    relay.join("alice")
+    other = tmp_path / "elsewhere.db"
+    (relay.home / "relay.db").rename(other)
+    other.chmod(0o644)
+    (relay.home / "relay.db").symlink_to(other)
+    r = relay("doctor", "--json", "--fix")
+    assert r.code == 7
+    checks = _checks(r)
+    assert checks["db_file"]["status"] == "fail"
+    assert "symbolic link" in checks["db_file"]["detail"]
+    assert checks["database"]["status"] != "ok"  # not opened through the link
+    assert (relay.home / "relay.db").is_symlink() and _mode(other) == 0o644
+
+
+def test_group_readable_dir_fails_then_fix_tightens_it(relay):
+    relay.join("alice")
+    relay.home.chmod(0o750)
+    r = relay("doctor", "--json")
+    assert r.code == 7
+    assert _checks(r)["state_dir"]["status"] == "fail"
+    assert "0750" in _checks(r)["state_dir"]["detail"]
+    f = relay("doctor", "--json", "--fix")
+    assert f.code == 0, f.out
+    assert _mode(relay.home) == 0o700
+    assert f.json["fixed"] == [f"{relay.home}: mode 0750 -> 0700"]
+    assert _checks(f)["state_dir"]["status"] == "ok"
+
+
+def test_fix_tightens_a_0755_dir_and_a_0644_db_and_says_so(relay):
+    relay.join("alice")
+    relay.home.chmod(0o755)
+    (relay.home / "relay.db").chmod(0o644)
+    before = relay.snapshot()
+    r = relay("doctor", "--fix")
+    assert r.code == 0, r.out
+    assert _mode(relay.home) == 0o700
+    assert _mode(relay.home / "relay.db") == 0o600
+    assert f"fixed: {relay.home}: mode 0755 -> 0700" in r.out
+    assert f"fixed: {relay.home / 'relay.db'}: mode 0644 -> 0600" in r.out
+    assert relay.snapshot() == before
+    again = relay("doctor", "--fix")
+    assert "fixed: nothing needed tightening" in again.out
+
+
+def test_open_db_mode_alone_is_a_warning(relay):
+    relay.join("alice")
+    (relay.home / "relay.db").chmod(0o640)
+    r = relay("doctor", "--json")
+    assert r.code == 0
+    assert _checks(r)["db_file"]["status"] == "warn"
+
+
+@pytest.mark.parametrize("target", ["dir", "db"])
+def test_foreign_owner_fails_and_fix_does_not_touch_it(relay, target):
+    if os.geteuid() != 0:
+        pytest.skip("needs root to give a file to another uid")
+    relay.join("alice")
+    path = relay.home if target == "dir" else relay.home / "relay.db"
+    os.chown(path, 4242, 4242)
+    before = _files(relay.home)
+    r = relay("doctor", "--json", "--fix")
+    assert r.code == 7
+    name = "state_dir" if target == "dir" else "db_file"
+    assert _checks(r)[name]["status"] == "fail"
+    assert "uid 4242" in _checks(r)[name]["detail"]
+    assert _files(relay.home) == before
+
+
+def test_file_that_is_not_sqlite_is_reported_not_overwritten(relay):
+    relay.home.mkdir(mode=0o700)
+    db = relay.home / "relay.db"
+    db.write_bytes(b"this is not a database at all\n" * 10)
+    db.chmod(0o600)
+    r = relay("doctor", "--json")
+    assert r.code == 7
+    checks = _checks(r)
+    assert checks["database"]["status"] == "fail"
+    assert checks["database"]["detail"].startswith("database_corrupt")
+    assert checks["state_dir"]["status"] == "ok"
+    assert db.read_bytes() == b"this is not a database at all\n" * 10
+
+
+@pytest.mark.parametrize("where", ["data_pages", "every_page_after_the_header"])
+def test_damaged_pages_are_reported_not_a_crash(relay, where):
+    alice = relay.join("alice")
+    relay.join("bob")
+    for _ in range(6):
+        relay.send(alice, "bob", "x" * 20000)
+    relay("sweep")  # last connection closed: everything is in relay.db
+    db = relay.home / "relay.db"
+    data = bytearray(db.read_bytes())
+    page, pages = 4096, len(data) // 4096
+    first = pages - 12 if where == "data_pages" else 1
+    for n in range(first, pages):
+        data[n * page: n * page + 64] = b"\xa5" * 64
+    db.write_bytes(bytes(data))
+    r = relay("doctor", "--json")
+    assert r.code == 7, r.out
+    checks = _checks(r)
+    if where == "data_pages":
+        assert checks["database"]["status"] == "ok"
+        assert checks["quick_check"]["status"] == "fail"
+    bad = [c for c in checks.values() if c["status"] == "fail"]
+    assert all(c["detail"].startswith("database_corrupt") for c in bad)
+    assert checks["state_dir"]["status"] == "ok"
+    assert "Traceback" not in r.err and r.err == ""
+
+
+def test_newer_schema_is_reported_and_other_checks_still_run(relay):
+    relay.join("alice")
+    db = sqlite3.connect(relay.home / "relay.db")
+    db.execute("PRAGMA user_version = 99")
+    db.close()
+    r = relay("doctor", "--json")
+    assert r.code == 7
+    checks = _checks(r)
+    assert checks["schema"]["status"] == "fail"
+    assert "schema_too_new" in checks["schema"]["detail"] and "99" in checks["schema"]["detail"]
+    assert checks["state_dir"]["status"] == "ok"
+    assert checks["quick_check"]["status"] == "ok"
+    assert r.json["schema_version"] == 99
+
+
+def test_time_offset_is_a_warning(relay):
+    relay.join("alice")
+    r = relay("doctor", "--json", env={"RELAY_TIME_OFFSET": "3600"})
+    assert r.code == 0
+    c = _checks(r)["time_offset"]
+    assert c["status"] == "warn" and "RELAY_TIME_OFFSET=3600" in c["detail"]
+    bad = relay("doctor", "--json", env={"RELAY_TIME_OFFSET": "soon"})
+    assert bad.code == 7 and _checks(bad)["time_offset"]["status"] == "fail"
+
+
+def test_delivery_unknown_and_stale_drafts_are_counted(relay):
+    alice, bob = relay.join("alice"), relay.join("bob")
+    rid = new_id()
+    relay.send(alice, "bob", "work", request_id=rid)
+    assert relay("claim", "--json", env=bob).code == 0
+    assert relay("peers", "leave", env=bob).code == 0  # claimed work -> delivery_unknown
+    assert relay("prepare", "--to", "bob", "draft", "--json", env=alice).code == 0
+    r = relay("doctor", "--json", env={"RELAY_TIME_OFFSET": "7200"})
+    checks = _checks(r)
+    assert r.json["delivery_unknown"] == 1
+    assert checks["delivery_unknown"]["status"] == "warn"
+    assert "relay resolve" in checks["delivery_unknown"]["detail"]
+    assert r.json["stale_drafts"] == 1
+    assert r.json["due_transitions"] >= 1  # alice's lease lapsed; doctor does not sweep it
+
+
+def test_wakeup_per_active_peer(relay):
+    relay.join("c1", "--kind", "claude")
+    relay.join("c2", "--kind", "claude", "--lease", "1h")
+    relay.join("x1", "--kind", "codex")
+    db = sqlite3.connect(relay.home / "relay.db")
+    with db:
+        db.execute("UPDATE peers SET hook_seen_at = (SELECT max(created_at) FROM sessions) "
+                   "WHERE name = 'c2'")
+    db.close()
+    r = relay("doctor", "--json")
+    checks = _checks(r)
+    assert checks["wakeup:c1"]["status"] == "warn"
+    assert checks["wakeup:c1"]["detail"].startswith("not_configured")
+    assert checks["wakeup:c2"]["status"] == "ok"
+    assert checks["wakeup:c2"]["detail"].startswith("hook")
+    assert checks["wakeup:x1"]["detail"].startswith("not_configured")
+    assert "Codex" in checks["wakeup:x1"]["detail"]
+    wake = {p["name"]: p["wakeup"] for p in r.json["active_peers"]}
+    assert wake == {"c1": "not_configured", "c2": "hook", "x1": "not_configured"}
+    # 15 min later: the hook is no longer recent; c1's and x1's 45 s leases lapsed
+    later = relay("doctor", "--json", env={"RELAY_TIME_OFFSET": "900"})
+    checks = _checks(later)
+    assert checks["wakeup:c2"]["status"] == "warn"
+    assert "last ran 15m ago" in checks["wakeup:c2"]["detail"]
+    assert "wakeup:c1" not in checks and "wakeup:x1" not in checks
+    assert [p["name"] for p in later.json["active_peers"]] == ["c2"]
+    assert "2 session(s) whose lease lapsed" in checks["peers"]["detail"]
+
+
+def test_doctor_runs_as_a_real_process(relay):
+    relay.join("alice")
+    r = relay.proc("doctor", "--json")
+    assert r.code == 0, r.err
+    assert r.json["ok"] is True

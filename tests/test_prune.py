@@ -1,0 +1,214 @@
+"""`relay prune`: retention with tombstones (SPEC §4), tested by moving relay's clock."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+from conftest import new_id
+
+DAY = 86400
+
+
+def at(days: float, who: dict | None = None) -> dict:
+    return {**(who or {}), "RELAY_TIME_OFFSET": str(int(days * DAY))}
+
+
+def completed(relay, alice, bob, text="please do it", reply="done") -> str:
+    rid = new_id()
+    assert relay.send(alice, "bob", text, request_id=rid).code == 0
+    assert relay("claim", "--id", rid, "--json", env=bob).code == 0
+    assert relay("reply", rid, reply, "--json", env=bob).code == 0
+    return rid
+
+
+def rows(relay, table: str, where: str = "1", params=()) -> list:
+    db = sqlite3.connect(relay.home / "relay.db")
+    try:
+        return db.execute(f"SELECT * FROM {table} WHERE {where} ORDER BY rowid", params).fetchall()
+    finally:
+        db.close()
+
+
+@pytest.fixture
+def pair(relay):
+    return relay.join("alice"), relay.join("bob")
+
+
+def test_old_final_requests_become_tombstones_and_live_work_is_untouched(relay, pair):
+    alice, bob = pair
+    done = completed(relay, alice, bob)
+    failed = new_id()
+    relay.send(alice, "bob", "try this", request_id=failed)
+    relay("claim", "--id", failed, env=bob)
+    assert relay("fail", failed, "--reason", "private reason", env=bob).code == 0
+    # 40 days later: new sessions and live work
+    alice2 = relay("peers", "join", "alice", "--json", env=at(40)).json["token"]
+    bob2 = relay("peers", "join", "bob", "--lease", "1h", "--json", env=at(40)).json["token"]
+    a2 = at(40, {"RELAY_PEER": "alice", "RELAY_SESSION": alice2})
+    b2 = at(40, {"RELAY_PEER": "bob", "RELAY_SESSION": bob2})
+    queued, claimed = new_id(), new_id()
+    assert relay("send", "--to", "bob", "--id", queued, "later", env=a2).code == 0
+    assert relay("send", "--to", "bob", "--id", claimed, "now", env=a2).code == 0
+    assert relay("claim", "--id", claimed, env=b2).code == 0
+    live_before = rows(relay, "requests", "id IN (?, ?)", (queued, claimed))
+
+    r = relay("prune", "--json", env=at(40))
+    assert r.code == 0, r.err
+    assert r.json["requests_pruned"] == 2
+    assert r.json["tombstones_removed"] == 0
+    assert r.json["dry_run"] is False
+
+    shown = relay("show", done, "--json", "--events", env=at(40)).json
+    assert shown["pruned"] is True and shown["state"] == "completed"
+    assert shown["text"] is None and shown["reply"] is None and shown["detail"] is None
+    assert shown["from"] == "alice" and shown["to"] == "bob" and shown["finished_at"]
+    f = relay("show", failed, "--json", "--events", env=at(40)).json
+    assert f["state"] == "failed" and f["reason"] == "failed_by_recipient"
+    assert f["detail"] is None
+    assert all(e["detail"] is None for e in f["events"])  # the reason text is gone too
+    listed = {x["id"] for x in relay("list", "--all", "--json", env=at(40)).json["requests"]}
+    assert listed == {queued, claimed}  # list does not show tombstones
+    assert rows(relay, "requests", "id IN (?, ?)", (queued, claimed)) == live_before
+
+
+def test_a_very_late_retry_of_a_pruned_send_is_still_a_duplicate(relay, pair):
+    alice, bob = pair
+    rid = completed(relay, alice, bob, text="build the thing")
+    assert relay("prune", env=at(40)).code == 0
+    # the ghost of alice's old session retries its send, 40 days later
+    retry = relay("send", "--to", "bob", "--id", rid, "--json", "-", input="build the thing",
+                  env=at(40, alice))
+    assert retry.code == 0, retry.err
+    assert retry.json["duplicate"] is True
+    assert retry.json["state"] == "completed" and retry.json["pruned"] is True
+    other = relay("send", "--to", "bob", "--id", rid, "--json", "-", input="something else",
+                  env=at(40, alice))
+    assert other.code == 4 and other.error["code"] == "request_id_conflict"
+    assert len(rows(relay, "requests")) == 1
+
+
+def test_tombstones_are_removed_120_days_after_the_request_finished(relay, pair):
+    alice, bob = pair
+    early = completed(relay, alice, bob)
+    assert relay("prune", "--json", env=at(40)).json["requests_pruned"] == 1
+    assert relay("prune", "--json", env=at(119)).json["tombstones_removed"] == 0
+    assert relay("show", early, "--json", env=at(119)).json["pruned"] is True
+    r = relay("prune", "--json", env=at(121))
+    assert r.json["tombstones_removed"] == 1
+    assert r.json["events_removed"] == 3  # queued, delivered, completed
+    gone = relay("show", early, "--json", env=at(121))
+    assert gone.code == 3 and gone.error["code"] == "request_not_found"
+    assert rows(relay, "events", "request_id = ?", (early,)) == []
+
+
+def test_a_request_never_pruned_is_removed_whole_after_120_days(relay, pair):
+    alice, bob = pair
+    rid = completed(relay, alice, bob)
+    r = relay("prune", "--json", env=at(130))
+    assert (r.json["requests_pruned"], r.json["tombstones_removed"]) == (0, 1)
+    assert rows(relay, "requests", "id = ?", (rid,)) == []
+
+
+def test_dry_run_reports_the_same_counts_and_changes_nothing(relay, pair):
+    alice, bob = pair
+    old = completed(relay, alice, bob)
+    completed(relay, alice, bob)
+    relay("prune", env=at(40))  # two tombstones
+    a95 = at(95, {"RELAY_PEER": "alice", "RELAY_SESSION": relay(
+        "peers", "join", "alice", "--json", env=at(95)).json["token"]})
+    b95 = at(95, {"RELAY_PEER": "bob", "RELAY_SESSION": relay(
+        "peers", "join", "bob", "--json", env=at(95)).json["token"]})
+    completed(relay, a95, b95, text="newer")  # 35 days old at +130 d
+    relay("prepare", "--to", "bob", "a draft", env=a95)
+    assert relay("sweep", env=at(130)).code == 0  # nothing left due at +130 d
+    before = relay.snapshot()
+    dry = relay("prune", "--dry-run", "--json", env=at(130))
+    assert dry.code == 0, dry.err
+    assert relay.snapshot() == before
+    counts = {k: dry.json[k] for k in
+              ("requests_pruned", "tombstones_removed", "events_removed", "drafts_removed")}
+    assert counts == {"requests_pruned": 1, "tombstones_removed": 2, "events_removed": 6,
+                      "drafts_removed": 1}
+    assert dry.json["dry_run"] is True
+    real = relay("prune", "--json", env=at(130))
+    assert {k: real.json[k] for k in counts} == counts
+    assert rows(relay, "requests", "id = ?", (old,)) == []
+    human = relay("prune", "--dry-run", env=at(130))
+    assert "would be removed" in human.out and "requests pruned" in human.out
+
+
+def test_drafts_expired_unsubmitted_and_submitted_with_a_pruned_request(relay, pair):
+    alice, bob = pair
+    stale = relay("prepare", "--to", "bob", "never sent", "--json", env=alice).json["id"]
+    sent = relay("prepare", "--to", "bob", "sent", "--json", env=alice).json["id"]
+    assert relay("submit", sent, "--json", env=alice).code == 0
+    assert relay("cancel", sent, env=alice).code == 0  # final: cancelled
+    alice2 = relay("peers", "join", "alice", "--json", env=at(40)).json["token"]
+    a2 = at(40, {"RELAY_PEER": "alice", "RELAY_SESSION": alice2})
+    fresh = relay("prepare", "--to", "bob", "fresh", "--json", env=a2).json["id"]
+    r = relay("prune", "--json", env=at(40))
+    assert r.json["drafts_removed"] == 2 and r.json["requests_pruned"] == 1
+    assert [d[0] for d in rows(relay, "drafts")] == [fresh]
+    again = relay("submit", sent, "--json", env=at(40, alice))
+    assert again.code == 0, again.err
+    assert again.json["duplicate"] is True and again.json["state"] == "cancelled"
+    lost = relay("submit", stale, "--json", env=a2)
+    assert lost.code == 3 and lost.error["code"] == "prepared_not_found"
+
+
+def test_older_than_overrides_the_retention(relay, pair):
+    alice, bob = pair
+    completed(relay, alice, bob)
+    assert relay("prune", "--json", env=at(2)).json["requests_pruned"] == 0
+    r = relay("prune", "--older-than", "1d", "--json", env=at(2))
+    assert r.json["requests_pruned"] == 1 and r.json["older_than_seconds"] == DAY
+    bad = relay("prune", "--older-than", "soon", "--json")
+    assert bad.code == 2 and bad.error["code"] == "invalid_duration"
+
+
+def test_prune_works_in_small_batches_with_the_same_result(relay, pair):
+    from relay_cli import clock, retention
+    from relay_cli.store import open_store
+
+    alice, _ = pair
+    ids = []
+    for _ in range(7):
+        rid = new_id()
+        relay.send(alice, "bob", "x", request_id=rid)
+        relay("cancel", rid, env=alice)
+        ids.append(rid)
+    store = open_store(relay.home)
+    try:
+        now = clock.now_ms() + 40 * DAY * 1000
+        dry = retention.prune(store, now, dry_run=True, batch=3)
+        real = retention.prune(store, now, batch=3)
+        assert dry["requests_pruned"] == real["requests_pruned"] == 7
+        later = retention.prune(store, now + 100 * DAY * 1000, batch=3)
+        assert later["tombstones_removed"] == 7 and later["events_removed"] == 14
+    finally:
+        store.close()
+    assert rows(relay, "requests") == []
+
+
+def test_a_pruned_delivery_unknown_cannot_be_requeued(relay, pair):
+    alice, bob = pair
+    rid = new_id()
+    relay.send(alice, "bob", "risky", request_id=rid)
+    relay("claim", "--id", rid, env=bob)
+    relay("peers", "leave", env=bob)
+    assert relay("show", rid, "--json").json["state"] == "delivery_unknown"
+    relay("prune", env=at(40))
+    before = relay.snapshot()
+    r = relay("resolve", rid, "--outcome", "requeue", "--json", env=at(40))
+    assert r.code == 4 and r.error["code"] == "state_conflict"
+    assert relay.snapshot() == before
+
+
+def test_prune_as_a_real_process_reports_ledger_counts_when_there_is_a_ledger(relay, pair):
+    from relay_cli import ledger
+
+    r = relay.proc("prune", "--json")
+    assert r.code == 0, r.err
+    if hasattr(ledger, "prune"):
+        assert isinstance(r.json["ledger"], dict)
