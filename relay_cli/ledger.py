@@ -36,7 +36,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from . import lifecycle
+from . import clock, lifecycle
 from .errors import RelayError
 from .store.sql_ledger import LEDGER_FINAL_STATES
 
@@ -102,8 +102,7 @@ def _text(data: bytes | None) -> str | None:
 
 def entry_object(row, *, output: bool = False) -> dict:
     """The one serializer of a ledger entry (``--json`` of once, ledger show/list, approve)."""
-    from .clock import iso
-
+    iso = clock.iso
     obj = {
         "key": row["key"],
         "state": row["state"],
@@ -566,7 +565,8 @@ def record_child(store, key: str, me: Me, runs: int, child_pid: int) -> None:
     start = process_start(child_pid)
 
     def write():
-        with lifecycle.unit(store) as now:
+        with store.transaction():
+            now = clock.now_ms()
             if _owned(store.get_ledger(key), me, runs):
                 store.update_ledger(key, {"child_pid": child_pid, "child_start": start,
                                           "updated_at": now})
@@ -577,7 +577,10 @@ def record_child(store, key: str, me: Me, runs: int, child_pid: int) -> None:
 def record_outcome(store, key: str, me: Me, runs: int, result: RunResult):
     """Commit the outcome; returns the new row (None when the entry was no longer ours)."""
     def write():
-        with lifecycle.unit(store) as now:
+        # a plain transaction: nothing else (such as due request transitions) may stand
+        # between the command's end and its recorded outcome
+        with store.transaction():
+            now = clock.now_ms()
             if not _owned(store.get_ledger(key), me, runs):
                 return None
             store.update_ledger(key, {
@@ -599,7 +602,8 @@ def record_not_started(store, key: str, me: Me, runs: int) -> None:
     this key and command); any other entry is removed, so the next call starts afresh.
     """
     def write():
-        with lifecycle.unit(store) as now:
+        with store.transaction():
+            now = clock.now_ms()
             row = store.get_ledger(key)
             if not _owned(row, me, runs):
                 return
@@ -628,7 +632,8 @@ class OnceResult:
 def once(store, key: str, argv: list[str], cwd: str, *, idempotent: bool = False,
          approve: bool = False, timeout_s: float = DEFAULT_APPROVAL_WAIT_S,
          on_waiting: Callable[[dict], None] | None = None, out_sink: Sink | None = None,
-         err_sink: Sink | None = None, sleep=time.sleep) -> OnceResult:
+         err_sink: Sink | None = None, on_decided: Callable[[dict], None] | None = None,
+         sleep=time.sleep) -> OnceResult:
     """`relay once`: replay, refuse, wait for a person, or run the command exactly once.
 
     Signals are held from the first moment, so one arriving between committing the
@@ -650,6 +655,8 @@ def once(store, key: str, argv: list[str], cwd: str, *, idempotent: bool = False
                 decision = wait_for_decision(store, key, argv, cwd, idempotent=idempotent,
                                              me=me, timeout_s=timeout_s, sleep=sleep,
                                              on_tick=signals.check)
+                if decision is not None and decision.action == "run" and on_decided:
+                    on_decided(entry_object(decision.row))
         except Interrupted as e:
             with lifecycle.unit(store, write=False):
                 row = store.get_ledger(key)
@@ -729,7 +736,8 @@ def resolve(store, now: int, key: str, outcome: str, note: str | None) -> dict:
         raise RelayError("usage_error", f"--outcome must be one of {', '.join(OUTCOMES)}")
     row = _get(store, validate_key(key))
     state = row["state"]
-    if state == "running" and entry_alive(row):
+    if state == "running" and row["host"] in (None, this_host()) and entry_alive(row):
+        # (an entry started on another host cannot be checked: a person may settle it)
         raise EntryError("in_progress", f"key {key!r} is still running in process "
                          f"{row['pid']}; settle it only after it ended", entry_object(row))
     values = {"resolution": outcome, "resolved_by": lifecycle.person(), "resolved_at": now,

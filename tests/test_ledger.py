@@ -547,3 +547,30 @@ def test_an_approved_command_that_cannot_start_keeps_its_approval(relay, tmp_pat
     assert relay("once", "--key", "ap", "--", str(tool)).code == 0
     assert runs(tmp_path / "tool.runs") == 1
     assert entry(relay, "ap")["state"] == "succeeded"
+
+
+def test_an_entry_running_on_another_host_is_in_progress_until_a_person_settles_it(relay):
+    assert relay("once", "--key", "far", "--", "true").code == 0
+    store = open_store(relay.home)
+    try:
+        with store.transaction():
+            store.update_ledger("far", {"state": "running", "pid": 1, "process_start": None,
+                                        "child_pid": None, "host": "another-machine"})
+    finally:
+        store.close()
+    r = relay("once", "--key", "far", "--json", "--", "true")
+    assert r.code == 75 and r.error["code"] == "in_progress"
+    settled = relay("ledger", "resolve", "far", "--outcome", "failed", "--json")
+    assert settled.code == 0 and settled.json["state"] == "failed"
+    assert settled.json["exit_code"] == 1
+    assert relay("once", "--key", "far", "--", "true").code == 1  # replays the settled outcome
+
+
+def test_ledger_show_prints_captured_output_inert(relay):
+    assert relay("once", "--key", "esc", "--", "printf", "title\\033]0;pwned\\007\\n").code == 0
+    shown = relay("ledger", "show", "esc")
+    assert shown.code == 0
+    assert "\x1b" not in shown.out and "\\x1b" in shown.out
+    assert "--- stdout (" in shown.out and "state" in shown.out
+    resolved_wrong = relay("ledger", "resolve", "esc", "--outcome", "maybe")
+    assert resolved_wrong.code == 2

@@ -191,6 +191,8 @@ def once(
             timeout_s=timeout_s, on_waiting=lambda entry: _waiting_notice(env.out, entry),
             out_sink=ledger.Sink(None if env.json else sys.stdout),
             err_sink=ledger.Sink(sys.stderr),
+            on_decided=lambda entry: env.out.note(
+                f"relay: {inert(entry['decided_by'])} approved key {inert(key)}; running it now"),
         )
     except ledger.EntryError as e:
         if env.json:
