@@ -502,6 +502,7 @@ sys.exit(n[0])
 """
 
 
+@pytest.mark.skipif(not hasattr(signal, "sigtimedwait"), reason="needs sigtimedwait (Linux)")
 def test_ctrl_c_at_a_terminal_reaches_the_command_once(relay, tmp_path):
     import pty
 
