@@ -114,8 +114,9 @@ class Tmux:
         script.write_text(
             "stty -g > stty.before\n"
             f"env {exports} TERM=xterm-256color {shlex.quote(sys.executable)} -m relay_cli watch\n"
-            "echo \"EXITED rc=$?\"\n"
+            "rc=$?\n"
             "stty -g > stty.after\n"
+            "echo \"EXITED rc=$rc\"\n"
             "sleep 60\n"
         )
         self.tmux("new-session", "-d", "-s", "w", "-x", "120", "-y", "45", "-c", str(tmp_path),

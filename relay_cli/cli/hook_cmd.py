@@ -46,6 +46,8 @@ def hook_claude(
     unexpected it exits 0 and prints nothing.
     """
     try:
+        if sys.stdin.isatty():  # run by hand at a terminal: there is no event to read
+            return 0
         data = sys.stdin.buffer.read(hook.MAX_INPUT_BYTES + 1)
     except (OSError, ValueError, AttributeError):
         return 0
