@@ -190,6 +190,19 @@ def test_live_view_leaves_on_ctrl_c_and_restores_the_terminal(relay, term, tmp_p
 
 
 @needs_tmux
+def test_live_view_leaves_on_sigterm_and_restores_the_terminal(relay, term, tmp_path):
+    relay.join("alice")
+    t = term()
+    t.wait_for("recent transitions")
+    shell = int(t.tmux("list-panes", "-t", "w", "-F", "#{pane_pid}").strip())
+    (watcher,) = [int(p) for p in subprocess.run(
+        ["pgrep", "-P", str(shell)], capture_output=True, text=True).stdout.split()]
+    os.kill(watcher, 15)
+    t.wait_for("EXITED rc=0", timeout=5)
+    assert (tmp_path / "stty.before").read_text() == (tmp_path / "stty.after").read_text()
+
+
+@needs_tmux
 def test_live_view_shows_peer_text_inert(relay, term):
     ledger = pytest.importorskip("relay_cli.ledger")
     if not hasattr(ledger, "awaiting"):

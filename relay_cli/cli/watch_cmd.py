@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import select
+import signal
 import sys
 import time
 
@@ -56,6 +57,7 @@ def _live(env: Env) -> int:
 
     console = Console(file=sys.stdout, highlight=False, emoji=False)
     keys = _Keys(sys.stdin)
+    saved = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
         keys.start()
         with Live(console=console, screen=True, auto_refresh=False,
@@ -79,6 +81,13 @@ def _live(env: Env) -> int:
         return 0
     finally:
         keys.stop()
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+
+
+def _interrupt(signum, frame) -> None:
+    """SIGTERM/SIGHUP leave like Ctrl-C, so the screen and the terminal mode are restored."""
+    raise KeyboardInterrupt
 
 
 class _Keys:
