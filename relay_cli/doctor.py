@@ -127,7 +127,7 @@ def _check_paths(home: Path, report: Report) -> bool:
         problems.append("is not a directory")
     if d.foreign:
         problems.append(f"is owned by uid {d.owner_uid}, not by you (uid {os.geteuid()})")
-    if not d.is_symlink and d.group_other_access:
+    if d.is_dir and not d.is_symlink and d.group_other_access:
         problems.append(f"has mode {d.mode:04o}: group or others may access it "
                         "(`relay doctor --fix` sets 0700)")
     if problems:
@@ -135,6 +135,10 @@ def _check_paths(home: Path, report: Report) -> bool:
     else:
         report.add("state_dir", OK, f"{home}: directory, not a symlink, {_describe(d)}")
 
+    if d.is_symlink or not d.is_dir:
+        report.add("database", WARN, "not opened: the state directory is unsafe (see above); "
+                   "every relay command refuses it with unsafe_state_dir")
+        return False
     db_path = home / DB_NAME
     for suffix in ("", *COMPANIONS):
         path = Path(f"{db_path}{suffix}")

@@ -102,6 +102,7 @@ class Heartbeat(threading.Thread):
         self.interval = peers.renew_interval_s(session.lease_seconds)
         self.stopped = threading.Event()
         self.lost: str | None = None  # "lease_expired" / "peer_superseded" once known
+        self.last_error: str | None = None  # report a repeated failure once, not every tick
 
     def run(self) -> None:
         store = None
@@ -112,13 +113,19 @@ class Heartbeat(threading.Thread):
                         store = self.open_store()
                     if not self.beat(store):
                         return
+                    self.last_error = None
                 except RelayError as e:
-                    self.report(e)
+                    self._report_once(e)
                 except Exception as e:  # noqa: BLE001 - a heartbeat must never crash relay
-                    self.report(RelayError("internal_error", f"heartbeat: {e}"))
+                    self._report_once(RelayError("internal_error", f"heartbeat: {e}"))
         finally:
             if store is not None:
                 store.close()
+
+    def _report_once(self, err: RelayError) -> None:
+        if err.code != self.last_error:
+            self.last_error = err.code
+            self.report(err)
 
     def beat(self, store) -> bool:
         """Renew once; False when the session is no longer active (reported)."""

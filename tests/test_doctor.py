@@ -285,3 +285,15 @@ def test_doctor_runs_as_a_real_process(relay):
     r = relay.proc("doctor", "--json")
     assert r.code == 0, r.err
     assert r.json["ok"] is True
+
+
+def test_home_that_is_a_file_is_reported_by_doctor_and_refused_by_commands(relay):
+    relay.home.write_text("not a directory")
+    r = relay("doctor", "--json", "--fix")
+    assert r.code == 7
+    checks = _checks(r)
+    assert checks["state_dir"]["status"] == "fail"
+    assert "not a directory" in checks["state_dir"]["detail"]
+    assert relay.home.read_text() == "not a directory"
+    other = relay("peers", "list", "--json")
+    assert other.code == 7 and other.error["code"] == "unsafe_state_dir"

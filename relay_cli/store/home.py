@@ -47,7 +47,7 @@ class PathReport:
 def inspect_path(path: Path) -> PathReport:
     try:
         st = os.lstat(path)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # a home that is a file has no relay.db
         return PathReport(path, exists=False)
     return PathReport(
         path,
