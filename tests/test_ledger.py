@@ -64,7 +64,7 @@ def alive(pid: int) -> bool:
 # ------------------------------------------------------------------ runs once, replays
 def test_runs_once_then_replays_stored_output_and_exit_code(relay, tmp_path):
     path, cmd = counter(tmp_path)
-    first = relay.proc("once", "--key", "toolu_01", "--", *cmd[:2], cmd[2] + "; exit 3")
+    first = relay("once", "--key", "toolu_01", "--", *cmd[:2], cmd[2] + "; exit 3")
     assert first.code == 3
     assert first.out == "out\n" and first.err == "err\n"
     assert runs(path) == 1
@@ -99,11 +99,11 @@ def test_json_run_captures_stdout_into_the_one_document(relay, tmp_path):
 def test_exit_codes_and_signals_pass_through(relay, tmp_path):
     assert relay("once", "--key", "e0", "--", "true").code == 0
     assert relay("once", "--key", "e1", "--", "sh", "-c", "exit 42").code == 42
-    killed = relay.proc("once", "--key", "e2", "--", "sh", "-c", "kill -TERM $$")
+    killed = relay("once", "--key", "e2", "--", "sh", "-c", "kill -TERM $$")
     assert killed.code == 128 + signal.SIGTERM
     obj = entry(relay, "e2")
     assert obj["state"] == "failed" and obj["exit_code"] == 143 and obj["signal"] == 15
-    replay = relay.proc("once", "--key", "e2", "--", "sh", "-c", "kill -TERM $$")
+    replay = relay("once", "--key", "e2", "--", "sh", "-c", "kill -TERM $$")
     assert replay.code == 143 and "replayed" in replay.err
 
 
@@ -128,7 +128,7 @@ def test_command_not_found_or_not_executable_keeps_the_key_free(relay, tmp_path)
     assert r.code == 126 and "not executable" in r.err
     assert entry(relay, "nx") is None
     plain.chmod(0o755)
-    assert relay.proc("once", "--key", "nx", "--", str(plain)).code == 0
+    assert relay("once", "--key", "nx", "--", str(plain)).code == 0
     assert entry(relay, "nx")["state"] == "succeeded"
     doc = relay("once", "--key", "nf2", "--json", "--", "relay-no-such-command-xyz")
     assert doc.code == 127 and doc.json["state"] == "not_started"
