@@ -182,8 +182,11 @@ def render_plain(snap: Snapshot) -> str:
     return "\n".join(out).rstrip("\n") + "\n"
 
 
-def render_rich(snap: Snapshot, footer: str = "q or Ctrl-C: leave"):
-    """The snapshot as one rich renderable (tables; every peer string as inert Text)."""
+def render_rich(snap: Snapshot, footer: str = "q or Ctrl-C: leave", lines: bool = True):
+    """The snapshot as one rich renderable (tables; every peer string as inert Text).
+
+    ``lines=False`` (NO_COLOR) draws the tables without box characters.
+    """
     from rich import box
     from rich.console import Group
     from rich.table import Table
@@ -203,7 +206,7 @@ def render_rich(snap: Snapshot, footer: str = "q or Ctrl-C: leave"):
         return Text(s, style=style)
 
     def table(title: str, cols: list[str]) -> Table:
-        tb = Table(title=Text(title, style="bold"), title_justify="left", box=box.SIMPLE_HEAD,
+        tb = Table(title=Text(title, style="bold"), title_justify="left", box=box.SIMPLE_HEAD if lines else None,
                    header_style="bold", pad_edge=False, expand=False)
         for c in cols:
             tb.add_column(c, overflow="ellipsis", no_wrap=True)

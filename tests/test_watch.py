@@ -103,13 +103,13 @@ needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is no
 class Tmux:
     """A detached tmux session of a fixed size running `relay watch` in a real terminal."""
 
-    def __init__(self, relay, tmp_path: Path) -> None:
+    def __init__(self, relay, tmp_path: Path, extra: dict[str, str] | None = None) -> None:
         self.socket = f"relay-watch-{uuid.uuid4().hex[:8]}"
         self.relay = relay
         self.tmp = tmp_path
-        env = relay._env(None)
+        env = {**relay._env(None), **(extra or {})}
         exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()
-                           if k.startswith("RELAY_") or k in ("PATH", "HOME", "LANG"))
+                           if k.startswith("RELAY_") or k in ("PATH", "HOME", "LANG", "NO_COLOR"))
         script = tmp_path / "run-watch.sh"
         script.write_text(
             "stty -g > stty.before\n"
@@ -149,9 +149,9 @@ class Tmux:
 def term(relay, tmp_path):
     t = None
 
-    def start() -> Tmux:
+    def start(**extra: str) -> Tmux:
         nonlocal t
-        t = Tmux(relay, tmp_path)
+        t = Tmux(relay, tmp_path, extra)
         return t
 
     yield start
@@ -187,6 +187,18 @@ def test_live_view_leaves_on_ctrl_c_and_restores_the_terminal(relay, term, tmp_p
     t.keys("C-c")
     t.wait_for("EXITED rc=0", timeout=5)
     assert (tmp_path / "stty.before").read_text() == (tmp_path / "stty.after").read_text()
+
+
+@needs_tmux
+def test_live_view_under_no_color_draws_no_box_characters(relay, term):
+    relay.join("alice")
+    t = term(NO_COLOR="1")
+    t.wait_for("recent transitions")
+    screen = t.tmux("capture-pane", "-p", "-e", "-t", "w")
+    assert "alice" in screen and not BOX_CHARS.search(screen)
+    assert not re.search(r"\x1b\[[0-9;]*3[0-9]", screen.replace("\x1b[39m", ""))  # no colours
+    t.keys("q")
+    t.wait_for("EXITED rc=0", timeout=5)
 
 
 @needs_tmux

@@ -55,7 +55,8 @@ def _live(env: Env) -> int:
     from rich.live import Live
     from rich.text import Text
 
-    console = Console(file=sys.stdout, highlight=False, emoji=False)
+    no_color = bool(os.environ.get("NO_COLOR"))  # SPEC §7: no colour, no box characters
+    console = Console(file=sys.stdout, highlight=False, emoji=False, no_color=no_color)
     keys = _Keys(sys.stdin)
     saved = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
@@ -69,7 +70,7 @@ def _live(env: Env) -> int:
                     try:
                         snap = _snapshot(env)
                         last_version = version
-                        view = watch_lib.render_rich(snap)
+                        view = watch_lib.render_rich(snap, lines=not no_color)
                     except RelayError as e:  # busy: say why, retry on the next tick
                         view = Text(f"relay watch: {e.code}: {e.message} (retrying)",
                                     style="bold red")
