@@ -45,12 +45,11 @@ def gather(store, now: int, events_limit: int = EVENTS_LIMIT) -> Snapshot:
             max(0, session["lease_expires_at"] - now) / 1000 if session is not None else None
         )
         snap.peers.append(obj)
-    rows = store.list_requests(list(OPEN_STATES), None, None, OPEN_LIMIT + 1)
-    snap.open_more = max(0, len(rows) - OPEN_LIMIT)
-    for state in OPEN_STATES:
-        snap.open[state] = [_request(r, now) for r in reversed(rows[:OPEN_LIMIT])
-                            if r["state"] == state]
     snap.counts = store.count_by_state()
+    rows = store.list_requests(list(OPEN_STATES), None, None, OPEN_LIMIT)  # the newest
+    snap.open_more = max(0, sum(snap.counts.get(s, 0) for s in OPEN_STATES) - len(rows))
+    for state in OPEN_STATES:
+        snap.open[state] = [_request(r, now) for r in reversed(rows) if r["state"] == state]
     snap.unknown = [_request(r, now) for r in
                     store.list_requests(["delivery_unknown"], None, None, UNKNOWN_LIMIT)]
     snap.events = [_event(e) for e in store.recent_events(events_limit)]
@@ -122,7 +121,7 @@ def _lease(p: dict) -> str:
 
 
 def _header(snap: Snapshot) -> str:
-    total_open = sum(len(v) for v in snap.open.values()) + snap.open_more
+    total_open = sum(snap.counts.get(s, 0) for s in OPEN_STATES)
     unknown = snap.counts.get("delivery_unknown", 0)
     return (f"relay watch  {clock.iso(snap.now)}  home {snap.home}  "
             f"{total_open} open, {unknown} delivery_unknown")
@@ -156,7 +155,7 @@ def render_plain(snap: Snapshot) -> str:
            for p in snap.peers], "no peers yet")
     for state in OPEN_STATES:
         reqs = snap.open.get(state, [])
-        table(f"{state.upper()} ({len(reqs)})", ["id", "from", "to", "age", "deadline"],
+        table(f"{state.upper()} ({snap.counts.get(state, 0)})", ["id", "from", "to", "age", "deadline"],
               [[short_id(r["id"]), r["from"], r["to"], r["age"], r["deadline"] or "-"]
                for r in reqs], "none")
     if snap.open_more:
@@ -223,14 +222,14 @@ def render_rich(snap: Snapshot, footer: str = "q or Ctrl-C: leave", lines: bool 
     parts.append(pt)
     for state in OPEN_STATES:
         reqs = snap.open.get(state, [])
-        ot = table(f"{state} ({len(reqs)})", ["id", "from", "to", "age", "deadline"])
+        ot = table(f"{state} ({snap.counts.get(state, 0)})", ["id", "from", "to", "age", "deadline"])
         for r in reqs:
             ot.add_row(t(short_id(r["id"])), t(r["from"]), t(r["to"]), t(r["age"]),
                        t(r["deadline"] or "-"))
         if reqs:
             parts.append(ot)
         else:
-            parts.append(Text(f"{state} (0)", style="dim"))
+            parts.append(Text(f"{state} ({snap.counts.get(state, 0)})", style="dim"))
     if snap.open_more:
         parts.append(Text(f"(+{snap.open_more} older open requests: relay list)", style="dim"))
     if snap.unknown:

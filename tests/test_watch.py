@@ -56,6 +56,21 @@ def test_without_a_terminal_prints_one_plain_snapshot(relay):
     assert "!! delivery_unknown" in out and "claim_lease_expired" in out
 
 
+def test_many_open_requests_show_the_newest_and_count_the_rest(relay, monkeypatch):
+    from relay_cli import watch
+
+    monkeypatch.setattr(watch, "OPEN_LIMIT", 2)
+    alice = relay.join("alice")
+    relay("peers", "add", "bob")
+    ids = [new_id() for _ in range(3)]
+    for rid in ids:
+        relay.send(alice, "bob", request_id=rid)
+    out = relay("watch").out
+    assert "QUEUED (3)" in out and "3 open" in out
+    assert ids[0][:8] not in out.split("RECENT")[0] and ids[2][:8] in out
+    assert "(+1 older open requests: relay list)" in out
+
+
 def test_watch_is_read_only(relay):
     busy_home(relay)
     before = relay.snapshot()
