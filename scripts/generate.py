@@ -77,23 +77,33 @@ def zsh_script() -> str:
 
 
 # ------------------------------------------------------------------ --help texts
-def help_text(path: list[str]) -> str:
-    """The exact `relay PATH --help` output at 80 columns (in-process, deterministic)."""
-    from relay_cli.cli import run
+_ROOT_COMMAND = None
 
+
+def help_text(path: list[str]) -> str:
+    """The exact `relay PATH --help` output at 80 columns (in-process, deterministic).
+
+    Runs the same Click command `relay` runs (built once from the Typer app).
+    """
+    global _ROOT_COMMAND
+    from relay_cli import schema
+
+    if _ROOT_COMMAND is None:
+        _ROOT_COMMAND = schema.root_command()
     saved = {k: os.environ.get(k) for k in ("COLUMNS", "NO_COLOR", "TERM")}
     os.environ.update(COLUMNS=HELP_COLUMNS, NO_COLOR="1", TERM="dumb")
     buf = io.StringIO()
     try:
         with contextlib.redirect_stdout(buf):
-            code = run([*path, "--help"])
+            code = _ROOT_COMMAND.main(args=[*path, "--help"], prog_name="relay",
+                                      standalone_mode=False)
     finally:
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-    if code != 0:
+    if code not in (0, None):
         raise SystemExit(f"generate: relay {' '.join(path)} --help exited {code}")
     return buf.getvalue().rstrip() + "\n"
 

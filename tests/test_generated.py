@@ -115,18 +115,46 @@ def test_installed_bash_copy_is_identical_and_zsh_is_autoloadable():
     assert '_relay_completion "$@"' in zsh and "compdef _relay_completion relay" in zsh
 
 
+ZSH_DRIVER = r"""
+zmodload zsh/zpty
+zpty -b z 'zsh -f -i'
+zpty -w z 'PS1="> "; fpath=(%(fpath)s $fpath); autoload -U compinit; compinit -u -D'
+zpty -w -n z $'%(line)s\t'
+out=""
+for i in {1..100}; do
+  while zpty -r -t z chunk; do out+=$chunk; done
+  [[ $out == *%(expect)s* ]] && break
+  sleep 0.1
+done
+zpty -d z
+print -r -- "$out"
+"""
+
+
 @pytest.mark.skipif(not shutil.which("zsh"), reason="zsh is not installed")
-def test_zsh_script_parses():
-    p = subprocess.run(["zsh", "-n", str(ROOT / "completions" / "_relay")],
-                       capture_output=True, text=True)
-    assert p.returncode == 0, p.stderr
+@pytest.mark.parametrize("line, expect", [("relay se", "relay send "),
+                                          ("relay send --o", "--on-lost ")])
+def test_zsh_completes_on_the_first_tab_when_autoloaded_from_fpath(tmp_path, line, expect):
+    """A real interactive zsh (through zpty) with completions/ on $fpath, as
+    share/zsh/site-functions is: the very first TAB completes."""
+    (tmp_path / "_relay").write_text((ROOT / "completions" / "_relay").read_text())
+    script = ZSH_DRIVER % {"fpath": tmp_path, "line": line, "expect": f"'{expect.strip()}'"}
+    p = subprocess.run(["zsh", "-f", "-c", script], capture_output=True, text=True,
+                       env=clean_env(), timeout=60)
+    screen = re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]|.\x08", "", p.stdout)
+    assert expect in screen, screen[-500:]
 
 
 @pytest.mark.skipif(not shutil.which("fish"), reason="fish is not installed")
-def test_fish_script_parses():
-    p = subprocess.run(["fish", "--no-execute", str(ROOT / "completions" / "relay.fish")],
-                       capture_output=True, text=True)
+def test_fish_completes_send_and_on_lost():
+    script = (f"source {ROOT / 'completions' / 'relay.fish'}; complete -C 'relay se'; "
+              "echo ---; complete -C 'relay send --o'")
+    p = subprocess.run(["fish", "--no-config", "-c", script], capture_output=True, text=True,
+                       env=clean_env(), timeout=60)
     assert p.returncode == 0, p.stderr
+    first, second = p.stdout.split("---\n")
+    assert [ln.split("\t")[0] for ln in first.splitlines()] == ["send"]
+    assert [ln.split("\t")[0] for ln in second.splitlines()] == ["--on-lost"]
 
 
 # ------------------------------------------------------------------ man page
