@@ -203,8 +203,14 @@ def _append_env(path: str, lines: list[str]) -> int:
         before = os.fstat(fd).st_size
         data = ("\n" if before and not _ends_with_newline(path, before) else "")
         data += "\n".join(lines) + "\n"
-        os.write(fd, data.encode("utf-8"))
-        os.fsync(fd)
+        try:
+            raw = data.encode("utf-8")
+            if os.write(fd, raw) != len(raw):
+                raise OSError("short write to CLAUDE_ENV_FILE")
+            os.fsync(fd)
+        except BaseException:
+            os.ftruncate(fd, before)  # no half lines left behind
+            raise
         return before
     finally:
         os.close(fd)

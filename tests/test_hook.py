@@ -169,6 +169,23 @@ def test_unwritable_env_file_leaves_no_session_behind(relay, claude, tmp_path):
     assert relay.snapshot() == before
 
 
+def test_a_failed_env_file_write_takes_back_its_lines_and_the_session(relay, claude,
+                                                                      monkeypatch):
+    relay("peers", "add", "alice")
+    claude.env_file.write_text("export NODE_ENV=production\n")
+    before = relay.snapshot()
+
+    def full_disk(fd):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("relay_cli.hook.os.fsync", full_disk)
+    r = relay("hook", "claude", input=payload("session_start"), env=claude.hook_env)
+    monkeypatch.undo()
+    assert (r.code, r.out, r.err) == (0, "", "")
+    assert claude.env_file.read_text() == "export NODE_ENV=production\n"
+    assert relay.snapshot() == before
+
+
 def test_session_start_without_relay_peer_does_nothing(relay, claude):
     relay("peers", "add", "alice")
     before = relay.snapshot()
