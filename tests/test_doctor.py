@@ -297,3 +297,18 @@ def test_home_that_is_a_file_is_reported_by_doctor_and_refused_by_commands(relay
     assert relay.home.read_text() == "not a directory"
     other = relay("peers", "list", "--json")
     assert other.code == 7 and other.error["code"] == "unsafe_state_dir"
+
+
+def test_symlinked_wal_file_fails_and_is_left_alone(relay, tmp_path):
+    relay.join("alice")
+    target = tmp_path / "elsewhere-wal"
+    target.write_bytes(b"")
+    target.chmod(0o644)
+    (relay.home / "relay.db-wal").symlink_to(target)
+    r = relay("doctor", "--json", "--fix")
+    assert r.code == 7
+    checks = _checks(r)
+    assert checks["wal_file"]["status"] == "fail"
+    assert "symbolic link" in checks["wal_file"]["detail"]
+    assert checks["database"]["status"] == "warn"  # not opened through the link
+    assert (relay.home / "relay.db-wal").is_symlink() and _mode(target) == 0o644
