@@ -46,13 +46,17 @@ request goes from one peer (a named agent) to another, and every step is recorde
   job. Put the text on stdin with a quoted heredoc: text on the command line is visible to
   other users in the process list, and the shell would expand $ and backticks in it.
 
-      id=$(python3 -c 'import uuid; print(uuid.uuid4())')
-      relay send --to PEER --id "$id" - <<'EOF'
-      What you want done, with everything the other agent needs to know.
-      EOF
+```sh
+python3 -c 'import uuid; print(uuid.uuid4())'    # note the id it prints
+relay send --to PEER --id 0d4c5e2a-3f1b-4c6d-9e8f-7a6b5c4d3e2f - <<'EOF'
+What you want done, with everything the other agent needs to know.
+EOF
+```
 
-  Or let relay issue the id: `relay prepare --to PEER - <<'EOF' ... EOF` prints an id
-  and queues nothing; `relay submit ID` then queues it.
+  Write the id itself into the command, not a shell variable: a retry often runs in a new
+  shell where the variable is gone.
+- Or let relay issue the id: `relay prepare --to PEER - <<'EOF' ... EOF` prints an id and
+  queues nothing; `relay submit ID` then queues it.
 - When a send or submit fails, times out, or its answer is lost, retry with the SAME id,
   the SAME text and the SAME options. The answer then says `"duplicate": true` and no
   second request exists. Never choose a new id for a retry: a new id is a new job.
@@ -111,7 +115,9 @@ request goes from one peer (a named agent) to another, and every step is recorde
 - For a command that must not run twice (open a pull request, send an email, deploy),
   run it through the side-effect ledger with a key that names this one intent:
 
-      relay once --key "$TOOL_USE_ID" -- gh pr create --title "..." --body-file notes.md
+```sh
+relay once --key "$TOOL_USE_ID" -- gh pr create --title "..." --body-file notes.md
+```
 
   TOOL_USE_ID stands for a key that stays the same when this same action is retried:
   the tool call's own id, or a stable name such as pr-create:feature-x. A new action needs
@@ -158,7 +164,9 @@ Install it by adding this to .claude/settings.json (project) or ~/.claude/settin
 (all projects). If Claude Code's PATH does not include relay, write its absolute path
 (`command -v relay`) in "command".
 
+```json
 {settings}
+```
 
 Check it with `relay peers list`: after the first prompt the peer's wakeup is `hook`.
 """
@@ -206,9 +214,9 @@ def short_text(peer: str) -> str:
         f"relay is set up in this session: this Claude Code session is the relay peer "
         f"{peer!r} (RELAY_PEER and RELAY_SESSION are in the environment of Bash commands).\n"
         "Facts for using relay (`relay guide --for claude` has the full guide):\n"
-        "- Sending: `relay send --to PEER --id \"$(python3 -c 'import uuid; "
-        "print(uuid.uuid4())')\" - <<'EOF'` with the text on stdin. A retry reuses the same "
-        "id and the same text; the answer then says duplicate: true.\n"
+        "- Sending: make an id once (`python3 -c 'import uuid; print(uuid.uuid4())'`), then "
+        "`relay send --to PEER --id THAT-ID - <<'EOF'` with the text on stdin. A retry "
+        "reuses that same id and the same text; the answer then says duplicate: true.\n"
         "- Taking work: `relay inbox` lists it, `relay claim` takes the oldest and shows its "
         "text, then `relay ack ID` and `relay reply ID - <<'EOF'` (or fail/reject with "
         "--reason).\n"

@@ -88,3 +88,25 @@ def test_guide_text_stays_short_enough_to_paste(relay):
         assert len(text) < 12000
         assert max(len(line) for line in text.splitlines()) <= 100
         assert not re.search(r"[ \t]+$", text, re.M)
+
+
+def test_the_send_example_runs_as_written(relay):
+    """The guide's first shell block, with PEER filled in, sends exactly one request."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    block = re.search(r"```sh\n(.*?)```", relay("guide").out, re.S).group(1)
+    alice = relay.join("alice")
+    relay("peers", "add", "bob")
+    env = {**relay._env(alice),
+           "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"]}
+    script = block.replace("PEER", "bob")
+    for _ in range(2):  # the retry, as written, is the same request
+        p = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env)
+        assert p.returncode == 0, p.stderr
+    requests = relay("list", "--json").json["requests"]
+    assert len(requests) == 1 and requests[0]["to"] == "bob"
+    assert relay("show", requests[0]["id"], "--json").json["text"] == (
+        "What you want done, with everything the other agent needs to know.\n")
