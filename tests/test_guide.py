@@ -110,3 +110,12 @@ def test_the_send_example_runs_as_written(relay):
     assert len(requests) == 1 and requests[0]["to"] == "bob"
     assert relay("show", requests[0]["id"], "--json").json["text"] == (
         "What you want done, with everything the other agent needs to know.\n")
+
+
+def test_readme_shows_the_same_settings_snippet():
+    from pathlib import Path
+
+    from relay_cli import guide
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    assert guide.claude_settings_json() in readme
