@@ -312,3 +312,15 @@ def test_symlinked_wal_file_fails_and_is_left_alone(relay, tmp_path):
     assert "symbolic link" in checks["wal_file"]["detail"]
     assert checks["database"]["status"] == "warn"  # not opened through the link
     assert (relay.home / "relay.db-wal").is_symlink() and _mode(target) == 0o644
+
+
+def test_home_path_with_uri_characters_is_read_not_created_elsewhere(tmp_path):
+    from conftest import Relay
+
+    relay = Relay(tmp_path / "a#b?c%20d")
+    relay.join("alice")
+    r = relay("doctor", "--json")
+    assert r.code == 0, r.out
+    assert _checks(r)["schema"]["status"] == "ok"
+    assert r.json["active_peers"][0]["name"] == "alice"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a#b?c%20d"]

@@ -167,8 +167,13 @@ def open_existing_readonly(home: Path) -> Connection | None:
     path = home / DB_NAME
     if not path.exists():
         return None
+    from urllib.parse import quote
+
+    # Quoted: a '#' or '?' in the path would otherwise end it and drop mode=ro (SQLite
+    # would then open, or even create, another file read-write).
     conn = sqlite3.connect(
-        f"file:{path}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None
+        f"file:{quote(str(path))}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S,
+        isolation_level=None,
     )
     conn.row_factory = sqlite3.Row
     return Connection(conn, path)
