@@ -71,3 +71,20 @@ def test_ruff_bans_module_level_imports_of_rich_and_sqlite_utils():
         assert p.returncode == 1 and "TID253" in p.stdout, p.stdout + p.stderr
     p = ruff("def f():\n    import rich\n    import sqlite_utils\n    return rich, sqlite_utils\n")
     assert p.returncode == 0, p.stdout + p.stderr
+
+
+def test_a_named_command_builds_only_its_own_click_command():
+    from relay_cli.cli.app import _click_command
+
+    assert list(_click_command(["send", "--to", "x"]).commands) == ["send"]
+    assert list(_click_command(["peers", "join", "x"]).commands) == ["peers"]
+    full = _click_command([])
+    assert {"send", "peers", "schema"} <= set(full.commands)
+    assert set(_click_command(["--help"]).commands) == set(full.commands)
+    assert set(_click_command(["sned"]).commands) == set(full.commands)
+
+
+def test_a_mistyped_command_still_gets_a_suggestion(relay):
+    r = relay("sned", "--json")
+    assert r.code == 2 and r.error["code"] == "usage_error"
+    assert "send" in r.error["message"]

@@ -178,7 +178,7 @@ def _run(argv: list[str]) -> int:
 
     out = Output(_wants_json(argv))
     try:
-        command = typer.main.get_command(app)
+        command = _click_command(argv)
         rv = command.main(args=argv, prog_name="relay", standalone_mode=False)
         return rv if isinstance(rv, int) else 0
     except RelayError as e:
@@ -215,6 +215,26 @@ def _run(argv: list[str]) -> int:
         err = RelayError("internal_error", f"{type(e).__name__}: {e}")
         out.error(err)
         return err.exit_code
+
+
+def _click_command(argv: list[str]):
+    """The Click command tree for this call. Building every command costs ~20 ms at each
+    start, so a call that names a top-level command gets a tree with only that command;
+    --help, completion and anything unrecognised get the full tree."""
+    name = argv[0] if argv else ""
+    if name and not name.startswith("-"):
+        from typer.main import get_command_name
+
+        commands = [c for c in app.registered_commands
+                    if (c.name or get_command_name(c.callback.__name__)) == name]
+        groups = [g for g in app.registered_groups if g.name == name]
+        if commands or groups:
+            import copy
+
+            view = copy.copy(app)
+            view.registered_commands, view.registered_groups = commands, groups
+            return typer.main.get_command(view)
+    return typer.main.get_command(app)
 
 
 def _usage_message(e, click_exc) -> str:
