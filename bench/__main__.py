@@ -1,0 +1,43 @@
+"""``python -m bench <crash|faults|load|scale|latency|perf|all> [options]``."""
+
+from __future__ import annotations
+
+import sys
+
+USAGE = """usage: python -m bench SUBCOMMAND [options]   (from the project root)
+
+  crash    SIGKILL each mutating command at random moments     (--trials 200)
+  faults   full disk, read-only dir, long lock, WAL left by a kill
+  load     8 x 200 send/claim/ack/reply/wait cycles; 16 x 100 id retries
+  scale    send/claim/show/list at 1,000,000 requests vs empty; sweep/prune lock holds
+  latency  wake-up latency of wait and claim --wait; CPU while blocked  (--trials 200)
+  perf     issue 2: relay vs bare Typer, vs sqlite3, list 100k vs 10, empty vs full
+  all      every one of the above with its default (full) sizes
+
+Each subcommand takes --help for its options.
+"""
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] in ("-h", "--help"):
+        print(USAGE)
+        return 0 if argv else 2
+    cmd, rest = argv[0], argv[1:]
+    from . import crash, faults, latency, load, perf, scale
+
+    table = {"crash": crash.main, "faults": faults.main, "load": load.main,
+             "scale": scale.main, "latency": latency.main, "perf": perf.main}
+    if cmd == "all":
+        code = 0
+        for name, fn in table.items():
+            print(f"\n===== python -m bench {name} =====", flush=True)
+            code |= fn([])
+        return code
+    if cmd not in table:
+        print(USAGE, file=sys.stderr)
+        return 2
+    return table[cmd](rest)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,236 @@
+"""Shared helpers: run the real relay, machine facts, statistics, database checks."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RELAY = [sys.executable, "-m", "relay_cli"]
+RELAY_ENV_VARS = ("RELAY_HOME", "RELAY_PEER", "RELAY_SESSION", "RELAY_TIME_OFFSET",
+                  "RELAY_RATE_LIMIT", "RELAY_DEBUG", "NO_COLOR", "CLAUDE_ENV_FILE")
+CACHE = Path(os.environ.get("RELAY_BENCH_CACHE", "/tmp/relay-bench-cache"))
+
+
+def base_env(home: Path | str, extra: dict | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in RELAY_ENV_VARS}
+    env["RELAY_HOME"] = str(home)
+    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH")
+                                     else "")
+    for k, v in (extra or {}).items():
+        if v is None:
+            env.pop(k, None)
+        else:
+            env[k] = str(v)
+    return env
+
+
+@dataclass
+class Res:
+    code: int
+    out: str
+    err: str
+    seconds: float = 0.0
+
+    @property
+    def json(self):
+        return json.loads(self.out)
+
+    @property
+    def error_code(self) -> str | None:
+        for line in self.err.splitlines():
+            if line.startswith('{"error"'):
+                return json.loads(line)["error"]["code"]
+        return None
+
+
+def relay(home, *args, input: str | bytes | None = None, env: dict | None = None,
+          timeout: float = 120) -> Res:
+    """Run the real relay in a process; never raises on a non-zero exit."""
+    data = input.encode() if isinstance(input, str) else input
+    t0 = time.perf_counter()
+    p = subprocess.run([*RELAY, *map(str, args)], input=data, capture_output=True,
+                       env=base_env(home, env), timeout=timeout)
+    return Res(p.returncode, p.stdout.decode("utf-8", "replace"),
+               p.stderr.decode("utf-8", "replace"), time.perf_counter() - t0)
+
+
+def join(home, name: str, lease: str = "24h") -> dict[str, str]:
+    r = relay(home, "peers", "join", name, "--lease", lease, "--json")
+    if r.code != 0:
+        raise RuntimeError(f"peers join {name} failed: {r.err}")
+    return {"RELAY_PEER": name, "RELAY_SESSION": r.json["token"]}
+
+
+def new_id() -> str:
+    return str(uuid.uuid4())
+
+
+def new_home(parent: Path | None = None, prefix: str = "relay-bench-") -> Path:
+    d = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    os.chmod(d, 0o700)
+    return d / "home"
+
+
+def copy_home(src: Path, dst: Path) -> None:
+    """Copy a closed relay home (relay.db with its WAL checkpointed) to ``dst``."""
+    dst.mkdir(mode=0o700, parents=True)
+    for name in os.listdir(src):
+        shutil.copy2(src / name, dst / name)
+
+
+def checkpoint(home: Path) -> None:
+    db = sqlite3.connect(home / "relay.db")
+    try:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        db.close()
+
+
+def has_command(*words: str) -> bool:
+    """True when ``relay <words> --help`` exists (for commands other helpers are writing)."""
+    p = subprocess.run([*RELAY, *words, "--help"], capture_output=True,
+                       env=base_env("/nonexistent-relay-home"), timeout=60)
+    return p.returncode == 0
+
+
+# ---------------------------------------------------------------------------- stats
+def median(xs) -> float:
+    return statistics.median(xs) if xs else float("nan")
+
+
+def pct(xs, p: float) -> float:
+    if not xs:
+        return float("nan")
+    s = sorted(xs)
+    k = min(len(s) - 1, max(0, int(round(p / 100 * (len(s) - 1)))))
+    return s[k]
+
+
+def ms(x: float) -> str:
+    return f"{x * 1000:.1f} ms"
+
+
+# ---------------------------------------------------------------------------- machine
+def machine() -> dict:
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        cli = subprocess.run(["sqlite3", "--version"], capture_output=True, text=True,
+                             timeout=10).stdout.split()[0]
+    except (OSError, IndexError, subprocess.SubprocessError):
+        cli = "not installed"
+    return {
+        "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "nproc": os.cpu_count(),
+        "cpu": cpu,
+        "python": platform.python_version(),
+        "sqlite": sqlite3.sqlite_version,
+        "sqlite3_cli": cli,
+        "load_average": " ".join(f"{x:.2f}" for x in os.getloadavg()),
+        "platform": platform.platform(),
+    }
+
+
+def print_machine(out=sys.stdout) -> dict:
+    m = machine()
+    print(f"machine: {m['nproc']} CPUs, {m['cpu']}, Python {m['python']}, SQLite {m['sqlite']}"
+          f" (sqlite3 CLI {m['sqlite3_cli']}), {m['platform']}", file=out)
+    print(f"date: {m['date']}; load average at start: {m['load_average']}", file=out)
+    return m
+
+
+# ---------------------------------------------------------------------------- checks
+def allowed_pairs() -> set[tuple[str | None, str]]:
+    from relay_cli.states import TRANSITIONS
+
+    return {(t.from_state, t.to_state) for t in TRANSITIONS}
+
+
+def check_db(home: Path, must_exist: set[str] = frozenset()) -> list[str]:
+    """The crash invariants over one database; returns every violation found."""
+    problems: list[str] = []
+    db = sqlite3.connect(home / "relay.db")
+    try:
+        ic = [r[0] for r in db.execute("PRAGMA integrity_check")]
+        if ic != ["ok"]:
+            problems.append(f"integrity_check: {ic[:5]}")
+            return problems
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        dup = db.execute("SELECT lower(id), count(*) FROM requests GROUP BY lower(id) "
+                         "HAVING count(*) > 1").fetchall()
+        if dup:
+            problems.append(f"ids with two rows: {dup[:5]}")
+        ids = {r[0] for r in db.execute("SELECT id FROM requests")}
+        tomb_ids: set[str] = set()
+        for t in tables:
+            if "tomb" in t:
+                cols = [r[1] for r in db.execute(f"PRAGMA table_info({t})")]
+                col = "id" if "id" in cols else ("request_id" if "request_id" in cols else None)
+                if col:
+                    rows = {r[0] for r in db.execute(f"SELECT {col} FROM {t}")}
+                    both = rows & ids
+                    if both:
+                        problems.append(f"ids both in requests and {t}: {sorted(both)[:3]}")
+                    tomb_ids |= rows
+        missing = set(must_exist) - ids - tomb_ids
+        if missing:
+            problems.append(f"accepted requests missing: {sorted(missing)[:5]} ({len(missing)})")
+        problems += check_events(db)
+    finally:
+        db.close()
+    return problems
+
+
+def check_events(db: sqlite3.Connection) -> list[str]:
+    """Replay the events table: every chain allowed by states.TRANSITIONS, ending at the
+    row's state. Pruned requests whose events were removed are skipped."""
+    pairs = allowed_pairs()
+    problems = []
+    state = {r[0]: (r[1], r[2]) for r in db.execute("SELECT id, state, pruned FROM requests")}
+    chains: dict[str, list[tuple]] = {}
+    for rid, frm, to in db.execute(
+            "SELECT request_id, from_state, to_state FROM events ORDER BY request_id, seq"):
+        chains.setdefault(rid, []).append((frm, to))
+    for rid, (st, pruned) in state.items():
+        chain = chains.get(rid)
+        if not chain:
+            if not pruned:
+                problems.append(f"{rid}: state {st} with no events")
+            continue
+        cur = None
+        for frm, to in chain:
+            if frm != cur or (frm, to) not in pairs:
+                problems.append(f"{rid}: event {frm}->{to} after {cur} is not allowed")
+                break
+            cur = to
+        else:
+            if cur != st:
+                problems.append(f"{rid}: events end at {cur} but the row says {st}")
+        if len(problems) > 20:
+            break
+    orphans = set(chains) - set(state)
+    if orphans:
+        # events of a pruned request may outlive it only if a tombstone keeps the id
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if not any("tomb" in t for t in tables):
+            problems.append(f"events of requests that do not exist: {sorted(orphans)[:3]}")
+    return problems

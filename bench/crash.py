@@ -1,0 +1,387 @@
+"""Crash injection: SIGKILL each mutating relay command at a random moment, then check.
+
+For each command a template home is built once (through the real relay, plus bulk rows
+for sweep and prune); every trial copies it, starts the real ``relay`` process, kills it
+with SIGKILL after a random delay drawn uniformly from [0, its uninterrupted run time],
+then checks the invariants of SPEC §1 (``common.check_db``) and the command's own retry
+rule. ``python -m bench crash --trials 200`` is the full run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import bulk
+from .common import (
+    RELAY,
+    base_env,
+    check_db,
+    checkpoint,
+    copy_home,
+    has_command,
+    join,
+    new_id,
+    print_machine,
+    relay,
+)
+
+COMMANDS = ("send", "submit", "claim", "ack", "reply", "sweep", "prune", "once")
+TEXT = "crash test: please do the thing described here, exactly once\n"
+REPLY = "done, exactly once\n"
+DAY_S = 86400
+BULK = 3000
+
+
+@dataclass
+class Spec:
+    name: str
+    home: Path                      # the template
+    argv: list[str]
+    env: dict = field(default_factory=dict)
+    input: str | None = None
+    rid: str | None = None          # the request the command is about
+    ids: set = field(default_factory=set)  # every request id in the template
+    calib: float = 0.0              # uninterrupted wall time (s)
+
+
+def _count(home: Path) -> tuple:
+    db = sqlite3.connect(home / "relay.db")
+    try:
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        out = [db.execute("SELECT count(*) FROM events").fetchone()[0],
+               db.execute("SELECT count(*) FROM requests").fetchone()[0],
+               db.execute("SELECT count(*) FROM requests WHERE pruned = 1").fetchone()[0]]
+        for t in sorted(tables):
+            if t == "ledger" or "tomb" in t:
+                out.append(db.execute(f"SELECT count(*) FROM {t}").fetchone()[0])
+        return tuple(out)
+    finally:
+        db.close()
+
+
+def _ids(home: Path) -> set[str]:
+    db = sqlite3.connect(home / "relay.db")
+    try:
+        return {r[0] for r in db.execute("SELECT id FROM requests")}
+    finally:
+        db.close()
+
+
+def build(name: str, root: Path) -> Spec:
+    """Make the template home for one command."""
+    home = root / f"template-{name}" / "home"
+    home.parent.mkdir(parents=True, mode=0o700)
+    a = join(home, "a")
+    b = join(home, "b")
+    rid = new_id()
+    env: dict = {"RELAY_RATE_LIMIT": "0"}
+    inp = None
+    if name == "send":
+        argv = ["send", "--to", "b", "--id", rid, "--json", "-"]
+        env.update(a)
+        inp = TEXT
+    elif name == "submit":
+        r = relay(home, "prepare", "--to", "b", "--id", rid, "--json", "-", input=TEXT, env=a)
+        assert r.code == 0, r.err
+        argv = ["submit", rid, "--json"]
+        env.update(a)
+    elif name in ("claim", "ack", "reply"):
+        r = relay(home, "send", "--to", "b", "--id", rid, "--json", "-", input=TEXT, env=a)
+        assert r.code == 0, r.err
+        if name != "claim":
+            r = relay(home, "claim", "--lease", "1h", "--json", env=b)
+            assert r.code == 0, r.err
+        if name == "reply":
+            r = relay(home, "ack", rid, "--json", env=b)
+            assert r.code == 0, r.err
+        env.update(b)
+        argv = {"claim": ["claim", "--json"], "ack": ["ack", rid, "--json"],
+                "reply": ["reply", rid, "--json", "-"]}[name]
+        inp = REPLY if name == "reply" else None
+    elif name == "sweep":
+        now = int(time.time() * 1000)
+        bulk.insert(home, BULK, now=now, spread_ms=60_000,
+                    states=(("queued", 1.0),), queued_ttl_s=60)
+        env["RELAY_TIME_OFFSET"] = str(2 * DAY_S)
+        argv = ["sweep", "--json"]
+    elif name == "prune":
+        now = int(time.time() * 1000)
+        bulk.insert(home, BULK, now=now - 60 * DAY_S * 1000, spread_ms=DAY_S * 1000,
+                    states=tuple((s, w) for s, w in bulk.MIX if s != "queued"))
+        argv = ["prune", "--json"]
+    elif name == "once":
+        argv = ["once", "--key", "crash-key-1", "--json", "--", "sh", "-c",
+                "echo ran >> marker"]
+    else:
+        raise ValueError(name)
+    checkpoint(home)
+    return Spec(name, home, argv, env, inp, rid, _ids(home))
+
+
+def _start(spec: Spec, home: Path, cwd: Path) -> subprocess.Popen:
+    p = subprocess.Popen([*RELAY, *spec.argv], env=base_env(home, spec.env), cwd=cwd,
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, start_new_session=True)
+    if spec.input is not None:
+        try:
+            p.stdin.write(spec.input.encode())
+        except BrokenPipeError:
+            pass
+    p.stdin.close()
+    p.stdin = None
+    return p
+
+
+def _reap_group(pgid: int, limit: float = 5.0) -> None:
+    """Let the killed relay's children (the `once` command) finish, then make sure."""
+    end = time.monotonic() + limit
+    while time.monotonic() < end:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.01)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def calibrate(spec: Spec, root: Path, runs: int = 3) -> float:
+    times = []
+    for i in range(runs):
+        d = root / f"calib-{spec.name}-{i}"
+        copy_home(spec.home, d / "home")
+        t0 = time.perf_counter()
+        p = _start(spec, d / "home", d)
+        out, err = p.communicate(timeout=300)
+        times.append(time.perf_counter() - t0)
+        if p.returncode != 0:
+            raise RuntimeError(f"{spec.name} does not run cleanly: {err.decode()[-500:]}")
+        _reap_group(p.pid)
+        shutil.rmtree(d)
+    spec.calib = max(times)
+    return spec.calib
+
+
+def trial(spec: Spec, root: Path, rng: random.Random, index: int) -> tuple[str, list[str]]:
+    """One kill; returns (phase, problems). phase: untouched | committed | finished."""
+    d = root / f"{spec.name}-{index}"
+    home = d / "home"
+    copy_home(spec.home, home)
+    before = _count(spec.home)
+    delay = rng.uniform(0, spec.calib)
+    p = _start(spec, home, d)
+    time.sleep(delay)
+    if p.poll() is None:
+        try:
+            os.kill(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    out, err = p.communicate(timeout=60)
+    _reap_group(p.pid)
+    finished = p.returncode == 0
+    problems: list[str] = []
+    if p.returncode not in (0, -signal.SIGKILL):
+        problems.append(f"exit {p.returncode}: {err.decode()[-300:]}")
+    must = set(spec.ids)
+    if finished and spec.name in ("send", "submit"):
+        must.add(json.loads(out)["id"])
+    problems += check_db(home, must)
+    phase = "finished" if finished else ("committed" if _count(home) != before else "untouched")
+    problems += RETRY[spec.name](spec, home, d, finished)
+    problems += check_db(home, must | ({spec.rid} if spec.name in ("send", "submit") else set()))
+    if not problems:
+        shutil.rmtree(d)
+    return phase, problems
+
+
+# ------------------------------------------------------------------ retry rules
+def _rows(home: Path, sql: str, args=()) -> list:
+    db = sqlite3.connect(home / "relay.db")
+    try:
+        return db.execute(sql, args).fetchall()
+    finally:
+        db.close()
+
+
+def _retry_send(spec: Spec, home: Path, d: Path, finished: bool) -> list[str]:
+    existed = bool(_rows(home, "SELECT 1 FROM requests WHERE id = ?", (spec.rid,)))
+    r = relay(home, *spec.argv, input=spec.input, env=spec.env)
+    if r.code != 0:
+        return [f"retry of an interrupted {spec.name} failed: exit {r.code} {r.err[-300:]}"]
+    doc = r.json
+    if doc["duplicate"] != existed:
+        return [f"retry said duplicate={doc['duplicate']} but the row existed={existed}"]
+    rows = _rows(home, "SELECT state, text FROM requests WHERE id = ?", (spec.rid,))
+    if len(rows) != 1 or rows[0][1] != TEXT or rows[0][0] != "queued":
+        return [f"after the retry: rows {rows!r}"]
+    return []
+
+
+def _retry_claim(spec: Spec, home: Path, d: Path, finished: bool) -> list[str]:
+    state = _rows(home, "SELECT state FROM requests WHERE id = ?", (spec.rid,))[0][0]
+    if state not in ("queued", "delivered"):
+        return [f"claim left the request {state}"]
+    r = relay(home, *spec.argv, env=spec.env)
+    if state == "queued" and (r.code != 0 or r.json["id"] != spec.rid):
+        return [f"claim after an interrupted claim: exit {r.code} {r.err[-200:]}"]
+    if state == "delivered" and (r.code != 75 or r.error_code != "nothing_to_claim"):
+        return [f"second claim of a claimed request: exit {r.code} {r.out[-200:]}"]
+    return []
+
+
+def _retry_same(expect_state: str):
+    def check(spec: Spec, home: Path, d: Path, finished: bool) -> list[str]:
+        r = relay(home, *spec.argv, input=spec.input, env=spec.env)
+        if r.code != 0:
+            return [f"retry of {spec.name}: exit {r.code} {r.err[-300:]}"]
+        st = _rows(home, "SELECT state FROM requests WHERE id = ?", (spec.rid,))
+        if st != [(expect_state,)]:
+            return [f"after retrying {spec.name}: {st}"]
+        return []
+    return check
+
+
+def _retry_sweep(spec: Spec, home: Path, d: Path, finished: bool) -> list[str]:
+    r = relay(home, *spec.argv, env=spec.env)
+    if r.code != 0:
+        return [f"sweep after an interrupted sweep: exit {r.code} {r.err[-300:]}"]
+    left = _rows(home, "SELECT count(*) FROM requests WHERE state = 'queued'")[0][0]
+    total = _rows(home, "SELECT count(*) FROM requests WHERE state = 'expired'")[0][0]
+    if left or total != len(spec.ids):
+        return [f"after two sweeps: {left} queued, {total} expired of {len(spec.ids)}"]
+    return []
+
+
+def _retry_prune(spec: Spec, home: Path, d: Path, finished: bool) -> list[str]:
+    r = relay(home, *spec.argv, env=spec.env)
+    if r.code != 0:
+        return [f"prune after an interrupted prune: exit {r.code} {r.err[-300:]}"]
+    # every pruned request still answers show from its tombstone
+    problems = []
+    for rid in random.Random(0).sample(sorted(spec.ids), 3):
+        s = relay(home, "show", rid, "--json")
+        if s.code != 0:
+            problems.append(f"show {rid} after prune: exit {s.code} {s.err[-200:]}")
+    return problems
+
+
+def _retry_once(spec: Spec, home: Path, d: Path, finished: bool) -> list[str]:
+    marker = d / "marker"
+    ran = len(marker.read_text().splitlines()) if marker.exists() else 0
+    db = sqlite3.connect(home / "relay.db")
+    db.row_factory = sqlite3.Row
+    try:
+        row = db.execute("SELECT * FROM ledger").fetchone()
+    finally:
+        db.close()
+    problems = []
+    state = row["state"] if row else None
+    if ran and row is None:
+        problems.append("the command ran but no ledger entry was committed before it")
+    if ran > 1:
+        problems.append(f"the command ran {ran} times")
+    keys = row.keys() if row else []
+    if state == "succeeded" and ("exit_code" in keys and row["exit_code"] != 0
+                                 or "finished_at" in keys and row["finished_at"] is None):
+        problems.append(f"succeeded without an outcome: {dict(row)}")
+    if state not in (None, "running", "succeeded"):
+        problems.append(f"ledger state {state!r} after a kill")
+    p = subprocess.run([*RELAY, *spec.argv], env=base_env(home, spec.env), cwd=d,
+                       capture_output=True, timeout=60)
+    after = len(marker.read_text().splitlines()) if marker.exists() else 0
+    err = p.stderr.decode()
+    if state == "running":
+        if p.returncode != 11 or "effect_unknown" not in err:
+            problems.append(f"running entry, next call: exit {p.returncode} {err[-200:]}")
+        if after != ran:
+            problems.append("a running entry was run again")
+    elif state == "succeeded":
+        if p.returncode != 0 or after != ran:
+            problems.append(f"replay of a succeeded entry: exit {p.returncode}, ran {after}")
+    else:
+        if p.returncode != 0 or after != 1:
+            problems.append(f"first real run: exit {p.returncode}, ran {after} {err[-200:]}")
+    return problems
+
+
+RETRY = {
+    "send": _retry_send, "submit": _retry_send, "claim": _retry_claim,
+    "ack": _retry_same("acknowledged"), "reply": _retry_same("completed"),
+    "sweep": _retry_sweep, "prune": _retry_prune, "once": _retry_once,
+}
+
+
+def available(name: str) -> bool:
+    return has_command(name)
+
+
+def run(commands=COMMANDS, trials: int = 200, seed: int | None = None, root: Path | None = None,
+        log=print) -> dict:
+    """Run the harness; returns {command: {"trials", "phases", "problems", "skipped"}}."""
+    seed = random.randrange(1 << 30) if seed is None else seed
+    rng = random.Random(seed)
+    own = root is None
+    root = Path(tempfile.mkdtemp(prefix="relay-crash-")) if own else root
+    results: dict = {"_seed": seed}
+    try:
+        for name in commands:
+            if not available(name):
+                results[name] = {"skipped": f"`relay {name}` does not exist yet"}
+                log(f"{name:7} SKIPPED: `relay {name}` does not exist yet")
+                continue
+            spec = build(name, root)
+            calibrate(spec, root)
+            phases: Counter = Counter()
+            problems: list[str] = []
+            t0 = time.perf_counter()
+            for i in range(trials):
+                phase, bad = trial(spec, root, rng, i)
+                phases[phase] += 1
+                problems += [f"trial {i}: {b}" for b in bad]
+            results[name] = {"trials": trials, "phases": dict(phases), "problems": problems,
+                             "window_ms": round(spec.calib * 1000), "seconds":
+                             round(time.perf_counter() - t0, 1)}
+            log(f"{name:7} {trials} kills in [0, {spec.calib * 1000:.0f} ms]: "
+                f"{phases['untouched']} before any commit, {phases['committed']} after a "
+                f"commit, {phases['finished']} finished; violations: {len(problems)}")
+            for p in problems[:10]:
+                log(f"        {p}")
+    finally:
+        if own:
+            shutil.rmtree(root, ignore_errors=True)
+    return results
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench crash")
+    ap.add_argument("--trials", type=int, default=200)
+    ap.add_argument("--seed", type=int)
+    ap.add_argument("--only", action="append", choices=COMMANDS)
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args(argv)
+    print_machine()
+    res = run(a.only or COMMANDS, a.trials, a.seed)
+    print(f"seed: {res['_seed']}")
+    if a.json:
+        print(json.dumps(res, indent=2))
+    bad = sum(len(v.get("problems", [])) for k, v in res.items() if not k.startswith("_"))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

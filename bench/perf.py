@@ -1,0 +1,161 @@
+"""Issue 2's performance figures, side by side in one run.
+
+- ``relay send`` / ``relay claim``: median wall time and peak memory (max RSS from
+  wait4) against a bare Typer command of the same venv that only prints.
+- ``relay list`` with 100,000 requests against ``relay list`` with 10.
+- ``relay send`` against the ``sqlite3`` CLI doing the same insert (request row + event).
+- ``relay send`` on an empty database against one with 100,000 (and 1,000,000 when that
+  cache exists) requests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from . import bulk
+from .common import CACHE, RELAY, ROOT, base_env, join, median, new_id, print_machine
+
+BARE = [sys.executable, str(ROOT / "bench" / "bare_typer.py")]
+
+
+def measure(argv: list[str], env: dict, input: bytes | None = None,
+            cwd: Path | None = None) -> tuple[float, int, int]:
+    """(wall seconds, max RSS KiB, exit code) of one process."""
+    t0 = time.perf_counter()
+    p = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, cwd=cwd)
+    if input is not None:
+        p.stdin.write(input)
+    p.stdin.close()
+    _, status, ru = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t0
+    p.returncode = os.waitstatus_to_exitcode(status)
+    return wall, ru.ru_maxrss, p.returncode
+
+
+def series(make, reps: int) -> dict:
+    walls, rss = [], []
+    for i in range(reps):
+        argv, env, inp = make(i)
+        w, m, code = measure(argv, env, inp)
+        if code != 0:
+            raise RuntimeError(f"{argv} exited {code}")
+        walls.append(w)
+        rss.append(m)
+    return {"median_ms": round(median(walls) * 1000, 1), "peak_rss_mib": round(max(rss) / 1024, 1)}
+
+
+def _home_copy(src: Path) -> Path:
+    d = Path(tempfile.mkdtemp(prefix="relay-perf-", dir=CACHE)) / "home"
+    shutil.copytree(src, d)
+    return d
+
+
+def _send(home: Path, a: dict):
+    def make(i):
+        return ([*RELAY, "send", "--to", "b", "--id", new_id(), "--json", "-"],
+                base_env(home, {**a, "RELAY_RATE_LIMIT": "0"}), b"perf test request")
+    return make
+
+
+def _sqlite_insert(home: Path):
+    def make(i):
+        rid = str(uuid.uuid4())
+        now = int(time.time() * 1000)
+        sql = (
+            "PRAGMA busy_timeout=5000; PRAGMA synchronous=FULL; BEGIN IMMEDIATE; "
+            "INSERT INTO requests (id, fingerprint, from_peer, to_peer, text, text_bytes, state,"
+            " created_at, updated_at, expires_at, ttl_seconds, attempts, max_attempts, on_lost,"
+            f" depth, pruned) VALUES ('{rid}', 'fp', 'a', 'b', 'perf test request', 17, "
+            f"'queued', {now}, {now}, {now + 3600000}, 3600, 0, 3, 'unknown', 0, 0); "
+            "INSERT INTO events (request_id, at, from_state, to_state, actor) VALUES "
+            f"('{rid}', {now}, NULL, 'queued', 'a'); COMMIT;")
+        return ["sqlite3", str(home / "relay.db"), sql], dict(os.environ), None
+    return make
+
+
+def run(reps: int = 21, log=print) -> dict:
+    res: dict = {"reps": reps, "problems": []}
+    CACHE.mkdir(parents=True, exist_ok=True)
+    empty = _home_copy(bulk.cached_home(0, "empty"))
+    a = join(empty, "a", "1h")
+    b = join(empty, "b", "1h")
+    env_plain = base_env(empty)
+    rows = {}
+    rows["bare typer (prints only)"] = series(lambda i: (BARE, env_plain, None), reps)
+    rows["relay --version"] = series(lambda i: ([*RELAY, "--version"], env_plain, None), reps)
+    rows["relay send (empty db)"] = series(_send(empty, a), reps)
+    rows["relay claim (empty db)"] = series(
+        lambda i: ([*RELAY, "claim", "--json"], base_env(empty, b), None), reps)
+    if shutil.which("sqlite3"):
+        rows["sqlite3 CLI, same insert"] = series(_sqlite_insert(empty), reps)
+    ten = _home_copy(bulk.cached_home(10, "n10"))
+    hundred_k = _home_copy(bulk.cached_home(100_000, "n100000"))
+    rows["relay list (10 requests)"] = series(
+        lambda i: ([*RELAY, "list", "--json"], base_env(ten), None), reps)
+    rows["relay list (100,000 requests)"] = series(
+        lambda i: ([*RELAY, "list", "--json"], base_env(hundred_k), None), reps)
+    a100 = join(hundred_k, "a", "1h")
+    rows["relay send (100,000 requests)"] = series(_send(hundred_k, a100), reps)
+    big = CACHE / "n1000000" / "home"
+    if (CACHE / "n1000000" / "ready").exists():
+        a1m = join(big, "a", "1h")
+        rows["relay send (1,000,000 requests)"] = series(_send(big, a1m), reps)
+        rows["relay list (1,000,000 requests)"] = series(
+            lambda i: ([*RELAY, "list", "--json"], base_env(big), None), reps)
+    res["rows"] = rows
+    def ratio(x, y, key):
+        return round(rows[x][key] / rows[y][key], 2)
+
+    comparisons = [
+        ("relay send (empty db)", "bare typer (prints only)", 1.5),
+        ("relay claim (empty db)", "bare typer (prints only)", 1.5),
+        ("relay list (100,000 requests)", "relay list (10 requests)", 1.5),
+        ("relay send (empty db)", "sqlite3 CLI, same insert", None),
+        ("relay send (100,000 requests)", "relay send (empty db)", 1.5),
+        ("relay send (1,000,000 requests)", "relay send (empty db)", 1.5),
+        ("relay list (1,000,000 requests)", "relay list (10 requests)", 1.5),
+    ]
+    log(f"{'command':34} {'median wall':>12} {'peak RSS':>10}")
+    for k, v in rows.items():
+        log(f"{k:34} {v['median_ms']:9.1f} ms {v['peak_rss_mib']:7.1f} MiB")
+    log("")
+    log(f"{'ratio':66} {'wall':>6} {'memory':>7}  goal")
+    res["ratios"] = []
+    for x, y, goal in comparisons:
+        if x not in rows or y not in rows:
+            continue
+        rw, rm = ratio(x, y, "median_ms"), ratio(x, y, "peak_rss_mib")
+        res["ratios"].append({"a": x, "b": y, "wall": rw, "memory": rm, "goal": goal})
+        ok = "" if goal is None else ("ok" if rw <= goal and (rm <= goal) else "MISSED")
+        log(f"{x + ' / ' + y:66} {rw:6.2f} {rm:7.2f}  {'' if goal is None else f'<= {goal} '}{ok}")
+        if goal is not None and (rw > goal or rm > goal):
+            res["problems"].append(f"{x} / {y}: wall {rw}, memory {rm} (goal {goal})")
+    for h in (empty, ten, hundred_k):
+        shutil.rmtree(h.parent, ignore_errors=True)
+    return res
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench perf")
+    ap.add_argument("--reps", type=int, default=21)
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args(argv)
+    print_machine()
+    res = run(a.reps)
+    if a.json:
+        print(json.dumps(res, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
