@@ -123,7 +123,7 @@ def handle(store, ev: Event, henv: HookEnv) -> dict | None:
 # ------------------------------------------------------------------------- sessions
 def _find_session(store, ev: Event, henv: HookEnv):
     """The relay session bound to this Claude Code session, else the one RELAY_SESSION names."""
-    row = store.session_by_agent_id(ev.session_id)
+    row = store.session_for_agent(ev.session_id)
     if row is None and henv.token:
         row = store.session_by_token_hash(peers.hash_token(henv.token))
     if row is None or (henv.peer is not None and henv.peer != row["peer"]):
@@ -166,7 +166,7 @@ def _session_start(store, ev: Event, henv: HookEnv) -> dict | None:
 def _start(store, ev: Event, henv: HookEnv, now: int):
     """(session row, token to export or None, how) for a SessionStart."""
     name = henv.peer
-    bound = store.session_by_agent_id(ev.session_id)
+    bound = store.session_for_agent(ev.session_id)
     if (ev.source == "compact" and bound is not None and bound["peer"] == name
             and bound["state"] == "active"):
         # The same running conversation, compacted: keep its relay session (superseding it

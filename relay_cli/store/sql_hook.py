@@ -32,3 +32,12 @@ class HookSQL:
             "updated_at = excluded.updated_at",
             (session_id, stop_blocks, json.dumps(blocked_ids), now),
         )
+
+    def session_for_agent(self, agent_session_id: str) -> Row | None:
+        """The relay session bound to a Claude Code session: an active one first, else the
+        newest (a /resume can bind a second relay session to the same ``session_id``)."""
+        return self.db.one(
+            "SELECT * FROM sessions WHERE agent_session_id = ? "
+            "ORDER BY state = 'active' DESC, created_at DESC, rowid DESC LIMIT 1",
+            (agent_session_id,),
+        )
