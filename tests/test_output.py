@@ -106,7 +106,7 @@ def test_claim_and_show_frame_the_text_as_another_agents_message(relay):
 
 
 def test_hostile_text_is_inert_in_a_real_terminal(relay):
-    alice, bob = relay.join("alice"), relay.join("bob")
+    alice, _ = relay.join("alice"), relay.join("bob")
     rid = new_id()
     relay.send(alice, "bob", HOSTILE, request_id=rid)
     pid, fd = pty.fork()

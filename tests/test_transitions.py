@@ -4,7 +4,6 @@ from each state that changes nothing."""
 from __future__ import annotations
 
 import pytest
-from conftest import new_id
 
 from relay_cli.states import FINAL_STATES, STATES, TRANSITIONS, allowed
 
