@@ -11,6 +11,7 @@ from .. import clock, lifecycle
 from ..errors import RelayError
 from ..output import Output, iso_age, size
 from ..peers import validate_name
+from ..states import STATES
 from .app import AsOpt, Env, HomeOpt, JsonOpt, SessionOpt, app, duration, read_text
 
 # ------------------------------------------------------------------ options
@@ -250,7 +251,8 @@ def show(
 def list_(
     state: Annotated[
         Optional[List[str]],
-        typer.Option("--state", metavar="S", help="Only this state (repeatable)."),
+        typer.Option("--state", metavar="S",
+                     help=f"Only requests in state S (repeatable): {', '.join(STATES)}."),
     ] = None,
     to: Annotated[Optional[str], typer.Option("--to", metavar="PEER", help="Only to PEER.")] = None,
     from_: Annotated[
