@@ -9,11 +9,12 @@ from typing import Annotated, Optional
 
 import typer
 
-from .. import guide as guide_text
-from .. import hook
-from .. import notices as notices_lib
 from ..output import iso_age
-from .app import AsOpt, Env, HomeOpt, JsonOpt, SessionOpt, app
+from .app import AsOpt, Env, HomeOpt, JsonOpt, SessionOpt, app, lazy_module
+
+guide_text = lazy_module("relay_cli.guide")
+hook = lazy_module("relay_cli.hook")
+notices_lib = lazy_module("relay_cli.notices")
 
 hook_app = typer.Typer(help="Entry points for agent runtimes' hooks.", no_args_is_help=True,
                        rich_markup_mode=None)

@@ -12,10 +12,12 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from .. import clock, ledger, lifecycle
+from .. import clock, lifecycle
 from ..errors import RelayError
 from ..output import Output, inert, iso_age
-from .app import Env, HomeOpt, JsonOpt, app, duration
+from .app import Env, HomeOpt, JsonOpt, app, duration, lazy_module
+
+ledger = lazy_module("relay_cli.ledger")  # socket, selectors, signal: only for these commands
 
 ledger_app = typer.Typer(help="Inspect and settle the side-effect ledger of `relay once`.",
                          no_args_is_help=True, rich_markup_mode=None)

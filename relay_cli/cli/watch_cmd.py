@@ -8,9 +8,10 @@ import signal
 import sys
 import time
 
-from .. import watch as watch_lib
 from ..errors import RelayError
-from .app import Env, HomeOpt, JsonOpt, app
+from .app import Env, HomeOpt, JsonOpt, app, lazy_module
+
+watch_lib = lazy_module("relay_cli.watch")
 
 TICK_S = 0.5  # redraw at least this often (ages and leases move)
 POLL_S = 0.1  # how often the database's data_version and the keyboard are checked
