@@ -88,3 +88,19 @@ def test_a_mistyped_command_still_gets_a_suggestion(relay):
     r = relay("sned", "--json")
     assert r.code == 2 and r.error["code"] == "usage_error"
     assert "send" in r.error["message"]
+
+
+def test_send_does_not_execute_the_ledger_watch_or_hook_modules(relay):
+    alice, _ = relay.join("alice"), relay.join("bob")
+    code = (
+        "import sys, types, io\n"
+        "from relay_cli.cli import run\n"
+        "sys.stdin = io.TextIOWrapper(io.BytesIO(b'hi'))\n"
+        "rc = run(['send', '--to', 'bob', '-'])\n"
+        "names = ('relay_cli.ledger', 'relay_cli.watch', 'relay_cli.hook')\n"
+        "loaded = [n for n in names if type(sys.modules.get(n)) is types.ModuleType]\n"
+        "print(rc, loaded, file=sys.stderr)\n"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env=relay._env(alice), cwd=ROOT)
+    assert p.stderr.strip().splitlines()[-1] == "0 []", p.stderr
