@@ -70,8 +70,17 @@ def test_schema_errors_are_the_taxonomy(doc):
 
 
 def _error_classes() -> set[str]:
-    import relay_cli.cli  # noqa: F401  (imports every module that defines an error class)
+    """RelayError and its subclasses, after every module of relay_cli was executed."""
+    import importlib
+    import pkgutil
+    import types
 
+    import relay_cli
+
+    for info in pkgutil.walk_packages(relay_cli.__path__, "relay_cli."):
+        module = importlib.import_module(info.name)
+        if type(module) is not types.ModuleType:  # a lazy module (cli.app.lazy_module)
+            _ = module.__doc__  # the first attribute access executes it
     names, todo = set(), [RelayError]
     while todo:
         cls = todo.pop()
