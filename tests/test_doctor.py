@@ -9,6 +9,8 @@ import stat
 import pytest
 from conftest import new_id
 
+from relay_cli.store import LATEST_SCHEMA
+
 REQUIRED = {
     "relay_version", "python", "sqlite", "time_offset", "state_dir", "db_file", "wal_file",
     "shm_file", "database", "schema", "quick_check", "journal_mode", "synchronous", "db_size",
@@ -54,13 +56,14 @@ def test_healthy_home_passes_every_check(relay):
     assert REQUIRED <= set(checks)
     assert all(c["status"] != "fail" for c in checks.values())
     assert checks["state_dir"]["status"] == "ok" and "0700" in checks["state_dir"]["detail"]
-    assert checks["schema"]["detail"] == "schema version 3 (newest supported 3)"
+    assert checks["schema"]["detail"] == (
+        f"schema version {LATEST_SCHEMA} (newest supported {LATEST_SCHEMA})")
     assert checks["journal_mode"]["detail"] == "wal"
     assert checks["quick_check"]["status"] == "ok"
     doc = r.json
     assert doc["ok"] is True
     assert doc["requests_by_state"]["queued"] == 1
-    assert doc["schema_version"] == doc["schema_supported"] == 3
+    assert doc["schema_version"] == doc["schema_supported"] == LATEST_SCHEMA
     assert {p["name"] for p in doc["active_peers"]} == {"alice", "bob"}
     assert all(p["lease_left_seconds"] > 0 for p in doc["active_peers"])
     assert "2 active session(s)" in checks["peers"]["detail"]

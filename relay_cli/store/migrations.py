@@ -164,6 +164,12 @@ MIGRATIONS: list[str] = [
         updated_at INTEGER NOT NULL
     );
     """,
+    # 4: `prune` finds the requests whose bodies it may drop without sorting every final
+    # row (at 1,000,000 requests each batch of 500 sorted ~1M rows under the write lock)
+    """
+    CREATE INDEX IF NOT EXISTS requests_prunable ON requests(finished_at)
+        WHERE pruned = 0 AND finished_at IS NOT NULL;
+    """,
 ]
 
 LATEST = len(MIGRATIONS)

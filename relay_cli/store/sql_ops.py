@@ -79,8 +79,9 @@ class OpsSQL:
         """Delete up to ``limit`` final requests finished before ``tomb_cutoff`` (whether
         already tombstones or not) and their events. Returns (requests, events)."""
         ids = [r[0] for r in self.db.all(
-            f"SELECT id FROM requests WHERE state IN {_FINAL} AND finished_at IS NOT NULL "
-            "AND finished_at < ? ORDER BY finished_at LIMIT ?", (tomb_cutoff, limit))]
+            f"SELECT id FROM requests INDEXED BY requests_finished WHERE state IN {_FINAL} "
+            "AND finished_at IS NOT NULL AND finished_at < ? ORDER BY finished_at LIMIT ?",
+            (tomb_cutoff, limit))]
         if not ids:
             return 0, 0
         marks = ", ".join("?" * len(ids))
@@ -92,9 +93,9 @@ class OpsSQL:
         """Turn up to ``limit`` final requests finished before ``body_cutoff`` into
         tombstones: text, reply and detail (also in their events) become NULL."""
         ids = [r[0] for r in self.db.all(
-            f"SELECT id FROM requests WHERE state IN {_FINAL} AND pruned = 0 "
-            "AND finished_at IS NOT NULL AND finished_at < ? ORDER BY finished_at LIMIT ?",
-            (body_cutoff, limit))]
+            f"SELECT id FROM requests INDEXED BY requests_prunable WHERE state IN {_FINAL} "
+            "AND pruned = 0 AND finished_at IS NOT NULL AND finished_at < ? "
+            "ORDER BY finished_at LIMIT ?", (body_cutoff, limit))]
         if not ids:
             return 0
         marks = ", ".join("?" * len(ids))
