@@ -331,7 +331,7 @@ def available(name: str) -> bool:
 
 
 def run(commands=COMMANDS, trials: int = 200, seed: int | None = None, root: Path | None = None,
-        log=print) -> dict:
+        log=print, calib_runs: int = 3) -> dict:
     """Run the harness; returns {command: {"trials", "phases", "problems", "skipped"}}."""
     seed = random.randrange(1 << 30) if seed is None else seed
     rng = random.Random(seed)
@@ -345,7 +345,7 @@ def run(commands=COMMANDS, trials: int = 200, seed: int | None = None, root: Pat
                 log(f"{name:7} SKIPPED: `relay {name}` does not exist yet")
                 continue
             spec = build(name, root)
-            calibrate(spec, root)
+            calibrate(spec, root, calib_runs)
             phases: Counter = Counter()
             problems: list[str] = []
             t0 = time.perf_counter()

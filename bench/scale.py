@@ -40,24 +40,26 @@ print(len(waits), waits[-1] if waits else 0, waits[len(waits) // 2] if waits els
 """
 
 
-def timings(home: Path, reps: int, env_a: dict, env_b: dict, show_ids: list[str]) -> dict:
-    """Median wall time of send, claim, show, list as real processes."""
-    out: dict[str, list[float]] = {"send": [], "claim": [], "show": [], "list": []}
+def timings(homes: list[tuple[Path, dict, dict, list[str]]], reps: int) -> list[dict]:
+    """Median wall time of send, claim, show, list as real processes, for each home; the
+    homes take turns within each repetition so a change in machine load hits all alike."""
+    outs = [{"send": [], "claim": [], "show": [], "list": []} for _ in homes]
     for i in range(reps):
-        r = relay(home, "send", "--to", "b", "--id", new_id(), "--json", "-", input="scale",
-                  env=env_a)
-        assert r.code == 0, r.err
-        out["send"].append(r.seconds)
-        r = relay(home, "claim", "--json", env=env_b)
-        assert r.code == 0, r.err
-        out["claim"].append(r.seconds)
-        r = relay(home, "show", show_ids[i % len(show_ids)], "--json")
-        assert r.code == 0, r.err
-        out["show"].append(r.seconds)
-        r = relay(home, "list", "--json")
-        assert r.code == 0, r.err
-        out["list"].append(r.seconds)
-    return {k: median(v) for k, v in out.items()}
+        for (home, env_a, env_b, show_ids), out in zip(homes, outs, strict=True):
+            r = relay(home, "send", "--to", "b", "--id", new_id(), "--json", "-",
+                      input="scale", env=env_a)
+            assert r.code == 0, r.err
+            out["send"].append(r.seconds)
+            r = relay(home, "claim", "--json", env=env_b)
+            assert r.code == 0, r.err
+            out["claim"].append(r.seconds)
+            r = relay(home, "show", show_ids[i % len(show_ids)], "--json")
+            assert r.code == 0, r.err
+            out["show"].append(r.seconds)
+            r = relay(home, "list", "--json")
+            assert r.code == 0, r.err
+            out["list"].append(r.seconds)
+    return [{k: median(v) for k, v in out.items()} for out in outs]
 
 
 def lock_hold(home: Path, args: list[str], env: dict) -> dict:
@@ -103,8 +105,7 @@ def run(n: int = 1_000_000, reps: int = 9, log=print) -> dict:
     eids = [r.json["id"]]
     relay(empty, "claim", "--json", env=eb)
     ba, bb, bids = prepare(big)
-    t_empty = timings(empty, reps, ea, eb, eids)
-    t_big = timings(big, reps, ba, bb, bids)
+    t_empty, t_big = timings([(empty, ea, eb, eids), (big, ba, bb, bids)], reps)
     res["timings"] = {}
     for k in t_empty:
         ratio = t_big[k] / t_empty[k]
