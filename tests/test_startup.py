@@ -104,3 +104,15 @@ def test_send_does_not_execute_the_ledger_watch_or_hook_modules(relay):
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        env=relay._env(alice), cwd=ROOT)
     assert p.stderr.strip().splitlines()[-1] == "0 []", p.stderr
+
+
+def test_root_help_from_the_light_listing_equals_the_full_tree_help(relay):
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import generate  # builds the full tree
+
+    full = generate.help_text([])
+    for args in (["--help"], ["-h"]):
+        r = relay(*args, env={"COLUMNS": generate.HELP_COLUMNS, "NO_COLOR": "1", "TERM": "dumb"})
+        assert r.code == 0 and r.out.rstrip() + "\n" == full
+    bare = relay(env={"COLUMNS": generate.HELP_COLUMNS})
+    assert bare.code == 2 and "Commands:" in bare.err and "send" in bare.err

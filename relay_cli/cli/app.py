@@ -241,6 +241,8 @@ def _click_command(argv: list[str]):
     start, so a call that names a top-level command gets a tree with only that command;
     --help, completion and anything unrecognised get the full tree."""
     name = argv[0] if argv else ""
+    if len(argv) <= 1 and name in ("", "--help", "-h") and "_RELAY_COMPLETE" not in os.environ:
+        return typer.main.get_command(_listing(app))
     if name and not name.startswith("-"):
         from typer.main import get_command_name
 
@@ -254,6 +256,31 @@ def _click_command(argv: list[str]):
             view.registered_commands, view.registered_groups = commands, groups
             return typer.main.get_command(view)
     return typer.main.get_command(app)
+
+
+def _listing(typer_app):
+    """A copy of a Typer app whose commands take no parameters: all that `relay --help`
+    shows of them is their name and first sentence, and this builds in a fraction of the
+    time of the full tree."""
+    import copy
+
+    def stub(info):
+        def callback() -> None:
+            """(listing only)"""
+
+        callback.__name__, callback.__doc__ = info.callback.__name__, info.callback.__doc__
+        light = copy.copy(info)
+        light.callback = callback
+        return light
+
+    view = copy.copy(typer_app)
+    view.registered_commands = [stub(c) for c in typer_app.registered_commands]
+    view.registered_groups = []
+    for group in typer_app.registered_groups:
+        light = copy.copy(group)
+        light.typer_instance = _listing(group.typer_instance)
+        view.registered_groups.append(light)
+    return view
 
 
 def _usage_message(e, click_exc) -> str:
