@@ -7,8 +7,6 @@ time-based transitions were applied, and either completes or raises a ``RelayErr
 
 from __future__ import annotations
 
-import getpass
-import hashlib
 import json
 import os
 import time
@@ -108,11 +106,15 @@ def rate_limit() -> int:
 
 
 def fingerprint(values: list) -> str:
+    import hashlib  # imported here: `relay --help` has no use for OpenSSL (start-up time)
+
     doc = json.dumps(values, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(doc.encode("utf-8")).hexdigest()
 
 
 def person() -> str:
+    import getpass
+
     try:
         user = getpass.getuser()
     except Exception:  # noqa: BLE001 - no user name in the environment

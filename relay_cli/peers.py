@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
 import re
-import secrets
 import uuid
 from dataclasses import dataclass
 from sqlite3 import Row
@@ -34,6 +32,8 @@ def validate_kind(kind: str | None) -> str | None:
 
 
 def hash_token(token: str) -> str:
+    import hashlib  # imported here: `relay --help` has no use for OpenSSL (start-up time)
+
     return hashlib.sha256(token.encode("utf-8", "surrogateescape")).hexdigest()
 
 
@@ -157,6 +157,8 @@ def join(store, name: str, kind: str | None, lease_seconds: int, now: int,
     old = store.active_session(name)
     if old is not None:
         end_session(store, old, "superseded", "peer_superseded", actor=name, at=now)
+    import secrets
+
     token = "rly_" + secrets.token_urlsafe(32)
     session_id = str(uuid.uuid4())
     store.insert_session(session_id, name, hash_token(token), now, lease_seconds, agent_session_id)
