@@ -15,6 +15,8 @@ from datetime import datetime, timezone
 
 from .errors import RelayError
 
+MAX_OFFSET_S = 100 * 365 * 86400
+
 
 def offset_seconds() -> float:
     raw = os.environ.get("RELAY_TIME_OFFSET", "").strip()
@@ -24,9 +26,10 @@ def offset_seconds() -> float:
         value = float(raw)
     except ValueError:
         value = math.nan
-    if not math.isfinite(value):
+    if not math.isfinite(value) or abs(value) > MAX_OFFSET_S:
         raise RelayError(
-            "invalid_duration", f"RELAY_TIME_OFFSET must be a number of seconds, not {raw!r}"
+            "invalid_duration",
+            f"RELAY_TIME_OFFSET must be a number of seconds within 100 years, not {raw!r}",
         )
     return value
 

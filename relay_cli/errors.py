@@ -83,7 +83,7 @@ ERRORS: dict[str, ErrorSpec] = {
         "pass --as NAME",
     ),
     "session_required": ErrorSpec(
-        5, False, "this name has an active session: pass its token with --session or RELAY_SESSION "
+        5, False, "this needs the name's live session token: pass --session or set RELAY_SESSION "
         "(`relay peers join NAME` starts a session)",
     ),
     "peer_superseded": ErrorSpec(

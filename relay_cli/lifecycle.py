@@ -358,6 +358,7 @@ def send(store, now: int, caller: Caller, *, to: str, text: str, request_id: str
     request_id = request_id or str(uuid.uuid4())
     row = _existing(store, request_id, fp)
     if row is not None:
+        renew(store, caller, now)  # a success renews an active session (a ghost stays as it is)
         return {**request_object(row), "duplicate": True, **_delivery_view(store, to, now)}
     require_live(store, caller)
     depth = _common_checks(store, caller, to, in_reply_to)
@@ -397,6 +398,9 @@ def prepare(store, now: int, caller: Caller, *, to: str, text: str, draft_id: st
     draft = store.get_draft(draft_id)
     if draft is not None or store.get_request(draft_id) is not None:
         if draft is not None and draft["fingerprint"] == fp:
+            if draft["submitted_at"] is None and draft["expires_at"] <= now:
+                raise RelayError("prepared_expired", f"draft {draft_id} expired unsubmitted")
+            renew(store, caller, now)
             return {"id": draft_id, "prepared_expires_at": clock.iso(draft["expires_at"])}
         raise RelayError("request_id_conflict", f"{draft_id} is already used")
     require_live(store, caller)
@@ -428,16 +432,26 @@ def submit(store, now: int, caller: Caller, draft_id: str) -> dict:
     row = store.get_request(draft_id)
     if row is not None:
         if row["from_peer"] != caller.name:
+            require_live(store, caller)
             raise RelayError("not_owner", f"{draft_id} was sent by {row['from_peer']!r}")
+        renew(store, caller, now)
         return _receipt(store, row, True, now)
     draft = store.get_draft(draft_id)
     if draft is None:
-        raise RelayError("prepared_not_found", f"no draft {draft_id}")
+        raise RelayError(
+            "prepared_not_found",
+            f"no draft {draft_id}; if an earlier submit's response was lost, delivery may be "
+            "unknown: compare `relay show ID` before preparing again",
+        )
     require_live(store, caller)
     if draft["from_peer"] != caller.name:
         raise RelayError("not_owner", f"{draft_id} was prepared by {draft['from_peer']!r}")
     if draft["expires_at"] <= now:
-        raise RelayError("prepared_expired", f"draft {draft_id} expired")
+        raise RelayError(
+            "prepared_expired",
+            f"draft {draft_id} expired; if an earlier submit's response was lost, delivery may "
+            "be unknown: compare `relay show ID` before preparing again",
+        )
     _check_rate(store, caller.name, now)
     params = {k: draft[k] for k in (
         "fingerprint", "from_peer", "to_peer", "text", "text_bytes", "ttl_seconds",
@@ -516,6 +530,7 @@ def _owned_by_claimer(store, caller: Caller, request_id: str) -> Row:
 def ack(store, now: int, caller: Caller, request_id: str) -> dict:
     row = _owned_by_claimer(store, caller, request_id)
     if row["state"] == "acknowledged":
+        renew(store, caller, now)
         return {**request_object(row), "duplicate": True}
     fields = {"acknowledged_at": now}
     if row["reply_within_seconds"]:
@@ -529,6 +544,7 @@ def reply(store, now: int, caller: Caller, request_id: str, text: str) -> dict:
     row = _owned_by_claimer(store, caller, request_id)
     if row["state"] == "completed" and row["reply"] is not None:
         if row["reply"] == text:
+            renew(store, caller, now)
             return {**request_object(row, reply=True), "duplicate": True}
         raise RelayError("reply_conflict", f"{request_id} was completed with another reply")
     new = apply(store, row, "reply", actor=caller.name, at=now, fields={"reply": text})
@@ -567,12 +583,12 @@ def resolve(store, now: int, request_id: str, outcome: str, note: str | None) ->
     if outcome not in RESOLVE_OUTCOMES:
         raise RelayError("usage_error", f"--outcome must be one of {', '.join(RESOLVE_OUTCOMES)}")
     row = get(store, request_id)
-    fields = None
+    fields = {"notified_at": None}  # the sender learns the settled outcome (notices)
     if outcome == "requeue" and row["pruned"] and row["state"] == "delivery_unknown":
         raise RelayError("state_conflict", f"{request_id} was pruned: its text is gone, so "
                          "there is nothing to queue again; send the work anew with a new id")
     if outcome == "requeue":
-        fields = {
+        fields |= {
             "claim_session": None, "lease_expires_at": None, "delivered_at": None,
             "acknowledged_at": None, "reply_deadline_at": None,
             "expires_at": now + row["ttl_seconds"] * 1000,

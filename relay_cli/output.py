@@ -15,7 +15,15 @@ from dataclasses import dataclass, field
 from . import clock
 from .errors import RelayError
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+# C0/C1 controls (but newline and tab), line/paragraph separators, and the invisible
+# format characters (Unicode Cf) that reorder or hide text: bidi controls and marks,
+# zero-width characters, the BOM, tag characters.
+_CONTROL = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u00ad\u0600-\u0605\u061c\u06dd\u070f\u180e"
+    "\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb"
+    "\U000e0001\U000e0020-\U000e007f]"
+)
+_LINE_BREAKS = re.compile("[\n\t]")
 
 
 def inert(value) -> str:
@@ -30,9 +38,17 @@ def inert(value) -> str:
     return _CONTROL.sub(lambda m: _escape_char(m.group()), s)
 
 
+def inert_line(value) -> str:
+    """``inert`` for a value shown on one line (a table cell, a field): newline and tab
+    are made visible too, so a value can never start a line of its own."""
+    return _LINE_BREAKS.sub(lambda m: "\\n" if m.group() == "\n" else "\\t", inert(value))
+
+
 def _escape_char(ch: str) -> str:
     code = ord(ch)
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 @dataclass
@@ -52,7 +68,9 @@ class Output:
 
     # ---------------------------------------------------------------- primitives
     def json(self, doc) -> None:
-        self.stdout.write(json.dumps(doc, ensure_ascii=False, separators=(", ", ": ")) + "\n")
+        encoding = (getattr(self.stdout, "encoding", None) or "utf-8").lower().replace("-", "")
+        ascii_only = encoding not in ("utf8", "utf8sig")
+        self.stdout.write(json.dumps(doc, ensure_ascii=ascii_only, separators=(", ", ": ")) + "\n")
         self.stdout.flush()
 
     def line(self, text: str = "") -> None:
@@ -65,9 +83,9 @@ class Output:
 
     def error(self, err: RelayError) -> None:
         if self.json_mode:
-            self.stderr.write(json.dumps({"error": err.to_dict()}, ensure_ascii=False) + "\n")
+            self.stderr.write(json.dumps({"error": err.to_dict()}) + "\n")
         else:
-            self.stderr.write(f"relay: error: {err.code}: {inert(err.message)}\n")
+            self.stderr.write(f"relay: error: {err.code}: {inert_line(err.message)}\n")
             self.stderr.write(f"hint: {inert(err.hint)}\n")
             if err.retry_after is not None:
                 self.stderr.write(f"retry after: {err.to_dict()['retry_after_seconds']} s\n")
@@ -96,7 +114,7 @@ class Output:
             self.line(title)
         width = max((len(k) for k, _ in pairs), default=0)
         for k, v in pairs:
-            self.line(f"{k.ljust(width)}  {inert(v)}")
+            self.line(f"{k.ljust(width)}  {inert_line(v)}")
 
     def table(self, columns: list[str], rows: list[list[object]], title: str | None = None,
               empty: str = "(none)") -> None:
@@ -119,7 +137,7 @@ class Output:
         if not rows:
             self.line(empty)
             return
-        cells = [[inert(v) for v in r] for r in rows]
+        cells = [[inert_line(v) for v in r] for r in rows]
         widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
         self.line("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
         for r in cells:
@@ -157,7 +175,7 @@ STATE_STYLES = {
 def _styled(column: str, value):
     from rich.text import Text
 
-    s = inert(value)
+    s = inert_line(value)
     if column in ("state", "to_state") and s in STATE_STYLES:
         return Text(s, style=STATE_STYLES[s])
     return Text(s)

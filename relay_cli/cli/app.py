@@ -185,6 +185,9 @@ def main(argv: list[str] | None = None) -> None:
 def run(argv: list[str] | None = None) -> int:
     """Run the CLI; return the exit code. Never lets a traceback out (unless RELAY_DEBUG)."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):  # never fail on a terminal that is not UTF-8
+            stream.reconfigure(errors="backslashreplace")
     try:
         return _run(argv)
     finally:
@@ -224,11 +227,14 @@ def _run(argv: list[str]) -> int:
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
+        # The reader went away (`relay list | head -1`): exit like a program killed by
+        # SIGPIPE (128+13), and keep the interpreter's final flush quiet.
         try:
-            sys.stdout = open(os.devnull, "w")  # noqa: SIM115
-        except OSError:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError):
             pass
-        return 1
+        return 141
     except Exception as e:  # noqa: BLE001 - the last line of defence
         _debug()
         err = RelayError("internal_error", f"{type(e).__name__}: {e}")

@@ -259,7 +259,8 @@ def list_(
         Optional[str], typer.Option("--from", metavar="PEER", help="Only from PEER.")
     ] = None,
     limit: Annotated[
-        int, typer.Option("--limit", metavar="N", min=1, help="At most N rows (default 50).")
+        int, typer.Option("--limit", metavar="N", min=1, max=1_000_000_000,
+                          help="At most N rows (default 50).")
     ] = 50,
     all_: Annotated[bool, typer.Option("--all", help="No limit.")] = False,
     json_: JsonOpt = False,
@@ -496,7 +497,7 @@ def resolve(
 ) -> int:
     """A person settles a delivery_unknown request (recorded as person:<user>).
 
-    Check first whether the work happened; requeue runs it again.
+    Check first whether the work happened: requeue queues it again for a recipient to claim.
     """
     env = Env(json_, home)
     request_id = lifecycle.validate_id(id_)

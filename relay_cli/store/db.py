@@ -117,7 +117,7 @@ def open_db(home: Path) -> Connection:
                 "schema_too_new",
                 f"relay.db has schema version {version}; this relay understands up to {LATEST}",
             )
-        if version == 0 and conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+        if version == 0 and _foreign(conn):
             raise RelayError("database_corrupt", f"{path} is a SQLite database, but not relay's")
         if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
             conn.execute("PRAGMA journal_mode = WAL")
@@ -135,11 +135,21 @@ def open_db(home: Path) -> Connection:
         raise
 
 
+def _foreign(conn: sqlite3.Connection) -> bool:
+    """Version 0 with tables: someone else's database (or another relay migrated it just
+    now: a migration commits its tables and user_version together, so read it again)."""
+    if not conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+        return False
+    return conn.execute("PRAGMA user_version").fetchone()[0] == 0
+
+
 def migrate(db: Connection) -> None:
     with db.transaction():
         version = db.scalar("PRAGMA user_version")
         if version > LATEST:
             raise RelayError("schema_too_new", f"relay.db has schema version {version}")
+        if version == 0 and _foreign(db.conn):
+            raise RelayError("database_corrupt", f"{db.path} is a SQLite database, but not relay's")
         for number in range(version, LATEST):
             for statement in _split(MIGRATIONS[number]):
                 db.execute(statement)

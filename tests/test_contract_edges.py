@@ -1,0 +1,192 @@
+"""Edge cases of SPEC §1–§9 found by a cold review of the core, one test each."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from conftest import new_id
+
+
+def _lease(relay, name: str, env: dict | None = None) -> str:
+    r = relay("peers", "list", "--json", env=env)
+    return next(p["lease_expires_at"] for p in r.json["peers"] if p["name"] == name)
+
+
+# --------------------------------------------------------------- §7 untrusted text
+def test_newline_in_fail_reason_cannot_fake_relay_lines(relay):
+    """SPEC §7: peer text must not be able to fake relay's own lines in human output."""
+    alice, bob = relay.join("alice", "--lease", "1h"), relay.join("bob", "--lease", "1h")
+    rid = new_id()
+    assert relay.send(alice, "bob", "work", request_id=rid).code == 0
+    assert relay("claim", "--json", env=bob).code == 0
+    fake = "oops\nstate               completed\nnote: completed: the recipient replied"
+    r = relay("fail", rid, "--reason", fake, env=bob)
+    assert r.code == 0
+    shown = relay("show", rid, "--events").out
+    for out in (r.out, shown):
+        lines = out.splitlines()
+        assert not any(ln.startswith("state") and "completed" in ln for ln in lines), out
+        assert not any(ln.startswith("note: completed") for ln in lines), out
+
+
+def test_bidi_marks_in_text_are_made_visible(relay):
+    """SPEC §7: control characters made visible; U+200E/U+200F/U+061C are bidi controls."""
+    alice, bob = relay.join("alice", "--lease", "1h"), relay.join("bob", "--lease", "1h")
+    rid = new_id()
+    assert relay.send(alice, "bob", "a\u200fb\u200ec\u061cd", request_id=rid).code == 0
+    out = relay("show", rid).out
+    for ch in ("\u200f", "\u200e", "\u061c"):
+        assert ch not in out
+    del bob
+
+
+# --------------------------------------------------------------- §2/§9 first open race
+def test_first_open_racing_another_first_open_is_not_database_corrupt(relay, monkeypatch):
+    """Two processes opening a fresh home at once: the one that read user_version=0 just
+    before the other committed the migration must not report database_corrupt.
+    (Seen for real: 2 of 240 `relay send` processes started 8 at a time on fresh homes.)"""
+    from relay_cli.store import db as dbmod
+
+    home = relay.home
+    original = dbmod._connect
+    armed = {"on": True}
+
+    class Cur:
+        def __init__(self, row):
+            self.row = row
+
+        def fetchone(self):
+            return self.row
+
+    class Racy(sqlite3.Connection):
+        def execute(self, sql, *args):
+            cur = super().execute(sql, *args)
+            if armed["on"] and sql.startswith("PRAGMA user_version"):
+                armed["on"] = False
+                row = cur.fetchone()
+                other = dbmod.open_db(home)  # "another process" finishes creating it now
+                other.close()
+                return Cur(row)
+            return cur
+
+    def racy_connect(path):
+        if not armed["on"]:
+            return original(path)
+        conn = sqlite3.connect(str(path), timeout=dbmod.BUSY_TIMEOUT_S, isolation_level=None,
+                               factory=Racy)
+        conn.row_factory = sqlite3.Row
+        return conn
+
+    monkeypatch.setattr(dbmod, "_connect", racy_connect)
+    r = relay("peers", "list", "--json")
+    assert r.code == 0, r.err
+
+
+# --------------------------------------------------------------- §3 lease renewal
+def test_duplicate_send_by_active_session_renews_its_lease(relay):
+    """SPEC §3: every call of the session that succeeds (exit 0) renews the lease."""
+    alice = relay.join("alice", "--lease", "60")
+    relay.join("bob", "--lease", "1h")
+    rid = new_id()
+    assert relay.send(alice, "bob", "x", request_id=rid).code == 0
+    before = _lease(relay, "alice")
+    later = {**alice, "RELAY_TIME_OFFSET": "30"}
+    r = relay.send(later, "bob", "x", request_id=rid)
+    assert r.code == 0 and r.json["duplicate"] is True
+    assert _lease(relay, "alice", env={"RELAY_TIME_OFFSET": "30"}) > before
+
+
+def test_duplicate_ack_by_claiming_session_renews_its_lease(relay):
+    """SPEC §3: `ack` is idempotent and exits 0, so it renews like any successful call."""
+    alice = relay.join("alice", "--lease", "1h")
+    bob = relay.join("bob", "--lease", "60")
+    rid = new_id()
+    relay.send(alice, "bob", "x", request_id=rid)
+    relay("claim", "--json", env=bob)
+    assert relay("ack", rid, "--json", env=bob).code == 0
+    before = _lease(relay, "bob")
+    r = relay("ack", rid, "--json", env={**bob, "RELAY_TIME_OFFSET": "30"})
+    assert r.code == 0 and r.json["duplicate"] is True
+    assert _lease(relay, "bob", env={"RELAY_TIME_OFFSET": "30"}) > before
+
+
+# --------------------------------------------------------------- §12 via resolve
+def test_requeued_then_completed_request_is_noticed_again(relay):
+    """A delivery_unknown the sender was told about, requeued by a person and then
+    completed, must reach the sender (notices) — otherwise it never learns the outcome."""
+    alice = relay.join("alice", "--lease", "1h")
+    bob = relay.join("bob", "--lease", "60")
+    rid = new_id()
+    relay.send(alice, "bob", "x", request_id=rid)
+    relay("claim", "--json", env=bob)
+    relay.env["RELAY_TIME_OFFSET"] = "120"
+    first = relay("notices", "--json", env=alice).json["notices"]
+    assert [n["state"] for n in first] == ["delivery_unknown"]
+    assert relay("resolve", rid, "--outcome", "requeue", "--json").code == 0
+    bob2 = relay.join("bob", "--lease", "1h")
+    assert relay("claim", "--json", env=bob2).code == 0
+    assert relay("reply", rid, "done", "--json", env=bob2).code == 0
+    second = relay("notices", "--json", env=alice).json["notices"]
+    assert [(n["id"], n["state"]) for n in second] == [(rid, "completed")]
+
+
+# --------------------------------------------------------------- §7 hints / output
+def test_session_required_hint_does_not_claim_an_active_session(relay):
+    """`claim --as NAME` for a name with no session: the hint must not say it has one."""
+    relay("peers", "add", "zed", "--json")
+    r = relay("claim", "--as", "zed", "--json")
+    assert r.code == 5 and r.error["code"] == "session_required"
+    assert "has an active session" not in r.error["hint"]
+
+
+def test_non_utf8_stdout_is_not_an_internal_error(relay):
+    """A terminal whose encoding is not UTF-8 must not turn `show` into internal_error."""
+    alice = relay.join("alice", "--lease", "1h")
+    relay.join("bob", "--lease", "1h")
+    rid = new_id()
+    relay.send(alice, "bob", "h\u00e9llo \u2713", request_id=rid)
+    for args in (("show", rid, "--json"), ("show", rid)):
+        r = relay.proc(*args, env={"PYTHONIOENCODING": "ascii"})
+        assert r.code == 0, r.err
+
+
+# --------------------------------------------------------------- §8 clock
+def test_out_of_range_time_offset_is_not_an_internal_error(relay):
+    """RELAY_TIME_OFFSET far outside any real date: a §7 code (exit 2), never exit 1."""
+    r = relay("peers", "join", "x", "--json", env={"RELAY_TIME_OFFSET": "1e12"})
+    assert r.code != 1, r.err
+    assert r.error["code"] != "internal_error"
+
+
+# --------------------------------------------------------------- §5 check order
+def test_ghost_submit_of_another_peers_request_is_superseded_before_not_owner(relay):
+    """SPEC §5 order: session state (peer_superseded) is checked before ownership."""
+    alice = relay.join("alice", "--lease", "1h")
+    bob_old = relay.join("bob", "--lease", "1h")
+    relay.join("bob", "--lease", "1h")  # supersedes bob_old
+    rid = new_id()
+    assert relay.send(alice, "bob", "x", request_id=rid).code == 0
+    r = relay("submit", rid, "--json", env=bob_old)
+    assert r.error["code"] == "peer_superseded", r.err
+
+
+# --------------------------------------------------------------- §7 no internal_error
+def test_huge_list_limit_is_usage_error_not_internal_error(relay):
+    """`list --limit` beyond SQLite's integer range: exit 2 (or treated as no limit), never 1."""
+    r = relay("list", "--limit", "99999999999999999999", "--json")
+    assert r.code in (0, 2), r.err
+
+
+# --------------------------------------------------------------- §6 prepare of an expired draft
+def test_prepare_again_after_the_draft_expired_does_not_report_success_in_the_past(relay):
+    """Re-running `prepare --id` (same content) after the draft expired answers exit 0 with a
+    prepared_expires_at already in the past, and the id can then never be submitted."""
+    alice = relay.join("alice", "--lease", "24h")
+    relay.join("bob", "--lease", "24h")
+    pid = new_id()
+    args = ("prepare", "--to", "bob", "--id", pid, "--json", "draft")
+    assert relay(*args, env=alice).code == 0
+    later = {**alice, "RELAY_TIME_OFFSET": "3700"}
+    r = relay(*args, env=later)
+    if r.code == 0:
+        assert relay("submit", pid, "--json", env=later).code == 0
