@@ -1,12 +1,19 @@
-"""The command-line layer: thin commands over the library modules."""
+"""The command-line layer: thin commands over the library modules.
 
-from . import (  # noqa: F401  (importing a module registers its commands)
+Importing a module registers its commands; the order here is the order of `relay --help`.
+"""
+
+from . import requests_cmd  # noqa: F401  (the request lifecycle first)
+
+# isort: split
+from . import peers_cmd  # noqa: F401
+
+# isort: split
+from . import (  # noqa: F401
     hook_cmd,
     ledger_cmd,
     meta_cmd,
     ops_cmd,
-    peers_cmd,
-    requests_cmd,
     watch_cmd,
 )
 from .app import app, main, run
