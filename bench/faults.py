@@ -78,7 +78,7 @@ def _fill(mount: Path, leave: int) -> Path:
     return filler
 
 
-def full_disk(leaves=(0, 4096, 16384, 65536)) -> dict:
+def full_disk(leaves=(0, 4096, 16384, 65536, 262144)) -> dict:
     """Fill a small tmpfs to several levels; each send must be storage_error with the old
     data intact and nothing of the new request, and succeed once space is back."""
     out: dict = {"cases": [], "problems": []}
@@ -108,6 +108,7 @@ def full_disk(leaves=(0, 4096, 16384, 65536)) -> dict:
                 codes.append((r.code, r.error_code))
                 if r.code != 0:
                     break
+                old.append(rid)  # accepted while the disk filled: must survive too
             case = {"free_bytes_left": leave, "results": codes}
             out["cases"].append(case)
             if not codes or codes[-1][0] != 7 or codes[-1][1] != "storage_error":

@@ -25,7 +25,7 @@ def test_sigkill_at_random_moments_breaks_no_promise(command, tmp_path):
     if not crash.available(command):
         pytest.skip(f"`relay {command}` does not exist yet (relay --help does not list it)")
     res = crash.run([command], trials=TRIALS, seed=1234, root=tmp_path, log=lambda *a: None,
-                    calib_runs=2)
+                    calib_runs=1)
     r = res[command]
     assert r["trials"] == TRIALS
     assert r["problems"] == []
