@@ -1,8 +1,7 @@
 """`relay doctor`: a health report of the state directory and database (SPEC §11).
 
 Doctor creates nothing and writes nothing to the database: it opens relay.db read-only
-(SQLite may create the -wal/-shm companion files, with relay.db's mode, as any reader of a
-WAL database does), applies no due transitions and renews no lease. It keeps going when
+(as an immutable file when no -wal/-shm exist, so SQLite creates none), applies no due transitions and renews no lease. It keeps going when
 the directory is unsafe, the database is corrupt or its schema is newer than this relay:
 each problem becomes a failed check. ``fix=True`` only tightens modes that are too open
 (directory 0700, files 0600) on paths that are not symlinks and belong to the caller.
@@ -309,7 +308,7 @@ def _check_integrity(store, report: Report) -> None:
 
 
 def _check_pragmas(store, report: Report) -> None:
-    mode = str(store.pragma("journal_mode")).lower()
+    mode = store.journal_mode()
     report.facts["journal_mode"] = mode
     if mode == "wal":
         report.add("journal_mode", OK, "wal")

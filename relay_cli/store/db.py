@@ -43,6 +43,7 @@ class Connection:
         self.conn = conn
         self.path = path
         self.in_tx = False
+        self.immutable = False
 
     def execute(self, sql: str, params=()) -> sqlite3.Cursor:
         return self.conn.execute(sql, params)
@@ -181,9 +182,17 @@ def open_existing_readonly(home: Path) -> Connection | None:
 
     # Quoted: a '#' or '?' in the path would otherwise end it and drop mode=ro (SQLite
     # would then open, or even create, another file read-write).
+    # Without a -wal/-shm pair every committed page is in relay.db itself (the last
+    # connection checkpointed and removed them): read it as immutable, which creates no
+    # -wal/-shm files (doctor creates nothing). Writers append to a new WAL and do not
+    # touch relay.db until a checkpoint, so this read stays consistent.
+    side = [path.with_name(path.name + s) for s in ("-wal", "-shm")]
+    flags = "mode=ro" + ("" if any(p.exists() for p in side) else "&immutable=1")
     conn = sqlite3.connect(
-        f"file:{quote(str(path))}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S,
+        f"file:{quote(str(path))}?{flags}", uri=True, timeout=BUSY_TIMEOUT_S,
         isolation_level=None,
     )
     conn.row_factory = sqlite3.Row
-    return Connection(conn, path)
+    db = Connection(conn, path)
+    db.immutable = "immutable" in flags
+    return db

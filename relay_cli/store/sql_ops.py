@@ -27,6 +27,16 @@ class OpsSQL:
         """One PRAGMA value (name is one of relay's fixed strings, never user input)."""
         return self.db.scalar(f"PRAGMA {name}")
 
+    def journal_mode(self) -> str:
+        """The database's journal mode as stored in the file."""
+        if self.db.immutable:
+            # An immutable connection reports "delete" and holds no POSIX locks, so the
+            # header can be read by hand safely: bytes 18-19 are 2 for WAL.
+            with open(self.db.path, "rb") as f:
+                head = f.read(20)
+            return "wal" if head[18:20] == b"\x02\x02" else "delete"
+        return str(self.pragma("journal_mode")).lower()
+
     def quick_check(self) -> list[str]:
         return [r[0] for r in self.db.all("PRAGMA quick_check")]
 
