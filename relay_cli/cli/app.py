@@ -214,6 +214,11 @@ def _run(argv: list[str]) -> int:
         sys.stderr.write(e.format_message() + "\n")
         return 2
     except click_exc.ClickException as e:  # usage errors from parsing
+        if argv[:1] == ["hook"]:
+            # A hook must never break the agent (SPEC §12): a typo in its settings
+            # (`relay hook claude --kind`) exits 0 silently, like any other bad input.
+            _debug()
+            return 0
         err = RelayError("usage_error", _usage_message(e, click_exc))
         out.error(err)
         return err.exit_code
