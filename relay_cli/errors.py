@@ -149,8 +149,8 @@ ERRORS: dict[str, ErrorSpec] = {
     ),
     # 75: not yet / busy
     "timeout": ErrorSpec(
-        75, True, "not a failure: the request is still open and may complete; wait again with the "
-        "same id",
+        75, True, "not a failure: nothing was decided or finished yet; call the same command "
+        "again (same id or key) to keep waiting",
     ),
     "nothing_to_claim": ErrorSpec(
         75, True, "no queued request for you right now; try again later or use `claim --wait 5m`"
