@@ -9,9 +9,24 @@ Entry states::
     awaiting_approval / approved --deny--> denied             (every later call: exit 10)
     (new key) ---------------------------------------------> running
     running --CMD ends--> succeeded (exit 0) | failed          (later calls replay it)
-    running, recording relay and CMD gone --> effect_unknown is reported (state stays
-        running) until a person runs `ledger resolve`; --idempotent entries run again
-    any state but a live running one --resolve forget--> forgotten (the key is free again)
+    running, recording relay and CMD gone --> stored state stays running, but every view
+        shows the derived state effect_unknown (a person settles it with `ledger resolve`);
+        --idempotent entries run again on the next call
+    any state but a live running one --resolve forget--> forgotten (the key is free again,
+        but an entry made with --approve passes its approval requirement on: the next call
+        with the key waits for a person again, whatever its options)
+
+A person's decision stays a person's: for an entry made with --approve (or denied),
+`ledger resolve` refuses unless standard input is a terminal (approval_needs_terminal),
+exactly like `relay approve` and `relay deny`.
+
+Retention (`relay prune`, the rule of SPEC §4 for requests): a final entry (succeeded,
+failed, denied, forgotten) whose state is older than the retention (default 30 days, by
+``updated_at``: when it reached that state) loses only its captured stdout/stderr
+(``output_pruned_at`` is set); the rest stays as a tombstone, so a late retry still
+replays the outcome or is still denied. 120 days after that (or the retention, if longer)
+the row is removed and the key is new again. Running, awaiting and approved entries are
+never touched.
 
 Which process is "the process" of a running entry: the entry records the relay process
 that will record the outcome (``pid``/``process_start``) and, once spawned, the command
@@ -43,8 +58,10 @@ from .store.sql_ledger import LEDGER_FINAL_STATES
 KEY_RE = re.compile(r"^[!-~]{1,200}$")
 TAIL_BYTES = 64 * 1024
 DEFAULT_APPROVAL_WAIT_S = 50
-STATES = ("awaiting_approval", "approved", "denied", "running", "succeeded", "failed",
-          "forgotten")
+STORED_STATES = ("awaiting_approval", "approved", "denied", "running", "succeeded", "failed",
+                 "forgotten")
+# what the views show: a running entry whose processes are gone is effect_unknown
+STATES = (*STORED_STATES[:4], "effect_unknown", *STORED_STATES[4:])
 OUTCOMES = ("succeeded", "failed", "forget")
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 NOT_FOUND_EXIT = 127
@@ -100,12 +117,29 @@ def _text(data: bytes | None) -> str | None:
     return None if data is None else bytes(data).decode("utf-8", "replace")
 
 
+def shown_state(row) -> str:
+    """The state relay can vouch for: a ``running`` entry whose relay process and command
+    are both gone (checked on this host) is ``effect_unknown`` — its outcome was never
+    recorded, and only a person can say whether the effect happened."""
+    state = row["state"]
+    if state == "running" and not entry_alive(row):
+        return "effect_unknown"
+    return state
+
+
 def entry_object(row, *, output: bool = False) -> dict:
-    """The one serializer of a ledger entry (``--json`` of once, ledger show/list, approve)."""
+    """The one serializer of a ledger entry (``--json`` of once, ledger show/list, approve).
+
+    ``state`` is the derived state (:func:`shown_state`); ``effect_unknown`` says the same
+    as a flag. ``output_pruned`` says `relay prune` dropped the captured output (the
+    entry is a tombstone: its outcome still replays).
+    """
     iso = clock.iso
+    state = shown_state(row)
     obj = {
         "key": row["key"],
-        "state": row["state"],
+        "state": state,
+        "effect_unknown": state == "effect_unknown",
         "argv": json.loads(row["argv"]),
         "cwd": row["cwd"],
         "exit_code": row["exit_code"],
@@ -130,6 +164,8 @@ def entry_object(row, *, output: bool = False) -> dict:
         "resolved_by": row["resolved_by"],
         "resolved_at": iso(row["resolved_at"]),
         "resolution_note": row["resolution_note"],
+        "output_pruned": row["output_pruned_at"] is not None,
+        "output_pruned_at": iso(row["output_pruned_at"]),
     }
     if output:
         for name in ("stdout", "stderr"):
@@ -264,6 +300,8 @@ def begin(store, now: int, key: str, argv: list[str], cwd: str, *, idempotent: b
     fp = fingerprint(argv, cwd)
     row = store.get_ledger(key)
     if row is not None and row["state"] == "forgotten":
+        # the key is free again, but a person's approval requirement is not forgotten
+        approve = approve or bool(row["approve"])
         store.delete_ledger(key)
         row = None
     if row is None:
@@ -717,7 +755,11 @@ def execute(store, key: str, row, argv: list[str], me: Me, out_sink: Sink, err_s
 
 # --------------------------------------------------------------------------- inspect, settle
 def list_entries(store, states: list[str] | None = None) -> list[dict]:
-    return [entry_object(r) for r in store.list_ledger(validate_states(states))]
+    """Entries (no captured output), filtered by their shown state (effect_unknown too)."""
+    wanted = validate_states(states)
+    stored = sorted({"running" if s == "effect_unknown" else s for s in wanted})
+    objs = [entry_object(r) for r in store.list_ledger(stored)]
+    return [o for o in objs if not wanted or o["state"] in wanted]
 
 
 def show(store, key: str) -> dict:
@@ -730,11 +772,29 @@ def awaiting(store) -> list[dict]:
     return [entry_object(r) for r in sorted(rows, key=lambda r: (r["created_at"], r["key"]))]
 
 
-def resolve(store, now: int, key: str, outcome: str, note: str | None) -> dict:
-    """A person settles an entry: it did succeed, it did fail, or forget it (key free again)."""
+def needs_terminal(row) -> bool:
+    """Does settling this entry need a person at a terminal? Yes when a person's approval
+    decides about it: it was made with --approve, or a person denied it."""
+    return bool(row["approve"]) or row["decision"] is not None
+
+
+def resolve(store, now: int, key: str, outcome: str, note: str | None, *,
+            terminal: bool = False) -> dict:
+    """A person settles an entry: it did succeed, it did fail, or forget it (key free again).
+
+    ``terminal``: the caller's standard input is a terminal. Entries under a person's
+    approval (made with --approve, or denied) are refused without one
+    (approval_needs_terminal), so an agent cannot undo a denial or skip the approval.
+    """
     if outcome not in OUTCOMES:
         raise RelayError("usage_error", f"--outcome must be one of {', '.join(OUTCOMES)}")
     row = _get(store, validate_key(key))
+    if needs_terminal(row) and not terminal:
+        raise RelayError(
+            "approval_needs_terminal",
+            f"`relay ledger resolve` refuses: key {key!r} is under a person's approval "
+            f"({'denied' if row['state'] == 'denied' else 'made with --approve'}) and "
+            "standard input is not a terminal; nothing changed")
     state = row["state"]
     if state == "running" and row["host"] in (None, this_host()) and entry_alive(row):
         # (an entry started on another host cannot be checked: a person may settle it)
@@ -794,30 +854,61 @@ def deny(store, now: int, key: str, note: str | None) -> dict:
                      detail="it already started or was settled; it cannot be denied now")
 
 
-def prune(store, now_ms: int, cutoff_ms: int, dry_run: bool = False) -> dict:
-    """Remove entries that finished (succeeded, failed, denied, forgotten) before
-    ``cutoff_ms`` (by ``updated_at``, the time they reached that state). Running entries
-    and entries awaiting or holding an approval are never removed.
+PRUNE_BATCH = 500
 
-    Runs in the caller's write transaction if one is open, else in its own.
-    Returns ``{"entries_removed": n, "by_state": {...}, "dry_run": bool}``.
+
+def prune(store, now_ms: int, cutoff_ms: int, dry_run: bool = False,
+          tomb_cutoff_ms: int | None = None, batch: int = PRUNE_BATCH) -> dict:
+    """The ledger's retention (the rule of SPEC §4 for request tombstones).
+
+    Final entries (succeeded, failed, denied, forgotten) that reached their state
+    (``updated_at``) before ``tomb_cutoff_ms`` are removed; those that did so before
+    ``cutoff_ms`` lose only their captured stdout/stderr and stay as tombstones (key,
+    fingerprint, state, exit code, signal, times, decision, resolution), so a late retry
+    still replays the outcome or is still denied. ``tomb_cutoff_ms`` defaults to 120 days
+    before ``now_ms`` or ``cutoff_ms``, whichever is earlier (retention.cutoffs). Running,
+    awaiting and approved entries are never touched.
+
+    Inside the caller's write transaction if one is open, else in short transactions of
+    ``batch`` rows. Returns ``{"entries_pruned": n, "entries_removed": m,
+    "by_state": {state: removed}, "dry_run": bool}``.
     """
-    del now_ms  # the cutoff is the caller's decision; kept for a uniform signature
+    from .retention import TOMBSTONE_S
 
-    def work() -> dict:
-        counts = store.prunable_ledger_counts(cutoff_ms)
-        if not dry_run:
-            store.prune_ledger(cutoff_ms)
-        return {"entries_removed": sum(counts.values()), "by_state": counts, "dry_run": dry_run}
+    if tomb_cutoff_ms is None:
+        tomb_cutoff_ms = min(cutoff_ms, now_ms - TOMBSTONE_S * 1000)
+    tomb_cutoff_ms = min(tomb_cutoff_ms, cutoff_ms)
+    in_tx = getattr(store.db, "in_tx", False)
 
-    if getattr(store.db, "in_tx", False):
-        return work()
-    with store.transaction():
-        return work()
+    def step(fn):
+        if in_tx:
+            return fn()
+        with store.transaction(write=not dry_run):
+            return fn()
+
+    if dry_run:
+        trimmed, removed = step(lambda: store.ledger_prune_counts(cutoff_ms, tomb_cutoff_ms))
+    else:
+        removed: dict[str, int] = {}
+        while True:  # removals first, so the output pass does not touch doomed rows
+            done = step(lambda: store.remove_ledger_tombstones(tomb_cutoff_ms, batch))
+            for state, n in done.items():
+                removed[state] = removed.get(state, 0) + n
+            if sum(done.values()) < batch:
+                break
+        trimmed = 0
+        while True:
+            n = step(lambda: store.prune_ledger_output(now_ms, cutoff_ms, tomb_cutoff_ms,
+                                                       batch))
+            trimmed += n
+            if n < batch:
+                break
+    return {"entries_pruned": trimmed, "entries_removed": sum(removed.values()),
+            "by_state": dict(sorted(removed.items())), "dry_run": dry_run}
 
 
 __all__ = [
     "LEDGER_FINAL_STATES", "EntryError", "OnceResult", "Sink", "approve", "awaiting", "begin",
-    "deny", "entry_object", "fingerprint", "list_entries", "once", "prune", "resolve", "show",
-    "validate_key",
+    "deny", "entry_object", "fingerprint", "list_entries", "needs_terminal", "once", "prune",
+    "resolve", "shown_state", "show", "validate_key",
 ]

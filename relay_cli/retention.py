@@ -78,13 +78,13 @@ def prune(store, now: int, older_than_s: int = DEFAULT_RETENTION_S, dry_run: boo
         "tombstones_finished_before": clock.iso(tomb_cutoff),
         **counts,
     }
-    ledger_counts = _prune_ledger(store, now, body_cutoff, dry_run)
+    ledger_counts = _prune_ledger(store, now, body_cutoff, dry_run, tomb_cutoff)
     if ledger_counts is not None:
         result["ledger"] = ledger_counts
     return result
 
 
-def _prune_ledger(store, now: int, cutoff: int, dry_run: bool):
+def _prune_ledger(store, now: int, cutoff: int, dry_run: bool, tomb_cutoff: int):
     """The side-effect ledger's own retention, when that module offers one."""
     try:
         from . import ledger
@@ -92,7 +92,7 @@ def _prune_ledger(store, now: int, cutoff: int, dry_run: bool):
         return None
     if not hasattr(ledger, "prune"):
         return None
-    counts = ledger.prune(store, now, cutoff, dry_run)
+    counts = ledger.prune(store, now, cutoff, dry_run, tomb_cutoff_ms=tomb_cutoff)
     if counts is None or isinstance(counts, dict):
         return counts
     return {"entries_removed": counts}

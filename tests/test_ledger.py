@@ -213,12 +213,13 @@ def test_crash_between_start_and_record_is_effect_unknown_and_runs_nothing(relay
     p.wait(timeout=10)
     wait_until(lambda: not alive(obj["child_pid"]) or _zombie(obj["child_pid"]),
                what="the child to die")
-    assert entry(relay, "crash")["state"] == "running"
+    shown = entry(relay, "crash")  # the stored state is running; the view says what is known
+    assert shown["state"] == "effect_unknown" and shown["effect_unknown"] is True
     before = relay.snapshot()
     r = relay("once", "--key", "crash", "--json", "--", *cmd)
     assert r.code == 11 and r.error["code"] == "effect_unknown"
     assert "relay ledger resolve" in r.error["hint"]
-    assert json.loads(r.out)["state"] == "running"
+    assert json.loads(r.out)["state"] == "effect_unknown"
     assert runs(path) == 1 and relay.snapshot() == before
     # a person checked: it did happen -> later calls replay success without running
     res = relay("ledger", "resolve", "crash", "--outcome", "succeeded", "--note", "PR exists",
@@ -460,25 +461,193 @@ def test_awaiting_entries_are_listed(relay, tmp_path):
 
 
 # ------------------------------------------------------------------ retention
-def test_prune_removes_only_old_finished_entries(relay, tmp_path):
-    relay("once", "--key", "old-ok", "--", "true")
-    relay("once", "--key", "old-bad", "--", "false")
-    relay("once", "--key", "waiting", "--approve", "--timeout", "0", "--", "true")
+DAY = 86400
+
+
+def at(days: float) -> dict:
+    return {"RELAY_TIME_OFFSET": str(int(days * DAY))}
+
+
+def _fake_crash(relay, key: str, **extra) -> None:
+    """Make a finished entry look like relay crashed mid-run: it names this very pid but
+    with a start time it never had, so relay knows the recorded process is gone."""
     store = open_store(relay.home)
     try:
         with store.transaction():
-            store.update_ledger("waiting", {"updated_at": 0})
-        cutoff = clock.now_ms() + 1000
-        dry = ledger.prune(store, clock.now_ms(), cutoff, dry_run=True)
-        assert dry == {"entries_removed": 2, "by_state": {"failed": 1, "succeeded": 1},
-                       "dry_run": True}
-        assert len(store.list_ledger()) == 3
-        done = ledger.prune(store, clock.now_ms(), cutoff, dry_run=False)
-        assert done["entries_removed"] == 2
-        assert [r["key"] for r in store.list_ledger()] == ["waiting"]
-        assert ledger.prune(store, clock.now_ms(), 0)["entries_removed"] == 0
+            store.update_ledger(key, {"state": "running", "pid": os.getpid(),
+                                      "process_start": "other-boot:1", "child_pid": None,
+                                      "host": ledger.this_host(), "exit_code": None,
+                                      "stdout": None, "stderr": None, "stdout_bytes": None,
+                                      "stderr_bytes": None, "finished_at": None, **extra})
     finally:
         store.close()
+
+
+def test_prune_keeps_a_tombstone_that_still_replays_and_still_denies(relay, tmp_path):
+    path, cmd = counter(tmp_path)
+    assert relay("once", "--key", "pr-1", "--", *cmd).code == 0
+    assert relay("once", "--key", "bad", "--", "sh", "-c", "echo no; exit 3").code == 3
+    assert relay("once", "--key", "dep", "--approve", "--timeout", "0", "--", *cmd).code == 75
+    assert in_pty(relay, "deny", "dep", "--note", "no").returncode == 0
+    assert relay("once", "--key", "wait", "--approve", "--timeout", "0", "--", "true").code == 75
+    assert relay("once", "--key", "gone", "--", "true").code == 0
+    _fake_crash(relay, "gone")  # effect_unknown: never touched by prune
+
+    # after the retention (30 days): only the captured output goes
+    r = relay("prune", "--json", env=at(31))
+    assert r.code == 0
+    assert r.json["ledger"] == {"entries_pruned": 2, "entries_removed": 0, "by_state": {},
+                                "dry_run": False}
+    assert relay("prune", "--json", env=at(31)).json["ledger"]["entries_pruned"] == 0
+    again = relay("once", "--key", "pr-1", "--", *cmd, env=at(31))
+    assert again.code == 0 and runs(path) == 1
+    assert again.out == "" and "removed by `relay prune`" in again.err
+    doc = relay("once", "--key", "bad", "--json", "--", "sh", "-c", "echo no; exit 3",
+                env=at(31))
+    assert doc.code == 3 and doc.json["replayed"] is True and doc.json["output_pruned"] is True
+    assert doc.json["stdout"] is None and doc.json["stdout_bytes"] == 3
+    assert relay("once", "--key", "dep", "--", *cmd, env=at(31)).code == 10
+    shown = relay("ledger", "show", "pr-1", env=at(31))
+    assert "removed by `relay prune`" in shown.out and "--- stdout" not in shown.out
+
+    # still within 120 days: nothing is removed
+    r = relay("prune", "--json", env=at(119))
+    assert r.json["ledger"]["entries_removed"] == 0
+    # --older-than longer than 120 days moves the tombstone cutoff too (as for requests)
+    r = relay("prune", "--older-than", "200d", "--json", env=at(150))
+    assert r.json["ledger"] == {"entries_pruned": 0, "entries_removed": 0, "by_state": {},
+                                "dry_run": False}
+    assert relay("once", "--key", "dep", "--", *cmd, env=at(150)).code == 10
+
+    # after 120 days the tombstones go; running and awaiting entries stay
+    dry = relay("prune", "--dry-run", "--json", env=at(121))
+    assert dry.json["ledger"] == {"entries_pruned": 0, "entries_removed": 3,
+                                  "by_state": {"denied": 1, "failed": 1, "succeeded": 1},
+                                  "dry_run": True}
+    before = relay.snapshot()
+    assert relay("prune", "--dry-run", env=at(121)).code == 0
+    assert relay.snapshot() == before
+    assert relay("prune", "--json", env=at(121)).json["ledger"]["entries_removed"] == 3
+    left = {e["key"]: e["state"] for e in relay("ledger", "list", "--json").json["entries"]}
+    assert left == {"wait": "awaiting_approval", "gone": "effect_unknown"}
+    assert relay("once", "--key", "pr-1", "--", *cmd, env=at(121)).code == 0
+    assert runs(path) == 2  # only now is the key new again
+
+
+def test_ledger_prune_function_counts_match_what_it_does(relay):
+    relay("once", "--key", "a", "--", "true")
+    relay("once", "--key", "b", "--", "false")
+    store = open_store(relay.home)
+    try:
+        now = clock.now_ms()
+        with store.transaction():
+            store.update_ledger("a", {"updated_at": now - 200 * DAY * 1000})
+        body = now + 1000
+        dry = ledger.prune(store, now, body, dry_run=True)
+        assert dry == {"entries_pruned": 1, "entries_removed": 1,
+                       "by_state": {"succeeded": 1}, "dry_run": True}
+        assert ledger.prune(store, now, body, batch=1) == {**dry, "dry_run": False}
+        assert [r["key"] for r in store.list_ledger()] == ["b"]
+        assert store.get_ledger("b")["output_pruned_at"] == now
+        assert store.get_ledger("b")["stdout"] is None
+    finally:
+        store.close()
+
+
+# ------------------------------------------------------------------ a person's approval stands
+def test_resolve_of_an_approval_entry_needs_a_terminal(relay, tmp_path):
+    path, cmd = counter(tmp_path)
+    assert relay("once", "--key", "gate", "--approve", "--timeout", "0", "--", *cmd).code == 75
+    assert relay("once", "--key", "no", "--approve", "--timeout", "0", "--", *cmd).code == 75
+    assert in_pty(relay, "deny", "no").returncode == 0
+    before = relay.snapshot()
+    for key in ("gate", "no"):
+        for outcome in ("forget", "succeeded", "failed"):
+            r = relay("ledger", "resolve", key, "--outcome", outcome, "--json")
+            assert r.code == 5 and r.error["code"] == "approval_needs_terminal", r.err
+        piped = relay.proc("ledger", "resolve", key, "--outcome", "forget", input="y\n")
+        assert piped.code == 5 and "approval_needs_terminal" in piped.err
+    assert relay.snapshot() == before
+    assert relay("once", "--key", "no", "--", *cmd).code == 10
+    # a person at a terminal may forget a denial; the key then asks for approval again
+    assert in_pty(relay, "ledger", "resolve", "no", "--outcome", "forget").returncode == 0
+    r = relay("once", "--key", "no", "--timeout", "0", "--json", "--", *cmd)  # no --approve
+    assert r.code == 75 and r.error["code"] == "timeout"
+    assert r.json["state"] == "awaiting_approval" and r.json["approval_required"] is True
+    assert runs(path) == 0
+
+
+def test_forgetting_an_approved_entry_keeps_the_approval_requirement(relay, tmp_path):
+    path, cmd = counter(tmp_path)
+    assert relay("once", "--key", "ap", "--approve", "--timeout", "0", "--", *cmd).code == 75
+    assert in_pty(relay, "approve", "ap").returncode == 0
+    assert relay("once", "--key", "ap", "--", *cmd).code == 0 and runs(path) == 1
+    assert in_pty(relay, "ledger", "resolve", "ap", "--outcome", "forget").returncode == 0
+    # forgotten: the key is free, but the next call (even another command) waits again
+    other = ["sh", "-c", f"echo run >> {path}"]
+    r = relay("once", "--key", "ap", "--timeout", "0", "--", *other)
+    assert r.code == 75 and "needs a person's approval" in r.err
+    assert runs(path) == 1
+    assert in_pty(relay, "approve", "ap").returncode == 0
+    assert relay("once", "--key", "ap", "--", *other).code == 0 and runs(path) == 2
+
+
+def test_resolve_of_a_plain_entry_works_without_a_terminal(relay):
+    assert relay("once", "--key", "plain", "--", "true").code == 0
+    r = relay("ledger", "resolve", "plain", "--outcome", "failed", "--json")
+    assert r.code == 0 and r.json["state"] == "failed"
+
+
+# ------------------------------------------------------------------ effect_unknown is shown
+def test_a_crashed_entry_is_shown_as_effect_unknown_everywhere(relay, tmp_path):
+    assert relay("once", "--key", "lost", "--", "true").code == 0
+    assert relay("once", "--key", "idem", "--idempotent", "--", "true").code == 0
+    assert relay("once", "--key", "ok", "--", "true").code == 0
+    _fake_crash(relay, "lost")
+    _fake_crash(relay, "idem")
+    shown = entry(relay, "lost")
+    assert shown["state"] == "effect_unknown" and shown["effect_unknown"] is True
+    assert entry(relay, "ok")["effect_unknown"] is False
+    only = relay("ledger", "list", "--state", "effect_unknown", "--json").json["entries"]
+    assert sorted(e["key"] for e in only) == ["idem", "lost"]
+    assert relay("ledger", "list", "--state", "running", "--json").json["entries"] == []
+    human = relay("ledger", "list")
+    assert "running" not in human.out
+    assert "1 effect_unknown, needing a person" in human.out  # idem reruns by itself
+    show = relay("ledger", "show", "lost").out
+    assert "needs a person" in show and "relay ledger resolve" in show
+    assert "runs it again" in relay("ledger", "show", "idem").out
+    store = open_store(relay.home)
+    try:
+        assert ledger.awaiting(store) == []
+        assert store.get_ledger("lost")["state"] == "running"  # the stored record is unchanged
+    finally:
+        store.close()
+
+
+def test_approval_timeout_says_what_is_true_for_a_key(relay):
+    r = relay("once", "--key", "t", "--approve", "--timeout", "0", "--json", "--", "true")
+    assert r.code == 75 and r.error["code"] == "timeout" and r.error["retryable"]
+    assert "same id or key" in r.error["hint"] and "request" not in r.error["hint"]
+    assert "approved or denied key 't'" in r.error["message"]
+
+
+def test_a_replay_of_a_settled_entry_names_the_person(relay, tmp_path):
+    path, cmd = counter(tmp_path)
+    assert relay("once", "--key", "s", "--", *cmd).code == 0
+    _fake_crash(relay, "s")
+    assert relay("ledger", "resolve", "s", "--outcome", "succeeded", "--note",
+                 "PR #42 exists").code == 0
+    r = relay("once", "--key", "s", "--", *cmd)
+    assert r.code == 0 and runs(path) == 1
+    assert "settled as succeeded by person:" in r.err and "PR #42 exists" in r.err
+    assert "never saw the command end" in r.err and "already ran" not in r.err
+    # a person confirming an outcome relay recorded is still named, and relay's run is not denied
+    assert relay("once", "--key", "f", "--", "false").code == 1
+    assert relay("ledger", "resolve", "f", "--outcome", "failed").code == 0
+    r = relay("once", "--key", "f", "--", "false")
+    assert r.code == 1 and "settled as failed by person:" in r.err
+    assert "never saw" not in r.err
 
 
 def test_fingerprint_is_sha256_of_canonical_argv_and_cwd():

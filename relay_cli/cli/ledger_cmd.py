@@ -55,12 +55,15 @@ Example: relay once --key "$TOOL_USE_ID" -- gh pr create --fill
 """
 
 
-def _require_terminal(what: str) -> None:
+def _stdin_is_terminal() -> bool:
     try:
-        ok = os.isatty(0) and sys.stdin is not None and sys.stdin.isatty()
+        return os.isatty(0) and sys.stdin is not None and sys.stdin.isatty()
     except (OSError, ValueError, AttributeError):
-        ok = False
-    if not ok:
+        return False
+
+
+def _require_terminal(what: str) -> None:
+    if not _stdin_is_terminal():
         raise RelayError("approval_needs_terminal",
                          f"`relay {what}` refuses: standard input is not a terminal")
 
@@ -69,6 +72,10 @@ def _entry_fields(obj: dict, now: int) -> list[tuple[str, object]]:
     pairs: list[tuple[str, object]] = [
         ("key", obj["key"]),
         ("state", obj["state"]),
+    ]
+    if obj.get("effect_unknown"):
+        pairs.append(("needs a person", _unknown_text(obj)))
+    pairs += [
         ("command", ledger.command_text(obj["argv"])),
         ("cwd", obj["cwd"]),
     ]
@@ -100,13 +107,25 @@ def _entry_fields(obj: dict, now: int) -> list[tuple[str, object]]:
                       f"{obj['resolved_at']}"))
         if obj.get("resolution_note"):
             pairs.append(("resolution note", obj["resolution_note"]))
+    if obj.get("output_pruned"):
+        pairs.append(("output", f"removed by `relay prune` at {obj['output_pruned_at']} "
+                      "(the outcome is kept and still replays)"))
     return pairs
+
+
+def _unknown_text(obj: dict) -> str:
+    if obj.get("idempotent"):
+        return ("relay and the command are gone and the outcome was never recorded; the "
+                "next call with this key runs it again (--idempotent)")
+    return ("relay and the command are gone and the outcome was never recorded; check "
+            "whether the effect happened, then `relay ledger resolve KEY --outcome "
+            "succeeded|failed|forget`")
 
 
 def _render_entry(out: Output, obj: dict, output: bool = False) -> None:
     now = clock.now_ms()
     out.fields(_entry_fields(obj, now))
-    if not output:
+    if not output or obj.get("output_pruned"):
         return
     for name in ("stdout", "stderr"):
         total = obj.get(f"{name}_bytes")
@@ -205,8 +224,9 @@ def once(
         if env.json:
             env.out.json({**entry, "replayed": False})
         raise RelayError(
-            "timeout", f"no decision on key {key!r} after {clock.human_duration(timeout_s)}; "
-            "nothing ran",
+            "timeout", f"no person approved or denied key {key!r} within "
+            f"{clock.human_duration(timeout_s)}; the command has not run and the entry still "
+            "awaits a decision",
             detail="call `relay once` again with the same key and command to keep waiting",
         )
     if result.kind == "interrupted":
@@ -227,15 +247,33 @@ def once(
     elif result.kind == "replayed":
         _write_bytes(sys.stdout, result.raw[0])
         _write_bytes(sys.stderr, result.raw[1])
-        cut = [n for n in ("stdout", "stderr") if entry.get(f"{n}_truncated")]
-        env.out.note(
-            f"relay: replayed: key {inert(key)} already ran ({entry['state']}, exit "
-            f"{entry['exit_code']}, finished {entry['finished_at']}); nothing was run now"
-            + (f"; only the last 64 KiB of {' and '.join(cut)} was kept" if cut else "")
-        )
+        env.out.note(_replay_note(key, entry))
     if result.kind == "unrecorded":
         env.out.note(f"relay: warning: {inert(result.message)}")
     return result.exit_code
+
+
+def _replay_note(key: str, entry: dict) -> str:
+    """What a replay says on stderr: who established the outcome, and what is left of it."""
+    if entry.get("resolution") in ("succeeded", "failed"):
+        how = (f"was settled as {entry['state']} by {inert(entry['resolved_by'] or '?')} at "
+               f"{entry['resolved_at']} (a person's finding"
+               + (f": {inert(entry['resolution_note'])}" if entry.get("resolution_note") else "")
+               + f"), exit {entry['exit_code']}")
+        if entry.get("stdout_bytes") is None:
+            how += "; relay never saw the command end"
+    else:
+        how = (f"already ran ({entry['state']}, exit {entry['exit_code']}, finished "
+               f"{entry['finished_at']})")
+    note = f"relay: replayed: key {inert(key)} {how}; nothing was run now"
+    if entry.get("output_pruned"):
+        note += (f"; its captured output was removed by `relay prune` at "
+                 f"{entry['output_pruned_at']}, so none is printed")
+    else:
+        cut = [n for n in ("stdout", "stderr") if entry.get(f"{n}_truncated")]
+        if cut:
+            note += f"; only the last 64 KiB of {' and '.join(cut)} was kept"
+    return note
 
 
 @ledger_app.command("list")
@@ -244,7 +282,8 @@ def ledger_list(
         Optional[List[str]],
         typer.Option("--state", metavar="S",
                      help="Only entries in state S (repeatable): awaiting_approval, approved, "
-                          "denied, running, succeeded, failed, forgotten."),
+                          "denied, running, effect_unknown (relay and the command are gone, "
+                          "outcome never recorded), succeeded, failed, forgotten."),
     ] = None,
     json_: JsonOpt = False,
     home: HomeOpt = None,
@@ -265,6 +304,12 @@ def ledger_list(
     if waiting:
         env.out.line(f"{len(waiting)} awaiting a person's approval: `relay ledger show KEY`, "
                      "then `relay approve KEY` or `relay deny KEY` in your terminal")
+    unknown = [e for e in entries if e["effect_unknown"] and not e["idempotent"]]
+    if unknown:
+        env.out.line(f"{len(unknown)} effect_unknown, needing a person: relay and the command "
+                     "are gone and the outcome was never recorded; check whether the effect "
+                     "happened, then `relay ledger resolve KEY --outcome "
+                     "succeeded|failed|forget`")
     return 0
 
 
@@ -298,7 +343,9 @@ def ledger_resolve(
     """A person settles an entry, for example after effect_unknown (recorded as person:<user>).
 
     Check first whether the command's effect happened. `forget` keeps the entry as
-    `forgotten` until the key is used again, which then runs the command again.
+    `forgotten` until the key is used again, which then runs the command again (an entry
+    made with --approve then waits for a person's approval again). Entries made with
+    --approve, or denied, can only be settled from a terminal (approval_needs_terminal).
     """
     env = Env(json_, home)
     ledger.validate_key(key)
@@ -307,7 +354,8 @@ def ledger_resolve(
     text = lifecycle.validate_text(note, "--note") if note is not None else None
     try:
         with env.unit() as now:
-            obj = ledger.resolve(env.store, now, key, outcome, text)
+            obj = ledger.resolve(env.store, now, key, outcome, text,
+                                 terminal=_stdin_is_terminal())
     except ledger.EntryError as e:
         raise RelayError(e.code, e.message, detail=e.detail) from None
     return _emit(env, obj)

@@ -116,7 +116,9 @@ MIGRATIONS: list[str] = [
     # 2: the side-effect ledger of `relay once` (SPEC §10). pid/process_start identify the
     # relay process that records the outcome, child_pid/child_start the command it runs;
     # process_start is "<boot id>:<start time in ticks>" from /proc so a reused pid is not
-    # mistaken for the original process.
+    # mistaken for the original process. updated_at of a final entry is when it reached
+    # that state (retention counts from it); output_pruned_at is set when `prune` dropped
+    # stdout/stderr and kept the rest as a tombstone.
     """
     CREATE TABLE ledger (
         key TEXT PRIMARY KEY,
@@ -150,7 +152,8 @@ MIGRATIONS: list[str] = [
         resolution TEXT,
         resolved_by TEXT,
         resolved_at INTEGER,
-        resolution_note TEXT
+        resolution_note TEXT,
+        output_pruned_at INTEGER
     );
     CREATE INDEX ledger_state ON ledger(state, updated_at);
     CREATE INDEX ledger_updated ON ledger(updated_at);
