@@ -84,6 +84,15 @@ def new_home(parent: Path | None = None, prefix: str = "relay-bench-") -> Path:
     return d / "home"
 
 
+def cleanup(home: Path, problems=()) -> None:
+    """Remove a scratch home made by ``new_home`` (kept when a check failed, or with
+    RELAY_BENCH_KEEP=1, for a look at it)."""
+    if problems or os.environ.get("RELAY_BENCH_KEEP") == "1":
+        print(f"(kept {home.parent} for inspection)", file=sys.stderr)
+        return
+    shutil.rmtree(home.parent, ignore_errors=True)
+
+
 def copy_home(src: Path, dst: Path) -> None:
     """Copy a closed relay home (relay.db with its WAL checkpointed) to ``dst``."""
     dst.mkdir(mode=0o700, parents=True)

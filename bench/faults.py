@@ -11,6 +11,7 @@ import argparse
 import errno
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -20,7 +21,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from .common import base_env, check_db, join, new_id, print_machine, relay
+from .common import base_env, check_db, cleanup, join, new_id, print_machine, relay
 
 TEXT = "fault test request body " * 40  # ~1 KB
 
@@ -229,6 +230,7 @@ def busy(hold_extra: float = 0.5) -> dict:
     if r.code != 0 or r.json["duplicate"] is not False:
         out["problems"].append(f"retry after the lock went: {r.code} {r.err[-200:]}")
     out["problems"] += check_db(home, {rid})
+    cleanup(home, out["problems"])
     return out
 
 
@@ -298,6 +300,8 @@ def wal_recovery(n: int = 30) -> dict:
         if missing:
             out["problems"].append(f"{len(missing)} committed requests lost")
     out["problems"] += check_db(home, set(ids))
+    cleanup(home, out["problems"])
+    shutil.rmtree(main_only.parent, ignore_errors=True)
     return out
 
 

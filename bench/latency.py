@@ -20,7 +20,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from .common import RELAY, base_env, join, median, new_id, pct, print_machine, relay
+from .common import RELAY, base_env, cleanup, join, median, new_id, pct, print_machine, relay
 
 COMMITS: list[float] = []
 
@@ -124,6 +124,7 @@ def reply_to_wait(trials: int, log=print) -> dict:
                 problems.append(f"reply {code}, wait {wcode}")
                 continue
             lat.append(first - committed)
+    cleanup(home, problems)
     return _summary("reply -> wait", lat, problems, log)
 
 
@@ -144,6 +145,7 @@ def send_to_claim(trials: int, log=print) -> dict:
                 problems.append(f"send {code}, claim {wcode}")
                 continue
             lat.append(first - committed)
+    cleanup(home, problems)
     return _summary("send -> claim --wait", lat, problems, log)
 
 
@@ -192,6 +194,7 @@ def waiting_cpu(seconds: int = 60, log=print) -> dict:
         if cpu * 60 / wall >= 1.0 and seconds >= 60:
             res["problems"].append(f"{name}: {cpu:.2f} s CPU in {wall:.0f} s")
     log("cpu while blocked: " + json.dumps(res))
+    cleanup(home, res["problems"])
     return res
 
 

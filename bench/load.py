@@ -13,19 +13,27 @@ import json
 import random
 import sqlite3
 import sys
-import tempfile
 import threading
 import time
 from collections import Counter
-from pathlib import Path
 
-from .common import check_db, join, median, new_id, pct, print_machine, relay
+from .common import (
+    check_db,
+    cleanup,
+    join,
+    median,
+    new_home,
+    new_id,
+    pct,
+    print_machine,
+    relay,
+)
 
 ENV = {"RELAY_RATE_LIMIT": "0"}
 
 
 def cycles(workers: int = 8, n: int = 200, log=print) -> dict:
-    home = Path(tempfile.mkdtemp(prefix="relay-load-")) / "home"
+    home = new_home(prefix="relay-load-")
     envs = [{**join(home, f"w{i}", "1h"), **ENV} for i in range(workers)]
     errors: Counter = Counter()
     sent: list[list[str]] = [[] for _ in range(workers)]
@@ -102,12 +110,13 @@ def cycles(workers: int = 8, n: int = 200, log=print) -> dict:
            "call_median_ms": round(median(durations) * 1000, 1),
            "call_p99_ms": round(pct(durations, 99) * 1000, 1), "problems": problems}
     log("cycles: " + json.dumps(res))
+    cleanup(home, problems)
     return res
 
 
 def dedupe(workers: int = 16, ids: int = 100, change: float = 0.3, seed: int = 7,
            log=print) -> dict:
-    home = Path(tempfile.mkdtemp(prefix="relay-dedupe-")) / "home"
+    home = new_home(prefix="relay-dedupe-")
     a = {**join(home, "a", "1h"), **ENV}
     join(home, "b", "1h")
     idlist = [new_id() for _ in range(ids)]
@@ -158,6 +167,7 @@ def dedupe(workers: int = 16, ids: int = 100, change: float = 0.3, seed: int = 7
     res = {"workers": workers, "ids": ids, "sends": len(results), **dict(outcome),
            "wall_s": round(wall, 1), "problems": problems[:20]}
     log("dedupe: " + json.dumps(res))
+    cleanup(home, problems)
     return res
 
 

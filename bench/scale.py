@@ -187,6 +187,7 @@ def run(n: int = 1_000_000, reps: int = 9, log=print) -> dict:
             log("prune: SKIPPED, `relay prune` does not exist yet")
     finally:
         shutil.rmtree(work.parent, ignore_errors=True)
+        shutil.rmtree(empty.parent, ignore_errors=True)
     return res
 
 
