@@ -537,6 +537,8 @@ def test_prune_keeps_a_tombstone_that_still_replays_and_still_denies(relay, tmp_
 def test_ledger_prune_function_counts_match_what_it_does(relay):
     relay("once", "--key", "a", "--", "true")
     relay("once", "--key", "b", "--", "false")
+    relay("once", "--key", "c", "--", "echo", "c")
+    assert relay("ledger", "resolve", "c", "--outcome", "forget").code == 0
     store = open_store(relay.home)
     try:
         now = clock.now_ms()
@@ -544,12 +546,14 @@ def test_ledger_prune_function_counts_match_what_it_does(relay):
             store.update_ledger("a", {"updated_at": now - 200 * DAY * 1000})
         body = now + 1000
         dry = ledger.prune(store, now, body, dry_run=True)
-        assert dry == {"entries_pruned": 1, "entries_removed": 1,
+        assert dry == {"entries_pruned": 2, "entries_removed": 1,
                        "by_state": {"succeeded": 1}, "dry_run": True}
         assert ledger.prune(store, now, body, batch=1) == {**dry, "dry_run": False}
-        assert [r["key"] for r in store.list_ledger()] == ["b"]
-        assert store.get_ledger("b")["output_pruned_at"] == now
-        assert store.get_ledger("b")["stdout"] is None
+        assert sorted(r["key"] for r in store.list_ledger()) == ["b", "c"]
+        for key in ("b", "c"):  # a forgotten entry's output goes too
+            assert store.get_ledger(key)["output_pruned_at"] == now
+            assert store.get_ledger(key)["stdout"] is None
+        assert store.get_ledger("b")["exit_code"] == 1
     finally:
         store.close()
 

@@ -44,7 +44,8 @@ made with --idempotent; a key used for another command or directory gives key_co
 --approve: a person must first run `relay approve KEY` (or `relay deny KEY`) in their own
 terminal; this call waits up to --timeout (exit 75, not a failure: call again to keep
 waiting). A denied key exits 10 on every call. A key that already ran replays without
-asking.
+asking. A key made with --approve keeps needing approval after a person forgot its entry
+(`relay ledger resolve KEY --outcome forget`), with or without --approve.
 
 --json: stdout carries exactly one JSON document {key, state, argv, cwd, exit_code,
 signal, replayed, stdout, stderr, stdout_bytes, stderr_bytes, stdout_truncated,
@@ -108,8 +109,9 @@ def _entry_fields(obj: dict, now: int) -> list[tuple[str, object]]:
         if obj.get("resolution_note"):
             pairs.append(("resolution note", obj["resolution_note"]))
     if obj.get("output_pruned"):
-        pairs.append(("output", f"removed by `relay prune` at {obj['output_pruned_at']} "
-                      "(the outcome is kept and still replays)"))
+        kept = (" (the outcome is kept and still replays)"
+                if obj["state"] in ("succeeded", "failed") else "")
+        pairs.append(("output", f"removed by `relay prune` at {obj['output_pruned_at']}{kept}"))
     return pairs
 
 

@@ -16,8 +16,6 @@ _LEDGER_COLUMNS = frozenset({
 # States whose entries `prune` may turn into tombstones and later remove: nothing is
 # running or waiting for a person.
 LEDGER_FINAL_STATES = ("succeeded", "failed", "denied", "forgotten")
-# States whose entries carry captured output (the part `prune` drops after the retention).
-LEDGER_OUTPUT_STATES = ("succeeded", "failed")
 
 
 class LedgerSQL:
@@ -69,7 +67,8 @@ class LedgerSQL:
     # dropped. Both work in batches (``limit`` rows) so the write lock is held briefly.
     _DOOMED = (f"state IN ({', '.join(repr(s) for s in LEDGER_FINAL_STATES)}) "
                "AND updated_at < ?")
-    _TRIMMABLE = (f"state IN ({', '.join(repr(s) for s in LEDGER_OUTPUT_STATES)}) "
+    # (an entry has captured output once a run was recorded: stdout_bytes is set)
+    _TRIMMABLE = (f"state IN ({', '.join(repr(s) for s in LEDGER_FINAL_STATES)}) "
                   "AND output_pruned_at IS NULL AND stdout_bytes IS NOT NULL "
                   "AND updated_at < ? AND updated_at >= ?")
 
