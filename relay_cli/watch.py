@@ -33,6 +33,7 @@ class Snapshot:
     unknown: list[dict] = field(default_factory=list)  # newest delivery_unknown requests
     events: list[dict] = field(default_factory=list)  # newest first
     awaiting: list[dict] | None = None  # ledger entries awaiting approval; None: no ledger
+    effect_unknown: list[dict] = field(default_factory=list)  # crashed `relay once` entries
 
 
 def gather(store, now: int, events_limit: int = EVENTS_LIMIT) -> Snapshot:
@@ -54,6 +55,7 @@ def gather(store, now: int, events_limit: int = EVENTS_LIMIT) -> Snapshot:
                     store.list_requests(["delivery_unknown"], None, None, UNKNOWN_LIMIT)]
     snap.events = [_event(e) for e in store.recent_events(events_limit)]
     snap.awaiting = _awaiting(store)
+    snap.effect_unknown = _effect_unknown(store)
     return snap
 
 
@@ -90,15 +92,9 @@ def _event(row) -> dict:
     }
 
 
-def _awaiting(store) -> list[dict] | None:
-    try:
-        from . import ledger
-    except ImportError:
-        return None
-    if not hasattr(ledger, "awaiting"):
-        return None
+def _ledger_rows(entries: list[dict]) -> list[dict]:
     out = []
-    for e in ledger.awaiting(store):
+    for e in entries:
         argv = e.get("argv") if isinstance(e, dict) else None
         out.append({
             "key": e.get("key"),
@@ -107,6 +103,20 @@ def _awaiting(store) -> list[dict] | None:
             "created_at": e.get("created_at"),
         })
     return out
+
+
+def _awaiting(store) -> list[dict]:
+    from . import ledger
+
+    return _ledger_rows(ledger.awaiting(store))
+
+
+def _effect_unknown(store) -> list[dict]:
+    """`relay once` entries whose process is gone before an outcome was recorded."""
+    from . import ledger
+
+    entries = ledger.list_entries(store, ["effect_unknown"])
+    return _ledger_rows([e for e in entries if not e.get("idempotent")])  # those rerun
 
 
 # ---------------------------------------------------------------------------- text
@@ -166,6 +176,10 @@ def render_plain(snap: Snapshot) -> str:
               "relay resolve ID)", ["id", "from", "to", "reason", "since"],
               [[short_id(r["id"]), r["from"], r["to"], r["reason"] or "-", r["since"]]
                for r in snap.unknown], "none")
+    if snap.effect_unknown:
+        table(f"NEEDS A PERSON: effect_unknown ({len(snap.effect_unknown)}; check whether it "
+              "happened, then relay ledger resolve KEY)", ["key", "command", "cwd"],
+              [[a["key"], a["argv"], a["cwd"]] for a in snap.effect_unknown], "none")
     if snap.awaiting is not None:
         table(f"AWAITING APPROVAL ({len(snap.awaiting)}; relay approve KEY / relay deny KEY)",
               ["key", "command", "cwd"],
@@ -240,6 +254,13 @@ def render_rich(snap: Snapshot, footer: str = "q or Ctrl-C: leave", lines: bool 
             ut.add_row(t(short_id(r["id"])), t(r["from"]), t(r["to"]),
                        t(r["reason"] or "-", "bold red"), t(r["since"]))
         parts.append(ut)
+    if snap.effect_unknown:
+        et_ = table(f"needs a person: effect_unknown ({len(snap.effect_unknown)}; check "
+                    "whether it happened, then relay ledger resolve KEY)",
+                    ["key", "command", "cwd"])
+        for a in snap.effect_unknown:
+            et_.add_row(t(a["key"], "bold red"), t(a["argv"]), t(a["cwd"]))
+        parts.append(et_)
     if snap.awaiting:
         at = table(f"awaiting approval ({len(snap.awaiting)}; relay approve KEY / deny KEY)",
                    ["key", "command", "cwd"])
@@ -273,4 +294,5 @@ def json_doc(snap: Snapshot) -> dict:
                              for r in snap.unknown],
         "events": [{**e, "at": clock.iso(e["at"])} for e in snap.events],
         "awaiting_approval": snap.awaiting,
+        "effect_unknown": snap.effect_unknown,
     }

@@ -748,3 +748,16 @@ def test_ledger_show_prints_captured_output_inert(relay):
     assert "--- stdout (" in shown.out and "state" in shown.out
     resolved_wrong = relay("ledger", "resolve", "esc", "--outcome", "maybe")
     assert resolved_wrong.code == 2
+
+
+def test_watch_lists_crashed_entries_as_needing_a_person(relay):
+    assert relay("once", "--key", "lost", "--", "true").code == 0
+    assert relay("once", "--key", "idem", "--idempotent", "--", "true").code == 0
+    _fake_crash(relay, "lost")
+    _fake_crash(relay, "idem")
+    snap = relay("watch")  # not a terminal: one plain snapshot
+    assert snap.code == 0, snap.err
+    assert "NEEDS A PERSON: effect_unknown (1;" in snap.out
+    assert "lost" in snap.out and "idem" not in snap.out
+    doc = relay("watch", "--json").json
+    assert [e["key"] for e in doc["effect_unknown"]] == ["lost"]
