@@ -349,6 +349,7 @@ def _check_contents(store, report: Report, now: int) -> None:
         due = store.count_due(now)
         stale = store.count_stale_drafts(now)
         sessions = store.active_sessions()
+        ledger_unknown, ledger_awaiting = _ledger_needs(store)
     counts = {s: by_state.get(s, 0) for s in STATES}
     report.facts.update(requests_by_state=counts, tombstones=tombstones,
                         delivery_unknown=counts["delivery_unknown"], stale_drafts=stale,
@@ -369,10 +370,31 @@ def _check_contents(store, report: Report, now: int) -> None:
                    "completed|failed|requeue` (never rerun them blindly)")
     else:
         report.add("delivery_unknown", OK, "none need a person")
+    report.facts.update(ledger_effect_unknown=ledger_unknown,
+                        ledger_awaiting_approval=ledger_awaiting)
+    if ledger_unknown:
+        report.add("ledger", WARN,
+                   f"{ledger_unknown} `relay once` entr{'y' if ledger_unknown == 1 else 'ies'} "
+                   "effect_unknown (relay never saw the command end): check whether the effect "
+                   "happened, then `relay ledger resolve KEY`"
+                   + (f"; {ledger_awaiting} awaiting approval" if ledger_awaiting else ""))
+    else:
+        report.add("ledger", OK, "no `relay once` entry needs a person"
+                   + (f"; {ledger_awaiting} awaiting approval (`relay approve KEY`)"
+                      if ledger_awaiting else ""))
     report.add("stale_drafts", OK if not stale else WARN,
                f"{stale} expired unsubmitted drafts" + (" (`relay prune` removes them)"
                                                         if stale else ""))
     _check_peers(report, sessions, now)
+
+
+def _ledger_needs(store) -> tuple[int, int]:
+    """(effect_unknown entries that do not rerun by themselves, entries awaiting approval)."""
+    from . import ledger
+
+    unknown = [e for e in ledger.list_entries(store, ["effect_unknown"])
+               if not e.get("idempotent")]
+    return len(unknown), len(ledger.awaiting(store))
 
 
 def _check_peers(report: Report, sessions, now: int) -> None:

@@ -761,3 +761,15 @@ def test_watch_lists_crashed_entries_as_needing_a_person(relay):
     assert "lost" in snap.out and "idem" not in snap.out
     doc = relay("watch", "--json").json
     assert [e["key"] for e in doc["effect_unknown"]] == ["lost"]
+
+
+def test_doctor_warns_about_crashed_entries(relay):
+    assert relay("once", "--key", "lost", "--", "true").code == 0
+    r = relay("doctor", "--json")
+    check = next(c for c in r.json["checks"] if c["name"] == "ledger")
+    assert check["status"] == "ok"
+    _fake_crash(relay, "lost")
+    r = relay("doctor", "--json")
+    check = next(c for c in r.json["checks"] if c["name"] == "ledger")
+    assert check["status"] == "warn" and "effect_unknown" in check["detail"]
+    assert r.code == 0  # a warning, not a failure
