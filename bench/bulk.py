@@ -118,11 +118,29 @@ def insert(home: Path, n: int, *, now: int, spread_ms: int, states=MIX,
     return counts
 
 
+def cache_dir(n: int, name: str | None = None) -> Path:
+    """Where the cached database of ``n`` requests lives; the name carries a hash of the
+    migrations, so a database made with another schema is never reused."""
+    import hashlib
+
+    from relay_cli.store.migrations import MIGRATIONS
+
+    from .common import CACHE
+
+    schema = hashlib.sha256("\n".join(MIGRATIONS).encode()).hexdigest()[:10]
+    return CACHE / f"{name or f'n{n}'}-{schema}"
+
+
 def cached_home(n: int, name: str | None = None) -> Path:
     """A home with ``n`` bulk requests, built once under the cache directory and reused."""
     from .common import CACHE
 
-    home = CACHE / (name or f"n{n}") / "home"
+    home = cache_dir(n, name) / "home"
+    for stale in CACHE.glob(f"{name or f'n{n}'}-*"):
+        if stale != home.parent:
+            import shutil
+
+            shutil.rmtree(stale, ignore_errors=True)
     marker = home.parent / "ready"
     if marker.exists() and (home / "relay.db").exists():
         return home

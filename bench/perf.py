@@ -55,6 +55,25 @@ def measure(argv: list[str], env: dict, input: bytes | None = None,
     return wall, rss, p.returncode
 
 
+def round_robin(makers: dict, reps: int) -> dict:
+    """Measure every row once per repetition, in turn, so a change in the machine's load
+    during the run hits every row alike; then median wall time and peak memory."""
+    walls: dict = {k: [] for k in makers}
+    rss: dict = {k: [] for k in makers}
+    for i in range(-1, reps):  # -1: warm-up, not counted (page cache; migrates a cached db)
+        for k, make in makers.items():
+            argv, env, inp = make(i)
+            w, m, code = measure(argv, env, inp)
+            if code != 0:
+                raise RuntimeError(f"{k}: {argv} exited {code}")
+            if i >= 0:
+                walls[k].append(w)
+                rss[k].append(m)
+    return {k: {"median_ms": round(median(walls[k]) * 1000, 1),
+                "min_ms": round(min(walls[k]) * 1000, 1),
+                "peak_rss_mib": round(max(rss[k]) / 1024, 1)} for k in makers}
+
+
 def series(make, reps: int) -> dict:
     walls, rss = [], []
     argv, env, inp = make(-1)  # warm-up, not counted (page cache; migrates a cached db)
@@ -105,28 +124,29 @@ def run(reps: int = 21, log=print) -> dict:
     a = join(empty, "a", "1h")
     b = join(empty, "b", "1h")
     env_plain = base_env(empty)
-    rows = {}
-    rows["bare typer (prints only)"] = series(lambda i: (BARE, env_plain, None), reps)
-    rows["relay --version"] = series(lambda i: ([*RELAY, "--version"], env_plain, None), reps)
-    rows["relay send (empty db)"] = series(_send(empty, a), reps)
-    rows["relay claim (empty db)"] = series(
-        lambda i: ([*RELAY, "claim", "--json"], base_env(empty, b), None), reps)
+    makers = {}
+    makers["bare typer (prints only)"] = lambda i: (BARE, env_plain, None)
+    makers["relay --version"] = lambda i: ([*RELAY, "--version"], env_plain, None)
+    makers["relay send (empty db)"] = _send(empty, a)
+    makers["relay claim (empty db)"] = (
+        lambda i: ([*RELAY, "claim", "--json"], base_env(empty, b), None))
     if shutil.which("sqlite3"):
-        rows["sqlite3 CLI, same insert"] = series(_sqlite_insert(empty), reps)
+        makers["sqlite3 CLI, same insert"] = _sqlite_insert(empty)
     ten = _home_copy(bulk.cached_home(10, "n10"))
     hundred_k = _home_copy(bulk.cached_home(100_000, "n100000"))
-    rows["relay list (10 requests)"] = series(
-        lambda i: ([*RELAY, "list", "--json"], base_env(ten), None), reps)
-    rows["relay list (100,000 requests)"] = series(
-        lambda i: ([*RELAY, "list", "--json"], base_env(hundred_k), None), reps)
+    makers["relay list (10 requests)"] = (
+        lambda i: ([*RELAY, "list", "--json"], base_env(ten), None))
+    makers["relay list (100,000 requests)"] = (
+        lambda i: ([*RELAY, "list", "--json"], base_env(hundred_k), None))
     a100 = join(hundred_k, "a", "1h")
-    rows["relay send (100,000 requests)"] = series(_send(hundred_k, a100), reps)
-    big = CACHE / "n1000000" / "home"
-    if (CACHE / "n1000000" / "ready").exists():
+    makers["relay send (100,000 requests)"] = _send(hundred_k, a100)
+    big = bulk.cache_dir(1_000_000, "n1000000") / "home"
+    if (big.parent / "ready").exists():
         a1m = join(big, "a", "1h")
-        rows["relay send (1,000,000 requests)"] = series(_send(big, a1m), reps)
-        rows["relay list (1,000,000 requests)"] = series(
-            lambda i: ([*RELAY, "list", "--json"], base_env(big), None), reps)
+        makers["relay send (1,000,000 requests)"] = _send(big, a1m)
+        makers["relay list (1,000,000 requests)"] = (
+            lambda i: ([*RELAY, "list", "--json"], base_env(big), None))
+    rows = round_robin(makers, reps)
     res["rows"] = rows
     def ratio(x, y, key):
         return round(rows[x][key] / rows[y][key], 2)
@@ -140,9 +160,10 @@ def run(reps: int = 21, log=print) -> dict:
         ("relay send (1,000,000 requests)", "relay send (empty db)", 1.5),
         ("relay list (1,000,000 requests)", "relay list (10 requests)", 1.5),
     ]
-    log(f"{'command':34} {'median wall':>12} {'peak RSS':>10}")
+    log(f"{'command':34} {'median wall':>12} {'fastest':>10} {'peak RSS':>10}")
     for k, v in rows.items():
-        log(f"{k:34} {v['median_ms']:9.1f} ms {v['peak_rss_mib']:7.1f} MiB")
+        log(f"{k:34} {v['median_ms']:9.1f} ms {v['min_ms']:7.1f} ms "
+            f"{v['peak_rss_mib']:7.1f} MiB")
     log("")
     log(f"{'ratio':66} {'wall':>6} {'memory':>7}  goal")
     res["ratios"] = []
