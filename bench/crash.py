@@ -291,6 +291,7 @@ def _retry_once(spec: Spec, home: Path, d: Path, finished: bool) -> list[str]:
         db.close()
     problems = []
     state = row["state"] if row else None
+    ONCE_STATES[state or "no entry"] += 1
     if ran and row is None:
         problems.append("the command ran but no ledger entry was committed before it")
     if ran > 1:
@@ -318,6 +319,8 @@ def _retry_once(spec: Spec, home: Path, d: Path, finished: bool) -> list[str]:
             problems.append(f"first real run: exit {p.returncode}, ran {after} {err[-200:]}")
     return problems
 
+
+ONCE_STATES: Counter = Counter()  # ledger state found after each `once` kill
 
 RETRY = {
     "send": _retry_send, "submit": _retry_send, "claim": _retry_claim,
@@ -356,6 +359,9 @@ def run(commands=COMMANDS, trials: int = 200, seed: int | None = None, root: Pat
             results[name] = {"trials": trials, "phases": dict(phases), "problems": problems,
                              "window_ms": round(spec.calib * 1000), "seconds":
                              round(time.perf_counter() - t0, 1)}
+            if name == "once":
+                results[name]["ledger_after_kill"] = dict(ONCE_STATES)
+                log(f"        ledger entry found after the kill: {dict(ONCE_STATES)}")
             log(f"{name:7} {trials} kills in [0, {spec.calib * 1000:.0f} ms]: "
                 f"{phases['untouched']} before any commit, {phases['committed']} after a "
                 f"commit, {phases['finished']} finished; violations: {len(problems)}")
