@@ -28,7 +28,19 @@ BARE = [sys.executable, str(ROOT / "bench" / "bare_typer.py")]
 
 
 TIME = shutil.which("time") or ("/usr/bin/time" if os.path.exists("/usr/bin/time") else None)
-_RSS_FILE = Path(tempfile.mkstemp(prefix="relay-perf-rss-")[1])
+_RSS: list[Path] = []
+
+
+def _rss_file() -> Path:
+    """One scratch file for GNU time's output, made on first use, removed at exit."""
+    if not _RSS:
+        import atexit
+
+        fd, name = tempfile.mkstemp(prefix="relay-perf-rss-")
+        os.close(fd)
+        _RSS.append(Path(name))
+        atexit.register(lambda: _RSS[0].unlink(missing_ok=True))
+    return _RSS[0]
 
 
 def measure(argv: list[str], env: dict, input: bytes | None = None,
@@ -39,7 +51,7 @@ def measure(argv: list[str], env: dict, input: bytes | None = None,
     its own child counts the memory the child shared with this (larger) process before
     exec, so it has a floor of this process's size. Without GNU time that floor applies.
     """
-    full = [TIME, "-f", "%M", "-o", str(_RSS_FILE), *argv] if TIME else argv
+    full = [TIME, "-f", "%M", "-o", str(_rss_file()), *argv] if TIME else argv
     t0 = time.perf_counter()
     p = subprocess.Popen(full, env=env, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL, cwd=cwd)
@@ -51,7 +63,7 @@ def measure(argv: list[str], env: dict, input: bytes | None = None,
     p.returncode = os.waitstatus_to_exitcode(status)
     rss = ru.ru_maxrss
     if TIME:
-        rss = int(_RSS_FILE.read_text().split()[-1])
+        rss = int(_rss_file().read_text().split()[-1])
     return wall, rss, p.returncode
 
 
