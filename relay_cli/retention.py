@@ -14,11 +14,13 @@ removes the tombstones.
 - Requests that are not final are never touched.
 
 Work happens in batches of ``BATCH`` rows, each its own short ``BEGIN IMMEDIATE``
-transaction, so other relay commands never wait long for the write lock.
+transaction with a pause after it, so other relay commands never wait long for the write
+lock.
 """
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 
 from . import clock, lifecycle
@@ -51,25 +53,15 @@ def prune(store, now: int, older_than_s: int = DEFAULT_RETENTION_S, dry_run: boo
             counts = store.prune_counts(now, body_cutoff, tomb_cutoff)
     else:
         done: Counter = Counter()
-        while True:  # tombstones first, so that the body pass does not touch doomed rows
-            with store.transaction():
-                reqs, events = store.remove_old_tombstones(tomb_cutoff, batch)
+        # tombstones first, so that the body pass does not touch doomed rows
+        for reqs, events in _batches(store, lambda: store.remove_old_tombstones(
+                tomb_cutoff, batch), batch, count=lambda r: r[0]):
             done["tombstones_removed"] += reqs
             done["events_removed"] += events
-            if reqs < batch:
-                break
-        while True:
-            with store.transaction():
-                n = store.prune_bodies(body_cutoff, batch)
+        for n in _batches(store, lambda: store.prune_bodies(body_cutoff, batch), batch):
             done["requests_pruned"] += n
-            if n < batch:
-                break
-        while True:
-            with store.transaction():
-                n = store.remove_drafts(now, body_cutoff, batch)
+        for n in _batches(store, lambda: store.remove_drafts(now, body_cutoff, batch), batch):
             done["drafts_removed"] += n
-            if n < batch:
-                break
         counts = {k: done[k] for k in COUNT_KEYS}
     result = {
         "dry_run": dry_run,
@@ -84,14 +76,27 @@ def prune(store, now: int, older_than_s: int = DEFAULT_RETENTION_S, dry_run: boo
     return result
 
 
+def _batches(store, step, batch: int, count=lambda r: r):
+    """Run ``step`` in its own write transaction until a batch comes back short.
+
+    Between batches prune sleeps as long as the batch held the write lock (5-100 ms), so
+    a command waiting in SQLite's busy handler (which retries every 25-100 ms) gets its
+    turn instead of waiting out its busy timeout behind back-to-back batches.
+    """
+    while True:
+        started = time.monotonic()
+        with store.transaction():
+            result = step()
+        yield result
+        if count(result) < batch:
+            return
+        time.sleep(min(0.1, max(0.005, time.monotonic() - started)))
+
+
 def _prune_ledger(store, now: int, cutoff: int, dry_run: bool, tomb_cutoff: int):
-    """The side-effect ledger's own retention, when that module offers one."""
-    try:
-        from . import ledger
-    except ImportError:
-        return None
-    if not hasattr(ledger, "prune"):
-        return None
+    """The side-effect ledger's own retention."""
+    from . import ledger
+
     counts = ledger.prune(store, now, cutoff, dry_run, tomb_cutoff_ms=tomb_cutoff)
     if counts is None or isinstance(counts, dict):
         return counts
