@@ -261,6 +261,7 @@ def _check_database(home: Path, report: Report, now: int) -> None:
         _guarded(report, "quick_check", lambda: _check_integrity(store, report))
         _guarded(report, "journal_mode", lambda: _check_pragmas(store, report))
         _check_size(store.db.path, report)
+        _guarded(report, "tables", lambda: _check_tables(store, report))
         if usable:
             _guarded(report, "requests", lambda: _check_contents(store, report, now))
     finally:
@@ -386,6 +387,12 @@ def _check_contents(store, report: Report, now: int) -> None:
                f"{stale} expired unsubmitted drafts" + (" (`relay prune` removes them)"
                                                         if stale else ""))
     _check_peers(report, sessions, now)
+
+
+def _check_tables(store, report: Report) -> None:
+    counts = store.table_counts()
+    report.facts["rows_by_table"] = counts
+    report.add("tables", OK, ", ".join(f"{name} {n}" for name, n in counts.items()) or "none")
 
 
 def _ledger_needs(store) -> tuple[int, int]:

@@ -327,3 +327,14 @@ def test_home_path_with_uri_characters_is_read_not_created_elsewhere(tmp_path):
     assert _checks(r)["schema"]["status"] == "ok"
     assert r.json["active_peers"][0]["name"] == "alice"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a#b?c%20d"]
+
+
+def test_doctor_reports_rows_per_table(relay):
+    alice = relay.join("alice")
+    relay.join("bob")
+    assert relay.send(alice, "bob", "x").code == 0
+    r = relay("doctor", "--json")
+    assert r.json["rows_by_table"]["requests"] == 1
+    assert r.json["rows_by_table"]["peers"] == 2
+    check = next(c for c in r.json["checks"] if c["name"] == "tables")
+    assert check["status"] == "ok" and "requests 1" in check["detail"]

@@ -44,6 +44,13 @@ class OpsSQL:
         return [r[0] for r in self.db.all(
             "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
 
+    def table_counts(self) -> dict[str, int]:
+        """Rows per table (for `doctor`), through sqlite-utils' table introspection."""
+        import sqlite_utils
+
+        db = sqlite_utils.Database(self.db.conn, recursive_triggers=False)
+        return {table.name: table.count for table in db.tables}
+
     def count_tombstones(self) -> int:
         return self.db.scalar("SELECT count(*) FROM requests WHERE pruned = 1")
 
