@@ -359,12 +359,12 @@ def run(commands=COMMANDS, trials: int = 200, seed: int | None = None, root: Pat
             results[name] = {"trials": trials, "phases": dict(phases), "problems": problems,
                              "window_ms": round(spec.calib * 1000), "seconds":
                              round(time.perf_counter() - t0, 1)}
-            if name == "once":
-                results[name]["ledger_after_kill"] = dict(ONCE_STATES)
-                log(f"        ledger entry found after the kill: {dict(ONCE_STATES)}")
             log(f"{name:7} {trials} kills in [0, {spec.calib * 1000:.0f} ms]: "
                 f"{phases['untouched']} before any commit, {phases['committed']} after a "
                 f"commit, {phases['finished']} finished; violations: {len(problems)}")
+            if name == "once":
+                results[name]["ledger_after_kill"] = dict(ONCE_STATES)
+                log(f"        ledger entry found after the kill: {dict(ONCE_STATES)}")
             for p in problems[:10]:
                 log(f"        {p}")
     finally:
