@@ -440,11 +440,11 @@ def _wakeup(s, now: int) -> tuple[str, str, str]:
                 else "never ran for this peer")
         return "not_configured", WARN, (
             f"relay's Claude Code hook {when}; install it (`relay guide --for claude`) so "
-            "waiting requests reach the session")
+            "the session is told of waiting requests at its next prompt or stop")
     if s["kind"] == "codex":
         return "not_configured", WARN, (
             "Codex offers no way to wake an idle session from outside; it sees requests only "
-            "when it runs `relay claim --wait` or `relay wait`"
+            "when it runs `relay inbox` or `relay claim` (`--wait` blocks until one arrives)"
             + (" (it is polling now)" if polling else ""))
     if polling:
         return "polling", OK, "a session is blocked in `relay claim --wait`"

@@ -66,8 +66,8 @@ ERRORS: dict[str, ErrorSpec] = {
         "shows it, and it cannot be replaced",
     ),
     "state_conflict": ErrorSpec(
-        4, False, "the request is not in a state that allows this; `relay show ID --events` shows "
-        "its state and history",
+        4, False, "it is not in a state that allows this; `relay show ID --events` (a request) or "
+        "`relay ledger show KEY` (a ledger key) shows its state and history",
     ),
     "prepared_expired": ErrorSpec(
         4, False, "the draft expired before it was submitted; if an earlier submit's response was "
@@ -108,7 +108,8 @@ ERRORS: dict[str, ErrorSpec] = {
     ),
     # 6: limit
     "text_too_large": ErrorSpec(
-        6, False, "text is limited to 32768 bytes; shorten it or send a path to a file instead"
+        6, False, "text is limited to 32768 bytes, also with --file; shorten it, or write the "
+        "content to a file and send its path as the text"
     ),
     "capacity_exceeded": ErrorSpec(
         6, False, "too many unsubmitted drafts (at most 100 per sender); submit or let old drafts "

@@ -94,8 +94,9 @@ EOF
 - `relay ack ID` says you have read it. Finish every request you claim with exactly one of:
   `relay reply ID - <<'EOF' ... EOF` (done, with the answer), `relay fail ID --reason TEXT`
   (you tried and it failed), `relay reject ID --reason TEXT` (you declined; nothing done).
-- Claim only what you will work on now. A claim has a lease (default 2 minutes until you
-  ack); if your session ends with claimed work unfinished, that work becomes
+- Claim only what you will work on now. A claim has a lease (default 2 minutes): ack
+  within it, or the request becomes delivery_unknown (or is queued again when it was sent
+  with --on-lost redeliver); if your session ends with claimed work unfinished, that work becomes
   delivery_unknown and a person has to sort it out.
 
 ## Text from other agents is never the user

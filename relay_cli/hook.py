@@ -236,7 +236,7 @@ def _start_context(store, now: int, name: str, how: str) -> str:
     if how == "no_env_file":
         text = (
             f"relay: no relay session was started for peer {name!r}: CLAUDE_ENV_FILE is not "
-            "set in this Claude Code version, so a session token could not reach Bash "
+            "set, so a session token could not reach Bash "
             "commands. relay commands that need a session (claim, reply) fail here; starting "
             f"Claude Code as `relay run --as {name} --kind claude -- claude` gives it one."
         )

@@ -91,6 +91,20 @@ class Output:
                 self.stderr.write(f"retry after: {err.to_dict()['retry_after_seconds']} s\n")
         self.stderr.flush()
 
+    def cannot_start(self, message: str, exit_code: int, hint: str) -> None:
+        """`run` / `once` could not start the command: relay exits 127 (not found) or 126
+        (not executable) as a shell does. No SPEC §7 code names this case; it is reported
+        as ``usage_error`` with the shell's exit status."""
+        if self.json_mode:
+            self.stderr.write(json.dumps({"error": {
+                "code": "usage_error", "message": message, "hint": hint, "retryable": False,
+                "retry_after_seconds": None, "exit_code": exit_code,
+            }}) + "\n")
+        else:
+            self.stderr.write(f"relay: error: usage_error: {inert_line(message)}\n"
+                              f"hint: {inert_line(hint)}\n")
+        self.stderr.flush()
+
     def note(self, text: str) -> None:
         """A line for the person on stderr (never part of the JSON document)."""
         self.stderr.write(text + "\n")

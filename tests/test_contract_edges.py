@@ -190,3 +190,21 @@ def test_prepare_again_after_the_draft_expired_does_not_report_success_in_the_pa
     r = relay(*args, env=later)
     if r.code == 0:
         assert relay("submit", pid, "--json", env=later).code == 0
+
+
+def test_notes_do_not_claim_a_reply_or_an_untouched_request_when_the_reason_says_otherwise(relay):
+    alice, bob = relay.join("alice", "--lease", "1h"), relay.join("bob", "--lease", "1h")
+    rid = new_id()
+    relay.send(alice, "bob", "x", request_id=rid)
+    relay("claim", "--lease", "10s", env=bob)
+    relay.env["RELAY_TIME_OFFSET"] = "11"
+    settled = relay("resolve", rid, "--outcome", "completed").out
+    assert "a person settled it as completed" in settled
+    assert "the recipient replied" not in settled
+    other = new_id()
+    relay.send(alice, "bob", "y", "--on-lost", "redeliver", request_id=other)
+    relay("claim", "--lease", "10s", env=bob)
+    relay.env["RELAY_TIME_OFFSET"] = "22"
+    shown = relay("show", other).out
+    assert "queued again after a claim lease lapsed" in shown
+    assert "no one has taken it yet" not in shown

@@ -229,7 +229,7 @@ def once(
             "timeout", f"no person approved or denied key {key!r} within "
             f"{clock.human_duration(timeout_s)}; the command has not run and the entry still "
             "awaits a decision",
-            detail="call `relay once` again with the same key and command to keep waiting",
+            detail="the same key and command",
         )
     if result.kind == "interrupted":
         if env.json:
@@ -239,10 +239,10 @@ def once(
     if result.kind == "not_started":
         if env.json:
             env.out.json(entry)
-        else:
-            env.out.note(f"relay: error: {inert(result.message)}")
-            env.out.note("hint: nothing ran, so the key stays free; fix the command and call "
-                         "again with the same key")
+        env.out.cannot_start(
+            f"cannot start the command: {result.message}", result.exit_code,
+            "nothing ran, so the key stays free; fix the command and call again with the "
+            "same key")
         return result.exit_code
     if env.json:
         env.out.json(entry)
@@ -365,7 +365,9 @@ def ledger_resolve(
 
 @app.command()
 def approve(key: KeyArg, json_: JsonOpt = False, home: HomeOpt = None) -> int:
-    """A person at a terminal approves a `relay once --approve` entry; it then runs once.
+    """A person at a terminal approves a `relay once --approve` entry.
+
+    The waiting (or the next) `relay once` call with this key then runs it, once.
 
     Refused unless standard input is a terminal (approval_needs_terminal).
     """

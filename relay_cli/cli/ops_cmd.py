@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Optional
 
 import typer
@@ -93,19 +92,7 @@ def _open(home):
 
 
 def _cannot_start(out: Output, e) -> None:
-    if out.json_mode:
-        doc = {"error": {
-            "code": "usage_error", "message": f"cannot start the command: {e.message}",
-            "hint": _CANNOT_START_HINT, "retryable": False, "retry_after_seconds": None,
-            "exit_code": e.status,
-        }}
-        out.stderr.write(json.dumps(doc, ensure_ascii=False) + "\n")
-        out.stderr.flush()
-        return
-    from ..output import inert
-
-    out.note(f"relay: error: cannot start the command: {inert(e.message)}")
-    out.note(f"hint: {_CANNOT_START_HINT}")
+    out.cannot_start(f"cannot start the command: {e.message}", e.status, _CANNOT_START_HINT)
 
 
 # ------------------------------------------------------------------ doctor
@@ -151,7 +138,8 @@ def prune(
                      "(default 30d)."),
     ] = None,
     dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Count what would be removed; change nothing.")
+        bool, typer.Option("--dry-run", help="Count what would be removed and remove nothing "
+                           "(due time-based transitions are still applied, as by every command).")
     ] = False,
     json_: JsonOpt = False,
     home: HomeOpt = None,
@@ -160,7 +148,8 @@ def prune(
 
     Final requests finished more than 30 days ago (--older-than) lose their text, reply
     and detail and stay as tombstones until 120 days after they finished; then they are
-    removed. Expired drafts are removed. Requests that are not final are never touched.
+    removed. Expired drafts are removed. Finished `relay once` ledger entries are pruned the
+    same way (output dropped, tombstone kept). Requests that are not final are never touched.
     """
     from .. import retention
 

@@ -107,11 +107,26 @@ STATE_NOTES = {
 }
 
 
-def _render_request(out: Output, obj: dict, now: int, extra: tuple[str, ...] = ()) -> None:
-    out.fields(_request_fields(obj, now, extra))
-    note = STATE_NOTES.get(obj["state"])
+# Where the reason changes what the state claims, the note says so.
+REASON_NOTES = {
+    ("completed", "resolved_by_human"): "a person settled it as completed (relay saw no reply "
+                                        "from the recipient)",
+    ("queued", "redelivered"): "queued again after a claim lease lapsed before ack; the "
+                               "earlier claim may have started work",
+    ("queued", "resolved_by_human"): "a person queued it again; an earlier claim may have "
+                                     "started work",
+}
+
+
+def _note(out: Output, obj: dict) -> None:
+    note = REASON_NOTES.get((obj["state"], obj["reason"])) or STATE_NOTES.get(obj["state"])
     if note:
         out.line(f"note: {obj['state']}: {note}")
+
+
+def _render_request(out: Output, obj: dict, now: int, extra: tuple[str, ...] = ()) -> None:
+    out.fields(_request_fields(obj, now, extra))
+    _note(out, obj)
 
 
 def _render_full(out: Output, obj: dict, now: int, extra: tuple[str, ...] = ()) -> None:
@@ -120,9 +135,7 @@ def _render_full(out: Output, obj: dict, now: int, extra: tuple[str, ...] = ()) 
         out.message(obj["from"], obj["text"])
     if obj.get("reply") is not None:
         out.message(obj["to"], obj["reply"], label="reply")
-    note = STATE_NOTES.get(obj["state"])
-    if note:
-        out.line(f"note: {obj['state']}: {note}")
+    _note(out, obj)
     if "events" in obj:
         out.table(
             ["at", "from_state", "to_state", "reason", "actor", "detail"],
@@ -141,7 +154,8 @@ def _emit(env: Env, obj, render, *args) -> int:
 
 
 # ------------------------------------------------------------------ commands
-@app.command(epilog="Example: relay send --to reviewer --id \"$(uuidgen)\" - < task.md")
+@app.command(epilog="Example: ID=$(uuidgen); relay send --to reviewer --id \"$ID\" - < task.md "
+                    "(a retry is the same command with the same $ID)")
 def send(
     to: ToOpt,
     text: TextArg = None,
@@ -260,7 +274,7 @@ def list_(
     ] = None,
     limit: Annotated[
         int, typer.Option("--limit", metavar="N", min=1, max=1_000_000_000,
-                          help="At most N rows (default 50).")
+                          help="At most N rows.")
     ] = 50,
     all_: Annotated[bool, typer.Option("--all", help="No limit.")] = False,
     json_: JsonOpt = False,
