@@ -89,7 +89,6 @@ TRANSITIONS: tuple[Transition, ...] = (
 )
 
 _BY_KEY = {(t.from_state, t.event): t for t in TRANSITIONS}
-EVENTS = tuple(dict.fromkeys(t.event for t in TRANSITIONS))
 
 
 def transition(from_state: str | None, event: str) -> Transition:

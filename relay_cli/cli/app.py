@@ -68,6 +68,15 @@ def lazy_module(name: str):
     parent, _, child = name.rpartition(".")
     setattr(sys.modules[parent], child, module)
     return module
+KindOpt = Annotated[
+    Optional[str],
+    typer.Option("--kind", metavar="K",
+                 help="claude, codex, gemini, aider, human, script or other."),
+]
+SessionLeaseOpt = Annotated[
+    Optional[str],
+    typer.Option("--lease", metavar="D", help="Session lease (10s-24h, default 45s)."),
+]
 
 
 def _env(name: str) -> str | None:

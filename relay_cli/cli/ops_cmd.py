@@ -9,7 +9,7 @@ import typer
 from .. import clock, peers
 from ..errors import RelayError
 from ..output import Output
-from .app import Env, HomeOpt, JsonOpt, app, duration
+from .app import Env, HomeOpt, JsonOpt, KindOpt, SessionLeaseOpt, app, duration
 
 # ------------------------------------------------------------------ run
 _CANNOT_START_HINT = (
@@ -30,15 +30,8 @@ def run_(
         Optional[str],
         typer.Option("--as", metavar="NAME", help="The peer name to join as (required)."),
     ] = None,
-    kind: Annotated[
-        Optional[str],
-        typer.Option("--kind", metavar="K",
-                     help="claude, codex, gemini, aider, human, script or other."),
-    ] = None,
-    lease: Annotated[
-        Optional[str],
-        typer.Option("--lease", metavar="D", help="Session lease (10s-24h, default 45s)."),
-    ] = None,
+    kind: KindOpt = None,
+    lease: SessionLeaseOpt = None,
     json_: Annotated[
         bool, typer.Option("--json", help="Print relay's own errors as one JSON line on stderr "
                            "(stdout always belongs to CMD).")

@@ -3,24 +3,29 @@
 from __future__ import annotations
 
 import shlex
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 from .. import clock, peers
 from ..output import iso_age, iso_left
-from .app import AsOpt, Env, HomeOpt, JsonOpt, SessionOpt, app, duration
+from .app import (
+    AsOpt,
+    Env,
+    HomeOpt,
+    JsonOpt,
+    KindOpt,
+    SessionLeaseOpt,
+    SessionOpt,
+    app,
+    duration,
+)
 
 peers_app = typer.Typer(help="Peers (named participants) and their sessions.",
                         no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(peers_app, name="peers")
 
 NameArg = Annotated[str, typer.Argument(metavar="NAME", help="Peer name, e.g. claude-1.")]
-KindOpt = Annotated[
-    Optional[str],
-    typer.Option("--kind", metavar="K",
-                 help="claude, codex, gemini, aider, human, script or other."),
-]
 
 
 def _render_peer(env: Env, obj: dict) -> None:
@@ -40,10 +45,7 @@ def _render_peer(env: Env, obj: dict) -> None:
 def join(
     name: NameArg,
     kind: KindOpt = None,
-    lease: Annotated[
-        Optional[str],
-        typer.Option("--lease", metavar="D", help="Session lease (10s-24h, default 45s)."),
-    ] = None,
+    lease: SessionLeaseOpt = None,
     shell: Annotated[
         bool, typer.Option("--shell", help="Print `export` lines to eval.")
     ] = False,

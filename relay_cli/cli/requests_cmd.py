@@ -325,10 +325,9 @@ def wait(
     request_id = lifecycle.validate_id(id_)
     timeout_s = duration(timeout, clock.WAIT, "--timeout", lifecycle.DEFAULT_WAIT_S)
     with env.unit(write=False):
-        name, token = env.identity()
-        caller = env.caller(need_name=False) if token else None
+        _, token = env.identity()
+        caller = env.caller(need_name=False) if token else None  # only to renew its lease
         lifecycle.get(env.store, request_id)
-    del name
     code, obj = lifecycle.wait(env.store, caller, request_id, timeout_s)
     _emit(env, obj, _render_full)
     if code == 75:

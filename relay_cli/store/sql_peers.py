@@ -39,12 +39,6 @@ class PeersSQL:
     def session_by_token_hash(self, token_hash: str) -> Row | None:
         return self.db.one("SELECT * FROM sessions WHERE token_hash = ?", (token_hash,))
 
-    def session_by_agent_id(self, agent_session_id: str) -> Row | None:
-        return self.db.one(
-            "SELECT * FROM sessions WHERE agent_session_id = ? ORDER BY created_at DESC LIMIT 1",
-            (agent_session_id,),
-        )
-
     def active_session(self, peer: str) -> Row | None:
         return self.db.one(
             "SELECT * FROM sessions WHERE peer = ? AND state = 'active' "
