@@ -11,7 +11,7 @@ USAGE = """usage: python -m bench SUBCOMMAND [options]   (from the project root)
   load     8 x 200 send/claim/ack/reply/wait cycles; 16 x 100 id retries
   scale    send/claim/show/list at 1,000,000 requests vs empty; sweep/prune lock holds
   latency  wake-up latency of wait and claim --wait; CPU while blocked  (--trials 200)
-  perf     issue 2: relay vs bare Typer, vs sqlite3, list 100k vs 10, empty vs full
+  perf     relay vs bare Typer, vs sqlite3, list 100k vs 10, empty vs full
   all      every one of the above with its default (full) sizes
 
 Each subcommand takes --help for its options.

@@ -3,7 +3,7 @@
 For each command a template home is built once (through the real relay, plus bulk rows
 for sweep and prune); every trial copies it, starts the real ``relay`` process, kills it
 with SIGKILL after a random delay drawn uniformly from [0, its uninterrupted run time],
-then checks the invariants of SPEC §1 (``common.check_db``) and the command's own retry
+then checks the invariants of design.md §1 (``common.check_db``) and the command's own retry
 rule. ``python -m bench crash --trials 200`` is the full run.
 """
 

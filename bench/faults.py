@@ -1,7 +1,7 @@
 """Fault injection: full disk, read-only state directory, a long lock, a WAL left by a kill.
 
 Each function builds its own situation, runs the real relay, and returns a dict of what it
-saw plus a list of ``problems`` (empty when relay behaved as SPEC §2/§7/§9 say). Mounting
+saw plus a list of ``problems`` (empty when relay behaved as design.md §2/§7/§9 say). Mounting
 needs root and a kernel that lets this process mount; ``MountUnavailable`` says when not.
 """
 

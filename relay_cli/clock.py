@@ -1,4 +1,4 @@
-"""The one clock (SPEC §8). Everything in relay asks ``now_ms()`` what time it is.
+"""The one clock (design.md §8). Everything in relay asks ``now_ms()`` what time it is.
 
 ``RELAY_TIME_OFFSET=SECONDS`` (negative or fractional allowed) shifts the clock, so tests
 and rehearsals move time instead of sleeping. Times are integer milliseconds since the
@@ -54,7 +54,7 @@ def parse_iso(text: str) -> int:
 _DURATION = re.compile(r"^(\d{1,9})([smhd]?)$")
 _UNIT = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
-# The ranges of SPEC §6, in seconds: (low, high)
+# The ranges of design.md §6, in seconds: (low, high)
 TTL = (30, 7 * 86400)
 REPLY_WITHIN = (30, 7 * 86400)
 CLAIM_LEASE = (10, 3600)

@@ -1,4 +1,4 @@
-"""`relay doctor`: a health report of the state directory and database (SPEC §11).
+"""`relay doctor`: a health report of the state directory and database (design.md §11).
 
 Doctor creates nothing and writes nothing to the database: it opens relay.db read-only
 (as an immutable file when no -wal/-shm exist, so SQLite creates none), applies no due transitions and renews no lease. It keeps going when

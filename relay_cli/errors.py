@@ -1,4 +1,4 @@
-"""The error taxonomy (SPEC §7): every failure relay reports is one of these codes.
+"""The error taxonomy (design.md §7): every failure relay reports is one of these codes.
 
 Each code has one exit code, one retryable flag and one fixed hint that tells an agent
 what to do next. Raising an error anywhere is one line: ``raise RelayError("busy")``.

@@ -1,4 +1,4 @@
-"""`relay hook claude`: relay's Claude Code command hook (SPEC §12).
+"""`relay hook claude`: relay's Claude Code command hook (design.md §12).
 
 Formats followed: the Claude Code hooks reference, https://code.claude.com/docs/en/hooks,
 in the text of 2026-10-03 (it describes Claude Code up to v2.1.268). From it:

@@ -1,4 +1,4 @@
-"""`relay run`: run an agent (or any command) inside a relay session (SPEC §6).
+"""`relay run`: run an agent (or any command) inside a relay session (design.md §6).
 
 join -> start CMD with RELAY_PEER / RELAY_SESSION / RELAY_HOME -> renew the lease from a
 background thread while CMD runs -> leave when CMD ends (its claimed, unfinished work

@@ -1,4 +1,4 @@
-"""The side-effect ledger (SPEC §10): run a shell command at most once per key.
+"""The side-effect ledger (design.md §10): run a shell command at most once per key.
 
 Plain functions over a store. ``once`` is the whole of `relay once`: the idempotency gate
 (did I already do this?) first, then the approval gate (should I do this?), then the run.
@@ -20,7 +20,7 @@ A person's decision stays a person's: for an entry made with --approve (or denie
 `ledger resolve` refuses unless standard input is a terminal (approval_needs_terminal),
 exactly like `relay approve` and `relay deny`.
 
-Retention (`relay prune`, the rule of SPEC §4 for requests): a final entry (succeeded,
+Retention (`relay prune`, the rule of design.md §4 for requests): a final entry (succeeded,
 failed, denied, forgotten) whose state is older than the retention (default 30 days, by
 ``updated_at``: when it reached that state) loses only its captured stdout/stderr
 (``output_pruned_at`` is set); the rest stays as a tombstone, so a late retry still
@@ -101,7 +101,7 @@ def canonical_argv(argv: list[str]) -> str:
 
 
 def fingerprint(argv: list[str], cwd: str) -> str:
-    """SHA-256 over the canonical JSON of ``[argv, cwd]`` (SPEC §10)."""
+    """SHA-256 over the canonical JSON of ``[argv, cwd]`` (design.md §10)."""
     import hashlib
 
     doc = json.dumps([list(argv), cwd], ensure_ascii=True, separators=(",", ":"))
@@ -859,7 +859,7 @@ PRUNE_BATCH = 500
 
 def prune(store, now_ms: int, cutoff_ms: int, dry_run: bool = False,
           tomb_cutoff_ms: int | None = None, batch: int = PRUNE_BATCH) -> dict:
-    """The ledger's retention (the rule of SPEC §4 for request tombstones).
+    """The ledger's retention (the rule of design.md §4 for request tombstones).
 
     Final entries (succeeded, failed, denied, forgotten) that reached their state
     (``updated_at``) before ``tomb_cutoff_ms`` are removed; those that did so before

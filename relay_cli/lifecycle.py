@@ -1,4 +1,4 @@
-"""The request lifecycle (SPEC §4–§6) as plain functions over a store.
+"""The request lifecycle (design.md §4–§6) as plain functions over a store.
 
 Every function here runs inside a transaction that ``unit()`` opened, after the due
 time-based transitions were applied, and either completes or raises a ``RelayError``
@@ -47,7 +47,7 @@ def validate_id(value: str, what: str = "id") -> str:
 
 
 def validate_text(data: str | bytes, what: str = "text") -> str:
-    """UTF-8, 1..32768 bytes, no NUL (SPEC §4). Returns the text."""
+    """UTF-8, 1..32768 bytes, no NUL (design.md §4). Returns the text."""
     if isinstance(data, str):
         try:
             raw = data.encode("utf-8")
@@ -124,7 +124,7 @@ def person() -> str:
 
 # --------------------------------------------------------------------------- serializer
 def request_object(row, *, text: bool = False, reply: bool = False) -> dict:
-    """The one public shape of a request (SPEC §7). Every command that prints one uses it."""
+    """The one public shape of a request (design.md §7). Every command that prints one uses it."""
     obj = {
         "id": row["id"],
         "from": row["from_peer"],
@@ -176,7 +176,7 @@ def next_due(store) -> int | None:
 
 
 def apply_due(store, now: int, limit: int | None = None) -> Counter:
-    """Apply every due time-based transition in deadline order (SPEC §5).
+    """Apply every due time-based transition in deadline order (design.md §5).
 
     At equal times a request's own deadline comes before its claiming session's. With
     ``limit``, stop after about that many (callers loop, one transaction per batch).
@@ -630,7 +630,7 @@ def poll(store, check, timeout_s: float, on_tick=None, sleep=time.sleep):
 
 
 class LeaseKeeper:
-    """Renews a session's lease while one of its commands is blocked (SPEC §3)."""
+    """Renews a session's lease while one of its commands is blocked (design.md §3)."""
 
     def __init__(self, store, caller: Caller, polling_until: float | None = None) -> None:
         self.store = store

@@ -1,4 +1,4 @@
-"""`relay notices` (SPEC §12): each finished request is reported to its sender once.
+"""`relay notices` (design.md §12): each finished request is reported to its sender once.
 
 Reading the notices marks them seen (``requests.notified_at``), so this is a write
 command: it runs in a write transaction, refuses a superseded or lapsed session like any

@@ -1,4 +1,4 @@
-"""Rendering (SPEC §7): one JSON document, or human output that keeps peer text inert.
+"""Rendering (design.md §7): one JSON document, or human output that keeps peer text inert.
 
 Human output is rich (tables, colour) on a terminal and plain text otherwise or under
 ``NO_COLOR``. ``rich`` is imported only when a terminal actually needs it.
@@ -93,7 +93,7 @@ class Output:
 
     def cannot_start(self, message: str, exit_code: int, hint: str) -> None:
         """`run` / `once` could not start the command: relay exits 127 (not found) or 126
-        (not executable) as a shell does. No SPEC §7 code names this case; it is reported
+        (not executable) as a shell does. No design.md §7 code names this case; it is reported
         as ``usage_error`` with the shell's exit status."""
         if self.json_mode:
             self.stderr.write(json.dumps({"error": {

@@ -1,4 +1,4 @@
-"""Peers, sessions and the caller's identity (SPEC §3)."""
+"""Peers, sessions and the caller's identity (design.md §3)."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def identify(store, name: str | None, token: str | None, *, need_name: bool = Tr
     """Resolve ``--as``/``--session`` into a Caller: ``no_identity`` / ``invalid_session``.
 
     Session *state* (superseded, lapsed) is not judged here; see ``require_live``, which
-    SPEC §5 orders after dedupe.
+    design.md §6 orders after dedupe.
     """
     if name is not None:
         validate_name(name, "--as")
@@ -100,7 +100,7 @@ def reload(store, caller: Caller) -> Caller:
 
 
 def require_live(store, caller: Caller) -> None:
-    """The session-state stage of SPEC §5: peer_superseded, lease_expired, session_required."""
+    """The session-state stage of design.md §6: peer_superseded, lease_expired, session_required."""
     if caller.session is not None:
         if caller.status == "superseded":
             raise RelayError(
@@ -129,7 +129,7 @@ def require_session(store, caller: Caller) -> None:
 
 
 def renew(store, caller: Caller, now: int) -> None:
-    """A successful call of an active session renews its lease (SPEC §3)."""
+    """A successful call of an active session renews its lease (design.md §3)."""
     if caller.session is not None and caller.status == "active":
         store.renew_session(caller.session["id"], now + caller.session["lease_seconds"] * 1000)
         store.touch_peer(caller.name, now)
@@ -198,7 +198,7 @@ def leave(store, caller: Caller, now: int) -> dict:
 
 
 def wakeup(store, name: str, now: int) -> str:
-    """Advisory (SPEC §6): hook seen in the last 10 min, a session polling, else none."""
+    """Advisory (design.md §6): hook seen in the last 10 min, a session polling, else none."""
     peer = store.get_peer(name)
     if peer is not None and peer["hook_seen_at"] and peer["hook_seen_at"] >= now - HOOK_RECENT_MS:
         return "hook"
@@ -208,7 +208,7 @@ def wakeup(store, name: str, now: int) -> str:
 
 
 def peer_object(store, name: str, now: int) -> dict:
-    """The one public shape of a peer (SPEC §6)."""
+    """The one public shape of a peer (design.md §6)."""
     peer = store.get_peer(name)
     session = store.active_session(name)
     return {

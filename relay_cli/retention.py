@@ -1,4 +1,4 @@
-"""Retention (SPEC §4): `relay prune` turns old final requests into tombstones and later
+"""Retention (design.md §4): `relay prune` turns old final requests into tombstones and later
 removes the tombstones.
 
 - A final request whose ``finished_at`` is older than the retention (default 30 days)

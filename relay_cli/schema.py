@@ -18,7 +18,7 @@ from .states import FINAL_STATES, MEANING, OPEN_STATES, STATES, TRANSITIONS
 
 SCHEMA_VERSION = 1
 
-# What each exit status means (SPEC §7). Which error codes use it comes from ERRORS.
+# What each exit status means (design.md §7). Which error codes use it comes from ERRORS.
 EXIT_STATUS: dict[int, str] = {
     0: "ok",
     1: "internal error (a bug in relay)",
@@ -33,7 +33,7 @@ EXIT_STATUS: dict[int, str] = {
     75: "not yet or busy: retryable (a timeout is not a failure)",
 }
 
-# The environment variables relay reads (SPEC §2, §3, §4, §7, §8).
+# The environment variables relay reads (design.md §2, §3, §4, §7, §8).
 ENVIRONMENT: dict[str, str] = {
     "RELAY_HOME": "State directory (default: the per-user state dir, on Linux "
                   "~/.local/state/relay). --home overrides it.",

@@ -1,4 +1,4 @@
-"""The request state machine of SPEC §5, as data.
+"""The request state machine of design.md §5, as data.
 
 ``TRANSITIONS`` is the only place that says which event moves a request from which state
 to which state with which reason. The lifecycle code consults it, the docs and
@@ -20,7 +20,7 @@ FINAL_STATES = frozenset(
 )
 OPEN_STATES = tuple(s for s in STATES if s not in FINAL_STATES)
 
-# What each state claims, and what it does not (SPEC §5), for help texts and docs.
+# What each state claims, and what it does not (design.md §5), for help texts and docs.
 MEANING = {
     "queued": ("accepted durably; no one has taken it", "that the recipient is alive"),
     "delivered": ("a session of the recipient took it with `claim`", "that the model read it"),

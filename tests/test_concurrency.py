@@ -1,4 +1,4 @@
-"""Real parallel processes (SPEC §9): dedupe and claims are atomic."""
+"""Real parallel processes (design.md §9): dedupe and claims are atomic."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Edge cases of SPEC §1–§9 found by a cold review of the core, one test each."""
+"""Edge cases of design.md §1–§9 found by a cold review of the core, one test each."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ def _lease(relay, name: str, env: dict | None = None) -> str:
 
 # --------------------------------------------------------------- §7 untrusted text
 def test_newline_in_fail_reason_cannot_fake_relay_lines(relay):
-    """SPEC §7: peer text must not be able to fake relay's own lines in human output."""
+    """design.md §7: peer text must not be able to fake relay's own lines in human output."""
     alice, bob = relay.join("alice", "--lease", "1h"), relay.join("bob", "--lease", "1h")
     rid = new_id()
     assert relay.send(alice, "bob", "work", request_id=rid).code == 0
@@ -30,7 +30,7 @@ def test_newline_in_fail_reason_cannot_fake_relay_lines(relay):
 
 
 def test_bidi_marks_in_text_are_made_visible(relay):
-    """SPEC §7: control characters made visible; U+200E/U+200F/U+061C are bidi controls."""
+    """design.md §7: control characters made visible; U+200E/U+200F/U+061C are bidi controls."""
     alice, bob = relay.join("alice", "--lease", "1h"), relay.join("bob", "--lease", "1h")
     rid = new_id()
     assert relay.send(alice, "bob", "a\u200fb\u200ec\u061cd", request_id=rid).code == 0
@@ -84,7 +84,7 @@ def test_first_open_racing_another_first_open_is_not_database_corrupt(relay, mon
 
 # --------------------------------------------------------------- §3 lease renewal
 def test_duplicate_send_by_active_session_renews_its_lease(relay):
-    """SPEC §3: every call of the session that succeeds (exit 0) renews the lease."""
+    """design.md §3: every call of the session that succeeds (exit 0) renews the lease."""
     alice = relay.join("alice", "--lease", "60")
     relay.join("bob", "--lease", "1h")
     rid = new_id()
@@ -97,7 +97,7 @@ def test_duplicate_send_by_active_session_renews_its_lease(relay):
 
 
 def test_duplicate_ack_by_claiming_session_renews_its_lease(relay):
-    """SPEC §3: `ack` is idempotent and exits 0, so it renews like any successful call."""
+    """design.md §3: `ack` is idempotent and exits 0, so it renews like any successful call."""
     alice = relay.join("alice", "--lease", "1h")
     bob = relay.join("bob", "--lease", "60")
     rid = new_id()
@@ -160,7 +160,7 @@ def test_out_of_range_time_offset_is_not_an_internal_error(relay):
 
 # --------------------------------------------------------------- §5 check order
 def test_ghost_submit_of_another_peers_request_is_superseded_before_not_owner(relay):
-    """SPEC §5 order: session state (peer_superseded) is checked before ownership."""
+    """design.md §6 order: session state (peer_superseded) is checked before ownership."""
     alice = relay.join("alice", "--lease", "1h")
     bob_old = relay.join("bob", "--lease", "1h")
     relay.join("bob", "--lease", "1h")  # supersedes bob_old

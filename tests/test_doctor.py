@@ -1,4 +1,4 @@
-"""`relay doctor`: every check of SPEC §11, on healthy and on broken homes (SPEC §2)."""
+"""`relay doctor`: every check of design.md §11, on healthy and on broken homes (design.md §2)."""
 
 from __future__ import annotations
 

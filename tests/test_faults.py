@@ -1,4 +1,4 @@
-"""Faults (SPEC §2, §7, §9): full disk, read-only state directory, a lock held past the
+"""Faults (design.md §2, §7, §9): full disk, read-only state directory, a lock held past the
 busy timeout, and a -wal file left by a killed writer. The full set of fill levels:
 python -m bench faults."""
 

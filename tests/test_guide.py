@@ -9,7 +9,7 @@ import pytest
 
 from relay_cli import hook
 
-# What every audience must be told (SPEC §1, §5, §6, §10, §12; issue 3 item 5).
+# What every audience must be told (design.md §1, §5, §6, §10, §12).
 MUST_SAY = [
     "--id",                       # always pass your own id
     "SAME id",                    # retry with the same id and content

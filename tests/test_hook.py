@@ -1,4 +1,4 @@
-"""`relay hook claude` (SPEC §12) driven with Claude Code event payloads.
+"""`relay hook claude` (design.md §12) driven with Claude Code event payloads.
 
 The payloads in tests/fixtures/claude/ follow the Claude Code hooks reference
 (https://code.claude.com/docs/en/hooks, text of 2026-10-03).

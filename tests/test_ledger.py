@@ -1,4 +1,4 @@
-"""`relay once` and the side-effect ledger (SPEC §10), through the real relay command."""
+"""`relay once` and the side-effect ledger (design.md §10), through the real relay command."""
 
 from __future__ import annotations
 

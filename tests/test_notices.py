@@ -1,4 +1,4 @@
-"""`relay notices` (SPEC §12): each finished request is reported to its sender once."""
+"""`relay notices` (design.md §12): each finished request is reported to its sender once."""
 
 from __future__ import annotations
 

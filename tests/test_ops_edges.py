@@ -1,6 +1,6 @@
 """Review findings on the operating commands and the side-effect ledger (one test each).
 
-Each test demonstrates behaviour that differs from SPEC §2/§6/§10/§11/§12 or issues 3/4.
+Each test demonstrates behaviour that differed from design.md §2/§6/§10/§11/§12.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def _in_pty(relay, *args: str) -> int:
 
 
 def test_denied_key_cannot_be_unlocked_without_a_terminal(relay, tmp_path):
-    """SPEC §10: after a denial every call with that key exits 10 and runs nothing; only a
+    """design.md §10: after a denial every call with that key exits 10 and runs nothing; only a
     person at a terminal decides. `ledger resolve --outcome forget` from a non-terminal
     (an agent's shell, as the effect_unknown hint invites) must not undo the denial."""
     marker = tmp_path / "ran"
@@ -43,7 +43,7 @@ def test_denied_key_cannot_be_unlocked_without_a_terminal(relay, tmp_path):
 
 
 def test_prune_does_not_let_a_finished_key_run_again(relay, tmp_path):
-    """Issue 4 #7 / SPEC §1 + §4: retention must not turn a finished side effect into one
+    """design.md §1 + §4: retention must not turn a finished side effect into one
     that runs a second time; requests keep a tombstone for 120 days for exactly this."""
     marker = tmp_path / "ran"
     cmd = ["sh", "-c", f"echo x >> {marker}"]
@@ -56,7 +56,7 @@ def test_prune_does_not_let_a_finished_key_run_again(relay, tmp_path):
 
 
 def test_ledger_does_not_call_a_crashed_entry_running(relay, tmp_path):
-    """SPEC §1 'never claims more than it knows': once relay and CMD are gone, `relay once`
+    """design.md §1 'never claims more than it knows': once relay and CMD are gone, `relay once`
     says effect_unknown, but `ledger list/show` still say `running`."""
     relay("peers", "list")  # create the home
     p = relay.popen("once", "--key", "crash-1", "--", "sleep", "30", start_new_session=True)
@@ -90,7 +90,7 @@ def test_ledger_does_not_call_a_crashed_entry_running(relay, tmp_path):
 
 
 def test_hook_with_malformed_option_exits_0_silently(relay):
-    """SPEC §12: the hook must never break the agent (exit 0, no output). Exit 2 from a
+    """design.md §12: the hook must never break the agent (exit 0, no output). Exit 2 from a
     UserPromptSubmit/Stop hook makes Claude Code block the prompt or the stop."""
     event = '{"hook_event_name": "UserPromptSubmit", "session_id": "cc-1", "prompt": "hi"}'
     r = relay("hook", "claude", "--lease", input=event, env={"RELAY_PEER": "c1"})
@@ -98,7 +98,7 @@ def test_hook_with_malformed_option_exits_0_silently(relay):
 
 
 def test_doctor_creates_no_files(relay):
-    """SPEC §11: doctor creates nothing (§6: it writes nothing)."""
+    """design.md §11: doctor creates nothing (§6: it writes nothing)."""
     assert relay("peers", "add", "al").code == 0
     before = sorted(os.listdir(relay.home))
     r = relay.proc("doctor")

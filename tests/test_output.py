@@ -1,4 +1,4 @@
-"""SPEC §7: JSON documents, plain text off a terminal, and peer text that stays inert."""
+"""design.md §7: JSON documents, plain text off a terminal, and peer text that stays inert."""
 
 from __future__ import annotations
 

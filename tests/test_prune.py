@@ -1,4 +1,4 @@
-"""`relay prune`: retention with tombstones (SPEC §4), tested by moving relay's clock."""
+"""`relay prune`: retention with tombstones (design.md §4), tested by moving relay's clock."""
 
 from __future__ import annotations
 

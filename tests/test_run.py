@@ -1,4 +1,4 @@
-"""`relay run`: the launcher, in real processes (SPEC §6 run, §3 leases)."""
+"""`relay run`: the launcher, in real processes (design.md §6 run, §3 leases)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SPEC §2: where state lives, how it is created, and what relay refuses to touch."""
+"""design.md §2: where state lives, how it is created, and what relay refuses to touch."""
 
 from __future__ import annotations
 

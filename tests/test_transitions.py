@@ -1,4 +1,4 @@
-"""Every row of the SPEC §5 transition table through the real command, and a refused event
+"""Every row of the design.md §5 transition table through the real command, and a refused event
 from each state that changes nothing."""
 
 from __future__ import annotations

@@ -138,7 +138,7 @@ class Env:
 
 
 def read_text(text: str | None, file: str | None, what: str = "text") -> str:
-    """TEXT argument, ``-`` for stdin, or ``--file PATH`` -> validated text (SPEC §4)."""
+    """TEXT argument, ``-`` for stdin, or ``--file PATH`` -> validated text (design.md §4)."""
     if text is not None and file is not None:
         raise RelayError("usage_error", f"give the {what} as an argument, `-` or --file, not two")
     limit = lifecycle.MAX_TEXT_BYTES + 1
@@ -224,7 +224,7 @@ def _run(argv: list[str]) -> int:
         return 2
     except click_exc.ClickException as e:  # usage errors from parsing
         if argv[:1] == ["hook"]:
-            # A hook must never break the agent (SPEC §12): a typo in its settings
+            # A hook must never break the agent (design.md §12): a typo in its settings
             # (`relay hook claude --kind`) exits 0 silently, like any other bad input.
             _debug()
             return 0

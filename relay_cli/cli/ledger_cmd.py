@@ -1,4 +1,4 @@
-"""`relay once`, `relay ledger list/show/resolve`, `relay approve`, `relay deny` (SPEC §10).
+"""`relay once`, `relay ledger list/show/resolve`, `relay approve`, `relay deny` (design.md §10).
 
 Thin commands over ``relay_cli.ledger``.
 """

@@ -56,7 +56,7 @@ def _live(env: Env) -> int:
     from rich.live import Live
     from rich.text import Text
 
-    no_color = bool(os.environ.get("NO_COLOR"))  # SPEC §7: no colour, no box characters
+    no_color = bool(os.environ.get("NO_COLOR"))  # design.md §7: no colour, no box characters
     console = Console(file=sys.stdout, highlight=False, emoji=False, no_color=no_color)
     keys = _Keys(sys.stdin)
     saved = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}

@@ -1,4 +1,4 @@
-"""One place decides where relay's state lives and whether it is safe to use (SPEC §2)."""
+"""One place decides where relay's state lives and whether it is safe to use (design.md §2)."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ def inspect_path(path: Path) -> PathReport:
 
 
 def unsafe_reasons(home: Path) -> list[str]:
-    """Every reason SPEC §2 gives to refuse this home; empty when it is safe (or absent)."""
+    """Every reason design.md §2 gives to refuse this home; empty when it is safe (or absent)."""
     reasons = []
     d = inspect_path(home)
     if d.exists:

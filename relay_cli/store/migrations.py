@@ -113,7 +113,7 @@ MIGRATIONS: list[str] = [
     CREATE INDEX events_request ON events(request_id, seq);
     CREATE INDEX events_at ON events(at);
     """,
-    # 2: the side-effect ledger of `relay once` (SPEC §10). pid/process_start identify the
+    # 2: the side-effect ledger of `relay once` (design.md §10). pid/process_start identify the
     # relay process that records the outcome, child_pid/child_start the command it runs;
     # process_start is "<boot id>:<start time in ticks>" from /proc so a reused pid is not
     # mistaken for the original process. updated_at of a final entry is when it reached
@@ -158,7 +158,7 @@ MIGRATIONS: list[str] = [
     CREATE INDEX ledger_state ON ledger(state, updated_at);
     CREATE INDEX ledger_updated ON ledger(updated_at);
     """,
-    # 3: Claude Code hook bookkeeping (SPEC §12)
+    # 3: Claude Code hook bookkeeping (design.md §12)
     """
     CREATE TABLE hook_state (
         session_id TEXT PRIMARY KEY,

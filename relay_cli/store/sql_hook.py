@@ -1,4 +1,4 @@
-"""SQL for the Claude Code hook's bookkeeping (SPEC §12): the Stop-block count per session."""
+"""SQL for the Claude Code hook's bookkeeping (design.md §12): the Stop-block count per session."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SQL for the side-effect ledger of `relay once` (SPEC §10)."""
+"""SQL for the side-effect ledger of `relay once` (design.md §10)."""
 
 from __future__ import annotations
 
