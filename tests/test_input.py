@@ -52,6 +52,26 @@ def test_non_uuid_send_options_are_invalid_id(world, option):
     refused(relay, "invalid_id", "claim", "--id", "nope", env=bob)
 
 
+@pytest.mark.parametrize("cmd", [
+    ["send", "--to", "bob", "--id", "", "x"],
+    ["send", "--to", "bob", "--in-reply-to", "", "x"],
+    ["prepare", "--to", "bob", "--id", "", "x"],
+    ["prepare", "--to", "bob", "--in-reply-to", "", "x"],
+])
+def test_an_empty_id_option_is_invalid_id_not_no_id(world, cmd):
+    """`--id ""` (e.g. `ID=$(uuidgen)` where uuidgen is missing) must not quietly become a
+    fresh id: a retry of the same line would queue a second job (design.md §4)."""
+    relay, alice, bob, _ = world
+    refused(relay, "invalid_id", *cmd, env=alice)
+    refused(relay, "invalid_id", *cmd, env=alice)  # the retry is refused the same way
+
+
+def test_claim_with_an_empty_id_claims_nothing(world):
+    relay, alice, bob, rid = world
+    refused(relay, "invalid_id", "claim", "--id", "", env=bob)
+    assert relay("show", rid, "--json").json["state"] == "queued"
+
+
 def test_uuid_in_any_case_is_stored_canonical_lowercase(world):
     relay, alice, bob, _ = world
     rid = new_id()

@@ -58,7 +58,7 @@ def _send_inputs(to, text, file, ttl, reply_within, on_lost, max_attempts, in_re
         reply_within_s=duration(reply_within, clock.REPLY_WITHIN, "--reply-within", None),
         on_lost=lifecycle.validate_on_lost(on_lost),
         max_attempts=lifecycle.validate_max_attempts(max_attempts),
-        in_reply_to=lifecycle.validate_id(in_reply_to, "--in-reply-to") if in_reply_to else None,
+        in_reply_to=lifecycle.validate_id(in_reply_to, "--in-reply-to") if in_reply_to is not None else None,
         text=read_text(text, file),
     )
 
@@ -181,7 +181,7 @@ def send(
     same id with other content is refused (request_id_conflict).
     """
     env = Env(json_, home, as_, session)
-    request_id = lifecycle.validate_id(id_, "--id") if id_ else None
+    request_id = lifecycle.validate_id(id_, "--id") if id_ is not None else None
     inputs = _send_inputs(to, text, file, ttl, reply_within, on_lost, max_attempts, in_reply_to)
     with env.unit() as now:
         result = lifecycle.send(env.store, now, env.caller(), request_id=request_id, **inputs)
@@ -214,7 +214,7 @@ def prepare(
     Drafts live 1 hour; at most 100 unsubmitted drafts per sender.
     """
     env = Env(json_, home, as_, session)
-    draft_id = lifecycle.validate_id(id_, "--id") if id_ else None
+    draft_id = lifecycle.validate_id(id_, "--id") if id_ is not None else None
     inputs = _send_inputs(to, text, file, ttl, reply_within, on_lost, max_attempts, in_reply_to)
     with env.unit() as now:
         result = lifecycle.prepare(env.store, now, env.caller(), draft_id=draft_id, **inputs)
@@ -404,7 +404,7 @@ def claim(
     env = Env(json_, home, as_, session)
     lease_s = duration(lease, clock.CLAIM_LEASE, "--lease", lifecycle.DEFAULT_CLAIM_LEASE_S)
     wait_s = duration(wait, clock.WAIT, "--wait", 0)
-    request_id = lifecycle.validate_id(id_, "--id") if id_ else None
+    request_id = lifecycle.validate_id(id_, "--id") if id_ is not None else None
     with env.unit(write=False):
         caller = env.caller()
     obj = lifecycle.claim_waiting(env.store, caller, lease_s, request_id, wait_s)
