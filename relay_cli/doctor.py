@@ -350,6 +350,8 @@ def _check_contents(store, report: Report, now: int) -> None:
         due = store.count_due(now)
         stale = store.count_stale_drafts(now)
         sessions = store.active_sessions()
+        wakeups = {s["peer"]: peers.wakeup(store, s["peer"], now) for s in sessions
+                   if s["lease_expires_at"] > now}
         ledger_unknown, ledger_awaiting = _ledger_needs(store)
     counts = {s: by_state.get(s, 0) for s in STATES}
     report.facts.update(requests_by_state=counts, tombstones=tombstones,
@@ -386,7 +388,7 @@ def _check_contents(store, report: Report, now: int) -> None:
     report.add("stale_drafts", OK if not stale else WARN,
                f"{stale} expired unsubmitted drafts" + (" (`relay prune` removes them)"
                                                         if stale else ""))
-    _check_peers(report, sessions, now)
+    _check_peers(report, sessions, wakeups, now)
 
 
 def _check_tables(store, report: Report) -> None:
@@ -404,14 +406,14 @@ def _ledger_needs(store) -> tuple[int, int]:
     return len(unknown), len(ledger.awaiting(store))
 
 
-def _check_peers(report: Report, sessions, now: int) -> None:
+def _check_peers(report: Report, sessions, wakeups: dict[str, str], now: int) -> None:
     live = [s for s in sessions if s["lease_expires_at"] > now]
     lapsed = len(sessions) - len(live)
     active = [{
         "name": s["peer"], "kind": s["kind"],
         "lease_expires_at": clock.iso(s["lease_expires_at"]),
         "lease_left_seconds": round((s["lease_expires_at"] - now) / 1000, 3),
-        "wakeup": _wakeup(s, now)[0],
+        "wakeup": wakeups[s["peer"]],
     } for s in live]
     report.facts["active_peers"] = active
     note = (f"; {lapsed} session(s) whose lease lapsed (the next relay command ends them and "
@@ -424,30 +426,35 @@ def _check_peers(report: Report, sessions, now: int) -> None:
         for p in active)
     report.add("peers", OK, f"{len(active)} active session(s): {listed}{note}")
     for s in live:
-        method, status, detail = _wakeup(s, now)
-        report.add(f"wakeup:{s['peer']}", status, f"{method}: {detail}")
+        value = wakeups[s["peer"]]
+        status, detail = _wakeup_advice(s, value, now)
+        report.add(f"wakeup:{s['peer']}", status, f"{value}: {detail}")
 
 
-def _wakeup(s, now: int) -> tuple[str, str, str]:
-    """How an active peer can be woken: (method, status, one-line detail)."""
-    polling = s["waiting_until"] is not None and s["waiting_until"] > now
-    if s["kind"] == "claude":
-        seen = s["hook_seen_at"]
-        if seen is not None and seen >= now - peers.HOOK_RECENT_MS:
-            ago = clock.human_duration((now - seen) / 1000)
-            return "hook", OK, f"relay's Claude Code hook ran {ago} ago"
-        when = (f"last ran {clock.human_duration((now - seen) / 1000)} ago" if seen
-                else "never ran for this peer")
-        return "not_configured", WARN, (
-            f"relay's Claude Code hook {when}; install it (`relay guide --for claude`) so "
-            "the session is told of waiting requests at its next prompt or stop")
-    if s["kind"] == "codex":
-        return "not_configured", WARN, (
-            "Codex offers no way to wake an idle session from outside; it sees requests only "
-            "when it runs `relay inbox` or `relay claim` (`--wait` blocks until one arrives)"
-            + (" (it is polling now)" if polling else ""))
-    if polling:
-        return "polling", OK, "a session is blocked in `relay claim --wait`"
-    return "not_configured", WARN, (
-        "nothing wakes this peer; it sees requests when it runs `relay inbox` or "
-        "`relay claim --wait`")
+_RUNTIMES = {"claude": "Claude Code", "codex": "Codex", "gemini": "Gemini CLI"}
+
+
+def _wakeup_advice(s, value: str, now: int) -> tuple[str, str]:
+    """(status, detail) for an active peer whose ``wakeup`` (peers.wakeup) is ``value``: a
+    warn where a person can install relay's hook, an ok fact where there is nothing to do."""
+    kind = s["kind"]
+    runtime = _RUNTIMES.get(kind)
+    if runtime is None:
+        how = ("a session is blocked in `relay claim --wait` now" if value == "polling"
+               else "it sees requests when it runs `relay inbox` or `relay claim --wait`")
+        if value in ("waiter", "hook"):
+            how = "relay's hook ran for it"
+        return OK, f"nothing to install for a {kind} peer; {how}"
+    if value == "waiter":
+        return OK, (f"a wake waiter runs for its {runtime} session: a new request wakes it "
+                    "(not evidence that the model reads it)")
+    seen = s["hook_seen_at"]
+    if value == "hook":
+        ago = clock.human_duration((now - seen) / 1000)
+        return OK, (f"relay's {runtime} hook ran {ago} ago: the session is told of waiting "
+                    "requests at its next prompt or stop")
+    when = (f"last ran {clock.human_duration((now - seen) / 1000)} ago" if seen
+            else "never ran for this peer")
+    polling = "; a session is blocked in `relay claim --wait` now" if value == "polling" else ""
+    return WARN, (f"relay's {runtime} hook {when}{polling}; `relay hook install {kind}` "
+                  f"installs it (then restart {runtime})")

@@ -1,58 +1,94 @@
-"""`relay hook claude`: relay's Claude Code command hook (design.md §12).
+"""`relay hook claude|codex|gemini`: relay's command hooks for agent runtimes (design.md §12).
 
-Formats followed: the Claude Code hooks reference, https://code.claude.com/docs/en/hooks,
-in the text of 2026-10-03 (it describes Claude Code up to v2.1.268). From it:
+Formats followed, checked against the runtimes' own shipped packages (tests/fixtures/README.md
+names the package versions and files; the fixtures and output schemas there come from them):
 
-- Input arrives as one JSON object on stdin with the common fields ``session_id``,
-  ``transcript_path``, ``cwd``, ``hook_event_name`` (and, for most events,
-  ``permission_mode``), plus per event: SessionStart ``source`` (startup, resume, clear,
-  compact, fork) and optionally ``model``; UserPromptSubmit ``prompt``; Stop
-  ``stop_hook_active`` and ``last_assistant_message``; SessionEnd ``reason``.
-- Output on exit 0 is one JSON object on stdout. Context for the model goes in
-  ``{"hookSpecificOutput": {"hookEventName": EVENT, "additionalContext": TEXT}}``
-  (SessionStart, UserPromptSubmit; at most 10,000 characters, stated as facts). A Stop
-  hook keeps the session working with ``{"decision": "block", "reason": TEXT}``; Claude
-  Code itself stops honouring blocks after 8 in a row. SessionEnd output is discarded.
-- ``CLAUDE_ENV_FILE`` (SessionStart only) names a file of ``export`` lines that Claude Code
-  applies to every later Bash command of the session; hooks append to it.
-- Exit 2 would block a prompt or a stop, so this hook never exits 2: anything unexpected
-  ends with exit 0 and nothing on stdout.
+- Claude Code 2.1.332 (``@anthropic-ai/claude-agent-sdk`` 0.3.332, ``sdk.d.ts``): the input
+  has ``session_id``, ``transcript_path``, ``cwd``, ``hook_event_name``; SessionStart adds
+  ``source`` (startup, resume, clear, compact, fork), UserPromptSubmit ``prompt`` and the
+  optional ``source`` (user, sdk, system, loop_wakeup, schedule_wakeup, poll_event: who
+  submitted it), Stop ``stop_hook_active``, SessionEnd ``reason``. Output on exit 0 is one
+  JSON object: ``{"hookSpecificOutput": {"hookEventName", "additionalContext"}}`` for
+  context, ``{"decision": "block", "reason"}`` to keep a Stop going. ``CLAUDE_ENV_FILE``
+  names a file of ``export`` lines applied to the session's later shell commands.
+- Codex 0.171.0 (``@openai/codex``; its hook JSON schemas ship inside the binary): the same
+  event names and the same output fields as Claude Code, with ``additionalProperties:
+  false`` on every output; UserPromptSubmit has no ``source``; SessionEnd has no output
+  schema (relay prints nothing there). Codex 0.171.0 gives hooks no env file; a Codex that
+  sets ``CODEX_ENV_FILE`` (or ``CLAUDE_ENV_FILE``) gets the export lines there.
+- Gemini CLI 0.61.0 (``@google/gemini-cli``, ``bundle/docs/hooks/reference.md`` and the hook
+  types in its bundle): other event names -- BeforeAgent (like UserPromptSubmit, with
+  ``prompt``, no ``source``) and AfterAgent (like Stop: ``{"decision": "deny", "reason"}``
+  makes Gemini send the reason back as a new prompt, and that prompt fires BeforeAgent
+  again) -- millisecond timeouts, no env file (``relay run`` gives the identity).
 
-Every run is one write transaction (after due time-based transitions): it either makes
-all of its changes (session, lease, hook state, notices seen, ``hook_seen_at``) or none.
+A hook must never break the agent: bad or unknown input, or any failure, ends with exit 0
+and nothing on stdout (exit 2 would block a prompt or a stop). Every run is one write
+transaction (after due time-based transitions): it makes all of its changes (session,
+lease, hook state, notices seen, ``hook_seen_at``) or none.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from . import clock, guide, lifecycle, peers
 from .output import age, inert, size
 
-DOCS_FOLLOWED = (
-    "Claude Code hooks reference (https://code.claude.com/docs/en/hooks), text of "
-    "2026-10-03, Claude Code v2.1.268"
-)
-EVENTS = guide.HOOK_EVENTS
+EVENTS = guide.HOOK_EVENTS  # relay's four events, in Claude Code's and Codex's names
 SESSION_START_SOURCES = ("startup", "resume", "clear", "compact", "fork")
+PERSON_SOURCES = (None, "user")  # UserPromptSubmit sources that are a person's prompt
 MAX_STOP_BLOCKS = 3  # the 4th consecutive Stop is let through
-DEFAULT_LEASE_S = 3600  # a Claude Code session has no heartbeat between turns
+DEFAULT_LEASE_S = 3600  # an agent session has no heartbeat between turns
 MAX_LISTED = 10
 MAX_REMEMBERED_IDS = 500
+MAX_OWN_PROMPTS = 20
 MAX_CONTEXT_CHARS = 9000  # Claude Code moves anything above 10,000 characters to a file
 MAX_INPUT_BYTES = 16 * 1024 * 1024
 
 
+@dataclass(frozen=True)
+class Dialect:
+    """How one agent runtime speaks to its command hooks."""
+
+    name: str  # claude | codex | gemini (also the peer kind and the `relay hook` subcommand)
+    display: str  # the runtime's name for people
+    events: dict[str, str] = field(default_factory=dict)  # runtime event -> relay event
+    env_files: tuple[str, ...] = ()  # variables that may name the env file, first set wins
+    block: str = "block"  # the decision that keeps a Stop going
+    program: str = ""  # the command that starts the runtime (for `relay run`)
+
+    def runtime_event(self, relay_event: str) -> str:
+        return next(k for k, v in self.events.items() if v == relay_event)
+
+
+_SAME = {e: e for e in EVENTS}
+DIALECTS = {
+    "claude": Dialect("claude", "Claude Code", _SAME, ("CLAUDE_ENV_FILE",), "block", "claude"),
+    "codex": Dialect("codex", "Codex", _SAME, ("CODEX_ENV_FILE", "CLAUDE_ENV_FILE"), "block",
+                     "codex"),
+    "gemini": Dialect("gemini", "Gemini CLI",
+                      {"SessionStart": "SessionStart", "BeforeAgent": "UserPromptSubmit",
+                       "AfterAgent": "Stop", "SessionEnd": "SessionEnd"}, (), "deny", "gemini"),
+}
+
+
 @dataclass
 class Event:
-    name: str
+    name: str  # relay's event name (SessionStart, UserPromptSubmit, Stop, SessionEnd)
     session_id: str
+    runtime_name: str = ""  # the runtime's own name for it (BeforeAgent, ...)
     source: str | None = None
     reason: str | None = None
     stop_hook_active: bool = False
+    prompt: str | None = None
+
+    def __post_init__(self) -> None:
+        self.runtime_name = self.runtime_name or self.name
 
 
 @dataclass
@@ -64,10 +100,19 @@ class HookEnv:
     env_file: str | None
     lease_s: int = DEFAULT_LEASE_S
     kind: str = "claude"
+    dialect: Dialect = DIALECTS["claude"]
 
 
-def parse(data: bytes) -> Event | None:
-    """The event on stdin, or None for anything that is not a documented event we handle."""
+def env_file_from(dialect: Dialect, environ) -> str | None:
+    """The env file the runtime gives this hook: the first of its variables that is set."""
+    for var in dialect.env_files:
+        if environ.get(var):
+            return environ[var]
+    return None
+
+
+def parse(data: bytes, dialect: Dialect = DIALECTS["claude"]) -> Event | None:
+    """The event on stdin, or None for anything that is not an event relay handles."""
     if not data or len(data) > MAX_INPUT_BYTES:
         return None
     try:
@@ -76,15 +121,23 @@ def parse(data: bytes) -> Event | None:
         return None
     if not isinstance(doc, dict):
         return None
-    name, sid = doc.get("hook_event_name"), doc.get("session_id")
-    if name not in EVENTS or not isinstance(sid, str) or not sid.strip() or len(sid) > 200:
+    raw, sid = doc.get("hook_event_name"), doc.get("session_id")
+    name = dialect.events.get(raw) if isinstance(raw, str) else None
+    if name is None or not isinstance(sid, str) or not sid.strip() or len(sid) > 200:
         return None
-    ev = Event(name, sid)
+    ev = Event(name, sid, raw)
     if name == "SessionStart":
         source = doc.get("source", "startup")
         if not isinstance(source, str):
             return None
         ev.source = source
+    elif name == "UserPromptSubmit":
+        source, prompt = doc.get("source"), doc.get("prompt")
+        if source is not None and not isinstance(source, str):
+            return None
+        if prompt is not None and not isinstance(prompt, str):
+            return None
+        ev.source, ev.prompt = source, prompt
     elif name == "Stop":
         active = doc.get("stop_hook_active", False)
         if not isinstance(active, bool):
@@ -105,7 +158,7 @@ def handle(store, ev: Event, henv: HookEnv) -> dict | None:
     if ev.name == "SessionStart":
         return _session_start(store, ev, henv)
     with lifecycle.unit(store) as now:
-        session = _find_session(store, ev, henv)
+        session = find_session(store, ev, henv)
         if session is None:
             if henv.peer and store.get_peer(henv.peer) is not None:
                 store.set_hook_seen(henv.peer, now)
@@ -113,16 +166,16 @@ def handle(store, ev: Event, henv: HookEnv) -> dict | None:
         name = session["peer"]
         store.set_hook_seen(name, now)
         if ev.name == "UserPromptSubmit":
-            return _prompt_submit(store, now, session)
+            return _prompt_submit(store, now, session, ev, henv.dialect)
         if ev.name == "Stop":
-            return _stop(store, now, session)
+            return _stop(store, now, session, henv.dialect)
         _session_end(store, now, session)
         return None
 
 
 # ------------------------------------------------------------------------- sessions
-def _find_session(store, ev: Event, henv: HookEnv):
-    """The relay session bound to this Claude Code session, else the one RELAY_SESSION names."""
+def find_session(store, ev: Event, henv: HookEnv):
+    """The relay session bound to this runtime session, else the one RELAY_SESSION names."""
     row = store.session_for_agent(ev.session_id)
     if row is None and henv.token:
         row = store.session_by_token_hash(peers.hash_token(henv.token))
@@ -151,7 +204,7 @@ def _session_start(store, ev: Event, henv: HookEnv) -> dict | None:
             if session is not None:
                 store.put_hook_state(session["id"], 0, store.hook_blocked_ids(session["id"]),
                                      now)
-            context = _start_context(store, now, name, how)
+            context = _start_context(store, now, name, how, henv)
             if token is not None and path:
                 # Written last, inside the transaction: if the file cannot be written
                 # nothing is committed, and if the commit fails the lines are taken back.
@@ -160,7 +213,7 @@ def _session_start(store, ev: Event, henv: HookEnv) -> dict | None:
         if size_before is not None:
             _truncate(path, size_before)
         raise
-    return _context_doc("SessionStart", context)
+    return _context_doc(ev.runtime_name, context)
 
 
 def _start(store, ev: Event, henv: HookEnv, now: int):
@@ -189,11 +242,34 @@ def _start(store, ev: Event, henv: HookEnv, now: int):
 
 
 def _export_lines(name: str, token: str, home) -> list[str]:
-    return [
+    lines = [
         f"export RELAY_PEER={shlex.quote(name)}",
         f"export RELAY_SESSION={shlex.quote(token)}",
         f"export RELAY_HOME={shlex.quote(os.path.abspath(str(home)))}",
     ]
+    url = os.environ.get("RELAY_DATABASE_URL")
+    if url:
+        lines.append(f"export RELAY_DATABASE_URL={shlex.quote(_without_password(url))}")
+    return lines
+
+
+def _without_password(url: str) -> str:
+    """The URL with any password left out (design.md §13: never written anywhere)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url
+        host = parts.hostname or ""
+        if ":" in host:
+            host = f"[{host}]"
+        netloc = (f"{parts.username}@" if parts.username else "") + host
+        if parts.port is not None:
+            netloc += f":{parts.port}"
+        return urlunsplit(parts._replace(netloc=netloc))
+    except ValueError:
+        return url
 
 
 def _append_env(path: str, lines: list[str]) -> int:
@@ -206,7 +282,7 @@ def _append_env(path: str, lines: list[str]) -> int:
         try:
             raw = data.encode("utf-8")
             if os.write(fd, raw) != len(raw):
-                raise OSError("short write to CLAUDE_ENV_FILE")
+                raise OSError("short write to the env file")
             os.fsync(fd)
         except BaseException:
             os.ftruncate(fd, before)  # no half lines left behind
@@ -232,18 +308,21 @@ def _truncate(path: str | None, size_: int) -> None:
         pass
 
 
-def _start_context(store, now: int, name: str, how: str) -> str:
+def _start_context(store, now: int, name: str, how: str, henv: HookEnv) -> str:
+    d = henv.dialect
     if how == "no_env_file":
+        env = " or ".join(d.env_files)
+        why = (f"{env} is not set" if env else f"{d.display} gives hooks no env file")
         text = (
-            f"relay: no relay session was started for peer {name!r}: CLAUDE_ENV_FILE is not "
-            "set, so a session token could not reach Bash "
-            "commands. relay commands that need a session (claim, reply) fail here; starting "
-            f"Claude Code as `relay run --as {name} --kind claude -- claude` gives it one."
+            f"relay: no relay session was started for peer {name!r}: {why}, so a session "
+            "token could not reach shell commands. relay commands that need a session "
+            f"(claim, reply) fail here; starting {d.display} as "
+            f"`relay run --as {name} --kind {henv.kind} -- {d.program}` gives it one."
         )
     else:
-        text = guide.short_text(name)
+        text = guide.short_text(name, d.name)
         if how == "kept":
-            text += "\n- This relay session continues from before (same Claude Code session)."
+            text += f"\n- This relay session continues from before (same {d.display} session)."
     waiting = _waiting_lines(store, name, now)
     if waiting:
         text += "\n" + waiting
@@ -251,25 +330,48 @@ def _start_context(store, now: int, name: str, how: str) -> str:
 
 
 # ------------------------------------------------------------------------ per event
-def _ended_note(store, session) -> str:
+def _ended_note(store, session, dialect: Dialect) -> str:
     caller = _live(store, session)
     code = {"superseded": "peer_superseded", "expired": "lease_expired",
             "left": "invalid_session"}.get(caller.status, caller.status)
     return (
-        f"relay: the relay session of this Claude Code session (peer {session['peer']!r}) "
-        f"has ended ({caller.status}); relay commands that use it fail with {code}. Requests "
-        "it had claimed and not finished are now delivery_unknown: the person decides about "
-        "them, they are not redone."
+        f"relay: the relay session of this {dialect.display} session (peer "
+        f"{session['peer']!r}) has ended ({caller.status}); relay commands that use it fail "
+        f"with {code}. Requests it had claimed and not finished are now delivery_unknown: "
+        "the person decides about them, they are not redone."
     )
 
 
-def _prompt_submit(store, now: int, session) -> dict | None:
+def prompt_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def remember_own_prompt(store, session_id: str, text: str, now: int) -> None:
+    """Record that relay itself made the runtime submit ``text`` as a prompt."""
+    hashes = store.hook_own_prompts(session_id)
+    hashes.append(prompt_hash(text))
+    store.set_hook_own_prompts(session_id, hashes[-MAX_OWN_PROMPTS:], now)
+
+
+def is_person_prompt(store, session_id: str, ev: Event) -> bool:
+    """A person's prompt: no machine ``source`` (design.md §12), and not a text relay itself
+    made the runtime submit (Gemini CLI resubmits an AfterAgent block's reason as a prompt;
+    `codex queue` delivers relay's wake note as one)."""
+    if ev.source not in PERSON_SOURCES:
+        return False
+    if ev.prompt is not None and prompt_hash(ev.prompt) in store.hook_own_prompts(session_id):
+        return False
+    return True
+
+
+def _prompt_submit(store, now: int, session, ev: Event, dialect: Dialect) -> dict | None:
     if session["state"] != "active":
-        return _context_doc("UserPromptSubmit", _ended_note(store, session))
+        return _context_doc(ev.runtime_name, _ended_note(store, session, dialect))
     caller = _live(store, session)
     name = caller.name
     peers.renew(store, caller, now)
-    store.put_hook_state(session["id"], 0, store.hook_blocked_ids(session["id"]), now)
+    if is_person_prompt(store, session["id"], ev):
+        store.put_hook_state(session["id"], 0, store.hook_blocked_ids(session["id"]), now)
     parts = []
     waiting = _waiting_lines(store, name, now)
     if waiting:
@@ -289,10 +391,10 @@ def _prompt_submit(store, now: int, session) -> dict | None:
             lines.append("delivery_unknown: nobody knows whether that work was done; the "
                          "person decides (`relay resolve`), it is not sent again.")
         parts.append("\n".join(lines))
-    return _context_doc("UserPromptSubmit", "\n".join(parts)) if parts else None
+    return _context_doc(ev.runtime_name, "\n".join(parts)) if parts else None
 
 
-def _stop(store, now: int, session) -> dict | None:
+def _stop(store, now: int, session, dialect: Dialect) -> dict | None:
     if session["state"] != "active":
         return None
     caller = _live(store, session)
@@ -318,7 +420,9 @@ def _stop(store, now: int, session) -> dict | None:
         "approval. If they should not be taken now, end the turn and tell the person they "
         "are waiting."
     )
-    return {"decision": "block", "reason": _cap("\n".join(lines))}
+    reason = _cap("\n".join(lines))
+    remember_own_prompt(store, session["id"], reason, now)
+    return {"decision": dialect.block, "reason": reason}
 
 
 def _session_end(store, now: int, session) -> None:

@@ -197,8 +197,27 @@ def leave(store, caller: Caller, now: int) -> dict:
     return peer_object(store, caller.name, now)
 
 
+WAKEUPS = ("waiter", "hook", "polling", "not_configured")
+
+
+def waiter_running(store, name: str, now: int) -> bool:
+    """A wake waiter of a live session of ``name`` runs now (design.md §12)."""
+    rows = store.live_session_waiters(name, now)
+    if not rows:
+        return False
+    from .ledger import process_alive  # only when a waiter row exists: start-up stays lean
+
+    return any(process_alive(r["pid"], r["process_start"], r["host"]) for r in rows)
+
+
 def wakeup(store, name: str, now: int) -> str:
-    """Advisory (design.md §6): hook seen in the last 10 min, a session polling, else none."""
+    """How ``name`` can be woken (design.md §12), the one definition that send/submit,
+    `peers list` and doctor show: ``waiter`` when a wake waiter of a live session of that
+    peer runs now; ``hook`` when relay's hook ran for it in the last 10 minutes;
+    ``polling`` when a session of it is blocked in ``claim --wait``; else
+    ``not_configured``. Advisory: none of them is evidence of delivery."""
+    if waiter_running(store, name, now):
+        return "waiter"
     peer = store.get_peer(name)
     if peer is not None and peer["hook_seen_at"] and peer["hook_seen_at"] >= now - HOOK_RECENT_MS:
         return "hook"

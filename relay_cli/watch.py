@@ -230,7 +230,7 @@ def render_rich(snap: Snapshot, footer: str = "q or Ctrl-C: leave", lines: bool 
     for p in snap.peers:
         pt.add_row(t(p["name"]), t(p["kind"]),
                    Text("yes", style="green") if p["active"] else Text("no", style="dim"),
-                   t(_lease(p)), t(p["wakeup"], "green" if p["wakeup"] == "hook" else ""))
+                   t(_lease(p)), t(p["wakeup"], "green" if p["wakeup"] in ("waiter", "hook") else ""))
     if not snap.peers:
         pt.add_row(Text("no peers yet", style="dim"), "", "", "", "")
     parts.append(pt)

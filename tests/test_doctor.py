@@ -258,6 +258,7 @@ def test_wakeup_per_active_peer(relay):
     relay.join("c1", "--kind", "claude")
     relay.join("c2", "--kind", "claude", "--lease", "1h")
     relay.join("x1", "--kind", "codex")
+    relay.join("a1", "--kind", "aider")
     db = sqlite3.connect(relay.home / "relay.db")
     with db:
         db.execute("UPDATE peers SET hook_seen_at = (SELECT max(created_at) FROM sessions) "
@@ -267,20 +268,86 @@ def test_wakeup_per_active_peer(relay):
     checks = _checks(r)
     assert checks["wakeup:c1"]["status"] == "warn"
     assert checks["wakeup:c1"]["detail"].startswith("not_configured")
+    assert "`relay hook install claude`" in checks["wakeup:c1"]["detail"]
     assert checks["wakeup:c2"]["status"] == "ok"
     assert checks["wakeup:c2"]["detail"].startswith("hook")
+    assert checks["wakeup:x1"]["status"] == "warn"
     assert checks["wakeup:x1"]["detail"].startswith("not_configured")
-    assert "Codex" in checks["wakeup:x1"]["detail"]
+    assert "`relay hook install codex`" in checks["wakeup:x1"]["detail"]
+    assert checks["wakeup:a1"]["status"] == "ok"  # nothing a person could install
+    assert "nothing to install for a aider peer" in checks["wakeup:a1"]["detail"]
     wake = {p["name"]: p["wakeup"] for p in r.json["active_peers"]}
-    assert wake == {"c1": "not_configured", "c2": "hook", "x1": "not_configured"}
-    # 15 min later: the hook is no longer recent; c1's and x1's 45 s leases lapsed
+    assert wake == {"a1": "not_configured", "c1": "not_configured", "c2": "hook",
+                    "x1": "not_configured"}
+    # 15 min later: the hook is no longer recent; the 45 s leases lapsed
     later = relay("doctor", "--json", env={"RELAY_TIME_OFFSET": "900"})
     checks = _checks(later)
     assert checks["wakeup:c2"]["status"] == "warn"
     assert "last ran 15m ago" in checks["wakeup:c2"]["detail"]
     assert "wakeup:c1" not in checks and "wakeup:x1" not in checks
     assert [p["name"] for p in later.json["active_peers"]] == ["c2"]
-    assert "2 session(s) whose lease lapsed" in checks["peers"]["detail"]
+    assert "3 session(s) whose lease lapsed" in checks["peers"]["detail"]
+
+
+KINDS = ["claude", "codex", "gemini", "aider", "human", "script", "other"]
+
+
+def _until(relay, predicate, what):
+    import time
+
+    end = time.monotonic() + 20
+    while True:
+        peers = {p["name"]: p["wakeup"] for p in relay("peers", "list", "--json").json["peers"]}
+        if predicate(peers):
+            return peers
+        assert time.monotonic() < end, f"gave up waiting for {what}: {peers}"
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("wakeup", ["waiter", "hook", "polling", "not_configured"])
+def test_doctor_and_peers_list_agree_on_wakeup_for_every_kind(relay, wakeup):
+    """One definition of `wakeup` (design.md §12): doctor shows what `peers list` shows."""
+    import json
+    import subprocess
+
+    envs = {kind: relay.join(f"p-{kind}", "--kind", kind, "--lease", "1h") for kind in KINDS}
+    procs = []
+    try:
+        if wakeup == "hook":
+            db = sqlite3.connect(relay.home / "relay.db")
+            with db:
+                db.execute("UPDATE peers SET hook_seen_at = (SELECT max(created_at) "
+                           "FROM sessions)")
+            db.close()
+        elif wakeup == "polling":
+            procs = [relay.popen("claim", "--wait", "60s", env=e) for e in envs.values()]
+        elif wakeup == "waiter":
+            stop = {"hook_event_name": "Stop", "session_id": "s", "stop_hook_active": False}
+            for e in envs.values():
+                p = relay.popen("hook", "claude", "--wake", env=e, stdin=subprocess.PIPE)
+                p.stdin.write(json.dumps(stop).encode())
+                p.stdin.close()
+                p.stdin = None
+                procs.append(p)
+        listed = _until(relay, lambda w: all(v == wakeup for v in w.values()), wakeup)
+        r = relay("doctor", "--json")
+        assert r.code == 0, r.err
+        checks = _checks(r)
+        shown = {p["name"]: p["wakeup"] for p in r.json["active_peers"]}
+        assert shown == listed
+        for kind in KINDS:
+            check = checks[f"wakeup:p-{kind}"]
+            assert check["detail"].startswith(f"{wakeup}: ")
+            installable = kind in ("claude", "codex", "gemini")
+            needs_hook = installable and wakeup in ("polling", "not_configured")
+            assert check["status"] == ("warn" if needs_hook else "ok"), check
+            assert (f"`relay hook install {kind}`" in check["detail"]) == needs_hook
+            if not installable:
+                assert "nothing to install" in check["detail"]
+    finally:
+        for p in procs:
+            p.kill()
+            p.communicate()
 
 
 def test_doctor_runs_as_a_real_process(relay):

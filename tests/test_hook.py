@@ -1,7 +1,9 @@
 """`relay hook claude` (design.md §12) driven with Claude Code event payloads.
 
-The payloads in tests/fixtures/claude/ follow the Claude Code hooks reference
-(https://code.claude.com/docs/en/hooks, text of 2026-10-03).
+The payloads in tests/fixtures/claude/ follow Claude Code 2.1.332's hook input types
+(tests/fixtures/README.md names the package and file). tests/test_hook_runtimes.py runs
+the same events for Codex and Gemini CLI and validates every answer against the
+runtimes' output schemas.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`relay hook claude`, `relay notices`, `relay guide`: what agents use around requests."""
+"""`relay hook …`, `relay notices`, `relay guide`: what agents use around requests."""
 
 from __future__ import annotations
 
@@ -21,31 +21,32 @@ hook_app = typer.Typer(help="Entry points for agent runtimes' hooks.", no_args_i
 app.add_typer(hook_app, name="hook")
 
 
-@hook_app.command(
-    "claude",
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
-)
-def hook_claude(
-    as_: AsOpt = None,
-    kind: Annotated[
-        Optional[str],
-        typer.Option("--kind", metavar="K", help="Kind for a peer the hook joins (default claude)."),
-    ] = None,
-    lease: Annotated[
-        Optional[str],
-        typer.Option("--lease", metavar="D",
-                     help="Lease of a session the hook joins (10s-24h, default 1h); every hook "
-                          "run renews it."),
-    ] = None,
-    json_: JsonOpt = False,
-    home: HomeOpt = None,
-) -> int:
-    """Claude Code command hook: reads the event JSON on stdin, answers in Claude Code's format.
+hook_install = lazy_module("relay_cli.hook_install")
+wake_lib = lazy_module("relay_cli.wake")
 
-    Install it for SessionStart, UserPromptSubmit, Stop and SessionEnd
-    (`relay guide --for claude` prints the settings). It never fails the agent: on anything
-    unexpected it exits 0 and prints nothing.
-    """
+KindHookOpt = Annotated[
+    Optional[str],
+    typer.Option("--kind", metavar="K",
+                 help="Kind for a peer the hook joins (default: the runtime's name)."),
+]
+LeaseHookOpt = Annotated[
+    Optional[str],
+    typer.Option("--lease", metavar="D",
+                 help="Lease of a session the hook joins (10s-24h, default 1h); every hook run "
+                      "renews it."),
+]
+TimeoutHookOpt = Annotated[
+    Optional[str],
+    typer.Option("--timeout", metavar="D",
+                 help="With --wake: how long the waiter waits (10s-24h, default 1h)."),
+]
+HOOK_CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True}
+
+
+def _run_hook(runtime: str, as_: str | None, kind: str | None, lease: str | None, wake: bool,
+              timeout: str | None, home: str | None) -> int:
+    """One hook run: read the event, answer on stdout. Never fails the agent: on anything
+    unexpected it exits 0 and prints nothing (a waiter's exit 2 is its wake-up)."""
     try:
         if sys.stdin.isatty():  # run by hand at a terminal: there is no event to read
             return 0
@@ -53,35 +54,181 @@ def hook_claude(
     except (OSError, ValueError, AttributeError):
         return 0
     env = Env(True, home)
-    doc = None
+    doc, code, note = None, 0, ""
     try:
-        event = hook.parse(data)
+        dialect = hook.DIALECTS[runtime]
+        event = hook.parse(data, dialect)
         if event is None:
             return 0
         henv = hook.HookEnv(
             peer=as_ or os.environ.get("RELAY_PEER") or None,
             token=os.environ.get("RELAY_SESSION") or None,
-            env_file=os.environ.get("CLAUDE_ENV_FILE") or None,
+            env_file=hook.env_file_from(dialect, os.environ),
             lease_s=hook.lease_seconds(lease),
-            kind=kind or "claude",
+            kind=kind or runtime,
+            dialect=dialect,
         )
-        doc = hook.handle(env.store, event, henv)
+        if henv.peer is not None:
+            hook.peers.validate_name(henv.peer, "RELAY_PEER")
+        if wake:
+            if runtime == "gemini":
+                return 0  # Gemini CLI has no background hooks: nothing to wake with
+            code, note = wake_lib.run(env.store, event, henv,
+                                      wake_lib.timeout_seconds(timeout), runtime=runtime)
+        else:
+            doc = hook.handle(env.store, event, henv)
     except Exception as e:  # noqa: BLE001 - a hook must never break the agent
         if os.environ.get("RELAY_DEBUG") == "1":
             import traceback
 
             traceback.print_exc()
-            sys.stderr.write(f"relay hook claude: {type(e).__name__}: {e}\n")
+            sys.stderr.write(f"relay hook {runtime}: {type(e).__name__}: {e}\n")
         return 0
     finally:
         env.close()
-    if doc is not None:
-        try:
+    try:
+        if doc is not None:
             sys.stdout.write(json.dumps(doc, ensure_ascii=False) + "\n")
             sys.stdout.flush()
-        except (OSError, ValueError):
-            pass
+        if note:
+            sys.stderr.write(note + "\n")
+            sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+    return code
+
+
+WakeOpt = Annotated[
+    bool,
+    typer.Option("--wake", help="Run as the wake waiter: wait, without claiming, until a new "
+                                "request for this peer is queued, then wake the session."),
+]
+
+
+@hook_app.command("claude", context_settings=HOOK_CONTEXT)
+def hook_claude(as_: AsOpt = None, kind: KindHookOpt = None, lease: LeaseHookOpt = None,
+                wake: WakeOpt = False, timeout: TimeoutHookOpt = None, json_: JsonOpt = False,
+                home: HomeOpt = None) -> int:
+    """Claude Code command hook: reads the event JSON on stdin, answers in Claude Code's format.
+
+    For SessionStart, UserPromptSubmit, Stop and SessionEnd; with --wake it is the
+    asyncRewake waiter that exits 2 with relay's note (request ids, no peer text) when new
+    work is queued. `relay hook install claude` sets it up. It never fails the agent: on
+    anything unexpected it exits 0 and prints nothing.
+    """
+    return _run_hook("claude", as_, kind, lease, wake, timeout, home)
+
+
+@hook_app.command("codex", context_settings=HOOK_CONTEXT)
+def hook_codex(as_: AsOpt = None, kind: KindHookOpt = None, lease: LeaseHookOpt = None,
+               wake: WakeOpt = False, timeout: TimeoutHookOpt = None, json_: JsonOpt = False,
+               home: HomeOpt = None) -> int:
+    """Codex command hook: reads the event JSON on stdin, answers in Codex's format.
+
+    The same events and output as Claude Code's; the identity comes from `relay run` (or
+    CODEX_ENV_FILE). With --wake (opt-in) it waits for new work and then queues relay's
+    note into the session with `codex queue`. `relay hook install codex` sets it up.
+    """
+    return _run_hook("codex", as_, kind, lease, wake, timeout, home)
+
+
+@hook_app.command("gemini", context_settings=HOOK_CONTEXT)
+def hook_gemini(as_: AsOpt = None, kind: KindHookOpt = None, lease: LeaseHookOpt = None,
+                wake: WakeOpt = False, timeout: TimeoutHookOpt = None, json_: JsonOpt = False,
+                home: HomeOpt = None) -> int:
+    """Gemini CLI command hook: SessionStart, BeforeAgent, AfterAgent and SessionEnd.
+
+    Answers in Gemini CLI's format; the identity comes from `relay run`. Gemini CLI has no
+    background hooks, so --wake does nothing here. `relay hook install gemini` sets it up.
+    """
+    return _run_hook("gemini", as_, kind, lease, wake, timeout, home)
+
+
+AgentArg = Annotated[str, typer.Argument(metavar="AGENT", help="claude, codex or gemini.")]
+ProjectOpt = Annotated[
+    bool,
+    typer.Option("--project", help="The project's settings file in the current directory "
+                                   "(.claude/, .codex/ or .gemini/) instead of your own."),
+]
+DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Show what would change; write "
+                                                           "nothing.")]
+
+
+def _settings_change(agent: str, project: bool, dry_run: bool, wake: bool, json_: bool,
+                     home: str | None, install: bool) -> int:
+    import shutil
+
+    from ..errors import RelayError
+
+    env = Env(json_, home)
+    if agent not in hook_install.RUNTIMES:
+        raise RelayError("usage_error", f"AGENT must be one of "
+                         f"{', '.join(hook_install.RUNTIMES)}, not {agent!r}")
+    if wake and agent == "gemini":
+        raise RelayError("usage_error", "Gemini CLI has no background hooks: relay cannot wake "
+                         "an idle Gemini session (--wake is for claude and codex)")
+    path = hook_install.settings_path(agent, project)
+    change = hook_install.plan(agent, path, install=install, wake=wake)
+    backup = None if dry_run else hook_install.apply(change)
+    todo = hook_install.todo(agent, install=install, wake=wake, project=project,
+                             relay_on_path=shutil.which("relay") is not None)
+    result = {"agent": agent, "file": str(path), "changed": change.changed, "dry_run": dry_run,
+              "created": change.changed and change.original is None, "backup": backup,
+              "added": change.added, "removed": change.removed,
+              "unchanged": change.present, "todo": todo}
+    if env.json:
+        env.out.json(result)
+        return 0
+    verb = "would change" if dry_run else "changed"
+    if not change.changed:
+        what = "already in" if install else "not in"
+        env.out.line(f"nothing to change: relay's {hook_install.DISPLAY[agent]} hooks are "
+                     f"{what} {path}")
+    else:
+        env.out.line(f"{verb} {path}" + (" (new file)" if result["created"] else ""))
+    for item in change.added:
+        env.out.line(f"  + {item['event']}: {item['command']}")
+    for item in change.removed:
+        env.out.line(f"  - {item['event']}: {item['command']}")
+    if backup:
+        env.out.line(f"backup of the previous file: {backup}")
+    if change.changed or install:
+        import shutil as _shutil
+        import textwrap
+
+        width = min(_shutil.get_terminal_size((80, 24)).columns, 100)
+        env.out.line("still to do:")
+        for line in todo:  # wrapped at word boundaries: a terminal never folds mid-word
+            env.out.line(textwrap.fill(line, width=width, initial_indent="  - ",
+                                       subsequent_indent="    ", break_long_words=False,
+                                       break_on_hyphens=False))
     return 0
+
+
+@hook_app.command("install")
+def hook_install_cmd(
+    agent: AgentArg,
+    project: ProjectOpt = False,
+    dry_run: DryRunOpt = False,
+    wake: Annotated[bool, typer.Option(
+        "--wake", help="Codex: also install the wake waiter (opt-in). Claude Code's always "
+                       "comes with it.")] = False,
+    json_: JsonOpt = False,
+    home: HomeOpt = None,
+) -> int:
+    """Merge relay's hooks into the agent's settings file, keeping everything else.
+
+    Backs the file up first and prints what changed and what is left to do; a second
+    install changes nothing; a file that is not valid JSON is refused unchanged.
+    """
+    return _settings_change(agent, project, dry_run, wake, json_, home, install=True)
+
+
+@hook_app.command("uninstall")
+def hook_uninstall_cmd(agent: AgentArg, project: ProjectOpt = False, dry_run: DryRunOpt = False,
+                       json_: JsonOpt = False, home: HomeOpt = None) -> int:
+    """Remove exactly the hooks `relay hook install` added (the waiter too)."""
+    return _settings_change(agent, project, dry_run, False, json_, home, install=False)
 
 
 @app.command()
@@ -118,7 +265,7 @@ def notices(as_: AsOpt = None, session: SessionOpt = None, json_: JsonOpt = Fals
 def guide(
     for_: Annotated[
         str,
-        typer.Option("--for", metavar="claude|codex|generic",
+        typer.Option("--for", metavar="claude|codex|gemini|generic",
                      help="Which agent runtime the guide is for."),
     ] = "generic",
     json_: JsonOpt = False,

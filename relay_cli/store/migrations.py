@@ -173,6 +173,26 @@ MIGRATIONS: list[str] = [
     CREATE INDEX IF NOT EXISTS requests_prunable ON requests(finished_at)
         WHERE pruned = 0 AND finished_at IS NOT NULL;
     """,
+    # 5: wake waiters (design.md §12): at most one per relay session, identified by the
+    # process that waits (pid, process_start "<boot id>:<ticks>", host) so that a waiter
+    # that crashed does not keep the place of the next one; until_at is when it gives up.
+    # hook_state.own_prompts: SHA-256 hashes of texts relay itself made a runtime submit as
+    # a prompt (a Stop block's reason that Gemini CLI resubmits, a note `codex queue`
+    # delivers), so such a prompt is not mistaken for a person's.
+    """
+    CREATE TABLE wake_waiters (
+        session_id TEXT PRIMARY KEY,
+        peer TEXT NOT NULL,
+        runtime TEXT NOT NULL,
+        pid INTEGER NOT NULL,
+        process_start TEXT,
+        host TEXT NOT NULL,
+        started_at INTEGER NOT NULL,
+        until_at INTEGER NOT NULL
+    );
+    CREATE INDEX wake_waiters_peer ON wake_waiters(peer);
+    ALTER TABLE hook_state ADD COLUMN own_prompts TEXT;
+    """,
 ]
 
 LATEST = len(MIGRATIONS)

@@ -1,9 +1,21 @@
-"""SQL for the Claude Code hook's bookkeeping (design.md §12): the Stop-block count per session."""
+"""SQL for the agent hooks' bookkeeping (design.md §12): the Stop-block count per session,
+the prompts relay itself injected, and the wake waiters."""
 
 from __future__ import annotations
 
 import json
+import sqlite3
 from sqlite3 import Row
+
+
+def _id_list(raw: str | None) -> list[str]:
+    if not raw:
+        return []
+    try:
+        ids = json.loads(raw)
+    except ValueError:
+        return []
+    return [str(i) for i in ids] if isinstance(ids, list) else []
 
 
 class HookSQL:
@@ -15,13 +27,7 @@ class HookSQL:
 
     def hook_blocked_ids(self, session_id: str) -> list[str]:
         row = self.get_hook_state(session_id)
-        if row is None or not row["blocked_ids"]:
-            return []
-        try:
-            ids = json.loads(row["blocked_ids"])
-        except ValueError:
-            return []
-        return [str(i) for i in ids] if isinstance(ids, list) else []
+        return [] if row is None else _id_list(row["blocked_ids"])
 
     def put_hook_state(self, session_id: str, stop_blocks: int, blocked_ids: list[str],
                        now: int) -> None:
@@ -33,11 +39,71 @@ class HookSQL:
             (session_id, stop_blocks, json.dumps(blocked_ids), now),
         )
 
+    def hook_own_prompts(self, session_id: str) -> list[str]:
+        """Hashes of the prompts relay made the runtime submit for this session."""
+        row = self.get_hook_state(session_id)
+        return [] if row is None else _id_list(row["own_prompts"])
+
+    def set_hook_own_prompts(self, session_id: str, hashes: list[str], now: int) -> None:
+        self.db.execute(
+            "INSERT INTO hook_state (session_id, stop_blocks, blocked_ids, updated_at, "
+            "own_prompts) VALUES (?, 0, '[]', ?, ?) ON CONFLICT(session_id) DO UPDATE SET "
+            "own_prompts = excluded.own_prompts, updated_at = excluded.updated_at",
+            (session_id, now, json.dumps(hashes)),
+        )
+
     def session_for_agent(self, agent_session_id: str) -> Row | None:
-        """The relay session bound to a Claude Code session: an active one first, else the
-        newest (a /resume can bind a second relay session to the same ``session_id``)."""
+        """The relay session bound to an agent runtime's session: an active one first, else
+        the newest (a /resume can bind a second relay session to the same ``session_id``)."""
         return self.db.one(
             "SELECT * FROM sessions WHERE agent_session_id = ? "
             "ORDER BY state = 'active' DESC, created_at DESC, rowid DESC LIMIT 1",
             (agent_session_id,),
         )
+
+    # ------------------------------------------------------------------ wake waiters
+    def get_waiter(self, session_id: str) -> Row | None:
+        return self.db.one("SELECT * FROM wake_waiters WHERE session_id = ?", (session_id,))
+
+    def put_waiter(self, session_id: str, peer: str, runtime: str, pid: int,
+                   process_start: str | None, host: str, now: int, until_at: int) -> None:
+        """Record this process as the session's waiter (replacing one that is gone), and
+        forget the waiters of sessions that have ended."""
+        self.db.execute(
+            "DELETE FROM wake_waiters WHERE session_id IN "
+            "(SELECT id FROM sessions WHERE state != 'active')"
+        )
+        self.db.execute(
+            "INSERT INTO wake_waiters (session_id, peer, runtime, pid, process_start, host, "
+            "started_at, until_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT(session_id) DO UPDATE SET peer = excluded.peer, "
+            "runtime = excluded.runtime, pid = excluded.pid, "
+            "process_start = excluded.process_start, host = excluded.host, "
+            "started_at = excluded.started_at, until_at = excluded.until_at",
+            (session_id, peer, runtime, pid, process_start, host, now, until_at),
+        )
+
+    def delete_waiter(self, session_id: str, pid: int, process_start: str | None,
+                      host: str) -> None:
+        """Remove the session's waiter row if it is still this process's."""
+        self.db.execute(
+            "DELETE FROM wake_waiters WHERE session_id = ? AND pid = ? AND host = ? "
+            "AND process_start IS ?",
+            (session_id, pid, host, process_start),
+        )
+
+    def live_session_waiters(self, peer: str, now: int) -> list[Row]:
+        """Waiter rows of the peer's live sessions that have not passed their time yet
+        (whether each process still runs is for the caller to check). A database whose
+        schema predates waiters (doctor opens old ones read-only) has none."""
+        try:
+            return self.db.all(
+                "SELECT w.* FROM wake_waiters w JOIN sessions s ON s.id = w.session_id "
+                "WHERE w.peer = ? AND s.peer = w.peer AND s.state = 'active' "
+                "AND s.lease_expires_at > ? AND w.until_at > ?",
+                (peer, now, now),
+            )
+        except sqlite3.OperationalError as e:
+            if "no such table" in str(e):
+                return []
+            raise

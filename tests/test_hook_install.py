@@ -1,0 +1,259 @@
+"""`relay hook install|uninstall claude|codex|gemini` (design.md §12) on real settings files.
+
+The installed entries are checked against each runtime's settings format, stored as data in
+tests/fixtures/*/schemas/ from the runtimes' shipped packages.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+from schema_subset import errors
+
+FIXTURES = Path(__file__).parent / "fixtures"
+SETTINGS_SCHEMA = {"claude": "claude/schemas/settings.hooks.json",
+                   "codex": "codex/schemas/hooks-json.hooks.json",
+                   "gemini": "gemini/schemas/settings.hooks.json"}
+
+
+@pytest.fixture
+def home(tmp_path, relay, monkeypatch):
+    """A person's home directory with no agent configuration yet."""
+    h = tmp_path / "person"
+    h.mkdir()
+    for var in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "GEMINI_CLI_HOME"):
+        monkeypatch.delenv(var, raising=False)
+    relay.env["HOME"] = str(h)
+    return h
+
+
+def settings_file(home: Path, runtime: str) -> Path:
+    return {"claude": home / ".claude" / "settings.json",
+            "codex": home / ".codex" / "hooks.json",
+            "gemini": home / ".gemini" / "settings.json"}[runtime]
+
+
+# What a person already has: other keys, another tool's hooks on the same events.
+THEIRS = {
+    "claude": {"model": "opus", "permissions": {"allow": ["Bash(git status)"]},
+               "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "notify-send done"}]}],
+                         "PreToolUse": [{"matcher": "Bash", "hooks": [
+                             {"type": "command", "command": "./audit.sh", "timeout": 5}]}]}},
+    "codex": {"hooks": {"SessionStart": [{"hooks": [{"type": "command",
+                                                       "command": "echo hi", "timeout": 2}]}]}},
+    "gemini": {"theme": "GitHub", "hooksConfig": {"enabled": True},
+               "hooks": {"AfterAgent": [{"matcher": "*", "hooks": [
+                   {"name": "lint", "type": "command", "command": "npm run lint",
+                    "timeout": 30000}]}]}},
+}
+
+
+def install(relay, *args):
+    r = relay("hook", "install", *args, "--json")
+    assert r.code == 0, r.err
+    return r.json
+
+
+def commands(doc: dict, event: str) -> list[str]:
+    return [h["command"] for g in doc.get("hooks", {}).get(event, []) for h in g["hooks"]]
+
+
+@pytest.mark.parametrize("runtime", ["claude", "codex", "gemini"])
+def test_install_merges_keeps_everything_else_and_a_second_install_changes_nothing(
+        relay, home, runtime):
+    path = settings_file(home, runtime)
+    path.parent.mkdir()
+    path.write_text(json.dumps(THEIRS[runtime], indent=4))
+    path.chmod(0o640)
+    original = path.read_bytes()
+
+    first = install(relay, runtime)
+    assert first["changed"] and first["file"] == str(path) and first["added"]
+    doc = json.loads(path.read_text())
+    assert errors(doc, json.loads((FIXTURES / SETTINGS_SCHEMA[runtime]).read_text())) == []
+    for key, value in THEIRS[runtime].items():  # every other key and hook is still there
+        if key != "hooks":
+            assert doc[key] == value
+    for event, groups in THEIRS[runtime]["hooks"].items():
+        for group in groups:
+            assert group in doc["hooks"][event]
+    assert Path(first["backup"]).read_bytes() == original
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640
+    events = {"claude": ["SessionStart", "UserPromptSubmit", "Stop", "SessionEnd"],
+              "codex": ["SessionStart", "UserPromptSubmit", "Stop", "SessionEnd"],
+              "gemini": ["SessionStart", "BeforeAgent", "AfterAgent", "SessionEnd"]}[runtime]
+    for event in events:
+        assert f"relay hook {runtime}" in commands(doc, event)
+
+    after_first = path.read_bytes()
+    second = install(relay, runtime)
+    assert not second["changed"] and second["added"] == [] and second["backup"] is None
+    assert len(second["unchanged"]) == len(first["added"])
+    assert path.read_bytes() == after_first
+    assert len(list(path.parent.glob("*.relay-backup-*"))) == 1
+
+    removed = relay("hook", "uninstall", runtime, "--json").json
+    assert removed["changed"] and len(removed["removed"]) == len(first["added"])
+    assert json.loads(path.read_text()) == THEIRS[runtime]
+    again = relay("hook", "uninstall", runtime, "--json").json
+    assert not again["changed"] and json.loads(path.read_text()) == THEIRS[runtime]
+
+
+def test_claude_gets_the_asyncrewake_waiter_and_codex_only_when_asked(relay, home):
+    install(relay, "claude")
+    claude = json.loads(settings_file(home, "claude").read_text())
+    wake = [h for g in claude["hooks"]["Stop"] for h in g["hooks"]
+            if h["command"] == "relay hook claude --wake"]
+    assert wake == [{"type": "command", "command": "relay hook claude --wake",
+                     "timeout": 3660, "asyncRewake": True}]
+    assert "relay hook claude --wake" in commands(claude, "SessionStart")
+
+    plain = install(relay, "codex")
+    assert any("--wake" in t for t in plain["todo"])
+    codex = json.loads(settings_file(home, "codex").read_text())
+    assert not any("--wake" in c for e in codex["hooks"] for c in commands(codex, e))
+    assert [h["timeout"] for g in codex["hooks"]["SessionEnd"] for h in g["hooks"]] == [3]
+    woken = install(relay, "codex", "--wake")
+    assert [a["event"] for a in woken["added"]] == ["SessionStart", "Stop"]
+    codex = json.loads(settings_file(home, "codex").read_text())
+    wake = [h for g in codex["hooks"]["Stop"] for h in g["hooks"] if "--wake" in h["command"]]
+    assert wake == [{"type": "command", "command": "relay hook codex --wake", "timeout": 3660,
+                     "async": True}]
+    assert any("Hooks need review" in t for t in woken["todo"])
+    r = relay("hook", "install", "gemini", "--wake", "--json")
+    assert (r.code, r.error["code"]) == (2, "usage_error")
+
+
+def test_gemini_timeouts_are_milliseconds(relay, home):
+    install(relay, "gemini")
+    doc = json.loads(settings_file(home, "gemini").read_text())
+    timeouts = [h["timeout"] for e in doc["hooks"] for g in doc["hooks"][e] for h in g["hooks"]]
+    assert timeouts == [10000] * 4
+
+
+@pytest.mark.parametrize("runtime", ["claude", "codex", "gemini"])
+def test_invalid_json_is_refused_and_the_file_is_unchanged(relay, home, runtime):
+    path = settings_file(home, runtime)
+    path.parent.mkdir()
+    for bad in (b'{"hooks": {', b'// my settings\n{"model": "opus"}\n', b"[1, 2]",
+                b'{"hooks": []}', b'{"hooks": {"SessionStart": {"hooks": []}}}'):
+        path.write_bytes(bad)
+        for args in (("install", runtime), ("uninstall", runtime)):
+            r = relay("hook", *args, "--json")
+            assert (r.code, r.error["code"], r.out) == (2, "usage_error", ""), bad
+            assert "nothing was changed" in r.error["message"]
+            assert path.read_bytes() == bad
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]  # no backup, no temp
+
+
+def test_dry_run_writes_nothing(relay, home):
+    r = relay("hook", "install", "claude", "--dry-run")
+    assert r.code == 0 and "would change" in r.out and "+ Stop: relay hook claude --wake" in r.out
+    assert not settings_file(home, "claude").exists()
+
+
+def test_a_missing_file_is_created_private_and_uninstall_removes_what_it_added(relay, home):
+    first = install(relay, "codex")
+    path = settings_file(home, "codex")
+    assert first["created"] and first["backup"] is None
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    relay("hook", "uninstall", "codex")
+    assert json.loads(path.read_text()) == {}
+
+
+def test_project_settings_and_runtime_home_variables(relay, home, tmp_path, monkeypatch):
+    project = tmp_path / "shop"
+    project.mkdir()
+    monkeypatch.chdir(project)
+    assert install(relay, "claude", "--project")["file"] == str(project / ".claude/settings.json")
+    assert install(relay, "gemini", "--project")["file"] == str(project / ".gemini/settings.json")
+    codex = install(relay, "codex", "--project")
+    assert codex["file"] == str(project / ".codex/hooks.json")
+    assert any("trusts" in t for t in codex["todo"])
+    relay.env.update({"CODEX_HOME": str(tmp_path / "ch"), "CLAUDE_CONFIG_DIR": str(tmp_path / "cc"),
+                      "GEMINI_CLI_HOME": str(tmp_path / "gh")})
+    assert install(relay, "codex")["file"] == str(tmp_path / "ch" / "hooks.json")
+    assert install(relay, "claude")["file"] == str(tmp_path / "cc" / "settings.json")
+    assert install(relay, "gemini")["file"] == str(tmp_path / "gh" / ".gemini" / "settings.json")
+
+
+def test_a_symlinked_settings_file_is_written_through_the_link(relay, home, tmp_path):
+    dotfiles = tmp_path / "dotfiles"
+    dotfiles.mkdir()
+    real = dotfiles / "claude-settings.json"
+    real.write_text('{"model": "opus"}')
+    (home / ".claude").mkdir()
+    os.symlink(real, settings_file(home, "claude"))
+    install(relay, "claude")
+    assert settings_file(home, "claude").is_symlink()
+    assert json.loads(real.read_text())["model"] == "opus" and "hooks" in json.loads(
+        real.read_text())
+
+
+def test_relays_entries_are_recognised_by_their_command_only(relay, home):
+    """An entry with relay's command written by hand (an absolute path, the old snippet)
+    counts as installed; a different relay command is the person's own."""
+    path = settings_file(home, "claude")
+    path.parent.mkdir()
+    own = {"type": "command", "command": "relay hook claude --as reviewer"}
+    path.write_text(json.dumps({"hooks": {"Stop": [
+        {"hooks": [{"type": "command", "command": "/opt/relay/bin/relay hook claude",
+                    "timeout": 10}]},
+        {"hooks": [own]}]}}))
+    added = install(relay, "claude")["added"]
+    assert {"event": "Stop", "command": "relay hook claude"} not in added
+    relay("hook", "uninstall", "claude")
+    assert json.loads(path.read_text()) == {"hooks": {"Stop": [{"hooks": [own]}]}}
+
+
+def test_human_output_says_what_changed_and_what_is_left(relay, home):
+    r = relay("hook", "install", "gemini")
+    assert r.code == 0
+    assert f"changed {settings_file(home, 'gemini')} (new file)" in r.out
+    assert "+ BeforeAgent: relay hook gemini" in r.out
+    assert "still to do:" in r.out and "relay run --as NAME --kind gemini -- gemini" in r.out
+    r = relay("hook", "install", "gemini")
+    assert "nothing to change" in r.out
+
+
+def test_unknown_agent_is_a_usage_error(relay, home):
+    r = relay("hook", "install", "aider", "--json")
+    assert (r.code, r.error["code"]) == (2, "usage_error")
+
+
+def test_human_output_fits_a_real_80_column_terminal(relay, monkeypatch):
+    import fcntl
+    import pty
+    import select
+    import struct
+    import sys
+    import tempfile
+    import termios
+
+    short_home = tempfile.mkdtemp(prefix="h", dir="/tmp")
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
+    pid, fd = pty.fork()
+    if pid == 0:  # child: relay with a terminal of 80x24 as stdout
+        env = relay._env({"HOME": short_home, "TERM": "xterm-256color", "COLUMNS": None,
+                          "LINES": None})
+        fcntl.ioctl(1, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+        os.execve(sys.executable, [sys.executable, "-m", "relay_cli", "hook", "install",
+                                   "codex"], env)
+    chunks = []
+    while select.select([fd], [], [], 20)[0]:
+        try:
+            data = os.read(fd, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    _, status = os.waitpid(pid, 0)
+    out = b"".join(chunks).decode().replace("\r\n", "\n")
+    assert os.waitstatus_to_exitcode(status) == 0, out
+    assert "+ Stop: relay hook codex" in out and "Hooks need review" in out
+    assert max(len(line) for line in out.splitlines()) <= 80, out

@@ -1,0 +1,262 @@
+"""`relay hook claude|codex|gemini` in each runtime's dialect (design.md §12).
+
+The event payloads and the output schemas in tests/fixtures/ come from the runtimes' own
+shipped packages (tests/fixtures/README.md names versions and files). Every answer relay
+gives is validated against that runtime's output schema.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import new_id
+from schema_subset import errors, test_the_validator_itself_rejects_what_it_should  # noqa: F401
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+# relay event -> (fixture file, input schema, output schema or None) per runtime
+FILES = {
+    "claude": {
+        "SessionStart": ("session_start", "SessionStartHookInput", "SessionStart.output"),
+        "UserPromptSubmit": ("user_prompt_submit", "UserPromptSubmitHookInput",
+                             "UserPromptSubmit.output"),
+        "Stop": ("stop", "StopHookInput", "Stop.output"),
+        "SessionEnd": ("session_end", "SessionEndHookInput", None),
+    },
+    "codex": {
+        "SessionStart": ("session_start", "session-start.command.input",
+                         "session-start.command.output"),
+        "UserPromptSubmit": ("user_prompt_submit", "user-prompt-submit.command.input",
+                             "user-prompt-submit.command.output"),
+        "Stop": ("stop", "stop.command.input", "stop.command.output"),
+        "SessionEnd": ("session_end", "session-end.command.input", None),
+    },
+    "gemini": {
+        "SessionStart": ("session_start", "SessionStart.input", "SessionStart.output"),
+        "UserPromptSubmit": ("before_agent", "BeforeAgent.input", "BeforeAgent.output"),
+        "Stop": ("after_agent", "AfterAgent.input", "AfterAgent.output"),
+        "SessionEnd": ("session_end", "SessionEnd.input", None),
+    },
+}
+EXTRA_EVENTS = {  # more fixtures of handled events, with their input schema
+    "claude": [("session_start_compact", "SessionStartHookInput"),
+               ("user_prompt_submit_machine", "UserPromptSubmitHookInput"),
+               ("stop_active", "StopHookInput")],
+    "codex": [("session_start_compact", "session-start.command.input"),
+              ("stop_active", "stop.command.input")],
+    "gemini": [("after_agent_active", "AfterAgent.input")],
+}
+
+
+def schema(runtime: str, name: str) -> dict:
+    return json.loads((FIXTURES / runtime / "schemas" / f"{name}.json").read_text())
+
+
+def event(runtime: str, name: str, **changes) -> dict:
+    doc = json.loads((FIXTURES / runtime / f"{name}.json").read_text())
+    doc.update(changes)
+    return doc
+
+
+class Agent:
+    """One session of ``runtime`` whose hooks are `relay hook RUNTIME`."""
+
+    def __init__(self, relay, tmp_path: Path, runtime: str, name: str | None = None):
+        self.relay, self.runtime = relay, runtime
+        self.name = name or f"{runtime}-1"
+        self.sid = event(runtime, FILES[runtime]["SessionStart"][0])["session_id"]
+        self.env = {"RELAY_PEER": self.name, "CLAUDE_ENV_FILE": None, "CODEX_ENV_FILE": None}
+        self.env_file = tmp_path / f"{runtime}-env.sh"
+        if runtime == "claude":
+            self.env_file.touch()
+            self.env["CLAUDE_ENV_FILE"] = str(self.env_file)
+        else:  # Codex 0.171.0 and Gemini CLI give hooks no env file: `relay run` does
+            self.env.update(relay.join(self.name, "--kind", runtime))
+
+    def run(self, doc: dict, env: dict | None = None):
+        r = self.relay("hook", self.runtime, input=json.dumps(doc),
+                       env={**self.env, **(env or {})})
+        assert r.code == 0 and r.err == "", r
+        return json.loads(r.out) if r.out else None
+
+    def hook(self, relay_event: str, fixture: str | None = None, env: dict | None = None,
+             **changes):
+        """Run the event; validate relay's answer against the runtime's output schema."""
+        default, _, out_schema = FILES[self.runtime][relay_event]
+        doc = self.run(event(self.runtime, fixture or default, session_id=self.sid, **changes),
+                       env)
+        if doc is not None:
+            assert out_schema is not None, f"relay answered {relay_event}, which has no output"
+            assert errors(doc, schema(self.runtime, out_schema)) == [], doc
+        return doc
+
+    def agent_env(self) -> dict:
+        if self.runtime != "claude":
+            return {k: self.env[k] for k in ("RELAY_PEER", "RELAY_SESSION")}
+        out = subprocess.run(["bash", "-c", f'. "{self.env_file}"; printf "%s" "$RELAY_SESSION"'],
+                             capture_output=True, check=True,
+                             env={"PATH": os.environ["PATH"]}).stdout.decode()
+        return {"RELAY_PEER": self.name, "RELAY_SESSION": out}
+
+
+def context(doc: dict) -> str:
+    assert set(doc) == {"hookSpecificOutput"}
+    return doc["hookSpecificOutput"]["additionalContext"]
+
+
+RUNTIMES = ["claude", "codex", "gemini"]
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_every_fixture_is_an_event_of_the_runtimes_own_input_schema(runtime):
+    pairs = [(f, s) for f, s, _ in FILES[runtime].values()] + EXTRA_EVENTS[runtime]
+    for fixture, input_schema in pairs:
+        doc = event(runtime, fixture)
+        assert errors(doc, schema(runtime, input_schema)) == [], fixture
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_a_whole_session_in_the_runtimes_dialect(relay, tmp_path, runtime):
+    agent = Agent(relay, tmp_path, runtime)
+    start = agent.hook("SessionStart")
+    wanted_name = {"claude": "SessionStart", "codex": "SessionStart", "gemini": "SessionStart"}
+    assert start["hookSpecificOutput"]["hookEventName"] == wanted_name[runtime]
+    assert repr(agent.name) in context(start) and "relay send" in context(start)
+    me = agent.agent_env()
+    alice = relay.join("alice")
+    waiting = new_id()
+    relay.send(alice, agent.name, "please review the diff", request_id=waiting)
+    mine = new_id()
+    relay.send(me, "alice", "run the benchmarks", request_id=mine)
+    relay("claim", env=alice)
+    relay("reply", mine, "done", env=alice)
+
+    prompt = agent.hook("UserPromptSubmit")
+    prompt_event = {"gemini": "BeforeAgent"}.get(runtime, "UserPromptSubmit")
+    assert prompt["hookSpecificOutput"]["hookEventName"] == prompt_event
+    assert waiting in context(prompt) and mine in context(prompt)
+    assert "please review the diff" not in context(prompt)
+
+    stop = agent.hook("Stop")
+    assert stop["decision"] == {"gemini": "deny"}.get(runtime, "block")
+    assert waiting in stop["reason"] and "relay claim" in stop["reason"]
+
+    assert relay("claim", "--json", env=me).json["id"] == waiting
+    assert agent.hook("SessionEnd") is None
+    shown = relay("show", waiting, "--json").json
+    assert (shown["state"], shown["reason"]) == ("delivery_unknown", "recipient_disconnected")
+
+
+@pytest.mark.parametrize("runtime", ["codex", "gemini"])
+def test_under_relay_run_the_hook_adopts_the_launchers_session(relay, tmp_path, runtime):
+    agent = Agent(relay, tmp_path, runtime)
+    before = relay("peers", "list", "--json").json["peers"][0]["session_id"]
+    agent.hook("SessionStart")
+    assert relay("peers", "list", "--json").json["peers"][0]["session_id"] == before
+    relay.send(relay.join("alice"), agent.name, request_id=new_id())
+    # Later events find the session by the runtime's session_id alone.
+    doc = agent.hook("Stop", env={"RELAY_SESSION": None})
+    assert doc is not None and doc["reason"].startswith("relay: 1 request(s)")
+
+
+@pytest.mark.parametrize("runtime", ["codex", "gemini"])
+def test_without_env_file_or_relay_run_the_hook_says_how_to_start(relay, tmp_path, runtime):
+    agent = Agent(relay, tmp_path, runtime, name="solo")
+    doc = agent.hook("SessionStart", env={"RELAY_SESSION": None, "RELAY_PEER": "other-1"})
+    text = context(doc)
+    assert f"relay run --as other-1 --kind {runtime} -- {runtime}" in text
+    assert "other-1" not in [p["name"] for p in relay("peers", "list", "--json").json["peers"]]
+
+
+@pytest.mark.parametrize("var", ["CODEX_ENV_FILE", "CLAUDE_ENV_FILE"])
+def test_codex_writes_the_identity_to_codex_env_file_else_claude_env_file(relay, tmp_path, var):
+    agent = Agent(relay, tmp_path, "codex", name="cx")
+    codex_file, claude_file = tmp_path / "codex.env", tmp_path / "claude.env"
+    files = {"CODEX_ENV_FILE": str(codex_file), "CLAUDE_ENV_FILE": str(claude_file)}
+    if var == "CLAUDE_ENV_FILE":
+        files["CODEX_ENV_FILE"] = None
+    agent.hook("SessionStart", env={"RELAY_SESSION": None, **files})
+    written = codex_file if var == "CODEX_ENV_FILE" else claude_file
+    other = claude_file if var == "CODEX_ENV_FILE" else codex_file
+    assert "export RELAY_PEER=cx" in written.read_text() and not other.exists()
+
+
+def test_the_env_file_gets_relay_database_url_without_its_password(relay, tmp_path):
+    agent = Agent(relay, tmp_path, "claude")
+    agent.hook("SessionStart", env={
+        "RELAY_DATABASE_URL": "postgresql://relay:s3cret@db.example:5432/relay?sslmode=require"})
+    text = agent.env_file.read_text()
+    assert "export RELAY_DATABASE_URL=" in text and "s3cret" not in text
+    assert "postgresql://relay@db.example:5432/relay?sslmode=require" in text
+
+
+# ------------------------------------------------- the Stop count and a person's prompt
+def _always_new_work(relay, agent, alice):
+    relay.send(alice, agent.name, request_id=new_id())
+
+
+@pytest.mark.parametrize("source,resets", [(None, True), ("user", True), ("sdk", False),
+                                           ("system", False), ("loop_wakeup", False)])
+def test_claude_resets_the_stop_count_only_for_a_persons_prompt(relay, tmp_path, source, resets):
+    agent = Agent(relay, tmp_path, "claude")
+    agent.hook("SessionStart")
+    alice = relay.join("alice")
+    for _ in range(3):
+        _always_new_work(relay, agent, alice)
+        assert agent.hook("Stop", "stop_active")["decision"] == "block"
+    doc = event("claude", "user_prompt_submit", session_id=agent.sid, source=source)
+    if source is None:
+        del doc["source"]
+    agent.run(doc)
+    _always_new_work(relay, agent, alice)
+    after = agent.hook("Stop")
+    assert (after is not None) == resets
+
+
+def test_gemini_does_not_take_its_own_continuation_for_a_persons_prompt(relay, tmp_path):
+    """Gemini CLI resubmits an AfterAgent block's reason as a prompt (BeforeAgent); relay
+    recognises its own text, so the 3-in-a-row limit still holds."""
+    agent = Agent(relay, tmp_path, "gemini")
+    agent.hook("SessionStart")
+    alice = relay.join("alice")
+    answers = []
+    active = False
+    for _ in range(5):
+        _always_new_work(relay, agent, alice)
+        doc = agent.hook("Stop", "after_agent_active" if active else "after_agent")
+        answers.append(doc is not None)
+        if doc is None:
+            active = False
+            continue
+        assert doc["decision"] == "deny"
+        agent.hook("UserPromptSubmit", prompt=doc["reason"])  # Gemini's continuation
+        active = True
+    assert answers == [True, True, True, False, True]
+    # A person's own prompt does reset the count.
+    for _ in range(2):
+        _always_new_work(relay, agent, alice)
+        agent.hook("Stop", "after_agent_active")
+    agent.hook("UserPromptSubmit", prompt="Now the docs, please.")
+    _always_new_work(relay, agent, alice)
+    assert agent.hook("Stop") is not None
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_events_relay_does_not_handle_get_no_answer(relay, tmp_path, runtime):
+    agent = Agent(relay, tmp_path, runtime)
+    agent.hook("SessionStart")
+    relay.send(relay.join("alice"), agent.name, request_id=new_id())
+    before = relay.snapshot()
+    other = {"claude": "pre_tool_use", "codex": None, "gemini": "before_tool"}[runtime]
+    docs = [{"hook_event_name": "PreToolUse", "session_id": agent.sid}]
+    if other:
+        docs.append(event(runtime, other, session_id=agent.sid))
+    if runtime == "gemini":  # Claude Code's names mean nothing to the Gemini dialect
+        docs.append(event("claude", "stop", session_id=agent.sid))
+    for doc in docs:
+        assert agent.run(doc) is None
+    assert relay.snapshot() == before
