@@ -11,6 +11,7 @@ USAGE = """usage: python -m bench SUBCOMMAND [options]   (from the project root)
   load     8 x 200 send/claim/ack/reply/wait cycles; 16 x 100 id retries
   scale    send/claim/show/list at 1,000,000 requests vs empty; sweep/prune lock holds
   latency  wake-up latency of wait and claim --wait; CPU while blocked  (--trials 200)
+  wake     send -> wake waiter (relay hook claude --wake) exit; its CPU  (--trials 50)
   perf     relay vs bare Typer, vs sqlite3, list 100k vs 10, empty vs full
   all      every one of the above with its default (full) sizes
 
@@ -23,10 +24,11 @@ def main(argv: list[str]) -> int:
         print(USAGE)
         return 0 if argv else 2
     cmd, rest = argv[0], argv[1:]
-    from . import crash, faults, latency, load, perf, scale
+    from . import crash, faults, latency, load, perf, scale, wake
 
     table = {"crash": crash.main, "faults": faults.main, "load": load.main,
-             "scale": scale.main, "latency": latency.main, "perf": perf.main}
+             "scale": scale.main, "latency": latency.main, "wake": wake.main,
+             "perf": perf.main}
     if cmd == "all":
         code = 0
         for name, fn in table.items():

@@ -289,6 +289,19 @@ def test_wakeup_per_active_peer(relay):
     assert "3 session(s) whose lease lapsed" in checks["peers"]["detail"]
 
 
+def test_wakeup_on_a_database_from_before_wake_waiters(relay):
+    """Doctor opens an older schema read-only; it has no waiters, and says so without error."""
+    relay.join("c1", "--kind", "claude")
+    db = sqlite3.connect(relay.home / "relay.db")
+    with db:
+        db.execute("DROP TABLE wake_waiters")
+        db.execute("PRAGMA user_version = 4")
+    db.close()
+    r = relay("doctor", "--json")
+    assert r.code == 0, r.err
+    assert _checks(r)["wakeup:c1"]["detail"].startswith("not_configured")
+
+
 KINDS = ["claude", "codex", "gemini", "aider", "human", "script", "other"]
 
 

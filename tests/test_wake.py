@@ -284,3 +284,10 @@ def test_codex_waiter_without_codex_on_path_exits_0_at_once(relay, tmp_path):
     empty = tmp_path / "empty-bin"
     empty.mkdir()
     assert finish(s.waiter(env={"PATH": str(empty)})) == (0, "", "")
+
+
+def test_gemini_has_no_waiter(relay, tmp_path):
+    env = relay.join("gem-1", "--kind", "gemini")
+    r = relay("hook", "gemini", "--wake", input=event("gemini", "after_agent"), env=env)
+    assert (r.code, r.out, r.err) == (0, "", "")
+    assert wakeup(relay, "gem-1") == "not_configured"

@@ -180,7 +180,7 @@ MIGRATIONS: list[str] = [
     # a prompt (a Stop block's reason that Gemini CLI resubmits, a note `codex queue`
     # delivers), so such a prompt is not mistaken for a person's.
     """
-    CREATE TABLE wake_waiters (
+    CREATE TABLE IF NOT EXISTS wake_waiters (
         session_id TEXT PRIMARY KEY,
         peer TEXT NOT NULL,
         runtime TEXT NOT NULL,
@@ -190,7 +190,7 @@ MIGRATIONS: list[str] = [
         started_at INTEGER NOT NULL,
         until_at INTEGER NOT NULL
     );
-    CREATE INDEX wake_waiters_peer ON wake_waiters(peer);
+    CREATE INDEX IF NOT EXISTS wake_waiters_peer ON wake_waiters(peer);
     ALTER TABLE hook_state ADD COLUMN own_prompts TEXT;
     """,
 ]
