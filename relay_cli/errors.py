@@ -22,7 +22,9 @@ ERRORS: dict[str, ErrorSpec] = {
         2, False, "the command line is malformed; run the command with --help for its options"
     ),
     "invalid_id": ErrorSpec(
-        2, False, "ids are UUIDs (e.g. from `uuidgen`); pass the same id again when you retry"
+        2, False, "ids are UUIDs (`relay id` prints a new one); a command that names an existing "
+        "request also takes a unique prefix of at least 8 characters; a retry passes the same "
+        "id again"
     ),
     "invalid_text": ErrorSpec(
         2, False, "text must be UTF-8, 1 to 32768 bytes, without NUL bytes; pass it on stdin with `-`"
@@ -37,6 +39,10 @@ ERRORS: dict[str, ErrorSpec] = {
     ),
     "invalid_key": ErrorSpec(
         2, False, "a key is 1 to 200 printable ASCII characters (! to ~), e.g. the tool call's id"
+    ),
+    "ambiguous_id": ErrorSpec(
+        2, False, "several requests start with this prefix; give more characters of the id, "
+        "or the full id (the candidates follow)",
     ),
     "self_message": ErrorSpec(
         2, False, "you cannot send to yourself; pick another peer (`relay peers list`)"

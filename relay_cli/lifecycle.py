@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 import uuid
 from collections import Counter
@@ -39,11 +40,70 @@ AUTHORITY = "external_ai_message"
 
 
 # --------------------------------------------------------------------------- validation
+def new_id() -> str:
+    """A fresh request id: a random UUID (``relay id``, and ``send`` without --id)."""
+    return str(uuid.uuid4())
+
+
 def validate_id(value: str, what: str = "id") -> str:
+    """A full id, in canonical lowercase form. Where an id goes into a fingerprint or names
+    a new request (``send --id``, ``prepare --id``, ``--in-reply-to``) only this is accepted."""
     try:
         return str(uuid.UUID(str(value).strip()))
     except (ValueError, AttributeError, TypeError):
         raise RelayError("invalid_id", f"{what} {value!r} is not a UUID") from None
+
+
+MIN_PREFIX = 8
+_CANONICAL = "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"
+_HEX = frozenset("0123456789abcdef")
+MAX_CANDIDATES = 10
+
+
+def validate_ref(value: str, what: str = "id") -> str:
+    """An id that names an existing request (design.md §14): a full id (returned canonical,
+    36 characters) or a prefix of at least 8 characters of a canonical id (returned in
+    lowercase, shorter than 36). ``resolve_ref`` turns a prefix into the id it names."""
+    s = value.strip().lower() if isinstance(value, str) else ""
+    if MIN_PREFIX <= len(s) < len(_CANONICAL) and all(
+        c == "-" if t == "-" else c in _HEX for c, t in zip(s, _CANONICAL[: len(s)], strict=True)
+    ):
+        return s
+    try:
+        return str(uuid.UUID(str(value).strip()))
+    except (ValueError, AttributeError, TypeError):
+        raise RelayError(
+            "invalid_id", f"{what} {value!r} is not a UUID, nor a prefix of at least "
+            f"{MIN_PREFIX} characters of one",
+        ) from None
+
+
+def resolve_ref(store, ref: str, *, drafts: bool = False, what: str = "id") -> str:
+    """The full id that ``ref`` (from ``validate_ref``) names, as git resolves a short hash:
+    a full id is itself; a prefix must match exactly one request (tombstones included; with
+    ``drafts``, unsubmitted drafts too): none is ``request_not_found``, several are
+    ``ambiguous_id`` listing them. The lookup is a range scan of the primary key."""
+    if len(ref) == len(_CANONICAL):
+        return ref
+    found = {r["id"]: f"{r['state']}, {r['from_peer']} -> {r['to_peer']}"
+             for r in store.requests_with_prefix(ref, MAX_CANDIDATES + 1)}
+    if drafts:
+        for r in store.drafts_with_prefix(ref, MAX_CANDIDATES + 1):
+            found.setdefault(r["id"], f"unsubmitted draft, {r['from_peer']} -> {r['to_peer']}")
+    if not found:
+        kind = "request or draft" if drafts else "request"
+        raise RelayError("request_not_found", f"no {kind} id starts with {ref}")
+    if len(found) == 1:
+        return next(iter(found))
+    ids = sorted(found)
+    listed = "; ".join(f"{i} ({found[i]})" for i in ids[:MAX_CANDIDATES])
+    more = len(ids) > MAX_CANDIDATES
+    raise RelayError(
+        "ambiguous_id",
+        f"{what} {ref} matches {'more than ' if more else ''}{min(len(ids), MAX_CANDIDATES)} "
+        "requests",
+        detail=f"candidates: {listed}{'; and more' if more else ''}",
+    )
 
 
 def validate_text(data: str | bytes, what: str = "text") -> str:
@@ -110,6 +170,27 @@ def fingerprint(values: list) -> str:
 
     doc = json.dumps(values, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(doc.encode("utf-8")).hexdigest()
+
+
+def stdin_is_terminal() -> bool:
+    """Is standard input a terminal (a person typing), not a pipe, file or agent's shell?"""
+    try:
+        stdin = sys.stdin
+        return stdin is not None and stdin.isatty() and os.isatty(stdin.fileno())
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def require_terminal(command: str) -> None:
+    """A person's act (design.md §14): `resolve`, `approve`, `deny`, and `ledger resolve` of
+    an entry under a person's approval are recorded as person:<user>, so they refuse unless
+    standard input is a terminal: an agent's non-interactive shell must not decide in a
+    person's name."""
+    if not stdin_is_terminal():
+        raise RelayError(
+            "approval_needs_terminal",
+            f"`relay {command}` refuses: standard input is not a terminal; nothing changed",
+        )
 
 
 def person() -> str:
@@ -355,7 +436,7 @@ def send(store, now: int, caller: Caller, *, to: str, text: str, request_id: str
         raise RelayError("self_message", f"{to!r} is you")
     fp, params = _params(caller, to, text, ttl_s, reply_within_s, on_lost, max_attempts,
                          in_reply_to)
-    request_id = request_id or str(uuid.uuid4())
+    request_id = request_id or new_id()
     row = _existing(store, request_id, fp)
     if row is not None:
         renew(store, caller, now)  # a success renews an active session (a ghost stays as it is)
@@ -394,7 +475,7 @@ def prepare(store, now: int, caller: Caller, *, to: str, text: str, draft_id: st
         raise RelayError("self_message", f"{to!r} is you")
     fp, params = _params(caller, to, text, ttl_s, reply_within_s, on_lost, max_attempts,
                          in_reply_to)
-    draft_id = draft_id or str(uuid.uuid4())
+    draft_id = draft_id or new_id()
     draft = store.get_draft(draft_id)
     if draft is not None or store.get_request(draft_id) is not None:
         if draft is not None and draft["fingerprint"] == fp:
@@ -429,6 +510,7 @@ def _receipt(store, row, duplicate: bool, now: int) -> dict:
 
 
 def submit(store, now: int, caller: Caller, draft_id: str) -> dict:
+    draft_id = resolve_ref(store, draft_id, drafts=True)
     row = store.get_request(draft_id)
     if row is not None:
         if row["from_peer"] != caller.name:
@@ -465,6 +547,8 @@ def submit(store, now: int, caller: Caller, draft_id: str) -> dict:
 
 # ------------------------------------------------------------------- reading requests
 def get(store, request_id: str) -> Row:
+    """The request that ``request_id`` (a full id, or a prefix from ``validate_ref``) names."""
+    request_id = resolve_ref(store, request_id)
     row = store.get_request(request_id)
     if row is None:
         hint = None
@@ -478,7 +562,7 @@ def show(store, request_id: str, events: bool = False) -> dict:
     row = get(store, request_id)
     obj = request_object(row, text=True, reply=True)
     if events:
-        obj["events"] = [event_object(e) for e in store.events_of(request_id)]
+        obj["events"] = [event_object(e) for e in store.events_of(row["id"])]
     return obj
 
 
@@ -500,7 +584,7 @@ def claim(store, now: int, caller: Caller, lease_s: int, request_id: str | None)
     if request_id:
         row = get(store, request_id)
         if row["to_peer"] != caller.name:
-            raise RelayError("not_owner", f"{request_id} is addressed to {row['to_peer']!r}")
+            raise RelayError("not_owner", f"{row['id']} is addressed to {row['to_peer']!r}")
     else:
         row = store.oldest_queued_for(caller.name)
         if row is None:
@@ -522,7 +606,7 @@ def _owned_by_claimer(store, caller: Caller, request_id: str) -> Row:
         who = "the sender" if row["from_peer"] == caller.name else repr(caller.name)
         raise RelayError(
             "not_owner",
-            f"only the session that claimed {request_id} may do this, not {who}",
+            f"only the session that claimed {row['id']} may do this, not {who}",
         )
     return row
 
@@ -546,7 +630,7 @@ def reply(store, now: int, caller: Caller, request_id: str, text: str) -> dict:
         if row["reply"] == text:
             renew(store, caller, now)
             return {**request_object(row, reply=True), "duplicate": True}
-        raise RelayError("reply_conflict", f"{request_id} was completed with another reply")
+        raise RelayError("reply_conflict", f"{row['id']} was completed with another reply")
     new = apply(store, row, "reply", actor=caller.name, at=now, fields={"reply": text})
     renew(store, caller, now)
     return {**request_object(new, reply=True), "duplicate": False}
@@ -585,7 +669,7 @@ def resolve(store, now: int, request_id: str, outcome: str, note: str | None) ->
     row = get(store, request_id)
     fields = {"notified_at": None}  # the sender learns the settled outcome (notices)
     if outcome == "requeue" and row["pruned"] and row["state"] == "delivery_unknown":
-        raise RelayError("state_conflict", f"{request_id} was pruned: its text is gone, so "
+        raise RelayError("state_conflict", f"{row['id']} was pruned: its text is gone, so "
                          "there is nothing to queue again; send the work anew with a new id")
     if outcome == "requeue":
         fields |= {

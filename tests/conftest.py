@@ -58,7 +58,9 @@ class Relay:
         return base
 
     def __call__(self, *args: str, input: str | bytes | None = None,
-                 env: dict | None = None) -> Result:
+                 env: dict | None = None, terminal: bool = False) -> Result:
+        """``terminal``: standard input is a real pseudo-terminal (a person typing), with
+        ``input`` already typed into it (design.md §14: a person's acts need one)."""
         from relay_cli.cli import run
 
         data = input.encode() if isinstance(input, str) else (input or b"")
@@ -67,11 +69,21 @@ class Relay:
         out, err = io.StringIO(), io.StringIO()
         os.environ.clear()
         os.environ.update(self._env(env))
-        sys.stdin = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8")
+        master = None
+        if terminal:
+            master, slave = os.openpty()
+            if data:
+                os.write(master, data)
+            sys.stdin = open(slave, encoding="utf-8", closefd=True)
+        else:
+            sys.stdin = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8")
         sys.stdout, sys.stderr = out, err
         try:
             code = run([str(a) for a in args])
         finally:
+            if master is not None:
+                sys.stdin.close()
+                os.close(master)
             sys.stdin, sys.stdout, sys.stderr = saved
             os.environ.clear()
             os.environ.update(saved_env)

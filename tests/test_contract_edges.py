@@ -122,7 +122,7 @@ def test_requeued_then_completed_request_is_noticed_again(relay):
     relay.env["RELAY_TIME_OFFSET"] = "120"
     first = relay("notices", "--json", env=alice).json["notices"]
     assert [n["state"] for n in first] == ["delivery_unknown"]
-    assert relay("resolve", rid, "--outcome", "requeue", "--json").code == 0
+    assert relay("resolve", rid, "--outcome", "requeue", "--json", terminal=True).code == 0
     bob2 = relay.join("bob", "--lease", "1h")
     assert relay("claim", "--json", env=bob2).code == 0
     assert relay("reply", rid, "done", "--json", env=bob2).code == 0
@@ -198,7 +198,7 @@ def test_notes_do_not_claim_a_reply_or_an_untouched_request_when_the_reason_says
     relay.send(alice, "bob", "x", request_id=rid)
     relay("claim", "--lease", "10s", env=bob)
     relay.env["RELAY_TIME_OFFSET"] = "11"
-    settled = relay("resolve", rid, "--outcome", "completed").out
+    settled = relay("resolve", rid, "--outcome", "completed", terminal=True).out
     assert "a person settled it as completed" in settled
     assert "the recipient replied" not in settled
     other = new_id()

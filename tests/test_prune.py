@@ -200,7 +200,7 @@ def test_a_pruned_delivery_unknown_cannot_be_requeued(relay, pair):
     assert relay("show", rid, "--json").json["state"] == "delivery_unknown"
     relay("prune", env=at(40))
     before = relay.snapshot()
-    r = relay("resolve", rid, "--outcome", "requeue", "--json", env=at(40))
+    r = relay("resolve", rid, "--outcome", "requeue", "--json", env=at(40), terminal=True)
     assert r.code == 4 and r.error["code"] == "state_conflict"
     assert relay.snapshot() == before
 

@@ -205,7 +205,8 @@ def test_resolve_settles_delivery_unknown(pair, outcome, state):
     rid = send(relay, alice)
     claim(relay, bob, None, "--lease", "10s")
     at(relay, 11)
-    r = relay("resolve", rid, "--outcome", outcome, "--note", "checked the repo", "--json")
+    r = relay("resolve", rid, "--outcome", outcome, "--note", "checked the repo", "--json",
+              terminal=True)
     assert r.code == 0, r.err
     assert (r.json["state"], r.json["reason"], r.json["detail"]) == (
         state, "resolved_by_human", "checked the repo")
@@ -270,7 +271,8 @@ def test_an_event_outside_the_table_is_state_conflict_and_changes_nothing(pair, 
     assert show(relay, rid)["state"] == state
     build, who = REFUSALS[state]
     before = relay.snapshot()
-    r = relay(*build(rid), "--json", env={"alice": alice, "bob": bob, None: None}[who])
+    r = relay(*build(rid), "--json", env={"alice": alice, "bob": bob, None: None}[who],
+              terminal=who is None)  # resolve: a person at a terminal
     assert (r.code, r.error["code"]) == (4, "state_conflict"), r.err
     assert relay.snapshot() == before
     assert not allowed(state, build(rid)[0]) or state in FINAL_STATES or state == "queued"

@@ -56,19 +56,6 @@ Example: relay once --key "$TOOL_USE_ID" -- gh pr create --fill
 """
 
 
-def _stdin_is_terminal() -> bool:
-    try:
-        return os.isatty(0) and sys.stdin is not None and sys.stdin.isatty()
-    except (OSError, ValueError, AttributeError):
-        return False
-
-
-def _require_terminal(what: str) -> None:
-    if not _stdin_is_terminal():
-        raise RelayError("approval_needs_terminal",
-                         f"`relay {what}` refuses: standard input is not a terminal")
-
-
 def _entry_fields(obj: dict, now: int) -> list[tuple[str, object]]:
     pairs: list[tuple[str, object]] = [
         ("key", obj["key"]),
@@ -357,7 +344,7 @@ def ledger_resolve(
     try:
         with env.unit() as now:
             obj = ledger.resolve(env.store, now, key, outcome, text,
-                                 terminal=_stdin_is_terminal())
+                                 terminal=lifecycle.stdin_is_terminal())
     except ledger.EntryError as e:
         raise RelayError(e.code, e.message, detail=e.detail) from None
     return _emit(env, obj)
@@ -373,7 +360,7 @@ def approve(key: KeyArg, json_: JsonOpt = False, home: HomeOpt = None) -> int:
     """
     env = Env(json_, home)
     ledger.validate_key(key)
-    _require_terminal("approve")
+    lifecycle.require_terminal("approve")
     with env.unit() as now:
         obj = ledger.approve(env.store, now, key)
     return _emit(env, obj)
@@ -389,7 +376,7 @@ def deny(key: KeyArg, note: NoteOpt = None, json_: JsonOpt = False,
     """
     env = Env(json_, home)
     ledger.validate_key(key)
-    _require_terminal("deny")
+    lifecycle.require_terminal("deny")
     text = lifecycle.validate_text(note, "--note") if note is not None else None
     with env.unit() as now:
         obj = ledger.deny(env.store, now, key, text)

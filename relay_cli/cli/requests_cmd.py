@@ -24,7 +24,11 @@ FileOpt = Annotated[
     Optional[str], typer.Option("--file", metavar="PATH", help="Read the text from a file.")
 ]
 ToOpt = Annotated[str, typer.Option("--to", metavar="PEER", help="The recipient peer.")]
-IdArg = Annotated[str, typer.Argument(metavar="ID", help="The request id (a UUID).")]
+IdArg = Annotated[
+    str,
+    typer.Argument(metavar="ID", show_default=False,
+                   help="The request id, or a unique prefix of at least 8 characters of it."),
+]
 TtlOpt = Annotated[
     Optional[str],
     typer.Option("--ttl", metavar="D",
@@ -154,6 +158,21 @@ def _emit(env: Env, obj, render, *args) -> int:
 
 
 # ------------------------------------------------------------------ commands
+@app.command("id")
+def id_(json_: JsonOpt = False, home: HomeOpt = None) -> int:
+    """Print a new request id (a random UUID) for `send --id`; nothing else is needed.
+
+    It reads and writes nothing: the id names nothing until a send uses it.
+    """
+    del home  # accepted like on every command; no state is read
+    new = lifecycle.new_id()
+    if json_:
+        Output(True).json({"id": new})
+    else:
+        Output(False).line(new)
+    return 0
+
+
 @app.command(epilog="Example: ID=$(uuidgen); relay send --to reviewer --id \"$ID\" - < task.md "
                     "(a retry is the same command with the same $ID)")
 def send(
@@ -236,7 +255,7 @@ def submit(
 ) -> int:
     """Queue a prepared draft. A repeat returns the stored receipt with duplicate: true."""
     env = Env(json_, home, as_, session)
-    draft_id = lifecycle.validate_id(id_)
+    draft_id = lifecycle.validate_ref(id_)
     with env.unit() as now:
         result = lifecycle.submit(env.store, now, env.caller(), draft_id)
     if env.json:
@@ -255,7 +274,7 @@ def show(
 ) -> int:
     """Show one request in full, with its text and reply (both are another agent's words)."""
     env = Env(json_, home)
-    request_id = lifecycle.validate_id(id_)
+    request_id = lifecycle.validate_ref(id_)
     with env.unit(write=False):
         obj = lifecycle.show(env.store, request_id, events)
     return _emit(env, obj, _render_full)
@@ -322,12 +341,12 @@ def wait(
     Example: relay wait "$ID" --timeout 5m || echo "not final yet, or not completed"
     """
     env = Env(json_, home, as_, session)
-    request_id = lifecycle.validate_id(id_)
+    request_id = lifecycle.validate_ref(id_)
     timeout_s = duration(timeout, clock.WAIT, "--timeout", lifecycle.DEFAULT_WAIT_S)
     with env.unit(write=False):
         _, token = env.identity()
         caller = env.caller(need_name=False) if token else None  # only to renew its lease
-        lifecycle.get(env.store, request_id)
+        request_id = lifecycle.get(env.store, request_id)["id"]
     code, obj = lifecycle.wait(env.store, caller, request_id, timeout_s)
     _emit(env, obj, _render_full)
     if code == 75:
@@ -347,7 +366,7 @@ def cancel(
 ) -> int:
     """Withdraw a request you sent while it is still queued (it was not delivered)."""
     env = Env(json_, home, as_, session)
-    request_id = lifecycle.validate_id(id_)
+    request_id = lifecycle.validate_ref(id_)
     with env.unit() as now:
         obj = lifecycle.cancel(env.store, now, env.caller(), request_id)
     return _emit(env, obj, _render_request)
@@ -404,9 +423,11 @@ def claim(
     env = Env(json_, home, as_, session)
     lease_s = duration(lease, clock.CLAIM_LEASE, "--lease", lifecycle.DEFAULT_CLAIM_LEASE_S)
     wait_s = duration(wait, clock.WAIT, "--wait", 0)
-    request_id = lifecycle.validate_id(id_, "--id") if id_ is not None else None
+    request_id = lifecycle.validate_ref(id_, "--id") if id_ is not None else None
     with env.unit(write=False):
         caller = env.caller()
+        if request_id is not None:  # resolved once: a prefix cannot change its meaning mid-wait
+            request_id = lifecycle.resolve_ref(env.store, request_id, what="--id")
     obj = lifecycle.claim_waiting(env.store, caller, lease_s, request_id, wait_s)
     if env.json:
         env.out.json(obj)
@@ -432,7 +453,7 @@ def ack(
 ) -> int:
     """Confirm you have read a request you claimed (state acknowledged). Safe to repeat."""
     env = Env(json_, home, as_, session)
-    obj = _act(env, lifecycle.ack, lifecycle.validate_id(id_))
+    obj = _act(env, lifecycle.ack, lifecycle.validate_ref(id_))
     return _emit(env, obj, _render_request, ("duplicate",))
 
 
@@ -451,7 +472,7 @@ def reply(
     The same reply again is a no-op (duplicate: true); a different one is reply_conflict.
     """
     env = Env(json_, home, as_, session)
-    request_id = lifecycle.validate_id(id_)
+    request_id = lifecycle.validate_ref(id_)
     body = read_text(text, file, "reply")
     obj = _act(env, lifecycle.reply, request_id, body)
     return _emit(env, obj, _render_request, ("duplicate",))
@@ -473,7 +494,7 @@ def fail(
 ) -> int:
     """Declare a request you claimed failed (state failed)."""
     env = Env(json_, home, as_, session)
-    request_id = lifecycle.validate_id(id_)
+    request_id = lifecycle.validate_ref(id_)
     detail = lifecycle.validate_text(reason, "--reason")
     return _emit(env, _act(env, lifecycle.fail, request_id, detail), _render_request)
 
@@ -489,7 +510,7 @@ def reject(
 ) -> int:
     """Decline a request you claimed; by your word nothing was executed (state rejected)."""
     env = Env(json_, home, as_, session)
-    request_id = lifecycle.validate_id(id_)
+    request_id = lifecycle.validate_ref(id_)
     detail = lifecycle.validate_text(reason, "--reason")
     return _emit(env, _act(env, lifecycle.reject, request_id, detail), _render_request)
 
@@ -511,12 +532,15 @@ def resolve(
     """A person settles a delivery_unknown request (recorded as person:<user>).
 
     Check first whether the work happened: requeue queues it again for a recipient to claim.
+    Refused unless standard input is a terminal (approval_needs_terminal): an agent's
+    shell must not settle work in a person's name.
     """
     env = Env(json_, home)
-    request_id = lifecycle.validate_id(id_)
+    request_id = lifecycle.validate_ref(id_)
     if outcome not in lifecycle.RESOLVE_OUTCOMES:
         raise RelayError("usage_error", "--outcome must be completed, failed or requeue")
     detail = lifecycle.validate_text(note, "--note") if note is not None else None
+    lifecycle.require_terminal("resolve")
     with env.unit() as now:
         obj = lifecycle.resolve(env.store, now, request_id, outcome, detail)
     return _emit(env, obj, _render_request)

@@ -20,12 +20,26 @@ DRAFT_COLUMNS = (
 )
 
 
+def _prefix_end(prefix: str) -> str:
+    """The smallest string after every string that starts with ``prefix`` (ids are ASCII)."""
+    return prefix[:-1] + chr(ord(prefix[-1]) + 1)
+
+
 class RequestsSQL:
     db: object  # Connection
 
     # requests ----------------------------------------------------------------------
     def get_request(self, request_id: str) -> Row | None:
         return self.db.one("SELECT * FROM requests WHERE id = ?", (request_id,))
+
+    def requests_with_prefix(self, prefix: str, limit: int) -> list[Row]:
+        """Requests (tombstones included) whose id starts with ``prefix``: a range scan of
+        the primary key, never a table scan."""
+        return self.db.all(
+            "SELECT id, state, from_peer, to_peer FROM requests WHERE id >= ? AND id < ? "
+            "ORDER BY id LIMIT ?",
+            (prefix, _prefix_end(prefix), limit),
+        )
 
     def insert_request(self, row: dict) -> None:
         cols = [c for c in REQUEST_COLUMNS if c in row]
@@ -169,6 +183,14 @@ class RequestsSQL:
     # drafts ------------------------------------------------------------------------
     def get_draft(self, draft_id: str) -> Row | None:
         return self.db.one("SELECT * FROM drafts WHERE id = ?", (draft_id,))
+
+    def drafts_with_prefix(self, prefix: str, limit: int) -> list[Row]:
+        """Unsubmitted drafts whose id starts with ``prefix`` (a range scan, as above)."""
+        return self.db.all(
+            "SELECT id, from_peer, to_peer FROM drafts WHERE id >= ? AND id < ? "
+            "AND submitted_at IS NULL ORDER BY id LIMIT ?",
+            (prefix, _prefix_end(prefix), limit),
+        )
 
     def insert_draft(self, row: dict) -> None:
         cols = [c for c in DRAFT_COLUMNS if c in row]
