@@ -821,12 +821,22 @@ def resolve(store, now: int, key: str, outcome: str, note: str | None, *,
     return entry_object(store.get_ledger(key), output=True)
 
 
-def approve(store, now: int, key: str) -> dict:
-    """A person at a terminal approves a `once --approve` entry (checked by the caller)."""
+def approve(store, now: int, key: str, seen: dict | None = None) -> dict:
+    """A person at a terminal approves a `once --approve` entry (checked by the caller).
+
+    ``seen``: the entry as it was shown to the person who confirmed; if its command or
+    directory is no longer the same (forgotten and made again meanwhile), nothing is
+    approved (state_conflict): a person approves what they saw, nothing else.
+    """
     row = _get(store, validate_key(key))
     if not row["approve"]:
         raise RelayError("state_conflict", f"key {key!r} was not made with --approve",
                          detail="there is nothing to approve")
+    if seen is not None and (json.loads(row["argv"]), row["cwd"]) != (seen["argv"],
+                                                                       seen["cwd"]):
+        raise RelayError("state_conflict", f"key {key!r} now names another command or "
+                         "directory than the one shown; nothing was approved",
+                         detail="run `relay approve KEY` again to see it")
     if row["state"] == "awaiting_approval":
         store.update_ledger(key, {"state": "approved", "decision": "approved",
                                   "decided_by": lifecycle.person(), "decided_at": now,

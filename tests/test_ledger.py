@@ -381,7 +381,7 @@ def test_approval_in_a_terminal_lets_the_waiting_call_run_exactly_once(relay, tm
     second = relay("once", "--key", "deploy", "--timeout", "0", "--", *cmd)
     assert second.code == 75 and runs(path) == 0
     t0 = time.monotonic()
-    decided = in_pty(relay, "approve", "deploy", "--json")
+    decided = in_pty(relay, "approve", "deploy", "--yes", "--json")
     assert decided.returncode == 0, decided.stderr
     obj = json.loads(decided.stdout)
     assert obj["state"] == "approved" and obj["decided_by"].startswith("person:")
@@ -406,7 +406,7 @@ def test_approval_before_the_next_call_runs_it_on_that_call(relay, tmp_path):
     path, cmd = counter(tmp_path)
     assert relay("once", "--key", "later", "--approve", "--timeout", "0", "--",
                  *cmd).code == 75
-    assert in_pty(relay, "approve", "later").returncode == 0
+    assert in_pty(relay, "approve", "later", "--yes").returncode == 0
     r = relay("once", "--key", "later", "--approve", "--timeout", "0", "--", *cmd)
     assert r.code == 0 and runs(path) == 1
     assert relay("once", "--key", "later", "--", *cmd).code == 0 and runs(path) == 1
@@ -428,7 +428,7 @@ def test_deny_makes_every_call_exit_10_without_running(relay, tmp_path):
         r = relay("once", "--key", "nope", *extra, "--json", "--", *cmd)
         assert r.code == 10 and r.error["code"] == "denied"
     assert runs(path) == 0
-    assert in_pty(relay, "approve", "nope").returncode == 4  # a denial stands
+    assert in_pty(relay, "approve", "nope", "--yes").returncode == 4  # a denial stands
 
 
 def test_a_key_that_already_ran_replays_without_asking(relay, tmp_path):
@@ -584,7 +584,7 @@ def test_resolve_of_an_approval_entry_needs_a_terminal(relay, tmp_path):
 def test_forgetting_an_approved_entry_keeps_the_approval_requirement(relay, tmp_path):
     path, cmd = counter(tmp_path)
     assert relay("once", "--key", "ap", "--approve", "--timeout", "0", "--", *cmd).code == 75
-    assert in_pty(relay, "approve", "ap").returncode == 0
+    assert in_pty(relay, "approve", "ap", "--yes").returncode == 0
     assert relay("once", "--key", "ap", "--", *cmd).code == 0 and runs(path) == 1
     assert in_pty(relay, "ledger", "resolve", "ap", "--outcome", "forget").returncode == 0
     # forgotten: the key is free, but the next call (even another command) waits again
@@ -592,7 +592,7 @@ def test_forgetting_an_approved_entry_keeps_the_approval_requirement(relay, tmp_
     r = relay("once", "--key", "ap", "--timeout", "0", "--", *other)
     assert r.code == 75 and "needs a person's approval" in r.err
     assert runs(path) == 1
-    assert in_pty(relay, "approve", "ap").returncode == 0
+    assert in_pty(relay, "approve", "ap", "--yes").returncode == 0
     assert relay("once", "--key", "ap", "--", *other).code == 0 and runs(path) == 2
 
 
@@ -712,7 +712,7 @@ def test_an_approved_command_that_cannot_start_keeps_its_approval(relay, tmp_pat
     tool = tmp_path / "tool"
     assert relay("once", "--key", "ap", "--approve", "--timeout", "0", "--",
                  str(tool)).code == 75
-    assert in_pty(relay, "approve", "ap").returncode == 0
+    assert in_pty(relay, "approve", "ap", "--yes").returncode == 0
     r = relay("once", "--key", "ap", "--", str(tool))
     assert r.code == 127
     assert entry(relay, "ap")["state"] == "approved"

@@ -351,19 +351,58 @@ def ledger_resolve(
 
 
 @app.command()
-def approve(key: KeyArg, json_: JsonOpt = False, home: HomeOpt = None) -> int:
+def approve(
+    key: KeyArg,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Approve without the question (still only "
+                           "from a terminal).")
+    ] = False,
+    json_: JsonOpt = False,
+    home: HomeOpt = None,
+) -> int:
     """A person at a terminal approves a `relay once --approve` entry.
 
-    The waiting (or the next) `relay once` call with this key then runs it, once.
-
-    Refused unless standard input is a terminal (approval_needs_terminal).
+    Shows the exact command, its directory and the key, and asks before approving (--yes
+    skips the question). The waiting (or the next) `relay once` call with this key then
+    runs it, once. Refused unless standard input is a terminal (approval_needs_terminal).
     """
     env = Env(json_, home)
     ledger.validate_key(key)
     lifecycle.require_terminal("approve")
+    seen = None
+    if not yes:
+        with env.unit(write=False):
+            shown = ledger.show(env.store, key)
+        if shown["state"] == "awaiting_approval":
+            if not _confirm(env.out, shown):
+                env.out.note("relay: not approved; nothing changed (the entry still awaits a "
+                             "decision; `relay deny KEY` refuses it)")
+                return _emit(env, {k: v for k, v in shown.items()
+                                   if k not in ("stdout", "stderr", "stdout_truncated",
+                                                "stderr_truncated")})
+            seen = shown
     with env.unit() as now:
-        obj = ledger.approve(env.store, now, key)
+        obj = ledger.approve(env.store, now, key, seen)
     return _emit(env, obj)
+
+
+def _confirm(out: Output, entry: dict) -> bool:
+    """Show what would run and ask the person at the terminal; True for yes."""
+    out.note(
+        f"relay once is waiting to run this command, once:\n"
+        f"  command: {inert(ledger.command_text(entry['argv']))}\n"
+        f"  cwd:     {inert(entry['cwd'])}\n"
+        f"  key:     {inert(entry['key'])}"
+    )
+    out.stderr.write("Approve it? [y/N] ")
+    out.stderr.flush()
+    try:
+        answer = sys.stdin.readline()
+    except (OSError, ValueError):
+        answer = ""
+    if not answer.endswith("\n"):
+        out.stderr.write("\n")
+    return answer.strip().lower() in ("y", "yes")
 
 
 @app.command()
