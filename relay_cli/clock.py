@@ -82,6 +82,14 @@ def parse_duration(text: str | int | None, bounds: tuple[int, int], what: str) -
     return seconds
 
 
+def duration_text(seconds: int) -> str:
+    """A duration as an option takes it back (``--lease 1h``): exact, in its largest unit."""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds and seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
 def human_duration(seconds: float) -> str:
     seconds = int(round(seconds))
     if seconds < 0:

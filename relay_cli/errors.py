@@ -85,32 +85,35 @@ ERRORS: dict[str, ErrorSpec] = {
     ),
     # 5: identity or ownership
     "no_identity": ErrorSpec(
-        5, False, "say who you are: set RELAY_PEER (and RELAY_SESSION from `relay peers join`) or "
-        "pass --as NAME",
+        5, False, "say who you are: eval \"$(relay peers join NAME --shell)\" sets RELAY_PEER and "
+        "RELAY_SESSION in this shell, or pass --as NAME (a person or script without a session)",
     ),
     "session_required": ErrorSpec(
-        5, False, "this needs the name's live session token: pass --session or set RELAY_SESSION "
-        "(`relay peers join NAME` starts a session)",
+        5, False, "this needs the name's live session token: pass --session or set RELAY_SESSION; "
+        "eval \"$(relay peers join NAME --shell)\" starts a session in this shell (it replaces a "
+        "live one of that name)",
     ),
     "peer_superseded": ErrorSpec(
         5, False, "a newer session of this peer exists; this session may only read and retry "
-        "existing sends; start over with `relay peers join NAME` if you are the live agent",
+        "existing sends; if you are the live agent, join again in this shell with "
+        "eval \"$(relay peers join NAME --shell)\" (it replaces the newer session)",
     ),
     "lease_expired": ErrorSpec(
         5, False, "the session's lease lapsed and its in-flight work became delivery_unknown; join "
-        "again with `relay peers join NAME`",
+        "again in this shell with eval \"$(relay peers join NAME --shell)\" (a longer --lease, "
+        "`relay peers heartbeat` or `relay run` keeps a session alive)",
     ),
     "invalid_session": ErrorSpec(
-        5, False, "this session token is unknown or its session has left; join again with "
-        "`relay peers join NAME`",
+        5, False, "this session token is unknown or its session has left; join again in this shell "
+        "with eval \"$(relay peers join NAME --shell)\"",
     ),
     "not_owner": ErrorSpec(
         5, False, "only the recipient's claiming session may ack/reply/fail/reject, only the "
         "sender may cancel or submit; check --as/--session",
     ),
     "approval_needs_terminal": ErrorSpec(
-        5, False, "approval is a person's decision: ask the person to run this command in their "
-        "own terminal",
+        5, False, "approve, deny and resolve are a person's decisions: ask the person to run this "
+        "command in their own terminal",
     ),
     # 6: limit
     "text_too_large": ErrorSpec(
@@ -160,7 +163,7 @@ ERRORS: dict[str, ErrorSpec] = {
         "again (same id or key) to keep waiting",
     ),
     "nothing_to_claim": ErrorSpec(
-        75, True, "no queued request for you right now; try again later or use `claim --wait 5m`"
+        75, True, "no queued request for you right now; try again later or use `relay claim --wait 5m`"
     ),
     "busy": ErrorSpec(
         75, True, "the database stayed locked by another relay process; retry the same command"

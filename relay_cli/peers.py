@@ -70,6 +70,8 @@ def identify(store, name: str | None, token: str | None, *, need_name: bool = Tr
                 "invalid_session",
                 "this session token names no session" if session is None
                 else "this session has left",
+                detail=None if session is None else _rejoin(store, Caller(session["peer"],
+                                                                          session)),
             )
         if name is not None and name != session["peer"]:
             raise RelayError(
@@ -99,22 +101,47 @@ def reload(store, caller: Caller) -> Caller:
     return caller
 
 
+def join_line(name: str, kind: str | None = None, lease_seconds: int | None = None) -> str:
+    """The exact shell line that gives this shell a new session of ``name`` (design.md §14):
+    ``peers join --shell`` prints the ``export`` lines; without ``eval`` they go nowhere."""
+    import shlex
+
+    args = ["relay", "peers", "join", shlex.quote(name)]
+    if kind and kind != "other":
+        args += ["--kind", kind]
+    if lease_seconds and lease_seconds != DEFAULT_SESSION_LEASE_S:
+        args += ["--lease", clock.duration_text(lease_seconds)]
+    command = " ".join([*args, "--shell"])
+    return f'eval "$({command})"'
+
+
+def _rejoin(store, caller: Caller) -> str:
+    """The join line for this caller, with the kind and lease its session had."""
+    peer = store.get_peer(caller.name) if caller.name else None
+    lease = caller.session["lease_seconds"] if caller.session is not None else None
+    return "run: " + join_line(caller.name or "NAME", peer["kind"] if peer else None, lease)
+
+
 def require_live(store, caller: Caller) -> None:
     """The session-state stage of design.md §6: peer_superseded, lease_expired, session_required."""
     if caller.session is not None:
         if caller.status == "superseded":
             raise RelayError(
-                "peer_superseded", f"a newer session of {caller.name!r} has replaced this one"
+                "peer_superseded", f"a newer session of {caller.name!r} has replaced this one",
+                detail=_rejoin(store, caller),
             )
         if caller.status == "expired":
             raise RelayError(
-                "lease_expired", f"the lease of this session of {caller.name!r} lapsed"
+                "lease_expired", f"the lease of this session of {caller.name!r} lapsed",
+                detail=_rejoin(store, caller),
             )
         return
     if caller.name is not None and store.active_session(caller.name) is not None:
         raise RelayError(
             "session_required",
             f"{caller.name!r} has an active session; present its token",
+            detail=f"{caller.name} is live in another shell: use that session's token there, "
+                   "or act under another name with --as",
         )
 
 
@@ -124,6 +151,8 @@ def require_session(store, caller: Caller) -> None:
         raise RelayError(
             "session_required",
             f"this command needs an active session of {caller.name!r} (RELAY_SESSION)",
+            detail=None if store.active_session(caller.name) is not None
+            else _rejoin(store, caller),
         )
     require_live(store, caller)
 

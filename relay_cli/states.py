@@ -40,6 +40,17 @@ MEANING = {
 }
 
 
+# Why a request became delivery_unknown, in words (design.md §14: a state_conflict on one
+# says why, and who settles it).
+UNKNOWN_BECAUSE = {
+    "claim_lease_expired": "the claim lease passed before the recipient acknowledged it",
+    "recipient_disconnected": "the claiming session's lease lapsed, or it left, before it "
+                              "finished",
+    "peer_superseded": "the claiming session was replaced by a new join of the same name",
+    "reply_deadline_elapsed": "no reply came within reply_within after the ack",
+}
+
+
 class Transition(NamedTuple):
     from_state: str | None
     event: str
@@ -108,6 +119,14 @@ def allowed(from_state: str | None, event: str) -> bool:
     return (from_state, event) in _BY_KEY
 
 
+def unknown_detail(row) -> str:
+    """Why this delivery_unknown request is one, and who settles it."""
+    why = UNKNOWN_BECAUSE.get(row["reason"], row["reason"] or "unknown reason")
+    return (f"{row['id']} became delivery_unknown ({row['reason']}: {why}), so relay cannot "
+            "know whether the work was done; a person settles it in their own terminal: "
+            f"`relay resolve {row['id']} --outcome completed|failed|requeue`")
+
+
 def apply(store, row, event: str, *, actor: str, at: int, detail=None, fields=None,
           set_detail: bool = False) -> dict:
     """Move one request by ``event`` (consulting ``TRANSITIONS``) and log the event.
@@ -115,7 +134,12 @@ def apply(store, row, event: str, *, actor: str, at: int, detail=None, fields=No
     Must run inside a write transaction. Raises ``state_conflict`` when the table does not
     allow the event from the request's current state.
     """
-    t = transition(row["state"], event)
+    try:
+        t = transition(row["state"], event)
+    except RelayError as e:
+        if row["state"] == "delivery_unknown" and e.detail is None:
+            e.detail = unknown_detail(row)
+        raise
     changes = {"state": t.to_state, "reason": t.reason, "updated_at": at}
     changes["finished_at"] = at if t.to_state in FINAL_STATES else None
     if set_detail:
