@@ -12,11 +12,12 @@ import sys
 from typing import Annotated, Optional
 
 import typer
+from typer._types import TyperChoice
 
-from .. import __version__, clock, lifecycle
+from .. import __version__, clock, complete, lifecycle
 from ..errors import RelayError
 from ..output import Output
-from ..peers import Caller, identify
+from ..peers import KINDS, Caller, identify, validate_kind
 
 app = typer.Typer(
     name="relay",
@@ -40,9 +41,13 @@ HomeOpt = Annotated[
     typer.Option("--home", metavar="PATH",
                  help="State directory (default: $RELAY_HOME, else the per-user state dir)."),
 ]
+def PeerOpt(flag: str, help: str, metavar: str = "PEER"):  # noqa: N802 (an Option, like typer's)
+    """An option that names a peer; shell completion offers the known names."""
+    return typer.Option(flag, metavar=metavar, help=help, autocompletion=complete.peers)
+
+
 AsOpt = Annotated[
-    Optional[str],
-    typer.Option("--as", metavar="NAME", help="Who is calling (default: $RELAY_PEER)."),
+    Optional[str], PeerOpt("--as", "Who is calling (default: $RELAY_PEER).", "NAME"),
 ]
 SessionOpt = Annotated[
     Optional[str],
@@ -68,10 +73,30 @@ def lazy_module(name: str):
     parent, _, child = name.rpartition(".")
     setattr(sys.modules[parent], child, module)
     return module
+class Choice(TyperChoice):
+    """A real Click choice (help and shell completion show the values) whose refusal is
+    relay's own error: ``check`` is the library's validator (invalid_name for a kind,
+    usage_error for the rest), so a bad value gives the same code as it always did.
+    ``choices`` may be a callable, for values that live in a module loaded on demand."""
+
+    def __init__(self, choices, check) -> None:  # (TyperChoice's __init__ would freeze them)
+        self._choices = choices
+        self.case_sensitive = True
+        self.check = check
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        return tuple(self._choices() if callable(self._choices) else self._choices)
+
+    def convert(self, value, param, ctx):
+        self.check(value)
+        return value
+
+
 KindOpt = Annotated[
     Optional[str],
-    typer.Option("--kind", metavar="K",
-                 help="claude, codex, gemini, aider, human, script or other."),
+    typer.Option("--kind", click_type=Choice(KINDS, validate_kind), show_default=False,
+                 help="What runs under this name (default other)."),
 ]
 SessionLeaseOpt = Annotated[
     Optional[str],

@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from ..output import iso_age
-from .app import AsOpt, Env, HomeOpt, JsonOpt, SessionOpt, app, lazy_module
+from .app import AsOpt, Choice, Env, HomeOpt, JsonOpt, SessionOpt, app, lazy_module
 
 guide_text = lazy_module("relay_cli.guide")
 hook = lazy_module("relay_cli.hook")
@@ -261,11 +261,15 @@ def notices(as_: AsOpt = None, session: SessionOpt = None, json_: JsonOpt = Fals
     return 0
 
 
+def _check_audience(value: str) -> None:
+    guide_text.text(value)  # usage_error for an unknown audience
+
+
 @app.command("guide")
 def guide(
     for_: Annotated[
         str,
-        typer.Option("--for", metavar="claude|codex|gemini|generic",
+        typer.Option("--for", click_type=Choice(lambda: guide_text.AUDIENCES, _check_audience),
                      help="Which agent runtime the guide is for."),
     ] = "generic",
     json_: JsonOpt = False,

@@ -12,10 +12,10 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from .. import clock, lifecycle
+from .. import clock, complete, lifecycle
 from ..errors import RelayError
 from ..output import Output, inert, iso_age
-from .app import Env, HomeOpt, JsonOpt, app, duration, lazy_module
+from .app import Choice, Env, HomeOpt, JsonOpt, app, duration, lazy_module
 
 ledger = lazy_module("relay_cli.ledger")  # socket, selectors, signal: only for these commands
 
@@ -23,7 +23,13 @@ ledger_app = typer.Typer(help="Inspect and settle the side-effect ledger of `rel
                          no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(ledger_app, name="ledger")
 
-KeyArg = Annotated[str, typer.Argument(metavar="KEY", help="The key given to `relay once`.")]
+def _key_arg(candidates):
+    return Annotated[str, typer.Argument(metavar="KEY", autocompletion=candidates,
+                                         help="The key given to `relay once`.")]
+
+
+KeyArg = _key_arg(complete.ledger_keys)
+AwaitingKeyArg = _key_arg(complete.awaiting_keys)
 NoteOpt = Annotated[
     Optional[str], typer.Option("--note", metavar="TEXT", help="Why (stored with the decision).")
 ]
@@ -269,8 +275,10 @@ def _replay_note(key: str, entry: dict) -> str:
 def ledger_list(
     state: Annotated[
         Optional[List[str]],
-        typer.Option("--state", metavar="S",
-                     help="Only entries in state S (repeatable): awaiting_approval, approved, "
+        typer.Option("--state", metavar="STATE",
+                     click_type=Choice(lambda: ledger.STATES,
+                                       lambda v: ledger.validate_states([v])),
+                     help="Only entries in STATE (repeatable): awaiting_approval, approved, "
                           "denied, running, effect_unknown (relay and the command are gone, "
                           "outcome never recorded), succeeded, failed, forgotten."),
     ] = None,
@@ -316,12 +324,17 @@ def ledger_show(key: KeyArg, json_: JsonOpt = False, home: HomeOpt = None) -> in
     return _emit(env, obj, output=True)
 
 
+def _check_outcome(value: str) -> None:
+    if value not in ledger.OUTCOMES:
+        raise RelayError("usage_error", "--outcome must be succeeded, failed or forget")
+
+
 @ledger_app.command("resolve")
 def ledger_resolve(
     key: KeyArg,
     outcome: Annotated[
         str,
-        typer.Option("--outcome", metavar="succeeded|failed|forget",
+        typer.Option("--outcome", click_type=Choice(lambda: ledger.OUTCOMES, _check_outcome),
                      help="What the person found: the effect happened, it did not, or forget "
                           "the entry so the key runs again."),
     ],
@@ -338,8 +351,6 @@ def ledger_resolve(
     """
     env = Env(json_, home)
     ledger.validate_key(key)
-    if outcome not in ledger.OUTCOMES:
-        raise RelayError("usage_error", "--outcome must be succeeded, failed or forget")
     text = lifecycle.validate_text(note, "--note") if note is not None else None
     try:
         with env.unit() as now:
@@ -352,7 +363,7 @@ def ledger_resolve(
 
 @app.command()
 def approve(
-    key: KeyArg,
+    key: AwaitingKeyArg,
     yes: Annotated[
         bool, typer.Option("--yes", "-y", help="Approve without the question (still only "
                            "from a terminal).")
@@ -406,7 +417,7 @@ def _confirm(out: Output, entry: dict) -> bool:
 
 
 @app.command()
-def deny(key: KeyArg, note: NoteOpt = None, json_: JsonOpt = False,
+def deny(key: AwaitingKeyArg, note: NoteOpt = None, json_: JsonOpt = False,
          home: HomeOpt = None) -> int:
     """A person at a terminal denies a `relay once --approve` entry; it never runs.
 

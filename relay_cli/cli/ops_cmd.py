@@ -9,7 +9,7 @@ import typer
 from .. import clock, peers
 from ..errors import RelayError
 from ..output import Output
-from .app import Env, HomeOpt, JsonOpt, KindOpt, SessionLeaseOpt, app, duration
+from .app import Env, HomeOpt, JsonOpt, KindOpt, PeerOpt, SessionLeaseOpt, app, duration
 
 # ------------------------------------------------------------------ run
 _CANNOT_START_HINT = (
@@ -28,7 +28,7 @@ def run_(
     ctx: typer.Context,
     as_: Annotated[
         Optional[str],
-        typer.Option("--as", metavar="NAME", help="The peer name to join as (required)."),
+        PeerOpt("--as", "The peer name to join as (required).", "NAME"),
     ] = None,
     kind: KindOpt = None,
     lease: SessionLeaseOpt = None,

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from .. import clock, peers
+from .. import clock, complete, peers
 from ..output import iso_age, iso_left
 from .app import (
     AsOpt,
@@ -25,7 +25,8 @@ peers_app = typer.Typer(help="Peers (named participants) and their sessions.",
                         no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(peers_app, name="peers")
 
-NameArg = Annotated[str, typer.Argument(metavar="NAME", help="Peer name, e.g. claude-1.")]
+NameArg = Annotated[str, typer.Argument(metavar="NAME", autocompletion=complete.peers,
+                                        help="Peer name, e.g. claude-1.")]
 
 
 def _render_peer(env: Env, obj: dict) -> None:

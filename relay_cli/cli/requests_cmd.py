@@ -7,12 +7,23 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from .. import clock, lifecycle
+from .. import clock, complete, lifecycle
 from ..errors import RelayError
 from ..output import Output, iso_age, size
 from ..peers import validate_name
 from ..states import STATES
-from .app import AsOpt, Env, HomeOpt, JsonOpt, SessionOpt, app, duration, read_text
+from .app import (
+    AsOpt,
+    Choice,
+    Env,
+    HomeOpt,
+    JsonOpt,
+    PeerOpt,
+    SessionOpt,
+    app,
+    duration,
+    read_text,
+)
 
 # ------------------------------------------------------------------ options
 TextArg = Annotated[
@@ -23,12 +34,22 @@ TextArg = Annotated[
 FileOpt = Annotated[
     Optional[str], typer.Option("--file", metavar="PATH", help="Read the text from a file.")
 ]
-ToOpt = Annotated[str, typer.Option("--to", metavar="PEER", help="The recipient peer.")]
-IdArg = Annotated[
-    str,
-    typer.Argument(metavar="ID", show_default=False,
-                   help="The request id, or a unique prefix of at least 8 characters of it."),
-]
+ToOpt = Annotated[str, PeerOpt("--to", "The recipient peer.")]
+
+
+def _id_arg(candidates):
+    """The ID argument of a command that names an existing request; shell completion
+    offers the ids this command accepts (relay_cli.complete)."""
+    return Annotated[
+        str,
+        typer.Argument(metavar="ID", show_default=False, autocompletion=candidates,
+                       help="The request id, or a unique prefix of at least 8 characters of "
+                            "it."),
+    ]
+
+
+AnyIdArg = _id_arg(complete.requests("any"))
+ClaimedIdArg = _id_arg(complete.requests("claimed"))
 TtlOpt = Annotated[
     Optional[str],
     typer.Option("--ttl", metavar="D",
@@ -41,7 +62,7 @@ ReplyWithinOpt = Annotated[
 ]
 OnLostOpt = Annotated[
     str,
-    typer.Option("--on-lost", metavar="unknown|redeliver",
+    typer.Option("--on-lost", click_type=Choice(lifecycle.ON_LOST, lifecycle.validate_on_lost),
                  help="When a claim lease lapses before ack: delivery_unknown, or queue again."),
 ]
 MaxAttemptsOpt = Annotated[
@@ -247,7 +268,7 @@ def prepare(
 
 @app.command()
 def submit(
-    id_: IdArg,
+    id_: _id_arg(complete.drafts),
     as_: AsOpt = None,
     session: SessionOpt = None,
     json_: JsonOpt = False,
@@ -267,7 +288,7 @@ def submit(
 
 @app.command()
 def show(
-    id_: IdArg,
+    id_: AnyIdArg,
     events: Annotated[bool, typer.Option("--events", help="Include the event log.")] = False,
     json_: JsonOpt = False,
     home: HomeOpt = None,
@@ -280,17 +301,19 @@ def show(
     return _emit(env, obj, _render_full)
 
 
+def _check_state(value: str) -> None:
+    lifecycle.validate_states([value])
+
+
 @app.command("list")
 def list_(
     state: Annotated[
         Optional[List[str]],
-        typer.Option("--state", metavar="S",
-                     help=f"Only requests in state S (repeatable): {', '.join(STATES)}."),
+        typer.Option("--state", metavar="STATE", click_type=Choice(STATES, _check_state),
+                     help=f"Only requests in STATE (repeatable): {', '.join(STATES)}."),
     ] = None,
-    to: Annotated[Optional[str], typer.Option("--to", metavar="PEER", help="Only to PEER.")] = None,
-    from_: Annotated[
-        Optional[str], typer.Option("--from", metavar="PEER", help="Only from PEER.")
-    ] = None,
+    to: Annotated[Optional[str], PeerOpt("--to", "Only to PEER.")] = None,
+    from_: Annotated[Optional[str], PeerOpt("--from", "Only from PEER.")] = None,
     limit: Annotated[
         int, typer.Option("--limit", metavar="N", min=1, max=1_000_000_000,
                           help="At most N rows.")
@@ -326,7 +349,7 @@ def list_(
 @app.command(epilog="Exit status: 0 completed; 10 failed, rejected, expired or cancelled; "
                     "11 delivery_unknown; 75 still open when the timeout passed (not a failure).")
 def wait(
-    id_: IdArg,
+    id_: AnyIdArg,
     timeout: Annotated[
         Optional[str],
         typer.Option("--timeout", metavar="D", help="Give up waiting after D (0-10m, default 50s)."),
@@ -358,7 +381,7 @@ def wait(
 
 @app.command()
 def cancel(
-    id_: IdArg,
+    id_: _id_arg(complete.requests("sent_queued")),
     as_: AsOpt = None,
     session: SessionOpt = None,
     json_: JsonOpt = False,
@@ -409,7 +432,10 @@ def claim(
                      help="Wait up to D for a request to arrive (0-10m, default 0)."),
     ] = None,
     id_: Annotated[
-        Optional[str], typer.Option("--id", metavar="ID", help="Claim this queued request.")
+        Optional[str],
+        typer.Option("--id", metavar="ID", autocompletion=complete.requests("queued_for_me"),
+                     help="Claim this queued request (a unique prefix of 8+ characters will "
+                          "do)."),
     ] = None,
     as_: AsOpt = None,
     session: SessionOpt = None,
@@ -445,7 +471,7 @@ def _act(env: Env, fn, request_id: str, *args):
 
 @app.command()
 def ack(
-    id_: IdArg,
+    id_: ClaimedIdArg,
     as_: AsOpt = None,
     session: SessionOpt = None,
     json_: JsonOpt = False,
@@ -459,7 +485,7 @@ def ack(
 
 @app.command()
 def reply(
-    id_: IdArg,
+    id_: ClaimedIdArg,
     text: TextArg = None,
     file: FileOpt = None,
     as_: AsOpt = None,
@@ -485,7 +511,7 @@ ReasonOpt = Annotated[
 
 @app.command()
 def fail(
-    id_: IdArg,
+    id_: ClaimedIdArg,
     reason: ReasonOpt,
     as_: AsOpt = None,
     session: SessionOpt = None,
@@ -501,7 +527,7 @@ def fail(
 
 @app.command()
 def reject(
-    id_: IdArg,
+    id_: ClaimedIdArg,
     reason: ReasonOpt,
     as_: AsOpt = None,
     session: SessionOpt = None,
@@ -515,12 +541,17 @@ def reject(
     return _emit(env, _act(env, lifecycle.reject, request_id, detail), _render_request)
 
 
+def _check_outcome(value: str) -> None:
+    if value not in lifecycle.RESOLVE_OUTCOMES:
+        raise RelayError("usage_error", "--outcome must be completed, failed or requeue")
+
+
 @app.command()
 def resolve(
-    id_: IdArg,
+    id_: _id_arg(complete.requests("unknown")),
     outcome: Annotated[
         str,
-        typer.Option("--outcome", metavar="completed|failed|requeue",
+        typer.Option("--outcome", click_type=Choice(lifecycle.RESOLVE_OUTCOMES, _check_outcome),
                      help="What the person found: it was done, it failed, or queue it again."),
     ],
     note: Annotated[
@@ -537,8 +568,6 @@ def resolve(
     """
     env = Env(json_, home)
     request_id = lifecycle.validate_ref(id_)
-    if outcome not in lifecycle.RESOLVE_OUTCOMES:
-        raise RelayError("usage_error", "--outcome must be completed, failed or requeue")
     detail = lifecycle.validate_text(note, "--note") if note is not None else None
     lifecycle.require_terminal("resolve")
     with env.unit() as now:

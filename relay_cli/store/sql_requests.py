@@ -41,6 +41,29 @@ class RequestsSQL:
             (prefix, _prefix_end(prefix), limit),
         )
 
+    def completion_requests(
+        self, prefix: str, *, states=None, from_peer: str | None = None,
+        to_peer: str | None = None, claim_session: str | None = None, limit: int = 50,
+    ) -> list[Row]:
+        """Recent requests for shell completion, newest first (read-only; no bodies)."""
+        where, params = ["pruned = 0"], []
+        if prefix:
+            where.append("id >= ? AND id < ?")
+            params += [prefix, _prefix_end(prefix)]
+        if states:
+            where.append(f"state IN ({', '.join('?' * len(states))})")
+            params += list(states)
+        for column, value in (("from_peer", from_peer), ("to_peer", to_peer),
+                              ("claim_session", claim_session)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                params.append(value)
+        return self.db.all(
+            "SELECT id, state, from_peer, to_peer, created_at FROM requests "
+            f"WHERE {' AND '.join(where)} ORDER BY created_at DESC, rowid DESC LIMIT ?",
+            [*params, limit],
+        )
+
     def insert_request(self, row: dict) -> None:
         cols = [c for c in REQUEST_COLUMNS if c in row]
         self.db.execute(
@@ -190,6 +213,17 @@ class RequestsSQL:
             "SELECT id, from_peer, to_peer FROM drafts WHERE id >= ? AND id < ? "
             "AND submitted_at IS NULL ORDER BY id LIMIT ?",
             (prefix, _prefix_end(prefix), limit),
+        )
+
+    def completion_drafts(self, prefix: str, from_peer: str, limit: int) -> list[Row]:
+        """A sender's unsubmitted drafts for shell completion, newest first."""
+        where, params = ["from_peer = ?", "submitted_at IS NULL"], [from_peer]
+        if prefix:
+            where.append("id >= ? AND id < ?")
+            params += [prefix, _prefix_end(prefix)]
+        return self.db.all(
+            f"SELECT id, to_peer FROM drafts WHERE {' AND '.join(where)} "
+            "ORDER BY created_at DESC LIMIT ?", [*params, limit],
         )
 
     def insert_draft(self, row: dict) -> None:

@@ -1,0 +1,137 @@
+"""Dynamic shell completion (design.md §14): what a command accepts, from the database.
+
+Request ids by what the command takes (`resolve`: delivery_unknown; `ack`, `reply`,
+`fail`, `reject`: what my session claimed; `cancel`: what I queued; `claim --id`: what is
+queued for me; `submit`: my unsubmitted drafts; `show`, `wait`: any recent request), peer
+names and ledger keys. The look is read-only: it never applies due time-based transitions
+(so a deadline that just passed may still be offered; the command itself then tells the
+truth), never creates a home or a database, and never fails: any problem means no
+candidates.
+"""
+
+from __future__ import annotations
+
+import os
+
+from . import clock
+
+LIMIT = 50
+
+# What each command's request id may be: the filter of RequestsSQL.completion_requests.
+REQUESTS = {
+    "any": {},
+    "unknown": {"states": ("delivery_unknown",)},
+    "claimed": {"states": ("delivered", "acknowledged"), "mine": "claim_session"},
+    "sent_queued": {"states": ("queued",), "mine": "from_peer"},
+    "queued_for_me": {"states": ("queued",), "mine": "to_peer"},
+}
+
+
+def _param(ctx, name: str):
+    while ctx is not None:
+        value = ctx.params.get(name)
+        if value:
+            return value
+        ctx = ctx.parent
+    return None
+
+
+def _open(ctx):
+    from .store import open_store_readonly
+
+    try:
+        return open_store_readonly(_param(ctx, "home"))
+    except Exception:  # noqa: BLE001 - completion never fails: no candidates
+        return None
+
+
+def _me(store, ctx) -> tuple[str | None, str | None]:
+    """(my name, my session id) from --as/--session, else RELAY_PEER/RELAY_SESSION."""
+    from .peers import hash_token
+
+    name = _param(ctx, "as_") or os.environ.get("RELAY_PEER") or None
+    token = _param(ctx, "session") or os.environ.get("RELAY_SESSION") or None
+    session = store.session_by_token_hash(hash_token(token)) if token else None
+    if session is not None:
+        return session["peer"], session["id"]
+    return name, None
+
+
+def _safe(fn):
+    def run(ctx, incomplete: str):
+        store = _open(ctx)
+        if store is None:
+            return []
+        try:
+            return fn(store, ctx, incomplete or "")
+        except Exception:  # noqa: BLE001 - completion never fails: no candidates
+            return []
+        finally:
+            store.close()
+
+    return run
+
+
+def requests(which: str):
+    """A completion callback for a request id that the command accepts (``REQUESTS``)."""
+    rule = REQUESTS[which]
+
+    def candidates(store, ctx, incomplete: str) -> list[tuple[str, str]]:
+        prefix = incomplete.lower()
+        filters = {"states": rule.get("states")}
+        if "mine" in rule:
+            name, session_id = _me(store, ctx)
+            mine = session_id if rule["mine"] == "claim_session" else name
+            if mine is None:
+                return []
+            filters[rule["mine"]] = mine
+        rows = store.completion_requests(prefix, limit=LIMIT, **filters)
+        now = clock.now_ms()
+        return [(r["id"], f"{r['state']}, {r['from_peer']} -> {r['to_peer']}, "
+                          f"{clock.human_duration(max(0, now - r['created_at']) / 1000)} ago")
+                for r in rows]
+
+    def callback(ctx, incomplete: str):
+        return _safe(candidates)(ctx, incomplete)
+
+    return callback
+
+
+def _drafts(store, ctx, incomplete: str) -> list[tuple[str, str]]:
+    name, _ = _me(store, ctx)
+    if name is None:
+        return []
+    return [(r["id"], f"draft to {r['to_peer']}")
+            for r in store.completion_drafts(incomplete.lower(), name, LIMIT)]
+
+
+def drafts(ctx, incomplete: str):
+    """`submit`: my unsubmitted drafts."""
+    return _safe(_drafts)(ctx, incomplete)
+
+
+def _peers(store, ctx, incomplete: str) -> list[str]:
+    return [n for n in store.peer_names() if n.startswith(incomplete)]
+
+
+def peers(ctx, incomplete: str):
+    """Known peer names."""
+    return _safe(_peers)(ctx, incomplete)
+
+
+def _keys(states):
+    def candidates(store, ctx, incomplete: str) -> list[tuple[str, str]]:
+        return [(r["key"], r["state"]) for r in store.list_ledger(states)
+                if r["key"].startswith(incomplete)][:LIMIT]
+
+    return candidates
+
+
+def awaiting_keys(ctx, incomplete: str):
+    """`approve`, `deny`: ledger keys awaiting a person's decision."""
+    return _safe(_keys(["awaiting_approval"]))(ctx, incomplete)
+
+
+def ledger_keys(ctx, incomplete: str):
+    """`ledger show`, `ledger resolve`: every ledger key."""
+    return _safe(_keys(None))(ctx, incomplete)
