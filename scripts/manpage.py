@@ -29,7 +29,10 @@ def paragraphs(text: str | None) -> list[str]:
         return []
     out = []
     for para in re.split(r"\n\s*\n", text.strip()):
-        para = para.replace("\b\n", "")
+        if para.startswith("\b\n"):  # Click's verbatim block (examples): kept line by line
+            lines = para[2:].splitlines()
+            out += [".PP", ".nf", ".RS 4", *(esc(line) for line in lines), ".RE", ".fi"]
+            continue
         out += [".PP", esc(" ".join(line.strip() for line in para.splitlines()))]
     return out
 
@@ -37,7 +40,9 @@ def paragraphs(text: str | None) -> list[str]:
 def _option_label(o: dict) -> str:
     flags = " | ".join(f"\\fB{esc(f)}\\fR" for f in o["flags"])
     if not o["is_flag"]:
-        flags += f" \\fI{esc(o['metavar'] or o['type'].upper())}\\fR"
+        shown = o["metavar"] or ("|".join(o["choices"]) if o.get("choices") else
+                                 o["type"].upper())
+        flags += f" \\fI{esc(shown)}\\fR"
     return flags
 
 

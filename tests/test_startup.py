@@ -115,4 +115,4 @@ def test_root_help_from_the_light_listing_equals_the_full_tree_help(relay):
         r = relay(*args, env={"COLUMNS": generate.HELP_COLUMNS, "NO_COLOR": "1", "TERM": "dumb"})
         assert r.code == 0 and r.out.rstrip() + "\n" == full
     bare = relay(env={"COLUMNS": generate.HELP_COLUMNS})
-    assert bare.code == 2 and "Commands:" in bare.err and "send" in bare.err
+    assert bare.code == 2 and "Requests:" in bare.err and "send" in bare.err

@@ -13,13 +13,57 @@ from typing import Annotated, Optional
 
 import typer
 from typer._types import TyperChoice
+from typer.core import TyperGroup
 
 from .. import __version__, clock, complete, lifecycle
 from ..errors import RelayError
 from ..output import Output
 from ..peers import KINDS, Caller, identify, validate_kind
 
+# `relay --help` lists the commands in these groups, in this order (anything else last).
+SECTIONS = {
+    "Requests": ("id", "send", "prepare", "submit", "show", "list", "wait", "cancel", "inbox",
+                 "claim", "ack", "reply", "fail", "reject", "resolve", "notices"),
+    "Peers & sessions": ("peers", "run", "guide", "hook"),
+    "Side effects (relay once)": ("once", "ledger", "approve", "deny"),
+    "Operate": ("doctor", "watch", "sweep", "prune", "schema"),
+}
+
+
+class RelayGroup(TyperGroup):
+    """A command group whose help lists its commands in ``SECTIONS`` (the root) with each
+    summary whole: a summary wraps onto the next line rather than being cut with "..."."""
+
+    def format_commands(self, ctx, formatter) -> None:
+        commands = [(name, cmd) for name in self.list_commands(ctx)
+                    if (cmd := self.get_command(ctx, name)) is not None and not cmd.hidden]
+        if not commands:
+            return
+        by_name = dict(commands)
+        sections = [("Commands", [n for n, _ in commands])]
+        if ctx.parent is None:
+            placed = {n for names in SECTIONS.values() for n in names}
+            sections = [(title, [n for n in names if n in by_name])
+                        for title, names in SECTIONS.items()]
+            sections.append(("Other commands", [n for n, _ in commands if n not in placed]))
+        width = max(len(n) for n, _ in commands)
+        for title, names in sections:
+            if not names:
+                continue
+            with formatter.section(title):
+                formatter.write_dl(
+                    [(n.ljust(width), by_name[n].get_short_help_str(limit=1000))
+                     for n in names], col_max=width)
+
+
+def examples(*lines: str) -> str:
+    """A command's EXAMPLES block (its epilog), printed as written: the ``\\b`` line keeps
+    Click from re-wrapping it, so each line can be copied and run as it is."""
+    return "Examples:\n\n\b\n" + "\n".join(f"  {line}" for line in lines)
+
+
 app = typer.Typer(
+    cls=RelayGroup,
     name="relay",
     help=(
         "Hand work between AI coding agents on one machine. relay never runs or delivers the "

@@ -10,14 +10,25 @@ from typing import Annotated, Optional
 import typer
 
 from ..output import iso_age
-from .app import AsOpt, Choice, Env, HomeOpt, JsonOpt, SessionOpt, app, lazy_module
+from .app import (
+    AsOpt,
+    Choice,
+    Env,
+    HomeOpt,
+    JsonOpt,
+    RelayGroup,
+    SessionOpt,
+    app,
+    examples,
+    lazy_module,
+)
 
 guide_text = lazy_module("relay_cli.guide")
 hook = lazy_module("relay_cli.hook")
 notices_lib = lazy_module("relay_cli.notices")
 
-hook_app = typer.Typer(help="Entry points for agent runtimes' hooks.", no_args_is_help=True,
-                       rich_markup_mode=None)
+hook_app = typer.Typer(cls=RelayGroup, help="Entry points for agent runtimes' hooks.",
+                       no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(hook_app, name="hook")
 
 
@@ -105,7 +116,10 @@ WakeOpt = Annotated[
 ]
 
 
-@hook_app.command("claude", context_settings=HOOK_CONTEXT)
+@hook_app.command("claude", context_settings=HOOK_CONTEXT, epilog=examples(
+    'relay hook install claude --dry-run   # what would change',
+    'relay hook install claude             # into Claude Code\'s settings',
+))
 def hook_claude(as_: AsOpt = None, kind: KindHookOpt = None, lease: LeaseHookOpt = None,
                 wake: WakeOpt = False, timeout: TimeoutHookOpt = None, json_: JsonOpt = False,
                 home: HomeOpt = None) -> int:
@@ -119,7 +133,10 @@ def hook_claude(as_: AsOpt = None, kind: KindHookOpt = None, lease: LeaseHookOpt
     return _run_hook("claude", as_, kind, lease, wake, timeout, home)
 
 
-@hook_app.command("codex", context_settings=HOOK_CONTEXT)
+@hook_app.command("codex", context_settings=HOOK_CONTEXT, epilog=examples(
+    'relay hook install codex          # into Codex\'s settings',
+    'relay hook install codex --wake   # with the wake waiter',
+))
 def hook_codex(as_: AsOpt = None, kind: KindHookOpt = None, lease: LeaseHookOpt = None,
                wake: WakeOpt = False, timeout: TimeoutHookOpt = None, json_: JsonOpt = False,
                home: HomeOpt = None) -> int:
@@ -132,7 +149,9 @@ def hook_codex(as_: AsOpt = None, kind: KindHookOpt = None, lease: LeaseHookOpt 
     return _run_hook("codex", as_, kind, lease, wake, timeout, home)
 
 
-@hook_app.command("gemini", context_settings=HOOK_CONTEXT)
+@hook_app.command("gemini", context_settings=HOOK_CONTEXT, epilog=examples(
+    'relay hook install gemini   # into Gemini CLI\'s settings',
+))
 def hook_gemini(as_: AsOpt = None, kind: KindHookOpt = None, lease: LeaseHookOpt = None,
                 wake: WakeOpt = False, timeout: TimeoutHookOpt = None, json_: JsonOpt = False,
                 home: HomeOpt = None) -> int:
@@ -205,7 +224,11 @@ def _settings_change(agent: str, project: bool, dry_run: bool, wake: bool, json_
     return 0
 
 
-@hook_app.command("install")
+@hook_app.command("install", epilog=examples(
+    'relay hook install claude --dry-run',
+    'relay hook install claude',
+    'relay hook install codex --project --wake',
+))
 def hook_install_cmd(
     agent: AgentArg,
     project: ProjectOpt = False,
@@ -224,18 +247,25 @@ def hook_install_cmd(
     return _settings_change(agent, project, dry_run, wake, json_, home, install=True)
 
 
-@hook_app.command("uninstall")
+@hook_app.command("uninstall", epilog=examples(
+    'relay hook uninstall claude --dry-run',
+    'relay hook uninstall codex',
+))
 def hook_uninstall_cmd(agent: AgentArg, project: ProjectOpt = False, dry_run: DryRunOpt = False,
                        json_: JsonOpt = False, home: HomeOpt = None) -> int:
     """Remove exactly the hooks `relay hook install` added (the waiter too)."""
     return _settings_change(agent, project, dry_run, False, json_, home, install=False)
 
 
-@app.command()
+@app.command(epilog=examples(
+    'relay notices',
+    'relay notices --json',
+))
 def notices(as_: AsOpt = None, session: SessionOpt = None, json_: JsonOpt = False,
             home: HomeOpt = None) -> int:
-    """Requests I sent that finished since I last asked, each reported once (no bodies).
+    """Requests I sent that finished since I last asked, each once.
 
+    No bodies (`relay show ID` has them).
     Reading them marks them seen, so this counts as a write: it renews my session's lease
     and is refused for a superseded or lapsed session.
     """
@@ -265,7 +295,10 @@ def _check_audience(value: str) -> None:
     guide_text.text(value)  # usage_error for an unknown audience
 
 
-@app.command("guide")
+@app.command("guide", epilog=examples(
+        'relay guide --for claude >> CLAUDE.md',
+        'relay guide --for codex >> AGENTS.md',
+    ))
 def guide(
     for_: Annotated[
         str,
@@ -275,7 +308,7 @@ def guide(
     json_: JsonOpt = False,
     home: HomeOpt = None,
 ) -> int:
-    """Print what an agent needs to know to use relay well (for CLAUDE.md / AGENTS.md)."""
+    """Print the instructions an agent needs (for CLAUDE.md / AGENTS.md)."""
     env = Env(json_, home)
     text = guide_text.text(for_)
     if env.json:

@@ -15,13 +15,25 @@ import typer
 from .. import clock, complete, lifecycle
 from ..errors import RelayError
 from ..output import Output, inert, iso_age
-from .app import Choice, Env, HomeOpt, JsonOpt, app, duration, lazy_module
+from .app import (
+    Choice,
+    Env,
+    HomeOpt,
+    JsonOpt,
+    RelayGroup,
+    app,
+    duration,
+    examples,
+    lazy_module,
+)
 
 ledger = lazy_module("relay_cli.ledger")  # socket, selectors, signal: only for these commands
 
-ledger_app = typer.Typer(help="Inspect and settle the side-effect ledger of `relay once`.",
+ledger_app = typer.Typer(cls=RelayGroup,
+                         help="Inspect and settle the side-effect ledger of `relay once`.",
                          no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(ledger_app, name="ledger")
+
 
 def _key_arg(candidates):
     return Annotated[str, typer.Argument(metavar="KEY", autocompletion=candidates,
@@ -34,8 +46,9 @@ NoteOpt = Annotated[
     Optional[str], typer.Option("--note", metavar="TEXT", help="Why (stored with the decision).")
 ]
 
-ONCE_HELP = """Run CMD at most once per KEY; a retry with the same KEY replays the outcome.
+ONCE_HELP = """Run CMD at most once per KEY; a retry replays the outcome.
 
+A retry is a call with the same KEY.
 The entry is committed as running before CMD starts and its outcome (exit code, the last
 64 KiB of stdout and stderr) the moment CMD ends. relay exits with CMD's status (128+N
 when a signal N killed it; 127 command not found and 126 not executable, after which no
@@ -57,8 +70,6 @@ asking. A key made with --approve keeps needing approval after a person forgot i
 signal, replayed, stdout, stderr, stdout_bytes, stderr_bytes, stdout_truncated,
 stderr_truncated, created_at, started_at, finished_at, ...}; CMD's stdout is then captured
 into the document (only its last 64 KiB), not streamed. CMD's stderr still streams.
-
-Example: relay once --key "$TOOL_USE_ID" -- gh pr create --fill
 """
 
 
@@ -161,7 +172,10 @@ def _waiting_notice(out: Output, entry: dict) -> None:
     )
 
 
-@app.command(help=ONCE_HELP, context_settings={"allow_interspersed_args": False})
+@app.command(help=ONCE_HELP, context_settings={"allow_interspersed_args": False}, epilog=examples(
+        'relay once --key "$TOOL_USE_ID" -- gh pr create --fill',
+        'relay once --key deploy-42 --approve --timeout 5m -- ./deploy.sh',
+    ))
 def once(
     key: Annotated[
         str,
@@ -271,7 +285,10 @@ def _replay_note(key: str, entry: dict) -> str:
     return note
 
 
-@ledger_app.command("list")
+@ledger_app.command("list", epilog=examples(
+        'relay ledger list',
+        'relay ledger list --state effect_unknown',
+    ))
 def ledger_list(
     state: Annotated[
         Optional[List[str]],
@@ -285,7 +302,10 @@ def ledger_list(
     json_: JsonOpt = False,
     home: HomeOpt = None,
 ) -> int:
-    """Table of ledger entries, most recently changed first (no captured output)."""
+    """Table of ledger entries, most recently changed first.
+
+    No captured output (`relay ledger show KEY` has it).
+    """
     env = Env(json_, home)
     states = ledger.validate_states(state)
     with env.unit(write=False) as now:
@@ -314,9 +334,14 @@ def _short(text: str, width: int = 60) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
-@ledger_app.command("show")
+@ledger_app.command("show", epilog=examples(
+        'relay ledger show deploy-42',
+    ))
 def ledger_show(key: KeyArg, json_: JsonOpt = False, home: HomeOpt = None) -> int:
-    """One entry in full, with its captured stdout and stderr (the last 64 KiB of each)."""
+    """One entry in full, with its captured stdout and stderr.
+
+    Of each stream, the last 64 KiB are kept.
+    """
     env = Env(json_, home)
     ledger.validate_key(key)
     with env.unit(write=False):
@@ -329,7 +354,10 @@ def _check_outcome(value: str) -> None:
         raise RelayError("usage_error", "--outcome must be succeeded, failed or forget")
 
 
-@ledger_app.command("resolve")
+@ledger_app.command("resolve", epilog=examples(
+        "relay ledger resolve deploy-42 --outcome succeeded --note 'released'",
+        'relay ledger resolve deploy-42 --outcome forget',
+    ))
 def ledger_resolve(
     key: KeyArg,
     outcome: Annotated[
@@ -342,9 +370,9 @@ def ledger_resolve(
     json_: JsonOpt = False,
     home: HomeOpt = None,
 ) -> int:
-    """A person settles an entry, for example after effect_unknown (recorded as person:<user>).
+    """A person settles an entry, for example after effect_unknown.
 
-    Check first whether the command's effect happened. `forget` keeps the entry as
+    It is recorded as person:<user>. Check first whether the command's effect happened. `forget` keeps the entry as
     `forgotten` until the key is used again, which then runs the command again (an entry
     made with --approve then waits for a person's approval again). Entries made with
     --approve, or denied, can only be settled from a terminal (approval_needs_terminal).
@@ -361,7 +389,10 @@ def ledger_resolve(
     return _emit(env, obj)
 
 
-@app.command()
+@app.command(epilog=examples(
+    'relay ledger list --state awaiting_approval',
+    'relay approve deploy-42',
+))
 def approve(
     key: AwaitingKeyArg,
     yes: Annotated[
@@ -416,12 +447,14 @@ def _confirm(out: Output, entry: dict) -> bool:
     return answer.strip().lower() in ("y", "yes")
 
 
-@app.command()
+@app.command(epilog=examples(
+    "relay deny deploy-42 --note 'not on a Friday'",
+))
 def deny(key: AwaitingKeyArg, note: NoteOpt = None, json_: JsonOpt = False,
          home: HomeOpt = None) -> int:
-    """A person at a terminal denies a `relay once --approve` entry; it never runs.
+    """A person at a terminal denies a `relay once --approve` entry.
 
-    Every later `relay once` with the key exits 10 (denied). Refused unless standard
+    It never runs: every later `relay once` with the key exits 10 (denied). Refused unless standard
     input is a terminal (approval_needs_terminal).
     """
     env = Env(json_, home)

@@ -5,13 +5,16 @@ from __future__ import annotations
 import json
 import sys
 
-from .app import HomeOpt, JsonOpt, app
+from .app import HomeOpt, JsonOpt, app, examples
 
 
-@app.command(epilog="Example: relay schema | jq '.errors[] | select(.retryable) | .code'")
+@app.command(epilog=examples(
+    'relay schema | python3 -m json.tool | less',
+))
 def schema(json_: JsonOpt = False, home: HomeOpt = None) -> int:
-    """Print the interface as one JSON document: commands, options, errors, states.
+    """Print the interface as JSON: commands, options, errors, states.
 
+    One JSON document.
     Built from the code's own definitions (command tree, error taxonomy, transition
     table, request serializer). The output is always JSON; --json and --home are accepted
     for uniformity, and no state is read.

@@ -9,7 +9,7 @@ import typer
 from .. import clock, peers
 from ..errors import RelayError
 from ..output import Output
-from .app import Env, HomeOpt, JsonOpt, KindOpt, PeerOpt, SessionLeaseOpt, app, duration
+from .app import Env, HomeOpt, JsonOpt, KindOpt, PeerOpt, SessionLeaseOpt, app, duration, examples
 
 # ------------------------------------------------------------------ run
 _CANNOT_START_HINT = (
@@ -22,7 +22,10 @@ _CANNOT_START_HINT = (
     "run",
     options_metavar="[OPTIONS] -- CMD [ARGS]...",
     context_settings={"allow_extra_args": True, "allow_interspersed_args": False},
-    epilog="Example: relay run --as claude-1 --kind claude -- claude --resume abc",
+    epilog=examples(
+        'relay run --as claude-1 --kind claude -- claude',
+        'relay run --as codex-1 --kind codex --lease 2m -- codex',
+    ),
 )
 def run_(
     ctx: typer.Context,
@@ -38,9 +41,9 @@ def run_(
     ] = False,
     home: HomeOpt = None,
 ) -> int:
-    """Run CMD inside a relay session: join as NAME, give CMD RELAY_PEER, RELAY_SESSION and
-    RELAY_HOME, renew the lease while it runs, leave when it ends.
+    """Run CMD as a peer: join, keep the lease while it runs, then leave.
 
+    CMD gets RELAY_PEER, RELAY_SESSION and RELAY_HOME of a session joined as NAME.
     Everything after `--` is passed to CMD untouched. SIGINT, SIGTERM and SIGHUP are
     forwarded to CMD. Exit status: CMD's own; 128+N when signal N killed it; 127 when CMD
     is not found, 126 when it is not executable. When CMD ends, work it claimed and did not
@@ -89,7 +92,10 @@ def _cannot_start(out: Output, e) -> None:
 
 
 # ------------------------------------------------------------------ doctor
-@app.command()
+@app.command(epilog=examples(
+    'relay doctor',
+    'relay doctor --fix',
+))
 def doctor(
     fix: Annotated[
         bool, typer.Option("--fix", help="Tighten modes that are too open (dir 0700, files "
@@ -98,8 +104,9 @@ def doctor(
     json_: JsonOpt = False,
     home: HomeOpt = None,
 ) -> int:
-    """Health report of the state directory and database (creates nothing; --fix only tightens modes).
+    """Health report of the state directory and database.
 
+    It creates nothing; --fix only tightens modes.
     Exit status 7 when any check fails, else 0.
     """
     from .. import doctor as doctor_
@@ -122,7 +129,10 @@ def doctor(
 
 
 # ------------------------------------------------------------------ prune
-@app.command()
+@app.command(epilog=examples(
+    'relay prune --dry-run',
+    'relay prune --older-than 7d',
+))
 def prune(
     older_than: Annotated[
         Optional[str],
@@ -137,8 +147,9 @@ def prune(
     json_: JsonOpt = False,
     home: HomeOpt = None,
 ) -> int:
-    """Remove old final requests, keeping tombstones so a late retry is still a duplicate.
+    """Remove old final requests, keeping tombstones for late retries.
 
+    A retry that comes after its request was pruned is still a duplicate.
     Final requests finished more than 30 days ago (--older-than) lose their text, reply
     and detail and stay as tombstones until 120 days after they finished; then they are
     removed. Expired drafts are removed. Finished `relay once` ledger entries are pruned the

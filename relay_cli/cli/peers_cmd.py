@@ -15,13 +15,15 @@ from .app import (
     HomeOpt,
     JsonOpt,
     KindOpt,
+    RelayGroup,
     SessionLeaseOpt,
     SessionOpt,
     app,
     duration,
+    examples,
 )
 
-peers_app = typer.Typer(help="Peers (named participants) and their sessions.",
+peers_app = typer.Typer(cls=RelayGroup, help="Peers (named participants) and their sessions.",
                         no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(peers_app, name="peers")
 
@@ -42,7 +44,10 @@ def _render_peer(env: Env, obj: dict) -> None:
     ])
 
 
-@peers_app.command()
+@peers_app.command(epilog=examples(
+    'eval "$(relay peers join claude-1 --kind claude --shell)"',
+    'eval "$(relay peers join reviewer --lease 1h --shell)"',
+))
 def join(
     name: NameArg,
     kind: KindOpt = None,
@@ -56,7 +61,8 @@ def join(
     """Start a session for NAME and print its secret token (shown once).
 
     Joining a name that has an active session supersedes it: the old session's in-flight
-    work becomes delivery_unknown. Example: eval "$(relay peers join claude-1 --shell)"
+    work becomes delivery_unknown. --shell prints `export` lines: run it inside eval, as
+    below, so that this shell acts as the new session.
     """
     env = Env(json_, home)
     peers.validate_name(name)
@@ -78,7 +84,9 @@ def join(
     return 0
 
 
-@peers_app.command()
+@peers_app.command(epilog=examples(
+    'relay peers add reviewer --kind codex',
+))
 def add(name: NameArg, kind: KindOpt = None, json_: JsonOpt = False,
         home: HomeOpt = None) -> int:
     """Register NAME as a known peer without starting a session."""
@@ -94,7 +102,9 @@ def add(name: NameArg, kind: KindOpt = None, json_: JsonOpt = False,
     return 0
 
 
-@peers_app.command()
+@peers_app.command(epilog=examples(
+    'relay peers heartbeat',
+))
 def heartbeat(as_: AsOpt = None, session: SessionOpt = None, json_: JsonOpt = False,
               home: HomeOpt = None) -> int:
     """Renew my session's lease. After the lease lapsed: lease_expired, join again."""
@@ -108,7 +118,9 @@ def heartbeat(as_: AsOpt = None, session: SessionOpt = None, json_: JsonOpt = Fa
     return 0
 
 
-@peers_app.command()
+@peers_app.command(epilog=examples(
+    'relay peers leave',
+))
 def leave(as_: AsOpt = None, session: SessionOpt = None, json_: JsonOpt = False,
           home: HomeOpt = None) -> int:
     """End my session. Work I claimed and did not finish becomes delivery_unknown."""
@@ -122,7 +134,10 @@ def leave(as_: AsOpt = None, session: SessionOpt = None, json_: JsonOpt = False,
     return 0
 
 
-@peers_app.command("list")
+@peers_app.command("list", epilog=examples(
+        'relay peers list',
+        'relay peers list --json',
+    ))
 def list_(json_: JsonOpt = False, home: HomeOpt = None) -> int:
     """Table of peers with kind, session, lease left and wake-up method."""
     env = Env(json_, home)

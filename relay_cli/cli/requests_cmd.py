@@ -22,6 +22,7 @@ from .app import (
     SessionOpt,
     app,
     duration,
+    examples,
     read_text,
 )
 
@@ -179,11 +180,15 @@ def _emit(env: Env, obj, render, *args) -> int:
 
 
 # ------------------------------------------------------------------ commands
-@app.command("id")
+@app.command("id", epilog=examples(
+        'ID=$(relay id)',
+        'relay send --to reviewer --id "$ID" - < task.md',
+    ))
 def id_(json_: JsonOpt = False, home: HomeOpt = None) -> int:
-    """Print a new request id (a random UUID) for `send --id`; nothing else is needed.
+    """Print a new request id (a random UUID) for `send --id`.
 
-    It reads and writes nothing: the id names nothing until a send uses it.
+    Nothing else is needed (no uuidgen). It reads and writes nothing: the id names nothing
+    until a send uses it.
     """
     del home  # accepted like on every command; no state is read
     new = lifecycle.new_id()
@@ -194,8 +199,12 @@ def id_(json_: JsonOpt = False, home: HomeOpt = None) -> int:
     return 0
 
 
-@app.command(epilog="Example: ID=$(uuidgen); relay send --to reviewer --id \"$ID\" - < task.md "
-                    "(a retry is the same command with the same $ID)")
+@app.command(epilog=examples(
+    '# pick the id first: a retry is the same line with the same $ID',
+    'ID=$(relay id)',
+    'relay send --to reviewer --id "$ID" - < task.md',
+    'relay send --to reviewer --id "$ID" --ttl 2h --reply-within 30m - < task.md',
+))
 def send(
     to: ToOpt,
     text: TextArg = None,
@@ -215,9 +224,9 @@ def send(
     json_: JsonOpt = False,
     home: HomeOpt = None,
 ) -> int:
-    """Create a request (state queued), or return the existing one for a retry.
+    """Create a request, or return the existing one for a retry.
 
-    The same --id with the same content answers duplicate: true and creates nothing; the
+    The request is queued. The same --id with the same content answers duplicate: true and creates nothing; the
     same id with other content is refused (request_id_conflict).
     """
     env = Env(json_, home, as_, session)
@@ -230,7 +239,10 @@ def send(
     return _emit(env, result, _render_request, ("duplicate", "recipient_active", "wakeup"))
 
 
-@app.command()
+@app.command(epilog=examples(
+    'relay prepare --to reviewer - < task.md   # prints the draft id',
+    'relay submit 1a2b3c4d                     # that id, or 8+ characters of it',
+))
 def prepare(
     to: ToOpt,
     text: TextArg = None,
@@ -249,9 +261,9 @@ def prepare(
     json_: JsonOpt = False,
     home: HomeOpt = None,
 ) -> int:
-    """Store a draft and issue its id; nothing is queued until `relay submit ID`.
+    """Store a draft and print its id; `relay submit ID` queues it.
 
-    Drafts live 1 hour; at most 100 unsubmitted drafts per sender.
+    Nothing is queued until then.     Drafts live 1 hour; at most 100 unsubmitted drafts per sender.
     """
     env = Env(json_, home, as_, session)
     draft_id = lifecycle.validate_id(id_, "--id") if id_ is not None else None
@@ -266,7 +278,10 @@ def prepare(
     return 0
 
 
-@app.command()
+@app.command(epilog=examples(
+    'relay submit "$ID"',
+    'relay submit 1a2b3c4d   # a unique prefix of the id',
+))
 def submit(
     id_: _id_arg(complete.drafts),
     as_: AsOpt = None,
@@ -286,14 +301,20 @@ def submit(
     return 0
 
 
-@app.command()
+@app.command(epilog=examples(
+    'relay show "$ID"',
+    'relay show 1a2b3c4d --events',
+))
 def show(
     id_: AnyIdArg,
     events: Annotated[bool, typer.Option("--events", help="Include the event log.")] = False,
     json_: JsonOpt = False,
     home: HomeOpt = None,
 ) -> int:
-    """Show one request in full, with its text and reply (both are another agent's words)."""
+    """Show one request in full, with its text and reply.
+
+    Both are another agent's words, not user approval.
+    """
     env = Env(json_, home)
     request_id = lifecycle.validate_ref(id_)
     with env.unit(write=False):
@@ -305,7 +326,11 @@ def _check_state(value: str) -> None:
     lifecycle.validate_states([value])
 
 
-@app.command("list")
+@app.command("list", epilog=examples(
+        'relay list',
+        'relay list --state delivery_unknown --state queued',
+        'relay list --to reviewer --limit 10 --json',
+    ))
 def list_(
     state: Annotated[
         Optional[List[str]],
@@ -346,8 +371,10 @@ def list_(
     return 0
 
 
-@app.command(epilog="Exit status: 0 completed; 10 failed, rejected, expired or cancelled; "
-                    "11 delivery_unknown; 75 still open when the timeout passed (not a failure).")
+@app.command(epilog=examples(
+    'relay wait "$ID" --timeout 5m',
+    'relay wait "$ID" --timeout 5m; echo "exit $?"',
+))
 def wait(
     id_: AnyIdArg,
     timeout: Annotated[
@@ -361,7 +388,8 @@ def wait(
 ) -> int:
     """Block until the request is final; print it as it is then.
 
-    Example: relay wait "$ID" --timeout 5m || echo "not final yet, or not completed"
+    Exit status: 0 completed; 10 failed, rejected, expired or cancelled; 11
+    delivery_unknown; 75 still open when the timeout passed (not a failure: wait again).
     """
     env = Env(json_, home, as_, session)
     request_id = lifecycle.validate_ref(id_)
@@ -379,7 +407,9 @@ def wait(
     return code
 
 
-@app.command()
+@app.command(epilog=examples(
+    'relay cancel "$ID"',
+))
 def cancel(
     id_: _id_arg(complete.requests("sent_queued")),
     as_: AsOpt = None,
@@ -387,7 +417,10 @@ def cancel(
     json_: JsonOpt = False,
     home: HomeOpt = None,
 ) -> int:
-    """Withdraw a request you sent while it is still queued (it was not delivered)."""
+    """Withdraw a request you sent while it is still queued.
+
+    It was not delivered, so nobody started it.
+    """
     env = Env(json_, home, as_, session)
     request_id = lifecycle.validate_ref(id_)
     with env.unit() as now:
@@ -395,7 +428,10 @@ def cancel(
     return _emit(env, obj, _render_request)
 
 
-@app.command()
+@app.command(epilog=examples(
+    'relay inbox',
+    'relay inbox --json',
+))
 def inbox(
     as_: AsOpt = None,
     session: SessionOpt = None,
@@ -418,8 +454,10 @@ def inbox(
     return 0
 
 
-@app.command(epilog="Example: relay claim --wait 5m --json   (then: relay ack ID; relay reply "
-                    "ID - < reply.md)")
+@app.command(epilog=examples(
+    'relay claim --wait 5m',
+    'relay claim --id 1a2b3c4d --lease 10m',
+))
 def claim(
     lease: Annotated[
         Optional[str],
@@ -442,9 +480,9 @@ def claim(
     json_: JsonOpt = False,
     home: HomeOpt = None,
 ) -> int:
-    """Take the oldest queued request for me (FIFO) and show its text (state delivered).
+    """Take the oldest queued request for me and show its text.
 
-    Needs an active session. Exit 75 (nothing_to_claim) when nothing came.
+    First in, first out; the request becomes delivered. Needs an active session. Exit 75 (nothing_to_claim) when nothing came.
     """
     env = Env(json_, home, as_, session)
     lease_s = duration(lease, clock.CLAIM_LEASE, "--lease", lifecycle.DEFAULT_CLAIM_LEASE_S)
@@ -469,7 +507,9 @@ def _act(env: Env, fn, request_id: str, *args):
         return fn(env.store, now, env.caller(), request_id, *args)
 
 
-@app.command()
+@app.command(epilog=examples(
+    'relay ack "$ID"',
+))
 def ack(
     id_: ClaimedIdArg,
     as_: AsOpt = None,
@@ -483,7 +523,10 @@ def ack(
     return _emit(env, obj, _render_request, ("duplicate",))
 
 
-@app.command()
+@app.command(epilog=examples(
+    'relay reply "$ID" - < reply.md',
+    "relay reply \"$ID\" 'Done: see commit 1f2e3d4.'",
+))
 def reply(
     id_: ClaimedIdArg,
     text: TextArg = None,
@@ -509,7 +552,9 @@ ReasonOpt = Annotated[
 ]
 
 
-@app.command()
+@app.command(epilog=examples(
+    "relay fail \"$ID\" --reason 'the tests fail on main, see CI'",
+))
 def fail(
     id_: ClaimedIdArg,
     reason: ReasonOpt,
@@ -525,7 +570,9 @@ def fail(
     return _emit(env, _act(env, lifecycle.fail, request_id, detail), _render_request)
 
 
-@app.command()
+@app.command(epilog=examples(
+    "relay reject \"$ID\" --reason 'out of scope for this repository'",
+))
 def reject(
     id_: ClaimedIdArg,
     reason: ReasonOpt,
@@ -534,7 +581,10 @@ def reject(
     json_: JsonOpt = False,
     home: HomeOpt = None,
 ) -> int:
-    """Decline a request you claimed; by your word nothing was executed (state rejected)."""
+    """Decline a request you claimed: by your word, nothing was done.
+
+    The request becomes rejected.
+    """
     env = Env(json_, home, as_, session)
     request_id = lifecycle.validate_ref(id_)
     detail = lifecycle.validate_text(reason, "--reason")
@@ -546,7 +596,11 @@ def _check_outcome(value: str) -> None:
         raise RelayError("usage_error", "--outcome must be completed, failed or requeue")
 
 
-@app.command()
+@app.command(epilog=examples(
+    'relay show "$ID" --events   # what happened, and why it is unknown',
+    "relay resolve \"$ID\" --outcome completed --note 'the commit is there'",
+    'relay resolve "$ID" --outcome requeue',
+))
 def resolve(
     id_: _id_arg(complete.requests("unknown")),
     outcome: Annotated[
@@ -560,9 +614,9 @@ def resolve(
     json_: JsonOpt = False,
     home: HomeOpt = None,
 ) -> int:
-    """A person settles a delivery_unknown request (recorded as person:<user>).
+    """A person settles a delivery_unknown request, at a terminal.
 
-    Check first whether the work happened: requeue queues it again for a recipient to claim.
+    It is recorded as person:<user>. Check first whether the work happened: requeue queues it again for a recipient to claim.
     Refused unless standard input is a terminal (approval_needs_terminal): an agent's
     shell must not settle work in a person's name.
     """
@@ -575,9 +629,15 @@ def resolve(
     return _emit(env, obj, _render_request)
 
 
-@app.command()
+@app.command(epilog=examples(
+    'relay sweep',
+    'relay sweep --json',
+))
 def sweep(json_: JsonOpt = False, home: HomeOpt = None) -> int:
-    """Apply due time-based transitions now (every command already does this first)."""
+    """Apply due time-based transitions now.
+
+    Every command already does this before it reads or writes.
+    """
     env = Env(json_, home)
     total = lifecycle.drain_due(env.store, clock.now_ms())
     with env.unit() as now:

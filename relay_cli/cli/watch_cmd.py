@@ -9,7 +9,7 @@ import sys
 import time
 
 from ..errors import RelayError
-from .app import Env, HomeOpt, JsonOpt, app, lazy_module
+from .app import Env, HomeOpt, JsonOpt, app, examples, lazy_module
 
 watch_lib = lazy_module("relay_cli.watch")
 
@@ -22,9 +22,12 @@ def _snapshot(env: Env) -> watch_lib.Snapshot:
         return watch_lib.gather(env.store, now)
 
 
-@app.command()
+@app.command(epilog=examples(
+    'relay watch',
+    'relay watch > snapshot.txt   # not a terminal: one snapshot',
+))
 def watch(json_: JsonOpt = False, home: HomeOpt = None) -> int:
-    """Live view: peers with lease left, open requests by state, recent transitions.
+    """Live view for a person: open requests, peers, recent transitions.
 
     Refreshes within a second of any change, writes nothing (apart from time-based
     transitions that were already due), and leaves on `q` or Ctrl-C. When stdout is not a
