@@ -688,11 +688,12 @@ def sweep(store, now: int) -> dict:
 
 
 # --------------------------------------------------------------------------- waiting
-def poll(store, check, timeout_s: float, on_tick=None, sleep=time.sleep):
+def poll(store, check, timeout_s: float, on_tick=None, sleep=time.sleep, on_block=None):
     """Call ``check()`` now and again whenever the database changes or a deadline passes.
 
     Holds no lock while sleeping; notices another process's commit within ``POLL_S``.
     Returns the first non-None result of ``check``, or None when ``timeout_s`` passed.
+    ``on_block`` is called once, when the first check found nothing and the wait begins.
     """
     end = time.monotonic() + timeout_s
     last_version = None
@@ -708,6 +709,9 @@ def poll(store, check, timeout_s: float, on_tick=None, sleep=time.sleep):
         remaining = end - time.monotonic()
         if remaining <= 0:
             return None
+        if on_block is not None:
+            on_block()
+            on_block = None
         if on_tick is not None:
             on_tick()
         sleep(min(POLL_S, remaining))
@@ -764,16 +768,21 @@ def wait_exit_code(state: str) -> int | None:
     return None
 
 
-def wait(store, caller: Caller | None, request_id: str, timeout_s: int) -> tuple[int, dict]:
-    """Block until the request is final. Returns (exit code, request object)."""
+def wait(store, caller: Caller | None, request_id: str, timeout_s: int,
+         on_block=None) -> tuple[int, dict]:
+    """Block until the request is final. Returns (exit code, request object).
+    ``on_block(state)`` is called once if the request is not final yet and the wait begins."""
     keeper = LeaseKeeper(store, caller) if caller is not None else None
+    state: list[str] = []
 
     def check():
         with unit(store, write=False):
             row = get(store, request_id)
+        state[:] = [row["state"]]
         return row if row["state"] in FINAL_STATES else None
 
-    row = poll(store, check, timeout_s, on_tick=keeper.tick if keeper else None)
+    poll(store, check, timeout_s, on_tick=keeper.tick if keeper else None,
+         on_block=(lambda: on_block(state[0])) if on_block else None)
     with unit(store, write=False):
         row = get(store, request_id)
         obj = request_object(row, reply=True)
@@ -782,14 +791,17 @@ def wait(store, caller: Caller | None, request_id: str, timeout_s: int) -> tuple
 
 
 def claim_waiting(store, caller: Caller, lease_s: int, request_id: str | None,
-                  wait_s: int) -> dict:
-    """``claim --wait``: take the oldest queued request, waiting up to ``wait_s``."""
+                  wait_s: int, on_block=None) -> dict:
+    """``claim --wait``: take the oldest queued request, waiting up to ``wait_s``.
+    ``on_block()`` is called once if nothing could be taken at once and the wait begins."""
     def attempt():
         with unit(store) as now:
             return claim(store, now, peers.reload(store, caller), lease_s, request_id)
 
     result = attempt()
     if result is None and wait_s > 0:
+        if on_block is not None:
+            on_block()
         keeper = LeaseKeeper(store, caller, polling_until=time.monotonic() + wait_s)
         keeper.tick(force=True)
         try:

@@ -51,6 +51,9 @@ def _escape_char(ch: str) -> str:
     return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
+NOT_YET = ("timeout", "nothing_to_claim")  # exit 75 of wait and claim --wait
+
+
 @dataclass
 class Output:
     json_mode: bool = False
@@ -85,7 +88,9 @@ class Output:
         if self.json_mode:
             self.stderr.write(json.dumps({"error": err.to_dict()}) + "\n")
         else:
-            self.stderr.write(f"relay: error: {err.code}: {inert_line(err.message)}\n")
+            # a wait that ran out means "not yet" (design.md §1), never an error
+            label = "not yet" if err.code in NOT_YET else "error"
+            self.stderr.write(f"relay: {label}: {err.code}: {inert_line(err.message)}\n")
             self.stderr.write(f"hint: {inert(err.hint)}\n")
             if err.retry_after is not None:
                 self.stderr.write(f"retry after: {err.to_dict()['retry_after_seconds']} s\n")
@@ -104,6 +109,16 @@ class Output:
             self.stderr.write(f"relay: error: usage_error: {inert_line(message)}\n"
                               f"hint: {inert_line(hint)}\n")
         self.stderr.flush()
+
+    def waiting(self, text: str) -> None:
+        """What a blocked command waits for, on stderr, only for a person: when stderr is a
+        terminal and the output is not JSON (design.md §14)."""
+        try:
+            if self.json_mode or not self.stderr.isatty():
+                return
+        except (AttributeError, ValueError):
+            return
+        self.note(text)
 
     def note(self, text: str) -> None:
         """A line for the person on stderr (never part of the JSON document)."""

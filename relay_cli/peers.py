@@ -164,12 +164,14 @@ def renew(store, caller: Caller, now: int) -> None:
         store.touch_peer(caller.name, now)
 
 
-def end_session(store, session: Row, state: str, event: str, *, actor: str, at: int) -> int:
-    """End a session; its claimed, unfinished work becomes delivery_unknown. Returns count."""
-    moved = 0
+def end_session(store, session: Row, state: str, event: str, *, actor: str,
+                at: int) -> list[str]:
+    """End a session; its claimed, unfinished work becomes delivery_unknown. Returns the
+    ids of that work."""
+    moved = []
     for row in store.in_flight_of_session(session["id"]):
         apply(store, row, event, actor=actor, at=max(at, row["updated_at"]))
-        moved += 1
+        moved.append(row["id"])
     store.end_session(session["id"], state, at)
     return moved
 
@@ -219,11 +221,17 @@ def heartbeat(store, caller: Caller, now: int) -> dict:
 
 
 def leave(store, caller: Caller, now: int) -> dict:
+    return leave_session(store, caller, now)[0]
+
+
+def leave_session(store, caller: Caller, now: int) -> tuple[dict, list[str]]:
+    """End my session: (the peer object, the ids of the claimed, unfinished work that
+    became delivery_unknown by it)."""
     require_session(store, caller)
-    end_session(store, caller.session, "left", "recipient_disconnected",
-                actor=caller.name, at=now)
+    moved = end_session(store, caller.session, "left", "recipient_disconnected",
+                        actor=caller.name, at=now)
     store.touch_peer(caller.name, now)
-    return peer_object(store, caller.name, now)
+    return peer_object(store, caller.name, now), moved
 
 
 WAKEUPS = ("waiter", "hook", "polling", "not_configured")

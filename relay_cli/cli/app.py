@@ -211,6 +211,8 @@ def read_text(text: str | None, file: str | None, what: str = "text") -> str:
     if text is not None and file is not None:
         raise RelayError("usage_error", f"give the {what} as an argument, `-` or --file, not two")
     limit = lifecycle.MAX_TEXT_BYTES + 1
+    if file == "-":
+        text, file = "-", None
     if file is not None:
         try:
             with open(file, "rb") as f:
@@ -257,7 +259,25 @@ def _wants_json(argv: list[str]) -> bool:
 
 
 def main(argv: list[str] | None = None) -> None:
-    sys.exit(run(argv))
+    code = run(argv)
+    try:
+        sys.stdout.flush()  # what is still buffered: here, not in the interpreter's exit
+    except BrokenPipeError:
+        _quiet_stdout()
+        code = 141
+    except (OSError, ValueError):
+        pass
+    sys.exit(code)
+
+
+def _quiet_stdout() -> None:
+    """After a broken pipe: point stdout at /dev/null, so the interpreter's final flush
+    has nowhere to fail (it would print "Exception ignored" and exit 120)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 def run(argv: list[str] | None = None) -> int:
@@ -279,7 +299,7 @@ def _run(argv: list[str]) -> int:
     out = Output(_wants_json(argv))
     try:
         command = _click_command(argv)
-        rv = command.main(args=argv, prog_name="relay", standalone_mode=False)
+        rv = _invoke(command, argv)
         return rv if isinstance(rv, int) else 0
     except RelayError as e:
         out.error(e)
@@ -312,17 +332,24 @@ def _run(argv: list[str]) -> int:
     except BrokenPipeError:
         # The reader went away (`relay list | head -1`): exit like a program killed by
         # SIGPIPE (128+13), and keep the interpreter's final flush quiet.
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-        except (OSError, ValueError, AttributeError):
-            pass
+        _quiet_stdout()
         return 141
     except Exception as e:  # noqa: BLE001 - the last line of defence
         _debug()
         err = RelayError("internal_error", f"{type(e).__name__}: {e}")
         out.error(err)
         return err.exit_code
+
+
+def _invoke(command, argv: list[str]):
+    """Click's ``main`` minus its own handling: Typer's turns a broken pipe into exit 1
+    (the "bug" code), before relay could say 141; every exception reaches ``_run``."""
+    command._main_shell_completion({}, "relay", None)  # exits when the shell completes
+    try:
+        with command.make_context("relay", list(argv)) as ctx:
+            return command.invoke(ctx)
+    except EOFError as e:  # (as Click: end of input at a prompt)
+        raise typer.Abort() from e
 
 
 def _click_command(argv: list[str]):

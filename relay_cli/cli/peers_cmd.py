@@ -126,11 +126,19 @@ def leave(as_: AsOpt = None, session: SessionOpt = None, json_: JsonOpt = False,
     """End my session. Work I claimed and did not finish becomes delivery_unknown."""
     env = Env(json_, home, as_, session)
     with env.unit() as now:
-        obj = peers.leave(env.store, env.caller(), now)
+        obj, moved = peers.leave_session(env.store, env.caller(), now)
     if env.json:
         env.out.json(obj)
-    else:
-        _render_peer(env, obj)
+        return 0
+    _render_peer(env, obj)
+    if moved:
+        env.out.line(f"{len(moved)} request{'s' if len(moved) > 1 else ''} you claimed and did "
+                     "not finish became delivery_unknown (relay cannot know whether the work "
+                     "was done):")
+        for rid in moved:
+            env.out.line(f"  {rid}")
+        env.out.line("a person settles each in their own terminal: relay resolve ID --outcome "
+                     "completed|failed|requeue")
     return 0
 
 

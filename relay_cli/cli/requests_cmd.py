@@ -117,9 +117,7 @@ def _request_fields(obj: dict, now: int, extra: tuple[str, ...] = ()) -> list[tu
         pairs.append(("pruned", "yes: text and reply were removed, the outcome is kept"))
     for key in extra:
         if key in obj:
-            value = obj[key]
-            pairs.append((key.replace("_", " "), "yes" if value is True else
-                          "no" if value is False else value))
+            pairs.append((key.replace("_", " "), _yes_no(obj[key])))
     return pairs
 
 
@@ -236,7 +234,10 @@ def send(
         result = lifecycle.send(env.store, now, env.caller(), request_id=request_id, **inputs)
     if not env.json and id_ is None:
         env.out.note(f"request id: {result['id']} (pass --id next time so a retry is safe)")
-    return _emit(env, result, _render_request, ("duplicate", "recipient_active", "wakeup"))
+    _emit(env, result, _render_request, ("duplicate", "recipient_active", "wakeup"))
+    if not env.json and result["duplicate"]:
+        env.out.line(ALREADY_SENT)
+    return 0
 
 
 @app.command(epilog=examples(
@@ -296,9 +297,18 @@ def submit(
         result = lifecycle.submit(env.store, now, env.caller(), draft_id)
     if env.json:
         env.out.json(result)
-    else:
-        env.out.fields([(k.replace("_", " "), v) for k, v in result.items()])
+        return 0
+    env.out.fields([(k.replace("_", " "), _yes_no(v)) for k, v in result.items()])
+    if result["duplicate"]:
+        env.out.line(ALREADY_SENT)
     return 0
+
+
+ALREADY_SENT = "already sent, nothing new queued: this is the request as it is now"
+
+
+def _yes_no(value):
+    return "yes" if value is True else "no" if value is False else value
 
 
 @app.command(epilog=examples(
@@ -398,7 +408,11 @@ def wait(
         _, token = env.identity()
         caller = env.caller(need_name=False) if token else None  # only to renew its lease
         request_id = lifecycle.get(env.store, request_id)["id"]
-    code, obj = lifecycle.wait(env.store, caller, request_id, timeout_s)
+    code, obj = lifecycle.wait(
+        env.store, caller, request_id, timeout_s,
+        on_block=lambda state: env.out.waiting(
+            f"relay: waiting up to {clock.human_duration(timeout_s)} for {request_id} to "
+            f"finish (now {state}); Ctrl-C stops waiting, not the request"))
     _emit(env, obj, _render_full)
     if code == 75:
         env.out.error(RelayError(
@@ -492,7 +506,12 @@ def claim(
         caller = env.caller()
         if request_id is not None:  # resolved once: a prefix cannot change its meaning mid-wait
             request_id = lifecycle.resolve_ref(env.store, request_id, what="--id")
-    obj = lifecycle.claim_waiting(env.store, caller, lease_s, request_id, wait_s)
+    obj = lifecycle.claim_waiting(
+        env.store, caller, lease_s, request_id, wait_s,
+        on_block=lambda: env.out.waiting(
+            f"relay: waiting up to {clock.human_duration(wait_s)} for "
+            + (f"{request_id} to be queued for {caller.name}" if request_id else
+               f"a request to {caller.name}") + "; Ctrl-C stops waiting"))
     if env.json:
         env.out.json(obj)
     else:

@@ -1,0 +1,200 @@
+"""The small things a person meets (design.md §14): a closed pipe, plain words on a
+duplicate, what `peers leave` did, a waiting line, "not yet", `--file -`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import new_id
+
+BIN = str(Path(sys.executable).parent)
+
+
+@pytest.fixture
+def pair(relay):
+    alice = relay.join("alice", "--lease", "1h")
+    bob = relay.join("bob", "--lease", "1h")
+    return relay, alice, bob
+
+
+# ------------------------------------------------------------------ closed pipe: 141
+def _many_requests(relay, alice, n: int, monkeypatch) -> None:
+    from relay_cli import clock, lifecycle, peers
+    from relay_cli.store import open_store
+
+    monkeypatch.setenv("RELAY_RATE_LIMIT", "0")
+    store = open_store(relay.home)
+    try:
+        with store.transaction():
+            caller = peers.identify(store, "alice", alice["RELAY_SESSION"])
+            now = clock.now_ms()
+            for i in range(n):
+                lifecycle.send(store, now, caller, to="bob", text=f"request {i}",
+                               request_id=None, ttl_s=3600, reply_within_s=None,
+                               on_lost="unknown", max_attempts=3, in_reply_to=None)
+    finally:
+        store.close()
+
+
+def test_a_closed_pipe_exits_141_every_time_in_real_processes(pair):
+    """50 real runs whose reader is gone (`relay list | head -1` once head has left):
+    each exits 141 (killed-by-SIGPIPE's status) with nothing on stderr — not 1, the
+    "bug" code, as when Click caught the broken pipe first."""
+    relay, alice, bob = pair
+    for i in range(3):
+        relay.send(alice, "bob", f"r{i}")
+    read, write = os.pipe()
+    os.close(read)  # the reader went away before relay wrote
+    commands = [["list"], ["list", "--json"], ["peers", "list"], ["--help"], ["id"]]
+    try:
+        for run in range(50):
+            args = commands[run % len(commands)]
+            p = subprocess.run([sys.executable, "-m", "relay_cli", *args], stdout=write,
+                               stderr=subprocess.PIPE, env=relay._env(None), timeout=60)
+            assert (p.returncode, p.stderr) == (141, b""), (run, args, p.stderr)
+    finally:
+        os.close(write)
+
+
+def test_relay_list_piped_into_head_exits_141(pair, monkeypatch):
+    """The shell's own pipe: more output than the pipe holds, the reader leaves after one
+    line; relay's status (PIPESTATUS) is 141, and head printed the first line."""
+    relay, alice, bob = pair
+    _many_requests(relay, alice, 3000, monkeypatch)
+    env = relay._env(None)
+    env["PATH"] = BIN + ":" + env["PATH"]
+    for _ in range(3):
+        p = subprocess.run(["bash", "-c", 'relay list --all | head -1; echo "status=${PIPESTATUS[0]}"'],
+                           capture_output=True, text=True, env=env, timeout=120)
+        assert p.stdout.splitlines()[-1] == "status=141", p.stdout[-300:] + p.stderr
+        assert p.stdout.startswith("id"), p.stdout[:200]
+        assert p.stderr == ""
+
+
+# ------------------------------------------------------------------ plain words
+def test_submit_human_output_says_yes_and_no_and_a_repeat_says_already_sent(pair):
+    relay, alice, bob = pair
+    draft = relay("prepare", "--to", "bob", "work", "--json", env=alice).json["id"]
+    first = relay("submit", draft, env=alice)
+    assert first.code == 0
+    assert "True" not in first.out and "False" not in first.out
+    assert ["duplicate", "no"] in [ln.split()[:2] for ln in first.out.splitlines()]
+    assert "already sent" not in first.out
+    again = relay("submit", draft, env=alice)
+    assert ["duplicate", "yes"] in [ln.split()[:2] for ln in again.out.splitlines()]
+    assert "already sent, nothing new queued" in again.out
+    assert json.loads(relay("submit", draft, "--json", env=alice).out)["duplicate"] is True
+
+
+def test_a_duplicate_send_says_already_sent_in_plain_words(pair):
+    relay, alice, bob = pair
+    rid = new_id()
+    first = relay("send", "--to", "bob", "--id", rid, "hello", env=alice)
+    assert first.code == 0 and "already sent" not in first.out
+    again = relay("send", "--to", "bob", "--id", rid, "hello", env=alice)
+    assert again.code == 0
+    assert "already sent, nothing new queued" in again.out
+    doc = relay("send", "--to", "bob", "--id", rid, "hello", "--json", env=alice)
+    assert doc.json["duplicate"] is True and "already sent" not in doc.out + doc.err
+
+
+def test_peers_leave_names_the_work_that_became_delivery_unknown(pair):
+    relay, alice, bob = pair
+    rids = [new_id(), new_id()]
+    for rid in rids:
+        relay.send(alice, "bob", "x", request_id=rid)
+        assert relay("claim", "--id", rid, env=bob).code == 0
+    r = relay("peers", "leave", env=bob)
+    assert r.code == 0
+    assert "2 requests you claimed and did not finish became delivery_unknown" in r.out
+    for rid in rids:
+        assert f"  {rid}" in r.out
+    assert "relay resolve ID" in r.out
+    carol = relay.join("carol")
+    quiet = relay("peers", "leave", env=carol)
+    assert quiet.code == 0 and "delivery_unknown" not in quiet.out
+    doc = relay("peers", "leave", "--json", env=relay.join("dave"))
+    assert set(doc.json) == {"name", "kind", "active", "session_id", "lease_expires_at",
+                             "last_seen_at", "wakeup"}
+
+
+# ------------------------------------------------------------------ waiting, not yet
+def _with_stderr_terminal(relay, *args, env=None) -> tuple[int, str, str]:
+    """Run relay in a real process whose stderr is a pseudo-terminal (stdout a pipe)."""
+    master, slave = os.openpty()
+    try:
+        p = subprocess.Popen([sys.executable, "-m", "relay_cli", *args], stdout=subprocess.PIPE,
+                             stderr=slave, stdin=subprocess.DEVNULL, env=relay._env(env))
+        os.close(slave)
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+        out = p.stdout.read().decode()
+        p.wait(timeout=60)
+        return p.returncode, out, seen.decode().replace("\r\n", "\n")
+    finally:
+        os.close(master)
+
+
+def test_a_blocked_wait_says_what_it_waits_for_on_a_terminal_only(pair):
+    relay, alice, bob = pair
+    rid = new_id()
+    relay.send(alice, "bob", "x", request_id=rid)
+    code, out, err = _with_stderr_terminal(relay, "wait", rid[:8], "--timeout", "1",
+                                           env=alice)
+    assert code == 75
+    assert f"relay: waiting up to 1s for {rid} to finish (now queued)" in err
+    assert "relay: not yet: timeout:" in err and "error" not in err
+    piped = relay.proc("wait", rid, "--timeout", "1", env=alice)
+    assert piped.code == 75 and "waiting up to" not in piped.err
+    assert "relay: not yet: timeout:" in piped.err
+    code, out, err = _with_stderr_terminal(relay, "wait", rid, "--timeout", "1", "--json",
+                                           env=alice)
+    assert code == 75 and "relay: waiting" not in err
+    assert json.loads(err.strip().splitlines()[-1])["error"]["code"] == "timeout"
+    assert json.loads(out)["state"] == "queued"
+    # a wait that need not block says nothing
+    relay("cancel", rid, env=alice)
+    code, out, err = _with_stderr_terminal(relay, "wait", rid, "--timeout", "1", env=alice)
+    assert code == 10 and "relay: waiting" not in err
+
+
+def test_a_blocked_claim_wait_says_so_on_a_terminal_and_its_75_is_not_yet(pair):
+    relay, alice, bob = pair
+    code, out, err = _with_stderr_terminal(relay, "claim", "--wait", "1", env=bob)
+    assert code == 75
+    assert "relay: waiting up to 1s for a request to bob" in err
+    assert "relay: not yet: nothing_to_claim:" in err and "error:" not in err
+    code, out, err = _with_stderr_terminal(relay, "claim", "--wait", "1", "--json", env=bob)
+    assert code == 75 and "relay: waiting" not in err
+    assert json.loads(err.strip().splitlines()[-1])["error"]["code"] == "nothing_to_claim"
+    no_wait = relay("claim", env=bob)
+    assert no_wait.code == 75 and no_wait.err.startswith("relay: not yet: nothing_to_claim")
+
+
+# ------------------------------------------------------------------ --file -
+def test_file_dash_reads_stdin_for_send_prepare_and_reply(pair):
+    relay, alice, bob = pair
+    rid = new_id()
+    r = relay("send", "--to", "bob", "--id", rid, "--file", "-", "--json", input="from stdin",
+              env=alice)
+    assert r.code == 0
+    assert relay("show", rid, "--json").json["text"] == "from stdin"
+    draft = relay("prepare", "--to", "bob", "--file", "-", "--json", input="draft", env=alice)
+    assert draft.code == 0
+    relay("claim", "--id", rid, env=bob)
+    done = relay("reply", rid, "--file", "-", "--json", input="the answer", env=bob)
+    assert done.code == 0 and done.json["reply"] == "the answer"
+    both = relay("send", "--to", "bob", "--file", "-", "x", "--json", input="y", env=alice)
+    assert both.error["code"] == "usage_error"
