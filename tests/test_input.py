@@ -17,9 +17,10 @@ def world(relay):
     return relay, alice, bob, rid
 
 
-def refused(relay, code, *args, input=None, env=None):
+def refused(relay, code, *args, input=None, env=None, terminal=False):
+    """``args`` fail with ``code`` (its exit code and fixed hint) and change nothing."""
     before = relay.snapshot()
-    r = relay(*args, "--json", input=input, env=env)
+    r = relay(*args, "--json", input=input, env=env, terminal=terminal)
     err = r.error
     assert err["code"] == code, r.err
     assert r.code == err["exit_code"] == ERRORS[code].exit_code

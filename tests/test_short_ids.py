@@ -8,30 +8,11 @@ import sys
 import uuid
 
 import pytest
+import test_input
 from conftest import new_id
 
-from relay_cli.errors import ERRORS
-
-
-@pytest.fixture
-def world(relay):
-    alice = relay.join("alice", "--lease", "1h")
-    bob = relay.join("bob", "--lease", "1h")
-    rid = new_id()
-    assert relay.send(alice, "bob", "seed", request_id=rid).code == 0
-    return relay, alice, bob, rid
-
-
-def refused(relay, code, *args, env=None, terminal=False):
-    before = relay.snapshot()
-    r = relay(*args, "--json", env=env, terminal=terminal)
-    err = r.error
-    assert err["code"] == code, r.err
-    assert r.code == err["exit_code"] == ERRORS[code].exit_code
-    assert err["hint"].startswith(ERRORS[code].hint)
-    assert r.out == ""
-    assert relay.snapshot() == before
-    return err
+world = test_input.world  # the fixture: alice and bob joined, one request queued
+refused = test_input.refused
 
 
 # Every command that takes an id, with "{}" where the id goes, and who calls it.
