@@ -234,10 +234,9 @@ def send(
         result = lifecycle.send(env.store, now, env.caller(), request_id=request_id, **inputs)
     if not env.json and id_ is None:
         env.out.note(f"request id: {result['id']} (pass --id next time so a retry is safe)")
-    _emit(env, result, _render_request, ("duplicate", "recipient_active", "wakeup"))
     if not env.json and result["duplicate"]:
         env.out.line(ALREADY_SENT)
-    return 0
+    return _emit(env, result, _render_request, ("duplicate", "recipient_active", "wakeup"))
 
 
 @app.command(epilog=examples(
@@ -298,13 +297,13 @@ def submit(
     if env.json:
         env.out.json(result)
         return 0
-    env.out.fields([(k.replace("_", " "), _yes_no(v)) for k, v in result.items()])
     if result["duplicate"]:
         env.out.line(ALREADY_SENT)
+    env.out.fields([(k.replace("_", " "), _yes_no(v)) for k, v in result.items()])
     return 0
 
 
-ALREADY_SENT = "already sent, nothing new queued: this is the request as it is now"
+ALREADY_SENT = "already sent, nothing new queued: this is the existing request as it is now"
 
 
 def _yes_no(value):
