@@ -111,7 +111,8 @@ def test_peers_leave_names_the_work_that_became_delivery_unknown(pair):
         assert relay("claim", "--id", rid, env=bob).code == 0
     r = relay("peers", "leave", env=bob)
     assert r.code == 0
-    assert "2 requests you claimed and did not finish became delivery_unknown" in r.out
+    assert "2 requests you claimed and did not finish are now delivery_unknown:" in r.out
+    assert max(len(line) for line in r.out.splitlines()) <= 80
     for rid in rids:
         assert f"  {rid}" in r.out
     assert "relay resolve ID" in r.out
@@ -154,7 +155,7 @@ def test_a_blocked_wait_says_what_it_waits_for_on_a_terminal_only(pair):
     code, out, err = _with_stderr_terminal(relay, "wait", rid[:8], "--timeout", "1",
                                            env=alice)
     assert code == 75
-    assert f"relay: waiting up to 1s for {rid} to finish (now queued)" in err
+    assert f"relay: waiting up to 1s for {rid[:8]} to finish (now queued)\n" in err
     assert "relay: not yet: timeout:" in err and "error" not in err
     piped = relay.proc("wait", rid, "--timeout", "1", env=alice)
     assert piped.code == 75 and "waiting up to" not in piped.err

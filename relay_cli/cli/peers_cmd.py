@@ -132,13 +132,13 @@ def leave(as_: AsOpt = None, session: SessionOpt = None, json_: JsonOpt = False,
         return 0
     _render_peer(env, obj)
     if moved:
-        env.out.line(f"{len(moved)} request{'s' if len(moved) > 1 else ''} you claimed and did "
-                     "not finish became delivery_unknown (relay cannot know whether the work "
-                     "was done):")
+        several = len(moved) > 1
+        env.out.line(f"{len(moved)} request{'s' if several else ''} you claimed and did not "
+                     f"finish {'are' if several else 'is'} now delivery_unknown:")
         for rid in moved:
             env.out.line(f"  {rid}")
-        env.out.line("a person settles each in their own terminal: relay resolve ID --outcome "
-                     "completed|failed|requeue")
+        env.out.line("relay cannot know whether that work was done; a person settles each in")
+        env.out.line("their own terminal: relay resolve ID --outcome completed|failed|requeue")
     return 0
 
 

@@ -410,8 +410,8 @@ def wait(
     code, obj = lifecycle.wait(
         env.store, caller, request_id, timeout_s,
         on_block=lambda state: env.out.waiting(
-            f"relay: waiting up to {clock.human_duration(timeout_s)} for {request_id} to "
-            f"finish (now {state}); Ctrl-C stops waiting, not the request"))
+            f"relay: waiting up to {clock.human_duration(timeout_s)} for {request_id[:8]} to "
+            f"finish (now {state})"))
     _emit(env, obj, _render_full)
     if code == 75:
         env.out.error(RelayError(
@@ -509,8 +509,7 @@ def claim(
         env.store, caller, lease_s, request_id, wait_s,
         on_block=lambda: env.out.waiting(
             f"relay: waiting up to {clock.human_duration(wait_s)} for "
-            + (f"{request_id} to be queued for {caller.name}" if request_id else
-               f"a request to {caller.name}") + "; Ctrl-C stops waiting"))
+            + (f"{request_id[:8]}" if request_id else f"a request to {caller.name}")))
     if env.json:
         env.out.json(obj)
     else:
