@@ -54,20 +54,80 @@ def _escape_char(ch: str) -> str:
 NOT_YET = ("timeout", "nothing_to_claim")  # exit 75 of wait and claim --wait
 
 
+@dataclass(frozen=True)
+class Col:
+    """One column of a human table (design.md §14).
+
+    ``min``: the narrowest the column shrinks to on a terminal that is too narrow (its
+    cells then end with an ellipsis). ``fixed``: never shrinks (ids, states, times, whose
+    every character matters). ``first``: shrinks before the others (a command line, a
+    detail), so what a person types back (a name, a key) keeps its characters longest.
+    ``keep_end``: a cut cell keeps its end (``…/project/dir``), for paths.
+    ``styles``: value -> rich style, used when colour is on.
+    """
+
+    name: str
+    min: int = 8
+    fixed: bool = False
+    first: bool = False
+    keep_end: bool = False
+    styles: dict | None = None
+    justify: str = "left"
+
+
+GAP = 2  # spaces between columns
+
+
+def _env_set(name: str) -> bool:
+    return bool(os.environ.get(name))
+
+
 @dataclass
 class Output:
+    """Where human output goes and how it may look (design.md §7, §14).
+
+    - ``terminal``: stdout is a terminal (or ``FORCE_COLOR`` is set): tables fit its
+      width, ids are short and times relative. Otherwise (a pipe, a file) tables keep
+      every character: full ids, exact RFC 3339 times, no width limit.
+    - ``color``: colour, panels and glyphs; off under ``NO_COLOR``, with ``TERM=dumb``
+      and when not on a terminal, on with ``FORCE_COLOR`` (``NO_COLOR`` wins).
+    """
+
     json_mode: bool = False
     stdout: object = field(default_factory=lambda: sys.stdout)
     stderr: object = field(default_factory=lambda: sys.stderr)
 
     @property
-    def rich(self) -> bool:
-        if self.json_mode or os.environ.get("NO_COLOR"):
-            return False
+    def tty(self) -> bool:
         try:
             return self.stdout.isatty()
         except (AttributeError, ValueError):
             return False
+
+    @property
+    def terminal(self) -> bool:
+        return not self.json_mode and (self.tty or _env_set("FORCE_COLOR"))
+
+    @property
+    def color(self) -> bool:
+        if not self.terminal or _env_set("NO_COLOR"):
+            return False
+        return _env_set("FORCE_COLOR") or os.environ.get("TERM") != "dumb"
+
+    @property
+    def rich(self) -> bool:
+        """Decorated output (colour, panels): the same decision as ``color``."""
+        return self.color
+
+    @property
+    def width(self) -> int | None:
+        """The terminal's columns; None when not on a terminal (nothing is cut)."""
+        return terminal_width(self.stdout) if self.terminal else None
+
+    @property
+    def unicode(self) -> bool:
+        encoding = (getattr(self.stdout, "encoding", None) or "").lower().replace("-", "")
+        return encoding in ("utf8", "utf8sig")
 
     # ---------------------------------------------------------------- primitives
     def json(self, doc) -> None:
@@ -80,9 +140,7 @@ class Output:
         self.stdout.write(text + "\n")
 
     def console(self):
-        from rich.console import Console
-
-        return Console(file=self.stdout, highlight=False, soft_wrap=False, emoji=False)
+        return make_console(self.stdout, self.color, self.width)
 
     def error(self, err: RelayError) -> None:
         if self.json_mode:
@@ -145,32 +203,64 @@ class Output:
         for k, v in pairs:
             self.line(f"{k.ljust(width)}  {inert_line(v)}")
 
-    def table(self, columns: list[str], rows: list[list[object]], title: str | None = None,
-              empty: str = "(none)") -> None:
-        if self.rich:
-            from rich.table import Table
-            from rich.text import Text
+    def table(self, columns: list[Col | str], rows: list[list[object]],
+              title: str | None = None, empty: str = "(none)") -> None:
+        """A table: one line per row (design.md §14). On a terminal it fits the width
+        (long cells end with an ellipsis), with colour when allowed; otherwise plain,
+        full values, columns separated by two spaces."""
+        cols = [c if isinstance(c, Col) else Col(c) for c in columns]
+        if not self.terminal:
+            if title:
+                self.line(title)
+            for ln in render_table(cols, rows, None, empty=empty):
+                self.line(ln)
+            return
+        from rich.text import Text
 
-            table = Table(title=title, title_justify="left", header_style="bold")
-            for c in columns:
-                table.add_column(c, overflow="fold", no_wrap=c in ("id", "key"))
-            for r in rows:
-                table.add_row(*[_styled(c, v) for c, v in zip(columns, r, strict=True)])
-            if rows:
-                self.console().print(table)
-            else:
-                self.console().print(Text(empty, style="dim"))
-            return
+        lines = render_table(cols, rows, self.width, color=self.color,
+                             ellipsis=self.ellipsis, empty=empty)
         if title:
-            self.line(title)
-        if not rows:
-            self.line(empty)
+            lines.insert(0, Text(fit(title, self.width, self.ellipsis), style="bold"))
+        self.print_lines(lines)
+
+    def print_lines(self, lines: list) -> None:
+        """Lines already fitted to the width (str or rich ``Text``), printed as they are."""
+        if not self.terminal:
+            for ln in lines:
+                self.line(str(ln))
             return
-        cells = [[inert_line(v) for v in r] for r in rows]
-        widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
-        self.line("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
-        for r in cells:
-            self.line("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
+        console = self.console()
+        for ln in lines:
+            console.print(ln, soft_wrap=True, overflow="ignore", crop=False)
+
+    # ---------------------------------------------------------------- values in tables
+    def short_id(self, request_id: str) -> str:
+        """8 characters on a terminal (any command takes them back); the full id otherwise."""
+        return request_id[:8] if self.terminal else request_id
+
+    def when(self, iso: str | None, now: int) -> str:
+        """A past time: ``3m ago`` on a terminal, the exact RFC 3339 time otherwise."""
+        if iso is None:
+            return "-"
+        return ago(clock.parse_iso(iso), now) if self.terminal else iso
+
+    def until(self, iso: str | None, now: int) -> str:
+        """A time a person plans by: ``in 58m (14:05)`` on a terminal, exact otherwise."""
+        if iso is None:
+            return "-"
+        return deadline(clock.parse_iso(iso), now) if self.terminal else iso
+
+    def para(self, text: str) -> None:
+        """A sentence for the person: wrapped between words to the terminal's width."""
+        if not self.terminal:
+            self.line(text)
+            return
+        for ln in wrap(text, self.width, self.ellipsis):
+            self.line(ln)
+
+    @property
+    def ellipsis(self) -> str:
+        return "\u2026" if self.unicode else "..."
 
     def message(self, sender: str, body: str, label: str = "message") -> None:
         """Frame another agent's text so it cannot pass as relay's lines or user approval."""
@@ -201,6 +291,17 @@ STATE_STYLES = {
 }
 
 
+LEDGER_STYLES = {
+    "awaiting_approval": "bold yellow", "approved": "cyan", "denied": "magenta",
+    "running": "blue", "effect_unknown": "bold white on red", "succeeded": "green",
+    "failed": "bold red", "forgotten": "dim",
+}
+
+DOCTOR_STYLES = {"ok": "green", "warn": "bold yellow", "fail": "bold white on red"}
+GLYPHS = {"ok": "\u2713", "warn": "!", "fail": "\u2717"}
+ASCII_GLYPHS = {"ok": "+", "warn": "!", "fail": "x"}
+
+
 def _styled(column: str, value):
     from rich.text import Text
 
@@ -210,10 +311,201 @@ def _styled(column: str, value):
     return Text(s)
 
 
+# ---------------------------------------------------------------------------- tables
+def terminal_size(stream=None) -> tuple[int, int]:
+    """(columns, lines) of the terminal: ``COLUMNS``/``LINES`` when set, else the
+    terminal's own size, else 80x24."""
+    try:
+        size = os.get_terminal_size((stream or sys.stdout).fileno())
+        measured = (size.columns or 80, size.lines or 24)
+    except (AttributeError, ValueError, OSError):
+        measured = (80, 24)
+    return tuple(int(os.environ[name]) if os.environ.get(name, "").isdigit()
+                 and int(os.environ[name]) > 0 else value
+                 for name, value in zip(("COLUMNS", "LINES"), measured, strict=True))
+
+
+def terminal_width(stream=None) -> int:
+    return terminal_size(stream)[0]
+
+
+def make_console(stream, color: bool, width: int | None):
+    """A rich console that prints what it is given (fitted lines) in colour or not at all."""
+    from rich.console import Console
+
+    if color:
+        dumb = os.environ.get("TERM") in (None, "", "dumb")
+        system = "standard" if dumb or not _isatty(stream) else "auto"
+    else:
+        system = None
+    return Console(file=stream, width=width, color_system=system, force_terminal=color or None,
+                   no_color=not color, highlight=False, emoji=False, markup=False,
+                   soft_wrap=True)
+
+
+def _isatty(stream) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def cell_len(text: str) -> int:
+    from rich.cells import cell_len as rich_cell_len
+
+    return rich_cell_len(text)
+
+
+def fit(text: str, width: int | None, ellipsis: str = "\u2026", keep_end: bool = False) -> str:
+    """``text`` cut to ``width`` terminal cells, ending with the ellipsis when cut
+    (``keep_end``: starting with it, the end kept)."""
+    if width is None or cell_len(text) <= width:
+        return text
+    if width <= len(ellipsis):
+        return ellipsis[:width]
+    from rich.cells import set_cell_size
+
+    room = width - cell_len(ellipsis)
+    if keep_end:
+        tail = set_cell_size(text[::-1], room)[::-1]
+        return ellipsis + tail
+    return set_cell_size(text, room) + ellipsis
+
+
+def wrap(text: str, width: int, ellipsis: str = "\u2026") -> list[str]:
+    """``text`` wrapped between words to ``width`` cells; a single word longer than the
+    line (a path) is cut with the ellipsis, never folded."""
+    import textwrap
+
+    lines = textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False)
+    return [fit(ln, width, ellipsis) for ln in lines] or [""]
+
+
+def column_widths(cols: list[Col], cells: list[list[str]], width: int | None,
+                  measure=len) -> list[int]:
+    """Each column's width: its widest cell, then, when the line is wider than ``width``,
+    the widest column that may shrink gives a cell, again and again, down to its ``min``
+    (columns marked ``first`` before the others)."""
+    natural = [max([measure(c.name)] + [measure(r[i]) for r in cells])
+               for i, c in enumerate(cols)]
+    widths = list(natural)
+    if width is None:
+        return widths
+    excess = sum(widths) + GAP * (len(cols) - 1) - width
+    while excess > 0:
+        shrinkable = [i for i, c in enumerate(cols)
+                      if not c.fixed and widths[i] > min(c.min, natural[i])]
+        if not shrinkable:
+            break
+        widest = max(shrinkable, key=lambda i: (cols[i].first, widths[i]))
+        widths[widest] -= 1
+        excess -= 1
+    return widths
+
+
+def render_table(cols: list[Col], rows: list[list[object]], width: int | None, *,
+                 color: bool = False, ellipsis: str = "\u2026", empty: str = "(none)",
+                 indent: int = 0) -> list:
+    """The one table renderer: a header line and one line per row, borderless.
+
+    ``width`` None (not a terminal): plain strings with every character of every cell.
+    Otherwise rich ``Text`` lines no wider than ``width``: long cells are cut with the
+    ellipsis, never folded; with ``color`` the header is bold and cells are styled by
+    their column's ``styles``. Every cell passes through ``inert_line``.
+    """
+    cells = [[inert_line(v) for v in r] for r in rows]
+    pad = " " * indent
+    if width is None:
+        if not rows:
+            return [pad + empty]
+        widths = column_widths(cols, cells, None)
+        return [pad + _join([c.name for c in cols], cols, widths)] + [
+            pad + _join(r, cols, widths) for r in cells]
+    from rich.text import Text
+
+    inner = max(1, width - indent)
+    if not rows:
+        return [Text(pad + fit(empty, inner, ellipsis), style="dim" if color else "")]
+    widths = column_widths(cols, cells, inner, cell_len)
+    lines = []
+    header = Text(pad)
+    for i, (c, w) in enumerate(zip(cols, widths, strict=True)):
+        header.append(_cell(c.name, w, c, ellipsis), style="bold" if color else "")
+        header.append(" " * GAP if i < len(cols) - 1 else "")
+    lines.append(header)
+    for r in cells:
+        line = Text(pad)
+        for i, (c, w, v) in enumerate(zip(cols, widths, r, strict=True)):
+            style = (c.styles or {}).get(v, "") if color else ""
+            line.append(_cell(v, w, c, ellipsis), style=style)
+            line.append(" " * GAP if i < len(cols) - 1 else "")
+        line.rstrip()
+        lines.append(_cut(line, width, ellipsis))
+    lines[0].rstrip()
+    lines[0] = _cut(lines[0], width, ellipsis)
+    return lines
+
+
+def _cell(value: str, width: int, col: Col, ellipsis: str) -> str:
+    text = fit(value, width, ellipsis, col.keep_end)
+    gap = " " * (width - cell_len(text))
+    return gap + text if col.justify == "right" else text + gap
+
+
+def _cut(line, width: int, ellipsis: str):
+    """The last resort when even the narrowest columns are too wide: cut the line."""
+    if line.cell_len <= width:
+        return line
+    line.truncate(max(0, width - len(ellipsis)))
+    line.append(ellipsis)
+    return line
+
+
+def _join(values: list[str], cols: list[Col], widths: list[int]) -> str:
+    parts = [v.rjust(w) if c.justify == "right" else v.ljust(w)
+             for v, c, w in zip(values, cols, widths, strict=True)]
+    return (" " * GAP).join(parts).rstrip()
+
+
+# ---------------------------------------------------------------------------- times
 def age(ms: int | None, now: int) -> str:
+    """How long ago, without a unit suffix (``3m``); ``-`` for none."""
     if ms is None:
         return "-"
     return clock.human_duration(max(0, now - ms) / 1000)
+
+
+def ago(ms: int | None, now: int) -> str:
+    """``3m ago`` (or ``in 3m`` for a time still ahead); ``-`` for none."""
+    if ms is None:
+        return "-"
+    if ms > now + 999:
+        return f"in {clock.human_duration((ms - now) / 1000)}"
+    return f"{age(ms, now)} ago"
+
+
+def local_clock(ms: int, now: int) -> str:
+    """The local clock time a person plans by: ``14:05`` today, ``Wed 14:05`` within the
+    week, the date beyond."""
+    from datetime import datetime
+
+    at, today = datetime.fromtimestamp(ms / 1000), datetime.fromtimestamp(now / 1000)
+    if at.date() == today.date():
+        return at.strftime("%H:%M")
+    if abs(ms - now) < 6 * 86400 * 1000:
+        return at.strftime("%a %H:%M")
+    return at.strftime("%Y-%m-%d")
+
+
+def deadline(ms: int | None, now: int) -> str:
+    """``in 58m (14:05)``: relative, with the local clock time; a passed one ``3s ago (14:05)``."""
+    if ms is None:
+        return "-"
+    return f"{ago(ms, now)} ({local_clock(ms, now)})"
+
+
+def iso_ms(iso: str | None) -> int | None:
+    return None if iso is None else clock.parse_iso(iso)
 
 
 def iso_age(iso: str | None, now: int) -> str:
@@ -225,6 +517,12 @@ def iso_left(iso: str | None, now: int) -> str:
 
 
 def size(n: int | None) -> str:
+    """Bytes for a person: ``512 B``, ``1.1 KiB``, ``164.0 KiB``, ``2.3 MiB``."""
     if n is None:
         return "-"
-    return f"{n} B" if n < 1024 else f"{n / 1024:.1f} KiB"
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{n} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"

@@ -14,7 +14,7 @@ import typer
 
 from .. import clock, complete, lifecycle
 from ..errors import RelayError
-from ..output import Output, inert, iso_age
+from ..output import LEDGER_STYLES, Col, Output, inert, iso_age
 from .app import (
     Choice,
     Env,
@@ -313,25 +313,27 @@ def ledger_list(
     if env.json:
         env.out.json({"entries": entries})
         return 0
+    out = env.out
     rows = [[e["key"], e["state"], "-" if e["exit_code"] is None else e["exit_code"],
-             _short(ledger.command_text(e["argv"])), iso_age(e["updated_at"], now)]
+             ledger.command_text(e["argv"]), out.when(e["updated_at"], now)]
             for e in entries]
-    env.out.table(["key", "state", "exit", "command", "age"], rows, empty="(no entries)")
+    out.table(LEDGER_COLUMNS, rows, empty="(no entries)")
     waiting = [e for e in entries if e["state"] == "awaiting_approval"]
     if waiting:
-        env.out.line(f"{len(waiting)} awaiting a person's approval: `relay ledger show KEY`, "
+        env.out.para(f"{len(waiting)} awaiting a person's approval: `relay ledger show KEY`, "
                      "then `relay approve KEY` or `relay deny KEY` in your terminal")
     unknown = [e for e in entries if e["effect_unknown"] and not e["idempotent"]]
     if unknown:
-        env.out.line(f"{len(unknown)} effect_unknown, needing a person: relay and the command "
+        env.out.para(f"{len(unknown)} effect_unknown, needing a person: relay and the command "
                      "are gone and the outcome was never recorded; check whether the effect "
                      "happened, then `relay ledger resolve KEY --outcome "
                      "succeeded|failed|forget`")
     return 0
 
 
-def _short(text: str, width: int = 60) -> str:
-    return text if len(text) <= width else text[: width - 3] + "..."
+LEDGER_COLUMNS = [Col("key", min=12), Col("state", fixed=True, styles=LEDGER_STYLES),
+                  Col("exit", fixed=True, justify="right"), Col("command", min=12, first=True),
+                  Col("changed", fixed=True)]
 
 
 @ledger_app.command("show", epilog=examples(

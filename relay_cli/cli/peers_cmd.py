@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from .. import clock, complete, peers
-from ..output import iso_age, iso_left
+from ..output import Col, iso_age, iso_left
 from .app import (
     AsOpt,
     Env,
@@ -154,13 +154,18 @@ def list_(json_: JsonOpt = False, home: HomeOpt = None) -> int:
     if env.json:
         env.out.json(result)
         return 0
-    rows = []
-    for p in result["peers"]:
-        lease_left = iso_left(p["lease_expires_at"], now)
-        rows.append([p["name"], p["kind"], "yes" if p["active"] else "no", lease_left,
-                     iso_age(p["last_seen_at"], now) if p["last_seen_at"] else "-",
-                     p["wakeup"]])
-    env.out.table(["name", "kind", "active", "lease left", "last seen", "wakeup"], rows,
-                  empty="no peers yet: `relay peers join NAME`")
+    out = env.out
+    rows = [[p["name"], p["kind"], "yes" if p["active"] else "no",
+             iso_left(p["lease_expires_at"], now) if out.terminal else p["lease_expires_at"],
+             out.when(p["last_seen_at"], now), p["wakeup"]] for p in result["peers"]]
+    out.table(_peer_columns(out.terminal), rows, empty="no peers yet: `relay peers join NAME`")
     return 0
 
+
+def _peer_columns(terminal: bool) -> list[Col]:
+    return [Col("name", min=12), Col("kind", fixed=True),
+            Col("active", fixed=True, styles={"yes": "green", "no": "dim"}),
+            Col("lease left" if terminal else "lease until", fixed=True),
+            Col("last seen", fixed=True),
+            Col("wakeup", min=7, styles={"not_configured": "yellow", "hook": "green",
+                                          "waiter": "green", "polling": "green"})]

@@ -9,7 +9,7 @@ import typer
 
 from .. import clock, complete, lifecycle
 from ..errors import RelayError
-from ..output import Output, iso_age, size
+from ..output import STATE_STYLES, Col, Output, iso_age, size
 from ..peers import validate_name
 from ..states import STATES
 from .app import (
@@ -90,23 +90,30 @@ def _send_inputs(to, text, file, ttl, reply_within, on_lost, max_attempts, in_re
 
 
 # ------------------------------------------------------------------ rendering
-def _request_fields(obj: dict, now: int, extra: tuple[str, ...] = ()) -> list[tuple[str, object]]:
+def _request_fields(out: Output, obj: dict, now: int,
+                    extra: tuple[str, ...] = ()) -> list[tuple[str, object]]:
     pairs = [
         ("id", obj["id"]),
         ("state", obj["state"]),
         ("reason", obj["reason"]),
         ("from", obj["from"]),
         ("to", obj["to"]),
-        ("created", f"{obj['created_at']} ({iso_age(obj['created_at'], now)} ago)"),
+        ("created", out.until(obj["created_at"], now) if out.terminal
+         else f"{obj['created_at']} ({iso_age(obj['created_at'], now)} ago)"),
     ]
+    # A deadline is shown while it can still move the request: expiry while queued, the
+    # reply deadline while acknowledged (the claim lease is null outside delivered).
+    live = {"expires_at": obj["state"] == "queued",
+            "reply_deadline_at": obj["state"] == "acknowledged"}
     for key, label in (
         ("expires_at", "expires"), ("delivered_at", "delivered"),
         ("acknowledged_at", "acknowledged"), ("lease_expires_at", "claim lease until"),
         ("reply_deadline_at", "reply due by"), ("finished_at", "finished"),
-        ("in_reply_to", "in reply to"),
     ):
-        if obj.get(key):
-            pairs.append((label, obj[key]))
+        if obj.get(key) and live.get(key, True):
+            pairs.append((label, out.until(obj[key], now)))
+    if obj.get("in_reply_to"):
+        pairs.append(("in reply to", obj["in_reply_to"]))
     pairs.append(("size", size(obj["text_bytes"])))
     if obj["on_lost"] == "redeliver" or obj["attempts"] > 1:
         pairs.append(("attempts", f"{obj['attempts']} of {obj['max_attempts']} (on_lost="
@@ -149,24 +156,33 @@ def _note(out: Output, obj: dict) -> None:
 
 
 def _render_request(out: Output, obj: dict, now: int, extra: tuple[str, ...] = ()) -> None:
-    out.fields(_request_fields(obj, now, extra))
+    out.fields(_request_fields(out, obj, now, extra))
     _note(out, obj)
 
 
 def _render_full(out: Output, obj: dict, now: int, extra: tuple[str, ...] = ()) -> None:
-    out.fields(_request_fields(obj, now, extra))
+    out.fields(_request_fields(out, obj, now, extra))
     if obj.get("text") is not None:
         out.message(obj["from"], obj["text"])
     if obj.get("reply") is not None:
         out.message(obj["to"], obj["reply"], label="reply")
     _note(out, obj)
     if "events" in obj:
-        out.table(
-            ["at", "from_state", "to_state", "reason", "actor", "detail"],
-            [[e["at"], e["from_state"], e["to_state"], e["reason"], e["actor"], e["detail"]]
-             for e in obj["events"]],
-            title="events",
-        )
+        out.table(EVENT_COLUMNS,
+                  [[out.when(e["at"], now), e["to_state"], e["reason"], e["actor"], e["detail"]]
+                   for e in obj["events"]],
+                  title="events (each row: the state it moved to; the first is its creation)")
+
+
+# One line per row at 80 columns (design.md §14): ids, states and times stay whole, the
+# rest shrinks and ends with an ellipsis.
+STATE_COL = Col("state", fixed=True, styles=STATE_STYLES)
+EVENT_COLUMNS = [Col("at", fixed=True), STATE_COL, Col("reason", min=12), Col("actor", min=10),
+                 Col("detail", min=10)]
+LIST_COLUMNS = [Col("id", fixed=True), STATE_COL, Col("from", min=8), Col("to", min=8),
+                Col("reason", min=12), Col("created", fixed=True)]
+INBOX_COLUMNS = [Col("id", fixed=True), Col("from", min=10), Col("created", fixed=True),
+                 Col("size", fixed=True, justify="right")]
 
 
 def _emit(env: Env, obj, render, *args) -> int:
@@ -368,15 +384,12 @@ def list_(
     if env.json:
         env.out.json(result)
         return 0
-    rows = [
-        [r["id"], r["from"], r["to"], r["state"], r["reason"], iso_age(r["created_at"], now),
-         size(r["text_bytes"])]
-        for r in result["requests"]
-    ]
-    env.out.table(["id", "from", "to", "state", "reason", "age", "size"], rows,
-                  empty="no requests")
+    out = env.out
+    rows = [[out.short_id(r["id"]), r["state"], r["from"], r["to"], r["reason"],
+             out.when(r["created_at"], now)] for r in result["requests"]]
+    out.table(LIST_COLUMNS, rows, empty="no requests")
     if result["has_more"]:
-        env.out.line(f"(more rows: raise --limit above {limit} or pass --all)")
+        env.out.para(f"(more rows: raise --limit above {limit} or pass --all)")
     return 0
 
 
@@ -458,12 +471,11 @@ def inbox(
     if env.json:
         env.out.json(result)
         return 0
-    env.out.table(
-        ["id", "from", "age", "size"],
-        [[r["id"], r["from"], iso_age(r["created_at"], now), size(r["text_bytes"])]
-         for r in result["requests"]],
-        empty="nothing queued for you",
-    )
+    out = env.out
+    out.table(INBOX_COLUMNS,
+              [[out.short_id(r["id"]), r["from"], out.when(r["created_at"], now),
+                size(r["text_bytes"])] for r in result["requests"]],
+              empty="nothing queued for you")
     return 0
 
 
