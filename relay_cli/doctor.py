@@ -14,11 +14,12 @@ import platform
 import sqlite3
 import stat
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from . import __version__, clock, peers
 from .errors import RelayError
+from .output import size as _size
 from .states import STATES
 
 OK, WARN, FAIL = "ok", "warn", "fail"
@@ -28,9 +29,17 @@ COMPANIONS = ("-wal", "-shm")
 
 @dataclass
 class Check:
+    """One line of the report. ``fix`` is the command (or step) that repairs a problem;
+    JSON carries it at the end of ``detail``."""
+
     name: str
     status: str
     detail: str
+    fix: str | None = None
+
+    def to_dict(self) -> dict:
+        detail = f"{self.detail}; {self.fix}" if self.fix else self.detail
+        return {"name": self.name, "status": self.status, "detail": detail}
 
 
 class Report:
@@ -56,15 +65,24 @@ class Report:
             "active_peers": None,
         }
 
-    def add(self, name: str, status: str, detail: str) -> None:
-        self.checks.append(Check(name, status, detail))
+    def add(self, name: str, status: str, detail: str, fix: str | None = None) -> None:
+        self.checks.append(Check(name, status, detail, fix))
 
     @property
     def ok(self) -> bool:
         return all(c.status != FAIL for c in self.checks)
 
+    def problems_first(self) -> list[Check]:
+        """The checks as a person reads them (design.md §11): fail, then warn, then ok,
+        each group in the order the checks ran."""
+        order = {FAIL: 0, WARN: 1, OK: 2}
+        return sorted(self.checks, key=lambda c: order.get(c.status, 0))
+
+    def counts(self) -> dict[str, int]:
+        return {s: sum(c.status == s for c in self.checks) for s in (OK, WARN, FAIL)}
+
     def to_dict(self) -> dict:
-        return {"ok": self.ok, "checks": [asdict(c) for c in self.checks],
+        return {"ok": self.ok, "checks": [c.to_dict() for c in self.checks],
                 "fixed": self.fixed, **self.facts}
 
 
@@ -98,8 +116,8 @@ def _now(report: Report) -> int:
         return int(time.time() * 1000)
     report.add("time_offset", WARN,
                f"RELAY_TIME_OFFSET={raw}: relay's clock is shifted by {offset:g} s "
-               f"({clock.human_duration(abs(offset))} {'ahead' if offset >= 0 else 'behind'}); "
-               "unset it outside tests and rehearsals")
+               f"({clock.human_duration(abs(offset))} {'ahead' if offset >= 0 else 'behind'})",
+               fix="unset RELAY_TIME_OFFSET (it is for tests and rehearsals)")
     return clock.now_ms()
 
 
@@ -114,10 +132,10 @@ def _check_paths(home: Path, report: Report) -> bool:
     from .store import DB_NAME, inspect_path, unsafe_reasons
 
     d = inspect_path(home)
-    if not d.exists:
-        report.add("state_dir", WARN, f"{home}: not created yet (the first relay command that "
-                   "writes creates it with mode 0700)")
-        report.add("database", WARN, "not created yet")
+    if not d.exists:  # a fresh home is not a problem (design.md §11)
+        report.add("state_dir", OK, f"{home}: not created yet; the first relay command that "
+                   "uses it creates it (mode 0700), e.g. `relay peers join NAME`")
+        report.add("database", OK, "not created yet (created with the state directory)")
         return False
     problems = []
     if d.is_symlink:
@@ -130,7 +148,9 @@ def _check_paths(home: Path, report: Report) -> bool:
         problems.append(f"has mode {d.mode:04o}: group or others may access it "
                         "(`relay doctor --fix` sets 0700)")
     if problems:
-        report.add("state_dir", FAIL, f"{home} " + "; ".join(problems))
+        report.add("state_dir", FAIL, f"{home} " + "; ".join(problems),
+                   fix="relay doctor --fix" if d.is_dir and not d.is_symlink and not d.foreign
+                   and d.group_other_access else None)
     else:
         report.add("state_dir", OK, f"{home}: directory, not a symlink, {_describe(d)}")
 
@@ -175,8 +195,8 @@ def _check_file(path: Path, name: str, report: Report, required: bool) -> None:
     elif not stat.S_ISREG(os.lstat(path).st_mode):
         report.add(name, FAIL, f"{path} is not a regular file")
     elif f.group_other_access:
-        report.add(name, WARN, f"{path}: mode {f.mode:04o}, expected 0600 "
-                   "(`relay doctor --fix` tightens it)")
+        report.add(name, WARN, f"{path}: mode {f.mode:04o}, expected 0600",
+                   fix="relay doctor --fix")
     else:
         report.add(name, OK, f"{path.name}: regular file, not a symlink, {_describe(f)}")
 
@@ -335,14 +355,6 @@ def _check_size(path: Path, report: Report) -> None:
                f"WAL {_size(sizes['-wal'])})")
 
 
-def _size(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
-
-
 def _check_contents(store, report: Report, now: int) -> None:
     with store.transaction(write=False):
         by_state = store.count_by_state()
@@ -353,6 +365,7 @@ def _check_contents(store, report: Report, now: int) -> None:
         wakeups = {s["peer"]: peers.wakeup(store, s["peer"], now) for s in sessions
                    if s["lease_expires_at"] > now}
         ledger_unknown, ledger_awaiting = _ledger_needs(store)
+        lapsed_work = store.lapsed_sessions_holding_work(now)
     counts = {s: by_state.get(s, 0) for s in STATES}
     report.facts.update(requests_by_state=counts, tombstones=tombstones,
                         delivery_unknown=counts["delivery_unknown"], stale_drafts=stale,
@@ -368,27 +381,63 @@ def _check_contents(store, report: Report, now: int) -> None:
     unknown = counts["delivery_unknown"]
     if unknown:
         report.add("delivery_unknown", WARN,
-                   f"{unknown} request(s) are delivery_unknown and need a person: "
-                   "`relay list --state delivery_unknown`, then `relay resolve ID --outcome "
-                   "completed|failed|requeue` (never rerun them blindly)")
+                   f"{_n(unknown, 'request is', 'requests are')} delivery_unknown: relay cannot "
+                   "know whether the work was done; a person checks and settles each (never "
+                   "rerun them blindly)",
+                   fix="relay list --state delivery_unknown, then relay resolve ID --outcome "
+                       "completed|failed|requeue")
     else:
         report.add("delivery_unknown", OK, "none need a person")
     report.facts.update(ledger_effect_unknown=ledger_unknown,
                         ledger_awaiting_approval=ledger_awaiting)
     if ledger_unknown:
         report.add("ledger", WARN,
-                   f"{ledger_unknown} `relay once` entr{'y' if ledger_unknown == 1 else 'ies'} "
-                   "effect_unknown (relay never saw the command end): check whether the effect "
-                   "happened, then `relay ledger resolve KEY`"
-                   + (f"; {ledger_awaiting} awaiting approval" if ledger_awaiting else ""))
+                   f"{_n(ledger_unknown, '`relay once` entry is', '`relay once` entries are')} "
+                   "effect_unknown: relay never saw the command end; check whether its effect "
+                   "happened",
+                   fix="relay ledger list --state effect_unknown, then relay ledger resolve KEY "
+                       "--outcome succeeded|failed|forget")
     else:
-        report.add("ledger", OK, "no `relay once` entry needs a person"
-                   + (f"; {ledger_awaiting} awaiting approval (`relay approve KEY`)"
-                      if ledger_awaiting else ""))
+        report.add("ledger", OK, "no `relay once` entry is effect_unknown")
+    if ledger_awaiting:
+        waits = _n(ledger_awaiting, "`relay once --approve` entry waits",
+                   "`relay once --approve` entries wait")
+        report.add("approvals", WARN, f"{waits} for a person's decision; nothing ran yet",
+                   fix="relay ledger list --state awaiting_approval, then relay approve KEY or "
+                       "relay deny KEY (in your own terminal)")
+    else:
+        report.add("approvals", OK, "no `relay once --approve` entry awaits a decision")
     report.add("stale_drafts", OK if not stale else WARN,
-               f"{stale} expired unsubmitted drafts" + (" (`relay prune` removes them)"
-                                                        if stale else ""))
+               f"{stale} expired unsubmitted drafts", fix="relay prune" if stale else None)
+    _check_lapsed(report, lapsed_work, now)
     _check_peers(report, sessions, wakeups, now)
+
+
+def _n(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
+def _check_lapsed(report: Report, rows, now: int) -> None:
+    """A session whose lease lapsed while it holds claimed work (design.md §11): the next
+    relay command turns that work into delivery_unknown; a person should know now."""
+    held: dict[str, tuple[int, list[str]]] = {}
+    for r in rows:
+        held.setdefault(r["peer"], (r["lease_expires_at"], []))[1].append(r["id"])
+    report.facts["lapsed_sessions"] = [
+        {"peer": peer, "lease_expires_at": clock.iso(at), "claimed": ids}
+        for peer, (at, ids) in held.items()]
+    if not held:
+        report.add("lapsed_sessions", OK, "no session lost its lease while holding claimed work")
+        return
+    for peer, (at, ids) in held.items():
+        shown = ", ".join(i[:8] for i in ids[:3]) + (f" +{len(ids) - 3}" if len(ids) > 3 else "")
+        report.add(f"lapsed:{peer}", WARN,
+                   f"{peer}'s session lease lapsed {clock.human_duration((now - at) / 1000)} ago "
+                   f"while it holds {_n(len(ids), 'claimed request', 'claimed requests')} "
+                   f"({shown}); the next relay command makes "
+                   f"{'it' if len(ids) == 1 else 'them'} delivery_unknown",
+                   fix="check whether the agent did the work, then relay resolve ID; run agents "
+                       "under relay run so their lease stays renewed")
 
 
 def _check_tables(store, report: Report) -> None:

@@ -116,16 +116,63 @@ def doctor(
     report = doctor_.diagnose(resolve_home(home), fix=fix)
     if json_:
         out.json(report.to_dict())
-    else:
-        out.table(["status", "check", "detail"],
-                  [[c.status, c.name, c.detail] for c in report.checks])
-        for line in report.fixed:
-            out.line(f"fixed: {line}" if not line.startswith("not changed") else line)
-        if fix and not report.fixed:
-            out.line("fixed: nothing needed tightening")
-        counts = {s: sum(c.status == s for c in report.checks) for s in ("ok", "warn", "fail")}
-        out.line(f"{counts['ok']} ok, {counts['warn']} warn, {counts['fail']} fail")
+        return 0 if report.ok else 7
+    for line in report.fixed:
+        out.para(f"fixed: {line}" if not line.startswith("not changed") else line)
+    if fix and not report.fixed:
+        out.line("fixed: nothing needed tightening")
+    _render_report(out, report)
     return 0 if report.ok else 7
+
+
+def _render_report(out: Output, report) -> None:
+    """Problems first, each with its whole detail and the command that fixes it; one line
+    per ok check (design.md §11). Not on a terminal: a plain table, every detail whole."""
+    from .. import doctor as doctor_
+
+    checks = report.problems_first()
+    counts = report.counts()
+    summary = (f"{counts['fail']} fail, {counts['warn']} warn, {counts['ok']} ok"
+               + (" (problems first)" if counts["fail"] + counts["warn"] else ""))
+    if not out.terminal:
+        out.table(["status", "check", "detail"],
+                  [[c.status, c.name, c.to_dict()["detail"]] for c in checks])
+        out.line(summary)
+        return
+    from rich.text import Text
+
+    from ..output import ASCII_GLYPHS, DOCTOR_STYLES, GAP, GLYPHS, fit, inert_line, wrap
+
+    glyphs, arrow = (GLYPHS, "\u2192 ") if out.unicode else (ASCII_GLYPHS, "-> ")
+    heads = [f"{glyphs[c.status]} {c.status}" for c in checks]
+    status_w = max(len(h) for h in heads)
+    indent = " " * (status_w + GAP)
+    inner = max(12, out.width - len(indent))
+    name_w = min(max(len(c.name) for c in checks if c.status == doctor_.OK), NAME_WIDTH) \
+        if counts["ok"] else 0
+    bold = "bold" if out.color else ""
+    lines = [Text(f"relay doctor: {summary}", style=bold)]
+    for check, head in zip(checks, heads, strict=True):
+        line = Text(head.ljust(status_w) + " " * GAP,
+                    style=DOCTOR_STYLES[check.status] if out.color else "")
+        name, detail = inert_line(check.name), inert_line(check.detail)
+        if check.status == doctor_.OK:  # a fact: one line
+            line.append(fit(name, name_w, out.ellipsis).ljust(name_w) + " " * GAP)
+            lines.append(line + Text(fit(detail, inner - name_w - GAP, out.ellipsis)))
+            continue
+        # a problem: its whole detail, then the command that fixes it
+        first, *rest = wrap(f"{name}: {detail}", inner, out.ellipsis)
+        lines.append(line + Text(first, style=bold))
+        lines += [Text(indent + more) for more in rest]
+        if check.fix:
+            steps = wrap(inert_line(check.fix), inner - len(arrow), out.ellipsis)
+            lines += [Text(indent + (arrow if i == 0 else " " * len(arrow)) + step, style=bold)
+                      for i, step in enumerate(steps)]
+    lines.append(Text(summary, style=bold))
+    out.print_lines(lines)
+
+
+NAME_WIDTH = 18  # the name column of ok checks on a terminal
 
 
 # ------------------------------------------------------------------ prune

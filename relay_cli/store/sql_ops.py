@@ -73,6 +73,18 @@ class OpsSQL:
             "ORDER BY s.peer, s.created_at"
         )
 
+    def lapsed_sessions_holding_work(self, now: int) -> list[Row]:
+        """Sessions still marked active whose lease lapsed before ``now`` and that hold
+        claimed work: one row per request (``peer``, ``lease_expires_at``, ``id``)."""
+        return self.db.all(
+            "SELECT s.peer, s.lease_expires_at, r.id FROM sessions s "
+            "JOIN requests r ON r.claim_session = s.id "
+            "AND r.state IN ('delivered', 'acknowledged') "
+            "WHERE s.state = 'active' AND s.lease_expires_at <= ? "
+            "ORDER BY s.peer, r.created_at, r.id",
+            (now,),
+        )
+
     # ---------------------------------------------------------------- prune
     def prune_counts(self, now: int, body_cutoff: int, tomb_cutoff: int) -> dict[str, int]:
         """What a prune at ``now`` would do, counted in one read snapshot."""
