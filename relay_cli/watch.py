@@ -1,25 +1,31 @@
-"""`relay watch`: what a person orchestrating agents needs to see at a glance.
+"""`relay watch`: what a person orchestrating agents needs to see at a glance (design.md §14).
 
 ``gather`` reads one consistent snapshot (inside ``lifecycle.unit(write=False)``, so due
-time-based transitions are applied first and nothing else is written). ``render_rich``
-turns it into a rich renderable for the live full-screen view; ``render_plain`` into plain
-text (no colour, no box characters) for a pipe. Every peer-supplied string goes through
-``output.inert`` and reaches rich only as ``Text``, never as markup.
+time-based transitions are applied first and nothing else is written). ``render`` turns
+it into lines: first what needs a person (``delivery_unknown`` requests, ``effect_unknown``
+and awaiting-approval ``relay once`` entries), then open requests, peers and recent
+transitions. Given a height, every section keeps its title and as many rows as fit, in
+that order of importance, and says "+N more" for the rest instead of running off the
+screen. Lines are plain strings without a width (a pipe), else rich ``Text`` no wider
+than the width. Every peer-supplied string goes through ``output.inert_line``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import clock, peers
-from .output import STATE_STYLES, age, inert
+from . import clock, lifecycle, peers
+from .output import STATE_STYLES, Col, ago, deadline, fit, inert_line, render_table
 from .states import OPEN_STATES
 
 OPEN_LIMIT = 40
 EVENTS_LIMIT = 15
-UNKNOWN_LIMIT = 5
+UNKNOWN_LIMIT = 40
+GLIMPSE = 3  # rows every section gets before any section gets more
 # Event target states a person must notice.
 LOUD_STATES = ("delivery_unknown", "failed")
+LOUD = {f"!! {s}": "bold white on red" if s == "delivery_unknown" else "bold red"
+        for s in LOUD_STATES}
 
 
 @dataclass
@@ -27,17 +33,23 @@ class Snapshot:
     now: int
     home: str
     peers: list[dict] = field(default_factory=list)
-    open: dict[str, list[dict]] = field(default_factory=dict)  # state -> requests, oldest first
+    open: list[dict] = field(default_factory=list)  # request objects, newest first
     open_more: int = 0
     counts: dict[str, int] = field(default_factory=dict)
     unknown: list[dict] = field(default_factory=list)  # newest delivery_unknown requests
     events: list[dict] = field(default_factory=list)  # newest first
-    awaiting: list[dict] | None = None  # ledger entries awaiting approval; None: no ledger
+    awaiting: list[dict] = field(default_factory=list)  # ledger entries awaiting approval
     effect_unknown: list[dict] = field(default_factory=list)  # crashed `relay once` entries
+
+    @property
+    def open_total(self) -> int:
+        return sum(self.counts.get(s, 0) for s in OPEN_STATES)
 
 
 def gather(store, now: int, events_limit: int = EVENTS_LIMIT) -> Snapshot:
     """One snapshot of peers, open requests, recent transitions and pending approvals."""
+    from . import ledger
+
     snap = Snapshot(now=now, home=str(store.home))
     for p in store.list_peers():
         obj = peers.peer_object(store, p["name"], now)
@@ -48,251 +60,236 @@ def gather(store, now: int, events_limit: int = EVENTS_LIMIT) -> Snapshot:
         snap.peers.append(obj)
     snap.counts = store.count_by_state()
     rows = store.list_requests(list(OPEN_STATES), None, None, OPEN_LIMIT)  # the newest
-    snap.open_more = max(0, sum(snap.counts.get(s, 0) for s in OPEN_STATES) - len(rows))
-    for state in OPEN_STATES:
-        snap.open[state] = [_request(r, now) for r in reversed(rows) if r["state"] == state]
-    snap.unknown = [_request(r, now) for r in
+    snap.open = [lifecycle.request_object(r) for r in rows]
+    snap.open_more = max(0, snap.open_total - len(rows))
+    snap.unknown = [lifecycle.request_object(r) for r in
                     store.list_requests(["delivery_unknown"], None, None, UNKNOWN_LIMIT)]
-    snap.events = [_event(e) for e in store.recent_events(events_limit)]
-    snap.awaiting = _awaiting(store)
-    snap.effect_unknown = _effect_unknown(store)
+    snap.events = [{**lifecycle.event_object(e), "request_id": e["request_id"]}
+                   for e in store.recent_events(events_limit)]
+    snap.awaiting = ledger.awaiting(store)
+    snap.effect_unknown = [e for e in ledger.list_entries(store, ["effect_unknown"])
+                           if not e.get("idempotent")]  # those rerun by themselves
     return snap
 
 
-def _request(row, now: int) -> dict:
-    deadline = None
-    if row["state"] == "queued":
-        deadline = ("expires in", row["expires_at"])
-    elif row["state"] == "delivered":
-        deadline = ("claim lease", row["lease_expires_at"])
-    elif row["state"] == "acknowledged" and row["reply_deadline_at"]:
-        deadline = ("reply due in", row["reply_deadline_at"])
-    return {
-        "id": row["id"],
-        "from": row["from_peer"],
-        "to": row["to_peer"],
-        "state": row["state"],
-        "reason": row["reason"],
-        "age": age(row["created_at"], now),
-        "since": age(row["updated_at"], now),
-        "deadline": None if deadline is None or deadline[1] is None else
-        f"{deadline[0]} {clock.human_duration(max(0, deadline[1] - now) / 1000)}",
-        "attempts": row["attempts"],
-    }
-
-
-def _event(row) -> dict:
-    return {
-        "at": row["at"],
-        "request_id": row["request_id"],
-        "from_state": row["from_state"],
-        "to_state": row["to_state"],
-        "reason": row["reason"],
-        "actor": row["actor"],
-    }
-
-
-def _ledger_rows(entries: list[dict]) -> list[dict]:
-    out = []
-    for e in entries:
-        argv = e.get("argv") if isinstance(e, dict) else None
-        out.append({
-            "key": e.get("key"),
-            "argv": " ".join(str(a) for a in argv) if isinstance(argv, list) else argv,
-            "cwd": e.get("cwd"),
-            "created_at": e.get("created_at"),
-        })
-    return out
-
-
-def _awaiting(store) -> list[dict]:
-    from . import ledger
-
-    return _ledger_rows(ledger.awaiting(store))
-
-
-def _effect_unknown(store) -> list[dict]:
-    """`relay once` entries whose process is gone before an outcome was recorded."""
-    from . import ledger
-
-    entries = ledger.list_entries(store, ["effect_unknown"])
-    return _ledger_rows([e for e in entries if not e.get("idempotent")])  # those rerun
-
-
-# ---------------------------------------------------------------------------- text
-def short_id(request_id: str) -> str:
-    return request_id[:8]
-
-
-def _lease(p: dict) -> str:
-    if p["lease_left_s"] is None:
-        return "-"
-    return clock.human_duration(p["lease_left_s"])
-
-
-def _header(snap: Snapshot) -> str:
-    total_open = sum(snap.counts.get(s, 0) for s in OPEN_STATES)
-    unknown = snap.counts.get("delivery_unknown", 0)
-    return (f"relay watch  {clock.iso(snap.now)}  home {snap.home}  "
-            f"{total_open} open, {unknown} delivery_unknown")
-
-
-def _event_line(e: dict, now: int) -> list[str]:
-    return [f"{age(e['at'], now)} ago", short_id(e["request_id"]),
-            e["from_state"] or "(new)", e["to_state"], e["reason"] or "-", e["actor"]]
-
-
-def render_plain(snap: Snapshot) -> str:
-    """The snapshot as plain text: no colour, no box characters, peer text made inert."""
-    now = snap.now
-    out: list[str] = [inert(_header(snap)), ""]
-
-    def table(title: str, cols: list[str], rows: list[list[str]], empty: str) -> None:
-        out.append(title)
-        if not rows:
-            out.append("  " + empty)
-            out.append("")
-            return
-        cells = [[inert(c) for c in r] for r in rows]
-        widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(cols)]
-        out.append("  " + "  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True)).rstrip())
-        for r in cells:
-            out.append("  " + "  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
-        out.append("")
-
-    table("PEERS", ["name", "kind", "active", "lease left", "wakeup"],
-          [[p["name"], p["kind"], "yes" if p["active"] else "no", _lease(p), p["wakeup"]]
-           for p in snap.peers], "no peers yet")
-    for state in OPEN_STATES:
-        reqs = snap.open.get(state, [])
-        table(f"{state.upper()} ({snap.counts.get(state, 0)})", ["id", "from", "to", "age", "deadline"],
-              [[short_id(r["id"]), r["from"], r["to"], r["age"], r["deadline"] or "-"]
-               for r in reqs], "none")
-    if snap.open_more:
-        out.append(f"(+{snap.open_more} older open requests: relay list)")
-        out.append("")
-    if snap.unknown:
-        table(f"NEEDS A PERSON: delivery_unknown ({snap.counts.get('delivery_unknown', 0)}; "
-              "relay resolve ID)", ["id", "from", "to", "reason", "since"],
-              [[short_id(r["id"]), r["from"], r["to"], r["reason"] or "-", r["since"]]
-               for r in snap.unknown], "none")
-    if snap.effect_unknown:
-        table(f"NEEDS A PERSON: effect_unknown ({len(snap.effect_unknown)}; check whether it "
-              "happened, then relay ledger resolve KEY)", ["key", "command", "cwd"],
-              [[a["key"], a["argv"], a["cwd"]] for a in snap.effect_unknown], "none")
-    if snap.awaiting is not None:
-        table(f"AWAITING APPROVAL ({len(snap.awaiting)}; relay approve KEY / relay deny KEY)",
-              ["key", "command", "cwd"],
-              [[a["key"], a["argv"], a["cwd"]] for a in snap.awaiting], "none")
-    rows = []
-    for e in snap.events:
-        line = _event_line(e, now)
-        if e["to_state"] in LOUD_STATES:
-            line[3] = f"!! {line[3]}"
-        rows.append(line)
-    table("RECENT TRANSITIONS (newest first)",
-          ["when", "id", "from", "to", "reason", "actor"], rows, "none yet")
-    return "\n".join(out).rstrip("\n") + "\n"
-
-
-def render_rich(snap: Snapshot, footer: str = "q or Ctrl-C: leave", lines: bool = True):
-    """The snapshot as one rich renderable (tables; every peer string as inert Text).
-
-    ``lines=False`` (NO_COLOR) draws the tables without box characters.
-    """
-    from rich import box
-    from rich.console import Group
-    from rich.table import Table
-    from rich.text import Text
-
-    now = snap.now
-
-    def t(value, style: str = "") -> Text:
-        return Text(inert(value), style=style)
-
-    def state_text(state: str | None) -> Text:
-        s = inert(state)
-        style = STATE_STYLES.get(s, "")
-        if s in LOUD_STATES:
-            return Text(f"!! {s}", style="bold white on red" if s == "delivery_unknown"
-                        else "bold red")
-        return Text(s, style=style)
-
-    def table(title: str, cols: list[str]) -> Table:
-        tb = Table(title=Text(title, style="bold"), title_justify="left", box=box.SIMPLE_HEAD if lines else None,
-                   header_style="bold", pad_edge=False, expand=False)
-        for c in cols:
-            tb.add_column(c, overflow="ellipsis", no_wrap=True)
-        return tb
-
-    parts = [Text(inert(_header(snap)), style="bold")]
-    pt = table("Peers", ["name", "kind", "active", "lease left", "wakeup"])
-    for p in snap.peers:
-        pt.add_row(t(p["name"]), t(p["kind"]),
-                   Text("yes", style="green") if p["active"] else Text("no", style="dim"),
-                   t(_lease(p)), t(p["wakeup"], "green" if p["wakeup"] in ("waiter", "hook") else ""))
-    if not snap.peers:
-        pt.add_row(Text("no peers yet", style="dim"), "", "", "", "")
-    parts.append(pt)
-    for state in OPEN_STATES:
-        reqs = snap.open.get(state, [])
-        ot = table(f"{state} ({snap.counts.get(state, 0)})", ["id", "from", "to", "age", "deadline"])
-        for r in reqs:
-            ot.add_row(t(short_id(r["id"])), t(r["from"]), t(r["to"]), t(r["age"]),
-                       t(r["deadline"] or "-"))
-        if reqs:
-            parts.append(ot)
-        else:
-            parts.append(Text(f"{state} ({snap.counts.get(state, 0)})", style="dim"))
-    if snap.open_more:
-        parts.append(Text(f"(+{snap.open_more} older open requests: relay list)", style="dim"))
-    if snap.unknown:
-        ut = table(f"needs a person: delivery_unknown "
-                   f"({snap.counts.get('delivery_unknown', 0)}; relay resolve ID)",
-                   ["id", "from", "to", "reason", "since"])
-        for r in snap.unknown:
-            ut.add_row(t(short_id(r["id"])), t(r["from"]), t(r["to"]),
-                       t(r["reason"] or "-", "bold red"), t(r["since"]))
-        parts.append(ut)
-    if snap.effect_unknown:
-        et_ = table(f"needs a person: effect_unknown ({len(snap.effect_unknown)}; check "
-                    "whether it happened, then relay ledger resolve KEY)",
-                    ["key", "command", "cwd"])
-        for a in snap.effect_unknown:
-            et_.add_row(t(a["key"], "bold red"), t(a["argv"]), t(a["cwd"]))
-        parts.append(et_)
-    if snap.awaiting:
-        at = table(f"awaiting approval ({len(snap.awaiting)}; relay approve KEY / deny KEY)",
-                   ["key", "command", "cwd"])
-        for a in snap.awaiting:
-            at.add_row(t(a["key"], "bold yellow"), t(a["argv"]), t(a["cwd"]))
-        parts.append(at)
-    et = table("recent transitions", ["when", "id", "from", "to", "reason", "actor"])
-    for e in snap.events:
-        when, rid, frm, _to, reason, actor = _event_line(e, now)
-        loud = e["to_state"] in LOUD_STATES
-        et.add_row(t(when), t(rid), t(frm), state_text(e["to_state"]),
-                   t(reason, "bold red" if loud else ""), t(actor))
-    if not snap.events:
-        et.add_row(Text("none yet", style="dim"), "", "", "", "", "")
-    parts.append(et)
-    parts.append(Text(footer, style="dim"))
-    return Group(*parts)
-
-
 def json_doc(snap: Snapshot) -> dict:
-    """The snapshot as one JSON document (`relay watch --json`)."""
+    """The snapshot as one JSON document (`relay watch --json`): requests as the request
+    object, ledger entries as the entry object, events as in `show --events` plus their
+    request's id; watch's own keys around them."""
     return {
         "at": clock.iso(snap.now),
         "home": snap.home,
-        "peers": [{k: v for k, v in p.items() if k != "lease_left_s"} for p in snap.peers],
-        "open": {state: [{k: r[k] for k in ("id", "from", "to", "state", "age", "deadline")}
-                         for r in reqs] for state, reqs in snap.open.items()},
-        "open_more": snap.open_more,
         "counts": snap.counts,
-        "delivery_unknown": [{k: r[k] for k in ("id", "from", "to", "reason")}
-                             for r in snap.unknown],
-        "events": [{**e, "at": clock.iso(e["at"])} for e in snap.events],
-        "awaiting_approval": snap.awaiting,
+        "peers": [{k: v for k, v in p.items() if k != "lease_left_s"} for p in snap.peers],
+        "delivery_unknown": snap.unknown,
         "effect_unknown": snap.effect_unknown,
+        "awaiting_approval": snap.awaiting,
+        "open": {state: [r for r in reversed(snap.open) if r["state"] == state]
+                 for state in OPEN_STATES},
+        "open_more": snap.open_more,
+        "events": snap.events,
     }
+
+
+# ---------------------------------------------------------------------------- sections
+@dataclass
+class Section:
+    title: str
+    total: int  # how many exist (rows may hold fewer)
+    more: str  # the command that shows them all
+    cols: list[Col]
+    rows: list[list[str]]
+    empty: str | None = None  # shown when there are none; None: leave the section out
+
+    def wanted(self) -> int:
+        """Lines to show it whole: title, column header, rows, and a "+N more" line."""
+        if not self.rows:
+            return 1
+        return 2 + len(self.rows) + (1 if self.total > len(self.rows) else 0)
+
+
+def _short(rid: str) -> str:
+    return rid[:8]
+
+
+def _ms(iso: str | None) -> int | None:
+    return None if iso is None else clock.parse_iso(iso)
+
+
+def _next(r: dict, now: int) -> str:
+    """The deadline that moves an open request next, with the local clock time."""
+    if r["state"] == "queued":
+        return f"expires {deadline(_ms(r['expires_at']), now)}"
+    if r["state"] == "delivered" and r["lease_expires_at"]:
+        return f"lease ends {deadline(_ms(r['lease_expires_at']), now)}"
+    if r["state"] == "acknowledged" and r["reply_deadline_at"]:
+        return f"reply due {deadline(_ms(r['reply_deadline_at']), now)}"
+    return "-"
+
+
+def _lease(p: dict) -> str:
+    return "-" if p["lease_left_s"] is None else clock.human_duration(p["lease_left_s"])
+
+
+def sections(snap: Snapshot) -> list[Section]:
+    """Every section, in the order a person needs them."""
+    now = snap.now
+    unknown_total = snap.counts.get("delivery_unknown", 0)
+    out = [
+        Section(f"delivery_unknown ({unknown_total}): check whether it was done, then "
+                "relay resolve ID", unknown_total, "relay list --state delivery_unknown",
+                [Col("id", fixed=True), Col("from", min=8), Col("to", min=8),
+                 Col("reason", min=12), Col("since", fixed=True)],
+                [[_short(r["id"]), r["from"], r["to"], r["reason"],
+                  ago(_ms(r["updated_at"]), now)] for r in snap.unknown]),
+        Section(f"effect_unknown ({len(snap.effect_unknown)}): check whether it happened, "
+                "then relay ledger resolve KEY", len(snap.effect_unknown),
+                "relay ledger list --state effect_unknown", _ledger_cols(),
+                _ledger_rows(snap.effect_unknown, now)),
+        Section(f"awaiting approval ({len(snap.awaiting)}): relay approve KEY or "
+                "relay deny KEY", len(snap.awaiting),
+                "relay ledger list --state awaiting_approval", _ledger_cols(),
+                _ledger_rows(snap.awaiting, now)),
+        Section(f"open requests ({snap.open_total}: " + ", ".join(
+                    f"{snap.counts.get(s, 0)} {s}" for s in OPEN_STATES) + ")",
+                snap.open_total, "relay list --state queued --state delivered "
+                "--state acknowledged",
+                [Col("id", fixed=True), Col("state", fixed=True, styles=STATE_STYLES),
+                 Col("from", min=8), Col("to", min=8), Col("since", fixed=True),
+                 Col("next", fixed=True)],
+                [[_short(r["id"]), r["state"], r["from"], r["to"],
+                  clock.human_duration(max(0, now - _ms(r["updated_at"])) / 1000),
+                  _next(r, now)] for r in _open_order(snap.open)],
+                empty="none"),
+        Section(f"peers ({len(snap.peers)}, {sum(p['active'] for p in snap.peers)} active)",
+                len(snap.peers), "relay peers list",
+                [Col("name", min=12), Col("kind", fixed=True),
+                 Col("active", fixed=True, styles={"yes": "green", "no": "dim"}),
+                 Col("lease left", fixed=True),
+                 Col("wakeup", min=7, styles={"waiter": "green", "hook": "green"})],
+                [[p["name"], p["kind"], "yes" if p["active"] else "no", _lease(p), p["wakeup"]]
+                 for p in sorted(snap.peers, key=lambda p: not p["active"])],
+                empty="no peers yet: relay peers join NAME"),
+        Section("recent transitions (newest first)", len(snap.events),
+                "relay show ID --events",
+                [Col("when", fixed=True), Col("id", fixed=True),
+                 Col("state", fixed=True, styles={**STATE_STYLES, **LOUD}),
+                 Col("reason", min=12), Col("actor", min=8)],
+                [[ago(_ms(e["at"]), now), _short(e["request_id"]),
+                  f"!! {e['to_state']}" if e["to_state"] in LOUD_STATES else e["to_state"],
+                  e["reason"], e["actor"]] for e in snap.events],
+                empty="none yet"),
+    ]
+    return [s for s in out if s.rows or s.empty is not None]
+
+
+def _open_order(reqs: list[dict]) -> list[dict]:
+    """Acknowledged and delivered work first (someone holds it), then queued; oldest first."""
+    rank = {s: i for i, s in enumerate(reversed(OPEN_STATES))}
+    return sorted(reversed(reqs), key=lambda r: rank[r["state"]])
+
+
+def _ledger_cols() -> list[Col]:
+    return [Col("key", min=12), Col("command", min=10, first=True),
+            Col("cwd", min=8, first=True, keep_end=True), Col("since", fixed=True)]
+
+
+def _ledger_rows(entries: list[dict], now: int) -> list[list[str]]:
+    from .ledger import command_text
+
+    return [[e["key"], command_text(e["argv"]) if isinstance(e.get("argv"), list)
+             else e.get("argv"), e["cwd"], ago(_ms(e.get("updated_at")), now)]
+            for e in entries]
+
+
+def header(snap: Snapshot) -> str:
+    """What needs a person, counted, then how much is open."""
+    unknown = snap.counts.get("delivery_unknown", 0)
+    person = [f"{n} {what}" for n, what in ((unknown, "delivery_unknown"),
+                                           (len(snap.effect_unknown), "effect_unknown"),
+                                           (len(snap.awaiting), "awaiting approval")) if n]
+    needs = ", ".join(person) if person else "nothing needs a person"
+    return f"relay watch: {needs}, {snap.open_total} open"
+
+
+def clock_time(ms: int) -> str:
+    """The local clock time of a snapshot (``14:05:03``)."""
+    from datetime import datetime
+
+    return datetime.fromtimestamp(ms / 1000).strftime("%H:%M:%S")
+
+
+# ---------------------------------------------------------------------------- layout
+def allot(wanted: list[int], budget: int) -> list[int]:
+    """Lines for each section, most important first: every section its title, then up to
+    a glimpse (column header and ``GLIMPSE`` rows) each, then the rest in order. A section
+    that cannot have even its title is left out (0)."""
+    lines = [0] * len(wanted)
+    left = budget
+    for i in range(len(wanted)):
+        if left > 0:
+            lines[i], left = 1, left - 1
+    for cap in (2 + GLIMPSE + 1, None):
+        for i, want in enumerate(wanted):
+            if lines[i] == 0:
+                continue
+            target = want if cap is None else min(want, cap)
+            extra = max(0, min(target - lines[i], left))
+            lines[i] += extra
+            left -= extra
+    return lines
+
+
+def render(snap: Snapshot, width: int | None = None, height: int | None = None, *,
+           color: bool = False, ellipsis: str = "\u2026", footer: str | None = None) -> list:
+    """The snapshot as lines. ``width`` None: plain strings, every section whole (a pipe).
+    Otherwise rich ``Text`` lines no wider than ``width``; with ``height``, at most that
+    many lines, sections cut to fit with "+N more: COMMAND"."""
+    secs = sections(snap)
+    reserved = 1 + (1 if footer else 0)
+    if height is None:
+        budgets = [s.wanted() for s in secs]
+    else:
+        budgets = allot([s.wanted() for s in secs], max(0, height - reserved))
+    lines: list = [_plain_or_text(header(snap), width, ellipsis, "bold" if color else "")]
+    for sec, budget in zip(secs, budgets, strict=True):
+        if budget:
+            lines += _section_lines(sec, budget, width, color, ellipsis)
+            if height is None:
+                lines.append(_plain_or_text("", width, ellipsis, ""))
+    if footer:
+        lines.append(_plain_or_text(footer, width, ellipsis, "dim" if color else ""))
+    return lines
+
+
+def _section_lines(sec: Section, budget: int, width, color: bool, ellipsis: str) -> list:
+    title_style = "bold" if color else ""
+    title = sec.title
+    if not sec.rows:
+        return [_plain_or_text(f"{title}: {sec.empty}", width, ellipsis, "dim" if color else "")]
+    fits = len(sec.rows) if budget >= sec.wanted() else budget - 3
+    if fits < 1:  # no room for a row: the title says how many and where to look
+        return [_plain_or_text(f"{title}: +{sec.total} ({sec.more})", width, ellipsis,
+                               title_style)]
+    shown = sec.rows[:fits]
+    hidden = sec.total - len(shown)
+    out = [_plain_or_text(title, width, ellipsis, title_style)]
+    out += render_table(sec.cols, shown, width, color=color, ellipsis=ellipsis, indent=2)
+    if hidden > 0:
+        out.append(_plain_or_text(f"  +{hidden} more: {sec.more}", width, ellipsis,
+                                  "dim" if color else ""))
+    return out
+
+
+def _plain_or_text(text: str, width: int | None, ellipsis: str, style: str):
+    text = inert_line(text)
+    if width is None:
+        return text
+    from rich.text import Text
+
+    return Text(fit(text, width, ellipsis), style=style)
+
+
+def render_plain(snap: Snapshot) -> str:
+    """The whole snapshot as plain text (no colour, no box characters): a pipe, a file."""
+    return "\n".join(render(snap)).rstrip("\n") + "\n"

@@ -288,10 +288,17 @@ def main() -> None:
     ap.add_argument("--cols", type=int, default=80)
     ap.add_argument("--rows", type=int, default=24)
     ap.add_argument("--home", type=Path, help="an empty or missing directory to build in")
+    ap.add_argument("--again", action="store_true",
+                    help="capture from the --home an earlier run built (no new history)")
     args = ap.parse_args()
     path = args.home or Path(tempfile.mkdtemp(prefix="relay-screens-")) / "home"
     home = Home(path.resolve())
-    ids = build(home)
+    ids_file = home.path.parent / f"{home.path.name}.ids.json"
+    if args.again:
+        ids = json.loads(ids_file.read_text())
+    else:
+        ids = build(home)
+        ids_file.write_text(json.dumps(ids))
     capture(home, ids, args.outdir, args.cols, args.rows)
     print(f"home: {home.path}\nscreens: {args.outdir}", file=sys.stderr)
 

@@ -757,7 +757,8 @@ def test_watch_lists_crashed_entries_as_needing_a_person(relay):
     _fake_crash(relay, "idem")
     snap = relay("watch")  # not a terminal: one plain snapshot
     assert snap.code == 0, snap.err
-    assert "NEEDS A PERSON: effect_unknown (1;" in snap.out
+    assert snap.out.splitlines()[0] == "relay watch: 1 effect_unknown, 0 open"
+    assert snap.out.splitlines()[1].startswith("effect_unknown (1): check whether it happened")
     assert "lost" in snap.out and "idem" not in snap.out
     doc = relay("watch", "--json").json
     assert [e["key"] for e in doc["effect_unknown"]] == ["lost"]

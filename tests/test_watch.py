@@ -42,17 +42,23 @@ def test_without_a_terminal_prints_one_plain_snapshot(relay):
     assert r.code == 0 and r.err == ""
     out = r.out
     assert "\x1b" not in out and not BOX_CHARS.search(out)
-    assert "PEERS" in out and "QUEUED (1)" in out and "DELIVERED (1)" in out
-    assert "ACKNOWLEDGED (1)" in out and "RECENT TRANSITIONS" in out
-    peers = {ln.split()[0]: ln.split() for ln in out.splitlines()[4:7]}
+    lines = out.splitlines()
+    assert lines[0] == "relay watch: 1 delivery_unknown, 3 open"
+    assert "open requests (3: 1 queued, 1 delivered, 1 acknowledged)" in out
+    assert "peers (3, 2 active)" in out and "recent transitions" in out
+    peers = {ln.split()[0]: ln.split() for ln in lines if ln.startswith("  ")
+             and ln.split()[0] in ("alice", "bob", "carol")}
     assert peers["alice"][1:3] == ["claude", "yes"] and peers["bob"][1] == "codex"
     assert peers["carol"][1:4] == ["human", "no", "-"]
     assert "not_configured" in peers["alice"]
     for key in ("queued", "delivered", "acked"):
         assert ids[key][:8] in out
-    assert "claim lease" in out  # a delivered request's lease left
-    # The lapsed claim became delivery_unknown: it is listed for a person and loud.
-    assert "NEEDS A PERSON: delivery_unknown (1" in out and ids["lost"][:8] in out
+    assert "lease ends in" in out  # a delivered request's claim lease, with its clock time
+    # The lapsed claim became delivery_unknown: it needs a person, so it comes first.
+    sections = [ln for ln in lines if ln and not ln.startswith(" ")]
+    assert sections[1].startswith("delivery_unknown (1): check whether it was done")
+    assert sections[2].startswith("open requests")
+    assert ids["lost"][:8] in out.split("open requests")[0]
     assert "!! delivery_unknown" in out and "claim_lease_expired" in out
 
 
@@ -66,9 +72,10 @@ def test_many_open_requests_show_the_newest_and_count_the_rest(relay, monkeypatc
     for rid in ids:
         relay.send(alice, "bob", request_id=rid)
     out = relay("watch").out
-    assert "QUEUED (3)" in out and "3 open" in out
-    assert ids[0][:8] not in out.split("RECENT")[0] and ids[2][:8] in out
-    assert "(+1 older open requests: relay list)" in out
+    assert "open requests (3: 3 queued" in out and ", 3 open" in out
+    opened = out.split("peers (")[0]
+    assert ids[0][:8] not in opened and ids[1][:8] in opened and ids[2][:8] in opened
+    assert "+1 more: relay list --state queued --state delivered --state acknowledged" in out
 
 
 def test_watch_is_read_only(relay):
@@ -106,7 +113,8 @@ def test_ledger_entries_awaiting_approval_are_shown_inert(relay, tmp_path):
                    "echo", "[red]boom[/red]", "\x1b]0;pwned\x07")
     assert r.code == 75, r.err
     out = relay("watch").out
-    assert "AWAITING APPROVAL (1" in out and "deploy-1" in out
+    assert "awaiting approval (1)" in out and "deploy-1" in out
+    assert out.splitlines()[0] == "relay watch: 1 awaiting approval, 0 open"  # counted too
     assert "[red]boom[/red]" in out and "\\x1b]0;pwned\\x07" in out
     assert "\x1b" not in out and "\x07" not in out
 
@@ -180,13 +188,13 @@ def test_live_view_shows_a_send_from_another_process_within_a_second_and_q_leave
     alice = relay.join("alice")
     relay.join("bob")
     t = term()
-    t.wait_for("queued (0)")
+    t.wait_for("open requests (0")
     screen = t.pane()
     assert "alice" in screen and "bob" in screen and "lease left" in screen
     rid = new_id()
     sent = relay.proc("send", "--to", "bob", "--id", rid, "-", input="hello", env=alice)
     assert sent.code == 0, sent.err
-    took = t.wait_for("queued (1)")
+    took = t.wait_for("open requests (1: 1 queued")
     assert took < 1.0, f"the view took {took:.2f}s to show the new request"
     assert rid[:8] in t.pane()
     t.keys("q")

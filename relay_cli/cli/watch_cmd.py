@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import signal
 import sys
 import time
 
+from .. import clock
 from ..errors import RelayError
+from ..output import make_console, terminal_size
 from .app import Env, HomeOpt, JsonOpt, app, examples, lazy_module
 
 watch_lib = lazy_module("relay_cli.watch")
@@ -27,67 +30,111 @@ def _snapshot(env: Env) -> watch_lib.Snapshot:
     'relay watch > snapshot.txt   # not a terminal: one snapshot',
 ))
 def watch(json_: JsonOpt = False, home: HomeOpt = None) -> int:
-    """Live view for a person: open requests, peers, recent transitions.
+    """Live view: what needs a person first, then open requests, peers, transitions.
 
-    Refreshes within a second of any change, writes nothing (apart from time-based
-    transitions that were already due), and leaves on `q` or Ctrl-C. When stdout is not a
-    terminal it prints one plain snapshot (with --json: one JSON document) and exits.
+    Refreshes within a second of any change, fits the terminal (a section that does not
+    fit says "+N more" and the command that shows the rest), writes nothing (apart from
+    time-based transitions that were already due), and leaves on `q` or Ctrl-C. With
+    TERM=dumb it prints a plain snapshot whenever something changes. When stdout is not
+    a terminal it prints one plain snapshot (with --json: one JSON document) and exits.
     """
     env = Env(json_, home)
     try:
         if env.json:
             env.out.json(watch_lib.json_doc(_snapshot(env)))
             return 0
-        if not _isatty(sys.stdout):
-            env.out.stdout.write(watch_lib.render_plain(_snapshot(env)))
+        if not env.out.tty:
+            snap = _snapshot(env)
+            env.out.stdout.write(watch_lib.render_plain(snap))
+            env.out.line(f"(home {snap.home}; taken at {clock.iso(snap.now)})")
             env.out.stdout.flush()
             return 0
+        if os.environ.get("TERM") == "dumb":
+            return _snapshots(env)
         return _live(env)
     finally:
         env.close()
 
 
-def _isatty(stream) -> bool:
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):
-        return False
+def _footer(snap) -> str:
+    return f"{watch_lib.clock_time(snap.now)}  q or Ctrl-C: leave  home {snap.home}"
 
 
-def _live(env: Env) -> int:
-    from rich.console import Console
-    from rich.live import Live
-    from rich.text import Text
-
-    no_color = bool(os.environ.get("NO_COLOR"))  # design.md §7: no colour, no box characters
-    console = Console(file=sys.stdout, highlight=False, emoji=False, no_color=no_color)
+@contextlib.contextmanager
+def _keyboard():
+    """Single key presses from the terminal; SIGTERM/SIGHUP leave like Ctrl-C; the
+    terminal and the handlers are restored however the view ends."""
     keys = _Keys(sys.stdin)
     saved = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
         keys.start()
-        with Live(console=console, screen=True, auto_refresh=False,
-                  redirect_stdout=False, redirect_stderr=False) as live:
+        yield keys
+    finally:
+        keys.stop()
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+
+
+def _live(env: Env) -> int:
+    from rich.console import Group
+    from rich.live import Live
+    from rich.text import Text
+
+    out = env.out
+    console = make_console(sys.stdout, out.color, None)
+    try:
+        with _keyboard() as keys, Live(console=console, screen=True, auto_refresh=False,
+                                       redirect_stdout=False, redirect_stderr=False) as live:
             last_version, last_draw = None, 0.0
             while True:
                 version = env.store.data_version()
                 if version != last_version or time.monotonic() - last_draw >= TICK_S:
+                    width, height = console.size
                     try:
                         snap = _snapshot(env)
                         last_version = version
-                        view = watch_lib.render_rich(snap, lines=not no_color)
+                        view = Group(*watch_lib.render(
+                            snap, width, height, color=out.color, ellipsis=out.ellipsis,
+                            footer=_footer(snap)))
                     except RelayError as e:  # busy: say why, retry on the next tick
                         view = Text(f"relay watch: {e.code}: {e.message} (retrying)",
-                                    style="bold red")
+                                    style="bold red" if out.color else "")
                     live.update(view, refresh=True)
                     last_draw = time.monotonic()
                 if keys.wait(POLL_S) in ("q", "Q"):
                     return 0
     except KeyboardInterrupt:
         return 0
-    finally:
-        keys.stop()
-        for sig, handler in saved.items():
-            signal.signal(sig, handler)
+
+
+def _snapshots(env: Env) -> int:
+    """A terminal that cannot redraw (TERM=dumb): a plain snapshot that fits the screen,
+    printed again whenever something changes; `q` or Ctrl-C leaves."""
+    out = env.out
+    try:
+        with _keyboard() as keys:
+            last_version = None
+            while True:
+                version = env.store.data_version()
+                if version != last_version:
+                    try:
+                        snap = _snapshot(env)
+                        last_version = version
+                        width, height = terminal_size(sys.stdout)
+                        lines = watch_lib.render(
+                            snap, width, height - 1, ellipsis=out.ellipsis,
+                            footer=f"{watch_lib.clock_time(snap.now)}  q or Ctrl-C: leave; "
+                                   "a new snapshot prints when something changes")
+                    except RelayError as e:
+                        lines = [f"relay watch: {e.code}: {e.message} (retrying)"]
+                    out.line("")
+                    for ln in lines:
+                        out.line(str(ln))
+                    out.stdout.flush()
+                if keys.wait(POLL_S) in ("q", "Q"):
+                    return 0
+    except KeyboardInterrupt:
+        return 0
 
 
 def _interrupt(signum, frame) -> None:
