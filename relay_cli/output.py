@@ -339,8 +339,7 @@ def make_console(stream, color: bool, width: int | None):
     else:
         system = None
     return Console(file=stream, width=width, color_system=system, force_terminal=color or None,
-                   no_color=not color, highlight=False, emoji=False, markup=False,
-                   soft_wrap=True)
+                   no_color=not color, highlight=False, emoji=False, markup=False)
 
 
 def _isatty(stream) -> bool:

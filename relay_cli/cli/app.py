@@ -27,6 +27,7 @@ SECTIONS = {
     "Peers & sessions": ("peers", "run", "guide", "hook"),
     "Side effects (relay once)": ("once", "ledger", "approve", "deny"),
     "Operate": ("doctor", "watch", "sweep", "prune", "schema"),
+    "Try it": ("demo",),
 }
 
 

@@ -30,7 +30,7 @@ def _snapshot(env: Env) -> watch_lib.Snapshot:
     'relay watch > snapshot.txt   # not a terminal: one snapshot',
 ))
 def watch(json_: JsonOpt = False, home: HomeOpt = None) -> int:
-    """Live view: what needs a person first, then open requests, peers, transitions.
+    """Live view: what needs a person first, then open requests and peers.
 
     Refreshes within a second of any change, fits the terminal (a section that does not
     fit says "+N more" and the command that shows the rest), writes nothing (apart from

@@ -1,0 +1,110 @@
+"""`relay demo`: the main job, narrated, in a throwaway home."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..errors import RelayError
+from ..output import Output, inert_line
+from .app import HomeOpt, JsonOpt, app, examples
+
+
+@app.command(epilog=examples(
+    'relay demo',
+    'relay demo --keep   # keep the throwaway home to look around in it',
+))
+def demo(
+    keep: Annotated[bool, typer.Option("--keep", help="Keep the throwaway home afterwards "
+                                       "(its path is printed).")] = False,
+    json_: JsonOpt = False,
+    home: HomeOpt = None,
+) -> int:
+    """See two peers hand work over, step by step, in a throwaway home.
+
+    Runs real `relay` processes for two peers in a throwaway home (never yours): alice
+    sends bob a request with an id it chose; bob, already waiting, claims, acks and
+    replies while alice waits; alice's response is lost, so she sends again and relay
+    answers duplicate: yes, already sent, nothing new queued. Then `relay list` and
+    `relay show ID --events` show it. --home names an empty or missing directory to use.
+    """
+    from .. import demo as demo_lib
+
+    out = Output(json_)
+    if home is not None:
+        path = Path(home).resolve()
+        if path.exists() and (not path.is_dir() or any(path.iterdir())):
+            raise RelayError("usage_error", f"--home {home}: the demo needs an empty or "
+                             "missing directory (it never uses a home that holds data)")
+    else:
+        path = demo_lib.throwaway_home()
+    narrate = _Narrator(out)
+    if not out.json_mode:
+        out.para(f"relay demo: two peers hand each other work in a throwaway home, {path}")
+    try:
+        d = demo_lib.run(path, narrate)
+        if out.json_mode:
+            out.json({"home": str(path), "kept": keep or home is not None,
+                      "id": d.request_id,
+                      "steps": [{"who": s.who, "argv": s.argv, "exit_code": s.exit_code,
+                                 "result": s.result} for s in d.steps]})
+        else:
+            narrate("step", "Every request, as `relay list` shows it:")
+            narrate("cmd", "relay list")
+            sys.stdout.flush()
+            demo_lib.relay_command(path, "list", stdout=sys.stdout)
+            narrate("step", "And the request's history:")
+            narrate("cmd", f"relay show {d.request_id} --events")
+            sys.stdout.flush()
+            demo_lib.relay_command(path, "show", d.request_id, "--events", stdout=sys.stdout)
+    finally:
+        if not keep and home is None:
+            demo_lib.remove(path)
+    if not out.json_mode:
+        out.line("")
+        if keep or home is not None:
+            out.line("The home was kept; to look around in it:")
+            out.line(f"  export RELAY_HOME={shlex.quote(str(path))}")  # whole, to copy
+        else:
+            out.para("The throwaway home was removed (relay demo --keep keeps it).")
+    return 0
+
+
+class _Narrator:
+    """Each step as a person would read it: what happens, the command and who runs it,
+    what relay answered."""
+
+    def __init__(self, out: Output) -> None:
+        self.out = out
+
+    def __call__(self, kind: str, text: str, who: str | None = None) -> None:
+        out = self.out
+        if out.json_mode:
+            return
+        text = inert_line(text)
+        if kind == "step":
+            out.line("")
+            self._styled("", text, "bold")
+        elif kind == "cmd":
+            self._styled(f"  {who}$ " if who else "  $ ", text, "cyan")
+        else:
+            self._styled("    -> ", text, "green")
+
+    def _styled(self, lead: str, text: str, style: str) -> None:
+        """``lead`` + ``text``, wrapped between words, continued under the text."""
+        out = self.out
+        if not out.terminal:
+            out.line(lead + text)
+            return
+        from rich.text import Text
+
+        from ..output import wrap
+
+        lines = wrap(text, max(20, out.width - len(lead)), out.ellipsis)
+        out.print_lines([Text((lead if i == 0 else " " * len(lead)) + ln,
+                              style=style if out.color else "")
+                         for i, ln in enumerate(lines)])

@@ -1,0 +1,154 @@
+"""`relay demo`: the main job, end to end, with two real peer processes (design.md §14).
+
+In a throwaway home, peer ``alice`` sends a request with an id it chose to peer ``bob``,
+who is already waiting for work in its own `relay claim --wait` process; bob acknowledges
+and replies while alice's `relay wait` process blocks; then alice's answer is "lost"
+and alice sends again, the same id and text, and relay answers ``duplicate: true``:
+already sent, nothing new queued. Each step is a real `relay` subprocess running the
+command it narrates (plus ``--json``, so the demo can read the answer); at the end
+`relay list` and `relay show ID --events` print their tables. Nothing here touches the
+person's own relay home.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import RelayError
+
+TEXT = "Summarise the open TODO comments in src/ and reply with a list.\n"
+REPLY = "3 TODOs: src/login.py:42 (retry), src/api.py:7 (paging), src/db.py:90 (index).\n"
+WAIT = "30s"  # how long bob's claim and alice's wait may block (they return in well under 1 s)
+
+
+@dataclass
+class Step:
+    who: str
+    argv: list[str]
+    exit_code: int
+    result: dict | None = None
+
+
+@dataclass
+class Demo:
+    """One run: the throwaway home, the request id, what each process answered."""
+
+    home: Path
+    request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    tokens: dict[str, str] = field(default_factory=dict)
+    steps: list[Step] = field(default_factory=list)
+
+    def env(self, who: str | None) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("RELAY_PEER", "RELAY_SESSION", "RELAY_TIME_OFFSET", "RELAY_DEBUG",
+                            "RELAY_DATABASE_URL")}
+        env["RELAY_HOME"] = str(self.home)
+        if who is not None:
+            env["RELAY_PEER"] = who
+            if who in self.tokens:
+                env["RELAY_SESSION"] = self.tokens[who]
+        return env
+
+    def start(self, who: str | None, *args: str, text: str | None = None) -> subprocess.Popen:
+        """A real `relay ARGS` process acting as ``who`` (``--json``: its answer is parsed)."""
+        p = subprocess.Popen([sys.executable, "-m", "relay_cli", *args, "--json"],
+                             env=self.env(who), stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        if text is not None:
+            p.stdin.write(text.encode())
+        p.stdin.close()
+        p.stdin = None  # written and closed: communicate() only reads
+        p.relay_args = list(args)  # for the narration
+        p.relay_who = who
+        return p
+
+    def finish(self, p: subprocess.Popen, expect: int = 0) -> dict:
+        out, err = p.communicate(timeout=120)
+        step = Step(p.relay_who or "-", ["relay", *p.relay_args], p.returncode)
+        self.steps.append(step)
+        if p.returncode != expect:
+            raise RelayError("internal_error", f"demo step `relay {' '.join(p.relay_args)}` "
+                             f"exited {p.returncode}, expected {expect}: "
+                             f"{err.decode(errors='replace').strip()}")
+        step.result = json.loads(out) if out.strip() else None
+        return step.result
+
+    def run(self, who: str | None, *args: str, text: str | None = None,
+            expect: int = 0) -> dict:
+        return self.finish(self.start(who, *args, text=text), expect)
+
+
+def throwaway_home() -> Path:
+    """A fresh directory for the demo's home (relay creates it, mode 0700)."""
+    return Path(tempfile.mkdtemp(prefix="relay-demo-")) / "home"
+
+
+def run(home: Path, say) -> Demo:
+    """The demo, step by step. ``say(kind, text, who)`` narrates: ``step`` (what happens
+    next), ``cmd`` (the command that runs now, as a person would type it, and which peer
+    runs it), ``result`` (what relay answered)."""
+    d = Demo(home)
+    rid = d.request_id
+
+    def cmd(who: str, *args: str, text: str | None = None) -> subprocess.Popen:
+        say("cmd", "relay " + shlex.join(args) + (" <<'EOF' ... EOF" if text else ""), who)
+        return d.start(who, *args, text=text)
+
+    say("step", "Two peers join, each with its own session: alice sends work, bob does it.")
+    for name in ("alice", "bob"):
+        d.tokens[name] = d.finish(cmd(name, "peers", "join", name, "--kind", "script",
+                                      "--lease", "5m"))["token"]
+
+    say("step", "bob waits for work: its `claim --wait` blocks until a request arrives.")
+    claim = cmd("bob", "claim", "--wait", WAIT)
+
+    say("step", "alice sends a request with an id it chose, so that a retry is safe.")
+    sent = d.finish(cmd("alice", "send", "--to", "bob", "--id", rid, "-", text=TEXT))
+    say("result", f"state {sent['state']}, duplicate: {_yes(sent['duplicate'])}")
+    claimed = d.finish(claim)
+    say("result", f"bob's claim returned with the text: state {claimed['state']} (a session "
+                  "of bob took it; nobody has read it yet)")
+
+    say("step", "alice waits for the outcome in its own process.")
+    waiting = cmd("alice", "wait", rid, "--timeout", WAIT)
+
+    say("step", "bob confirms it has read the request, then replies.")
+    acked = d.finish(cmd("bob", "ack", rid))
+    say("result", f"state {acked['state']} (read; that says nothing about work done)")
+    replied = d.finish(cmd("bob", "reply", rid, "-", text=REPLY))
+    say("result", f"state {replied['state']}")
+    done = d.finish(waiting)
+    say("result", f"alice's wait returned: state {done['state']}, exit 0")
+
+    say("step", "The answer to alice's send was lost (say, its tool runner timed out), so "
+                "alice sends again: the same id, the same text.")
+    again = d.finish(cmd("alice", "send", "--to", "bob", "--id", rid, "-", text=TEXT))
+    if not again["duplicate"]:
+        raise RelayError("internal_error", "the resend was not answered as a duplicate")
+    say("result", f"duplicate: yes, state {again['state']}: already sent, nothing new queued")
+    return d
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
+def relay_command(home: Path, *args: str, stdout=None) -> int:
+    """`relay ARGS` on the demo's home, printing to ``stdout`` (the person's terminal)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RELAY_")}
+    env["RELAY_HOME"] = str(home)
+    return subprocess.run([sys.executable, "-m", "relay_cli", *args], env=env,
+                          stdout=stdout, check=False).returncode
+
+
+def remove(home: Path) -> None:
+    shutil.rmtree(home.parent, ignore_errors=True)
