@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..output import iso_age
+from ..output import STATE_STYLES, Col
 from .app import (
     AsOpt,
     Choice,
@@ -275,10 +275,12 @@ def notices(as_: AsOpt = None, session: SessionOpt = None, json_: JsonOpt = Fals
     if env.json:
         env.out.json({"notices": found})
         return 0
-    env.out.table(
-        ["id", "to", "state", "reason", "finished"],
-        [[n["id"], n["to"], n["state"], n["reason"],
-          f"{iso_age(n['finished_at'], now)} ago"] for n in found],
+    out = env.out
+    out.table(
+        [Col("id", fixed=True), Col("to", min=10), Col("state", fixed=True, styles=STATE_STYLES),
+         Col("reason", min=12), Col("finished", fixed=True)],
+        [[out.short_id(n["id"]), n["to"], n["state"], n["reason"],
+          out.when(n["finished_at"], now)] for n in found],
         empty="no new notices",
     )
     states = {n["state"] for n in found}
