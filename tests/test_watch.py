@@ -258,3 +258,22 @@ def test_watch_json_is_one_document(relay):
     r = relay("watch", "--json")
     assert r.code == 0 and json.loads(r.out)["peers"][0]["name"] == "alice"
     assert os.linesep not in r.out.rstrip("\n")
+
+
+def test_watch_json_carries_the_standard_request_and_entry_objects(relay):
+    ids = busy_home(relay)
+    r = relay.proc("once", "--approve", "--timeout", "0", "--key", "deploy-1", "--", "true")
+    assert r.code == 75, r.err
+    doc = relay("watch", "--json", env={"RELAY_TIME_OFFSET": "11"}).json
+    shown = relay("show", ids["queued"], "--json").json
+    (queued,) = doc["open"]["queued"]
+    assert queued == {k: v for k, v in shown.items() if k not in ("text", "reply")}
+    (lost,) = doc["delivery_unknown"]
+    assert lost["id"] == ids["lost"] and lost["reason"] == "claim_lease_expired"
+    assert set(lost) == set(queued)  # every key of the request object, always present
+    (waiting,) = doc["awaiting_approval"]
+    listed = relay("ledger", "list", "--json").json["entries"]
+    assert waiting == next(e for e in listed if e["key"] == "deploy-1")
+    assert set(doc["events"][0]) == {"at", "from_state", "to_state", "reason", "actor",
+                                     "detail", "request_id"}
+    assert doc["counts"]["delivery_unknown"] == 1 and doc["open_more"] == 0
