@@ -432,7 +432,7 @@ def _check_lapsed(report: Report, rows, now: int) -> None:
     for peer, (at, ids) in held.items():
         shown = ", ".join(i[:8] for i in ids[:3]) + (f" +{len(ids) - 3}" if len(ids) > 3 else "")
         report.add(f"lapsed:{peer}", WARN,
-                   f"{peer}'s session lease lapsed {clock.human_duration((now - at) / 1000)} ago "
+                   f"the session's lease lapsed {clock.human_duration((now - at) / 1000)} ago "
                    f"while it holds {_n(len(ids), 'claimed request', 'claimed requests')} "
                    f"({shown}); the next relay command makes "
                    f"{'it' if len(ids) == 1 else 'them'} delivery_unknown",

@@ -211,6 +211,8 @@ class Pane:
         self.socket = f"relay-screens-{os.getpid()}"
         self.cols, self.rows = cols, rows
         self.n = 0
+        # a session that lives as long as the server, so it never exits between screens
+        self.tmux("new-session", "-d", "-s", "keep", "sleep 3600")
 
     def tmux(self, *args: str) -> str:
         return subprocess.run(["tmux", "-L", self.socket, "-f", "/dev/null", *args],

@@ -165,3 +165,55 @@ def test_plain_output_when_piped(relay):
                        capture_output=True, env=relay._env(None))
     assert p.returncode == 0
     assert b"\x1b[" not in p.stdout and "│".encode() not in p.stdout
+
+
+# ------------------------------------------------------------------ the one table renderer
+def test_columns_shrink_widest_first_down_to_their_minimum_and_fixed_ones_never():
+    from relay_cli.output import Col, column_widths
+
+    cols = [Col("id", fixed=True), Col("name", min=6), Col("command", min=8, first=True),
+            Col("state", fixed=True)]
+    cells = [["0123abcd", "a-very-long-peer-name", "python -m something --long", "queued"]]
+    assert column_widths(cols, cells, None) == [8, 21, 26, 6]
+    # 80 wide: everything fits
+    assert column_widths(cols, cells, 80) == [8, 21, 26, 6]
+    # 50 wide: the command (shrinks first) gives up cells before the name
+    assert column_widths(cols, cells, 50) == [8, 21, 9, 6]
+    # 40 wide: the command at its minimum, then the name shrinks
+    assert column_widths(cols, cells, 40) == [8, 12, 8, 6]
+    # 30 wide: both at their minimum; ids and states keep every character (the line is
+    # then cut at the width as a last resort)
+    assert column_widths(cols, cells, 30) == [8, 6, 8, 6]
+
+
+def test_cells_are_cut_with_an_ellipsis_never_folded():
+    from relay_cli.output import Col, fit, render_table
+
+    assert fit("claude-frontend-refactor", 10) == "claude-fr\u2026"
+    assert fit("/work/wt/person-screens", 12, keep_end=True) == "\u2026son-screens"
+    lines = render_table([Col("id", fixed=True), Col("to", min=6)],
+                         [["0123abcd", "codex-backend-migrations-runner-eu-west"]], 24)
+    assert [ln.plain for ln in lines] == ["id        to", "0123abcd  codex-backend\u2026"]
+    plain = render_table([Col("id", fixed=True), Col("to", min=6)],
+                         [["0123abcd", "codex-backend-migrations-runner-eu-west"]], None)
+    assert plain == ["id        to", "0123abcd  codex-backend-migrations-runner-eu-west"]
+
+
+def test_times_read_relative_with_the_local_clock_time_where_a_person_plans():
+    from datetime import datetime
+
+    from relay_cli.output import ago, deadline
+
+    now = int(datetime(2026, 12, 1, 12, 0).timestamp() * 1000)
+    assert ago(now - 180_000, now) == "3m ago"
+    assert deadline(now + 58 * 60_000, now) == "in 58m (12:58)"
+    assert deadline(now + 26 * 3600_000, now) == "in 26h (Wed 14:00)"
+    assert deadline(now + 8 * 86400_000, now) == "in 8d (2026-12-09)"
+    assert deadline(now - 5_000, now) == "5s ago (11:59)"
+
+
+def test_one_size_formatter():
+    from relay_cli.output import size
+
+    assert [size(n) for n in (None, 512, 1126, 167936, 2411725, 5 * 2**30)] == [
+        "-", "512 B", "1.1 KiB", "164.0 KiB", "2.3 MiB", "5.0 GiB"]

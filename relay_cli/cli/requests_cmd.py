@@ -177,8 +177,8 @@ def _render_full(out: Output, obj: dict, now: int, extra: tuple[str, ...] = ()) 
 # One line per row at 80 columns (design.md §14): ids, states and times stay whole, the
 # rest shrinks and ends with an ellipsis.
 STATE_COL = Col("state", fixed=True, styles=STATE_STYLES)
-EVENT_COLUMNS = [Col("at", fixed=True), STATE_COL, Col("reason", min=12), Col("actor", min=10),
-                 Col("detail", min=10)]
+EVENT_COLUMNS = [Col("at", fixed=True), STATE_COL, Col("reason", min=12),
+                 Col("actor", min=10, first=True), Col("detail", min=10, first=True)]
 LIST_COLUMNS = [Col("id", fixed=True), STATE_COL, Col("from", min=8), Col("to", min=8),
                 Col("reason", min=12), Col("created", fixed=True)]
 INBOX_COLUMNS = [Col("id", fixed=True), Col("from", min=10), Col("created", fixed=True),
