@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 RELAY_ENV_VARS = ("RELAY_HOME", "RELAY_PEER", "RELAY_SESSION", "RELAY_TIME_OFFSET",
-                  "RELAY_RATE_LIMIT", "RELAY_DEBUG", "NO_COLOR", "CLAUDE_ENV_FILE")
+                  "RELAY_RATE_LIMIT", "RELAY_DEBUG", "NO_COLOR", "FORCE_COLOR", "CLAUDE_ENV_FILE")
 
 
 @dataclass
