@@ -47,8 +47,8 @@ def test_readme_front_page_is_short_and_marks_its_commands():
     text = README.read_text()
     assert len(text.splitlines()) <= 250
     roles = [r for r, _ in blocks()]
-    assert roles[:3] == ["install", "path", "tests"]
-    assert set(roles[3:]) == {"A", "B", "person"}
+    assert roles[:4] == ["install", "path", "tests", "agents"]
+    assert set(roles[4:]) == {"A", "B", "person"}
     assert text.count("<!-- relay-test:") == len(roles)  # every marker has its block
 
 
@@ -62,6 +62,26 @@ def test_second_command_runs_the_tests_as_ci_does():
     ((_, body),) = blocks("tests")
     assert body.strip().endswith("&& .venv/bin/python -m pytest")
     assert "\npython -m pytest\n" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_agent_setup_commands_exist_as_written(tmp_path):
+    """Each `relay hook install` line runs (as a dry run, in an empty HOME); each other
+    relay command line names a command relay has."""
+    ((_, body),) = blocks("agents")
+    env = {**_clean_env(), "HOME": str(tmp_path)}
+    for line in body.splitlines():
+        command = line.split("#")[0].strip()
+        if command.startswith("relay hook install "):
+            p = subprocess.run(["bash", "-c", command + " --dry-run"], capture_output=True,
+                               text=True, env=env, timeout=60)
+            assert p.returncode == 0, (command, p.stderr)
+        elif command.startswith("relay "):
+            words = command.split(">>")[0].split()
+            sub = words[1:words.index("--") if "--" in words else len(words)]
+            p = subprocess.run(["relay", *[w for w in sub if not w.startswith("-")][:1],
+                                "--help"], capture_output=True, text=True, env=env)
+            assert p.returncode == 0, (command, p.stderr)
+    assert list(tmp_path.iterdir()) == []  # a dry run writes nothing
 
 
 def test_the_demo_part_of_the_first_command_runs_as_written(tmp_path):
