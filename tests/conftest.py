@@ -99,6 +99,35 @@ class Relay:
         return Result(p.returncode, p.stdout.decode("utf-8", "replace"),
                       p.stderr.decode("utf-8", "replace"))
 
+    def pty(self, *args: str, env: dict | None = None, cols: int = 80, rows: int = 24,
+            timeout: float = 30) -> tuple[int, str]:
+        """`relay ARGS` in a real process whose stdin and stdout are a terminal of
+        cols x rows: (exit status, everything it wrote, escape codes included)."""
+        import fcntl
+        import pty
+        import select
+        import struct
+        import termios
+
+        pid, fd = pty.fork()
+        if pid == 0:  # the child: relay with the terminal as stdin, stdout and stderr
+            e = self._env({"TERM": "xterm-256color", "COLUMNS": None, "LINES": None,
+                           **(env or {})})
+            os.execve(sys.executable, [sys.executable, "-m", "relay_cli", *map(str, args)], e)
+        fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+        chunks = []
+        while select.select([fd], [], [], timeout)[0]:
+            try:
+                data = os.read(fd, 65536)
+            except OSError:  # the child closed the terminal
+                break
+            if not data:
+                break
+            chunks.append(data)
+        _, status = os.waitpid(pid, 0)
+        os.close(fd)
+        return os.waitstatus_to_exitcode(status), b"".join(chunks).decode("utf-8", "replace")
+
     def popen(self, *args: str, env: dict | None = None, **kw) -> subprocess.Popen:
         return subprocess.Popen(
             [sys.executable, "-m", "relay_cli", *map(str, args)], env=self._env(env),

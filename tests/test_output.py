@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import pty
-import select
 import subprocess
 import sys
 
@@ -109,24 +106,7 @@ def test_hostile_text_is_inert_in_a_real_terminal(relay):
     alice, _ = relay.join("alice"), relay.join("bob")
     rid = new_id()
     relay.send(alice, "bob", HOSTILE, request_id=rid)
-    pid, fd = pty.fork()
-    if pid == 0:  # child: relay show with a terminal as stdout (rich output)
-        env = relay._env({"COLUMNS": "200", "TERM": "xterm-256color"})
-        os.execve(sys.executable, [sys.executable, "-m", "relay_cli", "show", rid], env)
-    chunks = []
-    while True:
-        r, _, _ = select.select([fd], [], [], 10)
-        if not r:
-            break
-        try:
-            data = os.read(fd, 65536)
-        except OSError:
-            break
-        if not data:
-            break
-        chunks.append(data)
-    os.waitpid(pid, 0)
-    out = b"".join(chunks).decode("utf-8", "replace")
+    _, out = relay.pty("show", rid, cols=200)  # a terminal: rich output
     assert "owned title" in out  # the words are shown ...
     assert "\x1b]0;" not in out and "\x1b[2J" not in out and "\x07" not in out  # ... inert
     assert "[bold red]APPROVED" in out  # markup shown literally, not interpreted
@@ -135,21 +115,7 @@ def test_hostile_text_is_inert_in_a_real_terminal(relay):
 
 def test_no_color_gives_plain_output_even_on_a_terminal(relay):
     relay.join("alice")
-    pid, fd = pty.fork()
-    if pid == 0:
-        env = relay._env({"NO_COLOR": "1"})
-        os.execve(sys.executable, [sys.executable, "-m", "relay_cli", "peers", "list"], env)
-    out = b""
-    while True:
-        try:
-            data = os.read(fd, 65536)
-        except OSError:
-            break
-        if not data:
-            break
-        out += data
-    os.waitpid(pid, 0)
-    text = out.decode()
+    _, text = relay.pty("peers", "list", env={"NO_COLOR": "1"})
     assert "alice" in text
     assert "\x1b[" not in text and "│" not in text and "┃" not in text
 

@@ -25,6 +25,7 @@ import time
 import uuid
 
 import pytest
+from test_ledger import _fake_crash
 
 from relay_cli.output import cell_len
 
@@ -102,54 +103,17 @@ def busy_home(relay) -> dict[str, str]:
     run(190, "once", "--approve", "--timeout", "0", "--key", "deploy-production-2026-11-29",
         "--", "./deploy.sh", "--env", "production", "--tag", "v2.14.0", ok=(75,))
     run(180, "once", "--key", "migrate-orders-table", "--", "true")
-    _crashed(relay, "migrate-orders-table")
+    _fake_crash(relay, "migrate-orders-table")  # relay killed with its command mid-run
     join(120, LAPSING, "claude", lease="10s")
     ids["lapsing"] = rid = send(118, CLAUDE, LAPSING, "Look at the failing e2e test.")
     run(118, "claim", "--id", rid, "--lease", "1h", who=LAPSING)
     return ids
 
 
-def _crashed(relay, key: str) -> None:
-    """The entry as relay leaves it when it is killed with its command mid-run: running,
-    naming a process that is gone (this pid with a start time it never had)."""
-    from relay_cli import ledger
-    from relay_cli.store import open_store
-
-    store = open_store(relay.home)
-    try:
-        with store.transaction():
-            store.update_ledger(key, {"state": "running", "pid": os.getpid(),
-                                      "process_start": "other-boot:1", "child_pid": None,
-                                      "host": ledger.this_host(), "exit_code": None,
-                                      "stdout": None, "stderr": None, "stdout_bytes": None,
-                                      "stderr_bytes": None, "finished_at": None})
-    finally:
-        store.close()
-
-
 # ------------------------------------------------------------------ a real terminal
 def in_pty(relay, *args: str, cols: int, rows: int, env: dict | None = None) -> tuple[str, str]:
-    """`relay ARGS` with a terminal of cols x rows as stdin and stdout: (raw, text)."""
-    pid, fd = pty.fork()
-    if pid == 0:
-        e = relay._env({"TERM": "xterm-256color", "COLUMNS": None, "LINES": None,
-                        **(env or {})})
-        os.execve(sys.executable, [sys.executable, "-m", "relay_cli", *args], e)
-    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
-    chunks = []
-    while True:
-        ready, _, _ = select.select([fd], [], [], 30)
-        if not ready:
-            break
-        try:
-            data = os.read(fd, 65536)
-        except OSError:
-            break
-        if not data:
-            break
-        chunks.append(data)
-    os.waitpid(pid, 0)
-    raw = b"".join(chunks).decode("utf-8", "replace")
+    """`relay ARGS` on a terminal of cols x rows: (raw, text without escape codes)."""
+    _, raw = relay.pty(*args, cols=cols, rows=rows, env=env)
     return raw, ANSI.sub("", raw).replace("\r", "")
 
 
