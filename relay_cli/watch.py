@@ -246,6 +246,8 @@ def render(snap: Snapshot, width: int | None = None, height: int | None = None, 
     Otherwise rich ``Text`` lines no wider than ``width``; with ``height``, at most that
     many lines, sections cut to fit with "+N more: COMMAND"."""
     secs = sections(snap)
+    if height is not None and height < 2:
+        footer = None  # one line: the header says what matters most
     reserved = 1 + (1 if footer else 0)
     if height is None:
         budgets = [s.wanted() for s in secs]

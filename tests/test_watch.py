@@ -277,3 +277,24 @@ def test_watch_json_carries_the_standard_request_and_entry_objects(relay):
     assert set(doc["events"][0]) == {"at", "from_state", "to_state", "reason", "actor",
                                      "detail", "request_id"}
     assert doc["counts"]["delivery_unknown"] == 1 and doc["open_more"] == 0
+
+
+def test_the_view_fits_any_screen_and_counts_what_it_leaves_out(relay):
+    from relay_cli import lifecycle, watch
+    from relay_cli.store import open_store
+
+    busy_home(relay)
+    store = open_store(relay.home)
+    try:
+        with lifecycle.unit(store, write=False) as now:
+            snap = watch.gather(store, now)
+    finally:
+        store.close()
+    for width in (10, 24, 40, 80, 200):
+        for height in range(1, 45):
+            lines = watch.render(snap, width, height, footer="q or Ctrl-C: leave")
+            assert len(lines) <= height and all(ln.cell_len <= width for ln in lines)
+            text = "\n".join(ln.plain for ln in lines)
+            assert lines[0].plain.startswith("relay watch"[:width - 1])
+            if width == 80 and 2 < height < 16:  # not all of it fits: what is left is counted
+                assert "+" in text, (height, text)
