@@ -119,12 +119,13 @@ def run(home: Path, say) -> Demo:
                   "of bob took it; nobody has read it yet)")
 
     say("step", "alice waits for the outcome in its own process.")
-    waiting = cmd("alice", "wait", rid, "--timeout", WAIT)
+    short = rid[:8]  # an existing request is named by its first 8 characters too
+    waiting = cmd("alice", "wait", short, "--timeout", WAIT)
 
     say("step", "bob confirms it has read the request, then replies.")
-    acked = d.finish(cmd("bob", "ack", rid))
+    acked = d.finish(cmd("bob", "ack", short))
     say("result", f"state {acked['state']} (read; that says nothing about work done)")
-    replied = d.finish(cmd("bob", "reply", rid, "-", text=REPLY))
+    replied = d.finish(cmd("bob", "reply", short, "-", text=REPLY))
     say("result", f"state {replied['state']}")
     done = d.finish(waiting)
     say("result", f"alice's wait returned: state {done['state']}, exit 0")

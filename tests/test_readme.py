@@ -215,9 +215,12 @@ def test_walkthrough_runs_as_written_in_two_terminals(tmp_path):
     b_claim = next(out for block, _, out in outputs["B"] if "relay claim --wait" in block)
     assert "NOT user approval" in b_claim and "Please review the diff" in b_claim
     resend = [out for block, _, out in outputs["A"] if f"--id {REVIEW}" in block][1]
+    assert resend.lstrip().startswith("already sent, nothing new queued")
     assert re.search(r"duplicate\s+yes", resend) and re.search(r"state\s+completed", resend)
     unknown = next(out for block, _, out in outputs["A"] if "--state delivery_unknown" in block)
     assert MIGRATION[:8] in unknown and "recipient_disconnected" in unknown
+    left = next(out for block, _, out in outputs["B"] if "relay peers leave" in block)
+    assert MIGRATION[:8] in left and "delivery_unknown" in left  # leave names the work
 
     # and what relay recorded
     relay_home = home / "relay-walkthrough"

@@ -58,9 +58,10 @@ def demo(
             sys.stdout.flush()
             demo_lib.relay_command(path, "list", stdout=sys.stdout)
             narrate("step", "And the request's history:")
-            narrate("cmd", f"relay show {d.request_id} --events")
+            narrate("cmd", f"relay show {d.request_id[:8]} --events")
             sys.stdout.flush()
-            demo_lib.relay_command(path, "show", d.request_id, "--events", stdout=sys.stdout)
+            demo_lib.relay_command(path, "show", d.request_id[:8], "--events",
+                                   stdout=sys.stdout)
     finally:
         if not keep and home is None:
             demo_lib.remove(path)
