@@ -420,3 +420,29 @@ def test_doctor_reports_rows_per_table(relay):
     assert r.json["rows_by_table"]["peers"] == 2
     check = next(c for c in r.json["checks"] if c["name"] == "tables")
     assert check["status"] == "ok" and "requests 1" in check["detail"]
+
+
+def test_a_lapsed_session_still_holding_claimed_work_is_a_warning(relay):
+    alice, bob = relay.join("alice", "--lease", "1h"), relay.join("bob")  # bob: 45 s lease
+    relay.join("carol")  # lapses too, but holds nothing: not a problem
+    rid = new_id()
+    relay.send(alice, "bob", "work", request_id=rid)
+    assert relay("claim", "--id", rid, "--lease", "1h", env=bob).code == 0
+    now = _checks(relay("doctor", "--json"))
+    assert now["lapsed_sessions"]["status"] == "ok"
+    later = relay("doctor", "--json", env={"RELAY_TIME_OFFSET": "60"})
+    checks = _checks(later)
+    assert checks["lapsed:bob"]["status"] == "warn" and "lapsed:carol" not in checks
+    assert rid[:8] in checks["lapsed:bob"]["detail"]
+    assert "relay resolve" in checks["lapsed:bob"]["detail"]  # the fix, at the end
+    assert later.json["lapsed_sessions"] == [
+        {"peer": "bob", "lease_expires_at": later.json["lapsed_sessions"][0]["lease_expires_at"],
+         "claimed": [rid]}]
+    assert relay("show", rid, "--json").json["state"] == "delivered"  # doctor swept nothing
+
+
+def test_an_approval_waiting_for_a_person_is_a_warning(relay):
+    assert relay.proc("once", "--approve", "--timeout", "0", "--key", "k", "--",
+                      "true").code == 75
+    c = _checks(relay("doctor", "--json"))["approvals"]
+    assert c["status"] == "warn" and "relay approve KEY" in c["detail"]
