@@ -61,6 +61,7 @@ CLAIM_LEASE = (10, 3600)
 SESSION_LEASE = (10, 86400)
 WAIT = (0, 600)
 PRUNE_AGE = (0, 10 * 365 * 86400)
+EXPORT_SINCE = (1, 3650 * 86400)
 
 
 def parse_duration(text: str | int | None, bounds: tuple[int, int], what: str) -> int:

@@ -101,3 +101,12 @@ def _prune_ledger(store, now: int, cutoff: int, dry_run: bool, tomb_cutoff: int)
     if counts is None or isinstance(counts, dict):
         return counts
     return {"entries_removed": counts}
+
+
+def vacuum(store) -> dict:
+    """`prune --vacuum`: rebuild relay.db without the pages pruning freed, and fold the WAL
+    into it, so the file shrinks now. Returns relay.db plus its WAL in bytes, before and
+    after. Waits for the write lock like any writer (``busy`` after the busy timeout)."""
+    before = store.database_bytes()
+    store.vacuum()
+    return {"bytes_before": before, "bytes_after": store.database_bytes()}

@@ -191,6 +191,10 @@ def prune(
         bool, typer.Option("--dry-run", help="Count what would be removed and remove nothing "
                            "(due time-based transitions are still applied, as by every command).")
     ] = False,
+    vacuum: Annotated[
+        bool, typer.Option("--vacuum", help="Then rebuild relay.db without its free pages "
+                           "(VACUUM) and report its size before and after. Not with --dry-run.")
+    ] = False,
     json_: JsonOpt = False,
     home: HomeOpt = None,
 ) -> int:
@@ -205,9 +209,13 @@ def prune(
     from .. import retention
 
     env = Env(json_, home)
+    if vacuum and dry_run:
+        raise RelayError("usage_error", "--vacuum rebuilds the database; it cannot be a dry run")
     older_s = duration(older_than, clock.PRUNE_AGE, "--older-than",
                        retention.DEFAULT_RETENTION_S)
     result = retention.prune(env.store, clock.now_ms(), older_s, dry_run)
+    if vacuum:
+        result["vacuum"] = retention.vacuum(env.store)
     if env.json:
         env.out.json(result)
         return 0
@@ -224,6 +232,9 @@ def prune(
                  if k not in ("dry_run", "by_state")]
     rows += [("bodies of requests finished before", result["bodies_finished_before"]),
              ("tombstones of requests finished before", result["tombstones_finished_before"])]
+    if vacuum:
+        rows.append(("database size", "{bytes_before} -> {bytes_after} bytes (VACUUM)"
+                     .format(**result["vacuum"])))
     env.out.fields(rows, title=f"relay prune{' --dry-run' if dry_run else ''}: counts of what "
                                f"{verb} removed")
     return 0

@@ -12,6 +12,7 @@ from pathlib import Path
 from .db import Connection, open_db, open_existing_readonly, relay_error_from_sqlite
 from .home import DB_NAME, check_home, ensure_home, inspect_path, resolve_home, unsafe_reasons
 from .migrations import LATEST as LATEST_SCHEMA
+from .sql_data import DataSQL
 from .sql_hook import HookSQL
 from .sql_ledger import LedgerSQL
 from .sql_ops import OpsSQL
@@ -32,7 +33,7 @@ __all__ = [
 ]
 
 
-class Store(RequestsSQL, PeersSQL, LedgerSQL, HookSQL, OpsSQL):
+class Store(RequestsSQL, PeersSQL, LedgerSQL, HookSQL, OpsSQL, DataSQL):
     def __init__(self, db: Connection, home: Path) -> None:
         self.db = db
         self.home = home

@@ -7,6 +7,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import RelayError
+from . import views
 from .home import DB_NAME, check_home, ensure_home
 from .migrations import LATEST, MIGRATIONS
 
@@ -127,6 +128,7 @@ def open_db(home: Path) -> Connection:
         db = Connection(conn, path)
         if version < LATEST:
             migrate(db)
+        views.sync(db)
         return db
     except sqlite3.Error as e:
         conn.close()

@@ -1,0 +1,95 @@
+"""relay's data for a person's own tools: `relay db path` and `relay export`."""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated, List, Optional
+
+import typer
+
+from .. import clock, lifecycle
+from .. import export as export_lib
+from ..states import STATES
+from .app import Env, HomeOpt, JsonOpt, app
+
+db_app = typer.Typer(help="Where relay's data lives, for sqlite-utils, datasette or sqlite3.",
+                     no_args_is_help=True, rich_markup_mode=None)
+app.add_typer(db_app, name="db")
+
+
+@db_app.command(epilog='Example: sqlite-utils tables "$(relay db path)" --counts; '
+                       'datasette "$(relay db path)"')
+def path(json_: JsonOpt = False, home: HomeOpt = None) -> int:
+    """Print the path of relay.db, so other tools can read it (docs/data.md: its views).
+
+    Creates nothing: when relay.db does not exist yet it prints the path it will have and
+    says so on stderr (--json: "exists": false). An unsafe state directory is refused
+    (unsafe_state_dir) as by every command. Read the database; writing to it by hand
+    voids relay's guarantees.
+    """
+    from ..store import DB_NAME, check_home, resolve_home
+
+    env = Env(json_, home)
+    directory = resolve_home(home)
+    check_home(directory)
+    db = os.path.abspath(directory / DB_NAME)
+    exists = os.path.exists(db)
+    if env.json:
+        env.out.json({"path": db, "exists": exists})
+        return 0
+    env.out.line(db)
+    if not exists:
+        env.out.note("relay.db does not exist yet; the first relay command that uses the "
+                     "database creates it (e.g. relay peers join NAME)")
+    return 0
+
+
+@app.command(epilog="Example: relay export --format md --state delivery_unknown --since 7d")
+def export(
+    format_: Annotated[
+        str, typer.Option("--format", metavar="jsonl|csv|md",
+                          help="jsonl: one request object per line; csv: every field; md: a "
+                          "Markdown table of id, peers, state, reason, times, size, detail.")
+    ] = "jsonl",
+    state: Annotated[
+        Optional[List[str]],
+        typer.Option("--state", metavar="S",
+                     help=f"Only requests in state S (repeatable): {', '.join(STATES)}."),
+    ] = None,
+    since: Annotated[
+        Optional[str],
+        typer.Option("--since", metavar="D", help="Only requests created in the last D "
+                     "(e.g. 7d; 1s-3650d)."),
+    ] = None,
+    json_: Annotated[
+        bool, typer.Option("--json", help="Report errors as one JSON line on stderr (the "
+                           "output is always the chosen format).")
+    ] = False,
+    home: HomeOpt = None,
+) -> int:
+    """Requests for a person's reports, oldest first, without text or reply.
+
+    The requests `relay list --all` shows (tombstones of pruned requests are left out),
+    after due time-based transitions are applied, so no state is stale. CSV and Markdown
+    are human output: peer text is made inert, cells a spreadsheet would run as a formula
+    start with ', and Markdown escapes \\ and |. Reads only; bodies: relay show ID.
+    """
+    env = Env(json_, home)
+    fmt = export_lib.validate_format(format_)
+    states = lifecycle.validate_states(state)
+    since_s = None if since is None else clock.parse_duration(since, clock.EXPORT_SINCE,
+                                                             "--since")
+    out = env.out.stdout
+    with env.unit(write=False) as now:
+        rows = env.store.export_requests(states, None if since_s is None
+                                         else now - since_s * 1000)
+        objects = export_lib.objects(rows)
+        if fmt == "jsonl":
+            for obj in objects:
+                env.out.json(obj)
+        elif fmt == "csv":
+            export_lib.write_csv(out, objects)
+        else:
+            export_lib.write_md(out, objects)
+    out.flush()
+    return 0

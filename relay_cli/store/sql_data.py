@@ -1,0 +1,50 @@
+"""SQL for handing relay's data to people: `relay export` and `relay prune --vacuum`."""
+
+from __future__ import annotations
+
+import os
+
+from .sql_requests import REQUEST_COLUMNS
+
+
+class DataSQL:
+    db: object  # Connection
+
+    def export_requests(self, states: list[str] | None, since: int | None):
+        """Requests that are not tombstones (as `list` shows them), oldest first, as an
+        iterator of rows; call it inside a read transaction and consume it there.
+
+        sqlite-utils builds and streams the query (``rows_where``), so an export of a
+        million requests never holds them all in memory.
+        """
+        import sqlite_utils
+
+        db = sqlite_utils.Database(self.db.conn, recursive_triggers=False,
+                                   execute_plugins=False)
+        where, params = ["pruned = 0"], []
+        if states:
+            where.append(f"state IN ({', '.join('?' * len(states))})")
+            params += states
+        if since is not None:
+            where.append("created_at >= ?")
+            params.append(since)
+        columns = ", ".join(c for c in REQUEST_COLUMNS if c not in ("text", "reply"))
+        return db["requests"].rows_where(" AND ".join(where), params, select=columns,
+                                         order_by="created_at, rowid")
+
+    def database_bytes(self) -> int:
+        """relay.db plus its write-ahead log, in bytes, as they are on disk now."""
+        total = 0
+        for path in (self.db.path, self.db.path.with_name(self.db.path.name + "-wal")):
+            try:
+                total += os.stat(path).st_size
+            except FileNotFoundError:
+                pass
+        return total
+
+    def vacuum(self) -> None:
+        """Rebuild relay.db without its free pages, then move everything from the WAL
+        into it and truncate the WAL, so the file on disk shrinks now (not at some later
+        checkpoint). Outside any transaction; waits for the write lock like a writer."""
+        self.db.execute("VACUUM")
+        self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
