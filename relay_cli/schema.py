@@ -87,7 +87,7 @@ def walk(command=None):
 
     Hidden commands are skipped. The context carries the full command path.
     """
-    from typer._click import core as click
+    import typer
 
     root = command if command is not None else root_command()
 
@@ -98,9 +98,9 @@ def walk(command=None):
                 sub = ctx.command.get_command(ctx, name)
                 if sub is None or sub.hidden:
                     continue
-                yield from visit(click.Context(sub, info_name=name, parent=ctx))
+                yield from visit(typer.Context(sub, info_name=name, parent=ctx))
 
-    yield from visit(click.Context(root, info_name="relay"))
+    yield from visit(typer.Context(root, info_name="relay"))
 
 
 def _jsonable(value):

@@ -295,8 +295,7 @@ def run(argv: list[str] | None = None) -> int:
 
 
 def _run(argv: list[str]) -> int:
-    from typer._click import exceptions as click_exc  # Typer's bundled Click
-
+    click_exc = click_exceptions()
     out = Output(_wants_json(argv))
     try:
         command = _click_command(argv)
@@ -351,6 +350,13 @@ def _invoke(command, argv: list[str]):
             return command.invoke(ctx)
     except EOFError as e:  # (as Click: end of input at a prompt)
         raise typer.Abort() from e
+
+
+def click_exceptions():
+    """The exceptions module of the Click that Typer runs on (the `click` package before
+    Typer 0.26, Typer's own bundled copy since), reached through a public Typer name so
+    that relay imports no private module of Typer's."""
+    return sys.modules[typer.BadParameter.__module__]
 
 
 def _click_command(argv: list[str]):
