@@ -10,15 +10,19 @@ import typer
 from .. import clock, lifecycle
 from .. import export as export_lib
 from ..states import STATES
-from .app import Env, HomeOpt, JsonOpt, app
+from .app import Choice, Env, HomeOpt, JsonOpt, app, examples
 
 db_app = typer.Typer(help="Where relay's data lives, for sqlite-utils, datasette or sqlite3.",
                      no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(db_app, name="db")
 
 
-@db_app.command(epilog='Example: sqlite-utils tables "$(relay db path)" --counts; '
-                       'datasette "$(relay db path)"')
+@db_app.command(epilog=examples(
+    'relay db path',
+    'sqlite-utils tables "$(relay db path)" --counts',
+    'sqlite-utils rows "$(relay db path)" requests_view --csv',
+    'datasette "$(relay db path)"',
+))
 def path(json_: JsonOpt = False, home: HomeOpt = None) -> int:
     """Print the path of relay.db, so other tools can read it (docs/data.md: its views).
 
@@ -44,17 +48,26 @@ def path(json_: JsonOpt = False, home: HomeOpt = None) -> int:
     return 0
 
 
-@app.command(epilog="Example: relay export --format md --state delivery_unknown --since 7d")
+def _check_state(value: str) -> None:
+    lifecycle.validate_states([value])
+
+
+@app.command(epilog=examples(
+    'relay export --format md --since 7d > week.md',
+    'relay export --format csv --state delivery_unknown > unknown.csv',
+    'relay export --since 1d | jq -r .state | sort | uniq -c',
+))
 def export(
     format_: Annotated[
-        str, typer.Option("--format", metavar="jsonl|csv|md",
+        str, typer.Option("--format", metavar="FORMAT",
+                          click_type=Choice(export_lib.FORMATS, export_lib.validate_format),
                           help="jsonl: one request object per line; csv: every field; md: a "
                           "Markdown table of id, peers, state, reason, times, size, detail.")
     ] = "jsonl",
     state: Annotated[
         Optional[List[str]],
-        typer.Option("--state", metavar="S",
-                     help=f"Only requests in state S (repeatable): {', '.join(STATES)}."),
+        typer.Option("--state", metavar="STATE", click_type=Choice(STATES, _check_state),
+                     help=f"Only requests in STATE (repeatable): {', '.join(STATES)}."),
     ] = None,
     since: Annotated[
         Optional[str],
@@ -67,12 +80,12 @@ def export(
     ] = False,
     home: HomeOpt = None,
 ) -> int:
-    """Requests for a person's reports, oldest first, without text or reply.
+    """Requests for reports: JSON lines, CSV or Markdown, oldest first.
 
-    The requests `relay list --all` shows (tombstones of pruned requests are left out),
-    after due time-based transitions are applied, so no state is stale. CSV and Markdown
-    are human output: peer text is made inert, cells a spreadsheet would run as a formula
-    start with ', and Markdown escapes \\ and |. Reads only; bodies: relay show ID.
+    Without text or reply: the requests `relay list --all` shows (tombstones are left
+    out), after due time-based transitions are applied, so no state is stale. CSV and
+    Markdown are human output: peer text is made inert, cells a spreadsheet would run as
+    a formula start with ', and Markdown escapes \\ and |. Reads only; bodies: relay show ID.
     """
     env = Env(json_, home)
     fmt = export_lib.validate_format(format_)

@@ -179,6 +179,7 @@ NAME_WIDTH = 18  # the name column of ok checks on a terminal
 @app.command(epilog=examples(
     'relay prune --dry-run',
     'relay prune --older-than 7d',
+    'relay prune --vacuum',
 ))
 def prune(
     older_than: Annotated[
