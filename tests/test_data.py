@@ -6,9 +6,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
-import pty
-import select
 import sqlite3
 import subprocess
 import sys
@@ -323,40 +320,11 @@ def test_prune_vacuum_with_dry_run_is_refused_and_changes_nothing(relay, pair):
     assert relay.snapshot() == before
 
 
-def on_terminal(relay, *args: str, env: dict | None = None) -> str:
-    """Run relay with an 80x24 pseudo-terminal as stdout; return what it drew."""
-    main, sub = pty.openpty()
-    os.set_blocking(main, False)
-    import fcntl
-    import struct
-    import termios
-
-    fcntl.ioctl(sub, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
-    p = subprocess.Popen([sys.executable, "-m", "relay_cli", *args], stdin=subprocess.DEVNULL,
-                         stdout=sub, stderr=sub,
-                         env=relay._env({"TERM": "xterm-256color", **(env or {})}))
-    os.close(sub)
-    data = b""
-    while True:
-        ready, _, _ = select.select([main], [], [], 30)
-        if not ready:
-            break
-        try:
-            chunk = os.read(main, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        data += chunk
-    p.wait(timeout=30)
-    os.close(main)
-    return data.decode("utf-8", "replace")
-
-
 def test_prune_vacuum_on_a_terminal_fits_80_columns(relay, pair):
     alice, _ = pair
     fill_and_finish(relay, alice, n=5, size=5000)
-    screen = on_terminal(relay, "prune", "--vacuum", env=at(200 * DAY))
+    code, screen = relay.pty("prune", "--vacuum", env=at(200 * DAY))
+    assert code == 0, screen
     lines = [ln for ln in screen.replace("\r", "").split("\n") if ln.strip()]
     assert any("database size" in ln and "(VACUUM)" in ln for ln in lines), screen
     import re
@@ -369,5 +337,7 @@ def test_export_md_on_a_terminal_is_the_same_text(relay, pair):
     alice, bob = pair
     some_requests(relay, alice, bob)
     piped = relay.proc("export", "--format", "md").out
-    screen = on_terminal(relay, "export", "--format", "md").replace("\r\n", "\n")
+    code, screen = relay.pty("export", "--format", "md")
+    assert code == 0
+    screen = screen.replace("\r\n", "\n")
     assert screen == piped
