@@ -1,4 +1,4 @@
-"""``python -m bench <crash|faults|load|scale|latency|perf|all> [options]``."""
+"""``python -m bench <crash|oncekill|faults|load|scale|latency|perf|all> [options]``."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import sys
 USAGE = """usage: python -m bench SUBCOMMAND [options]   (from the project root)
 
   crash    SIGKILL each mutating command at random moments     (--trials 200)
+  oncekill SIGKILL `relay once` between spawn and pid commit     (--trials 100)
   faults   full disk, read-only dir, long lock, WAL left by a kill
   load     8 x 200 send/claim/ack/reply/wait cycles; 16 x 100 id retries
   scale    send/claim/show/list at 1,000,000 requests vs empty; sweep/prune lock holds
@@ -24,11 +25,11 @@ def main(argv: list[str]) -> int:
         print(USAGE)
         return 0 if argv else 2
     cmd, rest = argv[0], argv[1:]
-    from . import crash, faults, latency, load, perf, scale, wake
+    from . import crash, faults, latency, load, once_kill, perf, scale, wake
 
-    table = {"crash": crash.main, "faults": faults.main, "load": load.main,
-             "scale": scale.main, "latency": latency.main, "wake": wake.main,
-             "perf": perf.main}
+    table = {"crash": crash.main, "oncekill": once_kill.main, "faults": faults.main,
+             "load": load.main, "scale": scale.main, "latency": latency.main,
+             "wake": wake.main, "perf": perf.main}
     if cmd == "all":
         code = 0
         for name, fn in table.items():

@@ -29,8 +29,11 @@ the row is removed and the key is new again. Running, awaiting and approved entr
 never touched.
 
 Which process is "the process" of a running entry: the entry records the relay process
-that will record the outcome (``pid``/``process_start``) and, once spawned, the command
-(``child_pid``/``child_start``). The entry counts as alive while either of them is alive;
+that will record the outcome (``pid``/``process_start``) and the command
+(``child_pid``/``child_start``), committed before the command begins executing: its
+process is forked held at a gate (a pipe only relay writes to) and released only after
+that commit, so a kill of relay at any moment leaves no command running behind an entry
+that names no live process. The entry counts as alive while either of them is alive;
 start times (``<boot id>:<ticks>`` from /proc/<pid>/stat field 22) make sure a reused pid
 is not mistaken for the original process. Only when both are gone — relay crashed between
 start and record, and the command is no longer running — is the effect unknown.
@@ -46,7 +49,7 @@ import selectors
 import shlex
 import signal
 import socket
-import subprocess
+import stat
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -508,7 +511,7 @@ class Signals:
         if got:
             raise Interrupted(got[0][0])
 
-    def forward(self, proc: subprocess.Popen) -> None:
+    def forward(self, proc: Child) -> None:
         for signum, from_kernel in self.take():
             if from_kernel and _same_group(proc.pid):
                 continue  # the terminal sent it to CMD too
@@ -531,21 +534,208 @@ def _same_group(pid: int) -> bool:
         return False
 
 
-def spawn(argv: list[str], signals: Signals | None = None) -> subprocess.Popen:
-    preexec = signals.child_setup if signals is not None and signals.mode == "mask" else None
+# Python ignores these at start-up; a command must get the default back (as subprocess does).
+_RESET_IN_CHILD = tuple(
+    s for s in (getattr(signal, n, None) for n in ("SIGPIPE", "SIGXFSZ", "SIGXFZ")) if s
+)
+_GATE_OPEN = b"\x01"
+_GATE_CLOSED_EXIT = 125  # the gated process ends this way when relay never opened the gate
+
+
+class Child:
+    """The command's process: forked, held at a gate until relay has committed its pid.
+
+    ``spawn`` forks a process that waits, reading a pipe only relay holds the other end
+    of; it has not begun executing the command. ``release`` opens the gate: the process
+    execs the command, and an exec failure comes back over a close-on-exec pipe (as
+    subprocess does it), so "not found" (127) and "not executable" (126) are still known
+    before anything ran. ``abandon`` (or relay's death, which closes the gate's write end)
+    makes the process end without ever executing the command.
+    """
+
+    def __init__(self, pid: int, out_fd: int, err_fd: int, gate_fd: int, report_fd: int,
+                 argv0: str) -> None:
+        self.pid = pid
+        self.stdout = os.fdopen(out_fd, "rb", buffering=0)
+        self.stderr = os.fdopen(err_fd, "rb", buffering=0)
+        self._gate = gate_fd
+        self._report = report_fd
+        self._argv0 = argv0
+        self.returncode: int | None = None
+
+    def release(self) -> None:
+        """Let the command begin executing; raise NotStarted when it cannot be executed."""
+        try:
+            os.write(self._gate, _GATE_OPEN)
+        except OSError:
+            pass  # the process is gone already; waiting for it tells how it ended
+        finally:
+            os.close(self._gate)
+            self._gate = None
+        chunks = []
+        try:
+            while True:
+                chunk = os.read(self._report, 64)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+        finally:
+            os.close(self._report)
+            self._report = None
+        report = b"".join(chunks)
+        if report:
+            self.wait()
+            self._close_pipes()
+            try:
+                err = int(report.split(b":", 1)[0])
+            except ValueError:
+                err = 0
+            raise _not_started(self._argv0, err, report.split(b":", 1)[-1].decode(
+                "utf-8", "replace"))
+
+    def abandon(self) -> None:
+        """The command must never start: close the gate, kill and reap the process."""
+        for name in ("_gate", "_report"):
+            fd = getattr(self, name)
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+                setattr(self, name, None)
+        self.kill()
+        self.wait()
+        self._close_pipes()
+
+    def _close_pipes(self) -> None:
+        for f in (self.stdout, self.stderr):
+            with contextlib.suppress(OSError):
+                f.close()
+
+    def _set(self, status: int) -> int:
+        self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                self.returncode = 255
+                return self.returncode
+            if pid == self.pid:
+                self._set(status)
+        return self.returncode
+
+    def wait(self) -> int:
+        while self.returncode is None:
+            try:
+                _, status = os.waitpid(self.pid, 0)
+            except ChildProcessError:
+                self.returncode = 255
+                break
+            except InterruptedError:
+                continue
+            self._set(status)
+        return self.returncode
+
+    def send_signal(self, signum: int) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, signum)
+
+    def kill(self) -> None:
+        with contextlib.suppress(OSError):
+            self.send_signal(signal.SIGKILL)
+
+
+def _not_started(argv0: str, err: int, text: str) -> NotStarted:
+    import errno as _errno
+
+    if err == _errno.ENOENT or err == _errno.ENOTDIR:
+        return NotStarted(NOT_FOUND_EXIT, f"command not found: {argv0}")
+    if err == _errno.EACCES or err == _errno.EPERM:
+        return NotStarted(NOT_EXECUTABLE_EXIT, f"not executable: {argv0}")
+    return NotStarted(NOT_EXECUTABLE_EXIT, f"cannot execute {argv0}: "
+                      f"{os.strerror(err) if err else text or 'unknown error'}")
+
+
+def _pipe() -> tuple[int, int]:
+    """A close-on-exec pipe whose ends are above 2 (relay's own 0-2 may be closed)."""
+    import fcntl
+
+    ends = []
+    for fd in os.pipe():
+        if fd < 3:
+            high = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+            os.close(fd)
+            fd = high
+        ends.append(fd)
+    return ends[0], ends[1]
+
+
+def spawn(argv: list[str], signals: Signals | None = None) -> Child:
+    """Fork the command's process, held at its gate (see :class:`Child`).
+
+    CMD's stdout and stderr are pipes to relay; its stdin is relay's; every other
+    descriptor is closed (as subprocess's close_fds does).
+    """
+    out_r, out_w = _pipe()
+    err_r, err_w = _pipe()
+    gate_r, gate_w = _pipe()
+    report_r, report_w = _pipe()  # close-on-exec: EOF means the exec happened
+    ignored = signals.ignored if signals is not None else set()
     try:
-        return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                close_fds=True, preexec_fn=preexec)  # noqa: PLW1509
-    except FileNotFoundError as e:
-        raise NotStarted(NOT_FOUND_EXIT, f"command not found: {argv[0]}") from e
-    except PermissionError as e:
-        raise NotStarted(NOT_EXECUTABLE_EXIT, f"not executable: {argv[0]}") from e
-    except OSError as e:  # ENOEXEC, EISDIR, ...
-        raise NotStarted(NOT_EXECUTABLE_EXIT,
-                         f"cannot execute {argv[0]}: {e.strerror or e}") from e
+        pid = os.fork()
+    except OSError as e:
+        for fd in (out_r, out_w, err_r, err_w, gate_r, gate_w, report_r, report_w):
+            os.close(fd)
+        raise NotStarted(NOT_EXECUTABLE_EXIT, f"cannot start {argv[0]}: {e.strerror}") from e
+    if pid == 0:  # the child: nothing here may return
+        try:
+            _gated_exec(argv, out_w, err_w, gate_r, report_w,
+                        (out_r, err_r, gate_w, report_r), ignored, signals)
+        finally:
+            os._exit(NOT_EXECUTABLE_EXIT)
+    for fd in (out_w, err_w, gate_r, report_w):
+        os.close(fd)
+    return Child(pid, out_r, err_r, gate_w, report_r, argv[0])
 
 
-def pump(proc: subprocess.Popen, out_sink: Sink, err_sink: Sink,
+def _gated_exec(argv, out_w, err_w, gate_r, report_w, parents, ignored, signals) -> None:
+    """In the forked child: wait at the gate, then exec CMD (or report why not)."""
+    try:
+        for fd in parents:
+            os.close(fd)  # above all the gate's write end: relay's death must close it
+        os.dup2(out_w, 1)
+        os.dup2(err_w, 2)
+        keep = sorted({gate_r, report_w})
+        os.closerange(3, keep[0])
+        os.closerange(keep[0] + 1, keep[1])
+        os.closerange(keep[1] + 1, os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf")
+                      else 65536)
+        for sig in (*FORWARDED_SIGNALS, *_RESET_IN_CHILD):
+            if sig not in ignored:
+                with contextlib.suppress(ValueError, OSError):
+                    signal.signal(sig, signal.SIG_DFL)
+        while True:
+            try:
+                opened = os.read(gate_r, 1)
+                break
+            except InterruptedError:
+                continue
+        if opened != _GATE_OPEN:
+            os._exit(_GATE_CLOSED_EXIT)  # relay died or gave up before recording the pid
+        os.close(gate_r)
+        if signals is not None:
+            signals.child_setup()  # CMD starts with no signal blocked
+        os.execvp(argv[0], argv)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            os.write(report_w, f"{e.errno or 0}:{e.strerror or e}".encode())
+    except BaseException as e:  # noqa: BLE001 - nothing may escape a forked child
+        with contextlib.suppress(OSError):
+            os.write(report_w, f"0:{type(e).__name__}".encode())
+
+
+def pump(proc: Child, out_sink: Sink, err_sink: Sink,
          limit: int = TAIL_BYTES, signals: Signals | None = None) -> RunResult:
     """Stream the command's output through while keeping the last ``limit`` bytes of each."""
     tails = {proc.stdout.fileno(): (Tail(limit), out_sink),
@@ -583,6 +773,52 @@ def pump(proc: subprocess.Popen, out_sink: Sink, err_sink: Sink,
     return RunResult(rc, None, out_tail, err_tail)
 
 
+# ------------------------------------------------------------------ a test-only pause
+TEST_PAUSE_ENV = "RELAY_TEST_PAUSE"
+TEST_PAUSE_FILE = "relay-test-pause"
+TEST_PAUSE_MAX_S = 10.0
+
+
+def pause_for_tests(store, point: str, detail: str = "") -> None:
+    """Stop for a moment at a named point, for crash tests only (design.md §10).
+
+    Honoured only when two independent things agree: the environment variable
+    ``RELAY_TEST_PAUSE`` is ``POINT=SECONDS`` *and* the state directory holds a regular
+    file ``relay-test-pause``, owned by this user, whose whole content is that same text.
+    A stray environment variable alone, or a stray file alone, does nothing. The pause
+    is at most 10 s, holds no lock, and announces itself on stderr.
+    """
+    want = os.environ.get(TEST_PAUSE_ENV)
+    home = getattr(store, "home", None)
+    if not want or home is None:
+        return
+    name, _, seconds = want.partition("=")
+    if name != point:
+        return
+    try:
+        fd = os.open(os.path.join(home, TEST_PAUSE_FILE), os.O_RDONLY | os.O_NOFOLLOW
+                     | os.O_NONBLOCK)
+    except OSError:
+        return
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+            return
+        content = os.read(fd, 256).decode("ascii", "replace").strip()
+    finally:
+        os.close(fd)
+    if content != want:
+        return
+    try:
+        pause = min(max(float(seconds), 0.0), TEST_PAUSE_MAX_S)
+    except ValueError:
+        return
+    with contextlib.suppress(OSError):
+        os.write(2, f"relay: TEST PAUSE at {point}{detail} for {pause:g} s "
+                    f"({TEST_PAUSE_ENV} and {TEST_PAUSE_FILE} are set)\n".encode())
+    time.sleep(pause)
+
+
 def _owned(row, me: Me, runs: int) -> bool:
     return (row is not None and row["state"] == "running" and row["pid"] == me.pid
             and row["runs"] == runs)
@@ -599,17 +835,20 @@ def _retrying(fn, attempts: int = 4):
     return None
 
 
-def record_child(store, key: str, me: Me, runs: int, child_pid: int) -> None:
+def record_child(store, key: str, me: Me, runs: int, child_pid: int) -> bool:
+    """Commit the command's pid and start time; False when the entry is no longer ours."""
     start = process_start(child_pid)
 
     def write():
         with store.transaction():
             now = clock.now_ms()
-            if _owned(store.get_ledger(key), me, runs):
-                store.update_ledger(key, {"child_pid": child_pid, "child_start": start,
-                                          "updated_at": now})
+            if not _owned(store.get_ledger(key), me, runs):
+                return False
+            store.update_ledger(key, {"child_pid": child_pid, "child_start": start,
+                                      "updated_at": now})
+            return True
 
-    _retrying(write)
+    return _retrying(write)
 
 
 def record_outcome(store, key: str, me: Me, runs: int, result: RunResult):
@@ -718,7 +957,14 @@ def once(store, key: str, argv: list[str], cwd: str, *, idempotent: bool = False
 
 def execute(store, key: str, row, argv: list[str], me: Me, out_sink: Sink, err_sink: Sink,
             signals: Signals) -> OnceResult:
-    """Run a command whose ``running`` entry is committed, and commit its outcome."""
+    """Run a command whose ``running`` entry is committed, and commit its outcome.
+
+    The command's process is forked held at a gate (:class:`Child`); its pid and start
+    time are committed first, and only then may it begin executing (design.md §10). A kill
+    of relay before that commit closes the gate: the process ends without running the
+    command. When the commit fails, the process is killed unstarted and the entry is
+    withdrawn exactly as for a command that cannot start.
+    """
     runs = row["runs"]
     try:
         early = signals.take()
@@ -726,16 +972,26 @@ def execute(store, key: str, row, argv: list[str], me: Me, out_sink: Sink, err_s
             raise NotStarted(128 + early[0][0], f"relay received signal {early[0][0]} before "
                              "the command started; it did not run")
         proc = spawn(argv, signals)
+        try:
+            pause_for_tests(store, "once-spawn", f" (command pid {proc.pid})")
+            ours = record_child(store, key, me, runs, proc.pid)
+        except BaseException as e:
+            proc.abandon()
+            if isinstance(e, RelayError):
+                raise _unrecorded_start(store, key, me, runs, e) from e
+            raise
+        if not ours:
+            proc.abandon()
+            raise RelayError("state_conflict", f"key {key!r} was settled by a person before "
+                             "its command started; nothing ran",
+                             detail="`relay ledger show KEY` shows who settled it")
+        proc.release()
     except NotStarted as e:
         record_not_started(store, key, me, runs)
         return OnceResult("not_started", e.exit_code,
                           not_started_object(key, argv, row["cwd"], e.exit_code, e.message),
                           e.message)
     try:
-        try:
-            record_child(store, key, me, runs, proc.pid)
-        except RelayError:
-            pass  # best effort: the entry already names this relay process
         result = pump(proc, out_sink, err_sink, signals=signals)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -751,6 +1007,21 @@ def execute(store, key: str, row, argv: list[str], me: Me, out_sink: Sink, err_s
     entry = entry_object(new, output=True)
     entry["replayed"] = False
     return OnceResult("ran", result.exit_code, entry)
+
+
+def _unrecorded_start(store, key: str, me: Me, runs: int, error: RelayError) -> RelayError:
+    """relay could not commit the command's pid: the command was killed before it began
+    executing; withdraw the entry (as for a command that cannot start) and say so."""
+    what = (f"relay could not record the command's process ({error.message}); the command "
+            "was stopped before it began executing: nothing ran")
+    try:
+        record_not_started(store, key, me, runs)
+    except RelayError as again:
+        return RelayError(error.code, f"{what}; the entry could not be withdrawn either "
+                          f"({again.message}), so it shows effect_unknown until the same call "
+                          "runs again with --idempotent or a person settles it with `relay "
+                          "ledger resolve KEY --outcome forget`", detail=error.detail)
+    return RelayError(error.code, f"{what}, and the key stays free", detail=error.detail)
 
 
 # --------------------------------------------------------------------------- inspect, settle

@@ -774,3 +774,67 @@ def test_doctor_warns_about_crashed_entries(relay):
     check = next(c for c in r.json["checks"] if c["name"] == "ledger")
     assert check["status"] == "warn" and "effect_unknown" in check["detail"]
     assert r.code == 0  # a warning, not a failure
+
+
+# ------------------------------------------------------------------ the kill window
+def test_a_kill_between_spawn_and_pid_commit_leaves_no_live_command(tmp_path):
+    """relay SIGKILLed after the command's process exists and before its pid is committed,
+    under a concurrent writer (bench/once_kill.py; the full run is 100 trials): the command
+    never begins executing, so no entry looks crashed while its command runs, and the
+    --idempotent retry runs it exactly once."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from bench import once_kill
+
+    res = once_kill.run(trials=3, seed=7, root=tmp_path, log=lambda *a: None)
+    assert res["trials"] == 3 and res["in_window"] == 3  # a 5 s pause, killed in its first 0.5 s
+    assert res["gone_with_live_command"] == 0
+    assert res["ran_after_kill"] == 0
+    assert res["double_runs"] == 0
+    assert res["problems"] == []
+
+
+def test_the_test_pause_needs_both_the_variable_and_the_file(relay, tmp_path):
+    assert relay("ledger", "list").code == 0
+    pause = {"RELAY_TEST_PAUSE": "once-spawn=0.2"}
+    r = relay.proc("once", "--key", "p1", "--", "true", env=pause)
+    assert r.code == 0 and "TEST PAUSE" not in r.err  # the variable alone does nothing
+    (relay.home / "relay-test-pause").write_text("once-spawn=0.2\n")
+    r = relay.proc("once", "--key", "p2", "--", "true")
+    assert r.code == 0 and "TEST PAUSE" not in r.err  # the file alone does nothing
+    r = relay.proc("once", "--key", "p3", "--", "true", env={"RELAY_TEST_PAUSE": "once-spawn=9"})
+    assert r.code == 0 and "TEST PAUSE" not in r.err  # they must agree exactly
+    r = relay.proc("once", "--key", "p4", "--", "true", env=pause)
+    assert r.code == 0 and "TEST PAUSE at once-spawn" in r.err
+
+
+def test_a_pid_commit_that_fails_stops_the_command_before_it_begins(relay, tmp_path):
+    """The write lock is held past relay's retries while it commits the command's pid: the
+    held process is killed before it executes anything, the entry is withdrawn (the key
+    stays free) and relay says `busy` and that nothing ran."""
+    import re
+    import sqlite3
+
+    assert relay("ledger", "list").code == 0
+    (relay.home / "relay-test-pause").write_text("once-spawn=0.3\n")
+    path, cmd = counter(tmp_path)
+    p = relay.popen("once", "--key", "locked", "--json", "--", *cmd,
+                    env={"RELAY_TEST_PAUSE": "once-spawn=0.3"})
+    line = p.stderr.readline().decode()
+    child = int(re.search(r"command pid (\d+)", line).group(1))
+    holder = sqlite3.connect(relay.home / "relay.db", timeout=10, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # the concurrent writer that never lets go in time
+    try:
+        wait_until(lambda: not alive(child) or _zombie(child), timeout=60,
+                   what="relay to give up and stop the held process")
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 75, err
+    error = json.loads([ln for ln in err.decode().splitlines() if ln.startswith('{"error"')][0])
+    assert error["error"]["code"] == "busy"
+    assert "nothing ran" in error["error"]["message"]
+    assert out == b""
+    assert runs(path) == 0  # the command never began executing
+    assert entry(relay, "locked") is None  # withdrawn: the key stays free
+    assert relay("once", "--key", "locked", "--", *cmd).code == 0 and runs(path) == 1
