@@ -997,7 +997,10 @@ def execute(store, key: str, row, argv: list[str], me: Me, out_sink: Sink, err_s
         with contextlib.suppress(OSError):
             proc.kill()
         raise
-    new = record_outcome(store, key, me, runs, result)
+    try:
+        new = record_outcome(store, key, me, runs, result)
+    except RelayError as e:
+        raise _unrecorded_outcome(row, result, e) from e
     if new is None:
         entry = entry_object(row)
         entry.update(exit_code=result.exit_code, signal=result.signal, replayed=False)
@@ -1007,6 +1010,28 @@ def execute(store, key: str, row, argv: list[str], me: Me, out_sink: Sink, err_s
     entry = entry_object(new, output=True)
     entry["replayed"] = False
     return OnceResult("ran", result.exit_code, entry)
+
+
+def _unrecorded_outcome(row, result: RunResult, error: RelayError) -> EntryError:
+    """The command ran, but its outcome could not be committed (disk full, a lock held past
+    every retry): say exactly that. The entry stays ``running`` in the database and shows
+    as effect_unknown once this relay process is gone."""
+    entry = entry_object(row)
+    how = (f"exit {result.exit_code}" if result.signal is None
+           else f"killed by signal {result.signal}, exit {result.exit_code}")
+    entry.update(state="effect_unknown", effect_unknown=True, exit_code=result.exit_code,
+                 signal=result.signal, replayed=False, stdout=_text(result.stdout.bytes()),
+                 stderr=_text(result.stderr.bytes()), stdout_bytes=result.stdout.total,
+                 stderr_bytes=result.stderr.total,
+                 stdout_truncated=result.stdout.total > len(result.stdout.buf),
+                 stderr_truncated=result.stderr.total > len(result.stderr.buf))
+    rerun = (" (made with --idempotent: the next call with this key runs it again)"
+             if row["idempotent"] else "")
+    return EntryError(
+        "effect_unknown",
+        f"the command ran ({how}), but relay could not record its outcome "
+        f"({error.code}: {error.message}); the entry of key {row['key']!r} is effect_unknown"
+        f"{rerun}", entry, detail=f"relay saw it end with {how}")
 
 
 def _unrecorded_start(store, key: str, me: Me, runs: int, error: RelayError) -> RelayError:

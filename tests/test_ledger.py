@@ -838,3 +838,44 @@ def test_a_pid_commit_that_fails_stops_the_command_before_it_begins(relay, tmp_p
     assert runs(path) == 0  # the command never began executing
     assert entry(relay, "locked") is None  # withdrawn: the key stays free
     assert relay("once", "--key", "locked", "--", *cmd).code == 0 and runs(path) == 1
+
+
+def test_an_outcome_that_cannot_be_recorded_says_the_command_ran(tmp_path):
+    """The command fills the disk that holds relay.db, so its outcome cannot be committed:
+    relay says what is true — the command ran, its outcome was not recorded, the entry is
+    effect_unknown (11) — never "nothing was half-written; retry"."""
+    if os.geteuid() != 0:
+        pytest.skip("making a small tmpfs needs root; this run is not root")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from bench import faults
+    from tests.conftest import Relay
+
+    try:
+        mount_cm = faults.tmpfs("2m")
+        mount = mount_cm.__enter__()
+    except faults.MountUnavailable as e:
+        pytest.skip(str(e))
+    try:
+        relay = Relay(mount / "home")
+        assert relay("ledger", "list").code == 0
+        marker = tmp_path / "ran"
+        filler = mount / "filler"
+        cmd = ["sh", "-c", f"echo ran >> {marker}; head -c 100000 /dev/zero | tr '\\0' x; "
+               f"cat /dev/zero > {filler} 2>/dev/null; exit 0"]
+        r = relay.proc("once", "--key", "full", "--json", "--", *cmd)
+        assert r.code == 11, r.err
+        err = json.loads(r.err.strip().splitlines()[-1])["error"]
+        assert err["code"] == "effect_unknown"
+        assert "the command ran (exit 0)" in err["message"]
+        assert "could not record its outcome" in err["message"]
+        assert "half-written" not in r.err
+        doc = json.loads(r.out)
+        assert doc["state"] == "effect_unknown" and doc["exit_code"] == 0
+        assert doc["stdout_bytes"] == 100000
+        assert marker.read_text() == "ran\n"
+        filler.unlink()
+        assert entry(relay, "full")["state"] == "effect_unknown"  # and a retry runs nothing
+        again = relay("once", "--key", "full", "--json", "--", *cmd)
+        assert again.code == 11 and marker.read_text() == "ran\n"
+    finally:
+        mount_cm.__exit__(None, None, None)

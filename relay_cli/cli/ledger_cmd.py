@@ -49,8 +49,10 @@ NoteOpt = Annotated[
 ONCE_HELP = """Run CMD at most once per KEY; a retry replays the outcome.
 
 A retry is a call with the same KEY.
-The entry is committed as running before CMD starts and its outcome (exit code, the last
-64 KiB of stdout and stderr) the moment CMD ends. relay exits with CMD's status (128+N
+The entry is committed as running before CMD starts (CMD's own pid too, before it begins
+executing) and its outcome (exit code, the last 64 KiB of stdout and stderr) the moment
+CMD ends. If that outcome cannot be recorded (disk full, a lock held too long), relay
+says the command ran and exits 11 (effect_unknown). relay exits with CMD's status (128+N
 when a signal N killed it; 127 command not found and 126 not executable, after which no
 entry is kept because nothing ran). CMD's output streams through live; SIGINT, SIGTERM
 and SIGHUP are forwarded to it.
