@@ -194,12 +194,19 @@ def require_terminal(command: str) -> None:
 
 
 def person() -> str:
-    import getpass
+    """The actor of a person's act: ``person:<user name of the process's real uid>``.
 
+    Never taken from ``LOGNAME``/``USER`` (design.md §5): anyone can set those, so
+    ``LOGNAME=ana relay resolve …`` must not make the log say a person named ana decided.
+    A uid with no passwd entry (a container) is recorded as its number.
+    """
+    import pwd
+
+    uid = os.getuid()
     try:
-        user = getpass.getuser()
-    except Exception:  # noqa: BLE001 - no user name in the environment
-        user = str(os.getuid())
+        user = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        user = str(uid)
     return f"person:{user}"
 
 

@@ -879,3 +879,24 @@ def test_an_outcome_that_cannot_be_recorded_says_the_command_ran(tmp_path):
         assert again.code == 11 and marker.read_text() == "ran\n"
     finally:
         mount_cm.__exit__(None, None, None)
+
+
+def test_a_persons_act_is_recorded_under_the_real_uid_not_logname(relay, tmp_path):
+    import pwd
+
+    real = f"person:{pwd.getpwuid(os.getuid()).pw_name}"
+    fake = {"LOGNAME": "ana", "USER": "ana", "LNAME": "ana", "USERNAME": "ana"}
+    assert relay("once", "--key", "who", "--", "true").code == 0
+    r = relay("ledger", "resolve", "who", "--outcome", "failed", "--json", env=fake)
+    assert r.code == 0 and r.json["resolved_by"] == real
+    assert relay("once", "--key", "who-ap", "--approve", "--timeout", "0", "--", "true").code == 75
+    master, slave = os.openpty()
+    try:
+        p = subprocess.run([sys.executable, "-m", "relay_cli", "approve", "who-ap",
+                            "--json"], stdin=slave, capture_output=True,
+                           env=relay._env(fake), timeout=30)
+    finally:
+        os.close(master)
+        os.close(slave)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["decided_by"] == real

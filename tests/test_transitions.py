@@ -215,6 +215,20 @@ def test_resolve_settles_delivery_unknown(pair, outcome, state):
         assert claim(relay, bob)["id"] == rid
 
 
+def test_resolve_records_the_real_uids_user_whatever_logname_says(pair):
+    import os
+    import pwd
+
+    relay, alice, bob = pair
+    rid = send(relay, alice)
+    claim(relay, bob, None, "--lease", "10s")
+    at(relay, 11)
+    r = relay("resolve", rid, "--outcome", "failed", "--json",
+              env={"LOGNAME": "ana", "USER": "ana"})
+    assert r.code == 0, r.err
+    assert last_event(relay, rid)["actor"] == f"person:{pwd.getpwuid(os.getuid()).pw_name}"
+
+
 def test_every_table_row_is_exercised_by_a_test_above():
     # the table is the contract: if a row is added, a test must be added with it
     assert len(TRANSITIONS) == 22
