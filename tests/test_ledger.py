@@ -900,3 +900,20 @@ def test_a_persons_act_is_recorded_under_the_real_uid_not_logname(relay, tmp_pat
         os.close(slave)
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout)["decided_by"] == real
+
+
+def test_help_and_man_page_say_the_terminal_rule_stops_accidents_not_fake_terminals(relay):
+    """The terminal rule is real (a pseudo-terminal passes it: in_pty above is exactly such
+    a program), so every place that states it says what it stops and what it does not."""
+    for args in (("approve",), ("deny",), ("ledger", "resolve"), ("once",)):
+        r = relay.proc(*args, "--help")
+        assert r.code == 0
+        text = " ".join(r.out.split())
+        assert "fakes a terminal" in text, args
+        assert "accident" in text, args
+    man = " ".join((Path(__file__).resolve().parents[1] / "man" / "relay.1").read_text()
+                   .replace("\\-", "-").split())
+    assert man.count("fakes a terminal") >= 4
+    guide = " ".join(relay.proc("guide", "--for", "claude").out.split())
+    assert "cannot approve it yourself" not in guide
+    assert "fakes a terminal" in guide

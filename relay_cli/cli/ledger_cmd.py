@@ -64,7 +64,9 @@ made with --idempotent; a key used for another command or directory gives key_co
 
 --approve: a person must first run `relay approve KEY` (or `relay deny KEY`) in their own
 terminal; this call waits up to --timeout (exit 75, not a failure: call again to keep
-waiting). A denied key exits 10 on every call. A key that already ran replays without
+waiting). approve and deny refuse when standard input is not a terminal: that stops an
+agent's non-interactive shell from deciding by accident or habit, not a program that
+fakes a terminal (relay is no boundary between programs of one user). A denied key exits 10 on every call. A key that already ran replays without
 asking. A key made with --approve keeps needing approval after a person forgot its entry
 (`relay ledger resolve KEY --outcome forget`), with or without --approve.
 
@@ -379,7 +381,8 @@ def ledger_resolve(
     It is recorded as person:<user>. Check first whether the command's effect happened. `forget` keeps the entry as
     `forgotten` until the key is used again, which then runs the command again (an entry
     made with --approve then waits for a person's approval again). Entries made with
-    --approve, or denied, can only be settled from a terminal (approval_needs_terminal).
+    --approve, or denied, can only be settled from a terminal (approval_needs_terminal):
+    that stops accidents and habits, not a program that fakes a terminal.
     """
     env = Env(json_, home)
     ledger.validate_key(key)
@@ -411,6 +414,9 @@ def approve(
     Shows the exact command, its directory and the key, and asks before approving (--yes
     skips the question). The waiting (or the next) `relay once` call with this key then
     runs it, once. Refused unless standard input is a terminal (approval_needs_terminal).
+    That stops an agent's non-interactive shell from approving by accident or habit; it
+    does not stop a program that fakes a terminal (relay is no boundary between programs
+    of one user).
     """
     env = Env(json_, home)
     ledger.validate_key(key)
@@ -451,6 +457,7 @@ def _confirm(out: Output, entry: dict) -> bool:
     return answer.strip().lower() in ("y", "yes")
 
 
+
 @app.command(epilog=examples(
     "relay deny deploy-42 --note 'not on a Friday'",
 ))
@@ -459,7 +466,8 @@ def deny(key: AwaitingKeyArg, note: NoteOpt = None, json_: JsonOpt = False,
     """A person at a terminal denies a `relay once --approve` entry.
 
     It never runs: every later `relay once` with the key exits 10 (denied). Refused unless standard
-    input is a terminal (approval_needs_terminal).
+    input is a terminal (approval_needs_terminal): that stops accidents and habits, not a
+    program that fakes a terminal.
     """
     env = Env(json_, home)
     ledger.validate_key(key)
