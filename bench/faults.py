@@ -151,6 +151,14 @@ def read_only() -> dict:
         r = relay(home, "send", "--to", "b", "--id", rid, "--json", "-", input=TEXT, env=a)
         assert r.code == 0, r.err
         before = _snapshot(home)
+        # as after any relay command: the last connection removed -wal and -shm, so every
+        # committed page is in relay.db (a read-only open must not rely on a leftover WAL)
+        checkpoint = sqlite3.connect(home / "relay.db")
+        checkpoint.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        checkpoint.close()
+        out["side_files"] = sorted(f.name for f in home.iterdir() if f.name != "relay.db")
+        if out["side_files"]:
+            out["problems"].append(f"left before the remount: {out['side_files']}")
         p = subprocess.run(["mount", "-o", "remount,ro", str(mnt)], capture_output=True,
                            text=True)
         if p.returncode != 0:
@@ -169,8 +177,10 @@ def read_only() -> dict:
                 ("show", ("show", rid, "--json"), None),
                 ("list", ("list", "--json"), None),
                 ("sweep", ("sweep", "--json"), None),
+                ("list_due", ("list", "--json"), None),  # with the request's TTL passed
             ):
-                r = relay(home, *args, input=inp, env=a)
+                env = {**a, "RELAY_TIME_OFFSET": "7200"} if name == "list_due" else a
+                r = relay(home, *args, input=inp, env=env)
                 results[name] = {"exit": r.code, "error": r.error_code}
                 if "Traceback" in r.err:
                     out["problems"].append(f"{name}: traceback")
@@ -178,6 +188,12 @@ def read_only() -> dict:
                     out["problems"].append(f"{name}: exit {r.code} {r.err[-200:]}")
             if results["send"] != {"exit": 7, "error": "storage_error"}:
                 out["problems"].append(f"send on a read-only dir: {results['send']}")
+            for name in ("show", "list", "sweep"):
+                if results[name]["exit"] != 0:
+                    out["problems"].append(f"{name} on a read-only dir: {results[name]}")
+            if results["list_due"] != {"exit": 7, "error": "storage_error"}:
+                # a due expiry must be written before anything is shown: refused, not stale
+                out["problems"].append(f"list with a due transition: {results['list_due']}")
             out["results"] = results
         finally:
             subprocess.run(["mount", "-o", "remount,rw", str(mnt)], capture_output=True)

@@ -35,7 +35,10 @@ def test_read_only_state_directory():
     res = _mounting(faults.read_only)
     assert res["problems"] == []
     assert res["results"]["send"] == {"exit": 7, "error": "storage_error"}
+    assert res["side_files"] == []  # no -wal/-shm to lean on
     assert res["results"]["show"]["exit"] == 0
+    assert res["results"]["list"]["exit"] == 0
+    assert res["results"]["list_due"] == {"exit": 7, "error": "storage_error"}
 
 
 def test_lock_held_past_busy_timeout_is_busy_then_retry_succeeds():

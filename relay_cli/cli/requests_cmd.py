@@ -669,7 +669,8 @@ def sweep(json_: JsonOpt = False, home: HomeOpt = None) -> int:
     """
     env = Env(json_, home)
     total = lifecycle.drain_due(env.store, clock.now_ms())
-    with env.unit() as now:
+    # on a read-only state directory, nothing due means nothing to write: a read suffices
+    with env.unit(write=not env.store.read_only) as now:
         result = lifecycle.sweep(env.store, now)
     for k, v in total.items():
         if not k.startswith("session:"):

@@ -41,6 +41,11 @@ class Store(RequestsSQL, PeersSQL, LedgerSQL, HookSQL, OpsSQL, DataSQL):
     def transaction(self, write: bool = True):
         return self.db.transaction(write)
 
+    @property
+    def read_only(self) -> bool:
+        """The state directory cannot be written: reads work, writes are storage_error."""
+        return self.db.read_only
+
     def data_version(self) -> int:
         return self.db.data_version()
 

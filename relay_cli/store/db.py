@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from contextlib import contextmanager
 from pathlib import Path
@@ -45,6 +46,7 @@ class Connection:
         self.path = path
         self.in_tx = False
         self.immutable = False
+        self.read_only = False  # the state directory cannot be written: reads only
 
     def execute(self, sql: str, params=()) -> sqlite3.Cursor:
         return self.conn.execute(sql, params)
@@ -64,6 +66,11 @@ class Connection:
         """``BEGIN IMMEDIATE`` (write) or a deferred read snapshot; all or nothing."""
         if self.in_tx:
             raise RuntimeError("nested transaction")
+        if write and self.read_only:
+            raise RelayError(
+                "storage_error", f"the state directory {self.path.parent} is read-only: relay "
+                "can read it, but this needs a write (a change, or a time-based transition "
+                "that is due and must be applied before anything is shown)")
         try:
             self.conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
         except sqlite3.Error as e:
@@ -106,12 +113,83 @@ def _connect(path: Path) -> sqlite3.Connection:
 
 
 def open_db(home: Path) -> Connection:
-    """Open (creating if needed) the database in ``home``, refusing anything unsafe."""
+    """Open (creating if needed) the database in ``home``, refusing anything unsafe.
+
+    A state directory that cannot be written (a read-only file system or directory) is
+    still read when no ``-wal`` file exists, through an immutable read-only open as doctor
+    does: every committed page is then in relay.db itself, and SQLite needs no ``-shm``.
+    Reads work; anything that must write is ``storage_error`` (Connection.read_only).
+    """
     path = ensure_home(home)
     try:
-        conn = _connect(path)
+        return _open_rw(path)
+    except sqlite3.Error as e:
+        if _read_only_dir(path.parent) and not _has_wal(path):
+            return _open_read_only(path)
+        raise relay_error_from_sqlite(e) from e
+
+
+def _read_only_dir(home: Path) -> bool:
+    try:
+        if os.statvfs(home).f_flag & os.ST_RDONLY:
+            return True
+    except OSError:
+        return False
+    return not os.access(home, os.W_OK)
+
+
+def _has_wal(path: Path) -> bool:
+    try:
+        return os.stat(path.with_name(path.name + "-wal")).st_size > 0
+    except FileNotFoundError:
+        return False
+
+
+def _open_read_only(path: Path) -> Connection:
+    db = _open_uri(path, "mode=ro&immutable=1")
+    try:
+        version = db.scalar("PRAGMA user_version")
+        if version > LATEST:
+            raise RelayError(
+                "schema_too_new",
+                f"relay.db has schema version {version}; this relay understands up to {LATEST}",
+            )
+        if version < LATEST:
+            raise RelayError(
+                "storage_error", f"relay.db has schema version {version} and must be migrated "
+                f"to {LATEST}, but the state directory {path.parent} is read-only")
+        if version == 0 and _foreign(db.conn):
+            raise RelayError("database_corrupt", f"{path} is a SQLite database, but not relay's")
+    except sqlite3.Error as e:
+        db.close()
+        raise relay_error_from_sqlite(e) from e
+    except BaseException:
+        db.close()
+        raise
+    db.read_only = True
+    return db
+
+
+def _open_uri(path: Path, flags: str) -> Connection:
+    from urllib.parse import quote
+
+    # Quoted: a '#' or '?' in the path would otherwise end it and drop mode=ro (SQLite
+    # would then open, or even create, another file read-write).
+    try:
+        conn = sqlite3.connect(
+            f"file:{quote(str(path))}?{flags}", uri=True, timeout=BUSY_TIMEOUT_S,
+            isolation_level=None,
+        )
     except sqlite3.Error as e:
         raise relay_error_from_sqlite(e) from e
+    conn.row_factory = sqlite3.Row
+    db = Connection(conn, path)
+    db.immutable = "immutable" in flags
+    return db
+
+
+def _open_rw(path: Path) -> Connection:
+    conn = _connect(path)
     try:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         if version > LATEST:
@@ -130,9 +208,6 @@ def open_db(home: Path) -> Connection:
             migrate(db)
         views.sync(db)
         return db
-    except sqlite3.Error as e:
-        conn.close()
-        raise relay_error_from_sqlite(e) from e
     except BaseException:
         conn.close()
         raise
@@ -180,21 +255,10 @@ def open_existing_readonly(home: Path) -> Connection | None:
     path = home / DB_NAME
     if not path.exists():
         return None
-    from urllib.parse import quote
-
-    # Quoted: a '#' or '?' in the path would otherwise end it and drop mode=ro (SQLite
-    # would then open, or even create, another file read-write).
     # Without a -wal/-shm pair every committed page is in relay.db itself (the last
     # connection checkpointed and removed them): read it as immutable, which creates no
     # -wal/-shm files (doctor creates nothing). Writers append to a new WAL and do not
     # touch relay.db until a checkpoint, so this read stays consistent.
     side = [path.with_name(path.name + s) for s in ("-wal", "-shm")]
     flags = "mode=ro" + ("" if any(p.exists() for p in side) else "&immutable=1")
-    conn = sqlite3.connect(
-        f"file:{quote(str(path))}?{flags}", uri=True, timeout=BUSY_TIMEOUT_S,
-        isolation_level=None,
-    )
-    conn.row_factory = sqlite3.Row
-    db = Connection(conn, path)
-    db.immutable = "immutable" in flags
-    return db
+    return _open_uri(path, flags)
