@@ -44,6 +44,30 @@ def inert_line(value) -> str:
     return _LINE_BREAKS.sub(lambda m: "\\n" if m.group() == "\n" else "\\t", inert(value))
 
 
+def json_text(doc, encoding: str | None = "utf-8") -> str:
+    """One JSON document that is inert on a terminal too (design.md §7).
+
+    Non-ASCII text stays readable on a UTF-8 stream, but every C0 and C1 control
+    character, DEL, the line and paragraph separators and the invisible format characters
+    (bidi controls, zero-width characters, the BOM, tag characters) are written as
+    ``\\uXXXX`` escapes (a surrogate pair above U+FFFF): a JSON reader gets the same
+    string, a terminal gets no byte it would act on. Such characters can only occur
+    inside strings, where the escape is valid JSON.
+    """
+    enc = (encoding or "utf-8").lower().replace("-", "")
+    ascii_only = enc not in ("utf8", "utf8sig")
+    text = json.dumps(doc, ensure_ascii=ascii_only, separators=(", ", ": "))
+    return text if ascii_only else _CONTROL.sub(_json_escape, text)
+
+
+def _json_escape(m: re.Match) -> str:
+    code = ord(m.group())
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+
 def _escape_char(ch: str) -> str:
     code = ord(ch)
     if code < 0x100:
@@ -131,9 +155,7 @@ class Output:
 
     # ---------------------------------------------------------------- primitives
     def json(self, doc) -> None:
-        encoding = (getattr(self.stdout, "encoding", None) or "utf-8").lower().replace("-", "")
-        ascii_only = encoding not in ("utf8", "utf8sig")
-        self.stdout.write(json.dumps(doc, ensure_ascii=ascii_only, separators=(", ", ": ")) + "\n")
+        self.stdout.write(json_text(doc, getattr(self.stdout, "encoding", None)) + "\n")
         self.stdout.flush()
 
     def line(self, text: str = "") -> None:

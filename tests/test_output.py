@@ -183,3 +183,22 @@ def test_one_size_formatter():
 
     assert [size(n) for n in (None, 512, 1126, 167936, 2411725, 5 * 2**30)] == [
         "-", "512 B", "1.1 KiB", "164.0 KiB", "2.3 MiB", "5.0 GiB"]
+
+
+def test_json_on_a_terminal_escapes_c1_del_bidi_and_zero_width_characters(relay):
+    alice, _ = relay.join("alice"), relay.join("bob")
+    rid = new_id()
+    nasty = "a\x9b31mb\x7fc\u202ed\u2066e\u200bf\u200dg\ufeffh\u2028i\U000e0041j"
+    relay.send(alice, "bob", nasty, request_id=rid)
+    code, shown = relay.pty("show", rid, "--json", cols=200)
+    assert code == 0
+    for ch in "\x9b\x7f\u202e\u2066\u200b\u200d\ufeff\u2028\U000e0041":
+        assert ch not in shown, repr(ch)
+    for esc in ("\\u009b", "\\u007f", "\\u202e", "\\u2066", "\\u200b", "\\u200d", "\\ufeff",
+                "\\u2028", "\\udb40\\udc41"):
+        assert esc in shown, esc
+    doc = json.loads(shown[shown.index("{"):])
+    assert doc["text"] == nasty  # escaped on screen, the same text for a JSON reader
+    r = relay("show", rid, "--json")  # in-process: a UTF-8 stream that is not a terminal
+    assert "\x9b" not in r.out and "\u202e" not in r.out and r.json["text"] == nasty
+
