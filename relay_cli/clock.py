@@ -34,6 +34,23 @@ def offset_seconds() -> float:
     return value
 
 
+def offset_warning() -> str | None:
+    """What a person at a terminal is told when ``RELAY_TIME_OFFSET`` shifts the clock.
+
+    The offset is a test knob, but relay applies due transitions with it to the shared
+    database (an 8-day offset expires real requests and ends every session), so it is
+    never silent on a terminal (design.md §8).
+    """
+    offset = offset_seconds()
+    if not offset:
+        return None
+    way = "ahead" if offset > 0 else "back"
+    return (f"relay: warning: RELAY_TIME_OFFSET={os.environ['RELAY_TIME_OFFSET'].strip()} moves "
+            f"relay's clock {human_duration(abs(offset))} {way}; this command applies due "
+            "expiries and lease ends to the shared database by that clock. Never set it on a "
+            "home in use: rehearse on a copy (RELAY_HOME=/tmp/relay-copy).")
+
+
 def now_ms() -> int:
     return int((time.time() + offset_seconds()) * 1000)
 

@@ -40,8 +40,11 @@ ENVIRONMENT: dict[str, str] = {
     "RELAY_PEER": "The caller's peer name (--as overrides it).",
     "RELAY_SESSION": "The caller's session token from `relay peers join` (--session "
                      "overrides it).",
-    "RELAY_TIME_OFFSET": "Seconds (may be negative or fractional) added to relay's clock, to "
-                         "rehearse expiry; `relay doctor` warns when it is set.",
+    "RELAY_TIME_OFFSET": "Seconds (may be negative or fractional) added to relay's clock: a "
+                         "test knob. Every command applies due expiries and lease ends by "
+                         "that clock to the shared database, so never set it on a home in "
+                         "use; rehearse on a copy. On a terminal every command warns on "
+                         "stderr, and `relay doctor` warns when it is set.",
     "RELAY_RATE_LIMIT": "New requests allowed per sender per minute for this process "
                         "(default 60; 0: no limit). A guard against runaway loops.",
     "RELAY_DEBUG": "Set to 1 to print a Python traceback on an internal error.",

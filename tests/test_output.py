@@ -202,3 +202,15 @@ def test_json_on_a_terminal_escapes_c1_del_bidi_and_zero_width_characters(relay)
     r = relay("show", rid, "--json")  # in-process: a UTF-8 stream that is not a terminal
     assert "\x9b" not in r.out and "\u202e" not in r.out and r.json["text"] == nasty
 
+
+def test_a_shifted_clock_warns_on_a_terminal_and_stays_silent_when_piped(relay):
+    relay.join("alice")
+    offset = {"RELAY_TIME_OFFSET": str(8 * 86400)}
+    code, shown = _in_terminal(relay, "list", env=offset)
+    assert code == 0
+    assert "warning: RELAY_TIME_OFFSET=691200" in shown and "8d ahead" in shown
+    assert "Never set it on a home in use" in shown
+    code, shown = _in_terminal(relay, "list")
+    assert code == 0 and "RELAY_TIME_OFFSET" not in shown
+    piped = relay.proc("list", "--json", env=offset)
+    assert piped.code == 0 and piped.err == ""  # scripts and tests see no extra stderr

@@ -207,6 +207,22 @@ class Env:
             self._store = None
 
 
+def _warn_offset(out: Output) -> None:
+    """On a terminal, a shifted clock is never silent (design.md §8); piped, stderr stays
+    exactly as documented (one JSON error line with --json)."""
+    try:
+        on_terminal = out.stderr.isatty()
+    except (AttributeError, ValueError):
+        on_terminal = False
+    if on_terminal:
+        try:
+            warning = clock.offset_warning()
+        except RelayError:
+            return  # a malformed offset: the command itself reports invalid_duration
+        if warning:
+            out.note(warning)
+
+
 def read_text(text: str | None, file: str | None, what: str = "text") -> str:
     """TEXT argument, ``-`` for stdin, or ``--file PATH`` -> validated text (design.md §4)."""
     if text is not None and file is not None:
@@ -297,6 +313,7 @@ def run(argv: list[str] | None = None) -> int:
 def _run(argv: list[str]) -> int:
     click_exc = click_exceptions()
     out = Output(_wants_json(argv))
+    _warn_offset(out)
     try:
         command = _click_command(argv)
         rv = _invoke(command, argv)
