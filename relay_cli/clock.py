@@ -68,7 +68,8 @@ def parse_iso(text: str) -> int:
     return int(round(dt.timestamp() * 1000))
 
 
-_DURATION = re.compile(r"^(\d{1,9})([smhd]?)$")
+# the whole value, ASCII digits only: "٣٠s", " 30s" and "30s\n" are not durations
+_DURATION = re.compile(r"([0-9]{1,9})([smhd]?)", re.ASCII)
 _UNIT = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 # The ranges of design.md §6, in seconds: (low, high)
@@ -83,8 +84,8 @@ EXPORT_SINCE = (1, 3650 * 86400)
 
 def parse_duration(text: str | int | None, bounds: tuple[int, int], what: str) -> int:
     """``90``, ``90s``, ``15m``, ``2h``, ``7d`` -> seconds within ``bounds``."""
-    raw = str(text).strip().lower() if text is not None else ""
-    m = _DURATION.match(raw)
+    raw = str(text) if text is not None else ""
+    m = _DURATION.fullmatch(raw.lower() if raw.isascii() else raw)
     if not m:
         raise RelayError(
             "invalid_duration",

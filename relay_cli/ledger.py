@@ -58,7 +58,7 @@ from . import clock, lifecycle
 from .errors import RelayError
 from .store.sql_ledger import LEDGER_FINAL_STATES
 
-KEY_RE = re.compile(r"^[!-~]{1,200}$")
+KEY_RE = re.compile(r"[!-~]{1,200}", re.ASCII)  # the whole value (fullmatch): no "k\n"
 TAIL_BYTES = 64 * 1024
 DEFAULT_APPROVAL_WAIT_S = 50
 STORED_STATES = ("awaiting_approval", "approved", "denied", "running", "succeeded", "failed",
@@ -83,7 +83,7 @@ class EntryError(RelayError):
 
 # --------------------------------------------------------------------------- validation
 def validate_key(key: str) -> str:
-    if not isinstance(key, str) or not KEY_RE.match(key):
+    if not isinstance(key, str) or not KEY_RE.fullmatch(key):
         shown = key if isinstance(key, str) and len(key) <= 60 else f"{str(key)[:60]}..."
         raise RelayError("invalid_key", f"--key {shown!r} is not 1 to 200 printable ASCII "
                          f"characters (got {len(key) if isinstance(key, str) else 0})")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 import uuid
@@ -155,9 +156,9 @@ def rate_limit() -> int:
     if raw is None or raw.strip() == "":
         return DEFAULT_RATE_LIMIT
     try:
-        value = int(raw)
-        if value < 0:
+        if not re.fullmatch(r"[0-9]{1,9}", raw.strip(" "), re.ASCII):
             raise ValueError
+        value = int(raw)
     except ValueError:
         raise RelayError(
             "usage_error", f"RELAY_RATE_LIMIT must be a whole number >= 0, not {raw!r}"

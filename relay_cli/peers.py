@@ -11,14 +11,15 @@ from . import clock
 from .errors import RelayError
 from .states import apply
 
-NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+# matched against the whole value (fullmatch), in ASCII: "alice\n" is not a name
+NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}", re.ASCII)
 KINDS = ("claude", "codex", "gemini", "aider", "human", "script", "other")
 DEFAULT_SESSION_LEASE_S = 45
 HOOK_RECENT_MS = 10 * 60 * 1000
 
 
 def validate_name(name: str, what: str = "peer name") -> str:
-    if not isinstance(name, str) or not NAME_RE.match(name):
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
         raise RelayError("invalid_name", f"{what} {name!r} is not a valid peer name")
     return name
 

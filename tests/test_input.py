@@ -239,3 +239,50 @@ def test_leave_then_token_is_invalid_session(world):
 def test_bad_time_offset_is_a_clear_error(world):
     relay, *_ = world
     refused(relay, "invalid_duration", "list", env={"RELAY_TIME_OFFSET": "soon"})
+
+
+# ------------------------------------------------------------------ whole values, in ASCII
+@pytest.mark.parametrize("name", ["alice\n", "bob\n", "carol\n", "x\r", "a\x00", "١٢"])
+def test_a_name_is_checked_whole_a_trailing_newline_is_invalid_name(world, name):
+    relay, alice, *_ = world
+    refused(relay, "invalid_name", "peers", "join", name)
+    refused(relay, "invalid_name", "peers", "add", name)
+    refused(relay, "invalid_name", "send", "--to", name, "x", env=alice)
+    refused(relay, "invalid_name", "list", "--to", name)
+
+
+def test_relay_peer_with_a_trailing_newline_cannot_send_past_the_live_session(world):
+    """alice has a live session: `RELAY_PEER=$'alice\\n'` must not send as a name that only
+    looks like alice, without alice's token (and split the message frame)."""
+    relay, *_ = world
+    refused(relay, "invalid_name", "send", "--to", "bob", "x",
+            env={"RELAY_PEER": "alice\n", "RELAY_SESSION": None})
+
+
+@pytest.mark.parametrize("kind", ["claude\n", "claude ", "CLAUDE"])
+def test_a_kind_is_checked_whole(world, kind):
+    relay, *_ = world
+    refused(relay, "invalid_name", "peers", "join", "carol", "--kind", kind)
+
+
+@pytest.mark.parametrize("value", ["٣٠s", "３０s", "30s\n", " 30s", "30s ", "1h\n", "²"])
+def test_a_duration_is_checked_whole_in_ascii(world, value):
+    relay, alice, *_ = world
+    refused(relay, "invalid_duration", "send", "--to", "bob", "--ttl", value, "x", env=alice)
+
+
+@pytest.mark.parametrize("key", ["k\n", "toolu_01\n", "k\r\n"])
+def test_a_key_is_checked_whole(world, key):
+    relay, *_ = world
+    before = relay.snapshot()
+    r = relay("once", "--key", key, "--json", "--", "true")
+    assert r.code == 2 and r.error["code"] == "invalid_key" and r.out == ""
+    assert relay.snapshot() == before
+    refused(relay, "invalid_key", "ledger", "show", key)
+
+
+@pytest.mark.parametrize("value", ["٣", "5\n5", "-1", "1e3"])
+def test_a_rate_limit_that_is_not_ascii_digits_is_a_usage_error(world, value):
+    relay, alice, *_ = world
+    refused(relay, "usage_error", "send", "--to", "bob", "x",
+            env={**alice, "RELAY_RATE_LIMIT": value})
