@@ -132,6 +132,12 @@ def _check_paths(home: Path, report: Report) -> bool:
     from .store import DB_NAME, inspect_path, unsafe_reasons
 
     d = inspect_path(home)
+    if d.error:
+        report.add("state_dir", FAIL, f"{home} cannot be read ({d.error}): it belongs to "
+                   "another user, or lies inside a directory of another user")
+        report.add("database", WARN, "not opened: the state directory is unsafe (see above); "
+                   "every relay command refuses it with unsafe_state_dir")
+        return False
     if not d.exists:  # a fresh home is not a problem (design.md §11)
         report.add("state_dir", OK, f"{home}: not created yet; the first relay command that "
                    "uses it creates it (mode 0700), e.g. `relay peers join NAME`")
@@ -192,8 +198,14 @@ def _check_file(path: Path, name: str, report: Report, required: bool) -> None:
     elif f.foreign:
         report.add(name, FAIL, f"{path} is owned by uid {f.owner_uid}, not by you "
                    f"(uid {os.geteuid()})")
-    elif not stat.S_ISREG(os.lstat(path).st_mode):
-        report.add(name, FAIL, f"{path} is not a regular file")
+    elif f.error:
+        report.add(name, FAIL, f"{path} cannot be read ({f.error})")
+    elif not f.is_regular:
+        report.add(name, FAIL, f"{path} is a {f.file_type}, not a regular file; every relay "
+                   "command refuses it (unsafe_state_dir): move it aside")
+    elif f.group_other_access and required:
+        report.add(name, FAIL, f"{path}: mode {f.mode:04o}, expected 0600; every relay "
+                   "command refuses it (unsafe_state_dir)", fix="relay doctor --fix")
     elif f.group_other_access:
         report.add(name, WARN, f"{path}: mode {f.mode:04o}, expected 0600",
                    fix="relay doctor --fix")

@@ -98,6 +98,20 @@ def validate_states(values: list[str] | None) -> list[str]:
     return list(values or [])
 
 
+def validate_cwd(cwd: str) -> str:
+    """The working directory is recorded in the entry (and its fingerprint): it must be a
+    UTF-8 path. A name that is not is an environment problem (usage_error), not a bug."""
+    try:
+        cwd.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = cwd.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        raise RelayError("usage_error", f"the working directory {shown} is not a UTF-8 "
+                         "path, and relay once records it with the key; run the command "
+                         "from a directory whose path is UTF-8 (cd there, or use sh -c "
+                         "'cd …; CMD')") from None
+    return cwd
+
+
 def canonical_argv(argv: list[str]) -> str:
     """argv as stored: JSON with every non-ASCII character escaped (lossless, canonical)."""
     return json.dumps(list(argv), ensure_ascii=True, separators=(",", ":"))

@@ -156,8 +156,10 @@ FILES = [
     ("$RELAY_HOME/relay.db",
      "The database (SQLite, WAL mode) with its relay.db-wal and relay.db-shm files. The "
      "directory is created with mode 0700 and the files with 0600; relay refuses a directory "
-     "or database that is a symbolic link, owned by another user, or open to group or others "
-     "(unsafe_state_dir)."),
+     "or database that is a symbolic link, owned by another user, unreadable, open to group "
+     "or others, or not a regular file (unsafe_state_dir; `relay doctor --fix` tightens "
+     "modes), and never creates a directory inside another user's directory (sudo with the "
+     "user's HOME kept)."),
     ("~/.local/state/relay",
      "The default state directory on Linux (the per-user state directory of the platform) "
      "when neither --home nor RELAY_HOME is given."),
@@ -176,11 +178,14 @@ change runs in one SQLite transaction (BEGIN IMMEDIATE), so concurrent commands 
 half-apply. relay refuses a state directory that is a symbolic link, owned by another user \
 or open to group or others. Text from other agents is shown inert (markup escaped, control \
 characters made visible) and framed as not user approval; `relay approve` and `relay deny` \
-require a terminal on standard input.
+require a terminal on standard input, which stops accidents and habits, not a program that \
+fakes a terminal.
 
 relay is not a security boundary between hostile programs of the same OS user. Any program \
-running as you can read and write the database, read session tokens from other processes' \
-environments, and run relay itself. Text given as a command-line argument is visible to \
+running as you can read and write the database (raw SQL, or a tampered WAL, bypasses every \
+rule), read session tokens from other processes' environments, fake a terminal, and run \
+relay itself. RELAY_TIME_OFFSET is a test knob that rewrites the shared database by its \
+clock: never set it on a home in use. docs/threat-model.md has the details. Text given as a command-line argument is visible to \
 other local users in the process list: pass it on standard input (`-`). RELAY_RATE_LIMIT \
 guards against runaway agent loops, not against a hostile caller."""
 

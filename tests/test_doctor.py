@@ -151,12 +151,17 @@ def test_fix_tightens_a_0755_dir_and_a_0644_db_and_says_so(relay):
     assert "fixed: nothing needed tightening" in again.out
 
 
-def test_open_db_mode_alone_is_a_warning(relay):
+def test_open_db_mode_fails_like_every_command_and_fix_tightens_it(relay):
     relay.join("alice")
     (relay.home / "relay.db").chmod(0o640)
+    listed = relay("list", "--json")
+    assert (listed.code, listed.error["code"]) == (7, "unsafe_state_dir")
     r = relay("doctor", "--json")
-    assert r.code == 0
-    assert _checks(r)["db_file"]["status"] == "warn"
+    assert r.code == 7
+    assert _checks(r)["db_file"]["status"] == "fail"
+    assert "doctor --fix" in _checks(r)["db_file"]["detail"]
+    assert relay("doctor", "--fix").code == 0
+    assert relay("list", "--json").code == 0
 
 
 @pytest.mark.parametrize("target", ["dir", "db"])

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -152,3 +155,166 @@ def test_migrations_run_in_one_transaction_from_an_older_version(relay):
     assert conn.execute("PRAGMA user_version").fetchone()[0] == LATEST
     assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name='hook_state'").fetchone()[0]
     assert conn.execute("SELECT name FROM peers").fetchall() == [("alice",)]
+
+
+# ------------------------------------------------------------------ hostile environments
+def _as_other_user(relay, *args: str, uid: int = 65534, timeout: float = 30):
+    """Run relay in-process in a forked child whose effective uid is another user's.
+
+    (The interpreter lives under /root, which another user cannot read, so a real process
+    of another user cannot start it; the fork keeps the modules relay needs loaded, and
+    file access goes by the effective uid exactly as in a process of that user.)"""
+    import select
+    import signal
+    import time
+
+    from conftest import Result
+
+    import relay_cli.cli  # noqa: F401 - every command module, loaded before the fork
+    import relay_cli.doctor  # noqa: F401
+    import relay_cli.ledger  # noqa: F401
+    from relay_cli.cli import run
+
+    env = relay._env(None)
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            import io
+            import sys
+
+            os.dup2(out_w, 1)
+            os.dup2(err_w, 2)
+            os.environ.clear()
+            os.environ.update(env)
+            os.setegid(uid)
+            os.seteuid(uid)
+            sys.stdin = io.TextIOWrapper(io.BytesIO(b""))
+            sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
+            sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
+            code = run(list(args))
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+        except BaseException:  # noqa: BLE001
+            os._exit(99)
+    os.close(out_w)
+    os.close(err_w)
+    chunks = {out_r: [], err_r: []}
+    end = time.monotonic() + timeout
+    open_fds = [out_r, err_r]
+    while open_fds and time.monotonic() < end:
+        ready, _, _ = select.select(open_fds, [], [], 0.2)
+        for fd in ready:
+            data = os.read(fd, 65536)
+            if data:
+                chunks[fd].append(data)
+            else:
+                open_fds.remove(fd)
+    if open_fds:
+        os.kill(pid, signal.SIGKILL)
+    _, status = os.waitpid(pid, 0)
+    os.close(out_r)
+    os.close(err_r)
+    assert not open_fds, f"relay {' '.join(args)} blocked for {timeout} s"
+    return Result(os.waitstatus_to_exitcode(status), b"".join(chunks[out_r]).decode(),
+                  b"".join(chunks[err_r]).decode())
+
+
+@pytest.mark.parametrize("where", ["inside_root_only_dir", "traversable_parent"])
+def test_another_users_state_directory_is_unsafe_state_dir_for_every_command(relay, tmp_path,
+                                                                           where):
+    if os.geteuid() != 0:
+        pytest.skip("needs root to act as another user")
+    if where == "traversable_parent":
+        parent = Path(f"/tmp/relay-foreign-{os.getpid()}-{tmp_path.name}")
+        parent.mkdir(mode=0o755)
+        relay.home = parent / "home"
+    try:
+        assert relay("peers", "add", "alice").code == 0
+        for args in (["list"], ["show", "00000000-0000-4000-8000-000000000000"],
+                     ["peers", "join", "bob"], ["ledger", "list"], ["doctor"]):
+            r = _as_other_user(relay, *args, "--json")
+            if args == ["doctor"]:
+                assert r.code == 7, (r.code, r.err)
+                checks = {c["name"]: c for c in json.loads(r.out)["checks"]}
+                assert checks["state_dir"]["status"] == "fail"
+                assert "internal_error" not in r.out + r.err
+                continue
+            assert r.code == 7, (args, r.code, r.err)
+            assert json.loads(r.err.strip())["error"]["code"] == "unsafe_state_dir", r.err
+    finally:
+        if where == "traversable_parent":
+            import shutil
+
+            shutil.rmtree(relay.home.parent)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "device"])
+def test_a_database_that_is_not_a_regular_file_is_unsafe_and_doctor_does_not_block(relay,
+                                                                                  kind):
+    relay.home.mkdir(mode=0o700)
+    db = relay.home / "relay.db"
+    if kind == "fifo":
+        os.mkfifo(db, 0o600)
+    elif kind == "directory":
+        db.mkdir(mode=0o700)
+    else:
+        if os.geteuid() != 0:
+            pytest.skip("making a device node needs root")
+        os.mknod(db, 0o600 | stat.S_IFCHR, os.makedev(1, 3))  # like /dev/null
+    for args in (["list"], ["peers", "join", "alice"]):
+        r = relay.proc(*args, "--json", timeout=30)
+        assert (r.code, json.loads(r.err.strip())["error"]["code"]) == (7, "unsafe_state_dir")
+        assert "not a regular file" in r.err
+    d = relay.proc("doctor", "--json", timeout=30)  # a FIFO must not block it
+    assert d.code == 7
+    checks = {c["name"]: c for c in json.loads(d.out)["checks"]}
+    assert checks["db_file"]["status"] == "fail"
+    assert "not a regular file" in checks["db_file"]["detail"]
+    fixed = relay.proc("doctor", "--fix", timeout=30)
+    assert fixed.code == 7
+    assert stat.S_IFMT(os.lstat(db).st_mode) != stat.S_IFREG  # left as it was
+
+
+def test_a_database_open_to_group_or_others_is_refused(relay):
+    assert relay("peers", "add", "alice").code == 0
+    for m in (0o644, 0o640, 0o604):
+        os.chmod(relay.home / "relay.db", m)
+        refuse(relay, "list")
+    os.chmod(relay.home / "relay.db", 0o600)
+    assert relay("list").code == 0
+
+
+def test_sudo_with_the_users_home_creates_nothing_in_it(relay, tmp_path):
+    """`sudo relay list` with HOME kept: relay (root) must not create root-owned directories
+    inside the user's home; it refuses with unsafe_state_dir instead."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to own a directory as another user")
+    user_home = tmp_path / "user"
+    user_home.mkdir()
+    os.chown(user_home, 4242, 4242)
+    env = {"RELAY_HOME": None, "HOME": str(user_home), "XDG_STATE_HOME": None}
+    r = relay("list", "--json", env=env)
+    assert (r.code, r.error["code"]) == (7, "unsafe_state_dir"), r.err
+    assert "uid 4242" in r.error["message"]
+    assert list(user_home.iterdir()) == []
+    # a shared sticky directory such as /tmp is not "another user's directory"
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chown(shared, 4242, 4242)
+    os.chmod(shared, 0o1777)
+    assert relay("list", "--home", str(shared / "relay")).code == 0
+
+
+def test_a_relative_home_is_made_absolute_and_exported_so(relay, tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    p = subprocess.run([sys.executable, "-m", "relay_cli", "peers", "join", "alice", "--shell",
+                        "--home", "rel-home"], cwd=work, capture_output=True, text=True,
+                       env=relay._env({"RELAY_HOME": None}))
+    assert p.returncode == 0, p.stderr
+    exports = dict(line.removeprefix("export ").split("=", 1) for line in p.stdout.splitlines())
+    assert exports["RELAY_HOME"] == str(work / "rel-home")
+    assert (work / "rel-home" / "relay.db").exists()

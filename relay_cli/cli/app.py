@@ -238,6 +238,9 @@ def read_text(text: str | None, file: str | None, what: str = "text") -> str:
             raise RelayError("invalid_text", f"cannot read --file {file}: {e.strerror}") from e
         return lifecycle.validate_text(data, what)
     if text == "-":
+        if sys.stdin is None:
+            raise RelayError("usage_error", f"the {what} was to be read from standard input "
+                             "(`-`), but standard input is closed; nothing was done")
         data = sys.stdin.buffer.read(limit)
         return lifecycle.validate_text(data, what)
     if text is None:
@@ -300,6 +303,9 @@ def _quiet_stdout() -> None:
 def run(argv: list[str] | None = None) -> int:
     """Run the CLI; return the exit code. Never lets a traceback out (unless RELAY_DEBUG)."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    refused = _closed_streams(argv)
+    if refused is not None:
+        return refused
     for stream in (sys.stdout, sys.stderr):
         if hasattr(stream, "reconfigure"):  # never fail on a terminal that is not UTF-8
             stream.reconfigure(errors="backslashreplace")
@@ -308,6 +314,25 @@ def run(argv: list[str] | None = None) -> int:
     finally:
         while _OPEN:
             _OPEN.pop().close()
+
+
+def _closed_streams(argv: list[str]) -> int | None:
+    """Standard streams the caller closed (``>&-``, ``2>&-``) are an environment problem,
+    never a crash half-way (design.md §7). A closed stderr only loses notes and errors. A
+    closed stdout is refused before anything is done (a send would otherwise commit and
+    then fail to print its answer), except for a hook, which must never break its agent.
+    A closed stdin matters only to a command that reads it (`read_text`)."""
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the process
+    if sys.stdout is not None:
+        return None
+    sys.stdout = open(os.devnull, "w")  # noqa: SIM115
+    if argv[:1] == ["hook"]:
+        return None
+    err = RelayError("usage_error", "standard output is closed, and relay prints its answer "
+                     "there; nothing was done (redirect it to /dev/null to discard it)")
+    Output(_wants_json(argv)).error(err)
+    return err.exit_code
 
 
 def _run(argv: list[str]) -> int:

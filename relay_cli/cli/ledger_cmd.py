@@ -216,7 +216,7 @@ def once(
         raise RelayError("usage_error", "no command given: relay once --key KEY -- CMD [ARGS]...")
     timeout_s = duration(timeout, clock.WAIT, "--timeout", ledger.DEFAULT_APPROVAL_WAIT_S)
     try:
-        cwd = os.getcwd()
+        cwd = ledger.validate_cwd(os.getcwd())
     except OSError as e:
         raise RelayError("usage_error", "the current directory no longer exists") from e
     try:

@@ -13,20 +13,41 @@ DB_NAME = "relay.db"
 
 
 def resolve_home(home: str | os.PathLike | None = None) -> Path:
-    """``--home`` first, then ``$RELAY_HOME``, then the platform's per-user state dir."""
-    if home:
-        return Path(home).expanduser()
-    env = os.environ.get("RELAY_HOME")
-    if env:
-        return Path(env).expanduser()
-    import platformdirs
+    """``--home`` first, then ``$RELAY_HOME``, then the platform's per-user state dir.
 
-    return Path(platformdirs.user_state_dir("relay"))
+    Always absolute (design.md §2): a relative ``--home``/``RELAY_HOME`` is taken from the
+    working directory, so what ``peers join --shell`` exports names the same directory
+    from anywhere. A path SQLite cannot be given (not UTF-8) is ``unsafe_state_dir``.
+    """
+    if home:
+        path = Path(home).expanduser()
+    elif os.environ.get("RELAY_HOME"):
+        path = Path(os.environ["RELAY_HOME"]).expanduser()
+    else:
+        import platformdirs
+
+        path = Path(platformdirs.user_state_dir("relay"))
+    if not path.is_absolute():
+        try:
+            path = Path.cwd() / path
+        except OSError as e:
+            raise RelayError("usage_error", f"the state directory {str(path)!r} is relative, "
+                             f"and the working directory is gone ({e.strerror})") from e
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        raise RelayError("unsafe_state_dir", f"the state directory {str(path)!r} is not a "
+                         "UTF-8 path; relay's database cannot be opened there") from None
+    return path
 
 
 @dataclass
 class PathReport:
-    """What relay sees of one path, for refusals and for `doctor`."""
+    """What relay sees of one path, for refusals and for `doctor`.
+
+    ``error`` is set when the path cannot even be looked at (another user's directory
+    on the way): it may exist, and relay cannot use it.
+    """
 
     path: Path
     exists: bool
@@ -34,6 +55,12 @@ class PathReport:
     is_dir: bool = False
     owner_uid: int | None = None
     mode: int | None = None
+    file_type: str | None = None  # "regular file", "directory", "FIFO", ...
+    error: str | None = None
+
+    @property
+    def is_regular(self) -> bool:
+        return self.file_type == "regular file"
 
     @property
     def foreign(self) -> bool:
@@ -44,11 +71,21 @@ class PathReport:
         return self.mode is not None and bool(self.mode & 0o077)
 
 
+_FILE_TYPES = ((stat.S_ISREG, "regular file"), (stat.S_ISDIR, "directory"),
+               (stat.S_ISLNK, "symbolic link"), (stat.S_ISFIFO, "FIFO"),
+               (stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device"),
+               (stat.S_ISSOCK, "socket"))
+
+
 def inspect_path(path: Path) -> PathReport:
+    """lstat, never following a symlink and never opening (a FIFO would block)."""
     try:
         st = os.lstat(path)
     except (FileNotFoundError, NotADirectoryError):  # a home that is a file has no relay.db
         return PathReport(path, exists=False)
+    except OSError as e:  # EACCES: another user's directory on the way
+        return PathReport(path, exists=True, error=e.strerror or str(e))
+    kind = next((name for test, name in _FILE_TYPES if test(st.st_mode)), "unknown file")
     return PathReport(
         path,
         exists=True,
@@ -56,13 +93,20 @@ def inspect_path(path: Path) -> PathReport:
         is_dir=stat.S_ISDIR(st.st_mode),
         owner_uid=st.st_uid,
         mode=stat.S_IMODE(st.st_mode),
+        file_type=kind,
     )
+
+
+COMPANIONS = ("-wal", "-shm")
 
 
 def unsafe_reasons(home: Path) -> list[str]:
     """Every reason design.md §2 gives to refuse this home; empty when it is safe (or absent)."""
     reasons = []
     d = inspect_path(home)
+    if d.error:
+        return [f"{home} cannot be read ({d.error}): it belongs to another user, or lies "
+                "inside a directory of another user"]
     if d.exists:
         if d.is_symlink:
             reasons.append(f"{home} is a symbolic link")
@@ -72,12 +116,26 @@ def unsafe_reasons(home: Path) -> list[str]:
             reasons.append(f"{home} is owned by uid {d.owner_uid}, not by you")
         if not d.is_symlink and d.group_other_access:
             reasons.append(f"{home} has mode {d.mode:04o}; group or others may access it")
+    if d.exists and (d.is_symlink or not d.is_dir):
+        return reasons
     db = inspect_path(home / DB_NAME)
-    if db.exists:
+    if db.error:
+        reasons.append(f"{db.path} cannot be read ({db.error}): the directory belongs to "
+                       "another user")
+    elif db.exists:
         if db.is_symlink:
             reasons.append(f"{db.path} is a symbolic link")
-        elif db.foreign:
+        elif not db.is_regular:
+            reasons.append(f"{db.path} is a {db.file_type}, not a regular file")
+        if db.foreign:
             reasons.append(f"{db.path} is owned by uid {db.owner_uid}, not by you")
+        elif db.is_regular and db.group_other_access:
+            reasons.append(f"{db.path} has mode {db.mode:04o}; group or others may access it")
+    for suffix in COMPANIONS:
+        side = inspect_path(home / f"{DB_NAME}{suffix}")
+        if side.exists and not side.error and not side.is_symlink and not side.is_regular:
+            # SQLite would open it and block (a FIFO) or fail; symlinks are doctor's
+            reasons.append(f"{side.path} is a {side.file_type}, not a regular file")
     return reasons
 
 
@@ -90,6 +148,7 @@ def check_home(home: Path) -> None:
 def ensure_home(home: Path) -> Path:
     """Check the home, create it (0700) and relay.db (0600) when missing; return the db path."""
     check_home(home)
+    _refuse_foreign_parent(home)
     old = os.umask(0o077)
     try:
         try:
@@ -111,3 +170,33 @@ def ensure_home(home: Path) -> Path:
         os.umask(old)
     check_home(home)
     return db
+
+
+def _refuse_foreign_parent(home: Path) -> None:
+    """relay never creates a directory inside a directory of another user (design.md §2):
+    `sudo relay list` with the user's HOME kept would otherwise leave root-owned 0700
+    directories in the user's ~/.local. A shared sticky directory open to everyone (such
+    as /tmp, mode 1777) is the exception: creating one's own directory there is normal."""
+    if inspect_path(home).exists:
+        return
+    parent = home.parent
+    while True:  # the deepest existing directory: mkdir creates the first new one in it
+        try:
+            st = os.stat(parent)  # followed: the directory that would hold the new one
+            break
+        except (FileNotFoundError, NotADirectoryError):
+            if parent == parent.parent:
+                return
+            parent = parent.parent
+        except OSError as e:
+            raise RelayError("unsafe_state_dir", f"cannot create the state directory {home}: "
+                             f"{parent} cannot be read ({e.strerror})") from e
+    if st.st_uid == os.geteuid():
+        return
+    if stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISVTX and st.st_mode & 0o002:
+        return
+    raise RelayError(
+        "unsafe_state_dir",
+        f"refusing to create the state directory {home}: {parent} belongs to uid "
+        f"{st.st_uid}, not to you (uid {os.geteuid()}); with sudo, keep relay's own "
+        "HOME (sudo -H) or pass --home")
