@@ -119,6 +119,17 @@ def test_ledger_entries_awaiting_approval_are_shown_inert(relay, tmp_path):
     assert "\x1b" not in out and "\x07" not in out
 
 
+def test_ledger_commands_are_shown_quoted_as_a_shell_would_take_them(relay):
+    r = relay.proc("once", "--approve", "--timeout", "0", "--key", "rm-1", "--",
+                   "rm", "-rf", "my dir", "it's")
+    assert r.code == 75, r.err
+    out = relay("watch").out
+    assert "rm -rf 'my dir' 'it'\"'\"'s'" in out  # shlex.join: what would actually run
+    assert "rm -rf my dir it's" not in out
+    doc = relay("watch", "--json").json  # JSON keeps the argv list itself
+    assert ["rm", "-rf", "my dir", "it's"] in [e["argv"] for e in doc["awaiting_approval"]]
+
+
 # ------------------------------------------------------------ a real terminal (tmux)
 needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 
