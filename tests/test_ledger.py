@@ -917,3 +917,12 @@ def test_help_and_man_page_say_the_terminal_rule_stops_accidents_not_fake_termin
     guide = " ".join(relay.proc("guide", "--for", "claude").out.split())
     assert "cannot approve it yourself" not in guide
     assert "fakes a terminal" in guide
+
+
+def test_the_threat_model_says_what_relay_does_not_protect_against():
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "threat-model.md").read_text()
+    protects, does_not = doc.split("## What relay does not protect against")
+    assert "## What relay protects against" in protects
+    for topic in ("Same-user programs", "Programs that fake a terminal", "script -qc",
+                  "pty.spawn", "RELAY_TIME_OFFSET", "Raw SQL on relay.db", "A tampered WAL"):
+        assert topic in does_not, topic
