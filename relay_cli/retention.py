@@ -12,6 +12,13 @@ removes the tombstones.
 - Drafts: unsubmitted drafts that expired are removed; so are submitted drafts whose
   request is gone or is a tombstone (the request row answers a repeated submit).
 - Requests that are not final are never touched.
+- Sessions that ended (left, lease lapsed, superseded) more than the retention ago are
+  removed once no request (row or tombstone) and no draft names them, as sender or
+  claimant: so a ghost's very late retry still answers ``duplicate: true`` for as long
+  as the request's tombstone lives, and a session holding work is never removed. An
+  active session is never removed. A removed session's token answers
+  ``invalid_session``. The hook's bookkeeping (``hook_state``) of a session that is not
+  active is removed once untouched for the retention.
 
 Work happens in batches of ``BATCH`` rows, each its own short ``BEGIN IMMEDIATE``
 transaction with a pause after it, so other relay commands never wait long for the write
@@ -29,7 +36,8 @@ DEFAULT_RETENTION_S = 30 * 86400
 TOMBSTONE_S = 120 * 86400
 BATCH = 500
 
-COUNT_KEYS = ("requests_pruned", "tombstones_removed", "events_removed", "drafts_removed")
+COUNT_KEYS = ("requests_pruned", "tombstones_removed", "events_removed", "drafts_removed",
+              "sessions_removed", "hook_states_removed")
 
 
 def cutoffs(now: int, older_than_s: int) -> tuple[int, int]:
@@ -62,6 +70,13 @@ def prune(store, now: int, older_than_s: int = DEFAULT_RETENTION_S, dry_run: boo
             done["requests_pruned"] += n
         for n in _batches(store, lambda: store.remove_drafts(now, body_cutoff, batch), batch):
             done["drafts_removed"] += n
+        with store.transaction(write=False):
+            unused = store.unused_sessions(now, body_cutoff, tomb_cutoff)
+        for i in range(0, len(unused), batch):
+            with store.transaction():
+                done["sessions_removed"] += store.remove_sessions(unused[i:i + batch])
+        for n in _batches(store, lambda: store.remove_hook_states(body_cutoff, batch), batch):
+            done["hook_states_removed"] += n
         counts = {k: done[k] for k in COUNT_KEYS}
     result = {
         "dry_run": dry_run,

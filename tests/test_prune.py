@@ -212,3 +212,75 @@ def test_prune_as_a_real_process_reports_ledger_counts_when_there_is_a_ledger(re
     assert r.code == 0, r.err
     if hasattr(ledger, "prune"):
         assert isinstance(r.json["ledger"], dict)
+
+
+def _hook(relay, event: str, sid: str, env: dict) -> None:
+    import json
+    from pathlib import Path
+
+    doc = json.loads((Path(__file__).parent / "fixtures" / "claude" / f"{event}.json")
+                     .read_text())
+    doc["session_id"] = sid
+    r = relay("hook", "claude", input=json.dumps(doc), env=env)
+    assert r.code == 0 and r.err == "", r
+
+
+def test_ended_sessions_and_their_hook_records_are_pruned_never_one_that_holds_work(
+        relay, tmp_path):
+    """Every join, `relay run` and Claude session start adds a session row; prune removes
+    those that ended more than the retention ago once no request or tombstone names them,
+    and the hook's bookkeeping with them. Active sessions and sessions holding work stay."""
+    env_file = tmp_path / "claude.env"
+    env_file.touch()
+    for i in range(3):  # a Claude session that starts, stops with work waiting, ends
+        claude = {"RELAY_PEER": "claude-1", "CLAUDE_ENV_FILE": str(env_file)}
+        _hook(relay, "session_start", f"sid-{i}", claude)
+        _hook(relay, "stop", f"sid-{i}", claude)
+        _hook(relay, "session_end", f"sid-{i}", claude)
+    for _ in range(4):
+        relay.join("idle")  # each join supersedes the previous one
+    alice = relay.join("alice", "--lease", "24h")
+    bob = relay.join("bob", "--lease", "24h")
+    rid = completed(relay, alice, bob)  # names alice's and bob's sessions
+    assert len(rows(relay, "sessions")) == 3 + 4 + 2, rows(relay, "sessions")
+    assert len(rows(relay, "hook_state")) >= 3
+
+    # 200 days later every lease has lapsed: only sessions some row still names may stay
+    dry = relay("prune", "--dry-run", "--json", env=at(200)).json
+    r = relay("prune", "--json", env=at(200))
+    assert r.code == 0, r.err
+    assert r.json["sessions_removed"] == dry["sessions_removed"]
+    assert r.json["hook_states_removed"] == dry["hook_states_removed"]
+    assert r.json["tombstones_removed"] == 1  # rid finished 200 days ago: gone, and with
+    assert r.json["sessions_removed"] == 3 + 4 + 2  # it the last row naming alice and bob
+    assert rows(relay, "sessions") == [] and rows(relay, "hook_state") == []
+    assert relay("show", rid, "--json", env=at(200)).code == 3
+    again = relay("prune", "--json", env=at(200)).json
+    assert again["sessions_removed"] == again["hook_states_removed"] == 0
+
+
+def test_prune_keeps_active_sessions_and_sessions_named_by_a_live_or_tombstoned_request(
+        relay, pair):
+    alice, bob = pair
+    carol = relay.join("carol", "--lease", "24h")
+    rid = new_id()
+    assert relay.send(carol, "bob", "hold this", request_id=rid).code == 0
+    bob_lease = relay.join("bob", "--lease", "24h")  # supersedes bob's first session
+    assert relay("claim", "--id", rid, "--json", env=bob_lease).code == 0  # holds work
+    relay("peers", "leave", env=alice)
+    before = {r[0]: r[3] for r in rows(relay, "sessions")}
+    r = relay("prune", "--older-than", "0", "--json")
+    assert r.code == 0, r.err
+    after = {r[0]: r[3] for r in rows(relay, "sessions")}
+    # alice's session (left, named by nothing) and bob's first one (superseded) are gone;
+    # carol's (active, sender of rid) and bob's second (active, holding rid) stay
+    assert r.json["sessions_removed"] == 2
+    assert set(after.values()) == {"active"} and len(after) == 2
+    assert set(after) < set(before)
+    # carol's session ends (superseded) while rid's row still names it: kept, so its
+    # ghost's retry still answers duplicate until the row is gone
+    relay.join("carol")
+    assert relay("prune", "--older-than", "0", "--json").json["sessions_removed"] == 0
+    ghost = relay("send", "--to", "bob", "--id", rid, "--json", "-", input="hold this",
+                  env=carol)
+    assert ghost.code == 0 and ghost.json["duplicate"] is True

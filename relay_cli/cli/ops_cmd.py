@@ -205,7 +205,9 @@ def prune(
     Final requests finished more than 30 days ago (--older-than) lose their text, reply
     and detail and stay as tombstones until 120 days after they finished; then they are
     removed. Expired drafts are removed. Finished `relay once` ledger entries are pruned the
-    same way (output dropped, tombstone kept). Requests that are not final are never touched.
+    same way (output dropped, tombstone kept). Sessions that ended more than D ago are
+    removed once no request or tombstone names them, and old hook records with them.
+    Requests that are not final and active sessions are never touched.
     """
     from .. import retention
 
@@ -226,6 +228,8 @@ def prune(
         ("tombstones removed", f"{result['tombstones_removed']} (with "
                                f"{result['events_removed']} events)"),
         ("drafts removed", result["drafts_removed"]),
+        ("sessions removed", f"{result['sessions_removed']} (ended, named by no request "
+                             f"left; hook records removed: {result['hook_states_removed']})"),
     ]
     ledger = result.get("ledger")
     if isinstance(ledger, dict):

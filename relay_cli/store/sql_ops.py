@@ -18,6 +18,18 @@ _DRAFT_REMOVABLE = (
     f"NOT EXISTS (SELECT 1 FROM requests r WHERE r.id = d.id AND {_BODY_KEPT}))"
 )
 
+# Sessions `prune` may remove: ended (left, lease lapsed, superseded) before the cutoff.
+# Of those it keeps every session a request row (or tombstone) or a draft still names, so
+# a ghost's very late retry still answers duplicate: true (unused_sessions).
+_SESSION_ENDED = (
+    "state != 'active' AND COALESCE(ended_at, lease_expires_at) < :body_cutoff"
+)
+# The hook's bookkeeping of a session that is not active, untouched since the cutoff.
+_HOOK_STATE_REMOVABLE = (
+    "h.updated_at < :body_cutoff AND NOT EXISTS "
+    "(SELECT 1 FROM sessions s WHERE s.id = h.session_id AND s.state = 'active')"
+)
+
 
 class OpsSQL:
     db: object  # Connection
@@ -102,6 +114,9 @@ class OpsSQL:
                 f"(SELECT id FROM requests WHERE {doomed})", p),
             "drafts_removed": self.db.scalar(
                 f"SELECT count(*) FROM drafts d WHERE {_DRAFT_REMOVABLE}", p),
+            "sessions_removed": len(self.unused_sessions(now, body_cutoff, tomb_cutoff)),
+            "hook_states_removed": self.db.scalar(
+                f"SELECT count(*) FROM hook_state h WHERE {_HOOK_STATE_REMOVABLE}", p),
         }
 
     def remove_old_tombstones(self, tomb_cutoff: int, limit: int) -> tuple[int, int]:
@@ -134,6 +149,48 @@ class OpsSQL:
         cur = self.db.execute(
             f"UPDATE requests SET text = NULL, reply = NULL, detail = NULL, pruned = 1 "
             f"WHERE id IN ({marks}) AND pruned = 0", ids)
+        return cur.rowcount
+
+    def unused_sessions(self, now: int, body_cutoff: int, tomb_cutoff: int) -> list[str]:
+        """Ids of sessions that ended before ``body_cutoff`` and that no request (row or
+        tombstone) or draft names, as sender or claimant, once this prune has removed the
+        rows it removes (so a dry run counts what the real run does): they hold no work
+        and answer no retry. Read in one snapshot without the write lock (one pass over
+        requests: there is no index on from_session); safe to act on later, because an
+        ended session never becomes active again and never gains a request."""
+        p = {"now": now, "body_cutoff": body_cutoff, "tomb_cutoff": tomb_cutoff}
+        ended = [r[0] for r in self.db.all(f"SELECT id FROM sessions WHERE {_SESSION_ENDED}", p)]
+        if not ended:
+            return []
+        import json
+
+        p["ids"] = json.dumps(ended)
+        kept = (f"NOT (r.state IN {_FINAL} AND r.finished_at IS NOT NULL "
+                "AND r.finished_at < :tomb_cutoff)")
+        named = {r[0] for r in self.db.all(
+            "SELECT r.from_session FROM requests r WHERE r.from_session IN "
+            f"(SELECT value FROM json_each(:ids)) AND {kept} UNION "
+            "SELECT r.claim_session FROM requests r WHERE r.claim_session IN "
+            f"(SELECT value FROM json_each(:ids)) AND {kept} UNION "
+            "SELECT d.from_session FROM drafts d WHERE d.from_session IN "
+            f"(SELECT value FROM json_each(:ids)) AND NOT ({_DRAFT_REMOVABLE})", p)}
+        return [i for i in ended if i not in named]
+
+    def remove_sessions(self, ids: list[str]) -> int:
+        """Delete these sessions (from ``unused_sessions``) unless one became active."""
+        import json
+
+        cur = self.db.execute(
+            "DELETE FROM sessions WHERE state != 'active' AND id IN "
+            "(SELECT value FROM json_each(?))", (json.dumps(ids),))
+        return cur.rowcount
+
+    def remove_hook_states(self, body_cutoff: int, limit: int) -> int:
+        cur = self.db.execute(
+            "DELETE FROM hook_state WHERE rowid IN (SELECT h.rowid FROM hook_state h "
+            f"WHERE {_HOOK_STATE_REMOVABLE} LIMIT :limit)",
+            {"body_cutoff": body_cutoff, "limit": limit},
+        )
         return cur.rowcount
 
     def remove_drafts(self, now: int, body_cutoff: int, limit: int) -> int:
