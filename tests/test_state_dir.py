@@ -318,3 +318,156 @@ def test_a_relative_home_is_made_absolute_and_exported_so(relay, tmp_path):
     exports = dict(line.removeprefix("export ").split("=", 1) for line in p.stdout.splitlines())
     assert exports["RELAY_HOME"] == str(work / "rel-home")
     assert (work / "rel-home" / "relay.db").exists()
+
+
+# ------------------------------------------------------------------ migrations, every version
+def _fill(db: sqlite3.Connection, version: int, now: int) -> dict:
+    """The rows relay of schema ``version`` would have written: peers, a session, requests
+    in several states (one a pruned tombstone) with their events, a draft, and, where the
+    version has them, ledger entries and the hook's bookkeeping. Returns the keys."""
+    from relay_cli.ledger import fingerprint as ledger_fingerprint
+    from relay_cli.lifecycle import fingerprint
+
+    day = 86400_000
+    cwd = os.getcwd()  # where the test's `relay once` calls run
+    db.execute("INSERT INTO peers VALUES ('alice', 'claude', ?, ?, NULL)", (now - day, now))
+    db.execute("INSERT INTO peers VALUES ('bob', 'codex', ?, ?, NULL)", (now - day, now))
+    db.execute("INSERT INTO sessions (id, peer, token_hash, state, created_at, lease_seconds, "
+               "lease_expires_at, ended_at) VALUES ('s-old', 'alice', 'h1', 'superseded', ?, "
+               "45, ?, ?)", (now - day, now - day + 45_000, now - day + 1000))
+    ids = {}
+    for n, (state, reason, pruned) in enumerate([
+            ("queued", None, 0), ("completed", None, 0), ("failed", "failed_by_recipient", 0),
+            ("delivery_unknown", "claim_lease_expired", 0), ("completed", None, 1),
+            ("expired", "request_expired", 1)]):
+        rid = f"00000000-0000-4000-8000-{n:012d}"
+        text = None if pruned else f"text {n} \u00e9\u2713"
+        fp = fingerprint(["alice", "bob", f"text {n} \u00e9\u2713", 3600, None, "unknown", 3,
+                          None])
+        final = state != "queued"
+        db.execute(
+            "INSERT INTO requests (id, fingerprint, from_peer, to_peer, from_session, text, "
+            "text_bytes, reply, state, reason, detail, created_at, updated_at, expires_at, "
+            "finished_at, ttl_seconds, max_attempts, on_lost, pruned, attempts) VALUES "
+            "(?, ?, 'alice', 'bob', 's-old', ?, 11, ?, ?, ?, ?, ?, ?, ?, ?, 3600, 3, 'unknown', "
+            "?, ?)",
+            (rid, fp, text, "done" if state == "completed" and not pruned else None, state,
+             reason, "why" if state == "failed" and not pruned else None, now - day + n,
+             now - n, now + day if state == "queued" else now - day + 3600_000,
+             now - n if final else None, pruned, 1 if final else 0))
+        db.execute("INSERT INTO events (request_id, at, from_state, to_state, reason, actor) "
+                   "VALUES (?, ?, NULL, 'queued', NULL, 'alice')", (rid, now - day + n))
+        if final:
+            db.execute("INSERT INTO events (request_id, at, from_state, to_state, reason, "
+                       "actor) VALUES (?, ?, 'queued', ?, ?, 'bob')", (rid, now - n, state,
+                                                                       reason))
+        ids[rid] = state
+    db.execute("INSERT INTO drafts (id, fingerprint, from_peer, to_peer, text, text_bytes, "
+               "ttl_seconds, on_lost, max_attempts, depth, created_at, expires_at) VALUES "
+               "('00000000-0000-4000-8000-0000000000dd', 'f', 'alice', 'bob', 'draft', 5, "
+               "3600, 'unknown', 3, 0, ?, ?)", (now, now + 3600_000))
+    keys = []
+    if version >= 2:
+        for key, state, extra in (
+                ("k-ok", "succeeded", {"exit_code": 0, "stdout": b"out\n", "stderr": b"",
+                                       "stdout_bytes": 4, "stderr_bytes": 0}),
+                ("k-fail", "failed", {"exit_code": 3, "stdout": b"", "stderr": b"bad\n",
+                                      "stdout_bytes": 0, "stderr_bytes": 4}),
+                ("k-lost", "running", {"pid": 2 ** 22 + 7, "process_start": "x:1",
+                                       "host": None}),
+                ("k-wait", "awaiting_approval", {"approve": 1}),
+                ("k-no", "denied", {"approve": 1, "decision": "denied",
+                                    "decided_by": "person:ana", "decided_at": now}),
+                ("k-tomb", "succeeded", {"exit_code": 0, "output_pruned_at": now,
+                                         "stdout_bytes": 9, "stderr_bytes": 0})):
+            values = {"key": key, "fingerprint": ledger_fingerprint(["echo", "hi"], cwd),
+                      "argv": '["echo","hi"]', "cwd": cwd, "state": state, "created_at": now - day,
+                      "updated_at": now - 1, "runs": 1, "started_at": now - day,
+                      "finished_at": now - 1 if state in ("succeeded", "failed") else None,
+                      **extra}
+            cols = ", ".join(values)
+            db.execute(f"INSERT INTO ledger ({cols}) VALUES ({', '.join('?' * len(values))})",
+                       list(values.values()))
+            keys.append(key)
+    if version >= 3:
+        db.execute("INSERT INTO hook_state VALUES ('s-old', 1, '[]', ?)", (now,))
+    db.commit()
+    return {"requests": ids, "keys": keys}
+
+
+def _build(path: Path, version: int, now: int, rows_of: int | None = None) -> dict:
+    """A relay.db exactly as relay of schema ``version`` made it: migrations 1..version,
+    holding the rows relay of schema ``rows_of`` (default: the same) would have written."""
+    from relay_cli.store.db import _split
+    from relay_cli.store.migrations import MIGRATIONS
+
+    path.mkdir(mode=0o700, parents=True)
+    db = sqlite3.connect(path / "relay.db")
+    db.execute("PRAGMA journal_mode = WAL")
+    for script in MIGRATIONS[:version]:
+        for statement in _split(script):
+            db.execute(statement)
+    db.execute(f"PRAGMA user_version = {version}")
+    db.commit()
+    content = _fill(db, version if rows_of is None else rows_of, now)
+    db.close()
+    os.chmod(path / "relay.db", 0o600)
+    return content
+
+
+def _read_back(relay, content: dict) -> dict:
+    """Everything relay shows of the rows: each request with its events, the list, each
+    ledger entry, and what a retry of each request and each finished key answers."""
+    seen = {"list": relay("list", "--all", "--json").json}
+    for rid in content["requests"]:
+        r = relay("show", rid, "--events", "--json")
+        assert r.code == 0, r.err
+        seen[rid] = r.json
+    for key in content["keys"]:
+        r = relay("ledger", "show", key, "--json")
+        assert r.code == 0, r.err
+        seen[key] = r.json
+    seen["ledger"] = relay("ledger", "list", "--json").json
+    return seen
+
+
+@pytest.mark.parametrize("version", range(1, LATEST))
+def test_a_database_of_every_earlier_schema_version_reads_back_the_same(relay, tmp_path,
+                                                                      version):
+    """A relay.db written at schema ``version`` (built from that prefix of the migrations)
+    opened by today's relay migrates to the latest schema in place and shows every
+    request, tombstone and ledger entry exactly as a database made at the latest version
+    with the same rows does."""
+    import time
+
+    now = int(time.time() * 1000)
+    old = tmp_path / f"v{version}"
+    content = _build(old, version, now)
+    fresh = tmp_path / "latest"
+    _build(fresh, LATEST, now, rows_of=version)
+    relay.home = old
+    migrated = _read_back(relay, content)
+    db = sqlite3.connect(old / "relay.db")
+    assert db.execute("PRAGMA user_version").fetchone()[0] == LATEST
+    assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    db.close()
+    relay.home = fresh
+    assert migrated == _read_back(relay, content)
+    # the promises behind the rows hold after the migration
+    relay.home = old
+    assert migrated["00000000-0000-4000-8000-000000000004"]["pruned"] is True
+    retry = relay("send", "--to", "bob", "--as", "alice", "--id",
+                  "00000000-0000-4000-8000-000000000004", "--json", "-",
+                  input="text 4 \u00e9\u2713")
+    assert retry.code == 0, retry.err
+    assert retry.json["duplicate"] is True and retry.json["state"] == "completed"
+    if version >= 2:
+        assert migrated["k-lost"]["state"] == "effect_unknown"
+        replay = relay("once", "--key", "k-ok", "--json", "--", "echo", "hi")
+        assert replay.code == 0 and replay.json["replayed"] is True
+        assert replay.json["stdout"] == "out\n"
+        assert relay("once", "--key", "k-fail", "--", "echo", "hi").code == 3
+        tomb = relay("once", "--key", "k-tomb", "--json", "--", "echo", "hi")
+        assert tomb.code == 0 and tomb.json["replayed"] and tomb.json["output_pruned"]
+        assert relay("once", "--key", "k-no", "--", "echo", "hi").code == 10
+        assert relay("once", "--key", "k-lost", "--", "echo", "hi").code == 11
