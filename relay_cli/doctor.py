@@ -308,6 +308,8 @@ def _guarded(report: Report, name: str, fn) -> None:
     except sqlite3.Error as e:
         err = relay_error_from_sqlite(e)
         report.add(name, FAIL, f"{err.code}: {err.message}")
+    except RelayError as err:  # a statement inside a transaction (already typed)
+        report.add(name, FAIL, f"{err.code}: {err.message}")
 
 
 def _check_schema(report: Report, version: int, has_tables: bool, latest: int) -> bool:

@@ -17,23 +17,41 @@ BUSY_TIMEOUT_S = 5.0
 # process: closing any descriptor of the file drops the process's POSIX locks on it, which
 # is how SQLite databases get corrupted. SQLite itself reports a foreign file (NOTADB).
 
+# Every SQLite result code, by what it means for the caller (design.md §7). The extended
+# codes (SQLITE_IOERR_WRITE, SQLITE_CONSTRAINT_TRIGGER, ...) start with their primary one.
 _BUSY = ("SQLITE_BUSY", "SQLITE_LOCKED")
-_STORAGE = ("SQLITE_FULL", "SQLITE_IOERR", "SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM")
-_CORRUPT = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
+_CORRUPT = ("SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_FORMAT", "SQLITE_SCHEMA")
+# The database could not, or would not, take the write; SQLite rolled the statement (or
+# the transaction) back, so nothing was half-written. SQLITE_CONSTRAINT here is a write
+# the database itself refused: a trigger or CHECK someone added to relay.db (relay's own
+# writes are checked before they are made).
+_STORAGE = ("SQLITE_FULL", "SQLITE_IOERR", "SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM",
+            "SQLITE_CONSTRAINT", "SQLITE_ABORT", "SQLITE_INTERRUPT", "SQLITE_TOOBIG",
+            "SQLITE_NOMEM", "SQLITE_NOLFS", "SQLITE_PROTOCOL", "SQLITE_AUTH", "SQLITE_RANGE",
+            "SQLITE_MISMATCH")
+# relay's own statements are fixed SQL: a plain SQL error means the tables are not the
+# ones this schema version has (someone changed them), except the few that are bugs.
+_SCHEMA_MISMATCH = ("no such table", "no such column", "no such index", "has no column")
 
 
 def relay_error_from_sqlite(e: sqlite3.Error) -> RelayError:
-    """Map a sqlite3 exception onto the taxonomy (busy / storage_error / database_corrupt)."""
+    """Map any sqlite3 exception onto the taxonomy: busy, database_corrupt, storage_error;
+    ``internal_error`` only for what can be a bug in relay (a malformed statement, misuse
+    of the driver)."""
     name = getattr(e, "sqlite_errorname", "") or ""
     msg = str(e)
     low = msg.lower()
-    if name.startswith(_BUSY) or "locked" in low:
+    if name.startswith(_BUSY) or (not name and "locked" in low):
         return RelayError("busy", f"the database is locked by another process ({msg})")
-    if name.startswith(_CORRUPT) or "malformed" in low or "not a database" in low:
-        return RelayError("database_corrupt", f"relay.db is not a readable database ({msg})")
-    if name.startswith(_STORAGE) or any(
+    if (name.startswith(_CORRUPT) or "malformed" in low or "not a database" in low
+            or (name in ("SQLITE_ERROR", "") and any(s in low for s in _SCHEMA_MISMATCH))):
+        return RelayError("database_corrupt", f"relay.db is not a readable relay database ({msg})")
+    if name.startswith("SQLITE_CONSTRAINT") or isinstance(e, sqlite3.IntegrityError):
+        return RelayError("storage_error", f"the database refused the write and rolled it "
+                          f"back ({msg}); nothing was changed")
+    if name.startswith(_STORAGE) or (not name and any(
         s in low for s in ("disk", "readonly", "read-only", "unable to open", "i/o")
-    ):
+    )):
         return RelayError("storage_error", f"the database could not be written ({msg})")
     return RelayError("internal_error", f"unexpected SQLite error: {msg}")
 
@@ -78,6 +96,9 @@ class Connection:
         self.in_tx = True
         try:
             yield self
+        except sqlite3.Error as e:  # a statement failed: typed for every caller (§7)
+            self._rollback()
+            raise relay_error_from_sqlite(e) from e
         except BaseException:
             self._rollback()
             raise
