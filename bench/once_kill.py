@@ -43,6 +43,7 @@ import time
 from pathlib import Path
 
 from .common import RELAY, base_env, print_machine, relay
+from .crash import _reap_group
 
 PAUSE_S = 5            # the test-only pause between spawn and commit (the kill ends it)
 KILL_WITHIN_S = 0.5    # the kill lands at a random moment this long into the pause
@@ -96,20 +97,6 @@ def _wait(predicate, limit: float) -> bool:
             return True
         time.sleep(0.01)
     return predicate()
-
-
-def _reap_group(pgid: int, limit: float) -> None:
-    end = time.monotonic() + limit
-    while time.monotonic() < end:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.02)
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def _pause_line(p: subprocess.Popen) -> str | None:
