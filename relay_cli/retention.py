@@ -17,8 +17,9 @@ removes the tombstones.
   claimant: so a ghost's very late retry still answers ``duplicate: true`` for as long
   as the request's tombstone lives, and a session holding work is never removed. An
   active session is never removed. A removed session's token answers
-  ``invalid_session``. The hook's bookkeeping (``hook_state``) of a session that is not
-  active is removed once untouched for the retention.
+  ``invalid_session``. The hook's bookkeeping of a session that is not active (its
+  ``hook_state`` row, its ``wake_waiters`` row) is removed once untouched for the
+  retention.
 
 Work happens in batches of ``BATCH`` rows, each its own short ``BEGIN IMMEDIATE``
 transaction with a pause after it, so other relay commands never wait long for the write
@@ -37,7 +38,7 @@ TOMBSTONE_S = 120 * 86400
 BATCH = 500
 
 COUNT_KEYS = ("requests_pruned", "tombstones_removed", "events_removed", "drafts_removed",
-              "sessions_removed", "hook_states_removed")
+              "sessions_removed", "hook_records_removed")
 
 
 def cutoffs(now: int, older_than_s: int) -> tuple[int, int]:
@@ -75,8 +76,8 @@ def prune(store, now: int, older_than_s: int = DEFAULT_RETENTION_S, dry_run: boo
         for i in range(0, len(unused), batch):
             with store.transaction():
                 done["sessions_removed"] += store.remove_sessions(unused[i:i + batch])
-        for n in _batches(store, lambda: store.remove_hook_states(body_cutoff, batch), batch):
-            done["hook_states_removed"] += n
+        for n in _batches(store, lambda: store.remove_hook_records(body_cutoff, batch), batch):
+            done["hook_records_removed"] += n
         counts = {k: done[k] for k in COUNT_KEYS}
     result = {
         "dry_run": dry_run,

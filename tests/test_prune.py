@@ -244,19 +244,26 @@ def test_ended_sessions_and_their_hook_records_are_pruned_never_one_that_holds_w
     rid = completed(relay, alice, bob)  # names alice's and bob's sessions
     assert len(rows(relay, "sessions")) == 3 + 4 + 2, rows(relay, "sessions")
     assert len(rows(relay, "hook_state")) >= 3
+    db = sqlite3.connect(relay.home / "relay.db")  # the row of a waiter that crashed
+    db.execute("INSERT INTO wake_waiters (session_id, peer, runtime, pid, host, started_at, "
+               "until_at) SELECT id, peer, 'claude', 1, 'h', created_at, created_at + 1000 "
+               "FROM sessions WHERE agent_session_id = 'sid-0'")
+    db.commit()
+    db.close()
 
     # 200 days later every lease has lapsed: only sessions some row still names may stay
     dry = relay("prune", "--dry-run", "--json", env=at(200)).json
     r = relay("prune", "--json", env=at(200))
     assert r.code == 0, r.err
     assert r.json["sessions_removed"] == dry["sessions_removed"]
-    assert r.json["hook_states_removed"] == dry["hook_states_removed"]
+    assert r.json["hook_records_removed"] == dry["hook_records_removed"]
     assert r.json["tombstones_removed"] == 1  # rid finished 200 days ago: gone, and with
     assert r.json["sessions_removed"] == 3 + 4 + 2  # it the last row naming alice and bob
     assert rows(relay, "sessions") == [] and rows(relay, "hook_state") == []
+    assert rows(relay, "wake_waiters") == []
     assert relay("show", rid, "--json", env=at(200)).code == 3
     again = relay("prune", "--json", env=at(200)).json
-    assert again["sessions_removed"] == again["hook_states_removed"] == 0
+    assert again["sessions_removed"] == again["hook_records_removed"] == 0
 
 
 def test_prune_keeps_active_sessions_and_sessions_named_by_a_live_or_tombstoned_request(

@@ -390,7 +390,8 @@ def _fill(db: sqlite3.Connection, version: int, now: int) -> dict:
                        list(values.values()))
             keys.append(key)
     if version >= 3:
-        db.execute("INSERT INTO hook_state VALUES ('s-old', 1, '[]', ?)", (now,))
+        db.execute("INSERT INTO hook_state (session_id, stop_blocks, blocked_ids, updated_at) "
+                   "VALUES ('s-old', 1, '[]', ?)", (now,))
     db.commit()
     return {"requests": ids, "keys": keys}
 

@@ -229,7 +229,7 @@ def prune(
                                f"{result['events_removed']} events)"),
         ("drafts removed", result["drafts_removed"]),
         ("sessions removed", f"{result['sessions_removed']} (ended, named by no request "
-                             f"left; hook records removed: {result['hook_states_removed']})"),
+                             f"left; hook records removed: {result['hook_records_removed']})"),
     ]
     ledger = result.get("ledger")
     if isinstance(ledger, dict):

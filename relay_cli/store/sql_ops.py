@@ -24,10 +24,15 @@ _DRAFT_REMOVABLE = (
 _SESSION_ENDED = (
     "state != 'active' AND COALESCE(ended_at, lease_expires_at) < :body_cutoff"
 )
-# The hook's bookkeeping of a session that is not active, untouched since the cutoff.
+# The hook's bookkeeping of a session that is not active (or gone), untouched since the
+# cutoff: its Stop-block record and its wake waiter's row.
 _HOOK_STATE_REMOVABLE = (
     "h.updated_at < :body_cutoff AND NOT EXISTS "
     "(SELECT 1 FROM sessions s WHERE s.id = h.session_id AND s.state = 'active')"
+)
+_WAITER_REMOVABLE = (
+    "w.started_at < :body_cutoff AND NOT EXISTS "
+    "(SELECT 1 FROM sessions s WHERE s.id = w.session_id AND s.state = 'active')"
 )
 
 
@@ -115,8 +120,10 @@ class OpsSQL:
             "drafts_removed": self.db.scalar(
                 f"SELECT count(*) FROM drafts d WHERE {_DRAFT_REMOVABLE}", p),
             "sessions_removed": len(self.unused_sessions(now, body_cutoff, tomb_cutoff)),
-            "hook_states_removed": self.db.scalar(
-                f"SELECT count(*) FROM hook_state h WHERE {_HOOK_STATE_REMOVABLE}", p),
+            "hook_records_removed": self.db.scalar(
+                f"SELECT count(*) FROM hook_state h WHERE {_HOOK_STATE_REMOVABLE}", p)
+            + self.db.scalar(
+                f"SELECT count(*) FROM wake_waiters w WHERE {_WAITER_REMOVABLE}", p),
         }
 
     def remove_old_tombstones(self, tomb_cutoff: int, limit: int) -> tuple[int, int]:
@@ -185,13 +192,19 @@ class OpsSQL:
             "(SELECT value FROM json_each(?))", (json.dumps(ids),))
         return cur.rowcount
 
-    def remove_hook_states(self, body_cutoff: int, limit: int) -> int:
-        cur = self.db.execute(
+    def remove_hook_records(self, body_cutoff: int, limit: int) -> int:
+        """Up to ``limit`` hook_state rows, then wake_waiters rows, of sessions that are
+        not active, untouched since ``body_cutoff``."""
+        p = {"body_cutoff": body_cutoff, "limit": limit}
+        n = self.db.execute(
             "DELETE FROM hook_state WHERE rowid IN (SELECT h.rowid FROM hook_state h "
-            f"WHERE {_HOOK_STATE_REMOVABLE} LIMIT :limit)",
-            {"body_cutoff": body_cutoff, "limit": limit},
-        )
-        return cur.rowcount
+            f"WHERE {_HOOK_STATE_REMOVABLE} LIMIT :limit)", p).rowcount
+        if n < limit:
+            p["limit"] = limit - n
+            n += self.db.execute(
+                "DELETE FROM wake_waiters WHERE rowid IN (SELECT w.rowid FROM wake_waiters w "
+                f"WHERE {_WAITER_REMOVABLE} LIMIT :limit)", p).rowcount
+        return n
 
     def remove_drafts(self, now: int, body_cutoff: int, limit: int) -> int:
         cur = self.db.execute(
