@@ -893,7 +893,7 @@ def test_a_persons_act_is_recorded_under_the_real_uid_not_logname(relay, tmp_pat
     master, slave = os.openpty()
     try:
         p = subprocess.run([sys.executable, "-m", "relay_cli", "approve", "who-ap",
-                            "--json"], stdin=slave, capture_output=True,
+                            "--yes", "--json"], stdin=slave, capture_output=True,
                            env=relay._env(fake), timeout=30)
     finally:
         os.close(master)
@@ -905,7 +905,7 @@ def test_a_persons_act_is_recorded_under_the_real_uid_not_logname(relay, tmp_pat
 def test_help_and_man_page_say_the_terminal_rule_stops_accidents_not_fake_terminals(relay):
     """The terminal rule is real (a pseudo-terminal passes it: in_pty above is exactly such
     a program), so every place that states it says what it stops and what it does not."""
-    for args in (("approve",), ("deny",), ("ledger", "resolve"), ("once",)):
+    for args in (("approve",), ("deny",), ("ledger", "resolve"), ("once",), ("resolve",)):
         r = relay.proc(*args, "--help")
         assert r.code == 0
         text = " ".join(r.out.split())
@@ -913,7 +913,7 @@ def test_help_and_man_page_say_the_terminal_rule_stops_accidents_not_fake_termin
         assert "accident" in text, args
     man = " ".join((Path(__file__).resolve().parents[1] / "man" / "relay.1").read_text()
                    .replace("\\-", "-").split())
-    assert man.count("fakes a terminal") >= 4
+    assert man.count("fakes a terminal") >= 5
     guide = " ".join(relay.proc("guide", "--for", "claude").out.split())
     assert "cannot approve it yourself" not in guide
     assert "fakes a terminal" in guide

@@ -224,7 +224,7 @@ def test_resolve_records_the_real_uids_user_whatever_logname_says(pair):
     claim(relay, bob, None, "--lease", "10s")
     at(relay, 11)
     r = relay("resolve", rid, "--outcome", "failed", "--json",
-              env={"LOGNAME": "ana", "USER": "ana"})
+              env={"LOGNAME": "ana", "USER": "ana"}, terminal=True)
     assert r.code == 0, r.err
     assert last_event(relay, rid)["actor"] == f"person:{pwd.getpwuid(os.getuid()).pw_name}"
 

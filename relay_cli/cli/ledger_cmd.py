@@ -457,7 +457,6 @@ def _confirm(out: Output, entry: dict) -> bool:
     return answer.strip().lower() in ("y", "yes")
 
 
-
 @app.command(epilog=examples(
     "relay deny deploy-42 --note 'not on a Friday'",
 ))

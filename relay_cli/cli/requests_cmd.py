@@ -647,7 +647,8 @@ def resolve(
 
     It is recorded as person:<user>. Check first whether the work happened: requeue queues it again for a recipient to claim.
     Refused unless standard input is a terminal (approval_needs_terminal): an agent's
-    shell must not settle work in a person's name.
+    shell must not settle work in a person's name. That stops accidents and habits, not a
+    program that fakes a terminal.
     """
     env = Env(json_, home)
     request_id = lifecycle.validate_ref(id_)
