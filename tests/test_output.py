@@ -206,11 +206,11 @@ def test_json_on_a_terminal_escapes_c1_del_bidi_and_zero_width_characters(relay)
 def test_a_shifted_clock_warns_on_a_terminal_and_stays_silent_when_piped(relay):
     relay.join("alice")
     offset = {"RELAY_TIME_OFFSET": str(8 * 86400)}
-    code, shown = _in_terminal(relay, "list", env=offset)
+    code, shown = relay.pty("list", env=offset, cols=200)
     assert code == 0
     assert "warning: RELAY_TIME_OFFSET=691200" in shown and "8d ahead" in shown
     assert "Never set it on a home in use" in shown
-    code, shown = _in_terminal(relay, "list")
+    code, shown = relay.pty("list", cols=200)
     assert code == 0 and "RELAY_TIME_OFFSET" not in shown
     piped = relay.proc("list", "--json", env=offset)
     assert piped.code == 0 and piped.err == ""  # scripts and tests see no extra stderr
