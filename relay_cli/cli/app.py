@@ -220,7 +220,12 @@ def _warn_offset(out: Output) -> None:
         except RelayError:
             return  # a malformed offset: the command itself reports invalid_duration
         if warning:
-            out.note(warning)
+            import shutil
+            import textwrap
+
+            width = shutil.get_terminal_size((80, 24)).columns
+            out.note(textwrap.fill(warning, width=max(40, min(width, 100)),
+                                   break_long_words=False, break_on_hyphens=False))
 
 
 def read_text(text: str | None, file: str | None, what: str = "text") -> str:
