@@ -507,7 +507,7 @@ def _wakeup_advice(s, value: str, now: int) -> tuple[str, str]:
                else "it sees requests when it runs `relay inbox` or `relay claim --wait`")
         if value in ("waiter", "hook"):
             how = "relay's hook ran for it"
-        return OK, f"nothing to install for a {kind} peer; {how}"
+        return OK, f"nothing to install for {'an' if kind[0] in 'aeiou' else 'a'} {kind} peer; {how}"
     if value == "waiter":
         return OK, (f"a wake waiter runs for its {runtime} session: a new request wakes it "
                     "(not evidence that the model reads it)")

@@ -282,7 +282,7 @@ def test_wakeup_per_active_peer(relay):
     assert checks["wakeup:x1"]["detail"].startswith("not_configured")
     assert "`relay hook install codex`" in checks["wakeup:x1"]["detail"]
     assert checks["wakeup:a1"]["status"] == "ok"  # nothing a person could install
-    assert "nothing to install for a aider peer" in checks["wakeup:a1"]["detail"]
+    assert "nothing to install for an aider peer" in checks["wakeup:a1"]["detail"]
     wake = {p["name"]: p["wakeup"] for p in r.json["active_peers"]}
     assert wake == {"a1": "not_configured", "c1": "not_configured", "c2": "hook",
                     "x1": "not_configured"}
