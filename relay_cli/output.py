@@ -10,6 +10,7 @@ import json
 import os
 import re
 import sys
+import weakref
 from dataclasses import dataclass, field
 
 from . import clock
@@ -76,6 +77,9 @@ def _escape_char(ch: str) -> str:
 
 
 NOT_YET = ("timeout", "nothing_to_claim")  # exit 75 of wait and claim --wait
+
+# The stderr streams that carry their one JSON error line already (design.md §7).
+_ERROR_LINE_WRITTEN: weakref.WeakSet = weakref.WeakSet()
 
 
 @dataclass(frozen=True)
@@ -166,14 +170,14 @@ class Output:
 
     def error(self, err: RelayError) -> None:
         if self.json_mode:
-            self.stderr.write(json.dumps({"error": err.to_dict()}) + "\n")
-        else:
-            # a wait that ran out means "not yet" (design.md §1), never an error
-            label = "not yet" if err.code in NOT_YET else "error"
-            self.stderr.write(f"relay: {label}: {err.code}: {inert_line(err.message)}\n")
-            self.stderr.write(f"hint: {inert(err.hint)}\n")
-            if err.retry_after is not None:
-                self.stderr.write(f"retry after: {err.to_dict()['retry_after_seconds']} s\n")
+            self._error_line(err.to_dict())
+            return
+        # a wait that ran out means "not yet" (design.md §1), never an error
+        label = "not yet" if err.code in NOT_YET else "error"
+        self.stderr.write(f"relay: {label}: {err.code}: {inert_line(err.message)}\n")
+        self.stderr.write(f"hint: {inert(err.hint)}\n")
+        if err.retry_after is not None:
+            self.stderr.write(f"retry after: {err.to_dict()['retry_after_seconds']} s\n")
         self.stderr.flush()
 
     def cannot_start(self, message: str, exit_code: int, hint: str) -> None:
@@ -181,13 +185,26 @@ class Output:
         (not executable) as a shell does. No design.md §7 code names this case; it is reported
         as ``usage_error`` with the shell's exit status."""
         if self.json_mode:
-            self.stderr.write(json.dumps({"error": {
+            self._error_line({
                 "code": "usage_error", "message": message, "hint": hint, "retryable": False,
                 "retry_after_seconds": None, "exit_code": exit_code,
-            }}) + "\n")
-        else:
-            self.stderr.write(f"relay: error: usage_error: {inert_line(message)}\n"
-                              f"hint: {inert_line(hint)}\n")
+            })
+            return
+        self.stderr.write(f"relay: error: usage_error: {inert_line(message)}\n"
+                          f"hint: {inert_line(hint)}\n")
+        self.stderr.flush()
+
+    def _error_line(self, error: dict) -> None:
+        """With --json, stderr carries one line, ``{"error": {...}}`` (design.md §7): the
+        first error of the call is that line; a later one on the same stream (``relay
+        run``'s heartbeat lost the session, then leaving failed) is not written."""
+        try:
+            if self.stderr in _ERROR_LINE_WRITTEN:
+                return
+            _ERROR_LINE_WRITTEN.add(self.stderr)
+        except TypeError:  # a stream that cannot be tracked: write, as before
+            pass
+        self.stderr.write(json.dumps({"error": error}) + "\n")
         self.stderr.flush()
 
     def waiting(self, text: str) -> None:
@@ -201,7 +218,11 @@ class Output:
         self.note(text)
 
     def note(self, text: str) -> None:
-        """A line for the person on stderr (never part of the JSON document)."""
+        """A line for the person on stderr -- in human output only. With --json, stderr
+        carries nothing but the one error line (design.md §7), so a note is not written:
+        whatever it tells must be a field of the JSON document."""
+        if self.json_mode:
+            return
         self.stderr.write(text + "\n")
         self.stderr.flush()
 

@@ -14,16 +14,28 @@ from conftest import new_id
 
 def at_terminal(relay, *args: str, typed: bytes = b"", env: dict | None = None):
     """Run relay in a real process whose standard input is a pseudo-terminal, with
-    ``typed`` already typed into it (stdout and stderr are pipes)."""
+    ``typed`` already typed into it (stdout and stderr are pipes). ``.terminal`` is what
+    relay wrote to that terminal (after the echo of what was typed)."""
     master, slave = os.openpty()
     try:
         if typed:
             os.write(master, typed)
-        return subprocess.run([sys.executable, "-m", "relay_cli", *args], stdin=slave,
-                              capture_output=True, text=True, env=relay._env(env), timeout=60)
+        p = subprocess.run([sys.executable, "-m", "relay_cli", *args], stdin=slave,
+                           capture_output=True, text=True, env=relay._env(env), timeout=60)
+        os.close(slave)
+        slave = None
+        shown = b""
+        try:
+            while chunk := os.read(master, 65536):
+                shown += chunk
+        except OSError:  # EIO: the terminal is closed at its other end and drained
+            pass
+        p.terminal = shown.decode(errors="replace").replace("\r\n", "\n")
+        return p
     finally:
         os.close(master)
-        os.close(slave)
+        if slave is not None:
+            os.close(slave)
 
 
 @pytest.fixture
@@ -104,8 +116,12 @@ def test_approve_does_nothing_unless_the_person_says_yes(awaiting, typed):
     before = relay.snapshot()
     p = at_terminal(relay, "approve", "deploy-1", "--json", typed=typed)
     assert p.returncode == 0, p.stderr
-    assert "not approved; nothing changed" in p.stderr
+    # with --json the question and its answer are on the terminal; stderr stays empty
+    assert "Approve it? [y/N]" in p.terminal
+    assert "not approved; nothing changed" in p.terminal and p.stderr == ""
     assert json.loads(p.stdout)["state"] == "awaiting_approval"
+    p = at_terminal(relay, "approve", "deploy-1", typed=typed)
+    assert p.returncode == 0 and "not approved; nothing changed" in p.stderr
     assert relay.snapshot() == before
     assert not marker.exists()
 

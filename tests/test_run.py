@@ -171,17 +171,18 @@ def test_claimed_work_becomes_delivery_unknown_when_the_child_ends(relay):
 
 def test_lease_is_renewed_and_a_superseded_session_is_reported(relay, tmp_path):
     """Two launchers at once (10 s leases, so a renewal every 3.3 s): one is left alone and
-    must renew; the other is superseded and must say so on stderr, without crashing."""
+    must renew; the other is superseded and must say so on stderr, without crashing --
+    with --json as its one error line (design.md §7), while its command goes on."""
     import threading
 
-    def start(name: str):
+    def start(name: str, *extra: str):
         stop, ready = tmp_path / f"stop-{name}", tmp_path / f"ready-{name}"
         child = (f"import os, time; open({str(ready)!r}, 'w').close()\n"
                  f"while not os.path.exists({str(stop)!r}): time.sleep(0.02)\n")
-        p = relay.popen("run", "--as", name, "--lease", "10s", "--", PY, "-c", child)
+        p = relay.popen("run", "--as", name, "--lease", "10s", *extra, "--", PY, "-c", child)
         return p, ready, stop
 
-    (pa, ready_a, stop_a), (pb, ready_b, stop_b) = start("ra"), start("rb")
+    (pa, ready_a, stop_a), (pb, ready_b, stop_b) = start("ra"), start("rb", "--json")
     err_b: list[str] = []
     noticed = threading.Event()
 
@@ -191,7 +192,8 @@ def test_lease_is_renewed_and_a_superseded_session_is_reported(relay, tmp_path):
             if b"peer_superseded" in line:
                 noticed.set()
 
-    threading.Thread(target=read_b, daemon=True).start()
+    reader = threading.Thread(target=read_b, daemon=True)
+    reader.start()
     try:
         _wait_for(ready_a)
         _wait_for(ready_b)
@@ -210,7 +212,9 @@ def test_lease_is_renewed_and_a_superseded_session_is_reported(relay, tmp_path):
     finally:
         pa.kill()
         pb.kill()
+    reader.join(timeout=20)  # all of rb's stderr, to its end
     assert "Traceback" not in "".join(err_b)
+    assert len(err_b) == 1 and json.loads(err_b[0])["error"]["code"] == "peer_superseded"
     assert _peer(relay, "rb")["active"] is True  # relay did not end the newer session
     assert _peer(relay, "ra")["active"] is False
 

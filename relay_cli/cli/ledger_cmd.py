@@ -5,6 +5,7 @@ Thin commands over ``relay_cli.ledger``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import sys
@@ -73,7 +74,8 @@ asking. A key made with --approve keeps needing approval after a person forgot i
 --json: stdout carries exactly one JSON document {key, state, argv, cwd, exit_code,
 signal, replayed, stdout, stderr, stdout_bytes, stderr_bytes, stdout_truncated,
 stderr_truncated, created_at, started_at, finished_at, ...}; CMD's stdout is then captured
-into the document (only its last 64 KiB), not streamed. CMD's stderr still streams.
+into the document (only its last 64 KiB), not streamed. CMD's stderr still streams; relay
+adds to it only its one error line, when the call fails.
 """
 
 
@@ -243,8 +245,9 @@ def once(
             detail="the same key and command",
         )
     if result.kind == "interrupted":
-        if env.json:
-            env.out.json({**(entry or {"key": key}), "replayed": False})
+        if env.json:  # the note's fact, as a field (design.md §7)
+            env.out.json({**(entry or {"key": key}), "replayed": False,
+                          "interrupted_by_signal": result.exit_code - 128})
         env.out.note(f"relay: {result.message}")
         return result.exit_code
     if result.kind == "not_started":
@@ -256,6 +259,8 @@ def once(
             "same key")
         return result.exit_code
     if env.json:
+        if result.kind == "unrecorded":  # the warning's fact, as fields (design.md §7)
+            entry = {**entry, "outcome_recorded": False, "warning": result.message}
         env.out.json(entry)
     elif result.kind == "replayed":
         _write_bytes(sys.stdout, result.raw[0])
@@ -412,7 +417,7 @@ def approve(
     """A person at a terminal approves a `relay once --approve` entry.
 
     Shows the exact command, its directory and the key, and asks before approving (--yes
-    skips the question). The waiting (or the next) `relay once` call with this key then
+    skips the question; with --json it asks on the terminal, not on stderr). The waiting (or the next) `relay once` call with this key then
     runs it, once. Refused unless standard input is a terminal (approval_needs_terminal).
     That stops an agent's non-interactive shell from approving by accident or habit; it
     does not stop a program that fakes a terminal (relay is no boundary between programs
@@ -427,8 +432,6 @@ def approve(
             shown = ledger.show(env.store, key)
         if shown["state"] == "awaiting_approval":
             if not _confirm(env.out, shown):
-                env.out.note("relay: not approved; nothing changed (the entry still awaits a "
-                             "decision; `relay deny KEY` refuses it)")
                 return _emit(env, {k: v for k, v in shown.items()
                                    if k not in ("stdout", "stderr", "stdout_truncated",
                                                 "stderr_truncated")})
@@ -440,21 +443,46 @@ def approve(
 
 def _confirm(out: Output, entry: dict) -> bool:
     """Show what would run and ask the person at the terminal; True for yes."""
-    out.note(
-        f"relay once is waiting to run this command, once:\n"
-        f"  command: {inert(ledger.command_text(entry['argv']))}\n"
-        f"  cwd:     {inert(entry['cwd'])}\n"
-        f"  key:     {inert(entry['key'])}"
-    )
-    out.stderr.write("Approve it? [y/N] ")
-    out.stderr.flush()
+    with _person(out) as say:
+        say.write(
+            f"relay once is waiting to run this command, once:\n"
+            f"  command: {inert(ledger.command_text(entry['argv']))}\n"
+            f"  cwd:     {inert(entry['cwd'])}\n"
+            f"  key:     {inert(entry['key'])}\n"
+            "Approve it? [y/N] ")
+        say.flush()
+        try:
+            answer = sys.stdin.readline()
+        except (OSError, ValueError):
+            answer = ""
+        if not answer.endswith("\n"):
+            say.write("\n")
+        if answer.strip().lower() in ("y", "yes"):
+            return True
+        say.write("relay: not approved; nothing changed (the entry still awaits a decision; "
+                  "`relay deny KEY` refuses it)\n")
+        say.flush()
+        return False
+
+
+@contextlib.contextmanager
+def _person(out: Output):
+    """Where approve talks with the person: stderr; with --json, whose stderr carries
+    nothing but an error line (design.md §7), the terminal that standard input is -- the
+    one the terminal rule requires and where the person types the answer."""
+    if not out.json_mode:
+        yield out.stderr
+        return
     try:
-        answer = sys.stdin.readline()
-    except (OSError, ValueError):
-        answer = ""
-    if not answer.endswith("\n"):
-        out.stderr.write("\n")
-    return answer.strip().lower() in ("y", "yes")
+        fd = os.open(os.ttyname(sys.stdin.fileno()), os.O_WRONLY | os.O_NOCTTY)
+    except (OSError, ValueError, AttributeError) as e:
+        raise RelayError(
+            "approval_needs_terminal",
+            f"`relay approve --json` asks its question on the terminal of standard input and "
+            f"cannot write to it ({e}); nothing changed. Read the entry with `relay ledger "
+            "show KEY`, then approve it with --yes") from None
+    with open(fd, "w", encoding="utf-8", errors="backslashreplace") as tty:
+        yield tty
 
 
 @app.command(epilog=examples(

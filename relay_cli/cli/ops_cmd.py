@@ -36,7 +36,7 @@ def run_(
     kind: KindOpt = None,
     lease: SessionLeaseOpt = None,
     json_: Annotated[
-        bool, typer.Option("--json", help="Print relay's own errors as one JSON line on stderr "
+        bool, typer.Option("--json", help="relay's own stderr: at most one JSON error line, no notes "
                            "(stdout always belongs to CMD).")
     ] = False,
     home: HomeOpt = None,
@@ -66,10 +66,10 @@ def run_(
             raise RelayError("internal_error", "relay run needs os.posix_spawn and "
                              "signal.sigtimedwait (Linux); this platform lacks them")
 
-        def report(item) -> None:
+        def report(item) -> None:  # with --json: at most one error line, no notes
             if isinstance(item, RelayError):
                 env.out.error(item)
-            elif not env.json:
+            else:
                 env.out.note(item)
 
         return launcher.run(lambda: _open(home), as_, kind, lease_s, argv, report)
