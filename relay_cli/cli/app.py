@@ -359,9 +359,10 @@ def _run(argv: list[str]) -> int:
         sys.stderr.write(e.format_message() + "\n")
         return 2
     except click_exc.ClickException as e:  # usage errors from parsing
-        if argv[:1] == ["hook"]:
+        if argv[:1] == ["hook"] and argv[1:2] not in (["install"], ["uninstall"]):
             # A hook must never break the agent (design.md §12): a typo in its settings
             # (`relay hook claude --kind`) exits 0 silently, like any other bad input.
+            # `hook install|uninstall` are a person's commands: theirs is a usage error.
             _debug()
             return 0
         err = RelayError("usage_error", _usage_message(e, click_exc))
