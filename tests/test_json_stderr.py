@@ -1,0 +1,922 @@
+"""With --json, stderr carries one line -- the error object -- on failure, and nothing on
+success, on every path of every command (design.md §7).
+
+The one parametrized test walks the live command tree (``relay_cli.schema.walk``): a
+command added without a case here fails it. Every asserted call runs the real `relay` in
+its own process with real file descriptors (pipes; a pseudo-terminal where a person's act
+or a waiting line needs one); setup runs in-process.
+
+The exceptions are those design.md §7 names: `wait`'s exit 75 (the request object on
+stdout and the `timeout` line on stderr), the bytes `once` and `run` pass through from the
+command they run (the commands run here write nothing to stderr; their pass-through is
+tested on its own below), and `relay hook claude|codex|gemini`, which speak the runtime's
+hook protocol (a waiter's exit 2 with relay's note on stderr).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import stat
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import pytest
+from conftest import Relay, new_id
+
+from relay_cli.errors import ERRORS
+
+FIXTURES = Path(__file__).parent / "fixtures"
+ERROR_KEYS = {"code", "message", "hint", "retryable", "retry_after_seconds", "exit_code"}
+RELAY = [sys.executable, "-m", "relay_cli"]
+HANG = 30  # seconds: a call that has not ended by then is broken
+
+
+def leaf_commands() -> list[str]:
+    from relay_cli import schema
+
+    return [ctx.command_path.removeprefix("relay ") for ctx, cmd in schema.walk()
+            if not hasattr(cmd, "list_commands")]
+
+
+# ------------------------------------------------------------------ running relay
+@dataclass
+class Ran:
+    code: int
+    out: str
+    err: str
+    tty: str  # what relay wrote to the pseudo-terminal (echo of typed input included)
+
+
+class World:
+    """A fresh home, with helpers that build the situation a case needs."""
+
+    def __init__(self, path: Path) -> None:
+        path.mkdir()
+        self.path = path
+        self.relay = Relay(path / "home")
+
+    def run(self, *args: str, env: dict | None = None, input: str = "", tty_in: bool = False,
+            typed: bytes = b"", tty_err: bool = False, cwd: Path | None = None) -> Ran:
+        """The real `relay` in its own process. Standard input is a pipe holding ``input``
+        (never the terminal pytest may run in), or a pseudo-terminal (``tty_in``) with
+        ``typed`` already typed; stderr is a pipe, or that pseudo-terminal (``tty_err``)."""
+        master = slave = None
+        if tty_in or tty_err:
+            master, slave = os.openpty()
+            if typed:
+                os.write(master, typed)
+        try:
+            p = subprocess.Popen(
+                [*RELAY, *args], env=self.relay._env(env), cwd=cwd,
+                stdin=slave if tty_in else subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=slave if tty_err else subprocess.PIPE)
+            out, err = p.communicate(None if tty_in else input.encode(), timeout=HANG)
+        finally:
+            if slave is not None:
+                os.close(slave)
+        tty = b""
+        if master is not None:
+            try:
+                while chunk := os.read(master, 65536):
+                    tty += chunk
+            except OSError:  # EIO: every end of the terminal is closed and it is drained
+                pass
+            os.close(master)
+        return Ran(p.returncode, out.decode(), (err or b"").decode(),
+                   tty.decode(errors="replace").replace("\r\n", "\n"))
+
+    # -------------------------------------------------------------- situations
+    def peers(self) -> tuple[dict, dict]:
+        return self.relay.join("alice", "--lease", "1h"), self.relay.join("bob", "--lease", "1h")
+
+    def sent(self) -> tuple[dict, dict, str]:
+        alice, bob = self.peers()
+        rid = new_id()
+        assert self.relay.send(alice, "bob", "do it", request_id=rid).code == 0
+        return alice, bob, rid
+
+    def claimed(self) -> tuple[dict, dict, str]:
+        alice, bob, rid = self.sent()
+        assert self.relay("claim", "--id", rid, "--json", env=bob).code == 0
+        return alice, bob, rid
+
+    def unknown(self) -> str:
+        """A request that became delivery_unknown: its claiming session left."""
+        alice, bob, rid = self.claimed()
+        assert self.relay("peers", "leave", env=bob).code == 0
+        return rid
+
+    def unsafe(self) -> None:
+        """A home open to others: every command that opens it refuses (unsafe_state_dir)."""
+        self.relay("peers", "add", "someone")
+        self.relay.home.chmod(0o755)
+
+    def awaiting(self, key: str = "k") -> None:
+        r = self.relay("once", "--key", key, "--approve", "--timeout", "0", "--json", "--",
+                       "true")
+        assert r.code == 75, r
+
+    def settings(self, text: str | None = None) -> dict:
+        """Claude Code's settings in a directory of this world (optionally with ``text``)."""
+        config = self.path / "claude"
+        if text is not None:
+            config.mkdir(exist_ok=True)
+            (config / "settings.json").write_text(text)
+        return {"CLAUDE_CONFIG_DIR": str(config)}
+
+    def hook_session(self) -> tuple[dict, str]:
+        """A Claude Code session whose SessionStart hook joined it (as the runtime does)."""
+        env_file = self.path / "claude.env"
+        env_file.touch()
+        env = {"RELAY_PEER": "agent-1", "CLAUDE_ENV_FILE": str(env_file)}
+        start = event("claude", "session_start")
+        assert self.relay("hook", "claude", input=start, env=env).code == 0
+        return env, json.loads(start)["session_id"]
+
+
+def event(runtime: str, name: str, **changes) -> str:
+    doc = json.loads((FIXTURES / runtime / f"{name}.json").read_text())
+    doc.update(changes)
+    return json.dumps(doc)
+
+
+# ------------------------------------------------------------------ the cases
+@dataclass
+class Case:
+    kind: str  # ok | refused | outcome | not_yet | protocol | silent
+    fn: Callable[[World], Ran]
+    code: str | None = None  # the error code of a refusal
+    exit: int | None = None  # the exit status, when not the code's own (or 0)
+    stdout: str = "document"  # document | optional | empty | any
+
+
+CASES: dict[str, list[Case]] = {}
+
+
+def case(command: str, kind: str, code: str | None = None, exit: int | None = None,
+         stdout: str | None = None):
+    default = {"ok": "document", "outcome": "document", "not_yet": "document",
+               "refused": "optional", "protocol": "empty", "silent": "empty"}[kind]
+
+    def register(fn):
+        CASES.setdefault(command, []).append(Case(kind, fn, code, exit, stdout or default))
+        return fn
+    return register
+
+
+# id, schema, guide
+@case("id", "ok")
+def _(w):
+    return w.run("id", "--json")
+
+
+@case("id", "refused", "usage_error")
+def _(w):
+    return w.run("id", "--json", "--nope")
+
+
+@case("schema", "ok")
+def _(w):
+    return w.run("schema", "--json")
+
+
+@case("schema", "refused", "usage_error")
+def _(w):
+    return w.run("schema", "--json", "--nope")
+
+
+@case("guide", "ok")
+def _(w):
+    return w.run("guide", "--for", "claude", "--json")
+
+
+@case("guide", "refused", "usage_error")
+def _(w):
+    return w.run("guide", "--for", "nobody", "--json")
+
+
+# requests
+@case("send", "ok")
+def _(w):
+    alice, bob = w.peers()
+    return w.run("send", "--to", "bob", "--id", new_id(), "--json", "-", input="hi", env=alice)
+
+
+@case("send", "ok")
+def _(w):  # without --id: the id a person is told about is the document's
+    alice, bob = w.peers()
+    return w.run("send", "--to", "bob", "--json", "hi", env=alice)
+
+
+@case("send", "ok")
+def _(w):  # a duplicate: "already sent" is the document's duplicate: true
+    alice, bob, rid = w.sent()
+    r = w.run("send", "--to", "bob", "--id", rid, "--json", "-", input="do it", env=alice)
+    assert json.loads(r.out)["duplicate"] is True
+    return r
+
+
+@case("send", "refused", "unknown_peer")
+def _(w):
+    alice, bob = w.peers()
+    return w.run("send", "--to", "nobody", "--json", "hi", env=alice)
+
+
+@case("prepare", "ok")
+def _(w):
+    alice, bob = w.peers()
+    return w.run("prepare", "--to", "bob", "--json", "hi", env=alice)
+
+
+@case("prepare", "refused", "self_message")
+def _(w):
+    alice, bob = w.peers()
+    return w.run("prepare", "--to", "alice", "--json", "hi", env=alice)
+
+
+@case("submit", "ok")
+def _(w):
+    alice, bob = w.peers()
+    draft = w.relay("prepare", "--to", "bob", "--json", "hi", env=alice).json["id"]
+    return w.run("submit", draft, "--json", env=alice)
+
+
+@case("submit", "refused", "prepared_not_found")
+def _(w):
+    alice, bob = w.peers()
+    return w.run("submit", new_id(), "--json", env=alice)
+
+
+@case("show", "ok")
+def _(w):
+    alice, bob, rid = w.sent()
+    return w.run("show", rid[:8], "--events", "--json")
+
+
+@case("show", "refused", "request_not_found")
+def _(w):
+    w.peers()
+    return w.run("show", new_id(), "--json")
+
+
+@case("list", "ok")
+def _(w):
+    w.sent()
+    return w.run("list", "--json")
+
+
+@case("list", "refused", "usage_error")
+def _(w):
+    return w.run("list", "--state", "nonsense", "--json")
+
+
+@case("wait", "ok")
+def _(w):
+    alice, bob, rid = w.claimed()
+    assert w.relay("reply", rid, "done", env=bob).code == 0
+    return w.run("wait", rid, "--json", env=alice)
+
+
+@case("wait", "outcome", exit=10)
+def _(w):
+    alice, bob, rid = w.claimed()
+    assert w.relay("fail", rid, "--reason", "no", env=bob).code == 0
+    return w.run("wait", rid, "--json", env=alice)
+
+
+@case("wait", "outcome", exit=11)
+def _(w):
+    return w.run("wait", w.unknown(), "--json")
+
+
+@case("wait", "not_yet", "timeout")
+def _(w):  # stderr on a terminal, where a person would be told what it waits for
+    alice, bob, rid = w.sent()
+    r = w.run("wait", rid, "--timeout", "1s", "--json", env=alice, tty_err=True)
+    assert json.loads(r.out)["id"] == rid
+    return Ran(r.code, r.out, r.tty, "")
+
+
+@case("wait", "refused", "request_not_found")
+def _(w):
+    w.peers()
+    return w.run("wait", new_id(), "--json")
+
+
+@case("cancel", "ok")
+def _(w):
+    alice, bob, rid = w.sent()
+    return w.run("cancel", rid, "--json", env=alice)
+
+
+@case("cancel", "refused", "not_owner")
+def _(w):
+    alice, bob, rid = w.sent()
+    return w.run("cancel", rid, "--json", env=bob)
+
+
+@case("inbox", "ok")
+def _(w):
+    alice, bob, rid = w.sent()
+    return w.run("inbox", "--json", env=bob)
+
+
+@case("inbox", "refused", "no_identity")
+def _(w):
+    return w.run("inbox", "--json")
+
+
+@case("claim", "ok")
+def _(w):
+    alice, bob, rid = w.sent()
+    return w.run("claim", "--json", env=bob)
+
+
+@case("claim", "refused", "nothing_to_claim")
+def _(w):  # stderr on a terminal, where a person would be told what it waits for
+    alice, bob = w.peers()
+    r = w.run("claim", "--wait", "1s", "--json", env=bob, tty_err=True)
+    return Ran(r.code, r.out, r.tty, "")
+
+
+@case("claim", "refused", "session_required")
+def _(w):
+    w.peers()
+    return w.run("claim", "--json", "--as", "bob")
+
+
+def _owned_act(command: str, *args: str):
+    @case(command, "ok")
+    def _(w):
+        alice, bob, rid = w.claimed()
+        return w.run(command, rid, *args, "--json", env=bob)
+
+    @case(command, "refused", "not_owner")
+    def _(w):
+        alice, bob, rid = w.claimed()
+        return w.run(command, rid, *args, "--json", env=alice)
+
+
+_owned_act("ack")
+_owned_act("reply", "done")
+_owned_act("fail", "--reason", "no")
+_owned_act("reject", "--reason", "no")
+
+
+@case("resolve", "ok")
+def _(w):
+    return w.run("resolve", w.unknown(), "--outcome", "failed", "--json", tty_in=True)
+
+
+@case("resolve", "refused", "approval_needs_terminal")
+def _(w):
+    return w.run("resolve", w.unknown(), "--outcome", "failed", "--json")
+
+
+@case("notices", "ok")
+def _(w):
+    alice, bob, rid = w.claimed()
+    assert w.relay("reply", rid, "done", env=bob).code == 0
+    return w.run("notices", "--json", env=alice)
+
+
+@case("notices", "refused", "no_identity")
+def _(w):
+    return w.run("notices", "--json")
+
+
+# operate
+@case("sweep", "ok")
+def _(w):
+    w.sent()
+    return w.run("sweep", "--json")
+
+
+@case("sweep", "refused", "unsafe_state_dir")
+def _(w):
+    w.unsafe()
+    return w.run("sweep", "--json")
+
+
+@case("prune", "ok")
+def _(w):
+    w.sent()
+    return w.run("prune", "--json")
+
+
+@case("prune", "ok")
+def _(w):
+    w.sent()
+    return w.run("prune", "--dry-run", "--older-than", "0s", "--json")
+
+
+@case("prune", "refused", "invalid_duration")
+def _(w):
+    return w.run("prune", "--older-than", "soon", "--json")
+
+
+@case("doctor", "ok")
+def _(w):
+    w.peers()
+    return w.run("doctor", "--json")
+
+
+@case("doctor", "ok")
+def _(w):  # --fix on a home with loose modes: what it tightened is in the document
+    w.unsafe()
+    (w.relay.home / "relay.db").chmod(0o644)
+    r = w.run("doctor", "--fix", "--json")
+    assert json.loads(r.out)["fixed"], r.out
+    assert stat.S_IMODE(w.relay.home.stat().st_mode) == 0o700
+    return r
+
+
+@case("doctor", "outcome", exit=7)
+def _(w):  # a failing check is the report's answer (ok: false), not an error line
+    w.unsafe()
+    return w.run("doctor", "--json")
+
+
+@case("doctor", "refused", "usage_error")
+def _(w):
+    return w.run("doctor", "--json", "--nope")
+
+
+@case("watch", "ok")
+def _(w):
+    w.sent()
+    return w.run("watch", "--json")
+
+
+@case("watch", "refused", "unsafe_state_dir")
+def _(w):
+    w.unsafe()
+    return w.run("watch", "--json")
+
+
+@case("run", "ok", stdout="empty")
+def _(w):
+    return w.run("run", "--as", "worker", "--json", "--", "true")
+
+
+@case("run", "ok", stdout="empty")
+def _(w):  # the command leaves claimed work behind: it became delivery_unknown on leaving
+    alice, bob = w.peers()
+    assert w.relay("peers", "add", "worker").code == 0
+    assert w.relay.send(alice, "worker", "x").code == 0
+    claim = shlex.join([*RELAY, "claim", "--json"])
+    r = w.run("run", "--as", "worker", "--json", "--", "sh", "-c", f"{claim} >/dev/null")
+    assert w.relay("list", "--state", "delivery_unknown", "--json").json["requests"]
+    return r
+
+
+@case("run", "refused", "usage_error")
+def _(w):
+    return w.run("run", "--json", "--", "true")
+
+
+@case("run", "refused", "usage_error", exit=127)
+def _(w):
+    return w.run("run", "--as", "worker", "--json", "--", str(w.path / "no-such-program"))
+
+
+@case("run", "refused", "unsafe_state_dir")
+def _(w):
+    w.unsafe()
+    return w.run("run", "--as", "worker", "--json", "--", "true")
+
+
+# peers
+@case("peers join", "ok")
+def _(w):
+    return w.run("peers", "join", "carol", "--kind", "claude", "--json")
+
+
+@case("peers join", "ok")
+def _(w):  # joining a live name supersedes it: the document says so through its fields
+    w.relay.join("carol")
+    return w.run("peers", "join", "carol", "--shell", "--json")
+
+
+@case("peers join", "refused", "invalid_name")
+def _(w):
+    return w.run("peers", "join", "Not A Name", "--json")
+
+
+@case("peers add", "ok")
+def _(w):
+    return w.run("peers", "add", "carol", "--json")
+
+
+@case("peers add", "refused", "invalid_name")
+def _(w):
+    return w.run("peers", "add", "Carol", "--json")
+
+
+@case("peers heartbeat", "ok")
+def _(w):
+    alice, bob = w.peers()
+    return w.run("peers", "heartbeat", "--json", env=alice)
+
+
+@case("peers heartbeat", "refused", "lease_expired")
+def _(w):
+    alice, bob = w.peers()
+    return w.run("peers", "heartbeat", "--json", env={**alice, "RELAY_TIME_OFFSET": "7200"})
+
+
+@case("peers leave", "ok")
+def _(w):  # with claimed work, which becomes delivery_unknown
+    alice, bob, rid = w.claimed()
+    return w.run("peers", "leave", "--json", env=bob)
+
+
+@case("peers leave", "refused", "invalid_session")
+def _(w):
+    alice, bob = w.peers()
+    assert w.relay("peers", "leave", env=bob).code == 0
+    return w.run("peers", "leave", "--json", env=bob)
+
+
+@case("peers list", "ok")
+def _(w):
+    w.peers()
+    return w.run("peers", "list", "--json")
+
+
+@case("peers list", "refused", "unsafe_state_dir")
+def _(w):
+    w.unsafe()
+    return w.run("peers", "list", "--json")
+
+
+# the side-effect ledger
+@case("once", "ok")
+def _(w):
+    return w.run("once", "--key", "k", "--json", "--", "true")
+
+
+@case("once", "ok")
+def _(w):  # a replay: "replayed" is the document's replayed: true
+    assert w.relay("once", "--key", "k", "--", "true").code == 0
+    r = w.run("once", "--key", "k", "--json", "--", "true")
+    assert json.loads(r.out)["replayed"] is True
+    return r
+
+
+@case("once", "ok")
+def _(w):  # approved while it waited: it runs, and says nothing on stderr
+    p = subprocess.Popen([*RELAY, "once", "--key", "k", "--approve", "--timeout", "1m",
+                          "--json", "--", "true"], env=w.relay._env(None),
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        end = time.monotonic() + HANG
+        while w.relay("ledger", "show", "k", "--json").out.find('"awaiting_approval"') < 0:
+            assert time.monotonic() < end, "once never asked for approval"
+            time.sleep(0.02)
+        approved = w.run("approve", "k", "--yes", "--json", tty_in=True)
+        assert approved.code == 0, approved
+        out, err = p.communicate(timeout=HANG)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    doc = json.loads(out)
+    assert doc["state"] == "succeeded" and doc["decision"] == "approved", doc
+    return Ran(p.returncode, out.decode(), err.decode(), "")
+
+
+@case("once", "refused", "timeout")
+def _(w):  # needs a person: command, cwd and key are fields of the document
+    r = w.run("once", "--key", "k", "--approve", "--timeout", "0", "--json", "--", "true")
+    doc = json.loads(r.out)
+    assert (doc["key"], doc["state"], doc["argv"], doc["cwd"]) == (
+        "k", "awaiting_approval", ["true"], os.getcwd())
+    return r
+
+
+@case("once", "refused", "denied")
+def _(w):
+    w.awaiting()
+    assert w.run("deny", "k", "--json", tty_in=True).code == 0
+    return w.run("once", "--key", "k", "--approve", "--timeout", "0", "--json", "--", "true")
+
+
+@case("once", "refused", "key_conflict")
+def _(w):
+    assert w.relay("once", "--key", "k", "--", "true").code == 0
+    return w.run("once", "--key", "k", "--json", "--", "false")
+
+
+@case("once", "refused", "usage_error", exit=127)
+def _(w):
+    return w.run("once", "--key", "k", "--json", "--", str(w.path / "no-such-program"))
+
+
+@case("approve", "ok")
+def _(w):
+    w.awaiting()
+    return w.run("approve", "k", "--yes", "--json", tty_in=True)
+
+
+@case("approve", "ok")
+def _(w):  # the question is for the person at the terminal, not for stderr
+    w.awaiting()
+    r = w.run("approve", "k", "--json", tty_in=True, typed=b"y\n")
+    assert "Approve it? [y/N]" in r.tty and "command: true" in r.tty, r.tty
+    assert json.loads(r.out)["state"] == "approved"
+    return r
+
+
+@case("approve", "ok")
+def _(w):  # not approved: the entry as it still is, and the person was told at the terminal
+    w.awaiting()
+    r = w.run("approve", "k", "--json", tty_in=True, typed=b"n\n")
+    assert "not approved; nothing changed" in r.tty, r.tty
+    assert json.loads(r.out)["state"] == "awaiting_approval"
+    return r
+
+
+@case("approve", "refused", "approval_needs_terminal")
+def _(w):
+    w.awaiting()
+    return w.run("approve", "k", "--yes", "--json", input="y\n")
+
+
+@case("approve", "refused", "ledger_key_not_found")
+def _(w):
+    return w.run("approve", "nothing-here", "--json", tty_in=True, typed=b"y\n")
+
+
+@case("deny", "ok")
+def _(w):
+    w.awaiting()
+    return w.run("deny", "k", "--note", "not today", "--json", tty_in=True)
+
+
+@case("deny", "refused", "approval_needs_terminal")
+def _(w):
+    w.awaiting()
+    return w.run("deny", "k", "--json")
+
+
+@case("ledger list", "ok")
+def _(w):
+    w.awaiting()
+    return w.run("ledger", "list", "--json")
+
+
+@case("ledger list", "refused", "usage_error")
+def _(w):
+    return w.run("ledger", "list", "--state", "nonsense", "--json")
+
+
+@case("ledger show", "ok")
+def _(w):
+    assert w.relay("once", "--key", "k", "--", "true").code == 0
+    return w.run("ledger", "show", "k", "--json")
+
+
+@case("ledger show", "refused", "ledger_key_not_found")
+def _(w):
+    return w.run("ledger", "show", "nothing-here", "--json")
+
+
+@case("ledger resolve", "ok")
+def _(w):
+    assert w.relay("once", "--key", "k", "--", "true").code == 0
+    return w.run("ledger", "resolve", "k", "--outcome", "forget", "--json")
+
+
+@case("ledger resolve", "refused", "approval_needs_terminal")
+def _(w):
+    w.awaiting()
+    return w.run("ledger", "resolve", "k", "--outcome", "forget", "--json")
+
+
+# hooks: the runtime's protocol, whatever --json says
+for _runtime in ("claude", "codex", "gemini"):
+    @case(f"hook {_runtime}", "ok", stdout="any")
+    def _(w, runtime=_runtime):
+        return w.run("hook", runtime, "--json", input=event(runtime, "session_start"))
+
+    @case(f"hook {_runtime}", "silent")
+    def _(w, runtime=_runtime):  # bad input: a hook never breaks the agent
+        return w.run("hook", runtime, "--json", input="{not json")
+
+
+@case("hook claude", "protocol", exit=2)
+def _(w):  # the waiter wakes Claude Code: exit 2, relay's note on stderr (asyncRewake)
+    env, sid = w.hook_session()
+    alice = w.relay.join("alice")
+    assert w.relay.send(alice, "agent-1", "x").code == 0
+    return w.run("hook", "claude", "--wake", "--json", env=env,
+                 input=event("claude", "stop", session_id=sid))
+
+
+@case("hook install", "ok")
+def _(w):
+    return w.run("hook", "install", "claude", "--json", env=w.settings())
+
+
+@case("hook install", "ok")
+def _(w):  # a second install changes nothing
+    assert w.relay("hook", "install", "claude", env=w.settings()).code == 0
+    r = w.run("hook", "install", "claude", "--json", env=w.settings())
+    assert json.loads(r.out)["changed"] is False
+    return r
+
+
+@case("hook install", "refused", "usage_error")
+def _(w):
+    return w.run("hook", "install", "claude", "--json", env=w.settings("{not json"))
+
+
+@case("hook install", "refused", "usage_error")
+def _(w):  # a typo in install's own options is a usage error, not a hook's silence
+    return w.run("hook", "install", "claude", "--nope", "--json", env=w.settings())
+
+
+@case("hook uninstall", "ok")
+def _(w):
+    assert w.relay("hook", "install", "claude", env=w.settings()).code == 0
+    return w.run("hook", "uninstall", "claude", "--json", env=w.settings())
+
+
+@case("hook uninstall", "refused", "usage_error")
+def _(w):
+    return w.run("hook", "uninstall", "claude", "--json", env=w.settings("[]"))
+
+
+# ------------------------------------------------------------------ the checks
+def one_document(out: str) -> dict:
+    """stdout is exactly one JSON document (``relay schema`` indents its one)."""
+    assert out.endswith("\n"), f"stdout is not one JSON document: {out[:300]!r}"
+    return json.loads(out)
+
+
+def error_line(ran: Ran) -> dict:
+    """stderr is exactly one line, {"error": {...}} with exactly the documented keys."""
+    assert ran.err.endswith("\n") and ran.err.count("\n") == 1, \
+        f"stderr is not exactly one line: {ran.err!r}"
+    doc = json.loads(ran.err)
+    assert list(doc) == ["error"], doc
+    err = doc["error"]
+    assert set(err) == ERROR_KEYS, err
+    assert err["code"] in ERRORS, err
+    assert err["exit_code"] == ran.code, (err, ran.code)
+    assert isinstance(err["message"], str) and err["message"]
+    assert isinstance(err["hint"], str) and err["hint"]
+    assert isinstance(err["retryable"], bool)
+    assert err["retry_after_seconds"] is None or isinstance(err["retry_after_seconds"],
+                                                            (int, float))
+    return err
+
+
+def check(c: Case, ran: Ran) -> None:
+    if c.kind in ("ok", "outcome", "silent"):
+        assert ran.code == (c.exit or 0), ran
+        assert ran.err == "", f"stderr is not empty: {ran.err!r}"
+    elif c.kind in ("refused", "not_yet"):
+        err = error_line(ran)
+        assert err["code"] == c.code, err
+        assert ran.code == (c.exit or ERRORS[c.code].exit_code), ran
+    elif c.kind == "protocol":
+        assert ran.code == c.exit, ran
+        assert ran.err.startswith("[relay] ") and ran.err.count("\n") == 1, ran.err
+    if c.stdout == "document":
+        one_document(ran.out)
+    elif c.stdout == "optional":
+        assert ran.out == "" or one_document(ran.out)
+    elif c.stdout == "empty":
+        assert ran.out == "", ran.out
+
+
+@pytest.mark.parametrize("command", leaf_commands())
+def test_json_stderr_is_empty_on_success_and_one_error_line_on_failure(command, tmp_path):
+    cases = CASES.get(command, [])
+    kinds = {c.kind for c in cases}
+    needed = {"ok", "silent"} if command.startswith("hook ") and command.split()[1] in (
+        "claude", "codex", "gemini") else {"ok", "refused"}
+    assert needed <= kinds, (
+        f"`relay {command}` needs a success and a refusal with --json in {__file__} "
+        f"(has {sorted(kinds) or 'none'})")
+    failures = []
+    for i, c in enumerate(cases):
+        try:
+            check(c, c.fn(World(tmp_path / f"case-{i}")))
+        except AssertionError as e:
+            failures.append(f"case {i} ({c.kind} {c.code or ''}): {e}")
+    assert not failures, f"relay {command} --json:\n" + "\n".join(failures)
+
+
+def test_every_case_names_a_live_command():
+    assert sorted(set(CASES) - set(leaf_commands())) == []
+
+
+# ------------------------------------------------------------------ the exceptions, and more
+CHILD_STDERR = b"\xff not utf-8, \x1b[31mescapes\x1b[0m, no newline"
+
+
+@pytest.mark.parametrize("command", [["once", "--key", "k"], ["run", "--as", "worker"]])
+def test_the_command_s_own_stderr_passes_through_untouched(command, tmp_path):
+    """What the command run by `once` or `run` writes to stderr is its own output: it
+    passes through byte for byte, and relay adds nothing to it."""
+    w = World(tmp_path / "w")
+    script = "import sys; sys.stderr.buffer.write(%r)" % CHILD_STDERR
+    p = subprocess.run([*RELAY, *command, "--json", "--", sys.executable, "-c", script],
+                       env=w.relay._env(None), input=b"", capture_output=True, timeout=HANG)
+    assert p.returncode == 0, p
+    assert p.stderr == CHILD_STDERR
+    if command[0] == "once":  # and the document holds what was captured
+        doc = json.loads(p.stdout)
+        assert doc["stderr_bytes"] == len(CHILD_STDERR) and doc["replayed"] is False
+
+
+def test_once_interrupted_while_it_waits_for_a_person(tmp_path):
+    """Stopped by a signal: exit 128+N and nothing on stderr (nothing failed; it was
+    stopped); the document says which signal, and that nothing ran."""
+    import signal
+
+    w = World(tmp_path / "w")
+    p = subprocess.Popen([*RELAY, "once", "--key", "k", "--approve", "--timeout", "1m",
+                          "--json", "--", "true"], env=w.relay._env(None),
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        end = time.monotonic() + HANG
+        while '"awaiting_approval"' not in w.relay("ledger", "show", "k", "--json").out:
+            assert time.monotonic() < end, "once never asked for approval"
+            time.sleep(0.02)
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=HANG)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 128 + signal.SIGTERM
+    assert err == b""
+    doc = json.loads(out)
+    assert doc["interrupted_by_signal"] == signal.SIGTERM
+    assert doc["state"] == "awaiting_approval" and doc["replayed"] is False
+
+
+def test_once_whose_outcome_could_not_be_recorded_says_so_in_the_document(tmp_path):
+    """The entry changed while the command ran: what the warning told a person is in the
+    document (outcome_recorded, warning), not on stderr."""
+    from relay_cli.store import open_store
+
+    w = World(tmp_path / "w")
+    go = tmp_path / "go"
+    p = subprocess.Popen([*RELAY, "once", "--key", "k", "--json", "--", "sh", "-c",
+                          f"while [ ! -e {shlex.quote(str(go))} ]; do sleep 0.02; done"],
+                         env=w.relay._env(None), stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        end = time.monotonic() + HANG
+        while '"child_pid": null' in (shown := w.relay("ledger", "show", "k", "--json").out) \
+                or not shown:
+            assert time.monotonic() < end, "the command never started"
+            time.sleep(0.02)
+        store = open_store(w.relay.home)
+        try:
+            with store.transaction():
+                store.update_ledger("k", {"state": "forgotten"})
+        finally:
+            store.close()
+        go.touch()
+        out, err = p.communicate(timeout=HANG)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 0 and err == b""
+    doc = json.loads(out)
+    assert doc["outcome_recorded"] is False and "not recorded" in doc["warning"]
+    assert doc["exit_code"] == 0
+
+
+def test_with_json_a_note_is_never_written_and_the_first_error_is_the_one_line():
+    """The rule is in Output itself, so a new note or a second error cannot add a line."""
+    import io
+
+    from relay_cli.errors import RelayError
+    from relay_cli.output import Output
+
+    err = io.StringIO()
+    out = Output(json_mode=True, stdout=io.StringIO(), stderr=err)
+    out.note("relay: a note for a person")
+    assert err.getvalue() == ""
+    out.error(RelayError("lease_expired", "the session lapsed"))
+    Output(json_mode=True, stderr=err).error(RelayError("busy", "then this"))
+    out.cannot_start("cannot start", 127, "fix it")
+    assert [json.loads(ln)["error"]["code"] for ln in err.getvalue().splitlines()] == [
+        "lease_expired"]
+    human = io.StringIO()
+    Output(json_mode=False, stderr=human).note("relay: a note for a person")
+    assert human.getvalue() == "relay: a note for a person\n"
