@@ -170,35 +170,32 @@ def case(command: str, kind: str, code: str | None = None, exit: int | None = No
     return register
 
 
-# id, schema, guide
-@case("id", "ok")
-def _(w):
-    return w.run("id", "--json")
-
-
-@case("id", "refused", "usage_error")
-def _(w):
-    return w.run("id", "--json", "--nope")
-
-
-@case("schema", "ok")
-def _(w):
-    return w.run("schema", "--json")
-
-
-@case("schema", "refused", "usage_error")
-def _(w):
-    return w.run("schema", "--json", "--nope")
-
-
-@case("guide", "ok")
-def _(w):
-    return w.run("guide", "--for", "claude", "--json")
-
-
-@case("guide", "refused", "usage_error")
-def _(w):
-    return w.run("guide", "--for", "nobody", "--json")
+# calls that need nothing set up first: (command, kind, error code, argv)
+PLAIN = [
+    ("id", "ok", None, ["id", "--json"]),
+    ("id", "refused", "usage_error", ["id", "--json", "--nope"]),
+    ("schema", "ok", None, ["schema", "--json"]),
+    ("schema", "refused", "usage_error", ["schema", "--json", "--nope"]),
+    ("guide", "ok", None, ["guide", "--for", "claude", "--json"]),
+    ("guide", "refused", "usage_error", ["guide", "--for", "nobody", "--json"]),
+    ("list", "refused", "usage_error", ["list", "--state", "nonsense", "--json"]),
+    ("inbox", "refused", "no_identity", ["inbox", "--json"]),
+    ("notices", "refused", "no_identity", ["notices", "--json"]),
+    ("prune", "refused", "invalid_duration", ["prune", "--older-than", "soon", "--json"]),
+    ("doctor", "refused", "usage_error", ["doctor", "--json", "--nope"]),
+    ("run", "refused", "usage_error", ["run", "--json", "--", "true"]),
+    ("peers join", "ok", None, ["peers", "join", "carol", "--kind", "claude", "--json"]),
+    ("peers join", "refused", "invalid_name", ["peers", "join", "Not A Name", "--json"]),
+    ("peers add", "ok", None, ["peers", "add", "carol", "--json"]),
+    ("peers add", "refused", "invalid_name", ["peers", "add", "Carol", "--json"]),
+    ("once", "ok", None, ["once", "--key", "k", "--json", "--", "true"]),
+    ("ledger list", "refused", "usage_error",
+     ["ledger", "list", "--state", "nonsense", "--json"]),
+    ("ledger show", "refused", "ledger_key_not_found",
+     ["ledger", "show", "nothing-here", "--json"]),
+]
+for _command, _kind, _code, _argv in PLAIN:
+    case(_command, _kind, _code)(lambda w, argv=_argv: w.run(*argv))
 
 
 # requests
@@ -271,11 +268,6 @@ def _(w):
     return w.run("list", "--json")
 
 
-@case("list", "refused", "usage_error")
-def _(w):
-    return w.run("list", "--state", "nonsense", "--json")
-
-
 @case("wait", "ok")
 def _(w):
     alice, bob, rid = w.claimed()
@@ -325,11 +317,6 @@ def _(w):
 def _(w):
     alice, bob, rid = w.sent()
     return w.run("inbox", "--json", env=bob)
-
-
-@case("inbox", "refused", "no_identity")
-def _(w):
-    return w.run("inbox", "--json")
 
 
 @case("claim", "ok")
@@ -386,11 +373,6 @@ def _(w):
     return w.run("notices", "--json", env=alice)
 
 
-@case("notices", "refused", "no_identity")
-def _(w):
-    return w.run("notices", "--json")
-
-
 # operate
 @case("sweep", "ok")
 def _(w):
@@ -416,11 +398,6 @@ def _(w):
     return w.run("prune", "--dry-run", "--older-than", "0s", "--json")
 
 
-@case("prune", "refused", "invalid_duration")
-def _(w):
-    return w.run("prune", "--older-than", "soon", "--json")
-
-
 @case("doctor", "ok")
 def _(w):
     w.peers()
@@ -441,11 +418,6 @@ def _(w):  # --fix on a home with loose modes: what it tightened is in the docum
 def _(w):  # a failing check is the report's answer (ok: false), not an error line
     w.unsafe()
     return w.run("doctor", "--json")
-
-
-@case("doctor", "refused", "usage_error")
-def _(w):
-    return w.run("doctor", "--json", "--nope")
 
 
 @case("watch", "ok")
@@ -476,11 +448,6 @@ def _(w):  # the command leaves claimed work behind: it became delivery_unknown 
     return r
 
 
-@case("run", "refused", "usage_error")
-def _(w):
-    return w.run("run", "--json", "--", "true")
-
-
 @case("run", "refused", "usage_error", exit=127)
 def _(w):
     return w.run("run", "--as", "worker", "--json", "--", str(w.path / "no-such-program"))
@@ -494,29 +461,9 @@ def _(w):
 
 # peers
 @case("peers join", "ok")
-def _(w):
-    return w.run("peers", "join", "carol", "--kind", "claude", "--json")
-
-
-@case("peers join", "ok")
 def _(w):  # joining a live name supersedes it: the document says so through its fields
     w.relay.join("carol")
     return w.run("peers", "join", "carol", "--shell", "--json")
-
-
-@case("peers join", "refused", "invalid_name")
-def _(w):
-    return w.run("peers", "join", "Not A Name", "--json")
-
-
-@case("peers add", "ok")
-def _(w):
-    return w.run("peers", "add", "carol", "--json")
-
-
-@case("peers add", "refused", "invalid_name")
-def _(w):
-    return w.run("peers", "add", "Carol", "--json")
 
 
 @case("peers heartbeat", "ok")
@@ -557,11 +504,6 @@ def _(w):
 
 
 # the side-effect ledger
-@case("once", "ok")
-def _(w):
-    return w.run("once", "--key", "k", "--json", "--", "true")
-
-
 @case("once", "ok")
 def _(w):  # a replay: "replayed" is the document's replayed: true
     assert w.relay("once", "--key", "k", "--", "true").code == 0
@@ -672,20 +614,10 @@ def _(w):
     return w.run("ledger", "list", "--json")
 
 
-@case("ledger list", "refused", "usage_error")
-def _(w):
-    return w.run("ledger", "list", "--state", "nonsense", "--json")
-
-
 @case("ledger show", "ok")
 def _(w):
     assert w.relay("once", "--key", "k", "--", "true").code == 0
     return w.run("ledger", "show", "k", "--json")
-
-
-@case("ledger show", "refused", "ledger_key_not_found")
-def _(w):
-    return w.run("ledger", "show", "nothing-here", "--json")
 
 
 @case("ledger resolve", "ok")
@@ -920,3 +852,21 @@ def test_with_json_a_note_is_never_written_and_the_first_error_is_the_one_line()
     human = io.StringIO()
     Output(json_mode=False, stderr=human).note("relay: a note for a person")
     assert human.getvalue() == "relay: a note for a person\n"
+
+
+def test_a_shifted_clock_adds_nothing_to_stderr_with_json_even_on_a_terminal(tmp_path):
+    """RELAY_TIME_OFFSET (design.md §8): with --json the fact is doctor's `time_offset`
+    check, never prose on stderr -- on a terminal too, where a person is warned in human
+    output."""
+    w = World(tmp_path / "w")
+    w.peers()
+    shifted = {"RELAY_TIME_OFFSET": "5"}
+    r = w.run("list", "--json", env=shifted, tty_err=True)
+    assert r.code == 0 and r.tty == "", r
+    one_document(r.out)
+    r = w.run("show", new_id(), "--json", env=shifted, tty_err=True)
+    assert error_line(Ran(r.code, r.out, r.tty, ""))["code"] == "request_not_found"
+    r = w.run("doctor", "--json", env=shifted, tty_err=True)
+    assert r.tty == ""
+    check = next(c for c in one_document(r.out)["checks"] if c["name"] == "time_offset")
+    assert check["status"] == "warn" and "RELAY_TIME_OFFSET=5" in check["detail"]

@@ -417,11 +417,11 @@ def approve(
     """A person at a terminal approves a `relay once --approve` entry.
 
     Shows the exact command, its directory and the key, and asks before approving (--yes
-    skips the question; with --json it asks on the terminal, not on stderr). The waiting (or the next) `relay once` call with this key then
-    runs it, once. Refused unless standard input is a terminal (approval_needs_terminal).
-    That stops an agent's non-interactive shell from approving by accident or habit; it
-    does not stop a program that fakes a terminal (relay is no boundary between programs
-    of one user).
+    skips the question; with --json it asks on the terminal, not on stderr). The waiting
+    (or the next) `relay once` call with this key then runs it, once. Refused unless
+    standard input is a terminal (approval_needs_terminal). That stops an agent's
+    non-interactive shell from approving by accident or habit; it does not stop a program
+    that fakes a terminal (relay is no boundary between programs of one user).
     """
     env = Env(json_, home)
     ledger.validate_key(key)
