@@ -632,6 +632,20 @@ def _(w):
     return w.run("ledger", "resolve", "k", "--outcome", "forget", "--json")
 
 
+# the demo: its narration is human output only
+@case("demo", "ok")
+def _(w):
+    r = w.run("demo", "--home", str(w.path / "demo-home"), "--json")
+    assert json.loads(r.out)["steps"], r.out
+    return r
+
+
+@case("demo", "refused", "usage_error")
+def _(w):  # a home that holds data is never used
+    (w.path / "data").write_text("mine")
+    return w.run("demo", "--home", str(w.path), "--json")
+
+
 # hooks: the runtime's protocol, whatever --json says
 for _runtime in ("claude", "codex", "gemini"):
     @case(f"hook {_runtime}", "ok", stdout="any")
