@@ -78,8 +78,14 @@ def _escape_char(ch: str) -> str:
 
 NOT_YET = ("timeout", "nothing_to_claim")  # exit 75 of wait and claim --wait
 
-# The stderr streams that carry their one JSON error line already (design.md §7).
+# The stderr streams that carry this call's one JSON error line already (design.md §7).
 _ERROR_LINE_WRITTEN: weakref.WeakSet = weakref.WeakSet()
+
+
+def new_call() -> None:
+    """A new call of the CLI begins (in one process, a caller may run several): its
+    stderr has carried no error line yet."""
+    _ERROR_LINE_WRITTEN.clear()
 
 
 @dataclass(frozen=True)

@@ -863,6 +863,22 @@ def test_with_json_a_note_is_never_written_and_the_first_error_is_the_one_line()
     out.cannot_start("cannot start", 127, "fix it")
     assert [json.loads(ln)["error"]["code"] for ln in err.getvalue().splitlines()] == [
         "lease_expired"]
+    # a new call (in one process, a caller may run several) has its own one line
+    from relay_cli import output
+
+    output.new_call()
+    out.error(RelayError("busy", "a new call"))
+    assert json.loads(err.getvalue().splitlines()[-1])["error"]["code"] == "busy"
+    from relay_cli.cli import run
+
+    saved, sys.stderr = sys.stderr, io.StringIO()
+    try:
+        codes = [run(["show", "not-an-id", "--json"]) for _ in range(2)]
+        lines = sys.stderr.getvalue().splitlines()
+    finally:
+        sys.stderr = saved
+    assert codes == [2, 2] and [json.loads(ln)["error"]["code"] for ln in lines] == [
+        "invalid_id", "invalid_id"]
     human = io.StringIO()
     Output(json_mode=False, stderr=human).note("relay: a note for a person")
     assert human.getvalue() == "relay: a note for a person\n"

@@ -15,7 +15,7 @@ import typer
 from typer._types import TyperChoice
 from typer.core import TyperGroup
 
-from .. import __version__, clock, complete, lifecycle
+from .. import __version__, clock, complete, lifecycle, output
 from ..errors import RelayError
 from ..output import Output
 from ..peers import KINDS, Caller, identify, validate_kind
@@ -308,6 +308,7 @@ def _quiet_stdout() -> None:
 def run(argv: list[str] | None = None) -> int:
     """Run the CLI; return the exit code. Never lets a traceback out (unless RELAY_DEBUG)."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    output.new_call()
     refused = _closed_streams(argv)
     if refused is not None:
         return refused
