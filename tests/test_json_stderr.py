@@ -632,6 +632,48 @@ def _(w):
     return w.run("ledger", "resolve", "k", "--outcome", "forget", "--json")
 
 
+# relay's data for a person's tools
+@case("prune", "ok")
+def _(w):
+    w.sent()
+    r = w.run("prune", "--vacuum", "--json")
+    assert "vacuum" in json.loads(r.out)
+    return r
+
+
+@case("prune", "refused", "usage_error")
+def _(w):
+    w.sent()
+    return w.run("prune", "--vacuum", "--dry-run", "--json")
+
+
+@case("db path", "ok")
+def _(w):  # not created yet: the note a person reads is the document's exists: false
+    r = w.run("db", "path", "--json")
+    assert json.loads(r.out)["exists"] is False
+    return r
+
+
+@case("db path", "refused", "unsafe_state_dir")
+def _(w):
+    w.unsafe()
+    return w.run("db", "path", "--json")
+
+
+@case("export", "ok", stdout="any")
+def _(w):  # the output is the chosen format (JSON lines here); --json is about errors
+    w.sent()
+    w.sent()  # (joins again: the first request's recipient session was superseded)
+    r = w.run("export", "--json")
+    assert [json.loads(ln)["state"] for ln in r.out.splitlines()] == ["queued", "queued"]
+    return r
+
+
+@case("export", "refused", "invalid_duration")
+def _(w):
+    return w.run("export", "--since", "lately", "--json")
+
+
 # the demo: its narration is human output only
 @case("demo", "ok")
 def _(w):
