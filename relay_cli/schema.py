@@ -44,7 +44,7 @@ ENVIRONMENT: dict[str, str] = {
                          "test knob. Every command applies due expiries and lease ends by "
                          "that clock to the shared database, so never set it on a home in "
                          "use; rehearse on a copy. On a terminal every command warns on "
-                         "stderr, and `relay doctor` warns when it is set.",
+                         "stderr (not with --json), and `relay doctor` warns when it is set.",
     "RELAY_RATE_LIMIT": "New requests allowed per sender per minute for this process "
                         "(default 60; 0: no limit). A guard against runaway loops.",
     "RELAY_DEBUG": "Set to 1 to print a Python traceback on an internal error.",

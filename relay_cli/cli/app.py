@@ -208,8 +208,9 @@ class Env:
 
 
 def _warn_offset(out: Output) -> None:
-    """On a terminal, a shifted clock is never silent (design.md §8); piped, stderr stays
-    exactly as documented (one JSON error line with --json)."""
+    """On a terminal, a shifted clock is never silent in human output (design.md §8);
+    piped, or with --json (``Output.note`` writes nothing then), stderr stays exactly as
+    documented (design.md §7)."""
     try:
         on_terminal = out.stderr.isatty()
     except (AttributeError, ValueError):
