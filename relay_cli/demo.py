@@ -76,15 +76,27 @@ class Demo:
         step = Step(p.relay_who or "-", ["relay", *p.relay_args], p.returncode)
         self.steps.append(step)
         if p.returncode != expect:
-            raise RelayError("internal_error", f"demo step `relay {' '.join(p.relay_args)}` "
-                             f"exited {p.returncode}, expected {expect}: "
-                             f"{err.decode(errors='replace').strip()}")
+            raise _step_error(p, err)
         step.result = json.loads(out) if out.strip() else None
         return step.result
 
     def run(self, who: str | None, *args: str, text: str | None = None,
             expect: int = 0) -> dict:
         return self.finish(self.start(who, *args, text=text), expect)
+
+
+def _step_error(p: subprocess.Popen, err: bytes) -> RelayError:
+    """Why a demo step failed: the step's own error (e.g. ``unsafe_state_dir`` for a
+    --home relay refuses), passed on with its code; anything else is relay's bug."""
+    step = f"demo step `relay {' '.join(p.relay_args)}`"
+    for line in err.decode(errors="replace").splitlines():
+        try:
+            e = json.loads(line)["error"]
+            return RelayError(e["code"], f"{step}: {e['message']}")
+        except (ValueError, KeyError, TypeError):
+            continue
+    return RelayError("internal_error", f"{step} exited {p.returncode}: "
+                      f"{err.decode(errors='replace').strip()}")
 
 
 def throwaway_home() -> Path:

@@ -55,3 +55,21 @@ def test_demo_refuses_a_home_that_holds_anything(relay, tmp_path):
     r = relay.proc("demo", "--home", str(full))
     assert r.code == 2 and "usage_error" in r.err
     assert [p.name for p in full.iterdir()] == ["keep.txt"]
+
+
+def test_a_home_relay_refuses_is_reported_with_relays_own_code(tmp_path):
+    """--home on an empty directory open to others: the step's unsafe_state_dir is passed
+    on (exit 7), not reported as a bug in relay."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    home = tmp_path / "open-home"
+    home.mkdir()
+    os.chmod(home, 0o755)
+    p = subprocess.run([sys.executable, "-m", "relay_cli", "demo", "--home", str(home), "--json"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 7, p.stderr
+    lines = p.stderr.splitlines()
+    assert len(lines) == 1 and json.loads(lines[0])["error"]["code"] == "unsafe_state_dir"
