@@ -34,7 +34,28 @@ def offset_seconds() -> float:
     return value
 
 
+# Where the time comes from: this machine's clock, unless the store's database keeps
+# relay's clock (design.md §13: on PostgreSQL every machine uses the server's clock, so
+# machines whose clocks disagree still agree on every deadline). The store sets it when
+# it connects and clears it when it closes.
+_source = None
+
+
+def set_source(source) -> None:
+    """``source()`` returns the reference clock in (fractional) ms since the epoch."""
+    global _source
+    _source = source
+
+
+def clear_source(source) -> None:
+    global _source
+    if _source == source:
+        _source = None
+
+
 def now_ms() -> int:
+    if _source is not None:
+        return int(_source() + offset_seconds() * 1000)
     return int((time.time() + offset_seconds()) * 1000)
 
 

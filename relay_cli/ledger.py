@@ -345,7 +345,7 @@ def begin(store, now: int, key: str, argv: list[str], cwd: str, *, idempotent: b
 
 
 def wait_for_decision(store, key: str, argv: list[str], cwd: str, *, idempotent: bool,
-                      me: Me, timeout_s: float, sleep=time.sleep,
+                      me: Me, timeout_s: float, sleep=None,
                       on_tick=None) -> Decision | None:
     """Wait (no lock held while sleeping) until a person decided; None on timeout."""
     fp = fingerprint(argv, cwd)

@@ -34,7 +34,6 @@ DRAFT_TTL_MS = 3600 * 1000
 MAX_OPEN_DRAFTS = 100
 ON_LOST = ("unknown", "redeliver")
 SWEEP_BATCH = 250  # one batch of due transitions: ~40 ms of write lock at 1M requests
-POLL_S = 0.05
 
 AUTHORITY = "external_ai_message"
 
@@ -688,10 +687,11 @@ def sweep(store, now: int) -> dict:
 
 
 # --------------------------------------------------------------------------- waiting
-def poll(store, check, timeout_s: float, on_tick=None, sleep=time.sleep, on_block=None):
+def poll(store, check, timeout_s: float, on_tick=None, sleep=None, on_block=None):
     """Call ``check()`` now and again whenever the database changes or a deadline passes.
 
-    Holds no lock while sleeping; notices another process's commit within ``POLL_S``.
+    Holds no lock while sleeping; notices another process's commit within
+    ``store.poll_interval`` (on PostgreSQL a notification ends the sleep at once).
     Returns the first non-None result of ``check``, or None when ``timeout_s`` passed.
     ``on_block`` is called once, when the first check found nothing and the wait begins.
     """
@@ -714,7 +714,7 @@ def poll(store, check, timeout_s: float, on_tick=None, sleep=time.sleep, on_bloc
             on_block = None
         if on_tick is not None:
             on_tick()
-        sleep(min(POLL_S, remaining))
+        (sleep or store.pause)(min(store.poll_interval, remaining))
 
 
 class LeaseKeeper:

@@ -1,0 +1,65 @@
+"""The store on PostgreSQL (design.md §13): the shared statements of sql_*.py through
+the dialect layer of pg.py, and PostgreSQL's own answers where SQLite's were about the
+local file (PRAGMAs, sqlite_master, quick_check)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from . import Store, pg
+
+
+class PgStore(Store):
+    backend = "postgresql"
+    poll_interval = pg.PgConnection.poll_interval
+
+    def pause(self, seconds: float) -> None:
+        self.db.pause(seconds)
+
+    @property
+    def url(self) -> str:
+        """The URL without its password: the only form relay shows."""
+        return self.db.shown
+
+    # ------------------------------------------------------------ doctor's questions
+    def pragma(self, name: str):
+        if name == "user_version":
+            return pg.schema_version(self.db) or 0
+        raise ValueError(f"no PRAGMA {name} on PostgreSQL")
+
+    def journal_mode(self) -> str:
+        return "postgresql"
+
+    def quick_check(self) -> list[str]:
+        return ["ok"]
+
+    def table_names(self) -> list[str]:
+        return [r[0] for r in self.db.all(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = "
+            "current_schema() AND table_type = 'BASE TABLE' AND table_name <> ? "
+            "ORDER BY table_name", (pg.SCHEMA_TABLE,))]
+
+    def table_counts(self) -> dict[str, int]:
+        return {t: self.db.scalar(f'SELECT count(*) FROM "{t}"') for t in self.table_names()}
+
+    def server_facts(self) -> dict:
+        """What doctor reports about the server (design.md §13)."""
+        db = self.db
+        row = db.one("SELECT current_setting('server_version'), "
+                     "current_setting('synchronous_commit'), "
+                     "(SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid())")
+        db.measure_clock()
+        return {
+            "url": db.shown,
+            "server_version": row[0],
+            "synchronous_commit": row[1],
+            "ssl_in_use": bool(row[2]),
+            "host": db.params.get("host") or "",
+            "sslmode": db.params.get("sslmode") or "",
+            "rtt_ms": db.rtt_ms,
+            "clock_offset_ms": db.offset_ms,
+        }
+
+
+def open_pg(url: str, home: Path, migrate: bool = True) -> PgStore:
+    return PgStore(pg.connect(url, migrate=migrate), home)
