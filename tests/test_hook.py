@@ -371,6 +371,7 @@ def test_bad_or_unknown_input_exits_0_with_no_output_and_changes_nothing(relay, 
     assert relay.snapshot() == before and claude.env_file.stat().st_size == size
 
 
+@pytest.mark.sqlite_only
 def test_bad_identity_or_unusable_home_exits_0_with_no_output(relay, claude, tmp_path):
     r = relay("hook", "claude", input=payload("session_start"),
               env={**claude.hook_env, "RELAY_PEER": "Not A Name"})

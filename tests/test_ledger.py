@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from relay_cli import clock, ledger
-from relay_cli.store import open_store
 
 
 # ------------------------------------------------------------------ helpers
@@ -272,7 +271,7 @@ def test_idempotent_entry_runs_again_after_a_crash(relay, tmp_path):
 def test_a_reused_pid_with_another_start_time_is_not_the_original_process(relay, tmp_path):
     # the entry names this very pid, but with a start time it never had
     assert relay("once", "--key", "reuse", "--", "true").code == 0
-    store = open_store(relay.home)
+    store = relay.open_store()
     try:
         with store.transaction():
             store.update_ledger("reuse", {"state": "running", "pid": os.getpid(),
@@ -452,7 +451,7 @@ def test_awaiting_entries_are_listed(relay, tmp_path):
     assert [e["key"] for e in only] == ["w1"]
     human = relay("ledger", "list")
     assert "awaiting_approval" in human.out and "approve" in human.out
-    store = open_store(relay.home)
+    store = relay.open_store()
     try:
         assert [e["key"] for e in ledger.awaiting(store)] == ["w1"]
     finally:
@@ -471,7 +470,7 @@ def at(days: float) -> dict:
 def _fake_crash(relay, key: str, **extra) -> None:
     """Make a finished entry look like relay crashed mid-run: it names this very pid but
     with a start time it never had, so relay knows the recorded process is gone."""
-    store = open_store(relay.home)
+    store = relay.open_store()
     try:
         with store.transaction():
             store.update_ledger(key, {"state": "running", "pid": os.getpid(),
@@ -539,7 +538,7 @@ def test_ledger_prune_function_counts_match_what_it_does(relay):
     relay("once", "--key", "b", "--", "false")
     relay("once", "--key", "c", "--", "echo", "c")
     assert relay("ledger", "resolve", "c", "--outcome", "forget").code == 0
-    store = open_store(relay.home)
+    store = relay.open_store()
     try:
         now = clock.now_ms()
         with store.transaction():
@@ -621,7 +620,7 @@ def test_a_crashed_entry_is_shown_as_effect_unknown_everywhere(relay, tmp_path):
     show = relay("ledger", "show", "lost").out
     assert "needs a person" in show and "relay ledger resolve" in show
     assert "runs it again" in relay("ledger", "show", "idem").out
-    store = open_store(relay.home)
+    store = relay.open_store()
     try:
         assert ledger.awaiting(store) == []
         assert store.get_ledger("lost")["state"] == "running"  # the stored record is unchanged
@@ -725,7 +724,7 @@ def test_an_approved_command_that_cannot_start_keeps_its_approval(relay, tmp_pat
 
 def test_an_entry_running_on_another_host_is_in_progress_until_a_person_settles_it(relay):
     assert relay("once", "--key", "far", "--", "true").code == 0
-    store = open_store(relay.home)
+    store = relay.open_store()
     try:
         with store.transaction():
             store.update_ledger("far", {"state": "running", "pid": 1, "process_start": None,

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
-
 import pytest
 from conftest import new_id
 
@@ -22,12 +20,8 @@ def completed(relay, alice, bob, text="please do it", reply="done") -> str:
     return rid
 
 
-def rows(relay, table: str, where: str = "1", params=()) -> list:
-    db = sqlite3.connect(relay.home / "relay.db")
-    try:
-        return db.execute(f"SELECT * FROM {table} WHERE {where} ORDER BY rowid", params).fetchall()
-    finally:
-        db.close()
+def rows(relay, table: str, where: str = "1 = 1", params=()) -> list:
+    return relay.sql(f"SELECT * FROM {table} WHERE {where} ORDER BY rowid", params)
 
 
 @pytest.fixture
@@ -169,7 +163,6 @@ def test_older_than_overrides_the_retention(relay, pair):
 
 def test_prune_works_in_small_batches_with_the_same_result(relay, pair):
     from relay_cli import clock, retention
-    from relay_cli.store import open_store
 
     alice, _ = pair
     ids = []
@@ -178,7 +171,7 @@ def test_prune_works_in_small_batches_with_the_same_result(relay, pair):
         relay.send(alice, "bob", "x", request_id=rid)
         relay("cancel", rid, env=alice)
         ids.append(rid)
-    store = open_store(relay.home)
+    store = relay.open_store()
     try:
         now = clock.now_ms() + 40 * DAY * 1000
         dry = retention.prune(store, now, dry_run=True, batch=3)

@@ -142,6 +142,10 @@ def test_a_sample_of_error_codes_is_produced_through_the_cli(relay, doc, tmp_pat
     _expect(relay("claim", "--json", env=alice), "nothing_to_claim", doc)
     _expect(relay("wait", rid, "--timeout", "0", "--json", env=alice), "timeout", doc)
 
+    if relay.url:  # design.md §13: no local file; the schema rule holds on the server
+        relay.sql("UPDATE relay_schema SET version = 9999")
+        _expect(relay("list", "--json"), "schema_too_new", doc)
+        return
     unsafe = tmp_path / "open-home"
     unsafe.mkdir(mode=0o755)
     os.chmod(unsafe, 0o755)

@@ -171,16 +171,18 @@ def ddl(script: str) -> str:
     implicit one, which relay's statements use as a tie-breaker)."""
     s = re.sub(r"\bAUTOINCREMENT\b|\bWITHOUT\s+ROWID\b|\bSTRICT\b", "", script, flags=re.I)
 
-    def table(m: re.Match) -> str:
-        open_at = m.start() + m.group(0).rindex("(")
-        body = s[open_at:_close_paren(s, open_at)]
+    # rowid goes last, so `SELECT *` lists the columns in SQLite's order
+    out, pos = [], 0
+    for m in re.finditer(r"\bCREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?\w+\s*\(", s, re.I):
+        close = _close_paren(s, m.end() - 1)
+        body = s[m.end():close]
         ipk = re.search(r"(\w+)\s+INTEGER\s+PRIMARY\s+KEY", body, re.I)
-        head = m.group(0)
-        if ipk:
-            return head + f"rowid BIGINT GENERATED ALWAYS AS ({ipk.group(1)}) STORED, "
-        return head + "rowid BIGSERIAL NOT NULL, "
-
-    s = re.sub(r"\bCREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?\w+\s*\(\s*", table, s, flags=re.I)
+        rowid = (f"rowid BIGINT GENERATED ALWAYS AS ({ipk.group(1)}) STORED" if ipk
+                 else "rowid BIGSERIAL NOT NULL")
+        out.append(s[pos:close].rstrip() + f",\n        {rowid}\n    ")
+        pos = close
+    out.append(s[pos:])
+    s = "".join(out)
     # Types are written in capitals in migrations.py, column names in lower case.
     s = re.sub(r"\bINTEGER\s+PRIMARY\s+KEY\b", "BIGSERIAL PRIMARY KEY", s)
     s = re.sub(r"\bINTEGER\b", "BIGINT", s)

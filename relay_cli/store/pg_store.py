@@ -42,6 +42,9 @@ class PgStore(Store):
     def table_counts(self) -> dict[str, int]:
         return {t: self.db.scalar(f'SELECT count(*) FROM "{t}"') for t in self.table_names()}
 
+    def foreign_tables(self) -> list[str]:
+        return pg.foreign_tables(self.db)
+
     def server_facts(self) -> dict:
         """What doctor reports about the server (design.md §13)."""
         db = self.db
