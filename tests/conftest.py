@@ -190,15 +190,18 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "sqlite_only: about the local relay.db file itself (design.md §2, §9), "
         "so not run on PostgreSQL")
+    config.addinivalue_line(
+        "markers", "postgres_only: about the PostgreSQL backend (design.md §13)")
 
 
 def pytest_collection_modifyitems(config, items):
-    """A sqlite_only test runs once, on SQLite."""
+    """A sqlite_only test runs once, on SQLite; a postgres_only one on PostgreSQL."""
     keep, drop = [], []
     for item in items:
         spec = getattr(item, "callspec", None)
-        if spec is not None and spec.params.get("relay") == "postgres" \
-                and item.get_closest_marker("sqlite_only"):
+        backend = spec.params.get("relay") if spec is not None else None
+        if (backend == "postgres" and item.get_closest_marker("sqlite_only")) or \
+                (backend == "sqlite" and item.get_closest_marker("postgres_only")):
             drop.append(item)
         else:
             keep.append(item)

@@ -50,6 +50,13 @@ class Store(RequestsSQL, PeersSQL, LedgerSQL, HookSQL, OpsSQL):
         """Sleep while waiting for a change (PostgreSQL wakes early on a notification)."""
         time.sleep(seconds)
 
+    def shared_url(self, with_password: bool = False) -> str | None:
+        """The database URL that other relay processes need to reach this same database
+        (``peers join --shell``, the hook's env file, `relay run`'s child), or None when
+        it is the local relay.db (RELAY_HOME says where). Without its password unless
+        ``with_password`` (a child's environment, never anything printed or written)."""
+        return None
+
     def transaction(self, write: bool = True):
         return self.db.transaction(write)
 

@@ -16,10 +16,8 @@ class PgStore(Store):
     def pause(self, seconds: float) -> None:
         self.db.pause(seconds)
 
-    @property
-    def url(self) -> str:
-        """The URL without its password: the only form relay shows."""
-        return self.db.shown
+    def shared_url(self, with_password: bool = False) -> str | None:
+        return self.db.url if with_password else self.db.shown
 
     # ------------------------------------------------------------ doctor's questions
     def pragma(self, name: str):
