@@ -739,6 +739,49 @@ def test_an_entry_running_on_another_host_is_in_progress_until_a_person_settles_
     assert relay("once", "--key", "far", "--", "true").code == 1  # replays the settled outcome
 
 
+def _can_fake_a_host() -> bool:
+    import shutil
+
+    if shutil.which("unshare") is None:
+        return False
+    p = subprocess.run(["unshare", "--uts", "sh", "-c", "hostname relay-test-host"],
+                       capture_output=True)
+    return p.returncode == 0
+
+
+def test_a_killed_host_s_running_entry_is_in_progress_for_30_s_then_effect_unknown(
+        relay, tmp_path):
+    """design.md §13: relay on another host cannot look at the process; the entry counts
+    as alive while its renewal is fresh (in_progress names the host), and as crashed 30 s
+    after the last renewal."""
+    if not _can_fake_a_host():
+        pytest.skip("needs `unshare --uts` (root) to run relay under another host name")
+    marker = tmp_path / "far.started"
+    path, _ = counter(tmp_path, "far.runs")
+    cmd = ["sh", "-c", f"echo run >> {path}; touch {marker}; sleep 60"]
+    script = ('hostname host-b && exec "$0" -m relay_cli once --key far -- "$@"')
+    p = subprocess.Popen(["unshare", "--uts", "sh", "-c", script, sys.executable, *cmd],
+                         env=relay._env(None), start_new_session=True,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    wait_until(marker.exists, what="the command to start")
+    obj = wait_until(lambda: (e := entry(relay, "far")) and e["child_pid"] and e,
+                     what="the child pid")
+    assert obj["host"] == "host-b"
+    os.killpg(p.pid, signal.SIGKILL)  # host-b dies: relay and the command
+    p.communicate(timeout=20)
+    r = relay("once", "--key", "far", "--json", "--", *cmd)
+    assert (r.code, r.error["code"]) == (75, "in_progress")
+    assert "host-b" in r.error["message"]
+    assert relay("once", "--key", "far", "--json", "--", *cmd,
+                 env={"RELAY_TIME_OFFSET": "29"}).code == 75
+    late = {"RELAY_TIME_OFFSET": "31"}
+    before = relay.snapshot()
+    r = relay("once", "--key", "far", "--json", "--", *cmd, env=late)
+    assert (r.code, r.error["code"]) == (11, "effect_unknown")
+    assert relay.snapshot() == before and runs(path) == 1
+    assert relay("ledger", "show", "far", "--json", env=late).json["state"] == "effect_unknown"
+
+
 def test_ledger_show_prints_captured_output_inert(relay):
     assert relay("once", "--key", "esc", "--", "printf", "title\\033]0;pwned\\007\\n").code == 0
     shown = relay("ledger", "show", "esc")
