@@ -334,3 +334,100 @@ def test_a_machine_whose_clock_is_ten_minutes_off_agrees_on_every_deadline(pg):
     assert pg("claim", "--id", rid, "--lease", "60s", "--json", env=bob).code == 0
     code, out, err = skewed("show", rid, "--json")
     assert code == 0 and json.loads(out)["state"] == "delivered", err
+
+
+# ------------------------------------------------------------------ relay db copy
+def _columns(sqlite_relay, table: str) -> list[str]:
+    return [r[1] for r in sqlite_relay.sql(f"PRAGMA table_info('{table}')")]
+
+
+def _tables(sqlite_relay) -> list[str]:
+    return [r[0] for r in sqlite_relay.sql(
+        "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+
+
+def _populate(src: Relay) -> dict:
+    """A relay.db with something in every table: live and final requests, a tombstone,
+    a draft, sessions, a ledger entry with output, the hook's state."""
+    alice, bob = src.join("alice", "--lease", "1h"), src.join("bob", "--lease", "1h")
+    old = new_id()
+    assert src.send(alice, "bob", "old work", request_id=old).code == 0
+    assert src("claim", "--id", old, "--json", env=bob).code == 0
+    assert src("reply", old, "old answer", env=bob).code == 0
+    assert src("prune", "--older-than", "0", "--json").code == 0  # old is a tombstone now
+    queued, done = new_id(), new_id()
+    assert src.send(alice, "bob", "queued work", request_id=queued).code == 0
+    assert src.send(alice, "bob", "done work", request_id=done).code == 0
+    assert src("claim", "--id", done, "--json", env=bob).code == 0
+    assert src("reply", done, "an answer", env=bob).code == 0
+    assert src("prepare", "--to", "bob", "a draft", "--json", env=alice).code == 0
+    assert src("once", "--key", "k1", "--", "sh", "-c", "echo out; echo err >&2").code == 0
+    event = json.dumps({"hook_event_name": "SessionStart", "session_id": "cc-1",
+                        "source": "startup"})
+    src("hook", "claude", input=event, env={"RELAY_PEER": "carol"})
+    return {"alice": alice, "bob": bob, "queued": queued, "done": done, "old": old}
+
+
+def test_db_copy_moves_every_row_and_the_work_goes_on_there(pg_cluster, tmp_path):
+    src = Relay(tmp_path / "home")
+    ids = _populate(src)
+    name, url = pg_cluster.fresh(template="template0")
+    try:
+        before = src.snapshot()
+        r = src("db", "copy", "--to", url, "--json")
+        assert r.code == 0, r.err
+        assert src.snapshot() == before  # relay.db is not changed
+        dst = Relay(tmp_path / "home", url)
+        for table in _tables(src):
+            cols = ", ".join(f'"{c}"' for c in _columns(src, table))
+            rows = src.sql(f"SELECT {cols} FROM {table} ORDER BY rowid")
+            assert dst.sql(f"SELECT {cols} FROM {table} ORDER BY rowid") == rows, table
+            assert r.json["copied"][table] == len(rows)
+        assert r.json["copied"]["requests"] == 3 and r.json["copied"]["ledger"] == 1
+        # the same requests, the same answers, and the work continues on PostgreSQL
+        shown = dst("show", ids["done"], "--json")
+        assert shown.json["state"] == "completed" and shown.json["reply"] == "an answer"
+        retry = dst.send(ids["alice"], "bob", "queued work", request_id=ids["queued"])
+        assert retry.code == 0 and retry.json["duplicate"] is True
+        assert dst("claim", "--id", ids["queued"], "--json", env=ids["bob"]).code == 0
+        replay = dst("once", "--key", "k1", "--", "sh", "-c", "echo out; echo err >&2")
+        assert (replay.code, replay.out) == (0, "out\n")  # replayed, not run again
+    finally:
+        pg_cluster.drop(name)
+
+
+def test_db_copy_refuses_a_target_that_holds_relay_data_and_changes_nothing(pg, tmp_path):
+    pg.join("alice")
+    src = Relay(tmp_path / "other-home")
+    _populate(src)
+    before = pg.snapshot()
+    r = src("db", "copy", "--to", pg.url, "--json")
+    assert (r.code, r.error["code"]) == (4, "state_conflict")
+    assert "already holds relay data" in r.error["message"]
+    assert pg.snapshot() == before
+
+
+def test_db_copy_is_all_or_nothing(pg_cluster, tmp_path):
+    src = Relay(tmp_path / "home")
+    _populate(src)
+    # a row PostgreSQL cannot store (a NUL in text), in the last table copied
+    src.sql("UPDATE sessions SET agent_session_id = 'a' || char(0) || 'b' "
+            "WHERE peer = 'bob'")
+    name, url = pg_cluster.fresh(template="template0")
+    try:
+        r = src("db", "copy", "--to", url, "--json")
+        assert r.code != 0
+        dst = Relay(tmp_path / "home", url)
+        counts = {t: dst.sql(f"SELECT count(*) FROM {t}")[0][0] for t in _tables(src)}
+        assert set(counts.values()) == {0}, counts
+    finally:
+        pg_cluster.drop(name)
+
+
+def test_db_copy_needs_a_postgres_url_and_a_relay_db(tmp_path):
+    src = Relay(tmp_path / "home")
+    r = src("db", "copy", "--to", "mysql://x/y", "--json")
+    assert (r.code, r.error["code"]) == (2, "usage_error")
+    r = src("db", "copy", "--to", "postgresql://x@/y?host=/nonexistent", "--json")
+    assert (r.code, r.error["code"]) == (2, "usage_error")
+    assert not src.home.exists()

@@ -10,6 +10,7 @@ from . import peers_cmd  # noqa: F401
 
 # isort: split
 from . import (  # noqa: F401
+    db_cmd,
     hook_cmd,
     ledger_cmd,
     meta_cmd,

@@ -352,6 +352,29 @@ class PgConnection:
         for params in seq:
             self.execute(sql, params)
 
+    def insert_many(self, table: str, columns: list[str], rows: list[tuple]) -> None:
+        """Many rows at once (``relay db copy``), inside the open transaction."""
+        if self._pending is not None:
+            self.execute("SELECT 1")
+        names = ", ".join(f'"{c}"' for c in columns)
+        cur = self.conn.cursor()
+        try:
+            _driver_mod.extras.execute_values(
+                cur, f'INSERT INTO "{table}" ({names}) VALUES %s',
+                [_params(r) for r in rows], page_size=len(rows))
+        except _driver_mod.Error as e:
+            raise self.error(e) from None
+        self._dirty = True
+
+    def reset_sequences(self, table: str) -> None:
+        """Let the table's serial columns continue after the rows written explicitly."""
+        for (col,) in self.all(
+                "SELECT column_name FROM information_schema.columns WHERE table_schema = "
+                "current_schema() AND table_name = ? AND column_default LIKE 'nextval(%'",
+                (table,)):
+            self.execute(f"SELECT setval(pg_get_serial_sequence(?, ?), "
+                         f'coalesce(max("{col}"), 0) + 1, false) FROM "{table}"', (table, col))
+
     def one(self, sql: str, params=()):
         return self.execute(sql, params).fetchone()
 
@@ -510,6 +533,14 @@ def schema_version(db: PgConnection) -> int | None:
     if db.scalar(f"SELECT to_regclass('{SCHEMA_TABLE}') IS NOT NULL") is not True:
         return None
     return db.scalar(f"SELECT version FROM {SCHEMA_TABLE}")
+
+
+def table_names(db: PgConnection) -> list[str]:
+    """relay's tables in this database (every table of its schema but SCHEMA_TABLE)."""
+    return [r[0] for r in db.all(
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = "
+        "current_schema() AND table_type = 'BASE TABLE' AND table_name <> ? "
+        "ORDER BY table_name", (SCHEMA_TABLE,))]
 
 
 def foreign_tables(db: PgConnection) -> list[str]:

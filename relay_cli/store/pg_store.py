@@ -32,10 +32,7 @@ class PgStore(Store):
         return ["ok"]
 
     def table_names(self) -> list[str]:
-        return [r[0] for r in self.db.all(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = "
-            "current_schema() AND table_type = 'BASE TABLE' AND table_name <> ? "
-            "ORDER BY table_name", (pg.SCHEMA_TABLE,))]
+        return pg.table_names(self.db)
 
     def table_counts(self) -> dict[str, int]:
         return {t: self.db.scalar(f'SELECT count(*) FROM "{t}"') for t in self.table_names()}
