@@ -13,6 +13,7 @@ USAGE = """usage: python -m bench SUBCOMMAND [options]   (from the project root)
   latency  wake-up latency of wait and claim --wait; CPU while blocked  (--trials 200)
   wake     send -> wake waiter (relay hook claude --wake) exit; its CPU  (--trials 50)
   perf     relay vs bare Typer, vs sqlite3, list 100k vs 10, empty vs full
+  driver   psycopg2 vs psycopg 3: import and a send-like call, time and memory
   all      every one of the above with its default (full) sizes
 
 Each subcommand takes --help for its options.
@@ -24,8 +25,10 @@ def main(argv: list[str]) -> int:
         print(USAGE)
         return 0 if argv else 2
     cmd, rest = argv[0], argv[1:]
-    from . import crash, faults, latency, load, perf, scale, wake
+    from . import crash, driver, faults, latency, load, perf, scale, wake
 
+    if cmd == "driver":
+        return driver.main(rest)
     table = {"crash": crash.main, "faults": faults.main, "load": load.main,
              "scale": scale.main, "latency": latency.main, "wake": wake.main,
              "perf": perf.main}
