@@ -83,10 +83,14 @@ class Server:
 
     # ------------------------------------------------------------------ processes
     def _run(self, argv: list[str], check: bool = True, **kw) -> subprocess.CompletedProcess:
-        if self.netns:
-            argv = ["ip", "netns", "exec", self.netns, *argv]
         extra = {}
-        if self.user is not None:
+        if self.netns:
+            # entering a namespace needs root; the server itself then runs as nobody
+            if self.user is not None:
+                argv = ["setpriv", f"--reuid={self.user.pw_uid}", f"--regid={self.user.pw_gid}",
+                        "--clear-groups", *argv]
+            argv = ["ip", "netns", "exec", self.netns, *argv]
+        elif self.user is not None:
             extra = {"user": self.user.pw_uid, "group": self.user.pw_gid, "extra_groups": []}
         env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
         env["LC_ALL"] = "C"
