@@ -65,12 +65,13 @@ class Res:
 
 
 def relay(home, *args, input: str | bytes | None = None, env: dict | None = None,
-          timeout: float = 120) -> Res:
-    """Run the real relay in a process; never raises on a non-zero exit."""
+          timeout: float = 120, prefix: list[str] | None = None) -> Res:
+    """Run the real relay in a process; never raises on a non-zero exit. ``prefix`` runs
+    it elsewhere (another network namespace: bench/netns.py)."""
     data = input.encode() if isinstance(input, str) else input
     t0 = time.perf_counter()
-    p = subprocess.run([*RELAY, *map(str, args)], input=data, capture_output=True,
-                       env=base_env(home, env), timeout=timeout)
+    p = subprocess.run([*(prefix or []), *RELAY, *map(str, args)], input=data,
+                       capture_output=True, env=base_env(home, env), timeout=timeout)
     return Res(p.returncode, p.stdout.decode("utf-8", "replace"),
                p.stderr.decode("utf-8", "replace"), time.perf_counter() - t0)
 
