@@ -37,7 +37,7 @@ EXIT_STATUS: dict[int, str] = {
 ENVIRONMENT: dict[str, str] = {
     "RELAY_HOME": "State directory (default: the per-user state dir, on Linux "
                   "~/.local/state/relay). --home overrides it.",
-    "RELAY_DATABASE_URL": "A PostgreSQL URL (postgresql://…) shared by agents on several "
+    "RELAY_DATABASE_URL": "A PostgreSQL URL (postgresql://...) shared by agents on several "
                           "machines, instead of relay.db; --database-url overrides it. libpq's "
                           "PG* variables and ~/.pgpass apply.",
     "RELAY_PEER": "The caller's peer name (--as overrides it).",

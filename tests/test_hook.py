@@ -85,8 +85,11 @@ def test_session_start_joins_and_writes_export_lines_to_claude_env_file(relay, c
     assert "'claude-1'" in text and "relay send" in text and "external_ai_message" in text
     lines = claude.env_file.read_text().splitlines()
     assert [ln.split("=")[0] for ln in lines] == [
-        "export RELAY_PEER", "export RELAY_SESSION", "export RELAY_HOME"]
+        "export RELAY_PEER", "export RELAY_SESSION", "export RELAY_HOME"] + (
+        ["export RELAY_DATABASE_URL"] if relay.url else [])  # design.md §13
     exported = claude.exports()
+    if relay.url:
+        assert exported["RELAY_DATABASE_URL"] == relay.url  # (it holds no password)
     assert exported["RELAY_PEER"] == "claude-1"
     assert exported["RELAY_SESSION"].startswith("rly_")
     assert Path(exported["RELAY_HOME"]) == relay.home and Path(exported["RELAY_HOME"]).is_absolute()

@@ -355,7 +355,7 @@ def _invoke(command, argv: list[str]):
         raise typer.Abort() from e
 
 
-DATABASE_URL_HELP = ("PostgreSQL database shared by several machines, postgresql://… "
+DATABASE_URL_HELP = ("PostgreSQL database shared by several machines, postgresql://... "
                      "(default: $RELAY_DATABASE_URL, else relay.db in the state dir).")
 
 
