@@ -50,12 +50,13 @@ class Claude:
     def exports(self) -> dict[str, str]:
         """What the env file gives every Bash command of the session (sourced by a shell)."""
         out = subprocess.run(
-            ["bash", "-c", f'. "{self.env_file}"; printf "%s\\0%s\\0%s" '
-                           '"$RELAY_PEER" "$RELAY_SESSION" "$RELAY_HOME"'],
+            ["bash", "-c", f'. "{self.env_file}"; printf "%s\\0%s\\0%s\\0%s" '
+                           '"$RELAY_PEER" "$RELAY_SESSION" "$RELAY_HOME" "$RELAY_DATABASE_URL"'],
             capture_output=True, check=True, env={"PATH": os.environ["PATH"]},
         ).stdout.decode()
-        peer, token, home = out.split("\0")
-        return {"RELAY_PEER": peer, "RELAY_SESSION": token, "RELAY_HOME": home}
+        peer, token, home, url = out.split("\0")
+        return {"RELAY_PEER": peer, "RELAY_SESSION": token, "RELAY_HOME": home,
+                "RELAY_DATABASE_URL": url}
 
     def agent_env(self) -> dict[str, str]:
         e = self.exports()
