@@ -323,6 +323,15 @@ def _check_postgres(home: Path, url: str, report: Report) -> None:
         store.close()
 
 
+def _loopback(host: str) -> bool:
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def _check_server(store, report: Report, connect_ms: float) -> None:
     f = store.server_facts()
     report.facts.update(server_version=f["server_version"], rtt_ms=round(f["rtt_ms"], 3),
@@ -339,7 +348,7 @@ def _check_server(store, report: Report, connect_ms: float) -> None:
         report.add("synchronous_commit", OK, f"{f['synchronous_commit']}: a request is on the "
                    "server's disk before relay reports success")
     host, mode = f["host"], f["sslmode"] or "prefer"
-    local = host.startswith("/") or host in LOCAL_HOSTS
+    local = host.startswith("/") or host in LOCAL_HOSTS or _loopback(host)
     where = "a unix socket" if (host == "" or host.startswith("/")) else host
     if f["ssl_in_use"]:
         report.add("tls", OK, f"TLS in use (sslmode={mode})"
