@@ -9,18 +9,16 @@ starts a fresh interpreter that does what a `relay send` does with its driver:
   a throwaway server, and run the statements of one send (the schema/clock query, BEGIN
   with the write lock, the reads, two INSERTs, NOTIFY and COMMIT), then exit.
 
-Wall time is measured around the process; peak memory is the child's max RSS
-(``getrusage``). ``python -m bench driver --rounds 15``.
+Wall time and peak memory (GNU time's max RSS of the process itself) come from
+bench/perf.py's ``measure``. ``python -m bench driver --rounds 15``.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import resource
 import subprocess
 import sys
-import time
 import venv
 from pathlib import Path
 
@@ -77,15 +75,12 @@ def ensure_venv(driver: str) -> Path:
 
 
 def run_child(argv: list[str], env: dict) -> tuple[float, int]:
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    t0 = time.perf_counter()
-    p = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(p.pid, 0)
-    wall = time.perf_counter() - t0
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise RuntimeError(f"{argv[:3]} failed: {p.stderr.read().decode()[-500:]}")
-    del before
-    return wall, usage.ru_maxrss  # KiB
+    from .perf import measure
+
+    wall, kib, code = measure(argv, env)
+    if code != 0:
+        raise RuntimeError(f"{argv[:3]} exited {code}")
+    return wall, kib
 
 
 def main(argv: list[str]) -> int:
