@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from contextlib import contextmanager
 
 SUBNET = "10.231"
 
@@ -103,3 +104,22 @@ def _kill_all_in(ns: str) -> None:
             os.kill(int(pid), 9)
         except (OSError, ValueError):
             pass
+
+
+@contextmanager
+def server_and_hosts(**server_options):
+    """(net, server): namespaces up, a PostgreSQL server listening in the server's
+    namespace with a database ``relay``; both removed at the end, whatever happens."""
+    from . import pgserver
+
+    net = Net().up()
+    server = None
+    try:
+        server = pgserver.Server(listen=net.listen(), netns=net.server_ns, **server_options)
+        server.init().start()
+        server.execute("CREATE DATABASE relay")
+        yield net, server
+    finally:
+        if server is not None:
+            server.remove()
+        net.down()

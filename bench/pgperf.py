@@ -105,12 +105,7 @@ def wake_latency(trials: int, log=print) -> dict:
     if why:
         log(f"wake-up latency across namespaces: skipped ({why})")
         return {"skipped": why, "problems": []}
-    net = netns.Net().up()
-    server = None
-    try:
-        server = pgserver.Server(listen=net.listen(), netns=net.server_ns, fsync=True)
-        server.init().start()
-        server.execute("CREATE DATABASE relay")
+    with netns.server_and_hosts(fsync=True) as (net, server):
         home = _home()
         urls = {h: f"postgresql://postgres@{net.server_addr(h)}:{server.port}/relay"
                 for h in net.hosts}
@@ -149,12 +144,8 @@ def wake_latency(trials: int, log=print) -> dict:
             problems.append(f"median {median(lat) * 1000:.0f} ms is above 100 ms")
         log("wake-up latency: " + json.dumps(res))
         shutil.rmtree(home.parent, ignore_errors=True)
-        return res
-    finally:
         common.DATABASE_URL = None
-        if server is not None:
-            server.remove()
-        net.down()
+        return res
 
 
 def list_scale(server, reps: int, log=print) -> dict:

@@ -69,21 +69,12 @@ def cluster(tmp_path_factory):
         pytest.skip(f"network namespaces: {why}")
     if pgserver.bindir() is None or not pgserver.driver_available():
         pytest.fail("PostgreSQL is not installed (RELAY_NETNS_TESTS=1 needs it)")
-    net = netns.Net().up()
-    server = None
-    try:
-        server = pgserver.Server(listen=net.listen(), netns=net.server_ns, password=PASSWORD)
-        server.init().start()
-        server.execute("CREATE DATABASE relay")
+    with netns.server_and_hosts(password=PASSWORD) as (net, server):
         root = tmp_path_factory.mktemp("hosts")
         skew = -420 if shutil.which("faketime") else None
         yield {"a": Host(net, server, "host-a", root / "a"),
                "b": Host(net, server, "host-b", root / "b", clock_offset_s=skew),
                "server": server, "skewed": skew is not None}
-    finally:
-        if server is not None:
-            server.remove()
-        net.down()
 
 
 def test_two_hosts_send_claim_reply_and_wait_across_the_network(cluster):

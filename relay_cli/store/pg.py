@@ -314,12 +314,9 @@ class PgConnection:
         cur = self.conn.cursor(cursor_factory=self._rows)
         try:
             cur.execute(sql, params)
-        except (self._drv_error()) as e:
+        except _driver_mod.Error as e:
             raise self.error(e) from None
         return cur
-
-    def _drv_error(self):
-        return _driver_mod.Error
 
     def execute(self, sql: str, params=()):
         q = translate(sql)
