@@ -701,10 +701,12 @@ def poll(store, check, timeout_s: float, on_tick=None, sleep=None, on_block=None
     while True:
         version = store.data_version()
         if version != last_version or (due is not None and due <= clock.now_ms()):
+            # the version read before the check: a commit that lands while check() runs
+            # changes it again, so the next look re-checks instead of missing it
+            last_version = version
             result = check()
             if result is not None:
                 return result
-            last_version = store.data_version()
             due = next_due(store)
         remaining = end - time.monotonic()
         if remaining <= 0:
