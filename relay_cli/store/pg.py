@@ -253,6 +253,7 @@ class PgConnection:
     """A PostgreSQL connection with relay's transaction discipline (see the module doc)."""
 
     immutable = False
+    read_only = False  # (a read-only state directory is SQLite's concern)
     path = None
     poll_interval = 0.25  # a waiter's longest sleep: the socket wakes it on a NOTIFY
 
