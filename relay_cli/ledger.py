@@ -607,15 +607,23 @@ def _owned(row, me: Me, runs: int) -> bool:
             and row["runs"] == runs)
 
 
-def _retrying(fn, attempts: int = 4):
-    """Run a write; on ``busy`` try again (the outcome must not be lost to a lock)."""
-    for i in range(attempts):
+def _retrying(fn, attempts: int = 4, unavailable_s: float = 30.0):
+    """Run a write; on ``busy`` try again, and while the database server cannot be
+    reached (a restart, design.md §13) keep trying for ``unavailable_s``: the outcome must
+    not be lost to a lock or a restart."""
+    deadline = time.monotonic() + unavailable_s
+    tries = 0
+    while True:
         try:
             return fn()
         except RelayError as e:
-            if e.code != "busy" or i == attempts - 1:
-                raise
-    return None
+            tries += 1
+            if e.code == "busy" and tries < attempts:
+                continue
+            if e.code == "database_unavailable" and time.monotonic() < deadline:
+                time.sleep(1.0)
+                continue
+            raise
 
 
 def record_child(store, key: str, me: Me, runs: int, child_pid: int) -> None:

@@ -704,10 +704,17 @@ def poll(store, check, timeout_s: float, on_tick=None, sleep=None, on_block=None
             # the version read before the check: a commit that lands while check() runs
             # changes it again, so the next look re-checks instead of missing it
             last_version = version
-            result = check()
+            try:
+                result = check()
+                due = next_due(store)
+            except RelayError as e:
+                # A database server that went away (a restart, design.md §13) ends no
+                # wait by itself: look again until it is back or the time is up.
+                if e.code != "database_unavailable" or time.monotonic() >= end:
+                    raise
+                last_version, result = None, None
             if result is not None:
                 return result
-            due = next_due(store)
         remaining = end - time.monotonic()
         if remaining <= 0:
             return None
@@ -715,7 +722,11 @@ def poll(store, check, timeout_s: float, on_tick=None, sleep=None, on_block=None
             on_block()
             on_block = None
         if on_tick is not None:
-            on_tick()
+            try:
+                on_tick()
+            except RelayError as e:
+                if e.code != "database_unavailable":
+                    raise
         (sleep or store.pause)(min(store.poll_interval, remaining))
 
 

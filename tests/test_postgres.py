@@ -431,3 +431,47 @@ def test_db_copy_needs_a_postgres_url_and_a_relay_db(tmp_path):
     r = src("db", "copy", "--to", "postgresql://x@/y?host=/nonexistent", "--json")
     assert (r.code, r.error["code"]) == (2, "usage_error")
     assert not src.home.exists()
+
+
+# ------------------------------------------------------------------ a server restart
+def _restart(server) -> None:
+    server._run([str(server.bin / "pg_ctl"), "-D", str(server.data), "-m", "fast", "-w",
+                 "-t", "60", "restart", "-l", str(server.log)])
+
+
+def test_a_wait_and_a_running_once_outlive_a_server_restart(tcp_server, tmp_path):
+    """design.md §13: a long call reconnects between transactions; a restart while it
+    sleeps ends neither the wait nor the recording of a command's outcome."""
+    relay = Relay(tmp_path / "h", tcp_server.url("relay", host="127.0.0.1", password=True))
+    alice = relay.join("alice", "--lease", "1h")
+    bob = relay.join("bob", "--lease", "1h")
+    rid = new_id()
+    assert relay.send(alice, "bob", "x", request_id=rid).code == 0
+    assert relay("claim", "--id", rid, "--json", env=bob).code == 0
+    waiter = relay.popen("wait", rid, "--timeout", "60", "--json", env=alice)
+    marker = tmp_path / "started"
+    once = relay.popen("once", "--key", "across-restart", "--json", "--", "sh", "-c",
+                       f"touch {marker}; sleep 4; echo finished")
+    import time
+
+    end = time.monotonic() + 30
+    while not marker.exists() and time.monotonic() < end:
+        time.sleep(0.05)
+    assert marker.exists()
+    time.sleep(0.5)  # the waiter is blocked by now
+    _restart(tcp_server)
+    assert relay("reply", rid, "after the restart", "--json", env=bob).code == 0
+    out, err = waiter.communicate(timeout=90)
+    assert waiter.returncode == 0, err
+    assert json.loads(out)["reply"] == "after the restart"
+    out, err = once.communicate(timeout=90)
+    assert once.returncode == 0, err
+    shown = relay("ledger", "show", "across-restart", "--json").json
+    assert shown["state"] == "succeeded" and shown["stdout"] == "finished\n"
+    assert PASSWORD_FREE((out + err).decode())
+
+
+def PASSWORD_FREE(text: str) -> bool:  # noqa: N802 - reads as a sentence in the assert
+    from urllib.parse import quote
+
+    return SECRET not in text and quote(SECRET, safe="") not in text

@@ -288,11 +288,8 @@ class PgConnection:
         params.setdefault("keepalives_count", "2")
         if drv.extensions.libpq_version() >= 120000:
             params.setdefault("tcp_user_timeout", str(CONNECT_TIMEOUT_S * 1000))
-        try:
-            self.conn = drv.connect(**params)
-        except drv.Error as e:
-            raise relay_error(e, url) from None
-        self.conn.autocommit = True
+        self._connect_params = params
+        self.conn = self._connect()
         self._rows = drv.extras.DictCursor
         self.in_tx = False
         self._pending: str | None = None
@@ -307,13 +304,31 @@ class PgConnection:
         self.schema_version = 0
         clock.set_source(self.server_now_ms)
 
+    def _connect(self):
+        try:
+            conn = _driver_mod.connect(**self._connect_params)
+        except _driver_mod.Error as e:
+            raise relay_error(e, self.url) from None
+        conn.autocommit = True
+        return conn
+
+    def _reconnect_if_broken(self) -> None:
+        """A long-running call (wait, once, run, watch) outlives a server restart: between
+        transactions a broken connection is replaced (or database_unavailable)."""
+        if not self.conn.closed:
+            return
+        self.conn = self._connect()
+        if self._listening:
+            self._listening = False
+            self._version += 1  # whatever was notified meanwhile: look again
+
     # -------------------------------------------------------------- statements
     def error(self, e: Exception) -> RelayError:
         return relay_error(e, self.url)
 
     def _raw(self, sql: str, params=None):
-        cur = self.conn.cursor(cursor_factory=self._rows)
         try:
+            cur = self.conn.cursor(cursor_factory=self._rows)
             cur.execute(sql, params)
         except _driver_mod.Error as e:
             raise self.error(e) from None
@@ -323,10 +338,12 @@ class PgConnection:
         q = translate(sql)
         p = _params(params)
         write = _is_write(q)
+        if not self.in_tx:
+            self._reconnect_if_broken()
         for attempt in range(RETRIES):
             prefix = self._pending or ""
-            cur = self.conn.cursor(cursor_factory=self._rows)
             try:
+                cur = self.conn.cursor(cursor_factory=self._rows)
                 cur.execute(prefix + q, p)
             except _driver_mod.Error as e:
                 code = getattr(e, "pgcode", None)
@@ -355,8 +372,8 @@ class PgConnection:
         if self._pending is not None:
             self.execute("SELECT 1")
         names = ", ".join(f'"{c}"' for c in columns)
-        cur = self.conn.cursor()
         try:
+            cur = self.conn.cursor()
             _driver_mod.extras.execute_values(
                 cur, f'INSERT INTO "{table}" ({names}) VALUES %s',
                 [_params(r) for r in rows], page_size=len(rows))
@@ -397,6 +414,7 @@ class PgConnection:
         repeatable-read snapshot; all or nothing. BEGIN travels with the first statement."""
         if self.in_tx:
             raise RuntimeError("nested transaction")
+        self._reconnect_if_broken()
         if time.monotonic() - self.clock_at > CLOCK_REFRESH_S:
             self.measure_clock()
         self._pending = BEGIN_WRITE if write else BEGIN_READ
@@ -446,14 +464,17 @@ class PgConnection:
         at least every SAFETY_POLL_S, so a waiter re-checks even if a NOTIFY was lost."""
         now = time.monotonic()
         if not self._listening:
+            self._reconnect_if_broken()
             self._raw(f"LISTEN {CHANNEL}")
             self._listening = True
             self._safety_at = now + SAFETY_POLL_S
         else:
             try:
                 self.conn.poll()
-            except _driver_mod.Error as e:
-                raise self.error(e) from None
+            except _driver_mod.Error:
+                # the server went away: the next check reconnects (or reports it)
+                self._version += 1
+                return self._version
         if self.conn.notifies:
             self._version += len(self.conn.notifies)
             del self.conn.notifies[:]
@@ -466,7 +487,7 @@ class PgConnection:
         """Sleep up to ``seconds``, waking as soon as a notification arrives."""
         if seconds <= 0:
             return
-        if not self._listening:
+        if not self._listening or self.conn.closed:
             time.sleep(seconds)
             return
         if self.conn.notifies:
