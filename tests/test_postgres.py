@@ -475,3 +475,24 @@ def PASSWORD_FREE(text: str) -> bool:  # noqa: N802 - reads as a sentence in the
     from urllib.parse import quote
 
     return SECRET not in text and quote(SECRET, safe="") not in text
+
+
+def test_libpq_conventions_apply_pgpassword_pgpass_and_pg_variables(tcp_server, tmp_path):
+    """design.md §13: the URL goes to libpq as it is: PG* variables and ~/.pgpass work."""
+    bare = f"postgresql://postgres@127.0.0.1:{tcp_server.port}/relay"
+    relay = Relay(tmp_path / "h", bare)
+    r = relay("peers", "list", "--json", env={"PGPASSWORD": SECRET})
+    assert r.code == 0, r.err
+    pgpass = tmp_path / "pgpass"
+    pgpass.write_text(f"127.0.0.1:{tcp_server.port}:relay:postgres:"
+                      + SECRET.replace("\\", "\\\\").replace(":", "\\:") + "\n")
+    pgpass.chmod(0o600)
+    r = relay("peers", "list", "--json", env={"PGPASSFILE": str(pgpass)})
+    assert r.code == 0, r.err
+    # nothing but the scheme in the URL: host, port, user, database from PG* variables
+    r = Relay(tmp_path / "h", "postgresql://")("peers", "list", "--json", env={
+        "PGHOST": "127.0.0.1", "PGPORT": str(tcp_server.port), "PGUSER": "postgres",
+        "PGDATABASE": "relay", "PGPASSFILE": str(pgpass)})
+    assert r.code == 0, r.err
+    r = relay("peers", "list", "--json", env={"PGPASSFILE": str(tmp_path / "none")})
+    assert (r.code, r.error["code"]) == (7, "storage_error")  # no password: refused
