@@ -2,7 +2,7 @@
 
 relay's SQL is written once, in the SQLite spelling (sql_*.py, migrations.py). This
 module is the dialect layer: ``translate`` rewrites the few spellings that differ
-(placeholders, ``INDEXED BY``, two-argument ``max``/``min``, ``LIMIT -1``), ``ddl`` maps
+(placeholders, ``INDEXED BY``, two-argument ``max``/``min``, ``LIMIT -1``, ``IS ?``), ``ddl`` maps
 the column types of the migrations, and ``PgConnection`` gives the same transaction
 discipline as ``BEGIN IMMEDIATE``: one writer at a time, through a transaction-scoped
 advisory lock that every write transaction takes first (so every read-modify-write is
@@ -96,6 +96,7 @@ _TOKEN = re.compile(
     r"|\bINDEXED\s+BY\s+\w+"               # SQLite's index hint: the planner chooses
     r"|\bLIMIT\s+(?:\?|:[A-Za-z_]\w*)"     # LIMIT -1 means no limit in SQLite
     r"|\b(?:max|min|ifnull)\s*\("          # scalar max(a, b) / min(a, b), ifnull
+    r"|\bIS\s+(?:NOT\s+)?(?:\?|:[A-Za-z_]\w*)"  # SQLite's IS with a value
     r"|\bINSERT\s+OR\s+IGNORE\b"
     r"|\bLIKE\b"
     r"|\?|:[A-Za-z_]\w*|%",
@@ -145,6 +146,10 @@ def translate(sql: str) -> str:
             out.append(name + "(")
         elif low.startswith("ifnull"):
             out.append("coalesce(")
+        elif low.startswith("is") and not low.startswith("insert"):
+            arg = "%s" if tok.endswith("?") else f"%({tok.split(':', 1)[1]})s"
+            negated = re.search(r"\bNOT\b", tok, re.I) is not None
+            out.append(("IS DISTINCT FROM " if negated else "IS NOT DISTINCT FROM ") + arg)
         elif low.startswith("insert"):
             out.append("INSERT")
             ignore = True

@@ -19,6 +19,13 @@ class PgStore(Store):
     def shared_url(self, with_password: bool = False) -> str | None:
         return self.db.url if with_password else self.db.shown
 
+    def live_session_waiters(self, peer: str, now: int):
+        # doctor opens an older schema without migrating it: no waiters table, no waiters
+        if self.db.schema_version < pg.LATEST and \
+                self.db.scalar("SELECT to_regclass('wake_waiters') IS NULL"):
+            return []
+        return super().live_session_waiters(peer, now)
+
     # ------------------------------------------------------------ doctor's questions
     def pragma(self, name: str):
         if name == "user_version":
