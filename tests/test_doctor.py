@@ -310,11 +310,9 @@ def test_wakeup_per_active_peer(relay):
 def test_wakeup_on_a_database_from_before_wake_waiters(relay):
     """Doctor opens an older schema read-only; it has no waiters, and says so without error."""
     relay.join("c1", "--kind", "claude")
-    db = sqlite3.connect(relay.home / "relay.db")
-    with db:
-        db.execute("DROP TABLE wake_waiters")
-        db.execute("PRAGMA user_version = 4")
-    db.close()
+    relay.sql("DROP TABLE wake_waiters")
+    relay.sql("PRAGMA user_version = 4" if relay.backend == "sqlite"
+              else "UPDATE relay_schema SET version = 4")
     r = relay("doctor", "--json")
     assert r.code == 0, r.err
     assert _checks(r)["wakeup:c1"]["detail"].startswith("not_configured")
@@ -345,11 +343,7 @@ def test_doctor_and_peers_list_agree_on_wakeup_for_every_kind(relay, wakeup):
     procs = []
     try:
         if wakeup == "hook":
-            db = sqlite3.connect(relay.home / "relay.db")
-            with db:
-                db.execute("UPDATE peers SET hook_seen_at = (SELECT max(created_at) "
-                           "FROM sessions)")
-            db.close()
+            relay.sql("UPDATE peers SET hook_seen_at = (SELECT max(created_at) FROM sessions)")
         elif wakeup == "polling":
             procs = [relay.popen("claim", "--wait", "60s", env=e) for e in envs.values()]
         elif wakeup == "waiter":

@@ -26,7 +26,7 @@ SECTIONS = {
                  "claim", "ack", "reply", "fail", "reject", "resolve", "notices"),
     "Peers & sessions": ("peers", "run", "guide", "hook"),
     "Side effects (relay once)": ("once", "ledger", "approve", "deny"),
-    "Operate": ("doctor", "watch", "sweep", "prune", "schema"),
+    "Operate": ("doctor", "watch", "sweep", "prune", "db", "schema"),
 }
 
 

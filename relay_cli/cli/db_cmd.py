@@ -6,15 +6,18 @@ from typing import Annotated
 
 import typer
 
-from .app import Env, HomeOpt, JsonOpt, app
+from .app import Env, HomeOpt, JsonOpt, RelayGroup, app, examples
 
-db_app = typer.Typer(help="Move relay's data: copy the local relay.db into PostgreSQL.",
+db_app = typer.Typer(cls=RelayGroup,
+                     help="Move relay's data: copy the local relay.db into PostgreSQL.",
                      no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(db_app, name="db")
 
 
-@db_app.command(epilog="Example: relay db copy --to 'postgresql://relay@db.internal/relay"
-                "?sslmode=verify-full'")
+@db_app.command(epilog=examples(
+    "relay db copy --to 'postgresql://relay@db.internal/relay?sslmode=verify-full'",
+    "relay db copy --to \"$RELAY_DATABASE_URL\" --json",
+))
 def copy(
     to: Annotated[str, typer.Option("--to", metavar="URL",
                                     help="The empty PostgreSQL database to fill.")],
