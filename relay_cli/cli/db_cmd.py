@@ -15,7 +15,7 @@ app.add_typer(db_app, name="db")
 
 
 @db_app.command(epilog=examples(
-    "relay db copy --to 'postgresql://relay@db.internal/relay?sslmode=verify-full'",
+    "relay db copy --to 'postgresql://relay@db/relay?sslmode=verify-full'",
     "relay db copy --to \"$RELAY_DATABASE_URL\" --json",
 ))
 def copy(
