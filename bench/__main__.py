@@ -14,7 +14,11 @@ USAGE = """usage: python -m bench SUBCOMMAND [options]   (from the project root)
   latency  wake-up latency of wait and claim --wait; CPU while blocked  (--trials 200)
   wake     send -> wake waiter (relay hook claude --wake) exit; its CPU  (--trials 50)
   perf     relay vs bare Typer, vs sqlite3, list 100k vs 10, empty vs full
-  all      every one of the above with its default (full) sizes
+  driver   psycopg2 vs psycopg 3: import and a send-like call, time and memory
+  pgperf   PostgreSQL vs SQLite send/claim, wake-up across namespaces, list 1M vs 10
+  all      every one of the above with its default (full) sizes (not driver, pgperf)
+
+crash and load take --postgres (load also --netns and --restart).
 
 Each subcommand takes --help for its options.
 """
@@ -25,8 +29,12 @@ def main(argv: list[str]) -> int:
         print(USAGE)
         return 0 if argv else 2
     cmd, rest = argv[0], argv[1:]
-    from . import crash, faults, latency, load, once_kill, perf, scale, wake
+    from . import crash, driver, faults, latency, load, once_kill, perf, pgperf, scale, wake
 
+    if cmd == "driver":
+        return driver.main(rest)
+    if cmd == "pgperf":
+        return pgperf.main(rest)
     table = {"crash": crash.main, "oncekill": once_kill.main, "faults": faults.main,
              "load": load.main, "scale": scale.main, "latency": latency.main,
              "wake": wake.main, "perf": perf.main}

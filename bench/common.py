@@ -24,9 +24,17 @@ RELAY_ENV_VARS = ("RELAY_HOME", "RELAY_PEER", "RELAY_SESSION", "RELAY_TIME_OFFSE
 CACHE = Path(os.environ.get("RELAY_BENCH_CACHE", "/tmp/relay-bench-cache"))
 
 
+# Set by a PostgreSQL run (``--postgres``): every relay call of the bench then uses this
+# database instead of the home's relay.db (design.md §13).
+DATABASE_URL: str | None = None
+
+
 def base_env(home: Path | str, extra: dict | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in RELAY_ENV_VARS}
+    env = {k: v for k, v in os.environ.items()
+           if k not in RELAY_ENV_VARS and k != "RELAY_DATABASE_URL"}
     env["RELAY_HOME"] = str(home)
+    if DATABASE_URL:
+        env["RELAY_DATABASE_URL"] = DATABASE_URL
     env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH")
                                      else "")
     for k, v in (extra or {}).items():
@@ -57,12 +65,13 @@ class Res:
 
 
 def relay(home, *args, input: str | bytes | None = None, env: dict | None = None,
-          timeout: float = 120) -> Res:
-    """Run the real relay in a process; never raises on a non-zero exit."""
+          timeout: float = 120, prefix: list[str] | None = None) -> Res:
+    """Run the real relay in a process; never raises on a non-zero exit. ``prefix`` runs
+    it elsewhere (another network namespace: bench/netns.py)."""
     data = input.encode() if isinstance(input, str) else input
     t0 = time.perf_counter()
-    p = subprocess.run([*RELAY, *map(str, args)], input=data, capture_output=True,
-                       env=base_env(home, env), timeout=timeout)
+    p = subprocess.run([*(prefix or []), *RELAY, *map(str, args)], input=data,
+                       capture_output=True, env=base_env(home, env), timeout=timeout)
     return Res(p.returncode, p.stdout.decode("utf-8", "replace"),
                p.stderr.decode("utf-8", "replace"), time.perf_counter() - t0)
 
@@ -174,28 +183,97 @@ def allowed_pairs() -> set[tuple[str | None, str]]:
     return {(t.from_state, t.to_state) for t in TRANSITIONS}
 
 
-def check_db(home: Path, must_exist: set[str] = frozenset()) -> list[str]:
+class Target:
+    """One relay database to inspect: relay.db in ``home``, or the PostgreSQL database at
+    ``url`` (statements use ``?`` placeholders on both)."""
+
+    def __init__(self, home: Path | str, url: str | None = None) -> None:
+        self.home = Path(home)
+        self.url = url if url is not None else DATABASE_URL
+        self._conn = None
+
+    def __enter__(self) -> Target:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def rows(self, sql: str, args=()) -> list[tuple]:
+        if self.url:
+            import psycopg2
+
+            if self._conn is None:
+                self._conn = psycopg2.connect(self.url)
+                self._conn.autocommit = True
+            with self._conn.cursor() as cur:
+                cur.execute(sql.replace("%", "%%").replace("?", "%s"), tuple(args))
+                got = cur.fetchall() if cur.description else []
+            return [tuple(bytes(v) if isinstance(v, memoryview) else v for v in r) for r in got]
+        if self._conn is None:
+            self._conn = sqlite3.connect(self.home / "relay.db")
+        return self._conn.execute(sql, args).fetchall()
+
+    def dicts(self, sql: str, args=()) -> list[dict]:
+        if self.url:
+            self.rows("SELECT 1")  # connected
+            with self._conn.cursor() as cur:
+                cur.execute(sql.replace("%", "%%").replace("?", "%s"), tuple(args))
+                names = [d[0] for d in cur.description]
+                return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+        if self._conn is None:
+            self._conn = sqlite3.connect(self.home / "relay.db")
+        cur = self._conn.execute(sql, args)
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+
+    def tables(self) -> set[str]:
+        if self.url:
+            return {r[0] for r in self.rows(
+                "SELECT table_name FROM information_schema.tables "
+                "WHERE table_schema = current_schema()")}
+        return {r[0] for r in self.rows("SELECT name FROM sqlite_master WHERE type='table'")}
+
+    def columns(self, table: str) -> list[str]:
+        if self.url:
+            return [r[0] for r in self.rows(
+                "SELECT column_name FROM information_schema.columns WHERE table_schema = "
+                "current_schema() AND table_name = ? ORDER BY ordinal_position", (table,))]
+        return [r[1] for r in self.rows(f"PRAGMA table_info({table})")]
+
+    def integrity(self) -> list[str]:
+        """SQLite's integrity_check; PostgreSQL keeps its own files consistent (WAL)."""
+        if self.url:
+            return ["ok"]
+        return [r[0] for r in self.rows("PRAGMA integrity_check")]
+
+
+def check_db(home: Path, must_exist: set[str] = frozenset(), url: str | None = None) -> list[str]:
     """The crash invariants over one database; returns every violation found."""
     problems: list[str] = []
-    db = sqlite3.connect(home / "relay.db")
+    db = Target(home, url)
     try:
-        ic = [r[0] for r in db.execute("PRAGMA integrity_check")]
+        ic = db.integrity()
         if ic != ["ok"]:
             problems.append(f"integrity_check: {ic[:5]}")
             return problems
-        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        dup = db.execute("SELECT lower(id), count(*) FROM requests GROUP BY lower(id) "
-                         "HAVING count(*) > 1").fetchall()
+        tables = db.tables()
+        dup = db.rows("SELECT lower(id), count(*) FROM requests GROUP BY lower(id) "
+                      "HAVING count(*) > 1")
         if dup:
             problems.append(f"ids with two rows: {dup[:5]}")
-        ids = {r[0] for r in db.execute("SELECT id FROM requests")}
+        ids = {r[0] for r in db.rows("SELECT id FROM requests")}
         tomb_ids: set[str] = set()
         for t in tables:
             if "tomb" in t:
-                cols = [r[1] for r in db.execute(f"PRAGMA table_info({t})")]
+                cols = db.columns(t)
                 col = "id" if "id" in cols else ("request_id" if "request_id" in cols else None)
                 if col:
-                    rows = {r[0] for r in db.execute(f"SELECT {col} FROM {t}")}
+                    rows = {r[0] for r in db.rows(f"SELECT {col} FROM {t}")}
                     both = rows & ids
                     if both:
                         problems.append(f"ids both in requests and {t}: {sorted(both)[:3]}")
@@ -209,14 +287,14 @@ def check_db(home: Path, must_exist: set[str] = frozenset()) -> list[str]:
     return problems
 
 
-def check_events(db: sqlite3.Connection) -> list[str]:
+def check_events(db: Target) -> list[str]:
     """Replay the events table: every chain allowed by states.TRANSITIONS, ending at the
     row's state. Pruned requests whose events were removed are skipped."""
     pairs = allowed_pairs()
     problems = []
-    state = {r[0]: (r[1], r[2]) for r in db.execute("SELECT id, state, pruned FROM requests")}
+    state = {r[0]: (r[1], r[2]) for r in db.rows("SELECT id, state, pruned FROM requests")}
     chains: dict[str, list[tuple]] = {}
-    for rid, frm, to in db.execute(
+    for rid, frm, to in db.rows(
             "SELECT request_id, from_state, to_state FROM events ORDER BY request_id, seq"):
         chains.setdefault(rid, []).append((frm, to))
     for rid, (st, pruned) in state.items():
@@ -239,7 +317,6 @@ def check_events(db: sqlite3.Connection) -> list[str]:
     orphans = set(chains) - set(state)
     if orphans:
         # events of a pruned request may outlive it only if a tombstone keeps the id
-        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        if not any("tomb" in t for t in tables):
+        if not any("tomb" in t for t in db.tables()):
             problems.append(f"events of requests that do not exist: {sorted(orphans)[:3]}")
     return problems

@@ -5,6 +5,11 @@ for sweep and prune); every trial copies it, starts the real ``relay`` process, 
 with SIGKILL after a random delay drawn uniformly from [0, its uninterrupted run time],
 then checks the invariants of design.md §1 (``common.check_db``) and the command's own retry
 rule. ``python -m bench crash --trials 200`` is the full run.
+
+``--postgres`` runs the same trials on PostgreSQL (design.md §13): each template is built
+as a relay.db and moved into a template database with ``relay db copy``; every trial gets
+its own database made from that template (``CREATE DATABASE … TEMPLATE``) on a throwaway
+server (bench/pgserver.py), and the same checks run against it.
 """
 
 from __future__ import annotations
@@ -15,7 +20,6 @@ import os
 import random
 import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -24,9 +28,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import bulk
+from . import bulk, common, pgserver
 from .common import (
     RELAY,
+    Target,
     base_env,
     check_db,
     checkpoint,
@@ -55,29 +60,43 @@ class Spec:
     rid: str | None = None          # the request the command is about
     ids: set = field(default_factory=set)  # every request id in the template
     calib: float = 0.0              # uninterrupted wall time (s)
+    before: tuple = ()              # _count of the template
+    template_db: str | None = None  # PostgreSQL: the template database
 
+
+PG: pgserver.Server | None = None  # the server of a --postgres run
+_TRIAL_DBS = iter(range(1 << 30))
 
 def _count(home: Path) -> tuple:
-    db = sqlite3.connect(home / "relay.db")
-    try:
-        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        out = [db.execute("SELECT count(*) FROM events").fetchone()[0],
-               db.execute("SELECT count(*) FROM requests").fetchone()[0],
-               db.execute("SELECT count(*) FROM requests WHERE pruned = 1").fetchone()[0]]
-        for t in sorted(tables):
+    with Target(home) as db:
+        out = [db.rows("SELECT count(*) FROM events")[0][0],
+               db.rows("SELECT count(*) FROM requests")[0][0],
+               db.rows("SELECT count(*) FROM requests WHERE pruned = 1")[0][0]]
+        for t in sorted(db.tables()):
             if t == "ledger" or "tomb" in t:
-                out.append(db.execute(f"SELECT count(*) FROM {t}").fetchone()[0])
+                out.append(db.rows(f"SELECT count(*) FROM {t}")[0][0])
         return tuple(out)
-    finally:
-        db.close()
 
 
 def _ids(home: Path) -> set[str]:
-    db = sqlite3.connect(home / "relay.db")
-    try:
-        return {r[0] for r in db.execute("SELECT id FROM requests")}
-    finally:
-        db.close()
+    with Target(home) as db:
+        return {r[0] for r in db.rows("SELECT id FROM requests")}
+
+
+def _fresh(spec: Spec, d: Path) -> Path:
+    """A trial's home (a copy of the template); on PostgreSQL also its own database,
+    which every relay call and check of the trial then uses."""
+    home = d / "home"
+    copy_home(spec.home, home)
+    if PG is not None:
+        common.DATABASE_URL = PG.create_db(f"trial_{next(_TRIAL_DBS)}", spec.template_db)
+    return home
+
+
+def _discard() -> None:
+    if PG is not None and common.DATABASE_URL:
+        PG.drop_db(common.DATABASE_URL.split("/")[3].split("?")[0])
+        common.DATABASE_URL = None
 
 
 def build(name: str, root: Path) -> Spec:
@@ -128,7 +147,14 @@ def build(name: str, root: Path) -> Spec:
     else:
         raise ValueError(name)
     checkpoint(home)
-    return Spec(name, home, argv, env, inp, rid, _ids(home))
+    spec = Spec(name, home, argv, env, inp, rid, _ids(home), before=_count(home))
+    if PG is not None:  # the same content, moved into a template database
+        spec.template_db = f"template_{name}"
+        url = PG.create_db(spec.template_db)
+        r = relay(home, "db", "copy", "--to", url, "--json")
+        if r.code != 0:
+            raise RuntimeError(f"relay db copy: {r.err[-500:]}")
+    return spec
 
 
 def _start(spec: Spec, home: Path, cwd: Path) -> subprocess.Popen:
@@ -164,14 +190,15 @@ def calibrate(spec: Spec, root: Path, runs: int = 3) -> float:
     times = []
     for i in range(runs):
         d = root / f"calib-{spec.name}-{i}"
-        copy_home(spec.home, d / "home")
+        home = _fresh(spec, d)
         t0 = time.perf_counter()
-        p = _start(spec, d / "home", d)
+        p = _start(spec, home, d)
         out, err = p.communicate(timeout=300)
         times.append(time.perf_counter() - t0)
         if p.returncode != 0:
             raise RuntimeError(f"{spec.name} does not run cleanly: {err.decode()[-500:]}")
         _reap_group(p.pid)
+        _discard()
         shutil.rmtree(d)
     spec.calib = max(times)
     return spec.calib
@@ -180,9 +207,15 @@ def calibrate(spec: Spec, root: Path, runs: int = 3) -> float:
 def trial(spec: Spec, root: Path, rng: random.Random, index: int) -> tuple[str, list[str]]:
     """One kill; returns (phase, problems). phase: untouched | committed | finished."""
     d = root / f"{spec.name}-{index}"
-    home = d / "home"
-    copy_home(spec.home, home)
-    before = _count(spec.home)
+    home = _fresh(spec, d)
+    try:
+        return _trial(spec, d, home, rng)
+    finally:
+        _discard()
+
+
+def _trial(spec: Spec, d: Path, home: Path, rng: random.Random) -> tuple[str, list[str]]:
+    before = spec.before
     delay = rng.uniform(0, spec.calib)
     p = _start(spec, home, d)
     time.sleep(delay)
@@ -211,11 +244,8 @@ def trial(spec: Spec, root: Path, rng: random.Random, index: int) -> tuple[str, 
 
 # ------------------------------------------------------------------ retry rules
 def _rows(home: Path, sql: str, args=()) -> list:
-    db = sqlite3.connect(home / "relay.db")
-    try:
-        return db.execute(sql, args).fetchall()
-    finally:
-        db.close()
+    with Target(home) as db:
+        return db.rows(sql, args)
 
 
 def _retry_send(spec: Spec, home: Path, d: Path, finished: bool) -> list[str]:
@@ -283,12 +313,9 @@ def _retry_prune(spec: Spec, home: Path, d: Path, finished: bool) -> list[str]:
 def _retry_once(spec: Spec, home: Path, d: Path, finished: bool) -> list[str]:
     marker = d / "marker"
     ran = len(marker.read_text().splitlines()) if marker.exists() else 0
-    db = sqlite3.connect(home / "relay.db")
-    db.row_factory = sqlite3.Row
-    try:
-        row = db.execute("SELECT * FROM ledger").fetchone()
-    finally:
-        db.close()
+    with Target(home) as db:
+        found = db.dicts("SELECT * FROM ledger")
+    row = found[0] if found else None
     problems = []
     state = row["state"] if row else None
     ONCE_STATES[state or "no entry"] += 1
@@ -334,8 +361,16 @@ def available(name: str) -> bool:
 
 
 def run(commands=COMMANDS, trials: int = 200, seed: int | None = None, root: Path | None = None,
-        log=print, calib_runs: int = 3) -> dict:
+        log=print, calib_runs: int = 3, postgres: bool = False) -> dict:
     """Run the harness; returns {command: {"trials", "phases", "problems", "skipped"}}."""
+    global PG
+    if postgres:
+        PG = pgserver.start(fsync=True)
+        try:
+            return run(commands, trials, seed, root, log, calib_runs)
+        finally:
+            PG.remove()
+            PG = None
     seed = random.randrange(1 << 30) if seed is None else seed
     rng = random.Random(seed)
     own = root is None
@@ -379,9 +414,13 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int)
     ap.add_argument("--only", action="append", choices=COMMANDS)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--postgres", action="store_true",
+                    help="run on a throwaway PostgreSQL server instead of relay.db")
     a = ap.parse_args(argv)
     print_machine()
-    res = run(a.only or COMMANDS, a.trials, a.seed)
+    if a.postgres:
+        print("backend: PostgreSQL (a database per trial, fsync on)")
+    res = run(a.only or COMMANDS, a.trials, a.seed, postgres=a.postgres)
     print(f"seed: {res['_seed']}")
     if a.json:
         print(json.dumps(res, indent=2))

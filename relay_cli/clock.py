@@ -51,7 +51,33 @@ def offset_warning() -> str | None:
             "home in use: rehearse on a copy (RELAY_HOME=/tmp/relay-copy).")
 
 
+# Where the time comes from: this machine's clock, unless the store's database keeps
+# relay's clock (design.md §13: on PostgreSQL every machine uses the server's clock, so
+# machines whose clocks disagree still agree on every deadline). A store adds its source
+# when it connects and removes it when it closes; the newest open one answers (a process
+# may hold several connections to the same server, e.g. `relay run`'s heartbeat thread).
+_sources: list = []
+
+
+def set_source(source) -> None:
+    """``source()`` returns the reference clock in (fractional) ms since the epoch;
+    ``None`` drops every source (back to this machine's clock)."""
+    if source is None:
+        _sources.clear()
+    else:
+        _sources.append(source)
+
+
+def clear_source(source) -> None:
+    for i in range(len(_sources) - 1, -1, -1):
+        if _sources[i] == source:
+            del _sources[i]
+            return
+
+
 def now_ms() -> int:
+    if _sources:
+        return int(_sources[-1]() + offset_seconds() * 1000)
     return int((time.time() + offset_seconds()) * 1000)
 
 

@@ -87,14 +87,20 @@ class Report:
 
 
 def diagnose(home: Path, fix: bool = False) -> Report:
-    from .store import LATEST_SCHEMA
+    from .store import LATEST_SCHEMA, database_url
 
+    url = database_url()
     report = Report(home)
     report.facts["schema_supported"] = LATEST_SCHEMA
+    report.facts["backend"] = "postgresql" if url else "sqlite"
     report.add("relay_version", OK, f"relay {__version__}")
     report.add("python", OK, f"Python {platform.python_version()}")
-    report.add("sqlite", OK, f"SQLite {sqlite3.sqlite_version}")
+    if url is None:
+        report.add("sqlite", OK, f"SQLite {sqlite3.sqlite_version}")
     now = _now(report)
+    if url is not None:
+        _check_postgres(home, url, report)
+        return report
     if fix:
         _fix_modes(home, report)
     if not _check_paths(home, report):
@@ -312,15 +318,101 @@ def _guarded(report: Report, name: str, fn) -> None:
         report.add(name, FAIL, f"{err.code}: {err.message}")
 
 
-def _check_schema(report: Report, version: int, has_tables: bool, latest: int) -> bool:
+# ------------------------------------------------------------------------ PostgreSQL
+LOCAL_HOSTS = ("", "localhost", "127.0.0.1", "::1")
+TLS_MODES = ("require", "verify-ca", "verify-full")
+CLOCK_WARN_MS = 1000
+
+
+def _check_postgres(home: Path, url: str, report: Report) -> None:
+    """design.md §13: the server instead of the state directory and relay.db."""
+    from .store import LATEST_SCHEMA, open_store_readonly, redact
+
+    shown = redact(url)
+    report.facts["database_url"] = shown
+    report.add("database_url", OK, f"{shown} (PostgreSQL; relay.db is not used)")
+    started = time.monotonic()
+    try:
+        store = open_store_readonly(home)
+    except RelayError as e:
+        report.add("reachable", FAIL, f"{e.code}: {e.message}")
+        return
+    try:
+        connect_ms = (time.monotonic() - started) * 1000
+        _guarded(report, "server", lambda: _check_server(store, report, connect_ms))
+        version = store.db.schema_version
+        report.facts["schema_version"] = version
+        foreign = bool(store.foreign_tables()) if version == 0 else True
+        usable = _check_schema(report, version, foreign, LATEST_SCHEMA, "a PostgreSQL database")
+        try:
+            now = clock.now_ms()  # the server's clock from here on
+        except RelayError:  # a bad RELAY_TIME_OFFSET: reported above; the server's clock
+            now = int(store.db.server_now_ms())
+        _guarded(report, "tables", lambda: _check_tables(store, report))
+        if usable:
+            _guarded(report, "requests", lambda: _check_contents(store, report, now))
+    finally:
+        store.close()
+
+
+def _loopback(host: str) -> bool:
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _check_server(store, report: Report, connect_ms: float) -> None:
+    f = store.server_facts()
+    report.facts.update(server_version=f["server_version"], rtt_ms=round(f["rtt_ms"], 3),
+                        clock_offset_ms=round(f["clock_offset_ms"], 3),
+                        synchronous_commit=f["synchronous_commit"], tls=f["ssl_in_use"])
+    report.add("reachable", OK, f"connected in {connect_ms:.0f} ms; a round-trip takes "
+               f"{f['rtt_ms']:.1f} ms")
+    report.add("server", OK, f"PostgreSQL {f['server_version']}")
+    if f["synchronous_commit"] == "off":
+        report.add("synchronous_commit", WARN, "off: the server acknowledges a commit before "
+                   "it is on disk, so an accepted request could be lost if the server crashes; "
+                   "set synchronous_commit = on for relay's database or role")
+    else:
+        report.add("synchronous_commit", OK, f"{f['synchronous_commit']}: a request is on the "
+                   "server's disk before relay reports success")
+    host, mode = f["host"], f["sslmode"] or "prefer"
+    local = host.startswith("/") or host in LOCAL_HOSTS or _loopback(host)
+    where = "a unix socket" if (host == "" or host.startswith("/")) else host
+    if f["ssl_in_use"]:
+        report.add("tls", OK, f"TLS in use (sslmode={mode})"
+                   + ("" if mode == "verify-full" or local else
+                      "; sslmode=verify-full also checks the server's certificate and name"))
+    elif local:
+        report.add("tls", OK, f"no TLS: the server is local ({where})")
+    elif mode in TLS_MODES:
+        report.add("tls", OK, f"sslmode={mode}")
+    else:
+        report.add("tls", WARN, f"no TLS to {host} (sslmode={mode} does not require it): "
+                   "requests cross the network readable; add sslmode=verify-full to the URL")
+    offset = f["clock_offset_ms"]
+    text = (f"this machine's clock is {abs(offset) / 1000:.3f} s "
+            f"{'behind' if offset >= 0 else 'ahead of'} the server's; relay uses the server's")
+    if abs(offset) > CLOCK_WARN_MS:
+        report.add("clock", WARN, text + " (fix this machine's time sync: other tools here "
+                   "do not correct for it)")
+    else:
+        report.add("clock", OK, text)
+
+
+def _check_schema(report: Report, version: int, has_tables: bool, latest: int,
+                  what: str = "a SQLite database") -> bool:
     if version > latest:
         report.add("schema", FAIL, f"schema_too_new: schema version {version}, this relay "
                    f"understands up to {latest}; upgrade relay, do not downgrade the database")
         return False
     if version == 0:
         if has_tables:
-            report.add("schema", FAIL, "database_corrupt: a SQLite database, but not relay's "
-                       "(user_version 0 with tables)")
+            report.add("schema", FAIL, f"database_corrupt: {what}, but not relay's "
+                       "(schema 0 with tables named like relay's)")
         else:
             report.add("schema", WARN, f"empty database (schema 0); the next relay command that "
                        f"writes creates schema {latest}")

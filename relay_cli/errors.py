@@ -146,8 +146,9 @@ ERRORS: dict[str, ErrorSpec] = {
         "and ask the person, `relay doctor` reports details",
     ),
     "storage_error": ErrorSpec(
-        7, False, "relay could not write its database (disk full, read-only or I/O error); nothing "
-        "was half-written; fix the disk, then retry",
+        7, False, "relay could not use its database (disk full, read-only, I/O error, access "
+        "refused, or a missing driver); nothing was half-written; fix what the message names, "
+        "then retry",
     ),
     # 10, 11: outcomes
     "denied": ErrorSpec(
@@ -171,6 +172,10 @@ ERRORS: dict[str, ErrorSpec] = {
     "in_progress": ErrorSpec(
         75, True, "this key is running in another process right now; wait and retry the same "
         "command to get its outcome",
+    ),
+    "database_unavailable": ErrorSpec(
+        75, True, "the PostgreSQL server could not be reached; nothing was changed; wait "
+        "retry_after_seconds, then retry the same command (same id or key)",
     ),
     # 1: bug
     "internal_error": ErrorSpec(

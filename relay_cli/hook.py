@@ -208,7 +208,8 @@ def _session_start(store, ev: Event, henv: HookEnv) -> dict | None:
             if token is not None and path:
                 # Written last, inside the transaction: if the file cannot be written
                 # nothing is committed, and if the commit fails the lines are taken back.
-                size_before = _append_env(path, _export_lines(name, token, store.home))
+                size_before = _append_env(path, _export_lines(name, token, store.home,
+                                                                 store.shared_url()))
     except BaseException:
         if size_before is not None:
             _truncate(path, size_before)
@@ -241,35 +242,15 @@ def _start(store, ev: Event, henv: HookEnv, now: int):
     return store.get_session(joined["session_id"]), joined["token"], "joined"
 
 
-def _export_lines(name: str, token: str, home) -> list[str]:
+def _export_lines(name: str, token: str, home, url: str | None = None) -> list[str]:
     lines = [
         f"export RELAY_PEER={shlex.quote(name)}",
         f"export RELAY_SESSION={shlex.quote(token)}",
         f"export RELAY_HOME={shlex.quote(os.path.abspath(str(home)))}",
     ]
-    url = os.environ.get("RELAY_DATABASE_URL")
-    if url:
-        lines.append(f"export RELAY_DATABASE_URL={shlex.quote(_without_password(url))}")
+    if url is not None:  # PostgreSQL (design.md §13), without its password
+        lines.append(f"export RELAY_DATABASE_URL={shlex.quote(url)}")
     return lines
-
-
-def _without_password(url: str) -> str:
-    """The URL with any password left out (design.md §13: never written anywhere)."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    try:
-        parts = urlsplit(url)
-        if parts.password is None:
-            return url
-        host = parts.hostname or ""
-        if ":" in host:
-            host = f"[{host}]"
-        netloc = (f"{parts.username}@" if parts.username else "") + host
-        if parts.port is not None:
-            netloc += f":{parts.port}"
-        return urlunsplit(parts._replace(netloc=netloc))
-    except ValueError:
-        return url
 
 
 def _append_env(path: str, lines: list[str]) -> int:

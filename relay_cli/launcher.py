@@ -172,11 +172,13 @@ def leave(store, session: Session) -> int | None:
     return moved
 
 
-def child_env(session: Session, home: Path) -> dict[str, str]:
+def child_env(session: Session, home: Path, url: str | None = None) -> dict[str, str]:
     env = dict(os.environ)
     env["RELAY_PEER"] = session.name
     env["RELAY_SESSION"] = session.token
     env["RELAY_HOME"] = str(Path(os.path.abspath(home)))
+    if url is not None:  # the same PostgreSQL database, also when given by --database-url
+        env["RELAY_DATABASE_URL"] = url
     return env
 
 
@@ -214,7 +216,8 @@ def run(open_store, name: str, kind: str | None, lease_seconds: int, argv: list[
             if early is not None:  # asked to stop before CMD existed: start nothing
                 _leave_reporting(store, session, report)
                 return 128 + early
-            pid = _spawn(path, argv, child_env(session, store.home))
+            env = child_env(session, store.home, store.shared_url(with_password=True))
+            pid = _spawn(path, argv, env)
         except BaseException:
             _leave_reporting(store, session, report)
             raise

@@ -37,6 +37,12 @@ that names no live process. The entry counts as alive while either of them is al
 start times (``<boot id>:<ticks>`` from /proc/<pid>/stat field 22) make sure a reused pid
 is not mistaken for the original process. Only when both are gone — relay crashed between
 start and record, and the command is no longer running — is the effect unknown.
+
+Across machines (design.md §13: several hosts share one PostgreSQL database) a process
+on another host cannot be looked at. While its command runs, the relay process renews its
+entry's ``updated_at`` every RENEW_S seconds; an entry recorded by another host counts as
+alive while that renewal is at most STALE_S seconds old (relay's clock is the database's,
+so the hosts agree on it), and as crashed (effect_unknown) after that.
 """
 
 from __future__ import annotations
@@ -61,6 +67,8 @@ from .store.sql_ledger import LEDGER_FINAL_STATES
 KEY_RE = re.compile(r"[!-~]{1,200}", re.ASCII)  # the whole value (fullmatch): no "k\n"
 TAIL_BYTES = 64 * 1024
 DEFAULT_APPROVAL_WAIT_S = 50
+RENEW_S = 10  # a running entry's relay process renews it this often (updated_at)
+STALE_S = 30  # an entry of another host without a renewal for this long has crashed
 STORED_STATES = ("awaiting_approval", "approved", "denied", "running", "succeeded", "failed",
                  "forgotten")
 # what the views show: a running entry whose processes are gone is effect_unknown
@@ -244,7 +252,8 @@ def this_host() -> str:
 def process_alive(pid: int | None, start: str | None, host: str | None) -> bool:
     """Is the process that was recorded as (pid, start, host) still running?
 
-    On another host relay cannot look, so the process counts as alive (nothing is rerun).
+    On another host relay cannot look, so the process counts as alive here (the entry's
+    renewal decides: :func:`entry_alive`).
     """
     if pid is None:
         return False
@@ -264,7 +273,14 @@ def process_alive(pid: int | None, start: str | None, host: str | None) -> bool:
     return True
 
 
-def entry_alive(row) -> bool:
+def entry_alive(row, now: int | None = None) -> bool:
+    """A running entry of this host: its relay process or its command still runs. Of
+    another host: its relay process renewed it within STALE_S (by relay's clock)."""
+    if row["host"] is not None and row["host"] != this_host():
+        if row["pid"] is None:
+            return False
+        now = clock.now_ms() if now is None else now
+        return now - row["updated_at"] <= STALE_S * 1000
     return (process_alive(row["pid"], row["process_start"], row["host"])
             or process_alive(row["child_pid"], row["child_start"], row["host"]))
 
@@ -347,7 +363,7 @@ def begin(store, now: int, key: str, argv: list[str], cwd: str, *, idempotent: b
     if state == "awaiting_approval":
         return Decision("wait", row)
     if state == "running":
-        if entry_alive(row):
+        if entry_alive(row, now):
             raise EntryError("in_progress", f"key {key!r} is running in process {row['pid']} "
                              f"on {row['host']}", entry)
         if not row["idempotent"]:
@@ -362,7 +378,7 @@ def begin(store, now: int, key: str, argv: list[str], cwd: str, *, idempotent: b
 
 
 def wait_for_decision(store, key: str, argv: list[str], cwd: str, *, idempotent: bool,
-                      me: Me, timeout_s: float, sleep=time.sleep,
+                      me: Me, timeout_s: float, sleep=None,
                       on_tick=None) -> Decision | None:
     """Wait (no lock held while sleeping) until a person decided; None on timeout."""
     fp = fingerprint(argv, cwd)
@@ -750,7 +766,8 @@ def _gated_exec(argv, out_w, err_w, gate_r, report_w, parents, ignored, signals)
 
 
 def pump(proc: Child, out_sink: Sink, err_sink: Sink,
-         limit: int = TAIL_BYTES, signals: Signals | None = None) -> RunResult:
+         limit: int = TAIL_BYTES, signals: Signals | None = None,
+         on_tick: Callable[[], None] | None = None) -> RunResult:
     """Stream the command's output through while keeping the last ``limit`` bytes of each."""
     tails = {proc.stdout.fileno(): (Tail(limit), out_sink),
              proc.stderr.fileno(): (Tail(limit), err_sink)}
@@ -764,6 +781,8 @@ def pump(proc: Child, out_sink: Sink, err_sink: Sink,
             ready = sel.select(timeout=0.05)
             if signals is not None:
                 signals.forward(proc)
+            if on_tick is not None:
+                on_tick()
             for key, _ in ready:
                 chunk = os.read(key.fd, _CHUNK)
                 if not chunk:
@@ -838,15 +857,23 @@ def _owned(row, me: Me, runs: int) -> bool:
             and row["runs"] == runs)
 
 
-def _retrying(fn, attempts: int = 4):
-    """Run a write; on ``busy`` try again (the outcome must not be lost to a lock)."""
-    for i in range(attempts):
+def _retrying(fn, attempts: int = 4, unavailable_s: float = 30.0):
+    """Run a write; on ``busy`` try again, and while the database server cannot be
+    reached (a restart, design.md §13) keep trying for ``unavailable_s``: the outcome must
+    not be lost to a lock or a restart."""
+    deadline = time.monotonic() + unavailable_s
+    tries = 0
+    while True:
         try:
             return fn()
         except RelayError as e:
-            if e.code != "busy" or i == attempts - 1:
-                raise
-    return None
+            tries += 1
+            if e.code == "busy" and tries < attempts:
+                continue
+            if e.code == "database_unavailable" and time.monotonic() < deadline:
+                time.sleep(1.0)
+                continue
+            raise
 
 
 def record_child(store, key: str, me: Me, runs: int, child_pid: int) -> bool:
@@ -863,6 +890,29 @@ def record_child(store, key: str, me: Me, runs: int, child_pid: int) -> bool:
             return True
 
     return _retrying(write)
+
+
+class Renewal:
+    """While the command runs, renew the entry every RENEW_S seconds (``updated_at``), so
+    relay on other hosts knows this process is alive (design.md §13). Best effort: a
+    renewal that fails (server briefly unreachable) is tried again at the next tick."""
+
+    def __init__(self, store, key: str, me: Me, runs: int) -> None:
+        self.store, self.key, self.me, self.runs = store, key, me, runs
+        self.next_at = time.monotonic() + RENEW_S
+
+    def tick(self) -> None:
+        if time.monotonic() < self.next_at:
+            return
+        try:
+            with self.store.transaction():
+                now = clock.now_ms()
+                if _owned(self.store.get_ledger(self.key), self.me, self.runs):
+                    self.store.update_ledger(self.key, {"updated_at": now})
+        except RelayError:
+            self.next_at = time.monotonic() + 1
+            return
+        self.next_at = time.monotonic() + RENEW_S
 
 
 def record_outcome(store, key: str, me: Me, runs: int, result: RunResult):
@@ -1006,7 +1056,8 @@ def execute(store, key: str, row, argv: list[str], me: Me, out_sink: Sink, err_s
                           not_started_object(key, argv, row["cwd"], e.exit_code, e.message),
                           e.message)
     try:
-        result = pump(proc, out_sink, err_sink, signals=signals)
+        renewal = Renewal(store, key, me, runs)
+        result = pump(proc, out_sink, err_sink, signals=signals, on_tick=renewal.tick)
     except BaseException:
         with contextlib.suppress(OSError):
             proc.kill()
@@ -1106,7 +1157,7 @@ def resolve(store, now: int, key: str, outcome: str, note: str | None, *,
             f"({'denied' if row['state'] == 'denied' else 'made with --approve'}) and "
             "standard input is not a terminal; nothing changed")
     state = row["state"]
-    if state == "running" and row["host"] in (None, this_host()) and entry_alive(row):
+    if state == "running" and row["host"] in (None, this_host()) and entry_alive(row, now):
         # (an entry started on another host cannot be checked: a person may settle it)
         raise EntryError("in_progress", f"key {key!r} is still running in process "
                          f"{row['pid']}; settle it only after it ended", entry_object(row))

@@ -35,7 +35,6 @@ DRAFT_TTL_MS = 3600 * 1000
 MAX_OPEN_DRAFTS = 100
 ON_LOST = ("unknown", "redeliver")
 SWEEP_BATCH = 250  # one batch of due transitions: ~40 ms of write lock at 1M requests
-POLL_S = 0.05
 
 AUTHORITY = "external_ai_message"
 
@@ -696,10 +695,11 @@ def sweep(store, now: int) -> dict:
 
 
 # --------------------------------------------------------------------------- waiting
-def poll(store, check, timeout_s: float, on_tick=None, sleep=time.sleep, on_block=None):
+def poll(store, check, timeout_s: float, on_tick=None, sleep=None, on_block=None):
     """Call ``check()`` now and again whenever the database changes or a deadline passes.
 
-    Holds no lock while sleeping; notices another process's commit within ``POLL_S``.
+    Holds no lock while sleeping; notices another process's commit within
+    ``store.poll_interval`` (on PostgreSQL a notification ends the sleep at once).
     Returns the first non-None result of ``check``, or None when ``timeout_s`` passed.
     ``on_block`` is called once, when the first check found nothing and the wait begins.
     """
@@ -709,11 +709,20 @@ def poll(store, check, timeout_s: float, on_tick=None, sleep=time.sleep, on_bloc
     while True:
         version = store.data_version()
         if version != last_version or (due is not None and due <= clock.now_ms()):
-            result = check()
+            # the version read before the check: a commit that lands while check() runs
+            # changes it again, so the next look re-checks instead of missing it
+            last_version = version
+            try:
+                result = check()
+                due = next_due(store)
+            except RelayError as e:
+                # A database server that went away (a restart, design.md §13) ends no
+                # wait by itself: look again until it is back or the time is up.
+                if e.code != "database_unavailable" or time.monotonic() >= end:
+                    raise
+                last_version, result = None, None
             if result is not None:
                 return result
-            last_version = store.data_version()
-            due = next_due(store)
         remaining = end - time.monotonic()
         if remaining <= 0:
             return None
@@ -721,8 +730,12 @@ def poll(store, check, timeout_s: float, on_tick=None, sleep=time.sleep, on_bloc
             on_block()
             on_block = None
         if on_tick is not None:
-            on_tick()
-        sleep(min(POLL_S, remaining))
+            try:
+                on_tick()
+            except RelayError as e:
+                if e.code != "database_unavailable":
+                    raise
+        (sleep or store.pause)(min(store.poll_interval, remaining))
 
 
 class LeaseKeeper:

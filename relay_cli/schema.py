@@ -37,6 +37,9 @@ EXIT_STATUS: dict[int, str] = {
 ENVIRONMENT: dict[str, str] = {
     "RELAY_HOME": "State directory (default: the per-user state dir, on Linux "
                   "~/.local/state/relay). --home overrides it.",
+    "RELAY_DATABASE_URL": "A PostgreSQL URL (postgresql://...) shared by agents on several "
+                          "machines, instead of relay.db; --database-url overrides it. libpq's "
+                          "PG* variables and ~/.pgpass apply.",
     "RELAY_PEER": "The caller's peer name (--as overrides it).",
     "RELAY_SESSION": "The caller's session token from `relay peers join` (--session "
                      "overrides it).",
@@ -78,11 +81,10 @@ def request_fields() -> dict:
 # ------------------------------------------------------------------ the command tree
 def root_command():
     """The live Click command tree of the Typer app (every registered command)."""
-    import typer
-
     from .cli import app
+    from .cli.app import build_command
 
-    return typer.main.get_command(app)
+    return build_command(app)
 
 
 def walk(command=None):

@@ -3,6 +3,13 @@
 ``relay(...)`` runs in-process through ``relay_cli.cli.run`` with its own stdin, stdout,
 stderr and environment; ``relay.proc(...)`` runs the installed console script in a real
 process (use it for parallelism, signals, terminals and start-up behaviour).
+
+The ``relay`` fixture runs every test twice: on SQLite (relay.db in a temporary home) and
+on PostgreSQL (a fresh database of a throwaway server that this session starts:
+bench/pgserver.py), because the contract holds on both (design.md §13). Tests about the
+local file itself are marked ``sqlite_only`` and run on SQLite alone. Without the server
+programs or the driver the PostgreSQL half is skipped with the reason, unless
+RELAY_REQUIRE_POSTGRES=1 (CI), where that is an error.
 """
 
 from __future__ import annotations
@@ -19,8 +26,14 @@ from pathlib import Path
 
 import pytest
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench import pgserver  # noqa: E402
+
 RELAY_ENV_VARS = ("RELAY_HOME", "RELAY_PEER", "RELAY_SESSION", "RELAY_TIME_OFFSET",
-                  "RELAY_RATE_LIMIT", "RELAY_DEBUG", "NO_COLOR", "FORCE_COLOR", "CLAUDE_ENV_FILE")
+                  "RELAY_RATE_LIMIT", "RELAY_DEBUG", "NO_COLOR", "FORCE_COLOR", "CLAUDE_ENV_FILE",
+                  "RELAY_DATABASE_URL")
+BACKENDS = ("sqlite", "postgres")
 
 
 @dataclass
@@ -42,13 +55,17 @@ class Result:
 
 
 class Relay:
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, url: str | None = None) -> None:
         self.home = home
+        self.url = url  # the PostgreSQL database of this test, or None for relay.db
+        self.backend = "postgres" if url else "sqlite"
         self.env: dict[str, str] = {}
 
     def _env(self, env: dict | None) -> dict[str, str]:
         base = {k: v for k, v in os.environ.items() if k not in RELAY_ENV_VARS}
         base["RELAY_HOME"] = str(self.home)
+        if self.url:
+            base["RELAY_DATABASE_URL"] = self.url
         base.update(self.env)
         if env:
             base.update({k: v for k, v in env.items() if v is not None})
@@ -148,6 +165,11 @@ class Relay:
 
     def snapshot(self) -> dict[str, list]:
         """Every row of every table, to prove a refused command changed nothing."""
+        if self.url:
+            tables = [r[0] for r in self.sql(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = "
+                "current_schema() ORDER BY table_name")]
+            return {t: self.sql(f'SELECT * FROM "{t}" ORDER BY 1') for t in tables}
         db = sqlite3.connect(self.home / "relay.db")
         try:
             tables = [r[0] for r in db.execute(
@@ -157,11 +179,125 @@ class Relay:
         finally:
             db.close()
 
+    def sql(self, query: str, params=()) -> list[tuple]:
+        """Run one statement on this test's database (``?`` placeholders on both)."""
+        if self.url:
+            import psycopg2
+
+            conn = psycopg2.connect(self.url)
+            conn.autocommit = True
+            try:
+                with conn.cursor() as cur:
+                    cur.execute(query.replace("%", "%%").replace("?", "%s"), tuple(params))
+                    rows = cur.fetchall() if cur.description else []
+                    return [tuple(bytes(v) if isinstance(v, memoryview) else v for v in r)
+                            for r in rows]
+            finally:
+                conn.close()
+        db = sqlite3.connect(self.home / "relay.db", isolation_level=None)
+        try:
+            return db.execute(query, tuple(params)).fetchall()
+        finally:
+            db.close()
+
+    def open_store(self):
+        """A store object on this test's database, in this process."""
+        from relay_cli.store import open_store, set_database_url
+
+        set_database_url(self.url or "")
+        try:
+            return open_store(self.home)
+        finally:
+            set_database_url(None)
+
 
 def new_id() -> str:
     return str(uuid.uuid4())
 
 
-@pytest.fixture
-def relay(tmp_path) -> Relay:
-    return Relay(tmp_path / "relay-home")
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "sqlite_only: about the local relay.db file itself (design.md §2, §9), "
+        "so not run on PostgreSQL")
+    config.addinivalue_line(
+        "markers", "postgres_only: about the PostgreSQL backend (design.md §13)")
+
+
+def pytest_collection_modifyitems(config, items):
+    """A sqlite_only test runs once, on SQLite; a postgres_only one on PostgreSQL."""
+    keep, drop = [], []
+    for item in items:
+        spec = getattr(item, "callspec", None)
+        backend = spec.params.get("relay") if spec is not None else None
+        if (backend == "postgres" and item.get_closest_marker("sqlite_only")) or \
+                (backend == "sqlite" and item.get_closest_marker("postgres_only")):
+            drop.append(item)
+        else:
+            keep.append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+def _postgres_missing() -> str | None:
+    if pgserver.bindir() is None:
+        return "PostgreSQL's server programs (initdb, pg_ctl) are not installed"
+    if not pgserver.driver_available():
+        return "the PostgreSQL driver is not installed (pip install 'relay-cli[postgres]')"
+    return None
+
+
+class PgCluster:
+    """The session's server and a migrated template database copied for each test."""
+
+    def __init__(self) -> None:
+        self.server = pgserver.start()
+        self.count = 0
+        self.server.execute("CREATE DATABASE relay_template")
+        from relay_cli.store import pg
+
+        pg.connect(self.server.url("relay_template")).close()
+
+    def fresh(self, template: str = "relay_template") -> tuple[str, str]:
+        self.count += 1
+        name = f"t{os.getpid()}_{self.count}"
+        return name, self.server.create_db(name, template)
+
+    def drop(self, name: str) -> None:
+        try:
+            self.server.drop_db(name)
+        except Exception:  # noqa: BLE001 - the server may have been stopped by the test
+            pass
+
+
+_CLUSTER: list[PgCluster] = []
+
+
+@pytest.fixture(scope="session")
+def pg_cluster():
+    missing = _postgres_missing()
+    if missing:
+        if os.environ.get("RELAY_REQUIRE_POSTGRES") == "1":
+            pytest.fail(f"RELAY_REQUIRE_POSTGRES=1, but {missing}")
+        pytest.skip(missing)
+    cluster = PgCluster()
+    try:
+        yield cluster
+    finally:
+        cluster.server.remove()
+
+
+@pytest.fixture(params=BACKENDS)
+def relay(request, tmp_path) -> Relay:
+    from relay_cli import clock
+
+    if request.param == "sqlite":
+        yield Relay(tmp_path / "relay-home")
+        return
+    cluster = request.getfixturevalue("pg_cluster")
+    name, url = cluster.fresh()
+    try:
+        yield Relay(tmp_path / "relay-home", url)
+    finally:
+        clock.set_source(None)  # a store the test opened and left open
+        cluster.drop(name)

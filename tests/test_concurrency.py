@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 import subprocess
 import sys
 import time
 
+import pytest
 from conftest import new_id
 
 
@@ -24,9 +24,8 @@ def test_same_id_and_content_from_8_processes_is_one_row_and_one_new_request(rel
     docs = [json.loads(out) for out, _, _ in results]
     assert sorted(d["duplicate"] for d in docs) == [False] + [True] * 7
     assert {d["id"] for d in docs} == {rid}
-    db = sqlite3.connect(relay.home / "relay.db")
-    assert db.execute("SELECT count(*) FROM requests WHERE id = ?", (rid,)).fetchone()[0] == 1
-    assert db.execute("SELECT count(*) FROM events WHERE request_id = ?", (rid,)).fetchone()[0] == 1
+    assert relay.sql("SELECT count(*) FROM requests WHERE id = ?", (rid,)) == [(1,)]
+    assert relay.sql("SELECT count(*) FROM events WHERE request_id = ?", (rid,)) == [(1,)]
 
 
 def test_changed_content_is_request_id_conflict_and_every_table_is_unchanged(relay):
@@ -116,6 +115,7 @@ def test_wait_returns_when_another_process_replies(relay):
     assert json.loads(out)["reply"] == "answer"
 
 
+@pytest.mark.sqlite_only
 def test_a_lock_held_past_the_busy_timeout_is_busy_and_retryable(relay):
     alice = relay.join("alice")
     relay.join("bob")

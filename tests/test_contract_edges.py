@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 
+import pytest
 from conftest import new_id
 
 
@@ -41,6 +42,7 @@ def test_bidi_marks_in_text_are_made_visible(relay):
 
 
 # --------------------------------------------------------------- §2/§9 first open race
+@pytest.mark.sqlite_only  # PostgreSQL: tests/test_postgres.py, eight first calls at once
 def test_first_open_racing_another_first_open_is_not_database_corrupt(relay, monkeypatch):
     """Two processes opening a fresh home at once: the one that read user_version=0 just
     before the other committed the migration must not report database_corrupt.

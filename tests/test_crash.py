@@ -50,3 +50,35 @@ def test_the_checks_catch_a_state_its_events_do_not_explain(tmp_path):
     problems = check_db(home, {rid, new_id()})
     assert any("events end at queued" in p for p in problems)
     assert any("accepted requests missing" in p for p in problems)
+
+
+@pytest.mark.parametrize("command", ["send", "claim", "once"])
+def test_sigkill_on_postgres_breaks_no_promise(command, tmp_path, pg_cluster):
+    """The PostgreSQL mode of the harness (design.md §13): each trial on its own database
+    (the full run: python -m bench crash --postgres)."""
+    res = crash.run([command], trials=3, seed=4321, root=tmp_path, log=lambda *a: None,
+                    calib_runs=1, postgres=True)
+    r = res[command]
+    assert r["trials"] == 3
+    assert r["problems"] == []
+
+
+def test_the_checks_catch_a_lost_request_on_postgres(tmp_path, pg_cluster):
+    from bench import common
+
+    name, url = pg_cluster.fresh()
+    try:
+        common.DATABASE_URL = url
+        a = common.join(tmp_path / "home", "a")
+        common.join(tmp_path / "home", "b")
+        rid = common.new_id()
+        assert common.relay(tmp_path / "home", "send", "--to", "b", "--id", rid, "x",
+                            env=a).code == 0
+        assert common.check_db(tmp_path / "home", {rid}) == []
+        with common.Target(tmp_path / "home") as db:
+            db.rows("DELETE FROM requests WHERE id = ?", (rid,))
+        problems = common.check_db(tmp_path / "home", {rid})
+        assert any("accepted requests missing" in p for p in problems)
+    finally:
+        common.DATABASE_URL = None
+        pg_cluster.drop(name)

@@ -11,11 +11,15 @@ from conftest import new_id
 
 from relay_cli.store import LATEST_SCHEMA
 
-REQUIRED = {
-    "relay_version", "python", "sqlite", "time_offset", "state_dir", "db_file", "wal_file",
-    "shm_file", "database", "schema", "quick_check", "journal_mode", "synchronous", "db_size",
-    "requests", "delivery_unknown", "stale_drafts", "peers",
+COMMON = {"relay_version", "python", "time_offset", "schema", "tables", "requests",
+          "delivery_unknown", "ledger", "stale_drafts", "peers"}
+REQUIRED = COMMON | {
+    "sqlite", "state_dir", "db_file", "wal_file", "shm_file", "database", "quick_check",
+    "journal_mode", "synchronous", "db_size",
 }
+# design.md §13: on PostgreSQL the server's checks replace those of the local file
+REQUIRED_POSTGRES = COMMON | {"database_url", "reachable", "server", "synchronous_commit",
+                              "tls", "clock"}
 
 
 def _checks(r) -> dict[str, dict]:
@@ -53,13 +57,20 @@ def test_healthy_home_passes_every_check(relay):
     r = relay("doctor", "--json")
     assert r.code == 0, r.err
     checks = _checks(r)
-    assert REQUIRED <= set(checks)
     assert all(c["status"] != "fail" for c in checks.values())
-    assert checks["state_dir"]["status"] == "ok" and "0700" in checks["state_dir"]["detail"]
     assert checks["schema"]["detail"] == (
         f"schema version {LATEST_SCHEMA} (newest supported {LATEST_SCHEMA})")
-    assert checks["journal_mode"]["detail"] == "wal"
-    assert checks["quick_check"]["status"] == "ok"
+    if relay.backend == "postgres":
+        assert REQUIRED_POSTGRES <= set(checks), sorted(REQUIRED_POSTGRES - set(checks))
+        assert all(c["status"] == "ok" for c in checks.values() if c["name"] in
+                   REQUIRED_POSTGRES - COMMON), checks
+        assert "state_dir" not in checks and "sqlite" not in checks
+        assert not relay.home.exists()  # relay.db is not used
+    else:
+        assert REQUIRED <= set(checks)
+        assert checks["state_dir"]["status"] == "ok" and "0700" in checks["state_dir"]["detail"]
+        assert checks["journal_mode"]["detail"] == "wal"
+        assert checks["quick_check"]["status"] == "ok"
     doc = r.json
     assert doc["ok"] is True
     assert doc["requests_by_state"]["queued"] == 1
@@ -74,10 +85,11 @@ def test_human_report_is_plain_and_exits_0(relay):
     relay.join("alice")
     r = relay("doctor")
     assert r.code == 0, r.err
-    assert "state_dir" in r.out and "\x1b" not in r.out
+    assert ("database_url" if relay.url else "state_dir") in r.out and "\x1b" not in r.out
     assert r.out.rstrip().splitlines()[-1].startswith("0 fail, ")
 
 
+@pytest.mark.sqlite_only
 def test_missing_home_is_ok_and_doctor_creates_nothing(relay, tmp_path):
     assert not relay.home.exists()
     r = relay("doctor", "--json")
@@ -93,6 +105,7 @@ def test_missing_home_is_ok_and_doctor_creates_nothing(relay, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.sqlite_only
 def test_symlinked_home_fails_and_fix_leaves_it(relay, tmp_path):
     real = tmp_path / "real"
     real.mkdir(mode=0o755)
@@ -106,6 +119,7 @@ def test_symlinked_home_fails_and_fix_leaves_it(relay, tmp_path):
     assert any("symbolic link" in line for line in r.json["fixed"])
 
 
+@pytest.mark.sqlite_only
 def test_symlinked_db_fails_and_fix_leaves_it(relay, tmp_path):
     relay.join("alice")
     other = tmp_path / "elsewhere.db"
@@ -121,6 +135,7 @@ def test_symlinked_db_fails_and_fix_leaves_it(relay, tmp_path):
     assert (relay.home / "relay.db").is_symlink() and _mode(other) == 0o644
 
 
+@pytest.mark.sqlite_only
 def test_group_readable_dir_fails_then_fix_tightens_it(relay):
     relay.join("alice")
     relay.home.chmod(0o750)
@@ -135,6 +150,7 @@ def test_group_readable_dir_fails_then_fix_tightens_it(relay):
     assert _checks(f)["state_dir"]["status"] == "ok"
 
 
+@pytest.mark.sqlite_only
 def test_fix_tightens_a_0755_dir_and_a_0644_db_and_says_so(relay):
     relay.join("alice")
     relay.home.chmod(0o755)
@@ -151,6 +167,7 @@ def test_fix_tightens_a_0755_dir_and_a_0644_db_and_says_so(relay):
     assert "fixed: nothing needed tightening" in again.out
 
 
+@pytest.mark.sqlite_only
 def test_open_db_mode_fails_like_every_command_and_fix_tightens_it(relay):
     relay.join("alice")
     (relay.home / "relay.db").chmod(0o640)
@@ -164,6 +181,7 @@ def test_open_db_mode_fails_like_every_command_and_fix_tightens_it(relay):
     assert relay("list", "--json").code == 0
 
 
+@pytest.mark.sqlite_only
 @pytest.mark.parametrize("target", ["dir", "db"])
 def test_foreign_owner_fails_and_fix_does_not_touch_it(relay, target):
     if os.geteuid() != 0:
@@ -180,6 +198,7 @@ def test_foreign_owner_fails_and_fix_does_not_touch_it(relay, target):
     assert _files(relay.home) == before
 
 
+@pytest.mark.sqlite_only
 def test_file_that_is_not_sqlite_is_reported_not_overwritten(relay):
     relay.home.mkdir(mode=0o700)
     db = relay.home / "relay.db"
@@ -194,6 +213,7 @@ def test_file_that_is_not_sqlite_is_reported_not_overwritten(relay):
     assert db.read_bytes() == b"this is not a database at all\n" * 10
 
 
+@pytest.mark.sqlite_only
 @pytest.mark.parametrize("where", ["data_pages", "every_page_after_the_header"])
 def test_damaged_pages_are_reported_not_a_crash(relay, where):
     alice = relay.join("alice")
@@ -220,6 +240,7 @@ def test_damaged_pages_are_reported_not_a_crash(relay, where):
     assert "Traceback" not in r.err and r.err == ""
 
 
+@pytest.mark.sqlite_only
 def test_newer_schema_is_reported_and_other_checks_still_run(relay):
     relay.join("alice")
     db = sqlite3.connect(relay.home / "relay.db")
@@ -266,11 +287,8 @@ def test_wakeup_per_active_peer(relay):
     relay.join("c2", "--kind", "claude", "--lease", "1h")
     relay.join("x1", "--kind", "codex")
     relay.join("a1", "--kind", "aider")
-    db = sqlite3.connect(relay.home / "relay.db")
-    with db:
-        db.execute("UPDATE peers SET hook_seen_at = (SELECT max(created_at) FROM sessions) "
-                   "WHERE name = 'c2'")
-    db.close()
+    relay.sql("UPDATE peers SET hook_seen_at = (SELECT max(created_at) FROM sessions) "
+              "WHERE name = 'c2'")
     r = relay("doctor", "--json")
     checks = _checks(r)
     assert checks["wakeup:c1"]["status"] == "warn"
@@ -299,11 +317,9 @@ def test_wakeup_per_active_peer(relay):
 def test_wakeup_on_a_database_from_before_wake_waiters(relay):
     """Doctor opens an older schema read-only; it has no waiters, and says so without error."""
     relay.join("c1", "--kind", "claude")
-    db = sqlite3.connect(relay.home / "relay.db")
-    with db:
-        db.execute("DROP TABLE wake_waiters")
-        db.execute("PRAGMA user_version = 4")
-    db.close()
+    relay.sql("DROP TABLE wake_waiters")
+    relay.sql("PRAGMA user_version = 4" if relay.backend == "sqlite"
+              else "UPDATE relay_schema SET version = 4")
     r = relay("doctor", "--json")
     assert r.code == 0, r.err
     assert _checks(r)["wakeup:c1"]["detail"].startswith("not_configured")
@@ -334,11 +350,7 @@ def test_doctor_and_peers_list_agree_on_wakeup_for_every_kind(relay, wakeup):
     procs = []
     try:
         if wakeup == "hook":
-            db = sqlite3.connect(relay.home / "relay.db")
-            with db:
-                db.execute("UPDATE peers SET hook_seen_at = (SELECT max(created_at) "
-                           "FROM sessions)")
-            db.close()
+            relay.sql("UPDATE peers SET hook_seen_at = (SELECT max(created_at) FROM sessions)")
         elif wakeup == "polling":
             procs = [relay.popen("claim", "--wait", "60s", env=e) for e in envs.values()]
         elif wakeup == "waiter":
@@ -377,6 +389,7 @@ def test_doctor_runs_as_a_real_process(relay):
     assert r.json["ok"] is True
 
 
+@pytest.mark.sqlite_only
 def test_home_that_is_a_file_is_reported_by_doctor_and_refused_by_commands(relay):
     relay.home.write_text("not a directory")
     r = relay("doctor", "--json", "--fix")
@@ -389,6 +402,7 @@ def test_home_that_is_a_file_is_reported_by_doctor_and_refused_by_commands(relay
     assert other.code == 7 and other.error["code"] == "unsafe_state_dir"
 
 
+@pytest.mark.sqlite_only
 def test_symlinked_wal_file_fails_and_is_left_alone(relay, tmp_path):
     relay.join("alice")
     target = tmp_path / "elsewhere-wal"

@@ -50,12 +50,13 @@ class Claude:
     def exports(self) -> dict[str, str]:
         """What the env file gives every Bash command of the session (sourced by a shell)."""
         out = subprocess.run(
-            ["bash", "-c", f'. "{self.env_file}"; printf "%s\\0%s\\0%s" '
-                           '"$RELAY_PEER" "$RELAY_SESSION" "$RELAY_HOME"'],
+            ["bash", "-c", f'. "{self.env_file}"; printf "%s\\0%s\\0%s\\0%s" '
+                           '"$RELAY_PEER" "$RELAY_SESSION" "$RELAY_HOME" "$RELAY_DATABASE_URL"'],
             capture_output=True, check=True, env={"PATH": os.environ["PATH"]},
         ).stdout.decode()
-        peer, token, home = out.split("\0")
-        return {"RELAY_PEER": peer, "RELAY_SESSION": token, "RELAY_HOME": home}
+        peer, token, home, url = out.split("\0")
+        return {"RELAY_PEER": peer, "RELAY_SESSION": token, "RELAY_HOME": home,
+                "RELAY_DATABASE_URL": url}
 
     def agent_env(self) -> dict[str, str]:
         e = self.exports()
@@ -85,8 +86,11 @@ def test_session_start_joins_and_writes_export_lines_to_claude_env_file(relay, c
     assert "'claude-1'" in text and "relay send" in text and "external_ai_message" in text
     lines = claude.env_file.read_text().splitlines()
     assert [ln.split("=")[0] for ln in lines] == [
-        "export RELAY_PEER", "export RELAY_SESSION", "export RELAY_HOME"]
+        "export RELAY_PEER", "export RELAY_SESSION", "export RELAY_HOME"] + (
+        ["export RELAY_DATABASE_URL"] if relay.url else [])  # design.md §13
     exported = claude.exports()
+    if relay.url:
+        assert exported["RELAY_DATABASE_URL"] == relay.url  # (it holds no password)
     assert exported["RELAY_PEER"] == "claude-1"
     assert exported["RELAY_SESSION"].startswith("rly_")
     assert Path(exported["RELAY_HOME"]) == relay.home and Path(exported["RELAY_HOME"]).is_absolute()
@@ -371,6 +375,7 @@ def test_bad_or_unknown_input_exits_0_with_no_output_and_changes_nothing(relay, 
     assert relay.snapshot() == before and claude.env_file.stat().st_size == size
 
 
+@pytest.mark.sqlite_only
 def test_bad_identity_or_unusable_home_exits_0_with_no_output(relay, claude, tmp_path):
     r = relay("hook", "claude", input=payload("session_start"),
               env={**claude.hook_env, "RELAY_PEER": "Not A Name"})

@@ -185,13 +185,18 @@ def test_codex_writes_the_identity_to_codex_env_file_else_claude_env_file(relay,
     assert "export RELAY_PEER=cx" in written.read_text() and not other.exists()
 
 
+@pytest.mark.postgres_only
 def test_the_env_file_gets_relay_database_url_without_its_password(relay, tmp_path):
+    """design.md §13: the URL of the database the hook used, with any password removed
+    (the test server trusts its unix socket, so the password in the URL is not needed)."""
     agent = Agent(relay, tmp_path, "claude")
-    agent.hook("SessionStart", env={
-        "RELAY_DATABASE_URL": "postgresql://relay:s3cret@db.example:5432/relay?sslmode=require"})
+    agent.hook("SessionStart", env={"RELAY_DATABASE_URL": relay.url + "&password=s3cret"})
     text = agent.env_file.read_text()
     assert "export RELAY_DATABASE_URL=" in text and "s3cret" not in text
-    assert "postgresql://relay@db.example:5432/relay?sslmode=require" in text
+    exported = subprocess.run(
+        ["bash", "-c", f'. "{agent.env_file}"; printf %s "$RELAY_DATABASE_URL"'],
+        capture_output=True, text=True, check=True).stdout
+    assert relay("peers", "list", "--json", env={"RELAY_DATABASE_URL": exported}).code == 0
 
 
 # ------------------------------------------------- the Stop count and a person's prompt

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from relay_cli import clock, ledger
-from relay_cli.store import open_store
 
 
 # ------------------------------------------------------------------ helpers
@@ -272,7 +271,7 @@ def test_idempotent_entry_runs_again_after_a_crash(relay, tmp_path):
 def test_a_reused_pid_with_another_start_time_is_not_the_original_process(relay, tmp_path):
     # the entry names this very pid, but with a start time it never had
     assert relay("once", "--key", "reuse", "--", "true").code == 0
-    store = open_store(relay.home)
+    store = relay.open_store()
     try:
         with store.transaction():
             store.update_ledger("reuse", {"state": "running", "pid": os.getpid(),
@@ -452,7 +451,7 @@ def test_awaiting_entries_are_listed(relay, tmp_path):
     assert [e["key"] for e in only] == ["w1"]
     human = relay("ledger", "list")
     assert "awaiting_approval" in human.out and "approve" in human.out
-    store = open_store(relay.home)
+    store = relay.open_store()
     try:
         assert [e["key"] for e in ledger.awaiting(store)] == ["w1"]
     finally:
@@ -471,7 +470,7 @@ def at(days: float) -> dict:
 def _fake_crash(relay, key: str, **extra) -> None:
     """Make a finished entry look like relay crashed mid-run: it names this very pid but
     with a start time it never had, so relay knows the recorded process is gone."""
-    store = open_store(relay.home)
+    store = relay.open_store()
     try:
         with store.transaction():
             store.update_ledger(key, {"state": "running", "pid": os.getpid(),
@@ -539,7 +538,7 @@ def test_ledger_prune_function_counts_match_what_it_does(relay):
     relay("once", "--key", "b", "--", "false")
     relay("once", "--key", "c", "--", "echo", "c")
     assert relay("ledger", "resolve", "c", "--outcome", "forget").code == 0
-    store = open_store(relay.home)
+    store = relay.open_store()
     try:
         now = clock.now_ms()
         with store.transaction():
@@ -621,7 +620,7 @@ def test_a_crashed_entry_is_shown_as_effect_unknown_everywhere(relay, tmp_path):
     show = relay("ledger", "show", "lost").out
     assert "needs a person" in show and "relay ledger resolve" in show
     assert "runs it again" in relay("ledger", "show", "idem").out
-    store = open_store(relay.home)
+    store = relay.open_store()
     try:
         assert ledger.awaiting(store) == []
         assert store.get_ledger("lost")["state"] == "running"  # the stored record is unchanged
@@ -725,7 +724,7 @@ def test_an_approved_command_that_cannot_start_keeps_its_approval(relay, tmp_pat
 
 def test_an_entry_running_on_another_host_is_in_progress_until_a_person_settles_it(relay):
     assert relay("once", "--key", "far", "--", "true").code == 0
-    store = open_store(relay.home)
+    store = relay.open_store()
     try:
         with store.transaction():
             store.update_ledger("far", {"state": "running", "pid": 1, "process_start": None,
@@ -738,6 +737,49 @@ def test_an_entry_running_on_another_host_is_in_progress_until_a_person_settles_
     assert settled.code == 0 and settled.json["state"] == "failed"
     assert settled.json["exit_code"] == 1
     assert relay("once", "--key", "far", "--", "true").code == 1  # replays the settled outcome
+
+
+def _can_fake_a_host() -> bool:
+    import shutil
+
+    if shutil.which("unshare") is None:
+        return False
+    p = subprocess.run(["unshare", "--uts", "sh", "-c", "hostname relay-test-host"],
+                       capture_output=True)
+    return p.returncode == 0
+
+
+def test_a_killed_host_s_running_entry_is_in_progress_for_30_s_then_effect_unknown(
+        relay, tmp_path):
+    """design.md §13: relay on another host cannot look at the process; the entry counts
+    as alive while its renewal is fresh (in_progress names the host), and as crashed 30 s
+    after the last renewal."""
+    if not _can_fake_a_host():
+        pytest.skip("needs `unshare --uts` (root) to run relay under another host name")
+    marker = tmp_path / "far.started"
+    path, _ = counter(tmp_path, "far.runs")
+    cmd = ["sh", "-c", f"echo run >> {path}; touch {marker}; sleep 60"]
+    script = ('hostname host-b && exec "$0" -m relay_cli once --key far -- "$@"')
+    p = subprocess.Popen(["unshare", "--uts", "sh", "-c", script, sys.executable, *cmd],
+                         env=relay._env(None), start_new_session=True,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    wait_until(marker.exists, what="the command to start")
+    obj = wait_until(lambda: (e := entry(relay, "far")) and e["child_pid"] and e,
+                     what="the child pid")
+    assert obj["host"] == "host-b"
+    os.killpg(p.pid, signal.SIGKILL)  # host-b dies: relay and the command
+    p.communicate(timeout=20)
+    r = relay("once", "--key", "far", "--json", "--", *cmd)
+    assert (r.code, r.error["code"]) == (75, "in_progress")
+    assert "host-b" in r.error["message"]
+    assert relay("once", "--key", "far", "--json", "--", *cmd,
+                 env={"RELAY_TIME_OFFSET": "29"}).code == 75
+    late = {"RELAY_TIME_OFFSET": "31"}
+    before = relay.snapshot()
+    r = relay("once", "--key", "far", "--json", "--", *cmd, env=late)
+    assert (r.code, r.error["code"]) == (11, "effect_unknown")
+    assert relay.snapshot() == before and runs(path) == 1
+    assert relay("ledger", "show", "far", "--json", env=late).json["state"] == "effect_unknown"
 
 
 def test_ledger_show_prints_captured_output_inert(relay):

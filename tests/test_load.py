@@ -38,3 +38,18 @@ def test_wakeup_latency_sample():
         # the 100 ms median goal is checked by `python -m bench latency` (200 trials);
         # here only a clear failure on a busy CI machine counts
         assert r["median_ms"] < 500, r
+
+
+def test_concurrent_full_cycles_on_postgres_lose_and_duplicate_nothing(pg_cluster):
+    """The PostgreSQL mode (design.md §13; the full run: python -m bench load --netns)."""
+    from bench import common
+
+    name, url = pg_cluster.fresh()
+    common.DATABASE_URL = url
+    try:
+        res = load.cycles(workers=3, n=3, log=_quiet)
+    finally:
+        common.DATABASE_URL = None
+        pg_cluster.drop(name)
+    assert res["problems"] == []
+    assert res["requests"] == 9

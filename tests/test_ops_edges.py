@@ -11,6 +11,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 DAY = 86400
 
 
@@ -97,6 +99,7 @@ def test_hook_with_malformed_option_exits_0_silently(relay):
     assert (r.code, r.out, r.err) == (0, "", "")
 
 
+@pytest.mark.sqlite_only
 def test_doctor_creates_no_files(relay):
     """design.md §11: doctor creates nothing (§6: it writes nothing)."""
     assert relay("peers", "add", "al").code == 0

@@ -146,10 +146,9 @@ def test_approve_refuses_an_entry_that_changed_while_the_person_read_it(relay, t
     another command in between, nothing is approved."""
     from relay_cli import ledger
     from relay_cli.errors import RelayError
-    from relay_cli.store import open_store
 
     assert relay("once", "--key", "k", "--approve", "--timeout", "0", "--", "true").code == 75
-    store = open_store(relay.home)
+    store = relay.open_store()
     try:
         with store.transaction():
             shown = ledger.show(store, "k")

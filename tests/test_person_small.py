@@ -25,10 +25,9 @@ def pair(relay):
 # ------------------------------------------------------------------ closed pipe: 141
 def _many_requests(relay, alice, n: int, monkeypatch) -> None:
     from relay_cli import clock, lifecycle, peers
-    from relay_cli.store import open_store
 
     monkeypatch.setenv("RELAY_RATE_LIMIT", "0")
-    store = open_store(relay.home)
+    store = relay.open_store()
     try:
         with store.transaction():
             caller = peers.identify(store, "alice", alice["RELAY_SESSION"])

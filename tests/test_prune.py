@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
-
 import pytest
 from conftest import new_id
 
@@ -22,12 +20,8 @@ def completed(relay, alice, bob, text="please do it", reply="done") -> str:
     return rid
 
 
-def rows(relay, table: str, where: str = "1", params=()) -> list:
-    db = sqlite3.connect(relay.home / "relay.db")
-    try:
-        return db.execute(f"SELECT * FROM {table} WHERE {where} ORDER BY rowid", params).fetchall()
-    finally:
-        db.close()
+def rows(relay, table: str, where: str = "1 = 1", params=()) -> list:
+    return relay.sql(f"SELECT * FROM {table} WHERE {where} ORDER BY rowid", params)
 
 
 @pytest.fixture
@@ -169,7 +163,6 @@ def test_older_than_overrides_the_retention(relay, pair):
 
 def test_prune_works_in_small_batches_with_the_same_result(relay, pair):
     from relay_cli import clock, retention
-    from relay_cli.store import open_store
 
     alice, _ = pair
     ids = []
@@ -178,7 +171,7 @@ def test_prune_works_in_small_batches_with_the_same_result(relay, pair):
         relay.send(alice, "bob", "x", request_id=rid)
         relay("cancel", rid, env=alice)
         ids.append(rid)
-    store = open_store(relay.home)
+    store = relay.open_store()
     try:
         now = clock.now_ms() + 40 * DAY * 1000
         dry = retention.prune(store, now, dry_run=True, batch=3)
@@ -244,12 +237,10 @@ def test_ended_sessions_and_their_hook_records_are_pruned_never_one_that_holds_w
     rid = completed(relay, alice, bob)  # names alice's and bob's sessions
     assert len(rows(relay, "sessions")) == 3 + 4 + 2, rows(relay, "sessions")
     assert len(rows(relay, "hook_state")) >= 3
-    db = sqlite3.connect(relay.home / "relay.db")  # the row of a waiter that crashed
-    db.execute("INSERT INTO wake_waiters (session_id, peer, runtime, pid, host, started_at, "
-               "until_at) SELECT id, peer, 'claude', 1, 'h', created_at, created_at + 1000 "
-               "FROM sessions WHERE agent_session_id = 'sid-0'")
-    db.commit()
-    db.close()
+    relay.sql(  # the row of a waiter that crashed
+        "INSERT INTO wake_waiters (session_id, peer, runtime, pid, host, started_at, "
+        "until_at) SELECT id, peer, 'claude', 1, 'h', created_at, created_at + 1000 "
+        "FROM sessions WHERE agent_session_id = 'sid-0'")
 
     # 200 days later every lease has lapsed: only sessions some row still names may stay
     dry = relay("prune", "--dry-run", "--json", env=at(200)).json

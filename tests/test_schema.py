@@ -142,6 +142,10 @@ def test_a_sample_of_error_codes_is_produced_through_the_cli(relay, doc, tmp_pat
     _expect(relay("claim", "--json", env=alice), "nothing_to_claim", doc)
     _expect(relay("wait", rid, "--timeout", "0", "--json", env=alice), "timeout", doc)
 
+    if relay.url:  # design.md §13: no local file; the schema rule holds on the server
+        relay.sql("UPDATE relay_schema SET version = 9999")
+        _expect(relay("list", "--json"), "schema_too_new", doc)
+        return
     unsafe = tmp_path / "open-home"
     unsafe.mkdir(mode=0o755)
     os.chmod(unsafe, 0o755)
@@ -191,7 +195,7 @@ def test_request_fields_are_what_send_and_show_print(relay, doc):
 def test_environment_lists_every_variable_relay_reads(doc):
     names = {e["name"] for e in doc["environment"]}
     assert names == {"RELAY_HOME", "RELAY_PEER", "RELAY_SESSION", "RELAY_TIME_OFFSET",
-                     "RELAY_RATE_LIMIT", "RELAY_DEBUG", "NO_COLOR"}
+                     "RELAY_RATE_LIMIT", "RELAY_DEBUG", "NO_COLOR", "RELAY_DATABASE_URL"}
     source = "\n".join(p.read_text() for p in (ROOT / "relay_cli").rglob("*.py"))
     for name in names:
         assert f'"{name}"' in source, f"{name} is documented but relay never reads it"

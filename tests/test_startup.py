@@ -13,7 +13,12 @@ ROOT = Path(__file__).resolve().parent.parent
 HEAVY = ("rich", "sqlite_utils")
 
 
-def imported_heavy(args: list[str], env: dict | None = None, input: bytes | None = None):
+# The PostgreSQL driver: imported only when a PostgreSQL URL is used (design.md §13)
+DRIVERS = ("psycopg2", "psycopg")
+
+
+def imported_heavy(args: list[str], env: dict | None = None, input: bytes | None = None,
+                   heavy_names=HEAVY):
     """Run ``python -X importtime ARGS``; return (result, heavy top-level modules imported)."""
     p = subprocess.run([sys.executable, "-X", "importtime", *args], capture_output=True,
                        env=env, input=input, cwd=ROOT, timeout=60)
@@ -21,7 +26,7 @@ def imported_heavy(args: list[str], env: dict | None = None, input: bytes | None
     for line in p.stderr.decode("utf-8", "replace").splitlines():
         if line.startswith("import time:") and "|" in line:
             module = line.rsplit("|", 1)[1].strip()
-            if module.split(".")[0] in HEAVY:
+            if module.split(".")[0] in heavy_names:
                 heavy.add(module)
     return p, heavy
 
@@ -44,8 +49,9 @@ def test_help_and_send_help_import_neither(relay):
 def test_send_to_a_peer_imports_neither(relay):
     alice, _ = relay.join("alice"), relay.join("bob")
     env = relay._env(alice)
+    names = HEAVY + (DRIVERS if relay.backend == "sqlite" else ())
     p, heavy = imported_heavy(["-m", "relay_cli", "send", "--to", "bob", "-"], env=env,
-                              input=b"hello")
+                              input=b"hello", heavy_names=names)
     assert p.returncode == 0, p.stderr
     assert heavy == set()
 

@@ -14,6 +14,10 @@ import pytest
 
 from relay_cli.store.migrations import LATEST
 
+# All about the local state directory and relay.db (design.md §2); on PostgreSQL relay.db is
+# not used (design.md §13), and tests/test_postgres.py covers its schema rules.
+pytestmark = pytest.mark.sqlite_only
+
 
 def mode(p: Path) -> int:
     return stat.S_IMODE(os.lstat(p).st_mode)

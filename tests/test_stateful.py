@@ -22,8 +22,11 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from relay_cli import lifecycle, peers
 from relay_cli.errors import RelayError
 from relay_cli.states import FINAL_STATES, TRANSITIONS
-from relay_cli.store import open_store
+from relay_cli.store import open_store, set_database_url
 
+# design.md §13: the same machine on PostgreSQL (test_the_state_machine_on_postgres) gets
+# a fresh database for every example from this factory; None: relay.db in a temp home.
+FRESH_DATABASE = None
 IDS = [str(uuid.UUID(int=i + 1)) for i in range(6)]
 TEXTS = ["alpha", "beta"]
 ALLOWED = {(t.from_state, t.to_state, t.reason) for t in TRANSITIONS}
@@ -36,7 +39,12 @@ class RelayMachine(RuleBasedStateMachine):
         self.offset = 0.0
         os.environ["RELAY_TIME_OFFSET"] = "0"
         os.environ["RELAY_RATE_LIMIT"] = "0"
-        self.store = open_store(self.dir / "home")
+        self.url = FRESH_DATABASE() if FRESH_DATABASE else None
+        set_database_url(self.url or "")
+        try:
+            self.store = open_store(self.dir / "home")
+        finally:
+            set_database_url(None)
         self.tokens: dict[str, str] = {}
         self.sent: dict[str, str] = {}  # id -> text it was first sent with
         self.seen_final: dict[str, str] = {}
@@ -55,6 +63,11 @@ class RelayMachine(RuleBasedStateMachine):
         return peers.identify(self.store, name, self.tokens[name])
 
     def snapshot(self):
+        if self.url:
+            with self.store.transaction(write=False):
+                return {t: [tuple(r) for r in self.store.db.all(
+                    f"SELECT * FROM {t} ORDER BY rowid")]
+                    for t in ("requests", "events", "drafts", "sessions")}
         db = sqlite3.connect(self.store.db.path)
         try:
             return {t: db.execute(f"SELECT * FROM {t} ORDER BY rowid").fetchall()
@@ -182,3 +195,26 @@ RelayMachine.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow],
 )
 TestRelayStateMachine = RelayMachine.TestCase
+
+
+def test_the_state_machine_on_postgres(pg_cluster):
+    """The same random operations and invariants on PostgreSQL (design.md §13)."""
+    global FRESH_DATABASE
+    made = []
+
+    def fresh():
+        name, url = pg_cluster.fresh()
+        made.append(name)
+        return url
+
+    FRESH_DATABASE = fresh
+    try:
+        from hypothesis.stateful import run_state_machine_as_test
+
+        run_state_machine_as_test(RelayMachine, settings=settings(
+            max_examples=10, stateful_step_count=30, deadline=None,
+            suppress_health_check=[HealthCheck.too_slow]))
+    finally:
+        FRESH_DATABASE = None
+        for name in made:
+            pg_cluster.drop(name)

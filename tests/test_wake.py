@@ -188,10 +188,9 @@ def test_a_waiter_without_a_session_or_with_bad_input_exits_0(relay, tmp_path):
 def test_the_waiter_gives_up_after_its_timeout(relay, session, monkeypatch):
     """In-process with a short timeout (the command's --timeout is at least 10 s)."""
     from relay_cli import hook, wake
-    from relay_cli.store import open_store
 
     monkeypatch.setenv("RELAY_PEER", "agent-1")
-    store = open_store(relay.home)
+    store = relay.open_store()
     try:
         ev = hook.parse(event("claude", "stop", session_id=session.sid).encode())
         henv = hook.HookEnv(peer="agent-1", token=None, env_file=None)
@@ -205,9 +204,8 @@ def test_the_waiter_ends_when_the_session_lease_lapses(relay, session, monkeypat
     """The waiter does not renew the lease; when it lapses the waiter ends (in-process,
     moving relay's clock from another thread)."""
     from relay_cli import hook, wake
-    from relay_cli.store import open_store
 
-    store = open_store(relay.home)
+    store = relay.open_store()
     result = []
     try:
         ev = hook.parse(event("claude", "stop", session_id=session.sid).encode())

@@ -321,6 +321,9 @@ def run(argv: list[str] | None = None) -> int:
     finally:
         while _OPEN:
             _OPEN.pop().close()
+        from ..store.url import set_database_url
+
+        set_database_url(None)
 
 
 def _closed_streams(argv: list[str]) -> int | None:
@@ -409,13 +412,45 @@ def click_exceptions():
     return sys.modules[typer.BadParameter.__module__]
 
 
+DATABASE_URL_HELP = ("PostgreSQL database shared by several machines, postgresql://... "
+                     "(default: $RELAY_DATABASE_URL, else relay.db in the state dir).")
+
+
+def _database_url(ctx, param, value) -> None:
+    if value is not None:
+        from ..store.url import check, set_database_url
+
+        set_database_url(check(value.strip()) if value.strip() else "")
+
+
+def build_command(typer_app):
+    """The Click command of ``typer_app``, with the global ``--database-url`` added to
+    the root, every group and every command (design.md §13): one place, so no command
+    can lack it."""
+    from typer.core import TyperOption
+
+    command = typer.main.get_command(typer_app)
+
+    def add(cmd) -> None:
+        if not any(p.name == "database_url" for p in cmd.params):
+            cmd.params.append(TyperOption(
+                param_decls=["--database-url", "database_url"], metavar="URL",
+                expose_value=False, is_eager=True, callback=_database_url,
+                help=DATABASE_URL_HELP))
+        for sub in getattr(cmd, "commands", {}).values():
+            add(sub)
+
+    add(command)
+    return command
+
+
 def _click_command(argv: list[str]):
     """The Click command tree for this call. Building every command costs ~20 ms at each
     start, so a call that names a top-level command gets a tree with only that command;
     --help, completion and anything unrecognised get the full tree."""
     name = argv[0] if argv else ""
     if len(argv) <= 1 and name in ("", "--help", "-h") and "_RELAY_COMPLETE" not in os.environ:
-        return typer.main.get_command(_listing(app))
+        return build_command(_listing(app))
     if name and not name.startswith("-"):
         from typer.main import get_command_name
 
@@ -427,8 +462,8 @@ def _click_command(argv: list[str]):
 
             view = copy.copy(app)
             view.registered_commands, view.registered_groups = commands, groups
-            return typer.main.get_command(view)
-    return typer.main.get_command(app)
+            return build_command(view)
+    return build_command(app)
 
 
 def _listing(typer_app):

@@ -1,4 +1,5 @@
-"""relay's data for a person's own tools: `relay db path` and `relay export`."""
+"""relay's data for a person's own tools: `relay db path` and `relay export`; and
+`relay db copy`, which moves it into PostgreSQL (design.md §13)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from .. import export as export_lib
 from ..states import STATES
 from .app import Choice, Env, HomeOpt, JsonOpt, app, examples
 
-db_app = typer.Typer(help="Where relay's data lives, for sqlite-utils, datasette or sqlite3.",
+db_app = typer.Typer(help="Where relay's data lives (for sqlite-utils, datasette, sqlite3), and "
+                     "copying it into PostgreSQL.",
                      no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(db_app, name="db")
 
@@ -105,4 +107,42 @@ def export(
         else:
             export_lib.write_md(out, objects)
     out.flush()
+    return 0
+
+
+@db_app.command(epilog=examples(
+    "relay db copy --to 'postgresql://relay@db/relay?sslmode=verify-full'",
+    "relay db copy --to \"$RELAY_DATABASE_URL\" --json",
+))
+def copy(
+    to: Annotated[str, typer.Option("--to", metavar="URL",
+                                    help="The empty PostgreSQL database to fill.")],
+    json_: JsonOpt = False,
+    home: HomeOpt = None,
+) -> int:
+    """Copy everything in the local relay.db into an empty PostgreSQL database.
+
+    Requests, events, tombstones, drafts, peers, sessions, the ledger and the hook's
+    state, in one transaction: all of it or nothing. A target that already holds relay
+    data is refused (state_conflict) and left as it was. relay.db is not changed; point
+    every agent at the new database afterwards (RELAY_DATABASE_URL).
+    """
+    from ..store import resolve_home
+    from ..store.url import check
+
+    env = Env(json_, home)
+    url = check(to.strip())
+    from ..store.copy import copy as copy_db
+
+    result = copy_db(resolve_home(home), url)
+    if env.json:
+        env.out.json(result)
+    else:
+        total = sum(result["copied"].values())
+        env.out.line(f"copied {total} rows from {result['from']} to {result['to']} "
+                     f"(schema {result['schema_version']}):")
+        env.out.fields([(t, str(n)) for t, n in result["copied"].items()])
+        env.out.line("relay.db is unchanged. Point every agent at the new database: "
+                     "export RELAY_DATABASE_URL='<the URL>' (without a password: use "
+                     "~/.pgpass).")
     return 0

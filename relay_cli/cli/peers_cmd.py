@@ -77,6 +77,9 @@ def join(
         env.out.line(f"export RELAY_SESSION={shlex.quote(result['token'])}")
         home_path = env.store.home
         env.out.line(f"export RELAY_HOME={shlex.quote(str(home_path))}")
+        url = env.store.shared_url()
+        if url is not None:  # design.md §13: the password stays out (~/.pgpass, PGPASSWORD)
+            env.out.line(f"export RELAY_DATABASE_URL={shlex.quote(url)}")
     else:
         env.out.fields([(k.replace("_", " "), v) for k, v in result.items()])
         env.out.line("The token is shown once. Keep the lease alive with `relay peers "

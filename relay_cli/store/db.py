@@ -69,6 +69,9 @@ class Connection:
     def execute(self, sql: str, params=()) -> sqlite3.Cursor:
         return self.conn.execute(sql, params)
 
+    def executemany(self, sql: str, seq) -> None:
+        self.conn.executemany(sql, seq)
+
     def one(self, sql: str, params=()) -> sqlite3.Row | None:
         return self.conn.execute(sql, params).fetchone()
 

@@ -148,7 +148,7 @@ class RequestsSQL:
         )
 
     def mark_notified(self, request_ids: list[str], now: int) -> None:
-        self.db.conn.executemany(
+        self.db.executemany(
             "UPDATE requests SET notified_at = ? WHERE id = ? AND notified_at IS NULL",
             [(now, rid) for rid in request_ids],
         )
@@ -181,7 +181,7 @@ class RequestsSQL:
             "SELECT min(lease_expires_at) FROM requests INDEXED BY requests_delivered_lease "
             "WHERE state = 'delivered' UNION ALL "
             "SELECT min(reply_deadline_at) FROM requests INDEXED BY requests_ack_deadline "
-            "WHERE state = 'acknowledged')"
+            "WHERE state = 'acknowledged') AS due"
         )
 
     # events ------------------------------------------------------------------------

@@ -1,0 +1,602 @@
+"""The PostgreSQL backend (design.md §13): the same statements on a shared server.
+
+relay's SQL is written once, in the SQLite spelling (sql_*.py, migrations.py). This
+module is the dialect layer: ``translate`` rewrites the few spellings that differ
+(placeholders, ``INDEXED BY``, two-argument ``max``/``min``, ``LIMIT -1``, ``IS ?``), ``ddl`` maps
+the column types of the migrations, and ``PgConnection`` gives the same transaction
+discipline as ``BEGIN IMMEDIATE``: one writer at a time, through a transaction-scoped
+advisory lock that every write transaction takes first (so every read-modify-write is
+exactly as serial as on SQLite, across machines), and read snapshots that take no lock.
+``PRAGMA data_version`` becomes ``LISTEN``/``NOTIFY``: every write transaction notifies
+at commit, and a waiting command sleeps on the connection's socket until a
+notification arrives (or a slow safety poll, every 2 s).
+
+The driver (psycopg2) is imported here only, and only when a PostgreSQL URL is used.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import select
+import time
+from contextlib import contextmanager
+from functools import lru_cache
+
+from .. import clock
+from ..errors import RelayError
+from . import url as urls
+from .migrations import LATEST, MIGRATIONS
+
+CHANNEL = "relay_changes"
+# pg_advisory_xact_lock keys: every write transaction takes WRITE_LOCK (relay's
+# BEGIN IMMEDIATE); migrations take MIGRATE_LOCK. 0x72656c6179 is "relay" in ASCII.
+WRITE_LOCK = 0x72656C6179
+MIGRATE_LOCK = WRITE_LOCK + 1
+CONNECT_TIMEOUT_S = 5
+LOCK_TIMEOUT_MS = 5000  # like SQLite's busy_timeout: then `busy`
+STATEMENT_TIMEOUT_MS = 60000
+IDLE_TX_TIMEOUT_MS = 60000
+SAFETY_POLL_S = 2.0  # a waiting command re-checks at least this often without a NOTIFY
+RETRIES = 4  # serialization failures and deadlocks at a transaction's first statement
+RETRY_AFTER_S = 5.0  # retry_after_seconds of database_unavailable
+CLOCK_REFRESH_S = 60.0
+SCHEMA_TABLE = "relay_schema"
+# The tables migrations create; a database holding one of them without SCHEMA_TABLE is
+# not relay's, and relay refuses it rather than guess.
+RELAY_TABLES = ("peers", "sessions", "requests", "drafts", "events", "ledger", "hook_state")
+
+BEGIN_WRITE = f"BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock({WRITE_LOCK}); "
+BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; "
+
+_UNAVAILABLE = {"08000", "08001", "08003", "08004", "08006", "08P01", "57P01", "57P02",
+                "57P03", "53300"}
+_BUSY = {"40001", "40P01", "55P03", "57014", "55006"}
+_RETRY = {"40001", "40P01"}
+# Connection failures carry no SQLSTATE: these words in libpq's message mean the server
+# was reached and refused us (a setting to fix), not that it could not be reached.
+_REFUSED_WORDS = ("authentication failed", "no password supplied", "password", "pg_hba.conf",
+                  "does not exist", "permission denied", "certificate", "ssl was required",
+                  "sslmode", "invalid", "not supported", "unsupported", "role ")
+
+_driver_mod = None
+
+
+def driver():
+    """psycopg2, imported on first use; without it, storage_error with the install line."""
+    global _driver_mod
+    if _driver_mod is not None:
+        return _driver_mod
+    try:
+        import psycopg2
+        import psycopg2.extensions
+        import psycopg2.extras
+    except ImportError as e:
+        raise RelayError(
+            "storage_error",
+            "a PostgreSQL database URL is set, but the PostgreSQL driver is not installed",
+            detail=f"install it with: {urls.INSTALL}",
+        ) from e
+    ext = psycopg2.extensions
+    # BYTEA as bytes (like SQLite's BLOB), not memoryview; sum() of integers as int.
+    ext.register_type(ext.new_type(
+        psycopg2.BINARY.values, "RELAY_BYTES",
+        lambda v, cur: None if v is None else bytes(psycopg2.BINARY(v, cur))))
+    ext.register_type(ext.new_type(
+        (1700,), "RELAY_NUMERIC",
+        lambda v, cur: None if v is None else (int(v) if v.lstrip("-").isdigit() else float(v))))
+    _driver_mod = psycopg2
+    return psycopg2
+
+
+# ---------------------------------------------------------------------- the dialect
+_TOKEN = re.compile(
+    r"'(?:[^']|'')*'"                      # a string literal: copied as it is
+    r"|\bINDEXED\s+BY\s+\w+"               # SQLite's index hint: the planner chooses
+    r"|\bLIMIT\s+(?:\?|:[A-Za-z_]\w*)"     # LIMIT -1 means no limit in SQLite
+    r"|\b(?:max|min|ifnull)\s*\("          # scalar max(a, b) / min(a, b), ifnull
+    r"|\bIS\s+(?:NOT\s+)?(?:\?|:[A-Za-z_]\w*)"  # SQLite's IS with a value
+    r"|\bINSERT\s+OR\s+IGNORE\b"
+    r"|\bLIKE\b"
+    r"|\?|:[A-Za-z_]\w*|%",
+    re.IGNORECASE,
+)
+
+
+def _args_have_comma(sql: str, start: int) -> bool:
+    """Whether the call whose '(' is at ``start`` has more than one argument."""
+    depth, i = 0, start
+    while i < len(sql):
+        ch = sql[i]
+        if ch == "'":
+            i = sql.index("'", i + 1) + 1
+            continue
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                return False
+        elif ch == "," and depth == 1:
+            return True
+        i += 1
+    return False
+
+
+@lru_cache(maxsize=512)
+def translate(sql: str) -> str:
+    """One of relay's statements in PostgreSQL's spelling (psycopg2 placeholders)."""
+    out, pos, ignore = [], 0, False
+    for m in _TOKEN.finditer(sql):
+        out.append(sql[pos:m.start()])
+        tok = m.group(0)
+        low = tok.lower()
+        if tok.startswith("'"):
+            out.append(tok.replace("%", "%%"))
+        elif low.startswith("indexed"):
+            pass
+        elif low.startswith("limit"):
+            arg = "%s" if tok.endswith("?") else f"%({tok.split(':', 1)[1]})s"
+            out.append(f"LIMIT NULLIF({arg}, -1)")
+        elif low.startswith(("max", "min")):
+            name = low.split("(")[0].strip()
+            if _args_have_comma(sql, m.end() - 1):
+                name = "GREATEST" if name == "max" else "LEAST"
+            out.append(name + "(")
+        elif low.startswith("ifnull"):
+            out.append("coalesce(")
+        elif low.startswith("is") and not low.startswith("insert"):
+            arg = "%s" if tok.endswith("?") else f"%({tok.split(':', 1)[1]})s"
+            negated = re.search(r"\bNOT\b", tok, re.I) is not None
+            out.append(("IS DISTINCT FROM " if negated else "IS NOT DISTINCT FROM ") + arg)
+        elif low.startswith("insert"):
+            out.append("INSERT")
+            ignore = True
+        elif low == "like":
+            out.append("ILIKE")  # SQLite's LIKE ignores ASCII case
+        elif tok == "?":
+            out.append("%s")
+        elif tok == "%":
+            out.append("%%")
+        else:
+            out.append(f"%({tok[1:]})s")
+        pos = m.end()
+    out.append(sql[pos:])
+    text = "".join(out)
+    if ignore:
+        head, sep, tail = text.partition(" RETURNING ")
+        text = head + " ON CONFLICT DO NOTHING" + (sep + tail if sep else "")
+    return text
+
+
+def ddl(script: str) -> str:
+    """A migration's SQLite DDL for PostgreSQL: 64-bit integers, BYTEA, byte-order text
+    (COLLATE "C", as SQLite compares), and a ``rowid`` column on every table (SQLite's
+    implicit one, which relay's statements use as a tie-breaker)."""
+    s = re.sub(r"\bAUTOINCREMENT\b|\bWITHOUT\s+ROWID\b|\bSTRICT\b", "", script, flags=re.I)
+
+    # rowid goes last, so `SELECT *` lists the columns in SQLite's order
+    out, pos = [], 0
+    for m in re.finditer(r"\bCREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?\w+\s*\(", s, re.I):
+        close = _close_paren(s, m.end() - 1)
+        body = s[m.end():close]
+        ipk = re.search(r"(\w+)\s+INTEGER\s+PRIMARY\s+KEY", body, re.I)
+        rowid = (f"rowid BIGINT GENERATED ALWAYS AS ({ipk.group(1)}) STORED" if ipk
+                 else "rowid BIGSERIAL NOT NULL")
+        out.append(s[pos:close].rstrip() + f",\n        {rowid}\n    ")
+        pos = close
+    out.append(s[pos:])
+    s = "".join(out)
+    # Types are written in capitals in migrations.py, column names in lower case.
+    s = re.sub(r"\bINTEGER\s+PRIMARY\s+KEY\b", "BIGSERIAL PRIMARY KEY", s)
+    s = re.sub(r"\bINTEGER\b", "BIGINT", s)
+    s = re.sub(r"\bBLOB\b", "BYTEA", s)
+    s = re.sub(r"\bREAL\b", "DOUBLE PRECISION", s)
+    s = re.sub(r"\bTEXT\b", 'TEXT COLLATE "C"', s)
+    return s
+
+
+def _close_paren(sql: str, start: int) -> int:
+    """The index of the ')' that closes the '(' at ``start``."""
+    depth = 0
+    for i in range(start, len(sql)):
+        if sql[i] == "(":
+            depth += 1
+        elif sql[i] == ")":
+            depth -= 1
+            if depth == 0:
+                return i
+    return len(sql)
+
+
+def _params(params):
+    """Python bools as 0/1: relay's flag columns are integers, as on SQLite."""
+    if isinstance(params, dict):
+        return {k: int(v) if isinstance(v, bool) else v for k, v in params.items()}
+    return tuple(int(v) if isinstance(v, bool) else v for v in (params or ()))
+
+
+def _is_write(sql: str) -> bool:
+    return sql.lstrip()[:6].upper() in ("INSERT", "UPDATE", "DELETE")
+
+
+# ---------------------------------------------------------------------- errors
+def relay_error(e: Exception, url: str | None) -> RelayError:
+    """A driver error as one of relay's codes; never a password in the message."""
+    pgcode = getattr(e, "pgcode", None) or ""
+    lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
+    text = urls.scrub("; ".join(lines) or type(e).__name__, url)
+    drv = _driver_mod
+    if pgcode in _RETRY:
+        return RelayError("busy", f"the database kept reporting conflicts ({text})")
+    if pgcode in _BUSY:
+        return RelayError("busy", f"the database stayed locked by another relay process ({text})")
+    if pgcode in _UNAVAILABLE or pgcode.startswith("08"):
+        return _unavailable(text)
+    if pgcode.startswith("28") or pgcode in ("42501", "3D000", "25006") \
+            or pgcode.startswith(("53", "58")):
+        return RelayError("storage_error", f"the PostgreSQL server refused: {text}")
+    if not pgcode and drv is not None and isinstance(e, (drv.OperationalError,
+                                                         drv.InterfaceError)):
+        low = text.lower()
+        if any(w in low for w in _REFUSED_WORDS) and "connection refused" not in low \
+                and "no such file" not in low:
+            return RelayError("storage_error", f"the PostgreSQL server refused: {text}")
+        return _unavailable(text)
+    return RelayError("internal_error", f"unexpected PostgreSQL error: {text}")
+
+
+def _unavailable(text: str) -> RelayError:
+    return RelayError("database_unavailable",
+                      f"the PostgreSQL server could not be reached ({text})",
+                      retry_after=RETRY_AFTER_S)
+
+
+# ---------------------------------------------------------------------- connection
+class PgConnection:
+    """A PostgreSQL connection with relay's transaction discipline (see the module doc)."""
+
+    immutable = False
+    read_only = False  # (a read-only state directory is SQLite's concern)
+    path = None
+    poll_interval = 0.25  # a waiter's longest sleep: the socket wakes it on a NOTIFY
+
+    def __init__(self, url: str) -> None:
+        drv = driver()
+        self.url = url
+        self.shown = urls.redact(url)
+        try:
+            params = drv.extensions.parse_dsn(url)
+        except drv.Error as e:
+            raise RelayError("usage_error", "the database URL cannot be parsed: "
+                             + urls.scrub(str(e).strip(), url)) from e
+        self.params = params
+        params = dict(params)
+        timeout = params.get("connect_timeout") or os.environ.get("PGCONNECT_TIMEOUT")
+        try:
+            timeout = min(int(timeout), CONNECT_TIMEOUT_S) if timeout else CONNECT_TIMEOUT_S
+        except ValueError:
+            timeout = CONNECT_TIMEOUT_S
+        params["connect_timeout"] = str(max(timeout, 2))
+        opts = params.get("options") or os.environ.get("PGOPTIONS") or ""
+        params["options"] = (opts + f" -c lock_timeout={LOCK_TIMEOUT_MS}"
+                             f" -c statement_timeout={STATEMENT_TIMEOUT_MS}"
+                             f" -c idle_in_transaction_session_timeout={IDLE_TX_TIMEOUT_MS}"
+                             ).strip()
+        params.setdefault("application_name", "relay")
+        # A server that vanishes from the network is noticed within seconds, not at TCP's
+        # retransmission limit (libpq ignores these for unix sockets).
+        params.setdefault("keepalives", "1")
+        params.setdefault("keepalives_idle", "5")
+        params.setdefault("keepalives_interval", "2")
+        params.setdefault("keepalives_count", "2")
+        if drv.extensions.libpq_version() >= 120000:
+            params.setdefault("tcp_user_timeout", str(CONNECT_TIMEOUT_S * 1000))
+        self._connect_params = params
+        self.conn = self._connect()
+        self._rows = drv.extras.DictCursor
+        self.in_tx = False
+        self._pending: str | None = None
+        self._dirty = False
+        self._listening = False
+        self._version = 0
+        self._safety_at = 0.0
+        self.offset_ms = 0.0
+        self.clock_at = 0.0
+        self.rtt_ms = 0.0
+        self.server_version = 0
+        self.schema_version = 0
+        clock.set_source(self.server_now_ms)
+
+    def _connect(self):
+        try:
+            conn = _driver_mod.connect(**self._connect_params)
+        except _driver_mod.Error as e:
+            raise relay_error(e, self.url) from None
+        conn.autocommit = True
+        return conn
+
+    def _reconnect_if_broken(self) -> None:
+        """A long-running call (wait, once, run, watch) outlives a server restart: between
+        transactions a broken connection is replaced (or database_unavailable)."""
+        if not self.conn.closed:
+            return
+        self.conn = self._connect()
+        if self._listening:
+            self._listening = False
+            self._version += 1  # whatever was notified meanwhile: look again
+
+    # -------------------------------------------------------------- statements
+    def error(self, e: Exception) -> RelayError:
+        return relay_error(e, self.url)
+
+    def _raw(self, sql: str, params=None):
+        try:
+            cur = self.conn.cursor(cursor_factory=self._rows)
+            cur.execute(sql, params)
+        except _driver_mod.Error as e:
+            raise self.error(e) from None
+        return cur
+
+    def execute(self, sql: str, params=()):
+        q = translate(sql)
+        p = _params(params)
+        write = _is_write(q)
+        if not self.in_tx:
+            self._reconnect_if_broken()
+        for attempt in range(RETRIES):
+            prefix = self._pending or ""
+            try:
+                cur = self.conn.cursor(cursor_factory=self._rows)
+                cur.execute(prefix + q, p)
+            except _driver_mod.Error as e:
+                code = getattr(e, "pgcode", None)
+                if prefix and code in _RETRY and attempt < RETRIES - 1:
+                    # Nothing of this transaction ran yet: start it again.
+                    self._quiet("ROLLBACK")
+                    time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
+                    continue
+                self._pending = None
+                raise self.error(e) from None
+            self._pending = None
+            if write:
+                if self.in_tx:
+                    self._dirty = True
+                else:
+                    self._quiet(f"NOTIFY {CHANNEL}")
+            return cur
+        raise AssertionError("unreachable")
+
+    def executemany(self, sql: str, seq) -> None:
+        for params in seq:
+            self.execute(sql, params)
+
+    def insert_many(self, table: str, columns: list[str], rows: list[tuple]) -> None:
+        """Many rows at once (``relay db copy``), inside the open transaction."""
+        if self._pending is not None:
+            self.execute("SELECT 1")
+        names = ", ".join(f'"{c}"' for c in columns)
+        try:
+            cur = self.conn.cursor()
+            _driver_mod.extras.execute_values(
+                cur, f'INSERT INTO "{table}" ({names}) VALUES %s',
+                [_params(r) for r in rows], page_size=len(rows))
+        except _driver_mod.Error as e:
+            raise self.error(e) from None
+        self._dirty = True
+
+    def reset_sequences(self, table: str) -> None:
+        """Let the table's serial columns continue after the rows written explicitly."""
+        for (col,) in self.all(
+                "SELECT column_name FROM information_schema.columns WHERE table_schema = "
+                "current_schema() AND table_name = ? AND column_default LIKE 'nextval(%'",
+                (table,)):
+            self.execute(f"SELECT setval(pg_get_serial_sequence(?, ?), "
+                         f'coalesce(max("{col}"), 0) + 1, false) FROM "{table}"', (table, col))
+
+    def one(self, sql: str, params=()):
+        return self.execute(sql, params).fetchone()
+
+    def all(self, sql: str, params=()):
+        return self.execute(sql, params).fetchall()
+
+    def scalar(self, sql: str, params=()):
+        row = self.execute(sql, params).fetchone()
+        return None if row is None else row[0]
+
+    def _quiet(self, sql: str) -> None:
+        try:
+            with self.conn.cursor() as cur:
+                cur.execute(sql)
+        except _driver_mod.Error:
+            pass
+
+    # -------------------------------------------------------------- transactions
+    @contextmanager
+    def transaction(self, write: bool = True):
+        """One writer at a time (the advisory lock, like ``BEGIN IMMEDIATE``) or a
+        repeatable-read snapshot; all or nothing. BEGIN travels with the first statement."""
+        if self.in_tx:
+            raise RuntimeError("nested transaction")
+        self._reconnect_if_broken()
+        if time.monotonic() - self.clock_at > CLOCK_REFRESH_S:
+            self.measure_clock()
+        self._pending = BEGIN_WRITE if write else BEGIN_READ
+        self._dirty = False
+        self.in_tx = True
+        try:
+            yield self
+        except BaseException:
+            self._rollback()
+            raise
+        try:
+            if self._pending is None:  # a statement ran, so the transaction is open
+                self._raw(f"NOTIFY {CHANNEL}; COMMIT" if self._dirty else "COMMIT")
+        except RelayError:
+            self._rollback()
+            raise
+        finally:
+            self._pending = None
+            self.in_tx = False
+
+    def _rollback(self) -> None:
+        opened = self._pending is None
+        self._pending = None
+        self.in_tx = False
+        if opened and not self.conn.closed:
+            self._quiet("ROLLBACK")
+
+    # -------------------------------------------------------------- clock
+    def measure_clock(self) -> None:
+        """How far the server's clock is from ours (relay's clock is the server's)."""
+        t0 = time.time()
+        row = self._raw("SELECT extract(epoch FROM clock_timestamp()) * 1000").fetchone()
+        t1 = time.time()
+        self._set_clock(float(row[0]), t0, t1)
+
+    def _set_clock(self, server_ms: float, t0: float, t1: float) -> None:
+        self.rtt_ms = (t1 - t0) * 1000
+        self.offset_ms = server_ms - (t0 + t1) / 2 * 1000
+        self.clock_at = time.monotonic()
+
+    def server_now_ms(self) -> float:
+        return time.time() * 1000 + self.offset_ms
+
+    # -------------------------------------------------------------- waking
+    def data_version(self) -> int:
+        """Changes whenever another connection committed a write (a NOTIFY arrived), and
+        at least every SAFETY_POLL_S, so a waiter re-checks even if a NOTIFY was lost."""
+        now = time.monotonic()
+        if not self._listening:
+            self._reconnect_if_broken()
+            self._raw(f"LISTEN {CHANNEL}")
+            self._listening = True
+            self._safety_at = now + SAFETY_POLL_S
+        else:
+            try:
+                self.conn.poll()
+            except _driver_mod.Error:
+                # the server went away: the next check reconnects (or reports it)
+                self._version += 1
+                return self._version
+        if self.conn.notifies:
+            self._version += len(self.conn.notifies)
+            del self.conn.notifies[:]
+        if now >= self._safety_at:
+            self._version += 1
+            self._safety_at = now + SAFETY_POLL_S
+        return self._version
+
+    def pause(self, seconds: float) -> None:
+        """Sleep up to ``seconds``, waking as soon as a notification arrives."""
+        if seconds <= 0:
+            return
+        if not self._listening or self.conn.closed:
+            time.sleep(seconds)
+            return
+        if self.conn.notifies:
+            return
+        try:
+            select.select([self.conn], [], [], seconds)
+        except (OSError, ValueError):
+            time.sleep(seconds)
+
+    def close(self) -> None:
+        clock.clear_source(self.server_now_ms)
+        try:
+            self.conn.close()
+        except Exception:  # noqa: BLE001 - closing a broken connection
+            pass
+
+
+# ---------------------------------------------------------------------- opening
+def connect(url: str, migrate: bool = True) -> PgConnection:
+    """Connect, learn the server's clock and the schema version; migrate when behind
+    (``migrate=False``, for doctor: create nothing, report what is there)."""
+    db = PgConnection(url)
+    try:
+        db.server_version = db.conn.server_version
+        t0 = time.time()
+        cur = db.conn.cursor()
+        try:
+            cur.execute(f"SELECT extract(epoch FROM clock_timestamp()) * 1000, "
+                        f"(SELECT version FROM {SCHEMA_TABLE})")
+            server_ms, version = cur.fetchone()
+        except _driver_mod.Error as e:
+            if getattr(e, "pgcode", None) != "42P01":  # no relay_schema table yet
+                raise db.error(e) from None
+            version = None
+            t0 = time.time()
+            server_ms = db._raw("SELECT extract(epoch FROM clock_timestamp()) * 1000") \
+                .fetchone()[0]
+        db._set_clock(float(server_ms), t0, time.time())
+        version = version or 0
+        if version > LATEST and migrate:  # (doctor reports it instead)
+            raise too_new(version)
+        db.schema_version = version
+        if version < LATEST and migrate:
+            apply_migrations(db)
+            db.schema_version = LATEST
+        return db
+    except BaseException:
+        db.close()
+        raise
+
+
+def too_new(version: int) -> RelayError:
+    return RelayError(
+        "schema_too_new",
+        f"the PostgreSQL database has schema version {version}; this relay understands up "
+        f"to {LATEST}",
+    )
+
+
+def schema_version(db: PgConnection) -> int | None:
+    """The schema version recorded in the database, or None when relay never wrote it."""
+    if db.scalar(f"SELECT to_regclass('{SCHEMA_TABLE}') IS NOT NULL") is not True:
+        return None
+    return db.scalar(f"SELECT version FROM {SCHEMA_TABLE}")
+
+
+def table_names(db: PgConnection) -> list[str]:
+    """relay's tables in this database (every table of its schema but SCHEMA_TABLE)."""
+    return [r[0] for r in db.all(
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = "
+        "current_schema() AND table_type = 'BASE TABLE' AND table_name <> ? "
+        "ORDER BY table_name", (SCHEMA_TABLE,))]
+
+
+def foreign_tables(db: PgConnection) -> list[str]:
+    return [r[0] for r in db.all(
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = "
+        "current_schema() AND table_name = ANY(?) ORDER BY table_name", (list(RELAY_TABLES),))]
+
+
+def apply_migrations(db: PgConnection) -> None:
+    """Apply the missing migrations in one transaction under an advisory lock, so the
+    first calls from several machines at once migrate exactly once."""
+    db._raw("BEGIN")
+    try:
+        db._raw(f"SELECT pg_advisory_xact_lock({MIGRATE_LOCK})")
+        version = schema_version(db)
+        if version is None:
+            found = foreign_tables(db)
+            if found:
+                raise RelayError(
+                    "database_corrupt",
+                    f"the PostgreSQL database {db.shown} holds tables named like relay's "
+                    f"({', '.join(found)}) but no relay schema; give relay a database of its own",
+                )
+            db._raw(f"CREATE TABLE {SCHEMA_TABLE} (version INTEGER NOT NULL)")
+            db._raw(f"INSERT INTO {SCHEMA_TABLE} VALUES (0)")
+            version = 0
+        if version > LATEST:
+            raise too_new(version)
+        for number in range(version, LATEST):
+            db._raw(ddl(MIGRATIONS[number]))
+        db._raw(f"UPDATE {SCHEMA_TABLE} SET version = {LATEST}")
+        db._raw("COMMIT")
+    except BaseException:
+        db._quiet("ROLLBACK")
+        raise
