@@ -277,6 +277,7 @@ def test_once_in_a_working_directory_whose_name_is_not_utf8_is_a_usage_error(rel
 
 
 # --------------------------------------------------------------- §7 every SQLite failure typed
+@pytest.mark.sqlite_only  # SQLite's own errors
 def test_a_write_the_database_refuses_is_storage_error_and_changes_nothing(relay):
     """A trigger in relay.db (raw SQL: not relay's) refuses a write; SQLite rolls it back.
     That is storage_error, not internal_error ("a bug in relay")."""
@@ -299,6 +300,7 @@ def test_a_write_the_database_refuses_is_storage_error_and_changes_nothing(relay
     assert "nothing ran" in r.error["message"]
 
 
+@pytest.mark.sqlite_only  # SQLite's own errors
 def test_a_table_someone_dropped_is_database_corrupt_not_a_bug(relay):
     relay.join("alice")
     db = sqlite3.connect(relay.home / "relay.db")

@@ -849,6 +849,7 @@ def test_the_test_pause_needs_both_the_variable_and_the_file(relay, tmp_path):
     assert r.code == 0 and "TEST PAUSE at once-spawn" in r.err
 
 
+@pytest.mark.sqlite_only  # holds SQLite's write lock
 def test_a_pid_commit_that_fails_stops_the_command_before_it_begins(relay, tmp_path):
     """The write lock is held past relay's retries while it commits the command's pid: the
     held process is killed before it executes anything, the entry is withdrawn (the key
