@@ -47,8 +47,6 @@ import os
 import re
 import selectors
 import shlex
-import signal
-import socket
 import stat
 import time
 from dataclasses import dataclass
@@ -56,6 +54,18 @@ from typing import Callable
 
 from . import clock, lifecycle
 from .errors import RelayError
+from .process import (
+    CannotStart,
+    Child,
+    Interrupted,
+    Me,
+    Signals,
+    exit_status,
+    process_alive,
+    process_start,
+    spawn_gated,
+    this_host,
+)
 from .store.sql_ledger import LEDGER_FINAL_STATES
 
 KEY_RE = re.compile(r"[!-~]{1,200}", re.ASCII)  # the whole value (fullmatch): no "k\n"
@@ -66,9 +76,6 @@ STORED_STATES = ("awaiting_approval", "approved", "denied", "running", "succeede
 # what the views show: a running entry whose processes are gone is effect_unknown
 STATES = (*STORED_STATES[:4], "effect_unknown", *STORED_STATES[4:])
 OUTCOMES = ("succeeded", "failed", "forget")
-FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-NOT_FOUND_EXIT = 127
-NOT_EXECUTABLE_EXIT = 126
 _CHUNK = 64 * 1024
 _DRAIN_AFTER_EXIT_S = 2.0  # a background grandchild holding the pipes open is not waited for
 
@@ -202,85 +209,9 @@ def not_started_object(key: str, argv: list[str], cwd: str, exit_code: int, erro
     }
 
 
-# --------------------------------------------------------------------------- processes
-_BOOT_ID: str | None = None
-
-
-def _boot_id() -> str:
-    global _BOOT_ID
-    if _BOOT_ID is None:
-        try:
-            with open("/proc/sys/kernel/random/boot_id") as f:
-                _BOOT_ID = f.read().strip()
-        except OSError:
-            _BOOT_ID = "-"
-    return _BOOT_ID
-
-
-def _proc_stat(pid: int) -> tuple[str, str] | None:
-    """(state letter, start identity) from /proc/<pid>/stat, None when there is no such pid."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except OSError:
-        return None
-    fields = data[data.rindex(b")") + 2:].split()  # fields from 3 (state) on
-    return fields[0].decode(), f"{_boot_id()}:{int(fields[19])}"  # field 22: starttime
-
-
-def _have_proc() -> bool:
-    return os.path.isdir("/proc/self")
-
-
-def process_start(pid: int) -> str | None:
-    stat = _proc_stat(pid)
-    return None if stat is None else stat[1]
-
-
-def this_host() -> str:
-    return socket.gethostname()
-
-
-def process_alive(pid: int | None, start: str | None, host: str | None) -> bool:
-    """Is the process that was recorded as (pid, start, host) still running?
-
-    On another host relay cannot look, so the process counts as alive (nothing is rerun).
-    """
-    if pid is None:
-        return False
-    if host is not None and host != this_host():
-        return True
-    if _have_proc():
-        stat = _proc_stat(pid)
-        if stat is None or stat[0] in ("Z", "X", "x"):
-            return False
-        return start is None or stat[1] == start
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def entry_alive(row) -> bool:
     return (process_alive(row["pid"], row["process_start"], row["host"])
             or process_alive(row["child_pid"], row["child_start"], row["host"]))
-
-
-@dataclass(frozen=True)
-class Me:
-    """The relay process that runs the command and records its outcome."""
-
-    pid: int
-    start: str | None
-    host: str
-
-    @classmethod
-    def current(cls) -> Me:
-        pid = os.getpid()
-        return cls(pid, process_start(pid), this_host())
 
 
 # --------------------------------------------------------------------------- the gates
@@ -448,307 +379,6 @@ class RunResult:
     stderr: Tail
 
 
-class NotStarted(Exception):
-    def __init__(self, exit_code: int, message: str) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
-        self.message = message
-
-
-SI_KERNEL = 0x80  # siginfo si_code of a signal the kernel sent (e.g. Ctrl-C on a terminal)
-
-
-class Interrupted(Exception):
-    def __init__(self, signum: int) -> None:
-        super().__init__(f"signal {signum}")
-        self.signum = signum
-
-
-class Signals:
-    """Holds SIGINT/SIGTERM/SIGHUP while `once` waits or runs, so none is lost or acted on
-    half-way, and forwards them to CMD.
-
-    On Linux the signals are blocked and collected with ``sigtimedwait``, which tells who
-    sent them: a signal the terminal driver sent (Ctrl-C, hangup) already reached CMD,
-    which shares relay's foreground process group, so it is not sent a second time (a
-    second Ctrl-C means "force quit" to some programs). Signals sent to relay with
-    ``kill`` are forwarded. Elsewhere (or off the main thread) Python handlers collect
-    them and every one is forwarded.
-    """
-
-    def __init__(self) -> None:
-        self.mode = "none"
-        self.pending: list[tuple[int, bool]] = []
-        self.saved: dict[int, object] = {}
-        self.old_mask = None
-        self.ignored: set[int] = set()
-
-    def __enter__(self) -> Signals:
-        import threading
-
-        # what relay's caller set to be ignored (e.g. `nohup`) stays ignored, for CMD too
-        self.ignored = {sig for sig in FORWARDED_SIGNALS
-                        if signal.getsignal(sig) == signal.SIG_IGN}
-
-        main = threading.current_thread() is threading.main_thread()
-        if main and hasattr(signal, "sigtimedwait") and hasattr(signal, "pthread_sigmask"):
-            self.old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED_SIGNALS)
-            self.mode = "mask"
-        elif main:
-            for sig in FORWARDED_SIGNALS:
-                self.saved[sig] = signal.signal(sig, self._handle)
-            self.mode = "handler"
-        return self
-
-    def _handle(self, signum, frame) -> None:
-        self.pending.append((signum, False))
-
-    def take(self) -> list[tuple[int, bool]]:
-        """Signals that arrived since the last call: (signal number, sent by the kernel)."""
-        if self.mode == "mask":
-            while True:
-                info = signal.sigtimedwait(FORWARDED_SIGNALS, 0)
-                if info is None:
-                    break
-                self.pending.append((info.si_signo, info.si_code == SI_KERNEL))
-        got, self.pending = self.pending, []
-        return [(signum, kern) for signum, kern in got if signum not in self.ignored]
-
-    def child_setup(self) -> None:
-        """Runs in the child between fork and exec: CMD starts with no signal blocked."""
-        if self.mode == "mask":
-            signal.pthread_sigmask(signal.SIG_SETMASK, self.old_mask or ())
-
-    def check(self) -> None:
-        """While nothing runs yet: a signal ends the call (nothing is started)."""
-        got = self.take()
-        if got:
-            raise Interrupted(got[0][0])
-
-    def forward(self, proc: Child) -> None:
-        for signum, from_kernel in self.take():
-            if from_kernel and _same_group(proc.pid):
-                continue  # the terminal sent it to CMD too
-            with contextlib.suppress(OSError):
-                proc.send_signal(signum)
-
-    def __exit__(self, *exc) -> None:
-        if self.mode == "mask":
-            self.take()  # CMD has ended or never started: what came late is dropped
-            signal.pthread_sigmask(signal.SIG_SETMASK, self.old_mask)
-        for sig, old in self.saved.items():
-            with contextlib.suppress(ValueError, OSError, TypeError):
-                signal.signal(sig, old)
-
-
-def _same_group(pid: int) -> bool:
-    try:
-        return os.getpgid(pid) == os.getpgrp()
-    except OSError:
-        return False
-
-
-# Python ignores these at start-up; a command must get the default back (as subprocess does).
-_RESET_IN_CHILD = tuple(
-    s for s in (getattr(signal, n, None) for n in ("SIGPIPE", "SIGXFSZ", "SIGXFZ")) if s
-)
-_GATE_OPEN = b"\x01"
-_GATE_CLOSED_EXIT = 125  # the gated process ends this way when relay never opened the gate
-
-
-class Child:
-    """The command's process: forked, held at a gate until relay has committed its pid.
-
-    ``spawn`` forks a process that waits, reading a pipe only relay holds the other end
-    of; it has not begun executing the command. ``release`` opens the gate: the process
-    execs the command, and an exec failure comes back over a close-on-exec pipe (as
-    subprocess does it), so "not found" (127) and "not executable" (126) are still known
-    before anything ran. ``abandon`` (or relay's death, which closes the gate's write end)
-    makes the process end without ever executing the command.
-    """
-
-    def __init__(self, pid: int, out_fd: int, err_fd: int, gate_fd: int, report_fd: int,
-                 argv0: str) -> None:
-        self.pid = pid
-        self.stdout = os.fdopen(out_fd, "rb", buffering=0)
-        self.stderr = os.fdopen(err_fd, "rb", buffering=0)
-        self._gate = gate_fd
-        self._report = report_fd
-        self._argv0 = argv0
-        self.returncode: int | None = None
-
-    def release(self) -> None:
-        """Let the command begin executing; raise NotStarted when it cannot be executed."""
-        try:
-            os.write(self._gate, _GATE_OPEN)
-        except OSError:
-            pass  # the process is gone already; waiting for it tells how it ended
-        finally:
-            os.close(self._gate)
-            self._gate = None
-        chunks = []
-        try:
-            while True:
-                chunk = os.read(self._report, 64)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-        finally:
-            os.close(self._report)
-            self._report = None
-        report = b"".join(chunks)
-        if report:
-            self.wait()
-            self._close_pipes()
-            try:
-                err = int(report.split(b":", 1)[0])
-            except ValueError:
-                err = 0
-            raise _not_started(self._argv0, err, report.split(b":", 1)[-1].decode(
-                "utf-8", "replace"))
-
-    def abandon(self) -> None:
-        """The command must never start: close the gate, kill and reap the process."""
-        for name in ("_gate", "_report"):
-            fd = getattr(self, name)
-            if fd is not None:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-                setattr(self, name, None)
-        self.kill()
-        self.wait()
-        self._close_pipes()
-
-    def _close_pipes(self) -> None:
-        for f in (self.stdout, self.stderr):
-            with contextlib.suppress(OSError):
-                f.close()
-
-    def _set(self, status: int) -> int:
-        self.returncode = os.waitstatus_to_exitcode(status)
-        return self.returncode
-
-    def poll(self) -> int | None:
-        if self.returncode is None:
-            try:
-                pid, status = os.waitpid(self.pid, os.WNOHANG)
-            except ChildProcessError:
-                self.returncode = 255
-                return self.returncode
-            if pid == self.pid:
-                self._set(status)
-        return self.returncode
-
-    def wait(self) -> int:
-        while self.returncode is None:
-            try:
-                _, status = os.waitpid(self.pid, 0)
-            except ChildProcessError:
-                self.returncode = 255
-                break
-            except InterruptedError:
-                continue
-            self._set(status)
-        return self.returncode
-
-    def send_signal(self, signum: int) -> None:
-        if self.poll() is None:
-            os.kill(self.pid, signum)
-
-    def kill(self) -> None:
-        with contextlib.suppress(OSError):
-            self.send_signal(signal.SIGKILL)
-
-
-def _not_started(argv0: str, err: int, text: str) -> NotStarted:
-    import errno as _errno
-
-    if err == _errno.ENOENT or err == _errno.ENOTDIR:
-        return NotStarted(NOT_FOUND_EXIT, f"command not found: {argv0}")
-    if err == _errno.EACCES or err == _errno.EPERM:
-        return NotStarted(NOT_EXECUTABLE_EXIT, f"not executable: {argv0}")
-    return NotStarted(NOT_EXECUTABLE_EXIT, f"cannot execute {argv0}: "
-                      f"{os.strerror(err) if err else text or 'unknown error'}")
-
-
-def _pipe() -> tuple[int, int]:
-    """A close-on-exec pipe whose ends are above 2 (relay's own 0-2 may be closed)."""
-    import fcntl
-
-    ends = []
-    for fd in os.pipe():
-        if fd < 3:
-            high = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
-            os.close(fd)
-            fd = high
-        ends.append(fd)
-    return ends[0], ends[1]
-
-
-def spawn(argv: list[str], signals: Signals | None = None) -> Child:
-    """Fork the command's process, held at its gate (see :class:`Child`).
-
-    CMD's stdout and stderr are pipes to relay; its stdin is relay's; every other
-    descriptor is closed (as subprocess's close_fds does).
-    """
-    out_r, out_w = _pipe()
-    err_r, err_w = _pipe()
-    gate_r, gate_w = _pipe()
-    report_r, report_w = _pipe()  # close-on-exec: EOF means the exec happened
-    ignored = signals.ignored if signals is not None else set()
-    try:
-        pid = os.fork()
-    except OSError as e:
-        for fd in (out_r, out_w, err_r, err_w, gate_r, gate_w, report_r, report_w):
-            os.close(fd)
-        raise NotStarted(NOT_EXECUTABLE_EXIT, f"cannot start {argv[0]}: {e.strerror}") from e
-    if pid == 0:  # the child: nothing here may return
-        try:
-            _gated_exec(argv, out_w, err_w, gate_r, report_w,
-                        (out_r, err_r, gate_w, report_r), ignored, signals)
-        finally:
-            os._exit(NOT_EXECUTABLE_EXIT)
-    for fd in (out_w, err_w, gate_r, report_w):
-        os.close(fd)
-    return Child(pid, out_r, err_r, gate_w, report_r, argv[0])
-
-
-def _gated_exec(argv, out_w, err_w, gate_r, report_w, parents, ignored, signals) -> None:
-    """In the forked child: wait at the gate, then exec CMD (or report why not)."""
-    try:
-        for fd in parents:
-            os.close(fd)  # above all the gate's write end: relay's death must close it
-        os.dup2(out_w, 1)
-        os.dup2(err_w, 2)
-        keep = sorted({gate_r, report_w})
-        os.closerange(3, keep[0])
-        os.closerange(keep[0] + 1, keep[1])
-        os.closerange(keep[1] + 1, os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf")
-                      else 65536)
-        for sig in (*FORWARDED_SIGNALS, *_RESET_IN_CHILD):
-            if sig not in ignored:
-                with contextlib.suppress(ValueError, OSError):
-                    signal.signal(sig, signal.SIG_DFL)
-        while True:
-            try:
-                opened = os.read(gate_r, 1)
-                break
-            except InterruptedError:
-                continue
-        if opened != _GATE_OPEN:
-            os._exit(_GATE_CLOSED_EXIT)  # relay died or gave up before recording the pid
-        os.close(gate_r)
-        if signals is not None:
-            signals.child_setup()  # CMD starts with no signal blocked
-        os.execvp(argv[0], argv)
-    except OSError as e:
-        with contextlib.suppress(OSError):
-            os.write(report_w, f"{e.errno or 0}:{e.strerror or e}".encode())
-    except BaseException as e:  # noqa: BLE001 - nothing may escape a forked child
-        with contextlib.suppress(OSError):
-            os.write(report_w, f"0:{type(e).__name__}".encode())
-
-
 def pump(proc: Child, out_sink: Sink, err_sink: Sink,
          limit: int = TAIL_BYTES, signals: Signals | None = None) -> RunResult:
     """Stream the command's output through while keeping the last ``limit`` bytes of each."""
@@ -763,7 +393,7 @@ def pump(proc: Child, out_sink: Sink, err_sink: Sink,
         while sel.get_map():
             ready = sel.select(timeout=0.05)
             if signals is not None:
-                signals.forward(proc)
+                signals.forward(proc.pid, proc.send_signal)
             for key, _ in ready:
                 chunk = os.read(key.fd, _CHUNK)
                 if not chunk:
@@ -781,10 +411,8 @@ def pump(proc: Child, out_sink: Sink, err_sink: Sink,
         sel.close()
         proc.stdout.close()
         proc.stderr.close()
-    rc = proc.wait()
-    if rc < 0:
-        return RunResult(128 - rc, -rc, out_tail, err_tail)
-    return RunResult(rc, None, out_tail, err_tail)
+    status, killed_by = exit_status(proc.wait())
+    return RunResult(status, killed_by, out_tail, err_tail)
 
 
 # ------------------------------------------------------------------ a test-only pause
@@ -983,9 +611,9 @@ def execute(store, key: str, row, argv: list[str], me: Me, out_sink: Sink, err_s
     try:
         early = signals.take()
         if early:
-            raise NotStarted(128 + early[0][0], f"relay received signal {early[0][0]} before "
+            raise CannotStart(128 + early[0][0], f"relay received signal {early[0][0]} before "
                              "the command started; it did not run")
-        proc = spawn(argv, signals)
+        proc = spawn_gated(argv, signals)
         try:
             pause_for_tests(store, "once-spawn", f" (command pid {proc.pid})")
             ours = record_child(store, key, me, runs, proc.pid)
@@ -1000,10 +628,10 @@ def execute(store, key: str, row, argv: list[str], me: Me, out_sink: Sink, err_s
                              "its command started; nothing ran",
                              detail="`relay ledger show KEY` shows who settled it")
         proc.release()
-    except NotStarted as e:
+    except CannotStart as e:
         record_not_started(store, key, me, runs)
-        return OnceResult("not_started", e.exit_code,
-                          not_started_object(key, argv, row["cwd"], e.exit_code, e.message),
+        return OnceResult("not_started", e.status,
+                          not_started_object(key, argv, row["cwd"], e.status, e.message),
                           e.message)
     try:
         result = pump(proc, out_sink, err_sink, signals=signals)

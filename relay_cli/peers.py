@@ -243,7 +243,7 @@ def waiter_running(store, name: str, now: int) -> bool:
     rows = store.live_session_waiters(name, now)
     if not rows:
         return False
-    from .ledger import process_alive  # only when a waiter row exists: start-up stays lean
+    from .process import process_alive  # only when a waiter row exists: start-up stays lean
 
     return any(process_alive(r["pid"], r["process_start"], r["host"]) for r in rows)
 

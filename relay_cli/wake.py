@@ -71,7 +71,7 @@ def note(peer: str, ids: list[str], runtime: str) -> str:
 
 def run(store, ev: Event, henv: HookEnv, timeout_s: int, *, runtime: str) -> tuple[int, str]:
     """Wait for new work for the session of ``ev``; return (exit code, stderr note)."""
-    from .ledger import Me  # process identity: pid, start time, host
+    from .process import Me  # process identity: pid, start time, host
 
     codex = None
     if runtime == "codex":
@@ -136,7 +136,7 @@ def _register(store, ev: Event, henv: HookEnv, me, runtime: str, end: float, tic
 
 
 def _alive(row) -> bool:
-    from .ledger import process_alive
+    from .process import process_alive
 
     return process_alive(row["pid"], row["process_start"], row["host"])
 
