@@ -50,8 +50,8 @@ KILL_WITHIN_S = 0.5    # the kill lands at a random moment this long into the pa
 COMMAND_S = 1          # how long the command runs once it begins executing
 BUSY_RETRIES = 5
 POINT = "once-spawn"
-PAUSE_FILE = "relay-test-pause"  # relay_cli.ledger.TEST_PAUSE_FILE
-PAUSE_ENV = "RELAY_TEST_PAUSE"   # relay_cli.ledger.TEST_PAUSE_ENV
+PAUSE_FILE = "relay-test-pause"  # relay_cli.testpause.TEST_PAUSE_FILE
+PAUSE_ENV = "RELAY_TEST_PAUSE"   # relay_cli.testpause.TEST_PAUSE_ENV
 
 WRITER = r"""
 import sqlite3, sys, time
