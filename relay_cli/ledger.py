@@ -20,13 +20,8 @@ A person's decision stays a person's: for an entry made with --approve (or denie
 `ledger resolve` refuses unless standard input is a terminal (approval_needs_terminal),
 exactly like `relay approve` and `relay deny`.
 
-Retention (`relay prune`, the rule of design.md §4 for requests): a final entry (succeeded,
-failed, denied, forgotten) whose state is older than the retention (default 30 days, by
-``updated_at``: when it reached that state) loses only its captured stdout/stderr
-(``output_pruned_at`` is set); the rest stays as a tombstone, so a late retry still
-replays the outcome or is still denied. 120 days after that (or the retention, if longer)
-the row is removed and the key is new again. Running, awaiting and approved entries are
-never touched.
+Retention (`relay prune`) is ``retention.prune_ledger``: a final entry keeps its outcome
+as a tombstone long after its captured output is gone.
 
 Which process is "the process" of a running entry: the entry records the relay process
 that will record the outcome (``pid``/``process_start``) and the command
@@ -756,61 +751,8 @@ def deny(store, now: int, key: str, note: str | None) -> dict:
                      detail="it already started or was settled; it cannot be denied now")
 
 
-PRUNE_BATCH = 500
-
-
-def prune(store, now_ms: int, cutoff_ms: int, dry_run: bool = False,
-          tomb_cutoff_ms: int | None = None, batch: int = PRUNE_BATCH) -> dict:
-    """The ledger's retention (the rule of design.md §4 for request tombstones).
-
-    Final entries (succeeded, failed, denied, forgotten) that reached their state
-    (``updated_at``) before ``tomb_cutoff_ms`` are removed; those that did so before
-    ``cutoff_ms`` lose only their captured stdout/stderr and stay as tombstones (key,
-    fingerprint, state, exit code, signal, times, decision, resolution), so a late retry
-    still replays the outcome or is still denied. ``tomb_cutoff_ms`` defaults to 120 days
-    before ``now_ms`` or ``cutoff_ms``, whichever is earlier (retention.cutoffs). Running,
-    awaiting and approved entries are never touched.
-
-    Inside the caller's write transaction if one is open, else in short transactions of
-    ``batch`` rows. Returns ``{"entries_pruned": n, "entries_removed": m,
-    "by_state": {state: removed}, "dry_run": bool}``.
-    """
-    from .retention import TOMBSTONE_S
-
-    if tomb_cutoff_ms is None:
-        tomb_cutoff_ms = min(cutoff_ms, now_ms - TOMBSTONE_S * 1000)
-    tomb_cutoff_ms = min(tomb_cutoff_ms, cutoff_ms)
-    in_tx = getattr(store.db, "in_tx", False)
-
-    def step(fn):
-        if in_tx:
-            return fn()
-        with store.transaction(write=not dry_run):
-            return fn()
-
-    if dry_run:
-        trimmed, removed = step(lambda: store.ledger_prune_counts(cutoff_ms, tomb_cutoff_ms))
-    else:
-        removed: dict[str, int] = {}
-        while True:  # removals first, so the output pass does not touch doomed rows
-            done = step(lambda: store.remove_ledger_tombstones(tomb_cutoff_ms, batch))
-            for state, n in done.items():
-                removed[state] = removed.get(state, 0) + n
-            if sum(done.values()) < batch:
-                break
-        trimmed = 0
-        while True:
-            n = step(lambda: store.prune_ledger_output(now_ms, cutoff_ms, tomb_cutoff_ms,
-                                                       batch))
-            trimmed += n
-            if n < batch:
-                break
-    return {"entries_pruned": trimmed, "entries_removed": sum(removed.values()),
-            "by_state": dict(sorted(removed.items())), "dry_run": dry_run}
-
-
 __all__ = [
     "LEDGER_FINAL_STATES", "EntryError", "OnceResult", "Sink", "approve", "awaiting", "begin",
-    "deny", "entry_object", "fingerprint", "list_entries", "needs_terminal", "once", "prune",
+    "deny", "entry_object", "fingerprint", "list_entries", "needs_terminal", "once",
     "resolve", "shown_state", "show", "validate_key",
 ]

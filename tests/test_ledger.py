@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from relay_cli import clock, ledger
+from relay_cli import clock, ledger, retention
 from relay_cli.store import open_store
 
 
@@ -545,10 +545,10 @@ def test_ledger_prune_function_counts_match_what_it_does(relay):
         with store.transaction():
             store.update_ledger("a", {"updated_at": now - 200 * DAY * 1000})
         body = now + 1000
-        dry = ledger.prune(store, now, body, dry_run=True)
+        dry = retention.prune_ledger(store, now, body, dry_run=True)
         assert dry == {"entries_pruned": 2, "entries_removed": 1,
                        "by_state": {"succeeded": 1}, "dry_run": True}
-        assert ledger.prune(store, now, body, batch=1) == {**dry, "dry_run": False}
+        assert retention.prune_ledger(store, now, body, batch=1) == {**dry, "dry_run": False}
         assert sorted(r["key"] for r in store.list_ledger()) == ["b", "c"]
         for key in ("b", "c"):  # a forgotten entry's output goes too
             assert store.get_ledger(key)["output_pruned_at"] == now
@@ -556,6 +556,26 @@ def test_ledger_prune_function_counts_match_what_it_does(relay):
         assert store.get_ledger("b")["exit_code"] == 1
     finally:
         store.close()
+
+
+def test_ledger_prune_pauses_after_every_full_batch_like_request_prune(relay, monkeypatch):
+    """Between two batches prune lets waiting writers in (design.md §4): the ledger's
+    batches go through the same pause as the requests'."""
+    for key in ("a", "b", "c"):
+        assert relay("once", "--key", key, "--", "true").code == 0
+    pauses = []
+    monkeypatch.setattr(retention.time, "sleep", pauses.append)
+    store = open_store(relay.home)
+    try:
+        now = clock.now_ms()
+        with store.transaction():
+            store.update_ledger("a", {"updated_at": now - 200 * DAY * 1000})
+        counts = retention.prune_ledger(store, now, now + 1000, batch=1)
+    finally:
+        store.close()
+    assert (counts["entries_removed"], counts["entries_pruned"]) == (1, 2)
+    # removal: 1 full batch, then a short one; output: 2 full batches, then a short one
+    assert len(pauses) == 3 and all(0.005 <= p <= 0.1 for p in pauses), pauses
 
 
 # ------------------------------------------------------------------ a person's approval stands
