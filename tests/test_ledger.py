@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from relay_cli import clock, ledger, retention
+from relay_cli import clock, ledger, once, retention
 from relay_cli.store import open_store
 
 
@@ -346,7 +346,7 @@ def test_large_output_streams_whole_keeps_its_tail_and_memory_stays_flat(relay, 
 
 
 def test_tail_keeps_exactly_the_last_bytes():
-    t = ledger.Tail(10)
+    t = once.Tail(10)
     for chunk in (b"abc", b"defghij", b"klm", b"n" * 3, b"0123456789ABC"):
         t.add(chunk)
     assert t.bytes() == b"3456789ABC" and t.total == 29

@@ -173,6 +173,7 @@ def _as_other_user(relay, *args: str, uid: int = 65534, timeout: float = 30):
     import relay_cli.cli  # noqa: F401 - every command module, loaded before the fork
     import relay_cli.doctor  # noqa: F401
     import relay_cli.ledger  # noqa: F401
+    import relay_cli.once  # noqa: F401
     from relay_cli.cli import run
 
     env = relay._env(None)

@@ -1,6 +1,6 @@
 """`relay once`, `relay ledger list/show/resolve`, `relay approve`, `relay deny` (design.md §10).
 
-Thin commands over ``relay_cli.ledger``.
+Thin commands over ``relay_cli.ledger`` and ``relay_cli.once``.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from .app import (
 )
 
 ledger = lazy_module("relay_cli.ledger")  # socket, selectors, signal: only for these commands
+runner = lazy_module("relay_cli.once")
 
 ledger_app = typer.Typer(cls=RelayGroup,
                          help="Inspect and settle the side-effect ledger of `relay once`.",
@@ -163,7 +164,7 @@ def _emit(env: Env, obj: dict, output: bool = False) -> int:
 def _write_bytes(stream, data: bytes | None) -> None:
     if not data:
         return
-    ledger.Sink(stream).write(data)
+    runner.Sink(stream).write(data)
 
 
 def _waiting_notice(out: Output, entry: dict) -> None:
@@ -222,11 +223,11 @@ def once(
     except OSError as e:
         raise RelayError("usage_error", "the current directory no longer exists") from e
     try:
-        result = ledger.once(
+        result = runner.once(
             env.store, key, argv, cwd, idempotent=idempotent, approve=approve,
             timeout_s=timeout_s, on_waiting=lambda entry: _waiting_notice(env.out, entry),
-            out_sink=ledger.Sink(None if env.json else sys.stdout),
-            err_sink=ledger.Sink(sys.stderr),
+            out_sink=runner.Sink(None if env.json else sys.stdout),
+            err_sink=runner.Sink(sys.stderr),
             on_decided=lambda entry: env.out.note(
                 f"relay: {inert(entry['decided_by'])} approved key {inert(key)}; running it now"),
         )
