@@ -1,37 +1,25 @@
-"""The side-effect ledger (design.md §10): run a shell command at most once per key.
+"""The side-effect ledger (design.md §10): one entry per key of `relay once`.
 
-Plain functions over a store. ``once`` is the whole of `relay once`: the idempotency gate
-(did I already do this?) first, then the approval gate (should I do this?), then the run.
-
-Entry states::
-
-    awaiting_approval --approve--> approved --(a call takes it)--> running
-    awaiting_approval / approved --deny--> denied             (every later call: exit 10)
-    (new key) ---------------------------------------------> running
-    running --CMD ends--> succeeded (exit 0) | failed          (later calls replay it)
-    running, recording relay and CMD gone --> stored state stays running, but every view
-        shows the derived state effect_unknown (a person settles it with `ledger resolve`);
-        --idempotent entries run again on the next call
-    any state but a live running one --resolve forget--> forgotten (the key is free again,
-        but an entry made with --approve passes its approval requirement on: the next call
-        with the key waits for a person again, whatever its options)
+Plain functions over a store: the entry's fingerprint and its one public object; the
+gates of a call, the idempotency gate (did I already do this?) first, then the approval
+gate (should I do this?) (:func:`begin`, :func:`wait_for_decision`); and a person's acts
+(:func:`approve`, :func:`deny`, :func:`resolve`). The entry's states and every transition
+are the table of ``ledger_states``; every state change goes through its ``apply``. The
+run itself is ``once``; retention (`relay prune`) is ``retention.prune_ledger``.
 
 A person's decision stays a person's: for an entry made with --approve (or denied),
 `ledger resolve` refuses unless standard input is a terminal (approval_needs_terminal),
-exactly like `relay approve` and `relay deny`.
-
-Retention (`relay prune`) is ``retention.prune_ledger``: a final entry keeps its outcome
-as a tombstone long after its captured output is gone.
+exactly like `relay approve` and `relay deny`; forgetting such an entry passes its
+approval requirement on: the next call with the key waits for a person again, whatever
+its options.
 
 Which process is "the process" of a running entry: the entry records the relay process
 that will record the outcome (``pid``/``process_start``) and the command
-(``child_pid``/``child_start``), committed before the command begins executing: its
-process is forked held at a gate (a pipe only relay writes to) and released only after
-that commit, so a kill of relay at any moment leaves no command running behind an entry
-that names no live process. The entry counts as alive while either of them is alive;
-start times (``<boot id>:<ticks>`` from /proc/<pid>/stat field 22) make sure a reused pid
-is not mistaken for the original process. Only when both are gone — relay crashed between
-start and record, and the command is no longer running — is the effect unknown.
+(``child_pid``/``child_start``), committed before the command begins executing (``once``).
+The entry counts as alive while either of them is alive; start times (``process``) make
+sure a reused pid is not mistaken for the original process. Only when both are gone —
+relay crashed between start and record, and the command is no longer running — is the
+effect unknown.
 """
 
 from __future__ import annotations
@@ -44,15 +32,11 @@ from dataclasses import dataclass
 
 from . import clock, lifecycle
 from .errors import RelayError
-from .process import Me, process_alive, this_host
-from .store.sql_ledger import LEDGER_FINAL_STATES
+from .ledger_states import STATES, apply, entry_alive, shown_state
+from .process import Me, this_host
 
 KEY_RE = re.compile(r"[!-~]{1,200}", re.ASCII)  # the whole value (fullmatch): no "k\n"
 DEFAULT_APPROVAL_WAIT_S = 50
-STORED_STATES = ("awaiting_approval", "approved", "denied", "running", "succeeded", "failed",
-                 "forgotten")
-# what the views show: a running entry whose processes are gone is effect_unknown
-STATES = (*STORED_STATES[:4], "effect_unknown", *STORED_STATES[4:])
 OUTCOMES = ("succeeded", "failed", "forget")
 
 
@@ -117,16 +101,6 @@ def output_text(data: bytes | None) -> str | None:
     return None if data is None else bytes(data).decode("utf-8", "replace")
 
 
-def shown_state(row) -> str:
-    """The state relay can vouch for: a ``running`` entry whose relay process and command
-    are both gone (checked on this host) is ``effect_unknown`` — its outcome was never
-    recorded, and only a person can say whether the effect happened."""
-    state = row["state"]
-    if state == "running" and not entry_alive(row):
-        return "effect_unknown"
-    return state
-
-
 def entry_object(row, *, output: bool = False) -> dict:
     """The one serializer of a ledger entry (``--json`` of once, ledger show/list, approve).
 
@@ -177,11 +151,6 @@ def entry_object(row, *, output: bool = False) -> dict:
     return obj
 
 
-def entry_alive(row) -> bool:
-    return (process_alive(row["pid"], row["process_start"], row["host"])
-            or process_alive(row["child_pid"], row["child_start"], row["host"]))
-
-
 # --------------------------------------------------------------------------- the gates
 @dataclass
 class Decision:
@@ -196,12 +165,13 @@ def _get(store, key: str):
     return row
 
 
-def _running_values(now: int, me: Me, runs: int) -> dict:
+def running_values(now: int, me: Me, runs: int) -> dict:
+    """The fields of an entry whose command this relay process runs (run number ``runs``)."""
     return {
-        "state": "running", "runs": runs, "pid": me.pid, "process_start": me.start,
+        "runs": runs, "pid": me.pid, "process_start": me.start,
         "host": me.host, "child_pid": None, "child_start": None, "started_at": now,
         "finished_at": None, "exit_code": None, "signal": None, "stdout": None,
-        "stderr": None, "stdout_bytes": None, "stderr_bytes": None, "updated_at": now,
+        "stderr": None, "stdout_bytes": None, "stderr_bytes": None,
     }
 
 
@@ -215,22 +185,15 @@ def begin(store, now: int, key: str, argv: list[str], cwd: str, *, idempotent: b
     """
     fp = fingerprint(argv, cwd)
     row = store.get_ledger(key)
-    if row is not None and row["state"] == "forgotten":
-        # the key is free again, but a person's approval requirement is not forgotten
-        approve = approve or bool(row["approve"])
-        store.delete_ledger(key)
-        row = None
-    if row is None:
-        values = {
-            "key": key, "fingerprint": fp, "argv": canonical_argv(argv), "cwd": cwd,
-            "idempotent": int(idempotent), "approve": int(approve), "created_at": now,
-            "updated_at": now, "runs": 0, "state": "awaiting_approval",
-        }
-        if not approve:
-            values.update(_running_values(now, me, 1))
-        store.insert_ledger(values)
-        row = store.get_ledger(key)
-        return Decision("wait" if approve else "run", row)
+    if row is None or row["state"] == "forgotten":
+        # the key is free (again), but a person's approval requirement is not forgotten
+        approve = approve or bool(row is not None and row["approve"])
+        values = {"fingerprint": fp, "argv": canonical_argv(argv), "cwd": cwd,
+                  "idempotent": int(idempotent), "approve": int(approve), "runs": 0}
+        if approve:
+            return Decision("wait", apply(store, key, row, "call_approve", now, values))
+        values.update(running_values(now, me, 1))
+        return Decision("run", apply(store, key, row, "call", now, values))
     if row["fingerprint"] != fp:
         raise RelayError(
             "key_conflict", f"the key {key!r} was used for another command or directory",
@@ -256,8 +219,9 @@ def begin(store, now: int, key: str, argv: list[str], cwd: str, *, idempotent: b
                 "recorded (relay and the command are gone); nothing was run now", entry,
             )
     # approved, or a crashed run of an --idempotent entry: this call runs it
-    store.update_ledger(key, _running_values(now, me, row["runs"] + 1))
-    return Decision("run", store.get_ledger(key))
+    event = "rerun" if state == "running" else "take"
+    return Decision("run", apply(store, key, row, event, now,
+                                 running_values(now, me, row["runs"] + 1)))
 
 
 def wait_for_decision(store, key: str, argv: list[str], cwd: str, *, idempotent: bool,
@@ -328,24 +292,17 @@ def resolve(store, now: int, key: str, outcome: str, note: str | None, *,
         raise EntryError("in_progress", f"key {key!r} is still running in process "
                          f"{row['pid']}; settle it only after it ended", entry_object(row))
     values = {"resolution": outcome, "resolved_by": lifecycle.person(), "resolved_at": now,
-              "resolution_note": note, "updated_at": now}
-    if outcome == "forget":
-        values["state"] = "forgotten"
-    else:
-        if state not in ("running", "succeeded", "failed"):
-            raise RelayError("state_conflict", f"key {key!r} is {state}: its command never ran",
-                             detail="only --outcome forget applies to it")
+              "resolution_note": note}
+    if outcome != "forget":
         exit_code = row["exit_code"]
         if outcome == "succeeded":
             exit_code = 0
         elif not exit_code:
             exit_code = 1
-        values.update(state=outcome, exit_code=exit_code,
-                      finished_at=row["finished_at"] or now)
+        values.update(exit_code=exit_code, finished_at=row["finished_at"] or now)
         if outcome == "succeeded":
             values["signal"] = None
-    store.update_ledger(key, values)
-    return entry_object(store.get_ledger(key), output=True)
+    return entry_object(apply(store, key, row, f"resolve_{outcome}", now, values), output=True)
 
 
 def approve(store, now: int, key: str, seen: dict | None = None) -> dict:
@@ -364,15 +321,10 @@ def approve(store, now: int, key: str, seen: dict | None = None) -> dict:
         raise RelayError("state_conflict", f"key {key!r} now names another command or "
                          "directory than the one shown; nothing was approved",
                          detail="run `relay approve KEY` again to see it")
-    if row["state"] == "awaiting_approval":
-        store.update_ledger(key, {"state": "approved", "decision": "approved",
-                                  "decided_by": lifecycle.person(), "decided_at": now,
-                                  "updated_at": now})
-        return entry_object(store.get_ledger(key))
     if row["decision"] == "approved" and row["state"] != "forgotten":
         return entry_object(row)  # already approved: nothing changes
-    raise RelayError("state_conflict", f"key {key!r} is {row['state']}",
-                     detail="it cannot be approved now; `relay ledger show KEY` shows it")
+    return entry_object(apply(store, key, row, "approve", now, {
+        "decision": "approved", "decided_by": lifecycle.person(), "decided_at": now}))
 
 
 def deny(store, now: int, key: str, note: str | None) -> dict:
@@ -380,19 +332,16 @@ def deny(store, now: int, key: str, note: str | None) -> dict:
     if not row["approve"]:
         raise RelayError("state_conflict", f"key {key!r} was not made with --approve",
                          detail="there is nothing to deny")
-    if row["state"] in ("awaiting_approval", "approved"):
-        store.update_ledger(key, {"state": "denied", "decision": "denied",
-                                  "decided_by": lifecycle.person(), "decided_at": now,
-                                  "decision_note": note, "updated_at": now})
-        return entry_object(store.get_ledger(key))
     if row["state"] == "denied":
         return entry_object(row)  # already denied: nothing changes
-    raise RelayError("state_conflict", f"key {key!r} is {row['state']}",
-                     detail="it already started or was settled; it cannot be denied now")
+    return entry_object(apply(store, key, row, "deny", now, {
+        "decision": "denied", "decided_by": lifecycle.person(), "decided_at": now,
+        "decision_note": note}))
 
 
 __all__ = [
-    "LEDGER_FINAL_STATES", "EntryError", "Me", "approve", "awaiting", "begin", "deny",
-    "entry_object", "fingerprint", "list_entries", "needs_terminal", "resolve", "shown_state",
-    "show", "this_host", "validate_key",
+    "DEFAULT_APPROVAL_WAIT_S", "OUTCOMES", "STATES", "EntryError", "approve", "awaiting",
+    "begin", "command_text", "deny", "entry_object", "fingerprint", "list_entries",
+    "needs_terminal", "resolve", "running_values", "show", "this_host", "validate_cwd",
+    "validate_key", "validate_states", "wait_for_decision",
 ]

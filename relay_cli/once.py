@@ -28,13 +28,14 @@ from .errors import RelayError
 from .ledger import (
     DEFAULT_APPROVAL_WAIT_S,
     EntryError,
-    _running_values,
     begin,
     entry_object,
     output_text,
+    running_values,
     validate_key,
     wait_for_decision,
 )
+from .ledger_states import apply, touch
 from .process import (
     CannotStart,
     Child,
@@ -189,8 +190,7 @@ def record_child(store, key: str, me: Me, runs: int, child_pid: int) -> bool:
             now = clock.now_ms()
             if not _owned(store.get_ledger(key), me, runs):
                 return False
-            store.update_ledger(key, {"child_pid": child_pid, "child_start": start,
-                                      "updated_at": now})
+            touch(store, key, now, {"child_pid": child_pid, "child_start": start})
             return True
 
     return _retrying(write)
@@ -203,16 +203,16 @@ def record_outcome(store, key: str, me: Me, runs: int, result: RunResult):
         # between the command's end and its recorded outcome
         with store.transaction():
             now = clock.now_ms()
-            if not _owned(store.get_ledger(key), me, runs):
+            row = store.get_ledger(key)
+            if not _owned(row, me, runs):
                 return None
-            store.update_ledger(key, {
-                "state": "succeeded" if result.exit_code == 0 else "failed",
-                "exit_code": result.exit_code, "signal": result.signal,
-                "stdout": result.stdout.bytes(), "stderr": result.stderr.bytes(),
-                "stdout_bytes": result.stdout.total, "stderr_bytes": result.stderr.total,
-                "finished_at": now, "updated_at": now,
-            })
-            return store.get_ledger(key)
+            return apply(store, key, row, "exit_zero" if result.exit_code == 0 else
+                         "exit_nonzero", now, {
+                             "exit_code": result.exit_code, "signal": result.signal,
+                             "stdout": result.stdout.bytes(), "stderr": result.stderr.bytes(),
+                             "stdout_bytes": result.stdout.total,
+                             "stderr_bytes": result.stderr.total, "finished_at": now,
+                         })
 
     return _retrying(write)
 
@@ -230,12 +230,11 @@ def record_not_started(store, key: str, me: Me, runs: int) -> None:
             if not _owned(row, me, runs):
                 return
             if row["approve"] and row["decision"] == "approved":
-                values = _running_values(now, me, runs - 1)
-                values.update(state="approved", pid=None, process_start=None, host=None,
-                              started_at=None)
-                store.update_ledger(key, values)
+                values = running_values(now, me, runs - 1)
+                values.update(pid=None, process_start=None, host=None, started_at=None)
+                apply(store, key, row, "not_started_approved", now, values)
             else:
-                store.delete_ledger(key)
+                apply(store, key, row, "not_started", now)
 
     _retrying(write)
 

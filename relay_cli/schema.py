@@ -1,8 +1,9 @@
 """The machine-readable description of relay's interface (`relay schema`).
 
 Everything here is read from the definitions the code itself uses: the live Typer/Click
-command tree, the error taxonomy (``errors.ERRORS``), the transition table
-(``states.TRANSITIONS``) and the one request serializer (``lifecycle.request_object``).
+command tree, the error taxonomy (``errors.ERRORS``), the transition tables of requests
+(``states.TRANSITIONS``) and of ledger entries (``ledger_states.TRANSITIONS``) and the one
+request serializer (``lifecycle.request_object``).
 The man page and docs/reference.md are generated from this document too
 (``scripts/generate.py``), so nothing is written twice.
 
@@ -12,7 +13,7 @@ of each environment variable.
 
 from __future__ import annotations
 
-from . import __version__
+from . import __version__, ledger_states
 from .errors import ERRORS
 from .states import FINAL_STATES, MEANING, OPEN_STATES, STATES, TRANSITIONS
 
@@ -210,4 +211,26 @@ def build(command=None) -> dict:
             for t in TRANSITIONS
         ],
         "environment": [{"name": k, "meaning": v} for k, v in ENVIRONMENT.items()],
+        "ledger": ledger_table(),
+    }
+
+
+def ledger_table() -> dict:
+    """The side-effect ledger's states, views and transitions (``ledger_states``)."""
+    lt = ledger_states
+    return {
+        "states": {
+            "all": list(lt.STATES),
+            "stored": list(lt.STORED_STATES),
+            "final": [s for s in lt.STORED_STATES if s in lt.FINAL_STATES],
+            "views": {name: {"stored": v.stored, "when": v.when}
+                      for name, v in lt.VIEWS.items()},
+            "meaning": {s: {"claims": m.claims, "does_not_claim": m.does_not_claim,
+                            "on_call": m.on_call} for s, m in lt.MEANING.items()},
+        },
+        "transitions": [
+            {"from": t.from_state, "event": t.event, "to": t.to_state, "who": t.who,
+             "when": t.when}
+            for t in lt.TRANSITIONS
+        ],
     }
