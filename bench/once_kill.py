@@ -9,7 +9,7 @@ is committed, so a kill there leaves nothing running.
 
 Each trial starts ``relay once --idempotent --key K -- sh -c '…; sleep 1'`` with the
 test-only pause at ``once-spawn`` switched on (``RELAY_TEST_PAUSE`` plus the
-``relay-test-pause`` file in the state directory, see relay_cli/ledger.py), while a
+``relay-test-pause`` file in the state directory, see relay_cli/testpause.py), while a
 concurrent writer takes relay.db's write lock (``BEGIN IMMEDIATE``) and holds it 30 ms,
 then lets go for 30 ms, over and over. When relay announces the pause it is killed with
 SIGKILL at a random moment in its first 0.5 s. A call that gets ``busy`` (exit 75, the

@@ -53,6 +53,21 @@ def test_check_names_a_file_that_differs(tmp_path, monkeypatch):
     assert generate.main(["--check"]) == 0
 
 
+def test_design_tables_are_written_between_their_markers_and_a_stale_one_is_caught():
+    """docs/design.md is prose with generated tables (states, transitions, errors)."""
+    from relay_cli import schema
+
+    doc = schema.build()
+    current = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
+    assert generate.design(doc, current) == current
+    for stale in (current.replace("| `queued` | accepted durably", "| `queued` | accepted"),
+                  current.replace("| `resolve_forget` |", "| `forget` |"),
+                  current.replace("| `busy` | 75 | yes |", "| `busy` | 75 | no |")):
+        assert stale != current and generate.design(doc, stale) == current
+    with pytest.raises(SystemExit, match="END GENERATED errors"):
+        generate.design(doc, current.replace("<!-- END GENERATED errors -->", ""))
+
+
 # ------------------------------------------------------------------ bash completion
 def bash_complete(*words: str) -> list[str]:
     """Complete the last of ``words`` in a real bash with completions/relay.bash sourced,
