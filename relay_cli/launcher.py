@@ -24,7 +24,7 @@ from pathlib import Path
 from . import lifecycle, peers
 from .errors import RelayError
 from .peers import Caller
-from .process import CannotStart, Signals, exit_status, resolve_command, spawn
+from .process import CannotStart, Signals, exit_status, resolve_command, signal_status, spawn
 
 __all__ = ["CannotStart", "run", "supported"]
 
@@ -148,7 +148,7 @@ def run(open_store, name: str, kind: str | None, lease_seconds: int, argv: list[
                 early = signals.take()
                 if early:  # asked to stop before CMD existed: start nothing
                     _leave_reporting(store, session, report)
-                    return 128 + early[0][0]
+                    return signal_status(early[0][0])
                 pid = spawn(path, argv, child_env(session, store.home), signals)
             except BaseException:
                 _leave_reporting(store, session, report)

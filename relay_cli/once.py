@@ -44,6 +44,7 @@ from .process import (
     Signals,
     exit_status,
     process_start,
+    signal_status,
     spawn_gated,
 )
 from .testpause import pause_for_tests
@@ -281,7 +282,7 @@ def once(store, key: str, argv: list[str], cwd: str, *, idempotent: bool = False
         except Interrupted as e:
             with lifecycle.unit(store, write=False):
                 row = store.get_ledger(key)
-            return OnceResult("interrupted", 128 + e.signum,
+            return OnceResult("interrupted", signal_status(e.signum),
                               entry_object(row) if row is not None else None,
                               f"interrupted by signal {e.signum} while waiting; nothing ran")
         if decision is None:
@@ -313,8 +314,8 @@ def execute(store, key: str, row, argv: list[str], me: Me, out_sink: Sink, err_s
     try:
         early = signals.take()
         if early:
-            raise CannotStart(128 + early[0][0], f"relay received signal {early[0][0]} before "
-                             "the command started; it did not run")
+            raise CannotStart(signal_status(early[0][0]), f"relay received signal "
+                              f"{early[0][0]} before the command started; it did not run")
         proc = spawn_gated(argv, signals)
         try:
             pause_for_tests(store, "once-spawn", f" (command pid {proc.pid})")

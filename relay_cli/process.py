@@ -112,12 +112,17 @@ class Me:
 
 
 # --------------------------------------------------------------------------- exit status
+def signal_status(signum: int) -> int:
+    """The shell's exit status for signal N: 128+N (never 0)."""
+    return 128 + signum
+
+
 def exit_status(returncode: int) -> tuple[int, int | None]:
     """(exit status, signal) of an ended process, from its ``returncode`` as
     ``os.waitstatus_to_exitcode`` gives it (-N when signal N killed it): the status is
-    the process's exit code, or 128+N when signal N killed it (never 0 then)."""
+    the process's exit code, or 128+N when signal N killed it."""
     if returncode < 0:
-        return 128 - returncode, -returncode
+        return signal_status(-returncode), -returncode
     return returncode, None
 
 
