@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from . import clock, lifecycle
 from .errors import RelayError
-from .ledger_states import STATES, apply, entry_alive, shown_state
+from .ledger_states import STATES, VIEWS, apply, entry_alive, shown_state
 from .process import Me, this_host
 
 KEY_RE = re.compile(r"[!-~]{1,200}", re.ASCII)  # the whole value (fullmatch): no "k\n"
@@ -248,7 +248,7 @@ def wait_for_decision(store, key: str, argv: list[str], cwd: str, *, idempotent:
 def list_entries(store, states: list[str] | None = None) -> list[dict]:
     """Entries (no captured output), filtered by their shown state (effect_unknown too)."""
     wanted = validate_states(states)
-    stored = sorted({"running" if s == "effect_unknown" else s for s in wanted})
+    stored = sorted({VIEWS[s].stored if s in VIEWS else s for s in wanted})
     objs = [entry_object(r) for r in store.list_ledger(stored)]
     return [o for o in objs if not wanted or o["state"] in wanted]
 
