@@ -80,19 +80,18 @@ class Heartbeat(threading.Thread):
         """Renew once; False when the session is no longer active (reported)."""
         with lifecycle.unit(store) as now:
             row = store.get_session(self.session.session_id)
-            state = row["state"] if row is not None else "left"
-            if state == "active":
+            status = peers.session_status(store, row)
+            if status == "active":
                 peers.renew(store, Caller(self.session.name, row, "active"), now)
                 return True
-            superseded = state == "superseded" or (
-                state == "expired" and store.newer_session_exists(row))
-        if state == "left":
+        if status == "left":
             return False
-        self.lost = "peer_superseded" if superseded else "lease_expired"
+        self.lost = peers.STATUS_ERRORS[status]
         self.report(RelayError(
             self.lost,
             f"relay run: the session of {self.session.name!r} "
-            + ("was replaced by a newer session" if superseded else "lease lapsed")
+            + ("was replaced by a newer session" if status == "superseded"
+               else "lease lapsed")
             + "; its claimed, unfinished work became delivery_unknown. The command keeps "
             "running without a live session; restart it under `relay run` to join again",
         ))

@@ -30,7 +30,7 @@ import subprocess
 import sys
 import time
 
-from . import clock, lifecycle
+from . import clock, lifecycle, peers
 from .hook import MAX_REMEMBERED_IDS, Event, HookEnv, find_session, remember_own_prompt
 
 DEFAULT_TIMEOUT_S = 3600  # matches the 1 h lease of a session the hook joins
@@ -120,7 +120,7 @@ def _register(store, ev: Event, henv: HookEnv, me, runtime: str, end: float, tic
             session = find_session(store, ev, henv)
             if session is None:
                 return None
-            if session["state"] != "active" or session["lease_expires_at"] <= now:
+            if peers.session_status(store, session, now) != "active":
                 return _END
             current = store.get_waiter(session["id"])
             if current is not None and current["until_at"] > now and _alive(current):
@@ -166,8 +166,7 @@ def _check(store, session_id: str, peer: str, me, runtime: str):
 
 
 def _still_mine(store, session_id: str, me, now: int) -> bool:
-    session = store.get_session(session_id)
-    if session is None or session["state"] != "active" or session["lease_expires_at"] <= now:
+    if peers.session_status(store, store.get_session(session_id), now) != "active":
         return False
     row = store.get_waiter(session_id)
     return row is not None and row["pid"] == me.pid and row["process_start"] == me.start

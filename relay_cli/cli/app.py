@@ -18,7 +18,7 @@ from typer.core import TyperGroup
 from .. import __version__, clock, complete, lifecycle, output
 from ..errors import RelayError
 from ..output import Output
-from ..peers import KINDS, Caller, identify, validate_kind
+from ..peers import KINDS, Caller, identify, identity, validate_kind
 
 # `relay --help` lists the commands in these groups, in this order (anything else last).
 SECTIONS = {
@@ -149,11 +149,6 @@ SessionLeaseOpt = Annotated[
 ]
 
 
-def _env(name: str) -> str | None:
-    value = os.environ.get(name)
-    return value if value else None
-
-
 _OPEN: list[Env] = []
 
 
@@ -182,17 +177,8 @@ class Env:
         return self._store
 
     def identity(self) -> tuple[str | None, str | None]:
-        """(name, token): options first, then RELAY_PEER / RELAY_SESSION.
-
-        A RELAY_SESSION that belongs to another RELAY_PEER than ``--as`` is not used.
-        """
-        name = self.as_ if self.as_ is not None else _env("RELAY_PEER")
-        token = self.session
-        if token is None:
-            env_peer = _env("RELAY_PEER")
-            if self.as_ is None or env_peer is None or env_peer == self.as_:
-                token = _env("RELAY_SESSION")
-        return name, token
+        """(name, token) by ``peers.identity``: the options, then the environment."""
+        return identity(self.as_, self.session, os.environ)
 
     def caller(self, need_name: bool = True) -> Caller:
         name, token = self.identity()
