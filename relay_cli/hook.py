@@ -151,6 +151,35 @@ def parse(data: bytes, dialect: Dialect = DIALECTS["claude"]) -> Event | None:
     return ev
 
 
+def respond(open_store, ev: Event, runtime: str, *, as_: str | None, kind: str | None,
+            lease: str | None, wake: bool, timeout: str | None,
+            environ) -> tuple[dict | None, int, str]:
+    """One run of `relay hook RUNTIME [--wake]` for the event ``ev``: (the document to
+    print on stdout or None, the exit status, a note for stderr).
+
+    The peer comes from ``--as`` or ``RELAY_PEER`` and the token from ``RELAY_SESSION``, by
+    the caller-identity rule (``peers.identity``); the env file from the runtime's own
+    variables. ``open_store()`` is called only when the run needs the database. With
+    ``wake`` this is the wake waiter (design.md §12); Gemini CLI has no background hooks,
+    so there it does nothing.
+    """
+    dialect = DIALECTS[runtime]
+    name, token = peers.identity(as_ or None, None, environ)
+    henv = HookEnv(peer=name, token=token, env_file=env_file_from(dialect, environ),
+                   lease_s=lease_seconds(lease), kind=kind or runtime, dialect=dialect)
+    if henv.peer is not None:
+        peers.validate_name(henv.peer, "RELAY_PEER")
+    if not wake:
+        return handle(open_store(), ev, henv), 0, ""
+    if runtime == "gemini":
+        return None, 0, ""
+    from . import wake as wake_lib  # (it imports this module)
+
+    code, note = wake_lib.run(open_store(), ev, henv, wake_lib.timeout_seconds(timeout),
+                              runtime=runtime)
+    return None, code, note
+
+
 def handle(store, ev: Event, henv: HookEnv) -> dict | None:
     """Run one event; return the JSON document to print, or None to print nothing."""
     if henv.peer is not None:
@@ -182,13 +211,6 @@ def find_session(store, ev: Event, henv: HookEnv):
     if row is None or (henv.peer is not None and henv.peer != row["peer"]):
         return None
     return row
-
-
-def _live(store, session) -> peers.Caller:
-    status = session["state"]
-    if status == "expired" and store.newer_session_exists(session):
-        status = "superseded"
-    return peers.Caller(session["peer"], session, status)
 
 
 def _session_start(store, ev: Event, henv: HookEnv) -> dict | None:
@@ -331,12 +353,11 @@ def _start_context(store, now: int, name: str, how: str, henv: HookEnv) -> str:
 
 # ------------------------------------------------------------------------ per event
 def _ended_note(store, session, dialect: Dialect) -> str:
-    caller = _live(store, session)
-    code = {"superseded": "peer_superseded", "expired": "lease_expired",
-            "left": "invalid_session"}.get(caller.status, caller.status)
+    status = peers.session_status(store, session)
+    code = peers.STATUS_ERRORS.get(status, status)
     return (
         f"relay: the relay session of this {dialect.display} session (peer "
-        f"{session['peer']!r}) has ended ({caller.status}); relay commands that use it fail "
+        f"{session['peer']!r}) has ended ({status}); relay commands that use it fail "
         f"with {code}. Requests it had claimed and not finished are now delivery_unknown: "
         "the person decides about them, they are not redone."
     )
@@ -367,7 +388,7 @@ def is_person_prompt(store, session_id: str, ev: Event) -> bool:
 def _prompt_submit(store, now: int, session, ev: Event, dialect: Dialect) -> dict | None:
     if session["state"] != "active":
         return _context_doc(ev.runtime_name, _ended_note(store, session, dialect))
-    caller = _live(store, session)
+    caller = peers.session_caller(store, session)
     name = caller.name
     peers.renew(store, caller, now)
     if is_person_prompt(store, session["id"], ev):
@@ -397,7 +418,7 @@ def _prompt_submit(store, now: int, session, ev: Event, dialect: Dialect) -> dic
 def _stop(store, now: int, session, dialect: Dialect) -> dict | None:
     if session["state"] != "active":
         return None
-    caller = _live(store, session)
+    caller = peers.session_caller(store, session)
     name = caller.name
     peers.renew(store, caller, now)
     state = store.get_hook_state(session["id"])
@@ -428,7 +449,7 @@ def _stop(store, now: int, session, dialect: Dialect) -> dict | None:
 def _session_end(store, now: int, session) -> None:
     if session["state"] != "active":
         return
-    peers.leave(store, _live(store, session), now)
+    peers.leave(store, peers.session_caller(store, session), now)
 
 
 # ------------------------------------------------------------------------- helpers
