@@ -36,7 +36,7 @@ import os
 import shlex
 from dataclasses import dataclass, field
 
-from . import clock, guide, lifecycle, peers
+from . import clock, due, guide, peers
 from .output import age, inert, size
 
 EVENTS = guide.HOOK_EVENTS  # relay's four events, in Claude Code's and Codex's names
@@ -186,7 +186,7 @@ def handle(store, ev: Event, henv: HookEnv) -> dict | None:
         peers.validate_name(henv.peer, "RELAY_PEER")
     if ev.name == "SessionStart":
         return _session_start(store, ev, henv)
-    with lifecycle.unit(store) as now:
+    with due.unit(store) as now:
         session = find_session(store, ev, henv)
         if session is None:
             if henv.peer and store.get_peer(henv.peer) is not None:
@@ -220,7 +220,7 @@ def _session_start(store, ev: Event, henv: HookEnv) -> dict | None:
     path = henv.env_file
     size_before: int | None = None
     try:
-        with lifecycle.unit(store) as now:
+        with due.unit(store) as now:
             session, token, how = _start(store, ev, henv, now)
             store.set_hook_seen(name, now)
             if session is not None:

@@ -21,7 +21,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import lifecycle, peers
+from . import due, peers
 from .errors import RelayError
 from .peers import Caller
 from .process import CannotStart, Signals, exit_status, resolve_command, signal_status, spawn
@@ -78,7 +78,7 @@ class Heartbeat(threading.Thread):
 
     def beat(self, store) -> bool:
         """Renew once; False when the session is no longer active (reported)."""
-        with lifecycle.unit(store) as now:
+        with due.unit(store) as now:
             row = store.get_session(self.session.session_id)
             status = peers.session_status(store, row)
             if status == "active":
@@ -104,14 +104,14 @@ class Heartbeat(threading.Thread):
 
 
 def join(store, name: str, kind: str | None, lease_seconds: int) -> Session:
-    with lifecycle.unit(store) as now:
+    with due.unit(store) as now:
         info = peers.join(store, name, kind, lease_seconds, now)
     return Session(name, info["session_id"], info["token"], lease_seconds)
 
 
 def leave(store, session: Session) -> int | None:
     """Leave if the session is still active; how many requests became delivery_unknown."""
-    with lifecycle.unit(store) as now:
+    with due.unit(store) as now:
         row = store.get_session(session.session_id)
         if row is None or row["state"] != "active":
             return None

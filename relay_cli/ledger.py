@@ -30,7 +30,7 @@ import shlex
 import time
 from dataclasses import dataclass
 
-from . import clock, lifecycle
+from . import clock, due, lifecycle
 from .errors import RelayError
 from .ledger_states import STATES, VIEWS, apply, entry_alive, shown_state
 from .process import Me, this_host
@@ -231,17 +231,17 @@ def wait_for_decision(store, key: str, argv: list[str], cwd: str, *, idempotent:
     fp = fingerprint(argv, cwd)
 
     def check():
-        with lifecycle.unit(store, write=False):
+        with due.unit(store, write=False):
             row = store.get_ledger(key)
         if row is not None and row["state"] == "awaiting_approval" and row["fingerprint"] == fp:
             return None
-        with lifecycle.unit(store) as now:
+        with due.unit(store) as now:
             # approve=True: an entry forgotten while we waited must be approved again
             decision = begin(store, now, key, argv, cwd, idempotent=idempotent, approve=True,
                              me=me)
         return None if decision.action == "wait" else decision
 
-    return lifecycle.poll(store, check, timeout_s, on_tick=on_tick, sleep=sleep)
+    return due.poll(store, check, timeout_s, on_tick=on_tick, sleep=sleep)
 
 
 # --------------------------------------------------------------------------- inspect, settle

@@ -26,7 +26,7 @@ def notice_object(row) -> dict:
 def take(store, now: int, caller: Caller) -> list[dict]:
     """The unseen finished requests ``caller`` sent, oldest first; marks them seen.
 
-    Must run inside a write transaction (``lifecycle.unit``), after due transitions.
+    Must run inside a write transaction (``due.unit``), after due transitions.
     """
     require_live(store, caller)
     rows = store.unnotified_finished(caller.name)

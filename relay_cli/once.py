@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from . import clock, lifecycle
+from . import clock, due
 from .errors import RelayError
 from .ledger import (
     DEFAULT_APPROVAL_WAIT_S,
@@ -268,7 +268,7 @@ def once(store, key: str, argv: list[str], cwd: str, *, idempotent: bool = False
     me = Me.current()
     with Signals() as signals:
         try:
-            with lifecycle.unit(store) as now:
+            with due.unit(store) as now:
                 decision = begin(store, now, key, argv, cwd, idempotent=idempotent,
                                  approve=approve, me=me)
             if decision.action == "wait":
@@ -280,13 +280,13 @@ def once(store, key: str, argv: list[str], cwd: str, *, idempotent: bool = False
                 if decision is not None and decision.action == "run" and on_decided:
                     on_decided(entry_object(decision.row))
         except Interrupted as e:
-            with lifecycle.unit(store, write=False):
+            with due.unit(store, write=False):
                 row = store.get_ledger(key)
             return OnceResult("interrupted", signal_status(e.signum),
                               entry_object(row) if row is not None else None,
                               f"interrupted by signal {e.signum} while waiting; nothing ran")
         if decision is None:
-            with lifecycle.unit(store, write=False):
+            with due.unit(store, write=False):
                 row = store.get_ledger(key)
             entry = entry_object(row, output=True) if row is not None else None
             return OnceResult("timeout", 75, entry)

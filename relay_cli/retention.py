@@ -37,7 +37,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 
-from . import clock, lifecycle
+from . import clock, due
 
 DEFAULT_RETENTION_S = 30 * 86400
 TOMBSTONE_S = 120 * 86400
@@ -62,7 +62,7 @@ def prune(store, now: int, older_than_s: int = DEFAULT_RETENTION_S, dry_run: boo
     counts of a dry run equal what the real run then does.
     """
     body_cutoff, tomb_cutoff = cutoffs(now, older_than_s)
-    lifecycle.drain_due(store, now)
+    due.drain_due(store, now)
     if dry_run:
         with store.transaction(write=False):
             counts = store.prune_counts(now, body_cutoff, tomb_cutoff)

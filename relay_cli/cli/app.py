@@ -15,7 +15,7 @@ import typer
 from typer._types import TyperChoice
 from typer.core import TyperGroup
 
-from .. import __version__, clock, complete, lifecycle, output
+from .. import __version__, clock, complete, due, lifecycle, output
 from ..errors import RelayError
 from ..output import Output
 from ..peers import KINDS, Caller, identify, identity, validate_kind
@@ -185,7 +185,7 @@ class Env:
         return identify(self.store, name, token, need_name=need_name)
 
     def unit(self, write: bool = True):
-        return lifecycle.unit(self.store, write=write)
+        return due.unit(self.store, write=write)
 
     def close(self) -> None:
         if self._store is not None:

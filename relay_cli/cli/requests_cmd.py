@@ -7,7 +7,7 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from .. import clock, complete, lifecycle
+from .. import clock, complete, due, lifecycle, waiting
 from ..errors import RelayError
 from ..output import STATE_STYLES, Col, Output, iso_age, size
 from ..peers import validate_name
@@ -414,22 +414,18 @@ def wait(
     delivery_unknown; 75 still open when the timeout passed (not a failure: wait again).
     """
     env = Env(json_, home, as_, session)
-    request_id = lifecycle.validate_ref(id_)
+    ref = lifecycle.validate_ref(id_)
     timeout_s = duration(timeout, clock.WAIT, "--timeout", lifecycle.DEFAULT_WAIT_S)
-    with env.unit(write=False):
-        _, token = env.identity()
-        caller = env.caller(need_name=False) if token else None  # only to renew its lease
-        request_id = lifecycle.get(env.store, request_id)["id"]
-    code, obj = lifecycle.wait(
-        env.store, caller, request_id, timeout_s,
-        on_block=lambda state: env.out.waiting(
+    code, obj = waiting.wait(
+        env.store, *env.identity(), ref, timeout_s,
+        on_block=lambda request_id, state: env.out.waiting(
             f"relay: waiting up to {clock.human_duration(timeout_s)} for {request_id[:8]} to "
             f"finish (now {state})"))
     _emit(env, obj, _render_full)
     if code == 75:
         env.out.error(RelayError(
-            "timeout", f"{request_id} is still {obj['state']} after {clock.human_duration(timeout_s)}"
-        ))
+            "timeout", f"{obj['id']} is still {obj['state']} after "
+            f"{clock.human_duration(timeout_s)}"))
     return code
 
 
@@ -512,14 +508,12 @@ def claim(
     env = Env(json_, home, as_, session)
     lease_s = duration(lease, clock.CLAIM_LEASE, "--lease", lifecycle.DEFAULT_CLAIM_LEASE_S)
     wait_s = duration(wait, clock.WAIT, "--wait", 0)
-    request_id = lifecycle.validate_ref(id_, "--id") if id_ is not None else None
+    ref = lifecycle.validate_ref(id_, "--id") if id_ is not None else None
     with env.unit(write=False):
         caller = env.caller()
-        if request_id is not None:  # resolved once: a prefix cannot change its meaning mid-wait
-            request_id = lifecycle.resolve_ref(env.store, request_id, what="--id")
-    obj = lifecycle.claim_waiting(
-        env.store, caller, lease_s, request_id, wait_s,
-        on_block=lambda: env.out.waiting(
+    obj = waiting.claim_waiting(
+        env.store, caller, lease_s, ref, wait_s,
+        on_block=lambda request_id: env.out.waiting(
             f"relay: waiting up to {clock.human_duration(wait_s)} for "
             + (f"{request_id[:8]}" if request_id else f"a request to {caller.name}")))
     if env.json:
@@ -620,11 +614,6 @@ def reject(
     return _emit(env, _act(env, lifecycle.reject, request_id, detail), _render_request)
 
 
-def _check_outcome(value: str) -> None:
-    if value not in lifecycle.RESOLVE_OUTCOMES:
-        raise RelayError("usage_error", "--outcome must be completed, failed or requeue")
-
-
 @app.command(epilog=examples(
     'relay show "$ID" --events   # what happened, and why it is unknown',
     "relay resolve \"$ID\" --outcome completed --note 'the commit is there'",
@@ -634,7 +623,8 @@ def resolve(
     id_: _id_arg(complete.requests("unknown")),
     outcome: Annotated[
         str,
-        typer.Option("--outcome", click_type=Choice(lifecycle.RESOLVE_OUTCOMES, _check_outcome),
+        typer.Option("--outcome", click_type=Choice(lifecycle.RESOLVE_OUTCOMES,
+                                                  lifecycle.validate_outcome),
                      help="What the person found: it was done, it failed, or queue it again."),
     ],
     note: Annotated[
@@ -653,9 +643,9 @@ def resolve(
     env = Env(json_, home)
     request_id = lifecycle.validate_ref(id_)
     detail = lifecycle.validate_text(note, "--note") if note is not None else None
-    lifecycle.require_terminal("resolve")
     with env.unit() as now:
-        obj = lifecycle.resolve(env.store, now, request_id, outcome, detail)
+        obj = lifecycle.resolve(env.store, now, request_id, outcome, detail,
+                                terminal=lifecycle.stdin_is_terminal())
     return _emit(env, obj, _render_request)
 
 
@@ -669,14 +659,7 @@ def sweep(json_: JsonOpt = False, home: HomeOpt = None) -> int:
     Every command already does this before it reads or writes.
     """
     env = Env(json_, home)
-    total = lifecycle.drain_due(env.store, clock.now_ms())
-    # on a read-only state directory, nothing due means nothing to write: a read suffices
-    with env.unit(write=not env.store.read_only) as now:
-        result = lifecycle.sweep(env.store, now)
-    for k, v in total.items():
-        if not k.startswith("session:"):
-            result["transitions"][k] = result["transitions"].get(k, 0) + v
-    result["transitions"] = dict(sorted(result["transitions"].items()))
+    result = due.sweep(env.store)
     if env.json:
         env.out.json(result)
     else:
