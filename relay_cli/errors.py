@@ -14,12 +14,25 @@ class ErrorSpec:
     exit_code: int
     retryable: bool
     hint: str
+    # Other exit statuses the code is reported with, each with when: (status, when).
+    also_exits: tuple[tuple[int, str], ...] = ()
 
+
+# `relay run` and `relay once` start a command. When it cannot start, relay reports
+# usage_error (the command line names a program that cannot run) but exits as a shell
+# does, so a caller that knows the shell's convention reads it the same (design.md §7).
+NOT_FOUND_EXIT = 127
+NOT_EXECUTABLE_EXIT = 126
 
 ERRORS: dict[str, ErrorSpec] = {
     # 2: usage / invalid input
     "usage_error": ErrorSpec(
-        2, False, "the command line is malformed; run the command with --help for its options"
+        2, False, "the command line is malformed; run the command with --help for its options",
+        also_exits=(
+            (NOT_FOUND_EXIT, "`run` and `once`: the command was not found (as a shell exits)"),
+            (NOT_EXECUTABLE_EXIT, "`run` and `once`: the command cannot be executed (as a "
+                                  "shell exits)"),
+        ),
     ),
     "invalid_id": ErrorSpec(
         2, False, "ids are UUIDs (`relay id` prints a new one); a command that names an existing "
@@ -190,13 +203,18 @@ class RelayError(Exception):
         *,
         detail: str | None = None,
         retry_after: float | None = None,
+        exit_code: int | None = None,
     ) -> None:
         if code not in ERRORS:
             raise ValueError(f"unknown error code {code!r}")
+        if exit_code is not None and exit_code != ERRORS[code].exit_code and \
+                exit_code not in dict(ERRORS[code].also_exits):
+            raise ValueError(f"{code} does not exit {exit_code} (see its also_exits)")
         self.code = code
         self.message = message or code.replace("_", " ")
         self.detail = detail
         self.retry_after = retry_after
+        self._exit_code = exit_code
         super().__init__(self.message)
 
     @property
@@ -205,7 +223,8 @@ class RelayError(Exception):
 
     @property
     def exit_code(self) -> int:
-        return self.spec.exit_code
+        """The code's exit status, or one of its ``also_exits`` where that applies."""
+        return self.spec.exit_code if self._exit_code is None else self._exit_code
 
     @property
     def hint(self) -> str:
@@ -223,3 +242,10 @@ class RelayError(Exception):
             "retry_after_seconds": retry_after,
             "exit_code": self.exit_code,
         }
+
+
+def cannot_start(message: str, status: int, detail: str) -> RelayError:
+    """`run` or `once` could not start its command: ``usage_error``, exiting ``status``
+    (127 not found, 126 not executable) as a shell does (the table's ``also_exits``)."""
+    return RelayError("usage_error", f"cannot start the command: {message}", detail=detail,
+                      exit_code=status)

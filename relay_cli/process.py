@@ -26,9 +26,9 @@ import signal
 import socket
 from dataclasses import dataclass
 
+from .errors import NOT_EXECUTABLE_EXIT, NOT_FOUND_EXIT  # as a shell exits (the error table)
+
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-NOT_FOUND_EXIT = 127
-NOT_EXECUTABLE_EXIT = 126
 # Python ignores these at start-up; a command must get the default back (as subprocess does).
 _RESET_IN_CHILD = tuple(
     s for s in (getattr(signal, n, None) for n in ("SIGPIPE", "SIGXFSZ", "SIGXFZ")) if s

@@ -33,6 +33,8 @@ EXIT_STATUS: dict[int, str] = {
     11: "`wait`: delivery_unknown; `once`: effect unknown",
     75: "not yet or busy: retryable (a timeout is not a failure)",
 }
+# and each status an error code is also reported with (``ErrorSpec.also_exits``), with
+# its ``when`` as the meaning.
 
 # The environment variables relay reads (design.md §2, §3, §4, §7, §8).
 ENVIRONMENT: dict[str, str] = {
@@ -51,6 +53,16 @@ ENVIRONMENT: dict[str, str] = {
     "RELAY_DEBUG": "Set to 1 to print a Python traceback on an internal error.",
     "NO_COLOR": "When set, human output is plain text without colour or box characters.",
 }
+
+
+def exit_statuses() -> dict[int, str]:
+    """Every exit status relay gives and what it means: ``EXIT_STATUS``, and the other
+    statuses of the error table (``also_exits``), meaning when they are given."""
+    statuses = dict(EXIT_STATUS)
+    for spec in ERRORS.values():
+        for status, when in spec.also_exits:
+            statuses.setdefault(status, when)
+    return statuses
 
 
 class _AnyRow(dict):
@@ -188,15 +200,18 @@ def build(command=None) -> dict:
         "request_object": request_fields(),
         "errors": [
             {"code": code, "exit_code": spec.exit_code, "retryable": spec.retryable,
-             "hint": spec.hint}
+             "hint": spec.hint,
+             "also_exits": [{"exit_code": status, "when": when}
+                            for status, when in spec.also_exits]}
             for code, spec in ERRORS.items()
         ],
         "error_document": {"stream": "stderr", "shape": {"error": [
             "code", "message", "hint", "retryable", "retry_after_seconds", "exit_code"]}},
         "exit_status": [
             {"code": code, "meaning": meaning,
-             "errors": [c for c, s in ERRORS.items() if s.exit_code == code]}
-            for code, meaning in sorted(EXIT_STATUS.items())
+             "errors": [c for c, s in ERRORS.items()
+                        if code == s.exit_code or code in dict(s.also_exits)]}
+            for code, meaning in sorted(exit_statuses().items())
         ],
         "states": {
             "all": list(STATES),

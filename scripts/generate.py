@@ -178,9 +178,16 @@ def _table(head: list[str], rows: list[list[str]]) -> list[str]:
             *("| " + " | ".join(r) + " |" for r in rows)]
 
 
+def _exits(error: dict) -> str:
+    """An error's exit status, and the others it is also reported with."""
+    also = [str(x["exit_code"]) for x in error["also_exits"]]
+    return str(error["exit_code"]) + (f" (also {', '.join(also)}: see Exit status)"
+                                      if also else "")
+
+
 def error_table(doc: dict) -> list[str]:
     return _table(["code", "exit", "retryable", "hint"], [
-        [f"`{e['code']}`", str(e["exit_code"]), "yes" if e["retryable"] else "no",
+        [f"`{e['code']}`", _exits(e), "yes" if e["retryable"] else "no",
          _md(e["hint"])] for e in doc["errors"]])
 
 

@@ -14,7 +14,7 @@ from typing import Annotated, List, Optional
 import typer
 
 from .. import clock, complete, lifecycle
-from ..errors import RelayError
+from ..errors import RelayError, cannot_start
 from ..output import LEDGER_STYLES, Col, Output, inert, iso_age
 from .app import (
     Choice,
@@ -254,11 +254,11 @@ def once(
     if result.kind == "not_started":
         if env.json:
             env.out.json(entry)
-        env.out.cannot_start(
-            f"cannot start the command: {result.message}", result.exit_code,
-            "nothing ran, so the key stays free; fix the command and call again with the "
-            "same key")
-        return result.exit_code
+        err = cannot_start(result.message, result.exit_code,
+                           "nothing ran, so the key stays free; fix the command and call "
+                           "again with the same key")
+        env.out.error(err)
+        return err.exit_code
     if env.json:
         if result.kind == "unrecorded":  # the warning's fact, as fields (design.md §7)
             entry = {**entry, "outcome_recorded": False, "warning": result.message}

@@ -7,12 +7,12 @@ from typing import Annotated, Optional
 import typer
 
 from .. import clock, peers
-from ..errors import RelayError
+from ..errors import RelayError, cannot_start
 from ..output import Output
 from .app import Env, HomeOpt, JsonOpt, KindOpt, PeerOpt, SessionLeaseOpt, app, duration, examples
 
 # ------------------------------------------------------------------ run
-_CANNOT_START_HINT = (
+_CANNOT_START = (
     "relay run looks the program up on PATH as a shell does: exit 127 means not found, 126 "
     "found but not executable; no session was left behind"
 )
@@ -74,8 +74,9 @@ def run_(
 
         return launcher.run(lambda: _open(home), as_, kind, lease_s, argv, report)
     except launcher.CannotStart as e:
-        _cannot_start(env.out, e)
-        return e.status
+        err = cannot_start(str(e), e.status, _CANNOT_START)
+        env.out.error(err)
+        return err.exit_code
     except RelayError as e:
         env.out.error(e)
         return e.exit_code
@@ -85,10 +86,6 @@ def _open(home):
     from ..store import open_store
 
     return open_store(home)
-
-
-def _cannot_start(out: Output, e) -> None:
-    out.cannot_start(f"cannot start the command: {e.message}", e.status, _CANNOT_START_HINT)
 
 
 # ------------------------------------------------------------------ doctor
