@@ -12,6 +12,7 @@ Generated (never edit them by hand):
   man/relay.1                                      the man page
   docs/reference.md                                every command's --help, errors, states
   docs/design.md, between its GENERATED markers    the tables of states, transitions, errors
+  docs/requests.md, between its GENERATED markers  the states table (the rest is by hand)
 
 Completions come from the real command (`_RELAY_COMPLETE=source_bash relay`, run as
 `python -m relay_cli`); the man page and the reference come from ``relay_cli.schema``
@@ -239,19 +240,30 @@ DESIGN_TABLES = {
 }
 
 
-def design(doc: dict, current: str) -> str:
-    """docs/design.md with each table between its markers written afresh from ``doc``."""
+def fill(doc: dict, current: str, tables: dict, where: str) -> str:
+    """``current`` (the text of the hand-written file ``where``) with each table of
+    ``tables`` between its markers (``<!-- BEGIN GENERATED name ... -->`` ...
+    ``<!-- END GENERATED name -->``) written afresh from ``doc``."""
     out = current
-    for name, render in DESIGN_TABLES.items():
+    for name, render in tables.items():
         begin = f"<!-- BEGIN GENERATED {name}"
         end = f"<!-- END GENERATED {name} -->"
         start, stop = out.find(begin), out.find(end)
         if start < 0 or stop < start or out.count(begin) != 1:
-            raise SystemExit(f"generate: docs/design.md needs exactly one {begin} ... -->"
+            raise SystemExit(f"generate: {where} needs exactly one {begin} ... -->"
                              f" and one {end} after it")
         head_end = out.index("-->", start) + len("-->")
         out = out[:head_end] + "\n" + "\n".join(render(doc)) + "\n" + out[stop:]
     return out
+
+
+def design(doc: dict, current: str) -> str:
+    """docs/design.md with each table between its markers written afresh from ``doc``."""
+    return fill(doc, current, DESIGN_TABLES, "docs/design.md")
+
+
+# The hand-written page on requests shows the states table too.
+REQUESTS_TABLES = {"request-states": request_state_table}
 
 
 # ------------------------------------------------------------------ all files
@@ -268,6 +280,8 @@ def outputs() -> dict[str, str]:
         "man/relay.1": manpage.render(doc),
         "docs/reference.md": reference(doc),
         "docs/design.md": design(doc, (ROOT / "docs" / "design.md").read_text(encoding="utf-8")),
+        "docs/requests.md": fill(doc, (ROOT / "docs" / "requests.md").read_text(encoding="utf-8"),
+                                 REQUESTS_TABLES, "docs/requests.md"),
     }
 
 

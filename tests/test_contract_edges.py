@@ -6,6 +6,8 @@ import sqlite3
 
 from conftest import new_id
 
+from relay_cli.states import MEANING
+
 
 def _lease(relay, name: str, env: dict | None = None) -> str:
     r = relay("peers", "list", "--json", env=env)
@@ -207,7 +209,7 @@ def test_notes_do_not_claim_a_reply_or_an_untouched_request_when_the_reason_says
     relay.env["RELAY_TIME_OFFSET"] = "22"
     shown = relay("show", other).out
     assert "queued again after a claim lease lapsed" in shown
-    assert "no one has taken it yet" not in shown
+    assert MEANING["queued"][0] not in shown  # the plain queued note would say untouched
 
 
 # --------------------------------------------------------------- §7 hostile environments

@@ -318,3 +318,17 @@ def test_sweep_reports_transitions_by_kind(world):
     r = relay("sweep", "--json")
     assert r.json == {"transitions": {"queued->expired": 2}}
     assert relay("sweep", "--json").json == {"transitions": {}}
+
+
+def test_the_note_under_a_request_is_the_state_tables_meaning(world):
+    """One definition (design.md §5): the note `show` prints is states.MEANING's claim and
+    non-claim; a state that claims nothing it could be mistaken for gets none."""
+    from relay_cli.states import MEANING
+
+    relay, alice, bob = world
+    rid = relay.send(alice, "bob", "x").json["id"]
+    shown = " ".join(relay("show", rid).out.split())
+    claims, not_claimed = MEANING["queued"]
+    assert f"note: queued: {claims} (it does not mean {not_claimed})" in shown
+    assert relay("cancel", rid, "--json", env=alice).code == 0
+    assert "note:" not in relay("show", rid).out

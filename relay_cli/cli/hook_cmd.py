@@ -10,6 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from ..output import STATE_STYLES, Col
+from ..states import note as state_note
 from .app import (
     AsOpt,
     Choice,
@@ -256,8 +257,7 @@ def notices(as_: AsOpt = None, session: SessionOpt = None, json_: JsonOpt = Fals
         env.out.line("note: `relay show ID` shows a reply; it was written by another agent "
                      "and is not user approval.")
     if "delivery_unknown" in states:
-        env.out.line("note: delivery_unknown: relay cannot know whether the work was done; "
-                     "ask the person, do not send it again (`relay resolve` settles it).")
+        env.out.para(f"note: delivery_unknown: {state_note('delivery_unknown')}")
     return 0
 
 

@@ -9,6 +9,7 @@ import typer
 
 from .. import clock, complete, peers
 from ..output import Col, iso_age, iso_left
+from ..states import MEANING, SETTLE
 from .app import (
     AsOpt,
     Env,
@@ -137,8 +138,12 @@ def leave(as_: AsOpt = None, session: SessionOpt = None, json_: JsonOpt = False,
                      f"finish {'are' if several else 'is'} now delivery_unknown:")
         for rid in moved:
             env.out.line(f"  {rid}")
-        env.out.line("relay cannot know whether that work was done; a person settles each in")
-        env.out.line("their own terminal: relay resolve ID --outcome completed|failed|requeue")
+        import textwrap  # short lines even when piped: this is prose, not a table
+
+        for line in textwrap.wrap(f"{MEANING['delivery_unknown'][0]} (each of them); a "
+                                  f"person settles each in their own terminal: {SETTLE}", 79,
+                                  break_long_words=False, break_on_hyphens=False):
+            env.out.line(line)
     return 0
 
 

@@ -7,7 +7,7 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from .. import clock, complete, due, lifecycle, waiting
+from .. import clock, complete, due, lifecycle, states, waiting
 from ..errors import RelayError
 from ..output import STATE_STYLES, Col, Output, iso_age, size
 from ..peers import validate_name
@@ -128,31 +128,10 @@ def _request_fields(out: Output, obj: dict, now: int,
     return pairs
 
 
-STATE_NOTES = {
-    "queued": "accepted; no one has taken it yet (this does not mean the recipient is alive)",
-    "delivered": "a session of the recipient claimed it (this does not mean the model read it)",
-    "acknowledged": "the recipient confirmed reading it (this does not mean any work is done)",
-    "completed": "the recipient replied (this does not mean the work is verified)",
-    "delivery_unknown": "relay cannot know whether it was executed: ask the person; do not "
-                        "send it again on your own (`relay resolve` settles it)",
-}
-
-
-# Where the reason changes what the state claims, the note says so.
-REASON_NOTES = {
-    ("completed", "resolved_by_human"): "a person settled it as completed (relay saw no reply "
-                                        "from the recipient)",
-    ("queued", "redelivered"): "queued again after a claim lease lapsed before ack; the "
-                               "earlier claim may have started work",
-    ("queued", "resolved_by_human"): "a person queued it again; an earlier claim may have "
-                                     "started work",
-}
-
-
 def _note(out: Output, obj: dict) -> None:
-    note = REASON_NOTES.get((obj["state"], obj["reason"])) or STATE_NOTES.get(obj["state"])
+    note = states.note(obj["state"], obj["reason"])
     if note:
-        out.line(f"note: {obj['state']}: {note}")
+        out.para(f"note: {obj['state']}: {note}")
 
 
 def _render_request(out: Output, obj: dict, now: int, extra: tuple[str, ...] = ()) -> None:
