@@ -299,8 +299,12 @@ def _delivery_view(store, to: str, now: int) -> dict:
     }
 
 
-def _params(caller: Caller, to: str, text: str, ttl_s: int, reply_within_s: int | None,
-            on_lost: str, max_attempts: int, in_reply_to: str | None) -> tuple[str, dict]:
+def _new_work(caller: Caller, to: str, text: str, ttl_s: int, reply_within_s: int | None,
+              on_lost: str, max_attempts: int, in_reply_to: str | None) -> tuple[str, dict]:
+    """What `send` and `prepare` check first (``self_message``), then the work's
+    fingerprint (design.md §4) and the columns it is stored with."""
+    if caller.name == to:
+        raise RelayError("self_message", f"{to!r} is you")
     fp = fingerprint(
         [caller.name, to, text, ttl_s, reply_within_s, on_lost, max_attempts, in_reply_to]
     )
@@ -335,13 +339,11 @@ def _existing(store, request_id: str, fp: str) -> Row | None:
     return row
 
 
-def send(store, now: int, caller: Caller, *, to: str, text: str, request_id: str | None,
-         ttl_s: int, reply_within_s: int | None, on_lost: str, max_attempts: int,
-         in_reply_to: str | None) -> dict:
-    if caller.name == to:
-        raise RelayError("self_message", f"{to!r} is you")
-    fp, params = _params(caller, to, text, ttl_s, reply_within_s, on_lost, max_attempts,
-                         in_reply_to)
+def send(store, now: int, caller: Caller, *, request_id: str | None, **work) -> dict:
+    """Create a request, or return the existing one for a same-content retry. ``work``:
+    to, text, ttl_s, reply_within_s, on_lost, max_attempts, in_reply_to."""
+    fp, params = _new_work(caller, **work)
+    to, in_reply_to = work["to"], work["in_reply_to"]
     request_id = request_id or new_id()
     row = _existing(store, request_id, fp)
     if row is not None:
@@ -374,13 +376,10 @@ def _create(store, now: int, caller: Caller, request_id: str, params: dict, dept
     return store.get_request(request_id)
 
 
-def prepare(store, now: int, caller: Caller, *, to: str, text: str, draft_id: str | None,
-            ttl_s: int, reply_within_s: int | None, on_lost: str, max_attempts: int,
-            in_reply_to: str | None) -> dict:
-    if caller.name == to:
-        raise RelayError("self_message", f"{to!r} is you")
-    fp, params = _params(caller, to, text, ttl_s, reply_within_s, on_lost, max_attempts,
-                         in_reply_to)
+def prepare(store, now: int, caller: Caller, *, draft_id: str | None, **work) -> dict:
+    """Store a draft of the ``work`` (as for ``send``) and issue its id; nothing is queued."""
+    fp, params = _new_work(caller, **work)
+    to, in_reply_to = work["to"], work["in_reply_to"]
     draft_id = draft_id or new_id()
     draft = store.get_draft(draft_id)
     if draft is not None or store.get_request(draft_id) is not None:
