@@ -7,9 +7,9 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from .. import clock, complete, due, lifecycle, states, waiting
+from .. import clock, complete, due, lifecycle, waiting
 from ..errors import RelayError
-from ..output import STATE_STYLES, Col, Output, iso_age, size
+from ..output import Output, size
 from ..peers import validate_name
 from ..states import STATES
 from .app import (
@@ -24,6 +24,14 @@ from .app import (
     duration,
     examples,
     read_text,
+)
+from .request_view import (
+    ALREADY_SENT,
+    INBOX_COLUMNS,
+    LIST_COLUMNS,
+    render_full,
+    render_request,
+    yes_no,
 )
 
 # ------------------------------------------------------------------ options
@@ -87,81 +95,6 @@ def _send_inputs(to, text, file, ttl, reply_within, on_lost, max_attempts, in_re
         in_reply_to=lifecycle.validate_id(in_reply_to, "--in-reply-to") if in_reply_to is not None else None,
         text=read_text(text, file),
     )
-
-
-# ------------------------------------------------------------------ rendering
-def _request_fields(out: Output, obj: dict, now: int,
-                    extra: tuple[str, ...] = ()) -> list[tuple[str, object]]:
-    pairs = [
-        ("id", obj["id"]),
-        ("state", obj["state"]),
-        ("reason", obj["reason"]),
-        ("from", obj["from"]),
-        ("to", obj["to"]),
-        ("created", out.until(obj["created_at"], now) if out.terminal
-         else f"{obj['created_at']} ({iso_age(obj['created_at'], now)} ago)"),
-    ]
-    # A deadline is shown while it can still move the request: expiry while queued, the
-    # reply deadline while acknowledged (the claim lease is null outside delivered).
-    live = {"expires_at": obj["state"] == "queued",
-            "reply_deadline_at": obj["state"] == "acknowledged"}
-    for key, label in (
-        ("expires_at", "expires"), ("delivered_at", "delivered"),
-        ("acknowledged_at", "acknowledged"), ("lease_expires_at", "claim lease until"),
-        ("reply_deadline_at", "reply due by"), ("finished_at", "finished"),
-    ):
-        if obj.get(key) and live.get(key, True):
-            pairs.append((label, out.until(obj[key], now)))
-    if obj.get("in_reply_to"):
-        pairs.append(("in reply to", obj["in_reply_to"]))
-    pairs.append(("size", size(obj["text_bytes"])))
-    if obj["on_lost"] == "redeliver" or obj["attempts"] > 1:
-        pairs.append(("attempts", f"{obj['attempts']} of {obj['max_attempts']} (on_lost="
-                      f"{obj['on_lost']})"))
-    if obj.get("detail"):
-        pairs.append(("detail", obj["detail"]))
-    if obj.get("pruned"):
-        pairs.append(("pruned", "yes: text and reply were removed, the outcome is kept"))
-    for key in extra:
-        if key in obj:
-            pairs.append((key.replace("_", " "), _yes_no(obj[key])))
-    return pairs
-
-
-def _note(out: Output, obj: dict) -> None:
-    note = states.note(obj["state"], obj["reason"])
-    if note:
-        out.para(f"note: {obj['state']}: {note}")
-
-
-def _render_request(out: Output, obj: dict, now: int, extra: tuple[str, ...] = ()) -> None:
-    out.fields(_request_fields(out, obj, now, extra))
-    _note(out, obj)
-
-
-def _render_full(out: Output, obj: dict, now: int, extra: tuple[str, ...] = ()) -> None:
-    out.fields(_request_fields(out, obj, now, extra))
-    if obj.get("text") is not None:
-        out.message(obj["from"], obj["text"])
-    if obj.get("reply") is not None:
-        out.message(obj["to"], obj["reply"], label="reply")
-    _note(out, obj)
-    if "events" in obj:
-        out.table(EVENT_COLUMNS,
-                  [[out.when(e["at"], now), e["to_state"], e["reason"], e["actor"], e["detail"]]
-                   for e in obj["events"]],
-                  title="events (each row: the state it moved to; the first is its creation)")
-
-
-# One line per row at 80 columns (design.md §14): ids, states and times stay whole, the
-# rest shrinks and ends with an ellipsis.
-STATE_COL = Col("state", fixed=True, styles=STATE_STYLES)
-EVENT_COLUMNS = [Col("at", fixed=True), STATE_COL, Col("reason", min=12),
-                 Col("actor", min=10, first=True), Col("detail", min=10, first=True)]
-LIST_COLUMNS = [Col("id", fixed=True), STATE_COL, Col("from", min=8), Col("to", min=8),
-                Col("reason", min=12), Col("created", fixed=True)]
-INBOX_COLUMNS = [Col("id", fixed=True), Col("from", min=10), Col("created", fixed=True),
-                 Col("size", fixed=True, justify="right")]
 
 
 def _emit(env: Env, obj, render, *args) -> int:
@@ -231,7 +164,7 @@ def send(
         env.out.note(f"request id: {result['id']} (pass --id next time so a retry is safe)")
     if not env.json and result["duplicate"]:
         env.out.line(ALREADY_SENT)
-    return _emit(env, result, _render_request, ("duplicate", "recipient_active", "wakeup"))
+    return _emit(env, result, render_request, ("duplicate", "recipient_active", "wakeup"))
 
 
 @app.command(epilog=examples(
@@ -294,15 +227,8 @@ def submit(
         return 0
     if result["duplicate"]:
         env.out.line(ALREADY_SENT)
-    env.out.fields([(k.replace("_", " "), _yes_no(v)) for k, v in result.items()])
+    env.out.fields([(k.replace("_", " "), yes_no(v)) for k, v in result.items()])
     return 0
-
-
-ALREADY_SENT = "already sent, nothing new queued: this is the existing request as it is now"
-
-
-def _yes_no(value):
-    return "yes" if value is True else "no" if value is False else value
 
 
 @app.command(epilog=examples(
@@ -323,7 +249,7 @@ def show(
     request_id = lifecycle.validate_ref(id_)
     with env.unit(write=False):
         obj = lifecycle.show(env.store, request_id, events)
-    return _emit(env, obj, _render_full)
+    return _emit(env, obj, render_full)
 
 
 def _check_state(value: str) -> None:
@@ -400,7 +326,7 @@ def wait(
         on_block=lambda request_id, state: env.out.waiting(
             f"relay: waiting up to {clock.human_duration(timeout_s)} for {request_id[:8]} to "
             f"finish (now {state})"))
-    _emit(env, obj, _render_full)
+    _emit(env, obj, render_full)
     if code == 75:
         env.out.error(RelayError(
             "timeout", f"{obj['id']} is still {obj['state']} after "
@@ -426,7 +352,7 @@ def cancel(
     request_id = lifecycle.validate_ref(id_)
     with env.unit() as now:
         obj = lifecycle.cancel(env.store, now, env.caller(), request_id)
-    return _emit(env, obj, _render_request)
+    return _emit(env, obj, render_request)
 
 
 @app.command(epilog=examples(
@@ -498,7 +424,7 @@ def claim(
     if env.json:
         env.out.json(obj)
     else:
-        _render_full(env.out, obj, clock.now_ms())
+        render_full(env.out, obj, clock.now_ms())
         env.out.line(f"next: relay ack {obj['id']}   then: relay reply {obj['id']} - <<'EOF' "
                      "... EOF   (or relay reject/fail)")
     return 0
@@ -522,7 +448,7 @@ def ack(
     """Confirm you have read a request you claimed (state acknowledged). Safe to repeat."""
     env = Env(json_, home, as_, session)
     obj = _act(env, lifecycle.ack, lifecycle.validate_ref(id_))
-    return _emit(env, obj, _render_request, ("duplicate",))
+    return _emit(env, obj, render_request, ("duplicate",))
 
 
 @app.command(epilog=examples(
@@ -546,7 +472,7 @@ def reply(
     request_id = lifecycle.validate_ref(id_)
     body = read_text(text, file, "reply")
     obj = _act(env, lifecycle.reply, request_id, body)
-    return _emit(env, obj, _render_request, ("duplicate",))
+    return _emit(env, obj, render_request, ("duplicate",))
 
 
 ReasonOpt = Annotated[
@@ -569,7 +495,7 @@ def fail(
     env = Env(json_, home, as_, session)
     request_id = lifecycle.validate_ref(id_)
     detail = lifecycle.validate_text(reason, "--reason")
-    return _emit(env, _act(env, lifecycle.fail, request_id, detail), _render_request)
+    return _emit(env, _act(env, lifecycle.fail, request_id, detail), render_request)
 
 
 @app.command(epilog=examples(
@@ -590,7 +516,7 @@ def reject(
     env = Env(json_, home, as_, session)
     request_id = lifecycle.validate_ref(id_)
     detail = lifecycle.validate_text(reason, "--reason")
-    return _emit(env, _act(env, lifecycle.reject, request_id, detail), _render_request)
+    return _emit(env, _act(env, lifecycle.reject, request_id, detail), render_request)
 
 
 @app.command(epilog=examples(
@@ -625,7 +551,7 @@ def resolve(
     with env.unit() as now:
         obj = lifecycle.resolve(env.store, now, request_id, outcome, detail,
                                 terminal=lifecycle.stdin_is_terminal())
-    return _emit(env, obj, _render_request)
+    return _emit(env, obj, render_request)
 
 
 @app.command(epilog=examples(
