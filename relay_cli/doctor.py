@@ -72,6 +72,11 @@ class Report:
     def ok(self) -> bool:
         return all(c.status != FAIL for c in self.checks)
 
+    @property
+    def exit_code(self) -> int:
+        """`relay doctor` exits 0 unless a check fails, then 7 (design.md §11)."""
+        return 0 if self.ok else 7
+
     def problems_first(self) -> list[Check]:
         """The checks as a person reads them (design.md §11): fail, then warn, then ok,
         each group in the order the checks ran."""

@@ -94,9 +94,7 @@ def export(
                                                              "--since")
     out = env.out.stdout
     with env.unit(write=False) as now:
-        rows = env.store.export_requests(states, None if since_s is None
-                                         else now - since_s * 1000)
-        objects = export_lib.objects(rows)
+        objects = export_lib.requests(env.store, now, states, since_s)
         if fmt == "jsonl":
             for obj in objects:
                 env.out.json(obj)

@@ -113,13 +113,13 @@ def doctor(
     report = doctor_.diagnose(resolve_home(home), fix=fix)
     if json_:
         out.json(report.to_dict())
-        return 0 if report.ok else 7
+        return report.exit_code
     for line in report.fixed:
         out.para(f"fixed: {line}" if not line.startswith("not changed") else line)
     if fix and not report.fixed:
         out.line("fixed: nothing needed tightening")
     _render_report(out, report)
-    return 0 if report.ok else 7
+    return report.exit_code
 
 
 def _render_report(out: Output, report) -> None:
