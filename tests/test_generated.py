@@ -106,16 +106,34 @@ def test_bash_completes_subcommands_of_peers():
     assert "join" in bash_complete("relay", "peers", "")
 
 
+# Typer's --show-completion and --install-completion look for the shell that started
+# relay (its parent process) and ignore a shell named after them. pytest may run under
+# any shell (`dash -c 'python -m pytest ...'`): these tests either name the shell with
+# Typer's switch for that (the option then takes the shell as its value), or start relay
+# from a real bash, so they never depend on the shell that started pytest.
+NAMED_SHELL = {"_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"}
+
+
 def test_show_completion_prints_the_committed_bash_script():
     p = subprocess.run(["relay", "--show-completion", "bash"], capture_output=True, text=True,
-                       env=clean_env(), timeout=60)
+                       env=clean_env(**NAMED_SHELL), timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == (ROOT / "completions" / "relay.bash").read_text().strip()
+
+
+def test_show_completion_from_bash_detects_bash():
+    if not shutil.which("bash"):
+        pytest.skip("bash is not installed")
+    # (a second command keeps bash from exec-ing relay: bash stays its parent)
+    p = subprocess.run(["bash", "--norc", "--noprofile", "-c", "relay --show-completion; exit $?"],
+                       capture_output=True, text=True, env=clean_env(), timeout=60)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == (ROOT / "completions" / "relay.bash").read_text().strip()
 
 
 def test_install_completion_writes_the_bash_script(tmp_path):
     p = subprocess.run(["relay", "--install-completion", "bash"], capture_output=True,
-                       text=True, env=clean_env(HOME=str(tmp_path)), timeout=60)
+                       text=True, env=clean_env(HOME=str(tmp_path), **NAMED_SHELL), timeout=60)
     assert p.returncode == 0, p.stderr
     installed = tmp_path / ".bash_completions" / "relay.sh"
     assert installed.read_text().strip() == (ROOT / "completions" / "relay.bash").read_text().strip()
