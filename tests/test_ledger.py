@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import DAY, at, fake_crash
 
 from relay_cli import clock, ledger, once, retention
 from relay_cli.store import open_store
@@ -40,17 +41,6 @@ def wait_until(predicate, timeout: float = 15.0, what: str = "condition"):
             return value
         time.sleep(0.02)
     raise AssertionError(f"timed out waiting for {what}")
-
-
-def in_pty(relay, *args: str) -> subprocess.CompletedProcess:
-    """Run relay with a pseudo-terminal as standard input (a person at a terminal)."""
-    master, slave = os.openpty()
-    try:
-        return subprocess.run([sys.executable, "-m", "relay_cli", *args], stdin=slave,
-                              capture_output=True, env=relay._env(None), timeout=30)
-    finally:
-        os.close(master)
-        os.close(slave)
 
 
 def alive(pid: int) -> bool:
@@ -381,7 +371,7 @@ def test_approval_in_a_terminal_lets_the_waiting_call_run_exactly_once(relay, tm
     second = relay("once", "--key", "deploy", "--timeout", "0", "--", *cmd)
     assert second.code == 75 and runs(path) == 0
     t0 = time.monotonic()
-    decided = in_pty(relay, "approve", "deploy", "--yes", "--json")
+    decided = relay.at_terminal("approve", "deploy", "--yes", "--json")
     assert decided.returncode == 0, decided.stderr
     obj = json.loads(decided.stdout)
     assert obj["state"] == "approved" and obj["decided_by"].startswith("person:")
@@ -406,7 +396,7 @@ def test_approval_before_the_next_call_runs_it_on_that_call(relay, tmp_path):
     path, cmd = counter(tmp_path)
     assert relay("once", "--key", "later", "--approve", "--timeout", "0", "--",
                  *cmd).code == 75
-    assert in_pty(relay, "approve", "later", "--yes").returncode == 0
+    assert relay.at_terminal("approve", "later", "--yes").returncode == 0
     r = relay("once", "--key", "later", "--approve", "--timeout", "0", "--", *cmd)
     assert r.code == 0 and runs(path) == 1
     assert relay("once", "--key", "later", "--", *cmd).code == 0 and runs(path) == 1
@@ -417,7 +407,7 @@ def test_deny_makes_every_call_exit_10_without_running(relay, tmp_path):
     waiter = relay.popen("once", "--key", "nope", "--approve", "--timeout", "60", "--json",
                          "--", *cmd)
     wait_until(lambda: (e := entry(relay, "nope")) and e["state"] == "awaiting_approval")
-    decided = in_pty(relay, "deny", "nope", "--note", "not today", "--json")
+    decided = relay.at_terminal("deny", "nope", "--note", "not today", "--json")
     assert decided.returncode == 0, decided.stderr
     assert json.loads(decided.stdout)["decision_note"] == "not today"
     out, err = waiter.communicate(timeout=30)
@@ -428,7 +418,7 @@ def test_deny_makes_every_call_exit_10_without_running(relay, tmp_path):
         r = relay("once", "--key", "nope", *extra, "--json", "--", *cmd)
         assert r.code == 10 and r.error["code"] == "denied"
     assert runs(path) == 0
-    assert in_pty(relay, "approve", "nope", "--yes").returncode == 4  # a denial stands
+    assert relay.at_terminal("approve", "nope", "--yes").returncode == 4  # a denial stands
 
 
 def test_a_key_that_already_ran_replays_without_asking(relay, tmp_path):
@@ -461,76 +451,54 @@ def test_awaiting_entries_are_listed(relay, tmp_path):
 
 
 # ------------------------------------------------------------------ retention
-DAY = 86400
-
-
-def at(days: float) -> dict:
-    return {"RELAY_TIME_OFFSET": str(int(days * DAY))}
-
-
-def _fake_crash(relay, key: str, **extra) -> None:
-    """Make a finished entry look like relay crashed mid-run: it names this very pid but
-    with a start time it never had, so relay knows the recorded process is gone."""
-    store = open_store(relay.home)
-    try:
-        with store.transaction():
-            store.update_ledger(key, {"state": "running", "pid": os.getpid(),
-                                      "process_start": "other-boot:1", "child_pid": None,
-                                      "host": ledger.this_host(), "exit_code": None,
-                                      "stdout": None, "stderr": None, "stdout_bytes": None,
-                                      "stderr_bytes": None, "finished_at": None, **extra})
-    finally:
-        store.close()
-
-
 def test_prune_keeps_a_tombstone_that_still_replays_and_still_denies(relay, tmp_path):
     path, cmd = counter(tmp_path)
     assert relay("once", "--key", "pr-1", "--", *cmd).code == 0
     assert relay("once", "--key", "bad", "--", "sh", "-c", "echo no; exit 3").code == 3
     assert relay("once", "--key", "dep", "--approve", "--timeout", "0", "--", *cmd).code == 75
-    assert in_pty(relay, "deny", "dep", "--note", "no").returncode == 0
+    assert relay.at_terminal("deny", "dep", "--note", "no").returncode == 0
     assert relay("once", "--key", "wait", "--approve", "--timeout", "0", "--", "true").code == 75
     assert relay("once", "--key", "gone", "--", "true").code == 0
-    _fake_crash(relay, "gone")  # effect_unknown: never touched by prune
+    fake_crash(relay, "gone")  # effect_unknown: never touched by prune
 
     # after the retention (30 days): only the captured output goes
-    r = relay("prune", "--json", env=at(31))
+    r = relay("prune", "--json", env=at(31 * DAY))
     assert r.code == 0
     assert r.json["ledger"] == {"entries_pruned": 2, "entries_removed": 0, "by_state": {},
                                 "dry_run": False}
-    assert relay("prune", "--json", env=at(31)).json["ledger"]["entries_pruned"] == 0
-    again = relay("once", "--key", "pr-1", "--", *cmd, env=at(31))
+    assert relay("prune", "--json", env=at(31 * DAY)).json["ledger"]["entries_pruned"] == 0
+    again = relay("once", "--key", "pr-1", "--", *cmd, env=at(31 * DAY))
     assert again.code == 0 and runs(path) == 1
     assert again.out == "" and "removed by `relay prune`" in again.err
     doc = relay("once", "--key", "bad", "--json", "--", "sh", "-c", "echo no; exit 3",
-                env=at(31))
+                env=at(31 * DAY))
     assert doc.code == 3 and doc.json["replayed"] is True and doc.json["output_pruned"] is True
     assert doc.json["stdout"] is None and doc.json["stdout_bytes"] == 3
-    assert relay("once", "--key", "dep", "--", *cmd, env=at(31)).code == 10
-    shown = relay("ledger", "show", "pr-1", env=at(31))
+    assert relay("once", "--key", "dep", "--", *cmd, env=at(31 * DAY)).code == 10
+    shown = relay("ledger", "show", "pr-1", env=at(31 * DAY))
     assert "removed by `relay prune`" in shown.out and "--- stdout" not in shown.out
 
     # still within 120 days: nothing is removed
-    r = relay("prune", "--json", env=at(119))
+    r = relay("prune", "--json", env=at(119 * DAY))
     assert r.json["ledger"]["entries_removed"] == 0
     # --older-than longer than 120 days moves the tombstone cutoff too (as for requests)
-    r = relay("prune", "--older-than", "200d", "--json", env=at(150))
+    r = relay("prune", "--older-than", "200d", "--json", env=at(150 * DAY))
     assert r.json["ledger"] == {"entries_pruned": 0, "entries_removed": 0, "by_state": {},
                                 "dry_run": False}
-    assert relay("once", "--key", "dep", "--", *cmd, env=at(150)).code == 10
+    assert relay("once", "--key", "dep", "--", *cmd, env=at(150 * DAY)).code == 10
 
     # after 120 days the tombstones go; running and awaiting entries stay
-    dry = relay("prune", "--dry-run", "--json", env=at(121))
+    dry = relay("prune", "--dry-run", "--json", env=at(121 * DAY))
     assert dry.json["ledger"] == {"entries_pruned": 0, "entries_removed": 3,
                                   "by_state": {"denied": 1, "failed": 1, "succeeded": 1},
                                   "dry_run": True}
     before = relay.snapshot()
-    assert relay("prune", "--dry-run", env=at(121)).code == 0
+    assert relay("prune", "--dry-run", env=at(121 * DAY)).code == 0
     assert relay.snapshot() == before
-    assert relay("prune", "--json", env=at(121)).json["ledger"]["entries_removed"] == 3
+    assert relay("prune", "--json", env=at(121 * DAY)).json["ledger"]["entries_removed"] == 3
     left = {e["key"]: e["state"] for e in relay("ledger", "list", "--json").json["entries"]}
     assert left == {"wait": "awaiting_approval", "gone": "effect_unknown"}
-    assert relay("once", "--key", "pr-1", "--", *cmd, env=at(121)).code == 0
+    assert relay("once", "--key", "pr-1", "--", *cmd, env=at(121 * DAY)).code == 0
     assert runs(path) == 2  # only now is the key new again
 
 
@@ -583,7 +551,7 @@ def test_resolve_of_an_approval_entry_needs_a_terminal(relay, tmp_path):
     path, cmd = counter(tmp_path)
     assert relay("once", "--key", "gate", "--approve", "--timeout", "0", "--", *cmd).code == 75
     assert relay("once", "--key", "no", "--approve", "--timeout", "0", "--", *cmd).code == 75
-    assert in_pty(relay, "deny", "no").returncode == 0
+    assert relay.at_terminal("deny", "no").returncode == 0
     before = relay.snapshot()
     for key in ("gate", "no"):
         for outcome in ("forget", "succeeded", "failed"):
@@ -594,7 +562,7 @@ def test_resolve_of_an_approval_entry_needs_a_terminal(relay, tmp_path):
     assert relay.snapshot() == before
     assert relay("once", "--key", "no", "--", *cmd).code == 10
     # a person at a terminal may forget a denial; the key then asks for approval again
-    assert in_pty(relay, "ledger", "resolve", "no", "--outcome", "forget").returncode == 0
+    assert relay.at_terminal("ledger", "resolve", "no", "--outcome", "forget").returncode == 0
     r = relay("once", "--key", "no", "--timeout", "0", "--json", "--", *cmd)  # no --approve
     assert r.code == 75 and r.error["code"] == "timeout"
     assert r.json["state"] == "awaiting_approval" and r.json["approval_required"] is True
@@ -604,15 +572,15 @@ def test_resolve_of_an_approval_entry_needs_a_terminal(relay, tmp_path):
 def test_forgetting_an_approved_entry_keeps_the_approval_requirement(relay, tmp_path):
     path, cmd = counter(tmp_path)
     assert relay("once", "--key", "ap", "--approve", "--timeout", "0", "--", *cmd).code == 75
-    assert in_pty(relay, "approve", "ap", "--yes").returncode == 0
+    assert relay.at_terminal("approve", "ap", "--yes").returncode == 0
     assert relay("once", "--key", "ap", "--", *cmd).code == 0 and runs(path) == 1
-    assert in_pty(relay, "ledger", "resolve", "ap", "--outcome", "forget").returncode == 0
+    assert relay.at_terminal("ledger", "resolve", "ap", "--outcome", "forget").returncode == 0
     # forgotten: the key is free, but the next call (even another command) waits again
     other = ["sh", "-c", f"echo run >> {path}"]
     r = relay("once", "--key", "ap", "--timeout", "0", "--", *other)
     assert r.code == 75 and "needs a person's approval" in r.err
     assert runs(path) == 1
-    assert in_pty(relay, "approve", "ap", "--yes").returncode == 0
+    assert relay.at_terminal("approve", "ap", "--yes").returncode == 0
     assert relay("once", "--key", "ap", "--", *other).code == 0 and runs(path) == 2
 
 
@@ -627,8 +595,8 @@ def test_a_crashed_entry_is_shown_as_effect_unknown_everywhere(relay, tmp_path):
     assert relay("once", "--key", "lost", "--", "true").code == 0
     assert relay("once", "--key", "idem", "--idempotent", "--", "true").code == 0
     assert relay("once", "--key", "ok", "--", "true").code == 0
-    _fake_crash(relay, "lost")
-    _fake_crash(relay, "idem")
+    fake_crash(relay, "lost")
+    fake_crash(relay, "idem")
     shown = entry(relay, "lost")
     assert shown["state"] == "effect_unknown" and shown["effect_unknown"] is True
     assert entry(relay, "ok")["effect_unknown"] is False
@@ -659,7 +627,7 @@ def test_approval_timeout_says_what_is_true_for_a_key(relay):
 def test_a_replay_of_a_settled_entry_names_the_person(relay, tmp_path):
     path, cmd = counter(tmp_path)
     assert relay("once", "--key", "s", "--", *cmd).code == 0
-    _fake_crash(relay, "s")
+    fake_crash(relay, "s")
     assert relay("ledger", "resolve", "s", "--outcome", "succeeded", "--note",
                  "PR #42 exists").code == 0
     r = relay("once", "--key", "s", "--", *cmd)
@@ -732,7 +700,7 @@ def test_an_approved_command_that_cannot_start_keeps_its_approval(relay, tmp_pat
     tool = tmp_path / "tool"
     assert relay("once", "--key", "ap", "--approve", "--timeout", "0", "--",
                  str(tool)).code == 75
-    assert in_pty(relay, "approve", "ap", "--yes").returncode == 0
+    assert relay.at_terminal("approve", "ap", "--yes").returncode == 0
     r = relay("once", "--key", "ap", "--", str(tool))
     assert r.code == 127
     assert entry(relay, "ap")["state"] == "approved"
@@ -773,8 +741,8 @@ def test_ledger_show_prints_captured_output_inert(relay):
 def test_watch_lists_crashed_entries_as_needing_a_person(relay):
     assert relay("once", "--key", "lost", "--", "true").code == 0
     assert relay("once", "--key", "idem", "--idempotent", "--", "true").code == 0
-    _fake_crash(relay, "lost")
-    _fake_crash(relay, "idem")
+    fake_crash(relay, "lost")
+    fake_crash(relay, "idem")
     snap = relay("watch")  # not a terminal: one plain snapshot
     assert snap.code == 0, snap.err
     assert snap.out.splitlines()[0] == "relay watch: 1 effect_unknown, 0 open"
@@ -789,7 +757,7 @@ def test_doctor_warns_about_crashed_entries(relay):
     r = relay("doctor", "--json")
     check = next(c for c in r.json["checks"] if c["name"] == "ledger")
     assert check["status"] == "ok"
-    _fake_crash(relay, "lost")
+    fake_crash(relay, "lost")
     r = relay("doctor", "--json")
     check = next(c for c in r.json["checks"] if c["name"] == "ledger")
     assert check["status"] == "warn" and "effect_unknown" in check["detail"]
@@ -923,7 +891,7 @@ def test_a_persons_act_is_recorded_under_the_real_uid_not_logname(relay, tmp_pat
 
 
 def test_help_and_man_page_say_the_terminal_rule_stops_accidents_not_fake_terminals(relay):
-    """The terminal rule is real (a pseudo-terminal passes it: in_pty above is exactly such
+    """The terminal rule is real (a pseudo-terminal passes it: relay.at_terminal is exactly such
     a program), so every place that states it says what it stops and what it does not."""
     for args in (("approve",), ("deny",), ("ledger", "resolve"), ("once",), ("resolve",)):
         r = relay.proc(*args, "--help")

@@ -8,13 +8,6 @@ import pytest
 from conftest import new_id
 
 
-@pytest.fixture
-def world(relay):
-    alice = relay.join("alice", "--lease", "24h")
-    bob = relay.join("bob", "--lease", "24h")
-    return relay, alice, bob
-
-
 # ------------------------------------------------------------------ prepare / submit
 def test_prepare_then_submit_queues_once_and_repeats_return_the_receipt(world):
     relay, alice, bob = world
