@@ -73,6 +73,15 @@ def test_ack_reply_fail_reject_offer_what_my_session_claimed(mix):
     assert complete(relay, f"relay ack --session {token} ") == [ids["claimed"]]
 
 
+def test_completion_knows_the_caller_by_the_commands_own_rule(mix):
+    """--as a peer other than RELAY_PEER: the shell's RELAY_SESSION is not that peer's token,
+    for the command (peers.identity) and so for completion, which offers nothing the
+    command would take as carol's."""
+    relay, alice, bob, carol, ids = mix
+    assert complete(relay, "relay ack --as bob ", env=carol) == []
+    assert complete(relay, "relay ack --as carol ", env=carol) == [ids["carols"]]
+
+
 def test_cancel_offers_my_queued_requests_and_claim_id_what_is_queued_for_me(mix):
     relay, alice, bob, carol, ids = mix
     assert complete(relay, "relay cancel ", env=alice) == [ids["queued"]]

@@ -451,3 +451,12 @@ def test_an_approval_waiting_for_a_person_is_a_warning(relay):
                       "true").code == 75
     c = _checks(relay("doctor", "--json"))["approvals"]
     assert c["status"] == "warn" and "relay approve KEY" in c["detail"]
+
+
+def test_doctor_creates_no_files(relay):
+    """design.md §11: doctor creates nothing (§6: it writes nothing)."""
+    assert relay("peers", "add", "al").code == 0
+    before = sorted(os.listdir(relay.home))
+    r = relay.proc("doctor")
+    assert r.code == 0, r.out
+    assert sorted(os.listdir(relay.home)) == before

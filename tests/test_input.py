@@ -260,3 +260,18 @@ def test_a_rate_limit_that_is_not_ascii_digits_is_a_usage_error(seeded, value):
     relay, alice, *_ = seeded
     refused(relay, "usage_error", "send", "--to", "bob", "x",
             env={**alice, "RELAY_RATE_LIMIT": value})
+
+
+def test_out_of_range_time_offset_is_invalid_duration_not_an_internal_error(relay):
+    """RELAY_TIME_OFFSET far outside any real date: invalid_duration (exit 2), never exit 1."""
+    r = relay("peers", "join", "x", "--json", env={"RELAY_TIME_OFFSET": "1e12"})
+    assert (r.code, r.error["code"]) == (2, "invalid_duration"), r.err
+    assert "RELAY_TIME_OFFSET" in r.error["message"]
+
+
+def test_huge_list_limit_is_usage_error_not_internal_error(world):
+    """`list --limit` beyond SQLite's integer range is refused as input (exit 2), never a
+    crash (exit 1) nor silently no limit."""
+    relay, *_ = world
+    err = refused(relay, "usage_error", "list", "--limit", "99999999999999999999")
+    assert "--limit" in err["message"]

@@ -914,3 +914,37 @@ def test_the_threat_model_says_what_relay_does_not_protect_against():
     for topic in ("Same-user programs", "Programs that fake a terminal", "script -qc",
                   "pty.spawn", "RELAY_TIME_OFFSET", "Raw SQL on relay.db", "A tampered WAL"):
         assert topic in does_not, topic
+
+
+def test_ledger_does_not_call_a_crashed_entry_running(relay, tmp_path):
+    """design.md §1 'never claims more than it knows': once relay and CMD are gone, `relay once`
+    says effect_unknown, but `ledger list/show` still say `running`."""
+    relay("peers", "list")  # create the home
+    p = relay.popen("once", "--key", "crash-1", "--", "sleep", "30", start_new_session=True)
+    try:
+        child = None
+        for _ in range(100):
+            r = relay("ledger", "list", "--json")
+            entries = r.json["entries"] if r.code == 0 else []
+            if entries and entries[0]["child_pid"]:
+                child = entries[0]["child_pid"]
+                break
+            time.sleep(0.05)
+        assert child is not None
+        p.kill()  # relay dies first ...
+        p.wait()
+        os.kill(child, signal.SIGKILL)  # ... then the command
+        for _ in range(100):
+            if not os.path.exists(f"/proc/{child}") or open(f"/proc/{child}/stat").read().split(") ")[1][0] == "Z":
+                break
+            time.sleep(0.02)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    r = relay("once", "--key", "crash-1", "--", "sleep", "30")
+    assert r.code == 11, r.err  # effect_unknown: relay knows nothing is running
+    entry = relay("ledger", "show", "crash-1", "--json").json
+    assert (entry["state"], entry["effect_unknown"]) == ("effect_unknown", True), entry
+    human = relay("ledger", "list").out
+    assert "running" not in human, human

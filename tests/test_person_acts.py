@@ -131,3 +131,19 @@ def test_approve_refuses_an_entry_that_changed_while_the_person_read_it(relay, t
         assert e.value.code == "state_conflict"
     finally:
         store.close()
+
+
+def test_denied_key_cannot_be_unlocked_without_a_terminal(relay, tmp_path):
+    """design.md §10: after a denial every call with that key exits 10 and runs nothing; only a
+    person at a terminal decides. `ledger resolve --outcome forget` from a non-terminal
+    (an agent's shell, as the effect_unknown hint invites) must not undo the denial."""
+    marker = tmp_path / "ran"
+    cmd = ["sh", "-c", f"echo x >> {marker}"]
+    r = relay("once", "--key", "deploy-1", "--approve", "--timeout", "0", "--", *cmd)
+    assert r.code == 75, r.err
+    assert relay.at_terminal("deny", "deploy-1", "--note", "no").returncode == 0
+    # an agent (stdin not a terminal) tries to clear the denial
+    relay("ledger", "resolve", "deploy-1", "--outcome", "forget")
+    r = relay("once", "--key", "deploy-1", "--", *cmd)
+    assert not marker.exists(), "the denied command ran after a non-terminal `forget`"
+    assert r.code == 10, (r.code, r.err)

@@ -277,3 +277,16 @@ def test_prune_keeps_active_sessions_and_sessions_named_by_a_live_or_tombstoned_
     ghost = relay("send", "--to", "bob", "--id", rid, "--json", "-", input="hold this",
                   env=carol)
     assert ghost.code == 0 and ghost.json["duplicate"] is True
+
+
+def test_prune_does_not_let_a_finished_key_run_again(relay, tmp_path):
+    """design.md §1 + §4: retention must not turn a finished side effect into one
+    that runs a second time; requests keep a tombstone for 120 days for exactly this."""
+    marker = tmp_path / "ran"
+    cmd = ["sh", "-c", f"echo x >> {marker}"]
+    assert relay("once", "--key", "pr-create-1", "--", *cmd).code == 0
+    later = {"RELAY_TIME_OFFSET": str(31 * DAY)}
+    assert relay("prune", env=later).code == 0
+    r = relay("once", "--key", "pr-create-1", "--", *cmd, env=later)
+    assert r.code == 0
+    assert marker.read_text().count("x") == 1, "the command ran twice after `relay prune`"
