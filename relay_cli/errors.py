@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .limits import DRAFT_TTL_S, KINDS, MAX_DEPTH, MAX_OPEN_DRAFTS, MAX_TEXT_BYTES, NAME_PATTERN
+
 
 @dataclass(frozen=True)
 class ErrorSpec:
@@ -40,11 +42,12 @@ ERRORS: dict[str, ErrorSpec] = {
         "id again"
     ),
     "invalid_text": ErrorSpec(
-        2, False, "text must be UTF-8, 1 to 32768 bytes, without NUL bytes; pass it on stdin with `-`"
+        2, False, f"text must be UTF-8, 1 to {MAX_TEXT_BYTES} bytes, without NUL bytes; pass it on "
+        "stdin with `-`"
     ),
     "invalid_name": ErrorSpec(
-        2, False, "peer names match ^[a-z0-9][a-z0-9._-]{0,63}$ and kinds are claude, codex, "
-        "gemini, aider, human, script or other",
+        2, False, f"peer names match ^{NAME_PATTERN}$ and kinds are {', '.join(KINDS[:-1])} "
+        f"or {KINDS[-1]}",
     ),
     "invalid_duration": ErrorSpec(
         2, False, "durations look like 90, 90s, 15m, 2h or 7d and must lie in the option's range "
@@ -130,20 +133,20 @@ ERRORS: dict[str, ErrorSpec] = {
     ),
     # 6: limit
     "text_too_large": ErrorSpec(
-        6, False, "text is limited to 32768 bytes, also with --file; shorten it, or write the "
-        "content to a file and send its path as the text"
+        6, False, f"text is limited to {MAX_TEXT_BYTES} bytes, also with --file; shorten it, or "
+        "write the content to a file and send its path as the text"
     ),
     "capacity_exceeded": ErrorSpec(
-        6, False, "too many unsubmitted drafts (at most 100 per sender); submit or let old drafts "
-        "expire (1 h)",
+        6, False, f"too many unsubmitted drafts (at most {MAX_OPEN_DRAFTS} per sender); submit or "
+        f"let old drafts expire ({DRAFT_TTL_S // 3600} h)",
     ),
     "rate_limited": ErrorSpec(
         6, True, "too many new requests in the last minute; wait retry_after_seconds, then retry "
         "with the same id and content",
     ),
     "depth_exceeded": ErrorSpec(
-        6, False, "the in_reply_to chain is deeper than 8; ask the person before continuing the "
-        "chain",
+        6, False, f"the in_reply_to chain is deeper than {MAX_DEPTH}; ask the person before "
+        "continuing the chain",
     ),
     # 7: unsafe or unreadable state
     "unsafe_state_dir": ErrorSpec(

@@ -19,11 +19,10 @@ from sqlite3 import Row
 
 from . import clock, peers
 from .errors import RelayError
+from .limits import DRAFT_TTL_S, MAX_DEPTH, MAX_OPEN_DRAFTS, MAX_TEXT_BYTES
 from .peers import Caller, renew, require_live, require_session
 from .states import STATES, apply, transition
 
-MAX_TEXT_BYTES = 32768
-MAX_DEPTH = 8
 DEFAULT_TTL_S = 3600
 DEFAULT_CLAIM_LEASE_S = 120
 DEFAULT_WAIT_S = 50
@@ -31,8 +30,7 @@ DEFAULT_MAX_ATTEMPTS = 3
 MAX_ATTEMPTS_RANGE = (1, 100)
 DEFAULT_RATE_LIMIT = 60
 RATE_WINDOW_MS = 60_000
-DRAFT_TTL_MS = 3600 * 1000
-MAX_OPEN_DRAFTS = 100
+DRAFT_TTL_MS = DRAFT_TTL_S * 1000
 ON_LOST = ("unknown", "redeliver")
 
 AUTHORITY = "external_ai_message"

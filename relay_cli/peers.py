@@ -9,11 +9,11 @@ from sqlite3 import Row
 
 from . import clock
 from .errors import RelayError
+from .limits import KINDS, NAME_PATTERN
 from .states import apply
 
 # matched against the whole value (fullmatch), in ASCII: "alice\n" is not a name
-NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}", re.ASCII)
-KINDS = ("claude", "codex", "gemini", "aider", "human", "script", "other")
+NAME_RE = re.compile(NAME_PATTERN, re.ASCII)
 DEFAULT_SESSION_LEASE_S = 45
 HOOK_RECENT_MS = 10 * 60 * 1000
 

@@ -9,6 +9,7 @@ import stat
 import pytest
 from conftest import new_id
 
+from relay_cli.limits import KINDS
 from relay_cli.store import LATEST_SCHEMA
 
 REQUIRED = {
@@ -309,7 +310,6 @@ def test_wakeup_on_a_database_from_before_wake_waiters(relay):
     assert _checks(r)["wakeup:c1"]["detail"].startswith("not_configured")
 
 
-KINDS = ["claude", "codex", "gemini", "aider", "human", "script", "other"]
 
 
 def _until(relay, predicate, what):

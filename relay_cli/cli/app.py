@@ -17,8 +17,9 @@ from typer.core import TyperGroup
 
 from .. import __version__, clock, complete, due, lifecycle, output
 from ..errors import RelayError
+from ..limits import MAX_TEXT_BYTES
 from ..output import Output
-from ..peers import KINDS, Caller, identify, identity, validate_kind
+from ..peers import DEFAULT_SESSION_LEASE_S, KINDS, Caller, identify, identity, validate_kind
 
 # `relay --help` lists the commands in these groups, in this order (anything else last).
 SECTIONS = {
@@ -145,7 +146,8 @@ KindOpt = Annotated[
 ]
 SessionLeaseOpt = Annotated[
     Optional[str],
-    typer.Option("--lease", metavar="D", help="Session lease (10s-24h, default 45s)."),
+    typer.Option("--lease", metavar="D", help="Session lease "
+                 f"({clock.span(clock.SESSION_LEASE, DEFAULT_SESSION_LEASE_S)})."),
 ]
 
 
@@ -219,7 +221,7 @@ def read_text(text: str | None, file: str | None, what: str = "text") -> str:
     """TEXT argument, ``-`` for stdin, or ``--file PATH`` -> validated text (design.md §4)."""
     if text is not None and file is not None:
         raise RelayError("usage_error", f"give the {what} as an argument, `-` or --file, not two")
-    limit = lifecycle.MAX_TEXT_BYTES + 1
+    limit = MAX_TEXT_BYTES + 1
     if file == "-":
         text, file = "-", None
     if file is not None:

@@ -62,12 +62,14 @@ ClaimedIdArg = _id_arg(complete.requests("claimed"))
 TtlOpt = Annotated[
     Optional[str],
     typer.Option("--ttl", metavar="D",
-                 help="Expire if still queued after D (30s-7d, default 1h)."),
+                 help=f"Expire if still queued after D "
+                 f"({clock.span(clock.TTL, lifecycle.DEFAULT_TTL_S)})."),
 ]
 ReplyWithinOpt = Annotated[
     Optional[str],
     typer.Option("--reply-within", metavar="D",
-                 help="After ack, no reply within D makes it delivery_unknown (30s-7d)."),
+                 help="After ack, no reply within D makes it delivery_unknown "
+                 f"({clock.span(clock.REPLY_WITHIN)})."),
 ]
 OnLostOpt = Annotated[
     str,
@@ -77,7 +79,8 @@ OnLostOpt = Annotated[
 MaxAttemptsOpt = Annotated[
     int,
     typer.Option("--max-attempts", metavar="N",
-                 help="Claims allowed with --on-lost redeliver (1-100)."),
+                 help="Claims allowed with --on-lost redeliver "
+                 "({}-{}).".format(*lifecycle.MAX_ATTEMPTS_RANGE)),
 ]
 InReplyToOpt = Annotated[
     Optional[str],
@@ -306,7 +309,8 @@ def wait(
     id_: AnyIdArg,
     timeout: Annotated[
         Optional[str],
-        typer.Option("--timeout", metavar="D", help="Give up waiting after D (0-10m, default 50s)."),
+        typer.Option("--timeout", metavar="D", help="Give up waiting after D "
+                     f"({clock.span(clock.WAIT, lifecycle.DEFAULT_WAIT_S)})."),
     ] = None,
     as_: AsOpt = None,
     session: SessionOpt = None,
@@ -388,12 +392,13 @@ def claim(
     lease: Annotated[
         Optional[str],
         typer.Option("--lease", metavar="D",
-                     help="How long the claim holds before ack (10s-1h, default 2m)."),
+                     help="How long the claim holds before ack "
+                     f"({clock.span(clock.CLAIM_LEASE, lifecycle.DEFAULT_CLAIM_LEASE_S)})."),
     ] = None,
     wait: Annotated[
         Optional[str],
         typer.Option("--wait", metavar="D",
-                     help="Wait up to D for a request to arrive (0-10m, default 0)."),
+                     help=f"Wait up to D for a request to arrive ({clock.span(clock.WAIT, 0)})."),
     ] = None,
     id_: Annotated[
         Optional[str],
