@@ -140,11 +140,14 @@ def validate_max_attempts(value: int) -> int:
     return value
 
 
+def validate_state(value: str) -> str:
+    if value not in STATES:
+        raise RelayError("usage_error", f"unknown state {value!r}; states: {', '.join(STATES)}")
+    return value
+
+
 def validate_states(values: list[str] | None) -> list[str]:
-    for v in values or []:
-        if v not in STATES:
-            raise RelayError("usage_error", f"unknown state {v!r}; states: {', '.join(STATES)}")
-    return list(values or [])
+    return [validate_state(v) for v in values or []]
 
 
 def rate_limit() -> int:

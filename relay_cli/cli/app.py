@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import sys
-from typing import Annotated, Optional
+from typing import Annotated, List, Optional
 
 import typer
 from typer._types import TyperChoice
@@ -20,6 +20,7 @@ from ..errors import RelayError
 from ..limits import MAX_TEXT_BYTES
 from ..output import Output
 from ..peers import DEFAULT_SESSION_LEASE_S, KINDS, Caller, identify, identity, validate_kind
+from ..states import STATES
 
 # `relay --help` lists the commands in these groups, in this order (anything else last).
 SECTIONS = {
@@ -139,6 +140,12 @@ class Choice(TyperChoice):
         return value
 
 
+StatesOpt = Annotated[
+    Optional[List[str]],
+    typer.Option("--state", metavar="STATE",
+                 click_type=Choice(STATES, lifecycle.validate_state),
+                 help=f"Only requests in STATE (repeatable): {', '.join(STATES)}."),
+]
 KindOpt = Annotated[
     Optional[str],
     typer.Option("--kind", click_type=Choice(KINDS, validate_kind), show_default=False,

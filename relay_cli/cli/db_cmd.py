@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import os
-from typing import Annotated, List, Optional
+from typing import Annotated, Optional
 
 import typer
 
 from .. import clock, lifecycle
 from .. import export as export_lib
-from ..states import STATES
-from .app import Choice, Env, HomeOpt, JsonOpt, app, examples
+from .app import Choice, Env, HomeOpt, JsonOpt, StatesOpt, app, examples
 
 db_app = typer.Typer(help="Where relay's data lives, for sqlite-utils, datasette or sqlite3.",
                      no_args_is_help=True, rich_markup_mode=None)
@@ -48,10 +47,6 @@ def path(json_: JsonOpt = False, home: HomeOpt = None) -> int:
     return 0
 
 
-def _check_state(value: str) -> None:
-    lifecycle.validate_states([value])
-
-
 @app.command(epilog=examples(
     'relay export --format md --since 7d > week.md',
     'relay export --format csv --state delivery_unknown > unknown.csv',
@@ -64,11 +59,7 @@ def export(
                           help="jsonl: one request object per line; csv: every field; md: a "
                           "Markdown table of id, peers, state, reason, times, size, detail.")
     ] = "jsonl",
-    state: Annotated[
-        Optional[List[str]],
-        typer.Option("--state", metavar="STATE", click_type=Choice(STATES, _check_state),
-                     help=f"Only requests in STATE (repeatable): {', '.join(STATES)}."),
-    ] = None,
+    state: StatesOpt = None,
     since: Annotated[
         Optional[str],
         typer.Option("--since", metavar="D", help="Only requests created in the last D "

@@ -3,7 +3,7 @@ reply, fail, reject, resolve, sweep."""
 
 from __future__ import annotations
 
-from typing import Annotated, List, Optional
+from typing import Annotated, Optional
 
 import typer
 
@@ -11,7 +11,6 @@ from .. import clock, complete, due, lifecycle, waiting
 from ..errors import RelayError
 from ..output import Output, size
 from ..peers import validate_name
-from ..states import STATES
 from .app import (
     AsOpt,
     Choice,
@@ -20,6 +19,7 @@ from .app import (
     JsonOpt,
     PeerOpt,
     SessionOpt,
+    StatesOpt,
     app,
     duration,
     examples,
@@ -255,21 +255,13 @@ def show(
     return _emit(env, obj, render_full)
 
 
-def _check_state(value: str) -> None:
-    lifecycle.validate_states([value])
-
-
 @app.command("list", epilog=examples(
         'relay list',
         'relay list --state delivery_unknown --state queued',
         'relay list --to reviewer --limit 10 --json',
     ))
 def list_(
-    state: Annotated[
-        Optional[List[str]],
-        typer.Option("--state", metavar="STATE", click_type=Choice(STATES, _check_state),
-                     help=f"Only requests in STATE (repeatable): {', '.join(STATES)}."),
-    ] = None,
+    state: StatesOpt = None,
     to: Annotated[Optional[str], PeerOpt("--to", "Only to PEER.")] = None,
     from_: Annotated[Optional[str], PeerOpt("--from", "Only from PEER.")] = None,
     limit: Annotated[
