@@ -127,10 +127,16 @@ def validate_text(data: str | bytes, what: str = "text") -> str:
     return text
 
 
-def validate_on_lost(value: str) -> str:
-    if value not in ON_LOST:
-        raise RelayError("usage_error", f"--on-lost must be unknown or redeliver, not {value!r}")
+def one_of(value: str, choices: tuple[str, ...], what: str) -> str:
+    """``value`` when it is one of ``choices``, else ``usage_error`` naming them."""
+    if value not in choices:
+        raise RelayError("usage_error",
+                         f"{what} must be one of {', '.join(choices)}, not {value!r}")
     return value
+
+
+def validate_on_lost(value: str) -> str:
+    return one_of(value, ON_LOST, "--on-lost")
 
 
 def validate_max_attempts(value: int) -> int:
@@ -141,9 +147,7 @@ def validate_max_attempts(value: int) -> int:
 
 
 def validate_state(value: str) -> str:
-    if value not in STATES:
-        raise RelayError("usage_error", f"unknown state {value!r}; states: {', '.join(STATES)}")
-    return value
+    return one_of(value, STATES, "--state")
 
 
 def validate_states(values: list[str] | None) -> list[str]:
@@ -571,10 +575,7 @@ RESOLVE_OUTCOMES = ("completed", "failed", "requeue")
 
 def validate_outcome(value: str) -> str:
     """A `resolve --outcome`: completed, failed or requeue, else ``usage_error``."""
-    if value not in RESOLVE_OUTCOMES:
-        raise RelayError("usage_error",
-                         f"--outcome must be one of {', '.join(RESOLVE_OUTCOMES)}, not {value!r}")
-    return value
+    return one_of(value, RESOLVE_OUTCOMES, "--outcome")
 
 
 def resolve(store, now: int, request_id: str, outcome: str, note: str | None, *,
