@@ -311,11 +311,15 @@ def execute(store, key: str, row, argv: list[str], me: Me, out_sink: Sink, err_s
     withdrawn exactly as for a command that cannot start.
     """
     runs = row["runs"]
+    early = signals.take()
+    if early:  # told to stop before the command existed: withdraw the entry, start nothing
+        record_not_started(store, key, me, runs)
+        status = signal_status(early[0][0])
+        message = (f"relay received signal {early[0][0]} before the command started; it did "
+                   "not run")
+        return OnceResult("interrupted", status,
+                          not_started_object(key, argv, row["cwd"], status, message), message)
     try:
-        early = signals.take()
-        if early:
-            raise CannotStart(signal_status(early[0][0]), f"relay received signal "
-                              f"{early[0][0]} before the command started; it did not run")
         proc = spawn_gated(argv, signals)
         try:
             pause_for_tests(store, "once-spawn", f" (command pid {proc.pid})")

@@ -280,7 +280,7 @@ def plain(raw: str) -> str:
 def fake_crash(relay: Relay, key: str, **extra) -> None:
     """Make the finished ledger entry ``key`` look like relay crashed mid-run: it names this
     very pid but with a start time it never had, so relay knows the process is gone."""
-    from relay_cli import ledger
+    from relay_cli.process import this_host
     from relay_cli.store import open_store
 
     store = open_store(relay.home)
@@ -288,7 +288,7 @@ def fake_crash(relay: Relay, key: str, **extra) -> None:
         with store.transaction():
             store.update_ledger(key, {"state": "running", "pid": os.getpid(),
                                       "process_start": "other-boot:1", "child_pid": None,
-                                      "host": ledger.this_host(), "exit_code": None,
+                                      "host": this_host(), "exit_code": None,
                                       "stdout": None, "stderr": None, "stdout_bytes": None,
                                       "stderr_bytes": None, "finished_at": None, **extra})
     finally:

@@ -948,3 +948,28 @@ def test_ledger_does_not_call_a_crashed_entry_running(relay, tmp_path):
     assert (entry["state"], entry["effect_unknown"]) == ("effect_unknown", True), entry
     human = relay("ledger", "list").out
     assert "running" not in human, human
+
+
+def test_a_signal_before_the_command_starts_is_an_interruption_not_a_usage_error(relay):
+    """`relay once` told to stop between its ledger gate and the spawn runs nothing, frees
+    the key, and ends as interrupted (128+N): a signal is not a command that cannot start,
+    whose usage_error exits 2, 126 or 127 only (design.md §7)."""
+    from relay_cli import due, once
+    from relay_cli.process import Me, Signals
+
+    assert relay("ledger", "list").code == 0  # the home exists
+    store = open_store(relay.home)
+    try:
+        me = Me.current()
+        with due.unit(store) as now:
+            decision = once.begin(store, now, "early", ["true"], os.getcwd(),
+                                  idempotent=False, approve=False, me=me)
+        signals = Signals()
+        signals.pending.append((signal.SIGTERM, False))  # arrived before the spawn
+        result = once.execute(store, "early", decision.row, ["true"], me, once.Sink(None),
+                              once.Sink(None), signals)
+    finally:
+        store.close()
+    assert (result.kind, result.exit_code) == ("interrupted", 128 + signal.SIGTERM)
+    assert result.entry["state"] == "not_started"
+    assert relay("ledger", "show", "early", "--json").error["code"] == "ledger_key_not_found"
