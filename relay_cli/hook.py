@@ -151,35 +151,6 @@ def parse(data: bytes, dialect: Dialect = DIALECTS["claude"]) -> Event | None:
     return ev
 
 
-def respond(open_store, ev: Event, runtime: str, *, as_: str | None, kind: str | None,
-            lease: str | None, wake: bool, timeout: str | None,
-            environ) -> tuple[dict | None, int, str]:
-    """One run of `relay hook RUNTIME [--wake]` for the event ``ev``: (the document to
-    print on stdout or None, the exit status, a note for stderr).
-
-    The peer comes from ``--as`` or ``RELAY_PEER`` and the token from ``RELAY_SESSION``, by
-    the caller-identity rule (``peers.identity``); the env file from the runtime's own
-    variables. ``open_store()`` is called only when the run needs the database. With
-    ``wake`` this is the wake waiter (design.md §12); Gemini CLI has no background hooks,
-    so there it does nothing.
-    """
-    dialect = DIALECTS[runtime]
-    name, token = peers.identity(as_ or None, None, environ)
-    henv = HookEnv(peer=name, token=token, env_file=env_file_from(dialect, environ),
-                   lease_s=lease_seconds(lease), kind=kind or runtime, dialect=dialect)
-    if henv.peer is not None:
-        peers.validate_name(henv.peer, "RELAY_PEER")
-    if not wake:
-        return handle(open_store(), ev, henv), 0, ""
-    if runtime == "gemini":
-        return None, 0, ""
-    from . import wake as wake_lib  # (it imports this module)
-
-    code, note = wake_lib.run(open_store(), ev, henv, wake_lib.timeout_seconds(timeout),
-                              runtime=runtime)
-    return None, code, note
-
-
 def handle(store, ev: Event, henv: HookEnv) -> dict | None:
     """Run one event; return the JSON document to print, or None to print nothing."""
     if henv.peer is not None:

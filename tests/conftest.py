@@ -277,6 +277,17 @@ def plain(raw: str) -> str:
     return ANSI.sub("", raw).replace("\r", "")
 
 
+def assert_fits(text: str, cols: int) -> list[str]:
+    """The lines of ``text`` (a screen without escape codes), none wider than ``cols``
+    terminal cells."""
+    from relay_cli.output import cell_len
+
+    lines = text.rstrip("\n").split("\n")
+    wide = [ln for ln in lines if cell_len(ln) > cols]
+    assert wide == [], f"lines wider than {cols}: {wide}"
+    return lines
+
+
 def fake_crash(relay: Relay, key: str, **extra) -> None:
     """Make the finished ledger entry ``key`` look like relay crashed mid-run: it names this
     very pid but with a start time it never had, so relay knows the process is gone."""

@@ -8,7 +8,7 @@ import os
 import shutil
 import tempfile
 
-from test_screens import assert_fits
+from conftest import assert_fits
 
 
 def test_demo_runs_the_main_job_and_leaves_nothing_behind(relay, tmp_path):

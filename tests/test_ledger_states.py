@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from test_ledger import _fake_crash
+from conftest import fake_crash
 
 from relay_cli import clock, ledger_states
 from relay_cli.errors import RelayError
@@ -87,11 +87,11 @@ def test_every_transition_of_the_table_is_a_path_through_the_relay_command(relay
     once("dn", "--approve", "--timeout", "0", "--", "true", code=75)
     assert relay("deny", "dn", terminal=True).code == 0       # awaiting -> denied
     once("idem", "--idempotent", "--", "true")
-    _fake_crash(relay, "idem")
+    fake_crash(relay, "idem")
     once("idem", "--idempotent", "--", "true")                # rerun
     for key, outcome in (("cs", "succeeded"), ("cf", "failed")):
         once(key, "--", "true")
-        _fake_crash(relay, key)
+        fake_crash(relay, key)
         _settle(relay, key, outcome)                          # running -> outcome
     _settle(relay, "ok", "failed")                            # succeeded -> failed
     _settle(relay, "bad", "succeeded")                        # failed -> succeeded
@@ -104,7 +104,7 @@ def test_every_transition_of_the_table_is_a_path_through_the_relay_command(relay
     _settle(relay, "apf", "forget")                           # approved -> forgotten
     _settle(relay, "dn", "forget")                            # denied -> forgotten
     once("run", "--", "true")
-    _fake_crash(relay, "run")
+    fake_crash(relay, "run")
     _settle(relay, "run", "forget")                           # running -> forgotten
     _settle(relay, "ok", "forget")                            # failed -> forgotten
     _settle(relay, "cs", "forget")                            # succeeded -> forgotten

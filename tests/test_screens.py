@@ -24,7 +24,7 @@ import time
 import uuid
 
 import pytest
-from conftest import ANSI, Tmux, fake_crash
+from conftest import ANSI, Tmux, assert_fits, fake_crash
 
 from relay_cli.output import cell_len
 
@@ -116,13 +116,6 @@ def cells(line: str) -> list[str]:
 def whole_or_cut(cell: str, value: str) -> bool:
     """The cell shows the value whole, or a prefix of it ending with the ellipsis."""
     return cell == value or (cell.endswith(ELLIPSIS) and value.startswith(cell[:-1]))
-
-
-def assert_fits(text: str, cols: int) -> list[str]:
-    lines = text.rstrip("\n").split("\n")
-    wide = [ln for ln in lines if cell_len(ln) > cols]
-    assert wide == [], f"lines wider than {cols}: {wide}"
-    return lines
 
 
 def assert_words_whole(lines: list[str], source: str) -> None:

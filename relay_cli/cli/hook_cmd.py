@@ -26,6 +26,7 @@ from .app import (
 
 guide_text = lazy_module("relay_cli.guide")
 hook = lazy_module("relay_cli.hook")
+hook_run = lazy_module("relay_cli.hook_run")
 notices_lib = lazy_module("relay_cli.notices")
 
 hook_app = typer.Typer(cls=RelayGroup, help="Entry points for agent runtimes' hooks.",
@@ -70,7 +71,7 @@ def _run_hook(runtime: str, as_: str | None, kind: str | None, lease: str | None
         event = hook.parse(data, hook.DIALECTS[runtime])
         if event is None:
             return 0
-        doc, code, note = hook.respond(lambda: env.store, event, runtime, as_=as_, kind=kind,
+        doc, code, note = hook_run.respond(lambda: env.store, event, runtime, as_=as_, kind=kind,
                                        lease=lease, wake=wake, timeout=timeout,
                                        environ=os.environ)
     except Exception as e:  # noqa: BLE001 - a hook must never break the agent
