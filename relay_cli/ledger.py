@@ -263,6 +263,11 @@ def awaiting(store) -> list[dict]:
     return [entry_object(r) for r in sorted(rows, key=lambda r: (r["created_at"], r["key"]))]
 
 
+def validate_outcome(value: str) -> str:
+    """A `ledger resolve --outcome`: succeeded, failed or forget, else ``usage_error``."""
+    return lifecycle.one_of(value, OUTCOMES, "--outcome")
+
+
 def needs_terminal(row) -> bool:
     """Does settling this entry need a person at a terminal? Yes when a person's approval
     decides about it: it was made with --approve, or a person denied it."""
@@ -277,8 +282,7 @@ def resolve(store, now: int, key: str, outcome: str, note: str | None, *,
     approval (made with --approve, or denied) are refused without one
     (approval_needs_terminal), so an agent cannot undo a denial or skip the approval.
     """
-    if outcome not in OUTCOMES:
-        raise RelayError("usage_error", f"--outcome must be one of {', '.join(OUTCOMES)}")
+    validate_outcome(outcome)
     row = _get(store, validate_key(key))
     if needs_terminal(row) and not terminal:
         raise RelayError(
@@ -343,5 +347,5 @@ __all__ = [
     "DEFAULT_APPROVAL_WAIT_S", "OUTCOMES", "STATES", "EntryError", "approve", "awaiting",
     "begin", "command_text", "deny", "entry_object", "fingerprint", "list_entries",
     "needs_terminal", "resolve", "running_values", "show", "this_host", "validate_cwd",
-    "validate_key", "validate_states", "wait_for_decision",
+    "validate_key", "validate_outcome", "validate_states", "wait_for_decision",
 ]

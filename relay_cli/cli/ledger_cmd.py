@@ -361,11 +361,6 @@ def ledger_show(key: KeyArg, json_: JsonOpt = False, home: HomeOpt = None) -> in
     return _emit(env, obj, output=True)
 
 
-def _check_outcome(value: str) -> None:
-    if value not in ledger.OUTCOMES:
-        raise RelayError("usage_error", "--outcome must be succeeded, failed or forget")
-
-
 @ledger_app.command("resolve", epilog=examples(
         "relay ledger resolve deploy-42 --outcome succeeded --note 'released'",
         'relay ledger resolve deploy-42 --outcome forget',
@@ -374,7 +369,8 @@ def ledger_resolve(
     key: KeyArg,
     outcome: Annotated[
         str,
-        typer.Option("--outcome", click_type=Choice(lambda: ledger.OUTCOMES, _check_outcome),
+        typer.Option("--outcome", click_type=Choice(lambda: ledger.OUTCOMES,
+                                       lambda v: ledger.validate_outcome(v)),
                      help="What the person found: the effect happened, it did not, or forget "
                           "the entry so the key runs again."),
     ],
