@@ -1,4 +1,4 @@
-"""``python -m bench <crash|oncekill|faults|load|scale|latency|perf|all> [options]``."""
+"""``python -m bench <crash|oncekill|faults|load|scale|latency|wake|watch|perf|driver|pgperf|all> [options]``."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ USAGE = """usage: python -m bench SUBCOMMAND [options]   (from the project root)
   scale    send/claim/show/list at 1,000,000 requests vs empty; sweep/prune lock holds
   latency  wake-up latency of wait and claim --wait; CPU while blocked  (--trials 200)
   wake     send -> wake waiter (relay hook claude --wake) exit; its CPU  (--trials 50)
+  watch    send -> relay watch (tmux, 80x24) shows it                  (--trials 30)
   perf     relay vs bare Typer, vs sqlite3, list 100k vs 10, empty vs full
   driver   psycopg2 vs psycopg 3: import and a send-like call, time and memory
   pgperf   PostgreSQL vs SQLite send/claim, wake-up across namespaces, list 1M vs 10
@@ -29,7 +30,19 @@ def main(argv: list[str]) -> int:
         print(USAGE)
         return 0 if argv else 2
     cmd, rest = argv[0], argv[1:]
-    from . import crash, driver, faults, latency, load, once_kill, perf, pgperf, scale, wake
+    from . import (
+        crash,
+        driver,
+        faults,
+        latency,
+        load,
+        once_kill,
+        perf,
+        pgperf,
+        scale,
+        wake,
+        watch_refresh,
+    )
 
     if cmd == "driver":
         return driver.main(rest)
@@ -37,7 +50,7 @@ def main(argv: list[str]) -> int:
         return pgperf.main(rest)
     table = {"crash": crash.main, "oncekill": once_kill.main, "faults": faults.main,
              "load": load.main, "scale": scale.main, "latency": latency.main,
-             "wake": wake.main, "perf": perf.main}
+             "wake": wake.main, "watch": watch_refresh.main, "perf": perf.main}
     if cmd == "all":
         code = 0
         for name, fn in table.items():

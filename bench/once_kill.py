@@ -9,7 +9,7 @@ is committed, so a kill there leaves nothing running.
 
 Each trial starts ``relay once --idempotent --key K -- sh -c '…; sleep 1'`` with the
 test-only pause at ``once-spawn`` switched on (``RELAY_TEST_PAUSE`` plus the
-``relay-test-pause`` file in the state directory, see relay_cli/ledger.py), while a
+``relay-test-pause`` file in the state directory, see relay_cli/testpause.py), while a
 concurrent writer takes relay.db's write lock (``BEGIN IMMEDIATE``) and holds it 30 ms,
 then lets go for 30 ms, over and over. When relay announces the pause it is killed with
 SIGKILL at a random moment in its first 0.5 s. A call that gets ``busy`` (exit 75, the
@@ -50,8 +50,8 @@ KILL_WITHIN_S = 0.5    # the kill lands at a random moment this long into the pa
 COMMAND_S = 1          # how long the command runs once it begins executing
 BUSY_RETRIES = 5
 POINT = "once-spawn"
-PAUSE_FILE = "relay-test-pause"  # relay_cli.ledger.TEST_PAUSE_FILE
-PAUSE_ENV = "RELAY_TEST_PAUSE"   # relay_cli.ledger.TEST_PAUSE_ENV
+PAUSE_FILE = "relay-test-pause"  # relay_cli.testpause.TEST_PAUSE_FILE
+PAUSE_ENV = "RELAY_TEST_PAUSE"   # relay_cli.testpause.TEST_PAUSE_ENV
 
 WRITER = r"""
 import sqlite3, sys, time

@@ -1,4 +1,4 @@
-"""Issue 2's performance figures, side by side in one run.
+"""relay's start-up and per-call cost, side by side in one run.
 
 - ``relay send`` / ``relay claim``: median wall time and peak memory (max RSS from
   wait4) against a bare Typer command of the same venv that only prints.

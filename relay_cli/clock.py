@@ -135,6 +135,13 @@ def duration_text(seconds: int) -> str:
     return f"{seconds}s"
 
 
+def span(bounds: tuple[int, int], default: int | None = None) -> str:
+    """An option's range (and default) as its help gives it: ``30s-7d, default 1h``. Built
+    from the bounds ``parse_duration`` checks, so help and check cannot disagree."""
+    text = f"{duration_text(bounds[0])}-{duration_text(bounds[1])}"
+    return text if default is None else f"{text}, default {duration_text(default)}"
+
+
 def human_duration(seconds: float) -> str:
     seconds = int(round(seconds))
     if seconds < 0:

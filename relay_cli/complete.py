@@ -46,11 +46,11 @@ def _open(ctx):
 
 
 def _me(store, ctx) -> tuple[str | None, str | None]:
-    """(my name, my session id) from --as/--session, else RELAY_PEER/RELAY_SESSION."""
-    from .peers import hash_token
+    """(my name, my session id), by the same rule as the command (``peers.identity``)."""
+    from .peers import hash_token, identity
 
-    name = _param(ctx, "as_") or os.environ.get("RELAY_PEER") or None
-    token = _param(ctx, "session") or os.environ.get("RELAY_SESSION") or None
+    name, token = identity(_param(ctx, "as_") or None, _param(ctx, "session") or None,
+                           os.environ)
     session = store.session_by_token_hash(hash_token(token)) if token else None
     if session is not None:
         return session["peer"], session["id"]

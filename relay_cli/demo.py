@@ -104,6 +104,18 @@ def throwaway_home() -> Path:
     return Path(tempfile.mkdtemp(prefix="relay-demo-")) / "home"
 
 
+def home_for(home: str | None) -> Path:
+    """The demo's home: ``--home`` when it names an empty or missing directory (the demo
+    never uses a home that holds data: ``usage_error``), else a throwaway one."""
+    if home is None:
+        return throwaway_home()
+    path = Path(home).resolve()
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise RelayError("usage_error", f"--home {home}: the demo needs an empty or missing "
+                         "directory (it never uses a home that holds data)")
+    return path
+
+
 def run(home: Path, say) -> Demo:
     """The demo, step by step. ``say(kind, text, who)`` narrates: ``step`` (what happens
     next), ``cmd`` (the command that runs now, as a person would type it, and which peer

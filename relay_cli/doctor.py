@@ -20,7 +20,7 @@ from pathlib import Path
 from . import __version__, clock, peers
 from .errors import RelayError
 from .output import size as _size
-from .states import STATES
+from .states import MEANING, SETTLE, STATES
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 SYNCHRONOUS = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
@@ -71,6 +71,11 @@ class Report:
     @property
     def ok(self) -> bool:
         return all(c.status != FAIL for c in self.checks)
+
+    @property
+    def exit_code(self) -> int:
+        """`relay doctor` exits 0 unless a check fails, then 7 (design.md §11)."""
+        return 0 if self.ok else 7
 
     def problems_first(self) -> list[Check]:
         """The checks as a person reads them (design.md §11): fail, then warn, then ok,
@@ -487,11 +492,10 @@ def _check_contents(store, report: Report, now: int) -> None:
     unknown = counts["delivery_unknown"]
     if unknown:
         report.add("delivery_unknown", WARN,
-                   f"{_n(unknown, 'request is', 'requests are')} delivery_unknown: relay cannot "
-                   "know whether the work was done; a person checks and settles each (never "
-                   "rerun them blindly)",
-                   fix="relay list --state delivery_unknown, then relay resolve ID --outcome "
-                       "completed|failed|requeue")
+                   f"{_n(unknown, 'request is', 'requests are')} delivery_unknown "
+                   f"({MEANING['delivery_unknown'][0]}); a person checks and settles each "
+                   "(never rerun them blindly)",
+                   fix=f"relay list --state delivery_unknown, then {SETTLE}")
     else:
         report.add("delivery_unknown", OK, "none need a person")
     report.facts.update(ledger_effect_unknown=ledger_unknown,

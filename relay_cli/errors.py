@@ -8,18 +8,33 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .limits import DRAFT_TTL_S, KINDS, MAX_DEPTH, MAX_OPEN_DRAFTS, MAX_TEXT_BYTES, NAME_PATTERN
+
 
 @dataclass(frozen=True)
 class ErrorSpec:
     exit_code: int
     retryable: bool
     hint: str
+    # Other exit statuses the code is reported with, each with when: (status, when).
+    also_exits: tuple[tuple[int, str], ...] = ()
 
+
+# `relay run` and `relay once` start a command. When it cannot start, relay reports
+# usage_error (the command line names a program that cannot run) but exits as a shell
+# does, so a caller that knows the shell's convention reads it the same (design.md §7).
+NOT_FOUND_EXIT = 127
+NOT_EXECUTABLE_EXIT = 126
 
 ERRORS: dict[str, ErrorSpec] = {
     # 2: usage / invalid input
     "usage_error": ErrorSpec(
-        2, False, "the command line is malformed; run the command with --help for its options"
+        2, False, "the command line is malformed; run the command with --help for its options",
+        also_exits=(
+            (NOT_FOUND_EXIT, "`run` and `once`: the command was not found (as a shell exits)"),
+            (NOT_EXECUTABLE_EXIT, "`run` and `once`: the command cannot be executed (as a "
+                                  "shell exits)"),
+        ),
     ),
     "invalid_id": ErrorSpec(
         2, False, "ids are UUIDs (`relay id` prints a new one); a command that names an existing "
@@ -27,11 +42,12 @@ ERRORS: dict[str, ErrorSpec] = {
         "id again"
     ),
     "invalid_text": ErrorSpec(
-        2, False, "text must be UTF-8, 1 to 32768 bytes, without NUL bytes; pass it on stdin with `-`"
+        2, False, f"text must be UTF-8, 1 to {MAX_TEXT_BYTES} bytes, without NUL bytes; pass it on "
+        "stdin with `-`"
     ),
     "invalid_name": ErrorSpec(
-        2, False, "peer names match ^[a-z0-9][a-z0-9._-]{0,63}$ and kinds are claude, codex, "
-        "gemini, aider, human, script or other",
+        2, False, f"peer names match ^{NAME_PATTERN}$ and kinds are {', '.join(KINDS[:-1])} "
+        f"or {KINDS[-1]}",
     ),
     "invalid_duration": ErrorSpec(
         2, False, "durations look like 90, 90s, 15m, 2h or 7d and must lie in the option's range "
@@ -117,20 +133,20 @@ ERRORS: dict[str, ErrorSpec] = {
     ),
     # 6: limit
     "text_too_large": ErrorSpec(
-        6, False, "text is limited to 32768 bytes, also with --file; shorten it, or write the "
-        "content to a file and send its path as the text"
+        6, False, f"text is limited to {MAX_TEXT_BYTES} bytes, also with --file; shorten it, or "
+        "write the content to a file and send its path as the text"
     ),
     "capacity_exceeded": ErrorSpec(
-        6, False, "too many unsubmitted drafts (at most 100 per sender); submit or let old drafts "
-        "expire (1 h)",
+        6, False, f"too many unsubmitted drafts (at most {MAX_OPEN_DRAFTS} per sender); submit or "
+        f"let old drafts expire ({DRAFT_TTL_S // 3600} h)",
     ),
     "rate_limited": ErrorSpec(
         6, True, "too many new requests in the last minute; wait retry_after_seconds, then retry "
         "with the same id and content",
     ),
     "depth_exceeded": ErrorSpec(
-        6, False, "the in_reply_to chain is deeper than 8; ask the person before continuing the "
-        "chain",
+        6, False, f"the in_reply_to chain is deeper than {MAX_DEPTH}; ask the person before "
+        "continuing the chain",
     ),
     # 7: unsafe or unreadable state
     "unsafe_state_dir": ErrorSpec(
@@ -195,13 +211,18 @@ class RelayError(Exception):
         *,
         detail: str | None = None,
         retry_after: float | None = None,
+        exit_code: int | None = None,
     ) -> None:
         if code not in ERRORS:
             raise ValueError(f"unknown error code {code!r}")
+        if exit_code is not None and exit_code != ERRORS[code].exit_code and \
+                exit_code not in dict(ERRORS[code].also_exits):
+            raise ValueError(f"{code} does not exit {exit_code} (see its also_exits)")
         self.code = code
         self.message = message or code.replace("_", " ")
         self.detail = detail
         self.retry_after = retry_after
+        self._exit_code = exit_code
         super().__init__(self.message)
 
     @property
@@ -210,7 +231,8 @@ class RelayError(Exception):
 
     @property
     def exit_code(self) -> int:
-        return self.spec.exit_code
+        """The code's exit status, or one of its ``also_exits`` where that applies."""
+        return self.spec.exit_code if self._exit_code is None else self._exit_code
 
     @property
     def hint(self) -> str:
@@ -228,3 +250,10 @@ class RelayError(Exception):
             "retry_after_seconds": retry_after,
             "exit_code": self.exit_code,
         }
+
+
+def cannot_start(message: str, status: int, detail: str) -> RelayError:
+    """`run` or `once` could not start its command: ``usage_error``, exiting ``status``
+    (127 not found, 126 not executable) as a shell does (the table's ``also_exits``)."""
+    return RelayError("usage_error", f"cannot start the command: {message}", detail=detail,
+                      exit_code=status)

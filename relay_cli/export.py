@@ -45,6 +45,14 @@ def objects(rows: Iterable) -> Iterator[dict]:
         yield request_object(row)
 
 
+def requests(store, now: int, states: list[str], since_s: int | None) -> Iterator[dict]:
+    """What `relay export` writes: the requests `list --all` shows (no tombstones), oldest
+    first, in ``states`` (all when empty), created in the last ``since_s`` seconds (all
+    when None). Read inside ``due.unit(write=False)``, so no state is stale."""
+    return objects(store.export_requests(states, None if since_s is None
+                                         else now - since_s * 1000))
+
+
 def _cell(value) -> str:
     if value is None:
         return ""

@@ -36,7 +36,7 @@ import os
 import shlex
 from dataclasses import dataclass, field
 
-from . import clock, guide, lifecycle, peers
+from . import clock, due, guide, peers
 from .output import age, inert, size
 
 EVENTS = guide.HOOK_EVENTS  # relay's four events, in Claude Code's and Codex's names
@@ -157,7 +157,7 @@ def handle(store, ev: Event, henv: HookEnv) -> dict | None:
         peers.validate_name(henv.peer, "RELAY_PEER")
     if ev.name == "SessionStart":
         return _session_start(store, ev, henv)
-    with lifecycle.unit(store) as now:
+    with due.unit(store) as now:
         session = find_session(store, ev, henv)
         if session is None:
             if henv.peer and store.get_peer(henv.peer) is not None:
@@ -184,13 +184,6 @@ def find_session(store, ev: Event, henv: HookEnv):
     return row
 
 
-def _live(store, session) -> peers.Caller:
-    status = session["state"]
-    if status == "expired" and store.newer_session_exists(session):
-        status = "superseded"
-    return peers.Caller(session["peer"], session, status)
-
-
 def _session_start(store, ev: Event, henv: HookEnv) -> dict | None:
     name = henv.peer
     if not name:
@@ -198,7 +191,7 @@ def _session_start(store, ev: Event, henv: HookEnv) -> dict | None:
     path = henv.env_file
     size_before: int | None = None
     try:
-        with lifecycle.unit(store) as now:
+        with due.unit(store) as now:
             session, token, how = _start(store, ev, henv, now)
             store.set_hook_seen(name, now)
             if session is not None:
@@ -312,12 +305,11 @@ def _start_context(store, now: int, name: str, how: str, henv: HookEnv) -> str:
 
 # ------------------------------------------------------------------------ per event
 def _ended_note(store, session, dialect: Dialect) -> str:
-    caller = _live(store, session)
-    code = {"superseded": "peer_superseded", "expired": "lease_expired",
-            "left": "invalid_session"}.get(caller.status, caller.status)
+    status = peers.session_status(store, session)
+    code = peers.STATUS_ERRORS.get(status, status)
     return (
         f"relay: the relay session of this {dialect.display} session (peer "
-        f"{session['peer']!r}) has ended ({caller.status}); relay commands that use it fail "
+        f"{session['peer']!r}) has ended ({status}); relay commands that use it fail "
         f"with {code}. Requests it had claimed and not finished are now delivery_unknown: "
         "the person decides about them, they are not redone."
     )
@@ -348,7 +340,7 @@ def is_person_prompt(store, session_id: str, ev: Event) -> bool:
 def _prompt_submit(store, now: int, session, ev: Event, dialect: Dialect) -> dict | None:
     if session["state"] != "active":
         return _context_doc(ev.runtime_name, _ended_note(store, session, dialect))
-    caller = _live(store, session)
+    caller = peers.session_caller(store, session)
     name = caller.name
     peers.renew(store, caller, now)
     if is_person_prompt(store, session["id"], ev):
@@ -378,7 +370,7 @@ def _prompt_submit(store, now: int, session, ev: Event, dialect: Dialect) -> dic
 def _stop(store, now: int, session, dialect: Dialect) -> dict | None:
     if session["state"] != "active":
         return None
-    caller = _live(store, session)
+    caller = peers.session_caller(store, session)
     name = caller.name
     peers.renew(store, caller, now)
     state = store.get_hook_state(session["id"])
@@ -409,7 +401,7 @@ def _stop(store, now: int, session, dialect: Dialect) -> dict | None:
 def _session_end(store, now: int, session) -> None:
     if session["state"] != "active":
         return
-    peers.leave(store, _live(store, session), now)
+    peers.leave(store, peers.session_caller(store, session), now)
 
 
 # ------------------------------------------------------------------------- helpers

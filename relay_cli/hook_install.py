@@ -319,6 +319,32 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 # ------------------------------------------------------------------------ advice
+def change_settings(runtime: str, *, install: bool, project: bool = False,
+                    dry_run: bool = False, wake: bool = False) -> dict:
+    """`relay hook install|uninstall RUNTIME`: plan the change of the runtime's settings
+    file, apply it unless ``dry_run``, and say what changed and what is left to do.
+
+    An unknown runtime, or ``--wake`` for Gemini CLI (it has no background hooks), is a
+    ``usage_error``; nothing is read or written then.
+    """
+    import shutil
+
+    if runtime not in RUNTIMES:
+        raise RelayError("usage_error", f"AGENT must be one of {', '.join(RUNTIMES)}, not "
+                         f"{runtime!r}")
+    if wake and runtime == "gemini":
+        raise RelayError("usage_error", "Gemini CLI has no background hooks: relay cannot wake "
+                         "an idle Gemini session (--wake is for claude and codex)")
+    path = settings_path(runtime, project)
+    change = plan(runtime, path, install=install, wake=wake)
+    backup = None if dry_run else apply(change)
+    return {"agent": runtime, "file": str(path), "changed": change.changed, "dry_run": dry_run,
+            "created": change.changed and change.original is None, "backup": backup,
+            "added": change.added, "removed": change.removed, "unchanged": change.present,
+            "todo": todo(runtime, install=install, wake=wake, project=project,
+                         relay_on_path=shutil.which("relay") is not None)}
+
+
 def todo(runtime: str, *, install: bool, wake: bool, project: bool,
          relay_on_path: bool) -> list[str]:
     """What the person still has to do after (un)installing."""

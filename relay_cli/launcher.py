@@ -4,16 +4,16 @@ join -> start CMD with RELAY_PEER / RELAY_SESSION / RELAY_HOME -> renew the leas
 background thread while CMD runs -> leave when CMD ends (its claimed, unfinished work
 becomes delivery_unknown, reason recipient_disconnected) -> exit with CMD's status.
 
-Signals: SIGINT, SIGTERM and SIGHUP are blocked in relay and collected with
-``sigtimedwait``, together with SIGCHLD, so relay itself never dies of them while CMD
-runs. Each one is forwarded to CMD, except a signal the kernel sent to the whole
-foreground process group (Ctrl-C, a terminal hang-up): CMD is in that group and has
-received it already, and a second Ctrl-C would mean "quit" to many agents.
+Signals: SIGINT, SIGTERM and SIGHUP are held by ``process.Signals``, together with
+SIGCHLD, so relay itself never dies of them while CMD runs. Each one is forwarded to CMD,
+except a signal the kernel sent to the whole foreground process group (Ctrl-C, a terminal
+hang-up): CMD is in that group and has received it already, and a second Ctrl-C would
+mean "quit" to many agents. Exit statuses, and the 127/126 of a command that cannot
+start, are the shell's (``process``).
 """
 
 from __future__ import annotations
 
-import errno
 import os
 import signal
 import sys
@@ -21,63 +21,12 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import lifecycle, peers
+from . import due, peers
 from .errors import RelayError
 from .peers import Caller
+from .process import CannotStart, Signals, exit_status, resolve_command, signal_status, spawn
 
-FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-# Python ignores these at start-up; a child must get the default back (as subprocess does).
-_RESET_IN_CHILD = tuple(
-    s for s in (getattr(signal, n, None) for n in ("SIGPIPE", "SIGXFSZ", "SIGXFZ")) if s
-)
-NOT_FOUND = 127
-NOT_EXECUTABLE = 126
-
-
-class CannotStart(Exception):
-    """CMD cannot be started: ``status`` is 127 (not found) or 126 (not executable)."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-
-
-def resolve_command(argv0: str, path_env: str | None) -> str:
-    """Find the program as ``execvp`` would, or raise CannotStart (127 / 126)."""
-    if not argv0:
-        raise CannotStart(NOT_FOUND, "the command name is empty")
-    if "/" in argv0:
-        return _check_file(argv0)
-    denied = None
-    for d in (path_env if path_env is not None else os.defpath).split(os.pathsep):
-        candidate = os.path.join(d or ".", argv0)
-        if not os.path.exists(candidate):
-            continue
-        try:
-            return _check_file(candidate)
-        except CannotStart as e:
-            denied = denied or e
-    if denied is not None:
-        raise denied
-    raise CannotStart(NOT_FOUND, f"{argv0}: command not found on PATH")
-
-
-def _check_file(path: str) -> str:
-    if not os.path.exists(path):
-        raise CannotStart(NOT_FOUND, f"{path}: no such file")
-    if os.path.isdir(path):
-        raise CannotStart(NOT_EXECUTABLE, f"{path}: is a directory")
-    if not os.access(path, os.X_OK):
-        raise CannotStart(NOT_EXECUTABLE, f"{path}: permission denied (not executable)")
-    return path
-
-
-def exit_status(wait_status: int) -> int:
-    """CMD's exit code, or 128+N when signal N killed it (never 0 then)."""
-    code = os.waitstatus_to_exitcode(wait_status)
-    return 128 - code if code < 0 else code
-
+__all__ = ["CannotStart", "run", "supported"]
 
 @dataclass
 class Session:
@@ -129,21 +78,20 @@ class Heartbeat(threading.Thread):
 
     def beat(self, store) -> bool:
         """Renew once; False when the session is no longer active (reported)."""
-        with lifecycle.unit(store) as now:
+        with due.unit(store) as now:
             row = store.get_session(self.session.session_id)
-            state = row["state"] if row is not None else "left"
-            if state == "active":
+            status = peers.session_status(store, row)
+            if status == "active":
                 peers.renew(store, Caller(self.session.name, row, "active"), now)
                 return True
-            superseded = state == "superseded" or (
-                state == "expired" and store.newer_session_exists(row))
-        if state == "left":
+        if status == "left":
             return False
-        self.lost = "peer_superseded" if superseded else "lease_expired"
+        self.lost = peers.STATUS_ERRORS[status]
         self.report(RelayError(
             self.lost,
             f"relay run: the session of {self.session.name!r} "
-            + ("was replaced by a newer session" if superseded else "lease lapsed")
+            + ("was replaced by a newer session" if status == "superseded"
+               else "lease lapsed")
             + "; its claimed, unfinished work became delivery_unknown. The command keeps "
             "running without a live session; restart it under `relay run` to join again",
         ))
@@ -156,14 +104,14 @@ class Heartbeat(threading.Thread):
 
 
 def join(store, name: str, kind: str | None, lease_seconds: int) -> Session:
-    with lifecycle.unit(store) as now:
+    with due.unit(store) as now:
         info = peers.join(store, name, kind, lease_seconds, now)
     return Session(name, info["session_id"], info["token"], lease_seconds)
 
 
 def leave(store, session: Session) -> int | None:
     """Leave if the session is still active; how many requests became delivery_unknown."""
-    with lifecycle.unit(store) as now:
+    with due.unit(store) as now:
         row = store.get_session(session.session_id)
         if row is None or row["state"] != "active":
             return None
@@ -182,19 +130,6 @@ def child_env(session: Session, home: Path, url: str | None = None) -> dict[str,
     return env
 
 
-def _spawn(path: str, argv: list[str], env: dict[str, str]) -> int:
-    try:
-        return os.posix_spawn(path, argv, env, setsigmask=(), setsigdef=_RESET_IN_CHILD)
-    except OSError as e:
-        status = NOT_FOUND if e.errno == errno.ENOENT else NOT_EXECUTABLE
-        raise CannotStart(status, f"{argv[0]}: {e.strerror}") from e
-
-
-def _pending(sigs) -> int | None:
-    info = signal.sigtimedwait(sigs, 0)
-    return info.si_signo if info is not None else None
-
-
 def run(open_store, name: str, kind: str | None, lease_seconds: int, argv: list[str],
         report) -> int:
     """The whole launcher; returns the exit status for relay.
@@ -204,64 +139,43 @@ def run(open_store, name: str, kind: str | None, lease_seconds: int, argv: list[
     Raises CannotStart or RelayError; either way no live session is left behind.
     """
     path = resolve_command(argv[0], os.environ.get("PATH"))
-    watched = {*FORWARDED, signal.SIGCHLD}
-    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, watched)
     heartbeat = None
     store = None
-    try:
-        store = open_store()
-        session = join(store, name, kind, lease_seconds)
+    with Signals(children=True) as signals:
         try:
-            early = _pending(set(FORWARDED))
-            if early is not None:  # asked to stop before CMD existed: start nothing
+            store = open_store()
+            session = join(store, name, kind, lease_seconds)
+            try:
+                early = signals.take()
+                if early:  # asked to stop before CMD existed: start nothing
+                    _leave_reporting(store, session, report)
+                    return signal_status(early[0][0])
+                env = child_env(session, store.home, store.shared_url(with_password=True))
+                pid = spawn(path, argv, env, signals)
+            except BaseException:
                 _leave_reporting(store, session, report)
-                return 128 + early
-            env = child_env(session, store.home, store.shared_url(with_password=True))
-            pid = _spawn(path, argv, env)
-        except BaseException:
-            _leave_reporting(store, session, report)
-            raise
-        heartbeat = Heartbeat(open_store, session, report)
-        heartbeat.start()
-        status = _supervise(pid)
-        heartbeat.stop()
-        _leave_reporting(store, session, report)
-        return status
-    finally:
-        if heartbeat is not None:
+                raise
+            heartbeat = Heartbeat(open_store, session, report)
+            heartbeat.start()
+            status = _supervise(pid, signals)
             heartbeat.stop()
-        if store is not None:
-            store.close()
-        while _pending(watched) is not None:
-            pass
-        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+            _leave_reporting(store, session, report)
+            return status
+        finally:
+            if heartbeat is not None:
+                heartbeat.stop()
+            if store is not None:
+                store.close()
 
 
-def _supervise(pid: int) -> int:
+def _supervise(pid: int, signals: Signals) -> int:
     """Wait for the child, forwarding signals; return its exit status."""
-    watched = {*FORWARDED, signal.SIGCHLD}
     while True:
         done, status = os.waitpid(pid, os.WNOHANG)
         if done == pid:
-            return exit_status(status)
-        info = signal.sigtimedwait(watched, 1.0)
-        if info is None or info.si_signo == signal.SIGCHLD:
-            continue
-        # si_code > 0: the kernel sent it (Ctrl-C, terminal hang-up) to the whole foreground
-        # process group, which CMD shares unless it left it: CMD has it already.
-        if info.si_code > 0 and _same_group(pid):
-            continue
-        try:
-            os.kill(pid, info.si_signo)
-        except ProcessLookupError:
-            pass
-
-
-def _same_group(pid: int) -> bool:
-    try:
-        return os.getpgid(pid) == os.getpgrp()
-    except ProcessLookupError:
-        return False
+            return exit_status(os.waitstatus_to_exitcode(status))[0]
+        signals.wait(1.0)  # SIGCHLD ends the wait the moment the child ends
+        signals.forward(pid)
 
 
 def _leave_reporting(store, session: Session, report) -> None:

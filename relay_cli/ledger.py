@@ -1,84 +1,49 @@
-"""The side-effect ledger (design.md §10): run a shell command at most once per key.
+"""The side-effect ledger (design.md §10): one entry per key of `relay once`.
 
-Plain functions over a store. ``once`` is the whole of `relay once`: the idempotency gate
-(did I already do this?) first, then the approval gate (should I do this?), then the run.
-
-Entry states::
-
-    awaiting_approval --approve--> approved --(a call takes it)--> running
-    awaiting_approval / approved --deny--> denied             (every later call: exit 10)
-    (new key) ---------------------------------------------> running
-    running --CMD ends--> succeeded (exit 0) | failed          (later calls replay it)
-    running, recording relay and CMD gone --> stored state stays running, but every view
-        shows the derived state effect_unknown (a person settles it with `ledger resolve`);
-        --idempotent entries run again on the next call
-    any state but a live running one --resolve forget--> forgotten (the key is free again,
-        but an entry made with --approve passes its approval requirement on: the next call
-        with the key waits for a person again, whatever its options)
+Plain functions over a store: the entry's fingerprint and its one public object; the
+gates of a call, the idempotency gate (did I already do this?) first, then the approval
+gate (should I do this?) (:func:`begin`, :func:`wait_for_decision`); and a person's acts
+(:func:`approve`, :func:`deny`, :func:`resolve`). The entry's states and every transition
+are the table of ``ledger_states``; every state change goes through its ``apply``. The
+run itself is ``once``; retention (`relay prune`) is ``retention.prune_ledger``.
 
 A person's decision stays a person's: for an entry made with --approve (or denied),
 `ledger resolve` refuses unless standard input is a terminal (approval_needs_terminal),
-exactly like `relay approve` and `relay deny`.
-
-Retention (`relay prune`, the rule of design.md §4 for requests): a final entry (succeeded,
-failed, denied, forgotten) whose state is older than the retention (default 30 days, by
-``updated_at``: when it reached that state) loses only its captured stdout/stderr
-(``output_pruned_at`` is set); the rest stays as a tombstone, so a late retry still
-replays the outcome or is still denied. 120 days after that (or the retention, if longer)
-the row is removed and the key is new again. Running, awaiting and approved entries are
-never touched.
+exactly like `relay approve` and `relay deny`; forgetting such an entry passes its
+approval requirement on: the next call with the key waits for a person again, whatever
+its options.
 
 Which process is "the process" of a running entry: the entry records the relay process
 that will record the outcome (``pid``/``process_start``) and the command
-(``child_pid``/``child_start``), committed before the command begins executing: its
-process is forked held at a gate (a pipe only relay writes to) and released only after
-that commit, so a kill of relay at any moment leaves no command running behind an entry
-that names no live process. The entry counts as alive while either of them is alive;
-start times (``<boot id>:<ticks>`` from /proc/<pid>/stat field 22) make sure a reused pid
-is not mistaken for the original process. Only when both are gone — relay crashed between
-start and record, and the command is no longer running — is the effect unknown.
+(``child_pid``/``child_start``), committed before the command begins executing (``once``).
+The entry counts as alive while either of them is alive; start times (``process``) make
+sure a reused pid is not mistaken for the original process. Only when both are gone —
+relay crashed between start and record, and the command is no longer running — is the
+effect unknown.
 
 Across machines (design.md §13: several hosts share one PostgreSQL database) a process
 on another host cannot be looked at. While its command runs, the relay process renews its
-entry's ``updated_at`` every RENEW_S seconds; an entry recorded by another host counts as
-alive while that renewal is at most STALE_S seconds old (relay's clock is the database's,
-so the hosts agree on it), and as crashed (effect_unknown) after that.
+entry's ``updated_at`` every ``RENEW_S`` seconds (``once.Renewal``); an entry recorded by
+another host counts as alive while that renewal is at most ``STALE_S`` seconds old
+(relay's clock is the database's, so the hosts agree on it), and as crashed
+(effect_unknown) after that (``ledger_states.entry_alive``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import re
-import selectors
 import shlex
-import signal
-import socket
-import stat
-import time
 from dataclasses import dataclass
-from typing import Callable
 
-from . import clock, lifecycle
+from . import clock, due, lifecycle
 from .errors import RelayError
-from .store.sql_ledger import LEDGER_FINAL_STATES
+from .ledger_states import STATES, VIEWS, apply, entry_alive, shown_state
+from .process import Me, this_host
 
 KEY_RE = re.compile(r"[!-~]{1,200}", re.ASCII)  # the whole value (fullmatch): no "k\n"
-TAIL_BYTES = 64 * 1024
 DEFAULT_APPROVAL_WAIT_S = 50
-RENEW_S = 10  # a running entry's relay process renews it this often (updated_at)
-STALE_S = 30  # an entry of another host without a renewal for this long has crashed
-STORED_STATES = ("awaiting_approval", "approved", "denied", "running", "succeeded", "failed",
-                 "forgotten")
-# what the views show: a running entry whose processes are gone is effect_unknown
-STATES = (*STORED_STATES[:4], "effect_unknown", *STORED_STATES[4:])
 OUTCOMES = ("succeeded", "failed", "forget")
-FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-NOT_FOUND_EXIT = 127
-NOT_EXECUTABLE_EXIT = 126
-_CHUNK = 64 * 1024
-_DRAIN_AFTER_EXIT_S = 2.0  # a background grandchild holding the pipes open is not waited for
 
 
 class EntryError(RelayError):
@@ -138,18 +103,8 @@ def command_text(argv: list[str]) -> str:
 
 
 # --------------------------------------------------------------------------- the public object
-def _text(data: bytes | None) -> str | None:
+def output_text(data: bytes | None) -> str | None:
     return None if data is None else bytes(data).decode("utf-8", "replace")
-
-
-def shown_state(row) -> str:
-    """The state relay can vouch for: a ``running`` entry whose relay process and command
-    are both gone (checked on this host) is ``effect_unknown`` — its outcome was never
-    recorded, and only a person can say whether the effect happened."""
-    state = row["state"]
-    if state == "running" and not entry_alive(row):
-        return "effect_unknown"
-    return state
 
 
 def entry_object(row, *, output: bool = False) -> dict:
@@ -196,107 +151,10 @@ def entry_object(row, *, output: bool = False) -> dict:
         for name in ("stdout", "stderr"):
             data = row[name]
             total = row[f"{name}_bytes"]
-            obj[name] = _text(data)
+            obj[name] = output_text(data)
             obj[f"{name}_truncated"] = bool(total is not None and data is not None
                                             and total > len(data))
     return obj
-
-
-def not_started_object(key: str, argv: list[str], cwd: str, exit_code: int, error: str) -> dict:
-    """The document of a call whose command could not be started (no entry is kept)."""
-    return {
-        "key": key, "state": "not_started", "argv": list(argv), "cwd": cwd,
-        "exit_code": exit_code, "replayed": False, "error": error,
-    }
-
-
-# --------------------------------------------------------------------------- processes
-_BOOT_ID: str | None = None
-
-
-def _boot_id() -> str:
-    global _BOOT_ID
-    if _BOOT_ID is None:
-        try:
-            with open("/proc/sys/kernel/random/boot_id") as f:
-                _BOOT_ID = f.read().strip()
-        except OSError:
-            _BOOT_ID = "-"
-    return _BOOT_ID
-
-
-def _proc_stat(pid: int) -> tuple[str, str] | None:
-    """(state letter, start identity) from /proc/<pid>/stat, None when there is no such pid."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except OSError:
-        return None
-    fields = data[data.rindex(b")") + 2:].split()  # fields from 3 (state) on
-    return fields[0].decode(), f"{_boot_id()}:{int(fields[19])}"  # field 22: starttime
-
-
-def _have_proc() -> bool:
-    return os.path.isdir("/proc/self")
-
-
-def process_start(pid: int) -> str | None:
-    stat = _proc_stat(pid)
-    return None if stat is None else stat[1]
-
-
-def this_host() -> str:
-    return socket.gethostname()
-
-
-def process_alive(pid: int | None, start: str | None, host: str | None) -> bool:
-    """Is the process that was recorded as (pid, start, host) still running?
-
-    On another host relay cannot look, so the process counts as alive here (the entry's
-    renewal decides: :func:`entry_alive`).
-    """
-    if pid is None:
-        return False
-    if host is not None and host != this_host():
-        return True
-    if _have_proc():
-        stat = _proc_stat(pid)
-        if stat is None or stat[0] in ("Z", "X", "x"):
-            return False
-        return start is None or stat[1] == start
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def entry_alive(row, now: int | None = None) -> bool:
-    """A running entry of this host: its relay process or its command still runs. Of
-    another host: its relay process renewed it within STALE_S (by relay's clock)."""
-    if row["host"] is not None and row["host"] != this_host():
-        if row["pid"] is None:
-            return False
-        now = clock.now_ms() if now is None else now
-        return now - row["updated_at"] <= STALE_S * 1000
-    return (process_alive(row["pid"], row["process_start"], row["host"])
-            or process_alive(row["child_pid"], row["child_start"], row["host"]))
-
-
-@dataclass(frozen=True)
-class Me:
-    """The relay process that runs the command and records its outcome."""
-
-    pid: int
-    start: str | None
-    host: str
-
-    @classmethod
-    def current(cls) -> Me:
-        pid = os.getpid()
-        return cls(pid, process_start(pid), this_host())
 
 
 # --------------------------------------------------------------------------- the gates
@@ -313,12 +171,13 @@ def _get(store, key: str):
     return row
 
 
-def _running_values(now: int, me: Me, runs: int) -> dict:
+def running_values(now: int, me: Me, runs: int) -> dict:
+    """The fields of an entry whose command this relay process runs (run number ``runs``)."""
     return {
-        "state": "running", "runs": runs, "pid": me.pid, "process_start": me.start,
+        "runs": runs, "pid": me.pid, "process_start": me.start,
         "host": me.host, "child_pid": None, "child_start": None, "started_at": now,
         "finished_at": None, "exit_code": None, "signal": None, "stdout": None,
-        "stderr": None, "stdout_bytes": None, "stderr_bytes": None, "updated_at": now,
+        "stderr": None, "stdout_bytes": None, "stderr_bytes": None,
     }
 
 
@@ -332,22 +191,15 @@ def begin(store, now: int, key: str, argv: list[str], cwd: str, *, idempotent: b
     """
     fp = fingerprint(argv, cwd)
     row = store.get_ledger(key)
-    if row is not None and row["state"] == "forgotten":
-        # the key is free again, but a person's approval requirement is not forgotten
-        approve = approve or bool(row["approve"])
-        store.delete_ledger(key)
-        row = None
-    if row is None:
-        values = {
-            "key": key, "fingerprint": fp, "argv": canonical_argv(argv), "cwd": cwd,
-            "idempotent": int(idempotent), "approve": int(approve), "created_at": now,
-            "updated_at": now, "runs": 0, "state": "awaiting_approval",
-        }
-        if not approve:
-            values.update(_running_values(now, me, 1))
-        store.insert_ledger(values)
-        row = store.get_ledger(key)
-        return Decision("wait" if approve else "run", row)
+    if row is None or row["state"] == "forgotten":
+        # the key is free (again), but a person's approval requirement is not forgotten
+        approve = approve or bool(row is not None and row["approve"])
+        values = {"fingerprint": fp, "argv": canonical_argv(argv), "cwd": cwd,
+                  "idempotent": int(idempotent), "approve": int(approve), "runs": 0}
+        if approve:
+            return Decision("wait", apply(store, key, row, "call_approve", now, values))
+        values.update(running_values(now, me, 1))
+        return Decision("run", apply(store, key, row, "call", now, values))
     if row["fingerprint"] != fp:
         raise RelayError(
             "key_conflict", f"the key {key!r} was used for another command or directory",
@@ -373,8 +225,9 @@ def begin(store, now: int, key: str, argv: list[str], cwd: str, *, idempotent: b
                 "recorded (relay and the command are gone); nothing was run now", entry,
             )
     # approved, or a crashed run of an --idempotent entry: this call runs it
-    store.update_ledger(key, _running_values(now, me, row["runs"] + 1))
-    return Decision("run", store.get_ledger(key))
+    event = "rerun" if state == "running" else "take"
+    return Decision("run", apply(store, key, row, event, now,
+                                 running_values(now, me, row["runs"] + 1)))
 
 
 def wait_for_decision(store, key: str, argv: list[str], cwd: str, *, idempotent: bool,
@@ -384,741 +237,24 @@ def wait_for_decision(store, key: str, argv: list[str], cwd: str, *, idempotent:
     fp = fingerprint(argv, cwd)
 
     def check():
-        with lifecycle.unit(store, write=False):
+        with due.unit(store, write=False):
             row = store.get_ledger(key)
         if row is not None and row["state"] == "awaiting_approval" and row["fingerprint"] == fp:
             return None
-        with lifecycle.unit(store) as now:
+        with due.unit(store) as now:
             # approve=True: an entry forgotten while we waited must be approved again
             decision = begin(store, now, key, argv, cwd, idempotent=idempotent, approve=True,
                              me=me)
         return None if decision.action == "wait" else decision
 
-    return lifecycle.poll(store, check, timeout_s, on_tick=on_tick, sleep=sleep)
-
-
-# --------------------------------------------------------------------------- running
-class Tail:
-    """The last ``limit`` bytes of a stream, and how many bytes it had in all."""
-
-    def __init__(self, limit: int = TAIL_BYTES) -> None:
-        self.limit = limit
-        self.buf = bytearray()
-        self.total = 0
-
-    def add(self, chunk: bytes) -> None:
-        self.total += len(chunk)
-        if len(chunk) >= self.limit:
-            self.buf[:] = chunk[-self.limit:]
-            return
-        self.buf += chunk
-        extra = len(self.buf) - self.limit
-        if extra > 0:
-            del self.buf[:extra]
-
-    def bytes(self) -> bytes:
-        return bytes(self.buf)
-
-
-class Sink:
-    """Writes the command's bytes through to one of relay's streams as they arrive.
-
-    Uses the stream's file descriptor when it has one (no extra buffering); a reader that
-    went away (broken pipe) stops the pass-through, never the capture or the command.
-    """
-
-    def __init__(self, stream) -> None:
-        self.stream = stream
-        self.fd = None
-        self.broken = stream is None
-        self._decoder = None
-        if stream is not None:
-            try:
-                stream.flush()
-                self.fd = stream.fileno()
-            except (AttributeError, OSError, ValueError):
-                import codecs
-
-                self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
-
-    def write(self, chunk: bytes) -> None:
-        if self.broken or not chunk:
-            return
-        try:
-            if self.fd is not None:
-                view = memoryview(chunk)
-                while view:
-                    n = os.write(self.fd, view)
-                    view = view[n:]
-            else:
-                self.stream.write(self._decoder.decode(chunk))
-        except (OSError, ValueError):
-            self.broken = True
-
-
-@dataclass
-class RunResult:
-    exit_code: int
-    signal: int | None
-    stdout: Tail
-    stderr: Tail
-
-
-class NotStarted(Exception):
-    def __init__(self, exit_code: int, message: str) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
-        self.message = message
-
-
-SI_KERNEL = 0x80  # siginfo si_code of a signal the kernel sent (e.g. Ctrl-C on a terminal)
-
-
-class Interrupted(Exception):
-    def __init__(self, signum: int) -> None:
-        super().__init__(f"signal {signum}")
-        self.signum = signum
-
-
-class Signals:
-    """Holds SIGINT/SIGTERM/SIGHUP while `once` waits or runs, so none is lost or acted on
-    half-way, and forwards them to CMD.
-
-    On Linux the signals are blocked and collected with ``sigtimedwait``, which tells who
-    sent them: a signal the terminal driver sent (Ctrl-C, hangup) already reached CMD,
-    which shares relay's foreground process group, so it is not sent a second time (a
-    second Ctrl-C means "force quit" to some programs). Signals sent to relay with
-    ``kill`` are forwarded. Elsewhere (or off the main thread) Python handlers collect
-    them and every one is forwarded.
-    """
-
-    def __init__(self) -> None:
-        self.mode = "none"
-        self.pending: list[tuple[int, bool]] = []
-        self.saved: dict[int, object] = {}
-        self.old_mask = None
-        self.ignored: set[int] = set()
-
-    def __enter__(self) -> Signals:
-        import threading
-
-        # what relay's caller set to be ignored (e.g. `nohup`) stays ignored, for CMD too
-        self.ignored = {sig for sig in FORWARDED_SIGNALS
-                        if signal.getsignal(sig) == signal.SIG_IGN}
-
-        main = threading.current_thread() is threading.main_thread()
-        if main and hasattr(signal, "sigtimedwait") and hasattr(signal, "pthread_sigmask"):
-            self.old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED_SIGNALS)
-            self.mode = "mask"
-        elif main:
-            for sig in FORWARDED_SIGNALS:
-                self.saved[sig] = signal.signal(sig, self._handle)
-            self.mode = "handler"
-        return self
-
-    def _handle(self, signum, frame) -> None:
-        self.pending.append((signum, False))
-
-    def take(self) -> list[tuple[int, bool]]:
-        """Signals that arrived since the last call: (signal number, sent by the kernel)."""
-        if self.mode == "mask":
-            while True:
-                info = signal.sigtimedwait(FORWARDED_SIGNALS, 0)
-                if info is None:
-                    break
-                self.pending.append((info.si_signo, info.si_code == SI_KERNEL))
-        got, self.pending = self.pending, []
-        return [(signum, kern) for signum, kern in got if signum not in self.ignored]
-
-    def child_setup(self) -> None:
-        """Runs in the child between fork and exec: CMD starts with no signal blocked."""
-        if self.mode == "mask":
-            signal.pthread_sigmask(signal.SIG_SETMASK, self.old_mask or ())
-
-    def check(self) -> None:
-        """While nothing runs yet: a signal ends the call (nothing is started)."""
-        got = self.take()
-        if got:
-            raise Interrupted(got[0][0])
-
-    def forward(self, proc: Child) -> None:
-        for signum, from_kernel in self.take():
-            if from_kernel and _same_group(proc.pid):
-                continue  # the terminal sent it to CMD too
-            with contextlib.suppress(OSError):
-                proc.send_signal(signum)
-
-    def __exit__(self, *exc) -> None:
-        if self.mode == "mask":
-            self.take()  # CMD has ended or never started: what came late is dropped
-            signal.pthread_sigmask(signal.SIG_SETMASK, self.old_mask)
-        for sig, old in self.saved.items():
-            with contextlib.suppress(ValueError, OSError, TypeError):
-                signal.signal(sig, old)
-
-
-def _same_group(pid: int) -> bool:
-    try:
-        return os.getpgid(pid) == os.getpgrp()
-    except OSError:
-        return False
-
-
-# Python ignores these at start-up; a command must get the default back (as subprocess does).
-_RESET_IN_CHILD = tuple(
-    s for s in (getattr(signal, n, None) for n in ("SIGPIPE", "SIGXFSZ", "SIGXFZ")) if s
-)
-_GATE_OPEN = b"\x01"
-_GATE_CLOSED_EXIT = 125  # the gated process ends this way when relay never opened the gate
-
-
-class Child:
-    """The command's process: forked, held at a gate until relay has committed its pid.
-
-    ``spawn`` forks a process that waits, reading a pipe only relay holds the other end
-    of; it has not begun executing the command. ``release`` opens the gate: the process
-    execs the command, and an exec failure comes back over a close-on-exec pipe (as
-    subprocess does it), so "not found" (127) and "not executable" (126) are still known
-    before anything ran. ``abandon`` (or relay's death, which closes the gate's write end)
-    makes the process end without ever executing the command.
-    """
-
-    def __init__(self, pid: int, out_fd: int, err_fd: int, gate_fd: int, report_fd: int,
-                 argv0: str) -> None:
-        self.pid = pid
-        self.stdout = os.fdopen(out_fd, "rb", buffering=0)
-        self.stderr = os.fdopen(err_fd, "rb", buffering=0)
-        self._gate = gate_fd
-        self._report = report_fd
-        self._argv0 = argv0
-        self.returncode: int | None = None
-
-    def release(self) -> None:
-        """Let the command begin executing; raise NotStarted when it cannot be executed."""
-        try:
-            os.write(self._gate, _GATE_OPEN)
-        except OSError:
-            pass  # the process is gone already; waiting for it tells how it ended
-        finally:
-            os.close(self._gate)
-            self._gate = None
-        chunks = []
-        try:
-            while True:
-                chunk = os.read(self._report, 64)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-        finally:
-            os.close(self._report)
-            self._report = None
-        report = b"".join(chunks)
-        if report:
-            self.wait()
-            self._close_pipes()
-            try:
-                err = int(report.split(b":", 1)[0])
-            except ValueError:
-                err = 0
-            raise _not_started(self._argv0, err, report.split(b":", 1)[-1].decode(
-                "utf-8", "replace"))
-
-    def abandon(self) -> None:
-        """The command must never start: close the gate, kill and reap the process."""
-        for name in ("_gate", "_report"):
-            fd = getattr(self, name)
-            if fd is not None:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-                setattr(self, name, None)
-        self.kill()
-        self.wait()
-        self._close_pipes()
-
-    def _close_pipes(self) -> None:
-        for f in (self.stdout, self.stderr):
-            with contextlib.suppress(OSError):
-                f.close()
-
-    def _set(self, status: int) -> int:
-        self.returncode = os.waitstatus_to_exitcode(status)
-        return self.returncode
-
-    def poll(self) -> int | None:
-        if self.returncode is None:
-            try:
-                pid, status = os.waitpid(self.pid, os.WNOHANG)
-            except ChildProcessError:
-                self.returncode = 255
-                return self.returncode
-            if pid == self.pid:
-                self._set(status)
-        return self.returncode
-
-    def wait(self) -> int:
-        while self.returncode is None:
-            try:
-                _, status = os.waitpid(self.pid, 0)
-            except ChildProcessError:
-                self.returncode = 255
-                break
-            except InterruptedError:
-                continue
-            self._set(status)
-        return self.returncode
-
-    def send_signal(self, signum: int) -> None:
-        if self.poll() is None:
-            os.kill(self.pid, signum)
-
-    def kill(self) -> None:
-        with contextlib.suppress(OSError):
-            self.send_signal(signal.SIGKILL)
-
-
-def _not_started(argv0: str, err: int, text: str) -> NotStarted:
-    import errno as _errno
-
-    if err == _errno.ENOENT or err == _errno.ENOTDIR:
-        return NotStarted(NOT_FOUND_EXIT, f"command not found: {argv0}")
-    if err == _errno.EACCES or err == _errno.EPERM:
-        return NotStarted(NOT_EXECUTABLE_EXIT, f"not executable: {argv0}")
-    return NotStarted(NOT_EXECUTABLE_EXIT, f"cannot execute {argv0}: "
-                      f"{os.strerror(err) if err else text or 'unknown error'}")
-
-
-def _pipe() -> tuple[int, int]:
-    """A close-on-exec pipe whose ends are above 2 (relay's own 0-2 may be closed)."""
-    import fcntl
-
-    ends = []
-    for fd in os.pipe():
-        if fd < 3:
-            high = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
-            os.close(fd)
-            fd = high
-        ends.append(fd)
-    return ends[0], ends[1]
-
-
-def spawn(argv: list[str], signals: Signals | None = None) -> Child:
-    """Fork the command's process, held at its gate (see :class:`Child`).
-
-    CMD's stdout and stderr are pipes to relay; its stdin is relay's; every other
-    descriptor is closed (as subprocess's close_fds does).
-    """
-    out_r, out_w = _pipe()
-    err_r, err_w = _pipe()
-    gate_r, gate_w = _pipe()
-    report_r, report_w = _pipe()  # close-on-exec: EOF means the exec happened
-    ignored = signals.ignored if signals is not None else set()
-    try:
-        pid = os.fork()
-    except OSError as e:
-        for fd in (out_r, out_w, err_r, err_w, gate_r, gate_w, report_r, report_w):
-            os.close(fd)
-        raise NotStarted(NOT_EXECUTABLE_EXIT, f"cannot start {argv[0]}: {e.strerror}") from e
-    if pid == 0:  # the child: nothing here may return
-        try:
-            _gated_exec(argv, out_w, err_w, gate_r, report_w,
-                        (out_r, err_r, gate_w, report_r), ignored, signals)
-        finally:
-            os._exit(NOT_EXECUTABLE_EXIT)
-    for fd in (out_w, err_w, gate_r, report_w):
-        os.close(fd)
-    return Child(pid, out_r, err_r, gate_w, report_r, argv[0])
-
-
-def _gated_exec(argv, out_w, err_w, gate_r, report_w, parents, ignored, signals) -> None:
-    """In the forked child: wait at the gate, then exec CMD (or report why not)."""
-    try:
-        for fd in parents:
-            os.close(fd)  # above all the gate's write end: relay's death must close it
-        os.dup2(out_w, 1)
-        os.dup2(err_w, 2)
-        keep = sorted({gate_r, report_w})
-        os.closerange(3, keep[0])
-        os.closerange(keep[0] + 1, keep[1])
-        os.closerange(keep[1] + 1, os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf")
-                      else 65536)
-        for sig in (*FORWARDED_SIGNALS, *_RESET_IN_CHILD):
-            if sig not in ignored:
-                with contextlib.suppress(ValueError, OSError):
-                    signal.signal(sig, signal.SIG_DFL)
-        while True:
-            try:
-                opened = os.read(gate_r, 1)
-                break
-            except InterruptedError:
-                continue
-        if opened != _GATE_OPEN:
-            os._exit(_GATE_CLOSED_EXIT)  # relay died or gave up before recording the pid
-        os.close(gate_r)
-        if signals is not None:
-            signals.child_setup()  # CMD starts with no signal blocked
-        os.execvp(argv[0], argv)
-    except OSError as e:
-        with contextlib.suppress(OSError):
-            os.write(report_w, f"{e.errno or 0}:{e.strerror or e}".encode())
-    except BaseException as e:  # noqa: BLE001 - nothing may escape a forked child
-        with contextlib.suppress(OSError):
-            os.write(report_w, f"0:{type(e).__name__}".encode())
-
-
-def pump(proc: Child, out_sink: Sink, err_sink: Sink,
-         limit: int = TAIL_BYTES, signals: Signals | None = None,
-         on_tick: Callable[[], None] | None = None) -> RunResult:
-    """Stream the command's output through while keeping the last ``limit`` bytes of each."""
-    tails = {proc.stdout.fileno(): (Tail(limit), out_sink),
-             proc.stderr.fileno(): (Tail(limit), err_sink)}
-    out_tail, err_tail = tails[proc.stdout.fileno()][0], tails[proc.stderr.fileno()][0]
-    sel = selectors.DefaultSelector()
-    for fd in tails:
-        sel.register(fd, selectors.EVENT_READ)
-    exited_at = None
-    try:
-        while sel.get_map():
-            ready = sel.select(timeout=0.05)
-            if signals is not None:
-                signals.forward(proc)
-            if on_tick is not None:
-                on_tick()
-            for key, _ in ready:
-                chunk = os.read(key.fd, _CHUNK)
-                if not chunk:
-                    sel.unregister(key.fd)
-                    continue
-                tail, sink = tails[key.fd]
-                tail.add(chunk)
-                sink.write(chunk)
-            if exited_at is None:
-                if proc.poll() is not None:
-                    exited_at = time.monotonic()
-            elif not ready or time.monotonic() - exited_at > _DRAIN_AFTER_EXIT_S:
-                break  # CMD ended; whatever still holds its pipes is not CMD
-    finally:
-        sel.close()
-        proc.stdout.close()
-        proc.stderr.close()
-    rc = proc.wait()
-    if rc < 0:
-        return RunResult(128 - rc, -rc, out_tail, err_tail)
-    return RunResult(rc, None, out_tail, err_tail)
-
-
-# ------------------------------------------------------------------ a test-only pause
-TEST_PAUSE_ENV = "RELAY_TEST_PAUSE"
-TEST_PAUSE_FILE = "relay-test-pause"
-TEST_PAUSE_MAX_S = 10.0
-
-
-def pause_for_tests(store, point: str, detail: str = "") -> None:
-    """Stop for a moment at a named point, for crash tests only (design.md §10).
-
-    Honoured only when two independent things agree: the environment variable
-    ``RELAY_TEST_PAUSE`` is ``POINT=SECONDS`` *and* the state directory holds a regular
-    file ``relay-test-pause``, owned by this user, whose whole content is that same text.
-    A stray environment variable alone, or a stray file alone, does nothing. The pause
-    is at most 10 s, holds no lock, and announces itself on stderr.
-    """
-    want = os.environ.get(TEST_PAUSE_ENV)
-    home = getattr(store, "home", None)
-    if not want or home is None:
-        return
-    name, _, seconds = want.partition("=")
-    if name != point:
-        return
-    try:
-        fd = os.open(os.path.join(home, TEST_PAUSE_FILE), os.O_RDONLY | os.O_NOFOLLOW
-                     | os.O_NONBLOCK)
-    except OSError:
-        return
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
-            return
-        content = os.read(fd, 256).decode("ascii", "replace").strip()
-    finally:
-        os.close(fd)
-    if content != want:
-        return
-    try:
-        pause = min(max(float(seconds), 0.0), TEST_PAUSE_MAX_S)
-    except ValueError:
-        return
-    with contextlib.suppress(OSError):
-        os.write(2, f"relay: TEST PAUSE at {point}{detail} for {pause:g} s "
-                    f"({TEST_PAUSE_ENV} and {TEST_PAUSE_FILE} are set)\n".encode())
-    time.sleep(pause)
-
-
-def _owned(row, me: Me, runs: int) -> bool:
-    return (row is not None and row["state"] == "running" and row["pid"] == me.pid
-            and row["runs"] == runs)
-
-
-def _retrying(fn, attempts: int = 4, unavailable_s: float = 30.0):
-    """Run a write; on ``busy`` try again, and while the database server cannot be
-    reached (a restart, design.md §13) keep trying for ``unavailable_s``: the outcome must
-    not be lost to a lock or a restart."""
-    deadline = time.monotonic() + unavailable_s
-    tries = 0
-    while True:
-        try:
-            return fn()
-        except RelayError as e:
-            tries += 1
-            if e.code == "busy" and tries < attempts:
-                continue
-            if e.code == "database_unavailable" and time.monotonic() < deadline:
-                time.sleep(1.0)
-                continue
-            raise
-
-
-def record_child(store, key: str, me: Me, runs: int, child_pid: int) -> bool:
-    """Commit the command's pid and start time; False when the entry is no longer ours."""
-    start = process_start(child_pid)
-
-    def write():
-        with store.transaction():
-            now = clock.now_ms()
-            if not _owned(store.get_ledger(key), me, runs):
-                return False
-            store.update_ledger(key, {"child_pid": child_pid, "child_start": start,
-                                      "updated_at": now})
-            return True
-
-    return _retrying(write)
-
-
-class Renewal:
-    """While the command runs, renew the entry every RENEW_S seconds (``updated_at``), so
-    relay on other hosts knows this process is alive (design.md §13). Best effort: a
-    renewal that fails (server briefly unreachable) is tried again at the next tick."""
-
-    def __init__(self, store, key: str, me: Me, runs: int) -> None:
-        self.store, self.key, self.me, self.runs = store, key, me, runs
-        self.next_at = time.monotonic() + RENEW_S
-
-    def tick(self) -> None:
-        if time.monotonic() < self.next_at:
-            return
-        try:
-            with self.store.transaction():
-                now = clock.now_ms()
-                if _owned(self.store.get_ledger(self.key), self.me, self.runs):
-                    self.store.update_ledger(self.key, {"updated_at": now})
-        except RelayError:
-            self.next_at = time.monotonic() + 1
-            return
-        self.next_at = time.monotonic() + RENEW_S
-
-
-def record_outcome(store, key: str, me: Me, runs: int, result: RunResult):
-    """Commit the outcome; returns the new row (None when the entry was no longer ours)."""
-    def write():
-        # a plain transaction: nothing else (such as due request transitions) may stand
-        # between the command's end and its recorded outcome
-        with store.transaction():
-            now = clock.now_ms()
-            if not _owned(store.get_ledger(key), me, runs):
-                return None
-            store.update_ledger(key, {
-                "state": "succeeded" if result.exit_code == 0 else "failed",
-                "exit_code": result.exit_code, "signal": result.signal,
-                "stdout": result.stdout.bytes(), "stderr": result.stderr.bytes(),
-                "stdout_bytes": result.stdout.total, "stderr_bytes": result.stderr.total,
-                "finished_at": now, "updated_at": now,
-            })
-            return store.get_ledger(key)
-
-    return _retrying(write)
-
-
-def record_not_started(store, key: str, me: Me, runs: int) -> None:
-    """The command never started, so nothing ran: the key must not block a retry.
-
-    An entry that a person approved goes back to ``approved`` (the approval stands for
-    this key and command); any other entry is removed, so the next call starts afresh.
-    """
-    def write():
-        with store.transaction():
-            now = clock.now_ms()
-            row = store.get_ledger(key)
-            if not _owned(row, me, runs):
-                return
-            if row["approve"] and row["decision"] == "approved":
-                values = _running_values(now, me, runs - 1)
-                values.update(state="approved", pid=None, process_start=None, host=None,
-                              started_at=None)
-                store.update_ledger(key, values)
-            else:
-                store.delete_ledger(key)
-
-    _retrying(write)
-
-
-# --------------------------------------------------------------------------- once
-@dataclass
-class OnceResult:
-    # "ran" | "replayed" | "timeout" | "not_started" | "interrupted" | "unrecorded"
-    kind: str
-    exit_code: int
-    entry: dict | None
-    message: str | None = None
-    raw: tuple = (None, None)  # the stored stdout and stderr bytes, for a replay
-
-
-def once(store, key: str, argv: list[str], cwd: str, *, idempotent: bool = False,
-         approve: bool = False, timeout_s: float = DEFAULT_APPROVAL_WAIT_S,
-         on_waiting: Callable[[dict], None] | None = None, out_sink: Sink | None = None,
-         err_sink: Sink | None = None, on_decided: Callable[[dict], None] | None = None,
-         sleep=time.sleep) -> OnceResult:
-    """`relay once`: replay, refuse, wait for a person, or run the command exactly once.
-
-    Signals are held from the first moment, so one arriving between committing the
-    ``running`` entry and starting CMD cannot leave a ``running`` entry behind a command
-    that never started: the entry is withdrawn and the call ends with 128+N.
-    """
-    validate_key(key)
-    if not argv:
-        raise RelayError("usage_error", "no command given: relay once --key KEY -- CMD [ARGS]...")
-    me = Me.current()
-    with Signals() as signals:
-        try:
-            with lifecycle.unit(store) as now:
-                decision = begin(store, now, key, argv, cwd, idempotent=idempotent,
-                                 approve=approve, me=me)
-            if decision.action == "wait":
-                if on_waiting is not None:
-                    on_waiting(entry_object(decision.row))
-                decision = wait_for_decision(store, key, argv, cwd, idempotent=idempotent,
-                                             me=me, timeout_s=timeout_s, sleep=sleep,
-                                             on_tick=signals.check)
-                if decision is not None and decision.action == "run" and on_decided:
-                    on_decided(entry_object(decision.row))
-        except Interrupted as e:
-            with lifecycle.unit(store, write=False):
-                row = store.get_ledger(key)
-            return OnceResult("interrupted", 128 + e.signum,
-                              entry_object(row) if row is not None else None,
-                              f"interrupted by signal {e.signum} while waiting; nothing ran")
-        if decision is None:
-            with lifecycle.unit(store, write=False):
-                row = store.get_ledger(key)
-            entry = entry_object(row, output=True) if row is not None else None
-            return OnceResult("timeout", 75, entry)
-        row = decision.row
-        if decision.action == "replay":
-            entry = entry_object(row, output=True)
-            entry["replayed"] = True
-            return OnceResult("replayed", row["exit_code"], entry,
-                              raw=(row["stdout"], row["stderr"]))
-        return execute(store, key, row, argv, me, out_sink or Sink(None),
-                       err_sink or Sink(None), signals)
-
-
-def execute(store, key: str, row, argv: list[str], me: Me, out_sink: Sink, err_sink: Sink,
-            signals: Signals) -> OnceResult:
-    """Run a command whose ``running`` entry is committed, and commit its outcome.
-
-    The command's process is forked held at a gate (:class:`Child`); its pid and start
-    time are committed first, and only then may it begin executing (design.md §10). A kill
-    of relay before that commit closes the gate: the process ends without running the
-    command. When the commit fails, the process is killed unstarted and the entry is
-    withdrawn exactly as for a command that cannot start.
-    """
-    runs = row["runs"]
-    try:
-        early = signals.take()
-        if early:
-            raise NotStarted(128 + early[0][0], f"relay received signal {early[0][0]} before "
-                             "the command started; it did not run")
-        proc = spawn(argv, signals)
-        try:
-            pause_for_tests(store, "once-spawn", f" (command pid {proc.pid})")
-            ours = record_child(store, key, me, runs, proc.pid)
-        except BaseException as e:
-            proc.abandon()
-            if isinstance(e, RelayError):
-                raise _unrecorded_start(store, key, me, runs, e) from e
-            raise
-        if not ours:
-            proc.abandon()
-            raise RelayError("state_conflict", f"key {key!r} was settled by a person before "
-                             "its command started; nothing ran",
-                             detail="`relay ledger show KEY` shows who settled it")
-        proc.release()
-    except NotStarted as e:
-        record_not_started(store, key, me, runs)
-        return OnceResult("not_started", e.exit_code,
-                          not_started_object(key, argv, row["cwd"], e.exit_code, e.message),
-                          e.message)
-    try:
-        renewal = Renewal(store, key, me, runs)
-        result = pump(proc, out_sink, err_sink, signals=signals, on_tick=renewal.tick)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            proc.kill()
-        raise
-    try:
-        new = record_outcome(store, key, me, runs, result)
-    except RelayError as e:
-        raise _unrecorded_outcome(row, result, e) from e
-    if new is None:
-        entry = entry_object(row)
-        entry.update(exit_code=result.exit_code, signal=result.signal, replayed=False)
-        return OnceResult("unrecorded", result.exit_code, entry,
-                          "the entry changed while the command ran (a person resolved it); "
-                          "this outcome was not recorded")
-    entry = entry_object(new, output=True)
-    entry["replayed"] = False
-    return OnceResult("ran", result.exit_code, entry)
-
-
-def _unrecorded_outcome(row, result: RunResult, error: RelayError) -> EntryError:
-    """The command ran, but its outcome could not be committed (disk full, a lock held past
-    every retry): say exactly that. The entry stays ``running`` in the database and shows
-    as effect_unknown once this relay process is gone."""
-    entry = entry_object(row)
-    how = (f"exit {result.exit_code}" if result.signal is None
-           else f"killed by signal {result.signal}, exit {result.exit_code}")
-    entry.update(state="effect_unknown", effect_unknown=True, exit_code=result.exit_code,
-                 signal=result.signal, replayed=False, stdout=_text(result.stdout.bytes()),
-                 stderr=_text(result.stderr.bytes()), stdout_bytes=result.stdout.total,
-                 stderr_bytes=result.stderr.total,
-                 stdout_truncated=result.stdout.total > len(result.stdout.buf),
-                 stderr_truncated=result.stderr.total > len(result.stderr.buf))
-    rerun = (" (made with --idempotent: the next call with this key runs it again)"
-             if row["idempotent"] else "")
-    return EntryError(
-        "effect_unknown",
-        f"the command ran ({how}), but relay could not record its outcome "
-        f"({error.code}: {error.message}); the entry of key {row['key']!r} is effect_unknown"
-        f"{rerun}", entry, detail=f"relay saw it end with {how}")
-
-
-def _unrecorded_start(store, key: str, me: Me, runs: int, error: RelayError) -> RelayError:
-    """relay could not commit the command's pid: the command was killed before it began
-    executing; withdraw the entry (as for a command that cannot start) and say so."""
-    what = (f"relay could not record the command's process ({error.message}); the command "
-            "was stopped before it began executing: nothing ran")
-    try:
-        record_not_started(store, key, me, runs)
-    except RelayError as again:
-        return RelayError(error.code, f"{what}; the entry could not be withdrawn either "
-                          f"({again.message}), so it shows effect_unknown until the same call "
-                          "runs again with --idempotent or a person settles it with `relay "
-                          "ledger resolve KEY --outcome forget`", detail=error.detail)
-    return RelayError(error.code, f"{what}, and the key stays free", detail=error.detail)
+    return due.poll(store, check, timeout_s, on_tick=on_tick, sleep=sleep)
 
 
 # --------------------------------------------------------------------------- inspect, settle
 def list_entries(store, states: list[str] | None = None) -> list[dict]:
     """Entries (no captured output), filtered by their shown state (effect_unknown too)."""
     wanted = validate_states(states)
-    stored = sorted({"running" if s == "effect_unknown" else s for s in wanted})
+    stored = sorted({VIEWS[s].stored if s in VIEWS else s for s in wanted})
     objs = [entry_object(r) for r in store.list_ledger(stored)]
     return [o for o in objs if not wanted or o["state"] in wanted]
 
@@ -1131,6 +267,11 @@ def awaiting(store) -> list[dict]:
     """Entries waiting for a person's approval, oldest first (for `relay watch`)."""
     rows = store.list_ledger(["awaiting_approval"])
     return [entry_object(r) for r in sorted(rows, key=lambda r: (r["created_at"], r["key"]))]
+
+
+def validate_outcome(value: str) -> str:
+    """A `ledger resolve --outcome`: succeeded, failed or forget, else ``usage_error``."""
+    return lifecycle.one_of(value, OUTCOMES, "--outcome")
 
 
 def needs_terminal(row) -> bool:
@@ -1147,8 +288,7 @@ def resolve(store, now: int, key: str, outcome: str, note: str | None, *,
     approval (made with --approve, or denied) are refused without one
     (approval_needs_terminal), so an agent cannot undo a denial or skip the approval.
     """
-    if outcome not in OUTCOMES:
-        raise RelayError("usage_error", f"--outcome must be one of {', '.join(OUTCOMES)}")
+    validate_outcome(outcome)
     row = _get(store, validate_key(key))
     if needs_terminal(row) and not terminal:
         raise RelayError(
@@ -1162,24 +302,17 @@ def resolve(store, now: int, key: str, outcome: str, note: str | None, *,
         raise EntryError("in_progress", f"key {key!r} is still running in process "
                          f"{row['pid']}; settle it only after it ended", entry_object(row))
     values = {"resolution": outcome, "resolved_by": lifecycle.person(), "resolved_at": now,
-              "resolution_note": note, "updated_at": now}
-    if outcome == "forget":
-        values["state"] = "forgotten"
-    else:
-        if state not in ("running", "succeeded", "failed"):
-            raise RelayError("state_conflict", f"key {key!r} is {state}: its command never ran",
-                             detail="only --outcome forget applies to it")
+              "resolution_note": note}
+    if outcome != "forget":
         exit_code = row["exit_code"]
         if outcome == "succeeded":
             exit_code = 0
         elif not exit_code:
             exit_code = 1
-        values.update(state=outcome, exit_code=exit_code,
-                      finished_at=row["finished_at"] or now)
+        values.update(exit_code=exit_code, finished_at=row["finished_at"] or now)
         if outcome == "succeeded":
             values["signal"] = None
-    store.update_ledger(key, values)
-    return entry_object(store.get_ledger(key), output=True)
+    return entry_object(apply(store, key, row, f"resolve_{outcome}", now, values), output=True)
 
 
 def approve(store, now: int, key: str, seen: dict | None = None) -> dict:
@@ -1198,15 +331,10 @@ def approve(store, now: int, key: str, seen: dict | None = None) -> dict:
         raise RelayError("state_conflict", f"key {key!r} now names another command or "
                          "directory than the one shown; nothing was approved",
                          detail="run `relay approve KEY` again to see it")
-    if row["state"] == "awaiting_approval":
-        store.update_ledger(key, {"state": "approved", "decision": "approved",
-                                  "decided_by": lifecycle.person(), "decided_at": now,
-                                  "updated_at": now})
-        return entry_object(store.get_ledger(key))
     if row["decision"] == "approved" and row["state"] != "forgotten":
         return entry_object(row)  # already approved: nothing changes
-    raise RelayError("state_conflict", f"key {key!r} is {row['state']}",
-                     detail="it cannot be approved now; `relay ledger show KEY` shows it")
+    return entry_object(apply(store, key, row, "approve", now, {
+        "decision": "approved", "decided_by": lifecycle.person(), "decided_at": now}))
 
 
 def deny(store, now: int, key: str, note: str | None) -> dict:
@@ -1214,72 +342,16 @@ def deny(store, now: int, key: str, note: str | None) -> dict:
     if not row["approve"]:
         raise RelayError("state_conflict", f"key {key!r} was not made with --approve",
                          detail="there is nothing to deny")
-    if row["state"] in ("awaiting_approval", "approved"):
-        store.update_ledger(key, {"state": "denied", "decision": "denied",
-                                  "decided_by": lifecycle.person(), "decided_at": now,
-                                  "decision_note": note, "updated_at": now})
-        return entry_object(store.get_ledger(key))
     if row["state"] == "denied":
         return entry_object(row)  # already denied: nothing changes
-    raise RelayError("state_conflict", f"key {key!r} is {row['state']}",
-                     detail="it already started or was settled; it cannot be denied now")
-
-
-PRUNE_BATCH = 500
-
-
-def prune(store, now_ms: int, cutoff_ms: int, dry_run: bool = False,
-          tomb_cutoff_ms: int | None = None, batch: int = PRUNE_BATCH) -> dict:
-    """The ledger's retention (the rule of design.md §4 for request tombstones).
-
-    Final entries (succeeded, failed, denied, forgotten) that reached their state
-    (``updated_at``) before ``tomb_cutoff_ms`` are removed; those that did so before
-    ``cutoff_ms`` lose only their captured stdout/stderr and stay as tombstones (key,
-    fingerprint, state, exit code, signal, times, decision, resolution), so a late retry
-    still replays the outcome or is still denied. ``tomb_cutoff_ms`` defaults to 120 days
-    before ``now_ms`` or ``cutoff_ms``, whichever is earlier (retention.cutoffs). Running,
-    awaiting and approved entries are never touched.
-
-    Inside the caller's write transaction if one is open, else in short transactions of
-    ``batch`` rows. Returns ``{"entries_pruned": n, "entries_removed": m,
-    "by_state": {state: removed}, "dry_run": bool}``.
-    """
-    from .retention import TOMBSTONE_S
-
-    if tomb_cutoff_ms is None:
-        tomb_cutoff_ms = min(cutoff_ms, now_ms - TOMBSTONE_S * 1000)
-    tomb_cutoff_ms = min(tomb_cutoff_ms, cutoff_ms)
-    in_tx = getattr(store.db, "in_tx", False)
-
-    def step(fn):
-        if in_tx:
-            return fn()
-        with store.transaction(write=not dry_run):
-            return fn()
-
-    if dry_run:
-        trimmed, removed = step(lambda: store.ledger_prune_counts(cutoff_ms, tomb_cutoff_ms))
-    else:
-        removed: dict[str, int] = {}
-        while True:  # removals first, so the output pass does not touch doomed rows
-            done = step(lambda: store.remove_ledger_tombstones(tomb_cutoff_ms, batch))
-            for state, n in done.items():
-                removed[state] = removed.get(state, 0) + n
-            if sum(done.values()) < batch:
-                break
-        trimmed = 0
-        while True:
-            n = step(lambda: store.prune_ledger_output(now_ms, cutoff_ms, tomb_cutoff_ms,
-                                                       batch))
-            trimmed += n
-            if n < batch:
-                break
-    return {"entries_pruned": trimmed, "entries_removed": sum(removed.values()),
-            "by_state": dict(sorted(removed.items())), "dry_run": dry_run}
+    return entry_object(apply(store, key, row, "deny", now, {
+        "decision": "denied", "decided_by": lifecycle.person(), "decided_at": now,
+        "decision_note": note}))
 
 
 __all__ = [
-    "LEDGER_FINAL_STATES", "EntryError", "OnceResult", "Sink", "approve", "awaiting", "begin",
-    "deny", "entry_object", "fingerprint", "list_entries", "needs_terminal", "once", "prune",
-    "resolve", "shown_state", "show", "validate_key",
+    "DEFAULT_APPROVAL_WAIT_S", "OUTCOMES", "STATES", "EntryError", "approve", "awaiting",
+    "begin", "command_text", "deny", "entry_object", "fingerprint", "list_entries",
+    "needs_terminal", "resolve", "running_values", "show", "this_host", "validate_cwd",
+    "validate_key", "validate_outcome", "validate_states", "wait_for_decision",
 ]

@@ -1,8 +1,11 @@
-"""The request lifecycle (design.md §4–§6) as plain functions over a store.
+"""The request lifecycle (design.md §4–§6) as plain functions over a store: what a
+caller gives is validated, requests are sent, read and acted on, and one serializer
+gives each its public shape.
 
-Every function here runs inside a transaction that ``unit()`` opened, after the due
-time-based transitions were applied, and either completes or raises a ``RelayError``
-(the transaction then rolls back, so a refused command changes nothing).
+Every function that reads or writes runs inside a transaction that ``due.unit()``
+opened, after the due time-based transitions were applied (``due``), and either
+completes or raises a ``RelayError`` (the transaction then rolls back, so a refused
+command changes nothing). Commands that block are in ``waiting``.
 """
 
 from __future__ import annotations
@@ -11,19 +14,15 @@ import json
 import os
 import re
 import sys
-import time
 import uuid
-from collections import Counter
-from contextlib import contextmanager
 from sqlite3 import Row
 
 from . import clock, peers
 from .errors import RelayError
+from .limits import DRAFT_TTL_S, MAX_DEPTH, MAX_OPEN_DRAFTS, MAX_TEXT_BYTES
 from .peers import Caller, renew, require_live, require_session
-from .states import FINAL_STATES, STATES, apply, transition
+from .states import STATES, apply, transition
 
-MAX_TEXT_BYTES = 32768
-MAX_DEPTH = 8
 DEFAULT_TTL_S = 3600
 DEFAULT_CLAIM_LEASE_S = 120
 DEFAULT_WAIT_S = 50
@@ -31,10 +30,8 @@ DEFAULT_MAX_ATTEMPTS = 3
 MAX_ATTEMPTS_RANGE = (1, 100)
 DEFAULT_RATE_LIMIT = 60
 RATE_WINDOW_MS = 60_000
-DRAFT_TTL_MS = 3600 * 1000
-MAX_OPEN_DRAFTS = 100
+DRAFT_TTL_MS = DRAFT_TTL_S * 1000
 ON_LOST = ("unknown", "redeliver")
-SWEEP_BATCH = 250  # one batch of due transitions: ~40 ms of write lock at 1M requests
 
 AUTHORITY = "external_ai_message"
 
@@ -130,10 +127,16 @@ def validate_text(data: str | bytes, what: str = "text") -> str:
     return text
 
 
-def validate_on_lost(value: str) -> str:
-    if value not in ON_LOST:
-        raise RelayError("usage_error", f"--on-lost must be unknown or redeliver, not {value!r}")
+def one_of(value: str, choices: tuple[str, ...], what: str) -> str:
+    """``value`` when it is one of ``choices``, else ``usage_error`` naming them."""
+    if value not in choices:
+        raise RelayError("usage_error",
+                         f"{what} must be one of {', '.join(choices)}, not {value!r}")
     return value
+
+
+def validate_on_lost(value: str) -> str:
+    return one_of(value, ON_LOST, "--on-lost")
 
 
 def validate_max_attempts(value: int) -> int:
@@ -143,11 +146,12 @@ def validate_max_attempts(value: int) -> int:
     return value
 
 
+def validate_state(value: str) -> str:
+    return one_of(value, STATES, "--state")
+
+
 def validate_states(values: list[str] | None) -> list[str]:
-    for v in values or []:
-        if v not in STATES:
-            raise RelayError("usage_error", f"unknown state {v!r}; states: {', '.join(STATES)}")
-    return list(values or [])
+    return [validate_state(v) for v in values or []]
 
 
 def rate_limit() -> int:
@@ -181,12 +185,12 @@ def stdin_is_terminal() -> bool:
         return False
 
 
-def require_terminal(command: str) -> None:
+def require_terminal(command: str, terminal: bool | None = None) -> None:
     """A person's act (design.md §14): `resolve`, `approve`, `deny`, and `ledger resolve` of
     an entry under a person's approval are recorded as person:<user>, so they refuse unless
-    standard input is a terminal: an agent's non-interactive shell must not decide in a
-    person's name."""
-    if not stdin_is_terminal():
+    standard input is a terminal (``terminal``; by default, look at it now): an agent's
+    non-interactive shell must not decide in a person's name."""
+    if not (stdin_is_terminal() if terminal is None else terminal):
         raise RelayError(
             "approval_needs_terminal",
             f"`relay {command}` refuses: standard input is not a terminal; nothing changed",
@@ -257,106 +261,6 @@ def event_object(row) -> dict:
     }
 
 
-# ------------------------------------------------------------------ time-based transitions
-def next_due(store) -> int | None:
-    times = [t for t in (store.next_request_deadline(), store.next_session_deadline()) if t]
-    return min(times) if times else None
-
-
-def apply_due(store, now: int, limit: int | None = None) -> Counter:
-    """Apply every due time-based transition in deadline order (design.md §5).
-
-    At equal times a request's own deadline comes before its claiming session's. With
-    ``limit``, stop after about that many (callers loop, one transaction per batch).
-    """
-    done: Counter = Counter()
-    batch = SWEEP_BATCH if limit is None else max(1, min(limit, SWEEP_BATCH))
-    while True:
-        reqs = store.due_requests(now, batch)
-        sess = store.due_sessions(now, batch)
-        items = [(t, 0, "r", row) for t, row in reqs]
-        items += [(s["lease_expires_at"], 1, "s", s) for s in sess]
-        if not items:
-            return done
-        # A source cut off at ``batch`` rows may hide earlier items than the other
-        # source's later ones: only trust the merged order up to the earliest cut-off.
-        cutoffs = []
-        if len(sess) == batch:
-            cutoffs.append(sess[-1]["lease_expires_at"])
-        for state, count in Counter(row["state"] for _, row in reqs).items():
-            if count == batch:
-                cutoffs.append(max(t for t, row in reqs if row["state"] == state))
-        cutoff = min(cutoffs) if cutoffs else None
-        items.sort(key=lambda i: (i[0], i[1]))
-        for deadline, _prio, kind, row in items:
-            if cutoff is not None and deadline > cutoff:
-                break
-            if kind == "s":
-                current = store.get_session(row["id"])
-                if current["state"] != "active" or current["lease_expires_at"] != deadline:
-                    continue
-                for r in store.in_flight_of_session(row["id"]):
-                    done[f"{r['state']}->delivery_unknown"] += 1
-                peers.end_session(store, current, "expired", "recipient_disconnected",
-                                  actor="relay", at=deadline)
-                done["session:active->expired"] += 1
-            else:
-                current = store.get_request(row["id"])
-                moved = _apply_own_deadline(store, current, deadline)
-                if moved:
-                    done[moved] += 1
-            if limit is not None and sum(done.values()) >= limit:
-                return done
-
-
-def _apply_own_deadline(store, row: Row, deadline: int) -> str | None:
-    state = row["state"]
-    if state == "queued" and row["expires_at"] == deadline:
-        event = "ttl_passed"
-    elif state == "delivered" and row["lease_expires_at"] == deadline:
-        if row["on_lost"] == "unknown":
-            event = "claim_lease_lost"
-        elif row["attempts"] < row["max_attempts"]:
-            event = "claim_lease_redeliver"
-        else:
-            event = "claim_lease_exhausted"
-    elif state == "acknowledged" and row["reply_deadline_at"] == deadline:
-        event = "reply_deadline_passed"
-    else:
-        return None
-    fields = None
-    if event == "claim_lease_redeliver":
-        fields = {"claim_session": None, "lease_expires_at": None, "delivered_at": None}
-    new = apply(store, row, event, actor="relay", at=max(deadline, row["updated_at"]),
-                fields=fields)
-    return f"{state}->{new['state']}"
-
-
-def drain_due(store, now: int) -> Counter:
-    """Apply due transitions in batches, each its own short write transaction."""
-    total: Counter = Counter()
-    while True:
-        due = next_due(store)
-        if due is None or due > now:
-            return total
-        with store.transaction():
-            total += apply_due(store, now, limit=SWEEP_BATCH)
-
-
-@contextmanager
-def unit(store, write: bool = True):
-    """One command's transaction, after every due time-based transition was applied.
-
-    Yields ``now`` (ms). ``write=False`` reads a consistent snapshot without the write lock.
-    """
-    now = clock.now_ms()
-    drain_due(store, now)
-    with store.transaction(write=write):
-        if write:
-            apply_due(store, now)
-        yield now
-
-
 # --------------------------------------------------------------------------- sending
 def _common_checks(store, caller: Caller, to: str, in_reply_to: str | None) -> int:
     """Recipient known, not self, depth within limit; returns the depth."""
@@ -400,8 +304,12 @@ def _delivery_view(store, to: str, now: int) -> dict:
     }
 
 
-def _params(caller: Caller, to: str, text: str, ttl_s: int, reply_within_s: int | None,
-            on_lost: str, max_attempts: int, in_reply_to: str | None) -> tuple[str, dict]:
+def _new_work(caller: Caller, to: str, text: str, ttl_s: int, reply_within_s: int | None,
+              on_lost: str, max_attempts: int, in_reply_to: str | None) -> tuple[str, dict]:
+    """What `send` and `prepare` check first (``self_message``), then the work's
+    fingerprint (design.md §4) and the columns it is stored with."""
+    if caller.name == to:
+        raise RelayError("self_message", f"{to!r} is you")
     fp = fingerprint(
         [caller.name, to, text, ttl_s, reply_within_s, on_lost, max_attempts, in_reply_to]
     )
@@ -436,13 +344,11 @@ def _existing(store, request_id: str, fp: str) -> Row | None:
     return row
 
 
-def send(store, now: int, caller: Caller, *, to: str, text: str, request_id: str | None,
-         ttl_s: int, reply_within_s: int | None, on_lost: str, max_attempts: int,
-         in_reply_to: str | None) -> dict:
-    if caller.name == to:
-        raise RelayError("self_message", f"{to!r} is you")
-    fp, params = _params(caller, to, text, ttl_s, reply_within_s, on_lost, max_attempts,
-                         in_reply_to)
+def send(store, now: int, caller: Caller, *, request_id: str | None, **work) -> dict:
+    """Create a request, or return the existing one for a same-content retry. ``work``:
+    to, text, ttl_s, reply_within_s, on_lost, max_attempts, in_reply_to."""
+    fp, params = _new_work(caller, **work)
+    to, in_reply_to = work["to"], work["in_reply_to"]
     request_id = request_id or new_id()
     row = _existing(store, request_id, fp)
     if row is not None:
@@ -475,13 +381,10 @@ def _create(store, now: int, caller: Caller, request_id: str, params: dict, dept
     return store.get_request(request_id)
 
 
-def prepare(store, now: int, caller: Caller, *, to: str, text: str, draft_id: str | None,
-            ttl_s: int, reply_within_s: int | None, on_lost: str, max_attempts: int,
-            in_reply_to: str | None) -> dict:
-    if caller.name == to:
-        raise RelayError("self_message", f"{to!r} is you")
-    fp, params = _params(caller, to, text, ttl_s, reply_within_s, on_lost, max_attempts,
-                         in_reply_to)
+def prepare(store, now: int, caller: Caller, *, draft_id: str | None, **work) -> dict:
+    """Store a draft of the ``work`` (as for ``send``) and issue its id; nothing is queued."""
+    fp, params = _new_work(caller, **work)
+    to, in_reply_to = work["to"], work["in_reply_to"]
     draft_id = draft_id or new_id()
     draft = store.get_draft(draft_id)
     if draft is not None or store.get_request(draft_id) is not None:
@@ -670,9 +573,19 @@ def cancel(store, now: int, caller: Caller, request_id: str) -> dict:
 RESOLVE_OUTCOMES = ("completed", "failed", "requeue")
 
 
-def resolve(store, now: int, request_id: str, outcome: str, note: str | None) -> dict:
-    if outcome not in RESOLVE_OUTCOMES:
-        raise RelayError("usage_error", f"--outcome must be one of {', '.join(RESOLVE_OUTCOMES)}")
+def validate_outcome(value: str) -> str:
+    """A `resolve --outcome`: completed, failed or requeue, else ``usage_error``."""
+    return one_of(value, RESOLVE_OUTCOMES, "--outcome")
+
+
+def resolve(store, now: int, request_id: str, outcome: str, note: str | None, *,
+            terminal: bool) -> dict:
+    """A person settles a delivery_unknown request (design.md §14). It is recorded as
+    ``person:<user>``, so it is refused (``approval_needs_terminal``) unless standard input
+    is a ``terminal``: an agent's shell must not settle work in a person's name. The
+    outcome is checked before that rule, the request after it."""
+    validate_outcome(outcome)
+    require_terminal("resolve", terminal)
     row = get(store, request_id)
     fields = {"notified_at": None}  # the sender learns the settled outcome (notices)
     if outcome == "requeue" and row["pruned"] and row["state"] == "delivery_unknown":
@@ -687,149 +600,3 @@ def resolve(store, now: int, request_id: str, outcome: str, note: str | None) ->
     new = apply(store, row, f"resolve_{outcome}", actor=person(), at=now, detail=note,
                 set_detail=True, fields=fields)
     return request_object(new)
-
-
-def sweep(store, now: int) -> dict:
-    done = apply_due(store, now)
-    return {"transitions": {k: v for k, v in sorted(done.items()) if not k.startswith("session:")}}
-
-
-# --------------------------------------------------------------------------- waiting
-def poll(store, check, timeout_s: float, on_tick=None, sleep=None, on_block=None):
-    """Call ``check()`` now and again whenever the database changes or a deadline passes.
-
-    Holds no lock while sleeping; notices another process's commit within
-    ``store.poll_interval`` (on PostgreSQL a notification ends the sleep at once).
-    Returns the first non-None result of ``check``, or None when ``timeout_s`` passed.
-    ``on_block`` is called once, when the first check found nothing and the wait begins.
-    """
-    end = time.monotonic() + timeout_s
-    last_version = None
-    due = None
-    while True:
-        version = store.data_version()
-        if version != last_version or (due is not None and due <= clock.now_ms()):
-            # the version read before the check: a commit that lands while check() runs
-            # changes it again, so the next look re-checks instead of missing it
-            last_version = version
-            try:
-                result = check()
-                due = next_due(store)
-            except RelayError as e:
-                # A database server that went away (a restart, design.md §13) ends no
-                # wait by itself: look again until it is back or the time is up.
-                if e.code != "database_unavailable" or time.monotonic() >= end:
-                    raise
-                last_version, result = None, None
-            if result is not None:
-                return result
-        remaining = end - time.monotonic()
-        if remaining <= 0:
-            return None
-        if on_block is not None:
-            on_block()
-            on_block = None
-        if on_tick is not None:
-            try:
-                on_tick()
-            except RelayError as e:
-                if e.code != "database_unavailable":
-                    raise
-        (sleep or store.pause)(min(store.poll_interval, remaining))
-
-
-class LeaseKeeper:
-    """Renews a session's lease while one of its commands is blocked (design.md §3)."""
-
-    def __init__(self, store, caller: Caller, polling_until: float | None = None) -> None:
-        self.store = store
-        self.caller = caller
-        self.polling_until = polling_until  # monotonic end of a claim --wait, for `wakeup`
-        self.interval = (
-            peers.renew_interval_s(caller.session["lease_seconds"])
-            if caller.session is not None else None
-        )
-        self.next_at = 0.0
-
-    @property
-    def active(self) -> bool:
-        return self.caller.session is not None and self.caller.status == "active"
-
-    def tick(self, force: bool = False) -> None:
-        if not self.active or (not force and time.monotonic() < self.next_at):
-            return
-        self.next_at = time.monotonic() + self.interval
-        with unit(self.store) as now:
-            current = self.store.get_session(self.caller.session["id"])
-            if current is None or current["state"] != "active":
-                self.caller.status = "expired"
-                return
-            peers.renew(self.store, self.caller, now)
-            if self.polling_until is not None:
-                left = max(0.0, self.polling_until - time.monotonic())
-                until = now + int(min(left, 3 * self.interval) * 1000)
-                self.store.set_waiting(self.caller.session["id"], until)
-
-    def stop(self) -> None:
-        if self.active and self.polling_until is not None:
-            try:
-                with self.store.transaction():
-                    self.store.set_waiting(self.caller.session["id"], None)
-            except RelayError:
-                pass
-
-
-def wait_exit_code(state: str) -> int | None:
-    if state == "completed":
-        return 0
-    if state == "delivery_unknown":
-        return 11
-    if state in FINAL_STATES:
-        return 10
-    return None
-
-
-def wait(store, caller: Caller | None, request_id: str, timeout_s: int,
-         on_block=None) -> tuple[int, dict]:
-    """Block until the request is final. Returns (exit code, request object).
-    ``on_block(state)`` is called once if the request is not final yet and the wait begins."""
-    keeper = LeaseKeeper(store, caller) if caller is not None else None
-    state: list[str] = []
-
-    def check():
-        with unit(store, write=False):
-            row = get(store, request_id)
-        state[:] = [row["state"]]
-        return row if row["state"] in FINAL_STATES else None
-
-    poll(store, check, timeout_s, on_tick=keeper.tick if keeper else None,
-         on_block=(lambda: on_block(state[0])) if on_block else None)
-    with unit(store, write=False):
-        row = get(store, request_id)
-        obj = request_object(row, reply=True)
-    code = wait_exit_code(row["state"])
-    return (75 if code is None else code), obj
-
-
-def claim_waiting(store, caller: Caller, lease_s: int, request_id: str | None,
-                  wait_s: int, on_block=None) -> dict:
-    """``claim --wait``: take the oldest queued request, waiting up to ``wait_s``.
-    ``on_block()`` is called once if nothing could be taken at once and the wait begins."""
-    def attempt():
-        with unit(store) as now:
-            return claim(store, now, peers.reload(store, caller), lease_s, request_id)
-
-    result = attempt()
-    if result is None and wait_s > 0:
-        if on_block is not None:
-            on_block()
-        keeper = LeaseKeeper(store, caller, polling_until=time.monotonic() + wait_s)
-        keeper.tick(force=True)
-        try:
-            result = poll(store, attempt, wait_s, on_tick=keeper.tick)
-        finally:
-            keeper.stop()
-    if result is None:
-        raise RelayError("nothing_to_claim", f"no queued request for {caller.name!r}")
-    return result
-

@@ -7,26 +7,23 @@ other change, and renews the caller's lease when it succeeds.
 
 from __future__ import annotations
 
-from . import clock
+from .lifecycle import request_object
 from .peers import Caller, renew, require_live
+
+NOTICE_KEYS = ("id", "to", "state", "reason", "created_at", "finished_at")
 
 
 def notice_object(row) -> dict:
-    """One notice: which request, how it ended. No bodies (text, reply, detail)."""
-    return {
-        "id": row["id"],
-        "to": row["to_peer"],
-        "state": row["state"],
-        "reason": row["reason"],
-        "created_at": clock.iso(row["created_at"]),
-        "finished_at": clock.iso(row["finished_at"]),
-    }
+    """One notice: which request, how it ended, as the request object says it (its keys
+    ``NOTICE_KEYS``). No bodies (text, reply, detail)."""
+    obj = request_object(row)
+    return {k: obj[k] for k in NOTICE_KEYS}
 
 
 def take(store, now: int, caller: Caller) -> list[dict]:
     """The unseen finished requests ``caller`` sent, oldest first; marks them seen.
 
-    Must run inside a write transaction (``lifecycle.unit``), after due transitions.
+    Must run inside a write transaction (``due.unit``), after due transitions.
     """
     require_live(store, caller)
     rows = store.unnotified_finished(caller.name)

@@ -186,20 +186,6 @@ class Output:
             self.stderr.write(f"retry after: {err.to_dict()['retry_after_seconds']} s\n")
         self.stderr.flush()
 
-    def cannot_start(self, message: str, exit_code: int, hint: str) -> None:
-        """`run` / `once` could not start the command: relay exits 127 (not found) or 126
-        (not executable) as a shell does. No design.md §7 code names this case; it is reported
-        as ``usage_error`` with the shell's exit status."""
-        if self.json_mode:
-            self._error_line({
-                "code": "usage_error", "message": message, "hint": hint, "retryable": False,
-                "retry_after_seconds": None, "exit_code": exit_code,
-            })
-            return
-        self.stderr.write(f"relay: error: usage_error: {inert_line(message)}\n"
-                          f"hint: {inert_line(hint)}\n")
-        self.stderr.flush()
-
     def _error_line(self, error: dict) -> None:
         """With --json, stderr carries one line, ``{"error": {...}}`` (design.md §7): the
         first error of the call is that line; a later one on the same stream (``relay

@@ -9,11 +9,11 @@ from sqlite3 import Row
 
 from . import clock
 from .errors import RelayError
+from .limits import KINDS, NAME_PATTERN
 from .states import apply
 
 # matched against the whole value (fullmatch), in ASCII: "alice\n" is not a name
-NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}", re.ASCII)
-KINDS = ("claude", "codex", "gemini", "aider", "human", "script", "other")
+NAME_RE = re.compile(NAME_PATTERN, re.ASCII)
 DEFAULT_SESSION_LEASE_S = 45
 HOOK_RECENT_MS = 10 * 60 * 1000
 
@@ -56,6 +56,49 @@ class Caller:
         return self.name or "unknown"
 
 
+def identity(as_: str | None, token: str | None, environ) -> tuple[str | None, str | None]:
+    """(name, token) of the caller (design.md §3): ``--as`` and ``--session`` first, then
+    ``RELAY_PEER`` and ``RELAY_SESSION`` from ``environ`` (an empty variable is unset).
+
+    A ``RELAY_SESSION`` is not used when ``--as`` names another peer than ``RELAY_PEER``:
+    that token belongs to the shell's own peer, not to the name the caller chose.
+    """
+    env_peer = environ.get("RELAY_PEER") or None
+    name = as_ if as_ is not None else env_peer
+    if token is None and (as_ is None or env_peer is None or env_peer == as_):
+        token = environ.get("RELAY_SESSION") or None
+    return name, token
+
+
+# The error a token of a session in each status gets (design.md §3).
+STATUS_ERRORS = {"superseded": "peer_superseded", "expired": "lease_expired",
+                 "left": "invalid_session"}
+
+
+def session_status(store, session: Row | None, now: int | None = None) -> str:
+    """What a session is, the one session-status rule (design.md §3): ``active``,
+    ``left``, ``superseded`` (it was replaced: a newer session of its name joined, or its
+    lease lapsed and a newer session exists), or ``expired`` (its lease lapsed and no newer
+    session exists). A session that does not exist counts as ``left``.
+
+    With ``now``, an active session whose lease has passed but was not swept yet (a reader
+    that applies no due transition, such as doctor) counts as lapsed too.
+    """
+    if session is None:
+        return "left"
+    status = session["state"]
+    if status == "active" and now is not None and session["lease_expires_at"] <= now:
+        status = "expired"
+    if status == "expired" and store.newer_session_exists(session):
+        return "superseded"
+    return status
+
+
+def session_caller(store, session: Row) -> Caller:
+    """The caller that a session's token makes, with the session's status."""
+    return Caller(session["peer"], session, session_status(store, session))
+
+
 def identify(store, name: str | None, token: str | None, *, need_name: bool = True) -> Caller:
     """Resolve ``--as``/``--session`` into a Caller: ``no_identity`` / ``invalid_session``.
 
@@ -79,10 +122,7 @@ def identify(store, name: str | None, token: str | None, *, need_name: bool = Tr
                 "invalid_session",
                 f"the session token belongs to {session['peer']!r}, not to {name!r}",
             )
-        status = session["state"]
-        if status == "expired" and store.newer_session_exists(session):
-            status = "superseded"
-        return Caller(session["peer"], session, status)
+        return session_caller(store, session)
     if name is None and need_name:
         raise RelayError("no_identity", "relay does not know who you are")
     return Caller(name)
@@ -93,11 +133,9 @@ def reload(store, caller: Caller) -> Caller:
     if caller.session is None:
         return caller
     session = store.get_session(caller.session["id"])
-    status = session["state"]
+    status = session_status(store, session)
     if status == "left":
         raise RelayError("invalid_session", "this session has left")
-    if status == "expired" and store.newer_session_exists(session):
-        status = "superseded"
     caller.session, caller.status = session, status
     return caller
 
@@ -179,13 +217,7 @@ def end_session(store, session: Row, state: str, event: str, *, actor: str,
 
 def join(store, name: str, kind: str | None, lease_seconds: int, now: int,
          agent_session_id: str | None = None) -> dict:
-    validate_name(name)
-    validate_kind(kind)
-    peer = store.get_peer(name)
-    if peer is None:
-        store.insert_peer(name, kind or "other", now)
-    elif kind and kind != peer["kind"]:
-        store.set_peer_kind(name, kind)
+    peer = _known(store, name, kind, now)
     old = store.active_session(name)
     if old is not None:
         end_session(store, old, "superseded", "peer_superseded", actor=name, at=now)
@@ -204,7 +236,9 @@ def join(store, name: str, kind: str | None, lease_seconds: int, now: int,
     }
 
 
-def add(store, name: str, kind: str | None, now: int) -> dict:
+def _known(store, name: str, kind: str | None, now: int) -> Row | None:
+    """Make ``name`` a known peer (of ``kind``, when given); return its row as it was
+    before (None for a new name)."""
     validate_name(name)
     validate_kind(kind)
     peer = store.get_peer(name)
@@ -212,6 +246,11 @@ def add(store, name: str, kind: str | None, now: int) -> dict:
         store.insert_peer(name, kind or "other", now)
     elif kind and kind != peer["kind"]:
         store.set_peer_kind(name, kind)
+    return peer
+
+
+def add(store, name: str, kind: str | None, now: int) -> dict:
+    _known(store, name, kind, now)
     return peer_object(store, name, now)
 
 
@@ -243,7 +282,7 @@ def waiter_running(store, name: str, now: int) -> bool:
     rows = store.live_session_waiters(name, now)
     if not rows:
         return False
-    from .ledger import process_alive  # only when a waiter row exists: start-up stays lean
+    from .process import process_alive  # only when a waiter row exists: start-up stays lean
 
     return any(process_alive(r["pid"], r["process_start"], r["host"]) for r in rows)
 

@@ -20,6 +20,12 @@ removes the tombstones.
   ``invalid_session``. The hook's bookkeeping of a session that is not active (its
   ``hook_state`` row, its ``wake_waiters`` row) is removed once untouched for the
   retention.
+- The side-effect ledger (design.md §10) follows the rule of requests: a final entry
+  (succeeded, failed, denied, forgotten) older than the retention, counted from when it
+  reached that state, loses only its captured stdout/stderr and stays as a tombstone that
+  still replays or still denies; 120 days after that (or the retention, if longer) its
+  row goes and the key is new again. Running, awaiting and approved entries are never
+  touched.
 
 Work happens in batches of ``BATCH`` rows, each its own short ``BEGIN IMMEDIATE``
 transaction with a pause after it, so other relay commands never wait long for the write
@@ -31,7 +37,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 
-from . import clock, lifecycle
+from . import clock, due
 
 DEFAULT_RETENTION_S = 30 * 86400
 TOMBSTONE_S = 120 * 86400
@@ -56,7 +62,7 @@ def prune(store, now: int, older_than_s: int = DEFAULT_RETENTION_S, dry_run: boo
     counts of a dry run equal what the real run then does.
     """
     body_cutoff, tomb_cutoff = cutoffs(now, older_than_s)
-    lifecycle.drain_due(store, now)
+    due.drain_due(store, now)
     if dry_run:
         with store.transaction(write=False):
             counts = store.prune_counts(now, body_cutoff, tomb_cutoff)
@@ -86,9 +92,7 @@ def prune(store, now: int, older_than_s: int = DEFAULT_RETENTION_S, dry_run: boo
         "tombstones_finished_before": clock.iso(tomb_cutoff),
         **counts,
     }
-    ledger_counts = _prune_ledger(store, now, body_cutoff, dry_run, tomb_cutoff)
-    if ledger_counts is not None:
-        result["ledger"] = ledger_counts
+    result["ledger"] = prune_ledger(store, now, body_cutoff, dry_run, tomb_cutoff, batch)
     return result
 
 
@@ -109,14 +113,38 @@ def _batches(store, step, batch: int, count=lambda r: r):
         time.sleep(min(0.1, max(0.005, time.monotonic() - started)))
 
 
-def _prune_ledger(store, now: int, cutoff: int, dry_run: bool, tomb_cutoff: int):
-    """The side-effect ledger's own retention."""
-    from . import ledger
+def prune_ledger(store, now: int, body_cutoff: int, dry_run: bool = False,
+                 tomb_cutoff: int | None = None, batch: int = BATCH) -> dict:
+    """The side-effect ledger's retention (design.md §10), the rule of requests' tombstones.
 
-    counts = ledger.prune(store, now, cutoff, dry_run, tomb_cutoff_ms=tomb_cutoff)
-    if counts is None or isinstance(counts, dict):
-        return counts
-    return {"entries_removed": counts}
+    Final entries (succeeded, failed, denied, forgotten) that reached their state
+    (``updated_at``) before ``tomb_cutoff`` are removed, and their key is new again; those
+    that did so before ``body_cutoff`` lose only their captured stdout/stderr and stay as
+    tombstones (key, fingerprint, state, exit code, signal, times, decision, resolution),
+    so a late retry still replays the outcome or is still denied. ``tomb_cutoff``
+    defaults to 120 days before ``now`` or ``body_cutoff``, whichever is earlier
+    (:func:`cutoffs`). Running, awaiting and approved entries are never touched.
+
+    In batches of ``batch`` rows with a pause after each, as for requests. Returns
+    ``{"entries_pruned": n, "entries_removed": m, "by_state": {state: removed},
+    "dry_run": bool}``.
+    """
+    if tomb_cutoff is None:
+        tomb_cutoff = now - TOMBSTONE_S * 1000
+    tomb_cutoff = min(tomb_cutoff, body_cutoff)
+    if dry_run:
+        with store.transaction(write=False):
+            trimmed, removed = store.ledger_prune_counts(body_cutoff, tomb_cutoff)
+    else:
+        removed = Counter()
+        # removals first, so that the output pass does not touch doomed rows
+        for done in _batches(store, lambda: store.remove_ledger_tombstones(tomb_cutoff, batch),
+                             batch, count=lambda r: sum(r.values())):
+            removed.update(done)
+        trimmed = sum(_batches(store, lambda: store.prune_ledger_output(
+            now, body_cutoff, tomb_cutoff, batch), batch))
+    return {"entries_pruned": trimmed, "entries_removed": sum(removed.values()),
+            "by_state": dict(sorted(removed.items())), "dry_run": dry_run}
 
 
 def vacuum(store) -> dict:

@@ -1,8 +1,9 @@
 """The machine-readable description of relay's interface (`relay schema`).
 
 Everything here is read from the definitions the code itself uses: the live Typer/Click
-command tree, the error taxonomy (``errors.ERRORS``), the transition table
-(``states.TRANSITIONS``) and the one request serializer (``lifecycle.request_object``).
+command tree, the error taxonomy (``errors.ERRORS``), the transition tables of requests
+(``states.TRANSITIONS``) and of ledger entries (``ledger_states.TRANSITIONS``) and the one
+request serializer (``lifecycle.request_object``).
 The man page and docs/reference.md are generated from this document too
 (``scripts/generate.py``), so nothing is written twice.
 
@@ -12,7 +13,7 @@ of each environment variable.
 
 from __future__ import annotations
 
-from . import __version__
+from . import __version__, ledger_states
 from .errors import ERRORS
 from .states import FINAL_STATES, MEANING, OPEN_STATES, STATES, TRANSITIONS
 
@@ -32,6 +33,8 @@ EXIT_STATUS: dict[int, str] = {
     11: "`wait`: delivery_unknown; `once`: effect unknown",
     75: "not yet or busy: retryable (a timeout is not a failure)",
 }
+# and each status an error code is also reported with (``ErrorSpec.also_exits``), with
+# its ``when`` as the meaning.
 
 # The environment variables relay reads (design.md §2, §3, §4, §7, §8).
 ENVIRONMENT: dict[str, str] = {
@@ -53,6 +56,16 @@ ENVIRONMENT: dict[str, str] = {
     "RELAY_DEBUG": "Set to 1 to print a Python traceback on an internal error.",
     "NO_COLOR": "When set, human output is plain text without colour or box characters.",
 }
+
+
+def exit_statuses() -> dict[int, str]:
+    """Every exit status relay gives and what it means: ``EXIT_STATUS``, and the other
+    statuses of the error table (``also_exits``), meaning when they are given."""
+    statuses = dict(EXIT_STATUS)
+    for spec in ERRORS.values():
+        for status, when in spec.also_exits:
+            statuses.setdefault(status, when)
+    return statuses
 
 
 class _AnyRow(dict):
@@ -189,15 +202,18 @@ def build(command=None) -> dict:
         "request_object": request_fields(),
         "errors": [
             {"code": code, "exit_code": spec.exit_code, "retryable": spec.retryable,
-             "hint": spec.hint}
+             "hint": spec.hint,
+             "also_exits": [{"exit_code": status, "when": when}
+                            for status, when in spec.also_exits]}
             for code, spec in ERRORS.items()
         ],
         "error_document": {"stream": "stderr", "shape": {"error": [
             "code", "message", "hint", "retryable", "retry_after_seconds", "exit_code"]}},
         "exit_status": [
             {"code": code, "meaning": meaning,
-             "errors": [c for c, s in ERRORS.items() if s.exit_code == code]}
-            for code, meaning in sorted(EXIT_STATUS.items())
+             "errors": [c for c, s in ERRORS.items()
+                        if code == s.exit_code or code in dict(s.also_exits)]}
+            for code, meaning in sorted(exit_statuses().items())
         ],
         "states": {
             "all": list(STATES),
@@ -212,4 +228,26 @@ def build(command=None) -> dict:
             for t in TRANSITIONS
         ],
         "environment": [{"name": k, "meaning": v} for k, v in ENVIRONMENT.items()],
+        "ledger": ledger_table(),
+    }
+
+
+def ledger_table() -> dict:
+    """The side-effect ledger's states, views and transitions (``ledger_states``)."""
+    lt = ledger_states
+    return {
+        "states": {
+            "all": list(lt.STATES),
+            "stored": list(lt.STORED_STATES),
+            "final": [s for s in lt.STORED_STATES if s in lt.FINAL_STATES],
+            "views": {name: {"stored": v.stored, "when": v.when}
+                      for name, v in lt.VIEWS.items()},
+            "meaning": {s: {"claims": m.claims, "does_not_claim": m.does_not_claim,
+                            "on_call": m.on_call} for s, m in lt.MEANING.items()},
+        },
+        "transitions": [
+            {"from": t.from_state, "event": t.event, "to": t.to_state, "who": t.who,
+             "when": t.when}
+            for t in lt.TRANSITIONS
+        ],
     }

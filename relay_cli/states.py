@@ -40,6 +40,39 @@ MEANING = {
 }
 
 
+# Where a request's reason changes what its state claims, the note under it says so.
+REASON_NOTES = {
+    ("completed", "resolved_by_human"): "a person settled it as completed (relay saw no reply "
+                                        "from the recipient)",
+    ("queued", "redelivered"): "queued again after a claim lease lapsed before ack; the "
+                               "earlier claim may have started work",
+    ("queued", "resolved_by_human"): "a person queued it again; an earlier claim may have "
+                                     "started work",
+}
+
+# What to do about a state, where its meaning alone leaves a reader who acts on it in doubt.
+ADVICE = {
+    "delivery_unknown": "ask the person; do not send it again on your own (`relay resolve` "
+                        "settles it)",
+}
+SETTLE = "relay resolve ID --outcome completed|failed|requeue"  # a person, in their terminal
+
+
+def note(state: str, reason: str | None = None) -> str | None:
+    """The note under a request a person or an agent reads: what its state claims and what
+    it does not (``MEANING``), or what its reason changes about that, and what to do. None
+    for a state that claims nothing it could be mistaken for (failed, rejected, expired,
+    cancelled)."""
+    special = REASON_NOTES.get((state, reason))
+    if special is not None:
+        return special
+    claims, not_claimed = MEANING[state]
+    if not_claimed is None:
+        return None
+    text = f"{claims} (it does not mean {not_claimed})"
+    return f"{text}: {ADVICE[state]}" if state in ADVICE else text
+
+
 # Why a request became delivery_unknown, in words (design.md §14: a state_conflict on one
 # says why, and who settles it).
 UNKNOWN_BECAUSE = {
@@ -122,9 +155,9 @@ def allowed(from_state: str | None, event: str) -> bool:
 def unknown_detail(row) -> str:
     """Why this delivery_unknown request is one, and who settles it."""
     why = UNKNOWN_BECAUSE.get(row["reason"], row["reason"] or "unknown reason")
-    return (f"{row['id']} became delivery_unknown ({row['reason']}: {why}), so relay cannot "
-            "know whether the work was done; a person settles it in their own terminal: "
-            f"`relay resolve {row['id']} --outcome completed|failed|requeue`")
+    return (f"{row['id']} became delivery_unknown ({row['reason']}: {why}), so "
+            f"{MEANING['delivery_unknown'][0]}; a person settles it in their own terminal: "
+            f"`{SETTLE.replace('ID', row['id'])}`")
 
 
 def apply(store, row, event: str, *, actor: str, at: int, detail=None, fields=None,

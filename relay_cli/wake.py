@@ -1,7 +1,7 @@
 """Wake waiters: `relay hook claude --wake` and `relay hook codex --wake` (design.md §12).
 
 A waiter is a background hook process of one agent session. It waits -- without claiming
-anything, holding no lock while it sleeps (``lifecycle.poll``: PRAGMA data_version) --
+anything, holding no lock while it sleeps (``due.poll``: PRAGMA data_version) --
 until a request for its peer is queued that relay has not yet named to that session, then
 wakes the session with a short note written by relay: the request ids and the command that
 claims them, never text from a peer.
@@ -30,7 +30,7 @@ import subprocess
 import sys
 import time
 
-from . import clock, lifecycle
+from . import clock, due, peers
 from .hook import MAX_REMEMBERED_IDS, Event, HookEnv, find_session, remember_own_prompt
 
 DEFAULT_TIMEOUT_S = 3600  # matches the 1 h lease of a session the hook joins
@@ -71,7 +71,7 @@ def note(peer: str, ids: list[str], runtime: str) -> str:
 
 def run(store, ev: Event, henv: HookEnv, timeout_s: int, *, runtime: str) -> tuple[int, str]:
     """Wait for new work for the session of ``ev``; return (exit code, stderr note)."""
-    from .ledger import Me  # process identity: pid, start time, host
+    from .process import Me  # process identity: pid, start time, host
 
     codex = None
     if runtime == "codex":
@@ -93,7 +93,7 @@ def run(store, ev: Event, henv: HookEnv, timeout_s: int, *, runtime: str) -> tup
         if registered is None:
             return 0, ""
         session_id, peer = registered
-        found = lifecycle.poll(store, lambda: _check(store, session_id, peer, me, runtime),
+        found = due.poll(store, lambda: _check(store, session_id, peer, me, runtime),
                                max(0.0, end - time.monotonic()), on_tick=tick)
         if found is None or found == _END:
             return 0, ""
@@ -116,11 +116,11 @@ def _register(store, ev: Event, henv: HookEnv, me, runtime: str, end: float, tic
     when there is no session (after a grace period), it has ended, or a waiter runs."""
 
     def attempt():
-        with lifecycle.unit(store) as now:
+        with due.unit(store) as now:
             session = find_session(store, ev, henv)
             if session is None:
                 return None
-            if session["state"] != "active" or session["lease_expires_at"] <= now:
+            if peers.session_status(store, session, now) != "active":
                 return _END
             current = store.get_waiter(session["id"])
             if current is not None and current["until_at"] > now and _alive(current):
@@ -131,25 +131,25 @@ def _register(store, ev: Event, henv: HookEnv, me, runtime: str, end: float, tic
             return session["id"], session["peer"]
 
     grace = min(FIND_GRACE_S, max(0.0, end - time.monotonic()))
-    found = lifecycle.poll(store, attempt, grace, on_tick=tick)
+    found = due.poll(store, attempt, grace, on_tick=tick)
     return None if found is None or found == _END else found
 
 
 def _alive(row) -> bool:
-    from .ledger import process_alive
+    from .process import process_alive
 
     return process_alive(row["pid"], row["process_start"], row["host"])
 
 
 def _check(store, session_id: str, peer: str, me, runtime: str):
     """None (keep waiting), _END, or (ids, note) once new requests were named."""
-    with lifecycle.unit(store, write=False) as now:
+    with due.unit(store, write=False) as now:
         if not _still_mine(store, session_id, me, now):
             return _END
         named = set(store.hook_blocked_ids(session_id))
         if not any(r["id"] not in named for r in store.queued_for(peer)):
             return None
-    with lifecycle.unit(store) as now:  # name them, so no Stop hook names them again
+    with due.unit(store) as now:  # name them, so no Stop hook names them again
         if not _still_mine(store, session_id, me, now):
             return _END
         named = store.hook_blocked_ids(session_id)
@@ -166,8 +166,7 @@ def _check(store, session_id: str, peer: str, me, runtime: str):
 
 
 def _still_mine(store, session_id: str, me, now: int) -> bool:
-    session = store.get_session(session_id)
-    if session is None or session["state"] != "active" or session["lease_expires_at"] <= now:
+    if peers.session_status(store, store.get_session(session_id), now) != "active":
         return False
     row = store.get_waiter(session_id)
     return row is not None and row["pid"] == me.pid and row["process_start"] == me.start
@@ -175,7 +174,7 @@ def _still_mine(store, session_id: str, me, now: int) -> bool:
 
 def _forget_named(store, session_id: str, ids: list[str]) -> None:
     """`codex queue` failed: the session was not told, so the Stop hook may name them."""
-    with lifecycle.unit(store) as now:
+    with due.unit(store) as now:
         state = store.get_hook_state(session_id)
         blocks = state["stop_blocks"] if state is not None else 0
         named = [i for i in store.hook_blocked_ids(session_id) if i not in set(ids)]

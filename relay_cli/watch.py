@@ -1,6 +1,6 @@
 """`relay watch`: what a person orchestrating agents needs to see at a glance (design.md §14).
 
-``gather`` reads one consistent snapshot (inside ``lifecycle.unit(write=False)``, so due
+``gather`` reads one consistent snapshot (inside ``due.unit(write=False)``, so due
 time-based transitions are applied first and nothing else is written). ``render`` turns
 it into lines: first what needs a person (``delivery_unknown`` requests, ``effect_unknown``
 and awaiting-approval ``relay once`` entries), then open requests, peers and recent

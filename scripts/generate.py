@@ -11,10 +11,15 @@ Generated (never edit them by hand):
   completions/relay.fish                           fish (Typer's script)
   man/relay.1                                      the man page
   docs/reference.md                                every command's --help, errors, states
+  docs/design.md, between its GENERATED markers    the tables of states, transitions, errors
+  docs/requests.md, between its GENERATED markers  the states table (the rest is by hand)
+  README.md, between its GENERATED markers         the states table (the rest is by hand)
 
 Completions come from the real command (`_RELAY_COMPLETE=source_bash relay`, run as
 `python -m relay_cli`); the man page and the reference come from ``relay_cli.schema``
 (the same document `relay schema` prints) and from each command's real --help output.
+docs/design.md is written by hand except its tables, which come from the same document:
+each sits between ``<!-- BEGIN GENERATED name ... -->`` and ``<!-- END GENERATED name -->``.
 """
 
 from __future__ import annotations
@@ -143,21 +148,14 @@ def reference(doc: dict) -> str:
     out += ["", "## Error codes", "",
             "Errors go to stderr; with `--json` as one line `{\"error\": {\"code\", "
             "\"message\", \"hint\", \"retryable\", \"retry_after_seconds\", \"exit_code\"}}`.",
-            "", "| code | exit | retryable | hint |", "|---|---|---|---|"]
-    for e in doc["errors"]:
-        out.append(f"| `{e['code']}` | {e['exit_code']} | {'yes' if e['retryable'] else 'no'} "
-                   f"| {_md(e['hint'])} |")
+            "", *error_table(doc)]
 
-    states = doc["states"]
-    out += ["", "## States", "", "| state | it claims | it does not claim |", "|---|---|---|"]
-    for s in states["all"]:
-        m = states["meaning"][s]
-        out.append(f"| `{s}` | {_md(m['claims'])} | {_md(m['does_not_claim'] or '—')} |")
-    out += ["", "Final states: " + ", ".join(f"`{s}`" for s in states["final"]) + ".", "",
-            "| from | event | to | reason |", "|---|---|---|---|"]
+    out += ["", "## States", "", *request_state_table(doc)]
+    out += ["", "Final states: " + ", ".join(f"`{s}`" for s in doc["states"]["final"]) + ".",
+            "", "| from | event | to | reason |", "|---|---|---|---|"]
     for t in doc["transitions"]:
-        out.append(f"| {t['from'] and '`' + t['from'] + '`' or '—'} | {_md(t['description'])} "
-                   f"| `{t['to']}` | {t['reason'] and '`' + t['reason'] + '`' or '`null`'} |")
+        out.append(f"| {_code_or(t['from'])} | {_md(t['description'])} | `{t['to']}` "
+                   f"| {_code_or(t['reason'], '`null`')} |")
 
     out += ["", "## Request object", "",
             "Every key always present (`null` where unknown): "
@@ -170,6 +168,103 @@ def reference(doc: dict) -> str:
     for e in doc["environment"]:
         out.append(f"| `{e['name']}` | {_md(e['meaning'])} |")
     return "\n".join(out) + "\n"
+
+
+# ------------------------------------------------------------------ tables
+def _code_or(value: str | None, none: str = "—") -> str:
+    return f"`{value}`" if value is not None else none
+
+
+def _table(head: list[str], rows: list[list[str]]) -> list[str]:
+    return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head),
+            *("| " + " | ".join(r) + " |" for r in rows)]
+
+
+def _exits(error: dict) -> str:
+    """An error's exit status, and the others it is also reported with."""
+    also = [str(x["exit_code"]) for x in error["also_exits"]]
+    return str(error["exit_code"]) + (f" (also {', '.join(also)}: see Exit status)"
+                                      if also else "")
+
+
+def error_table(doc: dict) -> list[str]:
+    return _table(["code", "exit", "retryable", "hint"], [
+        [f"`{e['code']}`", _exits(e), "yes" if e["retryable"] else "no",
+         _md(e["hint"])] for e in doc["errors"]])
+
+
+def request_state_table(doc: dict) -> list[str]:
+    meaning = doc["states"]["meaning"]
+    return _table(["state", "it claims", "it does not claim"], [
+        [f"`{s}`", _md(meaning[s]["claims"]), _md(meaning[s]["does_not_claim"] or "—")]
+        for s in doc["states"]["all"]])
+
+
+def request_transition_table(doc: dict) -> list[str]:
+    return _table(["from", "event", "to", "reason", "what happens"], [
+        [_code_or(t["from"]), f"`{t['event']}`", f"`{t['to']}`",
+         _code_or(t["reason"], "`null`"), _md(t["description"])]
+        for t in doc["transitions"]])
+
+
+def ledger_state_table(doc: dict) -> list[str]:
+    states = doc["ledger"]["states"]
+    rows = []
+    for s in states["all"]:
+        m = states["meaning"][s]
+        view = states["views"].get(s)
+        stored = (f"a view of `{view['stored']}`: {_md(view['when'])}" if view
+                  else "stored" + (", final" if s in states["final"] else ""))
+        rows.append([f"`{s}`", stored, _md(m["claims"]), _md(m["does_not_claim"] or "—"),
+                     _md(m["on_call"])])
+    return _table(["state", "kept as", "it claims", "it does not claim",
+                   "a call with the key"], rows)
+
+
+def ledger_transition_table(doc: dict) -> list[str]:
+    """One row per event, target, actor and condition; several from-states share it."""
+    grouped: dict[tuple, list] = {}
+    for t in doc["ledger"]["transitions"]:
+        grouped.setdefault((t["event"], t["to"], t["who"], t["when"]), []).append(t["from"])
+    return _table(["from", "event", "to", "who", "when"], [
+        [", ".join(_code_or(f, "— (no entry)") for f in froms), f"`{event}`",
+         _code_or(to, "— (withdrawn: the key is free)"), _md(who), _md(when)]
+        for (event, to, who, when), froms in grouped.items()])
+
+
+DESIGN_TABLES = {
+    "request-states": request_state_table,
+    "request-transitions": request_transition_table,
+    "errors": error_table,
+    "ledger-states": ledger_state_table,
+    "ledger-transitions": ledger_transition_table,
+}
+
+
+def fill(doc: dict, current: str, tables: dict, where: str) -> str:
+    """``current`` (the text of the hand-written file ``where``) with each table of
+    ``tables`` between its markers (``<!-- BEGIN GENERATED name ... -->`` ...
+    ``<!-- END GENERATED name -->``) written afresh from ``doc``."""
+    out = current
+    for name, render in tables.items():
+        begin = f"<!-- BEGIN GENERATED {name}"
+        end = f"<!-- END GENERATED {name} -->"
+        start, stop = out.find(begin), out.find(end)
+        if start < 0 or stop < start or out.count(begin) != 1:
+            raise SystemExit(f"generate: {where} needs exactly one {begin} ... -->"
+                             f" and one {end} after it")
+        head_end = out.index("-->", start) + len("-->")
+        out = out[:head_end] + "\n" + "\n".join(render(doc)) + "\n" + out[stop:]
+    return out
+
+
+def design(doc: dict, current: str) -> str:
+    """docs/design.md with each table between its markers written afresh from ``doc``."""
+    return fill(doc, current, DESIGN_TABLES, "docs/design.md")
+
+
+# The hand-written page on requests shows the states table too.
+REQUESTS_TABLES = {"request-states": request_state_table}
 
 
 # ------------------------------------------------------------------ all files
@@ -185,6 +280,11 @@ def outputs() -> dict[str, str]:
         "completions/relay.fish": completion_script("fish"),
         "man/relay.1": manpage.render(doc),
         "docs/reference.md": reference(doc),
+        "docs/design.md": design(doc, (ROOT / "docs" / "design.md").read_text(encoding="utf-8")),
+        "docs/requests.md": fill(doc, (ROOT / "docs" / "requests.md").read_text(encoding="utf-8"),
+                                 REQUESTS_TABLES, "docs/requests.md"),
+        "README.md": fill(doc, (ROOT / "README.md").read_text(encoding="utf-8"),
+                          REQUESTS_TABLES, "README.md"),
     }
 
 

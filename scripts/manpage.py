@@ -112,7 +112,9 @@ def exit_section(doc: dict) -> list[str]:
             "\"retry_after_seconds\", \"exit_code\"}}\\fR. Each code has one fixed hint:"]
     for e in doc["errors"]:
         retry = ", retryable" if e["retryable"] else ""
-        out += [".TP", f"\\fB{esc(e['code'])}\\fR (exit {e['exit_code']}{retry})",
+        also = ", ".join(str(x["exit_code"]) for x in e["also_exits"])
+        also = f"; also {also}, see above" if also else ""
+        out += [".TP", f"\\fB{esc(e['code'])}\\fR (exit {e['exit_code']}{also}{retry})",
                 esc(e["hint"])]
     return out
 

@@ -1,8 +1,16 @@
-"""Shared fixtures: run the real `relay` command, in-process (fast) or as a subprocess.
+"""Shared fixtures and helpers: run the real `relay` command, in-process (fast) or as a
+subprocess.
 
 ``relay(...)`` runs in-process through ``relay_cli.cli.run`` with its own stdin, stdout,
 stderr and environment; ``relay.proc(...)`` runs the installed console script in a real
-process (use it for parallelism, signals, terminals and start-up behaviour).
+process (use it for parallelism, signals, terminals and start-up behaviour);
+``relay.at_terminal(...)`` runs it with a terminal as standard input (a person's act) and
+``relay.pty(...)``/``relay.screen(...)`` on a whole terminal of a given size.
+
+Helpers every file uses: ``at(seconds)`` (relay's clock moved, as an env),
+``relay.move_clock(seconds)`` (for every later call), ``refused(...)`` (a command fails
+with a code and changes nothing), the fixtures ``pair`` (alice and bob joined),
+``world`` (the same, with ``relay``) and ``seeded`` (``world`` plus one queued request).
 
 The ``relay`` fixture runs every test twice: on SQLite (relay.db in a temporary home) and
 on PostgreSQL (a fresh database of a throwaway server that this session starts:
@@ -17,6 +25,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -29,6 +38,10 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import pgserver  # noqa: E402
+
+DAY = 86400  # seconds
+# Escape sequences a terminal acts on: CSI, OSC (a title), charset and keypad switches.
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\x1b[()][A-Z0-9]|\x1b[=>]")
 
 RELAY_ENV_VARS = ("RELAY_HOME", "RELAY_PEER", "RELAY_SESSION", "RELAY_TIME_OFFSET",
                   "RELAY_RATE_LIMIT", "RELAY_DEBUG", "NO_COLOR", "FORCE_COLOR", "CLAUDE_ENV_FILE",
@@ -145,6 +158,45 @@ class Relay:
         os.close(fd)
         return os.waitstatus_to_exitcode(status), b"".join(chunks).decode("utf-8", "replace")
 
+    def screen(self, *args: str, cols: int, rows: int,
+               env: dict | None = None) -> tuple[str, str]:
+        """`relay ARGS` on a terminal of cols x rows: (everything it wrote, the same text
+        without escape codes and carriage returns)."""
+        _, raw = self.pty(*args, cols=cols, rows=rows, env=env)
+        return raw, plain(raw)
+
+    def at_terminal(self, *args: str, typed: bytes = b"", env: dict | None = None,
+                    timeout: float = 60) -> subprocess.CompletedProcess:
+        """`relay ARGS` in a real process whose standard input is a pseudo-terminal (a
+        person at a terminal), with ``typed`` already typed into it; stdout and stderr are
+        pipes (text). ``.terminal`` is what relay wrote to that terminal (after the echo of
+        what was typed)."""
+        master, slave = os.openpty()
+        try:
+            if typed:
+                os.write(master, typed)
+            p = subprocess.run([sys.executable, "-m", "relay_cli", *map(str, args)],
+                               stdin=slave, capture_output=True, text=True,
+                               env=self._env(env), timeout=timeout)
+            os.close(slave)
+            slave = None
+            shown = b""
+            try:
+                while chunk := os.read(master, 65536):
+                    shown += chunk
+            except OSError:  # EIO: the terminal is closed at its other end and drained
+                pass
+            p.terminal = shown.decode(errors="replace").replace("\r\n", "\n")
+            return p
+        finally:
+            os.close(master)
+            if slave is not None:
+                os.close(slave)
+
+    def move_clock(self, seconds: float) -> None:
+        """Move relay's clock (RELAY_TIME_OFFSET) by ``seconds`` for every later call."""
+        self.env["RELAY_TIME_OFFSET"] = str(seconds)
+
     def popen(self, *args: str, env: dict | None = None, **kw) -> subprocess.Popen:
         return subprocess.Popen(
             [sys.executable, "-m", "relay_cli", *map(str, args)], env=self._env(env),
@@ -209,6 +261,59 @@ class Relay:
             return open_store(self.home)
         finally:
             set_database_url(None)
+
+
+class Tmux:
+    """`relay ARGS` in a real terminal of cols x rows: a detached tmux session (its own
+    server) whose screen can be read and typed into. The shell records the terminal's
+    settings before and after relay (``stty.before``/``stty.after`` in ``cwd``) and prints
+    ``EXITED rc=N`` when relay ends."""
+
+    def __init__(self, relay: Relay, *args: str, cols: int = 120, rows: int = 45,
+                 env: dict | None = None, cwd: Path | None = None) -> None:
+        import shlex
+        import tempfile
+
+        self.socket = f"relay-test-{uuid.uuid4().hex[:8]}"
+        self.cwd = Path(cwd or tempfile.mkdtemp(prefix="relay-tmux-"))
+        full = {"TERM": "xterm-256color", **relay._env(None), **(env or {})}
+        exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in full.items()
+                           if k.startswith("RELAY_") or k in ("PATH", "HOME", "LANG",
+                                                              "NO_COLOR", "TERM"))
+        command = " ".join(shlex.quote(a) for a in (sys.executable, "-m", "relay_cli", *args))
+        script = self.cwd / "run-relay.sh"
+        script.write_text("stty -g > stty.before\n"
+                          f"env {exports} {command}\n"
+                          "rc=$?\n"
+                          "stty -g > stty.after\n"
+                          'echo "EXITED rc=$rc"\n'
+                          "sleep 60\n")
+        self.tmux("new-session", "-d", "-s", "w", "-x", str(cols), "-y", str(rows),
+                  "-c", str(self.cwd), f"bash {shlex.quote(str(script))}")
+
+    def tmux(self, *args: str) -> str:
+        return subprocess.run(["tmux", "-L", self.socket, "-f", "/dev/null", *args],
+                              capture_output=True, text=True, check=True).stdout
+
+    def pane(self) -> str:
+        return self.tmux("capture-pane", "-p", "-t", "w")
+
+    def wait_for(self, text: str, timeout: float = 15.0) -> float:
+        """Seconds until ``text`` is on the screen."""
+        import time
+
+        start = time.monotonic()
+        while time.monotonic() - start < timeout:
+            if text in self.pane():
+                return time.monotonic() - start
+            time.sleep(0.02)
+        raise AssertionError(f"{text!r} not on screen after {timeout}s:\n{self.pane()}")
+
+    def keys(self, *keys: str) -> None:
+        self.tmux("send-keys", "-t", "w", *keys)
+
+    def kill(self) -> None:
+        subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True)
 
 
 def new_id() -> str:
@@ -301,3 +406,80 @@ def relay(request, tmp_path) -> Relay:
     finally:
         clock.set_source(None)  # a store the test opened and left open
         cluster.drop(name)
+
+
+def at(seconds: float, who: dict | None = None) -> dict:
+    """The env of a call made ``seconds`` later by relay's clock (as ``who``, if given)."""
+    return {**(who or {}), "RELAY_TIME_OFFSET": str(seconds)}
+
+
+def plain(raw: str) -> str:
+    """What a terminal shows of ``raw``: no escape codes, no carriage returns."""
+    return ANSI.sub("", raw).replace("\r", "")
+
+
+def assert_fits(text: str, cols: int) -> list[str]:
+    """The lines of ``text`` (a screen without escape codes), none wider than ``cols``
+    terminal cells."""
+    from relay_cli.output import cell_len
+
+    lines = text.rstrip("\n").split("\n")
+    wide = [ln for ln in lines if cell_len(ln) > cols]
+    assert wide == [], f"lines wider than {cols}: {wide}"
+    return lines
+
+
+def fake_crash(relay: Relay, key: str, **extra) -> None:
+    """Make the finished ledger entry ``key`` look like relay crashed mid-run: it names this
+    very pid but with a start time it never had, so relay knows the process is gone."""
+    from relay_cli.process import this_host
+
+    store = relay.open_store()
+    try:
+        with store.transaction():
+            store.update_ledger(key, {"state": "running", "pid": os.getpid(),
+                                      "process_start": "other-boot:1", "child_pid": None,
+                                      "host": this_host(), "exit_code": None,
+                                      "stdout": None, "stderr": None, "stdout_bytes": None,
+                                      "stderr_bytes": None, "finished_at": None, **extra})
+    finally:
+        store.close()
+
+
+def refused(relay: Relay, code: str, *args, input=None, env=None, terminal=False) -> dict:
+    """``relay ARGS --json`` fails with ``code`` (its exit code and fixed hint, nothing on
+    stdout, no traceback) and changes nothing; returns the error."""
+    from relay_cli.errors import ERRORS
+
+    before = relay.snapshot()
+    r = relay(*args, "--json", input=input, env=env, terminal=terminal)
+    err = r.error
+    assert err["code"] == code, r.err
+    assert r.code == err["exit_code"] == ERRORS[code].exit_code
+    assert err["hint"].startswith(ERRORS[code].hint)
+    assert r.out == ""
+    assert "Traceback" not in r.err
+    assert relay.snapshot() == before
+    return err
+
+
+@pytest.fixture
+def pair(relay) -> tuple[dict, dict]:
+    """alice and bob, each joined with a lease of 24 h (time moves in tests; leases lapse
+    only where a test says so): the envs that act as them."""
+    return relay.join("alice", "--lease", "24h"), relay.join("bob", "--lease", "24h")
+
+
+@pytest.fixture
+def world(relay, pair) -> tuple[Relay, dict, dict]:
+    """``relay`` with ``pair``."""
+    return relay, *pair
+
+
+@pytest.fixture
+def seeded(world) -> tuple[Relay, dict, dict, str]:
+    """``world`` and one request alice sent bob (queued): its id last."""
+    relay, alice, bob = world
+    rid = new_id()
+    assert relay.send(alice, "bob", "seed", request_id=rid).code == 0
+    return relay, alice, bob, rid

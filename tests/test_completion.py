@@ -33,7 +33,7 @@ def complete(relay, line: str, env: dict | None = None) -> list[str]:
 
 
 @pytest.fixture
-def world(relay):
+def mix(relay):
     """alice sent three requests to bob: one queued, one bob claimed, one delivery_unknown;
     carol claimed one of her own."""
     alice = relay.join("alice", "--lease", "1h")
@@ -55,15 +55,15 @@ def world(relay):
     return relay, alice, bob, carol, ids
 
 
-def test_resolve_offers_only_delivery_unknown_ids(world):
-    relay, alice, bob, carol, ids = world
+def test_resolve_offers_only_delivery_unknown_ids(mix):
+    relay, alice, bob, carol, ids = mix
     assert complete(relay, "relay resolve ") == [ids["lost"]]
     assert complete(relay, f"relay resolve {ids['lost'][:4]}") == [ids["lost"]]
     assert complete(relay, "relay resolve zz") == []
 
 
-def test_ack_reply_fail_reject_offer_what_my_session_claimed(world):
-    relay, alice, bob, carol, ids = world
+def test_ack_reply_fail_reject_offer_what_my_session_claimed(mix):
+    relay, alice, bob, carol, ids = mix
     for command in ("ack", "reply", "fail", "reject"):
         assert complete(relay, f"relay {command} ", env=bob) == [ids["claimed"]]
         assert complete(relay, f"relay {command} ", env=carol) == [ids["carols"]]
@@ -73,8 +73,17 @@ def test_ack_reply_fail_reject_offer_what_my_session_claimed(world):
     assert complete(relay, f"relay ack --session {token} ") == [ids["claimed"]]
 
 
-def test_cancel_offers_my_queued_requests_and_claim_id_what_is_queued_for_me(world):
-    relay, alice, bob, carol, ids = world
+def test_completion_knows_the_caller_by_the_commands_own_rule(mix):
+    """--as a peer other than RELAY_PEER: the shell's RELAY_SESSION is not that peer's token,
+    for the command (peers.identity) and so for completion, which offers nothing the
+    command would take as carol's."""
+    relay, alice, bob, carol, ids = mix
+    assert complete(relay, "relay ack --as bob ", env=carol) == []
+    assert complete(relay, "relay ack --as carol ", env=carol) == [ids["carols"]]
+
+
+def test_cancel_offers_my_queued_requests_and_claim_id_what_is_queued_for_me(mix):
+    relay, alice, bob, carol, ids = mix
     assert complete(relay, "relay cancel ", env=alice) == [ids["queued"]]
     assert complete(relay, "relay cancel ", env=bob) == []
     assert complete(relay, "relay cancel --as alice ") == [ids["queued"]]
@@ -82,8 +91,8 @@ def test_cancel_offers_my_queued_requests_and_claim_id_what_is_queued_for_me(wor
     assert complete(relay, "relay claim --id ", env=carol) == []
 
 
-def test_show_and_wait_offer_any_recent_request_newest_first(world):
-    relay, alice, bob, carol, ids = world
+def test_show_and_wait_offer_any_recent_request_newest_first(mix):
+    relay, alice, bob, carol, ids = mix
     every = [ids["carols"], ids["queued"], ids["claimed"], ids["lost"]]
     assert complete(relay, "relay show ") == every
     assert complete(relay, "relay wait ") == every
@@ -91,8 +100,8 @@ def test_show_and_wait_offer_any_recent_request_newest_first(world):
     assert complete(relay, f"relay show {rid[:9]}") == [rid]
 
 
-def test_submit_offers_my_unsubmitted_drafts(world):
-    relay, alice, bob, carol, ids = world
+def test_submit_offers_my_unsubmitted_drafts(mix):
+    relay, alice, bob, carol, ids = mix
     draft = relay("prepare", "--to", "bob", "later", "--json", env=alice).json["id"]
     assert complete(relay, "relay submit ", env=alice) == [draft]
     assert complete(relay, "relay submit ", env=bob) == []
@@ -100,8 +109,8 @@ def test_submit_offers_my_unsubmitted_drafts(world):
     assert complete(relay, "relay submit ", env=alice) == []
 
 
-def test_peer_names_are_offered_where_a_peer_belongs(world):
-    relay, *_ = world
+def test_peer_names_are_offered_where_a_peer_belongs(mix):
+    relay, *_ = mix
     for line in ("relay send --to ", "relay list --from ", "relay list --to ",
                  "relay inbox --as ", "relay peers join ", "relay run --as "):
         assert complete(relay, line) == ["alice", "bob", "carol"], line
@@ -151,8 +160,8 @@ def test_a_bad_choice_is_still_relays_own_error(relay, args, code):
     assert relay.snapshot() == before
 
 
-def test_completion_applies_no_due_transition_and_writes_nothing(world):
-    relay, alice, bob, carol, ids = world
+def test_completion_applies_no_due_transition_and_writes_nothing(mix):
+    relay, alice, bob, carol, ids = mix
     before = relay.snapshot()
     local = relay.backend == "sqlite"  # on PostgreSQL the home holds nothing at all
     files = sorted(p.name for p in relay.home.iterdir()) if local else None

@@ -12,22 +12,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import new_id
+from conftest import DAY, at, new_id
 
-DAY = 86400
 ESC = "\x1b]0;owned\x07\x1b[2J"  # a title rewrite and a screen clear
 
 # relay.db's views and export read the SQLite file (PostgreSQL: not built yet)
 pytestmark = pytest.mark.sqlite_only
-
-
-@pytest.fixture
-def pair(relay):
-    return relay.join("alice"), relay.join("bob")
-
-
-def at(seconds: float, who: dict | None = None) -> dict:
-    return {**(who or {}), "RELAY_TIME_OFFSET": str(seconds)}
 
 
 def query(relay, sql: str, params=()) -> list[dict]:

@@ -8,7 +8,7 @@ import os
 import shutil
 import tempfile
 
-from test_screens import assert_fits, in_pty
+from conftest import assert_fits
 
 
 def test_demo_runs_the_main_job_and_leaves_nothing_behind(relay, tmp_path):
@@ -32,7 +32,7 @@ def test_demo_runs_the_main_job_and_leaves_nothing_behind(relay, tmp_path):
 
 def test_demo_narrates_each_step_and_prints_the_tables_at_80_columns(relay, tmp_path):
     short = tempfile.mkdtemp(prefix="rd", dir="/tmp")  # the kept path is printed whole
-    raw, text = in_pty(relay, "demo", "--keep", cols=80, rows=24, env={"TMPDIR": short})
+    raw, text = relay.screen("demo", "--keep", cols=80, rows=24, env={"TMPDIR": short})
     lines = assert_fits(text, 80)
     assert "bob$ relay claim --wait 30s" in text
     assert "already sent, nothing new queued" in text

@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DESIGN = ROOT / "docs" / "design.md"
 WHERE = ("relay_cli", "tests", "docs", "bench", "scripts", "README.md")
 CITE = re.compile(r"design(?:\.md)? §(\d+)((?:(?:, ?|/| ?\+ ?|–)§\d+)*)")
-OUTSIDE = re.compile(r"SPEC ?§|SPEC\.md|\bissues? \d+")
+OUTSIDE = re.compile(r"SPEC ?§|SPEC\.md|\bissues? \d+", re.IGNORECASE)
 
 
 def _files():

@@ -9,6 +9,7 @@ import stat
 import pytest
 from conftest import new_id
 
+from relay_cli.limits import KINDS
 from relay_cli.store import LATEST_SCHEMA
 
 COMMON = {"relay_version", "python", "time_offset", "schema", "tables", "requests",
@@ -325,7 +326,6 @@ def test_wakeup_on_a_database_from_before_wake_waiters(relay):
     assert _checks(r)["wakeup:c1"]["detail"].startswith("not_configured")
 
 
-KINDS = ["claude", "codex", "gemini", "aider", "human", "script", "other"]
 
 
 def _until(relay, predicate, what):
@@ -465,3 +465,12 @@ def test_an_approval_waiting_for_a_person_is_a_warning(relay):
                       "true").code == 75
     c = _checks(relay("doctor", "--json"))["approvals"]
     assert c["status"] == "warn" and "relay approve KEY" in c["detail"]
+
+
+def test_doctor_creates_no_files(relay):
+    """design.md §11: doctor creates nothing (§6: it writes nothing)."""
+    assert relay("peers", "add", "al").code == 0
+    before = sorted(os.listdir(relay.home))
+    r = relay.proc("doctor")
+    assert r.code == 0, r.out
+    assert sorted(os.listdir(relay.home)) == before

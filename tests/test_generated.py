@@ -53,6 +53,21 @@ def test_check_names_a_file_that_differs(tmp_path, monkeypatch):
     assert generate.main(["--check"]) == 0
 
 
+def test_design_tables_are_written_between_their_markers_and_a_stale_one_is_caught():
+    """docs/design.md is prose with generated tables (states, transitions, errors)."""
+    from relay_cli import schema
+
+    doc = schema.build()
+    current = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
+    assert generate.design(doc, current) == current
+    for stale in (current.replace("| `queued` | accepted durably", "| `queued` | accepted"),
+                  current.replace("| `resolve_forget` |", "| `forget` |"),
+                  current.replace("| `busy` | 75 | yes |", "| `busy` | 75 | no |")):
+        assert stale != current and generate.design(doc, stale) == current
+    with pytest.raises(SystemExit, match="END GENERATED errors"):
+        generate.design(doc, current.replace("<!-- END GENERATED errors -->", ""))
+
+
 # ------------------------------------------------------------------ bash completion
 def bash_complete(*words: str) -> list[str]:
     """Complete the last of ``words`` in a real bash with completions/relay.bash sourced,
@@ -91,16 +106,34 @@ def test_bash_completes_subcommands_of_peers():
     assert "join" in bash_complete("relay", "peers", "")
 
 
+# Typer's --show-completion and --install-completion look for the shell that started
+# relay (its parent process) and ignore a shell named after them. pytest may run under
+# any shell (`dash -c 'python -m pytest ...'`): these tests either name the shell with
+# Typer's switch for that (the option then takes the shell as its value), or start relay
+# from a real bash, so they never depend on the shell that started pytest.
+NAMED_SHELL = {"_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"}
+
+
 def test_show_completion_prints_the_committed_bash_script():
     p = subprocess.run(["relay", "--show-completion", "bash"], capture_output=True, text=True,
-                       env=clean_env(), timeout=60)
+                       env=clean_env(**NAMED_SHELL), timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == (ROOT / "completions" / "relay.bash").read_text().strip()
+
+
+def test_show_completion_from_bash_detects_bash():
+    if not shutil.which("bash"):
+        pytest.skip("bash is not installed")
+    # (a second command keeps bash from exec-ing relay: bash stays its parent)
+    p = subprocess.run(["bash", "--norc", "--noprofile", "-c", "relay --show-completion; exit $?"],
+                       capture_output=True, text=True, env=clean_env(), timeout=60)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == (ROOT / "completions" / "relay.bash").read_text().strip()
 
 
 def test_install_completion_writes_the_bash_script(tmp_path):
     p = subprocess.run(["relay", "--install-completion", "bash"], capture_output=True,
-                       text=True, env=clean_env(HOME=str(tmp_path)), timeout=60)
+                       text=True, env=clean_env(HOME=str(tmp_path), **NAMED_SHELL), timeout=60)
     assert p.returncode == 0, p.stderr
     installed = tmp_path / ".bash_completions" / "relay.sh"
     assert installed.read_text().strip() == (ROOT / "completions" / "relay.bash").read_text().strip()

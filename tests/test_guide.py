@@ -126,3 +126,14 @@ def test_docs_agents_shows_exactly_what_install_merges(runtime):
     assert guide.settings_json(runtime, wake=True) in doc
     assert hook_install.fragment(runtime, wake=True) == json.loads(
         guide.settings_json(runtime, wake=True))
+
+
+def test_the_guide_says_what_each_state_means_in_the_words_of_the_state_table(relay):
+    """One definition (design.md §5): the guide's states section is states.MEANING."""
+    from relay_cli.states import MEANING
+
+    text = " ".join(relay("guide").out.split())
+    for state, (claims, not_claimed) in MEANING.items():
+        assert f"- {state}: {claims}." in text
+        if not_claimed:
+            assert f"It does not mean {not_claimed}." in text

@@ -152,3 +152,11 @@ def test_every_command_in_a_situation_hint_exists_with_its_options(relay):
         for words in _commands(hint):
             r = relay(*_concrete(words), "--help")
             assert r.code == 0, (hint, words, r.err)
+
+
+def test_session_required_hint_does_not_claim_an_active_session(relay):
+    """`claim --as NAME` for a name with no session: the hint must not say it has one."""
+    relay("peers", "add", "zed", "--json")
+    r = relay("claim", "--as", "zed", "--json")
+    assert r.code == 5 and r.error["code"] == "session_required"
+    assert "has an active session" not in r.error["hint"]

@@ -406,3 +406,11 @@ def test_hook_as_a_real_process(relay, claude):
     r = relay.proc("hook", "claude", input=payload("session_end"), env=claude.hook_env)
     assert (r.code, r.out) == (0, "")
     assert took < 5  # Claude Code gives SessionEnd hooks 1.5 s; a hook run takes ~0.2 s
+
+
+def test_hook_with_malformed_option_exits_0_silently(relay):
+    """design.md §12: the hook must never break the agent (exit 0, no output). Exit 2 from a
+    UserPromptSubmit/Stop hook makes Claude Code block the prompt or the stop."""
+    event = '{"hook_event_name": "UserPromptSubmit", "session_id": "cc-1", "prompt": "hi"}'
+    r = relay("hook", "claude", "--lease", input=event, env={"RELAY_PEER": "c1"})
+    assert (r.code, r.out, r.err) == (0, "", "")

@@ -226,34 +226,12 @@ def test_unknown_agent_is_a_usage_error(relay, home):
 
 
 def test_human_output_fits_a_real_80_column_terminal(relay, monkeypatch):
-    import fcntl
-    import pty
-    import select
-    import struct
-    import sys
     import tempfile
-    import termios
 
     short_home = tempfile.mkdtemp(prefix="h", dir="/tmp")
     monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
-    pid, fd = pty.fork()
-    if pid == 0:  # child: relay with a terminal of 80x24 as stdout
-        env = relay._env({"HOME": short_home, "TERM": "xterm-256color", "COLUMNS": None,
-                          "LINES": None})
-        fcntl.ioctl(1, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
-        os.execve(sys.executable, [sys.executable, "-m", "relay_cli", "hook", "install",
-                                   "codex"], env)
-    chunks = []
-    while select.select([fd], [], [], 20)[0]:
-        try:
-            data = os.read(fd, 65536)
-        except OSError:
-            break
-        if not data:
-            break
-        chunks.append(data)
-    _, status = os.waitpid(pid, 0)
-    out = b"".join(chunks).decode().replace("\r\n", "\n")
-    assert os.waitstatus_to_exitcode(status) == 0, out
+    code, out = relay.pty("hook", "install", "codex", env={"HOME": short_home})
+    out = out.replace("\r\n", "\n")
+    assert code == 0, out
     assert "+ Stop: relay hook codex" in out and "Hooks need review" in out
     assert max(len(line) for line in out.splitlines()) <= 80, out

@@ -893,7 +893,7 @@ def test_with_json_a_note_is_never_written_and_the_first_error_is_the_one_line()
     """The rule is in Output itself, so a new note or a second error cannot add a line."""
     import io
 
-    from relay_cli.errors import RelayError
+    from relay_cli.errors import RelayError, cannot_start
     from relay_cli.output import Output
 
     err = io.StringIO()
@@ -902,7 +902,7 @@ def test_with_json_a_note_is_never_written_and_the_first_error_is_the_one_line()
     assert err.getvalue() == ""
     out.error(RelayError("lease_expired", "the session lapsed"))
     Output(json_mode=True, stderr=err).error(RelayError("busy", "then this"))
-    out.cannot_start("cannot start", 127, "fix it")
+    out.error(cannot_start("cannot start", 127, "fix it"))
     assert [json.loads(ln)["error"]["code"] for ln in err.getvalue().splitlines()] == [
         "lease_expired"]
     # a new call (in one process, a caller may run several) has its own one line

@@ -11,8 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import DAY, at, fake_crash
 
-from relay_cli import clock, ledger
+from relay_cli import clock, ledger, once, retention
+from relay_cli.store import open_store
 
 
 # ------------------------------------------------------------------ helpers
@@ -39,17 +41,6 @@ def wait_until(predicate, timeout: float = 15.0, what: str = "condition"):
             return value
         time.sleep(0.02)
     raise AssertionError(f"timed out waiting for {what}")
-
-
-def in_pty(relay, *args: str) -> subprocess.CompletedProcess:
-    """Run relay with a pseudo-terminal as standard input (a person at a terminal)."""
-    master, slave = os.openpty()
-    try:
-        return subprocess.run([sys.executable, "-m", "relay_cli", *args], stdin=slave,
-                              capture_output=True, env=relay._env(None), timeout=30)
-    finally:
-        os.close(master)
-        os.close(slave)
 
 
 def alive(pid: int) -> bool:
@@ -345,7 +336,7 @@ def test_large_output_streams_whole_keeps_its_tail_and_memory_stays_flat(relay, 
 
 
 def test_tail_keeps_exactly_the_last_bytes():
-    t = ledger.Tail(10)
+    t = once.Tail(10)
     for chunk in (b"abc", b"defghij", b"klm", b"n" * 3, b"0123456789ABC"):
         t.add(chunk)
     assert t.bytes() == b"3456789ABC" and t.total == 29
@@ -380,7 +371,7 @@ def test_approval_in_a_terminal_lets_the_waiting_call_run_exactly_once(relay, tm
     second = relay("once", "--key", "deploy", "--timeout", "0", "--", *cmd)
     assert second.code == 75 and runs(path) == 0
     t0 = time.monotonic()
-    decided = in_pty(relay, "approve", "deploy", "--yes", "--json")
+    decided = relay.at_terminal("approve", "deploy", "--yes", "--json")
     assert decided.returncode == 0, decided.stderr
     obj = json.loads(decided.stdout)
     assert obj["state"] == "approved" and obj["decided_by"].startswith("person:")
@@ -405,7 +396,7 @@ def test_approval_before_the_next_call_runs_it_on_that_call(relay, tmp_path):
     path, cmd = counter(tmp_path)
     assert relay("once", "--key", "later", "--approve", "--timeout", "0", "--",
                  *cmd).code == 75
-    assert in_pty(relay, "approve", "later", "--yes").returncode == 0
+    assert relay.at_terminal("approve", "later", "--yes").returncode == 0
     r = relay("once", "--key", "later", "--approve", "--timeout", "0", "--", *cmd)
     assert r.code == 0 and runs(path) == 1
     assert relay("once", "--key", "later", "--", *cmd).code == 0 and runs(path) == 1
@@ -416,7 +407,7 @@ def test_deny_makes_every_call_exit_10_without_running(relay, tmp_path):
     waiter = relay.popen("once", "--key", "nope", "--approve", "--timeout", "60", "--json",
                          "--", *cmd)
     wait_until(lambda: (e := entry(relay, "nope")) and e["state"] == "awaiting_approval")
-    decided = in_pty(relay, "deny", "nope", "--note", "not today", "--json")
+    decided = relay.at_terminal("deny", "nope", "--note", "not today", "--json")
     assert decided.returncode == 0, decided.stderr
     assert json.loads(decided.stdout)["decision_note"] == "not today"
     out, err = waiter.communicate(timeout=30)
@@ -427,7 +418,7 @@ def test_deny_makes_every_call_exit_10_without_running(relay, tmp_path):
         r = relay("once", "--key", "nope", *extra, "--json", "--", *cmd)
         assert r.code == 10 and r.error["code"] == "denied"
     assert runs(path) == 0
-    assert in_pty(relay, "approve", "nope", "--yes").returncode == 4  # a denial stands
+    assert relay.at_terminal("approve", "nope", "--yes").returncode == 4  # a denial stands
 
 
 def test_a_key_that_already_ran_replays_without_asking(relay, tmp_path):
@@ -460,76 +451,54 @@ def test_awaiting_entries_are_listed(relay, tmp_path):
 
 
 # ------------------------------------------------------------------ retention
-DAY = 86400
-
-
-def at(days: float) -> dict:
-    return {"RELAY_TIME_OFFSET": str(int(days * DAY))}
-
-
-def _fake_crash(relay, key: str, **extra) -> None:
-    """Make a finished entry look like relay crashed mid-run: it names this very pid but
-    with a start time it never had, so relay knows the recorded process is gone."""
-    store = relay.open_store()
-    try:
-        with store.transaction():
-            store.update_ledger(key, {"state": "running", "pid": os.getpid(),
-                                      "process_start": "other-boot:1", "child_pid": None,
-                                      "host": ledger.this_host(), "exit_code": None,
-                                      "stdout": None, "stderr": None, "stdout_bytes": None,
-                                      "stderr_bytes": None, "finished_at": None, **extra})
-    finally:
-        store.close()
-
-
 def test_prune_keeps_a_tombstone_that_still_replays_and_still_denies(relay, tmp_path):
     path, cmd = counter(tmp_path)
     assert relay("once", "--key", "pr-1", "--", *cmd).code == 0
     assert relay("once", "--key", "bad", "--", "sh", "-c", "echo no; exit 3").code == 3
     assert relay("once", "--key", "dep", "--approve", "--timeout", "0", "--", *cmd).code == 75
-    assert in_pty(relay, "deny", "dep", "--note", "no").returncode == 0
+    assert relay.at_terminal("deny", "dep", "--note", "no").returncode == 0
     assert relay("once", "--key", "wait", "--approve", "--timeout", "0", "--", "true").code == 75
     assert relay("once", "--key", "gone", "--", "true").code == 0
-    _fake_crash(relay, "gone")  # effect_unknown: never touched by prune
+    fake_crash(relay, "gone")  # effect_unknown: never touched by prune
 
     # after the retention (30 days): only the captured output goes
-    r = relay("prune", "--json", env=at(31))
+    r = relay("prune", "--json", env=at(31 * DAY))
     assert r.code == 0
     assert r.json["ledger"] == {"entries_pruned": 2, "entries_removed": 0, "by_state": {},
                                 "dry_run": False}
-    assert relay("prune", "--json", env=at(31)).json["ledger"]["entries_pruned"] == 0
-    again = relay("once", "--key", "pr-1", "--", *cmd, env=at(31))
+    assert relay("prune", "--json", env=at(31 * DAY)).json["ledger"]["entries_pruned"] == 0
+    again = relay("once", "--key", "pr-1", "--", *cmd, env=at(31 * DAY))
     assert again.code == 0 and runs(path) == 1
     assert again.out == "" and "removed by `relay prune`" in again.err
     doc = relay("once", "--key", "bad", "--json", "--", "sh", "-c", "echo no; exit 3",
-                env=at(31))
+                env=at(31 * DAY))
     assert doc.code == 3 and doc.json["replayed"] is True and doc.json["output_pruned"] is True
     assert doc.json["stdout"] is None and doc.json["stdout_bytes"] == 3
-    assert relay("once", "--key", "dep", "--", *cmd, env=at(31)).code == 10
-    shown = relay("ledger", "show", "pr-1", env=at(31))
+    assert relay("once", "--key", "dep", "--", *cmd, env=at(31 * DAY)).code == 10
+    shown = relay("ledger", "show", "pr-1", env=at(31 * DAY))
     assert "removed by `relay prune`" in shown.out and "--- stdout" not in shown.out
 
     # still within 120 days: nothing is removed
-    r = relay("prune", "--json", env=at(119))
+    r = relay("prune", "--json", env=at(119 * DAY))
     assert r.json["ledger"]["entries_removed"] == 0
     # --older-than longer than 120 days moves the tombstone cutoff too (as for requests)
-    r = relay("prune", "--older-than", "200d", "--json", env=at(150))
+    r = relay("prune", "--older-than", "200d", "--json", env=at(150 * DAY))
     assert r.json["ledger"] == {"entries_pruned": 0, "entries_removed": 0, "by_state": {},
                                 "dry_run": False}
-    assert relay("once", "--key", "dep", "--", *cmd, env=at(150)).code == 10
+    assert relay("once", "--key", "dep", "--", *cmd, env=at(150 * DAY)).code == 10
 
     # after 120 days the tombstones go; running and awaiting entries stay
-    dry = relay("prune", "--dry-run", "--json", env=at(121))
+    dry = relay("prune", "--dry-run", "--json", env=at(121 * DAY))
     assert dry.json["ledger"] == {"entries_pruned": 0, "entries_removed": 3,
                                   "by_state": {"denied": 1, "failed": 1, "succeeded": 1},
                                   "dry_run": True}
     before = relay.snapshot()
-    assert relay("prune", "--dry-run", env=at(121)).code == 0
+    assert relay("prune", "--dry-run", env=at(121 * DAY)).code == 0
     assert relay.snapshot() == before
-    assert relay("prune", "--json", env=at(121)).json["ledger"]["entries_removed"] == 3
+    assert relay("prune", "--json", env=at(121 * DAY)).json["ledger"]["entries_removed"] == 3
     left = {e["key"]: e["state"] for e in relay("ledger", "list", "--json").json["entries"]}
     assert left == {"wait": "awaiting_approval", "gone": "effect_unknown"}
-    assert relay("once", "--key", "pr-1", "--", *cmd, env=at(121)).code == 0
+    assert relay("once", "--key", "pr-1", "--", *cmd, env=at(121 * DAY)).code == 0
     assert runs(path) == 2  # only now is the key new again
 
 
@@ -544,10 +513,10 @@ def test_ledger_prune_function_counts_match_what_it_does(relay):
         with store.transaction():
             store.update_ledger("a", {"updated_at": now - 200 * DAY * 1000})
         body = now + 1000
-        dry = ledger.prune(store, now, body, dry_run=True)
+        dry = retention.prune_ledger(store, now, body, dry_run=True)
         assert dry == {"entries_pruned": 2, "entries_removed": 1,
                        "by_state": {"succeeded": 1}, "dry_run": True}
-        assert ledger.prune(store, now, body, batch=1) == {**dry, "dry_run": False}
+        assert retention.prune_ledger(store, now, body, batch=1) == {**dry, "dry_run": False}
         assert sorted(r["key"] for r in store.list_ledger()) == ["b", "c"]
         for key in ("b", "c"):  # a forgotten entry's output goes too
             assert store.get_ledger(key)["output_pruned_at"] == now
@@ -557,12 +526,32 @@ def test_ledger_prune_function_counts_match_what_it_does(relay):
         store.close()
 
 
+def test_ledger_prune_pauses_after_every_full_batch_like_request_prune(relay, monkeypatch):
+    """Between two batches prune lets waiting writers in (design.md §4): the ledger's
+    batches go through the same pause as the requests'."""
+    for key in ("a", "b", "c"):
+        assert relay("once", "--key", key, "--", "true").code == 0
+    pauses = []
+    monkeypatch.setattr(retention.time, "sleep", pauses.append)
+    store = open_store(relay.home)
+    try:
+        now = clock.now_ms()
+        with store.transaction():
+            store.update_ledger("a", {"updated_at": now - 200 * DAY * 1000})
+        counts = retention.prune_ledger(store, now, now + 1000, batch=1)
+    finally:
+        store.close()
+    assert (counts["entries_removed"], counts["entries_pruned"]) == (1, 2)
+    # removal: 1 full batch, then a short one; output: 2 full batches, then a short one
+    assert len(pauses) == 3 and all(0.005 <= p <= 0.1 for p in pauses), pauses
+
+
 # ------------------------------------------------------------------ a person's approval stands
 def test_resolve_of_an_approval_entry_needs_a_terminal(relay, tmp_path):
     path, cmd = counter(tmp_path)
     assert relay("once", "--key", "gate", "--approve", "--timeout", "0", "--", *cmd).code == 75
     assert relay("once", "--key", "no", "--approve", "--timeout", "0", "--", *cmd).code == 75
-    assert in_pty(relay, "deny", "no").returncode == 0
+    assert relay.at_terminal("deny", "no").returncode == 0
     before = relay.snapshot()
     for key in ("gate", "no"):
         for outcome in ("forget", "succeeded", "failed"):
@@ -573,7 +562,7 @@ def test_resolve_of_an_approval_entry_needs_a_terminal(relay, tmp_path):
     assert relay.snapshot() == before
     assert relay("once", "--key", "no", "--", *cmd).code == 10
     # a person at a terminal may forget a denial; the key then asks for approval again
-    assert in_pty(relay, "ledger", "resolve", "no", "--outcome", "forget").returncode == 0
+    assert relay.at_terminal("ledger", "resolve", "no", "--outcome", "forget").returncode == 0
     r = relay("once", "--key", "no", "--timeout", "0", "--json", "--", *cmd)  # no --approve
     assert r.code == 75 and r.error["code"] == "timeout"
     assert r.json["state"] == "awaiting_approval" and r.json["approval_required"] is True
@@ -583,15 +572,15 @@ def test_resolve_of_an_approval_entry_needs_a_terminal(relay, tmp_path):
 def test_forgetting_an_approved_entry_keeps_the_approval_requirement(relay, tmp_path):
     path, cmd = counter(tmp_path)
     assert relay("once", "--key", "ap", "--approve", "--timeout", "0", "--", *cmd).code == 75
-    assert in_pty(relay, "approve", "ap", "--yes").returncode == 0
+    assert relay.at_terminal("approve", "ap", "--yes").returncode == 0
     assert relay("once", "--key", "ap", "--", *cmd).code == 0 and runs(path) == 1
-    assert in_pty(relay, "ledger", "resolve", "ap", "--outcome", "forget").returncode == 0
+    assert relay.at_terminal("ledger", "resolve", "ap", "--outcome", "forget").returncode == 0
     # forgotten: the key is free, but the next call (even another command) waits again
     other = ["sh", "-c", f"echo run >> {path}"]
     r = relay("once", "--key", "ap", "--timeout", "0", "--", *other)
     assert r.code == 75 and "needs a person's approval" in r.err
     assert runs(path) == 1
-    assert in_pty(relay, "approve", "ap", "--yes").returncode == 0
+    assert relay.at_terminal("approve", "ap", "--yes").returncode == 0
     assert relay("once", "--key", "ap", "--", *other).code == 0 and runs(path) == 2
 
 
@@ -606,8 +595,8 @@ def test_a_crashed_entry_is_shown_as_effect_unknown_everywhere(relay, tmp_path):
     assert relay("once", "--key", "lost", "--", "true").code == 0
     assert relay("once", "--key", "idem", "--idempotent", "--", "true").code == 0
     assert relay("once", "--key", "ok", "--", "true").code == 0
-    _fake_crash(relay, "lost")
-    _fake_crash(relay, "idem")
+    fake_crash(relay, "lost")
+    fake_crash(relay, "idem")
     shown = entry(relay, "lost")
     assert shown["state"] == "effect_unknown" and shown["effect_unknown"] is True
     assert entry(relay, "ok")["effect_unknown"] is False
@@ -638,7 +627,7 @@ def test_approval_timeout_says_what_is_true_for_a_key(relay):
 def test_a_replay_of_a_settled_entry_names_the_person(relay, tmp_path):
     path, cmd = counter(tmp_path)
     assert relay("once", "--key", "s", "--", *cmd).code == 0
-    _fake_crash(relay, "s")
+    fake_crash(relay, "s")
     assert relay("ledger", "resolve", "s", "--outcome", "succeeded", "--note",
                  "PR #42 exists").code == 0
     r = relay("once", "--key", "s", "--", *cmd)
@@ -711,7 +700,7 @@ def test_an_approved_command_that_cannot_start_keeps_its_approval(relay, tmp_pat
     tool = tmp_path / "tool"
     assert relay("once", "--key", "ap", "--approve", "--timeout", "0", "--",
                  str(tool)).code == 75
-    assert in_pty(relay, "approve", "ap", "--yes").returncode == 0
+    assert relay.at_terminal("approve", "ap", "--yes").returncode == 0
     r = relay("once", "--key", "ap", "--", str(tool))
     assert r.code == 127
     assert entry(relay, "ap")["state"] == "approved"
@@ -795,8 +784,8 @@ def test_ledger_show_prints_captured_output_inert(relay):
 def test_watch_lists_crashed_entries_as_needing_a_person(relay):
     assert relay("once", "--key", "lost", "--", "true").code == 0
     assert relay("once", "--key", "idem", "--idempotent", "--", "true").code == 0
-    _fake_crash(relay, "lost")
-    _fake_crash(relay, "idem")
+    fake_crash(relay, "lost")
+    fake_crash(relay, "idem")
     snap = relay("watch")  # not a terminal: one plain snapshot
     assert snap.code == 0, snap.err
     assert snap.out.splitlines()[0] == "relay watch: 1 effect_unknown, 0 open"
@@ -811,7 +800,7 @@ def test_doctor_warns_about_crashed_entries(relay):
     r = relay("doctor", "--json")
     check = next(c for c in r.json["checks"] if c["name"] == "ledger")
     assert check["status"] == "ok"
-    _fake_crash(relay, "lost")
+    fake_crash(relay, "lost")
     r = relay("doctor", "--json")
     check = next(c for c in r.json["checks"] if c["name"] == "ledger")
     assert check["status"] == "warn" and "effect_unknown" in check["detail"]
@@ -946,7 +935,7 @@ def test_a_persons_act_is_recorded_under_the_real_uid_not_logname(relay, tmp_pat
 
 
 def test_help_and_man_page_say_the_terminal_rule_stops_accidents_not_fake_terminals(relay):
-    """The terminal rule is real (a pseudo-terminal passes it: in_pty above is exactly such
+    """The terminal rule is real (a pseudo-terminal passes it: relay.at_terminal is exactly such
     a program), so every place that states it says what it stops and what it does not."""
     for args in (("approve",), ("deny",), ("ledger", "resolve"), ("once",), ("resolve",)):
         r = relay.proc(*args, "--help")
@@ -969,3 +958,62 @@ def test_the_threat_model_says_what_relay_does_not_protect_against():
     for topic in ("Same-user programs", "Programs that fake a terminal", "script -qc",
                   "pty.spawn", "RELAY_TIME_OFFSET", "Raw SQL on relay.db", "A tampered WAL"):
         assert topic in does_not, topic
+
+
+def test_ledger_does_not_call_a_crashed_entry_running(relay, tmp_path):
+    """design.md §1 'never claims more than it knows': once relay and CMD are gone, `relay once`
+    says effect_unknown, but `ledger list/show` still say `running`."""
+    relay("peers", "list")  # create the home
+    p = relay.popen("once", "--key", "crash-1", "--", "sleep", "30", start_new_session=True)
+    try:
+        child = None
+        for _ in range(100):
+            r = relay("ledger", "list", "--json")
+            entries = r.json["entries"] if r.code == 0 else []
+            if entries and entries[0]["child_pid"]:
+                child = entries[0]["child_pid"]
+                break
+            time.sleep(0.05)
+        assert child is not None
+        p.kill()  # relay dies first ...
+        p.wait()
+        os.kill(child, signal.SIGKILL)  # ... then the command
+        for _ in range(100):
+            if not os.path.exists(f"/proc/{child}") or open(f"/proc/{child}/stat").read().split(") ")[1][0] == "Z":
+                break
+            time.sleep(0.02)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    r = relay("once", "--key", "crash-1", "--", "sleep", "30")
+    assert r.code == 11, r.err  # effect_unknown: relay knows nothing is running
+    entry = relay("ledger", "show", "crash-1", "--json").json
+    assert (entry["state"], entry["effect_unknown"]) == ("effect_unknown", True), entry
+    human = relay("ledger", "list").out
+    assert "running" not in human, human
+
+
+def test_a_signal_before_the_command_starts_is_an_interruption_not_a_usage_error(relay):
+    """`relay once` told to stop between its ledger gate and the spawn runs nothing, frees
+    the key, and ends as interrupted (128+N): a signal is not a command that cannot start,
+    whose usage_error exits 2, 126 or 127 only (design.md §7)."""
+    from relay_cli import due, once
+    from relay_cli.process import Me, Signals
+
+    assert relay("ledger", "list").code == 0  # the home exists
+    store = open_store(relay.home)
+    try:
+        me = Me.current()
+        with due.unit(store) as now:
+            decision = once.begin(store, now, "early", ["true"], os.getcwd(),
+                                  idempotent=False, approve=False, me=me)
+        signals = Signals()
+        signals.pending.append((signal.SIGTERM, False))  # arrived before the spawn
+        result = once.execute(store, "early", decision.row, ["true"], me, once.Sink(None),
+                              once.Sink(None), signals)
+    finally:
+        store.close()
+    assert (result.kind, result.exit_code) == ("interrupted", 128 + signal.SIGTERM)
+    assert result.entry["state"] == "not_started"
+    assert relay("ledger", "show", "early", "--json").error["code"] == "ledger_key_not_found"

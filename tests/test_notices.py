@@ -100,3 +100,22 @@ def test_notices_marks_rows_so_it_renews_the_lease(relay):
     # Renewed at +20 s for 30 s: still alive at +40 s.
     hb = relay("peers", "heartbeat", "--json", env={**alice, "RELAY_TIME_OFFSET": "40"})
     assert hb.code == 0, hb.err
+
+
+def test_requeued_then_completed_request_is_noticed_again(relay):
+    """A delivery_unknown the sender was told about, requeued by a person and then
+    completed, must reach the sender (notices) — otherwise it never learns the outcome."""
+    alice = relay.join("alice", "--lease", "1h")
+    bob = relay.join("bob", "--lease", "60")
+    rid = new_id()
+    relay.send(alice, "bob", "x", request_id=rid)
+    relay("claim", "--json", env=bob)
+    relay.env["RELAY_TIME_OFFSET"] = "120"
+    first = relay("notices", "--json", env=alice).json["notices"]
+    assert [n["state"] for n in first] == ["delivery_unknown"]
+    assert relay("resolve", rid, "--outcome", "requeue", "--json", terminal=True).code == 0
+    bob2 = relay.join("bob", "--lease", "1h")
+    assert relay("claim", "--json", env=bob2).code == 0
+    assert relay("reply", rid, "done", "--json", env=bob2).code == 0
+    second = relay("notices", "--json", env=alice).json["notices"]
+    assert [(n["id"], n["state"]) for n in second] == [(rid, "completed")]

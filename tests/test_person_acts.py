@@ -5,37 +5,9 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 from conftest import new_id
-
-
-def at_terminal(relay, *args: str, typed: bytes = b"", env: dict | None = None):
-    """Run relay in a real process whose standard input is a pseudo-terminal, with
-    ``typed`` already typed into it (stdout and stderr are pipes). ``.terminal`` is what
-    relay wrote to that terminal (after the echo of what was typed)."""
-    master, slave = os.openpty()
-    try:
-        if typed:
-            os.write(master, typed)
-        p = subprocess.run([sys.executable, "-m", "relay_cli", *args], stdin=slave,
-                           capture_output=True, text=True, env=relay._env(env), timeout=60)
-        os.close(slave)
-        slave = None
-        shown = b""
-        try:
-            while chunk := os.read(master, 65536):
-                shown += chunk
-        except OSError:  # EIO: the terminal is closed at its other end and drained
-            pass
-        p.terminal = shown.decode(errors="replace").replace("\r\n", "\n")
-        return p
-    finally:
-        os.close(master)
-        if slave is not None:
-            os.close(slave)
 
 
 @pytest.fixture
@@ -68,7 +40,7 @@ def test_resolve_without_a_terminal_is_refused_and_changes_nothing(unknown):
 
 def test_resolve_at_a_terminal_is_recorded_as_the_person(unknown):
     relay, alice, bob, rid = unknown
-    p = at_terminal(relay, "resolve", rid[:8], "--outcome", "completed", "--note", "saw it",
+    p = relay.at_terminal("resolve", rid[:8], "--outcome", "completed", "--note", "saw it",
                     "--json")
     assert p.returncode == 0, p.stderr
     obj = json.loads(p.stdout)
@@ -97,7 +69,7 @@ def awaiting(relay, tmp_path):
 
 def test_approve_shows_command_cwd_and_key_and_approves_on_yes(awaiting):
     relay, cmd, marker = awaiting
-    p = at_terminal(relay, "approve", "deploy-1", typed=b"y\n")
+    p = relay.at_terminal("approve", "deploy-1", typed=b"y\n")
     assert p.returncode == 0, p.stderr
     assert f"command: sh -c 'echo ran >> {marker}'" in p.stderr
     assert f"cwd:     {os.getcwd()}" in p.stderr
@@ -114,13 +86,13 @@ def test_approve_shows_command_cwd_and_key_and_approves_on_yes(awaiting):
 def test_approve_does_nothing_unless_the_person_says_yes(awaiting, typed):
     relay, cmd, marker = awaiting
     before = relay.snapshot()
-    p = at_terminal(relay, "approve", "deploy-1", "--json", typed=typed)
+    p = relay.at_terminal("approve", "deploy-1", "--json", typed=typed)
     assert p.returncode == 0, p.stderr
     # with --json the question and its answer are on the terminal; stderr stays empty
     assert "Approve it? [y/N]" in p.terminal
     assert "not approved; nothing changed" in p.terminal and p.stderr == ""
     assert json.loads(p.stdout)["state"] == "awaiting_approval"
-    p = at_terminal(relay, "approve", "deploy-1", typed=typed)
+    p = relay.at_terminal("approve", "deploy-1", typed=typed)
     assert p.returncode == 0 and "not approved; nothing changed" in p.stderr
     assert relay.snapshot() == before
     assert not marker.exists()
@@ -135,7 +107,7 @@ def test_approve_yes_skips_the_question_but_not_the_terminal_rule(awaiting):
         piped = relay.proc(*args, input="y\n")
         assert piped.code == 5 and "approval_needs_terminal" in piped.err
     assert relay.snapshot() == before
-    p = at_terminal(relay, "approve", "deploy-1", "--yes", "--json")
+    p = relay.at_terminal("approve", "deploy-1", "--yes", "--json")
     assert p.returncode == 0, p.stderr
     assert "Approve it?" not in p.stderr
     assert json.loads(p.stdout)["state"] == "approved"
@@ -158,3 +130,19 @@ def test_approve_refuses_an_entry_that_changed_while_the_person_read_it(relay, t
         assert e.value.code == "state_conflict"
     finally:
         store.close()
+
+
+def test_denied_key_cannot_be_unlocked_without_a_terminal(relay, tmp_path):
+    """design.md §10: after a denial every call with that key exits 10 and runs nothing; only a
+    person at a terminal decides. `ledger resolve --outcome forget` from a non-terminal
+    (an agent's shell, as the effect_unknown hint invites) must not undo the denial."""
+    marker = tmp_path / "ran"
+    cmd = ["sh", "-c", f"echo x >> {marker}"]
+    r = relay("once", "--key", "deploy-1", "--approve", "--timeout", "0", "--", *cmd)
+    assert r.code == 75, r.err
+    assert relay.at_terminal("deny", "deploy-1", "--note", "no").returncode == 0
+    # an agent (stdin not a terminal) tries to clear the denial
+    relay("ledger", "resolve", "deploy-1", "--outcome", "forget")
+    r = relay("once", "--key", "deploy-1", "--", *cmd)
+    assert not marker.exists(), "the denied command ran after a non-terminal `forget`"
+    assert r.code == 10, (r.code, r.err)

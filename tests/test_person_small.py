@@ -9,17 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 from conftest import new_id
 
 BIN = str(Path(sys.executable).parent)
-
-
-@pytest.fixture
-def pair(relay):
-    alice = relay.join("alice", "--lease", "1h")
-    bob = relay.join("bob", "--lease", "1h")
-    return relay, alice, bob
 
 
 # ------------------------------------------------------------------ closed pipe: 141
@@ -40,11 +32,11 @@ def _many_requests(relay, alice, n: int, monkeypatch) -> None:
         store.close()
 
 
-def test_a_closed_pipe_exits_141_every_time_in_real_processes(pair):
+def test_a_closed_pipe_exits_141_every_time_in_real_processes(world):
     """50 real runs whose reader is gone (`relay list | head -1` once head has left):
     each exits 141 (killed-by-SIGPIPE's status) with nothing on stderr — not 1, the
     "bug" code, as when Click caught the broken pipe first."""
-    relay, alice, bob = pair
+    relay, alice, bob = world
     for i in range(3):
         relay.send(alice, "bob", f"r{i}")
     read, write = os.pipe()
@@ -60,10 +52,10 @@ def test_a_closed_pipe_exits_141_every_time_in_real_processes(pair):
         os.close(write)
 
 
-def test_relay_list_piped_into_head_exits_141(pair, monkeypatch):
+def test_relay_list_piped_into_head_exits_141(world, monkeypatch):
     """The shell's own pipe: more output than the pipe holds, the reader leaves after one
     line; relay's status (PIPESTATUS) is 141, and head printed the first line."""
-    relay, alice, bob = pair
+    relay, alice, bob = world
     _many_requests(relay, alice, 3000, monkeypatch)
     env = relay._env(None)
     env["PATH"] = BIN + ":" + env["PATH"]
@@ -76,8 +68,8 @@ def test_relay_list_piped_into_head_exits_141(pair, monkeypatch):
 
 
 # ------------------------------------------------------------------ plain words
-def test_submit_human_output_says_yes_and_no_and_a_repeat_says_already_sent(pair):
-    relay, alice, bob = pair
+def test_submit_human_output_says_yes_and_no_and_a_repeat_says_already_sent(world):
+    relay, alice, bob = world
     draft = relay("prepare", "--to", "bob", "work", "--json", env=alice).json["id"]
     first = relay("submit", draft, env=alice)
     assert first.code == 0
@@ -90,8 +82,8 @@ def test_submit_human_output_says_yes_and_no_and_a_repeat_says_already_sent(pair
     assert json.loads(relay("submit", draft, "--json", env=alice).out)["duplicate"] is True
 
 
-def test_a_duplicate_send_says_already_sent_in_plain_words(pair):
-    relay, alice, bob = pair
+def test_a_duplicate_send_says_already_sent_in_plain_words(world):
+    relay, alice, bob = world
     rid = new_id()
     first = relay("send", "--to", "bob", "--id", rid, "hello", env=alice)
     assert first.code == 0 and "already sent" not in first.out
@@ -102,8 +94,8 @@ def test_a_duplicate_send_says_already_sent_in_plain_words(pair):
     assert doc.json["duplicate"] is True and "already sent" not in doc.out + doc.err
 
 
-def test_peers_leave_names_the_work_that_became_delivery_unknown(pair):
-    relay, alice, bob = pair
+def test_peers_leave_names_the_work_that_became_delivery_unknown(world):
+    relay, alice, bob = world
     rids = [new_id(), new_id()]
     for rid in rids:
         relay.send(alice, "bob", "x", request_id=rid)
@@ -147,8 +139,8 @@ def _with_stderr_terminal(relay, *args, env=None) -> tuple[int, str, str]:
         os.close(master)
 
 
-def test_a_blocked_wait_says_what_it_waits_for_on_a_terminal_only(pair):
-    relay, alice, bob = pair
+def test_a_blocked_wait_says_what_it_waits_for_on_a_terminal_only(world):
+    relay, alice, bob = world
     rid = new_id()
     relay.send(alice, "bob", "x", request_id=rid)
     code, out, err = _with_stderr_terminal(relay, "wait", rid[:8], "--timeout", "1",
@@ -170,8 +162,8 @@ def test_a_blocked_wait_says_what_it_waits_for_on_a_terminal_only(pair):
     assert code == 10 and "relay: waiting" not in err
 
 
-def test_a_blocked_claim_wait_says_so_on_a_terminal_and_its_75_is_not_yet(pair):
-    relay, alice, bob = pair
+def test_a_blocked_claim_wait_says_so_on_a_terminal_and_its_75_is_not_yet(world):
+    relay, alice, bob = world
     code, out, err = _with_stderr_terminal(relay, "claim", "--wait", "1", env=bob)
     assert code == 75
     assert "relay: waiting up to 1s for a request to bob" in err
@@ -184,8 +176,8 @@ def test_a_blocked_claim_wait_says_so_on_a_terminal_and_its_75_is_not_yet(pair):
 
 
 # ------------------------------------------------------------------ --file -
-def test_file_dash_reads_stdin_for_send_prepare_and_reply(pair):
-    relay, alice, bob = pair
+def test_file_dash_reads_stdin_for_send_prepare_and_reply(world):
+    relay, alice, bob = world
     rid = new_id()
     r = relay("send", "--to", "bob", "--id", rid, "--file", "-", "--json", input="from stdin",
               env=alice)

@@ -2,14 +2,7 @@
 
 from __future__ import annotations
 
-import pytest
-from conftest import new_id
-
-DAY = 86400
-
-
-def at(days: float, who: dict | None = None) -> dict:
-    return {**(who or {}), "RELAY_TIME_OFFSET": str(int(days * DAY))}
+from conftest import DAY, at, new_id
 
 
 def completed(relay, alice, bob, text="please do it", reply="done") -> str:
@@ -24,11 +17,6 @@ def rows(relay, table: str, where: str = "1 = 1", params=()) -> list:
     return relay.sql(f"SELECT * FROM {table} WHERE {where} ORDER BY rowid", params)
 
 
-@pytest.fixture
-def pair(relay):
-    return relay.join("alice"), relay.join("bob")
-
-
 def test_old_final_requests_become_tombstones_and_live_work_is_untouched(relay, pair):
     alice, bob = pair
     done = completed(relay, alice, bob)
@@ -37,31 +25,31 @@ def test_old_final_requests_become_tombstones_and_live_work_is_untouched(relay, 
     relay("claim", "--id", failed, env=bob)
     assert relay("fail", failed, "--reason", "private reason", env=bob).code == 0
     # 40 days later: new sessions and live work
-    alice2 = relay("peers", "join", "alice", "--json", env=at(40)).json["token"]
-    bob2 = relay("peers", "join", "bob", "--lease", "1h", "--json", env=at(40)).json["token"]
-    a2 = at(40, {"RELAY_PEER": "alice", "RELAY_SESSION": alice2})
-    b2 = at(40, {"RELAY_PEER": "bob", "RELAY_SESSION": bob2})
+    alice2 = relay("peers", "join", "alice", "--json", env=at(40 * DAY)).json["token"]
+    bob2 = relay("peers", "join", "bob", "--lease", "1h", "--json", env=at(40 * DAY)).json["token"]
+    a2 = at(40 * DAY, {"RELAY_PEER": "alice", "RELAY_SESSION": alice2})
+    b2 = at(40 * DAY, {"RELAY_PEER": "bob", "RELAY_SESSION": bob2})
     queued, claimed = new_id(), new_id()
     assert relay("send", "--to", "bob", "--id", queued, "later", env=a2).code == 0
     assert relay("send", "--to", "bob", "--id", claimed, "now", env=a2).code == 0
     assert relay("claim", "--id", claimed, env=b2).code == 0
     live_before = rows(relay, "requests", "id IN (?, ?)", (queued, claimed))
 
-    r = relay("prune", "--json", env=at(40))
+    r = relay("prune", "--json", env=at(40 * DAY))
     assert r.code == 0, r.err
     assert r.json["requests_pruned"] == 2
     assert r.json["tombstones_removed"] == 0
     assert r.json["dry_run"] is False
 
-    shown = relay("show", done, "--json", "--events", env=at(40)).json
+    shown = relay("show", done, "--json", "--events", env=at(40 * DAY)).json
     assert shown["pruned"] is True and shown["state"] == "completed"
     assert shown["text"] is None and shown["reply"] is None and shown["detail"] is None
     assert shown["from"] == "alice" and shown["to"] == "bob" and shown["finished_at"]
-    f = relay("show", failed, "--json", "--events", env=at(40)).json
+    f = relay("show", failed, "--json", "--events", env=at(40 * DAY)).json
     assert f["state"] == "failed" and f["reason"] == "failed_by_recipient"
     assert f["detail"] is None
     assert all(e["detail"] is None for e in f["events"])  # the reason text is gone too
-    listed = {x["id"] for x in relay("list", "--all", "--json", env=at(40)).json["requests"]}
+    listed = {x["id"] for x in relay("list", "--all", "--json", env=at(40 * DAY)).json["requests"]}
     assert listed == {queued, claimed}  # list does not show tombstones
     assert rows(relay, "requests", "id IN (?, ?)", (queued, claimed)) == live_before
 
@@ -69,15 +57,15 @@ def test_old_final_requests_become_tombstones_and_live_work_is_untouched(relay, 
 def test_a_very_late_retry_of_a_pruned_send_is_still_a_duplicate(relay, pair):
     alice, bob = pair
     rid = completed(relay, alice, bob, text="build the thing")
-    assert relay("prune", env=at(40)).code == 0
+    assert relay("prune", env=at(40 * DAY)).code == 0
     # the ghost of alice's old session retries its send, 40 days later
     retry = relay("send", "--to", "bob", "--id", rid, "--json", "-", input="build the thing",
-                  env=at(40, alice))
+                  env=at(40 * DAY, alice))
     assert retry.code == 0, retry.err
     assert retry.json["duplicate"] is True
     assert retry.json["state"] == "completed" and retry.json["pruned"] is True
     other = relay("send", "--to", "bob", "--id", rid, "--json", "-", input="something else",
-                  env=at(40, alice))
+                  env=at(40 * DAY, alice))
     assert other.code == 4 and other.error["code"] == "request_id_conflict"
     assert len(rows(relay, "requests")) == 1
 
@@ -85,13 +73,13 @@ def test_a_very_late_retry_of_a_pruned_send_is_still_a_duplicate(relay, pair):
 def test_tombstones_are_removed_120_days_after_the_request_finished(relay, pair):
     alice, bob = pair
     early = completed(relay, alice, bob)
-    assert relay("prune", "--json", env=at(40)).json["requests_pruned"] == 1
-    assert relay("prune", "--json", env=at(119)).json["tombstones_removed"] == 0
-    assert relay("show", early, "--json", env=at(119)).json["pruned"] is True
-    r = relay("prune", "--json", env=at(121))
+    assert relay("prune", "--json", env=at(40 * DAY)).json["requests_pruned"] == 1
+    assert relay("prune", "--json", env=at(119 * DAY)).json["tombstones_removed"] == 0
+    assert relay("show", early, "--json", env=at(119 * DAY)).json["pruned"] is True
+    r = relay("prune", "--json", env=at(121 * DAY))
     assert r.json["tombstones_removed"] == 1
     assert r.json["events_removed"] == 3  # queued, delivered, completed
-    gone = relay("show", early, "--json", env=at(121))
+    gone = relay("show", early, "--json", env=at(121 * DAY))
     assert gone.code == 3 and gone.error["code"] == "request_not_found"
     assert rows(relay, "events", "request_id = ?", (early,)) == []
 
@@ -99,7 +87,7 @@ def test_tombstones_are_removed_120_days_after_the_request_finished(relay, pair)
 def test_a_request_never_pruned_is_removed_whole_after_120_days(relay, pair):
     alice, bob = pair
     rid = completed(relay, alice, bob)
-    r = relay("prune", "--json", env=at(130))
+    r = relay("prune", "--json", env=at(130 * DAY))
     assert (r.json["requests_pruned"], r.json["tombstones_removed"]) == (0, 1)
     assert rows(relay, "requests", "id = ?", (rid,)) == []
 
@@ -108,16 +96,16 @@ def test_dry_run_reports_the_same_counts_and_changes_nothing(relay, pair):
     alice, bob = pair
     old = completed(relay, alice, bob)
     completed(relay, alice, bob)
-    relay("prune", env=at(40))  # two tombstones
-    a95 = at(95, {"RELAY_PEER": "alice", "RELAY_SESSION": relay(
-        "peers", "join", "alice", "--json", env=at(95)).json["token"]})
-    b95 = at(95, {"RELAY_PEER": "bob", "RELAY_SESSION": relay(
-        "peers", "join", "bob", "--json", env=at(95)).json["token"]})
+    relay("prune", env=at(40 * DAY))  # two tombstones
+    a95 = at(95 * DAY, {"RELAY_PEER": "alice", "RELAY_SESSION": relay(
+        "peers", "join", "alice", "--json", env=at(95 * DAY)).json["token"]})
+    b95 = at(95 * DAY, {"RELAY_PEER": "bob", "RELAY_SESSION": relay(
+        "peers", "join", "bob", "--json", env=at(95 * DAY)).json["token"]})
     completed(relay, a95, b95, text="newer")  # 35 days old at +130 d
     relay("prepare", "--to", "bob", "a draft", env=a95)
-    assert relay("sweep", env=at(130)).code == 0  # nothing left due at +130 d
+    assert relay("sweep", env=at(130 * DAY)).code == 0  # nothing left due at +130 d
     before = relay.snapshot()
-    dry = relay("prune", "--dry-run", "--json", env=at(130))
+    dry = relay("prune", "--dry-run", "--json", env=at(130 * DAY))
     assert dry.code == 0, dry.err
     assert relay.snapshot() == before
     counts = {k: dry.json[k] for k in
@@ -125,10 +113,10 @@ def test_dry_run_reports_the_same_counts_and_changes_nothing(relay, pair):
     assert counts == {"requests_pruned": 1, "tombstones_removed": 2, "events_removed": 6,
                       "drafts_removed": 1}
     assert dry.json["dry_run"] is True
-    real = relay("prune", "--json", env=at(130))
+    real = relay("prune", "--json", env=at(130 * DAY))
     assert {k: real.json[k] for k in counts} == counts
     assert rows(relay, "requests", "id = ?", (old,)) == []
-    human = relay("prune", "--dry-run", env=at(130))
+    human = relay("prune", "--dry-run", env=at(130 * DAY))
     assert "would be removed" in human.out and "requests pruned" in human.out
 
 
@@ -138,13 +126,13 @@ def test_drafts_expired_unsubmitted_and_submitted_with_a_pruned_request(relay, p
     sent = relay("prepare", "--to", "bob", "sent", "--json", env=alice).json["id"]
     assert relay("submit", sent, "--json", env=alice).code == 0
     assert relay("cancel", sent, env=alice).code == 0  # final: cancelled
-    alice2 = relay("peers", "join", "alice", "--json", env=at(40)).json["token"]
-    a2 = at(40, {"RELAY_PEER": "alice", "RELAY_SESSION": alice2})
+    alice2 = relay("peers", "join", "alice", "--json", env=at(40 * DAY)).json["token"]
+    a2 = at(40 * DAY, {"RELAY_PEER": "alice", "RELAY_SESSION": alice2})
     fresh = relay("prepare", "--to", "bob", "fresh", "--json", env=a2).json["id"]
-    r = relay("prune", "--json", env=at(40))
+    r = relay("prune", "--json", env=at(40 * DAY))
     assert r.json["drafts_removed"] == 2 and r.json["requests_pruned"] == 1
     assert [d[0] for d in rows(relay, "drafts")] == [fresh]
-    again = relay("submit", sent, "--json", env=at(40, alice))
+    again = relay("submit", sent, "--json", env=at(40 * DAY, alice))
     assert again.code == 0, again.err
     assert again.json["duplicate"] is True and again.json["state"] == "cancelled"
     lost = relay("submit", stale, "--json", env=a2)
@@ -154,8 +142,8 @@ def test_drafts_expired_unsubmitted_and_submitted_with_a_pruned_request(relay, p
 def test_older_than_overrides_the_retention(relay, pair):
     alice, bob = pair
     completed(relay, alice, bob)
-    assert relay("prune", "--json", env=at(2)).json["requests_pruned"] == 0
-    r = relay("prune", "--older-than", "1d", "--json", env=at(2))
+    assert relay("prune", "--json", env=at(2 * DAY)).json["requests_pruned"] == 0
+    r = relay("prune", "--older-than", "1d", "--json", env=at(2 * DAY))
     assert r.json["requests_pruned"] == 1 and r.json["older_than_seconds"] == DAY
     bad = relay("prune", "--older-than", "soon", "--json")
     assert bad.code == 2 and bad.error["code"] == "invalid_duration"
@@ -191,20 +179,18 @@ def test_a_pruned_delivery_unknown_cannot_be_requeued(relay, pair):
     relay("claim", "--id", rid, env=bob)
     relay("peers", "leave", env=bob)
     assert relay("show", rid, "--json").json["state"] == "delivery_unknown"
-    relay("prune", env=at(40))
+    relay("prune", env=at(40 * DAY))
     before = relay.snapshot()
-    r = relay("resolve", rid, "--outcome", "requeue", "--json", env=at(40), terminal=True)
+    r = relay("resolve", rid, "--outcome", "requeue", "--json", env=at(40 * DAY), terminal=True)
     assert r.code == 4 and r.error["code"] == "state_conflict"
     assert relay.snapshot() == before
 
 
-def test_prune_as_a_real_process_reports_ledger_counts_when_there_is_a_ledger(relay, pair):
-    from relay_cli import ledger
-
+def test_prune_as_a_real_process_reports_ledger_counts(relay, pair):
     r = relay.proc("prune", "--json")
     assert r.code == 0, r.err
-    if hasattr(ledger, "prune"):
-        assert isinstance(r.json["ledger"], dict)
+    assert r.json["ledger"] == {"entries_pruned": 0, "entries_removed": 0, "by_state": {},
+                                "dry_run": False}
 
 
 def _hook(relay, event: str, sid: str, env: dict) -> None:
@@ -243,8 +229,8 @@ def test_ended_sessions_and_their_hook_records_are_pruned_never_one_that_holds_w
         "FROM sessions WHERE agent_session_id = 'sid-0'")
 
     # 200 days later every lease has lapsed: only sessions some row still names may stay
-    dry = relay("prune", "--dry-run", "--json", env=at(200)).json
-    r = relay("prune", "--json", env=at(200))
+    dry = relay("prune", "--dry-run", "--json", env=at(200 * DAY)).json
+    r = relay("prune", "--json", env=at(200 * DAY))
     assert r.code == 0, r.err
     assert r.json["sessions_removed"] == dry["sessions_removed"]
     assert r.json["hook_records_removed"] == dry["hook_records_removed"]
@@ -252,8 +238,8 @@ def test_ended_sessions_and_their_hook_records_are_pruned_never_one_that_holds_w
     assert r.json["sessions_removed"] == 3 + 4 + 2  # it the last row naming alice and bob
     assert rows(relay, "sessions") == [] and rows(relay, "hook_state") == []
     assert rows(relay, "wake_waiters") == []
-    assert relay("show", rid, "--json", env=at(200)).code == 3
-    again = relay("prune", "--json", env=at(200)).json
+    assert relay("show", rid, "--json", env=at(200 * DAY)).code == 3
+    again = relay("prune", "--json", env=at(200 * DAY)).json
     assert again["sessions_removed"] == again["hook_records_removed"] == 0
 
 
@@ -282,3 +268,16 @@ def test_prune_keeps_active_sessions_and_sessions_named_by_a_live_or_tombstoned_
     ghost = relay("send", "--to", "bob", "--id", rid, "--json", "-", input="hold this",
                   env=carol)
     assert ghost.code == 0 and ghost.json["duplicate"] is True
+
+
+def test_prune_does_not_let_a_finished_key_run_again(relay, tmp_path):
+    """design.md §1 + §4: retention must not turn a finished side effect into one
+    that runs a second time; requests keep a tombstone for 120 days for exactly this."""
+    marker = tmp_path / "ran"
+    cmd = ["sh", "-c", f"echo x >> {marker}"]
+    assert relay("once", "--key", "pr-create-1", "--", *cmd).code == 0
+    later = {"RELAY_TIME_OFFSET": str(31 * DAY)}
+    assert relay("prune", env=later).code == 0
+    r = relay("once", "--key", "pr-create-1", "--", *cmd, env=later)
+    assert r.code == 0
+    assert marker.read_text().count("x") == 1, "the command ran twice after `relay prune`"

@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import plain
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -35,7 +36,6 @@ MARKED = re.compile(r"<!-- relay-test: (\w+) -->\n```sh\n(.*?)```", re.S)
 BIN = Path(sys.executable).parent  # this environment's `relay`
 REVIEW = "7d8e2f4a-1b3c-4d5e-8f90-a1b2c3d4e5f6"
 MIGRATION = "2c9b7e1d-5a4f-4c3b-9d2e-8f7a6b5c4d3e"
-ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 def blocks(role: str | None = None) -> list[tuple[str, str]]:
@@ -159,7 +159,7 @@ class Terminal:
             if ready:
                 buf += os.read(self.fd, 65536)
         m = done.search(buf)
-        out = ANSI.sub("", buf[:m.start()].decode(errors="replace").replace("\r", ""))
+        out = plain(buf[:m.start()].decode(errors="replace"))
         status = int(m.group(1))
         self.outputs.append((self.block, status, out))
         self.pending = None

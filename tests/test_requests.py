@@ -5,14 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from conftest import new_id
-
-
-@pytest.fixture
-def world(relay):
-    alice = relay.join("alice", "--lease", "24h")
-    bob = relay.join("bob", "--lease", "24h")
-    return relay, alice, bob
+from conftest import at, new_id, refused
 
 
 # ------------------------------------------------------------------ prepare / submit
@@ -205,84 +198,6 @@ def test_claim_is_fifo(world):
 
 
 # ------------------------------------------------------------------ sessions
-def test_superseded_session_can_read_and_retry_but_not_create(world):
-    relay, alice, bob = world
-    rid = new_id()
-    assert relay.send(alice, "bob", "x", request_id=rid).code == 0
-    relay.join("alice")  # a new session of alice supersedes the old one
-    retry = relay.send(alice, "bob", "x", request_id=rid)
-    assert retry.code == 0 and retry.json["duplicate"] is True
-    assert relay("show", rid, "--json", env=alice).code == 0
-    assert relay("list", "--json", env=alice).code == 0
-    before = relay.snapshot()
-    for r in (relay.send(alice, "bob", "new work"), relay("cancel", rid, "--json", env=alice),
-              relay("peers", "heartbeat", "--json", env=alice)):
-        assert (r.code, r.error["code"]) == (5, "peer_superseded")
-    assert relay.snapshot() == before
-
-
-def test_a_lapsed_token_with_a_newer_session_is_peer_superseded(relay):
-    old = relay.join("alice", "--lease", "10s")
-    relay.join("bob", "--lease", "24h")
-    relay.env["RELAY_TIME_OFFSET"] = "20"
-    relay.join("alice")
-    r = relay.send(old, "bob", "x")
-    assert r.error["code"] == "peer_superseded"
-
-
-def test_heartbeat_renews_and_read_only_commands_do_not(world):
-    relay, alice, bob = world
-    short = relay.join("carol", "--lease", "30s")
-    lease0 = relay("peers", "list", "--json").json["peers"][2]["lease_expires_at"]
-    relay.env["RELAY_TIME_OFFSET"] = "10"
-    relay("list", env=short)
-    relay("inbox", env=short)
-    assert relay("peers", "list", "--json").json["peers"][2]["lease_expires_at"] == lease0
-    hb = relay("peers", "heartbeat", "--json", env=short)
-    assert hb.code == 0 and hb.json["lease_expires_at"] > lease0
-
-
-def test_successful_writes_renew_the_callers_lease(world):
-    relay, alice, bob = world
-    carol = relay.join("carol", "--lease", "30s")
-    relay.env["RELAY_TIME_OFFSET"] = "20"
-    assert relay.send(carol, "bob", "x").code == 0
-    relay.env["RELAY_TIME_OFFSET"] = "40"
-    assert relay("peers", "heartbeat", env=carol).code == 0
-
-
-def test_token_is_printed_once_and_stored_only_as_sha256(world):
-    relay, alice, bob = world
-    snap = relay.snapshot()
-    flat = repr(snap)
-    assert alice["RELAY_SESSION"] not in flat
-    import hashlib
-
-    assert hashlib.sha256(alice["RELAY_SESSION"].encode()).hexdigest() in flat
-
-
-def test_join_shell_prints_export_lines(relay):
-    r = relay("peers", "join", "alice", "--shell")
-    lines = r.out.splitlines()
-    assert lines[0] == "export RELAY_PEER=alice"
-    assert lines[1].startswith("export RELAY_SESSION=rly_")
-
-
-def test_wakeup_reports_polling_while_a_session_waits_in_claim(world):
-    relay, alice, bob = world
-    waiter = relay.popen("claim", "--wait", "20s", "--json", env=bob)
-    deadline = time.monotonic() + 10
-    seen = None
-    while time.monotonic() < deadline:
-        peers = relay("peers", "list", "--json").json["peers"]
-        seen = {p["name"]: p["wakeup"] for p in peers}["bob"]
-        if seen == "polling":
-            break
-        time.sleep(0.2)
-    r = relay.send(alice, "bob", "x")
-    waiter.communicate(timeout=20)
-    assert seen == "polling"
-    assert r.json["wakeup"] in ("polling", "not_configured")
 
 
 # ------------------------------------------------------------------ list / inbox / sweep
@@ -318,3 +233,16 @@ def test_sweep_reports_transitions_by_kind(world):
     r = relay("sweep", "--json")
     assert r.json == {"transitions": {"queued->expired": 2}}
     assert relay("sweep", "--json").json == {"transitions": {}}
+
+
+def test_prepare_again_after_the_draft_expired_is_prepared_expired(world):
+    """Re-running `prepare --id` (same content) after the draft expired must not answer
+    success with a prepared_expires_at in the past (that id could never be submitted): it
+    is prepared_expired, as is its submit, and both change nothing."""
+    relay, alice, bob = world
+    pid = new_id()
+    args = ("prepare", "--to", "bob", "--id", pid, "draft")
+    assert relay(*args, "--json", env=alice).code == 0
+    later = at(3700, alice)
+    refused(relay, "prepared_expired", *args, env=later)
+    refused(relay, "prepared_expired", "submit", pid, env=later)

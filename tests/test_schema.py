@@ -69,6 +69,38 @@ def test_schema_errors_are_the_taxonomy(doc):
     assert 0 in listed_codes
 
 
+@pytest.mark.parametrize("args, status", [
+    (["run", "--as", "c1", "--", "no-such-command-relay-test"], 127),
+    (["once", "--key", "k1", "--", "no-such-command-relay-test"], 127),
+    (["once", "--key", "k2", "--", "/"], 126),
+])
+def test_a_command_that_cannot_start_is_a_real_entry_of_the_table(relay, doc, args, status):
+    """`run`/`once` exit as a shell does when CMD cannot start (design.md §7): usage_error,
+    whose entry says it also exits 127 and 126, and whose fixed hint comes first."""
+    r = relay.proc(*args[:1], "--json", *args[1:])
+    entry = next(e for e in doc["errors"] if e["code"] == "usage_error")
+    err = r.error
+    assert (r.code, err["code"], err["exit_code"]) == (status, "usage_error", status)
+    assert status in [x["exit_code"] for x in entry["also_exits"]]
+    assert err["hint"].startswith(entry["hint"] + " (")
+    row = next(e for e in doc["exit_status"] if e["code"] == status)
+    assert row["errors"] == ["usage_error"] and "`run` and `once`" in row["meaning"]
+
+
+def test_an_exit_status_outside_the_table_cannot_be_raised():
+    assert RelayError("usage_error", exit_code=127).exit_code == 127
+    assert RelayError("usage_error").exit_code == 2
+    with pytest.raises(ValueError):
+        RelayError("usage_error", exit_code=5)
+    with pytest.raises(ValueError):
+        RelayError("invalid_id", exit_code=127)
+    assert all(e["also_exits"] == [] for e in doc_errors() if e["code"] != "usage_error")
+
+
+def doc_errors() -> list[dict]:
+    return schema_mod.build()["errors"]
+
+
 def _error_classes() -> set[str]:
     """RelayError and its subclasses, after every module of relay_cli was executed."""
     import importlib

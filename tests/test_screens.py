@@ -15,7 +15,6 @@ import os
 import pty
 import re
 import select
-import shlex
 import shutil
 import struct
 import subprocess
@@ -25,7 +24,7 @@ import time
 import uuid
 
 import pytest
-from test_ledger import _fake_crash
+from conftest import ANSI, Tmux, assert_fits, fake_crash
 
 from relay_cli.output import cell_len
 
@@ -36,7 +35,6 @@ AIDER = "aider-pair-programmer"
 SCRIPT = "nightly-integration-check-script"
 LAPSING = "claude-review-bot-lapsing"
 ELLIPSIS = "\u2026"
-ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\x1b[()][A-Z0-9]|\x1b[=>]")
 STATES = {"queued", "delivered", "acknowledged", "completed", "failed", "rejected", "expired",
           "cancelled", "delivery_unknown"}
 
@@ -103,7 +101,7 @@ def busy_home(relay) -> dict[str, str]:
     run(190, "once", "--approve", "--timeout", "0", "--key", "deploy-production-2026-11-29",
         "--", "./deploy.sh", "--env", "production", "--tag", "v2.14.0", ok=(75,))
     run(180, "once", "--key", "migrate-orders-table", "--", "true")
-    _fake_crash(relay, "migrate-orders-table")  # relay killed with its command mid-run
+    fake_crash(relay, "migrate-orders-table")  # relay killed with its command mid-run
     join(120, LAPSING, "claude", lease="10s")
     ids["lapsing"] = rid = send(118, CLAUDE, LAPSING, "Look at the failing e2e test.")
     run(118, "claim", "--id", rid, "--lease", "1h", who=LAPSING)
@@ -111,12 +109,6 @@ def busy_home(relay) -> dict[str, str]:
 
 
 # ------------------------------------------------------------------ a real terminal
-def in_pty(relay, *args: str, cols: int, rows: int, env: dict | None = None) -> tuple[str, str]:
-    """`relay ARGS` on a terminal of cols x rows: (raw, text without escape codes)."""
-    _, raw = relay.pty(*args, cols=cols, rows=rows, env=env)
-    return raw, ANSI.sub("", raw).replace("\r", "")
-
-
 def cells(line: str) -> list[str]:
     return re.split(r" {2,}", line.strip())
 
@@ -124,13 +116,6 @@ def cells(line: str) -> list[str]:
 def whole_or_cut(cell: str, value: str) -> bool:
     """The cell shows the value whole, or a prefix of it ending with the ellipsis."""
     return cell == value or (cell.endswith(ELLIPSIS) and value.startswith(cell[:-1]))
-
-
-def assert_fits(text: str, cols: int) -> list[str]:
-    lines = text.rstrip("\n").split("\n")
-    wide = [ln for ln in lines if cell_len(ln) > cols]
-    assert wide == [], f"lines wider than {cols}: {wide}"
-    return lines
 
 
 def assert_words_whole(lines: list[str], source: str) -> None:
@@ -161,7 +146,7 @@ SIZES = [(80, 24), (200, 50)]
 def test_doctor_fits_with_problems_first_and_whole_words(home, cols, rows):
     relay, ids = home
     report = relay("doctor", "--json").json  # doctor applies nothing: the lapsed lease shows
-    raw, text = in_pty(relay, "doctor", cols=cols, rows=rows)
+    raw, text = relay.screen("doctor", cols=cols, rows=rows)
     lines = assert_fits(text, cols)
     checks = report["checks"]
     problems = [c for c in checks if c["status"] != "ok"]
@@ -187,7 +172,7 @@ def test_doctor_fits_with_problems_first_and_whole_words(home, cols, rows):
 def test_list_is_one_line_per_request_with_whole_or_cut_cells(home, cols, rows):
     relay, _ = home
     requests = {r["id"][:8]: r for r in relay("list", "--json").json["requests"]}
-    raw, text = in_pty(relay, "list", cols=cols, rows=rows)
+    raw, text = relay.screen("list", cols=cols, rows=rows)
     lines = assert_fits(text, cols)
     assert cells(lines[0]) == ["id", "state", "from", "to", "reason", "created"]
     assert len(lines) == 1 + len(requests)  # one line per row
@@ -209,7 +194,7 @@ def test_list_is_one_line_per_request_with_whole_or_cut_cells(home, cols, rows):
 def test_show_events_is_one_line_per_event(home, cols, rows):
     relay, ids = home
     events = relay("show", ids["history"], "--events", "--json").json["events"]
-    _, text = in_pty(relay, "show", ids["history"], "--events", cols=cols, rows=rows)
+    _, text = relay.screen("show", ids["history"], "--events", cols=cols, rows=rows)
     lines = assert_fits(text, cols)
     start = next(i for i, ln in enumerate(lines) if ln.startswith("events ("))
     assert cells(lines[start + 1]) == ["at", "state", "reason", "actor", "detail"]
@@ -227,7 +212,7 @@ def test_show_events_is_one_line_per_event(home, cols, rows):
 def test_peers_ledger_and_inbox_are_one_line_per_row(home, cols, rows):
     relay, _ = home
     peers = {p["name"]: p for p in relay("peers", "list", "--json").json["peers"]}
-    _, text = in_pty(relay, "peers", "list", cols=cols, rows=rows)
+    _, text = relay.screen("peers", "list", cols=cols, rows=rows)
     lines = assert_fits(text, cols)
     assert len(lines) == 1 + len(peers)
     for ln in lines[1:]:
@@ -236,7 +221,7 @@ def test_peers_ledger_and_inbox_are_one_line_per_row(home, cols, rows):
         assert kind == peers[full]["kind"] and active in ("yes", "no")
 
     entries = {e["key"]: e for e in relay("ledger", "list", "--json").json["entries"]}
-    _, text = in_pty(relay, "ledger", "list", cols=cols, rows=rows)
+    _, text = relay.screen("ledger", "list", cols=cols, rows=rows)
     lines = assert_fits(text, cols)
     assert cells(lines[0]) == ["key", "state", "exit", "command", "changed"]
     table = lines[1:1 + len(entries)]
@@ -251,7 +236,7 @@ def test_peers_ledger_and_inbox_are_one_line_per_row(home, cols, rows):
                        "the outcome was never recorded; check whether the effect happened, "
                        "then `relay ledger resolve KEY --outcome succeeded|failed|forget`")
 
-    _, text = in_pty(relay, "inbox", "--as", CODEX, cols=cols, rows=rows)
+    _, text = relay.screen("inbox", "--as", CODEX, cols=cols, rows=rows)
     lines = assert_fits(text, cols)
     assert cells(lines[0]) == ["id", "from", "created", "size"]
     assert len(lines) == 2 and cells(lines[1])[1] == "ana"
@@ -268,9 +253,9 @@ def test_piped_tables_keep_every_character(home):
 
 def test_colour_follows_no_color_force_color_and_term_dumb(home):
     relay, ids = home
-    raw, _ = in_pty(relay, "list", cols=80, rows=24, env={"NO_COLOR": "1"})
+    raw, _ = relay.screen("list", cols=80, rows=24, env={"NO_COLOR": "1"})
     assert "\x1b[" not in raw and ids["queued"][:8] in raw and ids["queued"] not in raw
-    raw, _ = in_pty(relay, "list", cols=80, rows=24, env={"TERM": "dumb"})
+    raw, _ = relay.screen("list", cols=80, rows=24, env={"TERM": "dumb"})
     assert "\x1b[" not in raw and ELLIPSIS in raw  # still fitted to the terminal
     forced = relay.proc("list", env={"FORCE_COLOR": "1", "COLUMNS": "80"})
     assert "\x1b[" in forced.out and all(cell_len(ANSI.sub("", ln)) <= 80
@@ -284,28 +269,12 @@ needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is no
 
 
 def watch_screen(relay, cols: int, rows: int, term: str = "xterm-256color") -> str:
-    socket = f"relay-screens-{uuid.uuid4().hex[:8]}"
-    env = relay._env({"TERM": term})
-    exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()
-                       if k.startswith("RELAY_") or k in ("PATH", "HOME", "LANG", "TERM"))
-    command = f"env {exports} {shlex.quote(sys.executable)} -m relay_cli watch; sleep 60"
-
-    def tmux(*args: str) -> str:
-        return subprocess.run(["tmux", "-L", socket, "-f", "/dev/null", *args],
-                              capture_output=True, text=True, check=True).stdout
-
-    tmux("new-session", "-d", "-s", "w", "-x", str(cols), "-y", str(rows), command)
+    t = Tmux(relay, "watch", cols=cols, rows=rows, env={"TERM": term})
     try:
-        deadline = time.monotonic() + 15
-        screen = ""
-        while time.monotonic() < deadline:
-            screen = tmux("capture-pane", "-p", "-t", "w")
-            if "leave" in screen:
-                return screen
-            time.sleep(0.05)
-        raise AssertionError(f"watch did not draw:\n{screen}")
+        t.wait_for("leave")
+        return t.pane()
     finally:
-        subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True)
+        t.kill()
 
 
 @needs_tmux

@@ -8,12 +8,7 @@ import sys
 import uuid
 
 import pytest
-import test_input
-from conftest import new_id
-
-world = test_input.world  # the fixture: alice and bob joined, one request queued
-refused = test_input.refused
-
+from conftest import new_id, refused
 
 # Every command that takes an id, with "{}" where the id goes, and who calls it.
 ID_COMMANDS = [
@@ -40,10 +35,10 @@ def _name(value) -> str:
 
 
 @pytest.mark.parametrize("cmd,who", ID_COMMANDS, ids=_name)
-def test_an_empty_id_is_invalid_id_on_every_command_and_changes_nothing(world, cmd, who):
+def test_an_empty_id_is_invalid_id_on_every_command_and_changes_nothing(seeded, cmd, who):
     """`ID=$(uuidgen)` where uuidgen is missing gives "": never "no id", never another
     request (design.md §14). Even at a terminal, and on the retry too."""
-    relay, alice, bob, _ = world
+    relay, alice, bob, _ = seeded
     env = {"alice": alice, "bob": bob, None: None}[who]
     args = [a.replace("{}", "") for a in cmd]
     for _ in range(2):
@@ -52,8 +47,8 @@ def test_an_empty_id_is_invalid_id_on_every_command_and_changes_nothing(world, c
 
 
 @pytest.mark.parametrize("cmd,who", ID_COMMANDS, ids=_name)
-def test_too_short_or_malformed_prefixes_are_invalid_id(world, cmd, who):
-    relay, alice, bob, rid = world
+def test_too_short_or_malformed_prefixes_are_invalid_id(seeded, cmd, who):
+    relay, alice, bob, rid = seeded
     env = {"alice": alice, "bob": bob, None: None}[who]
     for bad in (rid[:7], rid[:8] + "x", rid[:9].replace("-", "0") + "-", " ", "g" * 8):
         refused(relay, "invalid_id", *[a.replace("{}", bad) for a in cmd], env=env,
@@ -79,8 +74,8 @@ def test_relay_id_works_as_a_subprocess_for_a_shell_variable(relay):
     assert p.returncode == 0 and uuid.UUID(p.stdout.strip())
 
 
-def test_a_unique_prefix_names_the_request_on_every_command(world):
-    relay, alice, bob, rid = world
+def test_a_unique_prefix_names_the_request_on_every_command(seeded):
+    relay, alice, bob, rid = seeded
     short = rid[:8]
     assert relay("show", short, "--json").json["id"] == rid
     assert relay("show", rid[:13].upper(), "--events", "--json").json["id"] == rid
@@ -105,8 +100,8 @@ def test_a_unique_prefix_names_the_request_on_every_command(world):
     assert r.code == 0 and r.json["state"] == "cancelled" and r.json["id"] == queued
 
 
-def test_resolve_and_submit_take_prefixes_and_submit_finds_drafts(world):
-    relay, alice, bob, rid = world
+def test_resolve_and_submit_take_prefixes_and_submit_finds_drafts(seeded):
+    relay, alice, bob, rid = seeded
     draft = relay("prepare", "--to", "bob", "draft text", "--json", env=alice).json["id"]
     sub = relay("submit", draft[:8], "--json", env=alice)
     assert sub.code == 0 and sub.json["id"] == draft and sub.json["duplicate"] is False
@@ -133,8 +128,8 @@ def _twins(relay, alice) -> list[str]:
 @pytest.mark.parametrize("cmd,who", [c for c in ID_COMMANDS
                                      if c[0][0] not in ("send", "prepare")],
                          ids=_name)
-def test_an_ambiguous_prefix_is_ambiguous_id_listing_the_candidates(world, cmd, who):
-    relay, alice, bob, _ = world
+def test_an_ambiguous_prefix_is_ambiguous_id_listing_the_candidates(seeded, cmd, who):
+    relay, alice, bob, _ = seeded
     ids = _twins(relay, alice)
     env = {"alice": alice, "bob": bob, None: None}[who]
     err = refused(relay, "ambiguous_id", *[a.replace("{}", "ABCDEF01") for a in cmd],
@@ -148,8 +143,8 @@ def test_an_ambiguous_prefix_is_ambiguous_id_listing_the_candidates(world, cmd, 
     assert unique.code == 0
 
 
-def test_ambiguity_counts_unsubmitted_drafts_for_submit_only(world):
-    relay, alice, bob, _ = world
+def test_ambiguity_counts_unsubmitted_drafts_for_submit_only(seeded):
+    relay, alice, bob, _ = seeded
     req = SHARED + "0000-4000-8000-000000000001"
     draft = SHARED + "0000-4000-8000-000000000002"
     assert relay.send(alice, "bob", "request", request_id=req).code == 0
@@ -159,8 +154,8 @@ def test_ambiguity_counts_unsubmitted_drafts_for_submit_only(world):
     assert draft in err["hint"] and "unsubmitted draft" in err["hint"]
 
 
-def test_many_candidates_are_listed_up_to_ten(world):
-    relay, alice, bob, _ = world
+def test_many_candidates_are_listed_up_to_ten(seeded):
+    relay, alice, bob, _ = seeded
     for i in range(12):
         assert relay.send(alice, "bob", f"n{i}",
                           request_id=f"{SHARED}0000-4000-8000-{i:012d}").code == 0
@@ -169,8 +164,8 @@ def test_many_candidates_are_listed_up_to_ten(world):
     assert "more than 10" in err["message"]
 
 
-def test_a_prefix_that_matches_nothing_is_request_not_found(world):
-    relay, alice, bob, rid = world
+def test_a_prefix_that_matches_nothing_is_request_not_found(seeded):
+    relay, alice, bob, rid = seeded
     other = "0" * 8 if not rid.startswith("0") else "f" * 8
     err = refused(relay, "request_not_found", "show", other)
     assert other in err["message"]
@@ -178,24 +173,24 @@ def test_a_prefix_that_matches_nothing_is_request_not_found(world):
 
 
 @pytest.mark.parametrize("option", ["--id", "--in-reply-to"])
-def test_send_and_prepare_take_full_ids_only(world, option):
+def test_send_and_prepare_take_full_ids_only(seeded, option):
     """They go into a fingerprint or name a new request: a prefix would be ambiguous in
     time (design.md §14)."""
-    relay, alice, bob, rid = world
+    relay, alice, bob, rid = seeded
     for command in ("send", "prepare"):
         refused(relay, "invalid_id", command, "--to", "bob", option, rid[:8], "x", env=alice)
 
 
-def test_show_of_a_pruned_request_by_prefix_answers_from_its_tombstone(world):
-    relay, alice, bob, rid = world
+def test_show_of_a_pruned_request_by_prefix_answers_from_its_tombstone(seeded):
+    relay, alice, bob, rid = seeded
     assert relay("cancel", rid, env=alice).code == 0
     assert relay("prune", "--older-than", "0", env={"RELAY_TIME_OFFSET": "1"}).code == 0
     r = relay("show", rid[:8], "--json", env={"RELAY_TIME_OFFSET": "1"})
     assert r.code == 0 and r.json["id"] == rid and r.json["pruned"] is True
 
 
-def test_the_prefix_lookup_is_a_range_scan_of_the_primary_key(world):
-    relay, *_ = world
+def test_the_prefix_lookup_is_a_range_scan_of_the_primary_key(seeded):
+    relay, *_ = seeded
     from relay_cli.store import open_store
 
     store = open_store(relay.home)

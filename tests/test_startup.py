@@ -106,7 +106,7 @@ def test_send_does_not_execute_the_ledger_watch_or_hook_modules(relay):
         "from relay_cli.cli import run\n"
         "sys.stdin = io.TextIOWrapper(io.BytesIO(b'hi'))\n"
         "rc = run(['send', '--to', 'bob', '-'])\n"
-        "names = ('relay_cli.ledger', 'relay_cli.watch', 'relay_cli.hook')\n"
+        "names = ('relay_cli.ledger', 'relay_cli.once', 'relay_cli.watch', 'relay_cli.hook')\n"
         "loaded = [n for n in names if type(sys.modules.get(n)) is types.ModuleType]\n"
         "print(rc, loaded, file=sys.stderr)\n"
     )

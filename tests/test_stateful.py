@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from relay_cli import lifecycle, peers
+from relay_cli import clock, due, lifecycle, peers
 from relay_cli.errors import RelayError
 from relay_cli.states import FINAL_STATES, TRANSITIONS
 from relay_cli.store import open_store, set_database_url
@@ -48,7 +48,7 @@ class RelayMachine(RuleBasedStateMachine):
         self.tokens: dict[str, str] = {}
         self.sent: dict[str, str] = {}  # id -> text it was first sent with
         self.seen_final: dict[str, str] = {}
-        with lifecycle.unit(self.store) as now:
+        with due.unit(self.store) as now:
             self.tokens["alice"] = peers.join(self.store, "alice", None, 3600, now)["token"]
             self.tokens["bob"] = peers.join(self.store, "bob", None, 600, now)["token"]
 
@@ -77,10 +77,10 @@ class RelayMachine(RuleBasedStateMachine):
 
     def call(self, fn, *args, name="bob"):
         """Run one command; a refusal must change nothing but already-due transitions."""
-        lifecycle.drain_due(self.store, lifecycle.clock.now_ms())
+        due.drain_due(self.store, clock.now_ms())
         before = self.snapshot()
         try:
-            with lifecycle.unit(self.store) as now:
+            with due.unit(self.store) as now:
                 return fn(self.store, now, self.caller(name), *args)
         except RelayError as e:
             assert e.code in {"state_conflict", "not_owner", "request_not_found",
@@ -95,10 +95,10 @@ class RelayMachine(RuleBasedStateMachine):
     def send(self, rid, text, on_lost):
         kwargs = dict(to="bob", text=text, request_id=rid, ttl_s=60, reply_within_s=60,
                       on_lost=on_lost, max_attempts=2, in_reply_to=None)
-        lifecycle.drain_due(self.store, lifecycle.clock.now_ms())
+        due.drain_due(self.store, clock.now_ms())
         before = self.snapshot()
         try:
-            with lifecycle.unit(self.store) as now:
+            with due.unit(self.store) as now:
                 result = lifecycle.send(self.store, now, self.caller("alice"), **kwargs)
         except RelayError as e:
             assert e.code == "request_id_conflict"
@@ -134,14 +134,15 @@ class RelayMachine(RuleBasedStateMachine):
 
     @rule(rid=st.sampled_from(IDS), outcome=st.sampled_from(lifecycle.RESOLVE_OUTCOMES))
     def resolve(self, rid, outcome):
-        self.call(lambda s, now, c: lifecycle.resolve(s, now, rid, outcome, None))
+        self.call(lambda s, now, c: lifecycle.resolve(s, now, rid, outcome, None,
+                                                      terminal=True))
 
     @rule(seconds=st.sampled_from([5, 15, 25, 61]))
     def advance(self, seconds):
         self.offset += seconds
         os.environ["RELAY_TIME_OFFSET"] = str(self.offset)
         # alice stays alive; bob's lease may lapse (that is part of the model)
-        with lifecycle.unit(self.store) as now:
+        with due.unit(self.store) as now:
             session = self.store.active_session("alice")
             if session is not None:
                 self.store.renew_session(session["id"], now + 3600_000)
@@ -149,7 +150,7 @@ class RelayMachine(RuleBasedStateMachine):
     @precondition(lambda self: True)
     @rule()
     def bob_rejoins(self):
-        with lifecycle.unit(self.store) as now:
+        with due.unit(self.store) as now:
             self.tokens["bob"] = peers.join(self.store, "bob", None, 600, now)["token"]
 
     @rule()
@@ -159,7 +160,7 @@ class RelayMachine(RuleBasedStateMachine):
     # ---------------------------------------------------------------- invariants
     @invariant()
     def one_row_per_id_and_events_explain_every_state(self):
-        with lifecycle.unit(self.store, write=False):
+        with due.unit(self.store, write=False):
             rows = self.store.db.all("SELECT id, state FROM requests")
             ids = [r["id"] for r in rows]
             assert len(ids) == len(set(ids))
@@ -177,7 +178,7 @@ class RelayMachine(RuleBasedStateMachine):
 
     @invariant()
     def final_states_stay_final_except_through_resolve(self):
-        with lifecycle.unit(self.store, write=False):
+        with due.unit(self.store, write=False):
             for r in self.store.db.all("SELECT id, state, reason FROM requests"):
                 old = self.seen_final.get(r["id"])
                 if old is not None and old != r["state"]:

@@ -8,18 +8,6 @@ import pytest
 from relay_cli.states import FINAL_STATES, STATES, TRANSITIONS, allowed
 
 
-def at(relay, seconds: float) -> None:
-    """Move relay's clock (RELAY_TIME_OFFSET) for every later call."""
-    relay.env["RELAY_TIME_OFFSET"] = str(seconds)
-
-
-@pytest.fixture
-def pair(relay):
-    alice = relay.join("alice", "--lease", "24h")
-    bob = relay.join("bob", "--lease", "24h")
-    return relay, alice, bob
-
-
 def send(relay, alice, *extra, text="do the thing"):
     r = relay.send(alice, "bob", text, *extra)
     assert r.code == 0, r.err
@@ -43,8 +31,8 @@ def last_event(relay, rid):
     return show(relay, rid)["events"][-1]
 
 
-def test_send_creates_queued_with_null_reason(pair):
-    relay, alice, bob = pair
+def test_send_creates_queued_with_null_reason(world):
+    relay, alice, bob = world
     rid = send(relay, alice)
     obj = show(relay, rid)
     assert (obj["state"], obj["reason"]) == ("queued", None)
@@ -52,33 +40,33 @@ def test_send_creates_queued_with_null_reason(pair):
     assert obj["events"][0]["actor"] == "alice"
 
 
-def test_claim_moves_queued_to_delivered(pair):
-    relay, alice, bob = pair
+def test_claim_moves_queued_to_delivered(world):
+    relay, alice, bob = world
     rid = send(relay, alice)
     obj = claim(relay, bob)
     assert (obj["id"], obj["state"], obj["reason"], obj["attempts"]) == (rid, "delivered", None, 1)
     assert obj["text"] == "do the thing" and obj["lease_expires_at"]
 
 
-def test_ttl_passing_expires_a_queued_request(pair):
-    relay, alice, bob = pair
+def test_ttl_passing_expires_a_queued_request(world):
+    relay, alice, bob = world
     rid = send(relay, alice, "--ttl", "30s")
-    at(relay, 31)
+    relay.move_clock(31)
     obj = show(relay, rid)
     assert (obj["state"], obj["reason"]) == ("expired", "request_expired")
     assert obj["events"][-1]["actor"] == "relay"
 
 
-def test_cancel_by_sender_cancels_a_queued_request(pair):
-    relay, alice, bob = pair
+def test_cancel_by_sender_cancels_a_queued_request(world):
+    relay, alice, bob = world
     rid = send(relay, alice)
     r = relay("cancel", rid, "--json", env=alice)
     assert r.code == 0, r.err
     assert (r.json["state"], r.json["reason"]) == ("cancelled", "cancelled_by_sender")
 
 
-def test_ack_by_claiming_session(pair):
-    relay, alice, bob = pair
+def test_ack_by_claiming_session(world):
+    relay, alice, bob = world
     rid = send(relay, alice)
     claim(relay, bob)
     r = relay("ack", rid, "--json", env=bob)
@@ -86,8 +74,8 @@ def test_ack_by_claiming_session(pair):
 
 
 @pytest.mark.parametrize("ack_first", [False, True])
-def test_reply_completes_from_delivered_and_acknowledged(pair, ack_first):
-    relay, alice, bob = pair
+def test_reply_completes_from_delivered_and_acknowledged(world, ack_first):
+    relay, alice, bob = world
     rid = send(relay, alice)
     claim(relay, bob)
     if ack_first:
@@ -102,8 +90,8 @@ def test_reply_completes_from_delivered_and_acknowledged(pair, ack_first):
     ("reject", "rejected", "rejected_by_recipient"),
 ])
 @pytest.mark.parametrize("ack_first", [False, True])
-def test_fail_and_reject_by_claiming_session(pair, event, state, reason, ack_first):
-    relay, alice, bob = pair
+def test_fail_and_reject_by_claiming_session(world, event, state, reason, ack_first):
+    relay, alice, bob = world
     rid = send(relay, alice)
     claim(relay, bob)
     if ack_first:
@@ -113,34 +101,34 @@ def test_fail_and_reject_by_claiming_session(pair, event, state, reason, ack_fir
     assert (r.json["state"], r.json["reason"], r.json["detail"]) == (state, reason, "cannot do it")
 
 
-def test_claim_lease_passing_with_on_lost_unknown_is_delivery_unknown(pair):
-    relay, alice, bob = pair
+def test_claim_lease_passing_with_on_lost_unknown_is_delivery_unknown(world):
+    relay, alice, bob = world
     rid = send(relay, alice)
     claim(relay, bob, None, "--lease", "10s")
-    at(relay, 11)
+    relay.move_clock(11)
     obj = show(relay, rid)
     assert (obj["state"], obj["reason"]) == ("delivery_unknown", "claim_lease_expired")
 
 
-def test_claim_lease_passing_with_redeliver_requeues_while_attempts_left(pair):
-    relay, alice, bob = pair
+def test_claim_lease_passing_with_redeliver_requeues_while_attempts_left(world):
+    relay, alice, bob = world
     rid = send(relay, alice, "--on-lost", "redeliver", "--max-attempts", "2")
     claim(relay, bob, None, "--lease", "10s")
-    at(relay, 11)
+    relay.move_clock(11)
     obj = show(relay, rid)
     assert (obj["state"], obj["reason"], obj["attempts"]) == ("queued", "redelivered", 1)
     again = claim(relay, bob, None, "--lease", "10s")
     assert again["id"] == rid and again["attempts"] == 2
-    at(relay, 22)
+    relay.move_clock(22)
     obj = show(relay, rid)
     assert (obj["state"], obj["reason"]) == ("failed", "max_attempts_exceeded")
 
 
-def test_claim_lease_passing_with_no_attempts_left_fails(pair):
-    relay, alice, bob = pair
+def test_claim_lease_passing_with_no_attempts_left_fails(world):
+    relay, alice, bob = world
     rid = send(relay, alice, "--on-lost", "redeliver", "--max-attempts", "1")
     claim(relay, bob, None, "--lease", "10s")
-    at(relay, 11)
+    relay.move_clock(11)
     obj = show(relay, rid)
     assert (obj["state"], obj["reason"]) == ("failed", "max_attempts_exceeded")
 
@@ -153,7 +141,7 @@ def test_claiming_session_lease_lapse_is_recipient_disconnected(relay, ack_first
     claim(relay, bob, None, "--lease", "1h")
     if ack_first:
         relay("ack", rid, env=bob)
-    at(relay, 11)
+    relay.move_clock(11)
     obj = show(relay, rid)
     assert (obj["state"], obj["reason"]) == ("delivery_unknown", "recipient_disconnected")
     assert obj["events"][-1]["actor"] == "relay"
@@ -163,8 +151,8 @@ def test_claiming_session_lease_lapse_is_recipient_disconnected(relay, ack_first
 
 
 @pytest.mark.parametrize("ack_first", [False, True])
-def test_claiming_session_leaving_is_recipient_disconnected(pair, ack_first):
-    relay, alice, bob = pair
+def test_claiming_session_leaving_is_recipient_disconnected(world, ack_first):
+    relay, alice, bob = world
     rid = send(relay, alice)
     claim(relay, bob)
     if ack_first:
@@ -175,8 +163,8 @@ def test_claiming_session_leaving_is_recipient_disconnected(pair, ack_first):
 
 
 @pytest.mark.parametrize("ack_first", [False, True])
-def test_superseding_the_claiming_session_is_peer_superseded(pair, ack_first):
-    relay, alice, bob = pair
+def test_superseding_the_claiming_session_is_peer_superseded(world, ack_first):
+    relay, alice, bob = world
     rid = send(relay, alice)
     claim(relay, bob)
     if ack_first:
@@ -186,13 +174,13 @@ def test_superseding_the_claiming_session_is_peer_superseded(pair, ack_first):
     assert (obj["state"], obj["reason"]) == ("delivery_unknown", "peer_superseded")
 
 
-def test_reply_within_passing_after_ack_is_delivery_unknown(pair):
-    relay, alice, bob = pair
+def test_reply_within_passing_after_ack_is_delivery_unknown(world):
+    relay, alice, bob = world
     rid = send(relay, alice, "--reply-within", "30s")
     claim(relay, bob)
     ack = relay("ack", rid, "--json", env=bob).json
     assert ack["reply_deadline_at"]
-    at(relay, 31)
+    relay.move_clock(31)
     obj = show(relay, rid)
     assert (obj["state"], obj["reason"]) == ("delivery_unknown", "reply_deadline_elapsed")
 
@@ -200,11 +188,11 @@ def test_reply_within_passing_after_ack_is_delivery_unknown(pair):
 @pytest.mark.parametrize("outcome,state", [
     ("completed", "completed"), ("failed", "failed"), ("requeue", "queued"),
 ])
-def test_resolve_settles_delivery_unknown(pair, outcome, state):
-    relay, alice, bob = pair
+def test_resolve_settles_delivery_unknown(world, outcome, state):
+    relay, alice, bob = world
     rid = send(relay, alice)
     claim(relay, bob, None, "--lease", "10s")
-    at(relay, 11)
+    relay.move_clock(11)
     r = relay("resolve", rid, "--outcome", outcome, "--note", "checked the repo", "--json",
               terminal=True)
     assert r.code == 0, r.err
@@ -215,14 +203,14 @@ def test_resolve_settles_delivery_unknown(pair, outcome, state):
         assert claim(relay, bob)["id"] == rid
 
 
-def test_resolve_records_the_real_uids_user_whatever_logname_says(pair):
+def test_resolve_records_the_real_uids_user_whatever_logname_says(world):
     import os
     import pwd
 
-    relay, alice, bob = pair
+    relay, alice, bob = world
     rid = send(relay, alice)
     claim(relay, bob, None, "--lease", "10s")
-    at(relay, 11)
+    relay.move_clock(11)
     r = relay("resolve", rid, "--outcome", "failed", "--json",
               env={"LOGNAME": "ana", "USER": "ana"}, terminal=True)
     assert r.code == 0, r.err
@@ -242,7 +230,7 @@ def _in_state(relay, alice, bob, state):
     if state == "queued":
         return rid
     if state == "expired":
-        at(relay, 31)
+        relay.move_clock(31)
         show(relay, rid)
         return rid
     if state == "cancelled":
@@ -252,7 +240,7 @@ def _in_state(relay, alice, bob, state):
     if state == "delivered":
         return rid
     if state == "delivery_unknown":
-        at(relay, 11)
+        relay.move_clock(11)
         show(relay, rid)
         return rid
     if state == "acknowledged":
@@ -279,8 +267,8 @@ REFUSALS = {
 
 
 @pytest.mark.parametrize("state", STATES)
-def test_an_event_outside_the_table_is_state_conflict_and_changes_nothing(pair, state):
-    relay, alice, bob = pair
+def test_an_event_outside_the_table_is_state_conflict_and_changes_nothing(world, state):
+    relay, alice, bob = world
     rid = _in_state(relay, alice, bob, state)
     assert show(relay, rid)["state"] == state
     build, who = REFUSALS[state]

@@ -5,16 +5,11 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 import shutil
 import subprocess
-import sys
-import time
-import uuid
-from pathlib import Path
 
 import pytest
-from conftest import new_id
+from conftest import Tmux, new_id
 
 BOX_CHARS = re.compile("[\u2500-\u257f]")
 
@@ -106,9 +101,6 @@ def test_failed_transitions_stand_out(relay):
 
 
 def test_ledger_entries_awaiting_approval_are_shown_inert(relay, tmp_path):
-    ledger = pytest.importorskip("relay_cli.ledger")
-    if not hasattr(ledger, "awaiting"):
-        pytest.skip("no ledger.awaiting")
     r = relay.proc("once", "--approve", "--timeout", "0", "--key", "deploy-1", "--",
                    "echo", "[red]boom[/red]", "\x1b]0;pwned\x07")
     assert r.code == 75, r.err
@@ -134,58 +126,13 @@ def test_ledger_commands_are_shown_quoted_as_a_shell_would_take_them(relay):
 needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 
 
-class Tmux:
-    """A detached tmux session of a fixed size running `relay watch` in a real terminal."""
-
-    def __init__(self, relay, tmp_path: Path, extra: dict[str, str] | None = None) -> None:
-        self.socket = f"relay-watch-{uuid.uuid4().hex[:8]}"
-        self.relay = relay
-        self.tmp = tmp_path
-        env = {**relay._env(None), **(extra or {})}
-        exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()
-                           if k.startswith("RELAY_") or k in ("PATH", "HOME", "LANG", "NO_COLOR"))
-        script = tmp_path / "run-watch.sh"
-        script.write_text(
-            "stty -g > stty.before\n"
-            f"env {exports} TERM=xterm-256color {shlex.quote(sys.executable)} -m relay_cli watch\n"
-            "rc=$?\n"
-            "stty -g > stty.after\n"
-            "echo \"EXITED rc=$rc\"\n"
-            "sleep 60\n"
-        )
-        self.tmux("new-session", "-d", "-s", "w", "-x", "120", "-y", "45", "-c", str(tmp_path),
-                  f"bash {shlex.quote(str(script))}")
-
-    def tmux(self, *args: str) -> str:
-        return subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True,
-                              text=True, check=True).stdout
-
-    def pane(self) -> str:
-        return self.tmux("capture-pane", "-p", "-t", "w")
-
-    def wait_for(self, text: str, timeout: float = 10.0) -> float:
-        """Seconds until ``text`` appears on the screen."""
-        start = time.monotonic()
-        while time.monotonic() - start < timeout:
-            if text in self.pane():
-                return time.monotonic() - start
-            time.sleep(0.02)
-        raise AssertionError(f"{text!r} not on screen after {timeout}s:\n{self.pane()}")
-
-    def keys(self, *keys: str) -> None:
-        self.tmux("send-keys", "-t", "w", *keys)
-
-    def kill(self) -> None:
-        subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True)
-
-
 @pytest.fixture
 def term(relay, tmp_path):
     t = None
 
     def start(**extra: str) -> Tmux:
         nonlocal t
-        t = Tmux(relay, tmp_path, extra)
+        t = Tmux(relay, "watch", env=extra, cwd=tmp_path)
         return t
 
     yield start
@@ -194,7 +141,7 @@ def term(relay, tmp_path):
 
 
 @needs_tmux
-def test_live_view_shows_a_send_from_another_process_within_a_second_and_q_leaves(
+def test_live_view_shows_a_send_from_another_process_and_q_leaves(
         relay, term, tmp_path):
     alice = relay.join("alice")
     relay.join("bob")
@@ -205,8 +152,8 @@ def test_live_view_shows_a_send_from_another_process_within_a_second_and_q_leave
     rid = new_id()
     sent = relay.proc("send", "--to", "bob", "--id", rid, "-", input="hello", env=alice)
     assert sent.code == 0, sent.err
-    took = t.wait_for("open requests (1: 1 queued")
-    assert took < 1.0, f"the view took {took:.2f}s to show the new request"
+    # how soon is measured by `python -m bench watch` (a timed assertion has no place here)
+    t.wait_for("open requests (1: 1 queued")
     assert rid[:8] in t.pane()
     t.keys("q")
     t.wait_for("EXITED rc=0", timeout=5)
@@ -250,9 +197,6 @@ def test_live_view_leaves_on_sigterm_and_restores_the_terminal(relay, term, tmp_
 
 @needs_tmux
 def test_live_view_shows_peer_text_inert(relay, term):
-    ledger = pytest.importorskip("relay_cli.ledger")
-    if not hasattr(ledger, "awaiting"):
-        pytest.skip("no ledger.awaiting")
     r = relay.proc("once", "--approve", "--timeout", "0", "--key", "k1", "--",
                    "echo", "[reverse]markup[/reverse]", "\x1b[2J\x1b[31mred")
     assert r.code == 75, r.err
@@ -291,13 +235,13 @@ def test_watch_json_carries_the_standard_request_and_entry_objects(relay):
 
 
 def test_the_view_fits_any_screen_and_counts_what_it_leaves_out(relay):
-    from relay_cli import lifecycle, watch
+    from relay_cli import due, watch
     from relay_cli.store import open_store
 
     busy_home(relay)
     store = open_store(relay.home)
     try:
-        with lifecycle.unit(store, write=False) as now:
+        with due.unit(store, write=False) as now:
             snap = watch.gather(store, now)
     finally:
         store.close()

@@ -9,16 +9,18 @@ from __future__ import annotations
 import os
 import sqlite3
 import sys
-from typing import Annotated, Optional
+from typing import Annotated, List, Optional
 
 import typer
 from typer._types import TyperChoice
 from typer.core import TyperGroup
 
-from .. import __version__, clock, complete, lifecycle, output
+from .. import __version__, clock, complete, due, lifecycle, output
 from ..errors import RelayError
+from ..limits import MAX_TEXT_BYTES
 from ..output import Output
-from ..peers import KINDS, Caller, identify, validate_kind
+from ..peers import DEFAULT_SESSION_LEASE_S, KINDS, Caller, identify, identity, validate_kind
+from ..states import STATES
 
 # `relay --help` lists the commands in these groups, in this order (anything else last).
 SECTIONS = {
@@ -138,6 +140,12 @@ class Choice(TyperChoice):
         return value
 
 
+StatesOpt = Annotated[
+    Optional[List[str]],
+    typer.Option("--state", metavar="STATE",
+                 click_type=Choice(STATES, lifecycle.validate_state),
+                 help=f"Only requests in STATE (repeatable): {', '.join(STATES)}."),
+]
 KindOpt = Annotated[
     Optional[str],
     typer.Option("--kind", click_type=Choice(KINDS, validate_kind), show_default=False,
@@ -145,13 +153,9 @@ KindOpt = Annotated[
 ]
 SessionLeaseOpt = Annotated[
     Optional[str],
-    typer.Option("--lease", metavar="D", help="Session lease (10s-24h, default 45s)."),
+    typer.Option("--lease", metavar="D", help="Session lease "
+                 f"({clock.span(clock.SESSION_LEASE, DEFAULT_SESSION_LEASE_S)})."),
 ]
-
-
-def _env(name: str) -> str | None:
-    value = os.environ.get(name)
-    return value if value else None
 
 
 _OPEN: list[Env] = []
@@ -182,24 +186,15 @@ class Env:
         return self._store
 
     def identity(self) -> tuple[str | None, str | None]:
-        """(name, token): options first, then RELAY_PEER / RELAY_SESSION.
-
-        A RELAY_SESSION that belongs to another RELAY_PEER than ``--as`` is not used.
-        """
-        name = self.as_ if self.as_ is not None else _env("RELAY_PEER")
-        token = self.session
-        if token is None:
-            env_peer = _env("RELAY_PEER")
-            if self.as_ is None or env_peer is None or env_peer == self.as_:
-                token = _env("RELAY_SESSION")
-        return name, token
+        """(name, token) by ``peers.identity``: the options, then the environment."""
+        return identity(self.as_, self.session, os.environ)
 
     def caller(self, need_name: bool = True) -> Caller:
         name, token = self.identity()
         return identify(self.store, name, token, need_name=need_name)
 
     def unit(self, write: bool = True):
-        return lifecycle.unit(self.store, write=write)
+        return due.unit(self.store, write=write)
 
     def close(self) -> None:
         if self._store is not None:
@@ -233,7 +228,7 @@ def read_text(text: str | None, file: str | None, what: str = "text") -> str:
     """TEXT argument, ``-`` for stdin, or ``--file PATH`` -> validated text (design.md §4)."""
     if text is not None and file is not None:
         raise RelayError("usage_error", f"give the {what} as an argument, `-` or --file, not two")
-    limit = lifecycle.MAX_TEXT_BYTES + 1
+    limit = MAX_TEXT_BYTES + 1
     if file == "-":
         text, file = "-", None
     if file is not None:

@@ -4,14 +4,13 @@
 from __future__ import annotations
 
 import os
-from typing import Annotated, List, Optional
+from typing import Annotated, Optional
 
 import typer
 
 from .. import clock, lifecycle
 from .. import export as export_lib
-from ..states import STATES
-from .app import Choice, Env, HomeOpt, JsonOpt, app, examples
+from .app import Choice, Env, HomeOpt, JsonOpt, StatesOpt, app, examples
 
 db_app = typer.Typer(help="Where relay's data lives (for sqlite-utils, datasette, sqlite3), and "
                      "copying it into PostgreSQL.",
@@ -50,10 +49,6 @@ def path(json_: JsonOpt = False, home: HomeOpt = None) -> int:
     return 0
 
 
-def _check_state(value: str) -> None:
-    lifecycle.validate_states([value])
-
-
 @app.command(epilog=examples(
     'relay export --format md --since 7d > week.md',
     'relay export --format csv --state delivery_unknown > unknown.csv',
@@ -66,11 +61,7 @@ def export(
                           help="jsonl: one request object per line; csv: every field; md: a "
                           "Markdown table of id, peers, state, reason, times, size, detail.")
     ] = "jsonl",
-    state: Annotated[
-        Optional[List[str]],
-        typer.Option("--state", metavar="STATE", click_type=Choice(STATES, _check_state),
-                     help=f"Only requests in STATE (repeatable): {', '.join(STATES)}."),
-    ] = None,
+    state: StatesOpt = None,
     since: Annotated[
         Optional[str],
         typer.Option("--since", metavar="D", help="Only requests created in the last D "
@@ -96,9 +87,7 @@ def export(
                                                              "--since")
     out = env.out.stdout
     with env.unit(write=False) as now:
-        rows = env.store.export_requests(states, None if since_s is None
-                                         else now - since_s * 1000)
-        objects = export_lib.objects(rows)
+        objects = export_lib.requests(env.store, now, states, since_s)
         if fmt == "jsonl":
             for obj in objects:
                 env.out.json(obj)

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import shlex
 import sys
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from ..errors import RelayError
 from ..output import Output, inert_line
 from .app import HomeOpt, JsonOpt, app, examples
 
@@ -35,13 +33,7 @@ def demo(
     from .. import demo as demo_lib
 
     out = Output(json_)
-    if home is not None:
-        path = Path(home).resolve()
-        if path.exists() and (not path.is_dir() or any(path.iterdir())):
-            raise RelayError("usage_error", f"--home {home}: the demo needs an empty or "
-                             "missing directory (it never uses a home that holds data)")
-    else:
-        path = demo_lib.throwaway_home()
+    path = demo_lib.home_for(home)
     narrate = _Narrator(out)
     if not out.json_mode:
         out.para(f"relay demo: two peers hand each other work in a throwaway home, {path}")

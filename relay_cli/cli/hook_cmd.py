@@ -10,6 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from ..output import STATE_STYLES, Col
+from ..states import note as state_note
 from .app import (
     AsOpt,
     Choice,
@@ -25,6 +26,7 @@ from .app import (
 
 guide_text = lazy_module("relay_cli.guide")
 hook = lazy_module("relay_cli.hook")
+hook_run = lazy_module("relay_cli.hook_run")
 notices_lib = lazy_module("relay_cli.notices")
 
 hook_app = typer.Typer(cls=RelayGroup, help="Entry points for agent runtimes' hooks.",
@@ -33,7 +35,6 @@ app.add_typer(hook_app, name="hook")
 
 
 hook_install = lazy_module("relay_cli.hook_install")
-wake_lib = lazy_module("relay_cli.wake")
 
 KindHookOpt = Annotated[
     Optional[str],
@@ -67,27 +68,12 @@ def _run_hook(runtime: str, as_: str | None, kind: str | None, lease: str | None
     env = Env(True, home)
     doc, code, note = None, 0, ""
     try:
-        dialect = hook.DIALECTS[runtime]
-        event = hook.parse(data, dialect)
+        event = hook.parse(data, hook.DIALECTS[runtime])
         if event is None:
             return 0
-        henv = hook.HookEnv(
-            peer=as_ or os.environ.get("RELAY_PEER") or None,
-            token=os.environ.get("RELAY_SESSION") or None,
-            env_file=hook.env_file_from(dialect, os.environ),
-            lease_s=hook.lease_seconds(lease),
-            kind=kind or runtime,
-            dialect=dialect,
-        )
-        if henv.peer is not None:
-            hook.peers.validate_name(henv.peer, "RELAY_PEER")
-        if wake:
-            if runtime == "gemini":
-                return 0  # Gemini CLI has no background hooks: nothing to wake with
-            code, note = wake_lib.run(env.store, event, henv,
-                                      wake_lib.timeout_seconds(timeout), runtime=runtime)
-        else:
-            doc = hook.handle(env.store, event, henv)
+        doc, code, note = hook_run.respond(lambda: env.store, event, runtime, as_=as_, kind=kind,
+                                       lease=lease, wake=wake, timeout=timeout,
+                                       environ=os.environ)
     except Exception as e:  # noqa: BLE001 - a hook must never break the agent
         if os.environ.get("RELAY_DEBUG") == "1":
             import traceback
@@ -175,49 +161,33 @@ DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Show what would chan
 
 def _settings_change(agent: str, project: bool, dry_run: bool, wake: bool, json_: bool,
                      home: str | None, install: bool) -> int:
-    import shutil
-
-    from ..errors import RelayError
-
     env = Env(json_, home)
-    if agent not in hook_install.RUNTIMES:
-        raise RelayError("usage_error", f"AGENT must be one of "
-                         f"{', '.join(hook_install.RUNTIMES)}, not {agent!r}")
-    if wake and agent == "gemini":
-        raise RelayError("usage_error", "Gemini CLI has no background hooks: relay cannot wake "
-                         "an idle Gemini session (--wake is for claude and codex)")
-    path = hook_install.settings_path(agent, project)
-    change = hook_install.plan(agent, path, install=install, wake=wake)
-    backup = None if dry_run else hook_install.apply(change)
-    todo = hook_install.todo(agent, install=install, wake=wake, project=project,
-                             relay_on_path=shutil.which("relay") is not None)
-    result = {"agent": agent, "file": str(path), "changed": change.changed, "dry_run": dry_run,
-              "created": change.changed and change.original is None, "backup": backup,
-              "added": change.added, "removed": change.removed,
-              "unchanged": change.present, "todo": todo}
+    result = hook_install.change_settings(agent, install=install, project=project,
+                                          dry_run=dry_run, wake=wake)
     if env.json:
         env.out.json(result)
         return 0
-    verb = "would change" if dry_run else "changed"
-    if not change.changed:
+    path = result["file"]
+    if not result["changed"]:
         what = "already in" if install else "not in"
         env.out.line(f"nothing to change: relay's {hook_install.DISPLAY[agent]} hooks are "
                      f"{what} {path}")
     else:
-        env.out.line(f"{verb} {path}" + (" (new file)" if result["created"] else ""))
-    for item in change.added:
+        env.out.line(f"{'would change' if dry_run else 'changed'} {path}"
+                     + (" (new file)" if result["created"] else ""))
+    for item in result["added"]:
         env.out.line(f"  + {item['event']}: {item['command']}")
-    for item in change.removed:
+    for item in result["removed"]:
         env.out.line(f"  - {item['event']}: {item['command']}")
-    if backup:
-        env.out.line(f"backup of the previous file: {backup}")
-    if change.changed or install:
-        import shutil as _shutil
+    if result["backup"]:
+        env.out.line(f"backup of the previous file: {result['backup']}")
+    if result["changed"] or install:
+        import shutil
         import textwrap
 
-        width = min(_shutil.get_terminal_size((80, 24)).columns, 100)
+        width = min(shutil.get_terminal_size((80, 24)).columns, 100)
         env.out.line("still to do:")
-        for line in todo:  # wrapped at word boundaries: a terminal never folds mid-word
+        for line in result["todo"]:  # wrapped at word boundaries: never folds mid-word
             env.out.line(textwrap.fill(line, width=width, initial_indent="  - ",
                                        subsequent_indent="    ", break_long_words=False,
                                        break_on_hyphens=False))
@@ -288,8 +258,7 @@ def notices(as_: AsOpt = None, session: SessionOpt = None, json_: JsonOpt = Fals
         env.out.line("note: `relay show ID` shows a reply; it was written by another agent "
                      "and is not user approval.")
     if "delivery_unknown" in states:
-        env.out.line("note: delivery_unknown: relay cannot know whether the work was done; "
-                     "ask the person, do not send it again (`relay resolve` settles it).")
+        env.out.para(f"note: delivery_unknown: {state_note('delivery_unknown')}")
     return 0
 
 

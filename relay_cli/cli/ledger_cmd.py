@@ -1,6 +1,6 @@
 """`relay once`, `relay ledger list/show/resolve`, `relay approve`, `relay deny` (design.md §10).
 
-Thin commands over ``relay_cli.ledger``.
+Thin commands over ``relay_cli.ledger`` and ``relay_cli.once``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Annotated, List, Optional
 import typer
 
 from .. import clock, complete, lifecycle
-from ..errors import RelayError
+from ..errors import RelayError, cannot_start
 from ..output import LEDGER_STYLES, Col, Output, inert, iso_age
 from .app import (
     Choice,
@@ -29,6 +29,7 @@ from .app import (
 )
 
 ledger = lazy_module("relay_cli.ledger")  # socket, selectors, signal: only for these commands
+runner = lazy_module("relay_cli.once")
 
 ledger_app = typer.Typer(cls=RelayGroup,
                          help="Inspect and settle the side-effect ledger of `relay once`.",
@@ -163,7 +164,7 @@ def _emit(env: Env, obj: dict, output: bool = False) -> int:
 def _write_bytes(stream, data: bytes | None) -> None:
     if not data:
         return
-    ledger.Sink(stream).write(data)
+    runner.Sink(stream).write(data)
 
 
 def _waiting_notice(out: Output, entry: dict) -> None:
@@ -222,11 +223,11 @@ def once(
     except OSError as e:
         raise RelayError("usage_error", "the current directory no longer exists") from e
     try:
-        result = ledger.once(
+        result = runner.once(
             env.store, key, argv, cwd, idempotent=idempotent, approve=approve,
             timeout_s=timeout_s, on_waiting=lambda entry: _waiting_notice(env.out, entry),
-            out_sink=ledger.Sink(None if env.json else sys.stdout),
-            err_sink=ledger.Sink(sys.stderr),
+            out_sink=runner.Sink(None if env.json else sys.stdout),
+            err_sink=runner.Sink(sys.stderr),
             on_decided=lambda entry: env.out.note(
                 f"relay: {inert(entry['decided_by'])} approved key {inert(key)}; running it now"),
         )
@@ -253,11 +254,11 @@ def once(
     if result.kind == "not_started":
         if env.json:
             env.out.json(entry)
-        env.out.cannot_start(
-            f"cannot start the command: {result.message}", result.exit_code,
-            "nothing ran, so the key stays free; fix the command and call again with the "
-            "same key")
-        return result.exit_code
+        err = cannot_start(result.message, result.exit_code,
+                           "nothing ran, so the key stays free; fix the command and call "
+                           "again with the same key")
+        env.out.error(err)
+        return err.exit_code
     if env.json:
         if result.kind == "unrecorded":  # the warning's fact, as fields (design.md §7)
             entry = {**entry, "outcome_recorded": False, "warning": result.message}
@@ -360,11 +361,6 @@ def ledger_show(key: KeyArg, json_: JsonOpt = False, home: HomeOpt = None) -> in
     return _emit(env, obj, output=True)
 
 
-def _check_outcome(value: str) -> None:
-    if value not in ledger.OUTCOMES:
-        raise RelayError("usage_error", "--outcome must be succeeded, failed or forget")
-
-
 @ledger_app.command("resolve", epilog=examples(
         "relay ledger resolve deploy-42 --outcome succeeded --note 'released'",
         'relay ledger resolve deploy-42 --outcome forget',
@@ -373,7 +369,8 @@ def ledger_resolve(
     key: KeyArg,
     outcome: Annotated[
         str,
-        typer.Option("--outcome", click_type=Choice(lambda: ledger.OUTCOMES, _check_outcome),
+        typer.Option("--outcome", click_type=Choice(lambda: ledger.OUTCOMES,
+                                       lambda v: ledger.validate_outcome(v)),
                      help="What the person found: the effect happened, it did not, or forget "
                           "the entry so the key runs again."),
     ],

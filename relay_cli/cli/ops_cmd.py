@@ -7,12 +7,12 @@ from typing import Annotated, Optional
 import typer
 
 from .. import clock, peers
-from ..errors import RelayError
+from ..errors import RelayError, cannot_start
 from ..output import Output
 from .app import Env, HomeOpt, JsonOpt, KindOpt, PeerOpt, SessionLeaseOpt, app, duration, examples
 
 # ------------------------------------------------------------------ run
-_CANNOT_START_HINT = (
+_CANNOT_START = (
     "relay run looks the program up on PATH as a shell does: exit 127 means not found, 126 "
     "found but not executable; no session was left behind"
 )
@@ -74,8 +74,9 @@ def run_(
 
         return launcher.run(lambda: _open(home), as_, kind, lease_s, argv, report)
     except launcher.CannotStart as e:
-        _cannot_start(env.out, e)
-        return e.status
+        err = cannot_start(str(e), e.status, _CANNOT_START)
+        env.out.error(err)
+        return err.exit_code
     except RelayError as e:
         env.out.error(e)
         return e.exit_code
@@ -85,10 +86,6 @@ def _open(home):
     from ..store import open_store
 
     return open_store(home)
-
-
-def _cannot_start(out: Output, e) -> None:
-    out.cannot_start(f"cannot start the command: {e.message}", e.status, _CANNOT_START_HINT)
 
 
 # ------------------------------------------------------------------ doctor
@@ -116,13 +113,13 @@ def doctor(
     report = doctor_.diagnose(resolve_home(home), fix=fix)
     if json_:
         out.json(report.to_dict())
-        return 0 if report.ok else 7
+        return report.exit_code
     for line in report.fixed:
         out.para(f"fixed: {line}" if not line.startswith("not changed") else line)
     if fix and not report.fixed:
         out.line("fixed: nothing needed tightening")
     _render_report(out, report)
-    return 0 if report.ok else 7
+    return report.exit_code
 
 
 def _render_report(out: Output, report) -> None:

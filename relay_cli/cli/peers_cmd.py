@@ -9,6 +9,7 @@ import typer
 
 from .. import clock, complete, peers
 from ..output import Col, iso_age, iso_left
+from ..states import MEANING, SETTLE
 from .app import (
     AsOpt,
     Env,
@@ -31,7 +32,11 @@ NameArg = Annotated[str, typer.Argument(metavar="NAME", autocompletion=complete.
                                         help="Peer name, e.g. claude-1.")]
 
 
-def _render_peer(env: Env, obj: dict) -> None:
+def _emit_peer(env: Env, obj: dict) -> int:
+    """The peer object: the JSON document, or its fields for a person."""
+    if env.json:
+        env.out.json(obj)
+        return 0
     now = clock.now_ms()
     env.out.fields([
         ("name", obj["name"]), ("kind", obj["kind"]),
@@ -42,6 +47,7 @@ def _render_peer(env: Env, obj: dict) -> None:
          if obj["last_seen_at"] else None),
         ("wakeup", obj["wakeup"]),
     ])
+    return 0
 
 
 @peers_app.command(epilog=examples(
@@ -98,11 +104,7 @@ def add(name: NameArg, kind: KindOpt = None, json_: JsonOpt = False,
     peers.validate_kind(kind)
     with env.unit() as now:
         obj = peers.add(env.store, name, kind, now)
-    if env.json:
-        env.out.json(obj)
-    else:
-        _render_peer(env, obj)
-    return 0
+    return _emit_peer(env, obj)
 
 
 @peers_app.command(epilog=examples(
@@ -114,11 +116,7 @@ def heartbeat(as_: AsOpt = None, session: SessionOpt = None, json_: JsonOpt = Fa
     env = Env(json_, home, as_, session)
     with env.unit() as now:
         obj = peers.heartbeat(env.store, env.caller(), now)
-    if env.json:
-        env.out.json(obj)
-    else:
-        _render_peer(env, obj)
-    return 0
+    return _emit_peer(env, obj)
 
 
 @peers_app.command(epilog=examples(
@@ -130,18 +128,19 @@ def leave(as_: AsOpt = None, session: SessionOpt = None, json_: JsonOpt = False,
     env = Env(json_, home, as_, session)
     with env.unit() as now:
         obj, moved = peers.leave_session(env.store, env.caller(), now)
-    if env.json:
-        env.out.json(obj)
-        return 0
-    _render_peer(env, obj)
-    if moved:
+    _emit_peer(env, obj)
+    if moved and not env.json:
         several = len(moved) > 1
         env.out.line(f"{len(moved)} request{'s' if several else ''} you claimed and did not "
                      f"finish {'are' if several else 'is'} now delivery_unknown:")
         for rid in moved:
             env.out.line(f"  {rid}")
-        env.out.line("relay cannot know whether that work was done; a person settles each in")
-        env.out.line("their own terminal: relay resolve ID --outcome completed|failed|requeue")
+        import textwrap  # short lines even when piped: this is prose, not a table
+
+        for line in textwrap.wrap(f"{MEANING['delivery_unknown'][0]} (each of them); a "
+                                  f"person settles each in their own terminal: {SETTLE}", 79,
+                                  break_long_words=False, break_on_hyphens=False):
+            env.out.line(line)
     return 0
 
 

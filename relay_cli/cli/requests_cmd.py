@@ -3,15 +3,14 @@ reply, fail, reject, resolve, sweep."""
 
 from __future__ import annotations
 
-from typing import Annotated, List, Optional
+from typing import Annotated, Optional
 
 import typer
 
-from .. import clock, complete, lifecycle
+from .. import clock, complete, due, lifecycle, waiting
 from ..errors import RelayError
-from ..output import STATE_STYLES, Col, Output, iso_age, size
+from ..output import Output, size
 from ..peers import validate_name
-from ..states import STATES
 from .app import (
     AsOpt,
     Choice,
@@ -20,10 +19,19 @@ from .app import (
     JsonOpt,
     PeerOpt,
     SessionOpt,
+    StatesOpt,
     app,
     duration,
     examples,
     read_text,
+)
+from .request_view import (
+    ALREADY_SENT,
+    INBOX_COLUMNS,
+    LIST_COLUMNS,
+    render_full,
+    render_request,
+    yes_no,
 )
 
 # ------------------------------------------------------------------ options
@@ -54,12 +62,14 @@ ClaimedIdArg = _id_arg(complete.requests("claimed"))
 TtlOpt = Annotated[
     Optional[str],
     typer.Option("--ttl", metavar="D",
-                 help="Expire if still queued after D (30s-7d, default 1h)."),
+                 help=f"Expire if still queued after D "
+                 f"({clock.span(clock.TTL, lifecycle.DEFAULT_TTL_S)})."),
 ]
 ReplyWithinOpt = Annotated[
     Optional[str],
     typer.Option("--reply-within", metavar="D",
-                 help="After ack, no reply within D makes it delivery_unknown (30s-7d)."),
+                 help="After ack, no reply within D makes it delivery_unknown "
+                 f"({clock.span(clock.REPLY_WITHIN)})."),
 ]
 OnLostOpt = Annotated[
     str,
@@ -69,7 +79,8 @@ OnLostOpt = Annotated[
 MaxAttemptsOpt = Annotated[
     int,
     typer.Option("--max-attempts", metavar="N",
-                 help="Claims allowed with --on-lost redeliver (1-100)."),
+                 help="Claims allowed with --on-lost redeliver "
+                 "({}-{}).".format(*lifecycle.MAX_ATTEMPTS_RANGE)),
 ]
 InReplyToOpt = Annotated[
     Optional[str],
@@ -87,102 +98,6 @@ def _send_inputs(to, text, file, ttl, reply_within, on_lost, max_attempts, in_re
         in_reply_to=lifecycle.validate_id(in_reply_to, "--in-reply-to") if in_reply_to is not None else None,
         text=read_text(text, file),
     )
-
-
-# ------------------------------------------------------------------ rendering
-def _request_fields(out: Output, obj: dict, now: int,
-                    extra: tuple[str, ...] = ()) -> list[tuple[str, object]]:
-    pairs = [
-        ("id", obj["id"]),
-        ("state", obj["state"]),
-        ("reason", obj["reason"]),
-        ("from", obj["from"]),
-        ("to", obj["to"]),
-        ("created", out.until(obj["created_at"], now) if out.terminal
-         else f"{obj['created_at']} ({iso_age(obj['created_at'], now)} ago)"),
-    ]
-    # A deadline is shown while it can still move the request: expiry while queued, the
-    # reply deadline while acknowledged (the claim lease is null outside delivered).
-    live = {"expires_at": obj["state"] == "queued",
-            "reply_deadline_at": obj["state"] == "acknowledged"}
-    for key, label in (
-        ("expires_at", "expires"), ("delivered_at", "delivered"),
-        ("acknowledged_at", "acknowledged"), ("lease_expires_at", "claim lease until"),
-        ("reply_deadline_at", "reply due by"), ("finished_at", "finished"),
-    ):
-        if obj.get(key) and live.get(key, True):
-            pairs.append((label, out.until(obj[key], now)))
-    if obj.get("in_reply_to"):
-        pairs.append(("in reply to", obj["in_reply_to"]))
-    pairs.append(("size", size(obj["text_bytes"])))
-    if obj["on_lost"] == "redeliver" or obj["attempts"] > 1:
-        pairs.append(("attempts", f"{obj['attempts']} of {obj['max_attempts']} (on_lost="
-                      f"{obj['on_lost']})"))
-    if obj.get("detail"):
-        pairs.append(("detail", obj["detail"]))
-    if obj.get("pruned"):
-        pairs.append(("pruned", "yes: text and reply were removed, the outcome is kept"))
-    for key in extra:
-        if key in obj:
-            pairs.append((key.replace("_", " "), _yes_no(obj[key])))
-    return pairs
-
-
-STATE_NOTES = {
-    "queued": "accepted; no one has taken it yet (this does not mean the recipient is alive)",
-    "delivered": "a session of the recipient claimed it (this does not mean the model read it)",
-    "acknowledged": "the recipient confirmed reading it (this does not mean any work is done)",
-    "completed": "the recipient replied (this does not mean the work is verified)",
-    "delivery_unknown": "relay cannot know whether it was executed: ask the person; do not "
-                        "send it again on your own (`relay resolve` settles it)",
-}
-
-
-# Where the reason changes what the state claims, the note says so.
-REASON_NOTES = {
-    ("completed", "resolved_by_human"): "a person settled it as completed (relay saw no reply "
-                                        "from the recipient)",
-    ("queued", "redelivered"): "queued again after a claim lease lapsed before ack; the "
-                               "earlier claim may have started work",
-    ("queued", "resolved_by_human"): "a person queued it again; an earlier claim may have "
-                                     "started work",
-}
-
-
-def _note(out: Output, obj: dict) -> None:
-    note = REASON_NOTES.get((obj["state"], obj["reason"])) or STATE_NOTES.get(obj["state"])
-    if note:
-        out.line(f"note: {obj['state']}: {note}")
-
-
-def _render_request(out: Output, obj: dict, now: int, extra: tuple[str, ...] = ()) -> None:
-    out.fields(_request_fields(out, obj, now, extra))
-    _note(out, obj)
-
-
-def _render_full(out: Output, obj: dict, now: int, extra: tuple[str, ...] = ()) -> None:
-    out.fields(_request_fields(out, obj, now, extra))
-    if obj.get("text") is not None:
-        out.message(obj["from"], obj["text"])
-    if obj.get("reply") is not None:
-        out.message(obj["to"], obj["reply"], label="reply")
-    _note(out, obj)
-    if "events" in obj:
-        out.table(EVENT_COLUMNS,
-                  [[out.when(e["at"], now), e["to_state"], e["reason"], e["actor"], e["detail"]]
-                   for e in obj["events"]],
-                  title="events (each row: the state it moved to; the first is its creation)")
-
-
-# One line per row at 80 columns (design.md §14): ids, states and times stay whole, the
-# rest shrinks and ends with an ellipsis.
-STATE_COL = Col("state", fixed=True, styles=STATE_STYLES)
-EVENT_COLUMNS = [Col("at", fixed=True), STATE_COL, Col("reason", min=12),
-                 Col("actor", min=10, first=True), Col("detail", min=10, first=True)]
-LIST_COLUMNS = [Col("id", fixed=True), STATE_COL, Col("from", min=8), Col("to", min=8),
-                Col("reason", min=12), Col("created", fixed=True)]
-INBOX_COLUMNS = [Col("id", fixed=True), Col("from", min=10), Col("created", fixed=True),
-                 Col("size", fixed=True, justify="right")]
 
 
 def _emit(env: Env, obj, render, *args) -> int:
@@ -252,7 +167,7 @@ def send(
         env.out.note(f"request id: {result['id']} (pass --id next time so a retry is safe)")
     if not env.json and result["duplicate"]:
         env.out.line(ALREADY_SENT)
-    return _emit(env, result, _render_request, ("duplicate", "recipient_active", "wakeup"))
+    return _emit(env, result, render_request, ("duplicate", "recipient_active", "wakeup"))
 
 
 @app.command(epilog=examples(
@@ -315,15 +230,8 @@ def submit(
         return 0
     if result["duplicate"]:
         env.out.line(ALREADY_SENT)
-    env.out.fields([(k.replace("_", " "), _yes_no(v)) for k, v in result.items()])
+    env.out.fields([(k.replace("_", " "), yes_no(v)) for k, v in result.items()])
     return 0
-
-
-ALREADY_SENT = "already sent, nothing new queued: this is the existing request as it is now"
-
-
-def _yes_no(value):
-    return "yes" if value is True else "no" if value is False else value
 
 
 @app.command(epilog=examples(
@@ -344,11 +252,7 @@ def show(
     request_id = lifecycle.validate_ref(id_)
     with env.unit(write=False):
         obj = lifecycle.show(env.store, request_id, events)
-    return _emit(env, obj, _render_full)
-
-
-def _check_state(value: str) -> None:
-    lifecycle.validate_states([value])
+    return _emit(env, obj, render_full)
 
 
 @app.command("list", epilog=examples(
@@ -357,11 +261,7 @@ def _check_state(value: str) -> None:
         'relay list --to reviewer --limit 10 --json',
     ))
 def list_(
-    state: Annotated[
-        Optional[List[str]],
-        typer.Option("--state", metavar="STATE", click_type=Choice(STATES, _check_state),
-                     help=f"Only requests in STATE (repeatable): {', '.join(STATES)}."),
-    ] = None,
+    state: StatesOpt = None,
     to: Annotated[Optional[str], PeerOpt("--to", "Only to PEER.")] = None,
     from_: Annotated[Optional[str], PeerOpt("--from", "Only from PEER.")] = None,
     limit: Annotated[
@@ -401,7 +301,8 @@ def wait(
     id_: AnyIdArg,
     timeout: Annotated[
         Optional[str],
-        typer.Option("--timeout", metavar="D", help="Give up waiting after D (0-10m, default 50s)."),
+        typer.Option("--timeout", metavar="D", help="Give up waiting after D "
+                     f"({clock.span(clock.WAIT, lifecycle.DEFAULT_WAIT_S)})."),
     ] = None,
     as_: AsOpt = None,
     session: SessionOpt = None,
@@ -414,22 +315,18 @@ def wait(
     delivery_unknown; 75 still open when the timeout passed (not a failure: wait again).
     """
     env = Env(json_, home, as_, session)
-    request_id = lifecycle.validate_ref(id_)
+    ref = lifecycle.validate_ref(id_)
     timeout_s = duration(timeout, clock.WAIT, "--timeout", lifecycle.DEFAULT_WAIT_S)
-    with env.unit(write=False):
-        _, token = env.identity()
-        caller = env.caller(need_name=False) if token else None  # only to renew its lease
-        request_id = lifecycle.get(env.store, request_id)["id"]
-    code, obj = lifecycle.wait(
-        env.store, caller, request_id, timeout_s,
-        on_block=lambda state: env.out.waiting(
+    code, obj = waiting.wait(
+        env.store, *env.identity(), ref, timeout_s,
+        on_block=lambda request_id, state: env.out.waiting(
             f"relay: waiting up to {clock.human_duration(timeout_s)} for {request_id[:8]} to "
             f"finish (now {state})"))
-    _emit(env, obj, _render_full)
+    _emit(env, obj, render_full)
     if code == 75:
         env.out.error(RelayError(
-            "timeout", f"{request_id} is still {obj['state']} after {clock.human_duration(timeout_s)}"
-        ))
+            "timeout", f"{obj['id']} is still {obj['state']} after "
+            f"{clock.human_duration(timeout_s)}"))
     return code
 
 
@@ -451,7 +348,7 @@ def cancel(
     request_id = lifecycle.validate_ref(id_)
     with env.unit() as now:
         obj = lifecycle.cancel(env.store, now, env.caller(), request_id)
-    return _emit(env, obj, _render_request)
+    return _emit(env, obj, render_request)
 
 
 @app.command(epilog=examples(
@@ -487,12 +384,13 @@ def claim(
     lease: Annotated[
         Optional[str],
         typer.Option("--lease", metavar="D",
-                     help="How long the claim holds before ack (10s-1h, default 2m)."),
+                     help="How long the claim holds before ack "
+                     f"({clock.span(clock.CLAIM_LEASE, lifecycle.DEFAULT_CLAIM_LEASE_S)})."),
     ] = None,
     wait: Annotated[
         Optional[str],
         typer.Option("--wait", metavar="D",
-                     help="Wait up to D for a request to arrive (0-10m, default 0)."),
+                     help=f"Wait up to D for a request to arrive ({clock.span(clock.WAIT, 0)})."),
     ] = None,
     id_: Annotated[
         Optional[str],
@@ -512,20 +410,18 @@ def claim(
     env = Env(json_, home, as_, session)
     lease_s = duration(lease, clock.CLAIM_LEASE, "--lease", lifecycle.DEFAULT_CLAIM_LEASE_S)
     wait_s = duration(wait, clock.WAIT, "--wait", 0)
-    request_id = lifecycle.validate_ref(id_, "--id") if id_ is not None else None
+    ref = lifecycle.validate_ref(id_, "--id") if id_ is not None else None
     with env.unit(write=False):
         caller = env.caller()
-        if request_id is not None:  # resolved once: a prefix cannot change its meaning mid-wait
-            request_id = lifecycle.resolve_ref(env.store, request_id, what="--id")
-    obj = lifecycle.claim_waiting(
-        env.store, caller, lease_s, request_id, wait_s,
-        on_block=lambda: env.out.waiting(
+    obj = waiting.claim_waiting(
+        env.store, caller, lease_s, ref, wait_s,
+        on_block=lambda request_id: env.out.waiting(
             f"relay: waiting up to {clock.human_duration(wait_s)} for "
             + (f"{request_id[:8]}" if request_id else f"a request to {caller.name}")))
     if env.json:
         env.out.json(obj)
     else:
-        _render_full(env.out, obj, clock.now_ms())
+        render_full(env.out, obj, clock.now_ms())
         env.out.line(f"next: relay ack {obj['id']}   then: relay reply {obj['id']} - <<'EOF' "
                      "... EOF   (or relay reject/fail)")
     return 0
@@ -549,7 +445,7 @@ def ack(
     """Confirm you have read a request you claimed (state acknowledged). Safe to repeat."""
     env = Env(json_, home, as_, session)
     obj = _act(env, lifecycle.ack, lifecycle.validate_ref(id_))
-    return _emit(env, obj, _render_request, ("duplicate",))
+    return _emit(env, obj, render_request, ("duplicate",))
 
 
 @app.command(epilog=examples(
@@ -573,7 +469,7 @@ def reply(
     request_id = lifecycle.validate_ref(id_)
     body = read_text(text, file, "reply")
     obj = _act(env, lifecycle.reply, request_id, body)
-    return _emit(env, obj, _render_request, ("duplicate",))
+    return _emit(env, obj, render_request, ("duplicate",))
 
 
 ReasonOpt = Annotated[
@@ -596,7 +492,7 @@ def fail(
     env = Env(json_, home, as_, session)
     request_id = lifecycle.validate_ref(id_)
     detail = lifecycle.validate_text(reason, "--reason")
-    return _emit(env, _act(env, lifecycle.fail, request_id, detail), _render_request)
+    return _emit(env, _act(env, lifecycle.fail, request_id, detail), render_request)
 
 
 @app.command(epilog=examples(
@@ -617,12 +513,7 @@ def reject(
     env = Env(json_, home, as_, session)
     request_id = lifecycle.validate_ref(id_)
     detail = lifecycle.validate_text(reason, "--reason")
-    return _emit(env, _act(env, lifecycle.reject, request_id, detail), _render_request)
-
-
-def _check_outcome(value: str) -> None:
-    if value not in lifecycle.RESOLVE_OUTCOMES:
-        raise RelayError("usage_error", "--outcome must be completed, failed or requeue")
+    return _emit(env, _act(env, lifecycle.reject, request_id, detail), render_request)
 
 
 @app.command(epilog=examples(
@@ -634,7 +525,8 @@ def resolve(
     id_: _id_arg(complete.requests("unknown")),
     outcome: Annotated[
         str,
-        typer.Option("--outcome", click_type=Choice(lifecycle.RESOLVE_OUTCOMES, _check_outcome),
+        typer.Option("--outcome", click_type=Choice(lifecycle.RESOLVE_OUTCOMES,
+                                                  lifecycle.validate_outcome),
                      help="What the person found: it was done, it failed, or queue it again."),
     ],
     note: Annotated[
@@ -653,10 +545,10 @@ def resolve(
     env = Env(json_, home)
     request_id = lifecycle.validate_ref(id_)
     detail = lifecycle.validate_text(note, "--note") if note is not None else None
-    lifecycle.require_terminal("resolve")
     with env.unit() as now:
-        obj = lifecycle.resolve(env.store, now, request_id, outcome, detail)
-    return _emit(env, obj, _render_request)
+        obj = lifecycle.resolve(env.store, now, request_id, outcome, detail,
+                                terminal=lifecycle.stdin_is_terminal())
+    return _emit(env, obj, render_request)
 
 
 @app.command(epilog=examples(
@@ -669,14 +561,7 @@ def sweep(json_: JsonOpt = False, home: HomeOpt = None) -> int:
     Every command already does this before it reads or writes.
     """
     env = Env(json_, home)
-    total = lifecycle.drain_due(env.store, clock.now_ms())
-    # on a read-only state directory, nothing due means nothing to write: a read suffices
-    with env.unit(write=not env.store.read_only) as now:
-        result = lifecycle.sweep(env.store, now)
-    for k, v in total.items():
-        if not k.startswith("session:"):
-            result["transitions"][k] = result["transitions"].get(k, 0) + v
-    result["transitions"] = dict(sorted(result["transitions"].items()))
+    result = due.sweep(env.store)
     if env.json:
         env.out.json(result)
     else:

@@ -1,0 +1,36 @@
+"""One run of `relay hook RUNTIME [--wake]` (design.md §12): who the hook acts for, then
+the event handler (``hook``) or the wake waiter (``wake``)."""
+
+from __future__ import annotations
+
+from . import hook, peers
+from . import wake as waiter
+
+
+def respond(open_store, ev: hook.Event, runtime: str, *, as_: str | None, kind: str | None,
+            lease: str | None, wake: bool, timeout: str | None,
+            environ) -> tuple[dict | None, int, str]:
+    """One run of `relay hook RUNTIME [--wake]` for the event ``ev``: (the document to
+    print on stdout or None, the exit status, a note for stderr).
+
+    The peer comes from ``--as`` or ``RELAY_PEER`` and the token from ``RELAY_SESSION``, by
+    the caller-identity rule (``peers.identity``); the env file from the runtime's own
+    variables. ``open_store()`` is called only when the run needs the database. With
+    ``wake`` this is the wake waiter (design.md §12); Gemini CLI has no background hooks,
+    so there it does nothing.
+    """
+    dialect = hook.DIALECTS[runtime]
+    name, token = peers.identity(as_ or None, None, environ)
+    henv = hook.HookEnv(peer=name, token=token,
+                        env_file=hook.env_file_from(dialect, environ),
+                        lease_s=hook.lease_seconds(lease), kind=kind or runtime,
+                        dialect=dialect)
+    if henv.peer is not None:
+        peers.validate_name(henv.peer, "RELAY_PEER")
+    if not wake:
+        return hook.handle(open_store(), ev, henv), 0, ""
+    if runtime == "gemini":
+        return None, 0, ""
+    code, note = waiter.run(open_store(), ev, henv, waiter.timeout_seconds(timeout),
+                            runtime=runtime)
+    return None, code, note

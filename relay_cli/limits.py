@@ -1,0 +1,14 @@
+"""relay's fixed limits and vocabularies (design.md §3, §4), defined once: the code checks
+them, and the error table's fixed hints (``errors``) state them from here, so a hint can
+never name another limit than the one enforced. No imports: everything may import this."""
+
+from __future__ import annotations
+
+MAX_TEXT_BYTES = 32768  # a request's text, a reply
+MAX_DEPTH = 8  # in_reply_to chain
+MAX_OPEN_DRAFTS = 100  # unsubmitted drafts per sender
+DRAFT_TTL_S = 3600  # a draft lives this long unsubmitted
+
+# A peer name, matched against the whole value (fullmatch) in ASCII: "alice\n" is not one.
+NAME_PATTERN = r"[a-z0-9][a-z0-9._-]{0,63}"
+KINDS = ("claude", "codex", "gemini", "aider", "human", "script", "other")

@@ -1,0 +1,434 @@
+"""`relay once` (design.md §10): run a ledger entry's command, at most once per key.
+
+``once`` is the whole command: the ledger's gates first (``ledger.begin``: did I already
+do this? should I do this?), then the run. The entry is committed ``running`` before the
+command starts, and the command's own process is committed before it begins executing:
+it is forked held at a gate (a pipe only relay writes to, ``process.spawn_gated``) and
+released only after that commit, so a kill of relay at any moment leaves no command
+running behind an entry that names no live process. The outcome (exit status, signal,
+the last 64 KiB of stdout and stderr) is committed the moment the command ends.
+
+Signals are held from the first moment (``process.Signals``), so one arriving between
+committing the ``running`` entry and starting the command cannot leave a ``running``
+entry behind a command that never started: the entry is withdrawn and the call ends
+with 128+N.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import selectors
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from . import clock, due
+from .errors import RelayError
+from .ledger import (
+    DEFAULT_APPROVAL_WAIT_S,
+    EntryError,
+    begin,
+    entry_object,
+    output_text,
+    running_values,
+    validate_key,
+    wait_for_decision,
+)
+from .ledger_states import RENEW_S, apply, touch
+from .process import (
+    CannotStart,
+    Child,
+    Interrupted,
+    Me,
+    Signals,
+    exit_status,
+    process_start,
+    signal_status,
+    spawn_gated,
+)
+from .testpause import pause_for_tests
+
+TAIL_BYTES = 64 * 1024
+_CHUNK = 64 * 1024
+_DRAIN_AFTER_EXIT_S = 2.0  # a background grandchild holding the pipes open is not waited for
+
+
+def not_started_object(key: str, argv: list[str], cwd: str, exit_code: int, error: str) -> dict:
+    """The document of a call whose command could not be started (no entry is kept)."""
+    return {
+        "key": key, "state": "not_started", "argv": list(argv), "cwd": cwd,
+        "exit_code": exit_code, "replayed": False, "error": error,
+    }
+
+
+
+# --------------------------------------------------------------------------- capture
+class Tail:
+    """The last ``limit`` bytes of a stream, and how many bytes it had in all."""
+
+    def __init__(self, limit: int = TAIL_BYTES) -> None:
+        self.limit = limit
+        self.buf = bytearray()
+        self.total = 0
+
+    def add(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        if len(chunk) >= self.limit:
+            self.buf[:] = chunk[-self.limit:]
+            return
+        self.buf += chunk
+        extra = len(self.buf) - self.limit
+        if extra > 0:
+            del self.buf[:extra]
+
+    def bytes(self) -> bytes:
+        return bytes(self.buf)
+
+
+class Sink:
+    """Writes the command's bytes through to one of relay's streams as they arrive.
+
+    Uses the stream's file descriptor when it has one (no extra buffering); a reader that
+    went away (broken pipe) stops the pass-through, never the capture or the command.
+    """
+
+    def __init__(self, stream) -> None:
+        self.stream = stream
+        self.fd = None
+        self.broken = stream is None
+        self._decoder = None
+        if stream is not None:
+            try:
+                stream.flush()
+                self.fd = stream.fileno()
+            except (AttributeError, OSError, ValueError):
+                import codecs
+
+                self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+
+    def write(self, chunk: bytes) -> None:
+        if self.broken or not chunk:
+            return
+        try:
+            if self.fd is not None:
+                view = memoryview(chunk)
+                while view:
+                    n = os.write(self.fd, view)
+                    view = view[n:]
+            else:
+                self.stream.write(self._decoder.decode(chunk))
+        except (OSError, ValueError):
+            self.broken = True
+
+
+@dataclass
+class RunResult:
+    exit_code: int
+    signal: int | None
+    stdout: Tail
+    stderr: Tail
+
+
+def pump(proc: Child, out_sink: Sink, err_sink: Sink,
+         limit: int = TAIL_BYTES, signals: Signals | None = None,
+         on_tick: Callable[[], None] | None = None) -> RunResult:
+    """Stream the command's output through while keeping the last ``limit`` bytes of each;
+    ``on_tick`` is called every 50 ms or so while the command runs (``Renewal``)."""
+    tails = {proc.stdout.fileno(): (Tail(limit), out_sink),
+             proc.stderr.fileno(): (Tail(limit), err_sink)}
+    out_tail, err_tail = tails[proc.stdout.fileno()][0], tails[proc.stderr.fileno()][0]
+    sel = selectors.DefaultSelector()
+    for fd in tails:
+        sel.register(fd, selectors.EVENT_READ)
+    exited_at = None
+    try:
+        while sel.get_map():
+            ready = sel.select(timeout=0.05)
+            if signals is not None:
+                signals.forward(proc.pid, proc.send_signal)
+            if on_tick is not None:
+                on_tick()
+            for key, _ in ready:
+                chunk = os.read(key.fd, _CHUNK)
+                if not chunk:
+                    sel.unregister(key.fd)
+                    continue
+                tail, sink = tails[key.fd]
+                tail.add(chunk)
+                sink.write(chunk)
+            if exited_at is None:
+                if proc.poll() is not None:
+                    exited_at = time.monotonic()
+            elif not ready or time.monotonic() - exited_at > _DRAIN_AFTER_EXIT_S:
+                break  # CMD ended; whatever still holds its pipes is not CMD
+    finally:
+        sel.close()
+        proc.stdout.close()
+        proc.stderr.close()
+    status, killed_by = exit_status(proc.wait())
+    return RunResult(status, killed_by, out_tail, err_tail)
+
+
+def _owned(row, me: Me, runs: int) -> bool:
+    return (row is not None and row["state"] == "running" and row["pid"] == me.pid
+            and row["runs"] == runs)
+
+
+def _retrying(fn, attempts: int = 4, unavailable_s: float = 30.0):
+    """Run a write; on ``busy`` try again, and while the database server cannot be
+    reached (a restart, design.md §13) keep trying for ``unavailable_s``: the outcome must
+    not be lost to a lock or a restart."""
+    deadline = time.monotonic() + unavailable_s
+    tries = 0
+    while True:
+        try:
+            return fn()
+        except RelayError as e:
+            tries += 1
+            if e.code == "busy" and tries < attempts:
+                continue
+            if e.code == "database_unavailable" and time.monotonic() < deadline:
+                time.sleep(1.0)
+                continue
+            raise
+
+
+def record_child(store, key: str, me: Me, runs: int, child_pid: int) -> bool:
+    """Commit the command's pid and start time; False when the entry is no longer ours."""
+    start = process_start(child_pid)
+
+    def write():
+        with store.transaction():
+            now = clock.now_ms()
+            if not _owned(store.get_ledger(key), me, runs):
+                return False
+            touch(store, key, now, {"child_pid": child_pid, "child_start": start})
+            return True
+
+    return _retrying(write)
+
+
+class Renewal:
+    """While the command runs, renew the entry every RENEW_S seconds (``updated_at``), so
+    relay on other hosts knows this process is alive (design.md §13). Best effort: a
+    renewal that fails (server briefly unreachable) is tried again a second later."""
+
+    def __init__(self, store, key: str, me: Me, runs: int) -> None:
+        self.store, self.key, self.me, self.runs = store, key, me, runs
+        self.next_at = time.monotonic() + RENEW_S
+
+    def tick(self) -> None:
+        if time.monotonic() < self.next_at:
+            return
+        try:
+            with self.store.transaction():
+                now = clock.now_ms()
+                if _owned(self.store.get_ledger(self.key), self.me, self.runs):
+                    touch(self.store, self.key, now, {})
+        except RelayError:
+            self.next_at = time.monotonic() + 1
+            return
+        self.next_at = time.monotonic() + RENEW_S
+
+
+def record_outcome(store, key: str, me: Me, runs: int, result: RunResult):
+    """Commit the outcome; returns the new row (None when the entry was no longer ours)."""
+    def write():
+        # a plain transaction: nothing else (such as due request transitions) may stand
+        # between the command's end and its recorded outcome
+        with store.transaction():
+            now = clock.now_ms()
+            row = store.get_ledger(key)
+            if not _owned(row, me, runs):
+                return None
+            return apply(store, key, row, "exit_zero" if result.exit_code == 0 else
+                         "exit_nonzero", now, {
+                             "exit_code": result.exit_code, "signal": result.signal,
+                             "stdout": result.stdout.bytes(), "stderr": result.stderr.bytes(),
+                             "stdout_bytes": result.stdout.total,
+                             "stderr_bytes": result.stderr.total, "finished_at": now,
+                         })
+
+    return _retrying(write)
+
+
+def record_not_started(store, key: str, me: Me, runs: int) -> None:
+    """The command never started, so nothing ran: the key must not block a retry.
+
+    An entry that a person approved goes back to ``approved`` (the approval stands for
+    this key and command); any other entry is removed, so the next call starts afresh.
+    """
+    def write():
+        with store.transaction():
+            now = clock.now_ms()
+            row = store.get_ledger(key)
+            if not _owned(row, me, runs):
+                return
+            if row["approve"] and row["decision"] == "approved":
+                values = running_values(now, me, runs - 1)
+                values.update(pid=None, process_start=None, host=None, started_at=None)
+                apply(store, key, row, "not_started_approved", now, values)
+            else:
+                apply(store, key, row, "not_started", now)
+
+    _retrying(write)
+
+
+# --------------------------------------------------------------------------- once
+@dataclass
+class OnceResult:
+    # "ran" | "replayed" | "timeout" | "not_started" | "interrupted" | "unrecorded"
+    kind: str
+    exit_code: int
+    entry: dict | None
+    message: str | None = None
+    raw: tuple = (None, None)  # the stored stdout and stderr bytes, for a replay
+
+
+def once(store, key: str, argv: list[str], cwd: str, *, idempotent: bool = False,
+         approve: bool = False, timeout_s: float = DEFAULT_APPROVAL_WAIT_S,
+         on_waiting: Callable[[dict], None] | None = None, out_sink: Sink | None = None,
+         err_sink: Sink | None = None, on_decided: Callable[[dict], None] | None = None,
+         sleep=None) -> OnceResult:
+    """`relay once`: replay, refuse, wait for a person, or run the command exactly once.
+
+    Signals are held from the first moment, so one arriving between committing the
+    ``running`` entry and starting CMD cannot leave a ``running`` entry behind a command
+    that never started: the entry is withdrawn and the call ends with 128+N.
+    """
+    validate_key(key)
+    if not argv:
+        raise RelayError("usage_error", "no command given: relay once --key KEY -- CMD [ARGS]...")
+    me = Me.current()
+    with Signals() as signals:
+        try:
+            with due.unit(store) as now:
+                decision = begin(store, now, key, argv, cwd, idempotent=idempotent,
+                                 approve=approve, me=me)
+            if decision.action == "wait":
+                if on_waiting is not None:
+                    on_waiting(entry_object(decision.row))
+                decision = wait_for_decision(store, key, argv, cwd, idempotent=idempotent,
+                                             me=me, timeout_s=timeout_s, sleep=sleep,
+                                             on_tick=signals.check)
+                if decision is not None and decision.action == "run" and on_decided:
+                    on_decided(entry_object(decision.row))
+        except Interrupted as e:
+            with due.unit(store, write=False):
+                row = store.get_ledger(key)
+            return OnceResult("interrupted", signal_status(e.signum),
+                              entry_object(row) if row is not None else None,
+                              f"interrupted by signal {e.signum} while waiting; nothing ran")
+        if decision is None:
+            with due.unit(store, write=False):
+                row = store.get_ledger(key)
+            entry = entry_object(row, output=True) if row is not None else None
+            return OnceResult("timeout", 75, entry)
+        row = decision.row
+        if decision.action == "replay":
+            entry = entry_object(row, output=True)
+            entry["replayed"] = True
+            return OnceResult("replayed", row["exit_code"], entry,
+                              raw=(row["stdout"], row["stderr"]))
+        return execute(store, key, row, argv, me, out_sink or Sink(None),
+                       err_sink or Sink(None), signals)
+
+
+def execute(store, key: str, row, argv: list[str], me: Me, out_sink: Sink, err_sink: Sink,
+            signals: Signals) -> OnceResult:
+    """Run a command whose ``running`` entry is committed, and commit its outcome.
+
+    The command's process is forked held at a gate (:class:`Child`); its pid and start
+    time are committed first, and only then may it begin executing (design.md §10). A kill
+    of relay before that commit closes the gate: the process ends without running the
+    command. When the commit fails, the process is killed unstarted and the entry is
+    withdrawn exactly as for a command that cannot start.
+    """
+    runs = row["runs"]
+    early = signals.take()
+    if early:  # told to stop before the command existed: withdraw the entry, start nothing
+        record_not_started(store, key, me, runs)
+        status = signal_status(early[0][0])
+        message = (f"relay received signal {early[0][0]} before the command started; it did "
+                   "not run")
+        return OnceResult("interrupted", status,
+                          not_started_object(key, argv, row["cwd"], status, message), message)
+    try:
+        proc = spawn_gated(argv, signals)
+        try:
+            pause_for_tests(store, "once-spawn", f" (command pid {proc.pid})")
+            ours = record_child(store, key, me, runs, proc.pid)
+        except BaseException as e:
+            proc.abandon()
+            if isinstance(e, RelayError):
+                raise _unrecorded_start(store, key, me, runs, e) from e
+            raise
+        if not ours:
+            proc.abandon()
+            raise RelayError("state_conflict", f"key {key!r} was settled by a person before "
+                             "its command started; nothing ran",
+                             detail="`relay ledger show KEY` shows who settled it")
+        proc.release()
+    except CannotStart as e:
+        record_not_started(store, key, me, runs)
+        return OnceResult("not_started", e.status,
+                          not_started_object(key, argv, row["cwd"], e.status, e.message),
+                          e.message)
+    try:
+        renewal = Renewal(store, key, me, runs)
+        result = pump(proc, out_sink, err_sink, signals=signals, on_tick=renewal.tick)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            proc.kill()
+        raise
+    try:
+        new = record_outcome(store, key, me, runs, result)
+    except RelayError as e:
+        raise _unrecorded_outcome(row, result, e) from e
+    if new is None:
+        entry = entry_object(row)
+        entry.update(exit_code=result.exit_code, signal=result.signal, replayed=False)
+        return OnceResult("unrecorded", result.exit_code, entry,
+                          "the entry changed while the command ran (a person resolved it); "
+                          "this outcome was not recorded")
+    entry = entry_object(new, output=True)
+    entry["replayed"] = False
+    return OnceResult("ran", result.exit_code, entry)
+
+
+def _unrecorded_outcome(row, result: RunResult, error: RelayError) -> EntryError:
+    """The command ran, but its outcome could not be committed (disk full, a lock held past
+    every retry): say exactly that. The entry stays ``running`` in the database and shows
+    as effect_unknown once this relay process is gone."""
+    entry = entry_object(row)
+    how = (f"exit {result.exit_code}" if result.signal is None
+           else f"killed by signal {result.signal}, exit {result.exit_code}")
+    entry.update(state="effect_unknown", effect_unknown=True, exit_code=result.exit_code,
+                 signal=result.signal, replayed=False, stdout=output_text(result.stdout.bytes()),
+                 stderr=output_text(result.stderr.bytes()), stdout_bytes=result.stdout.total,
+                 stderr_bytes=result.stderr.total,
+                 stdout_truncated=result.stdout.total > len(result.stdout.buf),
+                 stderr_truncated=result.stderr.total > len(result.stderr.buf))
+    rerun = (" (made with --idempotent: the next call with this key runs it again)"
+             if row["idempotent"] else "")
+    return EntryError(
+        "effect_unknown",
+        f"the command ran ({how}), but relay could not record its outcome "
+        f"({error.code}: {error.message}); the entry of key {row['key']!r} is effect_unknown"
+        f"{rerun}", entry, detail=f"relay saw it end with {how}")
+
+
+def _unrecorded_start(store, key: str, me: Me, runs: int, error: RelayError) -> RelayError:
+    """relay could not commit the command's pid: the command was killed before it began
+    executing; withdraw the entry (as for a command that cannot start) and say so."""
+    what = (f"relay could not record the command's process ({error.message}); the command "
+            "was stopped before it began executing: nothing ran")
+    try:
+        record_not_started(store, key, me, runs)
+    except RelayError as again:
+        return RelayError(error.code, f"{what}; the entry could not be withdrawn either "
+                          f"({again.message}), so it shows effect_unknown until the same call "
+                          "runs again with --idempotent or a person settles it with `relay "
+                          "ledger resolve KEY --outcome forget`", detail=error.detail)
+    return RelayError(error.code, f"{what}, and the key stays free", detail=error.detail)

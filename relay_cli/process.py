@@ -1,0 +1,514 @@
+"""Processes relay starts and watches, for `relay once` (design.md §10) and `relay run`
+(design.md §6).
+
+- Identity: a process is (pid, start time, host); the start time (``<boot id>:<ticks>``
+  from /proc/<pid>/stat field 22) makes sure a reused pid is not mistaken for the
+  original process (:func:`process_alive`, :class:`Me`).
+- Exit status: the shell's convention, CMD's own exit code or 128+N when signal N killed
+  it (:func:`exit_status`); 127 when CMD is not found, 126 when it cannot be executed
+  (:class:`CannotStart`).
+- Signals: SIGINT, SIGTERM and SIGHUP are held while relay waits or CMD runs, so none is
+  lost or acted on half-way, and forwarded to CMD (:class:`Signals`).
+- Spawning. `relay once` forks CMD's process held at a gate until its pid is committed
+  (:func:`spawn_gated`, :class:`Child`), and learns only from the ``exec`` itself whether
+  CMD can start: the ledger gate runs first (a replay never looks at PATH), and nothing
+  but the exec tells the truth about a file that changes meanwhile. `relay run` has no
+  pid to commit, so it starts CMD at once (:func:`spawn`); it looks CMD up beforehand
+  (:func:`resolve_command`), so a command that cannot start never joins a session.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import signal
+import socket
+from dataclasses import dataclass
+
+from .errors import NOT_EXECUTABLE_EXIT, NOT_FOUND_EXIT  # as a shell exits (the error table)
+
+FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+# Python ignores these at start-up; a command must get the default back (as subprocess does).
+_RESET_IN_CHILD = tuple(
+    s for s in (getattr(signal, n, None) for n in ("SIGPIPE", "SIGXFSZ", "SIGXFZ")) if s
+)
+
+
+# --------------------------------------------------------------------------- identity
+_BOOT_ID: str | None = None
+
+
+def _boot_id() -> str:
+    global _BOOT_ID
+    if _BOOT_ID is None:
+        try:
+            with open("/proc/sys/kernel/random/boot_id") as f:
+                _BOOT_ID = f.read().strip()
+        except OSError:
+            _BOOT_ID = "-"
+    return _BOOT_ID
+
+
+def _proc_stat(pid: int) -> tuple[str, str] | None:
+    """(state letter, start identity) from /proc/<pid>/stat, None when there is no such pid."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    fields = data[data.rindex(b")") + 2:].split()  # fields from 3 (state) on
+    return fields[0].decode(), f"{_boot_id()}:{int(fields[19])}"  # field 22: starttime
+
+
+def _have_proc() -> bool:
+    return os.path.isdir("/proc/self")
+
+
+def process_start(pid: int) -> str | None:
+    stat = _proc_stat(pid)
+    return None if stat is None else stat[1]
+
+
+def this_host() -> str:
+    return socket.gethostname()
+
+
+def process_alive(pid: int | None, start: str | None, host: str | None) -> bool:
+    """Is the process that was recorded as (pid, start, host) still running?
+
+    On another host relay cannot look, so the process counts as alive (nothing is rerun).
+    """
+    if pid is None:
+        return False
+    if host is not None and host != this_host():
+        return True
+    if _have_proc():
+        stat = _proc_stat(pid)
+        if stat is None or stat[0] in ("Z", "X", "x"):
+            return False
+        return start is None or stat[1] == start
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@dataclass(frozen=True)
+class Me:
+    """This relay process, as another process can find out whether it is still alive."""
+
+    pid: int
+    start: str | None
+    host: str
+
+    @classmethod
+    def current(cls) -> Me:
+        pid = os.getpid()
+        return cls(pid, process_start(pid), this_host())
+
+
+# --------------------------------------------------------------------------- exit status
+def signal_status(signum: int) -> int:
+    """The shell's exit status for signal N: 128+N (never 0)."""
+    return 128 + signum
+
+
+def exit_status(returncode: int) -> tuple[int, int | None]:
+    """(exit status, signal) of an ended process, from its ``returncode`` as
+    ``os.waitstatus_to_exitcode`` gives it (-N when signal N killed it): the status is
+    the process's exit code, or 128+N when signal N killed it."""
+    if returncode < 0:
+        return signal_status(-returncode), -returncode
+    return returncode, None
+
+
+class CannotStart(Exception):
+    """CMD did not start: ``status`` is 127 (not found), 126 (not executable), or 128+N
+    when relay was told to stop by signal N before CMD started."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def status_of_exec_error(err: int) -> int:
+    """The shell's status for an ``exec`` that failed with ``errno`` ``err``: 127 when
+    there is no such file, 126 for every other reason."""
+    return NOT_FOUND_EXIT if err in (errno.ENOENT, errno.ENOTDIR) else NOT_EXECUTABLE_EXIT
+
+
+def resolve_command(argv0: str, path_env: str | None) -> str:
+    """Find the program as ``execvp`` would, or raise CannotStart (127 / 126)."""
+    if not argv0:
+        raise CannotStart(NOT_FOUND_EXIT, "the command name is empty")
+    if "/" in argv0:
+        return _check_file(argv0)
+    denied = None
+    for d in (path_env if path_env is not None else os.defpath).split(os.pathsep):
+        candidate = os.path.join(d or ".", argv0)
+        if not os.path.exists(candidate):
+            continue
+        try:
+            return _check_file(candidate)
+        except CannotStart as e:
+            denied = denied or e
+    if denied is not None:
+        raise denied
+    raise CannotStart(NOT_FOUND_EXIT, f"{argv0}: command not found on PATH")
+
+
+def _check_file(path: str) -> str:
+    if not os.path.exists(path):
+        raise CannotStart(NOT_FOUND_EXIT, f"{path}: no such file")
+    if os.path.isdir(path):
+        raise CannotStart(NOT_EXECUTABLE_EXIT, f"{path}: is a directory")
+    if not os.access(path, os.X_OK):
+        raise CannotStart(NOT_EXECUTABLE_EXIT, f"{path}: permission denied (not executable)")
+    return path
+
+
+# --------------------------------------------------------------------------- signals
+class Interrupted(Exception):
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"signal {signum}")
+        self.signum = signum
+
+
+def sent_by_kernel(si_code: int) -> bool:
+    """Did the kernel send the signal (Ctrl-C or a hang-up from the terminal driver:
+    ``SI_KERNEL``)? Senders in user space (``kill``, ``sigqueue``, ``tgkill``) always
+    give a ``si_code`` of 0 or below."""
+    return si_code > 0
+
+
+def same_group(pid: int) -> bool:
+    """Is ``pid`` in relay's own process group (where the terminal's signals go)?"""
+    try:
+        return os.getpgid(pid) == os.getpgrp()
+    except OSError:
+        return False
+
+
+class Signals:
+    """Holds SIGINT/SIGTERM/SIGHUP while relay waits or CMD runs, so none is lost or acted
+    on half-way, and forwards them to CMD.
+
+    On Linux the signals are blocked and collected with ``sigtimedwait``, which tells who
+    sent them: a signal the terminal driver sent (Ctrl-C, hangup) already reached CMD,
+    which shares relay's foreground process group, so it is not sent a second time (a
+    second Ctrl-C means "force quit" to some programs). Signals sent to relay with
+    ``kill`` are forwarded. Elsewhere (or off the main thread) Python handlers collect
+    them and every one is forwarded. A signal relay's caller set to be ignored (e.g.
+    ``nohup``) stays ignored: it is neither acted on nor forwarded, and CMD starts with it
+    ignored too.
+
+    ``children``: SIGCHLD is blocked as well, so :meth:`wait` returns the moment a child
+    ends (`relay run` sleeps in it; `relay once` polls its output pipes instead).
+    """
+
+    def __init__(self, children: bool = False) -> None:
+        self.mode = "none"
+        self.pending: list[tuple[int, bool]] = []
+        self.saved: dict[int, object] = {}
+        self.old_mask = None
+        self.ignored: set[int] = set()
+        self.watched = FORWARDED_SIGNALS + ((signal.SIGCHLD,) if children else ())
+
+    def __enter__(self) -> Signals:
+        import threading
+
+        # what relay's caller set to be ignored (e.g. `nohup`) stays ignored, for CMD too
+        self.ignored = {sig for sig in FORWARDED_SIGNALS
+                        if signal.getsignal(sig) == signal.SIG_IGN}
+
+        main = threading.current_thread() is threading.main_thread()
+        if main and hasattr(signal, "sigtimedwait") and hasattr(signal, "pthread_sigmask"):
+            self.old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, self.watched)
+            self.mode = "mask"
+        elif main:
+            for sig in FORWARDED_SIGNALS:
+                self.saved[sig] = signal.signal(sig, self._handle)
+            self.mode = "handler"
+        return self
+
+    def _handle(self, signum, frame) -> None:
+        self.pending.append((signum, False))
+
+    def _collect(self, info) -> bool:
+        if info is None:
+            return False
+        if info.si_signo != signal.SIGCHLD:  # SIGCHLD only wakes a waiter up
+            self.pending.append((info.si_signo, sent_by_kernel(info.si_code)))
+        return True
+
+    def take(self) -> list[tuple[int, bool]]:
+        """Signals that arrived since the last call: (signal number, sent by the kernel)."""
+        if self.mode == "mask":
+            while self._collect(signal.sigtimedwait(self.watched, 0)):
+                pass
+        got, self.pending = self.pending, []
+        return [(signum, kern) for signum, kern in got if signum not in self.ignored]
+
+    def wait(self, timeout: float) -> None:
+        """Sleep until a signal arrives (SIGCHLD too, with ``children``) or ``timeout``
+        seconds passed; it is collected for :meth:`take`."""
+        if self.mode == "mask":
+            self._collect(signal.sigtimedwait(self.watched, timeout))
+        else:
+            import time
+
+            time.sleep(min(timeout, 0.05))
+
+    def check(self) -> None:
+        """While nothing runs yet: a signal ends the call (nothing is started)."""
+        got = self.take()
+        if got:
+            raise Interrupted(got[0][0])
+
+    def forward(self, pid: int, send=None) -> None:
+        """Send CMD (process ``pid``) what arrived, except what the terminal sent it too.
+        ``send(signum)`` delivers one (default: ``os.kill(pid, signum)``)."""
+        for signum, from_kernel in self.take():
+            if from_kernel and same_group(pid):
+                continue  # the terminal sent it to CMD too
+            with contextlib.suppress(OSError):
+                if send is None:
+                    os.kill(pid, signum)
+                else:
+                    send(signum)
+
+    def child_defaults(self) -> tuple[int, ...]:
+        """Signals CMD starts with at their default action: the forwarded ones relay's
+        caller did not ignore, and those Python ignores at start-up."""
+        return (*(s for s in FORWARDED_SIGNALS if s not in self.ignored), *_RESET_IN_CHILD)
+
+    def child_mask(self):
+        """The signal mask CMD starts with: the one relay was started with."""
+        if self.old_mask is not None:
+            return self.old_mask
+        return signal.pthread_sigmask(signal.SIG_BLOCK, ())
+
+    def child_setup(self) -> None:
+        """Runs in the child between fork and exec: CMD starts with relay's own mask."""
+        if self.mode == "mask":
+            signal.pthread_sigmask(signal.SIG_SETMASK, self.old_mask or ())
+
+    def __exit__(self, *exc) -> None:
+        if self.mode == "mask":
+            self.take()  # CMD has ended or never started: what came late is dropped
+            signal.pthread_sigmask(signal.SIG_SETMASK, self.old_mask)
+        for sig, old in self.saved.items():
+            with contextlib.suppress(ValueError, OSError, TypeError):
+                signal.signal(sig, old)
+
+
+# --------------------------------------------------------------------------- spawning
+def spawn(path: str, argv: list[str], env: dict[str, str], signals: Signals) -> int:
+    """Start CMD now (`relay run`): ``path`` as found by :func:`resolve_command`, with
+    relay's stdin, stdout and stderr. Returns its pid; raises CannotStart."""
+    try:
+        return os.posix_spawn(path, argv, env, setsigmask=signals.child_mask(),
+                              setsigdef=signals.child_defaults())
+    except OSError as e:
+        raise CannotStart(status_of_exec_error(e.errno), f"{argv[0]}: {e.strerror}") from e
+
+
+_GATE_OPEN = b"\x01"
+_GATE_CLOSED_EXIT = 125  # the gated process ends this way when relay never opened the gate
+
+
+class Child:
+    """The command's process: forked, held at a gate until relay has committed its pid.
+
+    :func:`spawn_gated` forks a process that waits, reading a pipe only relay holds the
+    other end of; it has not begun executing the command. ``release`` opens the gate: the
+    process execs the command, and an exec failure comes back over a close-on-exec pipe
+    (as subprocess does it), so "not found" (127) and "not executable" (126) are still
+    known before anything ran. ``abandon`` (or relay's death, which closes the gate's
+    write end) makes the process end without ever executing the command.
+    """
+
+    def __init__(self, pid: int, out_fd: int, err_fd: int, gate_fd: int, report_fd: int,
+                 argv0: str) -> None:
+        self.pid = pid
+        self.stdout = os.fdopen(out_fd, "rb", buffering=0)
+        self.stderr = os.fdopen(err_fd, "rb", buffering=0)
+        self._gate = gate_fd
+        self._report = report_fd
+        self._argv0 = argv0
+        self.returncode: int | None = None
+
+    def release(self) -> None:
+        """Let the command begin executing; raise CannotStart when it cannot be executed."""
+        try:
+            os.write(self._gate, _GATE_OPEN)
+        except OSError:
+            pass  # the process is gone already; waiting for it tells how it ended
+        finally:
+            os.close(self._gate)
+            self._gate = None
+        chunks = []
+        try:
+            while True:
+                chunk = os.read(self._report, 64)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+        finally:
+            os.close(self._report)
+            self._report = None
+        report = b"".join(chunks)
+        if report:
+            self.wait()
+            self._close_pipes()
+            try:
+                err = int(report.split(b":", 1)[0])
+            except ValueError:
+                err = 0
+            raise _exec_failed(self._argv0, err, report.split(b":", 1)[-1].decode(
+                "utf-8", "replace"))
+
+    def abandon(self) -> None:
+        """The command must never start: close the gate, kill and reap the process."""
+        for name in ("_gate", "_report"):
+            fd = getattr(self, name)
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+                setattr(self, name, None)
+        self.kill()
+        self.wait()
+        self._close_pipes()
+
+    def _close_pipes(self) -> None:
+        for f in (self.stdout, self.stderr):
+            with contextlib.suppress(OSError):
+                f.close()
+
+    def _set(self, status: int) -> int:
+        self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                self.returncode = 255
+                return self.returncode
+            if pid == self.pid:
+                self._set(status)
+        return self.returncode
+
+    def wait(self) -> int:
+        while self.returncode is None:
+            try:
+                _, status = os.waitpid(self.pid, 0)
+            except ChildProcessError:
+                self.returncode = 255
+                break
+            except InterruptedError:
+                continue
+            self._set(status)
+        return self.returncode
+
+    def send_signal(self, signum: int) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, signum)
+
+    def kill(self) -> None:
+        with contextlib.suppress(OSError):
+            self.send_signal(signal.SIGKILL)
+
+
+def _exec_failed(argv0: str, err: int, text: str) -> CannotStart:
+    status = status_of_exec_error(err)
+    if status == NOT_FOUND_EXIT:
+        return CannotStart(status, f"command not found: {argv0}")
+    if err in (errno.EACCES, errno.EPERM):
+        return CannotStart(status, f"not executable: {argv0}")
+    return CannotStart(status, f"cannot execute {argv0}: "
+                       f"{os.strerror(err) if err else text or 'unknown error'}")
+
+
+def _pipe() -> tuple[int, int]:
+    """A close-on-exec pipe whose ends are above 2 (relay's own 0-2 may be closed)."""
+    import fcntl
+
+    ends = []
+    for fd in os.pipe():
+        if fd < 3:
+            high = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+            os.close(fd)
+            fd = high
+        ends.append(fd)
+    return ends[0], ends[1]
+
+
+def spawn_gated(argv: list[str], signals: Signals | None = None) -> Child:
+    """Fork the command's process, held at its gate (see :class:`Child`).
+
+    CMD's stdout and stderr are pipes to relay; its stdin is relay's; every other
+    descriptor is closed (as subprocess's close_fds does).
+    """
+    out_r, out_w = _pipe()
+    err_r, err_w = _pipe()
+    gate_r, gate_w = _pipe()
+    report_r, report_w = _pipe()  # close-on-exec: EOF means the exec happened
+    try:
+        pid = os.fork()
+    except OSError as e:
+        for fd in (out_r, out_w, err_r, err_w, gate_r, gate_w, report_r, report_w):
+            os.close(fd)
+        raise CannotStart(NOT_EXECUTABLE_EXIT, f"cannot start {argv[0]}: {e.strerror}") from e
+    if pid == 0:  # the child: nothing here may return
+        try:
+            _gated_exec(argv, out_w, err_w, gate_r, report_w,
+                        (out_r, err_r, gate_w, report_r), signals)
+        finally:
+            os._exit(NOT_EXECUTABLE_EXIT)
+    for fd in (out_w, err_w, gate_r, report_w):
+        os.close(fd)
+    return Child(pid, out_r, err_r, gate_w, report_r, argv[0])
+
+
+def _gated_exec(argv, out_w, err_w, gate_r, report_w, parents, signals) -> None:
+    """In the forked child: wait at the gate, then exec CMD (or report why not)."""
+    try:
+        for fd in parents:
+            os.close(fd)  # above all the gate's write end: relay's death must close it
+        os.dup2(out_w, 1)
+        os.dup2(err_w, 2)
+        keep = sorted({gate_r, report_w})
+        os.closerange(3, keep[0])
+        os.closerange(keep[0] + 1, keep[1])
+        os.closerange(keep[1] + 1, os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf")
+                      else 65536)
+        defaults = (signals.child_defaults() if signals is not None
+                    else (*FORWARDED_SIGNALS, *_RESET_IN_CHILD))
+        for sig in defaults:
+            with contextlib.suppress(ValueError, OSError):
+                signal.signal(sig, signal.SIG_DFL)
+        while True:
+            try:
+                opened = os.read(gate_r, 1)
+                break
+            except InterruptedError:
+                continue
+        if opened != _GATE_OPEN:
+            os._exit(_GATE_CLOSED_EXIT)  # relay died or gave up before recording the pid
+        os.close(gate_r)
+        if signals is not None:
+            signals.child_setup()  # CMD starts with relay's own mask
+        os.execvp(argv[0], argv)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            os.write(report_w, f"{e.errno or 0}:{e.strerror or e}".encode())
+    except BaseException as e:  # noqa: BLE001 - nothing may escape a forked child
+        with contextlib.suppress(OSError):
+            os.write(report_w, f"0:{type(e).__name__}".encode())

@@ -1,0 +1,130 @@
+"""Commands that block (design.md §3, §6): `wait` and `claim --wait`, and the lease
+renewal of the session whose command is blocked (``LeaseKeeper``).
+
+They look at what is there before they sleep, hold no lock while they sleep
+(``due.poll``) and resolve a short id once: a prefix cannot change its meaning mid-wait.
+"""
+
+from __future__ import annotations
+
+import time
+
+from . import lifecycle, peers
+from .due import poll, unit
+from .errors import RelayError
+from .peers import Caller
+from .states import FINAL_STATES
+
+
+class LeaseKeeper:
+    """Renews a session's lease while one of its commands is blocked (design.md §3)."""
+
+    def __init__(self, store, caller: Caller, polling_until: float | None = None) -> None:
+        self.store = store
+        self.caller = caller
+        self.polling_until = polling_until  # monotonic end of a claim --wait, for `wakeup`
+        self.interval = (
+            peers.renew_interval_s(caller.session["lease_seconds"])
+            if caller.session is not None else None
+        )
+        self.next_at = 0.0
+
+    @property
+    def active(self) -> bool:
+        return self.caller.session is not None and self.caller.status == "active"
+
+    def tick(self, force: bool = False) -> None:
+        if not self.active or (not force and time.monotonic() < self.next_at):
+            return
+        self.next_at = time.monotonic() + self.interval
+        with unit(self.store) as now:
+            status = peers.session_status(self.store,
+                                          self.store.get_session(self.caller.session["id"]))
+            if status != "active":
+                self.caller.status = status  # renewal stops
+                return
+            peers.renew(self.store, self.caller, now)
+            if self.polling_until is not None:
+                left = max(0.0, self.polling_until - time.monotonic())
+                until = now + int(min(left, 3 * self.interval) * 1000)
+                self.store.set_waiting(self.caller.session["id"], until)
+
+    def stop(self) -> None:
+        if self.active and self.polling_until is not None:
+            try:
+                with self.store.transaction():
+                    self.store.set_waiting(self.caller.session["id"], None)
+            except RelayError:
+                pass
+
+
+def wait_exit_code(state: str) -> int | None:
+    if state == "completed":
+        return 0
+    if state == "delivery_unknown":
+        return 11
+    if state in FINAL_STATES:
+        return 10
+    return None
+
+
+def wait(store, name: str | None, token: str | None, ref: str, timeout_s: int,
+         on_block=None) -> tuple[int, dict]:
+    """`relay wait`: block until the request that ``ref`` names (a full id or a prefix,
+    resolved once) is final. Returns (exit status, the request object as it is then): 0
+    completed; 10 failed, rejected, expired or cancelled; 11 delivery_unknown; 75 still
+    open when ``timeout_s`` passed (not yet, not a failure).
+
+    Waiting needs no identity; a session ``token`` has its lease renewed while it waits.
+    ``on_block(id, state)`` is called once if the request is not final and the wait begins.
+    """
+    with unit(store, write=False):
+        caller = peers.identify(store, name, token, need_name=False) if token else None
+        request_id = lifecycle.get(store, ref)["id"]
+    keeper = LeaseKeeper(store, caller) if caller is not None else None
+    state: list[str] = []
+
+    def check():
+        with unit(store, write=False):
+            row = lifecycle.get(store, request_id)
+        state[:] = [row["state"]]
+        return row if row["state"] in FINAL_STATES else None
+
+    poll(store, check, timeout_s, on_tick=keeper.tick if keeper else None,
+         on_block=(lambda: on_block(request_id, state[0])) if on_block else None)
+    with unit(store, write=False):
+        row = lifecycle.get(store, request_id)
+        obj = lifecycle.request_object(row, reply=True)
+    code = wait_exit_code(row["state"])
+    return (75 if code is None else code), obj
+
+
+def claim_waiting(store, caller: Caller, lease_s: int, ref: str | None,
+                  wait_s: int, on_block=None) -> dict:
+    """`claim [--id ID] [--wait D]`: take the oldest queued request (or the one ``ref``
+    names, resolved once), waiting up to ``wait_s`` for one; ``nothing_to_claim`` when
+    none came. ``on_block(id or None)`` is called once if nothing could be taken at once
+    and the wait begins."""
+    request_id = None
+    if ref is not None:
+        with unit(store, write=False):
+            request_id = lifecycle.resolve_ref(store, ref, what="--id")
+
+    def attempt():
+        with unit(store) as now:
+            return lifecycle.claim(store, now, peers.reload(store, caller), lease_s,
+                                   request_id)
+
+    result = attempt()
+    if result is None and wait_s > 0:
+        if on_block is not None:
+            on_block(request_id)
+        keeper = LeaseKeeper(store, caller, polling_until=time.monotonic() + wait_s)
+        keeper.tick(force=True)
+        try:
+            result = poll(store, attempt, wait_s, on_tick=keeper.tick)
+        finally:
+            keeper.stop()
+    if result is None:
+        raise RelayError("nothing_to_claim", f"no queued request for {caller.name!r}")
+    return result
