@@ -2,14 +2,14 @@
 
 relay's SQL is written once, in the SQLite spelling (sql_*.py, migrations.py). This
 module is the dialect layer: ``translate`` rewrites the few spellings that differ
-(placeholders, ``INDEXED BY``, two-argument ``max``/``min``, ``LIMIT -1``, ``IS ?``), ``ddl`` maps
-the column types of the migrations, and ``PgConnection`` gives the same transaction
-discipline as ``BEGIN IMMEDIATE``: one writer at a time, through a transaction-scoped
-advisory lock that every write transaction takes first (so every read-modify-write is
-exactly as serial as on SQLite, across machines), and read snapshots that take no lock.
-``PRAGMA data_version`` becomes ``LISTEN``/``NOTIFY``: every write transaction notifies
-at commit, and a waiting command sleeps on the connection's socket until a
-notification arrives (or a slow safety poll, every 2 s).
+(placeholders, ``INDEXED BY``, two-argument ``max``/``min``, ``LIMIT -1``, ``IS ?``,
+``json_each``), ``ddl`` maps the column types of the migrations, and ``PgConnection``
+gives the same transaction discipline as ``BEGIN IMMEDIATE``: one writer at a time,
+through a transaction-scoped advisory lock that every write transaction takes first (so
+every read-modify-write is exactly as serial as on SQLite, across machines), and read
+snapshots that take no lock. ``PRAGMA data_version`` becomes ``LISTEN``/``NOTIFY``:
+every write transaction notifies at commit, and a waiting command sleeps on the
+connection's socket until a notification arrives (or a slow safety poll, every 2 s).
 
 The driver (psycopg2) is imported here only, and only when a PostgreSQL URL is used.
 """
@@ -96,6 +96,7 @@ _TOKEN = re.compile(
     r"|\bINDEXED\s+BY\s+\w+"               # SQLite's index hint: the planner chooses
     r"|\bLIMIT\s+(?:\?|:[A-Za-z_]\w*)"     # LIMIT -1 means no limit in SQLite
     r"|\b(?:max|min|ifnull)\s*\("          # scalar max(a, b) / min(a, b), ifnull
+    r"|\bjson_each\s*\("                    # a JSON array's values, as a table
     r"|\bIS\s+(?:NOT\s+)?(?:\?|:[A-Za-z_]\w*)"  # SQLite's IS with a value
     r"|\bINSERT\s+OR\s+IGNORE\b"
     r"|\bLIKE\b"
@@ -146,6 +147,8 @@ def translate(sql: str) -> str:
             out.append(name + "(")
         elif low.startswith("ifnull"):
             out.append("coalesce(")
+        elif low.startswith("json_each"):
+            out.append("json_array_elements_text(")  # its column is `value` too
         elif low.startswith("is") and not low.startswith("insert"):
             arg = "%s" if tok.endswith("?") else f"%({tok.split(':', 1)[1]})s"
             negated = re.search(r"\bNOT\b", tok, re.I) is not None
