@@ -7,18 +7,14 @@ methods and pass the same tests.
 
 from __future__ import annotations
 
-import time
+import os
 from pathlib import Path
 
-from .db import Connection, open_db, open_existing_readonly, relay_error_from_sqlite
+from ..errors import RelayError
+from .base import Store
+from .db import open_db, open_existing_readonly, relay_error_from_sqlite
 from .home import DB_NAME, check_home, ensure_home, inspect_path, resolve_home, unsafe_reasons
 from .migrations import LATEST as LATEST_SCHEMA
-from .sql_data import DataSQL
-from .sql_hook import HookSQL
-from .sql_ledger import LedgerSQL
-from .sql_ops import OpsSQL
-from .sql_peers import PeersSQL
-from .sql_requests import RequestsSQL
 from .url import database_url, redact, set_database_url
 
 __all__ = [
@@ -26,6 +22,7 @@ __all__ = [
     "LATEST_SCHEMA",
     "Store",
     "check_home",
+    "database_file",
     "database_url",
     "redact",
     "set_database_url",
@@ -38,39 +35,19 @@ __all__ = [
 ]
 
 
-class Store(RequestsSQL, PeersSQL, LedgerSQL, HookSQL, OpsSQL, DataSQL):
-    backend = "sqlite"
-    # A waiting command's longest sleep between looks at data_version().
-    poll_interval = 0.05
-
-    def __init__(self, db: Connection, home: Path) -> None:
-        self.db = db
-        self.home = home
-
-    def pause(self, seconds: float) -> None:
-        """Sleep while waiting for a change (PostgreSQL wakes early on a notification)."""
-        time.sleep(seconds)
-
-    def shared_url(self, with_password: bool = False) -> str | None:
-        """The database URL that other relay processes need to reach this same database
-        (``peers join --shell``, the hook's env file, `relay run`'s child), or None when
-        it is the local relay.db (RELAY_HOME says where). Without its password unless
-        ``with_password`` (a child's environment, never anything printed or written)."""
-        return None
-
-    def transaction(self, write: bool = True):
-        return self.db.transaction(write)
-
-    @property
-    def read_only(self) -> bool:
-        """The state directory cannot be written: reads work, writes are storage_error."""
-        return self.db.read_only
-
-    def data_version(self) -> int:
-        return self.db.data_version()
-
-    def close(self) -> None:
-        self.db.close()
+def database_file(home: str | Path | None = None) -> Path:
+    """The absolute path of relay.db in the (checked) state directory, for `relay db
+    path`; created or not. With a database URL there is no file: usage_error naming the
+    database instead (design.md §13)."""
+    url = database_url()
+    if url is not None:
+        raise RelayError(
+            "usage_error",
+            f"relay uses the PostgreSQL database {redact(url)}, not a relay.db file; read it "
+            "with psql or another PostgreSQL client (relay export works on both)")
+    directory = resolve_home(home)
+    check_home(directory)
+    return Path(os.path.abspath(directory / DB_NAME))
 
 
 def open_store(home: str | Path | None = None) -> Store:

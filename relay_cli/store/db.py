@@ -8,9 +8,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import RelayError
-from . import views
 from .home import DB_NAME, check_home, ensure_home
 from .migrations import LATEST, MIGRATIONS
+from .views import sync as sync_views
 
 BUSY_TIMEOUT_S = 5.0
 # Never open() relay.db with plain file calls while a connection may be open in this
@@ -230,7 +230,7 @@ def _open_rw(path: Path) -> Connection:
         db = Connection(conn, path)
         if version < LATEST:
             migrate(db)
-        views.sync(db)
+        sync_views(db)
         return db
     except BaseException:
         conn.close()

@@ -26,8 +26,8 @@ from functools import lru_cache
 
 from .. import clock
 from ..errors import RelayError
-from . import url as urls
 from .migrations import LATEST, MIGRATIONS
+from .url import INSTALL, redact, scrub
 
 CHANNEL = "relay_changes"
 # pg_advisory_xact_lock keys: every write transaction takes WRITE_LOCK (relay's
@@ -76,7 +76,7 @@ def driver():
         raise RelayError(
             "storage_error",
             "a PostgreSQL database URL is set, but the PostgreSQL driver is not installed",
-            detail=f"install it with: {urls.INSTALL}",
+            detail=f"install it with: {INSTALL}",
         ) from e
     ext = psycopg2.extensions
     # BYTEA as bytes (like SQLite's BLOB), not memoryview; sum() of integers as int.
@@ -229,7 +229,7 @@ def relay_error(e: Exception, url: str | None) -> RelayError:
     """A driver error as one of relay's codes; never a password in the message."""
     pgcode = getattr(e, "pgcode", None) or ""
     lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
-    text = urls.scrub("; ".join(lines) or type(e).__name__, url)
+    text = scrub("; ".join(lines) or type(e).__name__, url)
     drv = _driver_mod
     if pgcode in _RETRY:
         return RelayError("busy", f"the database kept reporting conflicts ({text})")
@@ -268,12 +268,12 @@ class PgConnection:
     def __init__(self, url: str) -> None:
         drv = driver()
         self.url = url
-        self.shown = urls.redact(url)
+        self.shown = redact(url)
         try:
             params = drv.extensions.parse_dsn(url)
         except drv.Error as e:
             raise RelayError("usage_error", "the database URL cannot be parsed: "
-                             + urls.scrub(str(e).strip(), url)) from e
+                             + scrub(str(e).strip(), url)) from e
         self.params = params
         params = dict(params)
         timeout = params.get("connect_timeout") or os.environ.get("PGCONNECT_TIMEOUT")
