@@ -147,6 +147,12 @@ def prune_ledger(store, now: int, body_cutoff: int, dry_run: bool = False,
             "by_state": dict(sorted(removed.items())), "dry_run": dry_run}
 
 
+def check_vacuum(store) -> None:
+    """Refuse `prune --vacuum` before anything is pruned where it cannot rebuild the
+    database: on PostgreSQL (design.md §13)."""
+    store.check_vacuum()
+
+
 def vacuum(store) -> dict:
     """`prune --vacuum`: rebuild relay.db without the pages pruning freed, and fold the WAL
     into it, so the file shrinks now. Returns relay.db plus its WAL in bytes, before and

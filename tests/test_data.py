@@ -12,12 +12,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import DAY, at, new_id
+from conftest import DAY, at, new_id, refused
 
 ESC = "\x1b]0;owned\x07\x1b[2J"  # a title rewrite and a screen clear
 
-# relay.db's views and export read the SQLite file (PostgreSQL: not built yet)
-pytestmark = pytest.mark.sqlite_only
+# relay.db's path, its views and VACUUM are about the local file (design.md §2); export and
+# the refusals run on both backends (design.md §13).
+on_file = pytest.mark.sqlite_only
 
 
 def query(relay, sql: str, params=()) -> list[dict]:
@@ -44,6 +45,7 @@ def some_requests(relay, alice, bob) -> dict[str, str]:
 
 
 # ------------------------------------------------------------------ relay db path
+@on_file
 def test_db_path_prints_the_database_that_relay_uses(relay, pair):
     r = relay("db", "path")
     assert r.code == 0 and r.err == ""
@@ -52,6 +54,7 @@ def test_db_path_prints_the_database_that_relay_uses(relay, pair):
                                                   "exists": True}
 
 
+@on_file
 def test_db_path_of_a_home_not_created_yet_creates_nothing(relay):
     r = relay("db", "path")
     assert r.code == 0 and r.out == f"{relay.home / 'relay.db'}\n"
@@ -60,12 +63,14 @@ def test_db_path_of_a_home_not_created_yet_creates_nothing(relay):
     assert not relay.home.exists()
 
 
+@on_file
 def test_db_path_is_absolute_for_a_relative_home(relay, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     r = relay("db", "path", "--home", "rel")
     assert r.code == 0 and r.out == f"{tmp_path / 'rel' / 'relay.db'}\n"
 
 
+@on_file
 def test_db_path_refuses_an_unsafe_home(relay, pair, tmp_path):
     link = tmp_path / "link"
     link.symlink_to(relay.home)
@@ -73,6 +78,7 @@ def test_db_path_refuses_an_unsafe_home(relay, pair, tmp_path):
     assert r.code == 7 and r.error["code"] == "unsafe_state_dir" and r.out == ""
 
 
+@on_file
 def test_sqlite_utils_reads_the_path_relay_prints(relay, pair):
     """The documented workflow: sqlite-utils comes installed with relay."""
     alice, bob = pair
@@ -90,7 +96,18 @@ def test_sqlite_utils_reads_the_path_relay_prints(relay, pair):
     assert p.returncode == 0 and len(p.stdout.splitlines()) == 6
 
 
+@pytest.mark.postgres_only
+def test_db_path_on_postgresql_is_refused_naming_the_database_without_its_password(relay,
+                                                                                   pair):
+    secret = relay.url.replace("postgresql://", "postgresql://nobody:s3cret@", 1)
+    err = refused(relay, "usage_error", "db", "path", env={"RELAY_DATABASE_URL": secret})
+    assert "PostgreSQL database postgresql://nobody@" in err["message"]
+    assert "s3cret" not in json.dumps(err)
+    assert not (relay.home / "relay.db").exists()
+
+
 # ------------------------------------------------------------------ the views
+@on_file
 def test_requests_view_is_the_request_object_with_readable_times(relay, pair):
     alice, bob = pair
     some_requests(relay, alice, bob)
@@ -109,6 +126,7 @@ def test_requests_view_is_the_request_object_with_readable_times(relay, pair):
         assert list(row) == list(obj)
 
 
+@on_file
 def test_events_and_peers_views_match_what_relay_prints(relay, pair):
     alice, bob = pair
     ids = some_requests(relay, alice, bob)
@@ -128,6 +146,7 @@ def test_events_and_peers_views_match_what_relay_prints(relay, pair):
         {"session_id": None}]
 
 
+@on_file
 def test_ledger_view_matches_ledger_show(relay):
     assert relay("once", "--key", "k1", "--", sys.executable, "-c", "print('hi')").code == 0
     entry = relay("ledger", "show", "k1", "--json").json
@@ -138,6 +157,7 @@ def test_ledger_view_matches_ledger_show(relay):
         assert row[key] == entry[key], key
 
 
+@on_file
 def test_views_hold_no_peer_free_text(relay, pair):
     alice, bob = pair
     some_requests(relay, alice, bob)
@@ -149,6 +169,7 @@ def test_views_hold_no_peer_free_text(relay, pair):
                 assert "\x1b" not in str(value) and "\x07" not in str(value), (view, row)
 
 
+@on_file
 def test_views_are_read_only(relay, pair):
     db = sqlite3.connect(relay.home / "relay.db")
     try:
@@ -158,6 +179,7 @@ def test_views_are_read_only(relay, pair):
         db.close()
 
 
+@on_file
 def test_a_changed_or_dropped_view_is_restored_and_a_table_of_that_name_left_alone(relay, pair):
     db = sqlite3.connect(relay.home / "relay.db")
     db.execute("DROP VIEW requests_view")
@@ -176,6 +198,7 @@ def test_a_changed_or_dropped_view_is_restored_and_a_table_of_that_name_left_alo
         {"type": "table"}]
 
 
+@on_file
 def test_a_database_from_before_the_views_gets_them_on_the_next_command(relay, pair):
     db = sqlite3.connect(relay.home / "relay.db")
     for view in ("requests_view", "events_view", "peers_view", "ledger_view"):
@@ -289,6 +312,7 @@ def fill_and_finish(relay, alice, n=60, size=20000):
         assert relay.send(alice, "bob", "x" * size, "--ttl", "30s").code == 0
 
 
+@on_file
 def test_prune_vacuum_shrinks_the_file_and_reports_bytes(relay, pair):
     alice, _ = pair
     fill_and_finish(relay, alice)
@@ -313,6 +337,16 @@ def test_prune_vacuum_with_dry_run_is_refused_and_changes_nothing(relay, pair):
     assert relay.snapshot() == before
 
 
+@pytest.mark.postgres_only
+def test_prune_vacuum_on_postgresql_is_refused_before_anything_is_pruned(relay, pair):
+    alice, _ = pair
+    fill_and_finish(relay, alice, n=3, size=10)
+    err = refused(relay, "usage_error", "prune", "--vacuum", env=at(200 * DAY))
+    assert "autovacuum" in err["message"]
+    assert relay("prune", "--json", env=at(200 * DAY)).json["tombstones_removed"] == 3
+
+
+@on_file
 def test_prune_vacuum_on_a_terminal_fits_80_columns(relay, pair):
     alice, _ = pair
     fill_and_finish(relay, alice, n=5, size=5000)

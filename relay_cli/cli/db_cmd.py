@@ -30,14 +30,13 @@ def path(json_: JsonOpt = False, home: HomeOpt = None) -> int:
     Creates nothing: when relay.db does not exist yet it prints the path it will have and
     says so on stderr (--json: "exists": false). An unsafe state directory is refused
     (unsafe_state_dir) as by every command. Read the database; writing to it by hand
-    voids relay's guarantees.
+    voids relay's guarantees. With a PostgreSQL database URL there is no file: refused
+    (usage_error).
     """
-    from ..store import DB_NAME, check_home, resolve_home
+    from ..store import database_file
 
     env = Env(json_, home)
-    directory = resolve_home(home)
-    check_home(directory)
-    db = os.path.abspath(directory / DB_NAME)
+    db = str(database_file(home))
     exists = os.path.exists(db)
     if env.json:
         env.out.json({"path": db, "exists": exists})

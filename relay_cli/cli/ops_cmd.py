@@ -191,7 +191,8 @@ def prune(
     ] = False,
     vacuum: Annotated[
         bool, typer.Option("--vacuum", help="Then rebuild relay.db without its free pages "
-                           "(VACUUM) and report its size before and after. Not with --dry-run.")
+                           "(VACUUM) and report its size before and after. Not with --dry-run, "
+                           "nor on PostgreSQL.")
     ] = False,
     json_: JsonOpt = False,
     home: HomeOpt = None,
@@ -213,6 +214,8 @@ def prune(
         raise RelayError("usage_error", "--vacuum rebuilds the database; it cannot be a dry run")
     older_s = duration(older_than, clock.PRUNE_AGE, "--older-than",
                        retention.DEFAULT_RETENTION_S)
+    if vacuum:
+        retention.check_vacuum(env.store)
     result = retention.prune(env.store, clock.now_ms(), older_s, dry_run)
     if vacuum:
         result["vacuum"] = retention.vacuum(env.store)

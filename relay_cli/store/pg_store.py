@@ -6,12 +6,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import Store, pg
+from ..errors import RelayError
+from .base import Store
+from .pg import LATEST, PgConnection, connect, foreign_tables, schema_version, table_names
+from .sql_data import EXPORT_ORDER, export_query
+
+EXPORT_BATCH = 1000  # rows per round trip of `relay export`
 
 
 class PgStore(Store):
     backend = "postgresql"
-    poll_interval = pg.PgConnection.poll_interval
+    poll_interval = PgConnection.poll_interval
 
     def pause(self, seconds: float) -> None:
         self.db.pause(seconds)
@@ -21,15 +26,32 @@ class PgStore(Store):
 
     def live_session_waiters(self, peer: str, now: int):
         # doctor opens an older schema without migrating it: no waiters table, no waiters
-        if self.db.schema_version < pg.LATEST and \
+        if self.db.schema_version < LATEST and \
                 self.db.scalar("SELECT to_regclass('wake_waiters') IS NULL"):
             return []
         return super().live_session_waiters(peer, now)
 
+    # ------------------------------------------------------------ a person's data
+    def export_requests(self, states: list[str] | None, since: int | None):
+        """As on SQLite (sql_data.py), streamed through a server-side cursor of the open
+        read transaction, so a million requests are never all in memory."""
+        where, params, columns = export_query(states, since)
+        self.db.execute(f"DECLARE relay_export NO SCROLL CURSOR FOR SELECT {columns} "
+                        f"FROM requests WHERE {where} ORDER BY {EXPORT_ORDER}", params)
+        while rows := self.db.all(f"FETCH {EXPORT_BATCH} FROM relay_export"):
+            yield from rows
+
+    def check_vacuum(self) -> None:
+        raise RelayError(
+            "usage_error",
+            "--vacuum rebuilds the local relay.db; on PostgreSQL the server's autovacuum "
+            "makes pruned space reusable, and VACUUM FULL (which locks every table for all "
+            "machines) is for the database's owner to schedule; run relay prune without it")
+
     # ------------------------------------------------------------ doctor's questions
     def pragma(self, name: str):
         if name == "user_version":
-            return pg.schema_version(self.db) or 0
+            return schema_version(self.db) or 0
         raise ValueError(f"no PRAGMA {name} on PostgreSQL")
 
     def journal_mode(self) -> str:
@@ -39,13 +61,13 @@ class PgStore(Store):
         return ["ok"]
 
     def table_names(self) -> list[str]:
-        return pg.table_names(self.db)
+        return table_names(self.db)
 
     def table_counts(self) -> dict[str, int]:
         return {t: self.db.scalar(f'SELECT count(*) FROM "{t}"') for t in self.table_names()}
 
     def foreign_tables(self) -> list[str]:
-        return pg.foreign_tables(self.db)
+        return foreign_tables(self.db)
 
     def server_facts(self) -> dict:
         """What doctor reports about the server (design.md §13)."""
@@ -67,4 +89,4 @@ class PgStore(Store):
 
 
 def open_pg(url: str, home: Path, migrate: bool = True) -> PgStore:
-    return PgStore(pg.connect(url, migrate=migrate), home)
+    return PgStore(connect(url, migrate=migrate), home)

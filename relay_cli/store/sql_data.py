@@ -6,6 +6,21 @@ import os
 
 from .sql_requests import REQUEST_COLUMNS
 
+EXPORT_ORDER = "created_at, rowid"
+
+
+def export_query(states: list[str] | None, since: int | None) -> tuple[str, list, str]:
+    """`relay export`'s (where clause, its parameters, the columns) on the requests table."""
+    where, params = ["pruned = 0"], []
+    if states:
+        where.append(f"state IN ({', '.join('?' * len(states))})")
+        params += states
+    if since is not None:
+        where.append("created_at >= ?")
+        params.append(since)
+    columns = ", ".join(c for c in REQUEST_COLUMNS if c not in ("text", "reply"))
+    return " AND ".join(where), params, columns
+
 
 class DataSQL:
     db: object  # Connection
@@ -21,16 +36,9 @@ class DataSQL:
 
         db = sqlite_utils.Database(self.db.conn, recursive_triggers=False,
                                    execute_plugins=False)
-        where, params = ["pruned = 0"], []
-        if states:
-            where.append(f"state IN ({', '.join('?' * len(states))})")
-            params += states
-        if since is not None:
-            where.append("created_at >= ?")
-            params.append(since)
-        columns = ", ".join(c for c in REQUEST_COLUMNS if c not in ("text", "reply"))
-        return db["requests"].rows_where(" AND ".join(where), params, select=columns,
-                                         order_by="created_at, rowid")
+        where, params, columns = export_query(states, since)
+        return db["requests"].rows_where(where, params, select=columns,
+                                         order_by=EXPORT_ORDER)
 
     def database_bytes(self) -> int:
         """relay.db plus its write-ahead log, in bytes, as they are on disk now."""
@@ -41,6 +49,9 @@ class DataSQL:
             except FileNotFoundError:
                 pass
         return total
+
+    def check_vacuum(self) -> None:
+        """`prune --vacuum` can rebuild this database (on PostgreSQL it is refused)."""
 
     def vacuum(self) -> None:
         """Rebuild relay.db without its free pages, then move everything from the WAL
