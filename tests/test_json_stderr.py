@@ -56,10 +56,11 @@ class Ran:
 class World:
     """A fresh home, with helpers that build the situation a case needs."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, request=None) -> None:
         path.mkdir()
         self.path = path
         self.relay = Relay(path / "home")
+        self.request = request  # pytest's, for a PostgreSQL database when a case needs one
 
     def run(self, *args: str, env: dict | None = None, input: str = "", tty_in: bool = False,
             typed: bytes = b"", tty_err: bool = False, cwd: Path | None = None) -> Ran:
@@ -121,6 +122,14 @@ class World:
         r = self.relay("once", "--key", key, "--approve", "--timeout", "0", "--json", "--",
                        "true")
         assert r.code == 75, r
+
+    def empty_database(self) -> str:
+        """The URL of a new, empty database on the session's PostgreSQL server (dropped
+        when the test ends)."""
+        cluster = self.request.getfixturevalue("pg_cluster")
+        name, url = cluster.fresh(template="template0")
+        self.request.addfinalizer(lambda: cluster.drop(name))
+        return url
 
     def settings(self, text: str | None = None) -> dict:
         """Claude Code's settings in a directory of this world (optionally with ``text``)."""
@@ -674,6 +683,19 @@ def _(w):
     return w.run("export", "--since", "lately", "--json")
 
 
+@case("db copy", "ok")
+def _(w):
+    w.sent()
+    r = w.run("db", "copy", "--to", w.empty_database(), "--json")
+    assert json.loads(r.out)["copied"]["requests"] == 1
+    return r
+
+
+@case("db copy", "refused", "usage_error")
+def _(w):
+    return w.run("db", "copy", "--to", "mysql://relay@db/relay", "--json")
+
+
 # the demo: its narration is human output only
 @case("demo", "ok")
 def _(w):
@@ -787,7 +809,8 @@ def check(c: Case, ran: Ran) -> None:
 
 
 @pytest.mark.parametrize("command", leaf_commands())
-def test_json_stderr_is_empty_on_success_and_one_error_line_on_failure(command, tmp_path):
+def test_json_stderr_is_empty_on_success_and_one_error_line_on_failure(command, tmp_path,
+                                                                      request):
     cases = CASES.get(command, [])
     kinds = {c.kind for c in cases}
     needed = {"ok", "silent"} if command.startswith("hook ") and command.split()[1] in (
@@ -798,7 +821,7 @@ def test_json_stderr_is_empty_on_success_and_one_error_line_on_failure(command, 
     failures = []
     for i, c in enumerate(cases):
         try:
-            check(c, c.fn(World(tmp_path / f"case-{i}")))
+            check(c, c.fn(World(tmp_path / f"case-{i}", request)))
         except AssertionError as e:
             failures.append(f"case {i} ({c.kind} {c.code or ''}): {e}")
     assert not failures, f"relay {command} --json:\n" + "\n".join(failures)

@@ -12,8 +12,7 @@ from .. import clock, lifecycle
 from .. import export as export_lib
 from .app import Choice, Env, HomeOpt, JsonOpt, StatesOpt, app, examples
 
-db_app = typer.Typer(help="Where relay's data lives (for sqlite-utils, datasette, sqlite3), and "
-                     "copying it into PostgreSQL.",
+db_app = typer.Typer(help="Where relay.db is, for your own tools; copying it into PostgreSQL.",
                      no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(db_app, name="db")
 
