@@ -175,5 +175,15 @@ def relay_command(home: Path, *args: str, stdout=None) -> int:
                           stdout=stdout, check=False).returncode
 
 
+def look_around(home: Path) -> str:
+    """The shell line that points relay at a kept demo home. The demo always runs on a
+    relay.db of its own, so when this call names a database URL (design.md §13) the line
+    empties RELAY_DATABASE_URL too; otherwise relay would go on reading that database."""
+    from .store.url import database_url_given
+
+    line = f"export RELAY_HOME={shlex.quote(str(home))}"
+    return line + " RELAY_DATABASE_URL=" if database_url_given() else line
+
+
 def remove(home: Path) -> None:
     shutil.rmtree(home.parent, ignore_errors=True)

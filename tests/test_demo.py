@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import tempfile
 
@@ -42,8 +43,11 @@ def test_demo_narrates_each_step_and_prints_the_tables_at_80_columns(relay, tmp_
     assert lines[table + 1].split()[1:4] == ["completed", "alice", "bob"]
     assert "events (" in text and "\x1b[" in raw
     kept = lines.index("The home was kept; to look around in it:")
-    home = lines[kept + 1].split("RELAY_HOME=")[1]
-    listed = relay.proc("list", "--json", env={"RELAY_HOME": home})
+    export, *assignments = shlex.split(lines[kept + 1])
+    assert export == "export" and assignments[0].startswith("RELAY_HOME=")
+    # on PostgreSQL the line also empties RELAY_DATABASE_URL: the demo ran on a relay.db
+    assert assignments[1:] == ([] if relay.backend == "sqlite" else ["RELAY_DATABASE_URL="])
+    listed = relay.proc("list", "--json", env=dict(a.split("=", 1) for a in assignments))
     assert [r["state"] for r in listed.json["requests"]] == ["completed"]
     shutil.rmtree(short)
 

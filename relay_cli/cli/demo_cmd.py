@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
 import sys
 from typing import Annotated
 
@@ -61,7 +60,7 @@ def demo(
         out.line("")
         if keep or home is not None:
             out.line("The home was kept; to look around in it:")
-            out.line(f"  export RELAY_HOME={shlex.quote(str(path))}")  # whole, to copy
+            out.line(f"  {demo_lib.look_around(path)}")  # whole, to copy
         else:
             out.para("The throwaway home was removed (relay demo --keep keeps it).")
     return 0

@@ -28,12 +28,17 @@ def database_url() -> str | None:
 
     Any other scheme is ``usage_error``: relay never guesses what a URL means.
     """
-    url = _override if _override is not None else os.environ.get("RELAY_DATABASE_URL")
-    url = (url or "").strip()
-    if not url:
+    if not database_url_given():
         return None
+    url = (_override if _override is not None else os.environ["RELAY_DATABASE_URL"]).strip()
     check(url)
     return url
+
+
+def database_url_given() -> bool:
+    """Whether this call names a database URL at all (valid or not), without checking it."""
+    url = _override if _override is not None else os.environ.get("RELAY_DATABASE_URL")
+    return bool((url or "").strip())
 
 
 def check(url: str) -> str:
