@@ -14,7 +14,6 @@ import pytest
 from conftest import DAY, at, fake_crash
 
 from relay_cli import clock, ledger, once, retention
-from relay_cli.store import open_store
 
 
 # ------------------------------------------------------------------ helpers
@@ -533,7 +532,7 @@ def test_ledger_prune_pauses_after_every_full_batch_like_request_prune(relay, mo
         assert relay("once", "--key", key, "--", "true").code == 0
     pauses = []
     monkeypatch.setattr(retention.time, "sleep", pauses.append)
-    store = open_store(relay.home)
+    store = relay.open_store()
     try:
         now = clock.now_ms()
         with store.transaction():
@@ -829,6 +828,7 @@ def test_the_test_pause_needs_both_the_variable_and_the_file(relay, tmp_path):
     pause = {"RELAY_TEST_PAUSE": "once-spawn=0.2"}
     r = relay.proc("once", "--key", "p1", "--", "true", env=pause)
     assert r.code == 0 and "TEST PAUSE" not in r.err  # the variable alone does nothing
+    relay.home.mkdir(mode=0o700, exist_ok=True)  # (on PostgreSQL nothing created it)
     (relay.home / "relay-test-pause").write_text("once-spawn=0.2\n")
     r = relay.proc("once", "--key", "p2", "--", "true")
     assert r.code == 0 and "TEST PAUSE" not in r.err  # the file alone does nothing
@@ -1002,7 +1002,7 @@ def test_a_signal_before_the_command_starts_is_an_interruption_not_a_usage_error
     from relay_cli.process import Me, Signals
 
     assert relay("ledger", "list").code == 0  # the home exists
-    store = open_store(relay.home)
+    store = relay.open_store()
     try:
         me = Me.current()
         with due.unit(store) as now:

@@ -21,7 +21,6 @@ from relay_cli.ledger_states import (
     TRANSITIONS,
     VIEWS,
 )
-from relay_cli.store import open_store
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -118,7 +117,7 @@ def test_every_transition_of_the_table_is_a_path_through_the_relay_command(relay
 def test_apply_refuses_a_step_the_table_lacks_and_changes_nothing(relay):
     assert relay("once", "--key", "done", "--", "true").code == 0
     before = relay.snapshot()
-    store = open_store(relay.home)
+    store = relay.open_store()
     try:
         with pytest.raises(RelayError) as e:
             with store.transaction():

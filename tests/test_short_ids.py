@@ -189,6 +189,7 @@ def test_show_of_a_pruned_request_by_prefix_answers_from_its_tombstone(seeded):
     assert r.code == 0 and r.json["id"] == rid and r.json["pruned"] is True
 
 
+@pytest.mark.sqlite_only  # SQLite's query plan; PostgreSQL's planner chooses its own
 def test_the_prefix_lookup_is_a_range_scan_of_the_primary_key(seeded):
     relay, *_ = seeded
     from relay_cli.store import open_store

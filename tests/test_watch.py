@@ -236,10 +236,9 @@ def test_watch_json_carries_the_standard_request_and_entry_objects(relay):
 
 def test_the_view_fits_any_screen_and_counts_what_it_leaves_out(relay):
     from relay_cli import due, watch
-    from relay_cli.store import open_store
 
     busy_home(relay)
-    store = open_store(relay.home)
+    store = relay.open_store()
     try:
         with due.unit(store, write=False) as now:
             snap = watch.gather(store, now)
