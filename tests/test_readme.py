@@ -61,7 +61,10 @@ def test_first_command_installs_relay_and_runs_the_demo():
 def test_second_command_runs_the_tests_as_ci_does():
     ((_, body),) = blocks("tests")
     assert body.strip().endswith("&& .venv/bin/python -m pytest")
-    assert "\npython -m pytest\n" in (ROOT / ".ci" / "run").read_text()
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "\npython -m pytest\n" in ci
+    # both backends: the driver is installed here and in CI (design.md §13)
+    assert "pip install -e '.[test,postgres]'" in body and "postgres]'" in ci
 
 
 def test_agent_setup_commands_exist_as_written(tmp_path):
