@@ -54,6 +54,8 @@ _UNAVAILABLE = {"08000", "08001", "08003", "08004", "08006", "08P01", "57P01", "
                 "57P03", "53300"}
 _BUSY = {"40001", "40P01", "55P03", "57014", "55006"}
 _RETRY = {"40001", "40P01"}
+# undefined table, column, index, function: relay's schema was changed by hand
+_SCHEMA_MISMATCH = {"42P01", "42703", "42704", "42883"}
 # Connection failures carry no SQLSTATE: these words in libpq's message mean the server
 # was reached and refused us (a setting to fix), not that it could not be reached.
 _REFUSED_WORDS = ("authentication failed", "no password supplied", "password", "pg_hba.conf",
@@ -240,6 +242,14 @@ def relay_error(e: Exception, url: str | None) -> RelayError:
     if pgcode.startswith("28") or pgcode in ("42501", "3D000", "25006") \
             or pgcode.startswith(("53", "58")):
         return RelayError("storage_error", f"the PostgreSQL server refused: {text}")
+    if pgcode.startswith(("23", "P0")):
+        # a constraint or a trigger that is not relay's (relay's own conflicts are
+        # answered by ON CONFLICT): the transaction was rolled back
+        return RelayError("storage_error", f"the database refused the write and rolled it "
+                          f"back ({text}); nothing was changed")
+    if pgcode in _SCHEMA_MISMATCH:
+        return RelayError("database_corrupt", f"the PostgreSQL database is not a readable "
+                          f"relay database ({text})")
     if not pgcode and drv is not None and isinstance(e, (drv.OperationalError,
                                                          drv.InterfaceError)):
         low = text.lower()
