@@ -14,8 +14,14 @@ with a code and changes nothing), the fixtures ``pair`` (alice and bob joined),
 
 The ``relay`` fixture runs every test twice: on SQLite (relay.db in a temporary home) and
 on PostgreSQL (a fresh database of a throwaway server that this session starts:
-bench/pgserver.py), because the contract holds on both (design.md §13). Tests about the
-local file itself are marked ``sqlite_only`` and run on SQLite alone. Without the server
+bench/pgserver.py), because the contract holds on both (design.md §13): every test about
+the store's behaviour (a transition, a refusal that changes nothing, a race, a wait, the
+ledger, the hooks) runs on both. Tests about the local file itself are marked
+``sqlite_only`` and run on SQLite alone. Tests that use ``relay`` only to run commands
+that never reach the store -- help and guide text, choices, generated files, packaging,
+start-up imports, runtime settings files, the demo (which always runs on its own
+relay.db) -- are marked ``one_backend`` and run once (on SQLite), to keep CI's time
+reasonable; a PostgreSQL run of them would test nothing more. Without the server
 programs or the driver the PostgreSQL half is skipped with the reason, unless
 RELAY_REQUIRE_POSTGRES=1 (CI), where that is an error.
 """
@@ -326,15 +332,20 @@ def pytest_configure(config):
         "so not run on PostgreSQL")
     config.addinivalue_line(
         "markers", "postgres_only: about the PostgreSQL backend (design.md §13)")
+    config.addinivalue_line(
+        "markers", "one_backend: never reaches the store (help text, generated files, "
+        "rendering, packaging), so run once, on SQLite")
 
 
 def pytest_collection_modifyitems(config, items):
-    """A sqlite_only test runs once, on SQLite; a postgres_only one on PostgreSQL."""
+    """A sqlite_only or one_backend test runs once, on SQLite; a postgres_only one on
+    PostgreSQL."""
     keep, drop = [], []
     for item in items:
         spec = getattr(item, "callspec", None)
         backend = spec.params.get("relay") if spec is not None else None
-        if (backend == "postgres" and item.get_closest_marker("sqlite_only")) or \
+        if (backend == "postgres" and (item.get_closest_marker("sqlite_only")
+                                       or item.get_closest_marker("one_backend"))) or \
                 (backend == "sqlite" and item.get_closest_marker("postgres_only")):
             drop.append(item)
         else:

@@ -117,6 +117,7 @@ def test_peer_names_are_offered_where_a_peer_belongs(mix):
     assert complete(relay, "relay send --to c") == ["carol"]
 
 
+@pytest.mark.one_backend
 @pytest.mark.parametrize("line,expected", [
     ("relay list --state ", list(STATES)),
     ("relay list --state deli", ["delivered", "delivery_unknown"]),
@@ -133,6 +134,7 @@ def test_choices_are_offered(relay, line, expected):
     assert complete(relay, line) == expected
 
 
+@pytest.mark.one_backend
 def test_choices_are_shown_in_help(relay):
     assert "--kind <claude|codex|gemini|aider|human|script|other>" in \
         relay("peers", "join", "--help").out
@@ -140,6 +142,7 @@ def test_choices_are_shown_in_help(relay):
     assert "--on-lost <unknown|redeliver>" in relay("send", "--help").out
 
 
+@pytest.mark.one_backend
 @pytest.mark.parametrize("args,code", [
     (["peers", "join", "x", "--kind", "Claude"], "invalid_name"),
     (["peers", "add", "x", "--kind", "robot"], "invalid_name"),

@@ -9,6 +9,7 @@ import shlex
 import shutil
 import tempfile
 
+import pytest
 from conftest import assert_fits
 
 
@@ -52,6 +53,7 @@ def test_demo_narrates_each_step_and_prints_the_tables_at_80_columns(relay, tmp_
     shutil.rmtree(short)
 
 
+@pytest.mark.one_backend
 def test_demo_refuses_a_home_that_holds_anything(relay, tmp_path):
     full = tmp_path / "full"
     full.mkdir()

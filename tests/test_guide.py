@@ -27,6 +27,7 @@ MUST_SAY = [
 ]
 
 
+@pytest.mark.one_backend
 @pytest.mark.parametrize("audience", ["generic", "claude", "codex", "gemini"])
 def test_every_audience_gets_the_rules(relay, audience):
     r = relay("guide", "--for", audience)
@@ -36,10 +37,12 @@ def test_every_audience_gets_the_rules(relay, audience):
     assert "\x1b" not in r.out
 
 
+@pytest.mark.one_backend
 def test_default_is_generic(relay):
     assert relay("guide").out == relay("guide", "--for", "generic").out
 
 
+@pytest.mark.one_backend
 @pytest.mark.parametrize("runtime", ["claude", "codex", "gemini"])
 def test_each_runtime_guide_names_the_command_that_installs_its_hook(relay, runtime):
     text = relay("guide", "--for", runtime).out
@@ -49,6 +52,7 @@ def test_each_runtime_guide_names_the_command_that_installs_its_hook(relay, runt
         assert f"relay run --as NAME --kind {runtime} -- {runtime}" in text
 
 
+@pytest.mark.one_backend
 def test_codex_guide_says_how_it_is_woken_and_how_to_wait_without_hooks(relay):
     text = relay("guide", "--for", "codex").out
     assert "relay hook install codex --wake" in text and "codex queue" in text
@@ -57,34 +61,40 @@ def test_codex_guide_says_how_it_is_woken_and_how_to_wait_without_hooks(relay):
     assert "relay hook claude" not in text
 
 
+@pytest.mark.one_backend
 def test_gemini_guide_says_an_idle_session_cannot_be_woken(relay):
     text = relay("guide", "--for", "gemini").out
     assert "Nothing can wake an idle Gemini CLI session" in text
     assert "BeforeAgent" in text and "AfterAgent" in text and "GEMINI.md" in text
 
 
+@pytest.mark.one_backend
 def test_generic_guide_has_no_runtime_sections(relay):
     text = relay("guide").out
     assert "relay hook" not in text and "claim --wait 10m" in text
     assert "Codex" not in text and "Gemini" not in text
 
 
+@pytest.mark.one_backend
 def test_json_output_is_one_document(relay):
     r = relay("guide", "--for", "codex", "--json")
     assert r.code == 0
     assert r.json == {"for": "codex", "text": relay("guide", "--for", "codex").out}
 
 
+@pytest.mark.one_backend
 def test_unknown_audience_is_a_usage_error(relay):
     r = relay("guide", "--for", "aider", "--json")
     assert (r.code, r.error["code"]) == (2, "usage_error") and r.out == ""
 
 
+@pytest.mark.one_backend
 def test_guide_needs_no_state_directory(relay):
     assert relay("guide").code == 0
     assert not relay.home.exists()
 
 
+@pytest.mark.one_backend
 def test_guide_text_stays_short_enough_to_paste(relay):
     for audience in ("generic", "claude", "codex", "gemini"):
         text = relay("guide", "--for", audience).out
@@ -128,6 +138,7 @@ def test_docs_agents_shows_exactly_what_install_merges(runtime):
         guide.settings_json(runtime, wake=True))
 
 
+@pytest.mark.one_backend
 def test_the_guide_says_what_each_state_means_in_the_words_of_the_state_table(relay):
     """One definition (design.md §5): the guide's states section is states.MEANING."""
     from relay_cli.states import MEANING

@@ -57,6 +57,7 @@ def _relay_calls(line: str) -> list[list[str]]:
     return calls
 
 
+@pytest.mark.one_backend
 @pytest.mark.parametrize("path", LEAVES)
 def test_every_example_names_a_command_and_options_that_exist(relay, path):
     command = next(c for c in leaf_commands() if c["path"] == path)

@@ -19,6 +19,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import lowest_constraints  # noqa: E402
 
 
+@pytest.mark.one_backend
 def test_one_version_source_ties_the_package_metadata_and_relay_version(relay):
     import relay_cli
 

@@ -27,6 +27,7 @@ def doc():
     return json.loads(r.out)
 
 
+@pytest.mark.one_backend
 def test_schema_is_one_json_document_on_stdout_and_reads_no_state(relay):
     r = relay("schema", "--json")
     assert r.code == 0 and r.err == ""
@@ -42,6 +43,7 @@ def test_schema_lists_every_command_of_the_live_tree(doc):
         assert name in listed
 
 
+@pytest.mark.one_backend
 def test_schema_options_match_what_each_command_accepts(doc, relay):
     for c in doc["commands"]:
         r = relay(*c["path"].split()[1:], "--help")
@@ -69,6 +71,7 @@ def test_schema_errors_are_the_taxonomy(doc):
     assert 0 in listed_codes
 
 
+@pytest.mark.one_backend
 @pytest.mark.parametrize("args, status", [
     (["run", "--as", "c1", "--", "no-such-command-relay-test"], 127),
     (["once", "--key", "k1", "--", "no-such-command-relay-test"], 127),

@@ -9,6 +9,9 @@ from pathlib import Path
 
 import pytest
 
+# what start-up imports (PostgreSQL's: tests/test_postgres.py): once (tests/conftest.py)
+pytestmark = pytest.mark.one_backend
+
 ROOT = Path(__file__).resolve().parent.parent
 HEAVY = ("rich", "sqlite_utils")
 
