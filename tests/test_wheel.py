@@ -31,10 +31,12 @@ SHARED = {
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
-    pytest.importorskip("build")
+    # build/__main__, not build: pip leaves a build/ directory in the checkout, which
+    # Python takes for a namespace package named build when the real one is missing.
+    pytest.importorskip("build.__main__", reason="a dev tool: pip install '.[dev]'")
     out = tmp_path_factory.mktemp("dist")
     p = subprocess.run([sys.executable, "-m", "build", "--outdir", str(out), str(ROOT)],
-                       capture_output=True, text=True, timeout=300)
+                       capture_output=True, text=True, timeout=300, cwd=out)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     wheels = list(out.glob("*.whl"))
     assert len(wheels) == 1, wheels
