@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
-from conftest import new_id
+from conftest import assert_fits, new_id
 
 BIN = str(Path(sys.executable).parent)
 
@@ -114,6 +115,28 @@ def test_peers_leave_names_the_work_that_became_delivery_unknown(world):
     doc = relay("peers", "leave", "--json", env=relay.join("dave"))
     assert set(doc.json) == {"name", "kind", "active", "session_id", "lease_expires_at",
                              "last_seen_at", "wakeup"}
+
+
+def test_what_to_do_next_fits_80_columns_and_keeps_every_id_whole(world):
+    """The lines after `claim`, `prepare` and a plain `peers join` that say what to do
+    next are wrapped between words at 80 columns: an id is never cut in two, and a plain
+    join says how this shell acts as the new session (its token is in no variable)."""
+    relay, alice, bob = world
+    rid = new_id()
+    relay.send(alice, "bob", "x", request_id=rid)
+    _, text = relay.screen("claim", "--id", rid, cols=80, rows=24, env=bob)
+    lines = assert_fits(text, 80)
+    assert any(f"relay ack {rid}" in ln for ln in lines), text
+    assert any(f"relay reply {rid}" in ln for ln in lines), text
+    _, text = relay.screen("prepare", "--to", "bob", "a draft", cols=80, rows=24, env=alice)
+    lines = assert_fits(text, 80)
+    draft = re.search(r"[0-9a-f]{8}-[0-9a-f-]{27}", text).group()
+    assert any(f"relay submit {draft}" in ln for ln in lines), text
+    _, text = relay.screen("peers", "join", "carol", cols=80, rows=24)
+    assert_fits(text, 80)
+    words = " ".join(text.split())
+    assert 'eval "$(relay peers join carol --shell)"' in words
+    assert "RELAY_SESSION" in words
 
 
 # ------------------------------------------------------------------ waiting, not yet

@@ -85,8 +85,13 @@ def join(
         env.out.line(f"export RELAY_HOME={shlex.quote(str(home_path))}")
     else:
         env.out.fields([(k.replace("_", " "), v) for k, v in result.items()])
-        env.out.line("The token is shown once. Keep the lease alive with `relay peers "
-                     "heartbeat` (or run the agent under `relay run`).")
+        env.out.para(
+            "The token is shown once, and this shell does not carry it: a command acts as "
+            f"this session with RELAY_PEER={result['peer']} and RELAY_SESSION=TOKEN set (or "
+            f"--as {result['peer']} --session TOKEN). To join and set both in one step, run "
+            f"instead: {peers.join_line(result['peer'])} (it replaces this session). "
+            "`relay peers heartbeat` keeps the lease alive (or run the agent under "
+            "`relay run`).")
     return 0
 
 

@@ -205,7 +205,7 @@ def prepare(
         env.out.json(result)
     else:
         env.out.fields([("id", result["id"]), ("draft expires", result["prepared_expires_at"])])
-        env.out.line(f"next: relay submit {result['id']}  (a repeat of submit is safe)")
+        env.out.para(f"next: relay submit {result['id']}  (a repeat of submit is safe)")
     return 0
 
 
@@ -422,8 +422,8 @@ def claim(
         env.out.json(obj)
     else:
         render_full(env.out, obj, clock.now_ms())
-        env.out.line(f"next: relay ack {obj['id']}   then: relay reply {obj['id']} - <<'EOF' "
-                     "... EOF   (or relay reject/fail)")
+        env.out.para(f"next: relay ack {obj['id']}")
+        env.out.para(f"then: relay reply {obj['id']} - <<'EOF' ... EOF   (or relay reject/fail)")
     return 0
 
 
