@@ -42,11 +42,21 @@ def new_id() -> str:
     return str(uuid.uuid4())
 
 
+# uuid.UUID reads its 32 digits with int(), which takes a sign and non-ASCII digits too
+_UUID_TEXT = re.compile(r"(?:urn:uuid:)?\{?[0-9a-fA-F-]+\}?", re.ASCII)
+
+
+def _canonical(value) -> str:
+    """A full UUID in canonical lowercase form; ValueError for anything else."""
+    s = str(value).strip()
+    return str(uuid.UUID(s if _UUID_TEXT.fullmatch(s) else "not a UUID"))
+
+
 def validate_id(value: str, what: str = "id") -> str:
     """A full id, in canonical lowercase form. Where an id goes into a fingerprint or names
     a new request (``send --id``, ``prepare --id``, ``--in-reply-to``) only this is accepted."""
     try:
-        return str(uuid.UUID(str(value).strip()))
+        return _canonical(value)
     except (ValueError, AttributeError, TypeError):
         raise RelayError("invalid_id", f"{what} {value!r} is not a UUID") from None
 
@@ -67,7 +77,7 @@ def validate_ref(value: str, what: str = "id") -> str:
     ):
         return s
     try:
-        return str(uuid.UUID(str(value).strip()))
+        return _canonical(value)
     except (ValueError, AttributeError, TypeError):
         raise RelayError(
             "invalid_id", f"{what} {value!r} is not a UUID, nor a prefix of at least "
