@@ -36,7 +36,7 @@ from .ledger_states import STATES, VIEWS, apply, entry_alive, shown_state
 from .process import Me, this_host
 
 KEY_RE = re.compile(r"[!-~]{1,200}", re.ASCII)  # the whole value (fullmatch): no "k\n"
-DEFAULT_APPROVAL_WAIT_S = 50
+DEFAULT_APPROVAL_WAIT_S = lifecycle.DEFAULT_WAIT_S  # it waits like `relay wait`
 OUTCOMES = ("succeeded", "failed", "forget")
 
 

@@ -9,6 +9,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from .. import clock
+from ..limits import HOOK_LEASE_S
 from ..output import STATE_STYLES, Col
 from ..states import note as state_note
 from .app import (
@@ -44,13 +46,15 @@ KindHookOpt = Annotated[
 LeaseHookOpt = Annotated[
     Optional[str],
     typer.Option("--lease", metavar="D",
-                 help="Lease of a session the hook joins (10s-24h, default 1h); every hook run "
+                 help="Lease of a session the hook joins "
+                      f"({clock.span(clock.SESSION_LEASE, HOOK_LEASE_S)}); every hook run "
                       "renews it."),
 ]
 TimeoutHookOpt = Annotated[
     Optional[str],
     typer.Option("--timeout", metavar="D",
-                 help="With --wake: how long the waiter waits (10s-24h, default 1h)."),
+                 help="With --wake: how long the waiter waits "
+                      f"({clock.span(clock.SESSION_LEASE, HOOK_LEASE_S)})."),
 ]
 HOOK_CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True}
 

@@ -9,6 +9,7 @@ import typer
 
 from .. import clock, complete, due, lifecycle, waiting
 from ..errors import RelayError
+from ..limits import DRAFT_TTL_S, MAX_OPEN_DRAFTS
 from ..output import Output, size
 from ..peers import validate_name
 from .app import (
@@ -170,7 +171,10 @@ def send(
     return _emit(env, result, render_request, ("duplicate", "recipient_active", "wakeup"))
 
 
-@app.command(epilog=examples(
+@app.command(help=(
+    "Store a draft and print its id; `relay submit ID` queues it.\n\n"
+    f"Nothing is queued until then. Drafts live {clock.duration_text(DRAFT_TTL_S)}; at most "
+    f"{MAX_OPEN_DRAFTS} unsubmitted drafts per sender."), epilog=examples(
     'relay prepare --to reviewer - < task.md   # prints the draft id',
     'relay submit 1a2b3c4d                     # that id, or 8+ characters of it',
 ))
@@ -192,10 +196,6 @@ def prepare(
     json_: JsonOpt = False,
     home: HomeOpt = None,
 ) -> int:
-    """Store a draft and print its id; `relay submit ID` queues it.
-
-    Nothing is queued until then.     Drafts live 1 hour; at most 100 unsubmitted drafts per sender.
-    """
     env = Env(json_, home, as_, session)
     draft_id = lifecycle.validate_id(id_, "--id") if id_ is not None else None
     inputs = _send_inputs(to, text, file, ttl, reply_within, on_lost, max_attempts, in_reply_to)
