@@ -375,6 +375,8 @@ def _check_size(path: Path, report: Report) -> None:
 
 
 def _check_contents(store, report: Report, now: int) -> None:
+    from .ledger import SETTLE as LEDGER_SETTLE
+
     with store.transaction(write=False):
         by_state = store.count_by_state()
         tombstones = store.count_tombstones()
@@ -413,8 +415,7 @@ def _check_contents(store, report: Report, now: int) -> None:
                    f"{_n(ledger_unknown, '`relay once` entry is', '`relay once` entries are')} "
                    "effect_unknown: relay never saw the command end; check whether its effect "
                    "happened",
-                   fix="relay ledger list --state effect_unknown, then relay ledger resolve KEY "
-                       "--outcome succeeded|failed|forget")
+                   fix=f"relay ledger list --state effect_unknown, then {LEDGER_SETTLE}")
     else:
         report.add("ledger", OK, "no `relay once` entry is effect_unknown")
     if ledger_awaiting:
@@ -454,7 +455,7 @@ def _check_lapsed(report: Report, rows, now: int) -> None:
                    f"while it holds {_n(len(ids), 'claimed request', 'claimed requests')} "
                    f"({shown}); the next relay command makes "
                    f"{'it' if len(ids) == 1 else 'them'} delivery_unknown",
-                   fix="check whether the agent did the work, then relay resolve ID; run agents "
+                   fix=f"check whether the agent did the work, then {SETTLE}; run agents "
                        "under relay run so their lease stays renewed")
 
 

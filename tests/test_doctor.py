@@ -439,7 +439,7 @@ def test_a_lapsed_session_still_holding_claimed_work_is_a_warning(relay):
     checks = _checks(later)
     assert checks["lapsed:bob"]["status"] == "warn" and "lapsed:carol" not in checks
     assert rid[:8] in checks["lapsed:bob"]["detail"]
-    assert "relay resolve" in checks["lapsed:bob"]["detail"]  # the fix, at the end
+    assert "relay resolve ID --outcome completed|failed|requeue" in checks["lapsed:bob"]["detail"]
     assert later.json["lapsed_sessions"] == [
         {"peer": "bob", "lease_expires_at": later.json["lapsed_sessions"][0]["lease_expires_at"],
          "claimed": [rid]}]
