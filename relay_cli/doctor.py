@@ -22,6 +22,10 @@ from .errors import RelayError
 from .output import size as _size
 from .states import MEANING, SETTLE, STATES
 
+# a home without relay.db yet: as fresh as a missing home (design.md §11)
+NO_DB_YET = ("not created yet; the first relay command that uses the home creates it, "
+             "e.g. `relay peers join NAME`")
+
 OK, WARN, FAIL = "ok", "warn", "fail"
 SYNCHRONOUS = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
 COMPANIONS = ("-wal", "-shm")
@@ -183,8 +187,8 @@ def _check_paths(home: Path, report: Report) -> bool:
         if inspect_path(Path(f"{db_path}{suffix}")).is_symlink:
             report.add("database", WARN, f"not opened: {DB_NAME}{suffix} is a symbolic link")
             return False
-    if not inspect_path(db_path).exists:
-        report.add("database", WARN, f"{db_path}: not created yet")
+    if not inspect_path(db_path).exists:  # as fresh as a missing home (design.md §11)
+        report.add("database", OK, f"{db_path}: {NO_DB_YET}")
         return False
     return True
 
@@ -276,7 +280,7 @@ def _check_database(home: Path, report: Report, now: int) -> None:
         report.add("database", FAIL, f"{err.code}: {err.message}")
         return
     if store is None:
-        report.add("database", WARN, "not created yet")
+        report.add("database", OK, NO_DB_YET)
         return
     try:
         try:

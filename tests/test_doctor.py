@@ -94,6 +94,20 @@ def test_missing_home_is_ok_and_doctor_creates_nothing(relay, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_an_empty_home_is_ok_too_and_names_the_command_that_creates_the_database(relay):
+    """design.md §11: a home a person made (`mkdir -m 700`) that holds no relay.db yet is
+    as fresh as a missing one: nothing is wrong, nothing to act on, so no warn."""
+    relay.home.mkdir(mode=0o700)
+    r = relay("doctor", "--json")
+    assert r.code == 0, r.err
+    checks = _checks(r)
+    assert checks["database"]["status"] == "ok", checks["database"]
+    assert "not created yet" in checks["database"]["detail"]
+    assert "relay peers join NAME" in checks["database"]["detail"]
+    assert all(c["status"] == "ok" for c in checks.values()), checks
+    assert list(relay.home.iterdir()) == []  # doctor created nothing
+
+
 def test_symlinked_home_fails_and_fix_leaves_it(relay, tmp_path):
     real = tmp_path / "real"
     real.mkdir(mode=0o755)
