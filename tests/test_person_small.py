@@ -214,3 +214,27 @@ def test_file_dash_reads_stdin_for_send_prepare_and_reply(world):
     assert done.code == 0 and done.json["reply"] == "the answer"
     both = relay("send", "--to", "bob", "--file", "-", "x", "--json", input="y", env=alice)
     assert both.error["code"] == "usage_error"
+
+
+def test_a_delivery_unknown_request_is_not_shown_as_finished(world):
+    """design.md §1: relay never claims more than it knows. A delivery_unknown request has a
+    finished_at (it reached a final state), but a person reading `finished 14:05` under
+    `delivered` and `acknowledged` would take it that the work finished: the line says
+    since when its outcome is unknown."""
+    relay, alice, bob = world
+    rid = new_id()
+    relay.send(alice, "bob", "x", request_id=rid)
+    assert relay("claim", "--id", rid, env=bob).code == 0
+    assert relay("peers", "leave", env=bob).code == 0
+    for r in (relay("show", rid), relay("wait", rid)):
+        lines = r.out.splitlines()
+        assert any(ln.startswith("unknown since ") for ln in lines), r.out
+        assert not any(ln.startswith("finished") for ln in lines), r.out
+    _, screen = relay.screen("show", rid[:8], cols=80, rows=24)
+    assert "unknown since" in screen and "finished" not in screen
+    done = new_id()
+    carol = relay.join("carol")
+    assert relay.send(alice, "carol", "y", request_id=done).code == 0  # completed: finished
+    assert relay("claim", "--id", done, env=carol).code == 0
+    assert relay("reply", done, "ok", env=carol).code == 0
+    assert any(ln.startswith("finished ") for ln in relay("show", done).out.splitlines())
