@@ -524,13 +524,13 @@ def _owned_by_claimer(store, caller: Caller, request_id: str) -> Row:
     require_live(store, caller)
     if caller.session is None or row["claim_session"] != caller.session["id"]:
         if row["claim_session"] is None:  # nobody holds it: say so, not "another session"
-            claim_first = row["state"] == "queued" and row["to_peer"] == caller.name
+            queued = row["state"] == "queued"
             raise RelayError(
                 "not_owner",
-                f"{row['id']} is {row['state']} and no session has claimed it; only the "
-                "session that claims it may do this",
-                detail=f"take it first: `relay claim --id {row['id']}`" if claim_first
-                else None,
+                f"{row['id']} is {row['state']} and no session has claimed it"
+                + ("; only the session that claims it may do this" if queued else ""),
+                detail=f"take it first: `relay claim --id {row['id']}`"
+                if queued and row["to_peer"] == caller.name else None,
             )
         who = "the sender" if row["from_peer"] == caller.name else repr(caller.name)
         raise RelayError(
