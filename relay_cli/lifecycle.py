@@ -505,6 +505,13 @@ def claim(store, now: int, caller: Caller, lease_s: int, request_id: str | None)
         row = get(store, request_id)
         if row["to_peer"] != caller.name:
             raise RelayError("not_owner", f"{row['id']} is addressed to {row['to_peer']!r}")
+        if row["claim_session"] == caller.session["id"] and row["state"] in (
+                "delivered", "acknowledged"):  # a retry whose answer was lost
+            raise RelayError(
+                "state_conflict", f"cannot claim a request that is {row['state']} "
+                "(allowed from: queued)",
+                detail=f"this session claimed it already: `relay show {row['id']}` shows its "
+                       "text; finish it with ack, then reply, fail or reject")
     else:
         row = store.oldest_queued_for(caller.name)
         if row is None:

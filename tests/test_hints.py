@@ -172,6 +172,26 @@ def test_acting_on_a_queued_request_before_claiming_it_says_to_claim_it_first(re
     assert err["code"] == "not_owner" and "relay claim" not in err["hint"]
 
 
+def test_claiming_again_what_this_session_holds_says_where_its_text_is(relay):
+    """A `claim --id ID` whose answer was lost, run again: the request is this session's
+    already. It is still state_conflict (a claim takes queued work), but the hint says the
+    session holds it and how to read it, instead of leaving the agent to guess."""
+    alice = relay.join("alice", "--lease", "1h")
+    bob = relay.join("bob", "--lease", "1h")
+    rid = new_id()
+    relay.send(alice, "bob", "work", request_id=rid)
+    assert relay("claim", "--id", rid, env=bob).code == 0
+    before = relay.snapshot()
+    err = relay("claim", "--id", rid[:8], "--json", env=bob).error
+    assert err["code"] == "state_conflict"
+    assert err["hint"].startswith(ERRORS["state_conflict"].hint)
+    assert "this session claimed it already" in err["hint"], err["hint"]
+    assert f"`relay show {rid}`" in err["hint"], err["hint"]
+    HINTS_SEEN.append(err["hint"])
+    assert relay.snapshot() == before
+    assert relay("ack", rid, env=bob).code == 0  # it is still this session's to finish
+
+
 def test_every_command_in_a_situation_hint_exists_with_its_options(relay):
     """The hints the tests above met (run them first: same module)."""
     assert any("run: eval" in h for h in HINTS_SEEN) and any("resolve" in h for h in HINTS_SEEN)
