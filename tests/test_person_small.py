@@ -238,3 +238,32 @@ def test_a_delivery_unknown_request_is_not_shown_as_finished(world):
     assert relay("claim", "--id", done, env=carol).code == 0
     assert relay("reply", done, "ok", env=carol).code == 0
     assert any(ln.startswith("finished ") for ln in relay("show", done).out.splitlines())
+
+
+def test_a_join_that_replaces_a_session_names_the_work_that_became_delivery_unknown(world):
+    """design.md §3: joining a live name supersedes its session, and that session's claimed
+    work becomes delivery_unknown. `peers leave` lists such work; a join did it silently, so
+    a person restarting an agent under the same name did not learn what they had just
+    turned into work only they can settle. Human output says so on stderr (stdout of
+    --shell is eval'd); --json is unchanged."""
+    relay, alice, bob = world
+    rid = new_id()
+    relay.send(alice, "bob", "x", request_id=rid)
+    assert relay("claim", "--id", rid, env=bob).code == 0
+    r = relay.proc("peers", "join", "bob", "--shell")
+    assert r.code == 0
+    assert [ln.split("=")[0] for ln in r.out.splitlines()] == [
+        "export RELAY_PEER", "export RELAY_SESSION", "export RELAY_HOME"]
+    flat = " ".join(r.err.split())
+    assert rid in flat and "now delivery_unknown" in flat, r.err
+    assert "relay resolve ID --outcome completed|failed|requeue" in flat
+    assert relay("show", rid, "--json").json["state"] == "delivery_unknown"
+    again = relay.proc("peers", "join", "bob")  # nothing claimed now: nothing said
+    assert again.code == 0 and "delivery_unknown" not in again.err + again.out
+    rid2 = new_id()
+    relay.send(alice, "bob", "y", request_id=rid2)
+    bob2 = relay.join("bob")
+    assert relay("claim", "--id", rid2, env=bob2).code == 0
+    doc = relay.proc("peers", "join", "bob", "--json")
+    assert doc.code == 0 and doc.err == "" and set(doc.json) == {
+        "peer", "kind", "session_id", "token", "lease_expires_at"}
