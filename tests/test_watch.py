@@ -234,17 +234,24 @@ def test_watch_json_carries_the_standard_request_and_entry_objects(relay):
     assert doc["counts"]["delivery_unknown"] == 1 and doc["open_more"] == 0
 
 
-def test_the_view_fits_any_screen_and_counts_what_it_leaves_out(relay):
+def snapshot(relay):
+    """watch's snapshot of the home, read as `relay watch` reads it."""
     from relay_cli import due, watch
     from relay_cli.store import open_store
 
-    busy_home(relay)
     store = open_store(relay.home)
     try:
         with due.unit(store, write=False) as now:
-            snap = watch.gather(store, now)
+            return watch.gather(store, now)
     finally:
         store.close()
+
+
+def test_the_view_fits_any_screen_and_counts_what_it_leaves_out(relay):
+    from relay_cli import watch
+
+    busy_home(relay)
+    snap = snapshot(relay)
     for width in (10, 24, 40, 80, 200):
         for height in range(1, 45):
             lines = watch.render(snap, width, height, footer="q or Ctrl-C: leave")
@@ -259,19 +266,13 @@ def test_every_command_the_view_names_for_a_person_runs_as_written(relay):
     """design.md §14: a command a screen tells a person to run works as shown (placeholders
     aside). `relay resolve ID` without --outcome is a usage_error, so is
     `relay ledger resolve KEY`; the view names them whole, on screen at 80 columns too."""
-    from relay_cli import due, watch
-    from relay_cli.store import open_store
+    from relay_cli import watch
 
     busy_home(relay)
     r = relay.proc("once", "--approve", "--timeout", "0", "--key", "deploy-1", "--", "true")
     assert r.code == 75, r.err
     assert relay("sweep", env={"RELAY_TIME_OFFSET": "11"}).code == 0  # `lost` lapsed
-    store = open_store(relay.home)
-    try:
-        with due.unit(store, write=False) as now:
-            snap = watch.gather(store, now)
-    finally:
-        store.close()
+    snap = snapshot(relay)
     assert snap.unknown
     snap.effect_unknown = [{"key": "k1", "argv": ["gh", "pr", "create"], "cwd": "/w",
                             "updated_at": None}]
