@@ -58,7 +58,13 @@ def validate_id(value: str, what: str = "id") -> str:
     try:
         return _canonical(value)
     except (ValueError, AttributeError, TypeError):
-        raise RelayError("invalid_id", f"{what} {value!r} is not a UUID") from None
+        short = value.strip().lower() if isinstance(value, str) else ""
+        raise RelayError(
+            "invalid_id", f"{what} {value!r} is not a UUID",
+            detail=f"{what} takes a full id, not a prefix: it names new work or goes into the "
+                   "fingerprint, where a prefix could mean another request tomorrow; "
+                   f"`relay show {short}` prints the whole id" if _is_prefix(short) else None,
+        ) from None
 
 
 MIN_PREFIX = 8
@@ -67,14 +73,18 @@ _HEX = frozenset("0123456789abcdef")
 MAX_CANDIDATES = 10
 
 
+def _is_prefix(s: str) -> bool:
+    """``s`` (lowercase) is a prefix of at least 8 characters of a canonical id."""
+    return MIN_PREFIX <= len(s) < len(_CANONICAL) and all(
+        c == "-" if t == "-" else c in _HEX for c, t in zip(s, _CANONICAL[: len(s)], strict=True))
+
+
 def validate_ref(value: str, what: str = "id") -> str:
     """An id that names an existing request (design.md §14): a full id (returned canonical,
     36 characters) or a prefix of at least 8 characters of a canonical id (returned in
     lowercase, shorter than 36). ``resolve_ref`` turns a prefix into the id it names."""
     s = value.strip().lower() if isinstance(value, str) else ""
-    if MIN_PREFIX <= len(s) < len(_CANONICAL) and all(
-        c == "-" if t == "-" else c in _HEX for c, t in zip(s, _CANONICAL[: len(s)], strict=True)
-    ):
+    if _is_prefix(s):
         return s
     try:
         return _canonical(value)
