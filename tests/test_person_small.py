@@ -267,3 +267,22 @@ def test_a_join_that_replaces_a_session_names_the_work_that_became_delivery_unkn
     doc = relay.proc("peers", "join", "bob", "--json")
     assert doc.code == 0 and doc.err == "" and set(doc.json) == {
         "peer", "kind", "session_id", "token", "lease_expires_at"}
+
+
+def test_text_read_from_a_terminal_says_how_to_end_it(world):
+    """`relay send --to bob --id ID -` typed at a terminal waited in silence for the text,
+    which looks like a hang to a person. With the terminal as stdin, human output says it
+    reads the text there and how to end it; --json keeps stderr empty (design.md §7); a
+    pipe is read without a word."""
+    relay, alice, bob = world
+    rid = new_id()
+    p = relay.at_terminal("send", "--to", "bob", "--id", rid, "-", typed=b"hello\n\x04",
+                          env=alice)
+    assert p.returncode == 0, p.stderr
+    assert "end it with Ctrl-D" in p.stderr, p.stderr
+    assert relay("show", rid, "--json").json["text"] == "hello\n"
+    j = relay.at_terminal("send", "--to", "bob", "--id", new_id(), "-", "--json",
+                          typed=b"x\n\x04", env=alice)
+    assert j.returncode == 0 and j.stderr == ""
+    piped = relay.proc("send", "--to", "bob", "--id", new_id(), "-", input="y", env=alice)
+    assert piped.code == 0 and "Ctrl-D" not in piped.err

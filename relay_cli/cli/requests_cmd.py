@@ -89,7 +89,7 @@ InReplyToOpt = Annotated[
 ]
 
 
-def _send_inputs(to, text, file, ttl, reply_within, on_lost, max_attempts, in_reply_to):
+def _send_inputs(out, to, text, file, ttl, reply_within, on_lost, max_attempts, in_reply_to):
     return dict(
         to=validate_name(to, "--to"),
         ttl_s=duration(ttl, clock.TTL, "--ttl", lifecycle.DEFAULT_TTL_S),
@@ -97,7 +97,7 @@ def _send_inputs(to, text, file, ttl, reply_within, on_lost, max_attempts, in_re
         on_lost=lifecycle.validate_on_lost(on_lost),
         max_attempts=lifecycle.validate_max_attempts(max_attempts),
         in_reply_to=lifecycle.validate_id(in_reply_to, "--in-reply-to") if in_reply_to is not None else None,
-        text=read_text(text, file),
+        text=read_text(text, file, out=out),
     )
 
 
@@ -161,7 +161,7 @@ def send(
     """
     env = Env(json_, home, as_, session)
     request_id = lifecycle.validate_id(id_, "--id") if id_ is not None else None
-    inputs = _send_inputs(to, text, file, ttl, reply_within, on_lost, max_attempts, in_reply_to)
+    inputs = _send_inputs(env.out, to, text, file, ttl, reply_within, on_lost, max_attempts, in_reply_to)
     with env.unit() as now:
         result = lifecycle.send(env.store, now, env.caller(), request_id=request_id, **inputs)
     if not env.json and id_ is None:
@@ -198,7 +198,7 @@ def prepare(
 ) -> int:
     env = Env(json_, home, as_, session)
     draft_id = lifecycle.validate_id(id_, "--id") if id_ is not None else None
-    inputs = _send_inputs(to, text, file, ttl, reply_within, on_lost, max_attempts, in_reply_to)
+    inputs = _send_inputs(env.out, to, text, file, ttl, reply_within, on_lost, max_attempts, in_reply_to)
     with env.unit() as now:
         result = lifecycle.prepare(env.store, now, env.caller(), draft_id=draft_id, **inputs)
     if env.json:
@@ -467,7 +467,7 @@ def reply(
     """
     env = Env(json_, home, as_, session)
     request_id = lifecycle.validate_ref(id_)
-    body = read_text(text, file, "reply")
+    body = read_text(text, file, "reply", out=env.out)
     obj = _act(env, lifecycle.reply, request_id, body)
     return _emit(env, obj, render_request, ("duplicate",))
 
