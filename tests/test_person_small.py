@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import assert_fits, new_id
 
 BIN = str(Path(sys.executable).parent)
@@ -286,3 +287,33 @@ def test_text_read_from_a_terminal_says_how_to_end_it(world):
     assert j.returncode == 0 and j.stderr == ""
     piped = relay.proc("send", "--to", "bob", "--id", new_id(), "-", input="y", env=alice)
     assert piped.code == 0 and "Ctrl-D" not in piped.err
+
+
+@pytest.mark.parametrize("end", ["cancel", "expire"])
+def test_a_request_queued_again_after_a_claim_is_not_said_to_be_undelivered(world, end):
+    """`cancel`'s help said "It was not delivered, so nobody started it", and cancelled and
+    expired claim "it was not delivered". A request queued again after a claim lapsed
+    (--on-lost redeliver) was delivered once, and that claim may have started work: the
+    note under it says so, and cancel's help no longer promises nobody started it."""
+    relay, alice, bob = world
+    rid = new_id()
+    relay.send(alice, "bob", "x", "--on-lost", "redeliver", "--ttl", "60s", request_id=rid)
+    assert relay("claim", "--id", rid, "--lease", "10s", env=bob).code == 0
+    relay.move_clock(15)  # the claim lease lapsed before ack: queued again
+    assert relay("show", rid, "--json").json["state"] == "queued"
+    if end == "cancel":
+        r = relay("cancel", rid, env=alice)
+        assert r.code == 0, r.err
+    else:
+        relay.move_clock(120)
+        r = relay("show", rid)
+    state = "cancelled" if end == "cancel" else "expired"
+    assert f"state     {state}" in r.out or f"state    {state}" in r.out, r.out
+    flat = " ".join(r.out.split())
+    assert "an earlier claim delivered it" in flat and "may have started work" in flat, r.out
+    help_ = " ".join(relay("cancel", "--help").out.split())
+    assert "nobody started it" not in help_ or "may have started" in help_
+    never = new_id()  # never claimed: nothing to add
+    relay.send(alice, "bob", "y", request_id=never)
+    r = relay("cancel", never, env=alice)
+    assert r.code == 0 and "earlier claim" not in r.out

@@ -58,7 +58,7 @@ def request_fields(out: Output, obj: dict, now: int,
 
 
 def note(out: Output, obj: dict) -> None:
-    note = states.note(obj["state"], obj["reason"])
+    note = states.note(obj["state"], obj["reason"], obj["attempts"])
     if note:
         out.para(f"note: {obj['state']}: {note}")
 

@@ -342,7 +342,8 @@ def cancel(
 ) -> int:
     """Withdraw a request you sent while it is still queued.
 
-    It was not delivered, so nobody started it.
+    Nobody holds it now. One queued again after a claim (--on-lost redeliver, or a
+    person's requeue) was delivered once, and that claim may have started work.
     """
     env = Env(json_, home, as_, session)
     request_id = lifecycle.validate_ref(id_)
