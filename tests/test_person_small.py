@@ -317,3 +317,19 @@ def test_a_request_queued_again_after_a_claim_is_not_said_to_be_undelivered(worl
     relay.send(alice, "bob", "y", request_id=never)
     r = relay("cancel", never, env=alice)
     assert r.code == 0 and "earlier claim" not in r.out
+
+
+def test_prepare_and_submit_show_times_as_every_view_does_on_a_terminal(world):
+    """design.md §14: on a terminal times are relative, with the local clock time where a
+    person plans by them; prepare's and submit's fields printed raw RFC 3339 times there.
+    Piped, they stay exact."""
+    relay, alice, bob = world
+    _, shown = relay.screen("prepare", "--to", "bob", "x", cols=80, rows=24, env=alice)
+    assert not re.search(r"\d{4}-\d\d-\d\dT", shown), shown
+    assert re.search(r"draft expires +in 59m \(\d\d:\d\d\)|draft expires +in 60m", shown), shown
+    rid = relay("prepare", "--to", "bob", "y", "--json", env=alice).json["id"]
+    _, shown = relay.screen("submit", rid[:8], cols=80, rows=24, env=alice)
+    assert not re.search(r"\d{4}-\d\d-\d\dT", shown), shown
+    assert re.search(r"created +\d+s ago", shown) and re.search(r"expires +in \d+m", shown)
+    piped = relay("submit", rid, env=alice)
+    assert re.search(r"expires +\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", piped.out)

@@ -204,7 +204,8 @@ def prepare(
     if env.json:
         env.out.json(result)
     else:
-        env.out.fields([("id", result["id"]), ("draft expires", result["prepared_expires_at"])])
+        env.out.fields([("id", result["id"]),
+                        ("draft expires", env.out.until(result["prepared_expires_at"], now))])
         env.out.para(f"next: relay submit {result['id']}  (a repeat of submit is safe)")
     return 0
 
@@ -230,7 +231,9 @@ def submit(
         return 0
     if result["duplicate"]:
         env.out.line(ALREADY_SENT)
-    env.out.fields([(k.replace("_", " "), yes_no(v)) for k, v in result.items()])
+    times = {"created_at": "created", "expires_at": "expires"}  # as every request view
+    env.out.fields([(times[k], env.out.until(v, now)) if k in times
+                    else (k.replace("_", " "), yes_no(v)) for k, v in result.items()])
     return 0
 
 
