@@ -237,7 +237,7 @@ def hook_uninstall_cmd(agent: AgentArg, project: ProjectOpt = False, dry_run: Dr
 ))
 def notices(as_: AsOpt = None, session: SessionOpt = None, json_: JsonOpt = False,
             home: HomeOpt = None) -> int:
-    """Requests I sent that finished since I last asked, each once.
+    """Requests I sent that became final since I last asked, each once.
 
     No bodies (`relay show ID` has them).
     Reading them marks them seen, so this counts as a write: it renews my session's lease
@@ -250,9 +250,11 @@ def notices(as_: AsOpt = None, session: SessionOpt = None, json_: JsonOpt = Fals
         env.out.json({"notices": found})
         return 0
     out = env.out
+    # "since", not "finished": a delivery_unknown request is final, but nobody knows
+    # whether its work finished
     out.table(
         [Col("id", fixed=True), Col("to", min=10), Col("state", fixed=True, styles=STATE_STYLES),
-         Col("reason", min=12), Col("finished", fixed=True)],
+         Col("reason", min=12), Col("since", fixed=True)],
         [[out.short_id(n["id"]), n["to"], n["state"], n["reason"],
           out.when(n["finished_at"], now)] for n in found],
         empty="no new notices",
