@@ -67,8 +67,8 @@ EOF
   Exit 75: the timeout passed and the request is still open.
 - A timeout means "not yet", never "failed". The request may still complete: wait again,
   or do other work and check later with `relay show ID` or `relay notices`.
-- `relay notices` lists, once, the requests you sent that have finished since you last
-  asked (id, state, reason).
+- `relay notices` lists, once, the requests you sent that became final since you last
+  asked (id, state, reason); delivery_unknown among them means nobody knows.
 
 {states}
 ## Taking work that was sent to you

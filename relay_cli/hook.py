@@ -372,7 +372,7 @@ def _prompt_submit(store, now: int, session, ev: Event, dialect: Dialect) -> dic
     rows = store.unnotified_finished(name)[: MAX_LISTED * 2]
     if rows:
         store.mark_notified([r["id"] for r in rows], now)
-        lines = [f"relay: {len(rows)} request(s) that {name} sent have finished since the "
+        lines = [f"relay: {len(rows)} request(s) that {name} sent became final since the "
                  "last notice:"]
         for r in rows:
             lines.append(f"- {r['id']} to {inert(r['to_peer'])}: {r['state']}"
