@@ -431,7 +431,8 @@ def _check_contents(store, report: Report, now: int) -> None:
     else:
         report.add("approvals", OK, "no `relay once --approve` entry awaits a decision")
     report.add("stale_drafts", OK if not stale else WARN,
-               f"{stale} expired unsubmitted drafts", fix="relay prune" if stale else None)
+               f"{_n(stale, 'expired unsubmitted draft', 'expired unsubmitted drafts')}",
+               fix="relay prune" if stale else None)
     _check_lapsed(report, lapsed_work, now)
     _check_peers(report, sessions, wakeups, now)
 
