@@ -39,16 +39,17 @@ def offset_warning() -> str | None:
 
     The offset is a test knob, but relay applies due transitions with it to the shared
     database (an 8-day offset expires real requests and ends every session), so it is
-    never silent on a terminal (design.md §8).
+    never silent on a terminal (design.md §8). Every command warns, also one that does
+    not touch the database (`relay id`, `doctor`): the warning is about the variable.
     """
     offset = offset_seconds()
     if not offset:
         return None
     way = "ahead" if offset > 0 else "back"
     return (f"relay: warning: RELAY_TIME_OFFSET={os.environ['RELAY_TIME_OFFSET'].strip()} moves "
-            f"relay's clock {human_duration(abs(offset))} {way}; this command applies due "
-            "expiries and lease ends to the shared database by that clock. Never set it on a "
-            "home in use: rehearse on a copy (RELAY_HOME=/tmp/relay-copy).")
+            f"relay's clock {human_duration(abs(offset))} {way}; while it is set, relay commands "
+            "apply due expiries and lease ends to the shared database by that clock. Never set "
+            "it on a home in use: rehearse on a copy (RELAY_HOME=/tmp/relay-copy).")
 
 
 # Where the time comes from: this machine's clock, unless the store's database keeps

@@ -22,6 +22,10 @@ from .errors import RelayError
 from .output import size as _size
 from .states import MEANING, SETTLE, STATES
 
+# a home without relay.db yet: as fresh as a missing home (design.md §11)
+NO_DB_YET = ("not created yet; the first relay command that uses the home creates it, "
+             "e.g. `relay peers join NAME`")
+
 OK, WARN, FAIL = "ok", "warn", "fail"
 SYNCHRONOUS = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
 COMPANIONS = ("-wal", "-shm")
@@ -189,8 +193,8 @@ def _check_paths(home: Path, report: Report) -> bool:
         if inspect_path(Path(f"{db_path}{suffix}")).is_symlink:
             report.add("database", WARN, f"not opened: {DB_NAME}{suffix} is a symbolic link")
             return False
-    if not inspect_path(db_path).exists:
-        report.add("database", WARN, f"{db_path}: not created yet")
+    if not inspect_path(db_path).exists:  # as fresh as a missing home (design.md §11)
+        report.add("database", OK, f"{db_path}: {NO_DB_YET}")
         return False
     return True
 
@@ -282,7 +286,7 @@ def _check_database(home: Path, report: Report, now: int) -> None:
         report.add("database", FAIL, f"{err.code}: {err.message}")
         return
     if store is None:
-        report.add("database", WARN, "not created yet")
+        report.add("database", OK, NO_DB_YET)
         return
     try:
         try:
@@ -467,6 +471,8 @@ def _check_size(path: Path, report: Report) -> None:
 
 
 def _check_contents(store, report: Report, now: int) -> None:
+    from .ledger import SETTLE as LEDGER_SETTLE
+
     with store.transaction(write=False):
         by_state = store.count_by_state()
         tombstones = store.count_tombstones()
@@ -505,8 +511,7 @@ def _check_contents(store, report: Report, now: int) -> None:
                    f"{_n(ledger_unknown, '`relay once` entry is', '`relay once` entries are')} "
                    "effect_unknown: relay never saw the command end; check whether its effect "
                    "happened",
-                   fix="relay ledger list --state effect_unknown, then relay ledger resolve KEY "
-                       "--outcome succeeded|failed|forget")
+                   fix=f"relay ledger list --state effect_unknown, then {LEDGER_SETTLE}")
     else:
         report.add("ledger", OK, "no `relay once` entry is effect_unknown")
     if ledger_awaiting:
@@ -518,7 +523,8 @@ def _check_contents(store, report: Report, now: int) -> None:
     else:
         report.add("approvals", OK, "no `relay once --approve` entry awaits a decision")
     report.add("stale_drafts", OK if not stale else WARN,
-               f"{stale} expired unsubmitted drafts", fix="relay prune" if stale else None)
+               f"{_n(stale, 'expired unsubmitted draft', 'expired unsubmitted drafts')}",
+               fix="relay prune" if stale else None)
     _check_lapsed(report, lapsed_work, now)
     _check_peers(report, sessions, wakeups, now)
 
@@ -546,7 +552,7 @@ def _check_lapsed(report: Report, rows, now: int) -> None:
                    f"while it holds {_n(len(ids), 'claimed request', 'claimed requests')} "
                    f"({shown}); the next relay command makes "
                    f"{'it' if len(ids) == 1 else 'them'} delivery_unknown",
-                   fix="check whether the agent did the work, then relay resolve ID; run agents "
+                   fix=f"check whether the agent did the work, then {SETTLE}; run agents "
                        "under relay run so their lease stays renewed")
 
 

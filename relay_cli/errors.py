@@ -183,7 +183,8 @@ ERRORS: dict[str, ErrorSpec] = {
         75, True, "no queued request for you right now; try again later or use `relay claim --wait 5m`"
     ),
     "busy": ErrorSpec(
-        75, True, "the database stayed locked by another relay process; retry the same command"
+        75, True, "the database stayed locked by another process (a relay command, or a tool "
+        "with relay.db open); retry the same command"
     ),
     "in_progress": ErrorSpec(
         75, True, "this key is running in another process right now; wait and retry the same "

@@ -44,7 +44,7 @@ request goes from one peer (a named agent) to another, and every step is recorde
   other users in the process list, and the shell would expand $ and backticks in it.
 
 ```sh
-python3 -c 'import uuid; print(uuid.uuid4())'    # note the id it prints
+relay id                                         # note the id it prints
 relay send --to PEER --id 0d4c5e2a-3f1b-4c6d-9e8f-7a6b5c4d3e2f - <<'EOF'
 What you want done, with everything the other agent needs to know.
 EOF
@@ -67,8 +67,8 @@ EOF
   Exit 75: the timeout passed and the request is still open.
 - A timeout means "not yet", never "failed". The request may still complete: wait again,
   or do other work and check later with `relay show ID` or `relay notices`.
-- `relay notices` lists, once, the requests you sent that have finished since you last
-  asked (id, state, reason).
+- `relay notices` lists, once, the requests you sent that became final since you last
+  asked (id, state, reason); delivery_unknown among them means nobody knows.
 
 {states}
 ## Taking work that was sent to you
@@ -250,7 +250,7 @@ def short_text(peer: str, runtime: str = "claude") -> str:
         f"relay is set up in this session: this {name} session is the relay peer "
         f"{peer!r} (RELAY_PEER and RELAY_SESSION are in the environment of shell commands).\n"
         f"Facts for using relay (`relay guide --for {runtime}` has the full guide):\n"
-        "- Sending: make an id once (`python3 -c 'import uuid; print(uuid.uuid4())'`), then "
+        "- Sending: make an id once (`relay id`), then "
         "`relay send --to PEER --id THAT-ID - <<'EOF'` with the text on stdin. A retry "
         "reuses that same id and the same text; the answer then says duplicate: true.\n"
         "- Taking work: `relay inbox` lists it, `relay claim` takes the oldest and shows its "

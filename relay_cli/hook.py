@@ -37,13 +37,14 @@ import shlex
 from dataclasses import dataclass, field
 
 from . import clock, due, guide, peers
+from .limits import HOOK_LEASE_S
 from .output import age, inert, size
 
 EVENTS = guide.HOOK_EVENTS  # relay's four events, in Claude Code's and Codex's names
 SESSION_START_SOURCES = ("startup", "resume", "clear", "compact", "fork")
 PERSON_SOURCES = (None, "user")  # UserPromptSubmit sources that are a person's prompt
 MAX_STOP_BLOCKS = 3  # the 4th consecutive Stop is let through
-DEFAULT_LEASE_S = 3600  # an agent session has no heartbeat between turns
+DEFAULT_LEASE_S = HOOK_LEASE_S  # an agent session has no heartbeat between turns
 MAX_LISTED = 10
 MAX_REMEMBERED_IDS = 500
 MAX_OWN_PROMPTS = 20
@@ -352,7 +353,7 @@ def _prompt_submit(store, now: int, session, ev: Event, dialect: Dialect) -> dic
     rows = store.unnotified_finished(name)[: MAX_LISTED * 2]
     if rows:
         store.mark_notified([r["id"] for r in rows], now)
-        lines = [f"relay: {len(rows)} request(s) that {name} sent have finished since the "
+        lines = [f"relay: {len(rows)} request(s) that {name} sent became final since the "
                  "last notice:"]
         for r in rows:
             lines.append(f"- {r['id']} to {inert(r['to_peer'])}: {r['state']}"

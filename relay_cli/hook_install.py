@@ -150,6 +150,25 @@ def _refuse(path: Path, why: str) -> RelayError:
                       detail=f"fix {path} or move it aside, then run the command again")
 
 
+class _NotWritableBack(ValueError):
+    """A value in the file that relay could not write back as the same JSON."""
+
+
+def _not_json(name: str):
+    """``NaN``, ``Infinity``, ``-Infinity``: Python's reader takes them, JSON has none."""
+    raise _NotWritableBack(f"holds {name}, which is not JSON")
+
+
+def _finite_float(text: str) -> float:
+    """A JSON number; one beyond a double's range (``1e999``) would be written back as
+    ``Infinity``, which is not JSON, so the file is refused instead."""
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise _NotWritableBack(f"holds the number {text[:40]}, larger than relay can write "
+                               "back exactly")
+    return value
+
+
 def _load(path: Path) -> tuple[dict, bytes | None]:
     try:
         raw = path.read_bytes()
@@ -161,9 +180,12 @@ def _load(path: Path) -> tuple[dict, bytes | None]:
     if not raw.strip():
         return {}, raw
     try:
-        doc = json.loads(raw.decode("utf-8"))
+        doc = json.loads(raw.decode("utf-8"), parse_constant=_not_json,
+                         parse_float=_finite_float)
     except UnicodeDecodeError as e:
         raise _refuse(path, "is not UTF-8 text") from e
+    except _NotWritableBack as e:
+        raise _refuse(path, str(e)) from e
     except json.JSONDecodeError as e:
         raise _refuse(path, f"is not valid JSON (line {e.lineno}, column {e.colno}: {e.msg}); "
                       "relay does not edit a file it cannot read exactly (comments included)"
@@ -252,7 +274,7 @@ def apply(change: Change) -> str | None:
     if not change.changed:
         return None
     target = Path(os.path.realpath(change.path)) if change.path.is_symlink() else change.path
-    text = json.dumps(change.doc, indent=2, ensure_ascii=False) + "\n"
+    text = json.dumps(change.doc, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
     try:
         target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         backup = None

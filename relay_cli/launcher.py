@@ -103,10 +103,12 @@ class Heartbeat(threading.Thread):
             self.join(timeout=10)
 
 
-def join(store, name: str, kind: str | None, lease_seconds: int) -> Session:
+def join(store, name: str, kind: str | None, lease_seconds: int) -> tuple[Session, list[str]]:
+    """A new session of ``name``, and the ids of the claimed work of the live session it
+    superseded (now delivery_unknown)."""
     with due.unit(store) as now:
-        info = peers.join(store, name, kind, lease_seconds, now)
-    return Session(name, info["session_id"], info["token"], lease_seconds)
+        info, moved = peers.join_session(store, name, kind, lease_seconds, now)
+    return Session(name, info["session_id"], info["token"], lease_seconds), moved
 
 
 def leave(store, session: Session) -> int | None:
@@ -144,7 +146,13 @@ def run(open_store, name: str, kind: str | None, lease_seconds: int, argv: list[
     with Signals(children=True) as signals:
         try:
             store = open_store()
-            session = join(store, name, kind, lease_seconds)
+            session, replaced = join(store, name, kind, lease_seconds)
+            if replaced:
+                report(f"relay run: joining as {name} replaced its live session; "
+                       f"{len(replaced)} claimed request(s) that session did not finish "
+                       "became delivery_unknown (reason peer_superseded): "
+                       f"{', '.join(replaced)}; ask the person, do not rerun them "
+                       "automatically")
             try:
                 early = signals.take()
                 if early:  # asked to stop before CMD existed: start nothing

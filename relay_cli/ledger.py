@@ -42,8 +42,10 @@ from .ledger_states import STATES, VIEWS, apply, entry_alive, shown_state
 from .process import Me, this_host
 
 KEY_RE = re.compile(r"[!-~]{1,200}", re.ASCII)  # the whole value (fullmatch): no "k\n"
-DEFAULT_APPROVAL_WAIT_S = 50
+DEFAULT_APPROVAL_WAIT_S = lifecycle.DEFAULT_WAIT_S  # it waits like `relay wait`
 OUTCOMES = ("succeeded", "failed", "forget")
+# what a person runs to settle an entry, as doctor and watch name it
+SETTLE = f"relay ledger resolve KEY --outcome {'|'.join(OUTCOMES)}"
 
 
 class EntryError(RelayError):
@@ -350,7 +352,7 @@ def deny(store, now: int, key: str, note: str | None) -> dict:
 
 
 __all__ = [
-    "DEFAULT_APPROVAL_WAIT_S", "OUTCOMES", "STATES", "EntryError", "approve", "awaiting",
+    "DEFAULT_APPROVAL_WAIT_S", "OUTCOMES", "SETTLE", "STATES", "EntryError", "approve", "awaiting",
     "begin", "command_text", "deny", "entry_object", "fingerprint", "list_entries",
     "needs_terminal", "resolve", "running_values", "show", "this_host", "validate_cwd",
     "validate_key", "validate_outcome", "validate_states", "wait_for_decision",

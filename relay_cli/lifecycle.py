@@ -42,13 +42,29 @@ def new_id() -> str:
     return str(uuid.uuid4())
 
 
+# uuid.UUID reads its 32 digits with int(), which takes a sign and non-ASCII digits too
+_UUID_TEXT = re.compile(r"(?:urn:uuid:)?\{?[0-9a-fA-F-]+\}?", re.ASCII)
+
+
+def _canonical(value) -> str:
+    """A full UUID in canonical lowercase form; ValueError for anything else."""
+    s = str(value).strip()
+    return str(uuid.UUID(s if _UUID_TEXT.fullmatch(s) else "not a UUID"))
+
+
 def validate_id(value: str, what: str = "id") -> str:
     """A full id, in canonical lowercase form. Where an id goes into a fingerprint or names
     a new request (``send --id``, ``prepare --id``, ``--in-reply-to``) only this is accepted."""
     try:
-        return str(uuid.UUID(str(value).strip()))
+        return _canonical(value)
     except (ValueError, AttributeError, TypeError):
-        raise RelayError("invalid_id", f"{what} {value!r} is not a UUID") from None
+        short = value.strip().lower() if isinstance(value, str) else ""
+        raise RelayError(
+            "invalid_id", f"{what} {value!r} is not a UUID",
+            detail=f"{what} takes a full id, not a prefix: it names new work or goes into the "
+                   "fingerprint, where a prefix could mean another request tomorrow; "
+                   f"`relay show {short}` prints the whole id" if _is_prefix(short) else None,
+        ) from None
 
 
 MIN_PREFIX = 8
@@ -57,17 +73,21 @@ _HEX = frozenset("0123456789abcdef")
 MAX_CANDIDATES = 10
 
 
+def _is_prefix(s: str) -> bool:
+    """``s`` (lowercase) is a prefix of at least 8 characters of a canonical id."""
+    return MIN_PREFIX <= len(s) < len(_CANONICAL) and all(
+        c == "-" if t == "-" else c in _HEX for c, t in zip(s, _CANONICAL[: len(s)], strict=True))
+
+
 def validate_ref(value: str, what: str = "id") -> str:
     """An id that names an existing request (design.md §14): a full id (returned canonical,
     36 characters) or a prefix of at least 8 characters of a canonical id (returned in
     lowercase, shorter than 36). ``resolve_ref`` turns a prefix into the id it names."""
     s = value.strip().lower() if isinstance(value, str) else ""
-    if MIN_PREFIX <= len(s) < len(_CANONICAL) and all(
-        c == "-" if t == "-" else c in _HEX for c, t in zip(s, _CANONICAL[: len(s)], strict=True)
-    ):
+    if _is_prefix(s):
         return s
     try:
-        return str(uuid.UUID(str(value).strip()))
+        return _canonical(value)
     except (ValueError, AttributeError, TypeError):
         raise RelayError(
             "invalid_id", f"{what} {value!r} is not a UUID, nor a prefix of at least "
@@ -495,6 +515,13 @@ def claim(store, now: int, caller: Caller, lease_s: int, request_id: str | None)
         row = get(store, request_id)
         if row["to_peer"] != caller.name:
             raise RelayError("not_owner", f"{row['id']} is addressed to {row['to_peer']!r}")
+        if row["claim_session"] == caller.session["id"] and row["state"] in (
+                "delivered", "acknowledged"):  # a retry whose answer was lost
+            raise RelayError(
+                "state_conflict", f"cannot claim a request that is {row['state']} "
+                "(allowed from: queued)",
+                detail=f"this session claimed it already: `relay show {row['id']}` shows its "
+                       "text; finish it with ack, then reply, fail or reject")
     else:
         row = store.oldest_queued_for(caller.name)
         if row is None:
@@ -513,6 +540,15 @@ def _owned_by_claimer(store, caller: Caller, request_id: str) -> Row:
     row = get(store, request_id)
     require_live(store, caller)
     if caller.session is None or row["claim_session"] != caller.session["id"]:
+        if row["claim_session"] is None:  # nobody holds it: say so, not "another session"
+            queued = row["state"] == "queued"
+            raise RelayError(
+                "not_owner",
+                f"{row['id']} is {row['state']} and no session has claimed it"
+                + ("; only the session that claims it may do this" if queued else ""),
+                detail=f"take it first: `relay claim --id {row['id']}`"
+                if queued and row["to_peer"] == caller.name else None,
+            )
         who = "the sender" if row["from_peer"] == caller.name else repr(caller.name)
         raise RelayError(
             "not_owner",

@@ -8,6 +8,9 @@ MAX_TEXT_BYTES = 32768  # a request's text, a reply
 MAX_DEPTH = 8  # in_reply_to chain
 MAX_OPEN_DRAFTS = 100  # unsubmitted drafts per sender
 DRAFT_TTL_S = 3600  # a draft lives this long unsubmitted
+# The lease of a session a hook joins (an agent has no heartbeat between its turns), and
+# how long a wake waiter waits by default: as long as that session lives unrenewed.
+HOOK_LEASE_S = 3600
 
 # A peer name, matched against the whole value (fullmatch) in ASCII: "alice\n" is not one.
 NAME_PATTERN = r"[a-z0-9][a-z0-9._-]{0,63}"

@@ -217,10 +217,18 @@ def end_session(store, session: Row, state: str, event: str, *, actor: str,
 
 def join(store, name: str, kind: str | None, lease_seconds: int, now: int,
          agent_session_id: str | None = None) -> dict:
+    return join_session(store, name, kind, lease_seconds, now, agent_session_id)[0]
+
+
+def join_session(store, name: str, kind: str | None, lease_seconds: int, now: int,
+                 agent_session_id: str | None = None) -> tuple[dict, list[str]]:
+    """Start a session of ``name``: (what `peers join` prints, the ids of the claimed,
+    unfinished work of the session it superseded, which became delivery_unknown)."""
     peer = _known(store, name, kind, now)
     old = store.active_session(name)
+    moved = []
     if old is not None:
-        end_session(store, old, "superseded", "peer_superseded", actor=name, at=now)
+        moved = end_session(store, old, "superseded", "peer_superseded", actor=name, at=now)
     import secrets
 
     token = "rly_" + secrets.token_urlsafe(32)
@@ -233,7 +241,7 @@ def join(store, name: str, kind: str | None, lease_seconds: int, now: int,
         "session_id": session_id,
         "token": token,
         "lease_expires_at": clock.iso(now + lease_seconds * 1000),
-    }
+    }, moved
 
 
 def _known(store, name: str, kind: str | None, now: int) -> Row | None:

@@ -47,7 +47,7 @@ ENVIRONMENT: dict[str, str] = {
     "RELAY_SESSION": "The caller's session token from `relay peers join` (--session "
                      "overrides it).",
     "RELAY_TIME_OFFSET": "Seconds (may be negative or fractional) added to relay's clock: a "
-                         "test knob. Every command applies due expiries and lease ends by "
+                         "test knob. relay's commands apply due expiries and lease ends by "
                          "that clock to the shared database, so never set it on a home in "
                          "use; rehearse on a copy. On a terminal every command warns on "
                          "stderr (not with --json), and `relay doctor` warns when it is set.",

@@ -58,11 +58,23 @@ ADVICE = {
 SETTLE = "relay resolve ID --outcome completed|failed|requeue"  # a person, in their terminal
 
 
-def note(state: str, reason: str | None = None) -> str | None:
+# Ended while queued, which claims "it was not delivered": true of this last stay in the
+# queue only, when an earlier claim had taken it (redelivered, or requeued by a person).
+AFTER_A_CLAIM = {
+    "cancelled": "the sender withdrew it while it was queued again, but an earlier claim "
+                 "delivered it; that claim may have started work",
+    "expired": "nobody claimed it again before its TTL, but an earlier claim delivered it; "
+               "that claim may have started work",
+}
+
+
+def note(state: str, reason: str | None = None, attempts: int = 0) -> str | None:
     """The note under a request a person or an agent reads: what its state claims and what
     it does not (``MEANING``), or what its reason changes about that, and what to do. None
     for a state that claims nothing it could be mistaken for (failed, rejected, expired,
-    cancelled)."""
+    cancelled), unless ``attempts`` says a claim took it before it ended queued."""
+    if attempts and state in AFTER_A_CLAIM:
+        return AFTER_A_CLAIM[state]
     special = REASON_NOTES.get((state, reason))
     if special is not None:
         return special

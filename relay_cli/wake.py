@@ -32,9 +32,10 @@ import time
 
 from . import clock, due, peers
 from .hook import MAX_REMEMBERED_IDS, Event, HookEnv, find_session, remember_own_prompt
+from .limits import HOOK_LEASE_S
 
-DEFAULT_TIMEOUT_S = 3600  # matches the 1 h lease of a session the hook joins
-TIMEOUT_BOUNDS = (10, 86400)
+DEFAULT_TIMEOUT_S = HOOK_LEASE_S  # the lease of a session the hook joins
+TIMEOUT_BOUNDS = clock.SESSION_LEASE
 FIND_GRACE_S = 30.0  # how long a waiter looks for its session (SessionStart races the hook)
 CODEX_QUEUE_TIMEOUT_S = 30
 MAX_NAMED_IDS = 10

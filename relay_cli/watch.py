@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from . import clock, lifecycle, peers
 from .output import STATE_STYLES, Col, ago, deadline, fit, inert_line, render_table
-from .states import OPEN_STATES
+from .states import OPEN_STATES, SETTLE
 
 OPEN_LIMIT = 40
 EVENTS_LIMIT = 15
@@ -100,12 +100,16 @@ class Section:
     cols: list[Col]
     rows: list[list[str]]
     empty: str | None = None  # shown when there are none; None: leave the section out
+    # The command a person runs on these rows, whole (a title would cut it at 80 columns).
+    action: str | None = None
 
     def wanted(self) -> int:
-        """Lines to show it whole: title, column header, rows, and a "+N more" line."""
+        """Lines to show it whole: title, column header, rows, a "+N more" line and the
+        action line."""
         if not self.rows:
             return 1
-        return 2 + len(self.rows) + (1 if self.total > len(self.rows) else 0)
+        return (2 + len(self.rows) + (1 if self.total > len(self.rows) else 0)
+                + (1 if self.action else 0))
 
 
 def _short(rid: str) -> str:
@@ -133,19 +137,22 @@ def _lease(p: dict) -> str:
 
 def sections(snap: Snapshot) -> list[Section]:
     """Every section, in the order a person needs them."""
+    from .ledger import SETTLE as LEDGER_SETTLE
+
     now = snap.now
     unknown_total = snap.counts.get("delivery_unknown", 0)
     out = [
         Section(f"delivery_unknown ({unknown_total}): check whether it was done, then "
-                "relay resolve ID", unknown_total, "relay list --state delivery_unknown",
+                "settle it", unknown_total, "relay list --state delivery_unknown",
                 [Col("id", fixed=True), Col("from", min=8), Col("to", min=8),
                  Col("reason", min=12), Col("since", fixed=True)],
                 [[_short(r["id"]), r["from"], r["to"], r["reason"],
-                  ago(_ms(r["updated_at"]), now)] for r in snap.unknown]),
+                  ago(_ms(r["updated_at"]), now)] for r in snap.unknown],
+                action=SETTLE),
         Section(f"effect_unknown ({len(snap.effect_unknown)}): check whether it happened, "
-                "then relay ledger resolve KEY", len(snap.effect_unknown),
+                "then settle it", len(snap.effect_unknown),
                 "relay ledger list --state effect_unknown", _ledger_cols(),
-                _ledger_rows(snap.effect_unknown, now)),
+                _ledger_rows(snap.effect_unknown, now), action=LEDGER_SETTLE),
         Section(f"awaiting approval ({len(snap.awaiting)}): relay approve KEY or "
                 "relay deny KEY", len(snap.awaiting),
                 "relay ledger list --state awaiting_approval", _ledger_cols(),
@@ -269,7 +276,8 @@ def _section_lines(sec: Section, budget: int, width, color: bool, ellipsis: str)
     title = sec.title
     if not sec.rows:
         return [_plain_or_text(f"{title}: {sec.empty}", width, ellipsis, "dim" if color else "")]
-    fits = len(sec.rows) if budget >= sec.wanted() else budget - 3
+    action = 1 if sec.action else 0
+    fits = len(sec.rows) if budget >= sec.wanted() else budget - 3 - action
     if fits < 1:  # no room for a row: the title says how many and where to look
         return [_plain_or_text(f"{title}: +{sec.total} ({sec.more})", width, ellipsis,
                                title_style)]
@@ -280,6 +288,8 @@ def _section_lines(sec: Section, budget: int, width, color: bool, ellipsis: str)
     if hidden > 0:
         out.append(_plain_or_text(f"  +{hidden} more: {sec.more}", width, ellipsis,
                                   "dim" if color else ""))
+    if sec.action:
+        out.append(_plain_or_text(f"  then: {sec.action}", width, ellipsis, ""))
     return out
 
 

@@ -132,5 +132,8 @@ def test_a_lock_held_past_the_busy_timeout_is_busy_and_retryable(relay):
     assert time.monotonic() - before >= 4.5
     assert (r.code, r.error["code"], r.error["retryable"]) == (75, "busy", True)
     assert "Traceback" not in r.err
+    # the lock was held by a plain sqlite3 connection: the hint claims no more than a lock
+    assert "another relay process" not in r.error["hint"]
+    assert "a tool with relay.db open" in r.error["hint"]
     holder.wait(timeout=20)
     assert relay.send(alice, "bob", "x").code == 0

@@ -46,3 +46,18 @@ def test_nothing_cites_documents_outside_the_repository():
              for i, line in enumerate(f.read_text(errors="replace").splitlines(), 1)
              if OUTSIDE.search(line)]
     assert found == []
+
+
+LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)\s]*)?\)")
+
+
+def test_every_relative_link_in_the_docs_names_a_file_that_exists():
+    """A Markdown link in README.md or docs/ is relative to the file that holds it."""
+    broken = []
+    for f in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for m in LINK.finditer(f.read_text()):
+            target = m.group(1)
+            if "://" not in target and not target.startswith("mailto:") and not (
+                    f.parent / target).exists():
+                broken.append(f"{f.relative_to(ROOT)}: {target}")
+    assert broken == []

@@ -106,6 +106,21 @@ def test_missing_home_is_ok_and_doctor_creates_nothing(relay, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.sqlite_only  # a state directory holding no relay.db
+def test_an_empty_home_is_ok_too_and_names_the_command_that_creates_the_database(relay):
+    """design.md §11: a home a person made (`mkdir -m 700`) that holds no relay.db yet is
+    as fresh as a missing one: nothing is wrong, nothing to act on, so no warn."""
+    relay.home.mkdir(mode=0o700)
+    r = relay("doctor", "--json")
+    assert r.code == 0, r.err
+    checks = _checks(r)
+    assert checks["database"]["status"] == "ok", checks["database"]
+    assert "not created yet" in checks["database"]["detail"]
+    assert "relay peers join NAME" in checks["database"]["detail"]
+    assert all(c["status"] == "ok" for c in checks.values()), checks
+    assert list(relay.home.iterdir()) == []  # doctor created nothing
+
+
 @pytest.mark.sqlite_only
 def test_symlinked_home_fails_and_fix_leaves_it(relay, tmp_path):
     real = tmp_path / "real"
@@ -453,7 +468,7 @@ def test_a_lapsed_session_still_holding_claimed_work_is_a_warning(relay):
     checks = _checks(later)
     assert checks["lapsed:bob"]["status"] == "warn" and "lapsed:carol" not in checks
     assert rid[:8] in checks["lapsed:bob"]["detail"]
-    assert "relay resolve" in checks["lapsed:bob"]["detail"]  # the fix, at the end
+    assert "relay resolve ID --outcome completed|failed|requeue" in checks["lapsed:bob"]["detail"]
     assert later.json["lapsed_sessions"] == [
         {"peer": "bob", "lease_expires_at": later.json["lapsed_sessions"][0]["lease_expires_at"],
          "claimed": [rid]}]

@@ -145,6 +145,53 @@ def test_state_conflict_on_delivery_unknown_says_why_and_who_settles_it(relay, r
     assert relay.snapshot() == before
 
 
+def test_acting_on_a_queued_request_before_claiming_it_says_to_claim_it_first(relay):
+    """An agent that sees an id in `relay inbox` and runs `relay ack ID` straight away was
+    told "only the session that claimed ID may do this, not 'bob'", as if another session
+    held it. Nobody claimed it: the error says so and names the claim that takes it."""
+    alice = relay.join("alice", "--lease", "1h")
+    bob = relay.join("bob", "--lease", "1h")
+    rid = new_id()
+    relay.send(alice, "bob", "work", request_id=rid)
+    before = relay.snapshot()
+    for args in (["ack", rid], ["reply", rid, "done"], ["fail", rid, "--reason", "x"],
+                 ["reject", rid, "--reason", "x"]):
+        err = relay(*args, "--json", env=bob).error
+        assert err["code"] == "not_owner", err
+        assert "the session that claimed" not in err["message"], err["message"]
+        assert "no session has claimed it" in err["message"], err["message"]
+        assert err["hint"].startswith(ERRORS["not_owner"].hint)
+        assert f"`relay claim --id {rid}`" in err["hint"], err["hint"]
+        HINTS_SEEN.append(err["hint"])
+    assert relay.snapshot() == before
+    # the hint's command works, and then so does the ack
+    assert relay("claim", "--id", rid, env=bob).code == 0
+    assert relay("ack", rid, env=bob).code == 0
+    # the sender is still told only the claiming session may (it is claimed now)
+    err = relay("ack", rid, "--json", env=alice).error
+    assert err["code"] == "not_owner" and "relay claim" not in err["hint"]
+
+
+def test_claiming_again_what_this_session_holds_says_where_its_text_is(relay):
+    """A `claim --id ID` whose answer was lost, run again: the request is this session's
+    already. It is still state_conflict (a claim takes queued work), but the hint says the
+    session holds it and how to read it, instead of leaving the agent to guess."""
+    alice = relay.join("alice", "--lease", "1h")
+    bob = relay.join("bob", "--lease", "1h")
+    rid = new_id()
+    relay.send(alice, "bob", "work", request_id=rid)
+    assert relay("claim", "--id", rid, env=bob).code == 0
+    before = relay.snapshot()
+    err = relay("claim", "--id", rid[:8], "--json", env=bob).error
+    assert err["code"] == "state_conflict"
+    assert err["hint"].startswith(ERRORS["state_conflict"].hint)
+    assert "this session claimed it already" in err["hint"], err["hint"]
+    assert f"`relay show {rid}`" in err["hint"], err["hint"]
+    HINTS_SEEN.append(err["hint"])
+    assert relay.snapshot() == before
+    assert relay("ack", rid, env=bob).code == 0  # it is still this session's to finish
+
+
 def test_every_command_in_a_situation_hint_exists_with_its_options(relay):
     """The hints the tests above met (run them first: same module)."""
     assert any("run: eval" in h for h in HINTS_SEEN) and any("resolve" in h for h in HINTS_SEEN)

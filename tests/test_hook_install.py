@@ -143,7 +143,10 @@ def test_invalid_json_is_refused_and_the_file_is_unchanged(relay, home, runtime)
     path = settings_file(home, runtime)
     path.parent.mkdir()
     for bad in (b'{"hooks": {', b'// my settings\n{"model": "opus"}\n', b"[1, 2]",
-                b'{"hooks": []}', b'{"hooks": {"SessionStart": {"hooks": []}}}'):
+                b'{"hooks": []}', b'{"hooks": {"SessionStart": {"hooks": []}}}',
+                # NaN and Infinity are not JSON (Python's reader takes them); 1e999 is, but
+                # no double holds it, so writing it back would give `Infinity`: not JSON
+                b'{"x": NaN}', b'{"x": -Infinity}', b'{"x": [1e999]}'):
         path.write_bytes(bad)
         for args in (("install", runtime), ("uninstall", runtime)):
             r = relay("hook", *args, "--json")

@@ -66,6 +66,9 @@ def test_delivery_unknown_notice_tells_to_ask_the_person(relay):
     relay("peers", "leave", env=bob)
     r = relay("notices", env=alice)
     assert rid in r.out and "delivery_unknown" in r.out and "ask the person" in r.out
+    # nobody knows whether its work finished: the table does not say it did (design.md §14)
+    assert r.out.splitlines()[0].split() == ["id", "to", "state", "reason", "since"]
+    assert "finished" not in relay("notices", "--help").out.split("\n\n")[1]
 
 
 def test_a_person_without_a_session_may_read_their_notices(relay):

@@ -209,12 +209,26 @@ def test_a_shifted_clock_warns_on_a_terminal_and_stays_silent_when_piped(relay):
     offset = {"RELAY_TIME_OFFSET": str(8 * 86400)}
     code, shown = relay.pty("list", env=offset, cols=200)
     assert code == 0
+    shown = " ".join(shown.split())  # the warning is wrapped between words
     assert "warning: RELAY_TIME_OFFSET=691200" in shown and "8d ahead" in shown
     assert "Never set it on a home in use" in shown
     code, shown = relay.pty("list", cols=200)
     assert code == 0 and "RELAY_TIME_OFFSET" not in shown
     piped = relay.proc("list", "--json", env=offset)
     assert piped.code == 0 and piped.err == ""  # scripts and tests see no extra stderr
+
+
+def test_the_shifted_clock_warning_claims_only_what_the_variable_does(relay):
+    """design.md §8: every command warns on a terminal, but `relay id`, `guide`, `doctor`
+    apply no due transition: the warning says what relay commands do while the variable is
+    set, not that this one command changes the database."""
+    offset = {"RELAY_TIME_OFFSET": "60"}
+    for args in (["id"], ["doctor"], ["guide"]):
+        code, shown = relay.pty(*args, env=offset, cols=200)
+        shown = " ".join(shown.split())  # the warning is wrapped between words
+        assert code == 0 and "warning: RELAY_TIME_OFFSET=60" in shown, args
+        assert "this command applies" not in shown, args
+        assert "while it is set, relay commands apply due expiries" in shown, args
 
 
 def test_newline_in_fail_reason_cannot_fake_relay_lines(relay):

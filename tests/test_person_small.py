@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
-from conftest import new_id
+import pytest
+from conftest import assert_fits, new_id
 
 BIN = str(Path(sys.executable).parent)
 
@@ -115,6 +117,28 @@ def test_peers_leave_names_the_work_that_became_delivery_unknown(world):
                              "last_seen_at", "wakeup"}
 
 
+def test_what_to_do_next_fits_80_columns_and_keeps_every_id_whole(world):
+    """The lines after `claim`, `prepare` and a plain `peers join` that say what to do
+    next are wrapped between words at 80 columns: an id is never cut in two, and a plain
+    join says how this shell acts as the new session (its token is in no variable)."""
+    relay, alice, bob = world
+    rid = new_id()
+    relay.send(alice, "bob", "x", request_id=rid)
+    _, text = relay.screen("claim", "--id", rid, cols=80, rows=24, env=bob)
+    lines = assert_fits(text, 80)
+    assert any(f"relay ack {rid}" in ln for ln in lines), text
+    assert any(f"relay reply {rid}" in ln for ln in lines), text
+    _, text = relay.screen("prepare", "--to", "bob", "a draft", cols=80, rows=24, env=alice)
+    lines = assert_fits(text, 80)
+    draft = re.search(r"[0-9a-f]{8}-[0-9a-f-]{27}", text).group()
+    assert any(f"relay submit {draft}" in ln for ln in lines), text
+    _, text = relay.screen("peers", "join", "carol", cols=80, rows=24)
+    assert_fits(text, 80)
+    words = " ".join(text.split())
+    assert 'eval "$(relay peers join carol --shell)"' in words
+    assert "RELAY_SESSION" in words
+
+
 # ------------------------------------------------------------------ waiting, not yet
 def _with_stderr_terminal(relay, *args, env=None) -> tuple[int, str, str]:
     """Run relay in a real process whose stderr is a pseudo-terminal (stdout a pipe)."""
@@ -190,3 +214,121 @@ def test_file_dash_reads_stdin_for_send_prepare_and_reply(world):
     assert done.code == 0 and done.json["reply"] == "the answer"
     both = relay("send", "--to", "bob", "--file", "-", "x", "--json", input="y", env=alice)
     assert both.error["code"] == "usage_error"
+
+
+def test_a_delivery_unknown_request_is_not_shown_as_finished(world):
+    """design.md §1: relay never claims more than it knows. A delivery_unknown request has a
+    finished_at (it reached a final state), but a person reading `finished 14:05` under
+    `delivered` and `acknowledged` would take it that the work finished: the line says
+    since when its outcome is unknown."""
+    relay, alice, bob = world
+    rid = new_id()
+    relay.send(alice, "bob", "x", request_id=rid)
+    assert relay("claim", "--id", rid, env=bob).code == 0
+    assert relay("peers", "leave", env=bob).code == 0
+    for r in (relay("show", rid), relay("wait", rid)):
+        lines = r.out.splitlines()
+        assert any(ln.startswith("unknown since ") for ln in lines), r.out
+        assert not any(ln.startswith("finished") for ln in lines), r.out
+    _, screen = relay.screen("show", rid[:8], cols=80, rows=24)
+    assert "unknown since" in screen and "finished" not in screen
+    done = new_id()
+    carol = relay.join("carol")
+    assert relay.send(alice, "carol", "y", request_id=done).code == 0  # completed: finished
+    assert relay("claim", "--id", done, env=carol).code == 0
+    assert relay("reply", done, "ok", env=carol).code == 0
+    assert any(ln.startswith("finished ") for ln in relay("show", done).out.splitlines())
+
+
+def test_a_join_that_replaces_a_session_names_the_work_that_became_delivery_unknown(world):
+    """design.md §3: joining a live name supersedes its session, and that session's claimed
+    work becomes delivery_unknown. `peers leave` lists such work; a join did it silently, so
+    a person restarting an agent under the same name did not learn what they had just
+    turned into work only they can settle. Human output says so on stderr (stdout of
+    --shell is eval'd); --json is unchanged."""
+    relay, alice, bob = world
+    rid = new_id()
+    relay.send(alice, "bob", "x", request_id=rid)
+    assert relay("claim", "--id", rid, env=bob).code == 0
+    r = relay.proc("peers", "join", "bob", "--shell")
+    assert r.code == 0
+    assert [ln.split("=")[0] for ln in r.out.splitlines()] == [
+        "export RELAY_PEER", "export RELAY_SESSION", "export RELAY_HOME"]
+    flat = " ".join(r.err.split())
+    assert rid in flat and "now delivery_unknown" in flat, r.err
+    assert "relay resolve ID --outcome completed|failed|requeue" in flat
+    assert relay("show", rid, "--json").json["state"] == "delivery_unknown"
+    again = relay.proc("peers", "join", "bob")  # nothing claimed now: nothing said
+    assert again.code == 0 and "delivery_unknown" not in again.err + again.out
+    rid2 = new_id()
+    relay.send(alice, "bob", "y", request_id=rid2)
+    bob2 = relay.join("bob")
+    assert relay("claim", "--id", rid2, env=bob2).code == 0
+    doc = relay.proc("peers", "join", "bob", "--json")
+    assert doc.code == 0 and doc.err == "" and set(doc.json) == {
+        "peer", "kind", "session_id", "token", "lease_expires_at"}
+
+
+def test_text_read_from_a_terminal_says_how_to_end_it(world):
+    """`relay send --to bob --id ID -` typed at a terminal waited in silence for the text,
+    which looks like a hang to a person. With the terminal as stdin, human output says it
+    reads the text there and how to end it; --json keeps stderr empty (design.md §7); a
+    pipe is read without a word."""
+    relay, alice, bob = world
+    rid = new_id()
+    p = relay.at_terminal("send", "--to", "bob", "--id", rid, "-", typed=b"hello\n\x04",
+                          env=alice)
+    assert p.returncode == 0, p.stderr
+    assert "end it with Ctrl-D" in p.stderr, p.stderr
+    assert relay("show", rid, "--json").json["text"] == "hello\n"
+    j = relay.at_terminal("send", "--to", "bob", "--id", new_id(), "-", "--json",
+                          typed=b"x\n\x04", env=alice)
+    assert j.returncode == 0 and j.stderr == ""
+    piped = relay.proc("send", "--to", "bob", "--id", new_id(), "-", input="y", env=alice)
+    assert piped.code == 0 and "Ctrl-D" not in piped.err
+
+
+@pytest.mark.parametrize("end", ["cancel", "expire"])
+def test_a_request_queued_again_after_a_claim_is_not_said_to_be_undelivered(world, end):
+    """`cancel`'s help said "It was not delivered, so nobody started it", and cancelled and
+    expired claim "it was not delivered". A request queued again after a claim lapsed
+    (--on-lost redeliver) was delivered once, and that claim may have started work: the
+    note under it says so, and cancel's help no longer promises nobody started it."""
+    relay, alice, bob = world
+    rid = new_id()
+    relay.send(alice, "bob", "x", "--on-lost", "redeliver", "--ttl", "60s", request_id=rid)
+    assert relay("claim", "--id", rid, "--lease", "10s", env=bob).code == 0
+    relay.move_clock(15)  # the claim lease lapsed before ack: queued again
+    assert relay("show", rid, "--json").json["state"] == "queued"
+    if end == "cancel":
+        r = relay("cancel", rid, env=alice)
+        assert r.code == 0, r.err
+    else:
+        relay.move_clock(120)
+        r = relay("show", rid)
+    state = "cancelled" if end == "cancel" else "expired"
+    assert f"state     {state}" in r.out or f"state    {state}" in r.out, r.out
+    flat = " ".join(r.out.split())
+    assert "an earlier claim delivered it" in flat and "may have started work" in flat, r.out
+    help_ = " ".join(relay("cancel", "--help").out.split())
+    assert "nobody started it" not in help_ or "may have started" in help_
+    never = new_id()  # never claimed: nothing to add
+    relay.send(alice, "bob", "y", request_id=never)
+    r = relay("cancel", never, env=alice)
+    assert r.code == 0 and "earlier claim" not in r.out
+
+
+def test_prepare_and_submit_show_times_as_every_view_does_on_a_terminal(world):
+    """design.md §14: on a terminal times are relative, with the local clock time where a
+    person plans by them; prepare's and submit's fields printed raw RFC 3339 times there.
+    Piped, they stay exact."""
+    relay, alice, bob = world
+    _, shown = relay.screen("prepare", "--to", "bob", "x", cols=80, rows=24, env=alice)
+    assert not re.search(r"\d{4}-\d\d-\d\dT", shown), shown
+    assert re.search(r"draft expires +in 59m \(\d\d:\d\d\)|draft expires +in 60m", shown), shown
+    rid = relay("prepare", "--to", "bob", "y", "--json", env=alice).json["id"]
+    _, shown = relay.screen("submit", rid[:8], cols=80, rows=24, env=alice)
+    assert not re.search(r"\d{4}-\d\d-\d\dT", shown), shown
+    assert re.search(r"created +\d+s ago", shown) and re.search(r"expires +in \d+m", shown)
+    piped = relay("submit", rid, env=alice)
+    assert re.search(r"expires +\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", piped.out)

@@ -169,6 +169,24 @@ def test_claimed_work_becomes_delivery_unknown_when_the_child_ends(relay):
     assert _peer(relay, "worker")["active"] is False
 
 
+def test_run_that_replaces_a_live_session_names_the_work_that_became_delivery_unknown(relay):
+    """`relay run --as worker` while another worker session holds claimed work supersedes
+    it (design.md §3): that work becomes delivery_unknown, and the person starting the
+    agent is told which, as `peers join` and `peers leave` tell; --json adds no note."""
+    alice = relay.join("alice")
+    worker = relay.join("worker", "--lease", "1h")
+    rid = new_id()
+    assert relay.send(alice, "worker", "do it", request_id=rid).code == 0
+    assert relay("claim", "--id", rid, env=worker).code == 0
+    r = relay.proc("run", "--as", "worker", "--", PY, "-c", "pass")
+    assert r.code == 0, r.err
+    flat = " ".join(r.err.split())
+    assert rid in flat and "delivery_unknown" in flat and "peer_superseded" in flat, r.err
+    assert relay("show", rid, "--json").json["reason"] == "peer_superseded"
+    quiet = relay.proc("run", "--as", "worker", "--json", "--", PY, "-c", "pass")
+    assert quiet.code == 0 and quiet.err == ""
+
+
 def test_lease_is_renewed_and_a_superseded_session_is_reported(relay, tmp_path):
     """Two launchers at once (10 s leases, so a renewal every 3.3 s): one is left alone and
     must renew; the other is superseded and must say so on stderr, without crashing --

@@ -10,6 +10,8 @@ import uuid
 import pytest
 from conftest import new_id, refused
 
+from relay_cli.errors import ERRORS
+
 # Every command that takes an id, with "{}" where the id goes, and who calls it.
 ID_COMMANDS = [
     (["send", "--to", "bob", "--id", "{}", "x"], "alice"),
@@ -178,7 +180,17 @@ def test_send_and_prepare_take_full_ids_only(seeded, option):
     time (design.md §14)."""
     relay, alice, bob, rid = seeded
     for command in ("send", "prepare"):
-        refused(relay, "invalid_id", command, "--to", "bob", option, rid[:8], "x", env=alice)
+        err = refused(relay, "invalid_id", command, "--to", "bob", option, rid[:8], "x",
+                      env=alice)
+        # The fixed hint says commands that name a request take prefixes; a person who
+        # retries with the 8 characters a table showed learns why this one does not, and
+        # how to get the whole id.
+        assert "takes a full id, not a prefix" in err["hint"], err["hint"]
+        assert f"`relay show {rid[:8]}`" in err["hint"], err["hint"]
+        assert relay("show", rid[:8], "--json").json["id"] == rid  # the hint's command
+    err = refused(relay, "invalid_id", "send", "--to", "bob", option, "not-an-id", "x",
+                  env=alice)
+    assert "prefix" not in err["hint"].split(ERRORS["invalid_id"].hint)[1]
 
 
 def test_show_of_a_pruned_request_by_prefix_answers_from_its_tombstone(seeded):

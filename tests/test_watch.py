@@ -234,16 +234,23 @@ def test_watch_json_carries_the_standard_request_and_entry_objects(relay):
     assert doc["counts"]["delivery_unknown"] == 1 and doc["open_more"] == 0
 
 
-def test_the_view_fits_any_screen_and_counts_what_it_leaves_out(relay):
+def snapshot(relay):
+    """watch's snapshot of the home, read as `relay watch` reads it."""
     from relay_cli import due, watch
 
-    busy_home(relay)
     store = relay.open_store()
     try:
         with due.unit(store, write=False) as now:
-            snap = watch.gather(store, now)
+            return watch.gather(store, now)
     finally:
         store.close()
+
+
+def test_the_view_fits_any_screen_and_counts_what_it_leaves_out(relay):
+    from relay_cli import watch
+
+    busy_home(relay)
+    snap = snapshot(relay)
     for width in (10, 24, 40, 80, 200):
         for height in range(1, 45):
             lines = watch.render(snap, width, height, footer="q or Ctrl-C: leave")
@@ -252,3 +259,25 @@ def test_the_view_fits_any_screen_and_counts_what_it_leaves_out(relay):
             assert lines[0].plain.startswith("relay watch"[:width - 1])
             if width == 80 and 2 < height < 16:  # not all of it fits: what is left is counted
                 assert "+" in text, (height, text)
+
+
+def test_every_command_the_view_names_for_a_person_runs_as_written(relay):
+    """design.md §14: a command a screen tells a person to run works as shown (placeholders
+    aside). `relay resolve ID` without --outcome is a usage_error, so is
+    `relay ledger resolve KEY`; the view names them whole, on screen at 80 columns too."""
+    from relay_cli import watch
+
+    busy_home(relay)
+    r = relay.proc("once", "--approve", "--timeout", "0", "--key", "deploy-1", "--", "true")
+    assert r.code == 75, r.err
+    assert relay("sweep", env={"RELAY_TIME_OFFSET": "11"}).code == 0  # `lost` lapsed
+    snap = snapshot(relay)
+    assert snap.unknown
+    snap.effect_unknown = [{"key": "k1", "argv": ["gh", "pr", "create"], "cwd": "/w",
+                            "updated_at": None}]
+    for text in ("\n".join(watch.render(snap)),
+                 "\n".join(ln.plain for ln in watch.render(snap, 80, 24))):
+        assert "relay resolve ID --outcome completed|failed|requeue" in text, text
+        assert "relay ledger resolve KEY --outcome succeeded|failed|forget" in text, text
+        assert not re.search(r"relay resolve ID(?! --outcome)", text), text
+        assert not re.search(r"relay ledger resolve KEY(?! --outcome)", text), text

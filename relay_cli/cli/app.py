@@ -224,8 +224,10 @@ def _warn_offset(out: Output) -> None:
                                    break_long_words=False, break_on_hyphens=False))
 
 
-def read_text(text: str | None, file: str | None, what: str = "text") -> str:
-    """TEXT argument, ``-`` for stdin, or ``--file PATH`` -> validated text (design.md §4)."""
+def read_text(text: str | None, file: str | None, what: str = "text",
+              out: Output | None = None) -> str:
+    """TEXT argument, ``-`` for stdin, or ``--file PATH`` -> validated text (design.md §4).
+    Read from a terminal, human output first says how the text ends (design.md §14)."""
     if text is not None and file is not None:
         raise RelayError("usage_error", f"give the {what} as an argument, `-` or --file, not two")
     limit = MAX_TEXT_BYTES + 1
@@ -242,6 +244,9 @@ def read_text(text: str | None, file: str | None, what: str = "text") -> str:
         if sys.stdin is None:
             raise RelayError("usage_error", f"the {what} was to be read from standard input "
                              "(`-`), but standard input is closed; nothing was done")
+        if out is not None and _isatty(sys.stdin):
+            out.note(f"relay: reading the {what} from the terminal; end it with Ctrl-D on a "
+                     "line of its own")
         data = sys.stdin.buffer.read(limit)
         return lifecycle.validate_text(data, what)
     if text is None:
@@ -249,6 +254,13 @@ def read_text(text: str | None, file: str | None, what: str = "text") -> str:
             "invalid_text", f"no {what} given: pass it as an argument, `-` for stdin, or --file"
         )
     return lifecycle.validate_text(text, what)
+
+
+def _isatty(stream) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 def duration(value: str | None, bounds, what: str, default: int | None) -> int | None:

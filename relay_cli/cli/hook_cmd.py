@@ -9,6 +9,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from .. import clock
+from ..limits import HOOK_LEASE_S
 from ..output import STATE_STYLES, Col
 from ..states import note as state_note
 from .app import (
@@ -44,13 +46,15 @@ KindHookOpt = Annotated[
 LeaseHookOpt = Annotated[
     Optional[str],
     typer.Option("--lease", metavar="D",
-                 help="Lease of a session the hook joins (10s-24h, default 1h); every hook run "
+                 help="Lease of a session the hook joins "
+                      f"({clock.span(clock.SESSION_LEASE, HOOK_LEASE_S)}); every hook run "
                       "renews it."),
 ]
 TimeoutHookOpt = Annotated[
     Optional[str],
     typer.Option("--timeout", metavar="D",
-                 help="With --wake: how long the waiter waits (10s-24h, default 1h)."),
+                 help="With --wake: how long the waiter waits "
+                      f"({clock.span(clock.SESSION_LEASE, HOOK_LEASE_S)})."),
 ]
 HOOK_CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True}
 
@@ -233,7 +237,7 @@ def hook_uninstall_cmd(agent: AgentArg, project: ProjectOpt = False, dry_run: Dr
 ))
 def notices(as_: AsOpt = None, session: SessionOpt = None, json_: JsonOpt = False,
             home: HomeOpt = None) -> int:
-    """Requests I sent that finished since I last asked, each once.
+    """Requests I sent that became final since I last asked, each once.
 
     No bodies (`relay show ID` has them).
     Reading them marks them seen, so this counts as a write: it renews my session's lease
@@ -246,9 +250,11 @@ def notices(as_: AsOpt = None, session: SessionOpt = None, json_: JsonOpt = Fals
         env.out.json({"notices": found})
         return 0
     out = env.out
+    # "since", not "finished": a delivery_unknown request is final, but nobody knows
+    # whether its work finished
     out.table(
         [Col("id", fixed=True), Col("to", min=10), Col("state", fixed=True, styles=STATE_STYLES),
-         Col("reason", min=12), Col("finished", fixed=True)],
+         Col("reason", min=12), Col("since", fixed=True)],
         [[out.short_id(n["id"]), n["to"], n["state"], n["reason"],
           out.when(n["finished_at"], now)] for n in found],
         empty="no new notices",

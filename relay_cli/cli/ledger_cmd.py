@@ -207,7 +207,8 @@ def once(
     timeout: Annotated[
         Optional[str],
         typer.Option("--timeout", metavar="D",
-                     help="How long to wait for a person's decision (0-10m, default 50s)."),
+                     help="How long to wait for a person's decision "
+                     f"({clock.span(clock.WAIT, lifecycle.DEFAULT_WAIT_S)})."),
     ] = None,
     json_: JsonOpt = False,
     home: HomeOpt = None,

@@ -75,7 +75,10 @@ def join(
     peers.validate_kind(kind)
     lease_s = duration(lease, clock.SESSION_LEASE, "--lease", peers.DEFAULT_SESSION_LEASE_S)
     with env.unit() as now:
-        result = peers.join(env.store, name, kind, lease_s, now)
+        result, moved = peers.join_session(env.store, name, kind, lease_s, now)
+    if moved:  # stderr: the stdout of --shell goes to eval
+        env.out.note("\n".join(_unknown_lines(
+            moved, f"that the replaced session of {name} had claimed and not finished")))
     if env.json:
         env.out.json(result)
     elif shell:
@@ -88,8 +91,13 @@ def join(
             env.out.line(f"export RELAY_DATABASE_URL={shlex.quote(url)}")
     else:
         env.out.fields([(k.replace("_", " "), v) for k, v in result.items()])
-        env.out.line("The token is shown once. Keep the lease alive with `relay peers "
-                     "heartbeat` (or run the agent under `relay run`).")
+        env.out.para(
+            "The token is shown once, and this shell does not carry it: a command acts as "
+            f"this session with RELAY_PEER={result['peer']} and RELAY_SESSION=TOKEN set (or "
+            f"--as {result['peer']} --session TOKEN). To join and set both in one step, run "
+            f"instead: {peers.join_line(result['peer'])} (it replaces this session). "
+            "`relay peers heartbeat` keeps the lease alive (or run the agent under "
+            "`relay run`).")
     return 0
 
 
@@ -130,18 +138,24 @@ def leave(as_: AsOpt = None, session: SessionOpt = None, json_: JsonOpt = False,
         obj, moved = peers.leave_session(env.store, env.caller(), now)
     _emit_peer(env, obj)
     if moved and not env.json:
-        several = len(moved) > 1
-        env.out.line(f"{len(moved)} request{'s' if several else ''} you claimed and did not "
-                     f"finish {'are' if several else 'is'} now delivery_unknown:")
-        for rid in moved:
-            env.out.line(f"  {rid}")
-        import textwrap  # short lines even when piped: this is prose, not a table
-
-        for line in textwrap.wrap(f"{MEANING['delivery_unknown'][0]} (each of them); a "
-                                  f"person settles each in their own terminal: {SETTLE}", 79,
-                                  break_long_words=False, break_on_hyphens=False):
+        for line in _unknown_lines(moved, "you claimed and did not finish"):
             env.out.line(line)
     return 0
+
+
+def _unknown_lines(moved: list[str], whose: str) -> list[str]:
+    """The requests a session's end turned into delivery_unknown, and who settles them."""
+    import textwrap  # short lines even when piped: this is prose, not a table
+
+    several = len(moved) > 1
+    lines = textwrap.wrap(f"{len(moved)} request{'s' if several else ''} {whose} "
+                          f"{'are' if several else 'is'} now delivery_unknown:", 79,
+                          break_long_words=False, break_on_hyphens=False)
+    lines += [f"  {rid}" for rid in moved]
+    lines += textwrap.wrap(f"{MEANING['delivery_unknown'][0]} (each of them); a person "
+                           f"settles each in their own terminal: {SETTLE}", 79,
+                           break_long_words=False, break_on_hyphens=False)
+    return lines
 
 
 @peers_app.command("list", epilog=examples(

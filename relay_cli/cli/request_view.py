@@ -13,6 +13,12 @@ def yes_no(value):
     return "yes" if value is True else "no" if value is False else value
 
 
+def _final_label(state: str) -> str:
+    """The label of finished_at: a delivery_unknown request reached a final state, but
+    nobody knows whether its work finished (design.md §1)."""
+    return "unknown since" if state == "delivery_unknown" else "finished"
+
+
 def request_fields(out: Output, obj: dict, now: int,
                    extra: tuple[str, ...] = ()) -> list[tuple[str, object]]:
     pairs = [
@@ -31,7 +37,7 @@ def request_fields(out: Output, obj: dict, now: int,
     for key, label in (
         ("expires_at", "expires"), ("delivered_at", "delivered"),
         ("acknowledged_at", "acknowledged"), ("lease_expires_at", "claim lease until"),
-        ("reply_deadline_at", "reply due by"), ("finished_at", "finished"),
+        ("reply_deadline_at", "reply due by"), ("finished_at", _final_label(obj["state"])),
     ):
         if obj.get(key) and live.get(key, True):
             pairs.append((label, out.until(obj[key], now)))
@@ -52,7 +58,7 @@ def request_fields(out: Output, obj: dict, now: int,
 
 
 def note(out: Output, obj: dict) -> None:
-    note = states.note(obj["state"], obj["reason"])
+    note = states.note(obj["state"], obj["reason"], obj["attempts"])
     if note:
         out.para(f"note: {obj['state']}: {note}")
 

@@ -9,6 +9,7 @@ import typer
 
 from .. import clock, complete, due, lifecycle, waiting
 from ..errors import RelayError
+from ..limits import DRAFT_TTL_S, MAX_OPEN_DRAFTS
 from ..output import Output, size
 from ..peers import validate_name
 from .app import (
@@ -88,7 +89,7 @@ InReplyToOpt = Annotated[
 ]
 
 
-def _send_inputs(to, text, file, ttl, reply_within, on_lost, max_attempts, in_reply_to):
+def _send_inputs(out, to, text, file, ttl, reply_within, on_lost, max_attempts, in_reply_to):
     return dict(
         to=validate_name(to, "--to"),
         ttl_s=duration(ttl, clock.TTL, "--ttl", lifecycle.DEFAULT_TTL_S),
@@ -96,7 +97,7 @@ def _send_inputs(to, text, file, ttl, reply_within, on_lost, max_attempts, in_re
         on_lost=lifecycle.validate_on_lost(on_lost),
         max_attempts=lifecycle.validate_max_attempts(max_attempts),
         in_reply_to=lifecycle.validate_id(in_reply_to, "--in-reply-to") if in_reply_to is not None else None,
-        text=read_text(text, file),
+        text=read_text(text, file, out=out),
     )
 
 
@@ -160,7 +161,7 @@ def send(
     """
     env = Env(json_, home, as_, session)
     request_id = lifecycle.validate_id(id_, "--id") if id_ is not None else None
-    inputs = _send_inputs(to, text, file, ttl, reply_within, on_lost, max_attempts, in_reply_to)
+    inputs = _send_inputs(env.out, to, text, file, ttl, reply_within, on_lost, max_attempts, in_reply_to)
     with env.unit() as now:
         result = lifecycle.send(env.store, now, env.caller(), request_id=request_id, **inputs)
     if not env.json and id_ is None:
@@ -170,7 +171,10 @@ def send(
     return _emit(env, result, render_request, ("duplicate", "recipient_active", "wakeup"))
 
 
-@app.command(epilog=examples(
+@app.command(help=(
+    "Store a draft and print its id; `relay submit ID` queues it.\n\n"
+    f"Nothing is queued until then. Drafts live {clock.duration_text(DRAFT_TTL_S)}; at most "
+    f"{MAX_OPEN_DRAFTS} unsubmitted drafts per sender."), epilog=examples(
     'relay prepare --to reviewer - < task.md   # prints the draft id',
     'relay submit 1a2b3c4d                     # that id, or 8+ characters of it',
 ))
@@ -192,20 +196,17 @@ def prepare(
     json_: JsonOpt = False,
     home: HomeOpt = None,
 ) -> int:
-    """Store a draft and print its id; `relay submit ID` queues it.
-
-    Nothing is queued until then.     Drafts live 1 hour; at most 100 unsubmitted drafts per sender.
-    """
     env = Env(json_, home, as_, session)
     draft_id = lifecycle.validate_id(id_, "--id") if id_ is not None else None
-    inputs = _send_inputs(to, text, file, ttl, reply_within, on_lost, max_attempts, in_reply_to)
+    inputs = _send_inputs(env.out, to, text, file, ttl, reply_within, on_lost, max_attempts, in_reply_to)
     with env.unit() as now:
         result = lifecycle.prepare(env.store, now, env.caller(), draft_id=draft_id, **inputs)
     if env.json:
         env.out.json(result)
     else:
-        env.out.fields([("id", result["id"]), ("draft expires", result["prepared_expires_at"])])
-        env.out.line(f"next: relay submit {result['id']}  (a repeat of submit is safe)")
+        env.out.fields([("id", result["id"]),
+                        ("draft expires", env.out.until(result["prepared_expires_at"], now))])
+        env.out.para(f"next: relay submit {result['id']}  (a repeat of submit is safe)")
     return 0
 
 
@@ -230,7 +231,9 @@ def submit(
         return 0
     if result["duplicate"]:
         env.out.line(ALREADY_SENT)
-    env.out.fields([(k.replace("_", " "), yes_no(v)) for k, v in result.items()])
+    times = {"created_at": "created", "expires_at": "expires"}  # as every request view
+    env.out.fields([(times[k], env.out.until(v, now)) if k in times
+                    else (k.replace("_", " "), yes_no(v)) for k, v in result.items()])
     return 0
 
 
@@ -342,7 +345,8 @@ def cancel(
 ) -> int:
     """Withdraw a request you sent while it is still queued.
 
-    It was not delivered, so nobody started it.
+    Nobody holds it now. One queued again after a claim (--on-lost redeliver, or a
+    person's requeue) was delivered once, and that claim may have started work.
     """
     env = Env(json_, home, as_, session)
     request_id = lifecycle.validate_ref(id_)
@@ -422,8 +426,8 @@ def claim(
         env.out.json(obj)
     else:
         render_full(env.out, obj, clock.now_ms())
-        env.out.line(f"next: relay ack {obj['id']}   then: relay reply {obj['id']} - <<'EOF' "
-                     "... EOF   (or relay reject/fail)")
+        env.out.para(f"next: relay ack {obj['id']}")
+        env.out.para(f"then: relay reply {obj['id']} - <<'EOF' ... EOF   (or relay reject/fail)")
     return 0
 
 
@@ -467,7 +471,7 @@ def reply(
     """
     env = Env(json_, home, as_, session)
     request_id = lifecycle.validate_ref(id_)
-    body = read_text(text, file, "reply")
+    body = read_text(text, file, "reply", out=env.out)
     obj = _act(env, lifecycle.reply, request_id, body)
     return _emit(env, obj, render_request, ("duplicate",))
 
