@@ -253,7 +253,8 @@ def test_a_join_that_replaces_a_session_names_the_work_that_became_delivery_unkn
     r = relay.proc("peers", "join", "bob", "--shell")
     assert r.code == 0
     assert [ln.split("=")[0] for ln in r.out.splitlines()] == [
-        "export RELAY_PEER", "export RELAY_SESSION", "export RELAY_HOME"]
+        "export RELAY_PEER", "export RELAY_SESSION", "export RELAY_HOME"] + (
+        ["export RELAY_DATABASE_URL"] if relay.url else [])  # design.md §13
     flat = " ".join(r.err.split())
     assert rid in flat and "now delivery_unknown" in flat, r.err
     assert "relay resolve ID --outcome completed|failed|requeue" in flat
