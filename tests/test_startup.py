@@ -49,6 +49,19 @@ def test_help_and_send_help_import_neither(relay):
         assert heavy == set(), (args, heavy)
 
 
+def test_root_help_and_relay_id_import_no_store_module(relay):
+    """Neither reaches the database, so neither pays for the store's import (its SQL
+    modules), not even to forget a --database-url after the call."""
+    for args in (["--help"], ["id"]):
+        p = subprocess.run([sys.executable, "-X", "importtime", "-m", "relay_cli", *args],
+                           capture_output=True, env=relay._env(None), cwd=ROOT, timeout=60)
+        assert p.returncode == 0, p.stderr
+        loaded = [line.rsplit("|", 1)[1].strip() for line in
+                  p.stderr.decode("utf-8", "replace").splitlines()
+                  if line.startswith("import time:") and "|" in line]
+        assert [m for m in loaded if m.startswith("relay_cli.store")] == [], args
+
+
 def test_send_to_a_peer_imports_neither(relay):
     alice, _ = relay.join("alice"), relay.join("bob")
     env = relay._env(alice)

@@ -328,9 +328,11 @@ def run(argv: list[str] | None = None) -> int:
     finally:
         while _OPEN:
             _OPEN.pop().close()
-        from ..store.url import set_database_url
-
-        set_database_url(None)
+        # --database-url is forgotten after the call; a call that never reached the store
+        # (--help, id, guide) never imported it, and need not pay for the import now.
+        url = sys.modules.get(f"{__package__.rpartition('.')[0]}.store.url")
+        if url is not None:
+            url.set_database_url(None)
 
 
 def _closed_streams(argv: list[str]) -> int | None:
