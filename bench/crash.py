@@ -269,7 +269,9 @@ def _retry_claim(spec: Spec, home: Path, d: Path, finished: bool) -> list[str]:
     r = relay(home, *spec.argv, env=spec.env)
     if state == "queued" and (r.code != 0 or r.json["id"] != spec.rid):
         return [f"claim after an interrupted claim: exit {r.code} {r.err[-200:]}"]
-    if state == "delivered" and (r.code != 75 or r.error_code != "nothing_to_claim"):
+    if state == "delivered" and (r.code != 0 or r.json["id"] != spec.rid
+                                 or r.json["duplicate"] is not True):
+        # the session holds it unacknowledged: a retry gets the same one (design.md §6)
         return [f"second claim of a claimed request: exit {r.code} {r.out[-200:]}"]
     return []
 

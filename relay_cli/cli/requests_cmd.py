@@ -410,6 +410,8 @@ def claim(
     """Take the oldest queued request for me and show its text.
 
     First in, first out; the request becomes delivered. Needs an active session. Exit 75 (nothing_to_claim) when nothing came.
+
+    While this session holds a request it claimed and has not acked, claim returns that one again (duplicate: true), so a retry after a lost answer never takes a second one: ack it to take the next.
     """
     env = Env(json_, home, as_, session)
     lease_s = duration(lease, clock.CLAIM_LEASE, "--lease", lifecycle.DEFAULT_CLAIM_LEASE_S)
@@ -425,6 +427,9 @@ def claim(
     if env.json:
         env.out.json(obj)
     else:
+        if obj.get("duplicate"):
+            env.out.line("this session claimed it already and has not acked it; here it is "
+                         "again (ack it to take the next one)")
         render_full(env.out, obj, clock.now_ms())
         env.out.para(f"next: relay ack {obj['id']}")
         env.out.para(f"then: relay reply {obj['id']} - <<'EOF' ... EOF   (or relay reject/fail)")
