@@ -384,8 +384,10 @@ def ledger_resolve(
     It is recorded as person:<user>. Check first whether the command's effect happened. `forget` keeps the entry as
     `forgotten` until the key is used again, which then runs the command again (an entry
     made with --approve then waits for a person's approval again). Entries made with
-    --approve, or denied, can only be settled from a terminal (approval_needs_terminal):
-    that stops accidents and habits, not a program that fakes a terminal.
+    --approve, or denied, and running entries of another host that stopped renewing them
+    (relay cannot see whether the command still runs there), can only be settled from a
+    terminal (approval_needs_terminal): that stops accidents and habits, not a program
+    that fakes a terminal.
     """
     env = Env(json_, home)
     ledger.validate_key(key)
