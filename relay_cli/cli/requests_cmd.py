@@ -21,6 +21,7 @@ from .app import (
     PeerOpt,
     SessionOpt,
     StatesOpt,
+    WholeNumber,
     app,
     duration,
     examples,
@@ -79,7 +80,7 @@ OnLostOpt = Annotated[
 ]
 MaxAttemptsOpt = Annotated[
     int,
-    typer.Option("--max-attempts", metavar="N",
+    typer.Option("--max-attempts", metavar="N", click_type=WholeNumber("--max-attempts"),
                  help="Claims allowed with --on-lost redeliver "
                  "({}-{}).".format(*lifecycle.MAX_ATTEMPTS_RANGE)),
 ]
@@ -268,8 +269,8 @@ def list_(
     to: Annotated[Optional[str], PeerOpt("--to", "Only to PEER.")] = None,
     from_: Annotated[Optional[str], PeerOpt("--from", "Only from PEER.")] = None,
     limit: Annotated[
-        int, typer.Option("--limit", metavar="N", min=1, max=1_000_000_000,
-                          help="At most N rows.")
+        int, typer.Option("--limit", metavar="N", click_type=WholeNumber("--limit", 1, 1_000_000_000),
+                          help="At most N rows (1-1000000000).")
     ] = 50,
     all_: Annotated[bool, typer.Option("--all", help="No limit.")] = False,
     json_: JsonOpt = False,
