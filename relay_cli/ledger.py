@@ -282,6 +282,17 @@ def wait_for_decision(store, key: str, argv: list[str], cwd: str, *, idempotent:
 
 
 # --------------------------------------------------------------------------- inspect, settle
+def shown_here(obj: dict) -> bool:
+    """Was the entry (its public object) started on this host, where relay can look?"""
+    return obj["host"] is None or obj["host"] == this_host()
+
+
+def reruns_by_itself(obj: dict) -> bool:
+    """Does the next call run this effect_unknown entry again, with no person needed? Only
+    an --idempotent one of this host: another host's may still be running (design.md §13)."""
+    return bool(obj.get("idempotent")) and shown_here(obj)
+
+
 def list_entries(store, states: list[str] | None = None) -> list[dict]:
     """Entries (no captured output), filtered by their shown state (effect_unknown too)."""
     wanted = validate_states(states)
@@ -391,6 +402,6 @@ def deny(store, now: int, key: str, note: str | None) -> dict:
 __all__ = [
     "DEFAULT_APPROVAL_WAIT_S", "OUTCOMES", "SETTLE", "STATES", "EntryError", "approve", "awaiting",
     "begin", "command_text", "deny", "entry_object", "fingerprint", "list_entries",
-    "needs_terminal", "resolve", "running_values", "show", "this_host", "validate_cwd",
-    "validate_key", "validate_outcome", "validate_states", "wait_for_decision",
+    "needs_terminal", "reruns_by_itself", "resolve", "running_values", "show", "shown_here",
+    "this_host", "validate_cwd", "validate_key", "validate_outcome", "validate_states", "wait_for_decision",
 ]

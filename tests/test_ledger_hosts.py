@@ -148,3 +148,13 @@ def test_once_whose_outcome_commit_answer_was_lost_recognises_its_own_outcome(
     assert stored["state"] == "succeeded" and stored["resolution"] is None
     assert relay("once", "--key", "out", "--json", "--", *cmd).json["replayed"] is True
     assert runs(path) == 1
+
+
+def test_ledger_show_and_watch_say_another_hosts_stale_entry_needs_a_person(relay):
+    assert relay("once", "--key", "far", "--idempotent", "--", "true").code == 0
+    _as_another_host(relay, "far")
+    relay.move_clock(31)
+    shown = relay("ledger", "show", "far")
+    assert "host-b stopped renewing it" in shown.out and "runs it again" not in shown.out
+    # an --idempotent entry of this host reruns by itself; one of another host does not
+    assert [e["key"] for e in relay("watch", "--json").json["effect_unknown"]] == ["far"]

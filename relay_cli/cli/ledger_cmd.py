@@ -127,6 +127,10 @@ def _entry_fields(obj: dict, now: int) -> list[tuple[str, object]]:
 
 
 def _unknown_text(obj: dict) -> str:
+    if not ledger.shown_here(obj):
+        return (f"host {obj['host']} stopped renewing it; relay cannot see whether the "
+                "command still runs there. A person who checked that host settles it at a "
+                "terminal: `relay ledger resolve KEY --outcome succeeded|failed|forget`")
     if obj.get("idempotent"):
         return ("relay and the command are gone and the outcome was never recorded; the "
                 "next call with this key runs it again (--idempotent)")
