@@ -288,9 +288,10 @@ def shown_here(obj: dict) -> bool:
 
 
 def reruns_by_itself(obj: dict) -> bool:
-    """Does the next call run this effect_unknown entry again, with no person needed? Only
-    an --idempotent one of this host: another host's may still be running (design.md §13)."""
-    return bool(obj.get("idempotent")) and shown_here(obj)
+    """Does the next call run this effect_unknown entry, with no person needed? One whose
+    command never began executing (no command pid was committed), and an --idempotent one
+    of this host: another host's may still be running (design.md §13)."""
+    return obj["child_pid"] is None or (bool(obj.get("idempotent")) and shown_here(obj))
 
 
 def list_entries(store, states: list[str] | None = None) -> list[dict]:

@@ -78,7 +78,8 @@ MEANING = {
         "host's entry) that the command stopped",
         "exits 11 (`effect_unknown`) and runs nothing; made with --idempotent, runs it "
         "again when it was started on this host (another host's: only after a person "
-        "settled it at a terminal)"),
+        "settled it at a terminal); one whose command pid was never committed never ran, "
+        "and runs"),
     "succeeded": Meaning(
         "the command exited 0, or a person said it succeeded",
         "that its effect is what was intended",

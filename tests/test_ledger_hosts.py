@@ -158,3 +158,12 @@ def test_ledger_show_and_watch_say_another_hosts_stale_entry_needs_a_person(rela
     assert "host-b stopped renewing it" in shown.out and "runs it again" not in shown.out
     # an --idempotent entry of this host reruns by itself; one of another host does not
     assert [e["key"] for e in relay("watch", "--json").json["effect_unknown"]] == ["far"]
+
+
+def test_an_entry_whose_command_never_started_is_not_shown_as_needing_a_person(relay):
+    assert relay("once", "--key", "gate", "--", "true").code == 0
+    _as_another_host(relay, "gate", child_pid=None, child_start=None)
+    relay.move_clock(31)
+    shown = relay("ledger", "show", "gate")
+    assert "never began executing" in shown.out and "the next call" in shown.out
+    assert relay("watch", "--json").json["effect_unknown"] == []

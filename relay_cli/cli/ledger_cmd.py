@@ -127,6 +127,9 @@ def _entry_fields(obj: dict, now: int) -> list[tuple[str, object]]:
 
 
 def _unknown_text(obj: dict) -> str:
+    if obj.get("child_pid") is None:
+        return ("no command pid was committed, so the command never began executing (it "
+                "waits at a gate until then); the next call with this key runs it")
     if not ledger.shown_here(obj):
         return (f"host {obj['host']} stopped renewing it; relay cannot see whether the "
                 "command still runs there. A person who checked that host settles it at a "
