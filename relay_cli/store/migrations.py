@@ -193,6 +193,13 @@ MIGRATIONS: list[str] = [
     CREATE INDEX IF NOT EXISTS wake_waiters_peer ON wake_waiters(peer);
     ALTER TABLE hook_state ADD COLUMN own_prompts TEXT;
     """,
+    # 6: the queue cap (design.md §4) counts a recipient's open requests inside the write
+    # transaction of every send and submit: this index holds only open rows, so the count
+    # reads at most the cap's worth of index entries however many finished requests exist
+    """
+    CREATE INDEX IF NOT EXISTS requests_open_to ON requests(to_peer)
+        WHERE state IN ('queued', 'delivered', 'acknowledged');
+    """,
 ]
 
 LATEST = len(MIGRATIONS)
