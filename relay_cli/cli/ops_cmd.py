@@ -91,85 +91,179 @@ def _open(home):
 # ------------------------------------------------------------------ doctor
 @app.command(epilog=examples(
     'relay doctor',
-    'relay doctor --fix',
+    'relay doctor -v',
+    'relay doctor --fix --home ~/.local/state/relay',
 ))
 def doctor(
     fix: Annotated[
-        bool, typer.Option("--fix", help="Tighten modes that are too open (dir 0700, files "
-                           "0600); never follows or replaces a symlink.")
+        bool, typer.Option("--fix", help="Set the modes relay needs (dir 0700, files 0600): "
+                           "tightens what is too open, gives back your own read and write; "
+                           "never follows or replaces a symlink.")
+    ] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="On a terminal, every check in full, not "
+                           "one line per area.")
     ] = False,
     json_: JsonOpt = False,
     home: HomeOpt = None,
 ) -> int:
     """Health report of the state directory and database.
 
-    It creates nothing; --fix only tightens modes.
+    On a terminal: one line per area, then each problem with the one command that fixes
+    or settles it (runnable as printed: it names the same --home and --database-url), so
+    the problems are on the last screen. It creates nothing; --fix only sets modes.
     Exit status 7 when any check fails, else 0.
     """
+    import os
+
     from .. import doctor as doctor_
     from ..store import resolve_home
 
     out = Output(json_)
-    report = doctor_.diagnose(resolve_home(home), fix=fix)
+    given = bool(home) or bool(os.environ.get("RELAY_HOME"))
+    report = doctor_.diagnose(resolve_home(home), fix=fix, home_given=given)
     if json_:
         out.json(report.to_dict())
         return report.exit_code
     for line in report.fixed:
         out.para(f"fixed: {line}" if not line.startswith("not changed") else line)
     if fix and not report.fixed:
-        out.line("fixed: nothing needed tightening")
-    _render_report(out, report)
+        out.line("fixed: nothing needed changing")
+    _render_report(out, report, verbose)
     return report.exit_code
 
 
-def _render_report(out: Output, report) -> None:
-    """Problems first, each with its whole detail and the command that fixes it; one line
-    per ok check (design.md §11). Not on a terminal: a plain table, every detail whole."""
+def _render_report(out: Output, report, verbose: bool = False) -> None:
+    """design.md §11. On a terminal: one line per area (every check with -v), then the
+    problems, each whole with the command that fixes it on a `→` line, then the counts:
+    what a person must act on is what stays on the screen when doctor ends. When the
+    problems written in full would not fit the terminal's height, each takes one line (its
+    detail cut) and its command. Not on a terminal: a plain table, every detail whole, in
+    the same order."""
     from .. import doctor as doctor_
 
-    checks = report.problems_first()
     counts = report.counts()
-    summary = (f"{counts['fail']} fail, {counts['warn']} warn, {counts['ok']} ok"
-               + (" (problems first)" if counts["fail"] + counts["warn"] else ""))
+    problems = report.problems()
+    summary = f"relay doctor: {counts['fail']} fail, {counts['warn']} warn, {counts['ok']} ok"
+    oks = [c for c in report.checks if c.status == doctor_.OK]
     if not out.terminal:
         out.table(["status", "check", "detail"],
-                  [[c.status, c.name, c.to_dict()["detail"]] for c in checks])
+                  [[c.status, c.name, c.to_dict()["detail"]] for c in oks + problems])
         out.line(summary)
+        if report.facts.get("commands_note"):
+            out.line(f"note: {report.facts['commands_note']}")
         return
     from rich.text import Text
 
-    from ..output import ASCII_GLYPHS, DOCTOR_STYLES, GAP, GLYPHS, fit, inert_line, wrap
+    from ..output import (
+        ASCII_GLYPHS,
+        DOCTOR_STYLES,
+        GAP,
+        GLYPHS,
+        fit,
+        inert_line,
+        terminal_size,
+        wrap,
+    )
 
     glyphs, arrow = (GLYPHS, "\u2192 ") if out.unicode else (ASCII_GLYPHS, "-> ")
-    heads = [f"{glyphs[c.status]} {c.status}" for c in checks]
-    status_w = max(len(h) for h in heads)
-    indent = " " * (status_w + GAP)
-    inner = max(12, out.width - len(indent))
-    name_w = min(max(len(c.name) for c in checks if c.status == doctor_.OK), NAME_WIDTH) \
-        if counts["ok"] else 0
+    width, rows = out.width, terminal_size(out.stdout)[1]
     bold = "bold" if out.color else ""
-    lines = [Text(f"relay doctor: {summary}", style=bold)]
-    for check, head in zip(checks, heads, strict=True):
-        line = Text(head.ljust(status_w) + " " * GAP,
-                    style=DOCTOR_STYLES[check.status] if out.color else "")
-        name, detail = inert_line(check.name), inert_line(check.detail)
-        if check.status == doctor_.OK:  # a fact: one line
-            line.append(fit(name, name_w, out.ellipsis).ljust(name_w) + " " * GAP)
-            lines.append(line + Text(fit(detail, inner - name_w - GAP, out.ellipsis)))
+
+    def head(status: str, label: str, w: int) -> Text:
+        return Text(f"{glyphs[status]} {label}".ljust(w) + " " * GAP,
+                    style=DOCTOR_STYLES[status] if out.color else "")
+
+    # one line per area; with -v, every ok check under its area, whole
+    groups = report.groups()
+    group_w = 2 + max(len(g) for g, _, _ in groups)
+    top: list = []
+    for group, status, text in groups:
+        top.append(head(status, group, group_w) + Text(
+            fit(inert_line(text), width - group_w - GAP, out.ellipsis)))
+        if verbose:
+            indent = " " * (group_w + GAP)
+            for c in (c for c in oks if c.group == group):
+                first, *rest = wrap(f"{c.name}: {inert_line(c.detail)}", width - len(indent),
+                                    out.ellipsis)
+                top += [Text(indent + first)] + [Text(indent + "  " + ln) for ln in rest]
+
+    # the problems, each with its command
+    status_w = 2 + len("fail")
+    indent = " " * (status_w + GAP)
+    inner = max(12, width - len(indent))
+
+    def command(fix: str) -> list:
+        return [Text(indent + ln, style=bold) for ln in _command_lines(arrow + inert_line(fix),
+                                                                         inner)]
+
+    def full() -> list:
+        lines = []
+        for c in problems:
+            first, *rest = wrap(f"{c.name}: {inert_line(c.detail)}", inner, out.ellipsis)
+            lines.append(head(c.status, c.status, status_w) + Text(first, style=bold))
+            lines += [Text(indent + more) for more in rest]
+            if c.fix:
+                lines += command(c.fix)
+        return lines
+
+    def compact() -> list:  # one line each; problems with one command share its lines
+        lines, seen = [], {}
+        for c in problems:
+            key = (c.status, c.fix) if c.fix else (c.status, id(c))
+            seen.setdefault(key, []).append(c)
+        for (status, _), same in seen.items():
+            names = ", ".join(c.name for c in same)
+            text = f"{names}: {same[0].detail}" if len(same) == 1 else \
+                f"{names}: {'; '.join(c.detail for c in same)}"
+            lines.append(head(status, status, status_w)
+                         + Text(fit(inert_line(text), inner, out.ellipsis), style=bold))
+            if same[0].fix:
+                lines += command(same[0].fix)
+        return lines
+
+    more = report.cmd("doctor -v")
+    tail = [Text(summary, style=bold)]
+    if report.facts.get("commands_note"):
+        tail += [Text(ln) for ln in wrap(f"note: {report.facts['commands_note']}", width,
+                                         out.ellipsis)]
+    body = full()
+    if not verbose and len(body) + len(tail) > rows - 1:  # the prompt takes the last row
+        body = compact()
+        tail[0] = Text(f"{summary}; each problem in full: {more}", style=bold)
+        tail[0:1] = [Text(ln, style=bold) for ln in _command_lines(tail[0].plain, width)]
+    out.print_lines(top + body + tail)
+
+
+def _command_lines(text: str, width: int) -> list[str]:
+    """A command wrapped between shell words into lines that end with ` \\`, so that the
+    lines pasted together run as one command; a word is never cut (a long path may run
+    past the width and the terminal wraps it)."""
+    words, line, lines = _shell_words(text), "", []
+    for w in words:
+        if line and len(line) + 1 + len(w) + 2 > width:
+            lines.append(line + " \\")
+            line = "  " + w
+        else:
+            line = f"{line} {w}" if line else w
+    return lines + [line]
+
+
+def _shell_words(text: str) -> list[str]:
+    """``text`` split at spaces outside quotes (the quoting kept as written)."""
+    words, word, quote = [], "", None
+    for ch in text:
+        if quote:
+            quote = None if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch == " ":
+            if word:
+                words.append(word)
+            word = ""
             continue
-        # a problem: its whole detail, then the command that fixes it
-        first, *rest = wrap(f"{name}: {detail}", inner, out.ellipsis)
-        lines.append(line + Text(first, style=bold))
-        lines += [Text(indent + more) for more in rest]
-        if check.fix:
-            steps = wrap(inert_line(check.fix), inner - len(arrow), out.ellipsis)
-            lines += [Text(indent + (arrow if i == 0 else " " * len(arrow)) + step, style=bold)
-                      for i, step in enumerate(steps)]
-    lines.append(Text(summary, style=bold))
-    out.print_lines(lines)
-
-
-NAME_WIDTH = 18  # the name column of ok checks on a terminal
+        word += ch
+    return words + ([word] if word else [])
 
 
 # ------------------------------------------------------------------ prune
