@@ -75,10 +75,10 @@ class Check:
 
 @dataclass
 class Scope:
-    """Which home and database this run checked, as the caller chose them, so that every
-    command doctor prints names the same ones when pasted into the same shell: ``--home``
-    when one was given (by --home or RELAY_HOME), ``--database-url`` on PostgreSQL, never
-    with a password in it (design.md §11)."""
+    """Which home or database this run checked, as the caller chose them, so that every
+    command doctor prints names the same one when pasted into the same shell: ``--home``
+    when one was given (by --home or RELAY_HOME); on PostgreSQL ``--database-url`` instead
+    (the home holds no requests then), never with a password in it (design.md §11)."""
 
     home: Path
     home_given: bool = False
@@ -86,14 +86,11 @@ class Scope:
     url_note: str | None = field(default=None, init=False)
 
     def words(self, home: Path | None = None) -> str:
-        parts = []
+        if self.url:  # the home holds no requests then: the URL names the database
+            return f"--database-url {self.url_word()}"
         if home is not None:
-            parts.append(f"--home {shlex.quote(str(home))}")
-        elif self.home_given:
-            parts.append(f"--home {shlex.quote(str(self.home))}")
-        if self.url:
-            parts.append(f"--database-url {self.url_word()}")
-        return " ".join(parts)
+            return f"--home {shlex.quote(str(home))}"
+        return f"--home {shlex.quote(str(self.home))}" if self.home_given else ""
 
     def url_word(self) -> str:
         """The URL as one shell word: itself, or without its password when libpq finds
@@ -668,8 +665,7 @@ def _with_sslmode(report: Report) -> str:
         word = f'"${{RELAY_DATABASE_URL:?export the database URL first}}{sep}sslmode=verify-full"'
     else:
         word = shlex.quote(f"{shlex.split(word)[0]}{sep}sslmode=verify-full")
-    home = f" --home {shlex.quote(str(report.home))}" if report.scope.home_given else ""
-    return f"relay doctor --database-url {word}{home}"
+    return f"relay doctor --database-url {word}"
 
 
 def _loopback(host: str) -> bool:

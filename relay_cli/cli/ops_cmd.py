@@ -184,8 +184,8 @@ def _render_report(out: Output, report, verbose: bool = False) -> None:
         if verbose:
             indent = " " * (group_w + GAP)
             for c in (c for c in oks if c.group == group):
-                first, *rest = wrap(f"{c.name}: {inert_line(c.detail)}", width - len(indent),
-                                    out.ellipsis)
+                first, *rest = _wrap_whole(f"{c.name}: {inert_line(c.detail)}",
+                                           width - len(indent))
                 top += [Text(indent + first)] + [Text(indent + "  " + ln) for ln in rest]
 
     # the problems, each with its command
@@ -228,11 +228,24 @@ def _render_report(out: Output, report, verbose: bool = False) -> None:
         tail += [Text(ln) for ln in wrap(f"note: {report.facts['commands_note']}", width,
                                          out.ellipsis)]
     body = full()
-    if not verbose and len(body) + len(tail) > rows - 1:  # the prompt takes the last row
-        body = compact()
-        tail[0] = Text(f"{summary}; each problem in full: {more}", style=bold)
-        tail[0:1] = [Text(ln, style=bold) for ln in _command_lines(tail[0].plain, width)]
+    if not verbose and _rows(body + tail, width) > rows - 1:  # the prompt takes a row
+        body = compact()  # and where to read them whole, above them (it may scroll away)
+        top += [Text(ln) for ln in _command_lines(f"each problem in full: {more}", width)]
     out.print_lines(top + body + tail)
+
+
+def _wrap_whole(text: str, width: int) -> list[str]:
+    """Wrapped between words; a word longer than the line (a path, a URL) stays whole."""
+    import textwrap
+
+    return textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False) or [""]
+
+
+def _rows(lines: list, width: int) -> int:
+    """Terminal rows the lines take (a line wider than the terminal wraps)."""
+    from ..output import cell_len
+
+    return sum(max(1, -(-cell_len(ln.plain) // width)) for ln in lines)
 
 
 def _command_lines(text: str, width: int) -> list[str]:
