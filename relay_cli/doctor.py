@@ -226,7 +226,7 @@ def _summary_home(r: Report) -> str:
     if r.facts.get("backend") == "postgresql":
         return f"{r.home} (not used for requests on PostgreSQL)"
     if all(c.status == OK for c in r.checks if c.group == "home"):
-        return f"{r.home}: safe and writable"
+        return f"safe and writable: {r.home}"
     return str(r.home)
 
 
@@ -234,7 +234,7 @@ def _summary_database(r: Report) -> str:
     f = r.facts
     parts = []
     if f.get("database_url"):
-        parts.append(f"PostgreSQL {f.get('server_version') or ''}".strip())
+        parts.append(f"PostgreSQL {(f.get('server_version') or '').split(' ')[0]}".strip())
     if f["schema_version"] is not None:
         parts.append(f"schema {f['schema_version']} (newest {f['schema_supported']})")
     if f.get("quick_check"):

@@ -188,50 +188,55 @@ def _render_report(out: Output, report, verbose: bool = False) -> None:
                                            width - len(indent))
                 top += [Text(indent + first)] + [Text(indent + "  " + ln) for ln in rest]
 
-    # the problems, each with its command
+    # the problems: those that share one command are listed together, above it
     status_w = 2 + len("fail")
     indent = " " * (status_w + GAP)
     inner = max(12, width - len(indent))
+    shared: dict = {}
+    for c in problems:
+        shared.setdefault((c.status, c.fix) if c.fix else (c.status, id(c)), []).append(c)
 
-    def command(fix: str) -> list:
-        return [Text(indent + ln, style=bold) for ln in _command_lines(arrow + inert_line(fix),
-                                                                         inner)]
+    def command(fix: str | None) -> list:
+        if not fix:
+            return []
+        return [Text(indent + ln, style=bold)
+                for ln in _command_lines(arrow + inert_line(fix), inner)]
 
-    def full() -> list:
+    def whole(checks) -> list:  # each detail whole, wrapped between words
         lines = []
-        for c in problems:
+        for c in checks:
             first, *rest = wrap(f"{c.name}: {inert_line(c.detail)}", inner, out.ellipsis)
             lines.append(head(c.status, c.status, status_w) + Text(first, style=bold))
             lines += [Text(indent + more) for more in rest]
-            if c.fix:
-                lines += command(c.fix)
-        return lines
+        return lines + command(checks[0].fix)
 
-    def compact() -> list:  # one line each; problems with one command share its lines
-        lines, seen = [], {}
-        for c in problems:
-            key = (c.status, c.fix) if c.fix else (c.status, id(c))
-            seen.setdefault(key, []).append(c)
-        for (status, _), same in seen.items():
-            names = ", ".join(c.name for c in same)
-            text = f"{names}: {same[0].detail}" if len(same) == 1 else \
-                f"{names}: {'; '.join(c.detail for c in same)}"
-            lines.append(head(status, status, status_w)
-                         + Text(fit(inert_line(text), inner, out.ellipsis), style=bold))
-            if same[0].fix:
-                lines += command(same[0].fix)
-        return lines
+    def one_line(checks) -> list:  # the names and the start of the detail
+        text = f"{', '.join(c.name for c in checks)}: {checks[0].detail}"
+        return [head(checks[0].status, checks[0].status, status_w)
+                + Text(fit(inert_line(text), inner, out.ellipsis), style=bold)] \
+            + command(checks[0].fix)
 
-    more = report.cmd("doctor -v")
     tail = [Text(summary, style=bold)]
     if report.facts.get("commands_note"):
         tail += [Text(ln) for ln in wrap(f"note: {report.facts['commands_note']}", width,
                                          out.ellipsis)]
-    body = full()
-    if not verbose and _rows(body + tail, width) > rows - 1:  # the prompt takes a row
-        body = compact()  # and where to read them whole, above them (it may scroll away)
-        top += [Text(ln) for ln in _command_lines(f"each problem in full: {more}", width)]
-    out.print_lines(top + body + tail)
+    entries = [[whole(checks), one_line(checks)] for checks in shared.values()]
+    chosen = [full for full, _ in entries]
+    more = [Text(ln) for ln in _command_lines(f"each problem in full: "
+                                              f"{report.cmd('doctor -v')}", width)]
+    budget = rows - 1 - _rows(tail, width)  # the shell's prompt takes the last row
+    if not verbose and _rows([ln for e in chosen for ln in e], width) > budget:
+        # all on one line each, then whole again, in order, as long as everything fits:
+        # with the area lines on the screen too when there is room for that
+        chosen = [short for _, short in entries]
+        if _rows(top + more + [ln for e in chosen for ln in e], width) <= budget:
+            budget -= _rows(top + more, width)
+        for i, (full, short) in enumerate(entries):
+            used = _rows([ln for e in chosen for ln in e], width)
+            if used - _rows(short, width) + _rows(full, width) <= budget:
+                chosen[i] = full
+        top += more
+    out.print_lines(top + [ln for e in chosen for ln in e] + tail)
 
 
 def _wrap_whole(text: str, width: int) -> list[str]:
