@@ -339,8 +339,8 @@ def _check_queue(store, to: str) -> None:
     if cap and store.count_open_to(to, cap) >= cap:
         raise RelayError(
             "capacity_exceeded",
-            f"{to!r} has {cap} open requests (queued, delivered or acknowledged), its queue "
-            "cap; nothing was queued",
+            f"{to!r} has {cap} open requests (queued, delivered or acknowledged): its queue "
+            "is full",
             retry_after=QUEUE_RETRY_AFTER_S,
         )
 
