@@ -287,3 +287,28 @@ def test_a_password_in_the_url_is_never_printed_in_a_command(world, tmp_path):
     assert rid in p.stdout  # the same database: the request, now delivery_unknown
     p = paste(relay, fix, tmp_path)  # not exported: the shell refuses, relay never runs
     assert p.returncode != 0 and "export the database URL first" in p.stderr
+
+
+@pytest.mark.postgres_only
+def test_a_password_that_pgpass_supplies_is_left_out_of_a_runnable_url(world, tmp_path):
+    """When ~/.pgpass (here PGPASSFILE) has the URL's password, the commands carry the URL
+    without it, and they connect as printed."""
+    from urllib.parse import urlsplit
+
+    relay, alice, bob = world
+    rid = relay.send(alice, "bob", "x").json["id"]
+    assert relay("claim", "--id", rid, "--lease", "30s", env=bob).code == 0
+    secret = "Pgpass7Secret"
+    url = f"{relay.url}{'&' if '?' in relay.url else '?'}password={secret}"
+    parts = urlsplit(relay.url)
+    passfile = tmp_path / "pgpass"
+    passfile.write_text(f"*:*:{parts.path.lstrip('/')}:*:{secret}\n")
+    passfile.chmod(0o600)
+    r = relay("doctor", "--json", env={"RELAY_DATABASE_URL": url, "PGPASSFILE": str(passfile),
+                                       "RELAY_TIME_OFFSET": "60"})
+    assert secret not in r.out
+    fix = next(c["fix"] for c in r.json["checks"] if c["name"] == "claim_leases")
+    assert "RELAY_DATABASE_URL" not in fix and "--database-url 'postgresql://" in fix
+    p = paste(relay, f"RELAY_TIME_OFFSET=60 PGPASSFILE={passfile} {fix}", tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert rid in p.stdout
