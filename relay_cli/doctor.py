@@ -599,6 +599,10 @@ def _failed(report: Report, name: str, err: RelayError, message: str | None = No
         names = [f"{DB_NAME}{s}" for s in ("", *COMPANIONS)
                  if os.path.lexists(report.home / f"{DB_NAME}{s}")]
         detail, fix = f"{detail}; {CORRUPT}", _aside(report.home, names or [DB_NAME])
+    elif err.code == "database_corrupt":  # PostgreSQL: another program's tables there
+        detail = (f"{detail}; give relay a database of its own (an empty one), or look at "
+                  "what is in this one")
+        fix = f"psql {report.scope.url_word()} -c '\\dt'"
     elif err.code == "schema_too_new":
         detail, fix = f"{detail}; upgrade relay, never downgrade the database", UPGRADE
     elif err.code in ("busy", "database_unavailable"):

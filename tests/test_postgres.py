@@ -233,6 +233,11 @@ def test_a_database_with_tables_named_like_relays_is_refused_unchanged(empty_db)
     assert (r.code, r.error["code"]) == (7, "database_corrupt")
     assert empty_db.sql("SELECT * FROM requests") == [(1, "theirs")]
     assert empty_db.sql("SELECT to_regclass('relay_schema') IS NULL") == [(True,)]
+    # doctor fails it and names a command that shows what is in that database
+    check = next(c for c in empty_db("doctor", "--json").json["checks"]
+                 if c["name"] == "schema")
+    assert check["status"] == "fail" and check["fix"].startswith("psql ")
+    assert check["fix"].endswith(" -c '\\dt'")
 
 
 def test_doctor_on_an_empty_database_creates_nothing(empty_db):
