@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import os
 import platform
+import shlex
 import sqlite3
 import stat
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import __version__, clock, peers
 from .errors import RelayError
+from .limits import QUEUE_WARN_FRACTION
 from .output import size as _size
-from .states import MEANING, SETTLE, STATES
+from .states import MEANING, STATES
 
 # a home without relay.db yet: as fresh as a missing home (design.md §11)
 NO_DB_YET = ("not created yet; the first relay command that uses the home creates it, "
@@ -30,25 +32,115 @@ OK, WARN, FAIL = "ok", "warn", "fail"
 SYNCHRONOUS = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
 COMPANIONS = ("-wal", "-shm")
 
+# The areas a person reads the report by: on a terminal each is one line unless asked for
+# in full (`-v`), and its problems follow (design.md §11). A check belongs to the area of
+# its name (before any ``:NAME``).
+GROUPS = {
+    "relay": ("relay_version", "python", "sqlite", "time_offset", "queue_cap"),
+    "home": ("state_dir", "db_file", "wal_file", "shm_file", "writable"),
+    "database": ("database", "schema", "quick_check", "journal_mode", "synchronous", "db_size",
+                 "tables", "database_url", "reachable", "server", "synchronous_commit", "tls",
+                 "clock"),
+    "work": ("requests", "delivery_unknown", "ledger", "approvals", "stale_drafts",
+             "lapsed_sessions", "lapsed", "claim_leases", "reply_deadlines", "queues", "queue"),
+    "peers": ("peers", "wakeup"),
+}
+_GROUP_OF = {name: group for group, names in GROUPS.items() for name in names}
+
+
+def group_of(name: str) -> str:
+    return _GROUP_OF.get(name.split(":", 1)[0], "relay")
+
 
 @dataclass
 class Check:
-    """One line of the report. ``fix`` is the command (or step) that repairs a problem;
-    JSON carries it at the end of ``detail``."""
+    """One line of the report. ``fix`` is the one command that repairs or settles a problem,
+    runnable as printed in the caller's shell; JSON carries it as ``fix`` and, as before,
+    at the end of ``detail``."""
 
     name: str
     status: str
     detail: str
     fix: str | None = None
 
+    @property
+    def group(self) -> str:
+        return group_of(self.name)
+
     def to_dict(self) -> dict:
         detail = f"{self.detail}; {self.fix}" if self.fix else self.detail
-        return {"name": self.name, "status": self.status, "detail": detail}
+        return {"name": self.name, "status": self.status, "detail": detail,
+                "group": self.group, "fix": self.fix}
+
+
+@dataclass
+class Scope:
+    """Which home or database this run checked, as the caller chose them, so that every
+    command doctor prints names the same one when pasted into the same shell: ``--home``
+    when one was given (by --home or RELAY_HOME); on PostgreSQL ``--database-url`` instead
+    (the home holds no requests then), never with a password in it (design.md §11)."""
+
+    home: Path
+    home_given: bool = False
+    url: str | None = None
+    url_note: str | None = field(default=None, init=False)
+
+    def words(self, home: Path | None = None) -> str:
+        if self.url:  # the home holds no requests then: the URL names the database
+            return f"--database-url {self.url_word()}"
+        if home is not None:
+            return f"--home {shlex.quote(str(home))}"
+        return f"--home {shlex.quote(str(self.home))}" if self.home_given else ""
+
+    def url_word(self) -> str:
+        """The URL as one shell word: itself, or without its password when libpq finds
+        that elsewhere, or else read from $RELAY_DATABASE_URL."""
+        from .store.url import password_of, redact
+
+        if password_of(self.url) is None:
+            return shlex.quote(self.url)
+        if _password_elsewhere(self.url):  # libpq finds it in PGPASSWORD or ~/.pgpass
+            return shlex.quote(redact(self.url))
+        self.url_note = ("the database URL carries a password, which relay never prints: the "
+                         "commands read it from $RELAY_DATABASE_URL (export it first), or put "
+                         "the password in ~/.pgpass")
+        return '"${RELAY_DATABASE_URL:?export the database URL first}"'
+
+
+def _password_elsewhere(url: str) -> bool:
+    """Would libpq find the URL's password without it: PGPASSWORD, or a line of the
+    password file (PGPASSFILE or ~/.pgpass) matching host, port, database and user?"""
+    from urllib.parse import unquote, urlsplit
+
+    if os.environ.get("PGPASSWORD"):
+        return True
+    try:
+        parts = urlsplit(url)
+        host, port = parts.hostname or "localhost", str(parts.port or 5432)
+        user = unquote(parts.username or "") or os.environ.get("PGUSER", "")
+    except ValueError:
+        return False
+    db = unquote(parts.path.lstrip("/")) or user
+    path = os.environ.get("PGPASSFILE") or os.path.expanduser("~/.pgpass")
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read(65536).splitlines()
+    except (OSError, UnicodeDecodeError):
+        return False
+    for line in lines:
+        fields = line.split(":")
+        if line.startswith("#") or len(fields) < 5:
+            continue
+        if all(f in ("*", want) for f, want in zip(fields[:4], (host, port, db, user),
+                                                     strict=True)):
+            return True
+    return False
 
 
 class Report:
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, scope: Scope | None = None) -> None:
         self.home = home
+        self.scope = scope or Scope(home)
         self.checks: list[Check] = []
         self.fixed: list[str] = []
         self.facts: dict = {
@@ -72,6 +164,11 @@ class Report:
     def add(self, name: str, status: str, detail: str, fix: str | None = None) -> None:
         self.checks.append(Check(name, status, detail, fix))
 
+    def cmd(self, words: str, home: Path | None = None) -> str:
+        """``relay WORDS`` on the home (or ``home``) and database this run checked."""
+        scope = self.scope.words(home)
+        return f"relay {words}{' ' + scope if scope else ''}"
+
     @property
     def ok(self) -> bool:
         return all(c.status != FAIL for c in self.checks)
@@ -81,25 +178,106 @@ class Report:
         """`relay doctor` exits 0 unless a check fails, then 7 (design.md §11)."""
         return 0 if self.ok else 7
 
+    def problems(self) -> list[Check]:
+        """fail, then warn checks, each in the order they ran."""
+        return [c for c in self.checks if c.status == FAIL] + \
+            [c for c in self.checks if c.status == WARN]
+
     def problems_first(self) -> list[Check]:
         """The checks as a person reads them (design.md §11): fail, then warn, then ok,
         each group in the order the checks ran."""
-        order = {FAIL: 0, WARN: 1, OK: 2}
-        return sorted(self.checks, key=lambda c: order.get(c.status, 0))
+        return self.problems() + [c for c in self.checks if c.status == OK]
 
     def counts(self) -> dict[str, int]:
         return {s: sum(c.status == s for c in self.checks) for s in (OK, WARN, FAIL)}
+
+    def groups(self) -> list[tuple[str, str, str]]:
+        """One line per area (design.md §11): (group, worst status, summary), the summary
+        leading with what a person most needs of it."""
+        lines = []
+        for group in GROUPS:
+            checks = [c for c in self.checks if c.group == group]
+            if not checks:
+                continue
+            warn = sum(c.status == WARN for c in checks)
+            fail = sum(c.status == FAIL for c in checks)
+            status = FAIL if fail else WARN if warn else OK
+            text = _SUMMARIES[group](self)
+            if fail or warn:
+                below = ", ".join(f"{n} {s}" for n, s in ((fail, FAIL), (warn, WARN)) if n)
+                text = f"{below} below; {text}"
+            lines.append((group, status, text))
+        return lines
 
     def to_dict(self) -> dict:
         return {"ok": self.ok, "checks": [c.to_dict() for c in self.checks],
                 "fixed": self.fixed, **self.facts}
 
 
-def diagnose(home: Path, fix: bool = False) -> Report:
+def _summary_relay(r: Report) -> str:
+    f = r.facts
+    parts = [f"relay {__version__}", f"Python {f['python_version']}"]
+    if f.get("backend") == "sqlite":
+        parts.append(f"SQLite {f['sqlite_version']}")
+    return ", ".join(parts)
+
+
+def _summary_home(r: Report) -> str:
+    if r.facts.get("backend") == "postgresql":
+        return f"{r.home} (not used for requests on PostgreSQL)"
+    if all(c.status == OK for c in r.checks if c.group == "home"):
+        return f"safe and writable: {r.home}"
+    return str(r.home)
+
+
+def _summary_database(r: Report) -> str:
+    f = r.facts
+    parts = []
+    if f.get("database_url"):
+        parts.append(f"PostgreSQL {(f.get('server_version') or '').split(' ')[0]}".strip())
+    if f["schema_version"] is not None:
+        parts.append(f"schema {f['schema_version']} (newest {f['schema_supported']})")
+    if f.get("quick_check"):
+        parts.append(f"quick_check {f['quick_check']}")
+    if f["journal_mode"] and f["journal_mode"] != "postgresql":
+        parts.append(f["journal_mode"])
+    if f["db_bytes"] is not None:
+        parts.append(_size(f["db_bytes"]))
+    if f.get("database_url"):
+        parts.append(f["database_url"])
+    return ", ".join(parts) or "not opened"
+
+
+def _summary_work(r: Report) -> str:
+    by_state = r.facts["requests_by_state"]
+    if by_state is None:
+        return "not read"
+    open_ = sum(by_state.get(s, 0) for s in ("queued", "delivered", "acknowledged"))
+    parts = [f"{sum(by_state.values())} requests", f"{open_} open"]
+    if by_state.get("delivery_unknown"):
+        parts.append(f"{by_state['delivery_unknown']} delivery_unknown")
+    return ", ".join(parts)
+
+
+def _summary_peers(r: Report) -> str:
+    active = r.facts["active_peers"] or []
+    if not active:
+        return "no active sessions"
+    from collections import Counter
+
+    ways = Counter(p["wakeup"] for p in active)
+    return f"{len(active)} active; wakeup: " + ", ".join(f"{v} {n}" for v, n in ways.items())
+
+
+_SUMMARIES = {"relay": _summary_relay, "home": _summary_home, "database": _summary_database,
+              "work": _summary_work, "peers": _summary_peers}
+
+
+def diagnose(home: Path, fix: bool = False, home_given: bool = False) -> Report:
     from .store import LATEST_SCHEMA, database_url
 
     url = database_url()
-    report = Report(home)
+    report = Report(home, Scope(home, home_given, url))
     report.facts["schema_supported"] = LATEST_SCHEMA
     report.facts["backend"] = "postgresql" if url else "sqlite"
     report.add("relay_version", OK, f"relay {__version__}")
@@ -107,15 +285,37 @@ def diagnose(home: Path, fix: bool = False) -> Report:
     if url is None:
         report.add("sqlite", OK, f"SQLite {sqlite3.sqlite_version}")
     now = _now(report)
+    _check_queue_cap(report)
     if url is not None:
         _check_postgres(home, url, report)
-        return report
-    if fix:
-        _fix_modes(home, report)
-    if not _check_paths(home, report):
-        return report
-    _check_database(home, report, now)
+    else:
+        if fix:
+            _fix_modes(home, report)
+        if _check_paths(home, report):
+            _check_database(home, report, now)
+    if report.scope.url_note:
+        report.facts["commands_note"] = report.scope.url_note
     return report
+
+
+def _check_queue_cap(report: Report) -> None:
+    from .lifecycle import queue_cap
+
+    try:
+        cap = queue_cap()
+    except RelayError as e:
+        report.facts["queue_cap"] = None
+        report.add("queue_cap", FAIL, f"{e.message}; every send and submit refuses to run "
+                   "(usage_error)", fix="unset RELAY_QUEUE_CAP")
+        return
+    report.facts["queue_cap"] = cap
+    if not cap:
+        report.add("queue_cap", OK, "none (RELAY_QUEUE_CAP=0): a recipient's queue may grow "
+                   "without bound")
+    else:
+        source = "RELAY_QUEUE_CAP" if os.environ.get("RELAY_QUEUE_CAP", "").strip() else \
+            "the default"
+        report.add("queue_cap", OK, f"{cap} open requests per recipient ({source})")
 
 
 # ------------------------------------------------------------------------ clock
@@ -127,19 +327,35 @@ def _now(report: Report) -> int:
     try:
         offset = clock.offset_seconds()
     except RelayError as e:
-        report.add("time_offset", FAIL, f"{e.message}; every relay command will refuse to run")
+        report.add("time_offset", FAIL, f"{e.message}; every relay command will refuse to run",
+                   fix="unset RELAY_TIME_OFFSET")
         return int(time.time() * 1000)
     report.add("time_offset", WARN,
                f"RELAY_TIME_OFFSET={raw}: relay's clock is shifted by {offset:g} s "
-               f"({clock.human_duration(abs(offset))} {'ahead' if offset >= 0 else 'behind'})",
-               fix="unset RELAY_TIME_OFFSET (it is for tests and rehearsals)")
+               f"({clock.human_duration(abs(offset))} {'ahead' if offset >= 0 else 'behind'}); "
+               "it is for tests and rehearsals", fix="unset RELAY_TIME_OFFSET")
     return clock.now_ms()
 
 
 # ------------------------------------------------------------------------ files
 def _describe(rep) -> str:
     owner = "you" if not rep.foreign else "NOT you"
-    return f"owner uid {rep.owner_uid} ({owner}), mode {rep.mode:04o}"
+    return f"mode {rep.mode:04o}, owner uid {rep.owner_uid} ({owner})"
+
+
+def _unsafe_dir(report: Report, why: str, fix: str | None) -> None:
+    report.add("database", WARN, f"not opened: {why}; every relay command refuses this home "
+               "with unsafe_state_dir", fix=fix)
+
+
+def _symlink_fix(report: Report, home: Path) -> str:
+    """What to do about a home that is a symlink: relay never follows it, and --fix cannot
+    change that. Check the directory it points to instead (if it is one), or move the link
+    aside so that relay makes a real directory."""
+    target = Path(os.path.realpath(home))
+    if target.is_dir() and target != home:
+        return report.cmd("doctor", home=target)
+    return f"mv -- {shlex.quote(str(home))} {shlex.quote(str(home) + '.link')}"
 
 
 def _check_paths(home: Path, report: Report) -> bool:
@@ -149,35 +365,38 @@ def _check_paths(home: Path, report: Report) -> bool:
     d = inspect_path(home)
     if d.error:
         report.add("state_dir", FAIL, f"{home} cannot be read ({d.error}): it belongs to "
-                   "another user, or lies inside a directory of another user")
-        report.add("database", WARN, "not opened: the state directory is unsafe (see above); "
-                   "every relay command refuses it with unsafe_state_dir")
+                   "another user, or lies inside a directory of another user; use a home of "
+                   "your own", fix=report.cmd("doctor", home=_default_home()))
+        _unsafe_dir(report, "the state directory cannot be read", None)
         return False
     if not d.exists:  # a fresh home is not a problem (design.md §11)
         report.add("state_dir", OK, f"{home}: not created yet; the first relay command that "
                    "uses it creates it (mode 0700), e.g. `relay peers join NAME`")
         report.add("database", OK, "not created yet (created with the state directory)")
         return False
-    problems = []
+    problems, fix = [], None
     if d.is_symlink:
-        problems.append("is a symbolic link (relay never follows it)")
+        problems.append("is a symbolic link, which relay never follows (doctor --fix cannot "
+                        "change that): use the directory it points to if it is yours, or "
+                        "move the link aside")
+        fix = _symlink_fix(report, home)
     elif not d.is_dir:
-        problems.append("is not a directory")
+        problems.append("is not a directory: move it aside")
+        fix = f"mv -- {shlex.quote(str(home))} {shlex.quote(str(home) + '.moved')}"
     if d.foreign:
-        problems.append(f"is owned by uid {d.owner_uid}, not by you (uid {os.geteuid()})")
+        problems.append(f"is owned by uid {d.owner_uid}, not by you (uid {os.geteuid()}): use "
+                        "a home of your own")
     if d.is_dir and not d.is_symlink and d.group_other_access:
-        problems.append(f"has mode {d.mode:04o}: group or others may access it "
-                        "(`relay doctor --fix` sets 0700)")
+        problems.append(f"has mode {d.mode:04o}: group or others may access it")
+        if not d.foreign:
+            fix = report.cmd("doctor --fix")
     if problems:
-        report.add("state_dir", FAIL, f"{home} " + "; ".join(problems),
-                   fix="relay doctor --fix" if d.is_dir and not d.is_symlink and not d.foreign
-                   and d.group_other_access else None)
+        report.add("state_dir", FAIL, f"{home} " + "; ".join(problems), fix=fix)
     else:
         report.add("state_dir", OK, f"{home}: directory, not a symlink, {_describe(d)}")
 
     if d.is_symlink or not d.is_dir:
-        report.add("database", WARN, "not opened: the state directory is unsafe (see above); "
-                   "every relay command refuses it with unsafe_state_dir")
+        _unsafe_dir(report, "the state directory is not a real directory", fix)
         return False
     db_path = home / DB_NAME
     for suffix in ("", *COMPANIONS):
@@ -186,13 +405,16 @@ def _check_paths(home: Path, report: Report) -> bool:
         _check_file(path, name, report, required=not suffix)
 
     if unsafe_reasons(home):
-        report.add("database", WARN, "not opened: the state directory is unsafe (see above); "
-                   "every relay command refuses it with unsafe_state_dir")
+        fixes = [c.fix for c in report.checks if c.status == FAIL and c.fix]
+        _unsafe_dir(report, "the state directory or a file in it is unsafe",
+                    fixes[0] if fixes else None)
         return False
     for suffix in COMPANIONS:
         if inspect_path(Path(f"{db_path}{suffix}")).is_symlink:
-            report.add("database", WARN, f"not opened: {DB_NAME}{suffix} is a symbolic link")
+            report.add("database", WARN, f"not opened: {DB_NAME}{suffix} is a symbolic link",
+                       fix=_aside(home, [f"{DB_NAME}{suffix}"]))
             return False
+    _check_writable(home, db_path, report)
     if not inspect_path(db_path).exists:  # as fresh as a missing home (design.md §11)
         report.add("database", OK, f"{db_path}: {NO_DB_YET}")
         return False
@@ -205,31 +427,81 @@ def _check_file(path: Path, name: str, report: Report, required: bool) -> None:
     f = inspect_path(path)
     if not f.exists:
         if not required:
-            report.add(name, OK, f"{path.name}: absent (normal while no connection is open)")
+            report.add(name, OK, f"{path.name} absent (normal while no connection is open)")
         return
+    aside = _aside(path.parent, [path.name])
     if f.is_symlink:
         report.add(name, FAIL, f"{path} is a symbolic link; relay never follows it: move it "
-                   "aside and ask the person where it points")
+                   "aside and ask the person where it points", fix=aside)
     elif f.foreign:
         report.add(name, FAIL, f"{path} is owned by uid {f.owner_uid}, not by you "
-                   f"(uid {os.geteuid()})")
+                   f"(uid {os.geteuid()}); every relay command refuses it", fix=aside)
     elif f.error:
-        report.add(name, FAIL, f"{path} cannot be read ({f.error})")
+        report.add(name, FAIL, f"{path} cannot be read ({f.error})", fix=aside)
     elif not f.is_regular:
         report.add(name, FAIL, f"{path} is a {f.file_type}, not a regular file; every relay "
-                   "command refuses it (unsafe_state_dir): move it aside")
+                   "command refuses it (unsafe_state_dir): move it aside", fix=aside)
     elif f.group_other_access and required:
         report.add(name, FAIL, f"{path}: mode {f.mode:04o}, expected 0600; every relay "
-                   "command refuses it (unsafe_state_dir)", fix="relay doctor --fix")
+                   "command refuses it (unsafe_state_dir)", fix=report.cmd("doctor --fix"))
     elif f.group_other_access:
         report.add(name, WARN, f"{path}: mode {f.mode:04o}, expected 0600",
-                   fix="relay doctor --fix")
+                   fix=report.cmd("doctor --fix"))
     else:
         report.add(name, OK, f"{path.name}: regular file, not a symlink, {_describe(f)}")
 
 
+def _aside(home: Path, names: list[str]) -> str:
+    """The command that moves ``names`` in ``home`` aside (renamed, never deleted)."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    moves = [f"mv -- {shlex.quote(str(home / n))} {shlex.quote(str(home / n) + '.aside-' + stamp)}"
+             for n in names]
+    return " && ".join(moves)
+
+
+def _default_home() -> Path:
+    import platformdirs
+
+    return Path(platformdirs.user_state_dir("relay"))
+
+
+def _check_writable(home: Path, db_path: Path, report: Report) -> None:
+    """Can this process write where every relay command writes (design.md §11)? A
+    read-only directory or relay.db (a mode without the owner's write bit, a file system
+    mounted read-only) makes every command fail, and doctor, which only reads, would not
+    notice otherwise. ``os.access`` answers for this process (root writes despite modes)."""
+    readonly_fs = False
+    try:
+        readonly_fs = bool(os.statvfs(home).f_flag & os.ST_RDONLY)
+    except OSError:
+        pass
+    if readonly_fs:
+        mount = _mount_point(home)
+        report.add("writable", FAIL, f"{home} is on a file system mounted read-only: every "
+                   "relay command fails when it writes (storage_error), and it writes to apply "
+                   "due deadlines; remount it read-write (as root) or use another home",
+                   fix=f"mount -o remount,rw {shlex.quote(str(mount))}")
+        return
+    bad = [p for p, need in ((home, os.W_OK | os.X_OK), (db_path, os.R_OK | os.W_OK))
+           if os.path.lexists(p) and not os.access(p, need)]
+    if bad:
+        report.add("writable", FAIL, f"{', '.join(str(p) for p in bad)}: not writable by you; "
+                   "every relay command fails when it writes (storage_error), and it writes to "
+                   "apply due deadlines", fix=report.cmd("doctor --fix"))
+    else:
+        report.add("writable", OK, "the state directory and relay.db are writable by you")
+
+
+def _mount_point(path: Path) -> Path:
+    path = Path(os.path.realpath(path))
+    while not os.path.ismount(path) and path != path.parent:
+        path = path.parent
+    return path
+
+
 def _fix_modes(home: Path, report: Report) -> None:
-    """Tighten modes that are too open; never follow or replace a symlink."""
+    """Set the modes relay wants (directory 0700, files 0600): tighten what is too open and
+    give back the owner's read and write; never follow or replace a symlink."""
     from .store import DB_NAME
 
     _tighten(home, 0o700, directory=True, report=report)
@@ -254,7 +526,7 @@ def _tighten(path: Path, mode: int, *, directory: bool, report: Report) -> None:
     try:
         st = os.fstat(fd)
         old = stat.S_IMODE(st.st_mode)
-        if not old & 0o077:
+        if not old & 0o077 and old & 0o700 == mode & 0o700:
             return
         if st.st_uid != os.geteuid():
             report.fixed.append(f"not changed: {path} is owned by uid {st.st_uid}, not by you")
@@ -279,11 +551,10 @@ def _check_database(home: Path, report: Report, now: int) -> None:
     try:
         store = open_store_readonly(home)
     except RelayError as e:
-        report.add("database", FAIL, f"{e.code}: {e.message}")
+        _failed(report, "database", e)
         return
     except sqlite3.Error as e:
-        err = relay_error_from_sqlite(e)
-        report.add("database", FAIL, f"{err.code}: {err.message}")
+        _failed(report, "database", relay_error_from_sqlite(e))
         return
     if store is None:
         report.add("database", OK, NO_DB_YET)
@@ -292,8 +563,7 @@ def _check_database(home: Path, report: Report, now: int) -> None:
         try:
             version = store.pragma("user_version")
         except sqlite3.Error as e:
-            err = relay_error_from_sqlite(e)
-            report.add("database", FAIL, f"{err.code}: {err.message}")
+            _failed(report, "database", relay_error_from_sqlite(e))
             return
         report.add("database", OK, f"{store.db.path}: a SQLite database, opened read-only")
         report.facts["schema_version"] = version
@@ -301,7 +571,7 @@ def _check_database(home: Path, report: Report, now: int) -> None:
             tables = store.table_names()
         except sqlite3.Error as e:
             err = relay_error_from_sqlite(e)
-            report.add("schema", FAIL, f"{err.code}: cannot read the schema ({err.message})")
+            _failed(report, "schema", err, f"cannot read the schema ({err.message})")
             usable = False
         else:
             usable = _check_schema(report, version, bool(tables), LATEST_SCHEMA)
@@ -315,16 +585,42 @@ def _check_database(home: Path, report: Report, now: int) -> None:
         store.close()
 
 
+UPGRADE = "python -m pip install --upgrade relay-cli"
+CORRUPT = ("stop every relay process, move the database aside (the next relay command starts "
+           "an empty one) and restore a backup if you have one")
+
+
+def _failed(report: Report, name: str, err: RelayError, message: str | None = None) -> None:
+    """A check that failed with ``err``, with the command for its code (design.md §11)."""
+    from .store import DB_NAME
+
+    detail, fix = f"{err.code}: {message or err.message}", None
+    if err.code == "database_corrupt" and report.scope.url is None:
+        names = [f"{DB_NAME}{s}" for s in ("", *COMPANIONS)
+                 if os.path.lexists(report.home / f"{DB_NAME}{s}")]
+        detail, fix = f"{detail}; {CORRUPT}", _aside(report.home, names or [DB_NAME])
+    elif err.code == "database_corrupt":  # PostgreSQL: another program's tables there
+        detail = (f"{detail}; give relay a database of its own (an empty one), or look at "
+                  "what is in this one")
+        fix = f"psql {report.scope.url_word()} -c '\\dt'"
+    elif err.code == "schema_too_new":
+        detail, fix = f"{detail}; upgrade relay, never downgrade the database", UPGRADE
+    elif err.code in ("busy", "database_unavailable"):
+        detail, fix = f"{detail}; run doctor again in a moment", report.cmd("doctor")
+    elif err.code == "unsafe_state_dir":
+        fix = report.cmd("doctor --fix")
+    report.add(name, FAIL, detail, fix=fix)
+
+
 def _guarded(report: Report, name: str, fn) -> None:
     from .store import relay_error_from_sqlite
 
     try:
         fn()
     except sqlite3.Error as e:
-        err = relay_error_from_sqlite(e)
-        report.add(name, FAIL, f"{err.code}: {err.message}")
+        _failed(report, name, relay_error_from_sqlite(e))
     except RelayError as err:  # a statement inside a transaction (already typed)
-        report.add(name, FAIL, f"{err.code}: {err.message}")
+        _failed(report, name, err)
 
 
 # ------------------------------------------------------------------------ PostgreSQL
@@ -344,7 +640,7 @@ def _check_postgres(home: Path, url: str, report: Report) -> None:
     try:
         store = open_store_readonly(home)
     except RelayError as e:
-        report.add("reachable", FAIL, f"{e.code}: {e.message}")
+        _failed(report, "reachable", e)
         return
     try:
         connect_ms = (time.monotonic() - started) * 1000
@@ -362,6 +658,18 @@ def _check_postgres(home: Path, url: str, report: Report) -> None:
             _guarded(report, "requests", lambda: _check_contents(store, report, now))
     finally:
         store.close()
+
+
+def _with_sslmode(report: Report) -> str:
+    """`relay doctor` again with sslmode=verify-full added to the URL."""
+    url = report.scope.url or ""
+    word = report.scope.url_word()
+    sep = "&" if "?" in url else "?"
+    if word.startswith('"$'):
+        word = f'"${{RELAY_DATABASE_URL:?export the database URL first}}{sep}sslmode=verify-full"'
+    else:
+        word = shlex.quote(f"{shlex.split(word)[0]}{sep}sslmode=verify-full")
+    return f"relay doctor --database-url {word}"
 
 
 def _loopback(host: str) -> bool:
@@ -384,7 +692,9 @@ def _check_server(store, report: Report, connect_ms: float) -> None:
     if f["synchronous_commit"] == "off":
         report.add("synchronous_commit", WARN, "off: the server acknowledges a commit before "
                    "it is on disk, so an accepted request could be lost if the server crashes; "
-                   "set synchronous_commit = on for relay's database or role")
+                   "set synchronous_commit = on for relay's database (as its owner)",
+                   fix=f"psql {report.scope.url_word()} -c "
+                       "'ALTER ROLE CURRENT_USER SET synchronous_commit = on'")
     else:
         report.add("synchronous_commit", OK, f"{f['synchronous_commit']}: a request is on the "
                    "server's disk before relay reports success")
@@ -401,13 +711,15 @@ def _check_server(store, report: Report, connect_ms: float) -> None:
         report.add("tls", OK, f"sslmode={mode}")
     else:
         report.add("tls", WARN, f"no TLS to {host} (sslmode={mode} does not require it): "
-                   "requests cross the network readable; add sslmode=verify-full to the URL")
+                   "requests cross the network readable; add sslmode=verify-full to the URL "
+                   "(the server needs a certificate)",
+                   fix=_with_sslmode(report))
     offset = f["clock_offset_ms"]
     text = (f"this machine's clock is {abs(offset) / 1000:.3f} s "
             f"{'behind' if offset >= 0 else 'ahead of'} the server's; relay uses the server's")
     if abs(offset) > CLOCK_WARN_MS:
-        report.add("clock", WARN, text + " (fix this machine's time sync: other tools here "
-                   "do not correct for it)")
+        report.add("clock", WARN, text + "; other tools here do not correct for it: turn on "
+                   "this machine's time sync", fix="timedatectl set-ntp true")
     else:
         report.add("clock", OK, text)
 
@@ -416,18 +728,20 @@ def _check_schema(report: Report, version: int, has_tables: bool, latest: int,
                   what: str = "a SQLite database") -> bool:
     if version > latest:
         report.add("schema", FAIL, f"schema_too_new: schema version {version}, this relay "
-                   f"understands up to {latest}; upgrade relay, do not downgrade the database")
+                   f"understands up to {latest}; upgrade relay, do not downgrade the database",
+                   fix=UPGRADE)
         return False
     if version == 0:
         if has_tables:
-            report.add("schema", FAIL, f"database_corrupt: {what}, but not relay's "
-                       "(schema 0 with tables named like relay's)")
+            _failed(report, "schema", RelayError(
+                "database_corrupt", f"{what}, but not relay's (schema 0 with tables named "
+                "like relay's)"))
         else:
-            report.add("schema", WARN, f"empty database (schema 0); the next relay command that "
+            report.add("schema", OK, f"empty database (schema 0); the next relay command that "
                        f"writes creates schema {latest}")
         return False
     if version < latest:
-        report.add("schema", WARN, f"schema version {version}, newest supported {latest}: the "
+        report.add("schema", OK, f"schema version {version}, newest supported {latest}: the "
                    "next relay command that writes migrates it")
         return True
     report.add("schema", OK, f"schema version {version} (newest supported {latest})")
@@ -437,10 +751,12 @@ def _check_schema(report: Report, version: int, has_tables: bool, latest: int,
 def _check_integrity(store, report: Report) -> None:
     result = store.quick_check()
     if result == ["ok"]:
+        report.facts["quick_check"] = "ok"
         report.add("quick_check", OK, "ok")
     else:
         shown = "; ".join(result[:3]) + (f" (+{len(result) - 3} more)" if len(result) > 3 else "")
-        report.add("quick_check", FAIL, f"database_corrupt: {shown}")
+        report.facts["quick_check"] = "failed"
+        _failed(report, "quick_check", RelayError("database_corrupt", shown))
 
 
 def _check_pragmas(store, report: Report) -> None:
@@ -449,7 +765,7 @@ def _check_pragmas(store, report: Report) -> None:
     if mode == "wal":
         report.add("journal_mode", OK, "wal")
     else:
-        report.add("journal_mode", WARN, f"{mode}; relay switches it to wal on its next "
+        report.add("journal_mode", OK, f"{mode}; relay switches it to wal on its next "
                    "writing command")
     sync = store.pragma("synchronous")
     report.facts["synchronous"] = "FULL"
@@ -471,8 +787,6 @@ def _check_size(path: Path, report: Report) -> None:
 
 
 def _check_contents(store, report: Report, now: int) -> None:
-    from .ledger import SETTLE as LEDGER_SETTLE
-
     with store.transaction(write=False):
         by_state = store.count_by_state()
         tombstones = store.count_tombstones()
@@ -483,6 +797,9 @@ def _check_contents(store, report: Report, now: int) -> None:
                    if s["lease_expires_at"] > now}
         ledger_unknown, ledger_awaiting = _ledger_needs(store)
         lapsed_work = store.lapsed_sessions_holding_work(now)
+        passed = store.passed_deadlines(now)
+        cap = report.facts.get("queue_cap")
+        full = store.open_counts_at_least(int(cap * QUEUE_WARN_FRACTION) + 1) if cap else []
     counts = {s: by_state.get(s, 0) for s in STATES}
     report.facts.update(requests_by_state=counts, tombstones=tombstones,
                         delivery_unknown=counts["delivery_unknown"], stale_drafts=stale,
@@ -499,9 +816,9 @@ def _check_contents(store, report: Report, now: int) -> None:
     if unknown:
         report.add("delivery_unknown", WARN,
                    f"{_n(unknown, 'request is', 'requests are')} delivery_unknown "
-                   f"({MEANING['delivery_unknown'][0]}); a person checks and settles each "
-                   "(never rerun them blindly)",
-                   fix=f"relay list --state delivery_unknown, then {SETTLE}")
+                   f"({MEANING['delivery_unknown'][0]}): a person checks each and settles it "
+                   f"with relay resolve ID --outcome completed, failed or requeue",
+                   fix=report.cmd("list --state delivery_unknown"))
     else:
         report.add("delivery_unknown", OK, "none need a person")
     report.facts.update(ledger_effect_unknown=ledger_unknown,
@@ -509,23 +826,29 @@ def _check_contents(store, report: Report, now: int) -> None:
     if ledger_unknown:
         report.add("ledger", WARN,
                    f"{_n(ledger_unknown, '`relay once` entry is', '`relay once` entries are')} "
-                   "effect_unknown: relay never saw the command end; check whether its effect "
-                   "happened",
-                   fix=f"relay ledger list --state effect_unknown, then {LEDGER_SETTLE}")
+                   "effect_unknown: check whether the effect happened, then settle it with "
+                   "relay ledger resolve KEY",
+                   fix=report.cmd("ledger list --state effect_unknown"))
     else:
         report.add("ledger", OK, "no `relay once` entry is effect_unknown")
     if ledger_awaiting:
         waits = _n(ledger_awaiting, "`relay once --approve` entry waits",
                    "`relay once --approve` entries wait")
-        report.add("approvals", WARN, f"{waits} for a person's decision; nothing ran yet",
-                   fix="relay ledger list --state awaiting_approval, then relay approve KEY or "
-                       "relay deny KEY (in your own terminal)")
+        report.add("approvals", WARN, f"{waits} for a person: relay approve KEY or relay deny "
+                   "KEY, in your own terminal",
+                   fix=report.cmd("ledger list --state awaiting_approval"))
     else:
         report.add("approvals", OK, "no `relay once --approve` entry awaits a decision")
-    report.add("stale_drafts", OK if not stale else WARN,
-               f"{_n(stale, 'expired unsubmitted draft', 'expired unsubmitted drafts')}",
-               fix="relay prune" if stale else None)
-    _check_lapsed(report, lapsed_work, now)
+    if stale:
+        report.add("stale_drafts", WARN,
+                   f"{_n(stale, 'draft', 'drafts')} expired unsubmitted: its submit is now "
+                   "refused (prepared_expired); prune removes expired drafts",
+                   fix=report.cmd("prune"))
+    else:
+        report.add("stale_drafts", OK, "no expired unsubmitted draft")
+    held = _check_lapsed(report, lapsed_work, now)
+    _check_deadlines(report, [r for r in passed if r["id"] not in held])
+    _check_queues(report, full, cap)
     _check_peers(report, sessions, wakeups, now)
 
 
@@ -533,9 +856,14 @@ def _n(n: int, one: str, many: str) -> str:
     return f"{n} {one if n == 1 else many}"
 
 
-def _check_lapsed(report: Report, rows, now: int) -> None:
+def _ids(ids: list[str]) -> str:
+    return ", ".join(i[:8] for i in ids[:3]) + (f" +{len(ids) - 3}" if len(ids) > 3 else "")
+
+
+def _check_lapsed(report: Report, rows, now: int) -> set[str]:
     """A session whose lease lapsed while it holds claimed work (design.md §11): the next
-    relay command turns that work into delivery_unknown; a person should know now."""
+    relay command turns that work into delivery_unknown; a person should know now.
+    Returns the ids so held."""
     held: dict[str, tuple[int, list[str]]] = {}
     for r in rows:
         held.setdefault(r["peer"], (r["lease_expires_at"], []))[1].append(r["id"])
@@ -544,16 +872,75 @@ def _check_lapsed(report: Report, rows, now: int) -> None:
         for peer, (at, ids) in held.items()]
     if not held:
         report.add("lapsed_sessions", OK, "no session lost its lease while holding claimed work")
-        return
+        return set()
     for peer, (at, ids) in held.items():
-        shown = ", ".join(i[:8] for i in ids[:3]) + (f" +{len(ids) - 3}" if len(ids) > 3 else "")
         report.add(f"lapsed:{peer}", WARN,
-                   f"the session's lease lapsed {clock.human_duration((now - at) / 1000)} ago "
-                   f"while it holds {_n(len(ids), 'claimed request', 'claimed requests')} "
-                   f"({shown}); the next relay command makes "
-                   f"{'it' if len(ids) == 1 else 'them'} delivery_unknown",
-                   fix=f"check whether the agent did the work, then {SETTLE}; run agents "
-                       "under relay run so their lease stays renewed")
+                   f"its lease lapsed {clock.human_duration((now - at) / 1000)} ago holding "
+                   f"{_n(len(ids), 'claimed request', 'claimed requests')} ({_ids(ids)}): the "
+                   f"next relay command makes {'it' if len(ids) == 1 else 'them'} "
+                   "delivery_unknown, for a person to settle; `relay list` does it and shows "
+                   f"{'it' if len(ids) == 1 else 'them'}",
+                   fix=report.cmd("list --state delivery_unknown"))
+    return {i for _, ids in held.values() for i in ids}
+
+
+def _check_deadlines(report: Report, rows) -> None:
+    """Claim leases and reply deadlines that ran out and that no command has applied yet
+    (design.md §11): those the next command makes delivery_unknown are a warn now; a
+    redelivery or a final failure needs nobody, so it is said in an ok line."""
+    lost = [r["id"] for r in rows if r["state"] == "delivered" and r["on_lost"] == "unknown"]
+    late = [r["id"] for r in rows if r["state"] == "acknowledged"]
+    again = [r for r in rows if r["state"] == "delivered" and r["on_lost"] != "unknown"]
+    redeliver = sum(r["attempts"] < r["max_attempts"] for r in again)
+    report.facts["claim_leases_run_out"] = [r["id"] for r in rows if r["state"] == "delivered"]
+    report.facts["reply_deadlines_passed"] = late
+    if lost:
+        report.add("claim_leases", WARN,
+                   f"the claim lease of {_n(len(lost), 'request', 'requests')} ({_ids(lost)}) "
+                   "ran out before ack: the next relay command makes "
+                   f"{'it' if len(lost) == 1 else 'them'} delivery_unknown, for a person to "
+                   f"settle; `relay list` does it and shows {'it' if len(lost) == 1 else 'them'}",
+                   fix=report.cmd("list --state delivery_unknown"))
+    else:
+        note = ""
+        if again:
+            note = (f"; {redeliver} ran out and will be queued again, "
+                    f"{len(again) - redeliver} will fail (max_attempts_exceeded): "
+                    "nothing for a person")
+        report.add("claim_leases", OK, "no claim lease ran out with on_lost=unknown" + note)
+    if late:
+        report.add("reply_deadlines", WARN,
+                   f"the reply deadline of {_n(len(late), 'request', 'requests')} "
+                   f"({_ids(late)}) passed: the next relay command makes "
+                   f"{'it' if len(late) == 1 else 'them'} delivery_unknown, for a person to "
+                   f"settle; `relay list` does it and shows {'it' if len(late) == 1 else 'them'}",
+                   fix=report.cmd("list --state delivery_unknown"))
+    else:
+        report.add("reply_deadlines", OK, "no acknowledged request is past its reply deadline")
+
+
+def _check_queues(report: Report, rows, cap: int | None) -> None:
+    """Recipients above 80 % of the queue cap (design.md §4): new requests to them are soon
+    refused with capacity_exceeded until they claim and finish work."""
+    report.facts["queues_near_cap"] = [{"peer": r["to_peer"], "open": r["n"]} for r in rows]
+    if cap is None:
+        report.add("queues", OK, "not checked: RELAY_QUEUE_CAP is not a number (see above)")
+        return
+    if not cap:
+        report.add("queues", OK, "no queue cap (RELAY_QUEUE_CAP=0)")
+        return
+    if not rows:
+        report.add("queues", OK, f"every recipient holds at most "
+                   f"{int(cap * QUEUE_WARN_FRACTION)} open requests (80 % of the cap {cap})")
+        return
+    for r in rows:
+        peer, n = r["to_peer"], r["n"]
+        state = "full: new requests to it are refused" if n >= cap else \
+            "new requests to it are refused at the cap"
+        report.add(f"queue:{peer}", WARN,
+                   f"{n} open requests of a cap of {cap} ({min(100, n * 100 // cap)} %); "
+                   f"{state} (capacity_exceeded) until it claims and finishes work",
+                   fix=report.cmd(f"list --to {shlex.quote(peer)} --state queued"))
 
 
 def _check_tables(store, report: Report) -> None:
@@ -592,16 +979,17 @@ def _check_peers(report: Report, sessions, wakeups: dict[str, str], now: int) ->
     report.add("peers", OK, f"{len(active)} active session(s): {listed}{note}")
     for s in live:
         value = wakeups[s["peer"]]
-        status, detail = _wakeup_advice(s, value, now)
-        report.add(f"wakeup:{s['peer']}", status, f"{value}: {detail}")
+        status, detail, fix = _wakeup_advice(s, value, now)
+        report.add(f"wakeup:{s['peer']}", status, f"{value}: {detail}", fix=fix)
 
 
 _RUNTIMES = {"claude": "Claude Code", "codex": "Codex", "gemini": "Gemini CLI"}
 
 
-def _wakeup_advice(s, value: str, now: int) -> tuple[str, str]:
-    """(status, detail) for an active peer whose ``wakeup`` (peers.wakeup) is ``value``: a
-    warn where a person can install relay's hook, an ok fact where there is nothing to do."""
+def _wakeup_advice(s, value: str, now: int) -> tuple[str, str, str | None]:
+    """(status, detail, fix) for an active peer whose ``wakeup`` (peers.wakeup) is
+    ``value``: a warn where a person can install relay's hook, naming the command; an ok
+    fact where there is nothing to do."""
     kind = s["kind"]
     runtime = _RUNTIMES.get(kind)
     if runtime is None:
@@ -609,17 +997,18 @@ def _wakeup_advice(s, value: str, now: int) -> tuple[str, str]:
                else "it sees requests when it runs `relay inbox` or `relay claim --wait`")
         if value in ("waiter", "hook"):
             how = "relay's hook ran for it"
-        return OK, f"nothing to install for {'an' if kind[0] in 'aeiou' else 'a'} {kind} peer; {how}"
+        article = "an" if kind[0] in "aeiou" else "a"
+        return OK, f"nothing to install for {article} {kind} peer; {how}", None
     if value == "waiter":
         return OK, (f"a wake waiter runs for its {runtime} session: a new request wakes it "
-                    "(not evidence that the model reads it)")
+                    "(not evidence that the model reads it)"), None
     seen = s["hook_seen_at"]
     if value == "hook":
         ago = clock.human_duration((now - seen) / 1000)
         return OK, (f"relay's {runtime} hook ran {ago} ago: the session is told of waiting "
-                    "requests at its next prompt or stop")
+                    "requests at its next prompt or stop"), None
     when = (f"last ran {clock.human_duration((now - seen) / 1000)} ago" if seen
-            else "never ran for this peer")
+            else "never ran")
     polling = "; a session is blocked in `relay claim --wait` now" if value == "polling" else ""
-    return WARN, (f"relay's {runtime} hook {when}{polling}; `relay hook install {kind}` "
-                  f"installs it (then restart {runtime})")
+    return WARN, (f"relay's {runtime} hook {when}{polling}; install it, then restart "
+                  f"{runtime}"), f"relay hook install {kind}"

@@ -8,7 +8,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .limits import DRAFT_TTL_S, KINDS, MAX_DEPTH, MAX_OPEN_DRAFTS, MAX_TEXT_BYTES, NAME_PATTERN
+from .limits import (
+    DRAFT_TTL_S,
+    KINDS,
+    MAX_DEPTH,
+    MAX_OPEN_DRAFTS,
+    MAX_TEXT_BYTES,
+    NAME_PATTERN,
+    QUEUE_CAP,
+)
 
 
 @dataclass(frozen=True)
@@ -137,8 +145,10 @@ ERRORS: dict[str, ErrorSpec] = {
         "write the content to a file and send its path as the text"
     ),
     "capacity_exceeded": ErrorSpec(
-        6, False, f"too many unsubmitted drafts (at most {MAX_OPEN_DRAFTS} per sender); submit or "
-        f"let old drafts expire ({DRAFT_TTL_S // 3600} h)",
+        6, True, f"a queue is full: at most {QUEUE_CAP} open requests per recipient (by "
+        f"default) or {MAX_OPEN_DRAFTS} unsubmitted drafts per sender (they expire after "
+        f"{DRAFT_TTL_S // 3600} h); nothing was queued; wait retry_after_seconds, then retry "
+        "with the same id and content",
     ),
     "rate_limited": ErrorSpec(
         6, True, "too many new requests in the last minute; wait retry_after_seconds, then retry "

@@ -123,8 +123,12 @@ relay once --key "$TOOL_USE_ID" -- gh pr create --title "..." --body-file notes.
 ## Errors
 
 - Every error has a code and a hint saying what to do next (`--json` puts both on
-  stderr). Retryable ones (busy, rate_limited, timeout, nothing_to_claim, in_progress)
-  can be retried later; a retry of a send or submit keeps the same id.
+  stderr). Retryable ones (busy, rate_limited, capacity_exceeded, timeout,
+  nothing_to_claim, in_progress) can be retried later, after retry_after_seconds when it
+  is given; a retry of a send or submit keeps the same id.
+- capacity_exceeded: the recipient's queue is full (1,000 open requests by default) or
+  you have 100 unsubmitted drafts. Nothing was queued. Retry the same id later; do not
+  send the work another way.
 - peer_superseded, lease_expired or invalid_session: your session is gone. Any work you
   had claimed is now delivery_unknown. Tell the person; do not redo that work on your own.
 """

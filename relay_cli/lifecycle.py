@@ -19,7 +19,14 @@ from sqlite3 import Row
 
 from . import clock, peers
 from .errors import RelayError
-from .limits import DRAFT_TTL_S, MAX_DEPTH, MAX_OPEN_DRAFTS, MAX_TEXT_BYTES
+from .limits import (
+    DRAFT_TTL_S,
+    MAX_DEPTH,
+    MAX_OPEN_DRAFTS,
+    MAX_TEXT_BYTES,
+    QUEUE_CAP,
+    QUEUE_RETRY_AFTER_S,
+)
 from .peers import Caller, renew, require_live, require_session
 from .states import STATES, apply, transition
 
@@ -175,16 +182,25 @@ def validate_states(values: list[str] | None) -> list[str]:
 
 
 def rate_limit() -> int:
-    raw = os.environ.get("RELAY_RATE_LIMIT")
+    return _env_limit("RELAY_RATE_LIMIT", DEFAULT_RATE_LIMIT)
+
+
+def queue_cap() -> int:
+    """Open requests allowed per recipient (design.md §4); 0: no cap."""
+    return _env_limit("RELAY_QUEUE_CAP", QUEUE_CAP)
+
+
+def _env_limit(name: str, default: int) -> int:
+    raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
-        return DEFAULT_RATE_LIMIT
+        return default
     try:
         if not re.fullmatch(r"[0-9]{1,9}", raw.strip(" "), re.ASCII):
             raise ValueError
         value = int(raw)
     except ValueError:
         raise RelayError(
-            "usage_error", f"RELAY_RATE_LIMIT must be a whole number >= 0, not {raw!r}"
+            "usage_error", f"{name} must be a whole number >= 0, not {raw!r}"
         ) from None
     return value
 
@@ -317,6 +333,18 @@ def _check_rate(store, sender: str, now: int) -> None:
         )
 
 
+def _check_queue(store, to: str) -> None:
+    """The queue cap (design.md §4): counted in the write transaction that would insert."""
+    cap = queue_cap()
+    if cap and store.count_open_to(to, cap) >= cap:
+        raise RelayError(
+            "capacity_exceeded",
+            f"{to!r} has {cap} open requests (queued, delivered or acknowledged): its queue "
+            "is full",
+            retry_after=QUEUE_RETRY_AFTER_S,
+        )
+
+
 def _delivery_view(store, to: str, now: int) -> dict:
     return {
         "recipient_active": store.active_session(to) is not None,
@@ -377,6 +405,7 @@ def send(store, now: int, caller: Caller, *, request_id: str | None, **work) -> 
     require_live(store, caller)
     depth = _common_checks(store, caller, to, in_reply_to)
     _check_rate(store, caller.name, now)
+    _check_queue(store, to)
     row = _create(store, now, caller, request_id, params, depth)
     renew(store, caller, now)
     return {**request_object(row), "duplicate": False, **_delivery_view(store, to, now)}
@@ -417,8 +446,10 @@ def prepare(store, now: int, caller: Caller, *, draft_id: str | None, **work) ->
     require_live(store, caller)
     depth = _common_checks(store, caller, to, in_reply_to)
     if store.count_open_drafts(caller.name, now) >= MAX_OPEN_DRAFTS:
+        oldest = store.oldest_open_draft_expiry(caller.name, now) or now
         raise RelayError(
-            "capacity_exceeded", f"{caller.name!r} has {MAX_OPEN_DRAFTS} unsubmitted drafts"
+            "capacity_exceeded", f"{caller.name!r} has {MAX_OPEN_DRAFTS} unsubmitted drafts",
+            retry_after=max(0.001, (oldest - now) / 1000),
         )
     store.insert_draft({
         **params, "id": draft_id, "depth": depth, "created_at": now,
@@ -465,6 +496,7 @@ def submit(store, now: int, caller: Caller, draft_id: str) -> dict:
             "be unknown: compare `relay show ID` before preparing again",
         )
     _check_rate(store, caller.name, now)
+    _check_queue(store, draft["to_peer"])
     params = {k: draft[k] for k in (
         "fingerprint", "from_peer", "to_peer", "text", "text_bytes", "ttl_seconds",
         "reply_within_seconds", "on_lost", "max_attempts", "in_reply_to")}

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from . import __version__, ledger_states
 from .errors import ERRORS
+from .limits import QUEUE_CAP
 from .states import FINAL_STATES, MEANING, OPEN_STATES, STATES, TRANSITIONS
 
 SCHEMA_VERSION = 1
@@ -53,6 +54,9 @@ ENVIRONMENT: dict[str, str] = {
                          "stderr (not with --json), and `relay doctor` warns when it is set.",
     "RELAY_RATE_LIMIT": "New requests allowed per sender per minute for this process "
                         "(default 60; 0: no limit). A guard against runaway loops.",
+    "RELAY_QUEUE_CAP": "Open requests (queued, delivered, acknowledged) allowed per "
+                       f"recipient, checked by this process's send and submit (default {QUEUE_CAP}; "
+                       "0: no cap). A new request beyond it is capacity_exceeded.",
     "RELAY_DEBUG": "Set to 1 to print a Python traceback on an internal error.",
     "NO_COLOR": "When set, human output is plain text without colour or box characters.",
 }

@@ -57,6 +57,8 @@ def test_at_most_100_open_drafts_per_sender_and_nothing_is_evicted(world):
     before = relay.snapshot()
     r = relay("prepare", "--to", "bob", "one more", "--json", env=alice)
     assert (r.code, r.error["code"]) == (6, "capacity_exceeded")
+    # retryable once the oldest draft expires, an hour after it was prepared
+    assert r.error["retryable"] is True and 3500 < r.error["retry_after_seconds"] <= 3600
     assert relay.snapshot() == before
 
 

@@ -230,7 +230,8 @@ def test_request_fields_are_what_send_and_show_print(relay, doc):
 def test_environment_lists_every_variable_relay_reads(doc):
     names = {e["name"] for e in doc["environment"]}
     assert names == {"RELAY_HOME", "RELAY_PEER", "RELAY_SESSION", "RELAY_TIME_OFFSET",
-                     "RELAY_RATE_LIMIT", "RELAY_DEBUG", "NO_COLOR", "RELAY_DATABASE_URL"}
+                     "RELAY_RATE_LIMIT", "RELAY_QUEUE_CAP", "RELAY_DEBUG", "NO_COLOR",
+                     "RELAY_DATABASE_URL"}
     source = "\n".join(p.read_text() for p in (ROOT / "relay_cli").rglob("*.py"))
     for name in names:
         assert f'"{name}"' in source, f"{name} is documented but relay never reads it"

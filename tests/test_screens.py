@@ -143,7 +143,7 @@ SIZES = [(80, 24), (200, 50)]
 
 
 @pytest.mark.parametrize("cols,rows", SIZES)
-def test_doctor_fits_with_problems_first_and_whole_words(home, cols, rows):
+def test_doctor_fits_with_areas_first_problems_last_and_whole_words(home, cols, rows):
     relay, ids = home
     report = relay("doctor", "--json").json  # doctor applies nothing: the lapsed lease shows
     raw, text = relay.screen("doctor", cols=cols, rows=rows)
@@ -152,19 +152,22 @@ def test_doctor_fits_with_problems_first_and_whole_words(home, cols, rows):
     problems = [c for c in checks if c["status"] != "ok"]
     assert {c["name"] for c in problems} >= {"delivery_unknown", "ledger", "approvals",
                                               f"lapsed:{LAPSING}"}
-    assert lines[0] == f"relay doctor: 0 fail, {len(problems)} warn, " \
-                       f"{len(checks) - len(problems)} ok (problems first)"
-    first_ok = next(i for i, ln in enumerate(lines) if ln.startswith("\u2713 ok"))
-    assert all(not ln.startswith("! warn") for ln in lines[first_ok:])  # problems came first
-    # each ok check is one line; each problem is its whole text, wrapped between words
-    oks = [ln for ln in lines if ln.startswith("\u2713 ok")]
-    assert len(oks) == len(checks) - len(problems)
-    prose = " ".join(f"{c['name']}: {c['detail']}" for c in problems)
-    assert_words_whole([ln.removeprefix("! warn").lstrip().removeprefix("\u2192 ")
-                        for ln in lines[1:first_ok]], prose)
-    assert "\u2192 relay list --state delivery_unknown" in text
-    lapsed = next(i for i, ln in enumerate(lines) if f"lapsed:{LAPSING}" in ln)
-    assert ids["lapsing"][:8] in " ".join(lines[lapsed:lapsed + 4])
+    assert lines[-1] == f"relay doctor: 0 fail, {len(problems)} warn, " \
+                        f"{len(checks) - len(problems)} ok"
+    # one line per area first, then the problems: none of them above an area line
+    areas = [ln.split()[1] for ln in lines if re.match(r"^[\u2713!\u2717] \w+ +\S", ln)
+             and not ln.startswith(("! warn", "\u2717 fail"))]
+    assert areas == ["relay", "home", "database", "work", "peers"]
+    first_problem = next(i for i, ln in enumerate(lines) if ln.startswith("! warn"))
+    assert all(not ln.startswith("\u2713") for ln in lines[first_problem:])
+    if rows >= 50:  # room for every problem whole, wrapped between words
+        prose = " ".join(f"{c['name']}: {c['detail']}" for c in problems)
+        assert_words_whole([ln.removeprefix("! warn").lstrip() for ln in lines[first_problem:-1]
+                            if not ln.lstrip().startswith("\u2192")], prose)
+        lapsed = next(i for i, ln in enumerate(lines) if f"lapsed:{LAPSING}" in ln)
+        assert ids["lapsing"][:8] in " ".join(lines[lapsed:lapsed + 4])
+    joined = re.sub(r" \\\n +", " ", text)  # a command wrapped with ` \` is one command
+    assert f"\u2192 relay list --state delivery_unknown --home {relay.home}" in joined
     assert "\x1b[" in raw  # coloured on a terminal
 
 

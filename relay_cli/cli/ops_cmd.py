@@ -91,85 +91,197 @@ def _open(home):
 # ------------------------------------------------------------------ doctor
 @app.command(epilog=examples(
     'relay doctor',
-    'relay doctor --fix',
+    'relay doctor -v',
+    'relay doctor --fix --home ~/.local/state/relay',
 ))
 def doctor(
     fix: Annotated[
-        bool, typer.Option("--fix", help="Tighten modes that are too open (dir 0700, files "
-                           "0600); never follows or replaces a symlink.")
+        bool, typer.Option("--fix", help="Set the modes relay needs (dir 0700, files 0600): "
+                           "tightens what is too open, gives back your own read and write; "
+                           "never follows or replaces a symlink.")
+    ] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="On a terminal, every check in full, not "
+                           "one line per area.")
     ] = False,
     json_: JsonOpt = False,
     home: HomeOpt = None,
 ) -> int:
     """Health report of the state directory and database.
 
-    It creates nothing; --fix only tightens modes.
+    On a terminal: one line per area, then each problem with the one command that fixes
+    or settles it (runnable as printed: it names the same --home and --database-url), so
+    the problems are on the last screen. It creates nothing; --fix only sets modes.
     Exit status 7 when any check fails, else 0.
     """
+    import os
+
     from .. import doctor as doctor_
     from ..store import resolve_home
 
     out = Output(json_)
-    report = doctor_.diagnose(resolve_home(home), fix=fix)
+    given = bool(home) or bool(os.environ.get("RELAY_HOME"))
+    report = doctor_.diagnose(resolve_home(home), fix=fix, home_given=given)
     if json_:
         out.json(report.to_dict())
         return report.exit_code
     for line in report.fixed:
         out.para(f"fixed: {line}" if not line.startswith("not changed") else line)
     if fix and not report.fixed:
-        out.line("fixed: nothing needed tightening")
-    _render_report(out, report)
+        out.line("fixed: nothing needed changing")
+    _render_report(out, report, verbose)
     return report.exit_code
 
 
-def _render_report(out: Output, report) -> None:
-    """Problems first, each with its whole detail and the command that fixes it; one line
-    per ok check (design.md §11). Not on a terminal: a plain table, every detail whole."""
+def _render_report(out: Output, report, verbose: bool = False) -> None:
+    """design.md §11. On a terminal: one line per area (every check with -v), then the
+    problems, each whole with the command that fixes it on a `→` line, then the counts:
+    what a person must act on is what stays on the screen when doctor ends. When the
+    problems written in full would not fit the terminal's height, each takes one line (its
+    detail cut) and its command. Not on a terminal: a plain table, every detail whole, in
+    the same order."""
     from .. import doctor as doctor_
 
-    checks = report.problems_first()
     counts = report.counts()
-    summary = (f"{counts['fail']} fail, {counts['warn']} warn, {counts['ok']} ok"
-               + (" (problems first)" if counts["fail"] + counts["warn"] else ""))
+    problems = report.problems()
+    summary = f"relay doctor: {counts['fail']} fail, {counts['warn']} warn, {counts['ok']} ok"
+    oks = [c for c in report.checks if c.status == doctor_.OK]
     if not out.terminal:
         out.table(["status", "check", "detail"],
-                  [[c.status, c.name, c.to_dict()["detail"]] for c in checks])
+                  [[c.status, c.name, c.to_dict()["detail"]] for c in oks + problems])
         out.line(summary)
+        if report.facts.get("commands_note"):
+            out.line(f"note: {report.facts['commands_note']}")
         return
     from rich.text import Text
 
-    from ..output import ASCII_GLYPHS, DOCTOR_STYLES, GAP, GLYPHS, fit, inert_line, wrap
+    from ..output import (
+        ASCII_GLYPHS,
+        DOCTOR_STYLES,
+        GAP,
+        GLYPHS,
+        fit,
+        inert_line,
+        terminal_size,
+        wrap,
+    )
 
     glyphs, arrow = (GLYPHS, "\u2192 ") if out.unicode else (ASCII_GLYPHS, "-> ")
-    heads = [f"{glyphs[c.status]} {c.status}" for c in checks]
-    status_w = max(len(h) for h in heads)
-    indent = " " * (status_w + GAP)
-    inner = max(12, out.width - len(indent))
-    name_w = min(max(len(c.name) for c in checks if c.status == doctor_.OK), NAME_WIDTH) \
-        if counts["ok"] else 0
+    width, rows = out.width, terminal_size(out.stdout)[1]
     bold = "bold" if out.color else ""
-    lines = [Text(f"relay doctor: {summary}", style=bold)]
-    for check, head in zip(checks, heads, strict=True):
-        line = Text(head.ljust(status_w) + " " * GAP,
-                    style=DOCTOR_STYLES[check.status] if out.color else "")
-        name, detail = inert_line(check.name), inert_line(check.detail)
-        if check.status == doctor_.OK:  # a fact: one line
-            line.append(fit(name, name_w, out.ellipsis).ljust(name_w) + " " * GAP)
-            lines.append(line + Text(fit(detail, inner - name_w - GAP, out.ellipsis)))
+
+    def head(status: str, label: str, w: int) -> Text:
+        return Text(f"{glyphs[status]} {label}".ljust(w) + " " * GAP,
+                    style=DOCTOR_STYLES[status] if out.color else "")
+
+    # one line per area; with -v, every ok check under its area, whole
+    groups = report.groups()
+    group_w = 2 + max(len(g) for g, _, _ in groups)
+    top: list = []
+    for group, status, text in groups:
+        top.append(head(status, group, group_w) + Text(
+            fit(inert_line(text), width - group_w - GAP, out.ellipsis)))
+        if verbose:
+            indent = " " * (group_w + GAP)
+            for c in (c for c in oks if c.group == group):
+                first, *rest = _wrap_whole(f"{c.name}: {inert_line(c.detail)}",
+                                           width - len(indent))
+                top += [Text(indent + first)] + [Text(indent + "  " + ln) for ln in rest]
+
+    # the problems: those that share one command are listed together, above it
+    status_w = 2 + len("fail")
+    indent = " " * (status_w + GAP)
+    inner = max(12, width - len(indent))
+    shared: dict = {}
+    for c in problems:
+        shared.setdefault((c.status, c.fix) if c.fix else (c.status, id(c)), []).append(c)
+
+    def command(fix: str | None) -> list:
+        if not fix:
+            return []
+        return [Text(indent + ln, style=bold)
+                for ln in _command_lines(arrow + inert_line(fix), inner)]
+
+    def whole(checks) -> list:  # each detail whole, wrapped between words
+        lines = []
+        for c in checks:
+            first, *rest = wrap(f"{c.name}: {inert_line(c.detail)}", inner, out.ellipsis)
+            lines.append(head(c.status, c.status, status_w) + Text(first, style=bold))
+            lines += [Text(indent + more) for more in rest]
+        return lines + command(checks[0].fix)
+
+    def one_line(checks) -> list:  # the names and the start of the detail
+        text = f"{', '.join(c.name for c in checks)}: {checks[0].detail}"
+        return [head(checks[0].status, checks[0].status, status_w)
+                + Text(fit(inert_line(text), inner, out.ellipsis), style=bold)] \
+            + command(checks[0].fix)
+
+    tail = [Text(summary, style=bold)]
+    if report.facts.get("commands_note"):
+        tail += [Text(ln) for ln in wrap(f"note: {report.facts['commands_note']}", width,
+                                         out.ellipsis)]
+    entries = [[whole(checks), one_line(checks)] for checks in shared.values()]
+    chosen = [full for full, _ in entries]
+    more = [Text(ln) for ln in _command_lines(f"each problem in full: "
+                                              f"{report.cmd('doctor -v')}", width)]
+    budget = rows - 1 - _rows(tail, width)  # the shell's prompt takes the last row
+    if not verbose and _rows([ln for e in chosen for ln in e], width) > budget:
+        # all on one line each, then whole again, in order, as long as everything fits:
+        # with the area lines on the screen too when there is room for that
+        chosen = [short for _, short in entries]
+        if _rows(top + more + [ln for e in chosen for ln in e], width) <= budget:
+            budget -= _rows(top + more, width)
+        for i, (full, short) in enumerate(entries):
+            used = _rows([ln for e in chosen for ln in e], width)
+            if used - _rows(short, width) + _rows(full, width) <= budget:
+                chosen[i] = full
+        top += more
+    out.print_lines(top + [ln for e in chosen for ln in e] + tail)
+
+
+def _wrap_whole(text: str, width: int) -> list[str]:
+    """Wrapped between words; a word longer than the line (a path, a URL) stays whole."""
+    import textwrap
+
+    return textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False) or [""]
+
+
+def _rows(lines: list, width: int) -> int:
+    """Terminal rows the lines take (a line wider than the terminal wraps)."""
+    from ..output import cell_len
+
+    return sum(max(1, -(-cell_len(ln.plain) // width)) for ln in lines)
+
+
+def _command_lines(text: str, width: int) -> list[str]:
+    """A command wrapped between shell words into lines that end with ` \\`, so that the
+    lines pasted together run as one command; a word is never cut (a long path may run
+    past the width and the terminal wraps it)."""
+    words, line, lines = _shell_words(text), "", []
+    for w in words:
+        if line and len(line) + 1 + len(w) + 2 > width:
+            lines.append(line + " \\")
+            line = "  " + w
+        else:
+            line = f"{line} {w}" if line else w
+    return lines + [line]
+
+
+def _shell_words(text: str) -> list[str]:
+    """``text`` split at spaces outside quotes (the quoting kept as written)."""
+    words, word, quote = [], "", None
+    for ch in text:
+        if quote:
+            quote = None if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch == " ":
+            if word:
+                words.append(word)
+            word = ""
             continue
-        # a problem: its whole detail, then the command that fixes it
-        first, *rest = wrap(f"{name}: {detail}", inner, out.ellipsis)
-        lines.append(line + Text(first, style=bold))
-        lines += [Text(indent + more) for more in rest]
-        if check.fix:
-            steps = wrap(inert_line(check.fix), inner - len(arrow), out.ellipsis)
-            lines += [Text(indent + (arrow if i == 0 else " " * len(arrow)) + step, style=bold)
-                      for i, step in enumerate(steps)]
-    lines.append(Text(summary, style=bold))
-    out.print_lines(lines)
-
-
-NAME_WIDTH = 18  # the name column of ok checks on a terminal
+        word += ch
+    return words + ([word] if word else [])
 
 
 # ------------------------------------------------------------------ prune

@@ -209,6 +209,13 @@ MIGRATIONS: list[str] = [
     """
     CREATE INDEX IF NOT EXISTS ledger_updated ON ledger(updated_at);
     """,
+    # 7: the queue cap (design.md §4) counts a recipient's open requests inside the write
+    # transaction of every send and submit: this index holds only open rows, so the count
+    # reads at most the cap's worth of index entries however many finished requests exist
+    """
+    CREATE INDEX IF NOT EXISTS requests_open_to ON requests(to_peer)
+        WHERE state IN ('queued', 'delivered', 'acknowledged');
+    """,
 ]
 
 # The ledger columns added to migration 2 after it first shipped, as migration 2 defines

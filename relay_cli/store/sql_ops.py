@@ -68,6 +68,16 @@ class OpsSQL:
         db = sqlite_utils.Database(self.db.conn, recursive_triggers=False)
         return {table.name: table.count for table in db.tables}
 
+    def passed_deadlines(self, now: int) -> list[Row]:
+        """Open requests whose claim lease or reply deadline passed before ``now`` and
+        that no command has moved yet (doctor: what the next command will decide)."""
+        return self.db.all(
+            "SELECT id, state, to_peer, on_lost, attempts, max_attempts, claim_session "
+            "FROM requests WHERE (state = 'delivered' AND lease_expires_at <= ?) "
+            "OR (state = 'acknowledged' AND reply_deadline_at <= ?) ORDER BY created_at, id",
+            (now, now),
+        )
+
     def count_tombstones(self) -> int:
         return self.db.scalar("SELECT count(*) FROM requests WHERE pruned = 1")
 

@@ -11,6 +11,9 @@ REQUEST_COLUMNS = (
     "ttl_seconds", "reply_within_seconds", "attempts", "max_attempts", "on_lost", "in_reply_to",
     "depth", "pruned", "notified_at",
 )
+# the open states as an SQL list, written exactly as the partial index requests_open_to's
+# WHERE (migration 7), so that both SQLite and PostgreSQL see the index applies
+OPEN_STATES = "('queued', 'delivered', 'acknowledged')"
 UPDATABLE = frozenset(REQUEST_COLUMNS) - {"id", "fingerprint", "from_peer", "to_peer"}
 
 DRAFT_COLUMNS = (
@@ -112,6 +115,25 @@ class RequestsSQL:
             (from_peer, since),
         )
         return row[0], row[1]
+
+    def count_open_to(self, to_peer: str, limit: int) -> int:
+        """How many open requests (queued, delivered, acknowledged) ``to_peer`` has,
+        counted up to ``limit`` (the queue cap, design.md §4) through the partial index
+        ``requests_open_to``."""
+        return self.db.scalar(
+            "SELECT count(*) FROM (SELECT 1 FROM requests WHERE to_peer = ? AND state IN "
+            f"{OPEN_STATES} LIMIT ?) AS open_requests",
+            (to_peer, limit),
+        )
+
+    def open_counts_at_least(self, minimum: int) -> list[Row]:
+        """Recipients with at least ``minimum`` open requests (doctor's queue check):
+        rows of (to_peer, n), fullest first."""
+        return self.db.all(
+            f"SELECT to_peer, count(*) AS n FROM requests WHERE state IN {OPEN_STATES} "
+            "GROUP BY to_peer HAVING count(*) >= ? ORDER BY n DESC, to_peer",
+            (minimum,),
+        )
 
     def list_requests(
         self, states: list[str] | None, to_peer: str | None, from_peer: str | None,
@@ -231,6 +253,13 @@ class RequestsSQL:
         self.db.execute(
             f"INSERT INTO drafts ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
             [row[c] for c in cols],
+        )
+
+    def oldest_open_draft_expiry(self, from_peer: str, now: int) -> int | None:
+        return self.db.scalar(
+            "SELECT min(expires_at) FROM drafts WHERE from_peer = ? AND submitted_at IS NULL "
+            "AND expires_at > ?",
+            (from_peer, now),
         )
 
     def count_open_drafts(self, from_peer: str, now: int) -> int:
