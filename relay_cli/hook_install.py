@@ -32,7 +32,7 @@ from pathlib import Path
 
 from . import runtimes
 from .errors import RelayError
-from .runtimes import HOOK_TIMEOUT_S, WAKE_TIMEOUT_S
+from .runtimes import WAKE_TIMEOUT_S
 
 RUNTIMES = runtimes.NAMES
 DISPLAY = {r.name: r.display for r in runtimes.ALL}
