@@ -32,9 +32,18 @@ MUST_SAY = [
 def test_every_audience_gets_the_rules(relay, audience):
     r = relay("guide", "--for", audience)
     assert r.code == 0 and r.err == ""
+    flowing = " ".join(r.out.split())  # lines are wrapped at word boundaries
     for phrase in MUST_SAY:
-        assert phrase in r.out, f"{audience} guide lacks {phrase!r}"
+        assert phrase in flowing, f"{audience} guide lacks {phrase!r}"
     assert "\x1b" not in r.out
+
+
+@pytest.mark.one_backend
+@pytest.mark.parametrize("audience", ["generic", "claude", "codex", "gemini"])
+def test_every_guide_line_fits_80_columns(relay, audience):
+    wide = [line for line in relay("guide", "--for", audience).out.splitlines()
+            if len(line) > 80]
+    assert wide == []
 
 
 @pytest.mark.one_backend
