@@ -157,3 +157,12 @@ def test_the_guide_says_what_each_state_means_in_the_words_of_the_state_table(re
         assert f"- {state}: {claims}." in text
         if not_claimed:
             assert f"It does not mean {not_claimed}." in text
+
+
+def test_every_runtime_has_a_guide_section_and_an_audience():
+    from relay_cli import guide, runtimes
+
+    for rt in runtimes.ALL:
+        assert rt.name in guide.AUDIENCES
+        section = guide.text(rt.name)[len(guide.text("generic")):]
+        assert rt.display in section and f"relay hook install {rt.name}" in section
