@@ -185,3 +185,17 @@ def for_program(path: str) -> Runtime | None:
 
     base = os.path.basename(path)
     return next((r for r in ALL if r.program == base), None)
+
+
+def docs_table() -> str:
+    """The runtimes table of docs/agents.md (a test checks the page holds it)."""
+    wake = {"exit2": "waiter (exit 2, `{flags}`), always installed",
+            "queue": "waiter (`{program} queue`, `{flags}`), with `--wake`"}
+    rows = ["| runtime | hook command | checked with | settings file | wakes an idle session |",
+            "|---|---|---|---|---|"]
+    for r in ALL:
+        flags = ", ".join(r.wake_flags)
+        how = wake[r.wake].format(flags=flags, program=r.program) if r.wake else "no"
+        rows.append(f"| {r.display} {r.checked} | `relay hook {r.name}` | `{r.package}` | "
+                    f"`~/{r.settings.user_dir}/{r.settings.user_file}` | {how} |")
+    return "\n".join(rows)
