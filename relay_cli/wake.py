@@ -157,10 +157,10 @@ def _alive(row) -> bool:
 
 
 def _check(store, session_id: str, peer: str, me, runtime: str):
-    """None (keep waiting), _END, or (ids, note) once new requests were named (Claude
-    Code: its exit 2 reaches the model) or marked pending (Codex: a queued note counts
-    only once a turn that carries it is seen)."""
-    queue = BY_NAME[runtime].wake == "queue"
+    """None (keep waiting), _END, or (ids, note) once new requests were marked pending:
+    they count as named once a turn that carries the note is seen (a UserPromptSubmit:
+    Codex's queued turn, Claude Code's task-notification), so a note the runtime drops
+    (`codex exec` aborts the queued turn) never hides them from the Stop block."""
     with due.unit(store, write=False) as now:
         if not _still_mine(store, session_id, me, now):
             return _END
@@ -175,7 +175,7 @@ def _check(store, session_id: str, peer: str, me, runtime: str):
         state = store.get_hook_state(session_id)
         blocks = state["stop_blocks"] if state is not None else 0
         marks = store.hook_marks(session_id)
-        marks["pending" if queue else "named"] += fresh
+        marks["pending"] += fresh
         store.put_hook_marks(session_id, blocks, marks, now, MAX_REMEMBERED_IDS)
         text = note(peer, fresh, runtime)
         remember_own_prompt(store, session_id, text, now)

@@ -100,8 +100,22 @@ def test_waiter_wakes_with_relays_note_when_work_arrives(relay, session):
         assert word not in err  # no peer text, not even the sender's name
     assert relay("show", rid, "--json").json["state"] == "queued"  # nothing claimed
     assert wakeup(relay, "agent-1") == "hook"  # the waiter is gone
+    # Claude Code's wake turn: a task-notification carrying the note (no `source`).
+    session.hook("user_prompt_submit", prompt=f"<task-notification>\n<output>{err}</output>\n"
+                 "</task-notification>")
     # The Stop hook does not name that request again: the session was told once.
     assert session.hook("stop") is None
+
+
+def test_a_claude_note_no_turn_carried_does_not_hide_the_request(relay, session):
+    """Counted as announced only once a turn carrying the note is seen: a note the
+    runtime dropped leaves the request to the Stop block."""
+    rid = new_id()
+    relay.send(relay.join("alice"), "agent-1", request_id=rid)
+    code, _, err = finish(session.waiter(fixture="session_start"))
+    assert code == 2 and rid in err
+    stop = session.hook("stop")
+    assert stop["decision"] == "block" and rid in stop["reason"]
 
 
 def test_a_second_waiter_for_the_same_session_exits_0_at_once(relay, session):
