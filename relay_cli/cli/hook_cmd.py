@@ -117,8 +117,9 @@ def hook_claude(as_: AsOpt = None, kind: KindHookOpt = None, lease: LeaseHookOpt
 
     For SessionStart, UserPromptSubmit, Stop and SessionEnd; with --wake it is the
     asyncRewake waiter that exits 2 with relay's note (request ids, no peer text) when new
-    work is queued. `relay hook install claude` sets it up. It never fails the agent: on
-    anything unexpected it exits 0 and prints nothing.
+    work is queued (in print mode and the SDK it exits 0 at once). `relay hook install
+    claude` sets it up. It never fails the agent: on anything unexpected it exits 0 and
+    prints nothing.
     """
     return _run_hook("claude", as_, kind, lease, wake, timeout, home)
 
