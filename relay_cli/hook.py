@@ -209,7 +209,6 @@ def _session_start(store, ev: Event, henv: HookEnv) -> dict | None:
                 return None  # refused: bound to another runtime session
             session, token, how = started
             store.set_hook_seen(name, now)
-            listed: list[str] = []
             if session is not None:
                 marks = store.hook_marks(session["id"])
                 store.put_hook_marks(session["id"], 0, marks, now, MAX_REMEMBERED_IDS)

@@ -107,17 +107,6 @@ def test_waiter_wakes_with_relays_note_when_work_arrives(relay, session):
     assert session.hook("stop") is None
 
 
-def test_a_claude_note_no_turn_carried_does_not_hide_the_request(relay, session):
-    """Counted as announced only once a turn carrying the note is seen: a note the
-    runtime dropped leaves the request to the Stop block."""
-    rid = new_id()
-    relay.send(relay.join("alice"), "agent-1", request_id=rid)
-    code, _, err = finish(session.waiter(fixture="session_start"))
-    assert code == 2 and rid in err
-    stop = session.hook("stop")
-    assert stop["decision"] == "block" and rid in stop["reason"]
-
-
 def test_a_second_waiter_for_the_same_session_exits_0_at_once(relay, session):
     first = session.waiter()
     until(lambda: wakeup(relay, "agent-1") == "waiter", "the first waiter")
