@@ -154,8 +154,8 @@ CODEX = Runtime(
         "hooks no env file, so the launcher carries the relay session, and adds --no-daemon "
         "(the shared `codex app-server` daemon would run every session as the peer that "
         "started it).",
-        "Codex fires SessionStart (and starts the waiter) only at the first prompt, and its "
-        "TUI's /quit runs no SessionEnd: `relay run` leaves for it.",
+        "Codex fires SessionStart only at the first prompt (a waiter starts when that turn "
+        "ends), and its TUI's /quit runs no SessionEnd: `relay run` leaves for it.",
     ),
     project_note="Codex reads .codex/hooks.json only in a project it trusts.",
     wake_offer="Optional: `relay hook install codex --wake` adds a waiter that wakes an idle "
