@@ -8,15 +8,20 @@ runs CODE_ROOT's relay on homes built with TESTS_ROOT's helpers (tests/test_doct
 the screen tests' busy home plus a claim lease that ran out and an expired draft); the broken
 home is the same with its directory 0755 and relay.db 0644. Prints the line count and how
 many problem lines are not on the last screen (23 rows: the prompt takes the 24th)."""
-import os, sys, tempfile
+
+import os
+import sys
+import tempfile
 from pathlib import Path
+
 code, tests = Path(sys.argv[1]), Path(sys.argv[2])
 sys.path[:0] = [str(tests / "tests"), str(code)]
 os.environ["PYTHONPATH"] = str(code)
 os.chdir(code)
-from conftest import Relay, plain
-from test_screens import busy_home
-from test_doctor_screen import claim_lease_runs_out
+from conftest import Relay, plain  # noqa: E402
+from test_doctor_screen import claim_lease_runs_out  # noqa: E402
+from test_screens import busy_home  # noqa: E402
+
 
 def show(relay, label):
     code_, raw = relay.pty("doctor", cols=80, rows=24)
@@ -31,9 +36,12 @@ def show(relay, label):
 
 tmp = Path(tempfile.mkdtemp(prefix="rd-", dir="/tmp"))
 busy = Relay(tmp / "busy")
-claim_lease_runs_out(busy); busy_home(busy)
+claim_lease_runs_out(busy)
+busy_home(busy)
 show(busy, "busy")
 broken = Relay(tmp / "broken")
-claim_lease_runs_out(broken); busy_home(broken)
-os.chmod(broken.home, 0o755); os.chmod(broken.home / "relay.db", 0o644)
+claim_lease_runs_out(broken)
+busy_home(broken)
+os.chmod(broken.home, 0o755)
+os.chmod(broken.home / "relay.db", 0o644)
 show(broken, "broken (dir 0755, relay.db 0644)")
