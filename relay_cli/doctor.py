@@ -954,7 +954,7 @@ def _ledger_needs(store) -> tuple[int, int]:
     from . import ledger
 
     unknown = [e for e in ledger.list_entries(store, ["effect_unknown"])
-               if not e.get("idempotent")]
+               if not ledger.reruns_by_itself(e)]
     return len(unknown), len(ledger.awaiting(store))
 
 
