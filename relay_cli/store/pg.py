@@ -37,6 +37,12 @@ MIGRATE_LOCK = WRITE_LOCK + 1
 CONNECT_TIMEOUT_S = 5
 LOCK_TIMEOUT_MS = 5000  # like SQLite's busy_timeout: then `busy`
 STATEMENT_TIMEOUT_MS = 60000
+# relay's own deadline for the answer to any statement (the server's statement_timeout
+# cannot fire on a server that stopped): then the connection is closed and the call is
+# database_unavailable. Longer than LOCK_TIMEOUT_MS, so a lock wait is answered `busy`
+# by the server first; migrations and `db copy`'s rows get STATEMENT_TIMEOUT_MS + 5 s.
+DEADLINE_S = 15.0
+LONG_DEADLINE_S = STATEMENT_TIMEOUT_MS / 1000 + 5
 IDLE_TX_TIMEOUT_MS = 60000
 SAFETY_POLL_S = 2.0  # a waiting command re-checks at least this often without a NOTIFY
 RETRIES = 4  # serialization failures and deadlocks at a transaction's first statement
@@ -62,7 +68,46 @@ _REFUSED_WORDS = ("authentication failed", "no password supplied", "password", "
                   "does not exist", "permission denied", "certificate", "ssl was required",
                   "sslmode", "invalid", "not supported", "unsupported", "role ")
 
+# What libpq says when the connection itself broke (psycopg2 gives these no SQLSTATE,
+# and sometimes raises plain DatabaseError): the server is gone, not relay's bug.
+_BROKEN_WORDS = ("server closed the connection", "terminating connection",
+                 "connection already closed", "no connection to the server",
+                 "could not receive data", "could not send data", "connection has been closed",
+                 "lost synchronization", "eof detected", "connection timed out",
+                 "connection reset", "broken pipe")
+
 _driver_mod = None
+_connect_deadline = 0.0
+
+
+class _Stalled(Exception):
+    """No answer before the statement's deadline (see DEADLINE_S)."""
+
+
+def _wait(conn) -> None:
+    """psycopg2's wait callback (set in ``driver``): libpq runs non-blocking and this is
+    where relay waits for the socket, so every statement, and connecting, has a
+    deadline that holds even when the server process is stopped and TCP stays alive."""
+    ext = _driver_mod.extensions
+    deadline = getattr(conn, "relay_deadline", False)
+    if deadline is None:  # relay's connection, connecting
+        deadline = _connect_deadline
+    fd = conn.fileno()
+    while True:
+        state = conn.poll()
+        if state == ext.POLL_OK:
+            return
+        left = None  # a connection that is not relay's (a test's own) waits as it would
+        if deadline:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise _Stalled()
+        if state == ext.POLL_READ:
+            select.select((fd,), (), (), left)
+        elif state == ext.POLL_WRITE:
+            select.select((), (fd,), (), left)
+        else:  # pragma: no cover - psycopg2 documents no other state
+            raise _driver_mod.OperationalError(f"unexpected poll state {state}")
 
 
 def driver():
@@ -88,6 +133,12 @@ def driver():
     ext.register_type(ext.new_type(
         (1700,), "RELAY_NUMERIC",
         lambda v, cur: None if v is None else (int(v) if v.lstrip("-").isdigit() else float(v))))
+    ext.set_wait_callback(_wait)
+
+    class RelayConnection(ext.connection):
+        relay_deadline: float | None = None  # when the statement running now gives up
+
+    psycopg2.relay_connection = RelayConnection
     _driver_mod = psycopg2
     return psycopg2
 
@@ -250,9 +301,11 @@ def relay_error(e: Exception, url: str | None) -> RelayError:
     if pgcode in _SCHEMA_MISMATCH:
         return RelayError("database_corrupt", f"the PostgreSQL database is not a readable "
                           f"relay database ({text})")
+    low = text.lower()
+    if not pgcode and any(w in low for w in _BROKEN_WORDS):
+        return _unavailable(text)
     if not pgcode and drv is not None and isinstance(e, (drv.OperationalError,
                                                          drv.InterfaceError)):
-        low = text.lower()
         if any(w in low for w in _REFUSED_WORDS) and "connection refused" not in low \
                 and "no such file" not in low:
             return RelayError("storage_error", f"the PostgreSQL server refused: {text}")
@@ -263,7 +316,28 @@ def relay_error(e: Exception, url: str | None) -> RelayError:
 def _unavailable(text: str) -> RelayError:
     return RelayError("database_unavailable",
                       f"the PostgreSQL server could not be reached ({text})",
-                      retry_after=RETRY_AFTER_S)
+                      detail="nothing was changed", retry_after=RETRY_AFTER_S)
+
+
+def _stalled() -> RelayError:
+    return _unavailable(f"no answer within {DEADLINE_S:g} s; relay closed the connection")
+
+
+def outcome_unknown(e: RelayError) -> RelayError:
+    """The connection broke at or after COMMIT was sent: the transaction may or may not
+    have committed. Same code and exit as any database_unavailable, with
+    ``outcome_unknown`` set for callers that must look before they redo (design.md §13)."""
+    why = e.message.split(" (", 1)[1].rstrip(")") if " (" in e.message else e.message
+    err = RelayError(
+        "database_unavailable",
+        f"the connection to the PostgreSQL server broke after COMMIT was sent, so relay "
+        f"cannot know whether the change was made: the outcome is unknown ({why})",
+        detail="the outcome is unknown; a retry with the same id or key is answered from "
+               "what is stored, so it does not make the change twice; without an id or key, "
+               "look (relay list, relay ledger show) before you retry",
+        retry_after=RETRY_AFTER_S)
+    err.outcome_unknown = True
+    return err
 
 
 # ---------------------------------------------------------------------- connection
@@ -323,8 +397,14 @@ class PgConnection:
         clock.set_source(self.server_now_ms)
 
     def _connect(self):
+        global _connect_deadline
+        _connect_deadline = time.monotonic() + int(self._connect_params["connect_timeout"])
         try:
-            conn = _driver_mod.connect(**self._connect_params)
+            conn = _driver_mod.connect(**self._connect_params,
+                                       connection_factory=_driver_mod.relay_connection)
+        except _Stalled:
+            raise _unavailable(f"no connection within {self._connect_params['connect_timeout']}"
+                               " s") from None
         except _driver_mod.Error as e:
             raise relay_error(e, self.url) from None
         conn.autocommit = True
@@ -344,10 +424,40 @@ class PgConnection:
     def error(self, e: Exception) -> RelayError:
         return relay_error(e, self.url)
 
-    def _raw(self, sql: str, params=None):
+    def _run(self, cur, sql: str, params, seconds: float = DEADLINE_S) -> None:
+        """Run one statement with its deadline; a stalled server is database_unavailable,
+        the connection closed (its transaction, if any, is the server's to roll back)."""
+        conn = self.conn
+        conn.relay_deadline = time.monotonic() + seconds
+        try:
+            cur.execute(sql, params)
+        except _Stalled:
+            self._drop()
+            raise _stalled() from None
+        except _driver_mod.Error:
+            if conn.closed:
+                self._drop()
+            raise
+        except BaseException:
+            # interrupted while waiting (a signal): the statement may still be running
+            self._drop()
+            raise
+        finally:
+            conn.relay_deadline = None
+
+    def _drop(self) -> None:
+        try:
+            self.conn.close()
+        except Exception:  # noqa: BLE001 - closing a broken connection
+            pass
+
+    def broken(self) -> bool:
+        return bool(self.conn.closed)
+
+    def _raw(self, sql: str, params=None, seconds: float = DEADLINE_S):
         try:
             cur = self.conn.cursor(cursor_factory=self._rows)
-            cur.execute(sql, params)
+            self._run(cur, sql, params, seconds)
         except _driver_mod.Error as e:
             raise self.error(e) from None
         return cur
@@ -358,11 +468,15 @@ class PgConnection:
         write = _is_write(q)
         if not self.in_tx:
             self._reconnect_if_broken()
+        # A statement that may run again on a new connection when the old one turns out
+        # to be broken (the server restarted while it was idle): the first of a
+        # transaction (nothing of it can have committed) or a read on its own.
+        fresh = bool(self._pending) or not (self.in_tx or write)
         for attempt in range(RETRIES):
             prefix = self._pending or ""
             try:
                 cur = self.conn.cursor(cursor_factory=self._rows)
-                cur.execute(prefix + q, p)
+                self._run(cur, prefix + q, p)
             except _driver_mod.Error as e:
                 code = getattr(e, "pgcode", None)
                 if prefix and code in _RETRY and attempt < RETRIES - 1:
@@ -370,8 +484,20 @@ class PgConnection:
                     self._quiet("ROLLBACK")
                     time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
                     continue
+                err = self.error(e)
+                if fresh and self.broken() and err.code == "database_unavailable":
+                    fresh = False
+                    self._reconnect_if_broken()  # (or database_unavailable)
+                    continue
                 self._pending = None
-                raise self.error(e) from None
+                if write and not self.in_tx and err.code == "database_unavailable":
+                    raise outcome_unknown(err) from None  # it commits by itself
+                raise err from None
+            except RelayError as err:
+                self._pending = None
+                if write and not self.in_tx:
+                    raise outcome_unknown(err) from None
+                raise
             self._pending = None
             if write:
                 if self.in_tx:
@@ -392,9 +518,10 @@ class PgConnection:
         names = ", ".join(f'"{c}"' for c in columns)
         try:
             cur = self.conn.cursor()
-            _driver_mod.extras.execute_values(
-                cur, f'INSERT INTO "{table}" ({names}) VALUES %s',
-                [_params(r) for r in rows], page_size=len(rows))
+            sql = cur.mogrify(f'INSERT INTO "{table}" ({names}) VALUES ' + ", ".join(
+                ["%s"] * len(rows)), [_params(r) for r in rows]) if rows else None
+            if sql:
+                self._run(cur, sql, None, LONG_DEADLINE_S)
         except _driver_mod.Error as e:
             raise self.error(e) from None
         self._dirty = True
@@ -421,8 +548,8 @@ class PgConnection:
     def _quiet(self, sql: str) -> None:
         try:
             with self.conn.cursor() as cur:
-                cur.execute(sql)
-        except _driver_mod.Error:
+                self._run(cur, sql, None)
+        except (_driver_mod.Error, RelayError):
             pass
 
     # -------------------------------------------------------------- transactions
@@ -434,7 +561,13 @@ class PgConnection:
             raise RuntimeError("nested transaction")
         self._reconnect_if_broken()
         if time.monotonic() - self.clock_at > CLOCK_REFRESH_S:
-            self.measure_clock()
+            try:
+                self.measure_clock()
+            except RelayError as e:
+                if not (self.broken() and e.code == "database_unavailable"):
+                    raise
+                self._reconnect_if_broken()  # it broke while idle: once more, anew
+                self.measure_clock()
         self._pending = BEGIN_WRITE if write else BEGIN_READ
         self._dirty = False
         self.in_tx = True
@@ -446,8 +579,10 @@ class PgConnection:
         try:
             if self._pending is None:  # a statement ran, so the transaction is open
                 self._raw(f"NOTIFY {CHANNEL}; COMMIT" if self._dirty else "COMMIT")
-        except RelayError:
+        except RelayError as e:
             self._rollback()
+            if e.code == "database_unavailable":  # COMMIT was sent: it may have landed
+                raise outcome_unknown(e) from None
             raise
         finally:
             self._pending = None
@@ -533,8 +668,8 @@ def connect(url: str, migrate: bool = True) -> PgConnection:
         t0 = time.time()
         cur = db.conn.cursor()
         try:
-            cur.execute(f"SELECT extract(epoch FROM clock_timestamp()) * 1000, "
-                        f"(SELECT version FROM {SCHEMA_TABLE})")
+            db._run(cur, f"SELECT extract(epoch FROM clock_timestamp()) * 1000, "
+                    f"(SELECT version FROM {SCHEMA_TABLE})", None)
             server_ms, version = cur.fetchone()
         except _driver_mod.Error as e:
             if getattr(e, "pgcode", None) != "42P01":  # no relay_schema table yet
@@ -607,7 +742,7 @@ def apply_migrations(db: PgConnection) -> None:
         if version > LATEST:
             raise too_new(version)
         for number in range(version, LATEST):
-            db._raw(ddl(MIGRATIONS[number]))
+            db._raw(ddl(MIGRATIONS[number]), seconds=LONG_DEADLINE_S)
         db._raw(f"UPDATE {SCHEMA_TABLE} SET version = {LATEST}")
         db._raw("COMMIT")
     except BaseException:
