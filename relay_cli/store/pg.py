@@ -110,21 +110,66 @@ def _wait(conn) -> None:
             raise _driver_mod.OperationalError(f"unexpected poll state {state}")
 
 
+class Row(tuple):
+    """A result row as relay's shared code reads one (like sqlite3.Row): by position
+    or by column name, ``keys()``, and ``dict(row)``. A subclass per column list holds
+    the names (``_row_class``)."""
+
+    __slots__ = ()
+    _index: dict = {}
+
+    def __getitem__(self, key):
+        if isinstance(key, str):
+            key = self._index[key]
+        return tuple.__getitem__(self, key)
+
+    def keys(self) -> list[str]:
+        return list(self._index)
+
+
+_row_classes: dict[tuple, type] = {}
+
+
+def _row_class(description) -> type:
+    names = tuple(d[0] for d in description)
+    cls = _row_classes.get(names)
+    if cls is None:
+        cls = _row_classes[names] = type("Row", (Row,), {
+            "__slots__": (), "_index": {n: i for i, n in enumerate(names)}})
+    return cls
+
+
+_Connection = _Cursor = None
+
+
 def driver():
-    """psycopg2, imported on first use; without it, storage_error with the install line."""
-    global _driver_mod
+    """psycopg2, imported on first use; without it, storage_error with the install line.
+
+    Two parts of the import cost more than the rest of a call's work and are not used:
+    psycopg2.extras (it pulls in logging, ipaddress, ...) is not imported at all, and
+    the ``ssl`` module psycopg2 imports only to hand libcrypto's thread-locking set-up to
+    Python (needed by OpenSSL before 1.1; psycopg2 falls back to libpq's own set-up
+    without it, and psycopg2-binary carries its own libssl that Python's does not
+    touch) is kept out during the import: TLS is libpq's, unchanged (design.md §13).
+    """
+    global _driver_mod, _Connection, _Cursor
     if _driver_mod is not None:
         return _driver_mod
+    import sys
+
+    blocked = "ssl" not in sys.modules and sys.modules.setdefault("ssl", None) is None
     try:
         import psycopg2
         import psycopg2.extensions
-        import psycopg2.extras
     except ImportError as e:
         raise RelayError(
             "storage_error",
             "a PostgreSQL database URL is set, but the PostgreSQL driver is not installed",
             detail=f"install it with: {INSTALL}",
         ) from e
+    finally:
+        if blocked and sys.modules.get("ssl", 0) is None:
+            del sys.modules["ssl"]
     ext = psycopg2.extensions
     # BYTEA as bytes (like SQLite's BLOB), not memoryview; sum() of integers as int.
     ext.register_type(ext.new_type(
@@ -138,7 +183,29 @@ def driver():
     class RelayConnection(ext.connection):
         relay_deadline: float | None = None  # when the statement running now gives up
 
-    psycopg2.relay_connection = RelayConnection
+    class RelayCursor(ext.cursor):
+        """Rows as ``Row``s."""
+
+        def fetchone(self):
+            row = super().fetchone()
+            return None if row is None else _row_class(self.description)(row)
+
+        def fetchmany(self, size=None):
+            rows = super().fetchmany(self.arraysize if size is None else size)
+            return [_row_class(self.description)(r) for r in rows] if rows else rows
+
+        def fetchall(self):
+            rows = super().fetchall()
+            if not rows:
+                return rows
+            cls = _row_class(self.description)
+            return [cls(r) for r in rows]
+
+        def __iter__(self):
+            while (row := self.fetchone()) is not None:
+                yield row
+
+    _Connection, _Cursor = RelayConnection, RelayCursor
     _driver_mod = psycopg2
     return psycopg2
 
@@ -382,7 +449,7 @@ class PgConnection:
             params.setdefault("tcp_user_timeout", str(CONNECT_TIMEOUT_S * 1000))
         self._connect_params = params
         self.conn = self._connect()
-        self._rows = drv.extras.DictCursor
+        self._rows = _Cursor
         self.in_tx = False
         self._pending: str | None = None
         self._dirty = False
@@ -401,7 +468,7 @@ class PgConnection:
         _connect_deadline = time.monotonic() + int(self._connect_params["connect_timeout"])
         try:
             conn = _driver_mod.connect(**self._connect_params,
-                                       connection_factory=_driver_mod.relay_connection)
+                                       connection_factory=_Connection)
         except _Stalled:
             raise _unavailable(f"no connection within {self._connect_params['connect_timeout']}"
                                " s") from None
