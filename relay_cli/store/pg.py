@@ -78,6 +78,7 @@ _BROKEN_WORDS = ("server closed the connection", "terminating connection",
 
 _driver_mod = None
 _connect_deadline = 0.0
+_interrupted = False  # a Ctrl-C arrived while a statement was on its way
 
 
 class _Stalled(Exception):
@@ -87,7 +88,10 @@ class _Stalled(Exception):
 def _wait(conn) -> None:
     """psycopg2's wait callback (set in ``driver``): libpq runs non-blocking and this is
     where relay waits for the socket, so every statement, and connecting, has a
-    deadline that holds even when the server process is stopped and TCP stays alive."""
+    deadline that holds even when the server process is stopped and TCP stays alive.
+    A Ctrl-C (KeyboardInterrupt) waits for the statement's answer, as it did while libpq
+    blocked; ``PgConnection._run`` raises it afterwards."""
+    global _interrupted
     ext = _driver_mod.extensions
     deadline = getattr(conn, "relay_deadline", False)
     if deadline is None:  # relay's connection, connecting
@@ -102,12 +106,15 @@ def _wait(conn) -> None:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise _Stalled()
-        if state == ext.POLL_READ:
-            select.select((fd,), (), (), left)
-        elif state == ext.POLL_WRITE:
-            select.select((), (fd,), (), left)
-        else:  # pragma: no cover - psycopg2 documents no other state
-            raise _driver_mod.OperationalError(f"unexpected poll state {state}")
+        try:
+            if state == ext.POLL_READ:
+                select.select((fd,), (), (), left)
+            elif state == ext.POLL_WRITE:
+                select.select((), (fd,), (), left)
+            else:  # pragma: no cover - psycopg2 documents no other state
+                raise _driver_mod.OperationalError(f"unexpected poll state {state}")
+        except KeyboardInterrupt:
+            _interrupted = True
 
 
 class Row(tuple):
@@ -386,8 +393,8 @@ def _unavailable(text: str) -> RelayError:
                       detail="nothing was changed", retry_after=RETRY_AFTER_S)
 
 
-def _stalled() -> RelayError:
-    return _unavailable(f"no answer within {DEADLINE_S:g} s; relay closed the connection")
+def _stalled(seconds: float = DEADLINE_S) -> RelayError:
+    return _unavailable(f"no answer within {seconds:g} s; relay closed the connection")
 
 
 def outcome_unknown(e: RelayError) -> RelayError:
@@ -494,13 +501,17 @@ class PgConnection:
     def _run(self, cur, sql: str, params, seconds: float = DEADLINE_S) -> None:
         """Run one statement with its deadline; a stalled server is database_unavailable,
         the connection closed (its transaction, if any, is the server's to roll back)."""
+        global _interrupted
         conn = self.conn
         conn.relay_deadline = time.monotonic() + seconds
         try:
             cur.execute(sql, params)
+            if _interrupted:
+                _interrupted = False
+                raise KeyboardInterrupt
         except _Stalled:
             self._drop()
-            raise _stalled() from None
+            raise _stalled(seconds) from None
         except _driver_mod.Error:
             if conn.closed:
                 self._drop()
