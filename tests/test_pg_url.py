@@ -186,3 +186,23 @@ def test_the_hook_env_file_carries_a_url_that_logs_in(server, tmp_path, mode):
         assert exported == without_password(url) and pw not in agent.env_file.read_text()
         r = Relay(tmp_path / "h", exported)("peers", "list", "--json", env={"PGPASSWORD": pw})
     assert r.code == 0, r.err
+
+
+@pytest.mark.one_backend
+def test_the_database_url_option_says_a_command_line_is_visible_in_ps(relay):
+    for args in (("--help",), ("send", "--help"), ("peers", "join", "--help")):
+        r = relay(*args)
+        text = " ".join(r.out.replace("│", " ").split())
+        assert r.code == 0 and "--database-url" in text
+        assert "visible to every user in ps" in text and "~/.pgpass" in text, args
+        assert "RELAY_DATABASE_URL" in text
+
+
+@pytest.mark.postgres_only
+@pytest.mark.parametrize("pw", HOSTILE)
+def test_no_error_message_shows_a_hostile_password(relay, pw):
+    """Nothing listens on port 1: each URL fails in libpq's parser or at connecting."""
+    for url in _urls(pw, port=1) + [f"POSTGRESQL://u:{pw}@127.0.0.1:1/db"]:
+        r = relay("list", "--json", env={"RELAY_DATABASE_URL": url})
+        assert r.code != 0 and r.error["code"] != "internal_error", r.err
+        assert not _leaks(r.out + r.err, pw), (url, r.err)

@@ -42,8 +42,7 @@ def database_url() -> str | None:
     if not database_url_given():
         return None
     url = (_override if _override is not None else os.environ["RELAY_DATABASE_URL"]).strip()
-    check(url)
-    return url
+    return check(url)
 
 
 def database_url_given() -> bool:
@@ -62,7 +61,9 @@ def check(url: str) -> str:
             "usage_error",
             f"the database URL must start with postgresql:// or postgres://, not {shown}",
         )
-    return url
+    # libpq knows the scheme in lower case only (it would read "POSTGRESQL://..." as a
+    # key=value string and quote it, password and all, in its error)
+    return scheme.lower() + url[len(scheme):]
 
 
 # ---------------------------------------------------------------------- libpq's reading
