@@ -53,6 +53,17 @@ SCHEMA_TABLE = "relay_schema"
 # not relay's, and relay refuses it rather than guess.
 RELAY_TABLES = ("peers", "sessions", "requests", "drafts", "events", "ledger", "hook_state")
 
+# Writes whose answer relay's code never reads (their methods return nothing): inside a
+# write transaction they are not sent on their own but with the next statement, or with
+# COMMIT. Written as in sql_*.py; a statement that changes there is simply sent at once.
+LATER = frozenset({
+    "INSERT INTO events (request_id, at, from_state, to_state, reason, actor, detail) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+    "UPDATE peers SET last_seen_at = ? WHERE name = ?",
+    "UPDATE sessions SET lease_expires_at = max(lease_expires_at, ?) "
+    "WHERE id = ? AND state = 'active'",
+})
+
 BEGIN_WRITE = f"BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock({WRITE_LOCK}); "
 BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; "
 
@@ -459,6 +470,7 @@ class PgConnection:
         self._rows = _Cursor
         self.in_tx = False
         self._pending: str | None = None
+        self._later: list[str] = []  # deferred writes of the open transaction (LATER)
         self._dirty = False
         self._listening = False
         self._version = 0
@@ -541,6 +553,14 @@ class PgConnection:
         return cur
 
     def execute(self, sql: str, params=()):
+        if sql in LATER and self.in_tx and self._pending is None:
+            # A write whose answer nobody reads: it travels with the transaction's next
+            # statement (or its COMMIT), one round trip fewer. Its error, if any, is
+            # then that statement's, in the same transaction, which is rolled back.
+            cur = self.conn.cursor()
+            self._later.append(cur.mogrify(translate(sql), _params(params)).decode())
+            self._dirty = True
+            return None
         q = translate(sql)
         p = _params(params)
         write = _is_write(q)
@@ -550,11 +570,12 @@ class PgConnection:
         # to be broken (the server restarted while it was idle): the first of a
         # transaction (nothing of it can have committed) or a read on its own.
         fresh = bool(self._pending) or not (self.in_tx or write)
+        later = self._take_later().replace("%", "%%")
         for attempt in range(RETRIES):
             prefix = self._pending or ""
             try:
                 cur = self.conn.cursor(cursor_factory=self._rows)
-                self._run(cur, prefix + q, p)
+                self._run(cur, prefix + later + q, p)
             except _driver_mod.Error as e:
                 code = getattr(e, "pgcode", None)
                 if prefix and code in _RETRY and attempt < RETRIES - 1:
@@ -589,9 +610,17 @@ class PgConnection:
         for params in seq:
             self.execute(sql, params)
 
+    def _take_later(self) -> str:
+        """The deferred writes (``LATER``), to be sent before the next statement."""
+        if not self._later:
+            return ""
+        text = "; ".join(self._later) + "; "
+        self._later.clear()
+        return text
+
     def insert_many(self, table: str, columns: list[str], rows: list[tuple]) -> None:
         """Many rows at once (``relay db copy``), inside the open transaction."""
-        if self._pending is not None:
+        if self._pending is not None or self._later:
             self.execute("SELECT 1")
         names = ", ".join(f'"{c}"' for c in columns)
         try:
@@ -656,7 +685,8 @@ class PgConnection:
             raise
         try:
             if self._pending is None:  # a statement ran, so the transaction is open
-                self._raw(f"NOTIFY {CHANNEL}; COMMIT" if self._dirty else "COMMIT")
+                self._raw(self._take_later()
+                          + (f"NOTIFY {CHANNEL}; COMMIT" if self._dirty else "COMMIT"))
         except RelayError as e:
             self._rollback()
             if e.code == "database_unavailable":  # COMMIT was sent: it may have landed
@@ -667,6 +697,7 @@ class PgConnection:
             self.in_tx = False
 
     def _rollback(self) -> None:
+        self._later.clear()
         opened = self._pending is None
         self._pending = None
         self.in_tx = False
