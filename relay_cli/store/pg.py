@@ -17,7 +17,6 @@ The driver (psycopg2) is imported here only, and only when a PostgreSQL URL is u
 from __future__ import annotations
 
 import os
-import random
 import re
 import select
 import time
@@ -581,6 +580,8 @@ class PgConnection:
                 if prefix and code in _RETRY and attempt < RETRIES - 1:
                     # Nothing of this transaction ran yet: start it again.
                     self._quiet("ROLLBACK")
+                    import random  # (only here: most calls never need it)
+
                     time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
                     continue
                 err = self.error(e)
