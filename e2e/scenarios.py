@@ -1,0 +1,363 @@
+"""The harness's scenarios (docs/e2e.md; design.md §12), each on every runtime it applies to.
+
+A scenario gets a fresh Sandbox (throwaway HOME, relay state dir, scripted model), drives
+the real runtime, and asserts on the model's logged request bodies and relay's tables
+(``relay show ID --json``, ``relay peers list --json``). It returns facts (numbers,
+hook events); an AssertionError is a failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import statistics
+import subprocess
+import time
+from pathlib import Path
+
+from .harness import Sandbox
+
+PEER = {"claude": "claude-1", "codex": "codex-1", "gemini": "gemini-1"}
+CHECK = "Please check for relay work and finish it."
+
+
+def _ctx(sb: Sandbox, runtime: str, variant: str = "") -> dict:
+    sb.configure()
+    flags = ("--wake",) if variant == "wake" else ()
+    sb.install_hooks(runtime, *flags)
+    sender = sb.join("sender", "script")
+    sb.relay("peers", "add", PEER[runtime], "--kind", runtime)
+    return sender
+
+
+def _run(sb: Sandbox, runtime: str, prompt: str, timeout: float = 60, **kw) -> dict:
+    """The documented start: Claude Code names the peer (its hooks have an env file);
+    Codex and Gemini CLI run under `relay run` (design.md §12)."""
+    if runtime == "claude":
+        return sb.headless("claude", prompt, env={"RELAY_PEER": PEER[runtime]},
+                           timeout=timeout, **kw)
+    return sb.headless(runtime, prompt, timeout=timeout, relay_run=PEER[runtime], **kw)
+
+
+def _turn_texts(sb: Sandbox) -> list[str]:
+    return [json.dumps(i["body"]) for i in sb.model.log.model_turns()]
+
+
+def _first_turn_naming(sb: Sandbox, rid: str) -> int | None:
+    """The first model request whose newest part (a prompt, a hook's context, a Stop
+    reason, a waiter's note) named ``rid`` with how to claim it: the script claimed it."""
+    for n, claimed in sb.model.log.claims():
+        if rid.startswith(claimed) or claimed.startswith(rid[:8]):
+            return n
+    return None
+
+
+def _claims(item: dict, rid: str) -> bool:
+    step = item.get("step")
+    return item["kind"] == "turn" and bool(step) and step[0] == "shell" and \
+        step[1].startswith(f"relay claim --id {rid[:8]}")
+
+
+def _expect_state(sb: Sandbox, rid: str, *states: str) -> dict:
+    doc = sb.show(rid)
+    req = doc.get("request", doc)
+    assert req["state"] in states, f"request {rid[:8]} is {req['state']}, want {states}: " \
+        f"{json.dumps(req)[:600]}"
+    return req
+
+
+def _brief(r: dict) -> dict:
+    return {"code": r["code"], "secs": round(r["secs"], 2),
+            "err_tail": r["err"][-400:] if r["code"] != 0 else ""}
+
+
+# ---------------------------------------------------------------- (a) queued before start
+
+def queued_before_start(sb: Sandbox, runtime: str, variant: str = "") -> dict:
+    sender = _ctx(sb, runtime, variant)
+    rid = sb.send(sender, PEER[runtime], "please say hello")
+    r = _run(sb, runtime, CHECK)
+    facts = {"run": _brief(r), "turns": len(sb.model.log.model_turns())}
+    n = _first_turn_naming(sb, rid)
+    facts["announced_in_turn"] = n
+    assert n is not None, f"no model request named `relay claim --id {rid[:8]}`; run {r}"
+    req = _expect_state(sb, rid, "completed")
+    facts["state"] = req["state"]
+    return facts
+
+
+# ---------------------------------------------------------------- (b) arrives mid-turn
+
+def arrives_mid_turn(sb: Sandbox, runtime: str, variant: str = "") -> dict:
+    sender = _ctx(sb, runtime, variant)
+    send = (f"RELAY_PEER=sender RELAY_SESSION={sender['RELAY_SESSION']} "
+            f"relay send --to {PEER[runtime]} 'arrived mid-turn'")
+    r = _run(sb, runtime, f"E2E-RUN: {send}")
+    rows = sb.relay_json("list")["requests"]
+    assert rows, f"the model's send did not run; run {r}"
+    rid = rows[0]["id"]
+    facts = {"run": _brief(r), "turns": len(sb.model.log.model_turns())}
+    n = _first_turn_naming(sb, rid)
+    facts["announced_in_turn"] = n
+    assert n is not None, f"the Stop/AfterAgent block never named {rid[:8]}; run {r}"
+    assert n >= 2, f"named in turn {n}, before the send ran"
+    req = _expect_state(sb, rid, "completed")
+    facts["state"] = req["state"]
+    return facts
+
+
+# ---------------------------------------------------------------- (c) what hooks cost
+
+def hook_cost(sb: Sandbox, runtime: str, variant: str = "", rounds: int = 3) -> dict:
+    sb.configure()
+    plain = "Say hello."
+
+    def times(env: dict | None = None, peer: bool = False) -> list[float]:
+        out = []
+        for _ in range(rounds):
+            if peer:
+                r = _run(sb, runtime, plain, timeout=40)
+            else:
+                r = sb.headless(runtime, plain, env=env, timeout=40)
+            assert r["code"] == 0, f"run failed: {_brief(r)}"
+            out.append(r["secs"])
+        return out
+
+    base = times()
+    sb.install_hooks(runtime)
+    sb.relay("peers", "add", PEER[runtime], "--kind", runtime)
+    facts = {"without_hooks_s": [round(t, 2) for t in base]}
+    try:
+        nopeer = times()
+    except AssertionError as e:
+        raise AssertionError(f"with hooks, no peer: {e} (without hooks {base})") from None
+    facts["hooks_no_peer_s"] = [round(t, 2) for t in nopeer]
+    try:
+        withpeer = times(peer=True)
+    except AssertionError as e:
+        raise AssertionError(f"with hooks and a peer: {e}; facts {facts}") from None
+    facts["hooks_peer_s"] = [round(t, 2) for t in withpeer]
+    m0, m1, m2 = (statistics.median(x) for x in (base, nopeer, withpeer))
+    facts["overhead_no_peer_s"] = round(m1 - m0, 2)
+    facts["overhead_peer_s"] = round(m2 - m0, 2)
+    assert m1 - m0 < 1.0, f"hooks cost a run without a peer {m1 - m0:.2f} s: {facts}"
+    # with a peer: joining, leaving (and for Codex/Gemini the launcher) -- generously
+    assert m2 - m0 < 3.0, f"a run with a peer, nothing queued, was held up: {facts}"
+    return facts
+
+
+# ---------------------------------------------------------------- (f) a session that ends
+
+def session_end_leaves(sb: Sandbox, runtime: str, variant: str = "") -> dict:
+    sender = _ctx(sb, runtime, variant)
+    rid = sb.send(sender, PEER[runtime], "claim me, then the session ends")
+    r = _run(sb, runtime, f"{CHECK} E2E-NOREPLY")
+    facts = {"run": _brief(r)}
+    assert _first_turn_naming(sb, rid) is not None, f"never announced; run {r}"
+    req = _expect_state(sb, rid, "delivery_unknown")
+    facts["state"], facts["reason"] = req["state"], req.get("reason") or req.get(
+        "state_reason")
+    peers = {p["name"]: p for p in sb.relay_json("peers", "list")["peers"]}
+    facts["peer_active_after"] = peers.get(PEER[runtime], {}).get("active")
+    assert not peers.get(PEER[runtime], {}).get("active"), f"still active: {peers}"
+    return facts
+
+
+# ---------------------------------------------------------------- TUIs under tmux
+
+class Tui:
+    """A runtime's TUI in tmux (80x24) on a socket of its own."""
+
+    def __init__(self, sb: Sandbox, name: str, argv: list[str], env: dict):
+        self.sb, self.name = sb, name
+        self.sock = str(sb.dir / f"tmux-{name}")
+        script = sb.dir / f"start-{name}.sh"
+        lines = ["#!/bin/bash"] + [f"export {k}={shlex.quote(v)}" for k, v in env.items()]
+        lines += [f"cd {shlex.quote(str(sb.work))}", "exec " + shlex.join(argv)]
+        script.write_text("\n".join(lines) + "\n")
+        script.chmod(0o755)
+        subprocess.run(["tmux", "-S", self.sock, "-f", "/dev/null", "new-session", "-d",
+                        "-x", "80", "-y", "24", "-s", name, str(script)], check=True,
+                       env={"PATH": os.environ["PATH"], "TERM": "xterm-256color",
+                            "HOME": str(sb.home)})
+
+    def screen(self) -> str:
+        r = subprocess.run(["tmux", "-S", self.sock, "capture-pane", "-p", "-t", self.name],
+                           capture_output=True, text=True)
+        return r.stdout
+
+    def keys(self, *keys: str) -> None:
+        subprocess.run(["tmux", "-S", self.sock, "send-keys", "-t", self.name, *keys],
+                       check=True)
+
+    def type(self, text: str) -> None:
+        subprocess.run(["tmux", "-S", self.sock, "send-keys", "-t", self.name, "-l", text],
+                       check=True)
+        time.sleep(0.3)
+        self.keys("Enter")
+
+    def wait_screen(self, needle: str, timeout: float = 30) -> bool:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if needle in self.screen():
+                return True
+            time.sleep(0.2)
+        return False
+
+    def close(self) -> None:
+        subprocess.run(["tmux", "-S", self.sock, "kill-server"], capture_output=True)
+
+
+def _wait(pred, timeout: float, step: float = 0.1):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        v = pred()
+        if v:
+            return v
+        time.sleep(step)
+    return None
+
+
+def _waiter_ready(sb: Sandbox, peer: str) -> bool:
+    peers = {p["name"]: p for p in sb.relay_json("peers", "list")["peers"]}
+    return peers.get(peer, {}).get("wakeup") == "waiter"
+
+
+def start_tui(sb: Sandbox, runtime: str, peer: str, model_turns_before: int = 0) -> Tui:
+    """Start the TUI the documented way and bring it to idle with its waiter running."""
+    prog = sb.progs[runtime]
+    if runtime == "claude":
+        tui = Tui(sb, peer, [*prog, "--dangerously-skip-permissions"],
+                  sb.env(RELAY_PEER=peer))
+        if not _wait(lambda: _waiter_ready(sb, peer), 40, 0.3):
+            raise AssertionError(f"Claude Code's waiter never ran; screen:\n{tui.screen()}")
+        return tui
+    argv = [str(sb.bin / "relay"), "run", "--as", peer, "--kind", "codex", "--",
+            *prog, "--dangerously-bypass-hook-trust"]
+    tui = Tui(sb, peer, argv, sb.env())
+    time.sleep(3)
+    # Codex's SessionStart (and so its waiter) fires only at the first prompt
+    tui.type(f"I am {peer}. E2E-RUN: echo PEER=$RELAY_PEER THREAD=$CODEX_THREAD_ID")
+    if not _wait(lambda: _waiter_ready(sb, peer), 40, 0.3):
+        raise AssertionError(f"Codex's waiter never ran; screen:\n{tui.screen()}")
+    return tui
+
+
+def wake_once(sb: Sandbox, sender: dict, peer: str, timeout: float = 30) -> dict:
+    """Send one request to an idle TUI; time send-commit -> the model request naming it,
+    and wait until the model replied."""
+    start = len(sb.model.log.items)
+    t0 = time.monotonic()
+    rid = sb.send(sender, peer, "wake up and say hello")
+    t1 = time.monotonic()  # the send's COMMIT is between t0 and t1
+    item = sb.model.log.wait_for(lambda i: _claims(i, rid), timeout, start)
+    assert item is not None, f"no model request named {rid[:8]} within {timeout} s"
+    done = _wait(lambda: sb.show(rid).get("request", {}).get("state") == "completed"
+                 or sb.show(rid).get("state") == "completed", timeout, 0.2)
+    assert done, f"woken, but {rid[:8]} was not completed: {sb.show(rid)}"
+    return {"id": rid, "wake_s": item["t"] - t1, "wake_upper_s": item["t"] - t0}
+
+
+def tui_wake(sb: Sandbox, runtime: str, variant: str = "", wakes: int = 1) -> dict:
+    sb.configure()
+    sb.install_hooks(runtime, *(("--wake",) if runtime == "codex" else ()))
+    sender = sb.join("sender", "script")
+    peer = f"{runtime}-tui"
+    sb.relay("peers", "add", peer, "--kind", runtime)
+    tui = start_tui(sb, runtime, peer)
+    try:
+        lat = []
+        for _ in range(wakes):
+            _wait(lambda: _waiter_ready(sb, peer), 30, 0.1)
+            time.sleep(0.5)  # idle: the model's last turn has ended
+            lat.append(wake_once(sb, sender, peer))
+        return {"wakes": [round(x["wake_s"], 3) for x in lat]}
+    except AssertionError as e:
+        raise AssertionError(f"{e}\nscreen:\n{tui.screen()}") from None
+    finally:
+        tui.close()
+
+
+# ---------------------------------------------------------------- (e) two Codex peers
+
+def codex_two_peers(sb: Sandbox, runtime: str = "codex", variant: str = "") -> dict:
+    sb.configure()
+    sb.install_hooks("codex")
+    sender = sb.join("sender", "script")
+    for p in ("codex-a", "codex-b"):
+        sb.relay("peers", "add", p, "--kind", "codex")
+    tuis = []
+    try:
+        for p in ("codex-a", "codex-b"):
+            argv = [str(sb.bin / "relay"), "run", "--as", p, "--kind", "codex", "--",
+                    *sb.progs["codex"], "--dangerously-bypass-hook-trust"]
+            tui = Tui(sb, p, argv, sb.env())
+            tuis.append(tui)
+            time.sleep(3)
+            start = len(sb.model.log.items)
+            tui.type(f"I am {p}. E2E-RUN: echo PEER=$RELAY_PEER")
+            got = sb.model.log.wait_for(
+                lambda i: i["kind"] == "turn" and f"I am {p}" in json.dumps(i["body"])
+                and "PEER=" in json.dumps(i["body"]).split(f"I am {p}")[-1]
+                and "echo PEER" in json.dumps(i["body"]).split(f"I am {p}")[-1]
+                and "function_call_output" in json.dumps(i["body"]), 40, start)
+            assert got, f"{p}'s first turn never ran; screen:\n{tui.screen()}"
+        facts = {}
+        for p in ("codex-a", "codex-b"):
+            bodies = [json.dumps(i["body"]) for i in sb.model.log.model_turns()
+                      if f"I am {p}" in json.dumps(i["body"])]
+            seen = set()
+            for b in bodies:
+                for tok in b.split("PEER=")[1:]:
+                    seen.add(tok.split("\\n")[0].split('"')[0].strip())
+            seen.discard("$RELAY_PEER")
+            facts[p] = sorted(seen)
+            assert seen == {p}, f"{p}'s shell commands ran as {sorted(seen)}"
+        # a request for codex-b is announced to codex-b and claimed by codex-b
+        rid = sb.send(sender, "codex-b", "for codex-b only")
+        start = len(sb.model.log.items)
+        tuis[1].type(f"I am codex-b. {CHECK}")
+        got = sb.model.log.wait_for(lambda i: _claims(i, rid), 30, start)
+        assert got, "the request for codex-b was never announced to codex-b"
+        done = _wait(lambda: sb.show(rid).get("request", sb.show(rid)).get("state")
+                     == "completed", 30, 0.3)
+        req = sb.show(rid).get("request", sb.show(rid))
+        facts["request"] = {k: req.get(k) for k in ("state", "to", "recipient", "claimed_by",
+                                                     "claimed_by_session")}
+        assert done, f"codex-b's request: {req}"
+        return facts
+    finally:
+        for t in tuis:
+            t.close()
+
+
+# ---------------------------------------------------------------- the table
+
+SCENARIOS = {
+    # name: (function, runtimes or (runtime, variant) pairs)
+    "queued_before_start": (queued_before_start,
+                            ["claude", "codex", ("codex", "wake"), "gemini"]),
+    "arrives_mid_turn": (arrives_mid_turn, ["claude", "codex", "gemini"]),
+    "hook_cost": (hook_cost, ["claude", "codex", "gemini"]),
+    "session_end_leaves": (session_end_leaves, ["claude", "codex", "gemini"]),
+    "tui_wake": (tui_wake, ["claude", "codex"]),
+    "codex_two_peers": (codex_two_peers, ["codex"]),
+}
+
+
+def cases(only_scenarios=None, only_runtimes=None):
+    for name, (fn, targets) in SCENARIOS.items():
+        if only_scenarios and name not in only_scenarios:
+            continue
+        for t in targets:
+            rt, variant = (t, "") if isinstance(t, str) else t
+            if only_runtimes and rt not in only_runtimes:
+                continue
+            yield name, rt, variant, fn
+
+
+def case_id(name: str, rt: str, variant: str) -> str:
+    return f"{name}[{rt}{'+' + variant if variant else ''}]"
+
+
