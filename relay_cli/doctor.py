@@ -596,14 +596,13 @@ def _check_peers(report: Report, sessions, wakeups: dict[str, str], now: int) ->
         report.add(f"wakeup:{s['peer']}", status, f"{value}: {detail}")
 
 
-_RUNTIMES = {"claude": "Claude Code", "codex": "Codex", "gemini": "Gemini CLI"}
-
-
 def _wakeup_advice(s, value: str, now: int) -> tuple[str, str]:
     """(status, detail) for an active peer whose ``wakeup`` (peers.wakeup) is ``value``: a
     warn where a person can install relay's hook, an ok fact where there is nothing to do."""
+    from .runtimes import display
+
     kind = s["kind"]
-    runtime = _RUNTIMES.get(kind)
+    runtime = display(kind)
     if runtime is None:
         how = ("a session is blocked in `relay claim --wait` now" if value == "polling"
                else "it sees requests when it runs `relay inbox` or `relay claim --wait`")

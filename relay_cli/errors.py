@@ -213,6 +213,7 @@ class RelayError(Exception):
         detail: str | None = None,
         retry_after: float | None = None,
         exit_code: int | None = None,
+        hint: str | None = None,
     ) -> None:
         if code not in ERRORS:
             raise ValueError(f"unknown error code {code!r}")
@@ -224,6 +225,7 @@ class RelayError(Exception):
         self.detail = detail
         self.retry_after = retry_after
         self._exit_code = exit_code
+        self._hint = hint  # replaces the code's hint where it would mislead
         super().__init__(self.message)
 
     @property
@@ -237,7 +239,8 @@ class RelayError(Exception):
 
     @property
     def hint(self) -> str:
-        return self.spec.hint + (f" ({self.detail})" if self.detail else "")
+        base = self.spec.hint if self._hint is None else self._hint
+        return base + (f" ({self.detail})" if self.detail else "")
 
     def to_dict(self) -> dict:
         retry_after = None

@@ -30,14 +30,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import runtimes
 from .errors import RelayError
+from .runtimes import WAKE_TIMEOUT_S
 
-RUNTIMES = ("claude", "codex", "gemini")
-DISPLAY = {"claude": "Claude Code", "codex": "Codex", "gemini": "Gemini CLI"}
-HOOK_TIMEOUT_S = 10
-CODEX_SESSION_END_TIMEOUT_S = 3  # Codex 0.171.0 clamps a longer SessionEnd timeout to 3 s
-WAKE_TIMEOUT_S = 3600 + 60  # the waiter's own 1 h timeout ends it first
+RUNTIMES = runtimes.NAMES
+DISPLAY = {r.name: r.display for r in runtimes.ALL}
 NEW_FILE_MODE = 0o600
+MAX_SETTINGS_BYTES = 4 * 1024 * 1024  # a settings file larger than this is not read
 
 
 @dataclass(frozen=True)
@@ -54,30 +54,30 @@ class Entry:
 
 
 def _events(runtime: str) -> tuple[str, ...]:
-    if runtime == "gemini":
-        return ("SessionStart", "BeforeAgent", "AfterAgent", "SessionEnd")
-    return ("SessionStart", "UserPromptSubmit", "Stop", "SessionEnd")
+    return tuple(runtimes.BY_NAME[runtime].events)
 
 
-def entries(runtime: str, wake: bool = True) -> list[Entry]:
-    """The handlers relay installs for ``runtime``, in order. The waiter is always part of
-    Claude Code's; for Codex only with ``wake`` (opt-in); Gemini CLI has no background hooks."""
-    command = f"relay hook {runtime}"
+def relay_command(relay_path: str | None = None) -> str:
+    """How the hook commands name relay: its absolute path when given, else `relay`."""
+    return shlex.quote(relay_path) if relay_path else "relay"
+
+
+def entries(runtime: str, wake: bool = True, relay_path: str | None = None) -> list[Entry]:
+    """The handlers relay installs for ``runtime``, in order. The waiter comes with a
+    runtime that wakes by default (Claude Code), with ``wake`` for one where it is opt-in
+    (Codex); a runtime with no background hooks (Gemini CLI) has none."""
+    rt = runtimes.BY_NAME[runtime]
+    command = f"{relay_command(relay_path)} hook {runtime}"
     out = []
-    for event in _events(runtime):
-        if runtime == "gemini":
-            handler = {"name": "relay", "type": "command", "command": command,
-                       "timeout": HOOK_TIMEOUT_S * 1000}
-        else:
-            timeout = (CODEX_SESSION_END_TIMEOUT_S if runtime == "codex"
-                       and event == "SessionEnd" else HOOK_TIMEOUT_S)
-            handler = {"type": "command", "command": command, "timeout": timeout}
+    for event, relay_event in rt.events.items():
+        handler = {**rt.handler_extra, "type": "command", "command": command,
+                   "timeout": rt.timeout(relay_event)}
         out.append(Entry(event, "hook", handler))
-        if event in ("SessionStart", "Stop") and (runtime == "claude" or
-                                                   (runtime == "codex" and wake)):
-            background = {"asyncRewake": True} if runtime == "claude" else {"async": True}
-            out.append(Entry(event, "wake", {"type": "command", "command": f"{command} --wake",
-                                             "timeout": WAKE_TIMEOUT_S, **background}))
+        if (rt.wake and relay_event in rt.wake_events
+                and (rt.wake_by_default or wake)):
+            out.append(Entry(event, "wake", {
+                **rt.handler_extra, "type": "command", "command": f"{command} --wake",
+                "timeout": WAKE_TIMEOUT_S * rt.timeout_scale, **rt.wake_flags}))
     return out
 
 
@@ -91,22 +91,14 @@ def fragment(runtime: str, wake: bool = True) -> dict:
 
 def settings_path(runtime: str, project: bool, environ=None, cwd: str | None = None) -> Path:
     environ = os.environ if environ is None else environ
-    base = Path(cwd or os.getcwd())
-    home = Path(environ.get("HOME") or os.path.expanduser("~"))
-    if runtime == "claude":
-        if project:
-            return base / ".claude" / "settings.json"
-        config = environ.get("CLAUDE_CONFIG_DIR")
-        return (Path(config) if config else home / ".claude") / "settings.json"
-    if runtime == "codex":
-        if project:
-            return base / ".codex" / "hooks.json"
-        codex_home = environ.get("CODEX_HOME")
-        return (Path(codex_home) if codex_home else home / ".codex") / "hooks.json"
+    s = runtimes.BY_NAME[runtime].settings
     if project:
-        return base / ".gemini" / "settings.json"
-    gemini_home = environ.get("GEMINI_CLI_HOME")
-    return (Path(gemini_home) if gemini_home else home) / ".gemini" / "settings.json"
+        return Path(cwd or os.getcwd()) / s.project_file
+    home = Path(environ.get("HOME") or os.path.expanduser("~"))
+    moved = environ.get(s.var) if s.var else None
+    if moved and s.var_holds_user_dir:
+        return Path(moved) / s.user_file
+    return (Path(moved) if moved else home) / s.user_dir / s.user_file
 
 
 def relay_role(handler, runtime: str) -> str | None:
@@ -147,7 +139,15 @@ class Change:
 
 def _refuse(path: Path, why: str) -> RelayError:
     return RelayError("usage_error", f"{path}: {why}; nothing was changed",
-                      detail=f"fix {path} or move it aside, then run the command again")
+                      hint=f"relay edits only a settings file that is valid JSON: fix {path} "
+                           "or move it aside, then run the command again")
+
+
+def _storage(path: Path, why: str) -> RelayError:
+    return RelayError("storage_error", f"{path}: {why}; nothing was changed",
+                      hint=f"relay could not use {path}; fix what the message names (or "
+                           "edit the file by hand, see docs/agents.md), then run the "
+                           "command again")
 
 
 class _NotWritableBack(ValueError):
@@ -169,14 +169,59 @@ def _finite_float(text: str) -> float:
     return value
 
 
-def _load(path: Path) -> tuple[dict, bytes | None]:
+def _read(path: Path) -> bytes | None:
+    """The file's bytes, or None when it does not exist. Only a regular file is read
+    (a FIFO would hang, a device never end), and at most MAX_SETTINGS_BYTES of it."""
+    import stat
+
     try:
-        raw = path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
+                     | getattr(os, "O_NOCTTY", 0))
     except FileNotFoundError:
-        return {}, None
+        return None
     except OSError as e:
-        raise RelayError("storage_error", f"cannot read {path}: {e.strerror}",
-                         detail=f"nothing was changed; check {path}") from e
+        raise _storage(path, f"cannot be read ({e.strerror})") from e
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise _storage(path, "is not a regular file")
+        if st.st_size > MAX_SETTINGS_BYTES:
+            raise _storage(path, f"is larger than {MAX_SETTINGS_BYTES // (1024 * 1024)} MiB")
+        chunks, total = [], 0
+        while True:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                break
+            total += len(chunk)
+            if total > MAX_SETTINGS_BYTES:
+                raise _storage(path, f"is larger than {MAX_SETTINGS_BYTES // (1024 * 1024)} MiB")
+            chunks.append(chunk)
+        return b"".join(chunks)
+    except OSError as e:
+        raise _storage(path, f"cannot be read ({e.strerror})") from e
+    finally:
+        os.close(fd)
+
+
+def check_writable(path: Path) -> None:
+    """Refuse (storage_error) to replace a file its owner made read-only, or one owned by
+    another user: relay would otherwise rename a new file over it."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise _storage(path, f"cannot be read ({e.strerror})") from e
+    if hasattr(os, "geteuid") and st.st_uid != os.geteuid():
+        raise _storage(path, "is owned by another user")
+    if not st.st_mode & 0o200:
+        raise _storage(path, "is read-only (its mode has no write bit for its owner)")
+
+
+def _load(path: Path) -> tuple[dict, bytes | None]:
+    raw = _read(path)
+    if raw is None:
+        return {}, None
     if not raw.strip():
         return {}, raw
     try:
@@ -200,8 +245,10 @@ def _load(path: Path) -> tuple[dict, bytes | None]:
     return doc, raw
 
 
-def plan(runtime: str, path: Path, *, install: bool, wake: bool = False) -> Change:
-    """What install (or uninstall) would change in ``path``; nothing is written."""
+def plan(runtime: str, path: Path, *, install: bool, wake: bool = False,
+         relay_path: str | None = None) -> Change:
+    """What install (or uninstall) would change in ``path``; nothing is written.
+    ``relay_path``: the hook commands name relay by that absolute path."""
     doc, original = _load(path)
     change = Change(runtime, path, install, doc, original, [], [], [])
     events = _events(runtime)
@@ -211,7 +258,7 @@ def plan(runtime: str, path: Path, *, install: bool, wake: bool = False) -> Chan
         if groups is not None and not isinstance(groups, list):
             raise _refuse(path, f"has a `hooks.{event}` value that is not a list")
     if install:
-        _install(change, wake)
+        _install(change, wake, relay_path)
     else:
         _uninstall(change)
     return change
@@ -222,10 +269,10 @@ def _handlers(groups) -> list[dict]:
             for h in g["hooks"]]
 
 
-def _install(change: Change, wake: bool) -> None:
+def _install(change: Change, wake: bool, relay_path: str | None = None) -> None:
     runtime = change.runtime
     hooks = change.doc.get("hooks")
-    for e in entries(runtime, wake):
+    for e in entries(runtime, wake, relay_path):
         groups = hooks.get(e.event) if hooks is not None else None
         item = {"event": e.event, "command": e.command}
         if any(relay_role(h, runtime) == e.role for h in _handlers(groups)):
@@ -274,6 +321,7 @@ def apply(change: Change) -> str | None:
     if not change.changed:
         return None
     target = Path(os.path.realpath(change.path)) if change.path.is_symlink() else change.path
+    check_writable(target)
     text = json.dumps(change.doc, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
     try:
         target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -341,64 +389,84 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 # ------------------------------------------------------------------------ advice
+def running_relay() -> str | None:
+    """The absolute path of the relay program running now, when it is one (not
+    `python -m relay_cli`)."""
+    import sys
+
+    argv0 = sys.argv[0] if sys.argv else ""
+    if os.path.basename(argv0) != "relay":
+        return None
+    path = os.path.abspath(argv0)
+    return path if os.path.isfile(path) and os.access(path, os.X_OK) else None
+
+
+def hook_relay_path(environ=None) -> tuple[str | None, bool]:
+    """(the absolute path the hook commands should name, or None for a bare `relay`;
+    whether a `relay` is on PATH). A bare `relay` works only when the runtime finds this
+    relay on its PATH; when PATH has no relay, or another one, the commands name the
+    running relay by its absolute path."""
+    import shutil
+
+    environ = os.environ if environ is None else environ
+    on_path = shutil.which("relay", path=environ.get("PATH"))
+    mine = running_relay()
+    if mine is None or (on_path and os.path.realpath(on_path) == os.path.realpath(mine)):
+        return None, on_path is not None
+    return mine, on_path is not None
+
+
 def change_settings(runtime: str, *, install: bool, project: bool = False,
                     dry_run: bool = False, wake: bool = False) -> dict:
     """`relay hook install|uninstall RUNTIME`: plan the change of the runtime's settings
     file, apply it unless ``dry_run``, and say what changed and what is left to do.
 
-    An unknown runtime, or ``--wake`` for Gemini CLI (it has no background hooks), is a
-    ``usage_error``; nothing is read or written then.
+    An unknown runtime, or ``--wake`` for a runtime with no background hooks, is a
+    ``usage_error``; nothing is read or written then. A settings file that cannot be
+    changed (read-only, another user's, not a regular file) is ``storage_error``, also
+    with ``--dry-run``.
     """
-    import shutil
-
-    if runtime not in RUNTIMES:
+    rt = runtimes.get(runtime)
+    if rt is None:
         raise RelayError("usage_error", f"AGENT must be one of {', '.join(RUNTIMES)}, not "
                          f"{runtime!r}")
-    if wake and runtime == "gemini":
-        raise RelayError("usage_error", "Gemini CLI has no background hooks: relay cannot wake "
-                         "an idle Gemini session (--wake is for claude and codex)")
+    if wake and rt.wake is None:
+        raise RelayError("usage_error", f"{rt.display} has no background hooks: relay cannot "
+                         f"wake an idle {rt.display} session (--wake is for "
+                         f"{' and '.join(r.name for r in runtimes.ALL if r.wake)})")
     path = settings_path(runtime, project)
-    change = plan(runtime, path, install=install, wake=wake)
+    relay_path, on_path = hook_relay_path() if install else (None, True)
+    change = plan(runtime, path, install=install, wake=wake, relay_path=relay_path)
+    if change.changed:
+        check_writable(Path(os.path.realpath(path)))
     backup = None if dry_run else apply(change)
     return {"agent": runtime, "file": str(path), "changed": change.changed, "dry_run": dry_run,
             "created": change.changed and change.original is None, "backup": backup,
             "added": change.added, "removed": change.removed, "unchanged": change.present,
+            "relay": relay_path or "relay",
             "todo": todo(runtime, install=install, wake=wake, project=project,
-                         relay_on_path=shutil.which("relay") is not None)}
+                         relay_on_path=on_path, relay_path=relay_path)}
 
 
 def todo(runtime: str, *, install: bool, wake: bool, project: bool,
-         relay_on_path: bool) -> list[str]:
-    """What the person still has to do after (un)installing."""
-    name = DISPLAY[runtime]
+         relay_on_path: bool, relay_path: str | None = None) -> list[str]:
+    """What the person still has to do after (un)installing: the runtime's own notes
+    (``runtimes.Runtime.install_notes``), then where relay is."""
+    rt = runtimes.BY_NAME[runtime]
     if not install:
-        return [f"Restart {name}: a running session keeps the hooks it started with."]
-    out = []
-    if runtime == "claude":
-        out.append("Restart Claude Code, and give each session its peer name: "
-                   "`RELAY_PEER=NAME claude` (Claude Code's CLAUDE_ENV_FILE carries the "
-                   "session to its shell commands), or `relay run --as NAME --kind claude -- "
-                   "claude`.")
-        out.append("Check with `relay peers list`: wakeup says `hook` after the first prompt "
-                   "and `waiter` while the session is idle.")
-    elif runtime == "codex":
-        out.append("Codex asks you to review new hooks when it starts (\"Hooks need review\"): "
-                   "trust relay's hooks there, or they do not run.")
-        if project:
-            out.append("Codex reads .codex/hooks.json only in a project it trusts.")
-        out.append("Start Codex as `relay run --as NAME --kind codex -- codex`: Codex 0.171.0 "
-                   "gives hooks no env file, so the launcher carries the relay session.")
-        if not wake:
-            out.append("Optional: `relay hook install codex --wake` adds a waiter that wakes an "
-                       "idle session with `codex queue`; relay's note then arrives as a user "
-                       "turn (it says it comes from relay, not the user).")
-    else:
-        out.append("Start Gemini CLI as `relay run --as NAME --kind gemini -- gemini`: it gives "
-                   "hooks no env file, so the launcher carries the relay session.")
-        out.append("Gemini CLI runs hooks only in folders you trust (its folder-trust prompt).")
-        out.append("Gemini CLI has no background hooks: relay cannot wake an idle Gemini "
-                   "session; it hears of requests at its next prompt or answer.")
-    if not relay_on_path:
-        out.append("`relay` is not on this PATH: the runtime must find `relay` on its PATH, or "
-                   "edit the hook commands to relay's absolute path.")
+        return [f"Restart {rt.display}: a running session keeps the hooks it started with."]
+    out = list(rt.install_notes)
+    if project and rt.project_note:
+        out.insert(1, rt.project_note)
+    if rt.wake and not rt.wake_by_default and not wake and rt.wake_offer:
+        out.append(rt.wake_offer)
+    if relay_path:
+        out.append(f"The hook commands name relay by its absolute path, {relay_path}: "
+                   + ("this PATH finds another `relay` first." if relay_on_path else
+                      "`relay` is not on this PATH.")
+                   + " Install again after moving relay.")
+    elif not relay_on_path:
+        out.append("WARNING: `relay` is not on this PATH. The hooks run `relay`: the runtime "
+                   "must find it on its PATH, or edit the hook commands to relay's absolute "
+                   "path.")
     return out

@@ -16,8 +16,9 @@ def respond(open_store, ev: hook.Event, runtime: str, *, as_: str | None, kind: 
     The peer comes from ``--as`` or ``RELAY_PEER`` and the token from ``RELAY_SESSION``, by
     the caller-identity rule (``peers.identity``); the env file from the runtime's own
     variables. ``open_store()`` is called only when the run needs the database. With
-    ``wake`` this is the wake waiter (design.md §12); Gemini CLI has no background hooks,
-    so there it does nothing.
+    ``wake`` this is the wake waiter (design.md §12); where the runtime has no background
+    hooks (Gemini CLI), or would wait for it in the foreground, it does nothing. With no
+    identity at all (no ``--as``, RELAY_PEER or RELAY_SESSION) nothing is done.
     """
     dialect = hook.DIALECTS[runtime]
     name, token = peers.identity(as_ or None, None, environ)
@@ -27,9 +28,16 @@ def respond(open_store, ev: hook.Event, runtime: str, *, as_: str | None, kind: 
                         dialect=dialect)
     if henv.peer is not None:
         peers.validate_name(henv.peer, "RELAY_PEER")
+    if not henv.has_identity:
+        # Someone not using relay (design.md §12): nothing to do, and the database is not
+        # even opened, so relay's hooks cost such a run next to nothing.
+        return None, 0, ""
     if not wake:
         return hook.handle(open_store(), ev, henv), 0, ""
-    if runtime == "gemini":
+    if dialect.wake is None or dialect.waits_in_foreground(environ):
+        # No background hooks, or the runtime would wait for this one in the foreground
+        # (Claude Code's print mode and SDK): a waiter must not hold the run up, and its
+        # note would not reach the model.
         return None, 0, ""
     code, note = waiter.run(open_store(), ev, henv, waiter.timeout_seconds(timeout),
                             runtime=runtime)

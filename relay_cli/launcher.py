@@ -26,7 +26,27 @@ from .errors import RelayError
 from .peers import Caller
 from .process import CannotStart, Signals, exit_status, resolve_command, signal_status, spawn
 
-__all__ = ["CannotStart", "run", "supported"]
+__all__ = ["CannotStart", "launch_argv", "run", "supported"]
+
+
+def launch_argv(argv: list[str]) -> list[str]:
+    """The command as `relay run` starts it (design.md §12): for a runtime whose entry has
+    ``launch_args`` (Codex: ``--no-daemon``, so that no shared daemon runs its threads with
+    another peer's environment) they follow the program's name unless already given; an
+    option in ``launch_refuses`` (Codex's ``--remote``, a shared server) is refused."""
+    from . import runtimes
+
+    rt = runtimes.for_program(argv[0]) if argv else None
+    if rt is None:
+        return argv
+    for opt in rt.launch_refuses:
+        if any(a == opt or a.startswith(opt + "=") for a in argv[1:]):
+            raise RelayError(
+                "usage_error", f"relay run: {rt.program} {opt} runs the session in a shared "
+                "server with another environment, so it would not keep this peer's identity",
+                hint=f"start {rt.program} under relay run without {opt}")
+    missing = [a for a in rt.launch_args if a not in argv[1:]]
+    return [argv[0], *missing, *argv[1:]]
 
 @dataclass
 class Session:
@@ -140,6 +160,7 @@ def run(open_store, name: str, kind: str | None, lease_seconds: int, argv: list[
     heartbeat); ``report(item)`` prints a RelayError or a note for the person on stderr.
     Raises CannotStart or RelayError; either way no live session is left behind.
     """
+    argv = launch_argv(argv)
     path = resolve_command(argv[0], os.environ.get("PATH"))
     heartbeat = None
     store = None

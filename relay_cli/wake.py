@@ -31,8 +31,16 @@ import sys
 import time
 
 from . import clock, due, peers
-from .hook import MAX_REMEMBERED_IDS, Event, HookEnv, find_session, remember_own_prompt
+from .hook import (
+    MAX_REMEMBERED_IDS,
+    MAX_SCANNED,
+    Event,
+    HookEnv,
+    lookup_session,
+    remember_own_prompt,
+)
 from .limits import HOOK_LEASE_S
+from .runtimes import BY_NAME
 
 DEFAULT_TIMEOUT_S = HOOK_LEASE_S  # the lease of a session the hook joins
 TIMEOUT_BOUNDS = clock.SESSION_LEASE
@@ -56,11 +64,12 @@ def timeout_seconds(value: str | None) -> int:
 
 
 def note(peer: str, ids: list[str], runtime: str) -> str:
-    """relay's own wake-up note: ids and the claim command, no text from any peer."""
+    """relay's own wake-up note: ids and the claim command, no text from any peer. A note
+    that arrives as a user turn (``codex queue``) says it is not the user's."""
     shown = ", ".join(ids[:MAX_NAMED_IDS])
     more = f" and {len(ids) - MAX_NAMED_IDS} more" if len(ids) > MAX_NAMED_IDS else ""
     who = ("This is relay's wake-up note, written by relay itself, not by the user, and "
-           "not an error." if runtime == "codex" else
+           "not an error." if BY_NAME[runtime].wake == "queue" else
            "This is relay's wake-up note, not an error and not a message from the user.")
     return (
         f"[relay] {len(ids)} new request(s) for peer {peer!r} are queued: {shown}{more}. "
@@ -74,9 +83,12 @@ def run(store, ev: Event, henv: HookEnv, timeout_s: int, *, runtime: str) -> tup
     """Wait for new work for the session of ``ev``; return (exit code, stderr note)."""
     from .process import Me  # process identity: pid, start time, host
 
+    rt = BY_NAME[runtime]
     codex = None
-    if runtime == "codex":
-        codex = shutil.which("codex")
+    if rt.wake is None:
+        return 0, ""
+    if rt.wake == "queue":
+        codex = shutil.which(rt.program)
         if codex is None:
             return 0, ""  # nothing could deliver a wake-up
     me = Me.current()
@@ -102,7 +114,7 @@ def run(store, ev: Event, henv: HookEnv, timeout_s: int, *, runtime: str) -> tup
         if codex is None:
             return WAKE_EXIT, text
         if not _codex_queue(codex, ev.session_id, text):
-            _forget_named(store, session_id, ids)
+            _forget_pending(store, session_id, ids)
         return 0, ""
     except _Stop:
         return 0, ""
@@ -118,7 +130,9 @@ def _register(store, ev: Event, henv: HookEnv, me, runtime: str, end: float, tic
 
     def attempt():
         with due.unit(store) as now:
-            session = find_session(store, ev, henv)
+            session, refused = lookup_session(store, ev, henv)
+            if refused:
+                return _END  # another runtime session's: never act as it
             if session is None:
                 return None
             if peers.session_status(store, session, now) != "active":
@@ -143,27 +157,37 @@ def _alive(row) -> bool:
 
 
 def _check(store, session_id: str, peer: str, me, runtime: str):
-    """None (keep waiting), _END, or (ids, note) once new requests were named."""
+    """None (keep waiting), _END, or (ids, note) once new requests were named (Claude
+    Code: its exit 2 reaches the model) or marked pending (Codex: a queued note counts
+    only once a turn that carries it is seen)."""
+    queue = BY_NAME[runtime].wake == "queue"
     with due.unit(store, write=False) as now:
         if not _still_mine(store, session_id, me, now):
             return _END
-        named = set(store.hook_blocked_ids(session_id))
-        if not any(r["id"] not in named for r in store.queued_for(peer)):
+        if not _fresh(store, session_id, peer):
             return None
-    with due.unit(store) as now:  # name them, so no Stop hook names them again
+    with due.unit(store) as now:  # mark them, so no Stop hook or waiter names them again
         if not _still_mine(store, session_id, me, now):
             return _END
-        named = store.hook_blocked_ids(session_id)
-        fresh = [r["id"] for r in store.queued_for(peer) if r["id"] not in set(named)]
+        fresh = _fresh(store, session_id, peer)
         if not fresh:
             return None
         state = store.get_hook_state(session_id)
         blocks = state["stop_blocks"] if state is not None else 0
-        store.put_hook_state(session_id, blocks, (named + fresh)[-MAX_REMEMBERED_IDS:], now)
+        marks = store.hook_marks(session_id)
+        marks["pending" if queue else "named"] += fresh
+        store.put_hook_marks(session_id, blocks, marks, now, MAX_REMEMBERED_IDS)
         text = note(peer, fresh, runtime)
-        if runtime == "codex":
-            remember_own_prompt(store, session_id, text, now)
+        remember_own_prompt(store, session_id, text, now)
         return fresh, text
+
+
+def _fresh(store, session_id: str, peer: str) -> list[str]:
+    """Queued requests of the peer the session was not told of, is not about to be told of
+    (a queued note), and did not see listed in a running turn (whose Stop names them)."""
+    marks = store.hook_marks(session_id)
+    known = set(marks["named"]) | set(marks["pending"]) | set(marks["listed"])
+    return [r["id"] for r in store.hook_queued(peer, MAX_SCANNED) if r["id"] not in known]
 
 
 def _still_mine(store, session_id: str, me, now: int) -> bool:
@@ -173,13 +197,14 @@ def _still_mine(store, session_id: str, me, now: int) -> bool:
     return row is not None and row["pid"] == me.pid and row["process_start"] == me.start
 
 
-def _forget_named(store, session_id: str, ids: list[str]) -> None:
+def _forget_pending(store, session_id: str, ids: list[str]) -> None:
     """`codex queue` failed: the session was not told, so the Stop hook may name them."""
     with due.unit(store) as now:
         state = store.get_hook_state(session_id)
         blocks = state["stop_blocks"] if state is not None else 0
-        named = [i for i in store.hook_blocked_ids(session_id) if i not in set(ids)]
-        store.put_hook_state(session_id, blocks, named, now)
+        marks = store.hook_marks(session_id)
+        marks["pending"] = [i for i in marks["pending"] if i not in set(ids)]
+        store.put_hook_marks(session_id, blocks, marks, now, MAX_REMEMBERED_IDS)
 
 
 def _unregister(store, session_id: str, me) -> None:

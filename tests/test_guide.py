@@ -32,9 +32,18 @@ MUST_SAY = [
 def test_every_audience_gets_the_rules(relay, audience):
     r = relay("guide", "--for", audience)
     assert r.code == 0 and r.err == ""
+    flowing = " ".join(r.out.split())  # lines are wrapped at word boundaries
     for phrase in MUST_SAY:
-        assert phrase in r.out, f"{audience} guide lacks {phrase!r}"
+        assert phrase in flowing, f"{audience} guide lacks {phrase!r}"
     assert "\x1b" not in r.out
+
+
+@pytest.mark.one_backend
+@pytest.mark.parametrize("audience", ["generic", "claude", "codex", "gemini"])
+def test_every_guide_line_fits_80_columns(relay, audience):
+    wide = [line for line in relay("guide", "--for", audience).out.splitlines()
+            if len(line) > 80]
+    assert wide == []
 
 
 @pytest.mark.one_backend
@@ -148,3 +157,12 @@ def test_the_guide_says_what_each_state_means_in_the_words_of_the_state_table(re
         assert f"- {state}: {claims}." in text
         if not_claimed:
             assert f"It does not mean {not_claimed}." in text
+
+
+def test_every_runtime_has_a_guide_section_and_an_audience():
+    from relay_cli import guide, runtimes
+
+    for rt in runtimes.ALL:
+        assert rt.name in guide.AUDIENCES
+        section = guide.text(rt.name)[len(guide.text("generic")):]
+        assert rt.display in section and f"relay hook install {rt.name}" in section

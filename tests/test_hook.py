@@ -414,3 +414,50 @@ def test_hook_with_malformed_option_exits_0_silently(relay):
     event = '{"hook_event_name": "UserPromptSubmit", "session_id": "cc-1", "prompt": "hi"}'
     r = relay("hook", "claude", "--lease", input=event, env={"RELAY_PEER": "c1"})
     assert (r.code, r.out, r.err) == (0, "", "")
+
+
+# ------------------------------------------------------ relay's own wake turns
+def test_claude_wake_turn_carrying_relays_note_is_not_a_persons_prompt(relay, claude):
+    """Claude Code sends no `source` on UserPromptSubmit; its wake turn is a
+    task-notification that carries relay's note. It must not reset the Stop count."""
+    import subprocess as sp
+
+    claude.start()
+    alice = relay.join("alice", "--lease", "1h")
+    rid = new_id()
+    relay.send(alice, "claude-1", request_id=rid)
+    w = relay.popen("hook", "claude", "--wake", env=claude.hook_env, stdin=sp.PIPE)
+    w.stdin.write(payload("stop", session_id=claude.sid).encode())
+    w.stdin.close()
+    w.stdin = None
+    _, err = w.communicate(timeout=20)
+    assert w.returncode == 2, err
+    note = err.decode().strip()
+    for _ in range(3):
+        relay.send(alice, "claude-1", request_id=new_id())
+        assert claude.hook("stop_active")["decision"] == "block"
+    wrapped = ("<task-notification>\n<task-id>b1</task-id>\n<status>failed</status>\n"
+               f"<summary>Hook exited with code 2</summary>\n<output>{note}\n</output>\n"
+               "</task-notification>")
+    claude.hook("user_prompt_submit", prompt=wrapped)
+    relay.send(alice, "claude-1", request_id=new_id())
+    assert claude.hook("stop") is None  # the 4th block in a row is let through
+    claude.hook("user_prompt_submit", prompt="please carry on")  # a person's prompt
+    relay.send(alice, "claude-1", request_id=new_id())
+    assert claude.hook("stop")["decision"] == "block"
+
+
+def test_a_claude_session_bound_elsewhere_is_not_adopted(relay, claude, tmp_path):
+    """A RELAY_SESSION bound to one runtime session (e.g. a `claude` started inside
+    another's shell inherits it) is neither adopted nor superseded by another."""
+    own = relay.join("claude-1", "--kind", "claude")
+    claude.start(env={"RELAY_SESSION": own["RELAY_SESSION"]})
+    before = relay.snapshot()
+    size = claude.env_file.stat().st_size
+    other = "0b7d2c4e-2222-4a2b-9c3d-5e6f7a8b9c0d"
+    for fixture in ("session_start", "user_prompt_submit", "stop", "session_end"):
+        r = relay("hook", "claude", input=payload(fixture, session_id=other),
+                  env={**claude.hook_env, "RELAY_SESSION": own["RELAY_SESSION"]})
+        assert (r.code, r.out, r.err) == (0, "", "")
+    assert relay.snapshot() == before and claude.env_file.stat().st_size == size
+    assert relay("peers", "heartbeat", env=own).code == 0

@@ -239,5 +239,93 @@ def test_human_output_fits_a_real_80_column_terminal(relay, monkeypatch):
     code, out = relay.pty("hook", "install", "codex", env={"HOME": short_home})
     out = out.replace("\r\n", "\n")
     assert code == 0, out
-    assert "+ Stop: relay hook codex" in out and "Hooks need review" in out
+    assert "+ Stop: relay hook codex" in out
+    assert "Hooks need review" in " ".join(out.split())  # (wrapped at word boundaries)
     assert max(len(line) for line in out.splitlines()) <= 80, out
+
+
+# ------------------------------------------------------------ odd settings files
+def _refused_unchanged(relay, home, runtime: str, code: str) -> dict:
+    path = settings_file(home, runtime)
+    before = (os.lstat(path), path.read_bytes() if path.is_file() else None)
+    r = relay("hook", "install", runtime, "--json")
+    assert (r.code, r.error["code"]) == ({"storage_error": 7, "usage_error": 2}[code], code), r
+    after = (os.lstat(path), path.read_bytes() if path.is_file() else None)
+    assert after[0].st_mtime_ns == before[0].st_mtime_ns and after[1] == before[1]
+    assert list(path.parent.glob("*.relay-backup-*")) == []
+    return r.error
+
+
+def test_a_fifo_as_the_settings_file_is_refused_without_hanging(relay, home):
+    path = settings_file(home, "claude")
+    path.parent.mkdir()
+    os.mkfifo(path)
+    err = _refused_unchanged(relay, home, "claude", "storage_error")
+    assert "not a regular file" in err["message"]
+
+
+def test_a_symlink_to_dev_zero_is_refused_without_reading_it(relay, home):
+    path = settings_file(home, "codex")
+    path.parent.mkdir()
+    path.symlink_to("/dev/zero")
+    err = _refused_unchanged(relay, home, "codex", "storage_error")
+    assert "not a regular file" in err["message"]
+
+
+def test_a_read_only_settings_file_is_refused_unchanged(relay, home):
+    path = settings_file(home, "claude")
+    path.parent.mkdir()
+    path.write_text(json.dumps(THEIRS["claude"]))
+    path.chmod(0o444)
+    err = _refused_unchanged(relay, home, "claude", "storage_error")
+    assert "read-only" in err["message"] and str(path) in err["hint"]
+    assert stat.S_IMODE(path.stat().st_mode) == 0o444
+    dry = relay("hook", "install", "claude", "--dry-run", "--json")
+    assert dry.error["code"] == "storage_error"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user needs root")
+def test_a_settings_file_owned_by_another_user_is_refused_unchanged(relay, home):
+    path = settings_file(home, "gemini")
+    path.parent.mkdir()
+    path.write_text(json.dumps(THEIRS["gemini"]))
+    os.chown(path, 65534, 65534)
+    err = _refused_unchanged(relay, home, "gemini", "storage_error")
+    assert "another user" in err["message"]
+
+
+def test_a_settings_file_that_is_not_json_gets_a_hint_that_says_so(relay, home):
+    path = settings_file(home, "claude")
+    path.parent.mkdir()
+    path.write_text('{"model": "opus",}')
+    err = _refused_unchanged(relay, home, "claude", "usage_error")
+    assert "valid JSON" in err["hint"] and "command line" not in err["hint"]
+
+
+def test_install_names_the_running_relay_by_path_when_path_has_none(relay, home, tmp_path,
+                                                                     monkeypatch):
+    bin_dir = tmp_path / "venv bin"
+    bin_dir.mkdir()
+    me = bin_dir / "relay"
+    me.write_text("#!/bin/sh\n")
+    me.chmod(0o755)
+    monkeypatch.setattr("sys.argv", [str(me)])
+    r = relay("hook", "install", "claude", env={"PATH": "/usr/bin:/bin"})
+    assert r.code == 0, r.err
+    doc = json.loads(settings_file(home, "claude").read_text())
+    assert commands(doc, "Stop") == [f"'{me}' hook claude", f"'{me}' hook claude --wake"]
+    assert "absolute path" in " ".join(r.out.split())
+    again = relay("hook", "install", "claude", "--json", env={"PATH": "/usr/bin:/bin"})
+    assert again.json["changed"] is False  # relay's entries are known by their command
+    # Run by a relay that PATH finds: a bare `relay`, as before.
+    monkeypatch.setattr("sys.argv", [str(me)])
+    r = relay("hook", "install", "codex", "--json", env={"PATH": f"{bin_dir}:/usr/bin"})
+    assert commands(json.loads(settings_file(home, "codex").read_text()), "Stop") == [
+        "relay hook codex"]
+
+
+def test_install_completes_runtimes_not_files(relay):
+    from test_completion import complete
+
+    assert complete(relay, "relay hook install ") == ["claude", "codex", "gemini"]
+    assert complete(relay, "relay hook uninstall co") == ["codex"]

@@ -286,3 +286,39 @@ def test_bad_command_lines_are_refused_before_anything_happens(relay, argv, need
     assert r.code == 2, r.err
     assert needle in r.err
     assert not (relay.home / "relay.db").exists()
+
+
+def _fake_codex(tmp_path: Path) -> tuple[dict, Path]:
+    """A stand-in `codex` on PATH that records its arguments and RELAY_PEER."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    out = tmp_path / "codex-argv.json"
+    script = bin_dir / "codex"
+    script.write_text(f"#!{PY}\nimport json, os, sys\n"
+                      f"json.dump([sys.argv[1:], os.environ.get('RELAY_PEER')], "
+                      f"open({str(out)!r}, 'w'))\n")
+    script.chmod(0o755)
+    return {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}, out
+
+
+def test_codex_under_relay_run_starts_without_the_shared_daemon(relay, tmp_path):
+    """design.md §12: Codex's shared app-server daemon runs every thread with the
+    environment of the peer that started it; --no-daemon keeps one identity per peer."""
+    env, out = _fake_codex(tmp_path)
+    r = relay.proc("run", "--as", "codex-a", "--kind", "codex", "--", "codex", env=env)
+    assert r.code == 0, r.err
+    assert json.loads(out.read_text()) == [["--no-daemon"], "codex-a"]
+    r = relay.proc("run", "--as", "codex-b", "--", "codex", "exec", "--json", "hi", env=env)
+    assert json.loads(out.read_text()) == [["--no-daemon", "exec", "--json", "hi"], "codex-b"]
+    r = relay.proc("run", "--as", "codex-b", "--", "codex", "--no-daemon", "resume", env=env)
+    assert json.loads(out.read_text())[0] == ["--no-daemon", "resume"]  # not twice
+
+
+def test_codex_with_a_remote_server_is_refused_and_joins_nothing(relay, tmp_path):
+    env, out = _fake_codex(tmp_path)
+    relay("peers", "add", "alice")
+    before = relay.snapshot()
+    r = relay.proc("run", "--as", "codex-a", "--", "codex", "--remote", "ws://127.0.0.1:9",
+                   "--json", env=env)
+    assert r.code == 2 and "usage_error" in r.err and not out.exists()
+    assert relay.snapshot() == before

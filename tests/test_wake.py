@@ -289,3 +289,131 @@ def test_gemini_has_no_waiter(relay, tmp_path):
     r = relay("hook", "gemini", "--wake", input=event("gemini", "after_agent"), env=env)
     assert (r.code, r.out, r.err) == (0, "", "")
     assert wakeup(relay, "gem-1") == "not_configured"
+
+
+# ------------------------------------------------- foreground runs and no identity
+@pytest.mark.parametrize("mode", [{"CLAUDE_CODE_ENTRYPOINT": "sdk-cli"},
+                                  {"CLAUDE_CODE_SESSION_ATTENDED": "0"},
+                                  {"CLAUDE_CODE_ENTRYPOINT": "sdk-ts",
+                                   "CLAUDE_CODE_SESSION_ATTENDED": "1"}])
+def test_claude_waiter_in_print_mode_or_sdk_exits_at_once_and_names_nothing(
+        relay, session, mode):
+    """design.md §12: print mode and the SDK run asyncRewake hooks in the foreground: a
+    waiter there would hold the run up, and its note would not reach the model."""
+    rid = new_id()
+    relay.send(relay.join("alice"), "agent-1", request_id=rid)
+    before = relay.snapshot()
+    start = time.monotonic()
+    assert finish(session.waiter(env=mode, fixture="session_start")) == (0, "", "")
+    assert time.monotonic() - start < HANG
+    assert relay.snapshot() == before  # no waiter row, nothing counted as announced
+    stop = session.hook("stop")
+    assert stop["decision"] == "block" and rid in stop["reason"]
+
+
+def test_claude_waiter_in_the_tui_still_waits(relay, session):
+    w = session.waiter(env={"CLAUDE_CODE_ENTRYPOINT": "cli",
+                            "CLAUDE_CODE_SESSION_ATTENDED": "1"})
+    until(lambda: wakeup(relay, "agent-1") == "waiter", "the waiter")
+    rid = new_id()
+    relay.send(relay.join("alice"), "agent-1", request_id=rid)
+    code, _, err = finish(w)
+    assert code == 2 and rid in err
+
+
+@pytest.mark.sqlite_only
+def test_hooks_without_any_identity_do_nothing_and_never_open_the_database(relay, tmp_path):
+    """Someone not using relay: every hook, the waiter too, exits 0 at once and does not
+    even create relay's database (the waiter used to look for a session for 30 s)."""
+    home = tmp_path / "unused-home"
+    env = {"RELAY_HOME": str(home), "RELAY_PEER": None, "RELAY_SESSION": None,
+           "CLAUDE_ENV_FILE": str(tmp_path / "env.sh")}
+    start = time.monotonic()
+    for fixture in ("session_start", "user_prompt_submit", "stop", "session_end"):
+        r = relay.proc("hook", "claude", input=event("claude", fixture), env=env)
+        assert (r.code, r.out, r.err) == (0, "", "")
+    for fixture in ("session_start", "stop"):
+        p = relay.popen("hook", "claude", "--wake", env=env, stdin=subprocess.PIPE)
+        p.stdin.write(event("claude", fixture).encode())
+        p.stdin.close()
+        p.stdin = None
+        assert finish(p) == (0, "", "")
+    assert time.monotonic() - start < HANG
+    assert not home.exists()
+
+
+# ------------------------------------------------------------- identity binding
+def test_a_thread_that_carries_another_threads_relay_session_is_refused(relay, tmp_path,
+                                                                         fake_codex):
+    """design.md §12: Codex's shared daemon hands a second peer's thread the environment
+    of the first. That thread's hooks never adopt, re-bind or act as the first's session."""
+    path_env, record = fake_codex
+    a = Session(relay, tmp_path, "codex", name="codex-a")  # bound to its own thread
+    rid = new_id()
+    relay.send(relay.join("alice"), "codex-a", request_id=rid)
+    other = "019a6f2e-0000-7000-8000-00000000000b"
+    before = relay.snapshot()
+    for fixture in ("session_start", "user_prompt_submit", "stop", "session_end"):
+        r = relay("hook", "codex", input=event("codex", fixture, session_id=other),
+                  env=a.env)
+        assert (r.code, r.out, r.err) == (0, "", "")
+        assert relay.snapshot() == before
+    p = relay.popen("hook", "codex", "--wake", env={**a.env, **path_env},
+                    stdin=subprocess.PIPE)
+    p.stdin.write(event("codex", "stop", session_id=other).encode())
+    p.stdin.close()
+    p.stdin = None
+    assert finish(p) == (0, "", "")
+    assert relay.snapshot() == before and not record.exists()
+    # The thread it belongs to still acts as codex-a.
+    assert rid in a.hook("stop")["reason"]
+
+
+# ------------------------------------------------------------ Codex queued notes
+def test_a_queued_note_that_codex_exec_drops_does_not_hide_the_request(relay, tmp_path,
+                                                                       fake_codex):
+    """`codex exec` ends after its task and aborts the turn relay's note queued: the
+    request counts as announced only once a turn carrying the note is seen, so the Stop
+    block still names it."""
+    path_env, record = fake_codex
+    s = Session(relay, tmp_path, "codex")
+    w = s.waiter(env=path_env)
+    until(lambda: wakeup(relay, "agent-1") == "waiter", "the waiter")
+    rid = new_id()
+    relay.send(relay.join("alice"), "agent-1", request_id=rid)
+    assert finish(w) == (0, "", "")
+    assert record.exists()  # the note was queued...
+    stop = s.hook("stop")  # ...but no turn carried it: Stop names the request
+    assert stop["decision"] == "block" and rid in stop["reason"]
+
+
+def test_a_queued_note_seen_arriving_counts_as_announced(relay, tmp_path, fake_codex):
+    path_env, record = fake_codex
+    s = Session(relay, tmp_path, "codex")
+    w = s.waiter(env=path_env)
+    until(lambda: wakeup(relay, "agent-1") == "waiter", "the waiter")
+    rid = new_id()
+    relay.send(relay.join("alice"), "agent-1", request_id=rid)
+    assert finish(w) == (0, "", "")
+    message = json.loads(record.read_text().splitlines()[0])[4]
+    s.hook("user_prompt_submit", prompt=message)  # the TUI starts the note's turn
+    assert s.hook("stop") is None  # told once, by the note
+
+
+def test_codex_first_prompt_lists_waiting_work_once(relay, tmp_path, fake_codex):
+    """Codex fires SessionStart with the first prompt: its context already lists what
+    waits, so the waiter started there queues no second note for it (the Stop block
+    of that turn still names it)."""
+    path_env, record = fake_codex
+    relay("peers", "add", "agent-1", "--kind", "codex")
+    rid = new_id()
+    assert relay.send(relay.join("alice"), "agent-1", request_id=rid).code == 0
+    s = Session(relay, tmp_path, "codex")  # its SessionStart context lists rid
+    w = s.waiter(env=path_env, fixture="session_start")
+    until(lambda: wakeup(relay, "agent-1") == "waiter", "the waiter")
+    assert w.poll() is None and not record.exists()
+    stop = s.hook("stop")
+    assert stop["decision"] == "block" and rid in stop["reason"]
+    w.send_signal(signal.SIGTERM)
+    assert finish(w) == (0, "", "")
+    assert not record.exists()

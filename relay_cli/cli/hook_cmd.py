@@ -153,7 +153,14 @@ def hook_gemini(as_: AsOpt = None, kind: KindHookOpt = None, lease: LeaseHookOpt
     return _run_hook("gemini", as_, kind, lease, wake, timeout, home)
 
 
-AgentArg = Annotated[str, typer.Argument(metavar="AGENT", help="claude, codex or gemini.")]
+def _check_agent(value: str) -> None:
+    if value not in hook_install.RUNTIMES:  # the installer's own usage_error
+        hook_install.change_settings(value, install=False)
+
+
+AgentArg = Annotated[str, typer.Argument(
+    metavar="AGENT", help="claude, codex or gemini.",
+    click_type=Choice(lambda: hook_install.RUNTIMES, _check_agent))]
 ProjectOpt = Annotated[
     bool,
     typer.Option("--project", help="The project's settings file in the current directory "

@@ -1,5 +1,7 @@
 """SQL for the agent hooks' bookkeeping (design.md §12): the Stop-block count per session,
-the prompts relay itself injected, and the wake waiters."""
+the request ids relay told the session about, the prompts relay itself injected, the wake
+waiters, and the bounded reads of a peer's queue that the hooks use (never every row: a
+hook must stay inside the runtime's timeout at any queue size)."""
 
 from __future__ import annotations
 
@@ -18,16 +20,72 @@ def _id_list(raw: str | None) -> list[str]:
     return [str(i) for i in ids] if isinstance(ids, list) else []
 
 
+# Prefixes in hook_state.blocked_ids: a bare id was named to the session (by a Stop block or
+# a wake note that reached it); "pending:" ids are in a note queued into the runtime that
+# has not been seen to arrive; "listed:" ids were listed in a context of a running turn.
+PENDING = "pending:"
+LISTED = "listed:"
+
+
 class HookSQL:
     db: object  # Connection
+
+    def hook_marks(self, session_id: str) -> dict[str, list[str]]:
+        """{"named": [...], "pending": [...], "listed": [...]} for one relay session."""
+        out: dict[str, list[str]] = {"named": [], "pending": [], "listed": []}
+        for item in self.hook_raw_ids(session_id):
+            if item.startswith(PENDING):
+                out["pending"].append(item[len(PENDING):])
+            elif item.startswith(LISTED):
+                out["listed"].append(item[len(LISTED):])
+            else:
+                out["named"].append(item)
+        return out
+
+    def hook_raw_ids(self, session_id: str) -> list[str]:
+        row = self.get_hook_state(session_id)
+        return [] if row is None else _id_list(row["blocked_ids"])
+
+    def put_hook_marks(self, session_id: str, stop_blocks: int, marks: dict[str, list[str]],
+                       now: int, keep: int) -> None:
+        """Store the marks, each list cut to its newest ``keep`` ids."""
+        raw = (list(marks.get("named", []))[-keep:]
+               + [PENDING + i for i in list(marks.get("pending", []))[-keep:]]
+               + [LISTED + i for i in list(marks.get("listed", []))[-keep:]])
+        self.put_hook_state(session_id, stop_blocks, raw, now)
+
+    def hook_queued(self, to_peer: str, limit: int) -> list[Row]:
+        """The oldest ``limit`` queued requests of a peer, without their text."""
+        return self.db.all(
+            "SELECT id, from_peer, created_at, text_bytes FROM requests "
+            "WHERE to_peer = ? AND state = 'queued' ORDER BY created_at, rowid LIMIT ?",
+            (to_peer, limit),
+        )
+
+    def hook_queued_count(self, to_peer: str, cap: int) -> int:
+        """How many requests are queued for a peer, counting no further than ``cap``."""
+        return int(self.db.scalar(
+            "SELECT count(*) FROM (SELECT 1 FROM requests WHERE to_peer = ? "
+            "AND state = 'queued' LIMIT ?) AS q",
+            (to_peer, cap),
+        ) or 0)
+
+    def hook_unnotified(self, from_peer: str, limit: int) -> list[Row]:
+        """The first ``limit`` final requests a peer sent and was not told of."""
+        return self.db.all(
+            "SELECT id, to_peer, state, reason FROM requests WHERE from_peer = ? "
+            "AND notified_at IS NULL AND finished_at IS NOT NULL "
+            "ORDER BY finished_at, rowid LIMIT ?",
+            (from_peer, limit),
+        )
 
     def get_hook_state(self, session_id: str) -> Row | None:
         """The hook's state for one relay session (``sessions.id``), or None."""
         return self.db.one("SELECT * FROM hook_state WHERE session_id = ?", (session_id,))
 
     def hook_blocked_ids(self, session_id: str) -> list[str]:
-        row = self.get_hook_state(session_id)
-        return [] if row is None else _id_list(row["blocked_ids"])
+        """The ids named to the session (``hook_marks()["named"]``)."""
+        return self.hook_marks(session_id)["named"]
 
     def put_hook_state(self, session_id: str, stop_blocks: int, blocked_ids: list[str],
                        now: int) -> None:

@@ -1,0 +1,187 @@
+"""The agent runtimes relay's hooks speak to, one entry each (design.md §12).
+
+Everything relay knows about a runtime lives in its entry here: its names, the program that
+starts it, its hook events (and relay's name for each), the variables that may name its env
+file, where its settings file is, what `relay hook install` writes there (handlers and
+timeouts), how an idle session is woken, and the version whose shipped package the formats
+were checked against. The hook, the installer, the waiter, the launcher, the guide and
+doctor read these entries; a new runtime is one more entry plus its fixtures in
+tests/fixtures/ (tests/fixtures/README.md).
+
+This module imports nothing from relay and nothing heavy: doctor and the hook read it on
+their start-up path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# relay's four events, in Claude Code's and Codex's names, in the order they fire.
+EVENTS = ("SessionStart", "UserPromptSubmit", "Stop", "SessionEnd")
+HOOK_TIMEOUT_S = 10  # every event hook
+WAKE_TIMEOUT_S = 3600 + 60  # a waiter: its own 1 h timeout ends it first
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Where the runtime's settings file is: ``$VAR/<user_file>`` when ``var`` is set, else
+    ``~/<user_dir>/<user_file>``; ``--project``: ``<project_file>`` in the current
+    directory."""
+
+    user_dir: str  # under HOME when ``var`` is not set
+    user_file: str
+    project_file: str
+    var: str | None = None  # the variable that moves the user directory
+    var_holds_user_dir: bool = True  # False: $VAR stands for HOME (Gemini CLI)
+
+
+@dataclass(frozen=True)
+class Runtime:
+    name: str  # `relay hook NAME`, the default peer kind, `relay guide --for NAME`
+    display: str  # the runtime's name for people
+    program: str  # the command that starts it (for `relay run`)
+    events: dict[str, str]  # the runtime's event name -> relay's, in install order
+    env_files: tuple[str, ...]  # variables that may name the env file, first set wins
+    block: str  # the Stop decision that keeps the session going
+    settings: Settings
+    timeout_scale: int = 1  # hook timeouts in seconds (1) or milliseconds (1000)
+    timeouts: dict[str, int] = field(default_factory=dict)  # relay event -> seconds
+    handler_extra: dict = field(default_factory=dict)  # keys every installed handler has
+    # How an idle session is woken (design.md §12): "exit2" (the waiter exits 2, Claude
+    # Code's asyncRewake), "queue" (the waiter runs `<program> queue`), or None.
+    wake: str | None = None
+    wake_flags: dict = field(default_factory=dict)  # what makes the handler background
+    wake_by_default: bool = False  # installed without --wake
+    wake_events: tuple[str, ...] = ("SessionStart", "Stop")  # relay's names
+    # The waiter runs in the background only when each of these variables, if set, holds
+    # one of the values given; otherwise the runtime would wait for it in the foreground.
+    background_when: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    start_in_turn: bool = False  # SessionStart fires with the first prompt, in its turn
+    launch_args: tuple[str, ...] = ()  # what `relay run` adds after the program's name
+    launch_refuses: tuple[str, ...] = ()  # options `relay run` refuses for this program
+    guide_file: str = "AGENTS.md"  # where a person pastes `relay guide --for NAME`
+    checked: str = ""  # the version whose shipped package the formats were checked with
+    package: str = ""  # that package
+    # What `relay hook install` tells the person to do, and what trips people up.
+    install_notes: tuple[str, ...] = ()
+    project_note: str = ""  # with --project (goes second)
+    wake_offer: str = ""  # when the waiter is opt-in and was not asked for
+
+    def relay_event(self, runtime_event: str) -> str | None:
+        return self.events.get(runtime_event)
+
+    def runtime_event(self, relay_event: str) -> str:
+        return next(k for k, v in self.events.items() if v == relay_event)
+
+    def timeout(self, relay_event: str) -> int:
+        return self.timeouts.get(relay_event, HOOK_TIMEOUT_S) * self.timeout_scale
+
+    def waits_in_foreground(self, environ) -> bool:
+        """True when the runtime would wait for a background hook in the foreground
+        (design.md §12: Claude Code's print mode and SDK), so a waiter must not wait."""
+        for var, values in self.background_when.items():
+            value = environ.get(var)
+            if value is not None and value not in values:
+                return True
+        return False
+
+
+_SAME = {e: e for e in EVENTS}
+
+CLAUDE = Runtime(
+    name="claude", display="Claude Code", program="claude", events=_SAME,
+    env_files=("CLAUDE_ENV_FILE",), block="block",
+    settings=Settings(".claude", "settings.json", ".claude/settings.json",
+                      var="CLAUDE_CONFIG_DIR"),
+    wake="exit2", wake_flags={"asyncRewake": True}, wake_by_default=True,
+    background_when={"CLAUDE_CODE_SESSION_ATTENDED": ("1",),
+                     "CLAUDE_CODE_ENTRYPOINT": ("cli",)},
+    guide_file="CLAUDE.md", checked="2.1.332",
+    package="@anthropic-ai/claude-agent-sdk 0.3.332",
+    install_notes=(
+        "Restart Claude Code, and give each session its peer name: `RELAY_PEER=NAME claude` "
+        "(Claude Code's CLAUDE_ENV_FILE carries the session to its shell commands), or "
+        "`relay run --as NAME --kind claude -- claude`.",
+        "Check with `relay peers list`: wakeup says `hook` after the first prompt and "
+        "`waiter` while the session is idle.",
+        "Print mode (`claude -p`) and the Agent SDK would wait for the waiter, so there it "
+        "exits at once: such a run hears of requests from its hooks, not by waking. Claude "
+        "Code stops quick repeated wakes after 8.",
+        "Offline, start Claude Code with CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_"
+        "AUTOINSTALL=1, or its TUI tries the network.",
+        "Claude Code's own SendMessage/ListAgents reach other Claude sessions of yours; relay "
+        "reaches any runtime and keeps a record. Use one for a piece of work, never both.",
+    ),
+)
+
+CODEX = Runtime(
+    name="codex", display="Codex", program="codex", events=_SAME,
+    env_files=("CODEX_ENV_FILE", "CLAUDE_ENV_FILE"), block="block",
+    settings=Settings(".codex", "hooks.json", ".codex/hooks.json", var="CODEX_HOME"),
+    timeouts={"SessionEnd": 3},  # Codex 0.171.0 clamps a longer SessionEnd timeout to 3 s
+    wake="queue", wake_flags={"async": True}, wake_by_default=False,
+    start_in_turn=True,
+    # The shared `codex app-server` daemon runs every thread with the environment of
+    # whoever started it; without it each Codex keeps its own peer's identity.
+    launch_args=("--no-daemon",), launch_refuses=("--remote",),
+    guide_file="AGENTS.md", checked="0.171.0", package="@openai/codex 0.171.0",
+    install_notes=(
+        "Codex's TUI asks you to review new hooks when it starts (\"Hooks need review\"): "
+        "trust relay's hooks there, or they do not run. `codex exec` does not ask: it "
+        "silently skips untrusted hooks (--dangerously-bypass-hook-trust runs them). Trust "
+        "is per entry position and content: changing relay's entries asks again.",
+        "Start Codex as `relay run --as NAME --kind codex -- codex`: Codex 0.171.0 gives "
+        "hooks no env file, so the launcher carries the relay session, and adds --no-daemon "
+        "(the shared `codex app-server` daemon would run every session as the peer that "
+        "started it).",
+        "Codex fires SessionStart (and starts the waiter) only at the first prompt, and its "
+        "TUI's /quit runs no SessionEnd: `relay run` leaves for it.",
+    ),
+    project_note="Codex reads .codex/hooks.json only in a project it trusts.",
+    wake_offer="Optional: `relay hook install codex --wake` adds a waiter that wakes an idle "
+               "session with `codex queue`; relay's note then arrives as a user turn (it says "
+               "it comes from relay, not the user).",
+)
+
+GEMINI = Runtime(
+    name="gemini", display="Gemini CLI", program="gemini",
+    events={"SessionStart": "SessionStart", "BeforeAgent": "UserPromptSubmit",
+            "AfterAgent": "Stop", "SessionEnd": "SessionEnd"},
+    env_files=(), block="deny",
+    settings=Settings(".gemini", "settings.json", ".gemini/settings.json",
+                      var="GEMINI_CLI_HOME", var_holds_user_dir=False),
+    timeout_scale=1000, handler_extra={"name": "relay"},
+    guide_file="GEMINI.md", checked="0.61.0", package="@google/gemini-cli 0.61.0",
+    install_notes=(
+        "Start Gemini CLI as `relay run --as NAME --kind gemini -- gemini`: it gives hooks no "
+        "env file, so the launcher carries the relay session.",
+        "Gemini CLI runs hooks only in folders you trust (its folder-trust prompt).",
+        "Gemini CLI has no background hooks: relay cannot wake an idle Gemini session; it "
+        "hears of requests at its next prompt or answer.",
+        "`gemini hooks migrate --from-claude` replaces relay's Gemini hooks with copies of "
+        "its Claude Code ones (10 ms timeouts, a waiter that blocks): after it, remove the "
+        "copied `relay hook claude` entries and run `relay hook install gemini` again.",
+    ),
+)
+
+ALL = (CLAUDE, CODEX, GEMINI)
+BY_NAME = {r.name: r for r in ALL}
+NAMES = tuple(BY_NAME)
+
+
+def get(name: str) -> Runtime | None:
+    return BY_NAME.get(name)
+
+
+def display(name: str) -> str | None:
+    """The runtime's name for people, or None for a kind that is no runtime of relay's."""
+    r = BY_NAME.get(name)
+    return r.display if r else None
+
+
+def for_program(path: str) -> Runtime | None:
+    """The runtime a command starts, by the basename of its program."""
+    import os
+
+    base = os.path.basename(path)
+    return next((r for r in ALL if r.program == base), None)
