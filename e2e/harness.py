@@ -131,14 +131,18 @@ def enter_netns() -> None:
 
 RELAY_WRAPPER = """#!/bin/bash
 # relay, as the runtimes' hooks call it, with every hook event's stdin kept (design.md §12:
-# the harness validates each one against the fixtures' schemas).
+# the harness validates each one against the fixtures' schemas) and its start and end.
 if [ "$1" = hook ]; then
     f=$(mktemp "{events}/ev.XXXXXXXX")
     cat > "$f"
     {{ printf '%s\\n' "$*"; printf 'entrypoint=%s attended=%s codex_thread=%s peer=%s\\n' \\
         "$CLAUDE_CODE_ENTRYPOINT" "$CLAUDE_CODE_SESSION_ATTENDED" "$CODEX_THREAD_ID" \\
         "$RELAY_PEER"; date +%s.%N; }} > "$f.meta"
-    exec "{relay}" "$@" < "$f"
+    "{relay}" "$@" < "$f" > "$f.out"
+    code=$?
+    cat "$f.out"
+    {{ date +%s.%N; echo "$code"; }} >> "$f.meta"
+    exit $code
 fi
 exec "{relay}" "$@"
 """
@@ -168,6 +172,11 @@ class Sandbox:
         (self.home / ".bash_profile").write_text(
             f'export PATH="{self.bin}:{os.path.dirname(sys.executable)}:$PATH"\n')
         self.progs = programs(mods)
+        for name, argv in self.progs.items():  # `codex queue` (the Codex waiter) needs PATH
+            shim = self.bin / name
+            shim.write_text("#!/bin/sh\nexec " + " ".join(f"'{a}'" for a in argv)
+                            + ' "$@"\n')
+            shim.chmod(0o755)
         self.mods = mods
         self.model = FakeModel(self.dir / "model.jsonl")
         self.keep = keep
@@ -261,7 +270,16 @@ class Sandbox:
         return self.relay_json("show", rid)
 
     def install_hooks(self, runtime: str, *flags: str) -> str:
-        return self.relay("hook", "install", runtime, *flags).stdout
+        """`relay hook install` as a person runs it, with the real relay on PATH (so the
+        hook commands name a bare `relay`; at run time PATH finds the event-keeping
+        wrapper first)."""
+        path = f"{os.path.dirname(self.real_relay)}:/usr/local/bin:/usr/bin:/bin"
+        out = self.relay("hook", "install", runtime, *flags, env={"PATH": path}).stdout
+        settings = {"claude": ".claude/settings.json", "codex": ".codex/hooks.json",
+                    "gemini": ".gemini/settings.json"}[runtime]
+        text = (self.home / settings).read_text()
+        assert '"relay hook' in text, f"install named relay by another path: {text[:400]}"
+        return out
 
     # -- runtimes
     def headless(self, runtime: str, prompt: str, env: dict | None = None,
@@ -297,7 +315,7 @@ class Sandbox:
         """Every hook event a runtime sent to relay: (args, meta, event)."""
         out = []
         for f in sorted(self.events.glob("ev.*")):
-            if f.suffix == ".meta":
+            if f.suffix in (".meta", ".out"):
                 continue
             meta = (f.parent / (f.name + ".meta"))
             lines = meta.read_text().splitlines() if meta.exists() else ["", "", "0"]
@@ -305,8 +323,11 @@ class Sandbox:
                 doc = json.loads(f.read_text() or "null")
             except ValueError:
                 doc = {"_unparsed": f.read_text()[:500]}
+            end = float(lines[3]) if len(lines) > 4 else None
+            t = float(lines[2]) if len(lines) > 2 else 0.0
             out.append({"args": lines[0], "env": lines[1] if len(lines) > 1 else "",
-                        "t": float(lines[2]) if len(lines) > 2 else 0.0, "event": doc})
+                        "t": t, "secs": round(end - t, 3) if end else None,
+                        "exit": lines[4] if len(lines) > 4 else None, "event": doc})
         return sorted(out, key=lambda e: e["t"])
 
     def close(self) -> None:

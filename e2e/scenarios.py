@@ -9,6 +9,7 @@ hook events); an AssertionError is a failure.
 from __future__ import annotations
 
 import json
+import re
 import os
 import shlex
 import statistics
@@ -109,41 +110,67 @@ def arrives_mid_turn(sb: Sandbox, runtime: str, variant: str = "") -> dict:
 
 # ---------------------------------------------------------------- (c) what hooks cost
 
+def _noop_hook_s(sb: Sandbox, runtime: str, rounds: int = 3) -> float:
+    """How long one `relay hook RUNTIME` takes on this machine now, with no identity (a
+    Stop event; nothing to do): the unit the generous limit below scales with."""
+    name = {"claude": "Stop", "codex": "Stop", "gemini": "AfterAgent"}[runtime]
+    ev = json.dumps({"session_id": "e2e-noop", "transcript_path": "/dev/null", "cwd": "/",
+                     "hook_event_name": name, "stop_hook_active": False})
+    out = []
+    for _ in range(rounds):
+        t0 = time.monotonic()
+        sb.relay("hook", runtime, input=ev, env={"RELAY_PEER": None, "RELAY_SESSION": None})
+        out.append(time.monotonic() - t0)
+    return statistics.median(out)
+
+
 def hook_cost(sb: Sandbox, runtime: str, variant: str = "", rounds: int = 3) -> dict:
+    """What relay's hooks add to a headless run: without a peer (someone not using relay)
+    and with a peer but nothing queued. The limit is 1 s (design.md §12); on a loaded
+    machine it is scaled with what one no-op `relay hook` takes there (the runtime runs
+    about four of them one after another), and the numbers are printed either way."""
     sb.configure()
     plain = "Say hello."
 
-    def times(env: dict | None = None, peer: bool = False) -> list[float]:
-        out = []
-        for _ in range(rounds):
-            if peer:
-                r = _run(sb, runtime, plain, timeout=40)
-            else:
-                r = sb.headless(runtime, plain, env=env, timeout=40)
-            assert r["code"] == 0, f"run failed: {_brief(r)}"
-            out.append(r["secs"])
-        return out
-
-    base = times()
+    settings = sb.home / {"claude": ".claude/settings.json", "codex": ".codex/hooks.json",
+                          "gemini": ".gemini/settings.json"}[runtime]
+    plain_settings = settings.read_text() if settings.exists() else None
     sb.install_hooks(runtime)
+    hooked = settings.read_text()
     sb.relay("peers", "add", PEER[runtime], "--kind", runtime)
-    facts = {"without_hooks_s": [round(t, 2) for t in base]}
-    try:
-        nopeer = times()
-    except AssertionError as e:
-        raise AssertionError(f"with hooks, no peer: {e} (without hooks {base})") from None
-    facts["hooks_no_peer_s"] = [round(t, 2) for t in nopeer]
-    try:
-        withpeer = times(peer=True)
-    except AssertionError as e:
-        raise AssertionError(f"with hooks and a peer: {e}; facts {facts}") from None
-    facts["hooks_peer_s"] = [round(t, 2) for t in withpeer]
+    noop = _noop_hook_s(sb, runtime)
+    limit = max(1.0, 5 * noop)
+    facts = {"noop_hook_s": round(noop, 3), "limit_s": round(limit, 2)}
+    base, nopeer, withpeer = [], [], []
+    hook_secs = 0.0
+    # interleaved, so a change in the machine's load hits all three alike
+    for _ in range(rounds):
+        if plain_settings is None:
+            settings.unlink()
+        else:
+            settings.write_text(plain_settings)
+        for label, into, peer in (("without hooks", base, False),
+                                  ("with hooks, no peer", nopeer, False),
+                                  ("with hooks and a peer", withpeer, True)):
+            if label == "with hooks, no peer":
+                settings.write_text(hooked)
+            n0 = len(sb.hook_events())
+            r = _run(sb, runtime, plain, timeout=40) if peer else \
+                sb.headless(runtime, plain, timeout=40)
+            assert r["code"] == 0, f"{label}: run failed: {_brief(r)}; {facts}"
+            into.append(r["secs"])
+            if label == "with hooks, no peer":
+                hook_secs += sum(e["secs"] or 0 for e in sb.hook_events()[n0:])
+    facts.update(without_hooks_s=[round(t, 2) for t in base],
+                 hooks_no_peer_s=[round(t, 2) for t in nopeer],
+                 hooks_peer_s=[round(t, 2) for t in withpeer],
+                 hook_process_secs_no_peer=round(hook_secs / rounds, 2))
     m0, m1, m2 = (statistics.median(x) for x in (base, nopeer, withpeer))
     facts["overhead_no_peer_s"] = round(m1 - m0, 2)
     facts["overhead_peer_s"] = round(m2 - m0, 2)
-    assert m1 - m0 < 1.0, f"hooks cost a run without a peer {m1 - m0:.2f} s: {facts}"
-    # with a peer: joining, leaving (and for Codex/Gemini the launcher) -- generously
-    assert m2 - m0 < 3.0, f"a run with a peer, nothing queued, was held up: {facts}"
+    assert m1 - m0 < limit, f"hooks cost a run without a peer {m1 - m0:.2f} s: {facts}"
+    # with a peer: joining, leaving (and for Codex/Gemini the launcher)
+    assert m2 - m0 < limit + 2.0, f"a run with a peer, nothing queued, was held up: {facts}"
     return facts
 
 
@@ -307,11 +334,7 @@ def codex_two_peers(sb: Sandbox, runtime: str = "codex", variant: str = "") -> d
         for p in ("codex-a", "codex-b"):
             bodies = [json.dumps(i["body"]) for i in sb.model.log.model_turns()
                       if f"I am {p}" in json.dumps(i["body"])]
-            seen = set()
-            for b in bodies:
-                for tok in b.split("PEER=")[1:]:
-                    seen.add(tok.split("\\n")[0].split('"')[0].strip())
-            seen.discard("$RELAY_PEER")
+            seen = {m for b in bodies for m in re.findall(r"PEER=([a-z][a-z0-9-]*)", b)}
             facts[p] = sorted(seen)
             assert seen == {p}, f"{p}'s shell commands ran as {sorted(seen)}"
         # a request for codex-b is announced to codex-b and claimed by codex-b
