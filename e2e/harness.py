@@ -326,7 +326,7 @@ class Sandbox:
             end = float(lines[3]) if len(lines) > 4 else None
             t = float(lines[2]) if len(lines) > 2 else 0.0
             out.append({"args": lines[0], "env": lines[1] if len(lines) > 1 else "",
-                        "t": t, "secs": round(end - t, 3) if end else None,
+                        "t": t, "end": end, "secs": round(end - t, 3) if end else None,
                         "exit": lines[4] if len(lines) > 4 else None, "event": doc})
         return sorted(out, key=lambda e: e["t"])
 

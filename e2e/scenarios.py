@@ -9,13 +9,12 @@ hook events); an AssertionError is a failure.
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import shlex
 import statistics
 import subprocess
 import time
-from pathlib import Path
 
 from .harness import Sandbox
 
@@ -61,8 +60,7 @@ def _claims(item: dict, rid: str) -> bool:
 
 
 def _expect_state(sb: Sandbox, rid: str, *states: str) -> dict:
-    doc = sb.show(rid)
-    req = doc.get("request", doc)
+    req = sb.show(rid)
     assert req["state"] in states, f"request {rid[:8]} is {req['state']}, want {states}: " \
         f"{json.dumps(req)[:600]}"
     return req
@@ -271,19 +269,32 @@ def start_tui(sb: Sandbox, runtime: str, peer: str, model_turns_before: int = 0)
     return tui
 
 
-def wake_once(sb: Sandbox, sender: dict, peer: str, timeout: float = 30) -> dict:
-    """Send one request to an idle TUI; time send-commit -> the model request naming it,
-    and wait until the model replied."""
+def wake_once(sb: Sandbox, sender: dict, peer: str, timeout: float = 30,
+              send=None) -> dict:
+    """Send one request to an idle TUI; time send -> the model request that names it
+    (the script answers it with the claim), and wait until the model replied.
+
+    ``send(peer) -> (id, commit time)`` on the monotonic clock; by default a `relay send`
+    process, whose commit lies between its start and its exit (``wake_s`` counts from
+    the exit, ``wake_upper_s`` from the start)."""
     start = len(sb.model.log.items)
     t0 = time.monotonic()
-    rid = sb.send(sender, peer, "wake up and say hello")
-    t1 = time.monotonic()  # the send's COMMIT is between t0 and t1
+    if send:
+        rid, t1 = send(peer)
+    else:
+        rid = sb.send(sender, peer, "wake up and say hello")
+        t1 = time.monotonic()
     item = sb.model.log.wait_for(lambda i: _claims(i, rid), timeout, start)
     assert item is not None, f"no model request named {rid[:8]} within {timeout} s"
-    done = _wait(lambda: sb.show(rid).get("request", {}).get("state") == "completed"
-                 or sb.show(rid).get("state") == "completed", timeout, 0.2)
+    # where the time went: the commit -> the waiter's exit (its wrapper's clock) -> the model
+    commit_wall = item["wall"] - (item["t"] - t1)
+    ends = [e["end"] for e in sb.hook_events() if "--wake" in e["args"] and e["end"]
+            and commit_wall - 0.05 <= e["end"] <= item["wall"]]
+    waiter_s = (min(ends) - commit_wall) if ends else None
+    done = _wait(lambda: sb.show(rid).get("state") == "completed", timeout, 0.2)
     assert done, f"woken, but {rid[:8]} was not completed: {sb.show(rid)}"
-    return {"id": rid, "wake_s": item["t"] - t1, "wake_upper_s": item["t"] - t0}
+    return {"id": rid, "wake_s": item["t"] - t1, "wake_upper_s": item["t"] - t0,
+            "waiter_s": waiter_s}
 
 
 def tui_wake(sb: Sandbox, runtime: str, variant: str = "", wakes: int = 1) -> dict:
@@ -324,11 +335,11 @@ def codex_two_peers(sb: Sandbox, runtime: str = "codex", variant: str = "") -> d
             time.sleep(3)
             start = len(sb.model.log.items)
             tui.type(f"I am {p}. E2E-RUN: echo PEER=$RELAY_PEER")
-            got = sb.model.log.wait_for(
-                lambda i: i["kind"] == "turn" and f"I am {p}" in json.dumps(i["body"])
-                and "PEER=" in json.dumps(i["body"]).split(f"I am {p}")[-1]
-                and "echo PEER" in json.dumps(i["body"]).split(f"I am {p}")[-1]
-                and "function_call_output" in json.dumps(i["body"]), 40, start)
+            def ran(i, p=p):
+                text = json.dumps(i["body"])
+                return i["kind"] == "turn" and f"I am {p}" in text and \
+                    "function_call_output" in text and "PEER=" in text.split(f"I am {p}")[-1]
+            got = sb.model.log.wait_for(ran, 40, start)
             assert got, f"{p}'s first turn never ran; screen:\n{tui.screen()}"
         facts = {}
         for p in ("codex-a", "codex-b"):
@@ -343,11 +354,16 @@ def codex_two_peers(sb: Sandbox, runtime: str = "codex", variant: str = "") -> d
         tuis[1].type(f"I am codex-b. {CHECK}")
         got = sb.model.log.wait_for(lambda i: _claims(i, rid), 30, start)
         assert got, "the request for codex-b was never announced to codex-b"
-        done = _wait(lambda: sb.show(rid).get("request", sb.show(rid)).get("state")
-                     == "completed", 30, 0.3)
-        req = sb.show(rid).get("request", sb.show(rid))
-        facts["request"] = {k: req.get(k) for k in ("state", "to", "recipient", "claimed_by",
-                                                     "claimed_by_session")}
+        assert "I am codex-b" in json.dumps(got["body"]), "claimed in another conversation"
+        leaked = [i for i in sb.model.log.model_turns() if rid in json.dumps(i["body"])
+                  and "I am codex-a" in json.dumps(i["body"])]
+        assert not leaked, "codex-a's conversation heard of codex-b's request"
+        peers = {p["name"]: p for p in sb.relay_json("peers", "list")["peers"]}
+        facts["sessions"] = {p: peers[p].get("session_id") for p in ("codex-a", "codex-b")}
+        assert facts["sessions"]["codex-a"] != facts["sessions"]["codex-b"]
+        done = _wait(lambda: sb.show(rid).get("state") == "completed", 30, 0.3)
+        req = sb.show(rid)
+        facts["request"] = {k: req.get(k) for k in ("state", "to")}
         assert done, f"codex-b's request: {req}"
         return facts
     finally:
