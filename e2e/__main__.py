@@ -79,12 +79,18 @@ def main(argv=None) -> int:
     p.add_argument("--runtime", action="append", help="only this runtime (repeatable)")
     p.add_argument("--json", help="write the results here")
     p.add_argument("--keep", action="store_true", help="keep each sandbox directory")
+    p.add_argument("--install-only", action="store_true",
+                   help="only npm ci the pinned runtimes into the cache; print where")
     p.add_argument("--lock-dir", default=str(harness.E2E),
                    help="the directory of package.json + package-lock.json to install")
     args = p.parse_args(argv)
     from pathlib import Path
     args.lock_dir = Path(args.lock_dir)
     try:
+        if args.install_only:
+            mods = harness.install(args.lock_dir)
+            print(f"e2e: {harness.versions(mods)} in {mods}")
+            return 0
         out = run_all(args)
     except harness.Missing as e:
         print(f"e2e: missing: {e}", file=sys.stderr)

@@ -160,8 +160,9 @@ class Sandbox:
         self.events = self.dir / "events"
         for d in (self.home, self.work, self.bin, self.events):  # relay makes its own
             d.mkdir(parents=True)
-        real = shutil.which("relay", path=os.path.dirname(sys.executable)) or \
-            shutil.which("relay")
+        # RELAY_E2E_RELAY: another relay to test (e.g. one built from another commit)
+        real = os.environ.get("RELAY_E2E_RELAY") or shutil.which(
+            "relay", path=os.path.dirname(sys.executable)) or shutil.which("relay")
         if not real:
             raise Missing("relay is not installed next to this Python")
         self.real_relay = real
@@ -273,7 +274,8 @@ class Sandbox:
         """`relay hook install` as a person runs it, with the real relay on PATH (so the
         hook commands name a bare `relay`; at run time PATH finds the event-keeping
         wrapper first)."""
-        path = f"{os.path.dirname(self.real_relay)}:/usr/local/bin:/usr/bin:/bin"
+        path = f"{os.path.dirname(self.real_relay)}:{os.path.dirname(sys.executable)}:" \
+            "/usr/local/bin:/usr/bin:/bin"
         out = self.relay("hook", "install", runtime, *flags, env={"PATH": path}).stdout
         settings = {"claude": ".claude/settings.json", "codex": ".codex/hooks.json",
                     "gemini": ".gemini/settings.json"}[runtime]
