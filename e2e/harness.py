@@ -152,13 +152,18 @@ class Sandbox:
     """A throwaway HOME + relay state dir + a fake model, for one scenario."""
 
     def __init__(self, mods: Path, keep: bool = False):
-        self.dir = Path(tempfile.mkdtemp(prefix="relay-e2e-"))
+        # not under /tmp: Codex treats a CODEX_HOME in the temporary directory as a test
+        # run (no helper binaries, no shared daemon), and the harness wants its real start
+        root = cache_root() / "sandboxes"
+        root.mkdir(parents=True, exist_ok=True)
+        self.dir = Path(tempfile.mkdtemp(prefix="run-", dir=root))
         self.home = self.dir / "home"
         self.relay_home = self.dir / "relay"
         self.work = self.dir / "work"
         self.bin = self.home / "bin"
         self.events = self.dir / "events"
-        for d in (self.home, self.work, self.bin, self.events):  # relay makes its own
+        self.tmp = self.dir / "tmp"
+        for d in (self.home, self.work, self.bin, self.events, self.tmp):  # relay: its own
             d.mkdir(parents=True)
         # RELAY_E2E_RELAY: another relay to test (e.g. one built from another commit)
         real = os.environ.get("RELAY_E2E_RELAY") or shutil.which(
@@ -172,12 +177,15 @@ class Sandbox:
         # Codex runs commands in a login shell (`bash -lc`), whose /etc/profile resets PATH
         (self.home / ".bash_profile").write_text(
             f'export PATH="{self.bin}:{os.path.dirname(sys.executable)}:$PATH"\n')
-        self.progs = programs(mods)
-        for name, argv in self.progs.items():  # `codex queue` (the Codex waiter) needs PATH
+        self.progs = {}
+        # each runtime by its own name, as a person starts it (`relay run … -- codex` knows
+        # it is Codex by that name; `codex queue`, the Codex waiter's, needs it on PATH)
+        for name, argv in programs(mods).items():
             shim = self.bin / name
             shim.write_text("#!/bin/sh\nexec " + " ".join(f"'{a}'" for a in argv)
                             + ' "$@"\n')
             shim.chmod(0o755)
+            self.progs[name] = [str(shim)]
         self.mods = mods
         self.model = FakeModel(self.dir / "model.jsonl")
         self.keep = keep
@@ -190,7 +198,7 @@ class Sandbox:
             "HOME": str(self.home), "PATH": f"{self.bin}:{os.path.dirname(sys.executable)}:"
             "/usr/local/bin:/usr/bin:/bin",
             "RELAY_HOME": str(self.relay_home), "LANG": "C.UTF-8", "TERM": "xterm-256color",
-            "TMPDIR": str(self.dir), "USER": "root", "SHELL": "/bin/bash",
+            "TMPDIR": str(self.tmp), "USER": "root", "SHELL": "/bin/bash",
             # Claude Code
             "ANTHROPIC_BASE_URL": self.model.url, "DISABLE_AUTOUPDATER": "1",
             "DISABLE_TELEMETRY": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",

@@ -66,6 +66,11 @@ def _expect_state(sb: Sandbox, rid: str, *states: str) -> dict:
     return req
 
 
+def _ended(r: dict, what: str) -> None:
+    """A headless run must end by itself (nothing waits for relay in the foreground)."""
+    assert r["code"] == 0, f"{what}: the run did not end cleanly: {_brief(r)}"
+
+
 def _brief(r: dict) -> dict:
     return {"code": r["code"], "secs": round(r["secs"], 2),
             "err_tail": r["err"][-400:] if r["code"] != 0 else ""}
@@ -83,6 +88,7 @@ def queued_before_start(sb: Sandbox, runtime: str, variant: str = "") -> dict:
     assert n is not None, f"no model request named `relay claim --id {rid[:8]}`; run {r}"
     req = _expect_state(sb, rid, "completed")
     facts["state"] = req["state"]
+    _ended(r, f"claimed and completed {rid[:8]}, but")
     return facts
 
 
@@ -103,6 +109,7 @@ def arrives_mid_turn(sb: Sandbox, runtime: str, variant: str = "") -> dict:
     assert n >= 2, f"named in turn {n}, before the send ran"
     req = _expect_state(sb, rid, "completed")
     facts["state"] = req["state"]
+    _ended(r, f"claimed and completed {rid[:8]}, but")
     return facts
 
 
@@ -186,6 +193,7 @@ def session_end_leaves(sb: Sandbox, runtime: str, variant: str = "") -> dict:
     peers = {p["name"]: p for p in sb.relay_json("peers", "list")["peers"]}
     facts["peer_active_after"] = peers.get(PEER[runtime], {}).get("active")
     assert not peers.get(PEER[runtime], {}).get("active"), f"still active: {peers}"
+    _ended(r, "the session left, but")
     return facts
 
 
@@ -326,6 +334,13 @@ def codex_two_peers(sb: Sandbox, runtime: str = "codex", variant: str = "") -> d
     for p in ("codex-a", "codex-b"):
         sb.relay("peers", "add", p, "--kind", "codex")
     tuis = []
+    # Codex's shared app-server daemon, started from codex-a's environment, as codex-a's
+    # TUI would start it (it keeps that environment and outlives the TUI)
+    daemon = subprocess.run(
+        [str(sb.bin / "relay"), "run", "--as", "codex-a", "--kind", "codex", "--",
+         *sb.progs["codex"], "app-server", "daemon", "start"], env=sb.env(), cwd=sb.work,
+        capture_output=True, text=True, timeout=60)
+    facts = {"daemon_start": daemon.returncode}
     try:
         for p in ("codex-a", "codex-b"):
             argv = [str(sb.bin / "relay"), "run", "--as", p, "--kind", "codex", "--",
@@ -341,7 +356,6 @@ def codex_two_peers(sb: Sandbox, runtime: str = "codex", variant: str = "") -> d
                     "function_call_output" in text and "PEER=" in text.split(f"I am {p}")[-1]
             got = sb.model.log.wait_for(ran, 40, start)
             assert got, f"{p}'s first turn never ran; screen:\n{tui.screen()}"
-        facts = {}
         for p in ("codex-a", "codex-b"):
             bodies = [json.dumps(i["body"]) for i in sb.model.log.model_turns()
                       if f"I am {p}" in json.dumps(i["body"])]
