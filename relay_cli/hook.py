@@ -209,7 +209,6 @@ def _session_start(store, ev: Event, henv: HookEnv) -> dict | None:
                 return None  # refused: bound to another runtime session
             session, token, how = started
             store.set_hook_seen(name, now)
-            listed: list[str] = []
             if session is not None:
                 marks = store.hook_marks(session["id"])
                 store.put_hook_marks(session["id"], 0, marks, now, MAX_REMEMBERED_IDS)
@@ -414,7 +413,9 @@ def _prompt_submit(store, now: int, session, ev: Event, dialect: Runtime) -> dic
     sid = session["id"]
     if ev.source in PERSON_SOURCES and not own_prompt(store, sid, ev):
         store.put_hook_marks(sid, 0, store.hook_marks(sid), now, MAX_REMEMBERED_IDS)
-    elif ev.prompt:
+    if ev.prompt and OWN_STARTS[0] in ev.prompt:
+        # A turn carrying relay's note (also one whose wrapper changed it past
+        # recognition): the pending ids it names reached the model.
         state = store.get_hook_state(sid)
         _arrived(store, sid, ev.prompt, state["stop_blocks"] if state is not None else 0,
                  now)

@@ -39,6 +39,11 @@ def respond(open_store, ev: hook.Event, runtime: str, *, as_: str | None, kind: 
         # (Claude Code's print mode and SDK): a waiter must not hold the run up, and its
         # note would not reach the model.
         return None, 0, ""
+    if dialect.start_in_turn and ev.name == "SessionStart":
+        # Codex's SessionStart fires with the first prompt: a turn runs, and its Stop
+        # names what arrives meanwhile (a note queued now would name it a second time,
+        # or be dropped by `codex exec`); the Stop's own waiter watches the idle session.
+        return None, 0, ""
     code, note = waiter.run(open_store(), ev, henv, waiter.timeout_seconds(timeout),
                             runtime=runtime)
     return None, code, note

@@ -63,6 +63,8 @@ class Runtime:
     checked: str = ""  # the version whose shipped package the formats were checked with
     package: str = ""  # that package
     # What `relay hook install` tells the person to do, and what trips people up.
+    hook_help: str = ""  # the help of `relay hook NAME` (first line: its summary)
+    hook_examples: tuple[str, ...] = ()
     install_notes: tuple[str, ...] = ()
     project_note: str = ""  # with --project (goes second)
     wake_offer: str = ""  # when the waiter is opt-in and was not asked for
@@ -96,6 +98,16 @@ CLAUDE = Runtime(
     wake="exit2", wake_flags={"asyncRewake": True}, wake_by_default=True,
     background_when={"CLAUDE_CODE_SESSION_ATTENDED": ("1",),
                      "CLAUDE_CODE_ENTRYPOINT": ("cli",)},
+    hook_help="""Claude Code command hook: reads the event JSON on stdin, answers in Claude Code's format.
+
+    For SessionStart, UserPromptSubmit, Stop and SessionEnd; with --wake it is the
+    asyncRewake waiter that exits 2 with relay's note (request ids, no peer text) when new
+    work is queued (in print mode and the SDK it exits 0 at once). `relay hook install
+    claude` sets it up. It never fails the agent: on anything unexpected it exits 0 and
+    prints nothing.
+    """,
+    hook_examples=('relay hook install claude --dry-run   # what would change',
+                   'relay hook install claude             # into Claude Code\'s settings'),
     guide_file="CLAUDE.md", checked="2.1.332",
     package="@anthropic-ai/claude-agent-sdk 0.3.332",
     install_notes=(
@@ -124,6 +136,14 @@ CODEX = Runtime(
     # The shared `codex app-server` daemon runs every thread with the environment of
     # whoever started it; without it each Codex keeps its own peer's identity.
     launch_args=("--no-daemon",), launch_refuses=("--remote",),
+    hook_help="""Codex command hook: reads the event JSON on stdin, answers in Codex's format.
+
+    The same events and output as Claude Code's; the identity comes from `relay run` (or
+    CODEX_ENV_FILE). With --wake (opt-in) it waits for new work and then queues relay's
+    note into the session with `codex queue`. `relay hook install codex` sets it up.
+    """,
+    hook_examples=('relay hook install codex          # into Codex\'s settings',
+                   'relay hook install codex --wake   # with the wake waiter'),
     guide_file="AGENTS.md", checked="0.171.0", package="@openai/codex 0.171.0",
     install_notes=(
         "Codex's TUI asks you to review new hooks when it starts (\"Hooks need review\"): "
@@ -134,8 +154,8 @@ CODEX = Runtime(
         "hooks no env file, so the launcher carries the relay session, and adds --no-daemon "
         "(the shared `codex app-server` daemon would run every session as the peer that "
         "started it).",
-        "Codex fires SessionStart (and starts the waiter) only at the first prompt, and its "
-        "TUI's /quit runs no SessionEnd: `relay run` leaves for it.",
+        "Codex fires SessionStart only at the first prompt (a waiter starts when that turn "
+        "ends), and its TUI's /quit runs no SessionEnd: `relay run` leaves for it.",
     ),
     project_note="Codex reads .codex/hooks.json only in a project it trusts.",
     wake_offer="Optional: `relay hook install codex --wake` adds a waiter that wakes an idle "
@@ -151,6 +171,12 @@ GEMINI = Runtime(
     settings=Settings(".gemini", "settings.json", ".gemini/settings.json",
                       var="GEMINI_CLI_HOME", var_holds_user_dir=False),
     timeout_scale=1000, handler_extra={"name": "relay"},
+    hook_help="""Gemini CLI command hook: SessionStart, BeforeAgent, AfterAgent and SessionEnd.
+
+    Answers in Gemini CLI's format; the identity comes from `relay run`. Gemini CLI has no
+    background hooks, so --wake does nothing here. `relay hook install gemini` sets it up.
+    """,
+    hook_examples=('relay hook install gemini   # into Gemini CLI\'s settings',),
     guide_file="GEMINI.md", checked="0.61.0", package="@google/gemini-cli 0.61.0",
     install_notes=(
         "Start Gemini CLI as `relay run --as NAME --kind gemini -- gemini`: it gives hooks no "
@@ -185,3 +211,23 @@ def for_program(path: str) -> Runtime | None:
 
     base = os.path.basename(path)
     return next((r for r in ALL if r.program == base), None)
+
+
+def either(items) -> str:
+    """``a, b or c``."""
+    items = list(items)
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " or " + items[-1]
+
+
+def docs_table() -> str:
+    """The runtimes table of docs/agents.md (a test checks the page holds it)."""
+    wake = {"exit2": "waiter (exit 2, `{flags}`), always installed",
+            "queue": "waiter (`{program} queue`, `{flags}`), with `--wake`"}
+    rows = ["| runtime | hook command | checked with | settings file | wakes an idle session |",
+            "|---|---|---|---|---|"]
+    for r in ALL:
+        flags = ", ".join(r.wake_flags)
+        how = wake[r.wake].format(flags=flags, program=r.program) if r.wake else "no"
+        rows.append(f"| {r.display} {r.checked} | `relay hook {r.name}` | `{r.package}` | "
+                    f"`~/{r.settings.user_dir}/{r.settings.user_file}` | {how} |")
+    return "\n".join(rows)

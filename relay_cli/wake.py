@@ -16,9 +16,10 @@ One waiter per relay session: the waiter records itself (pid, process start, hos
 ``wake_waiters``; a second one for the same session exits 0 at once, unless the recorded
 process is gone (a crash does not block the next waiter). It ends, exit 0, when its session
 ends (left, superseded, lease lapsed), when its timeout passes, when the runtime that
-started it is gone, or on SIGTERM/SIGHUP/SIGINT. The ids it names are added to the
-session's named list, so the Stop hook never names them again and a concurrent Stop hook
-and waiter never both announce the same request.
+started it is gone, or on SIGTERM/SIGHUP/SIGINT. The ids it names are marked in the same
+transaction -- named (Claude Code), or pending until a turn carrying the note is seen
+(Codex) -- so no other waiter names them again and a concurrent Stop hook and Claude
+waiter never both announce the same request.
 """
 
 from __future__ import annotations
@@ -157,10 +158,12 @@ def _alive(row) -> bool:
 
 
 def _check(store, session_id: str, peer: str, me, runtime: str):
-    """None (keep waiting), _END, or (ids, note) once new requests were named (Claude
-    Code: its exit 2 reaches the model) or marked pending (Codex: a queued note counts
-    only once a turn that carries it is seen)."""
-    queue = BY_NAME[runtime].wake == "queue"
+    """None (keep waiting), _END, or (ids, note) once new requests were marked: named
+    where the note reaches the model as the waiter ends (Claude Code's exit 2 of a
+    background hook), else pending (`codex queue`): they count as named once a turn that
+    carries the note is seen, so a note the runtime drops (`codex exec` aborts the queued
+    turn) never hides them from the Stop block."""
+    queued_note = BY_NAME[runtime].wake == "queue"
     with due.unit(store, write=False) as now:
         if not _still_mine(store, session_id, me, now):
             return _END
@@ -175,7 +178,7 @@ def _check(store, session_id: str, peer: str, me, runtime: str):
         state = store.get_hook_state(session_id)
         blocks = state["stop_blocks"] if state is not None else 0
         marks = store.hook_marks(session_id)
-        marks["pending" if queue else "named"] += fresh
+        marks["pending" if queued_note else "named"] += fresh
         store.put_hook_marks(session_id, blocks, marks, now, MAX_REMEMBERED_IDS)
         text = note(peer, fresh, runtime)
         remember_own_prompt(store, session_id, text, now)

@@ -51,7 +51,8 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\x1b[()][A-Z0-9]|\
 
 RELAY_ENV_VARS = ("RELAY_HOME", "RELAY_PEER", "RELAY_SESSION", "RELAY_TIME_OFFSET",
                   "RELAY_RATE_LIMIT", "RELAY_DEBUG", "NO_COLOR", "FORCE_COLOR", "CLAUDE_ENV_FILE",
-                  "RELAY_DATABASE_URL")
+                  "RELAY_DATABASE_URL", "CLAUDE_CODE_ENTRYPOINT", "CLAUDE_CODE_SESSION_ATTENDED",
+                  "CODEX_THREAD_ID")
 BACKENDS = ("sqlite", "postgres")
 
 

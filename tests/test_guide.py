@@ -166,3 +166,13 @@ def test_every_runtime_has_a_guide_section_and_an_audience():
         assert rt.name in guide.AUDIENCES
         section = guide.text(rt.name)[len(guide.text("generic")):]
         assert rt.display in section and f"relay hook install {rt.name}" in section
+
+
+def test_docs_agents_lists_every_runtime_entry():
+    """docs/agents.md's runtimes table is runtimes.docs_table(): one entry per runtime."""
+    from pathlib import Path
+
+    from relay_cli import runtimes
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "agents.md").read_text()
+    assert runtimes.docs_table() in doc

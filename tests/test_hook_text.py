@@ -187,3 +187,30 @@ def test_hooks_read_a_bounded_number_of_rows_at_any_queue_size(relay, tmp_path, 
         store.db = counting.db
         store.close()
     assert max(read.values()) <= hook.MAX_SCANNED + 50, read
+
+
+# ------------------------------------------------------------- idle hooks are cheap
+@pytest.mark.one_backend
+@pytest.mark.parametrize("args", [["claude"], ["claude", "--wake"], ["codex", "--wake"],
+                                  ["gemini"]])
+def test_a_hook_with_no_identity_imports_no_command_line(relay, args):
+    """Someone not using relay pays for relay's hooks next to nothing (design.md §12):
+    with no --as, RELAY_PEER or RELAY_SESSION `relay hook` reads its event and exits 0
+    before the command line (typer, the store) is imported."""
+    import subprocess
+    import sys
+
+    from relay_cli import entry
+
+    assert entry.HOOK_RUNTIMES == runtimes.NAMES
+    p = subprocess.run([sys.executable, "-X", "importtime", "-m", "relay_cli", "hook", *args],
+                       input=event(args[0], "stop" if args[0] != "gemini" else "after_agent")
+                       .encode(), capture_output=True, env=relay._env(None), timeout=60)
+    assert p.returncode == 0 and p.stdout == b""
+    loaded = {line.rsplit("|", 1)[1].strip() for line in p.stderr.decode().splitlines()
+              if line.startswith("import time:")}
+    assert not any(m.startswith(("relay_cli.cli", "typer", "relay_cli.store")) for m in loaded)
+    assert not entry.idle_hook(["hook", "claude", "--help"], {})
+    assert not entry.idle_hook(["hook", "claude", "--as", "x"], {})
+    assert not entry.idle_hook(["hook", "claude"], {"RELAY_PEER": "x"})
+    assert not entry.idle_hook(["hook", "install", "claude"], {})

@@ -100,6 +100,9 @@ def test_waiter_wakes_with_relays_note_when_work_arrives(relay, session):
         assert word not in err  # no peer text, not even the sender's name
     assert relay("show", rid, "--json").json["state"] == "queued"  # nothing claimed
     assert wakeup(relay, "agent-1") == "hook"  # the waiter is gone
+    # Claude Code's wake turn: a task-notification carrying the note (no `source`).
+    session.hook("user_prompt_submit", prompt=f"<task-notification>\n<output>{err}</output>\n"
+                 "</task-notification>")
     # The Stop hook does not name that request again: the session was told once.
     assert session.hook("stop") is None
 
@@ -400,20 +403,27 @@ def test_a_queued_note_seen_arriving_counts_as_announced(relay, tmp_path, fake_c
     assert s.hook("stop") is None  # told once, by the note
 
 
-def test_codex_first_prompt_lists_waiting_work_once(relay, tmp_path, fake_codex):
-    """Codex fires SessionStart with the first prompt: its context already lists what
-    waits, so the waiter started there queues no second note for it (the Stop block
-    of that turn still names it)."""
+def test_codex_first_prompt_starts_no_waiter_its_stop_names_the_work(relay, tmp_path,
+                                                                       fake_codex):
+    """Codex fires SessionStart with the first prompt, inside a turn: its context lists
+    what waits and that turn's Stop names what arrives meanwhile, so the waiter started
+    there exits at once (a note would announce the work a second time, and `codex exec`
+    would drop it). The waiter of that Stop watches the idle session."""
     path_env, record = fake_codex
     relay("peers", "add", "agent-1", "--kind", "codex")
     rid = new_id()
     assert relay.send(relay.join("alice"), "agent-1", request_id=rid).code == 0
     s = Session(relay, tmp_path, "codex")  # its SessionStart context lists rid
-    w = s.waiter(env=path_env, fixture="session_start")
-    until(lambda: wakeup(relay, "agent-1") == "waiter", "the waiter")
-    assert w.poll() is None and not record.exists()
+    assert finish(s.waiter(env=path_env, fixture="session_start")) == (0, "", "")
+    late = new_id()
+    relay.send(relay.join("alice"), "agent-1", request_id=late)  # mid-turn
     stop = s.hook("stop")
-    assert stop["decision"] == "block" and rid in stop["reason"]
-    w.send_signal(signal.SIGTERM)
+    assert stop["decision"] == "block" and rid in stop["reason"] and late in stop["reason"]
+    assert not record.exists()  # no note: each request was named once
+    w = s.waiter(env=path_env)  # the Stop's waiter: the session is idle now
+    until(lambda: wakeup(relay, "agent-1") == "waiter", "the waiter")
+    idle = new_id()
+    relay.send(relay.join("alice"), "agent-1", request_id=idle)
     assert finish(w) == (0, "", "")
-    assert not record.exists()
+    (argv,) = [json.loads(line) for line in record.read_text().splitlines()]
+    assert idle in argv[4] and rid not in argv[4] and late not in argv[4]

@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from .. import clock
+from .. import clock, runtimes
 from ..limits import HOOK_LEASE_S
 from ..output import STATE_STYLES, Col
 from ..states import note as state_note
@@ -106,51 +106,22 @@ WakeOpt = Annotated[
 ]
 
 
-@hook_app.command("claude", context_settings=HOOK_CONTEXT, epilog=examples(
-    'relay hook install claude --dry-run   # what would change',
-    'relay hook install claude             # into Claude Code\'s settings',
-))
-def hook_claude(as_: AsOpt = None, kind: KindHookOpt = None, lease: LeaseHookOpt = None,
+def _hook_command(rt) -> None:
+    """Register `relay hook NAME` for one runtime entry (its help lives in the entry)."""
+
+    def command(as_: AsOpt = None, kind: KindHookOpt = None, lease: LeaseHookOpt = None,
                 wake: WakeOpt = False, timeout: TimeoutHookOpt = None, json_: JsonOpt = False,
                 home: HomeOpt = None) -> int:
-    """Claude Code command hook: reads the event JSON on stdin, answers in Claude Code's format.
+        return _run_hook(rt.name, as_, kind, lease, wake, timeout, home)
 
-    For SessionStart, UserPromptSubmit, Stop and SessionEnd; with --wake it is the
-    asyncRewake waiter that exits 2 with relay's note (request ids, no peer text) when new
-    work is queued. `relay hook install claude` sets it up. It never fails the agent: on
-    anything unexpected it exits 0 and prints nothing.
-    """
-    return _run_hook("claude", as_, kind, lease, wake, timeout, home)
+    command.__name__ = f"hook_{rt.name}"
+    command.__doc__ = rt.hook_help
+    hook_app.command(rt.name, context_settings=HOOK_CONTEXT,
+                     epilog=examples(*rt.hook_examples))(command)
 
 
-@hook_app.command("codex", context_settings=HOOK_CONTEXT, epilog=examples(
-    'relay hook install codex          # into Codex\'s settings',
-    'relay hook install codex --wake   # with the wake waiter',
-))
-def hook_codex(as_: AsOpt = None, kind: KindHookOpt = None, lease: LeaseHookOpt = None,
-               wake: WakeOpt = False, timeout: TimeoutHookOpt = None, json_: JsonOpt = False,
-               home: HomeOpt = None) -> int:
-    """Codex command hook: reads the event JSON on stdin, answers in Codex's format.
-
-    The same events and output as Claude Code's; the identity comes from `relay run` (or
-    CODEX_ENV_FILE). With --wake (opt-in) it waits for new work and then queues relay's
-    note into the session with `codex queue`. `relay hook install codex` sets it up.
-    """
-    return _run_hook("codex", as_, kind, lease, wake, timeout, home)
-
-
-@hook_app.command("gemini", context_settings=HOOK_CONTEXT, epilog=examples(
-    'relay hook install gemini   # into Gemini CLI\'s settings',
-))
-def hook_gemini(as_: AsOpt = None, kind: KindHookOpt = None, lease: LeaseHookOpt = None,
-                wake: WakeOpt = False, timeout: TimeoutHookOpt = None, json_: JsonOpt = False,
-                home: HomeOpt = None) -> int:
-    """Gemini CLI command hook: SessionStart, BeforeAgent, AfterAgent and SessionEnd.
-
-    Answers in Gemini CLI's format; the identity comes from `relay run`. Gemini CLI has no
-    background hooks, so --wake does nothing here. `relay hook install gemini` sets it up.
-    """
-    return _run_hook("gemini", as_, kind, lease, wake, timeout, home)
+for _rt in runtimes.ALL:
+    _hook_command(_rt)
 
 
 def _check_agent(value: str) -> None:
@@ -159,12 +130,13 @@ def _check_agent(value: str) -> None:
 
 
 AgentArg = Annotated[str, typer.Argument(
-    metavar="AGENT", help="claude, codex or gemini.",
+    metavar="AGENT", help=runtimes.either(runtimes.NAMES) + ".",
     click_type=Choice(lambda: hook_install.RUNTIMES, _check_agent))]
 ProjectOpt = Annotated[
     bool,
     typer.Option("--project", help="The project's settings file in the current directory "
-                                   "(.claude/, .codex/ or .gemini/) instead of your own."),
+                                   "(" + runtimes.either(f"{r.settings.user_dir}/" for r in runtimes.ALL)
+                                   + ") instead of your own."),
 ]
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Show what would change; write "
                                                            "nothing.")]
