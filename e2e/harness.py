@@ -154,7 +154,7 @@ class Sandbox:
     def __init__(self, mods: Path, keep: bool = False):
         # not under /tmp: Codex treats a CODEX_HOME in the temporary directory as a test
         # run (no helper binaries, no shared daemon), and the harness wants its real start
-        root = cache_root() / "sandboxes"
+        root = Path(os.environ.get("RELAY_E2E_SANDBOXES") or cache_root() / "sandboxes")
         root.mkdir(parents=True, exist_ok=True)
         self.dir = Path(tempfile.mkdtemp(prefix="run-", dir=root))
         self.home = self.dir / "home"
