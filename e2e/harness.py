@@ -1,0 +1,372 @@
+"""The end-to-end harness: the real agent runtimes, relay's hooks, scripted models.
+
+docs/e2e.md says what it proves. Everything runs inside a loopback-only network namespace
+(``unshare -n``; ``lo`` brought up), with a throwaway HOME, a throwaway relay state
+directory and dummy API keys: no traffic leaves the machine.
+
+The runtimes are the versions pinned in ``e2e/package-lock.json``, installed with
+``npm ci`` into ``~/.cache/relay-e2e/<hash of the lock>/`` (outside the work tree) and reused
+while the lock is unchanged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from .fake_models import FakeModel
+
+E2E = Path(__file__).resolve().parent
+ROOT = E2E.parent
+RUNTIMES = ("claude", "codex", "gemini")
+DUMMY = {"ANTHROPIC_API_KEY": "sk-ant-e2e-dummy-key-0000000000000000",
+         "OPENAI_API_KEY": "sk-e2e-dummy-key-0000000000000000",
+         "GEMINI_API_KEY": "e2e-dummy-gemini-key-000000000000"}
+
+
+class Missing(Exception):
+    """A runtime or npm is not there (the test skips, or fails when CI requires it)."""
+
+
+# ------------------------------------------------------------------ installing runtimes
+
+def lock_hash(lock_dir: Path = E2E) -> str:
+    return hashlib.sha256((lock_dir / "package-lock.json").read_bytes()).hexdigest()[:16]
+
+
+def cache_root() -> Path:
+    base = os.environ.get("RELAY_E2E_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "relay-e2e")
+    return Path(base)
+
+
+def install(lock_dir: Path = E2E, log=print) -> Path:
+    """``npm ci`` the lock into the cache (once per lock); return its node_modules."""
+    target = cache_root() / lock_hash(lock_dir)
+    mods = target / "node_modules"
+    if (target / ".complete").exists():
+        return mods
+    npm = shutil.which("npm")
+    if not npm:
+        raise Missing("npm is not installed (needed to install the pinned runtimes)")
+    tmp = Path(tempfile.mkdtemp(prefix=".install-", dir=cache_root().mkdir(
+        parents=True, exist_ok=True) or cache_root()))
+    for name in ("package.json", "package-lock.json"):
+        shutil.copy(lock_dir / name, tmp / name)
+    log(f"e2e: npm ci into {target}")
+    r = subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=tmp,
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise Missing(f"npm ci failed: {r.stderr.strip()[-800:]}")
+    (tmp / ".complete").write_text(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    if target.exists():
+        shutil.rmtree(target)
+    tmp.rename(target)
+    return mods
+
+
+def programs(mods: Path) -> dict[str, list[str]]:
+    """The command that starts each runtime. Claude Code's platform binary runs directly
+    (npm blocks the postinstall that would link it)."""
+    claude = mods / "@anthropic-ai/claude-code-linux-x64/claude"
+    out = {}
+    if claude.exists():
+        out["claude"] = [str(claude)]
+    codex = mods / "@openai/codex/bin/codex.js"
+    if codex.exists():
+        out["codex"] = [shutil.which("node") or "node", str(codex)]
+    gemini = mods / "@google/gemini-cli/bundle/gemini.js"
+    if gemini.exists():
+        out["gemini"] = [shutil.which("node") or "node", str(gemini)]
+    return out
+
+
+def versions(mods: Path) -> dict[str, str]:
+    pkgs = {"claude": "@anthropic-ai/claude-code", "codex": "@openai/codex",
+            "gemini": "@google/gemini-cli"}
+    out = {}
+    for rt, pkg in pkgs.items():
+        p = mods / pkg / "package.json"
+        if p.exists():
+            out[rt] = json.loads(p.read_text())["version"]
+    return out
+
+
+# ------------------------------------------------------------------ the network namespace
+
+def in_loopback_netns() -> bool:
+    """True when the only network interface is lo (a namespace made by ``unshare -n``)."""
+    try:
+        out = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    except OSError:
+        return False
+    names = [line.split(":")[1].strip() for line in out.splitlines() if ":" in line]
+    return names == ["lo"]
+
+
+def enter_netns() -> None:
+    """Run this process in a new loopback-only network namespace (root, Linux): re-exec
+    it under ``unshare -n`` unless it already is in one, then bring ``lo`` up."""
+    if not in_loopback_netns():
+        if os.environ.get("RELAY_E2E_NETNS") == "1":
+            raise RuntimeError("unshare -n did not give a loopback-only namespace")
+        os.environ["RELAY_E2E_NETNS"] = "1"
+        unshare = shutil.which("unshare")
+        if not unshare:
+            raise Missing("unshare (util-linux) is not installed")
+        os.execv(unshare, ["unshare", "-n", "--", sys.executable, *sys.orig_argv[1:]])
+    subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+
+
+# ------------------------------------------------------------------ one sandbox
+
+RELAY_WRAPPER = """#!/bin/bash
+# relay, as the runtimes' hooks call it, with every hook event's stdin kept (design.md §12:
+# the harness validates each one against the fixtures' schemas) and its start and end.
+if [ "$1" = hook ]; then
+    f=$(mktemp "{events}/ev.XXXXXXXX")
+    cat > "$f"
+    {{ printf '%s\\n' "$*"; printf 'entrypoint=%s attended=%s codex_thread=%s peer=%s\\n' \\
+        "$CLAUDE_CODE_ENTRYPOINT" "$CLAUDE_CODE_SESSION_ATTENDED" "$CODEX_THREAD_ID" \\
+        "$RELAY_PEER"; date +%s.%N; }} > "$f.meta"
+    "{relay}" "$@" < "$f" > "$f.out"
+    code=$?
+    cat "$f.out"
+    {{ date +%s.%N; echo "$code"; }} >> "$f.meta"
+    exit $code
+fi
+exec "{relay}" "$@"
+"""
+
+
+class Sandbox:
+    """A throwaway HOME + relay state dir + a fake model, for one scenario."""
+
+    def __init__(self, mods: Path, keep: bool = False):
+        # not under /tmp: Codex treats a CODEX_HOME in the temporary directory as a test
+        # run (no helper binaries, no shared daemon), and the harness wants its real start
+        root = Path(os.environ.get("RELAY_E2E_SANDBOXES") or cache_root() / "sandboxes")
+        root.mkdir(parents=True, exist_ok=True)
+        self.dir = Path(tempfile.mkdtemp(prefix="run-", dir=root))
+        self.home = self.dir / "home"
+        self.relay_home = self.dir / "relay"
+        self.work = self.dir / "work"
+        self.bin = self.home / "bin"
+        self.events = self.dir / "events"
+        self.tmp = self.dir / "tmp"
+        for d in (self.home, self.work, self.bin, self.events, self.tmp):  # relay: its own
+            d.mkdir(parents=True)
+        # RELAY_E2E_RELAY: another relay to test (e.g. one built from another commit)
+        real = os.environ.get("RELAY_E2E_RELAY") or shutil.which(
+            "relay", path=os.path.dirname(sys.executable)) or shutil.which("relay")
+        if not real:
+            raise Missing("relay is not installed next to this Python")
+        self.real_relay = real
+        w = self.bin / "relay"
+        w.write_text(RELAY_WRAPPER.format(events=self.events, relay=real))
+        w.chmod(0o755)
+        # Codex runs commands in a login shell (`bash -lc`), whose /etc/profile resets PATH
+        (self.home / ".bash_profile").write_text(
+            f'export PATH="{self.bin}:{os.path.dirname(sys.executable)}:$PATH"\n')
+        self.progs = {}
+        # each runtime by its own name, as a person starts it (`relay run … -- codex` knows
+        # it is Codex by that name; `codex queue`, the Codex waiter's, needs it on PATH)
+        for name, argv in programs(mods).items():
+            shim = self.bin / name
+            shim.write_text("#!/bin/sh\nexec " + " ".join(f"'{a}'" for a in argv)
+                            + ' "$@"\n')
+            shim.chmod(0o755)
+            self.progs[name] = [str(shim)]
+        self.mods = mods
+        self.model = FakeModel(self.dir / "model.jsonl")
+        self.keep = keep
+        self.procs: list[subprocess.Popen] = []
+        subprocess.run(["git", "init", "-q", str(self.work)], check=True)
+
+    # -- environment
+    def env(self, **extra) -> dict:
+        env = {
+            "HOME": str(self.home), "PATH": f"{self.bin}:{os.path.dirname(sys.executable)}:"
+            "/usr/local/bin:/usr/bin:/bin",
+            "RELAY_HOME": str(self.relay_home), "LANG": "C.UTF-8", "TERM": "xterm-256color",
+            "TMPDIR": str(self.tmp), "USER": "root", "SHELL": "/bin/bash",
+            # Claude Code
+            "ANTHROPIC_BASE_URL": self.model.url, "DISABLE_AUTOUPDATER": "1",
+            "DISABLE_TELEMETRY": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL": "1", "IS_SANDBOX": "1",
+            # Gemini CLI
+            "GOOGLE_GEMINI_BASE_URL": self.model.url, "GEMINI_CLI_NO_RELAUNCH": "true",
+            "NO_UPDATE_NOTIFIER": "1",
+            # Codex
+            "CODEX_HOME": str(self.home / ".codex"),
+            **DUMMY,
+        }
+        for k, v in extra.items():
+            if v is None:
+                env.pop(k, None)
+            else:
+                env[k] = v
+        return env
+
+    def configure(self) -> None:
+        """Settings each runtime needs to run offline against the fake model."""
+        (self.home / ".claude").mkdir(exist_ok=True)
+        key = DUMMY["ANTHROPIC_API_KEY"]
+        (self.home / ".claude.json").write_text(json.dumps({
+            "hasCompletedOnboarding": True, "theme": "dark", "numStartups": 5,
+            "customApiKeyResponses": {"approved": [key[-20:]], "rejected": []},
+            "projects": {str(self.work): {"hasTrustDialogAccepted": True,
+                                          "hasCompletedProjectOnboarding": True,
+                                          "allowedTools": []}},
+            "bypassPermissionsModeAccepted": True,
+        }))
+        codex = self.home / ".codex"
+        codex.mkdir(exist_ok=True)
+        (codex / "config.toml").write_text(
+            'model = "gpt-e2e"\nmodel_provider = "e2e"\n'
+            'approval_policy = "never"\nsandbox_mode = "danger-full-access"\n'
+            'check_for_update_on_startup = false\n\n'
+            '[model_providers.e2e]\nname = "e2e"\n'
+            f'base_url = "{self.model.url}/v1"\nwire_api = "responses"\n'
+            'env_key = "OPENAI_API_KEY"\nrequest_max_retries = 0\n'
+            'stream_max_retries = 0\n\n'
+            f'[projects."{self.work}"]\ntrust_level = "trusted"\n'
+            '[analytics]\nenabled = false\n')
+        gem = self.home / ".gemini"
+        gem.mkdir(exist_ok=True)
+        settings = gem / "settings.json"
+        doc = json.loads(settings.read_text()) if settings.exists() else {}
+        doc.setdefault("security", {}).setdefault("auth", {})["selectedType"] = \
+            "gemini-api-key"
+        doc["security"].setdefault("folderTrust", {})["enabled"] = False
+        doc.setdefault("general", {})["disableAutoUpdate"] = True
+        doc["general"]["disableUpdateNag"] = True
+        doc.setdefault("privacy", {})["usageStatisticsEnabled"] = False
+        doc.setdefault("telemetry", {})["enabled"] = False
+        settings.write_text(json.dumps(doc, indent=2))
+        (gem / "trustedFolders.json").write_text(json.dumps({str(self.work): "TRUST_FOLDER"}))
+
+    # -- relay
+    def relay(self, *args: str, env: dict | None = None, input: str | None = None,
+              check: bool = True) -> subprocess.CompletedProcess:
+        r = subprocess.run([self.real_relay, *args], env=self.env(**(env or {})),
+                           input=input, capture_output=True, text=True, cwd=self.work)
+        if check and r.returncode != 0:
+            raise AssertionError(f"relay {' '.join(args)} -> {r.returncode}: {r.stderr}")
+        return r
+
+    def relay_json(self, *args: str, env: dict | None = None):
+        return json.loads(self.relay(*args, "--json", env=env).stdout)
+
+    def join(self, name: str, kind: str = "script", lease: str = "1h") -> dict:
+        doc = self.relay_json("peers", "join", name, "--kind", kind, "--lease", lease)
+        return {"RELAY_PEER": name, "RELAY_SESSION": doc["token"]}
+
+    def send(self, sender_env: dict, to: str, text: str = "please say hello") -> str:
+        doc = self.relay_json("send", "--to", to, text, env=sender_env)
+        return doc.get("id") or doc["request"]["id"]
+
+    def show(self, rid: str) -> dict:
+        return self.relay_json("show", rid)
+
+    def install_hooks(self, runtime: str, *flags: str) -> str:
+        """`relay hook install` as a person runs it, with the real relay on PATH (so the
+        hook commands name a bare `relay`; at run time PATH finds the event-keeping
+        wrapper first)."""
+        path = f"{os.path.dirname(self.real_relay)}:{os.path.dirname(sys.executable)}:" \
+            "/usr/local/bin:/usr/bin:/bin"
+        out = self.relay("hook", "install", runtime, *flags, env={"PATH": path}).stdout
+        settings = {"claude": ".claude/settings.json", "codex": ".codex/hooks.json",
+                    "gemini": ".gemini/settings.json"}[runtime]
+        text = (self.home / settings).read_text()
+        assert '"relay hook' in text, f"install named relay by another path: {text[:400]}"
+        return out
+
+    # -- runtimes
+    def headless(self, runtime: str, prompt: str, env: dict | None = None,
+                 timeout: float = 90, relay_run: str | None = None,
+                 extra: tuple = ()) -> dict:
+        """One headless run; returns its exit code, output and wall time."""
+        prog = self.progs.get(runtime)
+        if not prog:
+            raise Missing(f"{runtime} is not installed in {self.mods}")
+        if runtime == "claude":
+            cmd = [*prog, "-p", prompt, "--dangerously-skip-permissions",
+                   *extra]
+        elif runtime == "codex":
+            cmd = [*prog, "exec", "--skip-git-repo-check",
+                   "--dangerously-bypass-approvals-and-sandbox",
+                   "--dangerously-bypass-hook-trust", *extra, prompt]
+        else:
+            cmd = [*prog, "-p", prompt, "--yolo", "--model", "gemini-2.5-flash", *extra]
+        if relay_run:
+            cmd = [str(self.bin / "relay"), "run", "--as", relay_run, "--kind", runtime,
+                   "--", *cmd]
+        t0 = time.monotonic()
+        try:
+            r = subprocess.run(cmd, env=self.env(**(env or {})), cwd=self.work,
+                               capture_output=True, text=True, timeout=timeout,
+                               stdin=subprocess.DEVNULL, start_new_session=True)
+            code, out, err = r.returncode, r.stdout, r.stderr
+        except subprocess.TimeoutExpired as e:
+            code, out, err = "timeout", str(e.stdout or ""), str(e.stderr or "")
+        return {"code": code, "out": out, "err": err, "secs": time.monotonic() - t0}
+
+    def hook_events(self) -> list[dict]:
+        """Every hook event a runtime sent to relay: (args, meta, event)."""
+        out = []
+        for f in sorted(self.events.glob("ev.*")):
+            if f.suffix in (".meta", ".out"):
+                continue
+            meta = (f.parent / (f.name + ".meta"))
+            lines = meta.read_text().splitlines() if meta.exists() else ["", "", "0"]
+            try:
+                doc = json.loads(f.read_text() or "null")
+            except ValueError:
+                doc = {"_unparsed": f.read_text()[:500]}
+            end = float(lines[3]) if len(lines) > 4 else None
+            t = float(lines[2]) if len(lines) > 2 else 0.0
+            out.append({"args": lines[0], "env": lines[1] if len(lines) > 1 else "",
+                        "t": t, "end": end, "secs": round(end - t, 3) if end else None,
+                        "exit": lines[4] if len(lines) > 4 else None, "event": doc})
+        return sorted(out, key=lambda e: e["t"])
+
+    def close(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except OSError:
+                    pass
+        # waiters and daemons started by the runtimes: everything in this sandbox's dirs
+        kill_sandbox_processes(self.dir)
+        self.model.close()
+        if not self.keep:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def kill_sandbox_processes(d: Path) -> None:
+    """End the processes this sandbox started (their environment names its HOME)."""
+    mark = f"HOME={d}/home".encode()
+    me = os.getpid()
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == me:
+            continue
+        try:
+            env = Path(f"/proc/{pid}/environ").read_bytes()
+        except OSError:
+            continue
+        if mark + b"\0" in env + b"\0":
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except OSError:
+                pass

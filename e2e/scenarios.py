@@ -1,0 +1,416 @@
+"""The harness's scenarios (docs/e2e.md; design.md §12), each on every runtime it applies to.
+
+A scenario gets a fresh Sandbox (throwaway HOME, relay state dir, scripted model), drives
+the real runtime, and asserts on the model's logged request bodies and relay's tables
+(``relay show ID --json``, ``relay peers list --json``). It returns facts (numbers,
+hook events); an AssertionError is a failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import statistics
+import subprocess
+import time
+
+from .harness import Sandbox
+
+PEER = {"claude": "claude-1", "codex": "codex-1", "gemini": "gemini-1"}
+CHECK = "Please check for relay work and finish it."
+
+
+def _ctx(sb: Sandbox, runtime: str, variant: str = "") -> dict:
+    sb.configure()
+    flags = ("--wake",) if variant == "wake" else ()
+    sb.install_hooks(runtime, *flags)
+    sender = sb.join("sender", "script")
+    sb.relay("peers", "add", PEER[runtime], "--kind", runtime)
+    return sender
+
+
+def _run(sb: Sandbox, runtime: str, prompt: str, timeout: float = 60, **kw) -> dict:
+    """The documented start: Claude Code names the peer (its hooks have an env file);
+    Codex and Gemini CLI run under `relay run` (design.md §12)."""
+    if runtime == "claude":
+        return sb.headless("claude", prompt, env={"RELAY_PEER": PEER[runtime]},
+                           timeout=timeout, **kw)
+    return sb.headless(runtime, prompt, timeout=timeout, relay_run=PEER[runtime], **kw)
+
+
+def _turn_texts(sb: Sandbox) -> list[str]:
+    return [json.dumps(i["body"]) for i in sb.model.log.model_turns()]
+
+
+def _first_turn_naming(sb: Sandbox, rid: str) -> int | None:
+    """The first model request whose newest part (a prompt, a hook's context, a Stop
+    reason, a waiter's note) named ``rid`` with how to claim it: the script claimed it."""
+    for n, claimed in sb.model.log.claims():
+        if rid.startswith(claimed) or claimed.startswith(rid[:8]):
+            return n
+    return None
+
+
+def _claims(item: dict, rid: str) -> bool:
+    step = item.get("step")
+    return item["kind"] == "turn" and bool(step) and step[0] == "shell" and \
+        step[1].startswith(f"relay claim --id {rid[:8]}")
+
+
+def _expect_state(sb: Sandbox, rid: str, *states: str) -> dict:
+    req = sb.show(rid)
+    assert req["state"] in states, f"request {rid[:8]} is {req['state']}, want {states}: " \
+        f"{json.dumps(req)[:600]}"
+    return req
+
+
+def _ended(r: dict, what: str) -> None:
+    """A headless run must end by itself (nothing waits for relay in the foreground)."""
+    assert r["code"] == 0, f"{what}: the run did not end cleanly: {_brief(r)}"
+
+
+def _brief(r: dict) -> dict:
+    return {"code": r["code"], "secs": round(r["secs"], 2),
+            "err_tail": r["err"][-400:] if r["code"] != 0 else ""}
+
+
+# ---------------------------------------------------------------- (a) queued before start
+
+def queued_before_start(sb: Sandbox, runtime: str, variant: str = "") -> dict:
+    sender = _ctx(sb, runtime, variant)
+    rid = sb.send(sender, PEER[runtime], "please say hello")
+    r = _run(sb, runtime, CHECK)
+    facts = {"run": _brief(r), "turns": len(sb.model.log.model_turns())}
+    n = _first_turn_naming(sb, rid)
+    facts["announced_in_turn"] = n
+    assert n is not None, f"no model request named `relay claim --id {rid[:8]}`; run {r}"
+    req = _expect_state(sb, rid, "completed")
+    facts["state"] = req["state"]
+    _ended(r, f"claimed and completed {rid[:8]}, but")
+    return facts
+
+
+# ---------------------------------------------------------------- (b) arrives mid-turn
+
+def arrives_mid_turn(sb: Sandbox, runtime: str, variant: str = "") -> dict:
+    sender = _ctx(sb, runtime, variant)
+    send = (f"RELAY_PEER=sender RELAY_SESSION={sender['RELAY_SESSION']} "
+            f"relay send --to {PEER[runtime]} 'arrived mid-turn'")
+    r = _run(sb, runtime, f"E2E-RUN: {send}")
+    rows = sb.relay_json("list")["requests"]
+    assert rows, f"the model's send did not run; run {r}"
+    rid = rows[0]["id"]
+    facts = {"run": _brief(r), "turns": len(sb.model.log.model_turns())}
+    n = _first_turn_naming(sb, rid)
+    facts["announced_in_turn"] = n
+    assert n is not None, f"the Stop/AfterAgent block never named {rid[:8]}; run {r}"
+    assert n >= 2, f"named in turn {n}, before the send ran"
+    req = _expect_state(sb, rid, "completed")
+    facts["state"] = req["state"]
+    _ended(r, f"claimed and completed {rid[:8]}, but")
+    return facts
+
+
+# ---------------------------------------------------------------- (c) what hooks cost
+
+def _noop_hook_s(sb: Sandbox, runtime: str, rounds: int = 3) -> float:
+    """How long one `relay hook RUNTIME` takes on this machine now, with no identity (a
+    Stop event; nothing to do): the unit the generous limit below scales with."""
+    name = {"claude": "Stop", "codex": "Stop", "gemini": "AfterAgent"}[runtime]
+    ev = json.dumps({"session_id": "e2e-noop", "transcript_path": "/dev/null", "cwd": "/",
+                     "hook_event_name": name, "stop_hook_active": False})
+    out = []
+    for _ in range(rounds):
+        t0 = time.monotonic()
+        sb.relay("hook", runtime, input=ev, env={"RELAY_PEER": None, "RELAY_SESSION": None})
+        out.append(time.monotonic() - t0)
+    return statistics.median(out)
+
+
+def hook_cost(sb: Sandbox, runtime: str, variant: str = "", rounds: int = 3) -> dict:
+    """What relay's hooks add to a headless run: without a peer (someone not using relay)
+    and with a peer but nothing queued. The limit is 1 s (design.md §12); on a loaded
+    machine it is scaled with what one no-op `relay hook` takes there (the runtime runs
+    about four of them one after another), and the numbers are printed either way."""
+    sb.configure()
+    plain = "Say hello."
+
+    settings = sb.home / {"claude": ".claude/settings.json", "codex": ".codex/hooks.json",
+                          "gemini": ".gemini/settings.json"}[runtime]
+    plain_settings = settings.read_text() if settings.exists() else None
+    sb.install_hooks(runtime)
+    hooked = settings.read_text()
+    sb.relay("peers", "add", PEER[runtime], "--kind", runtime)
+    noop = _noop_hook_s(sb, runtime)
+    limit = max(1.0, 5 * noop)
+    facts = {"noop_hook_s": round(noop, 3), "limit_s": round(limit, 2)}
+    base, nopeer, withpeer = [], [], []
+    hook_secs = 0.0
+    # interleaved, so a change in the machine's load hits all three alike
+    for _ in range(rounds):
+        if plain_settings is None:
+            settings.unlink()
+        else:
+            settings.write_text(plain_settings)
+        for label, into, peer in (("without hooks", base, False),
+                                  ("with hooks, no peer", nopeer, False),
+                                  ("with hooks and a peer", withpeer, True)):
+            if label == "with hooks, no peer":
+                settings.write_text(hooked)
+            n0 = len(sb.hook_events())
+            r = _run(sb, runtime, plain, timeout=40) if peer else \
+                sb.headless(runtime, plain, timeout=40)
+            assert r["code"] == 0, f"{label}: run failed: {_brief(r)}; {facts}"
+            into.append(r["secs"])
+            if label == "with hooks, no peer":
+                hook_secs += sum(e["secs"] or 0 for e in sb.hook_events()[n0:])
+    facts.update(without_hooks_s=[round(t, 2) for t in base],
+                 hooks_no_peer_s=[round(t, 2) for t in nopeer],
+                 hooks_peer_s=[round(t, 2) for t in withpeer],
+                 hook_process_secs_no_peer=round(hook_secs / rounds, 2))
+    m0, m1, m2 = (statistics.median(x) for x in (base, nopeer, withpeer))
+    facts["overhead_no_peer_s"] = round(m1 - m0, 2)
+    facts["overhead_peer_s"] = round(m2 - m0, 2)
+    assert m1 - m0 < limit, f"hooks cost a run without a peer {m1 - m0:.2f} s: {facts}"
+    # with a peer: joining, leaving (and for Codex/Gemini the launcher)
+    assert m2 - m0 < limit + 2.0, f"a run with a peer, nothing queued, was held up: {facts}"
+    return facts
+
+
+# ---------------------------------------------------------------- (f) a session that ends
+
+def session_end_leaves(sb: Sandbox, runtime: str, variant: str = "") -> dict:
+    sender = _ctx(sb, runtime, variant)
+    rid = sb.send(sender, PEER[runtime], "claim me, then the session ends")
+    r = _run(sb, runtime, f"{CHECK} E2E-NOREPLY")
+    facts = {"run": _brief(r)}
+    assert _first_turn_naming(sb, rid) is not None, f"never announced; run {r}"
+    req = _expect_state(sb, rid, "delivery_unknown")
+    facts["state"], facts["reason"] = req["state"], req.get("reason") or req.get(
+        "state_reason")
+    peers = {p["name"]: p for p in sb.relay_json("peers", "list")["peers"]}
+    facts["peer_active_after"] = peers.get(PEER[runtime], {}).get("active")
+    assert not peers.get(PEER[runtime], {}).get("active"), f"still active: {peers}"
+    _ended(r, "the session left, but")
+    return facts
+
+
+# ---------------------------------------------------------------- TUIs under tmux
+
+class Tui:
+    """A runtime's TUI in tmux (80x24) on a socket of its own."""
+
+    def __init__(self, sb: Sandbox, name: str, argv: list[str], env: dict):
+        self.sb, self.name = sb, name
+        self.sock = str(sb.dir / f"tmux-{name}")
+        script = sb.dir / f"start-{name}.sh"
+        lines = ["#!/bin/bash"] + [f"export {k}={shlex.quote(v)}" for k, v in env.items()]
+        lines += [f"cd {shlex.quote(str(sb.work))}", "exec " + shlex.join(argv)]
+        script.write_text("\n".join(lines) + "\n")
+        script.chmod(0o755)
+        subprocess.run(["tmux", "-S", self.sock, "-f", "/dev/null", "new-session", "-d",
+                        "-x", "80", "-y", "24", "-s", name, str(script)], check=True,
+                       env={"PATH": os.environ["PATH"], "TERM": "xterm-256color",
+                            "HOME": str(sb.home)})
+
+    def screen(self) -> str:
+        r = subprocess.run(["tmux", "-S", self.sock, "capture-pane", "-p", "-t", self.name],
+                           capture_output=True, text=True)
+        return r.stdout
+
+    def keys(self, *keys: str) -> None:
+        subprocess.run(["tmux", "-S", self.sock, "send-keys", "-t", self.name, *keys],
+                       check=True)
+
+    def type(self, text: str) -> None:
+        subprocess.run(["tmux", "-S", self.sock, "send-keys", "-t", self.name, "-l", text],
+                       check=True)
+        time.sleep(0.3)
+        self.keys("Enter")
+
+    def wait_screen(self, needle: str, timeout: float = 30) -> bool:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if needle in self.screen():
+                return True
+            time.sleep(0.2)
+        return False
+
+    def close(self) -> None:
+        subprocess.run(["tmux", "-S", self.sock, "kill-server"], capture_output=True)
+
+
+def _wait(pred, timeout: float, step: float = 0.1):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        v = pred()
+        if v:
+            return v
+        time.sleep(step)
+    return None
+
+
+def _waiter_ready(sb: Sandbox, peer: str) -> bool:
+    peers = {p["name"]: p for p in sb.relay_json("peers", "list")["peers"]}
+    return peers.get(peer, {}).get("wakeup") == "waiter"
+
+
+def start_tui(sb: Sandbox, runtime: str, peer: str, model_turns_before: int = 0) -> Tui:
+    """Start the TUI the documented way and bring it to idle with its waiter running."""
+    prog = sb.progs[runtime]
+    if runtime == "claude":
+        tui = Tui(sb, peer, [*prog, "--dangerously-skip-permissions"],
+                  sb.env(RELAY_PEER=peer))
+        if not _wait(lambda: _waiter_ready(sb, peer), 40, 0.3):
+            raise AssertionError(f"Claude Code's waiter never ran; screen:\n{tui.screen()}")
+        return tui
+    argv = [str(sb.bin / "relay"), "run", "--as", peer, "--kind", "codex", "--",
+            *prog, "--dangerously-bypass-hook-trust"]
+    tui = Tui(sb, peer, argv, sb.env())
+    time.sleep(3)
+    # Codex's SessionStart (and so its waiter) fires only at the first prompt
+    tui.type(f"I am {peer}. E2E-RUN: echo PEER=$RELAY_PEER THREAD=$CODEX_THREAD_ID")
+    if not _wait(lambda: _waiter_ready(sb, peer), 40, 0.3):
+        raise AssertionError(f"Codex's waiter never ran; screen:\n{tui.screen()}")
+    return tui
+
+
+def wake_once(sb: Sandbox, sender: dict, peer: str, timeout: float = 30,
+              send=None) -> dict:
+    """Send one request to an idle TUI; time send -> the model request that names it
+    (the script answers it with the claim), and wait until the model replied.
+
+    ``send(peer) -> (id, commit time)`` on the monotonic clock; by default a `relay send`
+    process, whose commit lies between its start and its exit (``wake_s`` counts from
+    the exit, ``wake_upper_s`` from the start)."""
+    start = len(sb.model.log.items)
+    t0 = time.monotonic()
+    if send:
+        rid, t1 = send(peer)
+    else:
+        rid = sb.send(sender, peer, "wake up and say hello")
+        t1 = time.monotonic()
+    item = sb.model.log.wait_for(lambda i: _claims(i, rid), timeout, start)
+    assert item is not None, f"no model request named {rid[:8]} within {timeout} s"
+    # where the time went: the commit -> the waiter's exit (its wrapper's clock) -> the model
+    commit_wall = item["wall"] - (item["t"] - t1)
+    ends = [e["end"] for e in sb.hook_events() if "--wake" in e["args"] and e["end"]
+            and commit_wall - 0.05 <= e["end"] <= item["wall"]]
+    waiter_s = (min(ends) - commit_wall) if ends else None
+    done = _wait(lambda: sb.show(rid).get("state") == "completed", timeout, 0.2)
+    assert done, f"woken, but {rid[:8]} was not completed: {sb.show(rid)}"
+    return {"id": rid, "wake_s": item["t"] - t1, "wake_upper_s": item["t"] - t0,
+            "waiter_s": waiter_s}
+
+
+def tui_wake(sb: Sandbox, runtime: str, variant: str = "", wakes: int = 1) -> dict:
+    sb.configure()
+    sb.install_hooks(runtime, *(("--wake",) if runtime == "codex" else ()))
+    sender = sb.join("sender", "script")
+    peer = f"{runtime}-tui"
+    sb.relay("peers", "add", peer, "--kind", runtime)
+    tui = start_tui(sb, runtime, peer)
+    try:
+        lat = []
+        for _ in range(wakes):
+            _wait(lambda: _waiter_ready(sb, peer), 30, 0.1)
+            time.sleep(0.5)  # idle: the model's last turn has ended
+            lat.append(wake_once(sb, sender, peer))
+        return {"wakes": [round(x["wake_s"], 3) for x in lat]}
+    except AssertionError as e:
+        raise AssertionError(f"{e}\nscreen:\n{tui.screen()}") from None
+    finally:
+        tui.close()
+
+
+# ---------------------------------------------------------------- (e) two Codex peers
+
+def codex_two_peers(sb: Sandbox, runtime: str = "codex", variant: str = "") -> dict:
+    sb.configure()
+    sb.install_hooks("codex")
+    sender = sb.join("sender", "script")
+    for p in ("codex-a", "codex-b"):
+        sb.relay("peers", "add", p, "--kind", "codex")
+    tuis = []
+    # Codex's shared app-server daemon, started from codex-a's environment, as codex-a's
+    # TUI would start it (it keeps that environment and outlives the TUI)
+    daemon = subprocess.run(
+        [str(sb.bin / "relay"), "run", "--as", "codex-a", "--kind", "codex", "--",
+         *sb.progs["codex"], "app-server", "daemon", "start"], env=sb.env(), cwd=sb.work,
+        capture_output=True, text=True, timeout=60)
+    facts = {"daemon_start": daemon.returncode}
+    try:
+        for p in ("codex-a", "codex-b"):
+            argv = [str(sb.bin / "relay"), "run", "--as", p, "--kind", "codex", "--",
+                    *sb.progs["codex"], "--dangerously-bypass-hook-trust"]
+            tui = Tui(sb, p, argv, sb.env())
+            tuis.append(tui)
+            time.sleep(3)
+            start = len(sb.model.log.items)
+            tui.type(f"I am {p}. E2E-RUN: echo PEER=$RELAY_PEER")
+            def ran(i, p=p):
+                text = json.dumps(i["body"])
+                return i["kind"] == "turn" and f"I am {p}" in text and \
+                    "function_call_output" in text and "PEER=" in text.split(f"I am {p}")[-1]
+            got = sb.model.log.wait_for(ran, 40, start)
+            assert got, f"{p}'s first turn never ran; screen:\n{tui.screen()}"
+        for p in ("codex-a", "codex-b"):
+            bodies = [json.dumps(i["body"]) for i in sb.model.log.model_turns()
+                      if f"I am {p}" in json.dumps(i["body"])]
+            seen = {m for b in bodies for m in re.findall(r"PEER=([a-z][a-z0-9-]*)", b)}
+            facts[p] = sorted(seen)
+            assert seen == {p}, f"{p}'s shell commands ran as {sorted(seen)}"
+        # a request for codex-b is announced to codex-b and claimed by codex-b
+        rid = sb.send(sender, "codex-b", "for codex-b only")
+        start = len(sb.model.log.items)
+        tuis[1].type(f"I am codex-b. {CHECK}")
+        got = sb.model.log.wait_for(lambda i: _claims(i, rid), 30, start)
+        assert got, "the request for codex-b was never announced to codex-b"
+        assert "I am codex-b" in json.dumps(got["body"]), "claimed in another conversation"
+        leaked = [i for i in sb.model.log.model_turns() if rid in json.dumps(i["body"])
+                  and "I am codex-a" in json.dumps(i["body"])]
+        assert not leaked, "codex-a's conversation heard of codex-b's request"
+        peers = {p["name"]: p for p in sb.relay_json("peers", "list")["peers"]}
+        facts["sessions"] = {p: peers[p].get("session_id") for p in ("codex-a", "codex-b")}
+        assert facts["sessions"]["codex-a"] != facts["sessions"]["codex-b"]
+        done = _wait(lambda: sb.show(rid).get("state") == "completed", 30, 0.3)
+        req = sb.show(rid)
+        facts["request"] = {k: req.get(k) for k in ("state", "to")}
+        assert done, f"codex-b's request: {req}"
+        return facts
+    finally:
+        for t in tuis:
+            t.close()
+
+
+# ---------------------------------------------------------------- the table
+
+SCENARIOS = {
+    # name: (function, runtimes or (runtime, variant) pairs)
+    "queued_before_start": (queued_before_start,
+                            ["claude", "codex", ("codex", "wake"), "gemini"]),
+    "arrives_mid_turn": (arrives_mid_turn, ["claude", "codex", "gemini"]),
+    "hook_cost": (hook_cost, ["claude", "codex", "gemini"]),
+    "session_end_leaves": (session_end_leaves, ["claude", "codex", "gemini"]),
+    "tui_wake": (tui_wake, ["claude", "codex"]),
+    "codex_two_peers": (codex_two_peers, ["codex"]),
+}
+
+
+def cases(only_scenarios=None, only_runtimes=None):
+    for name, (fn, targets) in SCENARIOS.items():
+        if only_scenarios and name not in only_scenarios:
+            continue
+        for t in targets:
+            rt, variant = (t, "") if isinstance(t, str) else t
+            if only_runtimes and rt not in only_runtimes:
+                continue
+            yield name, rt, variant, fn
+
+
+def case_id(name: str, rt: str, variant: str) -> str:
+    return f"{name}[{rt}{'+' + variant if variant else ''}]"
+
+
