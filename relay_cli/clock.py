@@ -144,13 +144,7 @@ def span(bounds: tuple[int, int], default: int | None = None) -> str:
 
 
 def human_duration(seconds: float) -> str:
-    seconds = int(round(seconds))
-    if seconds < 0:
-        return "-" + human_duration(-seconds)
-    if seconds < 120:
-        return f"{seconds}s"
-    if seconds < 7200:
-        return f"{seconds // 60}m"
-    if seconds < 2 * 86400:
-        return f"{seconds // 3600}h"
-    return f"{seconds // 86400}d"
+    """``output.duration``: the one way a span of time is written for a person."""
+    from .output import duration
+
+    return duration(seconds)
