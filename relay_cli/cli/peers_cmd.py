@@ -89,7 +89,7 @@ def join(
     peers.validate_name(name)
     peers.validate_kind(kind)
     lease_s = duration(lease, clock.SESSION_LEASE, "--lease", peers.DEFAULT_SESSION_LEASE_S)
-    if not (yes or env.json) and _person_at_terminal(env.out) and not _replace_ok(env, name):
+    if not (yes or env.json) and _person_at_terminal() and not _replace_ok(env, name):
         return 0
     with env.unit() as now:
         result, moved = peers.join_session(env.store, name, kind, lease_s, now)
@@ -120,13 +120,11 @@ def join(
     return 0
 
 
-def _person_at_terminal(out) -> bool:
+def _person_at_terminal() -> bool:
+    """Standard input is a terminal: a person types there (as for approve)."""
     from ..lifecycle import stdin_is_terminal
 
-    try:
-        return stdin_is_terminal() and out.stderr.isatty()
-    except (AttributeError, ValueError):
-        return False
+    return stdin_is_terminal()
 
 
 def _replace_ok(env: Env, name: str) -> bool:
