@@ -609,12 +609,13 @@ def ago(ms: int | None, now: int) -> str:
 
 
 def local_clock(ms: int, now: int) -> str:
-    """The local clock time a person plans by: ``14:05`` today, ``Wed 14:05`` within the
+    """The local clock time a person plans by: ``14:05`` today or within 12 hours (the
+    relative time beside it says which day: ``in 59m (00:05)``), ``Wed 14:05`` within the
     week, the date beyond."""
     from datetime import datetime
 
     at, today = datetime.fromtimestamp(ms / 1000), datetime.fromtimestamp(now / 1000)
-    if at.date() == today.date():
+    if at.date() == today.date() or abs(ms - now) < 12 * 3600 * 1000:
         return at.strftime("%H:%M")
     if abs(ms - now) < 6 * 86400 * 1000:
         return at.strftime("%a %H:%M")

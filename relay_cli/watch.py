@@ -127,13 +127,15 @@ def _ms(iso: str | None) -> int | None:
 
 
 def _next(r: dict, now: int) -> str:
-    """The deadline that moves an open request next, with the local clock time."""
+    """The deadline that moves an open request next, with the local clock time: its
+    state says which (expiry while queued, the claim lease while delivered, the reply
+    deadline while acknowledged), so the cell is the time alone and stays whole."""
     if r["state"] == "queued":
-        return f"expires {deadline(_ms(r['expires_at']), now)}"
+        return deadline(_ms(r["expires_at"]), now)
     if r["state"] == "delivered" and r["lease_expires_at"]:
-        return f"lease ends {deadline(_ms(r['lease_expires_at']), now)}"
+        return deadline(_ms(r["lease_expires_at"]), now)
     if r["state"] == "acknowledged" and r["reply_deadline_at"]:
-        return f"reply due {deadline(_ms(r['reply_deadline_at']), now)}"
+        return deadline(_ms(r["reply_deadline_at"]), now)
     return "-"
 
 
@@ -172,7 +174,7 @@ def sections(snap: Snapshot) -> list[Section]:
                 "--state acknowledged",
                 [Col("id", fixed=True), Col("state", fixed=True, styles=STATE_STYLES),
                  Col("from", min=8, middle=True), Col("to", min=8, middle=True), Col("since", fixed=True),
-                 Col("next", fixed=True)],
+                 Col("deadline", fixed=True)],
                 [[_short(r["id"]), r["state"], r["from"], r["to"],
                   ago(_ms(r["updated_at"]), now),
                   _next(r, now)] for r in _open_order(snap.open)],
