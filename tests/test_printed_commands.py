@@ -45,7 +45,8 @@ KNOWN = {
                                 "--outcome",
     "relay hook install gemini --wake": "design.md names it as refused, and it is",
 }
-RAN: list[tuple[str, str, str]] = []  # (where it was printed, the command, the outcome)
+RAN: list[tuple[str, str, str]] = []
+_SEEN: dict[str, str] = {}  # concrete line run in the base situation -> its outcome  # (where it was printed, the command, the outcome)
 
 
 # ------------------------------------------------------------------ discovery
@@ -230,9 +231,14 @@ def _command_paths() -> set[tuple[str, ...]]:
 PATHS = _command_paths()
 
 
+GROUPS = {p for p in PATHS if any(len(q) > len(p) and q[:len(p)] == p for q in PATHS)}
+
+
 def is_name(cmd: str) -> bool:
-    """`relay once` in a sentence names a command (nothing to paste): it must exist."""
-    return tuple(cmd.split()[1:]) in PATHS
+    """`relay hook` in a sentence names a group of commands (nothing to run): it must
+    exist. A leaf command runs; one that needs more (`relay peers join`) is a name, see
+    ``run_printed``."""
+    return tuple(cmd.split()[1:]) in GROUPS
 
 
 def run_printed(world: World, where: str, cmd: str, relay: Relay | None = None,
@@ -243,7 +249,11 @@ def run_printed(world: World, where: str, cmd: str, relay: Relay | None = None,
     if cmd in KNOWN:
         RAN.append((where, cmd, f"KNOWN, not run: {KNOWN[cmd]}"))
         return 0, "", ""
+    relay_given = relay
     line, who = world.concrete(cmd)
+    if relay is None and env is None and line in _SEEN:  # the same line, the same situation
+        RAN.append((where, cmd, f"as above: {_SEEN[line]}"))
+        return None, "", ""
     if is_name(line):
         r = (relay or world.relay)(*line.split()[1:], "--help")
         RAN.append((where, cmd, f"name: --help exit {r.code}"))
@@ -251,12 +261,12 @@ def run_printed(world: World, where: str, cmd: str, relay: Relay | None = None,
         return 0, r.out, r.err
     relay = relay or world.copy("cmd")
     shell_env = {**who, **(env or {}), "HOME": str(world.root), "TERM": "dumb"}
-    if re.search(r"[$<>|;]|^eval ", line):
+    if re.search(r"[$<>|;]|^eval |^relay (demo|run|once)\b", line):  # (a real process)
         full = relay._env(shell_env)
         full["PATH"] = BIN + ":" + full.get("PATH", "")
         try:
             p = subprocess.run(["bash", "-c", line], capture_output=True, text=True,
-                               env=full, cwd=world.root, timeout=20, input="some text\n")
+                               env=full, cwd=world.root, timeout=10, input="some text\n")
             code, out, err = p.returncode, p.stdout, p.stderr
         except subprocess.TimeoutExpired:
             code, out, err = None, "", ""
@@ -282,9 +292,11 @@ def run_printed(world: World, where: str, cmd: str, relay: Relay | None = None,
     outcome = "waiting" if code is None else f"exit {code}" + (
         f" ({', '.join(sorted(codes))})" if codes else "")
     RAN.append((where, cmd, outcome))
+    if relay_given is None and env is None:
+        _SEEN[line] = outcome
     words = line.split()[1:]
     path = max((p for p in PATHS if tuple(words[:len(p)]) == p), key=len)
-    reference = (codes == {"usage_error"} and "missing " in err
+    reference = (codes == {"usage_error"} and re.search(r'(: |")(missing|relay \w+ needs) ', err)
                  and all(w.startswith("--") for w in words[len(path):]))
     if reference:  # `relay once --approve` in a sentence names a mode of a command
         RAN[-1] = (where, cmd, "name of a mode: --help")
@@ -397,13 +409,25 @@ def test_every_command_relay_prints_in_a_situation_runs_there(world, who, args):
 def test_the_two_send_examples_run_one_after_the_other_in_one_shell(world):
     """The help's send examples, in order in one home: both create their request (a
     reused id with other options would be refused as request_id_conflict)."""
-    send = next(text for path, text in _help_texts() if path == "relay send")
-    cmds = [c for c in printed_commands(send) if c.startswith("relay send")]
-    assert len(cmds) == 2
+    from relay_cli.cli import app
+    from relay_cli.cli.app import build_command
+
+    epilog = build_command(app).commands["send"].epilog
+    lines = [ln.strip() for ln in epilog.split("\b\n", 1)[1].splitlines()]
+    assert sum(ln.startswith("relay send") for ln in lines) == 2
+    # as a person pastes them: one shell, in order; a `-` reads what they type
+    script = "\n".join(ln + " <<< 'some text'" if ln.endswith(" -") else ln for ln in lines)
     relay = world.copy("send")
-    for cmd in cmds:
-        code, _, _ = run_printed(world, "`relay send --help`, in order", cmd, relay=relay)
-        assert code == 0, cmd
+    env = relay._env(world.alice)
+    env["PATH"] = BIN + ":" + env["PATH"]
+    p = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env,
+                       cwd=world.root, timeout=60)
+    RAN.append(("`relay send --help`, as one script", script.replace("\n", "; "),
+                f"exit {p.returncode}"))
+    assert p.returncode == 0 and "relay: error" not in p.stderr, p.stderr
+    sent = relay("list", "--to", "bob", "--from", "alice", "--json").json["requests"]
+    sent = [r for r in sent if r["id"] not in world.ids.values()]
+    assert len(sent) == 2, sent  # two requests: the second line is new work, not a retry
 
 
 def test_zz_report_the_commands_that_ran(world, capsys):
