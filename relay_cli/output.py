@@ -573,23 +573,10 @@ def unique_prefixes(ids, minimum: int = SHORT_ID) -> dict[str, str]:
 
 
 # ---------------------------------------------------------------------------- times
-def duration(seconds: float) -> str:
-    """The one way relay writes a span of time for a person (design.md §14): ``45s``,
-    ``2m``, ``1h59m``, ``2d3h`` -- the largest unit with the next one when it is not
-    zero, never ``102s`` or ``119m``. Every relative time (``3m ago``, ``in 2m``) and
-    every duration in a sentence (``lease 1h59m left``) uses it."""
-    s = int(round(seconds))
-    if s < 0:
-        return "-" + duration(-s)
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m"
-    if s < 86400:
-        h, m = divmod(s // 60, 60)
-        return f"{h}h{m}m" if m else f"{h}h"
-    d, h = divmod(s // 3600, 24)
-    return f"{d}d{h}h" if h else f"{d}d"
+# The one way relay writes a span of time for a person (design.md §14): ``45s``, ``2m``,
+# ``1h59m``, ``2d3h``. It lives in clock (which output imports; never the other way round),
+# and every relative time below uses it.
+duration = clock.human_duration
 
 
 def age(ms: int | None, now: int) -> str:
