@@ -220,18 +220,49 @@ def test_send_file_that_cannot_be_read_is_a_usage_error_naming_the_path(world, t
 
 
 # ------------------------------------------------------------------ join a live name
+def _typed_at_terminal(relay, *args: str, typed: bytes) -> tuple[int, str]:
+    """`relay ARGS` with stdin, stdout and stderr on one 80x24 pseudo-terminal, where a
+    person types ``typed`` once relay has asked: (exit status, the screen's text)."""
+    import os
+    import pty
+    import select
+    import sys
+
+    from conftest import plain
+
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execve(sys.executable, [sys.executable, "-m", "relay_cli", *args],
+                  relay._env({"TERM": "dumb"}))
+    seen = b""
+    while select.select([fd], [], [], 30)[0]:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        seen += chunk
+        if b"[y/N]" in chunk:
+            os.write(fd, typed)
+    _, status = os.waitpid(pid, 0)
+    os.close(fd)
+    return os.waitstatus_to_exitcode(status), plain(seen.decode(errors="replace"))
+
+
 def test_joining_a_live_name_at_a_terminal_asks_first(world):
     relay, alice, bob = world
     rid = relay.send(alice, "bob", "x").json["id"]
     relay("claim", "--id", rid, env=bob)
     before = relay.snapshot()
-    p = relay.at_terminal("peers", "join", "bob", typed=b"n\n")
-    assert p.returncode == 0 and p.stdout == ""
-    assert "bob has a live session" in p.stderr and rid[:8] in p.stderr
-    assert "Replace the live session of bob? [y/N]" in p.stderr and "not joined" in p.stderr
+    code, text = _typed_at_terminal(relay, "peers", "join", "bob", typed=b"n\n")
+    assert code == 0 and "token" not in text, text
+    assert "bob has a live session" in text and rid[:8] in text
+    assert "Replace the live session of bob? [y/N]" in text and "not joined" in text
+    assert_fits(text, 80)
     assert relay.snapshot() == before  # nothing changed
-    p = relay.at_terminal("peers", "join", "bob", "--shell", typed=b"y\n")
-    assert p.returncode == 0 and "export RELAY_SESSION=" in p.stdout, p.stderr
+    code, text = _typed_at_terminal(relay, "peers", "join", "bob", "--shell", typed=b"y\n")
+    assert code == 0 and "export RELAY_SESSION=" in text, text
     assert relay("show", rid, "--json").json["state"] == "delivery_unknown"
 
 
@@ -239,8 +270,10 @@ def test_joining_a_live_name_without_a_terminal_or_with_yes_does_not_ask(world):
     relay, alice, bob = world
     r = relay("peers", "join", "bob")  # an agent's or a script's shell
     assert r.code == 0 and "Replace" not in r.err
-    p = relay.at_terminal("peers", "join", "bob", "--yes")
+    p = relay.at_terminal("peers", "join", "bob")  # stderr captured: nobody sees a question
     assert p.returncode == 0 and "Replace" not in p.stderr and "token" in p.stdout
+    code, text = _typed_at_terminal(relay, "peers", "join", "bob", "--yes", typed=b"")
+    assert code == 0 and "Replace" not in text and "token" in text
 
 
 # ------------------------------------------------------------------ placeholder ids

@@ -89,7 +89,7 @@ def join(
     peers.validate_name(name)
     peers.validate_kind(kind)
     lease_s = duration(lease, clock.SESSION_LEASE, "--lease", peers.DEFAULT_SESSION_LEASE_S)
-    if not (yes or env.json) and _person_at_terminal() and not _replace_ok(env, name):
+    if not (yes or env.json) and _person_at_terminal(env.out) and not _replace_ok(env, name):
         return 0
     with env.unit() as now:
         result, moved = peers.join_session(env.store, name, kind, lease_s, now)
@@ -120,11 +120,16 @@ def join(
     return 0
 
 
-def _person_at_terminal() -> bool:
-    """Standard input is a terminal: a person types there (as for approve)."""
+def _person_at_terminal(out) -> bool:
+    """Standard input and stderr are a terminal: a person sees the question and types the
+    answer there. (A script or a test harness that keeps the terminal as stdin but
+    captures stderr is not asked.)"""
     from ..lifecycle import stdin_is_terminal
 
-    return stdin_is_terminal()
+    try:
+        return stdin_is_terminal() and out.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 def _replace_ok(env: Env, name: str) -> bool:
@@ -160,7 +165,7 @@ def _replace_ok(env: Env, name: str) -> bool:
         out.stderr.write("\n")
     if answer.strip().lower() in ("y", "yes"):
         return True
-    out.stderr.write(f"relay: not joined; the live session of {name} is unchanged "
+    out.stderr.write(f"relay: not joined; the live session of {name} is unchanged\n"
                      "(--yes replaces it without asking)\n")
     out.stderr.flush()
     return False
