@@ -335,7 +335,7 @@ def ledger_list(
     rows = [[e["key"], e["state"], "-" if e["exit_code"] is None else e["exit_code"],
              ledger.command_text(e["argv"]), out.when(e["updated_at"], now)]
             for e in entries]
-    out.table(LEDGER_COLUMNS, rows, empty="(no entries)")
+    out.table(LEDGER_COLUMNS, rows, empty="(no entries)", tsv=True)
     waiting = [e for e in entries if e["state"] == "awaiting_approval"]
     if waiting:
         env.out.para(f"{len(waiting)} awaiting a person's approval: `relay ledger show KEY`, "
