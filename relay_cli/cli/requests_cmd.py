@@ -429,7 +429,7 @@ def claim(
         env.out.json(obj)
     else:
         if obj.get("duplicate"):
-            env.out.line("this session claimed it already and has not acked it; here it is "
+            env.out.para("this session claimed it already and has not acked it; here it is "
                          "again (ack it to take the next one)")
         render_full(env.out, obj, clock.now_ms())
         env.out.para(f"next: relay ack {obj['id']}")
