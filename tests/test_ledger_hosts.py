@@ -167,3 +167,17 @@ def test_an_entry_whose_command_never_started_is_not_shown_as_needing_a_person(r
     shown = relay("ledger", "show", "gate")
     assert "never began executing" in shown.out and "the next call" in shown.out
     assert relay("watch", "--json").json["effect_unknown"] == []
+
+
+def test_the_settle_command_printed_for_another_hosts_stale_entry_names_its_key(relay):
+    """What relay prints for a person to run names the key it is about, so it runs as
+    printed; the error's hint gives the command once, not twice."""
+    assert relay("once", "--key", "far", "--idempotent", "--", "true").code == 0
+    _as_another_host(relay, "far")
+    relay.move_clock(31)
+    hint = relay("once", "--key", "far", "--json", "--", "true").error["hint"]
+    assert "relay ledger resolve far --outcome" in hint
+    assert hint.count("succeeded|failed|forget") == 1
+    shown = relay("ledger", "show", "far")
+    assert "relay ledger resolve far --outcome" in " ".join(shown.out.split())
+

@@ -130,16 +130,17 @@ def _unknown_text(obj: dict) -> str:
     if obj.get("child_pid") is None:
         return ("no command pid was committed, so the command never began executing (it "
                 "waits at a gate until then); the next call with this key runs it")
+    settle = (f"`relay ledger resolve {shlex.quote(obj['key'])} --outcome "
+              "succeeded|failed|forget`")
     if not ledger.shown_here(obj):
         return (f"host {obj['host']} stopped renewing it; relay cannot see whether the "
                 "command still runs there. A person who checked that host settles it at a "
-                "terminal: `relay ledger resolve KEY --outcome succeeded|failed|forget`")
+                f"terminal: {settle}")
     if obj.get("idempotent"):
         return ("relay and the command are gone and the outcome was never recorded; the "
                 "next call with this key runs it again (--idempotent)")
     return ("relay and the command are gone and the outcome was never recorded; check "
-            "whether the effect happened, then `relay ledger resolve KEY --outcome "
-            "succeeded|failed|forget`")
+            f"whether the effect happened, then {settle}")
 
 
 def _render_entry(out: Output, obj: dict, output: bool = False) -> None:
