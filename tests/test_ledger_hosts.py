@@ -181,3 +181,18 @@ def test_the_settle_command_printed_for_another_hosts_stale_entry_names_its_key(
     shown = relay("ledger", "show", "far")
     assert "relay ledger resolve far --outcome" in " ".join(shown.out.split())
 
+
+def test_ledger_list_counts_the_entries_that_need_a_person_as_show_and_watch_do(relay):
+    """Another host's --idempotent entry that stopped renewing needs a person; an entry
+    whose command never began does not (the next call runs it)."""
+    assert relay("once", "--key", "far", "--idempotent", "--", "true").code == 0
+    _as_another_host(relay, "far")
+    relay.move_clock(31)
+    listed = " ".join(relay("ledger", "list").out.split())
+    assert "1 effect_unknown, needing a person" in listed
+    assert "relay and the command are gone" not in listed  # host-b may still run it
+    assert relay("once", "--key", "gate", "--", "true").code == 0
+    _as_another_host(relay, "gate", child_pid=None, child_start=None)
+    relay.move_clock(31)
+    listed = " ".join(relay("ledger", "list").out.split())
+    assert "1 effect_unknown, needing a person" in listed

@@ -341,12 +341,12 @@ def ledger_list(
     if waiting:
         env.out.para(f"{len(waiting)} awaiting a person's approval: `relay ledger show KEY`, "
                      "then `relay approve KEY` or `relay deny KEY` in your terminal")
-    unknown = [e for e in entries if e["effect_unknown"] and not e["idempotent"]]
+    unknown = [e for e in entries if e["effect_unknown"] and not ledger.reruns_by_itself(e)]
     if unknown:
-        env.out.para(f"{len(unknown)} effect_unknown, needing a person: relay and the command "
-                     "are gone and the outcome was never recorded; check whether the effect "
-                     "happened, then `relay ledger resolve KEY --outcome "
-                     "succeeded|failed|forget`")
+        env.out.para(f"{len(unknown)} effect_unknown, needing a person: the outcome was never "
+                     "recorded and the next call does not run it again; `relay ledger show "
+                     "KEY` says why, then a person settles it with `relay ledger resolve KEY "
+                     "--outcome succeeded|failed|forget`")
     return 0
 
 
