@@ -196,3 +196,27 @@ def test_ledger_list_counts_the_entries_that_need_a_person_as_show_and_watch_do(
     relay.move_clock(31)
     listed = " ".join(relay("ledger", "list").out.split())
     assert "1 effect_unknown, needing a person" in listed
+
+
+def test_an_unrecorded_start_that_could_not_be_withdrawn_says_what_the_next_call_does(
+        relay, tmp_path, monkeypatch):
+    """The command's pid could not be committed and the entry could not be withdrawn: the
+    entry names no command process, so the next call with the key runs the command, with
+    or without --idempotent (design.md §10); the error says so instead of asking for
+    --idempotent or a person."""
+    from relay_cli import once
+    from relay_cli.errors import RelayError
+
+    def lost(*_a, **_k):
+        raise RelayError("database_unavailable", "the connection to the database was lost")
+
+    path, cmd = counter(tmp_path)
+    monkeypatch.setattr(once, "record_child", lost)
+    monkeypatch.setattr(once, "record_not_started", lost)
+    r = relay("once", "--key", "gate", "--json", "--", *cmd)
+    monkeypatch.undo()
+    assert r.error["code"] == "database_unavailable" and runs(path) == 0
+    assert "could not be withdrawn" in r.error["message"]
+    assert "--idempotent" not in r.error["message"]
+    assert "the next call with key 'gate' runs" in r.error["message"]
+    assert relay("once", "--key", "gate", "--", *cmd).code == 0 and runs(path) == 1
