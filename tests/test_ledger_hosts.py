@@ -220,3 +220,10 @@ def test_an_unrecorded_start_that_could_not_be_withdrawn_says_what_the_next_call
     assert "--idempotent" not in r.error["message"]
     assert "the next call with key 'gate' runs" in r.error["message"]
     assert relay("once", "--key", "gate", "--", *cmd).code == 0 and runs(path) == 1
+
+
+def test_ledger_list_help_says_what_effect_unknown_covers(relay):
+    """`--state effect_unknown` also lists another host's entry that stopped renewing,
+    whose command may still run there: the help does not say the command is gone."""
+    text = " ".join(relay("ledger", "list", "--help").out.split())
+    assert "another host stopped renewing it" in text

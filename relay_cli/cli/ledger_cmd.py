@@ -315,8 +315,9 @@ def ledger_list(
                      click_type=Choice(lambda: ledger.STATES,
                                        lambda v: ledger.validate_states([v])),
                      help="Only entries in STATE (repeatable): awaiting_approval, approved, "
-                          "denied, running, effect_unknown (relay and the command are gone, "
-                          "outcome never recorded), succeeded, failed, forgotten."),
+                          "denied, running, effect_unknown (outcome never recorded: relay "
+                          "and the command are gone, or another host stopped renewing it), "
+                          "succeeded, failed, forgotten."),
     ] = None,
     json_: JsonOpt = False,
     home: HomeOpt = None,
