@@ -347,10 +347,12 @@ def _check_queue(store, to: str) -> None:
     """The queue cap (design.md §4): counted in the write transaction that would insert."""
     cap = queue_cap()
     if cap and store.count_open_to(to, cap) >= cap:
+        # the cap is this process's (RELAY_QUEUE_CAP): say what the queue holds, counted
+        held = store.count_open_to(to, 2**31 - 1)
         raise RelayError(
             "capacity_exceeded",
-            f"{to!r} has {cap} open requests (queued, delivered or acknowledged): its queue "
-            "is full",
+            f"{to!r} has {held} open requests (queued, delivered or acknowledged; cap "
+            f"{cap}): its queue is full",
             retry_after=QUEUE_RETRY_AFTER_S,
         )
 

@@ -243,9 +243,10 @@ def test_peers_ledger_and_inbox_are_one_line_per_row(home, cols, rows):
     assert notes and notes[0].startswith("1 awaiting a person's approval")
     assert_words_whole(notes, "1 awaiting a person's approval: `relay ledger show KEY`, then "
                        "`relay approve KEY` or `relay deny KEY` in your terminal 1 "
-                       "effect_unknown, needing a person: relay and the command are gone and "
-                       "the outcome was never recorded; check whether the effect happened, "
-                       "then `relay ledger resolve KEY --outcome succeeded|failed|forget`")
+                       "effect_unknown, needing a person: the outcome was never recorded and "
+                       "the next call does not run it again; `relay ledger show KEY` says why, "
+                       "then a person settles it with `relay ledger resolve KEY --outcome "
+                       "succeeded|failed|forget`")
 
     _, text = relay.screen("inbox", "--as", CODEX, cols=cols, rows=rows)
     lines = assert_fits(text, cols)

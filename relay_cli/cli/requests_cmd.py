@@ -438,7 +438,7 @@ def claim(
     else:
         now = clock.now_ms()
         if obj.get("duplicate"):
-            env.out.line("this session claimed it already and has not acked it; here it is "
+            env.out.para("this session claimed it already and has not acked it; here it is "
                          "again (ack it to take the next one)")
         render_full(env.out, obj, now)
         env.out.para(f"next: relay ack {obj['id']}")
