@@ -26,12 +26,13 @@ def _words_whole(lines: list[str], source: str) -> None:
 # ------------------------------------------------------------------ the claim lease
 def test_claim_at_a_terminal_says_by_when_to_ack(world):
     relay, alice, bob = world
-    relay.send(alice, "bob", "read me")
+    first = relay.send(alice, "bob", "read me").json["id"]
     _, text = relay.screen("claim", cols=80, rows=24, env=bob)
     assert_fits(text, 80)
     joined = " ".join(text.split())
     assert re.search(r"ack by in 2m \(\d\d:\d\d\): the claim lease ends then and it becomes "
                      r"delivery_unknown", joined), text
+    relay("ack", first, env=bob)  # until then a plain claim returns the request held
     relay.send(alice, "bob", "again", "--on-lost", "redeliver")
     _, text = relay.screen("claim", "--lease", "10m", cols=80, rows=24, env=bob)
     assert re.search(r"ack by in 10m \(\d\d:\d\d\): the claim lease ends then and it is "

@@ -443,7 +443,9 @@ def claim(
         render_full(env.out, obj, now)
         env.out.para(f"next: relay ack {obj['id']}")
         env.out.para(ack_by(env.out, obj, now))
-        env.out.para(f"then: relay reply {obj['id']} - <<'EOF' ... EOF   (or relay reject/fail)")
+        # runnable as pasted: `-` reads the answer from the terminal until Ctrl-D (design.md §14)
+        env.out.para(f"then: relay reply {obj['id']} -")
+        env.out.para("  (type the answer, then Ctrl-D; or end it with relay fail or relay reject)")
     return 0
 
 
