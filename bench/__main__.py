@@ -1,4 +1,4 @@
-"""``python -m bench <crash|oncekill|faults|load|scale|latency|wake|watch|perf|driver|pgperf|all> [options]``."""
+"""``python -m bench <crash|oncekill|faults|load|scale|latency|wake|watch|perf|driver|pgperf|netfault|all> [options]``."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ USAGE = """usage: python -m bench SUBCOMMAND [options]   (from the project root)
   latency  wake-up latency of wait and claim --wait; CPU while blocked  (--trials 200)
   wake     send -> wake waiter (relay hook claude --wake) exit; its CPU  (--trials 50)
   watch    send -> relay watch (tmux, 80x24) shows it                  (--trials 30)
+  netfault PostgreSQL across namespaces: cut connections, loss, delay, partitions
+           (--kind cut|loss|delay|partition|all, --workers 4, --cycles 10, --seed S)
   perf     relay vs bare Typer, vs sqlite3, list 100k vs 10, empty vs full
   driver   psycopg2 vs psycopg 3: import and a send-like call, time and memory
   pgperf   PostgreSQL vs SQLite send/claim, wake-up across namespaces, list 1M vs 10
@@ -36,6 +38,7 @@ def main(argv: list[str]) -> int:
         faults,
         latency,
         load,
+        netfault,
         once_kill,
         perf,
         pgperf,
@@ -48,6 +51,8 @@ def main(argv: list[str]) -> int:
         return driver.main(rest)
     if cmd == "pgperf":
         return pgperf.main(rest)
+    if cmd == "netfault":
+        return netfault.main(rest)
     table = {"crash": crash.main, "oncekill": once_kill.main, "faults": faults.main,
              "load": load.main, "scale": scale.main, "latency": latency.main,
              "wake": wake.main, "watch": watch_refresh.main, "perf": perf.main}
