@@ -7,8 +7,9 @@ joined to it by veth links, bench/netns.py); host-b's system clock is 15 minutes
 - ``cut``: a TCP proxy in each host's namespace forwards relay's connections to the server
   and, for a seeded random share of them, cuts the connection (RST both ways) after a
   random number of bytes in one direction, chosen uniformly up to the bytes a connection
-  usually carries in that direction: before login, mid-transaction, between COMMIT and its
-  answer, or after.
+  usually carries in that direction: before login, mid-transaction, or after; and, for
+  another share, exactly after the 1st, 2nd or 3rd COMMIT reached the server: the
+  transaction committed, its answer is lost (the narrowest window, hit on purpose).
 - ``loss``: the same proxy emulates lost segments as TCP experiences them: a lost segment's
   bytes arrive after a retransmission timeout (200 ms, doubling while losses repeat), a lost
   SYN delays the connection by 1 s. (``tc netem`` would drop real packets, but the kernel
@@ -145,6 +146,10 @@ class Proxy:
         elif mode == "cut" and rng.random() < params.get("p", 0.3):
             d = rng.choice(("up", "down"))
             plan = {"cut": d, "at": rng.randint(0, self._typical(d))}
+        elif mode == "cut" and rng.random() < params.get("p_commit", 0.0):
+            # the narrowest window, on purpose: the k-th COMMIT reaches the server (it
+            # commits) and its answer is lost
+            plan = {"commit": rng.randint(1, 3)}
         if mode == "loss":
             syn = 1.0  # Linux resends a SYN after 1 s, then 2 s, 4 s ...
             while rng.random() < params.get("p_syn", 0.05) and syn < 8:
@@ -161,7 +166,7 @@ class Proxy:
             return
         for s in (c, u):
             s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        state = {"closed": False, "up": 0, "down": 0, "cut": False}
+        state = {"closed": False, "up": 0, "down": 0, "cut": False, "commits": 0}
         lock = threading.Lock()
 
         def close(abort: bool) -> None:
@@ -207,6 +212,15 @@ class Proxy:
                             losses += 1
                             self.stats["lost_segments"] += 1
                             time.sleep(stall)
+                    if d == "up" and plan.get("commit") and b"COMMIT" in data:
+                        state["commits"] += 1  # (before the server can answer it)
+                    elif d == "down" and plan.get("commit") == state["commits"]:
+                        state["cut"] = True
+                        self.stats["cut_commit_answer"] += 1
+                        self.note(f"conn {n}: COMMIT {state['commits']} reached the server, "
+                                  f"its answer ({len(data)} bytes) was dropped")
+                        close(abort=True)
+                        return
                     if plan.get("cut") == d and state[d] + len(data) > plan["at"]:
                         keep = plan["at"] - state[d]
                         if keep > 0:
@@ -446,7 +460,7 @@ def partitioner(run: Run, net: netns.Net, rng: random.Random, done: threading.Ev
         print(f"  partition: {host} cut off for {time.time() - t0:.1f} s", flush=True)
 
 
-FAULT_PARAMS = {"cut": {"p": 0.3}, "loss": {"p": 0.05, "p_syn": 0.1},
+FAULT_PARAMS = {"cut": {"p": 0.25, "p_commit": 0.25}, "loss": {"p": 0.05, "p_syn": 0.1},
                 "delay": {"mean": 0.04, "p_spike": 0.01}}
 
 
