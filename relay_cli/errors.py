@@ -191,8 +191,9 @@ ERRORS: dict[str, ErrorSpec] = {
         "command to get its outcome",
     ),
     "database_unavailable": ErrorSpec(
-        75, True, "the PostgreSQL server could not be reached; nothing was changed; wait "
-        "retry_after_seconds, then retry the same command (same id or key)",
+        75, True, "the PostgreSQL server could not be reached or stopped answering; wait "
+        "retry_after_seconds, then retry the same command with the same id or key (a retry "
+        "is answered from what is stored)",
     ),
     # 1: bug
     "internal_error": ErrorSpec(
@@ -203,7 +204,13 @@ ERRORS: dict[str, ErrorSpec] = {
 
 
 class RelayError(Exception):
-    """A failure with a code from the taxonomy. ``detail`` adds specifics to the hint."""
+    """A failure with a code from the taxonomy. ``detail`` adds specifics to the hint.
+
+    ``outcome_unknown`` is True on a ``database_unavailable`` raised when the connection
+    broke at or after COMMIT was sent (design.md §13): the change may have been made.
+    """
+
+    outcome_unknown = False
 
     def __init__(
         self,

@@ -202,8 +202,9 @@ def _session_start(store, ev: Event, henv: HookEnv) -> dict | None:
             if token is not None and path:
                 # Written last, inside the transaction: if the file cannot be written
                 # nothing is committed, and if the commit fails the lines are taken back.
-                size_before = _append_env(path, _export_lines(name, token, store.home,
-                                                                 store.shared_url()))
+                size_before = _append_env(path, _export_lines(
+                    name, token, store.home,
+                    store.shared_url(with_password=_private_file(path))))
     except BaseException:
         if size_before is not None:
             _truncate(path, size_before)
@@ -242,9 +243,22 @@ def _export_lines(name: str, token: str, home, url: str | None = None) -> list[s
         f"export RELAY_SESSION={shlex.quote(token)}",
         f"export RELAY_HOME={shlex.quote(os.path.abspath(str(home)))}",
     ]
-    if url is not None:  # PostgreSQL (design.md §13), without its password
+    if url is not None:  # PostgreSQL (design.md §13)
         lines.append(f"export RELAY_DATABASE_URL={shlex.quote(url)}")
     return lines
+
+
+def _private_file(path: str) -> bool:
+    """Whether the env file is (or will be, created 0600) readable by this user only:
+    then it carries the database URL as it is, password included, like the session
+    token it already holds (design.md §13); otherwise the URL without its password."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return st.st_uid == os.getuid() and not st.st_mode & 0o077
 
 
 def _append_env(path: str, lines: list[str]) -> int:

@@ -186,10 +186,13 @@ def test_codex_writes_the_identity_to_codex_env_file_else_claude_env_file(relay,
 
 
 @pytest.mark.postgres_only
-def test_the_env_file_gets_relay_database_url_without_its_password(relay, tmp_path):
+def test_an_env_file_others_can_read_gets_relay_database_url_without_its_password(
+        relay, tmp_path):
     """design.md §13: the URL of the database the hook used, with any password removed
-    (the test server trusts its unix socket, so the password in the URL is not needed)."""
+    when others can read the file (the test server trusts its unix socket, so the
+    password in the URL is not needed); tests/test_pg_url.py has the private file."""
     agent = Agent(relay, tmp_path, "claude")
+    os.chmod(agent.env_file, 0o644)
     agent.hook("SessionStart", env={"RELAY_DATABASE_URL": relay.url + "&password=s3cret"})
     text = agent.env_file.read_text()
     assert "export RELAY_DATABASE_URL=" in text and "s3cret" not in text

@@ -422,7 +422,9 @@ def click_exceptions():
 
 
 DATABASE_URL_HELP = ("PostgreSQL database shared by several machines, postgresql://... "
-                     "(default: $RELAY_DATABASE_URL, else relay.db in the state dir).")
+                     "(default: $RELAY_DATABASE_URL, else relay.db in the state dir). A "
+                     "command line is visible to every user in ps: keep the password out "
+                     "of it, in ~/.pgpass or PGPASSWORD (or in $RELAY_DATABASE_URL).")
 
 
 def _database_url(ctx, param, value) -> None:

@@ -17,7 +17,6 @@ The driver (psycopg2) is imported here only, and only when a PostgreSQL URL is u
 from __future__ import annotations
 
 import os
-import random
 import re
 import select
 import time
@@ -37,6 +36,12 @@ MIGRATE_LOCK = WRITE_LOCK + 1
 CONNECT_TIMEOUT_S = 5
 LOCK_TIMEOUT_MS = 5000  # like SQLite's busy_timeout: then `busy`
 STATEMENT_TIMEOUT_MS = 60000
+# relay's own deadline for the answer to any statement (the server's statement_timeout
+# cannot fire on a server that stopped): then the connection is closed and the call is
+# database_unavailable. Longer than LOCK_TIMEOUT_MS, so a lock wait is answered `busy`
+# by the server first; migrations and `db copy`'s rows get STATEMENT_TIMEOUT_MS + 5 s.
+DEADLINE_S = 15.0
+LONG_DEADLINE_S = STATEMENT_TIMEOUT_MS / 1000 + 5
 IDLE_TX_TIMEOUT_MS = 60000
 SAFETY_POLL_S = 2.0  # a waiting command re-checks at least this often without a NOTIFY
 RETRIES = 4  # serialization failures and deadlocks at a transaction's first statement
@@ -46,6 +51,17 @@ SCHEMA_TABLE = "relay_schema"
 # The tables migrations create; a database holding one of them without SCHEMA_TABLE is
 # not relay's, and relay refuses it rather than guess.
 RELAY_TABLES = ("peers", "sessions", "requests", "drafts", "events", "ledger", "hook_state")
+
+# Writes whose answer relay's code never reads (their methods return nothing): inside a
+# write transaction they are not sent on their own but with the next statement, or with
+# COMMIT. Written as in sql_*.py; a statement that changes there is simply sent at once.
+LATER = frozenset({
+    "INSERT INTO events (request_id, at, from_state, to_state, reason, actor, detail) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+    "UPDATE peers SET last_seen_at = ? WHERE name = ?",
+    "UPDATE sessions SET lease_expires_at = max(lease_expires_at, ?) "
+    "WHERE id = ? AND state = 'active'",
+})
 
 BEGIN_WRITE = f"BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock({WRITE_LOCK}); "
 BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; "
@@ -62,24 +78,115 @@ _REFUSED_WORDS = ("authentication failed", "no password supplied", "password", "
                   "does not exist", "permission denied", "certificate", "ssl was required",
                   "sslmode", "invalid", "not supported", "unsupported", "role ")
 
+# What libpq says when the connection itself broke (psycopg2 gives these no SQLSTATE,
+# and sometimes raises plain DatabaseError): the server is gone, not relay's bug.
+_BROKEN_WORDS = ("server closed the connection", "terminating connection",
+                 "connection already closed", "no connection to the server",
+                 "could not receive data", "could not send data", "connection has been closed",
+                 "lost synchronization", "eof detected", "connection timed out",
+                 "connection reset", "broken pipe")
+
 _driver_mod = None
+_connect_deadline = 0.0
+_interrupted = False  # a Ctrl-C arrived while a statement was on its way
+
+
+class _Stalled(Exception):
+    """No answer before the statement's deadline (see DEADLINE_S)."""
+
+
+def _wait(conn) -> None:
+    """psycopg2's wait callback (set in ``driver``): libpq runs non-blocking and this is
+    where relay waits for the socket, so every statement, and connecting, has a
+    deadline that holds even when the server process is stopped and TCP stays alive.
+    A Ctrl-C (KeyboardInterrupt) waits for the statement's answer, as it did while libpq
+    blocked; ``PgConnection._run`` raises it afterwards."""
+    global _interrupted
+    ext = _driver_mod.extensions
+    deadline = getattr(conn, "relay_deadline", False)
+    if deadline is None:  # relay's connection, connecting
+        deadline = _connect_deadline
+    fd = conn.fileno()
+    while True:
+        state = conn.poll()
+        if state == ext.POLL_OK:
+            return
+        left = None  # a connection that is not relay's (a test's own) waits as it would
+        if deadline:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise _Stalled()
+        try:
+            if state == ext.POLL_READ:
+                select.select((fd,), (), (), left)
+            elif state == ext.POLL_WRITE:
+                select.select((), (fd,), (), left)
+            else:  # pragma: no cover - psycopg2 documents no other state
+                raise _driver_mod.OperationalError(f"unexpected poll state {state}")
+        except KeyboardInterrupt:
+            _interrupted = True
+
+
+class Row(tuple):
+    """A result row as relay's shared code reads one (like sqlite3.Row): by position
+    or by column name, ``keys()``, and ``dict(row)``. A subclass per column list holds
+    the names (``_row_class``)."""
+
+    __slots__ = ()
+    _index: dict = {}
+
+    def __getitem__(self, key):
+        if isinstance(key, str):
+            key = self._index[key]
+        return tuple.__getitem__(self, key)
+
+    def keys(self) -> list[str]:
+        return list(self._index)
+
+
+_row_classes: dict[tuple, type] = {}
+
+
+def _row_class(description) -> type:
+    names = tuple(d[0] for d in description)
+    cls = _row_classes.get(names)
+    if cls is None:
+        cls = _row_classes[names] = type("Row", (Row,), {
+            "__slots__": (), "_index": {n: i for i, n in enumerate(names)}})
+    return cls
+
+
+_Connection = _Cursor = None
 
 
 def driver():
-    """psycopg2, imported on first use; without it, storage_error with the install line."""
-    global _driver_mod
+    """psycopg2, imported on first use; without it, storage_error with the install line.
+
+    Two parts of the import cost more than the rest of a call's work and are not used:
+    psycopg2.extras (it pulls in logging, ipaddress, ...) is not imported at all, and
+    the ``ssl`` module psycopg2 imports only to hand libcrypto's thread-locking set-up to
+    Python (needed by OpenSSL before 1.1; psycopg2 falls back to libpq's own set-up
+    without it, and psycopg2-binary carries its own libssl that Python's does not
+    touch) is kept out during the import: TLS is libpq's, unchanged (design.md §13).
+    """
+    global _driver_mod, _Connection, _Cursor
     if _driver_mod is not None:
         return _driver_mod
+    import sys
+
+    blocked = "ssl" not in sys.modules and sys.modules.setdefault("ssl", None) is None
     try:
         import psycopg2
         import psycopg2.extensions
-        import psycopg2.extras
     except ImportError as e:
         raise RelayError(
             "storage_error",
             "a PostgreSQL database URL is set, but the PostgreSQL driver is not installed",
             detail=f"install it with: {INSTALL}",
         ) from e
+    finally:
+        if blocked and sys.modules.get("ssl", 0) is None:
+            del sys.modules["ssl"]
     ext = psycopg2.extensions
     # BYTEA as bytes (like SQLite's BLOB), not memoryview; sum() of integers as int.
     ext.register_type(ext.new_type(
@@ -88,6 +195,34 @@ def driver():
     ext.register_type(ext.new_type(
         (1700,), "RELAY_NUMERIC",
         lambda v, cur: None if v is None else (int(v) if v.lstrip("-").isdigit() else float(v))))
+    ext.set_wait_callback(_wait)
+
+    class RelayConnection(ext.connection):
+        relay_deadline: float | None = None  # when the statement running now gives up
+
+    class RelayCursor(ext.cursor):
+        """Rows as ``Row``s."""
+
+        def fetchone(self):
+            row = super().fetchone()
+            return None if row is None else _row_class(self.description)(row)
+
+        def fetchmany(self, size=None):
+            rows = super().fetchmany(self.arraysize if size is None else size)
+            return [_row_class(self.description)(r) for r in rows] if rows else rows
+
+        def fetchall(self):
+            rows = super().fetchall()
+            if not rows:
+                return rows
+            cls = _row_class(self.description)
+            return [cls(r) for r in rows]
+
+        def __iter__(self):
+            while (row := self.fetchone()) is not None:
+                yield row
+
+    _Connection, _Cursor = RelayConnection, RelayCursor
     _driver_mod = psycopg2
     return psycopg2
 
@@ -250,9 +385,11 @@ def relay_error(e: Exception, url: str | None) -> RelayError:
     if pgcode in _SCHEMA_MISMATCH:
         return RelayError("database_corrupt", f"the PostgreSQL database is not a readable "
                           f"relay database ({text})")
+    low = text.lower()
+    if not pgcode and any(w in low for w in _BROKEN_WORDS):
+        return _unavailable(text)
     if not pgcode and drv is not None and isinstance(e, (drv.OperationalError,
                                                          drv.InterfaceError)):
-        low = text.lower()
         if any(w in low for w in _REFUSED_WORDS) and "connection refused" not in low \
                 and "no such file" not in low:
             return RelayError("storage_error", f"the PostgreSQL server refused: {text}")
@@ -263,7 +400,28 @@ def relay_error(e: Exception, url: str | None) -> RelayError:
 def _unavailable(text: str) -> RelayError:
     return RelayError("database_unavailable",
                       f"the PostgreSQL server could not be reached ({text})",
-                      retry_after=RETRY_AFTER_S)
+                      detail="nothing was changed", retry_after=RETRY_AFTER_S)
+
+
+def _stalled(seconds: float = DEADLINE_S) -> RelayError:
+    return _unavailable(f"no answer within {seconds:g} s; relay closed the connection")
+
+
+def outcome_unknown(e: RelayError) -> RelayError:
+    """The connection broke at or after COMMIT was sent: the transaction may or may not
+    have committed. Same code and exit as any database_unavailable, with
+    ``outcome_unknown`` set for callers that must look before they redo (design.md §13)."""
+    why = e.message.split(" (", 1)[1].rstrip(")") if " (" in e.message else e.message
+    err = RelayError(
+        "database_unavailable",
+        f"the connection to the PostgreSQL server broke after COMMIT was sent, so relay "
+        f"cannot know whether the change was made: the outcome is unknown ({why})",
+        detail="the outcome is unknown; a retry with the same id or key is answered from "
+               "what is stored, so it does not make the change twice; without an id or key, "
+               "look (relay list, relay ledger show) before you retry",
+        retry_after=RETRY_AFTER_S)
+    err.outcome_unknown = True
+    return err
 
 
 # ---------------------------------------------------------------------- connection
@@ -308,9 +466,10 @@ class PgConnection:
             params.setdefault("tcp_user_timeout", str(CONNECT_TIMEOUT_S * 1000))
         self._connect_params = params
         self.conn = self._connect()
-        self._rows = drv.extras.DictCursor
+        self._rows = _Cursor
         self.in_tx = False
         self._pending: str | None = None
+        self._later: list[str] = []  # deferred writes of the open transaction (LATER)
         self._dirty = False
         self._listening = False
         self._version = 0
@@ -323,8 +482,14 @@ class PgConnection:
         clock.set_source(self.server_now_ms)
 
     def _connect(self):
+        global _connect_deadline
+        _connect_deadline = time.monotonic() + int(self._connect_params["connect_timeout"])
         try:
-            conn = _driver_mod.connect(**self._connect_params)
+            conn = _driver_mod.connect(**self._connect_params,
+                                       connection_factory=_Connection)
+        except _Stalled:
+            raise _unavailable(f"no connection within {self._connect_params['connect_timeout']}"
+                               " s") from None
         except _driver_mod.Error as e:
             raise relay_error(e, self.url) from None
         conn.autocommit = True
@@ -344,34 +509,95 @@ class PgConnection:
     def error(self, e: Exception) -> RelayError:
         return relay_error(e, self.url)
 
-    def _raw(self, sql: str, params=None):
+    def _run(self, cur, sql: str, params, seconds: float = DEADLINE_S) -> None:
+        """Run one statement with its deadline; a stalled server is database_unavailable,
+        the connection closed (its transaction, if any, is the server's to roll back)."""
+        global _interrupted
+        conn = self.conn
+        conn.relay_deadline = time.monotonic() + seconds
+        try:
+            cur.execute(sql, params)
+            if _interrupted:
+                _interrupted = False
+                raise KeyboardInterrupt
+        except _Stalled:
+            self._drop()
+            raise _stalled(seconds) from None
+        except _driver_mod.Error:
+            if conn.closed:
+                self._drop()
+            raise
+        except BaseException:
+            # interrupted while waiting (a signal): the statement may still be running
+            self._drop()
+            raise
+        finally:
+            conn.relay_deadline = None
+
+    def _drop(self) -> None:
+        try:
+            self.conn.close()
+        except Exception:  # noqa: BLE001 - closing a broken connection
+            pass
+
+    def broken(self) -> bool:
+        return bool(self.conn.closed)
+
+    def _raw(self, sql: str, params=None, seconds: float = DEADLINE_S):
         try:
             cur = self.conn.cursor(cursor_factory=self._rows)
-            cur.execute(sql, params)
+            self._run(cur, sql, params, seconds)
         except _driver_mod.Error as e:
             raise self.error(e) from None
         return cur
 
     def execute(self, sql: str, params=()):
+        if sql in LATER and self.in_tx and self._pending is None:
+            # A write whose answer nobody reads: it travels with the transaction's next
+            # statement (or its COMMIT), one round trip fewer. Its error, if any, is
+            # then that statement's, in the same transaction, which is rolled back.
+            cur = self.conn.cursor()
+            self._later.append(cur.mogrify(translate(sql), _params(params)).decode())
+            self._dirty = True
+            return None
         q = translate(sql)
         p = _params(params)
         write = _is_write(q)
         if not self.in_tx:
             self._reconnect_if_broken()
+        # A statement that may run again on a new connection when the old one turns out
+        # to be broken (the server restarted while it was idle): the first of a
+        # transaction (nothing of it can have committed) or a read on its own.
+        fresh = bool(self._pending) or not (self.in_tx or write)
+        later = self._take_later().replace("%", "%%")
         for attempt in range(RETRIES):
             prefix = self._pending or ""
             try:
                 cur = self.conn.cursor(cursor_factory=self._rows)
-                cur.execute(prefix + q, p)
+                self._run(cur, prefix + later + q, p)
             except _driver_mod.Error as e:
                 code = getattr(e, "pgcode", None)
                 if prefix and code in _RETRY and attempt < RETRIES - 1:
                     # Nothing of this transaction ran yet: start it again.
                     self._quiet("ROLLBACK")
+                    import random  # (only here: most calls never need it)
+
                     time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
                     continue
+                err = self.error(e)
+                if fresh and self.broken() and err.code == "database_unavailable":
+                    fresh = False
+                    self._reconnect_if_broken()  # (or database_unavailable)
+                    continue
                 self._pending = None
-                raise self.error(e) from None
+                if write and not self.in_tx and err.code == "database_unavailable":
+                    raise outcome_unknown(err) from None  # it commits by itself
+                raise err from None
+            except RelayError as err:
+                self._pending = None
+                if write and not self.in_tx:
+                    raise outcome_unknown(err) from None
+                raise
             self._pending = None
             if write:
                 if self.in_tx:
@@ -385,16 +611,25 @@ class PgConnection:
         for params in seq:
             self.execute(sql, params)
 
+    def _take_later(self) -> str:
+        """The deferred writes (``LATER``), to be sent before the next statement."""
+        if not self._later:
+            return ""
+        text = "; ".join(self._later) + "; "
+        self._later.clear()
+        return text
+
     def insert_many(self, table: str, columns: list[str], rows: list[tuple]) -> None:
         """Many rows at once (``relay db copy``), inside the open transaction."""
-        if self._pending is not None:
+        if self._pending is not None or self._later:
             self.execute("SELECT 1")
         names = ", ".join(f'"{c}"' for c in columns)
         try:
             cur = self.conn.cursor()
-            _driver_mod.extras.execute_values(
-                cur, f'INSERT INTO "{table}" ({names}) VALUES %s',
-                [_params(r) for r in rows], page_size=len(rows))
+            sql = cur.mogrify(f'INSERT INTO "{table}" ({names}) VALUES ' + ", ".join(
+                ["%s"] * len(rows)), [_params(r) for r in rows]) if rows else None
+            if sql:
+                self._run(cur, sql, None, LONG_DEADLINE_S)
         except _driver_mod.Error as e:
             raise self.error(e) from None
         self._dirty = True
@@ -421,8 +656,8 @@ class PgConnection:
     def _quiet(self, sql: str) -> None:
         try:
             with self.conn.cursor() as cur:
-                cur.execute(sql)
-        except _driver_mod.Error:
+                self._run(cur, sql, None)
+        except (_driver_mod.Error, RelayError):
             pass
 
     # -------------------------------------------------------------- transactions
@@ -434,7 +669,13 @@ class PgConnection:
             raise RuntimeError("nested transaction")
         self._reconnect_if_broken()
         if time.monotonic() - self.clock_at > CLOCK_REFRESH_S:
-            self.measure_clock()
+            try:
+                self.measure_clock()
+            except RelayError as e:
+                if not (self.broken() and e.code == "database_unavailable"):
+                    raise
+                self._reconnect_if_broken()  # it broke while idle: once more, anew
+                self.measure_clock()
         self._pending = BEGIN_WRITE if write else BEGIN_READ
         self._dirty = False
         self.in_tx = True
@@ -445,15 +686,19 @@ class PgConnection:
             raise
         try:
             if self._pending is None:  # a statement ran, so the transaction is open
-                self._raw(f"NOTIFY {CHANNEL}; COMMIT" if self._dirty else "COMMIT")
-        except RelayError:
+                self._raw(self._take_later()
+                          + (f"NOTIFY {CHANNEL}; COMMIT" if self._dirty else "COMMIT"))
+        except RelayError as e:
             self._rollback()
+            if e.code == "database_unavailable":  # COMMIT was sent: it may have landed
+                raise outcome_unknown(e) from None
             raise
         finally:
             self._pending = None
             self.in_tx = False
 
     def _rollback(self) -> None:
+        self._later.clear()
         opened = self._pending is None
         self._pending = None
         self.in_tx = False
@@ -533,8 +778,8 @@ def connect(url: str, migrate: bool = True) -> PgConnection:
         t0 = time.time()
         cur = db.conn.cursor()
         try:
-            cur.execute(f"SELECT extract(epoch FROM clock_timestamp()) * 1000, "
-                        f"(SELECT version FROM {SCHEMA_TABLE})")
+            db._run(cur, f"SELECT extract(epoch FROM clock_timestamp()) * 1000, "
+                    f"(SELECT version FROM {SCHEMA_TABLE})", None)
             server_ms, version = cur.fetchone()
         except _driver_mod.Error as e:
             if getattr(e, "pgcode", None) != "42P01":  # no relay_schema table yet
@@ -607,7 +852,7 @@ def apply_migrations(db: PgConnection) -> None:
         if version > LATEST:
             raise too_new(version)
         for number in range(version, LATEST):
-            db._raw(ddl(MIGRATIONS[number]))
+            db._raw(ddl(MIGRATIONS[number]), seconds=LONG_DEADLINE_S)
         db._raw(f"UPDATE {SCHEMA_TABLE} SET version = {LATEST}")
         db._raw("COMMIT")
     except BaseException:
