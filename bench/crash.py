@@ -269,7 +269,9 @@ def _retry_claim(spec: Spec, home: Path, d: Path, finished: bool) -> list[str]:
     r = relay(home, *spec.argv, env=spec.env)
     if state == "queued" and (r.code != 0 or r.json["id"] != spec.rid):
         return [f"claim after an interrupted claim: exit {r.code} {r.err[-200:]}"]
-    if state == "delivered" and (r.code != 75 or r.error_code != "nothing_to_claim"):
+    if state == "delivered" and (r.code != 0 or r.json["id"] != spec.rid
+                                 or r.json["duplicate"] is not True):
+        # the session holds it unacknowledged: a retry gets the same one (design.md §6)
         return [f"second claim of a claimed request: exit {r.code} {r.out[-200:]}"]
     return []
 
@@ -333,7 +335,15 @@ def _retry_once(spec: Spec, home: Path, d: Path, finished: bool) -> list[str]:
                        capture_output=True, timeout=60)
     after = len(marker.read_text().splitlines()) if marker.exists() else 0
     err = p.stderr.decode()
-    if state == "running":
+    if state == "running" and row["child_pid"] is None:
+        # no command pid committed: the command never began executing (design.md §10),
+        # so the next call runs it, once
+        if ran != 0:
+            problems.append("the command ran although its pid was never committed")
+        if p.returncode != 0 or after != 1:
+            problems.append(f"never-started entry, next call: exit {p.returncode}, ran "
+                            f"{after} {err[-200:]}")
+    elif state == "running":
         if p.returncode != 11 or "effect_unknown" not in err:
             problems.append(f"running entry, next call: exit {p.returncode} {err[-200:]}")
         if after != ran:

@@ -74,7 +74,9 @@ EOF
 ## Taking work that was sent to you
 
 - `relay inbox` lists what waits for you (no bodies). `relay claim` takes the oldest
-  request and shows its text; `relay claim --wait 10m` waits for one to arrive.
+  request and shows its text; `relay claim --wait 10m` waits for one to arrive. If a
+  claim's answer was lost, run `relay claim` again: until you ack, it returns the request
+  you hold (duplicate: true), never a second one.
 - `relay ack ID` says you have read it. Finish every request you claim with exactly one of:
   `relay reply ID - <<'EOF' ... EOF` (done, with the answer), `relay fail ID --reason TEXT`
   (you tried and it failed), `relay reject ID --reason TEXT` (you declined; nothing done).

@@ -38,7 +38,16 @@ from dataclasses import dataclass
 
 from . import clock, due, lifecycle
 from .errors import RelayError
-from .ledger_states import STATES, VIEWS, apply, entry_alive, shown_state
+from .ledger_states import (
+    STALE_S,
+    STATES,
+    VIEWS,
+    apply,
+    entry_alive,
+    foreign,
+    never_started,
+    shown_state,
+)
 from .process import Me, this_host
 
 KEY_RE = re.compile(r"[!-~]{1,200}", re.ASCII)  # the whole value (fullmatch): no "k\n"
@@ -216,20 +225,40 @@ def begin(store, now: int, key: str, argv: list[str], cwd: str, *, idempotent: b
                          detail=f"denied by {row['decided_by']}")
     if state == "awaiting_approval":
         return Decision("wait", row)
+    event = "take"
     if state == "running":
-        if entry_alive(row, now):
+        if never_started(row, me):
+            # its command was held at the gate and never began executing (the answer of
+            # the commit that made the entry was lost, or relay stopped before it forked)
+            event = "reclaim"
+        elif entry_alive(row, now):
             raise EntryError("in_progress", f"key {key!r} is running in process {row['pid']} "
                              f"on {row['host']}", entry)
-        if not row["idempotent"]:
+        elif foreign(row):
+            raise EntryError(
+                "effect_unknown", f"key {key!r} started at {entry['started_at']} on host "
+                f"{row['host']}, {stopped_renewing(row, now)}; nothing was run now", entry,
+                detail="a person at a terminal settles it (`relay ledger resolve KEY "
+                       "--outcome succeeded|failed|forget`) once they know it ended there")
+        elif not row["idempotent"]:
             raise EntryError(
                 "effect_unknown",
                 f"key {key!r} started at {entry['started_at']} but its outcome was never "
                 "recorded (relay and the command are gone); nothing was run now", entry,
             )
-    # approved, or a crashed run of an --idempotent entry: this call runs it
-    event = "rerun" if state == "running" else "take"
+        else:
+            event = "rerun"
+    # approved, a crashed run of an --idempotent entry of this host, or a run that never
+    # started: this call runs it
     return Decision("run", apply(store, key, row, event, now,
                                  running_values(now, me, row["runs"] + 1)))
+
+
+def stopped_renewing(row, now: int) -> str:
+    """What relay knows of another host's entry that is no longer renewed (design.md §13)."""
+    age = max(0, (now - row["updated_at"]) // 1000)
+    return (f"which stopped renewing it {age} s ago (more than {STALE_S} s); relay cannot "
+            "see whether the command still runs there")
 
 
 def wait_for_decision(store, key: str, argv: list[str], cwd: str, *, idempotent: bool,
@@ -253,6 +282,18 @@ def wait_for_decision(store, key: str, argv: list[str], cwd: str, *, idempotent:
 
 
 # --------------------------------------------------------------------------- inspect, settle
+def shown_here(obj: dict) -> bool:
+    """Was the entry (its public object) started on this host, where relay can look?"""
+    return obj["host"] is None or obj["host"] == this_host()
+
+
+def reruns_by_itself(obj: dict) -> bool:
+    """Does the next call run this effect_unknown entry, with no person needed? One whose
+    command never began executing (no command pid was committed), and an --idempotent one
+    of this host: another host's may still be running (design.md §13)."""
+    return obj["child_pid"] is None or (bool(obj.get("idempotent")) and shown_here(obj))
+
+
 def list_entries(store, states: list[str] | None = None) -> list[dict]:
     """Entries (no captured output), filtered by their shown state (effect_unknown too)."""
     wanted = validate_states(states)
@@ -299,10 +340,18 @@ def resolve(store, now: int, key: str, outcome: str, note: str | None, *,
             f"({'denied' if row['state'] == 'denied' else 'made with --approve'}) and "
             "standard input is not a terminal; nothing changed")
     state = row["state"]
-    if state == "running" and row["host"] in (None, this_host()) and entry_alive(row, now):
-        # (an entry started on another host cannot be checked: a person may settle it)
+    if state == "running" and entry_alive(row, now):
+        where = f" on host {row['host']} (renewed by it)" if foreign(row) else ""
         raise EntryError("in_progress", f"key {key!r} is still running in process "
-                         f"{row['pid']}; settle it only after it ended", entry_object(row))
+                         f"{row['pid']}{where}; settle it only after it ended",
+                         entry_object(row))
+    if state == "running" and foreign(row) and not never_started(row) and not terminal:
+        # relay cannot see the other host: only a person who checked it reruns the command
+        raise RelayError(
+            "approval_needs_terminal",
+            f"`relay ledger resolve` refuses: key {key!r} was started on host {row['host']}, "
+            f"{stopped_renewing(row, now)}, and standard input is not a terminal; nothing "
+            "changed")
     values = {"resolution": outcome, "resolved_by": lifecycle.person(), "resolved_at": now,
               "resolution_note": note}
     if outcome != "forget":
@@ -354,6 +403,6 @@ def deny(store, now: int, key: str, note: str | None) -> dict:
 __all__ = [
     "DEFAULT_APPROVAL_WAIT_S", "OUTCOMES", "SETTLE", "STATES", "EntryError", "approve", "awaiting",
     "begin", "command_text", "deny", "entry_object", "fingerprint", "list_entries",
-    "needs_terminal", "resolve", "running_values", "show", "this_host", "validate_cwd",
-    "validate_key", "validate_outcome", "validate_states", "wait_for_decision",
+    "needs_terminal", "reruns_by_itself", "resolve", "running_values", "show", "shown_here",
+    "this_host", "validate_cwd", "validate_key", "validate_outcome", "validate_states", "wait_for_decision",
 ]

@@ -29,7 +29,8 @@ STORED_STATES = ("awaiting_approval", "approved", "denied", "running", "succeede
 FINAL_STATES = LEDGER_FINAL_STATES
 # Across machines (design.md §13) a process on another host cannot be looked at: while
 # its command runs, the relay process renews its entry (``updated_at``) every RENEW_S
-# seconds, and an entry of another host without a renewal for STALE_S seconds has crashed.
+# seconds; an entry of another host without a renewal for STALE_S seconds is effect_unknown
+# (relay cannot see whether its command still runs there: only a person reruns it).
 RENEW_S = 10
 STALE_S = 30
 
@@ -42,7 +43,8 @@ class View(NamedTuple):
 VIEWS = {
     "effect_unknown": View("running", "the relay process and the command the entry names "
                                       "are both gone (checked on this host), or an entry "
-                                      f"of another host was not renewed for {STALE_S} s"),
+                                      f"of another host was not renewed for {STALE_S} s "
+                                      "(relay cannot see whether its command still runs)"),
 }
 # what outputs show, in lifecycle order (``--state`` of `relay ledger list` takes these)
 STATES = (*STORED_STATES[:4], "effect_unknown", *STORED_STATES[4:])
@@ -71,10 +73,13 @@ MEANING = {
         "exits 75 (`in_progress`); nothing runs"),
     "effect_unknown": Meaning(
         "the command was started but its outcome was never recorded: relay and the command "
-        "are gone",
-        "that it failed, that it did not run, or that it is safe to run again",
+        "are gone, or (another host's entry) that host stopped renewing it",
+        "that it failed, that it did not run, that it is safe to run again, or (another "
+        "host's entry) that the command stopped",
         "exits 11 (`effect_unknown`) and runs nothing; made with --idempotent, runs it "
-        "again"),
+        "again when it was started on this host (another host's: only after a person "
+        "settled it at a terminal); one whose command pid was never committed never ran, "
+        "and runs"),
     "succeeded": Meaning(
         "the command exited 0, or a person said it succeeded",
         "that its effect is what was intended",
@@ -109,8 +114,9 @@ def _each(from_states, event, to_state, who, when) -> tuple[Transition, ...]:
 
 
 _RESOLVABLE = ("running", "succeeded", "failed")
-_SETTLE = ("the entry shows effect_unknown, runs on another host (relay cannot look "
-           "there), or already has an outcome")
+_SETTLE = ("the entry shows effect_unknown, or already has an outcome; at a terminal only "
+           "when it was started on another host, which stopped renewing it (relay cannot "
+           "see whether the command still runs there)")
 
 TRANSITIONS: tuple[Transition, ...] = (
     Transition(None, "call", "running", ONCE, "a new key, without --approve"),
@@ -130,7 +136,12 @@ TRANSITIONS: tuple[Transition, ...] = (
     Transition("approved", "take", "running", ONCE,
                "the waiting call, or the next call with the key, runs it"),
     Transition("running", "rerun", "running", ONCE,
-               "the entry shows effect_unknown and was made with --idempotent"),
+               "the entry shows effect_unknown, was made with --idempotent and was started "
+               "on this host"),
+    Transition("running", "reclaim", "running", ONCE,
+               "the entry names no command process and its relay process is gone (or is "
+               "this very process): the command never began executing, so this call runs "
+               "it"),
     Transition("running", "exit_zero", "succeeded", ONCE, "the command ended with exit 0"),
     Transition("running", "exit_nonzero", "failed", ONCE,
                "the command ended with another status or was killed by a signal"),
@@ -142,8 +153,9 @@ TRANSITIONS: tuple[Transition, ...] = (
     *_each(_RESOLVABLE, "resolve_succeeded", "succeeded", PERSON_RESOLVE, _SETTLE),
     *_each(_RESOLVABLE, "resolve_failed", "failed", PERSON_RESOLVE, _SETTLE),
     *_each(STORED_STATES, "resolve_forget", "forgotten", PERSON_RESOLVE,
-           "any entry but a running one whose relay process or command still lives on this "
-           "host"),
+           "any entry but a running one that is alive (its relay process or command lives "
+           "on this host, or another host renewed it within 30 s); at a terminal only for a "
+           "running one of another host that stopped renewing it"),
 )
 
 # events that make a new entry (a forgotten one is replaced, not updated)
@@ -188,6 +200,25 @@ def entry_alive(row, now: int | None = None) -> bool:
         return now - row["updated_at"] <= STALE_S * 1000
     return (process_alive(row["pid"], row["process_start"], row["host"])
             or process_alive(row["child_pid"], row["child_start"], row["host"]))
+
+
+def foreign(row) -> bool:
+    """Was the entry's command started on another host (relay cannot look there)?"""
+    return row["host"] is not None and row["host"] != this_host()
+
+
+def never_started(row, me=None) -> bool:
+    """A ``running`` entry whose command never began executing: it names no command
+    process (the command is held at its gate until its pid is committed, design.md §10),
+    and no relay process is left to start it — the one it names is gone, or it is ``me``
+    (this very process: a retry after the answer of its own commit was lost). Another
+    host's entry counts once that host stopped renewing it."""
+    if row["state"] != "running" or row["child_pid"] is not None:
+        return False
+    if me is not None and (row["pid"], row["process_start"], row["host"]) == (
+            me.pid, me.start, me.host):
+        return True
+    return not entry_alive(row)
 
 
 def shown_state(row) -> str:

@@ -509,7 +509,23 @@ def inbox(store, caller: Caller) -> dict:
 
 
 # ------------------------------------------------------------------ acting on requests
+def held_unacked(store, caller: Caller) -> Row | None:
+    """The oldest request this session claimed and has not acknowledged (design.md §6)."""
+    if caller.session is None:
+        return None
+    held = [r for r in store.in_flight_of_session(caller.session["id"])
+            if r["state"] == "delivered"]
+    return min(held, key=lambda r: (r["delivered_at"], r["id"])) if held else None
+
+
 def claim(store, now: int, caller: Caller, lease_s: int, request_id: str | None) -> dict | None:
+    """`relay claim`: take the oldest queued request for the caller (or the one named).
+
+    A plain claim by a session that holds a request it claimed and has not acknowledged
+    returns that request again (``duplicate: true``), not the next one: the answer of the
+    first claim may have been lost, and a retry must not leave it delivered to a session
+    that never saw it (design.md §6). ``ack`` it to take the next one.
+    """
     require_session(store, caller)
     if request_id:
         row = get(store, request_id)
@@ -523,6 +539,10 @@ def claim(store, now: int, caller: Caller, lease_s: int, request_id: str | None)
                 detail=f"this session claimed it already: `relay show {row['id']}` shows its "
                        "text; finish it with ack, then reply, fail or reject")
     else:
+        held = held_unacked(store, caller)
+        if held is not None:  # a retry whose answer was lost: the same request, not the next
+            renew(store, caller, now)
+            return {**request_object(held, text=True), "duplicate": True}
         row = store.oldest_queued_for(caller.name)
         if row is None:
             return None
@@ -533,7 +553,7 @@ def claim(store, now: int, caller: Caller, lease_s: int, request_id: str | None)
         "attempts": row["attempts"] + 1,
     })
     renew(store, caller, now)
-    return request_object(new, text=True)
+    return {**request_object(new, text=True), "duplicate": False}
 
 
 def _owned_by_claimer(store, caller: Caller, request_id: str) -> Row:

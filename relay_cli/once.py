@@ -170,9 +170,25 @@ def pump(proc: Child, out_sink: Sink, err_sink: Sink,
     return RunResult(status, killed_by, out_tail, err_tail)
 
 
+def _mine(row, me: Me, runs: int) -> bool:
+    """Does the entry name this relay process (pid, start time, host) and its run?"""
+    return (row is not None and row["runs"] == runs
+            and (row["pid"], row["process_start"], row["host"]) == (me.pid, me.start, me.host))
+
+
 def _owned(row, me: Me, runs: int) -> bool:
-    return (row is not None and row["state"] == "running" and row["pid"] == me.pid
-            and row["runs"] == runs)
+    return _mine(row, me, runs) and row["state"] == "running"
+
+
+def _my_outcome(row, me: Me, runs: int, result: RunResult) -> bool:
+    """Is the entry's outcome the one this process committed, although the answer of its
+    COMMIT was lost (design.md §13)? Then a retry finds it recorded, not resolved by
+    someone else."""
+    return (_mine(row, me, runs) and row["state"] in ("succeeded", "failed")
+            and row["resolution"] is None and row["exit_code"] == result.exit_code
+            and row["signal"] == result.signal
+            and row["stdout_bytes"] == result.stdout.total
+            and row["stderr_bytes"] == result.stderr.total)
 
 
 def _retrying(fn, attempts: int = 4, unavailable_s: float = 30.0):
@@ -240,6 +256,8 @@ def record_outcome(store, key: str, me: Me, runs: int, result: RunResult):
         with store.transaction():
             now = clock.now_ms()
             row = store.get_ledger(key)
+            if _my_outcome(row, me, runs, result):
+                return row  # committed by an earlier try whose answer was lost
             if not _owned(row, me, runs):
                 return None
             return apply(store, key, row, "exit_zero" if result.exit_code == 0 else

@@ -10,7 +10,8 @@
 - Signals: SIGINT, SIGTERM and SIGHUP are held while relay waits or CMD runs, so none is
   lost or acted on half-way, and forwarded to CMD (:class:`Signals`).
 - Spawning. `relay once` forks CMD's process held at a gate until its pid is committed
-  (:func:`spawn_gated`, :class:`Child`), and learns only from the ``exec`` itself whether
+  (:func:`spawn_gated`, :class:`Child`), set on Linux to die with relay
+  (``PR_SET_PDEATHSIG``: a kill of relay kills CMD too), and learns only from the ``exec`` itself whether
   CMD can start: the ledger gate runs first (a replay never looks at PATH), and nothing
   but the exec tells the truth about a file that changes meanwhile. `relay run` has no
   pid to commit, so it starts CMD at once (:func:`spawn`); it looks CMD up beforehand
@@ -456,6 +457,8 @@ def spawn_gated(argv: list[str], signals: Signals | None = None) -> Child:
     CMD's stdout and stderr are pipes to relay; its stdin is relay's; every other
     descriptor is closed (as subprocess's close_fds does).
     """
+    die_with_relay = _death_signal_setter()
+    parent = os.getpid()
     out_r, out_w = _pipe()
     err_r, err_w = _pipe()
     gate_r, gate_w = _pipe()
@@ -468,6 +471,8 @@ def spawn_gated(argv: list[str], signals: Signals | None = None) -> Child:
         raise CannotStart(NOT_EXECUTABLE_EXIT, f"cannot start {argv[0]}: {e.strerror}") from e
     if pid == 0:  # the child: nothing here may return
         try:
+            if die_with_relay is not None:
+                die_with_relay(parent)
             _gated_exec(argv, out_w, err_w, gate_r, report_w,
                         (out_r, err_r, gate_w, report_r), signals)
         finally:
@@ -475,6 +480,37 @@ def spawn_gated(argv: list[str], signals: Signals | None = None) -> Child:
     for fd in (out_w, err_w, gate_r, report_w):
         os.close(fd)
     return Child(pid, out_r, err_r, gate_w, report_r, argv[0])
+
+
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _death_signal_setter():
+    """On Linux, a function that, run in the forked child, makes the kernel send it SIGKILL
+    the moment relay dies (``PR_SET_PDEATHSIG``, kept across ``exec``), so a kill of relay
+    never leaves the command running behind an entry nobody renews (design.md §10, §13).
+    None elsewhere, or when relay is not forking from its main thread: the signal follows
+    the death of the forking *thread*, and only the main thread lives as long as relay."""
+    import sys
+    import threading
+
+    if not sys.platform.startswith("linux") or \
+            threading.current_thread() is not threading.main_thread():
+        return None
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+    def set_in_child(parent: int) -> None:
+        if prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) != 0:
+            return  # (the gate still holds: relay's death closes it)
+        if os.getppid() != parent:  # relay died before the death signal was set
+            os._exit(_GATE_CLOSED_EXIT)
+
+    return set_in_child
 
 
 def _gated_exec(argv, out_w, err_w, gate_r, report_w, parents, signals) -> None:

@@ -68,7 +68,7 @@ def gather(store, now: int, events_limit: int = EVENTS_LIMIT) -> Snapshot:
                    for e in store.recent_events(events_limit)]
     snap.awaiting = ledger.awaiting(store)
     snap.effect_unknown = [e for e in ledger.list_entries(store, ["effect_unknown"])
-                           if not e.get("idempotent")]  # those rerun by themselves
+                           if not ledger.reruns_by_itself(e)]  # those rerun by themselves
     return snap
 
 

@@ -442,14 +442,16 @@ def assert_fits(text: str, cols: int) -> list[str]:
 
 def fake_crash(relay: Relay, key: str, **extra) -> None:
     """Make the finished ledger entry ``key`` look like relay crashed mid-run: it names this
-    very pid but with a start time it never had, so relay knows the process is gone."""
+    very pid but with a start time it never had, so relay knows the process is gone, and a
+    command process that is gone too (its pid was committed: the command had started)."""
     from relay_cli.process import this_host
 
     store = relay.open_store()
     try:
         with store.transaction():
             store.update_ledger(key, {"state": "running", "pid": os.getpid(),
-                                      "process_start": "other-boot:1", "child_pid": None,
+                                      "process_start": "other-boot:1",
+                                      "child_pid": os.getpid(), "child_start": "other-boot:2",
                                       "host": this_host(), "exit_code": None,
                                       "stdout": None, "stderr": None, "stdout_bytes": None,
                                       "stderr_bytes": None, "finished_at": None, **extra})

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import DAY, at, fake_crash
+from conftest import DAY, at, fake_crash, refused
 
 from relay_cli import clock, ledger, once, retention
 
@@ -265,7 +265,9 @@ def test_a_reused_pid_with_another_start_time_is_not_the_original_process(relay,
     try:
         with store.transaction():
             store.update_ledger("reuse", {"state": "running", "pid": os.getpid(),
-                                          "process_start": "other-boot:1", "child_pid": None,
+                                          "process_start": "other-boot:1",
+                                          "child_pid": os.getpid(),
+                                          "child_start": "other-boot:2",
                                           "host": ledger.this_host()})
     finally:
         store.close()
@@ -716,12 +718,20 @@ def test_an_entry_running_on_another_host_is_in_progress_until_a_person_settles_
     try:
         with store.transaction():
             store.update_ledger("far", {"state": "running", "pid": 1, "process_start": None,
-                                        "child_pid": None, "host": "another-machine"})
+                                        "child_pid": 2, "host": "another-machine",
+                                        "updated_at": clock.now_ms()})
     finally:
         store.close()
     r = relay("once", "--key", "far", "--json", "--", "true")
     assert r.code == 75 and r.error["code"] == "in_progress"
-    settled = relay("ledger", "resolve", "far", "--outcome", "failed", "--json")
+    # renewed by its host: alive, even for a person
+    refused(relay, "in_progress", "ledger", "resolve", "far", "--outcome", "failed",
+            terminal=True)
+    relay.move_clock(31)  # its host stopped renewing it: a person at a terminal decides
+    refused(relay, "approval_needs_terminal", "ledger", "resolve", "far", "--outcome",
+            "failed")
+    settled = relay("ledger", "resolve", "far", "--outcome", "failed", "--json",
+                    terminal=True)
     assert settled.code == 0 and settled.json["state"] == "failed"
     assert settled.json["exit_code"] == 1
     assert relay("once", "--key", "far", "--", "true").code == 1  # replays the settled outcome

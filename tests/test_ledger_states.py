@@ -88,6 +88,9 @@ def test_every_transition_of_the_table_is_a_path_through_the_relay_command(relay
     once("idem", "--idempotent", "--", "true")
     fake_crash(relay, "idem")
     once("idem", "--idempotent", "--", "true")                # rerun
+    once("gate", "--", "true")
+    fake_crash(relay, "gate", child_pid=None, child_start=None)
+    once("gate", "--", "true")                                # reclaim: it never started
     for key, outcome in (("cs", "succeeded"), ("cf", "failed")):
         once(key, "--", "true")
         fake_crash(relay, key)

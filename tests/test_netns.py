@@ -183,3 +183,47 @@ def test_a_killed_host_s_relay_once_becomes_effect_unknown_after_30_s(cluster, t
     assert (p.returncode, err["code"]) == (11, "effect_unknown")
     shown = a.json("ledger", "show", key, env=moved(32))
     assert shown["state"] == "effect_unknown"
+
+
+def test_a_kill_of_one_host_s_relay_kills_its_command_and_nothing_reruns_it(cluster):
+    """design.md §10, §13: SIGKILL of relay alone (its command left to itself) on host-a.
+    The command dies with relay; host-b, which cannot look, reruns nothing after the
+    renewals stop, not even --idempotent, and only a person at a terminal settles it."""
+    a, b = cluster["a"], cluster["b"]
+    key = f"deploy-{uuid.uuid4()}"
+    cmd = ["sh", "-c", "sleep 600"]
+    runner = a.popen("once", "--key", key, "--idempotent", "--", *cmd)
+    try:
+        deadline = time.monotonic() + 30
+        entry = None
+        while time.monotonic() < deadline:
+            p = b.run("ledger", "show", key, "--json")
+            if p.returncode == 0 and json.loads(p.stdout)["child_pid"]:
+                entry = json.loads(p.stdout)
+                break
+            time.sleep(0.2)
+        assert entry is not None and entry["host"] == "host-a"
+        os.kill(entry["pid"], signal.SIGKILL)  # relay only: not its process group
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and _running(entry["child_pid"]):
+            time.sleep(0.05)
+        assert not _running(entry["child_pid"]), "the command outlived its relay"
+    finally:
+        os.killpg(runner.pid, signal.SIGKILL)
+        runner.communicate(timeout=30)
+    later = {"RELAY_TIME_OFFSET": "40"}
+    p = b.run("once", "--key", key, "--json", "--", *cmd, env=later)
+    err = json.loads(p.stderr.splitlines()[-1])["error"]
+    assert (p.returncode, err["code"]) == (11, "effect_unknown")
+    assert "host-a" in err["message"] and "cannot see" in err["message"]
+    p = b.run("ledger", "resolve", key, "--outcome", "forget", "--json", env=later)
+    err = json.loads(p.stderr.splitlines()[-1])["error"]
+    assert (p.returncode, err["code"]) == (5, "approval_needs_terminal")
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False

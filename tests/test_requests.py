@@ -193,7 +193,10 @@ def test_claim_with_nothing_queued_is_75_nothing_to_claim(world):
 def test_claim_is_fifo(world):
     relay, alice, bob = world
     ids = [relay.send(alice, "bob", f"{i}").json["id"] for i in range(3)]
-    got = [relay("claim", "--json", env=bob).json["id"] for _ in range(3)]
+    got = []
+    for _ in range(3):  # each acked before the next claim (design.md §6)
+        got.append(relay("claim", "--json", env=bob).json["id"])
+        assert relay("ack", got[-1], env=bob).code == 0
     assert got == ids
 
 

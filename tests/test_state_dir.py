@@ -111,6 +111,21 @@ def test_symlinked_database_is_refused(relay, tmp_path):
     assert tree(other) == before
 
 
+@pytest.mark.parametrize("suffix", ["-wal", "-shm"])
+def test_a_symlinked_wal_or_shm_file_is_unsafe_state_dir_and_nothing_written(relay, tmp_path,
+                                                                             suffix):
+    assert relay("peers", "add", "alice").code == 0  # relay.db exists, closed cleanly
+    for side in ("-wal", "-shm"):
+        (relay.home / f"relay.db{side}").unlink(missing_ok=True)
+    target = tmp_path / f"elsewhere{suffix}"
+    target.write_bytes(b"")
+    (relay.home / f"relay.db{suffix}").symlink_to(target)
+    for args in (["list"], ["peers", "add", "bob"]):
+        r = refuse(relay, *args)
+        assert "symbolic link" in r.error["message"] and suffix in r.error["message"]
+    assert target.read_bytes() == b""
+
+
 def test_a_file_that_is_not_sqlite_is_database_corrupt_and_unchanged(relay):
     relay.home.mkdir(mode=0o700)
     db = relay.home / "relay.db"
@@ -384,7 +399,8 @@ def _fill(db: sqlite3.Connection, version: int, now: int) -> dict:
                 ("k-fail", "failed", {"exit_code": 3, "stdout": b"", "stderr": b"bad\n",
                                       "stdout_bytes": 0, "stderr_bytes": 4}),
                 ("k-lost", "running", {"pid": 2 ** 22 + 7, "process_start": "x:1",
-                                       "host": None}),
+                                       "host": None, "child_pid": 2 ** 22 + 8,
+                                       "child_start": "x:2"}),
                 ("k-wait", "awaiting_approval", {"approve": 1}),
                 ("k-no", "denied", {"approve": 1, "decision": "denied",
                                     "decided_by": "person:ana", "decided_at": now}),

@@ -140,6 +140,38 @@ class Choice(TyperChoice):
         return value
 
 
+try:  # the Click that this Typer uses (newer Typer versions carry their own)
+    from typer._click.types import ParamType as _ParamType
+except ImportError:  # pragma: no cover - an older Typer on the real Click
+    from click import ParamType as _ParamType
+
+
+class WholeNumber(_ParamType):
+    """An integer option written with the ASCII digits 0-9 only, as every other value relay
+    reads in ASCII (design.md §6): Python's ``int`` would also take other scripts' digits
+    ('٣'), spaces and underscores. ``low``/``high`` bound it; a refusal is usage_error."""
+
+    name = "integer"
+
+    def __init__(self, option: str, low: int | None = None, high: int | None = None) -> None:
+        self.option, self.low, self.high = option, low, high
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int) and not isinstance(value, bool):
+            number = value
+        else:
+            text = str(value)
+            if not (text.isascii() and text.isdigit() and len(text) <= 18):
+                raise RelayError("usage_error", f"{self.option} takes a whole number written "
+                                 f"with the digits 0-9, not {text!r}")
+            number = int(text)
+        if (self.low is not None and number < self.low) or \
+                (self.high is not None and number > self.high):
+            raise RelayError("usage_error", f"{self.option} must be {self.low} to {self.high}, "
+                             f"not {number}")
+        return number
+
+
 StatesOpt = Annotated[
     Optional[List[str]],
     typer.Option("--state", metavar="STATE",

@@ -127,6 +127,13 @@ def _entry_fields(obj: dict, now: int) -> list[tuple[str, object]]:
 
 
 def _unknown_text(obj: dict) -> str:
+    if obj.get("child_pid") is None:
+        return ("no command pid was committed, so the command never began executing (it "
+                "waits at a gate until then); the next call with this key runs it")
+    if not ledger.shown_here(obj):
+        return (f"host {obj['host']} stopped renewing it; relay cannot see whether the "
+                "command still runs there. A person who checked that host settles it at a "
+                "terminal: `relay ledger resolve KEY --outcome succeeded|failed|forget`")
     if obj.get("idempotent"):
         return ("relay and the command are gone and the outcome was never recorded; the "
                 "next call with this key runs it again (--idempotent)")
@@ -384,8 +391,10 @@ def ledger_resolve(
     It is recorded as person:<user>. Check first whether the command's effect happened. `forget` keeps the entry as
     `forgotten` until the key is used again, which then runs the command again (an entry
     made with --approve then waits for a person's approval again). Entries made with
-    --approve, or denied, can only be settled from a terminal (approval_needs_terminal):
-    that stops accidents and habits, not a program that fakes a terminal.
+    --approve, or denied, and running entries of another host that stopped renewing them
+    (relay cannot see whether the command still runs there), can only be settled from a
+    terminal (approval_needs_terminal): that stops accidents and habits, not a program
+    that fakes a terminal.
     """
     env = Env(json_, home)
     ledger.validate_key(key)

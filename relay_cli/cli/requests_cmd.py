@@ -21,6 +21,7 @@ from .app import (
     PeerOpt,
     SessionOpt,
     StatesOpt,
+    WholeNumber,
     app,
     duration,
     examples,
@@ -79,7 +80,7 @@ OnLostOpt = Annotated[
 ]
 MaxAttemptsOpt = Annotated[
     int,
-    typer.Option("--max-attempts", metavar="N",
+    typer.Option("--max-attempts", metavar="N", click_type=WholeNumber("--max-attempts"),
                  help="Claims allowed with --on-lost redeliver "
                  "({}-{}).".format(*lifecycle.MAX_ATTEMPTS_RANGE)),
 ]
@@ -268,8 +269,8 @@ def list_(
     to: Annotated[Optional[str], PeerOpt("--to", "Only to PEER.")] = None,
     from_: Annotated[Optional[str], PeerOpt("--from", "Only from PEER.")] = None,
     limit: Annotated[
-        int, typer.Option("--limit", metavar="N", min=1, max=1_000_000_000,
-                          help="At most N rows.")
+        int, typer.Option("--limit", metavar="N", click_type=WholeNumber("--limit", 1, 1_000_000_000),
+                          help="At most N rows (1-1000000000).")
     ] = 50,
     all_: Annotated[bool, typer.Option("--all", help="No limit.")] = False,
     json_: JsonOpt = False,
@@ -410,6 +411,8 @@ def claim(
     """Take the oldest queued request for me and show its text.
 
     First in, first out; the request becomes delivered. Needs an active session. Exit 75 (nothing_to_claim) when nothing came.
+
+    While this session holds a request it claimed and has not acked, claim returns that one again (duplicate: true), so a retry after a lost answer never takes a second one: ack it to take the next.
     """
     env = Env(json_, home, as_, session)
     lease_s = duration(lease, clock.CLAIM_LEASE, "--lease", lifecycle.DEFAULT_CLAIM_LEASE_S)
@@ -425,6 +428,9 @@ def claim(
     if env.json:
         env.out.json(obj)
     else:
+        if obj.get("duplicate"):
+            env.out.line("this session claimed it already and has not acked it; here it is "
+                         "again (ack it to take the next one)")
         render_full(env.out, obj, clock.now_ms())
         env.out.para(f"next: relay ack {obj['id']}")
         env.out.para(f"then: relay reply {obj['id']} - <<'EOF' ... EOF   (or relay reject/fail)")

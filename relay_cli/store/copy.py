@@ -1,19 +1,27 @@
 """`relay db copy --to URL` (design.md §13): the local relay.db into an empty PostgreSQL
 database, every table and row, in one transaction.
 
-The source is opened like any relay.db (so it is at this relay's schema version); the
-target is connected and migrated to the same version, then filled under relay's write
-lock. A target that already holds relay data is refused before anything is written. Row
-order is kept (``rowid``), and the target's sequences continue after the copied rows.
+The source is never changed: it is opened read-only, and one at an older schema version
+is copied (SQLite's backup) into a private temporary directory and that copy is migrated
+and read instead. The target is looked at before anything is written there: a database
+holding tables that are not relay's, or relay's tables with rows in them, is refused
+before relay's schema is created in it. Then it is migrated to this relay's version and
+filled under relay's write lock, in one transaction. Row order is kept (``rowid``), and
+the target's sequences continue after the copied rows.
 """
 
 from __future__ import annotations
 
+import re
+import shutil
+import sqlite3
+import tempfile
 from pathlib import Path
 
 from ..errors import RelayError
 from . import pg
-from .db import open_db
+from .db import open_db, open_existing_readonly, relay_error_from_sqlite
+from .migrations import LATEST, MIGRATIONS
 
 BATCH = 1000
 
@@ -42,6 +50,12 @@ def _columns(dst, table: str) -> dict[str, bool]:
     return {r[0]: r[1] != "ALWAYS" for r in rows}
 
 
+def relay_tables() -> frozenset[str]:
+    """The tables relay's migrations create."""
+    return frozenset(re.findall(r"CREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+)",
+                                "\n".join(MIGRATIONS), re.I))
+
+
 def copy(home: Path, url: str) -> dict:
     """Copy relay.db in ``home`` into the PostgreSQL database at ``url``; returns
     {"from", "to", "schema_version", "copied": {table: rows}}."""
@@ -49,30 +63,99 @@ def copy(home: Path, url: str) -> dict:
     if not db_path.exists():
         raise RelayError("usage_error", f"there is no relay.db in {home} to copy "
                          "(--home or RELAY_HOME names the state directory)")
-    src = open_db(home)
+    scratch = None
     try:
-        dst = pg.connect(url)
+        src, scratch = _open_source(home)
         try:
-            return _copy(src, dst, db_path)
+            dst = pg.connect(url, migrate=False)
+            try:
+                _refuse_unless_empty(dst)
+                if dst.schema_version > LATEST:
+                    raise pg.too_new(dst.schema_version)
+                if dst.schema_version < LATEST:
+                    pg.apply_migrations(dst)
+                    dst.schema_version = LATEST
+                return _copy(src, dst, db_path)
+            finally:
+                dst.close()
         finally:
-            dst.close()
+            src.close()
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _open_source(home: Path):
+    """relay.db opened read-only (it is never changed), or, at an older schema version, a
+    migrated copy of it in a private temporary directory: (connection, that directory)."""
+    src = open_existing_readonly(home)
+    try:
+        version = src.scalar("PRAGMA user_version")
+        if version > LATEST:
+            raise RelayError("schema_too_new", f"relay.db has schema version {version}; "
+                             f"this relay understands up to {LATEST}")
+        if version == 0 and src.scalar("SELECT count(*) FROM sqlite_master"):
+            raise RelayError("database_corrupt",
+                             f"{home / 'relay.db'} is a SQLite database, but not relay's")
+    except sqlite3.Error as e:
+        src.close()
+        raise relay_error_from_sqlite(e) from e
+    except BaseException:
+        src.close()
+        raise
+    if version == LATEST:
+        return src, None
+    scratch = Path(tempfile.mkdtemp(prefix="relay-copy-"))  # 0700, this user's
+    try:
+        target = sqlite3.connect(scratch / "relay.db")
+        try:
+            src.conn.backup(target)
+        finally:
+            target.close()
+        (scratch / "relay.db").chmod(0o600)
+        return open_db(scratch), scratch
+    except BaseException as e:
+        shutil.rmtree(scratch, ignore_errors=True)
+        if isinstance(e, sqlite3.Error):
+            raise relay_error_from_sqlite(e) from e
+        raise
     finally:
         src.close()
+
+
+def _refuse_unless_empty(dst) -> None:
+    """A target holding tables that are not relay's, or relay's tables with rows, is
+    refused before anything is created or written there."""
+    ours = relay_tables()
+    names = pg.table_names(dst)
+    foreign = [t for t in names if t not in ours]
+    if foreign:
+        raise RelayError(
+            "state_conflict",
+            f"the target database {dst.shown} holds tables that are not relay's "
+            f"({', '.join(foreign)}); nothing was copied or created there",
+            detail="relay db copy fills only an empty database: give it a new one",
+        )
+    _refuse_relay_data(dst, [t for t in names if t in ours])
+
+
+def _refuse_relay_data(dst, tables: list[str]) -> None:
+    holding = [t for t in tables if dst.scalar(f'SELECT EXISTS (SELECT 1 FROM "{t}")')]
+    if holding:
+        raise RelayError(
+            "state_conflict",
+            f"the target database {dst.shown} already holds relay data "
+            f"({', '.join(holding)}); nothing was copied",
+            detail="relay db copy fills only an empty database: give it a new one",
+        )
 
 
 def _copy(src, dst, db_path: Path) -> dict:
     copied: dict[str, int] = {}
     with src.transaction(write=False), dst.transaction():
         tables = _tables(src)
-        holding = [t for t in pg.table_names(dst)
-                   if dst.scalar(f'SELECT EXISTS (SELECT 1 FROM "{t}")')]
-        if holding:
-            raise RelayError(
-                "state_conflict",
-                f"the target database {dst.shown} already holds relay data "
-                f"({', '.join(holding)}); nothing was copied",
-                detail="relay db copy fills only an empty database: give it a new one",
-            )
+        # again, under the write lock: another relay may have written since
+        _refuse_unless_empty(dst)
         for table in tables:
             target = _columns(dst, table)
             if not target:

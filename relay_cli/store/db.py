@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..errors import RelayError
 from .home import DB_NAME, check_home, ensure_home
-from .migrations import LATEST, MIGRATIONS
+from .migrations import LATEST, MIGRATIONS, REPAIRS
 from .views import sync as sync_views
 
 BUSY_TIMEOUT_S = 5.0
@@ -253,6 +253,8 @@ def migrate(db: Connection) -> None:
         if version == 0 and _foreign(db.conn):
             raise RelayError("database_corrupt", f"{db.path} is a SQLite database, but not relay's")
         for number in range(version, LATEST):
+            if number + 1 in REPAIRS:
+                REPAIRS[number + 1](db)
             for statement in _split(MIGRATIONS[number]):
                 db.execute(statement)
         db.execute(f"PRAGMA user_version = {LATEST}")

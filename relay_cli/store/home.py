@@ -133,8 +133,13 @@ def unsafe_reasons(home: Path) -> list[str]:
             reasons.append(f"{db.path} has mode {db.mode:04o}; group or others may access it")
     for suffix in COMPANIONS:
         side = inspect_path(home / f"{DB_NAME}{suffix}")
-        if side.exists and not side.error and not side.is_symlink and not side.is_regular:
-            # SQLite would open it and block (a FIFO) or fail; symlinks are doctor's
+        if side.error or not side.exists:
+            continue
+        if side.is_symlink:
+            # SQLite would follow it and write relay's pages wherever it points
+            reasons.append(f"{side.path} is a symbolic link")
+        elif not side.is_regular:
+            # SQLite would open it and block (a FIFO) or fail
             reasons.append(f"{side.path} is a {side.file_type}, not a regular file")
     return reasons
 

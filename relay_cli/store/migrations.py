@@ -1,10 +1,18 @@
 """Schema migrations, applied on every open inside one BEGIN IMMEDIATE transaction.
 
 ``PRAGMA user_version`` holds how many of these have been applied. Migrations are
-additive: never edit one that has shipped, append a new one.
+append-only: never edit one that has shipped, append a new one
+(tests/test_schema_history.py pins the text of each shipped one by its hash, and
+migrates databases made by every earlier revision, kept under tests/fixtures/schemas/).
+
+``REPAIRS``: a migration that must look at the database before it can say what to change
+(SQLite has no ``ADD COLUMN IF NOT EXISTS``) has a function here, run on SQLite in the
+same transaction just before its text.
 """
 
 from __future__ import annotations
+
+from typing import Callable
 
 MIGRATIONS: list[str] = [
     # 1: peers, sessions, requests, drafts, events
@@ -193,6 +201,43 @@ MIGRATIONS: list[str] = [
     CREATE INDEX IF NOT EXISTS wake_waiters_peer ON wake_waiters(peer);
     ALTER TABLE hook_state ADD COLUMN own_prompts TEXT;
     """,
+    # 6: repair the ledger of a relay.db made by the first revisions. Migration 2 was
+    # edited after it shipped, so such a ledger lacks columns that relay needs (the
+    # command's pid, the run number, a person's decision and resolution, ...): on SQLite
+    # ``REPAIRS[6]`` adds every one that is missing (NULL, runs 0). Then the index the
+    # first revisions lacked. A database made by today's migration 2 changes nothing.
+    """
+    CREATE INDEX IF NOT EXISTS ledger_updated ON ledger(updated_at);
+    """,
 ]
+
+# The ledger columns added to migration 2 after it first shipped, as migration 2 defines
+# them now (a column that names no constraint other than NOT NULL DEFAULT can be added
+# by ALTER TABLE on every row that exists).
+LEDGER_COLUMNS_ADDED_LATE = (
+    ("runs", "INTEGER NOT NULL DEFAULT 0"),
+    ("child_pid", "INTEGER"),
+    ("child_start", "TEXT"),
+    ("signal", "INTEGER"),
+    ("decision", "TEXT"),
+    ("decision_note", "TEXT"),
+    ("resolution", "TEXT"),
+    ("resolved_by", "TEXT"),
+    ("resolved_at", "INTEGER"),
+    ("resolution_note", "TEXT"),
+    ("output_pruned_at", "INTEGER"),
+)
+
+
+def _repair_ledger_columns(db) -> None:
+    """Migration 6 on SQLite: add the ledger columns a relay.db of the first revisions
+    lacks (design.md §10)."""
+    have = {row[1] for row in db.all("PRAGMA table_info(ledger)")}
+    for name, decl in LEDGER_COLUMNS_ADDED_LATE:
+        if name not in have:
+            db.execute(f"ALTER TABLE ledger ADD COLUMN {name} {decl}")
+
+
+REPAIRS: dict[int, Callable] = {6: _repair_ledger_columns}
 
 LATEST = len(MIGRATIONS)

@@ -1,0 +1,75 @@
+"""`relay claim` is safe to retry (design.md §6): a session that holds a request it claimed
+and has not acknowledged gets that request back, with ``duplicate: true``, never the
+next one, so a claim whose answer was lost leaves nothing delivered unseen."""
+
+from __future__ import annotations
+
+from commit_faults import answer_lost_after_commit
+from conftest import new_id, refused
+
+
+def _two_queued(relay, alice):
+    first, second = new_id(), new_id()
+    assert relay.send(alice, "bob", "first", request_id=first).code == 0
+    assert relay.send(alice, "bob", "second", request_id=second).code == 0
+    return first, second
+
+
+def test_a_claim_retried_after_a_lost_answer_gets_the_same_request(world):
+    relay, alice, bob = world
+    first, second = _two_queued(relay, alice)
+    lost = relay("claim", "--json", env=bob)  # its answer never reached the agent
+    assert lost.code == 0 and lost.json["id"] == first
+    again = relay("claim", "--json", env=bob)
+    assert again.code == 0, again.err
+    assert again.json["id"] == first and again.json["duplicate"] is True
+    assert again.json["text"] == "first" and again.json["state"] == "delivered"
+    assert relay("show", second, "--json").json["state"] == "queued"
+    # the human form says so too
+    human = relay("claim", env=bob)
+    assert human.code == 0 and "claimed it already" in human.out and first in human.out
+    # ack takes it out of the answer: the next claim takes the next request
+    assert relay("ack", first, env=bob).code == 0
+    nxt = relay("claim", "--json", env=bob)
+    assert nxt.json["id"] == second and nxt.json["duplicate"] is False
+
+
+def test_a_claim_whose_commit_answer_was_cut_is_answered_from_what_is_stored(world,
+                                                                           monkeypatch):
+    relay, alice, bob = world
+    first, second = _two_queued(relay, alice)
+    with answer_lost_after_commit(monkeypatch) as cut:
+        r = relay("claim", "--json", env=bob)
+    assert cut == [1] and r.code == 75 and r.error["code"] == "database_unavailable"
+    retry = relay("claim", "--json", env=bob)
+    assert retry.code == 0 and retry.json["id"] == first and retry.json["duplicate"] is True
+    assert relay("show", second, "--json").json["state"] == "queued"
+    assert [e["to_state"] for e in relay("show", first, "--events", "--json").json[
+        "events"]] == ["queued", "delivered"]  # one delivery, not two
+
+
+def test_another_session_of_the_same_name_takes_the_next_request(world):
+    relay, alice, bob = world
+    first, second = _two_queued(relay, alice)
+    assert relay("claim", "--json", env=bob).json["id"] == first
+    other = relay.join("bob", "--lease", "24h")  # supersedes: first is delivery_unknown
+    r = relay("claim", "--json", env=other)
+    assert r.json["id"] == second and r.json["duplicate"] is False
+
+
+def test_claim_id_of_a_request_the_session_holds_stays_a_state_conflict(world):
+    relay, alice, bob = world
+    first, _ = _two_queued(relay, alice)
+    assert relay("claim", "--json", env=bob).json["id"] == first
+    err = refused(relay, "state_conflict", "claim", "--id", first, env=bob)
+    assert f"relay show {first}" in err["hint"]
+
+
+def test_an_acknowledged_request_is_not_returned_again(world):
+    relay, alice, bob = world
+    first, second = _two_queued(relay, alice)
+    relay("claim", env=bob)
+    relay("ack", first, env=bob)
+    assert relay("claim", "--json", env=bob).json["id"] == second
+    relay("ack", second, env=bob)
+    refused(relay, "nothing_to_claim", "claim", env=bob)

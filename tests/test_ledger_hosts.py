@@ -1,0 +1,169 @@
+"""relay never runs a key's command while an earlier run may still be alive (design.md
+§10, §13): a kill of relay kills its command; an entry of another host that stopped
+renewing is not rerun without a person at a terminal; and a lost answer at COMMIT does not
+make relay mistake its own entry for a crashed or someone else's one."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+
+from commit_faults import answer_lost_after_commit
+from conftest import refused
+from test_ledger import _zombie, alive, counter, entry, runs, wait_until
+
+from relay_cli import clock
+
+
+def _as_another_host(relay, key: str, **extra) -> None:
+    """Make ``key``'s entry a running one of host-b, renewed just now."""
+    store = relay.open_store()
+    try:
+        with store.transaction():
+            store.update_ledger(key, {
+                "state": "running", "pid": 4242, "process_start": "b-boot:1",
+                "child_pid": 4343, "child_start": "b-boot:2", "host": "host-b",
+                "exit_code": None, "stdout": None, "stderr": None, "stdout_bytes": None,
+                "stderr_bytes": None, "finished_at": None,
+                "updated_at": clock.now_ms(), **extra})
+    finally:
+        store.close()
+
+
+# ------------------------------------------------------------------ a kill of relay
+def test_a_kill_of_relay_kills_its_command_so_no_live_command_hides_behind_it(relay,
+                                                                             tmp_path):
+    marker = tmp_path / "started"
+    cmd = ["sh", "-c", f"touch {marker}; exec sleep 60"]
+    p = relay.popen("once", "--key", "k", "--", *cmd)
+    try:
+        wait_until(marker.exists, what="the command to start")
+        obj = wait_until(lambda: (e := entry(relay, "k")) and e["child_pid"] and e,
+                         what="the child pid")
+        child = obj["child_pid"]
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait(timeout=10)
+        wait_until(lambda: not alive(child) or _zombie(child), timeout=5,
+                   what="the command to die with relay")
+    finally:
+        if p.poll() is None:
+            p.kill()
+    shown = entry(relay, "k")
+    assert shown["state"] == "effect_unknown"
+    r = relay("once", "--key", "k", "--json", "--", *cmd)
+    assert (r.code, r.error["code"]) == (11, "effect_unknown")  # nothing reruns it
+
+
+# ------------------------------------------------------------------ another host
+def test_another_hosts_entry_that_stopped_renewing_is_not_rerun_without_a_person(relay,
+                                                                               tmp_path):
+    path, cmd = counter(tmp_path)
+    assert relay("once", "--key", "far", "--idempotent", "--", *cmd).code == 0
+    _as_another_host(relay, "far")
+    r = relay("once", "--key", "far", "--json", "--", *cmd)
+    assert (r.code, r.error["code"]) == (75, "in_progress") and "host-b" in r.error["message"]
+    relay.move_clock(31)  # host-b stopped renewing (killed, stalled, or cut off)
+    assert json.loads(relay("ledger", "show", "far", "--json").out)["state"] == \
+        "effect_unknown"
+    before = relay.snapshot()
+    r = relay("once", "--key", "far", "--idempotent", "--json", "--", *cmd)
+    assert (r.code, r.error["code"]) == (11, "effect_unknown") and relay.snapshot() == before
+    err = r.error
+    assert "host-b" in err["message"]
+    assert "cannot see whether the command still runs" in err["message"]
+    err = refused(relay, "approval_needs_terminal", "ledger", "resolve", "far", "--outcome",
+                  "forget")
+    assert "host-b" in err["message"]
+    refused(relay, "approval_needs_terminal", "ledger", "resolve", "far", "--outcome",
+            "succeeded")
+    assert runs(path) == 1
+    # a person who checked host-b settles it at a terminal; then the key runs again
+    done = relay("ledger", "resolve", "far", "--outcome", "forget", "--json", terminal=True)
+    assert done.code == 0 and done.json["state"] == "forgotten"
+    assert relay("once", "--key", "far", "--idempotent", "--", *cmd).code == 0
+    assert runs(path) == 2
+
+
+def test_another_hosts_entry_whose_command_never_started_is_run(relay, tmp_path):
+    """Its command was held at the gate and its pid never committed: nothing ran there,
+    and that host's relay can no longer start it (its own commit checks the entry)."""
+    path, cmd = counter(tmp_path)
+    assert relay("once", "--key", "gate", "--", *cmd).code == 0
+    _as_another_host(relay, "gate", child_pid=None, child_start=None)
+    assert relay("once", "--key", "gate", "--", *cmd).code == 75  # it may still start it
+    relay.move_clock(31)
+    r = relay("once", "--key", "gate", "--json", "--", *cmd)
+    assert r.code == 0, r.err
+    assert runs(path) == 2 and r.json["runs"] == 2 and r.json["host"] != "host-b"
+
+
+# ------------------------------------------------------------------ a lost answer at COMMIT
+def test_once_whose_entry_commit_answer_was_lost_runs_the_command_on_retry(
+        relay, tmp_path, monkeypatch):
+    path, cmd = counter(tmp_path)
+    with answer_lost_after_commit(monkeypatch) as cut:  # the COMMIT of the running entry
+        r = relay("once", "--key", "cut", "--json", "--", *cmd)
+    assert cut == [1] and (r.code, r.error["code"]) == (75, "database_unavailable")
+    assert runs(path) == 0
+    again = relay("once", "--key", "cut", "--json", "--", *cmd)
+    assert again.code == 0, again.err
+    assert "gone" not in again.err and runs(path) == 1
+    assert again.json["state"] == "succeeded" and again.json["replayed"] is False
+
+
+def test_once_retried_by_another_process_after_its_entry_commit_was_cut_runs_it(relay,
+                                                                                tmp_path):
+    """The relay process that made the entry is gone and no command pid was committed:
+    the command never began executing (it waits at its gate), so it is not 'started'."""
+    path, cmd = counter(tmp_path)
+    assert relay("once", "--key", "cut", "--", *cmd).code == 0
+    store = relay.open_store()
+    try:
+        with store.transaction():
+            store.update_ledger("cut", {"state": "running", "pid": os.getpid(),
+                                        "process_start": "other-boot:1", "child_pid": None,
+                                        "child_start": None, "exit_code": None,
+                                        "finished_at": None})
+    finally:
+        store.close()
+    assert entry(relay, "cut")["state"] == "effect_unknown"
+    r = relay("once", "--key", "cut", "--json", "--", *cmd)
+    assert r.code == 0, r.err
+    assert "relay and the command are gone" not in r.err and runs(path) == 2
+
+
+def test_once_whose_outcome_commit_answer_was_lost_recognises_its_own_outcome(
+        relay, tmp_path, monkeypatch):
+    path, cmd = counter(tmp_path)
+    # write transactions: 1 the running entry, 2 the command's pid, 3 the outcome
+    with answer_lost_after_commit(monkeypatch, which=lambda n: n == 3) as cut:
+        r = relay("once", "--key", "out", "--json", "--", *cmd)
+    assert cut == [3]
+    assert r.code == 0, r.err
+    assert "person resolved" not in r.err and "not recorded" not in r.err
+    assert r.json["state"] == "succeeded" and r.json["replayed"] is False
+    assert r.json["stdout"] == "out\n"
+    stored = entry(relay, "out")
+    assert stored["state"] == "succeeded" and stored["resolution"] is None
+    assert relay("once", "--key", "out", "--json", "--", *cmd).json["replayed"] is True
+    assert runs(path) == 1
+
+
+def test_ledger_show_and_watch_say_another_hosts_stale_entry_needs_a_person(relay):
+    assert relay("once", "--key", "far", "--idempotent", "--", "true").code == 0
+    _as_another_host(relay, "far")
+    relay.move_clock(31)
+    shown = relay("ledger", "show", "far")
+    assert "host-b stopped renewing it" in shown.out and "runs it again" not in shown.out
+    # an --idempotent entry of this host reruns by itself; one of another host does not
+    assert [e["key"] for e in relay("watch", "--json").json["effect_unknown"]] == ["far"]
+
+
+def test_an_entry_whose_command_never_started_is_not_shown_as_needing_a_person(relay):
+    assert relay("once", "--key", "gate", "--", "true").code == 0
+    _as_another_host(relay, "gate", child_pid=None, child_start=None)
+    relay.move_clock(31)
+    shown = relay("ledger", "show", "gate")
+    assert "never began executing" in shown.out and "the next call" in shown.out
+    assert relay("watch", "--json").json["effect_unknown"] == []
