@@ -214,6 +214,8 @@ class Proxy:
                             losses += 1
                             self.stats["lost_segments"] += 1
                             time.sleep(stall)
+                    if d == "up" and data[:1] == b"Q":  # a simple query: for the log
+                        state["query"] = data[5:205].decode("utf-8", "replace")
                     if d == "up" and plan.get("commit") and b"COMMIT" in data:
                         state["commits"] += 1  # (before the server can answer it)
                     elif d == "down" and plan.get("commit") == state["commits"]:
@@ -231,7 +233,8 @@ class Proxy:
                         state["cut"] = True
                         self.stats[f"cut_{d}"] += 1
                         self.note(f"conn {n}: cut {d} after {state[d]} bytes "
-                                  f"(up {state['up']}, down {state['down']})")
+                                  f"(up {state['up']}, down {state['down']}); the last "
+                                  f"query sent: {state.get('query', '')!r}")
                         close(abort=True)
                         return
                     dst.sendall(data)
