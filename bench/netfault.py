@@ -2,7 +2,7 @@
 
 The server runs in its own network namespace, the workers on two "hosts" (namespaces
 joined to it by veth links, bench/netns.py); host-b's system clock is 15 minutes behind
-(libfaketime, when installed). One fault kind at a time is put on the path:
+(libfaketime preloaded, when installed). One fault kind at a time is put on the path:
 
 - ``cut``: a TCP proxy in each host's namespace forwards relay's connections to the server
   and, for a seeded random share of them, cuts the connection (RST both ways) after a
@@ -71,9 +71,7 @@ FAIL_BOUND_S = 20.0
 CALL_LIMIT_S = 120.0  # the bench kills a call still running after this: "no answer"
 CLOCK_TOLERANCE_MS = 5000
 # RELAY_DEBUG=1: an internal_error carries its traceback into the record of the call.
-# FAKETIME_DONT_FAKE_MONOTONIC is left unset on purpose: with it, libfaketime 0.9.10
-# makes every time.sleep() of Python 3.11 fail with EINVAL (clock_nanosleep with an
-# absolute monotonic deadline), which is the harness's fault, not relay's.
+# FAKETIME_DONT_FAKE_MONOTONIC is left unset on purpose (netns.faketime_env).
 ENV = {"RELAY_RATE_LIMIT": "0", "FAKETIME_DONT_FAKE_MONOTONIC": None, "RELAY_DEBUG": "1"}
 
 # --------------------------------------------------------------------------- the proxy
@@ -339,6 +337,7 @@ class Host:
     prefix: list[str]
     url: str
     home: Path
+    env: dict = field(default_factory=dict)  # e.g. libfaketime's, for a skewed clock
 
 
 @dataclass
@@ -361,7 +360,7 @@ class Run:
 def run_call(run: Run, w: int, host: Host, env: dict, args: list[str], input: str | None,
              retry_of: int | None = None) -> tuple[int, Call]:
     argv = [*host.prefix, *common.RELAY, *args]
-    e = common.base_env(host.home, {**ENV, **env, "RELAY_DATABASE_URL": host.url})
+    e = common.base_env(host.home, {**ENV, **host.env, **env, "RELAY_DATABASE_URL": host.url})
     t0, wall = time.perf_counter(), time.time()
     p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, env=e, start_new_session=True)
@@ -620,10 +619,17 @@ def run_kind(kind: str, net: netns.Net, server: pgserver.Server, root: Path, wor
             url = f"postgresql://postgres@{net.server_addr(h)}:{server.port}/relay"
         else:
             url = f"postgresql://postgres@127.0.0.1:{proxies[h]['port']}/relay"
-        prefix = net.prefix(h, SKEW_S if (skewed and h == "host-b") else None)
+        skew = netns.faketime_env(SKEW_S) if (skewed and h == "host-b") else None
         (d / h).mkdir(mode=0o700)
-        hosts[h] = Host(h, prefix, url, d / h / "home")
+        hosts[h] = Host(h, net.prefix(h), url, d / h / "home", skew or {})
     names = list(hosts)
+    # the skew the hosts' programs really see (a check that the fake clock is in place)
+    skews = {}
+    for h, host in hosts.items():
+        p = subprocess.run([*host.prefix, sys.executable, "-c", "import time; print(time.time())"],
+                           capture_output=True, text=True, timeout=60,
+                           env=common.base_env(host.home, {**ENV, **host.env}))
+        skews[h] = round(float(p.stdout.strip() or "nan") - time.time())
     envs = []
     old = common.DATABASE_URL
     common.DATABASE_URL = sock_url  # set-up over the unix socket, without faults
@@ -668,7 +674,7 @@ def run_kind(kind: str, net: netns.Net, server: pgserver.Server, root: Path, wor
                 + faults.get("delayed_chunks", 0) + faults.get("partitions", 0))
     retries = sum(1 for c in run.calls if c.retry_of is not None)
     out = {
-        "kind": kind, "workers": workers, "cycles_asked": cycles,
+        "kind": kind, "workers": workers, "cycles_asked": cycles, "clock_skew_s": skews,
         "cycles_done": len(run.keys), "calls": len(run.calls),
         "connections": run.faults.get("connections", 0), "faults": faults,
         "faults_injected": injected, "retries": retries,
@@ -723,7 +729,7 @@ class Harness:
         self.server = None
         self.procs: list[subprocess.Popen] = []
         self.proxies: dict = {}
-        self.skewed = shutil.which("faketime") is not None
+        self.skewed = netns.faketime_env(SKEW_S) is not None
         self.keep = False
 
     def __enter__(self) -> Harness:
@@ -800,8 +806,9 @@ def main(argv=None) -> int:
         return 2
     seed = a.seed if a.seed is not None else random.randrange(10**9)
     common.print_machine()
-    print(f"seed {seed}; netem: {netem_available() or 'works'}; skewed host: "
-          f"{'host-b, system clock ' + str(SKEW_S) + ' s (faketime)' if shutil.which('faketime') else 'none (faketime not installed)'}",
+    skew = (f"host-b, system clock {SKEW_S} s (libfaketime)" if netns.faketime_env(SKEW_S)
+            else "none (libfaketime is not installed)")
+    print(f"seed {seed}; netem: {netem_available() or 'works'}; skewed host: {skew}",
           flush=True)
     kinds = KINDS if a.kind == "all" else (a.kind,)
     results = []
