@@ -3,6 +3,7 @@ it is written, and every URL relay exports connects exactly as the original did.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from urllib.parse import quote
@@ -206,3 +207,37 @@ def test_no_error_message_shows_a_hostile_password(relay, pw):
         r = relay("list", "--json", env={"RELAY_DATABASE_URL": url})
         assert r.code != 0 and r.error["code"] != "internal_error", r.err
         assert not _leaks(r.out + r.err, pw), (url, r.err)
+
+
+@pytest.mark.postgres_only
+def test_tls_is_libpqs_without_pythons_ssl_module(server, tmp_path):
+    """design.md §13: relay keeps Python's ssl module out of the driver's import; libpq
+    still makes the TLS connection the URL asks for."""
+    import shutil
+    import sys
+
+    if shutil.which("openssl") is None:
+        pytest.skip("no openssl command to make a certificate")
+    key, crt = server.data / "server.key", server.data / "server.crt"
+    subprocess.run(["openssl", "req", "-new", "-x509", "-days", "2", "-nodes", "-subj",
+                    "/CN=127.0.0.1", "-keyout", str(key), "-out", str(crt)],
+                   check=True, capture_output=True)
+    if server.user is not None:
+        for f in (key, crt):
+            os.chown(f, server.user.pw_uid, server.user.pw_gid)
+    key.chmod(0o600)
+    with open(server.data / "postgresql.conf", "a") as f:
+        f.write("ssl = on\n")
+    server.execute("SELECT pg_reload_conf()")
+    server.execute(f"ALTER ROLE {pgserver.SUPERUSER} PASSWORD 'tls-test'")
+    url = (f"postgresql://{pgserver.SUPERUSER}:tls-test@127.0.0.1:{server.port}/relay"
+           "?sslmode=require")
+    code = ("import sys, json\nfrom relay_cli.cli import run\nrc = run(['doctor', '--json'])\n"
+            "print(json.dumps('ssl' in sys.modules), file=sys.stderr)\nsys.exit(rc)")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env={**os.environ, "RELAY_HOME": str(tmp_path / "h"),
+                            "RELAY_DATABASE_URL": url}, timeout=60)
+    doc = json.loads(p.stdout)
+    tls = [c for c in doc["checks"] if c["name"] == "tls"]
+    assert tls and tls[0]["status"] == "ok" and "TLS in use" in tls[0]["detail"], doc
+    assert p.stderr.strip().splitlines()[-1] == "false"  # ssl was never imported
