@@ -83,8 +83,9 @@ EOF
 
 - `relay inbox` lists what waits for you (no bodies). `relay claim` takes the
   oldest request and shows its text; `relay claim --wait 10m` waits for one to
-  arrive. If a claim's answer was lost, run `relay claim` again: until you ack,
-  it returns the request you hold (duplicate: true), never a second one.
+  arrive. If a claim's answer was lost, run `relay claim --again`: it shows the
+  request your session holds and has not acked (duplicate: true), never a
+  second one. A plain `relay claim` always takes a new request.
 - `relay ack ID` says you have read it. Finish every request you claim with
   exactly one of: `relay reply ID - <<'EOF' ... EOF` (done, with the answer),
   `relay fail ID --reason TEXT` (you tried and it failed), `relay reject ID

@@ -593,13 +593,15 @@ def held_unacked(store, caller: Caller) -> Row | None:
     return min(held, key=lambda r: (r["delivered_at"], r["id"])) if held else None
 
 
-def claim(store, now: int, caller: Caller, lease_s: int, request_id: str | None) -> dict | None:
+def claim(store, now: int, caller: Caller, lease_s: int, request_id: str | None,
+          again: bool = False) -> dict | None:
     """`relay claim`: take the oldest queued request for the caller (or the one named).
 
-    A plain claim by a session that holds a request it claimed and has not acknowledged
-    returns that request again (``duplicate: true``), not the next one: the answer of the
-    first claim may have been lost, and a retry must not leave it delivered to a session
-    that never saw it (design.md §6). ``ack`` it to take the next one.
+    ``again`` (`claim --again`, after a claim whose answer was lost) takes nothing: it
+    returns the oldest request this session claimed and has not acknowledged
+    (``duplicate: true``), or None when it holds none. A plain claim always takes a new
+    request, so parallel claimers sharing one session never get the same one
+    (design.md §6).
     """
     require_session(store, caller)
     if request_id:
@@ -613,11 +615,13 @@ def claim(store, now: int, caller: Caller, lease_s: int, request_id: str | None)
                 "(allowed from: queued)",
                 detail=f"this session claimed it already: `relay show {row['id']}` shows its "
                        "text; finish it with ack, then reply, fail or reject")
-    else:
+    elif again:  # a retry whose answer was lost: the request held, never a new one
         held = held_unacked(store, caller)
-        if held is not None:  # a retry whose answer was lost: the same request, not the next
-            renew(store, caller, now)
-            return {**request_object(held, text=True), "duplicate": True}
+        if held is None:
+            return None
+        renew(store, caller, now)
+        return {**request_object(held, text=True), "duplicate": True}
+    else:
         row = store.oldest_queued_for(caller.name)
         if row is None:
             return None

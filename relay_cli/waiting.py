@@ -103,7 +103,7 @@ def wait(store, name: str | None, token: str | None, ref: str, timeout_s: int,
 
 
 def claim_waiting(store, caller: Caller, lease_s: int, ref: str | None,
-                  wait_s: int, on_block=None) -> dict:
+                  wait_s: int, on_block=None, again: bool = False) -> dict:
     """`claim [--id ID] [--wait D]`: take the oldest queued request (or the one ``ref``
     names, resolved once), waiting up to ``wait_s`` for one; ``nothing_to_claim`` when
     none came. ``on_block(id or None)`` is called once if nothing could be taken at once
@@ -116,7 +116,7 @@ def claim_waiting(store, caller: Caller, lease_s: int, ref: str | None,
     def attempt():
         with unit(store) as now:
             return lifecycle.claim(store, now, peers.reload(store, caller), lease_s,
-                                   request_id)
+                                   request_id, again)
 
     result = attempt()
     if result is None and wait_s > 0:
@@ -128,6 +128,10 @@ def claim_waiting(store, caller: Caller, lease_s: int, ref: str | None,
             result = poll(store, attempt, wait_s, on_tick=keeper.tick)
         finally:
             keeper.stop()
+    if result is None and again:
+        raise RelayError("nothing_to_claim", f"this session of {caller.name!r} holds no "
+                         "request it claimed and has not acked: an earlier claim took "
+                         "nothing (run relay claim to take one)")
     if result is None:
         raise RelayError("nothing_to_claim", f"no queued request for {caller.name!r}")
     return result

@@ -1,6 +1,7 @@
-"""`relay claim` is safe to retry (design.md §6): a session that holds a request it claimed
-and has not acknowledged gets that request back, with ``duplicate: true``, never the
-next one, so a claim whose answer was lost leaves nothing delivered unseen."""
+"""`relay claim` after a lost answer (design.md §6): `claim --again` answers the request the
+session claimed and has not acknowledged, with ``duplicate: true``, never a new one, so a
+claim whose answer was lost leaves nothing delivered unseen; a plain claim always takes a
+new request, so claimers sharing a session never get the same one."""
 
 from __future__ import annotations
 
@@ -20,18 +21,38 @@ def test_a_claim_retried_after_a_lost_answer_gets_the_same_request(world):
     first, second = _two_queued(relay, alice)
     lost = relay("claim", "--json", env=bob)  # its answer never reached the agent
     assert lost.code == 0 and lost.json["id"] == first
-    again = relay("claim", "--json", env=bob)
+    again = relay("claim", "--again", "--json", env=bob)
     assert again.code == 0, again.err
     assert again.json["id"] == first and again.json["duplicate"] is True
     assert again.json["text"] == "first" and again.json["state"] == "delivered"
     assert relay("show", second, "--json").json["state"] == "queued"
     # the human form says so too
-    human = relay("claim", env=bob)
+    human = relay("claim", "--again", env=bob)
     assert human.code == 0 and "claimed it already" in human.out and first in human.out
-    # ack takes it out of the answer: the next claim takes the next request
+    # ack takes it out of the answer: --again then has nothing, a claim takes the next
     assert relay("ack", first, env=bob).code == 0
+    err = refused(relay, "nothing_to_claim", "claim", "--again", env=bob)
+    assert "took nothing" in err["message"]
     nxt = relay("claim", "--json", env=bob)
     assert nxt.json["id"] == second and nxt.json["duplicate"] is False
+
+
+def test_a_plain_claim_always_takes_a_new_request(world):
+    """Claimers that share one session (an agent and its subagents) never get the same
+    request: only --again answers the one held."""
+    relay, alice, bob = world
+    first, second = _two_queued(relay, alice)
+    assert relay("claim", "--json", env=bob).json["id"] == first
+    r = relay("claim", "--json", env=bob)
+    assert r.json["id"] == second and r.json["duplicate"] is False
+    refused(relay, "nothing_to_claim", "claim", env=bob)
+
+
+def test_again_goes_with_neither_id_nor_wait(world):
+    relay, alice, bob = world
+    first, _ = _two_queued(relay, alice)
+    refused(relay, "usage_error", "claim", "--again", "--id", first, env=bob)
+    refused(relay, "usage_error", "claim", "--again", "--wait", "5s", env=bob)
 
 
 def test_a_claim_whose_commit_answer_was_cut_is_answered_from_what_is_stored(world,
@@ -41,7 +62,7 @@ def test_a_claim_whose_commit_answer_was_cut_is_answered_from_what_is_stored(wor
     with answer_lost_after_commit(monkeypatch) as cut:
         r = relay("claim", "--json", env=bob)
     assert cut == [1] and r.code == 75 and r.error["code"] == "database_unavailable"
-    retry = relay("claim", "--json", env=bob)
+    retry = relay("claim", "--again", "--json", env=bob)
     assert retry.code == 0 and retry.json["id"] == first and retry.json["duplicate"] is True
     assert relay("show", second, "--json").json["state"] == "queued"
     assert [e["to_state"] for e in relay("show", first, "--events", "--json").json[
@@ -83,8 +104,8 @@ def test_the_retry_note_fits_an_80_column_terminal(world):
     relay, alice, bob = world
     first, _ = _two_queued(relay, alice)
     assert relay("claim", "--json", env=bob).json["id"] == first
-    _, screen = relay.screen("claim", env=bob, cols=80, rows=24)
+    _, screen = relay.screen("claim", "--again", env=bob, cols=80, rows=24)
     lines = assert_fits(screen, 80)
     note = " ".join(ln.strip() for ln in lines[:lines.index(next(
         ln for ln in lines if ln.startswith("id ")))])
-    assert "claimed it already" in note and "ack it to take the next one" in note
+    assert "claimed it already" in note and "claim --again takes nothing new" in note

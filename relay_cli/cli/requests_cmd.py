@@ -392,6 +392,7 @@ def inbox(
 @app.command(epilog=examples(
     'relay claim --wait 5m',
     'relay claim --id 1a2b3c4d --lease 10m',
+    'relay claim --again        # the answer of the last claim was lost',
 ))
 def claim(
     lease: Annotated[
@@ -411,6 +412,12 @@ def claim(
                      help="Claim this queued request (a unique prefix of 8+ characters will "
                           "do)."),
     ] = None,
+    again: Annotated[
+        bool,
+        typer.Option("--again",
+                     help="Take nothing new: show again the request this session claimed and "
+                          "has not acked (after a claim whose answer was lost)."),
+    ] = False,
     as_: AsOpt = None,
     session: SessionOpt = None,
     json_: JsonOpt = False,
@@ -420,26 +427,30 @@ def claim(
 
     First in, first out; the request becomes delivered. Needs an active session. Exit 75 (nothing_to_claim) when nothing came.
 
-    While this session holds a request it claimed and has not acked, claim returns that one again (duplicate: true), so a retry after a lost answer never takes a second one: ack it to take the next.
+    Every claim takes a new request, so claimers that share a session never get the same one. When a claim's answer was lost, `relay claim --again` shows the request this session holds and has not acked (duplicate: true) instead of taking a second one.
     """
     env = Env(json_, home, as_, session)
     lease_s = duration(lease, clock.CLAIM_LEASE, "--lease", lifecycle.DEFAULT_CLAIM_LEASE_S)
     wait_s = duration(wait, clock.WAIT, "--wait", 0)
     ref = lifecycle.validate_ref(id_, "--id") if id_ is not None else None
+    if again and (ref is not None or wait_s):
+        raise RelayError("usage_error", "--again takes nothing new, so it goes with neither "
+                         "--id nor --wait")
     with env.unit(write=False):
         caller = env.caller()
     obj = waiting.claim_waiting(
         env.store, caller, lease_s, ref, wait_s,
         on_block=lambda request_id: env.out.waiting(
             f"relay: waiting up to {clock.human_duration(wait_s)} for "
-            + (f"{request_id[:8]}" if request_id else f"a request to {caller.name}")))
+            + (f"{request_id[:8]}" if request_id else f"a request to {caller.name}")),
+        again=again)
     if env.json:
         env.out.json(obj)
     else:
         now = clock.now_ms()
         if obj.get("duplicate"):
             env.out.para("this session claimed it already and has not acked it; here it is "
-                         "again (ack it to take the next one)")
+                         "again (claim --again takes nothing new)")
         render_full(env.out, obj, now)
         env.out.para(f"next: relay ack {obj['id']}")
         env.out.para(ack_by(env.out, obj, now))
