@@ -266,12 +266,18 @@ def _retry_claim(spec: Spec, home: Path, d: Path, finished: bool) -> list[str]:
     state = _rows(home, "SELECT state FROM requests WHERE id = ?", (spec.rid,))[0][0]
     if state not in ("queued", "delivered"):
         return [f"claim left the request {state}"]
+    if state == "queued":
+        r = relay(home, *spec.argv, env=spec.env)
+        if r.code != 0 or r.json["id"] != spec.rid:
+            return [f"claim after an interrupted claim: exit {r.code} {r.err[-200:]}"]
+        return []
+    # the session holds it unacknowledged: the recovery, claim --again, answers that one
+    # (design.md §6); a plain claim takes a new request, and there is none
+    r = relay(home, "claim", "--again", "--json", env=spec.env)
+    if r.code != 0 or r.json["id"] != spec.rid or r.json["duplicate"] is not True:
+        return [f"claim --again of a claimed request: exit {r.code} {r.out[-200:]}"]
     r = relay(home, *spec.argv, env=spec.env)
-    if state == "queued" and (r.code != 0 or r.json["id"] != spec.rid):
-        return [f"claim after an interrupted claim: exit {r.code} {r.err[-200:]}"]
-    if state == "delivered" and (r.code != 0 or r.json["id"] != spec.rid
-                                 or r.json["duplicate"] is not True):
-        # the session holds it unacknowledged: a retry gets the same one (design.md §6)
+    if r.code != 75 or r.error_code != "nothing_to_claim":
         return [f"second claim of a claimed request: exit {r.code} {r.out[-200:]}"]
     return []
 
