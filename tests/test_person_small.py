@@ -21,6 +21,7 @@ def _many_requests(relay, alice, n: int, monkeypatch) -> None:
     from relay_cli import clock, lifecycle, peers
 
     monkeypatch.setenv("RELAY_RATE_LIMIT", "0")
+    monkeypatch.setenv("RELAY_QUEUE_CAP", "0")  # more than one recipient's queue holds
     store = relay.open_store()
     try:
         with store.transaction():

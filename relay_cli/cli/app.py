@@ -6,6 +6,7 @@ render. All errors become one of the codes of ``relay_cli.errors``.
 
 from __future__ import annotations
 
+import importlib
 import os
 import sqlite3
 import sys
@@ -148,10 +149,10 @@ class Choice(TyperChoice):
         return value
 
 
-try:  # the Click that this Typer uses (newer Typer versions carry their own)
-    from typer._click.types import ParamType as _ParamType
-except ImportError:  # pragma: no cover - an older Typer on the real Click
-    from click import ParamType as _ParamType
+# The Click that this Typer runs on (its own bundled copy since Typer 0.26), reached from a
+# public Typer name, as click_exceptions() does: relay imports no private module of Typer's.
+_ParamType = importlib.import_module(
+    typer.BadParameter.__module__.rpartition(".")[0] + ".types").ParamType
 
 
 class WholeNumber(_ParamType):
