@@ -1,4 +1,4 @@
-"""``python -m bench <crash|oncekill|faults|load|scale|latency|wake|watch|perf|driver|pgperf|e2ewake|all> [options]``."""
+"""``python -m bench <crash|oncekill|faults|load|scale|latency|wake|watch|perf|driver|pgperf|netfault|e2ewake|all> [options]``."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ USAGE = """usage: python -m bench SUBCOMMAND [options]   (from the project root)
   latency  wake-up latency of wait and claim --wait; CPU while blocked  (--trials 200)
   wake     send -> wake waiter (relay hook claude --wake) exit; its CPU  (--trials 50)
   watch    send -> relay watch (tmux, 80x24) shows it                  (--trials 30)
+  netfault PostgreSQL across namespaces: cut connections, loss, delay, partitions
+           (--kind cut|loss|delay|partition|all, --workers 4, --cycles 10, --seed S)
   e2ewake  send -> next model request in the real Claude Code / Codex TUI (--wakes 10)
   perf     relay vs bare Typer, vs sqlite3, list 100k vs 10, empty vs full
   driver   psycopg2 vs psycopg 3: import and a send-like call, time and memory
@@ -37,6 +39,7 @@ def main(argv: list[str]) -> int:
         faults,
         latency,
         load,
+        netfault,
         once_kill,
         perf,
         pgperf,
@@ -49,6 +52,8 @@ def main(argv: list[str]) -> int:
         return driver.main(rest)
     if cmd == "pgperf":
         return pgperf.main(rest)
+    if cmd == "netfault":
+        return netfault.main(rest)
     if cmd == "e2ewake":  # needs the pinned runtimes (docs/e2e.md); not part of `all`
         from . import e2ewake
         return e2ewake.main(rest)

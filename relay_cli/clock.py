@@ -144,13 +144,19 @@ def span(bounds: tuple[int, int], default: int | None = None) -> str:
 
 
 def human_duration(seconds: float) -> str:
-    seconds = int(round(seconds))
-    if seconds < 0:
-        return "-" + human_duration(-seconds)
-    if seconds < 120:
-        return f"{seconds}s"
-    if seconds < 7200:
-        return f"{seconds // 60}m"
-    if seconds < 2 * 86400:
-        return f"{seconds // 3600}h"
-    return f"{seconds // 86400}d"
+    """The one way relay writes a span of time for a person (design.md §14, also
+    ``output.duration``): ``45s``, ``2m``, ``1h59m``, ``2d3h`` -- the largest unit with the
+    next one when it is not zero, never ``102s`` or ``119m``. Every relative time
+    (``3m ago``, ``in 2m``) and every duration in a sentence uses it."""
+    s = int(round(seconds))
+    if s < 0:
+        return "-" + human_duration(-s)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m"
+    if s < 86400:
+        h, m = divmod(s // 60, 60)
+        return f"{h}h{m}m" if m else f"{h}h"
+    d, h = divmod(s // 3600, 24)
+    return f"{d}d{h}h" if h else f"{d}d"

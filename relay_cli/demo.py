@@ -140,7 +140,7 @@ def run(home: Path, say) -> Demo:
     say("result", f"state {sent['state']}, duplicate: {_yes(sent['duplicate'])}")
     claimed = d.finish(claim)
     say("result", f"bob's claim returned with the text: state {claimed['state']} (a session "
-                  "of bob took it; nobody has read it yet)")
+                  "of bob took it; that says nothing about whether anyone read it)")
 
     say("step", "alice waits for the outcome in its own process.")
     short = rid[:8]  # an existing request is named by its first 8 characters too

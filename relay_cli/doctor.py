@@ -827,7 +827,7 @@ def _check_contents(store, report: Report, now: int) -> None:
         report.add("ledger", WARN,
                    f"{_n(ledger_unknown, '`relay once` entry is', '`relay once` entries are')} "
                    "effect_unknown: check whether the effect happened, then settle it with "
-                   "relay ledger resolve KEY",
+                   "relay ledger resolve KEY --outcome succeeded|failed|forget",
                    fix=report.cmd("ledger list --state effect_unknown"))
     else:
         report.add("ledger", OK, "no `relay once` entry is effect_unknown")

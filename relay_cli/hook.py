@@ -191,11 +191,6 @@ def lookup_session(store, ev: Event, henv: HookEnv):
     return row, False
 
 
-def find_session(store, ev: Event, henv: HookEnv):
-    """The relay session this runtime session acts as, or None."""
-    return lookup_session(store, ev, henv)[0]
-
-
 def _session_start(store, ev: Event, henv: HookEnv) -> dict | None:
     name = henv.peer
     if not name:

@@ -238,8 +238,9 @@ def begin(store, now: int, key: str, argv: list[str], cwd: str, *, idempotent: b
             raise EntryError(
                 "effect_unknown", f"key {key!r} started at {entry['started_at']} on host "
                 f"{row['host']}, {stopped_renewing(row, now)}; nothing was run now", entry,
-                detail="a person at a terminal settles it (`relay ledger resolve KEY "
-                       "--outcome succeeded|failed|forget`) once they know it ended there")
+                detail=f"only at a terminal, once you know it ended on {row['host']}: "
+                       f"`relay ledger resolve {shlex.quote(key)} --outcome succeeded`, or "
+                       "failed, or forget")
         elif not row["idempotent"]:
             raise EntryError(
                 "effect_unknown",

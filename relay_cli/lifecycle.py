@@ -63,7 +63,7 @@ def validate_id(value: str, what: str = "id") -> str:
     """A full id, in canonical lowercase form. Where an id goes into a fingerprint or names
     a new request (``send --id``, ``prepare --id``, ``--in-reply-to``) only this is accepted."""
     try:
-        return _canonical(value)
+        canonical = _canonical(value)
     except (ValueError, AttributeError, TypeError):
         short = value.strip().lower() if isinstance(value, str) else ""
         raise RelayError(
@@ -72,6 +72,16 @@ def validate_id(value: str, what: str = "id") -> str:
                    "fingerprint, where a prefix could mean another request tomorrow; "
                    f"`relay show {short}` prints the whole id" if _is_prefix(short) else None,
         ) from None
+    if canonical in RESERVED_IDS:
+        # a placeholder, not a chosen id: every script whose id variable fell back to it
+        # would share one request (design.md §14)
+        raise RelayError("invalid_id", f"{what} {canonical} is the "
+                         f"{RESERVED_IDS[canonical]} UUID, a placeholder rather than an id")
+    return canonical
+
+
+RESERVED_IDS = {"00000000-0000-0000-0000-000000000000": "nil",
+                "ffffffff-ffff-ffff-ffff-ffffffffffff": "max"}
 
 
 MIN_PREFIX = 8
@@ -337,10 +347,12 @@ def _check_queue(store, to: str) -> None:
     """The queue cap (design.md §4): counted in the write transaction that would insert."""
     cap = queue_cap()
     if cap and store.count_open_to(to, cap) >= cap:
+        # the cap is this process's (RELAY_QUEUE_CAP): say what the queue holds, counted
+        held = store.count_open_to(to, 2**31 - 1)
         raise RelayError(
             "capacity_exceeded",
-            f"{to!r} has {cap} open requests (queued, delivered or acknowledged): its queue "
-            "is full",
+            f"{to!r} has {held} open requests (queued, delivered or acknowledged; cap "
+            f"{cap}): its queue is full",
             retry_after=QUEUE_RETRY_AFTER_S,
         )
 
@@ -376,7 +388,36 @@ def _new_work(caller: Caller, to: str, text: str, ttl_s: int, reply_within_s: in
     }
 
 
-def _existing(store, request_id: str, fp: str) -> Row | None:
+# The parts of a request's fingerprint (design.md §4), as send's options name them.
+_PARTS = (("from_peer", "sender"), ("to_peer", "recipient (--to)"), ("text", "text"),
+          ("ttl_seconds", "--ttl"), ("reply_within_seconds", "--reply-within"),
+          ("on_lost", "--on-lost"), ("max_attempts", "--max-attempts"),
+          ("in_reply_to", "--in-reply-to"))
+
+
+def conflict_detail(row, params: dict) -> str:
+    """Which part of a retry differs from the stored request (request_id_conflict's
+    detail, design.md §14). A pruned request keeps every part but its text, so a text
+    that differs is inferred there, and said so."""
+    differ = []
+    for column, label in _PARTS:
+        if column == "text" and row["pruned"]:
+            continue
+        if row[column] != params[column]:
+            if column == "text" and row["text"].rstrip() == params["text"].rstrip():
+                label = ("text (it differs only in trailing whitespace, e.g. the newline a "
+                         "heredoc or echo adds)")
+            differ.append(label)
+    what = ", ".join(differ) + (" differs" if len(differ) == 1 else " differ")
+    if row["pruned"]:
+        if differ:
+            return f"{what}; its text was pruned, so relay cannot compare that"
+        return ("it was pruned and only its fingerprint is kept: as every other part is "
+                "the same, the text differs")
+    return what
+
+
+def _existing(store, request_id: str, fp: str, params: dict | None = None) -> Row | None:
     """Dedupe: the existing request for a same-content retry, or request_id_conflict."""
     row = store.get_request(request_id)
     if row is None:
@@ -388,7 +429,8 @@ def _existing(store, request_id: str, fp: str) -> Row | None:
             )
         return None
     if row["fingerprint"] != fp:
-        raise RelayError("request_id_conflict", f"{request_id} was used for different content")
+        raise RelayError("request_id_conflict", f"{request_id} was used for different content"
+                         + (f": {conflict_detail(row, params)}" if params else ""))
     return row
 
 
@@ -398,7 +440,7 @@ def send(store, now: int, caller: Caller, *, request_id: str | None, **work) -> 
     fp, params = _new_work(caller, **work)
     to, in_reply_to = work["to"], work["in_reply_to"]
     request_id = request_id or new_id()
-    row = _existing(store, request_id, fp)
+    row = _existing(store, request_id, fp, params)
     if row is not None:
         renew(store, caller, now)  # a success renews an active session (a ghost stays as it is)
         return {**request_object(row), "duplicate": True, **_delivery_view(store, to, now)}
@@ -481,10 +523,11 @@ def submit(store, now: int, caller: Caller, draft_id: str) -> dict:
         return _receipt(store, row, True, now)
     draft = store.get_draft(draft_id)
     if draft is None:
+        # relay makes the check the hint suggests: no request has this id either
         raise RelayError(
             "prepared_not_found",
-            f"no draft {draft_id}; if an earlier submit's response was lost, delivery may be "
-            "unknown: compare `relay show ID` before preparing again",
+            f"no draft has the id {draft_id}, and relay looked: no request has it either, "
+            "so nothing was queued under it",
         )
     require_live(store, caller)
     if draft["from_peer"] != caller.name:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import selectors
+import shlex
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -446,7 +447,9 @@ def _unrecorded_start(store, key: str, me: Me, runs: int, error: RelayError) -> 
         record_not_started(store, key, me, runs)
     except RelayError as again:
         return RelayError(error.code, f"{what}; the entry could not be withdrawn either "
-                          f"({again.message}), so it shows effect_unknown until the same call "
-                          "runs again with --idempotent or a person settles it with `relay "
-                          "ledger resolve KEY --outcome forget`", detail=error.detail)
+                          f"({again.message}): the next call with key {key!r} runs the command "
+                          "when the entry names no command process (`relay ledger show "
+                          f"{shlex.quote(key)}` says which), else a person settles it with "
+                          f"`relay ledger resolve {shlex.quote(key)} --outcome forget`",
+                          detail=error.detail)
     return RelayError(error.code, f"{what}, and the key stays free", detail=error.detail)

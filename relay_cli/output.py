@@ -97,6 +97,8 @@ class Col:
     every character matters). ``first``: shrinks before the others (a command line, a
     detail), so what a person types back (a name, a key) keeps its characters longest.
     ``keep_end``: a cut cell keeps its end (``…/project/dir``), for paths.
+    ``middle``: a cut cell keeps its start and its end (``claude…ntend``), for names and
+    reasons that differ only at the end (``…-frontend``, ``…-backend``).
     ``styles``: value -> rich style, used when colour is on.
     """
 
@@ -105,6 +107,7 @@ class Col:
     fixed: bool = False
     first: bool = False
     keep_end: bool = False
+    middle: bool = False
     styles: dict | None = None
     justify: str = "left"
 
@@ -180,8 +183,11 @@ class Output:
             return
         # a wait that ran out means "not yet" (design.md §1), never an error
         label = "not yet" if err.code in NOT_YET else "error"
-        self.stderr.write(f"relay: {label}: {err.code}: {inert_line(err.message)}\n")
-        self.stderr.write(f"hint: {inert(err.hint)}\n")
+        width = terminal_width(self.stderr) if _isatty(self.stderr) else None
+        for text in (f"relay: {label}: {err.code}: {inert_line(err.message)}",
+                     f"hint: {inert(err.hint)}"):
+            # on a terminal, wrapped between words: a command keeps its line (design.md §14)
+            self.stderr.write("\n".join(wrap_prose(text, width)) + "\n")
         if err.retry_after is not None:
             self.stderr.write(f"retry after: {err.to_dict()['retry_after_seconds']} s\n")
         self.stderr.flush()
@@ -239,11 +245,23 @@ class Output:
             self.line(f"{k.ljust(width)}  {inert_line(v)}")
 
     def table(self, columns: list[Col | str], rows: list[list[object]],
-              title: str | None = None, empty: str = "(none)") -> None:
+              title: str | None = None, empty: str = "(none)", tsv: bool = False) -> None:
         """A table: one line per row (design.md §14). On a terminal it fits the width
         (long cells end with an ellipsis), with colour when allowed; otherwise plain,
-        full values, columns separated by two spaces."""
+        full values, columns separated by two spaces -- or, with ``tsv`` (the tables a
+        script reads: list, inbox, peers list, ledger list), by one tab each, after a
+        header line of the column names (``cut -f``, ``awk -F'\t'``)."""
         cols = [c if isinstance(c, Col) else Col(c) for c in columns]
+        if not self.terminal and tsv:
+            if title:
+                self.line(title)
+            if not rows:
+                self.line(empty)
+                return
+            self.line("\t".join(c.name for c in cols))
+            for r in rows:
+                self.line("\t".join(inert_line(v) for v in r))
+            return
         if not self.terminal:
             if title:
                 self.line(title)
@@ -272,6 +290,13 @@ class Output:
     def short_id(self, request_id: str) -> str:
         """8 characters on a terminal (any command takes them back); the full id otherwise."""
         return request_id[:8] if self.terminal else request_id
+
+    def short_ids(self, ids) -> dict[str, str]:
+        """Each id as a table shows it: on a terminal its shortest prefix of at least 8
+        characters that no other id shown shares (``unique_prefixes``), the full id
+        otherwise."""
+        ids = list(ids)
+        return unique_prefixes(ids) if self.terminal else {i: i for i in ids}
 
     def when(self, iso: str | None, now: int) -> str:
         """A past time: ``3m ago`` on a terminal, the exact RFC 3339 time otherwise."""
@@ -390,9 +415,11 @@ def cell_len(text: str) -> int:
     return rich_cell_len(text)
 
 
-def fit(text: str, width: int | None, ellipsis: str = "\u2026", keep_end: bool = False) -> str:
+def fit(text: str, width: int | None, ellipsis: str = "\u2026", keep_end: bool = False,
+        middle: bool = False) -> str:
     """``text`` cut to ``width`` terminal cells, ending with the ellipsis when cut
-    (``keep_end``: starting with it, the end kept)."""
+    (``keep_end``: starting with it, the end kept; ``middle``: the ellipsis in the middle,
+    start and end kept)."""
     if width is None or cell_len(text) <= width:
         return text
     if width <= len(ellipsis):
@@ -400,6 +427,10 @@ def fit(text: str, width: int | None, ellipsis: str = "\u2026", keep_end: bool =
     from rich.cells import set_cell_size
 
     room = width - cell_len(ellipsis)
+    if middle and room >= 4:
+        head = set_cell_size(text, (room + 1) // 2)
+        tail = set_cell_size(text[::-1], room // 2)[::-1]
+        return head + ellipsis + tail
     if keep_end:
         tail = set_cell_size(text[::-1], room)[::-1]
         return ellipsis + tail
@@ -413,6 +444,25 @@ def wrap(text: str, width: int, ellipsis: str = "\u2026") -> list[str]:
 
     lines = textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False)
     return [fit(ln, width, ellipsis) for ln in lines] or [""]
+
+
+_COMMAND_SPAN = re.compile(r"`[^`]*`|eval \"\$\([^)]*\)\"")
+
+
+def wrap_prose(text: str, width: int | None, indent: str = "  ") -> list[str]:
+    """A sentence for a terminal ``width`` wide, wrapped between words, never inside a
+    word and never inside a command it names (in backquotes, or an ``eval "$(...)"``
+    line), so what a person copies is whole on one line; continuation lines are indented.
+    ``width`` None (not a terminal): the text as it is, one line."""
+    if width is None or cell_len(text) <= width:
+        return [text]
+    import textwrap
+
+    glue = "\x00"  # a space inside a command: not a place to break
+    joined = _COMMAND_SPAN.sub(lambda m: m.group().replace(" ", glue), text)
+    lines = textwrap.wrap(joined, max(20, width), subsequent_indent=indent,
+                          break_long_words=False, break_on_hyphens=False)
+    return [ln.replace(glue, " ") for ln in lines] or [text]
 
 
 def column_widths(cols: list[Col], cells: list[list[str]], width: int | None,
@@ -481,7 +531,7 @@ def render_table(cols: list[Col], rows: list[list[object]], width: int | None, *
 
 
 def _cell(value: str, width: int, col: Col, ellipsis: str) -> str:
-    text = fit(value, width, ellipsis, col.keep_end)
+    text = fit(value, width, ellipsis, col.keep_end, col.middle)
     gap = " " * (width - cell_len(text))
     return gap + text if col.justify == "right" else text + gap
 
@@ -501,12 +551,39 @@ def _join(values: list[str], cols: list[Col], widths: list[int]) -> str:
     return (" " * GAP).join(parts).rstrip()
 
 
+# ---------------------------------------------------------------------------- ids
+SHORT_ID = 8
+
+
+def unique_prefixes(ids, minimum: int = SHORT_ID) -> dict[str, str]:
+    """Each id's shortest prefix, at least ``minimum`` characters, that no other of
+    ``ids`` starts with (as git shortens hashes, design.md §14): two ids that share their
+    first 8 characters are shown with as many more as tell them apart, so either typed
+    back names one request. A prefix never ends on a hyphen (it takes the next digit)."""
+    ordered = sorted(set(ids))
+    out = {}
+    for i, rid in enumerate(ordered):
+        n = minimum
+        for other in ordered[max(0, i - 1):i] + ordered[i + 1:i + 2]:
+            n = max(n, len(os.path.commonprefix([rid, other])) + 1)
+        if n < len(rid) and rid[n - 1] == "-":
+            n += 1
+        out[rid] = rid[:n]
+    return out
+
+
 # ---------------------------------------------------------------------------- times
+# The one way relay writes a span of time for a person (design.md §14): ``45s``, ``2m``,
+# ``1h59m``, ``2d3h``. It lives in clock (which output imports; never the other way round),
+# and every relative time below uses it.
+duration = clock.human_duration
+
+
 def age(ms: int | None, now: int) -> str:
     """How long ago, without a unit suffix (``3m``); ``-`` for none."""
     if ms is None:
         return "-"
-    return clock.human_duration(max(0, now - ms) / 1000)
+    return duration(max(0, now - ms) / 1000)
 
 
 def ago(ms: int | None, now: int) -> str:
@@ -514,17 +591,18 @@ def ago(ms: int | None, now: int) -> str:
     if ms is None:
         return "-"
     if ms > now + 999:
-        return f"in {clock.human_duration((ms - now) / 1000)}"
+        return f"in {duration((ms - now) / 1000)}"
     return f"{age(ms, now)} ago"
 
 
 def local_clock(ms: int, now: int) -> str:
-    """The local clock time a person plans by: ``14:05`` today, ``Wed 14:05`` within the
+    """The local clock time a person plans by: ``14:05`` today or within 12 hours (the
+    relative time beside it says which day: ``in 59m (00:05)``), ``Wed 14:05`` within the
     week, the date beyond."""
     from datetime import datetime
 
     at, today = datetime.fromtimestamp(ms / 1000), datetime.fromtimestamp(now / 1000)
-    if at.date() == today.date():
+    if at.date() == today.date() or abs(ms - now) < 12 * 3600 * 1000:
         return at.strftime("%H:%M")
     if abs(ms - now) < 6 * 86400 * 1000:
         return at.strftime("%a %H:%M")
@@ -547,7 +625,7 @@ def iso_age(iso: str | None, now: int) -> str:
 
 
 def iso_left(iso: str | None, now: int) -> str:
-    return "-" if iso is None else clock.human_duration(max(0, clock.parse_iso(iso) - now) / 1000)
+    return "-" if iso is None else duration(max(0, clock.parse_iso(iso) - now) / 1000)
 
 
 def size(n: int | None) -> str:

@@ -80,9 +80,12 @@ def wait(store, name: str | None, token: str | None, ref: str, timeout_s: int,
     """
     with unit(store, write=False):
         caller = peers.identify(store, name, token, need_name=False) if token else None
-        request_id = lifecycle.get(store, ref)["id"]
+        first = lifecycle.get(store, ref)
+        request_id = first["id"]
     keeper = LeaseKeeper(store, caller) if caller is not None else None
-    state: list[str] = []
+    # the state last read: the first look may fail (a server gone, design.md §13) and
+    # the wait then begins with the state the id was resolved in
+    state: list[str] = [first["state"]]
 
     def check():
         with unit(store, write=False):

@@ -15,7 +15,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from . import clock, lifecycle, peers
-from .output import STATE_STYLES, Col, ago, deadline, fit, inert_line, render_table
+from .output import (
+    STATE_STYLES,
+    Col,
+    ago,
+    deadline,
+    duration,
+    fit,
+    inert_line,
+    render_table,
+    unique_prefixes,
+)
 from .states import OPEN_STATES, SETTLE
 
 OPEN_LIMIT = 40
@@ -112,27 +122,25 @@ class Section:
                 + (1 if self.action else 0))
 
 
-def _short(rid: str) -> str:
-    return rid[:8]
-
-
 def _ms(iso: str | None) -> int | None:
     return None if iso is None else clock.parse_iso(iso)
 
 
 def _next(r: dict, now: int) -> str:
-    """The deadline that moves an open request next, with the local clock time."""
+    """The deadline that moves an open request next, with the local clock time: its
+    state says which (expiry while queued, the claim lease while delivered, the reply
+    deadline while acknowledged), so the cell is the time alone and stays whole."""
     if r["state"] == "queued":
-        return f"expires {deadline(_ms(r['expires_at']), now)}"
+        return deadline(_ms(r["expires_at"]), now)
     if r["state"] == "delivered" and r["lease_expires_at"]:
-        return f"lease ends {deadline(_ms(r['lease_expires_at']), now)}"
+        return deadline(_ms(r["lease_expires_at"]), now)
     if r["state"] == "acknowledged" and r["reply_deadline_at"]:
-        return f"reply due {deadline(_ms(r['reply_deadline_at']), now)}"
+        return deadline(_ms(r["reply_deadline_at"]), now)
     return "-"
 
 
 def _lease(p: dict) -> str:
-    return "-" if p["lease_left_s"] is None else clock.human_duration(p["lease_left_s"])
+    return "-" if p["lease_left_s"] is None else duration(p["lease_left_s"])
 
 
 def sections(snap: Snapshot) -> list[Section]:
@@ -140,12 +148,15 @@ def sections(snap: Snapshot) -> list[Section]:
     from .ledger import SETTLE as LEDGER_SETTLE
 
     now = snap.now
+    # ids as short as they can be while no two shown share a prefix (design.md §14)
+    _short = unique_prefixes([r["id"] for r in snap.unknown + snap.open]
+                             + [e["request_id"] for e in snap.events]).__getitem__
     unknown_total = snap.counts.get("delivery_unknown", 0)
     out = [
         Section(f"delivery_unknown ({unknown_total}): check whether it was done, then "
                 "settle it", unknown_total, "relay list --state delivery_unknown",
-                [Col("id", fixed=True), Col("from", min=8), Col("to", min=8),
-                 Col("reason", min=12), Col("since", fixed=True)],
+                [Col("id", fixed=True), Col("from", min=8, middle=True), Col("to", min=8, middle=True),
+                 Col("reason", min=14, middle=True), Col("since", fixed=True)],
                 [[_short(r["id"]), r["from"], r["to"], r["reason"],
                   ago(_ms(r["updated_at"]), now)] for r in snap.unknown],
                 action=SETTLE),
@@ -162,15 +173,15 @@ def sections(snap: Snapshot) -> list[Section]:
                 snap.open_total, "relay list --state queued --state delivered "
                 "--state acknowledged",
                 [Col("id", fixed=True), Col("state", fixed=True, styles=STATE_STYLES),
-                 Col("from", min=8), Col("to", min=8), Col("since", fixed=True),
-                 Col("next", fixed=True)],
+                 Col("from", min=8, middle=True), Col("to", min=8, middle=True), Col("since", fixed=True),
+                 Col("deadline", fixed=True)],
                 [[_short(r["id"]), r["state"], r["from"], r["to"],
-                  clock.human_duration(max(0, now - _ms(r["updated_at"])) / 1000),
+                  ago(_ms(r["updated_at"]), now),
                   _next(r, now)] for r in _open_order(snap.open)],
                 empty="none"),
         Section(f"peers ({len(snap.peers)}, {sum(p['active'] for p in snap.peers)} active)",
                 len(snap.peers), "relay peers list",
-                [Col("name", min=12), Col("kind", fixed=True),
+                [Col("name", min=12, middle=True), Col("kind", fixed=True),
                  Col("active", fixed=True, styles={"yes": "green", "no": "dim"}),
                  Col("lease left", fixed=True),
                  Col("wakeup", min=7, styles={"waiter": "green", "hook": "green"})],
@@ -181,7 +192,7 @@ def sections(snap: Snapshot) -> list[Section]:
                 "relay show ID --events",
                 [Col("when", fixed=True), Col("id", fixed=True),
                  Col("state", fixed=True, styles={**STATE_STYLES, **LOUD}),
-                 Col("reason", min=12), Col("actor", min=8)],
+                 Col("reason", min=14, middle=True), Col("actor", min=8, middle=True)],
                 [[ago(_ms(e["at"]), now), _short(e["request_id"]),
                   f"!! {e['to_state']}" if e["to_state"] in LOUD_STATES else e["to_state"],
                   e["reason"], e["actor"]] for e in snap.events],

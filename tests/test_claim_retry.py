@@ -73,3 +73,18 @@ def test_an_acknowledged_request_is_not_returned_again(world):
     assert relay("claim", "--json", env=bob).json["id"] == second
     relay("ack", second, env=bob)
     refused(relay, "nothing_to_claim", "claim", env=bob)
+
+
+def test_the_retry_note_fits_an_80_column_terminal(world):
+    """The note above a returned request is wrapped between words at 80x24, like every
+    sentence relay prints for a person (design.md §7), not cut mid-word by the terminal."""
+    from conftest import assert_fits
+
+    relay, alice, bob = world
+    first, _ = _two_queued(relay, alice)
+    assert relay("claim", "--json", env=bob).json["id"] == first
+    _, screen = relay.screen("claim", env=bob, cols=80, rows=24)
+    lines = assert_fits(screen, 80)
+    note = " ".join(ln.strip() for ln in lines[:lines.index(next(
+        ln for ln in lines if ln.startswith("id ")))])
+    assert "claimed it already" in note and "ack it to take the next one" in note

@@ -40,7 +40,7 @@ def test_demo_narrates_each_step_and_prints_the_tables_at_80_columns(relay, tmp_
     assert "already sent, nothing new queued" in text
     assert "alice's wait returned: state completed, exit 0" in text
     table = lines.index("  $ relay list") + 1
-    assert lines[table].split() == ["id", "state", "from", "to", "reason", "created"]
+    assert lines[table].split() == ["id", "state", "from", "to", "reason", "since"]
     assert lines[table + 1].split()[1:4] == ["completed", "alice", "bob"]
     assert "events (" in text and "\x1b[" in raw
     kept = lines.index("The home was kept; to look around in it:")

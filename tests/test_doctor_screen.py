@@ -312,3 +312,22 @@ def test_a_password_that_pgpass_supplies_is_left_out_of_a_runnable_url(world, tm
     p = paste(relay, f"RELAY_TIME_OFFSET=60 PGPASSFILE={passfile} {fix}", tmp_path)
     assert p.returncode == 0, p.stderr
     assert rid in p.stdout
+
+
+@pytest.mark.sqlite_only
+def test_a_fail_and_a_warn_that_share_a_command_are_listed_above_it_once(relay):
+    """An unsafe home fails `state_dir` and leaves the database unopened (a warn): both are
+    settled by `relay doctor --fix`, which is printed once, under both."""
+    relay.join("alice")
+    os.chmod(relay.home, 0o777)
+    try:
+        report = relay("doctor", "--json").json
+        fixes = [(c["status"], c["fix"]) for c in report["checks"] if c["status"] != "ok"]
+        assert {s for s, _ in fixes} == {"fail", "warn"} and len({f for _, f in fixes}) == 1
+        _, raw = relay.pty("doctor", cols=COLS, rows=ROWS)
+    finally:
+        os.chmod(relay.home, 0o700)
+    lines, _ = last_screen(raw)
+    assert sum("relay doctor --fix" in ln for ln in lines) == 1, lines
+    assert max(i for i, ln in enumerate(lines) if ln.startswith(("✗", "!", "x "))) < \
+        next(i for i, ln in enumerate(lines) if "relay doctor --fix" in ln)

@@ -134,7 +134,8 @@ def test_text_from_file_and_missing_file(seeded, tmp_path):
     r = relay("send", "--to", "bob", "--file", str(f), "--json", env=alice)
     assert r.code == 0, r.err
     assert relay("show", r.json["id"], "--json").json["text"] == "from a file\n"
-    refused(relay, "invalid_text", "send", "--to", "bob", "--file", str(tmp_path / "no"),
+    # a path that cannot be read is a usage error about the path, not about the text
+    refused(relay, "usage_error", "send", "--to", "bob", "--file", str(tmp_path / "no"),
             env=alice)
     refused(relay, "invalid_text", "send", "--to", "bob", env=alice)
 

@@ -167,3 +167,63 @@ def test_an_entry_whose_command_never_started_is_not_shown_as_needing_a_person(r
     shown = relay("ledger", "show", "gate")
     assert "never began executing" in shown.out and "the next call" in shown.out
     assert relay("watch", "--json").json["effect_unknown"] == []
+
+
+def test_the_settle_command_printed_for_another_hosts_stale_entry_names_its_key(relay):
+    """What relay prints for a person to run names the key it is about, so it runs as
+    printed; the error's hint gives the command once, not twice."""
+    assert relay("once", "--key", "far", "--idempotent", "--", "true").code == 0
+    _as_another_host(relay, "far")
+    relay.move_clock(31)
+    hint = relay("once", "--key", "far", "--json", "--", "true").error["hint"]
+    assert "relay ledger resolve far --outcome" in hint
+    assert hint.count("succeeded|failed|forget") == 1
+    shown = relay("ledger", "show", "far")
+    assert "relay ledger resolve far --outcome" in " ".join(shown.out.split())
+
+
+def test_ledger_list_counts_the_entries_that_need_a_person_as_show_and_watch_do(relay):
+    """Another host's --idempotent entry that stopped renewing needs a person; an entry
+    whose command never began does not (the next call runs it)."""
+    assert relay("once", "--key", "far", "--idempotent", "--", "true").code == 0
+    _as_another_host(relay, "far")
+    relay.move_clock(31)
+    listed = " ".join(relay("ledger", "list").out.split())
+    assert "1 effect_unknown, needing a person" in listed
+    assert "relay and the command are gone" not in listed  # host-b may still run it
+    assert relay("once", "--key", "gate", "--", "true").code == 0
+    _as_another_host(relay, "gate", child_pid=None, child_start=None)
+    relay.move_clock(31)
+    listed = " ".join(relay("ledger", "list").out.split())
+    assert "1 effect_unknown, needing a person" in listed
+
+
+def test_an_unrecorded_start_that_could_not_be_withdrawn_says_what_the_next_call_does(
+        relay, tmp_path, monkeypatch):
+    """The command's pid could not be committed and the entry could not be withdrawn: the
+    entry names no command process, so the next call with the key runs the command, with
+    or without --idempotent (design.md §10); the error says so instead of asking for
+    --idempotent or a person."""
+    from relay_cli import once
+    from relay_cli.errors import RelayError
+
+    def lost(*_a, **_k):
+        raise RelayError("database_unavailable", "the connection to the database was lost")
+
+    path, cmd = counter(tmp_path)
+    monkeypatch.setattr(once, "record_child", lost)
+    monkeypatch.setattr(once, "record_not_started", lost)
+    r = relay("once", "--key", "gate", "--json", "--", *cmd)
+    monkeypatch.undo()
+    assert r.error["code"] == "database_unavailable" and runs(path) == 0
+    assert "could not be withdrawn" in r.error["message"]
+    assert "--idempotent" not in r.error["message"]
+    assert "the next call with key 'gate' runs" in r.error["message"]
+    assert relay("once", "--key", "gate", "--", *cmd).code == 0 and runs(path) == 1
+
+
+def test_ledger_list_help_says_what_effect_unknown_covers(relay):
+    """`--state effect_unknown` also lists another host's entry that stopped renewing,
+    whose command may still run there: the help does not say the command is gone."""
+    text = " ".join(relay("ledger", "list", "--help").out.split())
+    assert "another host stopped renewing it" in text

@@ -174,9 +174,21 @@ def test_times_read_relative_with_the_local_clock_time_where_a_person_plans():
     now = int(datetime(2026, 12, 1, 12, 0).timestamp() * 1000)
     assert ago(now - 180_000, now) == "3m ago"
     assert deadline(now + 58 * 60_000, now) == "in 58m (12:58)"
-    assert deadline(now + 26 * 3600_000, now) == "in 26h (Wed 14:00)"
+    assert deadline(now + 26 * 3600_000, now) == "in 1d2h (Wed 14:00)"
     assert deadline(now + 8 * 86400_000, now) == "in 8d (2026-12-09)"
     assert deadline(now - 5_000, now) == "5s ago (11:59)"
+
+
+def test_one_duration_vocabulary_largest_unit_and_the_next():
+    """design.md §14: never `102s` or `119m`; the same words in every command."""
+    from relay_cli import clock
+    from relay_cli.output import duration
+
+    cases = {0: "0s", 59: "59s", 60: "1m", 102: "1m", 119.6: "2m", 3599: "59m",
+             3600: "1h", 7140: "1h59m", 86399: "23h59m", 86400: "1d", 93600: "1d2h",
+             7 * 86400: "7d", -90: "-1m"}
+    assert {s: duration(s) for s in cases} == cases
+    assert clock.human_duration(7140) == "1h59m"  # one function behind both names
 
 
 def test_one_size_formatter():

@@ -151,3 +151,15 @@ def test_the_count_reads_the_partial_index(relay):
     else:
         plan = " ".join(str(r) for r in relay.sql("EXPLAIN QUERY PLAN " + query))
     assert "requests_open_to" in plan, plan
+
+
+def test_the_refusal_says_how_many_open_requests_there_are_not_the_cap(capped):
+    """The cap is the calling process's (RELAY_QUEUE_CAP): a sender with a smaller cap than
+    the queue already holds is told the count relay found, and the cap it applied."""
+    relay, alice, _ = capped
+    for _ in range(3):
+        assert relay.send(alice, "bob", "x", request_id=new_id()).code == 0
+    relay.env["RELAY_QUEUE_CAP"] = "2"
+    err = refused(relay, "capacity_exceeded", "send", "--to", "bob", "--id", new_id(), "x",
+                  env=alice)
+    assert "'bob' has 3 open requests" in err["message"] and "cap 2" in err["message"]

@@ -99,7 +99,7 @@ def test_the_demo_part_of_the_first_command_runs_as_written(tmp_path):
                        cwd=ROOT)
     assert p.returncode == 0, p.stderr
     assert "already sent, nothing new queued" in p.stdout
-    assert "completed  alice  bob" in p.stdout  # the list table, plain when piped
+    assert "\tcompleted\talice\tbob\t" in p.stdout  # the list, tab-separated when piped
 
 
 @pytest.mark.skipif(os.environ.get("RELAY_SLOW_TESTS") != "1",
@@ -217,6 +217,8 @@ def test_walkthrough_runs_as_written_in_two_terminals(tmp_path):
     # what the person saw, step by step
     b_claim = next(out for block, _, out in outputs["B"] if "relay claim --wait" in block)
     assert "NOT user approval" in b_claim and "Please review the diff" in b_claim
+    # the claim says by when to ack, as the walkthrough's text says it will
+    assert re.search(r"ack by in (9|10)m \(\d\d:\d\d\)", " ".join(b_claim.split())), b_claim
     resend = [out for block, _, out in outputs["A"] if f"--id {REVIEW}" in block][1]
     assert resend.lstrip().startswith("already sent, nothing new queued")
     assert re.search(r"duplicate\s+yes", resend) and re.search(r"state\s+completed", resend)

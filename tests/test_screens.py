@@ -114,8 +114,13 @@ def cells(line: str) -> list[str]:
 
 
 def whole_or_cut(cell: str, value: str) -> bool:
-    """The cell shows the value whole, or a prefix of it ending with the ellipsis."""
-    return cell == value or (cell.endswith(ELLIPSIS) and value.startswith(cell[:-1]))
+    """The cell shows the value whole, or a prefix of it ending with the ellipsis, or its
+    start and end around the ellipsis (names and reasons)."""
+    if cell == value:
+        return True
+    head, cut, tail = cell.partition(ELLIPSIS)
+    return bool(cut) and value.startswith(head) and value.endswith(tail) and \
+        len(head) + len(tail) < len(value)
 
 
 def assert_words_whole(lines: list[str], source: str) -> None:
@@ -177,18 +182,21 @@ def test_list_is_one_line_per_request_with_whole_or_cut_cells(home, cols, rows):
     requests = {r["id"][:8]: r for r in relay("list", "--json").json["requests"]}
     raw, text = relay.screen("list", cols=cols, rows=rows)
     lines = assert_fits(text, cols)
-    assert cells(lines[0]) == ["id", "state", "from", "to", "reason", "created"]
+    assert cells(lines[0]) == ["id", "state", "from", "to", "reason", "since"]
     assert len(lines) == 1 + len(requests)  # one line per row
-    states = set()
+    states, reasons = set(), {}
     for ln in lines[1:]:
-        rid, state, frm, to, reason, created = cells(ln)
-        r = requests[rid]
+        rid, state, frm, to, reason, since = cells(ln)
+        r = requests[rid[:8]]
         assert state == r["state"]  # states stay whole
         states.add(state)
         assert whole_or_cut(frm, r["from"]) and whole_or_cut(to, r["to"])
         assert whole_or_cut(reason, r["reason"] or "-")
-        assert re.fullmatch(r"\d+[smhd] ago", created)
+        reasons.setdefault(reason, set()).add(r["reason"])
+        assert re.fullmatch(r"(\d+[dhms])+ ago", since)  # since it is in its state
     assert states == STATES
+    # every reason reads as itself: two reasons never share a cell
+    assert all(len(v) == 1 for v in reasons.values()), reasons
     assert (ELLIPSIS in text) == (cols == 80)
     assert "\x1b[" in raw
 
@@ -235,9 +243,10 @@ def test_peers_ledger_and_inbox_are_one_line_per_row(home, cols, rows):
     assert notes and notes[0].startswith("1 awaiting a person's approval")
     assert_words_whole(notes, "1 awaiting a person's approval: `relay ledger show KEY`, then "
                        "`relay approve KEY` or `relay deny KEY` in your terminal 1 "
-                       "effect_unknown, needing a person: relay and the command are gone and "
-                       "the outcome was never recorded; check whether the effect happened, "
-                       "then `relay ledger resolve KEY --outcome succeeded|failed|forget`")
+                       "effect_unknown, needing a person: the outcome was never recorded and "
+                       "the next call does not run it again; `relay ledger show KEY` says why, "
+                       "then a person settles it with `relay ledger resolve KEY --outcome "
+                       "succeeded|failed|forget`")
 
     _, text = relay.screen("inbox", "--as", CODEX, cols=cols, rows=rows)
     lines = assert_fits(text, cols)

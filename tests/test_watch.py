@@ -48,7 +48,9 @@ def test_without_a_terminal_prints_one_plain_snapshot(relay):
     assert "not_configured" in peers["alice"]
     for key in ("queued", "delivered", "acked"):
         assert ids[key][:8] in out
-    assert "lease ends in" in out  # a delivered request's claim lease, with its clock time
+    # a delivered request's claim lease, with its clock time, under "deadline"
+    delivered = next(ln for ln in lines if ln.lstrip().startswith(ids["delivered"][:8]))
+    assert re.search(r"delivered .* in \d+m \(\d\d:\d\d\)$", delivered), delivered
     # The lapsed claim became delivery_unknown: it needs a person, so it comes first.
     sections = [ln for ln in lines if ln and not ln.startswith(" ")]
     assert sections[1].startswith("delivery_unknown (1): check whether it was done")

@@ -73,6 +73,14 @@ app = typer.Typer(
         "same intent twice by accident, never loses an accepted request, and never claims "
         "more than it knows. Nothing that arrives through relay is user approval."
     ),
+    epilog=examples(
+        'relay demo                # two peers hand work over, in a throwaway home',
+        'eval "$(relay peers join alice --shell)"     # this shell acts as alice',
+        'relay id                  # a new request id: write it into the send',
+        'relay send --to bob --id 7d8e2f4a-1b3c-4d5e-8f90-a1b2c3d4e5f6 - < task.md',
+        'relay list                # every request, newest first',
+        'relay send --help         # each command has its options and examples',
+    ),
     no_args_is_help=True,
     rich_markup_mode=None,
     pretty_exceptions_enable=False,
@@ -270,7 +278,16 @@ def read_text(text: str | None, file: str | None, what: str = "text",
             with open(file, "rb") as f:
                 data = f.read(limit)
         except OSError as e:
-            raise RelayError("invalid_text", f"cannot read --file {file}: {e.strerror}") from e
+            # the path is the problem, not the text: a usage error that names it
+            import errno
+
+            why = {errno.ENOENT: "there is no such file (a relative path starts in the "
+                                 "current directory)",
+                   errno.EISDIR: "it is a directory; --file takes a file",
+                   errno.EACCES: "you may not read it (check its mode)"}.get(
+                       e.errno, "fix the path, or pass the text on stdin with `-`")
+            raise RelayError("usage_error", f"cannot read --file {file}: {e.strerror}",
+                             detail=f"--file {file}: {why}") from e
         return lifecycle.validate_text(data, what)
     if text == "-":
         if sys.stdin is None:

@@ -57,7 +57,11 @@ def demo(
         if not keep and home is None:
             demo_lib.remove(path)
     if not out.json_mode:
+        # the demo's point, where it is still on an 80x24 screen when the demo ends
         out.line("")
+        out.para(f"In short: alice sent {d.request_id[:8]} with an id it chose; bob claimed, "
+                 "acked and replied; alice's resend of the same id and text was answered "
+                 "duplicate: yes (already sent, nothing new queued): one request, one job.")
         if keep or home is not None:
             out.line("The home was kept; to look around in it:")
             out.line(f"  {demo_lib.look_around(path)}")  # whole, to copy

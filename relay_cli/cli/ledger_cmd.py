@@ -130,16 +130,17 @@ def _unknown_text(obj: dict) -> str:
     if obj.get("child_pid") is None:
         return ("no command pid was committed, so the command never began executing (it "
                 "waits at a gate until then); the next call with this key runs it")
+    settle = (f"`relay ledger resolve {shlex.quote(obj['key'])} --outcome "
+              "succeeded|failed|forget`")
     if not ledger.shown_here(obj):
         return (f"host {obj['host']} stopped renewing it; relay cannot see whether the "
                 "command still runs there. A person who checked that host settles it at a "
-                "terminal: `relay ledger resolve KEY --outcome succeeded|failed|forget`")
+                f"terminal: {settle}")
     if obj.get("idempotent"):
         return ("relay and the command are gone and the outcome was never recorded; the "
                 "next call with this key runs it again (--idempotent)")
     return ("relay and the command are gone and the outcome was never recorded; check "
-            "whether the effect happened, then `relay ledger resolve KEY --outcome "
-            "succeeded|failed|forget`")
+            f"whether the effect happened, then {settle}")
 
 
 def _render_entry(out: Output, obj: dict, output: bool = False) -> None:
@@ -314,8 +315,9 @@ def ledger_list(
                      click_type=Choice(lambda: ledger.STATES,
                                        lambda v: ledger.validate_states([v])),
                      help="Only entries in STATE (repeatable): awaiting_approval, approved, "
-                          "denied, running, effect_unknown (relay and the command are gone, "
-                          "outcome never recorded), succeeded, failed, forgotten."),
+                          "denied, running, effect_unknown (outcome never recorded: relay "
+                          "and the command are gone, or another host stopped renewing it), "
+                          "succeeded, failed, forgotten."),
     ] = None,
     json_: JsonOpt = False,
     home: HomeOpt = None,
@@ -335,17 +337,17 @@ def ledger_list(
     rows = [[e["key"], e["state"], "-" if e["exit_code"] is None else e["exit_code"],
              ledger.command_text(e["argv"]), out.when(e["updated_at"], now)]
             for e in entries]
-    out.table(LEDGER_COLUMNS, rows, empty="(no entries)")
+    out.table(LEDGER_COLUMNS, rows, empty="(no entries)", tsv=True)
     waiting = [e for e in entries if e["state"] == "awaiting_approval"]
     if waiting:
         env.out.para(f"{len(waiting)} awaiting a person's approval: `relay ledger show KEY`, "
                      "then `relay approve KEY` or `relay deny KEY` in your terminal")
-    unknown = [e for e in entries if e["effect_unknown"] and not e["idempotent"]]
+    unknown = [e for e in entries if e["effect_unknown"] and not ledger.reruns_by_itself(e)]
     if unknown:
-        env.out.para(f"{len(unknown)} effect_unknown, needing a person: relay and the command "
-                     "are gone and the outcome was never recorded; check whether the effect "
-                     "happened, then `relay ledger resolve KEY --outcome "
-                     "succeeded|failed|forget`")
+        env.out.para(f"{len(unknown)} effect_unknown, needing a person: the outcome was never "
+                     "recorded and the next call does not run it again; `relay ledger show "
+                     "KEY` says why, then a person settles it with `relay ledger resolve KEY "
+                     "--outcome succeeded|failed|forget`")
     return 0
 
 

@@ -188,13 +188,14 @@ def _render_report(out: Output, report, verbose: bool = False) -> None:
                                            width - len(indent))
                 top += [Text(indent + first)] + [Text(indent + "  " + ln) for ln in rest]
 
-    # the problems: those that share one command are listed together, above it
+    # the problems: those that share one command are listed together, above it (a warn
+    # under the fail before it that the same command settles; each keeps its own status)
     status_w = 2 + len("fail")
     indent = " " * (status_w + GAP)
     inner = max(12, width - len(indent))
     shared: dict = {}
     for c in problems:
-        shared.setdefault((c.status, c.fix) if c.fix else (c.status, id(c)), []).append(c)
+        shared.setdefault(c.fix or id(c), []).append(c)
 
     def command(fix: str | None) -> list:
         if not fix:

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from .. import clock, complete, peers
-from ..output import Col, iso_age, iso_left
+from ..output import Col, iso_age, iso_left, local_clock
 from ..states import MEANING, SETTLE
 from .app import (
     AsOpt,
@@ -38,16 +38,25 @@ def _emit_peer(env: Env, obj: dict) -> int:
         env.out.json(obj)
         return 0
     now = clock.now_ms()
+    out = env.out
     env.out.fields([
         ("name", obj["name"]), ("kind", obj["kind"]),
         ("active", "yes" if obj["active"] else "no"),
         ("session", obj["session_id"]),
-        ("lease until", obj["lease_expires_at"]),
-        ("last seen", f"{obj['last_seen_at']} ({iso_age(obj['last_seen_at'], now)} ago)"
-         if obj["last_seen_at"] else None),
+        ("lease until", out.until(obj["lease_expires_at"], now)),
+        ("last seen", _seen(out, obj["last_seen_at"], now)),
         ("wakeup", obj["wakeup"]),
     ])
     return 0
+
+
+def _seen(out, iso: str | None, now: int) -> str | None:
+    """A past time: ``3m ago (14:05)`` on a terminal (design.md §14), exact when piped."""
+    if iso is None:
+        return None
+    if not out.terminal:
+        return f"{iso} ({iso_age(iso, now)} ago)"
+    return f"{out.when(iso, now)} ({local_clock(clock.parse_iso(iso), now)})"
 
 
 @peers_app.command(epilog=examples(
@@ -61,19 +70,27 @@ def join(
     shell: Annotated[
         bool, typer.Option("--shell", help="Print `export` lines to eval.")
     ] = False,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Replace a live session of NAME without "
+                           "asking (only a terminal is asked).")
+    ] = False,
     json_: JsonOpt = False,
     home: HomeOpt = None,
 ) -> int:
     """Start a session for NAME and print its secret token (shown once).
 
     Joining a name that has an active session supersedes it: the old session's in-flight
-    work becomes delivery_unknown. --shell prints `export` lines: run it inside eval, as
-    below, so that this shell acts as the new session.
+    work becomes delivery_unknown. At a terminal relay first says so and asks (--yes does
+    not ask; an agent's or a script's shell, or --json, is never asked). --shell prints
+    `export` lines: run it inside eval, as below, so that this shell acts as the new
+    session.
     """
     env = Env(json_, home)
     peers.validate_name(name)
     peers.validate_kind(kind)
     lease_s = duration(lease, clock.SESSION_LEASE, "--lease", peers.DEFAULT_SESSION_LEASE_S)
+    if not (yes or env.json) and _person_at_terminal(env.out) and not _replace_ok(env, name):
+        return 0
     with env.unit() as now:
         result, moved = peers.join_session(env.store, name, kind, lease_s, now)
     if moved:  # stderr: the stdout of --shell goes to eval
@@ -90,7 +107,9 @@ def join(
         if url is not None:  # design.md §13: the password stays out (~/.pgpass, PGPASSWORD)
             env.out.line(f"export RELAY_DATABASE_URL={shlex.quote(url)}")
     else:
-        env.out.fields([(k.replace("_", " "), v) for k, v in result.items()])
+        now = clock.now_ms()
+        env.out.fields([("lease until", env.out.until(v, now)) if k == "lease_expires_at"
+                        else (k.replace("_", " "), v) for k, v in result.items()])
         env.out.para(
             "The token is shown once, and this shell does not carry it: a command acts as "
             f"this session with RELAY_PEER={result['peer']} and RELAY_SESSION=TOKEN set (or "
@@ -99,6 +118,57 @@ def join(
             "`relay peers heartbeat` keeps the lease alive (or run the agent under "
             "`relay run`).")
     return 0
+
+
+def _person_at_terminal(out) -> bool:
+    """Standard input and stderr are a terminal: a person sees the question and types the
+    answer there. (A script or a test harness that keeps the terminal as stdin but
+    captures stderr is not asked.)"""
+    from ..lifecycle import stdin_is_terminal
+
+    try:
+        return stdin_is_terminal() and out.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _replace_ok(env: Env, name: str) -> bool:
+    """A person at a terminal is told what joining a live name does, and asked
+    (design.md §14). True: go on (no live session, or the person said yes)."""
+    with env.unit(write=False) as now:
+        old = env.store.active_session(name)
+        held = [] if old is None else [r["id"] for r in env.store.in_flight_of_session(old["id"])]
+    if old is None:
+        return True
+    out = env.out
+    left = out.until(clock.iso(old["lease_expires_at"]), now) if out.terminal else \
+        f"in {clock.human_duration((old['lease_expires_at'] - now) / 1000)}"
+    work = (f"it holds {len(held)} claimed request{'s' if len(held) != 1 else ''} "
+            f"({', '.join(r[:8] for r in held)}), which would become delivery_unknown"
+            if held else "it holds no claimed work")
+    import textwrap
+
+    for ln in textwrap.wrap(
+            f"relay: {name} has a live session (its lease ends {left}); {work}. Joining "
+            f"replaces it: that session can then only read and retry its sends.", 79,
+            break_long_words=False, break_on_hyphens=False):
+        out.stderr.write(ln + "\n")
+    out.stderr.write(f"Replace the live session of {name}? [y/N] ")
+    out.stderr.flush()
+    try:
+        import sys
+
+        answer = sys.stdin.readline()
+    except (OSError, ValueError):
+        answer = ""
+    if not answer.endswith("\n"):
+        out.stderr.write("\n")
+    if answer.strip().lower() in ("y", "yes"):
+        return True
+    out.stderr.write(f"relay: not joined; the live session of {name} is unchanged\n"
+                     "(--yes replaces it without asking)\n")
+    out.stderr.flush()
+    return False
 
 
 @peers_app.command(epilog=examples(
@@ -174,12 +244,13 @@ def list_(json_: JsonOpt = False, home: HomeOpt = None) -> int:
     rows = [[p["name"], p["kind"], "yes" if p["active"] else "no",
              iso_left(p["lease_expires_at"], now) if out.terminal else p["lease_expires_at"],
              out.when(p["last_seen_at"], now), p["wakeup"]] for p in result["peers"]]
-    out.table(_peer_columns(out.terminal), rows, empty="no peers yet: `relay peers join NAME`")
+    out.table(_peer_columns(out.terminal), rows, empty="no peers yet: `relay peers join NAME`",
+              tsv=True)
     return 0
 
 
 def _peer_columns(terminal: bool) -> list[Col]:
-    return [Col("name", min=12), Col("kind", fixed=True),
+    return [Col("name", min=12, middle=True), Col("kind", fixed=True),
             Col("active", fixed=True, styles={"yes": "green", "no": "dim"}),
             Col("lease left" if terminal else "lease until", fixed=True),
             Col("last seen", fixed=True),

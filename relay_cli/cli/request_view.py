@@ -83,11 +83,16 @@ def render_full(out: Output, obj: dict, now: int, extra: tuple[str, ...] = ()) -
 
 
 # One line per row at 80 columns (design.md §14): ids, states and times stay whole, the
-# rest shrinks and ends with an ellipsis.
+# rest shrinks; names and reasons keep their start and end (``claude…ntend``), so two
+# names that differ only at the end, and the four reasons of delivery_unknown, stay apart.
 STATE_COL = Col("state", fixed=True, styles=STATE_STYLES)
-EVENT_COLUMNS = [Col("at", fixed=True), STATE_COL, Col("reason", min=12),
-                 Col("actor", min=10, first=True), Col("detail", min=10, first=True)]
-LIST_COLUMNS = [Col("id", fixed=True), STATE_COL, Col("from", min=8), Col("to", min=8),
-                Col("reason", min=12), Col("created", fixed=True)]
-INBOX_COLUMNS = [Col("id", fixed=True), Col("from", min=10), Col("created", fixed=True),
-                 Col("size", fixed=True, justify="right")]
+EVENT_COLUMNS = [Col("at", fixed=True), STATE_COL, Col("reason", min=14, middle=True),
+                 Col("actor", min=10, first=True, middle=True),
+                 Col("detail", min=10, first=True)]
+LIST_COLUMNS = [Col("id", fixed=True), STATE_COL, Col("from", min=10, middle=True),
+                Col("to", min=10, middle=True), Col("reason", min=14, middle=True),
+                Col("since", fixed=True)]
+# Piped, `list` keeps every column whole, with the creation time as well (tab-separated).
+LIST_COLUMNS_PIPED = [*LIST_COLUMNS, Col("created")]
+INBOX_COLUMNS = [Col("id", fixed=True), Col("from", min=10, middle=True),
+                 Col("created", fixed=True), Col("size", fixed=True, justify="right")]

@@ -31,9 +31,9 @@ from .request_view import (
     ALREADY_SENT,
     INBOX_COLUMNS,
     LIST_COLUMNS,
+    LIST_COLUMNS_PIPED,
     render_full,
     render_request,
-    yes_no,
 )
 
 # ------------------------------------------------------------------ options
@@ -131,10 +131,10 @@ def id_(json_: JsonOpt = False, home: HomeOpt = None) -> int:
 
 
 @app.command(epilog=examples(
-    '# pick the id first: a retry is the same line with the same $ID',
-    'ID=$(relay id)',
-    'relay send --to reviewer --id "$ID" - < task.md',
-    'relay send --to reviewer --id "$ID" --ttl 2h --reply-within 30m - < task.md',
+    '# write the id out: a retry is the same line, word for word, in any shell',
+    'relay id   # prints a new id, e.g. 7d8e2f4a-1b3c-4d5e-8f90-a1b2c3d4e5f6',
+    'relay send --to bob --id 7d8e2f4a-1b3c-4d5e-8f90-a1b2c3d4e5f6 - < task.md',
+    'relay send --to bob --ttl 2h --id 0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9 -',
 ))
 def send(
     to: ToOpt,
@@ -227,14 +227,17 @@ def submit(
     draft_id = lifecycle.validate_ref(id_)
     with env.unit() as now:
         result = lifecycle.submit(env.store, now, env.caller(), draft_id)
+        # a person sees what send shows (recipient, size, the state's note); JSON keeps
+        # the receipt's shape
+        shown = None if env.json else lifecycle.request_object(
+            env.store.get_request(result["id"]))
     if env.json:
         env.out.json(result)
         return 0
     if result["duplicate"]:
         env.out.line(ALREADY_SENT)
-    times = {"created_at": "created", "expires_at": "expires"}  # as every request view
-    env.out.fields([(times[k], env.out.until(v, now)) if k in times
-                    else (k.replace("_", " "), yes_no(v)) for k, v in result.items()])
+    render_request(env.out, {**shown, **result}, now,
+                   ("duplicate", "recipient_active", "wakeup"))
     return 0
 
 
@@ -289,9 +292,12 @@ def list_(
         env.out.json(result)
         return 0
     out = env.out
-    rows = [[out.short_id(r["id"]), r["state"], r["from"], r["to"], r["reason"],
-             out.when(r["created_at"], now)] for r in result["requests"]]
-    out.table(LIST_COLUMNS, rows, empty="no requests")
+    short = out.short_ids(r["id"] for r in result["requests"])
+    rows = [[short[r["id"]], r["state"], r["from"], r["to"], r["reason"],
+             out.when(r["updated_at"], now)]
+            + ([] if out.terminal else [r["created_at"]]) for r in result["requests"]]
+    out.table(LIST_COLUMNS if out.terminal else LIST_COLUMNS_PIPED, rows, empty="no requests",
+              tsv=True)
     if result["has_more"]:
         env.out.para(f"(more rows: raise --limit above {limit} or pass --all)")
     return 0
@@ -374,10 +380,12 @@ def inbox(
         env.out.json(result)
         return 0
     out = env.out
+    short = out.short_ids(r["id"] for r in result["requests"])
     out.table(INBOX_COLUMNS,
-              [[out.short_id(r["id"]), r["from"], out.when(r["created_at"], now),
-                size(r["text_bytes"])] for r in result["requests"]],
-              empty="nothing queued for you")
+              [[short[r["id"]], r["from"], out.when(r["created_at"], now),
+                size(r["text_bytes"]) if out.terminal else r["text_bytes"]]
+               for r in result["requests"]],
+              empty="nothing queued for you", tsv=True)
     return 0
 
 
@@ -428,13 +436,30 @@ def claim(
     if env.json:
         env.out.json(obj)
     else:
+        now = clock.now_ms()
         if obj.get("duplicate"):
-            env.out.line("this session claimed it already and has not acked it; here it is "
+            env.out.para("this session claimed it already and has not acked it; here it is "
                          "again (ack it to take the next one)")
-        render_full(env.out, obj, clock.now_ms())
+        render_full(env.out, obj, now)
         env.out.para(f"next: relay ack {obj['id']}")
-        env.out.para(f"then: relay reply {obj['id']} - <<'EOF' ... EOF   (or relay reject/fail)")
+        env.out.para(ack_by(env.out, obj, now))
+        # runnable as pasted: `-` reads the answer from the terminal until Ctrl-D (design.md §14)
+        env.out.para(f"then: relay reply {obj['id']} -")
+        env.out.para("  (type the answer, then Ctrl-D; or end it with relay fail or relay reject)")
     return 0
+
+
+def ack_by(out: Output, obj: dict, now: int) -> str:
+    """By when the claim must be acknowledged, and what happens after (design.md §14): a
+    person who reads before acking must not learn of the claim lease from a
+    state_conflict."""
+    after = ("it is queued again" if obj["on_lost"] == "redeliver"
+             and obj["attempts"] < obj["max_attempts"] else
+             "it fails (no attempts left)" if obj["on_lost"] == "redeliver" else
+             "it becomes delivery_unknown")
+    return (f"ack by {out.until(obj['lease_expires_at'], now)}: the claim lease ends then "
+            f"and {after} (claim --lease D holds it longer, up to "
+            f"{clock.duration_text(clock.CLAIM_LEASE[1])})")
 
 
 def _act(env: Env, fn, request_id: str, *args):
