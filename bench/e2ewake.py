@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import sys
 import time
 
@@ -21,7 +22,7 @@ from .common import median, pct, print_machine
 from .latency import _commit_clock, inproc
 
 
-def one_runtime(runtime: str, wakes: int, log=print) -> dict:
+def one_runtime(runtime: str, wakes: int, log=print, jitter: float = 0.0) -> dict:
     from e2e import harness, scenarios
 
     mods = harness.install()
@@ -47,7 +48,9 @@ def one_runtime(runtime: str, wakes: int, log=print) -> dict:
                     if not scenarios._wait(lambda: scenarios._waiter_ready(sb, peer), 30, 0.05):
                         problems.append(f"wake {n}: the waiter was not back within 30 s")
                         continue
-                    time.sleep(0.5)
+                    # --jitter: a send at a random moment, not locked onto a
+                    # runtime's own timer (Codex checks its queue every 10 s)
+                    time.sleep(0.5 + random.uniform(0.0, jitter))
                     try:
                         w = scenarios.wake_once(sb, sender, peer, send=send)
                     except AssertionError as e:
@@ -73,6 +76,8 @@ def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m bench e2ewake", description=__doc__)
     p.add_argument("--wakes", type=int, default=10)
     p.add_argument("--runtime", action="append", choices=["claude", "codex"])
+    p.add_argument("--jitter", type=float, default=0.0,
+                   help="wait a random 0..JITTER s more before each send")
     args = p.parse_args(argv)
     from e2e import harness
     try:
@@ -82,7 +87,7 @@ def main(argv: list[str]) -> int:
         print(f"e2ewake: missing: {e}", file=sys.stderr)
         return 3
     print_machine()
-    rows = [one_runtime(rt, args.wakes) for rt in args.runtime or ["claude", "codex"]]
+    rows = [one_runtime(rt, args.wakes, jitter=args.jitter) for rt in args.runtime or ["claude", "codex"]]
     print("\nsend (commit) -> next model request, idle TUI woken by relay's waiter:")
     print(f"{'runtime':<22} {'wakes':>5} {'median':>8} {'p90':>8} {'max':>8} "
           f"{'of which waiter (median)':>25}")

@@ -189,8 +189,9 @@ _CODEX = """\
 The person installs them with `relay hook install codex` (it edits
 ~/.codex/hooks.json; Codex asks the person to trust them) and starts Codex as
 `relay run --as NAME --kind codex -- codex`, which puts RELAY_PEER and
-RELAY_SESSION in your environment (and starts Codex with --no-daemon, so that
-each Codex keeps its own peer's identity). Then:
+RELAY_SESSION in your environment (and gives Codex an app server of its own, or
+--no-daemon for `codex exec`, so that each Codex keeps its own peer's identity).
+Then:
 
 - At each prompt a short note lists requests waiting for you and requests you
   sent that have finished; when you stop while requests wait, the hook keeps you

@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import due, peers
-from .errors import RelayError
+from .errors import NOT_EXECUTABLE_EXIT, RelayError
 from .peers import Caller
 from .process import CannotStart, Signals, exit_status, resolve_command, signal_status, spawn
 
-__all__ = ["CannotStart", "launch_argv", "run", "supported"]
+__all__ = ["CannotStart", "launch_argv", "launch_plan", "run", "supported"]
 
 
 def launch_argv(argv: list[str]) -> list[str]:
@@ -34,19 +34,34 @@ def launch_argv(argv: list[str]) -> list[str]:
     ``launch_args`` (Codex: ``--no-daemon``, so that no shared daemon runs its threads with
     another peer's environment) they follow the program's name unless already given; an
     option in ``launch_refuses`` (Codex's ``--remote``, a shared server) is refused."""
+    return launch_plan(argv)[0]
+
+
+def launch_plan(argv: list[str]) -> tuple[list[str], bool]:
+    """(the command as `relay run` starts it, whether it gets a private app server).
+
+    Codex's interactive TUI (``codex [OPTIONS] [PROMPT]``, no ``--no-daemon`` given) gets
+    its own ``codex app-server`` (``codex_server``); the address is added as ``--remote``
+    once the server listens. Everything else is :func:`launch_argv`'s."""
     from . import runtimes
 
     rt = runtimes.for_program(argv[0]) if argv else None
     if rt is None:
-        return argv
+        return argv, False
     for opt in rt.launch_refuses:
         if any(a == opt or a.startswith(opt + "=") for a in argv[1:]):
             raise RelayError(
                 "usage_error", f"relay run: {rt.program} {opt} runs the session in a shared "
                 "server with another environment, so it would not keep this peer's identity",
                 hint=f"start {rt.program} under relay run without {opt}")
+    if rt.private_server and not any(a in rt.launch_args for a in argv[1:]):
+        from . import codex_server
+
+        if codex_server.is_tui(argv[1:]):
+            return argv, True
     missing = [a for a in rt.launch_args if a not in argv[1:]]
-    return [argv[0], *missing, *argv[1:]]
+    return [argv[0], *missing, *argv[1:]], False
+
 
 @dataclass
 class Session:
@@ -160,10 +175,11 @@ def run(open_store, name: str, kind: str | None, lease_seconds: int, argv: list[
     heartbeat); ``report(item)`` prints a RelayError or a note for the person on stderr.
     Raises CannotStart or RelayError; either way no live session is left behind.
     """
-    argv = launch_argv(argv)
+    argv, private_server = launch_plan(argv)
     path = resolve_command(argv[0], os.environ.get("PATH"))
     heartbeat = None
     store = None
+    server = None
     with Signals(children=True) as signals:
         try:
             store = open_store()
@@ -180,21 +196,54 @@ def run(open_store, name: str, kind: str | None, lease_seconds: int, argv: list[
                     _leave_reporting(store, session, report)
                     return signal_status(early[0][0])
                 env = child_env(session, store.home, store.shared_url(with_password=True))
+                if private_server:
+                    server, argv, early = _start_server(path, argv, env, signals)
+                    if early:
+                        server.stop()
+                        _leave_reporting(store, session, report)
+                        return signal_status(early[0][0])
                 pid = spawn(path, argv, env, signals)
             except BaseException:
+                if server is not None:
+                    server.stop()
                 _leave_reporting(store, session, report)
                 raise
             heartbeat = Heartbeat(open_store, session, report)
             heartbeat.start()
             status = _supervise(pid, signals)
+            if server is not None:
+                server.stop()
             heartbeat.stop()
             _leave_reporting(store, session, report)
             return status
         finally:
+            if server is not None:
+                server.stop()
             if heartbeat is not None:
                 heartbeat.stop()
             if store is not None:
                 store.close()
+
+
+def _start_server(path: str, argv: list[str], env: dict[str, str], signals: Signals):
+    """Start the peer's private Codex app server with the session's environment (design.md
+    §12); (server, the TUI's argv with ``--remote``, signals that arrived meanwhile).
+    ``env`` gains ``RELAY_CODEX_REMOTE``. Raises RelayError when it cannot listen."""
+    from . import codex_server
+
+    server = codex_server.AppServer(path, codex_server.server_options(argv[1:]))
+    try:
+        address = server.prepare()
+        env[codex_server.REMOTE_ENV] = address
+        early = server.start(env, signals.child_mask(), signals.take)
+    except (OSError, codex_server.CannotListen) as e:
+        server.stop()
+        raise RelayError(
+            "usage_error", f"relay run: {argv[0]}'s private app server did not start: {e}",
+            exit_code=NOT_EXECUTABLE_EXIT,
+            hint=f"nothing was left running and the session was left; to run without it, "
+                 f"start `relay run ... -- {argv[0]} --no-daemon`") from None
+    return server, [argv[0], "--remote", address, *argv[1:]], early
 
 
 def _supervise(pid: int, signals: Signals) -> int:

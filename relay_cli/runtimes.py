@@ -59,6 +59,9 @@ class Runtime:
     start_in_turn: bool = False  # SessionStart fires with the first prompt, in its turn
     launch_args: tuple[str, ...] = ()  # what `relay run` adds after the program's name
     launch_refuses: tuple[str, ...] = ()  # options `relay run` refuses for this program
+    # `relay run` gives the interactive program a private server of its own instead of
+    # ``launch_args`` (Codex's TUI: `codex app-server` on a unix socket, relay_cli/codex_server.py)
+    private_server: bool = False
     guide_file: str = "AGENTS.md"  # where a person pastes `relay guide --for NAME`
     checked: str = ""  # the version whose shipped package the formats were checked with
     package: str = ""  # that package
@@ -136,6 +139,9 @@ CODEX = Runtime(
     # The shared `codex app-server` daemon runs every thread with the environment of
     # whoever started it; without it each Codex keeps its own peer's identity.
     launch_args=("--no-daemon",), launch_refuses=("--remote",),
+    # ...except the interactive TUI: it gets an app server of its own, started with its
+    # peer's environment, and `--remote` to it, so a queued note starts a turn at once.
+    private_server=True,
     hook_help="""Codex command hook: reads the event JSON on stdin, answers in Codex's format.
 
     The same events and output as Claude Code's; the identity comes from `relay run` (or
@@ -151,9 +157,11 @@ CODEX = Runtime(
         "silently skips untrusted hooks (--dangerously-bypass-hook-trust runs them). Trust "
         "is per entry position and content: changing relay's entries asks again.",
         "Start Codex as `relay run --as NAME --kind codex -- codex`: Codex 0.171.0 gives "
-        "hooks no env file, so the launcher carries the relay session, and adds --no-daemon "
-        "(the shared `codex app-server` daemon would run every session as the peer that "
-        "started it).",
+        "hooks no env file, so the launcher carries the relay session. It starts the TUI "
+        "with an app server of its own (`codex app-server` on a private unix socket, with "
+        "the peer's environment; `--remote` to it), and `codex exec` and the other "
+        "subcommands with --no-daemon: the shared `codex app-server` daemon would run every "
+        "session as the peer that started it.",
         "Codex fires SessionStart only at the first prompt (a waiter starts when that turn "
         "ends), and its TUI's /quit runs no SessionEnd: `relay run` leaves for it.",
     ),

@@ -10,7 +10,9 @@ claims them, never text from a peer.
   stderr (the channel of a Claude Code blocking exit).
 - Codex runs it as an ``async`` hook; the waiter wakes the session with
   ``codex queue --thread <session_id> --message <note>``, which arrives as a user turn, so
-  the note says it comes from relay and not from the user. Opt-in (design.md §12).
+  the note says it comes from relay and not from the user; with ``--remote`` to the peer's
+  own app server when `relay run` started one (``RELAY_CODEX_REMOTE``). Opt-in
+  (design.md §12).
 
 One waiter per relay session: the waiter records itself (pid, process start, host) in
 ``wake_waiters``; a second one for the same session exits 0 at once, unless the recorded
@@ -219,8 +221,12 @@ def _unregister(store, session_id: str, me) -> None:
 
 
 def _codex_queue(codex: str, thread: str, text: str) -> bool:
+    argv = [codex, "queue", "--thread", thread, "--message", text]
+    remote = os.environ.get("RELAY_CODEX_REMOTE", "")
+    if remote.startswith("unix://"):  # the peer's own app server (`relay run`): at once
+        argv += ["--remote", remote]
     try:
-        p = subprocess.run([codex, "queue", "--thread", thread, "--message", text],
+        p = subprocess.run(argv,
                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                            stderr=subprocess.PIPE, timeout=CODEX_QUEUE_TIMEOUT_S)
     except (OSError, subprocess.SubprocessError) as e:

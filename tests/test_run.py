@@ -301,17 +301,156 @@ def _fake_codex(tmp_path: Path) -> tuple[dict, Path]:
     return {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}, out
 
 
-def test_codex_under_relay_run_starts_without_the_shared_daemon(relay, tmp_path):
+def test_codex_subcommands_under_relay_run_start_without_the_shared_daemon(relay, tmp_path):
     """design.md §12: Codex's shared app-server daemon runs every thread with the
     environment of the peer that started it; --no-daemon keeps one identity per peer."""
     env, out = _fake_codex(tmp_path)
-    r = relay.proc("run", "--as", "codex-a", "--kind", "codex", "--", "codex", env=env)
+    r = relay.proc("run", "--as", "codex-b", "--", "codex", "exec", "--json", "hi", env=env)
+    assert r.code == 0, r.err
+    assert json.loads(out.read_text()) == [["--no-daemon", "exec", "--json", "hi"], "codex-b"]
+    r = relay.proc("run", "--as", "codex-b", "--", "codex", "-m", "o3", "resume", env=env)
+    assert json.loads(out.read_text())[0] == ["--no-daemon", "-m", "o3", "resume"]
+    # a --no-daemon the person gave: the TUI runs in-process, as asked (not twice)
+    r = relay.proc("run", "--as", "codex-a", "--kind", "codex", "--", "codex", "--no-daemon",
+                   env=env)
     assert r.code == 0, r.err
     assert json.loads(out.read_text()) == [["--no-daemon"], "codex-a"]
-    r = relay.proc("run", "--as", "codex-b", "--", "codex", "exec", "--json", "hi", env=env)
-    assert json.loads(out.read_text()) == [["--no-daemon", "exec", "--json", "hi"], "codex-b"]
-    r = relay.proc("run", "--as", "codex-b", "--", "codex", "--no-daemon", "resume", env=env)
-    assert json.loads(out.read_text())[0] == ["--no-daemon", "resume"]  # not twice
+
+
+FAKE_CODEX = """#!{py}
+import json, os, signal, socket, sys, time
+rec = {rec!r}
+args = sys.argv[1:]
+def record(name, extra=None):
+    data = {{"argv": args, "pid": os.getpid(), **(extra or {{}}),
+            "env": {{k: os.environ.get(k) for k in
+                    ("RELAY_PEER", "RELAY_SESSION", "RELAY_CODEX_REMOTE")}}}}
+    with open(os.path.join(rec, name + ".tmp"), "w") as f:
+        json.dump(data, f)
+    os.replace(os.path.join(rec, name + ".tmp"), os.path.join(rec, name))
+if args[:1] == ["app-server"]:
+    mode = os.environ.get("FAKE_SERVER", "")
+    if mode == "exit":
+        print("error: no config here"); sys.exit(3)
+    path = args[args.index("--listen") + 1][len("unix://"):]
+    def stop(n, f):
+        open(os.path.join(rec, "server-stopped"), "w").write(str(n)); sys.exit(0)
+    signal.signal(signal.SIGTERM, stop)
+    if mode != "mute":
+        s = socket.socket(socket.AF_UNIX); s.bind(path); s.listen(8)
+    record("server", {{"mode": oct(os.stat(os.path.dirname(path)).st_mode & 0o777)}})
+    while True:
+        time.sleep(0.1)
+remote = args[args.index("--remote") + 1] if "--remote" in args else None
+connected = False
+if remote:
+    c = socket.socket(socket.AF_UNIX); c.connect(remote[len("unix://"):]); connected = True
+record("tui", {{"connected": connected}})
+if os.environ.get("FAKE_TUI_WAIT"):
+    signal.signal(signal.SIGTERM, lambda n, f: sys.exit(42))
+    time.sleep(30)
+"""
+
+
+def _fake_codex_with_server(tmp_path: Path) -> tuple[dict, Path]:
+    """A stand-in `codex`: `app-server --listen unix://P` listens on P until SIGTERM; the
+    TUI connects to its --remote. Both record argv, pid and identity under ``rec``."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    rec = tmp_path / "rec"
+    rec.mkdir()
+    script = bin_dir / "codex"
+    script.write_text(FAKE_CODEX.format(py=PY, rec=str(rec)))
+    script.chmod(0o755)
+    return {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}, rec
+
+
+def test_codex_tui_under_relay_run_gets_its_own_app_server_with_its_identity(relay, tmp_path):
+    """design.md §12: the interactive TUI gets a private `codex app-server` on a unix
+    socket, started with the peer's environment, and `--remote` to it; the session names
+    the address (RELAY_CODEX_REMOTE) for the waiter; the server is stopped at the end."""
+    env, rec = _fake_codex_with_server(tmp_path)
+    r = relay.proc("run", "--as", "codex-a", "--kind", "codex", "--", "codex",
+                   "-c", "model=\"x\"", "--dangerously-bypass-hook-trust", "fix it", env=env)
+    assert r.code == 0, r.err
+    server = json.loads((rec / "server").read_text())
+    tui = json.loads((rec / "tui").read_text())
+    address = tui["env"]["RELAY_CODEX_REMOTE"]
+    assert address.startswith("unix:///") and address.endswith("/app-server.sock")
+    assert tui["argv"] == ["--remote", address, "-c", "model=\"x\"",
+                           "--dangerously-bypass-hook-trust", "fix it"]
+    assert tui["connected"]
+    assert server["argv"] == ["app-server", "-c", "model=\"x\"", "--listen", address]
+    assert server["mode"] == "0o700"
+    assert server["env"] == tui["env"]  # the same peer, session and address
+    assert tui["env"]["RELAY_PEER"] == "codex-a"
+    assert tui["env"]["RELAY_SESSION"].startswith("rly_")
+    assert (rec / "server-stopped").read_text() == str(int(signal.SIGTERM))
+    assert not os.path.exists(os.path.dirname(address[len("unix://"):]))
+    assert _peer(relay, "codex-a")["active"] is False
+
+
+def test_a_signal_to_relay_run_ends_codex_and_then_its_app_server(relay, tmp_path):
+    env, rec = _fake_codex_with_server(tmp_path)
+    p = relay.popen("run", "--as", "codex-a", "--", "codex", env={**env, "FAKE_TUI_WAIT": "1"})
+    try:
+        _wait_for(rec / "tui")
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=15) == 42  # the TUI's own status
+    finally:
+        p.kill()
+    assert (rec / "server-stopped").exists()
+    address = json.loads((rec / "tui").read_text())["env"]["RELAY_CODEX_REMOTE"]
+    assert not os.path.exists(os.path.dirname(address[len("unix://"):]))
+    assert _peer(relay, "codex-a")["active"] is False
+
+
+def test_an_app_server_that_cannot_start_is_a_clear_error_and_leaves_nothing(relay, tmp_path):
+    env, rec = _fake_codex_with_server(tmp_path)
+    r = relay.proc("run", "--as", "codex-a", "--", "codex", "--json",
+                   env={**env, "FAKE_SERVER": "exit"})
+    assert r.code == 126, r.err
+    assert "usage_error" in r.err and "private app server did not start" in r.err
+    assert "exited with status 3" in r.err and "no config here" in r.err
+    assert "--no-daemon" in r.err  # the way to run without it
+    assert not (rec / "tui").exists()
+    assert _peer(relay, "codex-a")["active"] is False
+
+
+@pytest.mark.one_backend
+def test_an_app_server_that_never_listens_is_stopped_after_the_bound(tmp_path):
+    from relay_cli import codex_server
+
+    env, rec = _fake_codex_with_server(tmp_path)
+    server = codex_server.AppServer(str(tmp_path / "bin" / "codex"), [])
+    address = server.prepare()
+    full_env = {**os.environ, **env, "FAKE_SERVER": "mute"}
+    t0 = time.monotonic()
+    with pytest.raises(codex_server.CannotListen, match="did not listen on"):
+        server.start(full_env, signal.pthread_sigmask(signal.SIG_BLOCK, ()), lambda: [],
+                     timeout=1.0)
+    assert time.monotonic() - t0 < 10
+    _wait_for(rec / "server")
+    pid = json.loads((rec / "server").read_text())["pid"]
+    server.stop()
+    assert (rec / "server-stopped").exists()
+    assert not os.path.exists(os.path.dirname(address[len("unix://"):]))
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+@pytest.mark.one_backend
+@pytest.mark.parametrize("args, tui", [
+    ([], True), (["fix the bug"], True), (["-m", "o3", "exec"], False),
+    (["-m", "o3"], True), (["--model=o3", "explain"], True), (["--", "exec"], True),
+    (["exec", "hi"], False), (["e", "hi"], False), (["-c", "a=1", "resume"], False),
+    (["app-server", "daemon", "start"], False), (["--help"], False), (["-V"], False),
+    (["--config=a=1", "queue"], False), (["-i", "a.png", "b.png", "--", "x"], True),
+])
+def test_which_codex_command_lines_start_the_interactive_tui(args, tui):
+    from relay_cli import codex_server
+
+    assert codex_server.is_tui(args) is tui
 
 
 def test_codex_with_a_remote_server_is_refused_and_joins_nothing(relay, tmp_path):

@@ -266,6 +266,22 @@ def test_codex_waiter_queues_relays_note_into_the_thread(relay, tmp_path, fake_c
     assert s.hook("stop") is None  # the 4th block in a row is let through
 
 
+def test_codex_waiter_queues_through_the_peers_own_app_server(relay, tmp_path, fake_codex):
+    """design.md §12: under `relay run`, Codex's TUI talks to the peer's own app server;
+    `codex queue --remote` to it starts the queued turn at once."""
+    path_env, record = fake_codex
+    s = Session(relay, tmp_path, "codex")
+    address = "unix:///run/user/0/relay-codex-abc/app-server.sock"
+    w = s.waiter(env={**path_env, "RELAY_CODEX_REMOTE": address})
+    until(lambda: wakeup(relay, "agent-1") == "waiter", "the waiter")
+    rid = new_id()
+    relay.send(relay.join("alice"), "agent-1", request_id=rid)
+    assert finish(w) == (0, "", "")
+    (argv,) = [json.loads(line) for line in record.read_text().splitlines()]
+    assert argv[:4] == ["queue", "--thread", s.sid, "--message"] and rid in argv[4]
+    assert argv[5:] == ["--remote", address]
+
+
 def test_codex_waiter_whose_queue_fails_leaves_the_stop_hook_to_name_the_work(
         relay, tmp_path, fake_codex):
     path_env, record = fake_codex
