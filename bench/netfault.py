@@ -392,6 +392,23 @@ def retried(run: Run, w: int, host: Host, env: dict, args: list[str], input: str
     return c
 
 
+def claimed(run: Run, w: int, host: Host, env: dict, args: list[str],
+            limit_s: float = 150.0) -> Call:
+    """A claim, retried the way the agent guide says (design.md §6): after a retryable
+    failure whose answer may have been lost, `claim --again` first (the request this
+    session took and has not acked), and a new claim only when it holds none."""
+    first, c = run_call(run, w, host, env, args, None)
+    end = time.monotonic() + limit_s
+    while c.code and c.error_code in RETRYABLE and time.monotonic() < end:
+        time.sleep(1.0)
+        _, c = run_call(run, w, host, env, ["claim", "--again", "--json"], None,
+                        retry_of=first)
+        if c.code == 0 or c.error_code in RETRYABLE:
+            continue
+        _, c = run_call(run, w, host, env, args, None, retry_of=first)
+    return c
+
+
 # --------------------------------------------------------------------------- workers
 
 
@@ -409,7 +426,7 @@ def worker(run: Run, w: int, workers: int, host: Host, env: dict, cycles: int, k
                 run.sent[rid] = (w, text)
         got = None
         for _ in range(3):  # claim what w-1 sent this round
-            c = retried(run, w, host, env, ["claim", "--wait", "15", "--lease", LEASE, "--json"])
+            c = claimed(run, w, host, env, ["claim", "--wait", "15", "--lease", LEASE, "--json"])
             if c.code == 0:
                 got = c.json
                 with run.lock:
