@@ -155,7 +155,10 @@ class AppServer:
         assert self.dir is not None
         argv = [self.program, "app-server", *self.options, "--listen", self.address]
         self.log = open(os.path.join(self.dir, "app-server.log"), "wb")  # noqa: SIM115
-        death = _death_signal()
+        from .process import death_signal_setter
+
+        death = death_signal_setter(signal.SIGTERM)  # the server stops when relay dies
+        parent = os.getpid()
 
         def setup() -> None:  # in the child, before exec
             os.setpgid(0, 0)  # its own group: relay stops it and what it started
@@ -163,7 +166,7 @@ class AppServer:
             for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
                 signal.signal(sig, signal.SIG_DFL)
             if death is not None:
-                death()
+                death(parent)
 
         try:
             self.proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL,
@@ -235,27 +238,3 @@ class AppServer:
 def _kill_group(pgid: int, sig: int) -> None:
     with contextlib.suppress(OSError):
         os.killpg(pgid, sig)
-
-
-def _death_signal():
-    """On Linux, a function for the forked child: SIGTERM when relay dies."""
-    import sys
-    import threading
-
-    if not sys.platform.startswith("linux") or \
-            threading.current_thread() is not threading.main_thread():
-        return None
-    try:
-        import ctypes
-
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-    parent = os.getpid()
-
-    def set_in_child() -> None:
-        prctl(1, int(signal.SIGTERM), 0, 0, 0)  # PR_SET_PDEATHSIG
-        if os.getppid() != parent:
-            os._exit(125)
-
-    return set_in_child

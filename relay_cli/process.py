@@ -457,7 +457,7 @@ def spawn_gated(argv: list[str], signals: Signals | None = None) -> Child:
     CMD's stdout and stderr are pipes to relay; its stdin is relay's; every other
     descriptor is closed (as subprocess's close_fds does).
     """
-    die_with_relay = _death_signal_setter()
+    die_with_relay = death_signal_setter(signal.SIGKILL)
     parent = os.getpid()
     out_r, out_w = _pipe()
     err_r, err_w = _pipe()
@@ -485,8 +485,8 @@ def spawn_gated(argv: list[str], signals: Signals | None = None) -> Child:
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
-def _death_signal_setter():
-    """On Linux, a function that, run in the forked child, makes the kernel send it SIGKILL
+def death_signal_setter(sig: int):
+    """On Linux, a function that, run in the forked child, makes the kernel send it ``sig``
     the moment relay dies (``PR_SET_PDEATHSIG``, kept across ``exec``), so a kill of relay
     never leaves the command running behind an entry nobody renews (design.md §10, §13).
     None elsewhere, or when relay is not forking from its main thread: the signal follows
@@ -505,7 +505,7 @@ def _death_signal_setter():
         return None
 
     def set_in_child(parent: int) -> None:
-        if prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) != 0:
+        if prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0) != 0:
             return  # (the gate still holds: relay's death closes it)
         if os.getppid() != parent:  # relay died before the death signal was set
             os._exit(_GATE_CLOSED_EXIT)
