@@ -89,10 +89,14 @@ class Net:
 
     def prefix(self, host: str, clock_offset_s: int | None = None) -> list[str]:
         """The command prefix that runs a program on ``host`` (its network, its host
-        name, and with ``clock_offset_s`` a system clock that many seconds off)."""
+        name, and with ``clock_offset_s`` a system clock that many seconds off, through
+        libfaketime preloaded as ``faketime_env`` does, never the semaphore wrapper)."""
         fake = []
         if clock_offset_s:
-            fake = ["faketime", "-f", f"{clock_offset_s:+d}"]
+            env = faketime_env(clock_offset_s)
+            if env is None:
+                raise RuntimeError("libfaketime is not installed")
+            fake = ["env", *(f"{k}={v}" for k, v in env.items())]
         return ["ip", "netns", "exec", self.hosts[host], "unshare", "--uts", "sh", "-c",
                 f'hostname {host} && exec "$@"', "sh", *fake]
 

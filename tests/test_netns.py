@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -39,7 +38,6 @@ class Host:
         self.env = {k: v for k, v in os.environ.items()
                     if not k.startswith(("RELAY_", "PG"))}
         self.env.update(RELAY_HOME=str(home), RELAY_DATABASE_URL=self.url,
-                        FAKETIME_DONT_FAKE_MONOTONIC="1",
                         PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
 
     def argv(self, *args: str) -> list[str]:
@@ -71,7 +69,7 @@ def cluster(tmp_path_factory):
         pytest.fail("PostgreSQL is not installed (RELAY_NETNS_TESTS=1 needs it)")
     with netns.server_and_hosts(password=PASSWORD) as (net, server):
         root = tmp_path_factory.mktemp("hosts")
-        skew = -420 if shutil.which("faketime") else None
+        skew = -420 if netns.faketime_env(-420) else None
         yield {"a": Host(net, server, "host-a", root / "a"),
                "b": Host(net, server, "host-b", root / "b", clock_offset_s=skew),
                "server": server, "skewed": skew is not None}
