@@ -178,7 +178,7 @@ def print_machine(out=sys.stdout) -> dict:
 
 # ---------------------------------------------------------------------------- checks
 def allowed_pairs() -> set[tuple[str | None, str]]:
-    from relay_cli.states import TRANSITIONS
+    from relay_cli.requests.states import TRANSITIONS
 
     return {(t.from_state, t.to_state) for t in TRANSITIONS}
 

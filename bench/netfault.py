@@ -494,7 +494,7 @@ def check(run: Run, url: str, keydir: Path) -> dict:
         "lost", "duplicated", "unexplained_state", "double_runs", "untyped", "slow_failure",
         "skewed_clock", "stranded", "once_false_unknown", "once_not_recorded",
         "false_nothing_changed")}
-    from relay_cli.errors import ERRORS
+    from relay_cli.core.errors import ERRORS
 
     with common.Target(Path("/nonexistent"), url) as db:
         rows = {r["id"]: r for r in db.dicts("SELECT * FROM requests")}

@@ -8,8 +8,8 @@ second copy. relay's promise is that the command does not begin executing until 
 is committed, so a kill there leaves nothing running.
 
 Each trial starts ``relay once --idempotent --key K -- sh -c '…; sleep 1'`` with the
-test-only pause at ``once-spawn`` switched on (``RELAY_TEST_PAUSE`` plus the
-``relay-test-pause`` file in the state directory, see relay_cli/testpause.py), while a
+test-only pause at ``once-spawn`` switched on (relay run by ``bench/paused.py``, which
+adds the pause outside the product), while a
 concurrent writer takes relay.db's write lock (``BEGIN IMMEDIATE``) and holds it 30 ms,
 then lets go for 30 ms, over and over. When relay announces the pause it is killed with
 SIGKILL at a random moment in its first 0.5 s. A call that gets ``busy`` (exit 75, the
@@ -42,16 +42,16 @@ import tempfile
 import time
 from pathlib import Path
 
-from .common import RELAY, base_env, print_machine, relay
+from .common import base_env, print_machine, relay
 from .crash import _reap_group
+from .paused import PAUSE_ENV
 
 PAUSE_S = 5            # the test-only pause between spawn and commit (the kill ends it)
 KILL_WITHIN_S = 0.5    # the kill lands at a random moment this long into the pause
 COMMAND_S = 1          # how long the command runs once it begins executing
 BUSY_RETRIES = 5
 POINT = "once-spawn"
-PAUSE_FILE = "relay-test-pause"  # relay_cli.testpause.TEST_PAUSE_FILE
-PAUSE_ENV = "RELAY_TEST_PAUSE"   # relay_cli.testpause.TEST_PAUSE_ENV
+PAUSED = [sys.executable, str(Path(__file__).with_name("paused.py"))]  # relay, with the pause
 
 WRITER = r"""
 import sqlite3, sys, time
@@ -115,7 +115,7 @@ def trial(home: Path, work: Path, rng: random.Random, index: int) -> dict:
     runs, pids = work / f"{key}.runs", work / f"{key}.pids"
     cmd = ["sh", "-c", f"echo $$ >> {pids}; echo run >> {runs}; sleep {COMMAND_S}"]
     pause = f"{POINT}={PAUSE_S}"
-    argv = [*RELAY, "once", "--key", key, "--idempotent", "--", *cmd]
+    argv = [*PAUSED, "once", "--key", key, "--idempotent", "--", *cmd]
     res = {"in_window": False, "gone_with_live_command": False, "ran_after_kill": False,
            "runs": 0, "busy_retries": 0, "missed": None, "problems": []}
     for _ in range(BUSY_RETRIES):
@@ -185,7 +185,6 @@ def run(trials: int = 100, seed: int | None = None, root: Path | None = None,
     r = relay(home, "ledger", "list", "--json")  # creates the home and its database
     if r.code != 0:
         raise RuntimeError(f"relay ledger list: {r.err}")
-    (home / PAUSE_FILE).write_text(f"{POINT}={PAUSE_S}\n")
     writer = subprocess.Popen([sys.executable, "-c", WRITER, str(home / "relay.db")])
     figures = {"trials": 0, "in_window": 0, "double_runs": 0, "gone_with_live_command": 0,
                "ran_after_kill": 0, "busy_retries": 0, "missed": [], "problems": [],

@@ -138,7 +138,7 @@ def wake_latency(trials: int, log=print) -> dict:
                 problems.append(f"reply {r.returncode}, wait {w.p.returncode}")
                 continue
             finished = json.loads(r.stdout)["finished_at"]
-            from relay_cli.clock import parse_iso
+            from relay_cli.core.clock import parse_iso
 
             lat.append(w.first - parse_iso(finished) / 1000)
         res = {"what": "reply (host-b) -> wait (host-a), server in a third namespace",

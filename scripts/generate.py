@@ -16,7 +16,7 @@ Generated (never edit them by hand):
   README.md, between its GENERATED markers         the states table (the rest is by hand)
 
 Completions come from the real command (`_RELAY_COMPLETE=source_bash relay`, run as
-`python -m relay_cli`); the man page and the reference come from ``relay_cli.schema``
+`python -m relay_cli`); the man page and the reference come from ``relay_cli.cli.schema``
 (the same document `relay schema` prints) and from each command's real --help output.
 docs/design.md is written by hand except its tables, which come from the same document:
 each sits between ``<!-- BEGIN GENERATED name ... -->`` and ``<!-- END GENERATED name -->``.
@@ -91,7 +91,7 @@ def help_text(path: list[str]) -> str:
     Runs the same Click command `relay` runs (built once from the Typer app).
     """
     global _ROOT_COMMAND
-    from relay_cli import schema
+    from relay_cli.cli import schema
 
     if _ROOT_COMMAND is None:
         _ROOT_COMMAND = schema.root_command()
@@ -269,7 +269,7 @@ REQUESTS_TABLES = {"request-states": request_state_table}
 
 # ------------------------------------------------------------------ all files
 def outputs() -> dict[str, str]:
-    from relay_cli import schema
+    from relay_cli.cli import schema
 
     doc = schema.build()
     bash = completion_script("bash")

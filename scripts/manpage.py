@@ -1,4 +1,4 @@
-"""Render man/relay.1 from the schema document (``relay_cli.schema.build()``).
+"""Render man/relay.1 from the schema document (``relay_cli.cli.schema.build()``).
 
 The COMMANDS, STATES, EXIT STATUS and ENVIRONMENT sections come from the document (that
 is, from the live command tree, ``errors.ERRORS`` and ``states.TRANSITIONS``); NAME,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 
-from relay_cli.errors import RelayError
+from relay_cli.core.errors import RelayError
 from relay_cli.store.base import Store
 
 

@@ -406,7 +406,7 @@ def pg_cluster():
 
 @pytest.fixture(params=BACKENDS)
 def relay(request, tmp_path) -> Relay:
-    from relay_cli import clock
+    from relay_cli.core import clock
 
     if request.param == "sqlite":
         yield Relay(tmp_path / "relay-home")
@@ -433,7 +433,7 @@ def plain(raw: str) -> str:
 def assert_fits(text: str, cols: int) -> list[str]:
     """The lines of ``text`` (a screen without escape codes), none wider than ``cols``
     terminal cells."""
-    from relay_cli.output import cell_len
+    from relay_cli.core.output import cell_len
 
     lines = text.rstrip("\n").split("\n")
     wide = [ln for ln in lines if cell_len(ln) > cols]
@@ -445,7 +445,7 @@ def fake_crash(relay: Relay, key: str, **extra) -> None:
     """Make the finished ledger entry ``key`` look like relay crashed mid-run: it names this
     very pid but with a start time it never had, so relay knows the process is gone, and a
     command process that is gone too (its pid was committed: the command had started)."""
-    from relay_cli.process import this_host
+    from relay_cli.core.process import this_host
 
     store = relay.open_store()
     try:
@@ -463,7 +463,7 @@ def fake_crash(relay: Relay, key: str, **extra) -> None:
 def refused(relay: Relay, code: str, *args, input=None, env=None, terminal=False) -> dict:
     """``relay ARGS --json`` fails with ``code`` (its exit code and fixed hint, nothing on
     stdout, no traceback) and changes nothing; returns the error."""
-    from relay_cli.errors import ERRORS
+    from relay_cli.core.errors import ERRORS
 
     before = relay.snapshot()
     r = relay(*args, "--json", input=input, env=env, terminal=terminal)

@@ -14,9 +14,9 @@ import sys
 import pytest
 from conftest import new_id
 
-from relay_cli.errors import ERRORS
-from relay_cli.peers import KINDS
-from relay_cli.states import STATES
+from relay_cli.core.errors import ERRORS
+from relay_cli.requests.peers import KINDS
+from relay_cli.requests.states import STATES
 
 
 def complete(relay, line: str, env: dict | None = None) -> list[str]:

@@ -9,7 +9,7 @@ import stat
 import pytest
 from conftest import new_id
 
-from relay_cli.limits import KINDS
+from relay_cli.core.limits import KINDS
 from relay_cli.store import LATEST_SCHEMA
 
 COMMON = {"relay_version", "python", "time_offset", "schema", "tables", "requests",

@@ -55,7 +55,7 @@ def test_check_names_a_file_that_differs(tmp_path, monkeypatch):
 
 def test_design_tables_are_written_between_their_markers_and_a_stale_one_is_caught():
     """docs/design.md is prose with generated tables (states, transitions, errors)."""
-    from relay_cli import schema
+    from relay_cli.cli import schema
 
     doc = schema.build()
     current = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
@@ -203,7 +203,7 @@ def test_man_page_renders_without_warnings():
 
 
 def test_man_page_has_every_section_command_and_option():
-    from relay_cli import schema
+    from relay_cli.cli import schema
 
     page = (ROOT / "man" / "relay.1").read_text()
     for section in ("NAME", "SYNOPSIS", "DESCRIPTION", "COMMANDS", "STATES", "EXIT STATUS",
@@ -229,7 +229,7 @@ def test_man_page_has_every_section_command_and_option():
 
 # ------------------------------------------------------------------ reference and help
 def commands():
-    from relay_cli import schema
+    from relay_cli.cli import schema
 
     return schema.build()["commands"]
 

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from relay_cli import hook_install
+from relay_cli.agents import install as hook_install
 
 # What every audience must be told (design.md §1, §5, §6, §10, §12).
 MUST_SAY = [
@@ -139,7 +139,7 @@ def test_docs_agents_shows_exactly_what_install_merges(runtime):
     """docs/agents.md shows, for a manual install, the entries `relay hook install` adds."""
     from pathlib import Path
 
-    from relay_cli import guide
+    from relay_cli.agents import guide
 
     doc = (Path(__file__).resolve().parent.parent / "docs" / "agents.md").read_text()
     assert guide.settings_json(runtime, wake=True) in doc
@@ -150,7 +150,7 @@ def test_docs_agents_shows_exactly_what_install_merges(runtime):
 @pytest.mark.one_backend
 def test_the_guide_says_what_each_state_means_in_the_words_of_the_state_table(relay):
     """One definition (design.md §5): the guide's states section is states.MEANING."""
-    from relay_cli.states import MEANING
+    from relay_cli.requests.states import MEANING
 
     text = " ".join(relay("guide").out.split())
     for state, (claims, not_claimed) in MEANING.items():
@@ -160,7 +160,7 @@ def test_the_guide_says_what_each_state_means_in_the_words_of_the_state_table(re
 
 
 def test_every_runtime_has_a_guide_section_and_an_audience():
-    from relay_cli import guide, runtimes
+    from relay_cli.agents import guide, runtimes
 
     for rt in runtimes.ALL:
         assert rt.name in guide.AUDIENCES
@@ -172,7 +172,7 @@ def test_docs_agents_lists_every_runtime_entry():
     """docs/agents.md's runtimes table is runtimes.docs_table(): one entry per runtime."""
     from pathlib import Path
 
-    from relay_cli import runtimes
+    from relay_cli.agents import runtimes
 
     doc = (Path(__file__).resolve().parent.parent / "docs" / "agents.md").read_text()
     assert runtimes.docs_table() in doc

@@ -17,7 +17,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 import generate  # noqa: E402  (scripts/generate.py: help at 80 columns, as the docs show it)
 
-from relay_cli import schema  # noqa: E402
+from relay_cli.cli import schema  # noqa: E402
 from relay_cli.cli.app import SECTIONS  # noqa: E402
 
 

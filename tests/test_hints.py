@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import new_id
 
-from relay_cli.errors import ERRORS
+from relay_cli.core.errors import ERRORS
 
 BIN = str(Path(sys.executable).parent)  # where the `relay` console script is
 

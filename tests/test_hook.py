@@ -184,7 +184,7 @@ def test_a_failed_env_file_write_takes_back_its_lines_and_the_session(relay, cla
     def full_disk(fd):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("relay_cli.hook.os.fsync", full_disk)
+    monkeypatch.setattr("relay_cli.agents.hook.os.fsync", full_disk)
     r = relay("hook", "claude", input=payload("session_start"), env=claude.hook_env)
     monkeypatch.undo()
     assert (r.code, r.out, r.err) == (0, "", "")

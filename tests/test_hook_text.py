@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import new_id
 
-from relay_cli import guide, hook, runtimes, wake
+from relay_cli.agents import guide, hook, runtimes, wake
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -1,7 +1,7 @@
 """With --json, stderr carries one line -- the error object -- on failure, and nothing on
 success, on every path of every command (design.md §7).
 
-The one parametrized test walks the live command tree (``relay_cli.schema.walk``): a
+The one parametrized test walks the live command tree (``relay_cli.cli.schema.walk``): a
 command added without a case here fails it. Every asserted call runs the real `relay` in
 its own process with real file descriptors (pipes; a pseudo-terminal where a person's act
 or a waiting line needs one); setup runs in-process.
@@ -29,7 +29,7 @@ from typing import Callable
 import pytest
 from conftest import Relay, new_id
 
-from relay_cli.errors import ERRORS
+from relay_cli.core.errors import ERRORS
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ERROR_KEYS = {"code", "message", "hint", "retryable", "retry_after_seconds", "exit_code"}
@@ -38,7 +38,7 @@ HANG = 30  # seconds: a call that has not ended by then is broken
 
 
 def leaf_commands() -> list[str]:
-    from relay_cli import schema
+    from relay_cli.cli import schema
 
     return [ctx.command_path.removeprefix("relay ") for ctx, cmd in schema.walk()
             if not hasattr(cmd, "list_commands")]
@@ -916,8 +916,8 @@ def test_with_json_a_note_is_never_written_and_the_first_error_is_the_one_line()
     """The rule is in Output itself, so a new note or a second error cannot add a line."""
     import io
 
-    from relay_cli.errors import RelayError, cannot_start
-    from relay_cli.output import Output
+    from relay_cli.core.errors import RelayError, cannot_start
+    from relay_cli.core.output import Output
 
     err = io.StringIO()
     out = Output(json_mode=True, stdout=io.StringIO(), stderr=err)
@@ -929,7 +929,7 @@ def test_with_json_a_note_is_never_written_and_the_first_error_is_the_one_line()
     assert [json.loads(ln)["error"]["code"] for ln in err.getvalue().splitlines()] == [
         "lease_expired"]
     # a new call (in one process, a caller may run several) has its own one line
-    from relay_cli import output
+    from relay_cli.core import output
 
     output.new_call()
     out.error(RelayError("busy", "a new call"))

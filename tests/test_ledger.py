@@ -13,7 +13,10 @@ from pathlib import Path
 import pytest
 from conftest import DAY, at, fake_crash, refused
 
-from relay_cli import clock, ledger, once, retention
+from relay_cli.core import clock
+from relay_cli.ledger import entries as ledger
+from relay_cli.ledger import once
+from relay_cli.operate import retention
 
 
 # ------------------------------------------------------------------ helpers
@@ -833,19 +836,31 @@ def test_a_kill_between_spawn_and_pid_commit_leaves_no_live_command(tmp_path):
     assert res["problems"] == []
 
 
-def test_the_test_pause_needs_both_the_variable_and_the_file(relay, tmp_path):
+def test_the_product_has_no_test_pause(relay, tmp_path):
+    """The crash benchmark's pause lives in bench/paused.py, outside the product: the
+    installed relay pauses for no variable and no file (design.md §10)."""
     assert relay("ledger", "list").code == 0
-    pause = {"RELAY_TEST_PAUSE": "once-spawn=0.2"}
-    r = relay.proc("once", "--key", "p1", "--", "true", env=pause)
-    assert r.code == 0 and "TEST PAUSE" not in r.err  # the variable alone does nothing
     relay.home.mkdir(mode=0o700, exist_ok=True)  # (on PostgreSQL nothing created it)
     (relay.home / "relay-test-pause").write_text("once-spawn=0.2\n")
-    r = relay.proc("once", "--key", "p2", "--", "true")
-    assert r.code == 0 and "TEST PAUSE" not in r.err  # the file alone does nothing
-    r = relay.proc("once", "--key", "p3", "--", "true", env={"RELAY_TEST_PAUSE": "once-spawn=9"})
-    assert r.code == 0 and "TEST PAUSE" not in r.err  # they must agree exactly
-    r = relay.proc("once", "--key", "p4", "--", "true", env=pause)
-    assert r.code == 0 and "TEST PAUSE at once-spawn" in r.err
+    for env in ({"RELAY_TEST_PAUSE": "once-spawn=0.2"}, {"RELAY_BENCH_PAUSE": "once-spawn=0.2"}):
+        r = relay.proc("once", "--key", f"p-{len(env)}-{sorted(env)[0]}", "--", "true", env=env)
+        assert r.code == 0 and "PAUSE" not in r.err
+
+
+def paused(relay, *args: str, seconds: float) -> subprocess.Popen:
+    """relay run by the crash benchmark's wrapper, paused ``seconds`` at once-spawn."""
+    bench = Path(__file__).resolve().parents[1] / "bench" / "paused.py"
+    return subprocess.Popen([sys.executable, str(bench), *args],
+                            env=relay._env({"RELAY_BENCH_PAUSE": f"once-spawn={seconds}"}),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def test_the_benchmark_wrapper_pauses_between_spawn_and_pid_commit(relay, tmp_path):
+    path, cmd = counter(tmp_path)
+    p = paused(relay, "once", "--key", "bench-pause", "--json", "--", *cmd, seconds=0.2)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 0 and "TEST PAUSE at once-spawn (command pid" in err.decode()
+    assert json.loads(out)["state"] == "succeeded"
 
 
 @pytest.mark.sqlite_only  # holds SQLite's write lock
@@ -857,10 +872,8 @@ def test_a_pid_commit_that_fails_stops_the_command_before_it_begins(relay, tmp_p
     import sqlite3
 
     assert relay("ledger", "list").code == 0
-    (relay.home / "relay-test-pause").write_text("once-spawn=0.3\n")
     path, cmd = counter(tmp_path)
-    p = relay.popen("once", "--key", "locked", "--json", "--", *cmd,
-                    env={"RELAY_TEST_PAUSE": "once-spawn=0.3"})
+    p = paused(relay, "once", "--key", "locked", "--json", "--", *cmd, seconds=0.3)
     line = p.stderr.readline().decode()
     child = int(re.search(r"command pid (\d+)", line).group(1))
     holder = sqlite3.connect(relay.home / "relay.db", timeout=10, isolation_level=None)
@@ -1008,8 +1021,9 @@ def test_a_signal_before_the_command_starts_is_an_interruption_not_a_usage_error
     """`relay once` told to stop between its ledger gate and the spawn runs nothing, frees
     the key, and ends as interrupted (128+N): a signal is not a command that cannot start,
     whose usage_error exits 2, 126 or 127 only (design.md §7)."""
-    from relay_cli import due, once
-    from relay_cli.process import Me, Signals
+    from relay_cli.core.process import Me, Signals
+    from relay_cli.ledger import once
+    from relay_cli.requests import due
 
     assert relay("ledger", "list").code == 0  # the home exists
     store = relay.open_store()

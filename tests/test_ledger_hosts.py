@@ -13,7 +13,7 @@ from commit_faults import answer_lost_after_commit
 from conftest import refused
 from test_ledger import _zombie, alive, counter, entry, runs, wait_until
 
-from relay_cli import clock
+from relay_cli.core import clock
 
 
 def _as_another_host(relay, key: str, **extra) -> None:
@@ -204,8 +204,8 @@ def test_an_unrecorded_start_that_could_not_be_withdrawn_says_what_the_next_call
     entry names no command process, so the next call with the key runs the command, with
     or without --idempotent (design.md §10); the error says so instead of asking for
     --idempotent or a person."""
-    from relay_cli import once
-    from relay_cli.errors import RelayError
+    from relay_cli.core.errors import RelayError
+    from relay_cli.ledger import once
 
     def lost(*_a, **_k):
         raise RelayError("database_unavailable", "the connection to the database was lost")

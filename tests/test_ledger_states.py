@@ -1,4 +1,4 @@
-"""The ledger's state machine is data (relay_cli/ledger_states.py, design.md §10): every
+"""The ledger's state machine is data (relay_cli/ledger/states.py, design.md §10): every
 state change goes through its ``apply``, every row of the table is a real path through
 the `relay` command, and `relay schema` prints it."""
 
@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 from conftest import fake_crash
 
-from relay_cli import clock, ledger_states
-from relay_cli.errors import RelayError
-from relay_cli.ledger_states import (
+from relay_cli.core import clock
+from relay_cli.core.errors import RelayError
+from relay_cli.ledger import states as ledger_states
+from relay_cli.ledger.states import (
     FINAL_STATES,
     MEANING,
     STATES,
@@ -41,7 +42,7 @@ def test_the_table_names_only_stored_states_and_every_shown_state_has_a_meaning(
 
 
 def test_only_apply_and_touch_write_ledger_rows():
-    """Every write of a ledger row outside relay_cli/store/ is in ledger_states.py, where
+    """Every write of a ledger row outside relay_cli/store/ is in ledger/states.py, where
     apply consults the table (and touch refuses to change a state)."""
     writes = {"insert_ledger", "update_ledger", "delete_ledger"}
     found = []
@@ -51,8 +52,8 @@ def test_only_apply_and_touch_write_ledger_rows():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
                     and node.func.attr in writes):
-                found.append(path.name)
-    assert found and set(found) == {"ledger_states.py"}, found
+                found.append(path.relative_to(ROOT / "relay_cli").as_posix())
+    assert found and set(found) == {"ledger/states.py"}, found
 
 
 def _settle(relay, key: str, outcome: str) -> None:

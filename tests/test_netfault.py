@@ -89,8 +89,8 @@ def test_a_wait_whose_first_look_finds_the_server_gone_keeps_waiting(seeded, mon
     the id (its first look at the request answered database_unavailable) told the person
     it was waiting with a state it had not read yet: internal_error (IndexError). The
     first look failing is a server that went away (design.md §13): it keeps waiting."""
-    from relay_cli import waiting
-    from relay_cli.errors import RelayError
+    from relay_cli.core.errors import RelayError
+    from relay_cli.requests import waiting
 
     relay, alice, bob, rid = seeded
     store = relay.open_store()

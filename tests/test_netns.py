@@ -165,7 +165,7 @@ def test_a_killed_host_s_relay_once_becomes_effect_unknown_after_30_s(cluster, t
         runner.communicate(timeout=30)
     # 28 s after the last renewal: still in_progress; 32 s: crashed, effect_unknown
     last = a.json("ledger", "show", key)["updated_at"]
-    from relay_cli.clock import parse_iso
+    from relay_cli.core.clock import parse_iso
 
     server_now = float(cluster["server"].execute(
         "SELECT extract(epoch FROM clock_timestamp()) * 1000")[0][0])

@@ -8,8 +8,8 @@ import sys
 
 from conftest import new_id
 
-from relay_cli.lifecycle import request_object
-from relay_cli.states import MEANING
+from relay_cli.requests.lifecycle import request_object
+from relay_cli.requests.states import MEANING
 
 REQUEST_KEYS = (
     "id from to state reason created_at updated_at expires_at delivered_at acknowledged_at "
@@ -59,7 +59,7 @@ def test_errors_in_human_mode_name_the_code_and_hint_without_traceback(relay):
 
 
 def test_debug_shows_tracebacks_only_when_asked(relay, monkeypatch):
-    import relay_cli.lifecycle as lc
+    import relay_cli.requests.lifecycle as lc
 
     def boom(*a, **k):
         raise ValueError("kaboom")
@@ -136,7 +136,7 @@ def test_plain_output_when_piped(relay):
 
 # ------------------------------------------------------------------ the one table renderer
 def test_columns_shrink_widest_first_down_to_their_minimum_and_fixed_ones_never():
-    from relay_cli.output import Col, column_widths
+    from relay_cli.core.output import Col, column_widths
 
     cols = [Col("id", fixed=True), Col("name", min=6), Col("command", min=8, first=True),
             Col("state", fixed=True)]
@@ -154,7 +154,7 @@ def test_columns_shrink_widest_first_down_to_their_minimum_and_fixed_ones_never(
 
 
 def test_cells_are_cut_with_an_ellipsis_never_folded():
-    from relay_cli.output import Col, fit, render_table
+    from relay_cli.core.output import Col, fit, render_table
 
     assert fit("claude-frontend-refactor", 10) == "claude-fr\u2026"
     assert fit("/work/wt/person-screens", 12, keep_end=True) == "\u2026son-screens"
@@ -169,7 +169,7 @@ def test_cells_are_cut_with_an_ellipsis_never_folded():
 def test_times_read_relative_with_the_local_clock_time_where_a_person_plans():
     from datetime import datetime
 
-    from relay_cli.output import ago, deadline
+    from relay_cli.core.output import ago, deadline
 
     now = int(datetime(2026, 12, 1, 12, 0).timestamp() * 1000)
     assert ago(now - 180_000, now) == "3m ago"
@@ -181,8 +181,8 @@ def test_times_read_relative_with_the_local_clock_time_where_a_person_plans():
 
 def test_one_duration_vocabulary_largest_unit_and_the_next():
     """design.md §14: never `102s` or `119m`; the same words in every command."""
-    from relay_cli import clock
-    from relay_cli.output import duration
+    from relay_cli.core import clock
+    from relay_cli.core.output import duration
 
     cases = {0: "0s", 59: "59s", 60: "1m", 102: "1m", 119.6: "2m", 3599: "59m",
              3600: "1h", 7140: "1h59m", 86399: "23h59m", 86400: "1d", 93600: "1d2h",
@@ -192,7 +192,7 @@ def test_one_duration_vocabulary_largest_unit_and_the_next():
 
 
 def test_one_size_formatter():
-    from relay_cli.output import size
+    from relay_cli.core.output import size
 
     assert [size(n) for n in (None, 512, 1126, 167936, 2411725, 5 * 2**30)] == [
         "-", "512 B", "1.1 KiB", "164.0 KiB", "2.3 MiB", "5.0 GiB"]
@@ -302,7 +302,7 @@ def test_notes_do_not_claim_a_reply_or_an_untouched_request_when_the_reason_says
 def test_the_note_under_a_request_is_the_state_tables_meaning(world):
     """One definition (design.md §5): the note `show` prints is states.MEANING's claim and
     non-claim; a state that claims nothing it could be mistaken for gets none."""
-    from relay_cli.states import MEANING
+    from relay_cli.requests.states import MEANING
 
     relay, alice, bob = world
     rid = relay.send(alice, "bob", "x").json["id"]

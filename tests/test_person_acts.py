@@ -116,8 +116,8 @@ def test_approve_yes_skips_the_question_but_not_the_terminal_rule(awaiting):
 def test_approve_refuses_an_entry_that_changed_while_the_person_read_it(relay, tmp_path):
     """The person approves what they saw: if the key was forgotten and made again for
     another command in between, nothing is approved."""
-    from relay_cli import ledger
-    from relay_cli.errors import RelayError
+    from relay_cli.core.errors import RelayError
+    from relay_cli.ledger import entries as ledger
 
     assert relay("once", "--key", "k", "--approve", "--timeout", "0", "--", "true").code == 75
     store = relay.open_store()

@@ -18,7 +18,8 @@ BIN = str(Path(sys.executable).parent)
 
 # ------------------------------------------------------------------ closed pipe: 141
 def _many_requests(relay, alice, n: int, monkeypatch) -> None:
-    from relay_cli import clock, lifecycle, peers
+    from relay_cli.core import clock
+    from relay_cli.requests import lifecycle, peers
 
     monkeypatch.setenv("RELAY_RATE_LIMIT", "0")
     monkeypatch.setenv("RELAY_QUEUE_CAP", "0")  # more than one recipient's queue holds

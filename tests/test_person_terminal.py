@@ -104,7 +104,7 @@ def test_ids_that_share_eight_characters_are_shown_with_as_many_more_as_tell_the
 
 
 def test_unique_prefixes_are_at_least_eight_and_never_end_on_a_hyphen():
-    from relay_cli.output import unique_prefixes
+    from relay_cli.core.output import unique_prefixes
 
     ids = [str(uuid.UUID(int=n)) for n in (1, 2, 2**100)]
     short = unique_prefixes(ids)

@@ -78,7 +78,7 @@ def test_the_option_wins_over_the_variable_and_every_command_has_it(pg, tmp_path
     assert r.code == 0, r.err
     assert pg.sql("SELECT name FROM peers") == [("alice",)]
     assert not pg.home.exists()  # relay.db is not used (design.md §13)
-    from relay_cli.schema import walk
+    from relay_cli.cli.schema import walk
 
     missing = [ctx.command_path for ctx, cmd in walk()
                if not any(p.name == "database_url" for p in cmd.params)]

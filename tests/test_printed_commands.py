@@ -322,7 +322,7 @@ def _all(runs) -> None:
 
 # ------------------------------------------------------------------ the property
 def test_every_command_in_a_fixed_hint_runs(world):
-    from relay_cli.errors import ERRORS
+    from relay_cli.core.errors import ERRORS
 
     named = [(code, c) for code, spec in ERRORS.items() for c in printed_commands(spec.hint)]
     assert len(named) >= 15

@@ -150,7 +150,8 @@ def test_older_than_overrides_the_retention(relay, pair):
 
 
 def test_prune_works_in_small_batches_with_the_same_result(relay, pair):
-    from relay_cli import clock, retention
+    from relay_cli.core import clock
+    from relay_cli.operate import retention
 
     alice, _ = pair
     ids = []

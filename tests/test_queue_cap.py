@@ -10,7 +10,7 @@ import sqlite3
 import pytest
 from conftest import new_id, refused
 
-from relay_cli.limits import QUEUE_CAP, QUEUE_RETRY_AFTER_S
+from relay_cli.core.limits import QUEUE_CAP, QUEUE_RETRY_AFTER_S
 
 
 def test_the_default_cap_is_1000_and_a_request_beyond_it_changes_nothing(world):

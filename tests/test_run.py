@@ -419,7 +419,7 @@ def test_an_app_server_that_cannot_start_is_a_clear_error_and_leaves_nothing(rel
 
 @pytest.mark.one_backend
 def test_an_app_server_that_never_listens_is_stopped_after_the_bound(tmp_path):
-    from relay_cli import codex_server
+    from relay_cli.agents import codex_server
 
     env, rec = _fake_codex_with_server(tmp_path)
     server = codex_server.AppServer(str(tmp_path / "bin" / "codex"), [])
@@ -448,7 +448,7 @@ def test_an_app_server_that_never_listens_is_stopped_after_the_bound(tmp_path):
     (["--config=a=1", "queue"], False), (["-i", "a.png", "b.png", "--", "x"], True),
 ])
 def test_which_codex_command_lines_start_the_interactive_tui(args, tui):
-    from relay_cli import codex_server
+    from relay_cli.agents import codex_server
 
     assert codex_server.is_tui(args) is tui
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from conftest import new_id
 
-from relay_cli import schema as schema_mod
-from relay_cli.errors import ERRORS, RelayError
-from relay_cli.states import FINAL_STATES, MEANING, STATES, TRANSITIONS
+from relay_cli.cli import schema as schema_mod
+from relay_cli.core.errors import ERRORS, RelayError
+from relay_cli.requests.states import FINAL_STATES, MEANING, STATES, TRANSITIONS
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -26,7 +26,7 @@ import uuid
 import pytest
 from conftest import ANSI, Tmux, assert_fits, fake_crash
 
-from relay_cli.output import cell_len
+from relay_cli.core.output import cell_len
 
 CLAUDE = "claude-frontend-refactor"
 CODEX = "codex-backend-migrations-runner-eu-west"

@@ -10,7 +10,7 @@ import uuid
 import pytest
 from conftest import new_id, refused
 
-from relay_cli.errors import ERRORS
+from relay_cli.core.errors import ERRORS
 
 # Every command that takes an id, with "{}" where the id goes, and who calls it.
 ID_COMMANDS = [

@@ -35,7 +35,7 @@ def imported_heavy(args: list[str], env: dict | None = None, input: bytes | None
 
 
 def test_importing_the_cli_imports_neither_rich_nor_sqlite_utils():
-    code = ("import sys, relay_cli.cli, relay_cli.schema; "
+    code = ("import sys, relay_cli.cli, relay_cli.cli.schema; "
             f"print(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r}))")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert p.returncode == 0, p.stderr
@@ -122,7 +122,7 @@ def test_send_does_not_execute_the_ledger_watch_or_hook_modules(relay):
         "from relay_cli.cli import run\n"
         "sys.stdin = io.TextIOWrapper(io.BytesIO(b'hi'))\n"
         "rc = run(['send', '--to', 'bob', '-'])\n"
-        "names = ('relay_cli.ledger', 'relay_cli.once', 'relay_cli.watch', 'relay_cli.hook')\n"
+        "names = ('relay_cli.ledger.entries', 'relay_cli.ledger.once', 'relay_cli.operate.watch', 'relay_cli.agents.hook')\n"
         "loaded = [n for n in names if type(sys.modules.get(n)) is types.ModuleType]\n"
         "print(rc, loaded, file=sys.stderr)\n"
     )

@@ -195,9 +195,9 @@ def _as_other_user(relay, *args: str, uid: int = 65534, timeout: float = 30):
     from conftest import Result
 
     import relay_cli.cli  # noqa: F401 - every command module, loaded before the fork
-    import relay_cli.doctor  # noqa: F401
-    import relay_cli.ledger  # noqa: F401
-    import relay_cli.once  # noqa: F401
+    import relay_cli.ledger.entries  # noqa: F401
+    import relay_cli.ledger.once  # noqa: F401
+    import relay_cli.operate.doctor  # noqa: F401
     from relay_cli.cli import run
 
     env = relay._env(None)
@@ -350,8 +350,8 @@ def _fill(db: sqlite3.Connection, version: int, now: int) -> dict:
     """The rows relay of schema ``version`` would have written: peers, a session, requests
     in several states (one a pruned tombstone) with their events, a draft, and, where the
     version has them, ledger entries and the hook's bookkeeping. Returns the keys."""
-    from relay_cli.ledger import fingerprint as ledger_fingerprint
-    from relay_cli.lifecycle import fingerprint
+    from relay_cli.ledger.entries import fingerprint as ledger_fingerprint
+    from relay_cli.requests.lifecycle import fingerprint
 
     day = 86400_000
     cwd = os.getcwd()  # where the test's `relay once` calls run

@@ -19,9 +19,10 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from relay_cli import clock, due, lifecycle, peers
-from relay_cli.errors import RelayError
-from relay_cli.states import FINAL_STATES, TRANSITIONS
+from relay_cli.core import clock
+from relay_cli.core.errors import RelayError
+from relay_cli.requests import due, lifecycle, peers
+from relay_cli.requests.states import FINAL_STATES, TRANSITIONS
 from relay_cli.store import open_store, set_database_url
 
 # design.md §13: the same machine on PostgreSQL (test_the_state_machine_on_postgres) gets

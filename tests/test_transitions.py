@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from relay_cli.states import FINAL_STATES, STATES, TRANSITIONS, allowed
+from relay_cli.requests.states import FINAL_STATES, STATES, TRANSITIONS, allowed
 
 
 def send(relay, alice, *extra, text="do the thing"):

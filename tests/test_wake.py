@@ -190,7 +190,7 @@ def test_a_waiter_without_a_session_or_with_bad_input_exits_0(relay, tmp_path):
 
 def test_the_waiter_gives_up_after_its_timeout(relay, session, monkeypatch):
     """In-process with a short timeout (the command's --timeout is at least 10 s)."""
-    from relay_cli import hook, wake
+    from relay_cli.agents import hook, wake
 
     monkeypatch.setenv("RELAY_PEER", "agent-1")
     store = relay.open_store()
@@ -206,7 +206,7 @@ def test_the_waiter_gives_up_after_its_timeout(relay, session, monkeypatch):
 def test_the_waiter_ends_when_the_session_lease_lapses(relay, session, monkeypatch):
     """The waiter does not renew the lease; when it lapses the waiter ends (in-process,
     moving relay's clock from another thread)."""
-    from relay_cli import hook, wake
+    from relay_cli.agents import hook, wake
 
     store = relay.open_store()
     result = []

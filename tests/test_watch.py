@@ -60,7 +60,7 @@ def test_without_a_terminal_prints_one_plain_snapshot(relay):
 
 
 def test_many_open_requests_show_the_newest_and_count_the_rest(relay, monkeypatch):
-    from relay_cli import watch
+    from relay_cli.operate import watch
 
     monkeypatch.setattr(watch, "OPEN_LIMIT", 2)
     alice = relay.join("alice")
@@ -238,7 +238,8 @@ def test_watch_json_carries_the_standard_request_and_entry_objects(relay):
 
 def snapshot(relay):
     """watch's snapshot of the home, read as `relay watch` reads it."""
-    from relay_cli import due, watch
+    from relay_cli.operate import watch
+    from relay_cli.requests import due
 
     store = relay.open_store()
     try:
@@ -249,7 +250,7 @@ def snapshot(relay):
 
 
 def test_the_view_fits_any_screen_and_counts_what_it_leaves_out(relay):
-    from relay_cli import watch
+    from relay_cli.operate import watch
 
     busy_home(relay)
     snap = snapshot(relay)
@@ -267,7 +268,7 @@ def test_every_command_the_view_names_for_a_person_runs_as_written(relay):
     """design.md §14: a command a screen tells a person to run works as shown (placeholders
     aside). `relay resolve ID` without --outcome is a usage_error, so is
     `relay ledger resolve KEY`; the view names them whole, on screen at 80 columns too."""
-    from relay_cli import watch
+    from relay_cli.operate import watch
 
     busy_home(relay)
     r = relay.proc("once", "--approve", "--timeout", "0", "--key", "deploy-1", "--", "true")

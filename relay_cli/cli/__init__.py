@@ -1,6 +1,9 @@
-"""The command-line layer: thin commands over the library modules.
+"""The command line: thin Typer commands over the library parts, the shell completion
+(``complete``) and `relay schema`, which describes the live command tree (``schema``).
 
 Importing a module registers its commands; the order here is the order of `relay --help`.
+
+May import: ``core``, ``store``, ``requests``, ``ledger``, ``agents`` and ``operate``.
 """
 
 from . import requests_cmd  # noqa: F401  (the request lifecycle first)

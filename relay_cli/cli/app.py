@@ -1,7 +1,7 @@
 """The Typer app, the options every command shares, and the one entry point.
 
 Commands are thin: parse arguments, call a library function inside ``Env.unit()``,
-render. All errors become one of the codes of ``relay_cli.errors``.
+render. All errors become one of the codes of ``relay_cli.core.errors``.
 """
 
 from __future__ import annotations
@@ -16,12 +16,22 @@ import typer
 from typer._types import TyperChoice
 from typer.core import TyperGroup
 
-from .. import __version__, clock, complete, due, lifecycle, output
-from ..errors import RelayError
-from ..limits import MAX_TEXT_BYTES
-from ..output import Output
-from ..peers import DEFAULT_SESSION_LEASE_S, KINDS, Caller, identify, identity, validate_kind
-from ..states import STATES
+from .. import __version__
+from ..core import clock, output
+from ..core.errors import RelayError
+from ..core.limits import MAX_TEXT_BYTES
+from ..core.output import Output
+from ..requests import due, lifecycle
+from ..requests.peers import (
+    DEFAULT_SESSION_LEASE_S,
+    KINDS,
+    Caller,
+    identify,
+    identity,
+    validate_kind,
+)
+from ..requests.states import STATES
+from . import complete
 
 # `relay --help` lists the commands in these groups, in this order (anything else last).
 SECTIONS = {

@@ -8,8 +8,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from .. import clock, lifecycle
-from .. import export as export_lib
+from ..core import clock
+from ..operate import export as export_lib
+from ..requests import lifecycle
 from .app import Choice, Env, HomeOpt, JsonOpt, StatesOpt, app, examples
 
 db_app = typer.Typer(help="Where relay.db is, for your own tools; copying it into PostgreSQL.",

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ..output import Output, inert_line
+from ..core.output import Output, inert_line
 from .app import HomeOpt, JsonOpt, app, examples
 
 
@@ -29,7 +29,7 @@ def demo(
     answers duplicate: yes, already sent, nothing new queued. Then `relay list` and
     `relay show ID --events` show it. --home names an empty or missing directory to use.
     """
-    from .. import demo as demo_lib
+    from ..operate import demo as demo_lib
 
     out = Output(json_)
     path = demo_lib.home_for(home)
@@ -98,7 +98,7 @@ class _Narrator:
             return
         from rich.text import Text
 
-        from ..output import wrap
+        from ..core.output import wrap
 
         lines = wrap(text, max(20, out.width - len(lead)), out.ellipsis)
         out.print_lines([Text((lead if i == 0 else " " * len(lead)) + ln,

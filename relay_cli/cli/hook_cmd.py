@@ -9,10 +9,11 @@ from typing import Annotated, Optional
 
 import typer
 
-from .. import clock, runtimes
-from ..limits import HOOK_LEASE_S
-from ..output import STATE_STYLES, Col
-from ..states import note as state_note
+from ..agents import runtimes
+from ..core import clock
+from ..core.limits import HOOK_LEASE_S
+from ..core.output import STATE_STYLES, Col
+from ..requests.states import note as state_note
 from .app import (
     AsOpt,
     Choice,
@@ -26,17 +27,17 @@ from .app import (
     lazy_module,
 )
 
-guide_text = lazy_module("relay_cli.guide")
-hook = lazy_module("relay_cli.hook")
-hook_run = lazy_module("relay_cli.hook_run")
-notices_lib = lazy_module("relay_cli.notices")
+guide_text = lazy_module("relay_cli.agents.guide")
+hook = lazy_module("relay_cli.agents.hook")
+hook_run = lazy_module("relay_cli.agents.hook_run")
+notices_lib = lazy_module("relay_cli.requests.notices")
 
 hook_app = typer.Typer(cls=RelayGroup, help="Entry points for agent runtimes' hooks.",
                        no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(hook_app, name="hook")
 
 
-hook_install = lazy_module("relay_cli.hook_install")
+hook_install = lazy_module("relay_cli.agents.install")
 
 KindHookOpt = Annotated[
     Optional[str],

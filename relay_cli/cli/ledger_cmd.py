@@ -1,6 +1,6 @@
 """`relay once`, `relay ledger list/show/resolve`, `relay approve`, `relay deny` (design.md §10).
 
-Thin commands over ``relay_cli.ledger`` and ``relay_cli.once``.
+Thin commands over ``relay_cli.ledger.entries`` and ``relay_cli.ledger.once``.
 """
 
 from __future__ import annotations
@@ -13,23 +13,15 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from .. import clock, complete, lifecycle
-from ..errors import RelayError, cannot_start
-from ..output import LEDGER_STYLES, Col, Output, inert, iso_age
-from .app import (
-    Choice,
-    Env,
-    HomeOpt,
-    JsonOpt,
-    RelayGroup,
-    app,
-    duration,
-    examples,
-    lazy_module,
-)
+from ..core import clock
+from ..core.errors import RelayError, cannot_start
+from ..core.output import LEDGER_STYLES, Col, Output, inert, iso_age
+from ..requests import lifecycle
+from . import complete
+from .app import Choice, Env, HomeOpt, JsonOpt, RelayGroup, app, duration, examples, lazy_module
 
-ledger = lazy_module("relay_cli.ledger")  # socket, selectors, signal: only for these commands
-runner = lazy_module("relay_cli.once")
+ledger = lazy_module("relay_cli.ledger.entries")  # socket, selectors, signal: only for these commands
+runner = lazy_module("relay_cli.ledger.once")
 
 ledger_app = typer.Typer(cls=RelayGroup,
                          help="Inspect and settle the side-effect ledger of `relay once`.",

@@ -19,7 +19,7 @@ def schema(json_: JsonOpt = False, home: HomeOpt = None) -> int:
     table, request serializer). The output is always JSON; --json and --home are accepted
     for uniformity, and no state is read.
     """
-    from .. import schema as schema_mod
+    from . import schema as schema_mod
 
     del json_, home
     sys.stdout.write(json.dumps(schema_mod.build(), indent=2, ensure_ascii=False) + "\n")

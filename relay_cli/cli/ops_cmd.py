@@ -6,9 +6,10 @@ from typing import Annotated, Optional
 
 import typer
 
-from .. import clock, peers
-from ..errors import RelayError, cannot_start
-from ..output import Output
+from ..core import clock
+from ..core.errors import RelayError, cannot_start
+from ..core.output import Output
+from ..requests import peers
 from .app import Env, HomeOpt, JsonOpt, KindOpt, PeerOpt, SessionLeaseOpt, app, duration, examples
 
 # ------------------------------------------------------------------ run
@@ -49,7 +50,7 @@ def run_(
     is not found, 126 when it is not executable. When CMD ends, work it claimed and did not
     finish becomes delivery_unknown (reason recipient_disconnected).
     """
-    from .. import launcher
+    from ..agents import launcher
 
     env = Env(json_, home)
     try:
@@ -116,7 +117,7 @@ def doctor(
     """
     import os
 
-    from .. import doctor as doctor_
+    from ..operate import doctor as doctor_
     from ..store import resolve_home
 
     out = Output(json_)
@@ -140,7 +141,7 @@ def _render_report(out: Output, report, verbose: bool = False) -> None:
     problems written in full would not fit the terminal's height, each takes one line (its
     detail cut) and its command. Not on a terminal: a plain table, every detail whole, in
     the same order."""
-    from .. import doctor as doctor_
+    from ..operate import doctor as doctor_
 
     counts = report.counts()
     problems = report.problems()
@@ -155,7 +156,7 @@ def _render_report(out: Output, report, verbose: bool = False) -> None:
         return
     from rich.text import Text
 
-    from ..output import (
+    from ..core.output import (
         ASCII_GLYPHS,
         DOCTOR_STYLES,
         GAP,
@@ -249,7 +250,7 @@ def _wrap_whole(text: str, width: int) -> list[str]:
 
 def _rows(lines: list, width: int) -> int:
     """Terminal rows the lines take (a line wider than the terminal wraps)."""
-    from ..output import cell_len
+    from ..core.output import cell_len
 
     return sum(max(1, -(-cell_len(ln.plain) // width)) for ln in lines)
 
@@ -320,7 +321,7 @@ def prune(
     removed once no request or tombstone names them, and old hook records with them.
     Requests that are not final and active sessions are never touched.
     """
-    from .. import retention
+    from ..operate import retention
 
     env = Env(json_, home)
     if vacuum and dry_run:

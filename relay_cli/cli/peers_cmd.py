@@ -7,9 +7,11 @@ from typing import Annotated
 
 import typer
 
-from .. import clock, complete, peers
-from ..output import Col, iso_age, iso_left, local_clock
-from ..states import MEANING, SETTLE
+from ..core import clock
+from ..core.output import Col, iso_age, iso_left, local_clock
+from ..requests import peers
+from ..requests.states import MEANING, SETTLE
+from . import complete
 from .app import (
     AsOpt,
     Env,
@@ -124,7 +126,7 @@ def _person_at_terminal(out) -> bool:
     """Standard input and stderr are a terminal: a person sees the question and types the
     answer there. (A script or a test harness that keeps the terminal as stdin but
     captures stderr is not asked.)"""
-    from ..lifecycle import stdin_is_terminal
+    from ..requests.lifecycle import stdin_is_terminal
 
     try:
         return stdin_is_terminal() and out.stderr.isatty()

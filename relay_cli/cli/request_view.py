@@ -3,8 +3,8 @@ events, and the columns of the request tables. The JSON shape is ``lifecycle.req
 
 from __future__ import annotations
 
-from .. import states
-from ..output import STATE_STYLES, Col, Output, iso_age, size
+from ..core.output import STATE_STYLES, Col, Output, iso_age, size
+from ..requests import states
 
 ALREADY_SENT = "already sent, nothing new queued: this is the existing request as it is now"
 

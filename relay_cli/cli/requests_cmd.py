@@ -7,11 +7,13 @@ from typing import Annotated, Optional
 
 import typer
 
-from .. import clock, complete, due, lifecycle, waiting
-from ..errors import RelayError
-from ..limits import DRAFT_TTL_S, MAX_OPEN_DRAFTS
-from ..output import Output, size
-from ..peers import validate_name
+from ..core import clock
+from ..core.errors import RelayError
+from ..core.limits import DRAFT_TTL_S, MAX_OPEN_DRAFTS
+from ..core.output import Output, size
+from ..requests import due, lifecycle, waiting
+from ..requests.peers import validate_name
+from . import complete
 from .app import (
     AsOpt,
     Choice,
@@ -50,7 +52,7 @@ ToOpt = Annotated[str, PeerOpt("--to", "The recipient peer.")]
 
 def _id_arg(candidates):
     """The ID argument of a command that names an existing request; shell completion
-    offers the ids this command accepts (relay_cli.complete)."""
+    offers the ids this command accepts (relay_cli.cli.complete)."""
     return Annotated[
         str,
         typer.Argument(metavar="ID", show_default=False, autocompletion=candidates,

@@ -9,12 +9,12 @@ import signal
 import sys
 import time
 
-from .. import clock
-from ..errors import RelayError
-from ..output import make_console, terminal_size
+from ..core import clock
+from ..core.errors import RelayError
+from ..core.output import make_console, terminal_size
 from .app import Env, HomeOpt, JsonOpt, app, examples, lazy_module
 
-watch_lib = lazy_module("relay_cli.watch")
+watch_lib = lazy_module("relay_cli.operate.watch")
 
 TICK_S = 0.5  # redraw at least this often (ages and leases move)
 POLL_S = 0.1  # how often the database's data_version and the keyboard are checked

@@ -3,6 +3,8 @@
 The rest of relay sees a narrow interface of named operations over plain dicts/rows, so a
 second backend (PostgreSQL for agents on several machines) can implement the same
 methods and pass the same tests.
+
+May import: ``core`` only.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..errors import RelayError
+from ..core.errors import RelayError
 from .base import Store
 from .db import open_db, open_existing_readonly, relay_error_from_sqlite
 from .home import DB_NAME, check_home, ensure_home, inspect_path, resolve_home, unsafe_reasons

@@ -18,7 +18,7 @@ import sqlite3
 import tempfile
 from pathlib import Path
 
-from ..errors import RelayError
+from ..core.errors import RelayError
 from . import pg
 from .db import open_db, open_existing_readonly, relay_error_from_sqlite
 from .migrations import LATEST, MIGRATIONS

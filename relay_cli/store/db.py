@@ -7,7 +7,7 @@ import sqlite3
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..errors import RelayError
+from ..core.errors import RelayError
 from .home import DB_NAME, check_home, ensure_home
 from .migrations import LATEST, MIGRATIONS, REPAIRS
 from .views import sync as sync_views

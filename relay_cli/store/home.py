@@ -7,7 +7,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import RelayError
+from ..core.errors import RelayError
 
 DB_NAME = "relay.db"
 

@@ -23,8 +23,8 @@ import time
 from contextlib import contextmanager
 from functools import lru_cache
 
-from .. import clock
-from ..errors import RelayError
+from ..core import clock
+from ..core.errors import RelayError
 from .migrations import LATEST, MIGRATIONS
 from .url import INSTALL, redact, scrub
 

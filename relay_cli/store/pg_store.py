@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import RelayError
+from ..core.errors import RelayError
 from .base import Store
 from .pg import LATEST, PgConnection, connect, foreign_tables, schema_version, table_names
 from .sql_data import EXPORT_ORDER, export_query

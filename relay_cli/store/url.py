@@ -17,7 +17,7 @@ import os
 import re
 from urllib.parse import quote, unquote
 
-from ..errors import RelayError
+from ..core.errors import RelayError
 
 SCHEMES = ("postgresql", "postgres")
 INSTALL = "pip install 'relay-cli[postgres]'"

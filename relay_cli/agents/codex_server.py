@@ -155,7 +155,7 @@ class AppServer:
         assert self.dir is not None
         argv = [self.program, "app-server", *self.options, "--listen", self.address]
         self.log = open(os.path.join(self.dir, "app-server.log"), "wb")  # noqa: SIM115
-        from .process import death_signal_setter
+        from ..core.process import death_signal_setter
 
         death = death_signal_setter(signal.SIGTERM)  # the server stops when relay dies
         parent = os.getpid()

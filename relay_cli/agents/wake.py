@@ -33,7 +33,9 @@ import subprocess
 import sys
 import time
 
-from . import clock, due, peers
+from ..core import clock
+from ..core.limits import HOOK_LEASE_S
+from ..requests import due, peers
 from .hook import (
     MAX_REMEMBERED_IDS,
     MAX_SCANNED,
@@ -42,7 +44,6 @@ from .hook import (
     lookup_session,
     remember_own_prompt,
 )
-from .limits import HOOK_LEASE_S
 from .runtimes import BY_NAME
 
 DEFAULT_TIMEOUT_S = HOOK_LEASE_S  # the lease of a session the hook joins
@@ -84,7 +85,7 @@ def note(peer: str, ids: list[str], runtime: str) -> str:
 
 def run(store, ev: Event, henv: HookEnv, timeout_s: int, *, runtime: str) -> tuple[int, str]:
     """Wait for new work for the session of ``ev``; return (exit code, stderr note)."""
-    from .process import Me  # process identity: pid, start time, host
+    from ..core.process import Me  # process identity: pid, start time, host
 
     rt = BY_NAME[runtime]
     codex = None
@@ -154,7 +155,7 @@ def _register(store, ev: Event, henv: HookEnv, me, runtime: str, end: float, tic
 
 
 def _alive(row) -> bool:
-    from .process import process_alive
+    from ..core.process import process_alive
 
     return process_alive(row["pid"], row["process_start"], row["host"])
 

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from . import clock
-from .errors import RelayError
-from .process import process_alive, this_host
-from .store.sql_ledger import LEDGER_FINAL_STATES
+from ..core import clock
+from ..core.errors import RelayError
+from ..core.process import process_alive, this_host
+from ..store.sql_ledger import LEDGER_FINAL_STATES
 
 STORED_STATES = ("awaiting_approval", "approved", "denied", "running", "succeeded", "failed",
                  "forgotten")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 
-from . import clock
+from ..core import clock
 
 LIMIT = 50
 
@@ -37,7 +37,7 @@ def _param(ctx, name: str):
 
 
 def _open(ctx):
-    from .store import open_store_readonly
+    from ..store import open_store_readonly
 
     try:
         return open_store_readonly(_param(ctx, "home"))
@@ -47,7 +47,7 @@ def _open(ctx):
 
 def _me(store, ctx) -> tuple[str | None, str | None]:
     """(my name, my session id), by the same rule as the command (``peers.identity``)."""
-    from .peers import hash_token, identity
+    from ..requests.peers import hash_token, identity
 
     name, token = identity(_param(ctx, "as_") or None, _param(ctx, "session") or None,
                            os.environ)

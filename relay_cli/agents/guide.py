@@ -20,7 +20,7 @@ RUNTIME_NAMES = {r.name: r.display for r in runtimes.ALL}
 
 def settings_json(runtime: str, wake: bool = True) -> str:
     """The settings fragment `relay hook install RUNTIME` merges in, as JSON text."""
-    from .hook_install import fragment
+    from .install import fragment
 
     return json.dumps(fragment(runtime, wake), indent=2)
 
@@ -251,7 +251,7 @@ def _states_section() -> str:
     """Each state's meaning from ``states.MEANING`` (the one definition), with advice."""
     import textwrap
 
-    from .states import MEANING, STATES
+    from ..requests.states import MEANING, STATES
 
     lines = ["## What each state means, and what it does not", ""]
     for state in STATES:
@@ -269,7 +269,7 @@ def _states_section() -> str:
 def text(audience: str = "generic") -> str:
     """The full guide for ``audience`` (generic, claude, codex or gemini)."""
     if audience not in AUDIENCES:
-        from .errors import RelayError
+        from ..core.errors import RelayError
 
         raise RelayError("usage_error", f"--for must be one of {', '.join(AUDIENCES)}, "
                          f"not {audience!r}")
@@ -278,7 +278,7 @@ def text(audience: str = "generic") -> str:
 
 def short_text(peer: str, runtime: str = "claude") -> str:
     """The compact guide the hook adds as context at SessionStart (facts, not orders)."""
-    from .states import MEANING
+    from ..requests.states import MEANING
 
     name = RUNTIME_NAMES.get(runtime, runtime)
     return (

@@ -24,20 +24,9 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from . import clock, due
-from .errors import RelayError
-from .ledger import (
-    DEFAULT_APPROVAL_WAIT_S,
-    EntryError,
-    begin,
-    entry_object,
-    output_text,
-    running_values,
-    validate_key,
-    wait_for_decision,
-)
-from .ledger_states import RENEW_S, apply, touch
-from .process import (
+from ..core import clock
+from ..core.errors import RelayError
+from ..core.process import (
     CannotStart,
     Child,
     Interrupted,
@@ -48,7 +37,18 @@ from .process import (
     signal_status,
     spawn_gated,
 )
-from .testpause import pause_for_tests
+from ..requests import due
+from .entries import (
+    DEFAULT_APPROVAL_WAIT_S,
+    EntryError,
+    begin,
+    entry_object,
+    output_text,
+    running_values,
+    validate_key,
+    wait_for_decision,
+)
+from .states import RENEW_S, apply, touch
 
 TAIL_BYTES = 64 * 1024
 _CHUNK = 64 * 1024
@@ -376,7 +376,6 @@ def execute(store, key: str, row, argv: list[str], me: Me, out_sink: Sink, err_s
     try:
         proc = spawn_gated(argv, signals)
         try:
-            pause_for_tests(store, "once-spawn", f" (command pid {proc.pid})")
             ours = record_child(store, key, me, runs, proc.pid)
         except BaseException as e:
             proc.abandon()

@@ -13,8 +13,9 @@ from collections import Counter
 from contextlib import contextmanager
 from sqlite3 import Row
 
-from . import clock, peers
-from .errors import RelayError
+from ..core import clock
+from ..core.errors import RelayError
+from . import peers
 from .states import apply
 
 SWEEP_BATCH = 250  # one batch of due transitions: ~40 ms of write lock at 1M requests

@@ -17,9 +17,9 @@ import sys
 import uuid
 from sqlite3 import Row
 
-from . import clock, peers
-from .errors import RelayError
-from .limits import (
+from ..core import clock
+from ..core.errors import RelayError
+from ..core.limits import (
     DRAFT_TTL_S,
     MAX_DEPTH,
     MAX_OPEN_DRAFTS,
@@ -27,6 +27,7 @@ from .limits import (
     QUEUE_CAP,
     QUEUE_RETRY_AFTER_S,
 )
+from . import peers
 from .peers import Caller, renew, require_live, require_session
 from .states import STATES, apply, transition
 
@@ -735,3 +736,25 @@ def resolve(store, now: int, request_id: str, outcome: str, note: str | None, *,
     new = apply(store, row, f"resolve_{outcome}", actor=person(), at=now, detail=note,
                 set_detail=True, fields=fields)
     return request_object(new)
+
+
+class _AnyRow(dict):
+    """A stand-in database row: every column reads as empty, so the real serializer can
+    tell us which fields it prints without a database."""
+
+    def __missing__(self, key):
+        return {"state": "queued", "pruned": 0}.get(key)
+
+
+def request_fields() -> dict:
+    """The request object's keys, from ``request_object`` itself (for `relay schema` and
+    `relay export`)."""
+    always = list(request_object(_AnyRow()))
+    full = list(request_object(_AnyRow(), text=True, reply=True))
+    sample = request_object(_AnyRow())
+    return {
+        "always": always,
+        "where_listed": [k for k in full if k not in always],
+        "constant": {k: sample[k] for k in ("authority", "user_approval")},
+        "timestamps": "RFC 3339 UTC with milliseconds and Z, e.g. 2026-11-29T18:52:01.123Z",
+    }

@@ -13,10 +13,12 @@ of each environment variable.
 
 from __future__ import annotations
 
-from . import __version__, ledger_states
-from .errors import ERRORS
-from .limits import QUEUE_CAP
-from .states import FINAL_STATES, MEANING, OPEN_STATES, STATES, TRANSITIONS
+from .. import __version__
+from ..core.errors import ERRORS
+from ..core.limits import QUEUE_CAP
+from ..ledger import states as ledger_states
+from ..requests.lifecycle import request_fields
+from ..requests.states import FINAL_STATES, MEANING, OPEN_STATES, STATES, TRANSITIONS
 
 SCHEMA_VERSION = 1
 
@@ -72,34 +74,11 @@ def exit_statuses() -> dict[int, str]:
     return statuses
 
 
-class _AnyRow(dict):
-    """A stand-in database row: every column reads as empty, so the real serializer can
-    tell us which fields it prints without a database."""
-
-    def __missing__(self, key):
-        return {"state": "queued", "pruned": 0}.get(key)
-
-
-def request_fields() -> dict:
-    """The request object's keys, from ``lifecycle.request_object`` itself."""
-    from .lifecycle import request_object
-
-    always = list(request_object(_AnyRow()))
-    full = list(request_object(_AnyRow(), text=True, reply=True))
-    sample = request_object(_AnyRow())
-    return {
-        "always": always,
-        "where_listed": [k for k in full if k not in always],
-        "constant": {k: sample[k] for k in ("authority", "user_approval")},
-        "timestamps": "RFC 3339 UTC with milliseconds and Z, e.g. 2026-11-29T18:52:01.123Z",
-    }
-
-
 # ------------------------------------------------------------------ the command tree
 def root_command():
     """The live Click command tree of the Typer app (every registered command)."""
-    from .cli import app
-    from .cli.app import build_command
+    from . import app
+    from .app import build_command
 
     return build_command(app)
 

@@ -37,7 +37,8 @@ from __future__ import annotations
 import time
 from collections import Counter
 
-from . import clock, due
+from ..core import clock
+from ..requests import due
 
 DEFAULT_RETENTION_S = 30 * 86400
 TOMBSTONE_S = 120 * 86400

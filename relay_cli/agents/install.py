@@ -30,8 +30,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..core.errors import RelayError
 from . import runtimes
-from .errors import RelayError
 from .runtimes import WAKE_TIMEOUT_S
 
 RUNTIMES = runtimes.NAMES

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import time
 
+from ..core.errors import RelayError
 from . import lifecycle, peers
 from .due import poll, unit
-from .errors import RelayError
 from .peers import Caller
 from .states import FINAL_STATES
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 import csv
 from collections.abc import Iterable, Iterator
 
-from .errors import RelayError
-from .lifecycle import request_object
-from .output import inert_line
+from ..core.errors import RelayError
+from ..core.output import inert_line
+from ..requests.lifecycle import request_object
 
 FORMATS = ("jsonl", "csv", "md")
 
@@ -34,7 +34,7 @@ def validate_format(value: str) -> str:
 
 def csv_columns() -> list[str]:
     """CSV has every field of the request object, in its order (``relay schema``)."""
-    from .schema import request_fields
+    from ..requests.lifecycle import request_fields
 
     return request_fields()["always"]
 

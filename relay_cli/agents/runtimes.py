@@ -60,7 +60,7 @@ class Runtime:
     launch_args: tuple[str, ...] = ()  # what `relay run` adds after the program's name
     launch_refuses: tuple[str, ...] = ()  # options `relay run` refuses for this program
     # `relay run` gives the interactive program a private server of its own instead of
-    # ``launch_args`` (Codex's TUI: `codex app-server` on a unix socket, relay_cli/codex_server.py)
+    # ``launch_args`` (Codex's TUI: `codex app-server` on a unix socket, relay_cli/agents/codex_server.py)
     private_server: bool = False
     guide_file: str = "AGENTS.md"  # where a person pastes `relay guide --for NAME`
     checked: str = ""  # the version whose shipped package the formats were checked with

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import clock, lifecycle, peers
-from .output import (
+from ..core import clock
+from ..core.output import (
     STATE_STYLES,
     Col,
     ago,
@@ -26,7 +26,8 @@ from .output import (
     render_table,
     unique_prefixes,
 )
-from .states import OPEN_STATES, SETTLE
+from ..requests import lifecycle, peers
+from ..requests.states import OPEN_STATES, SETTLE
 
 OPEN_LIMIT = 40
 EVENTS_LIMIT = 15
@@ -58,7 +59,7 @@ class Snapshot:
 
 def gather(store, now: int, events_limit: int = EVENTS_LIMIT) -> Snapshot:
     """One snapshot of peers, open requests, recent transitions and pending approvals."""
-    from . import ledger
+    from ..ledger import entries as ledger
 
     snap = Snapshot(now=now, home=str(store.home))
     for p in store.list_peers():
@@ -145,7 +146,7 @@ def _lease(p: dict) -> str:
 
 def sections(snap: Snapshot) -> list[Section]:
     """Every section, in the order a person needs them."""
-    from .ledger import SETTLE as LEDGER_SETTLE
+    from ..ledger.entries import SETTLE as LEDGER_SETTLE
 
     now = snap.now
     # ids as short as they can be while no two shown share a prefix (design.md §14)
@@ -213,7 +214,7 @@ def _ledger_cols() -> list[Col]:
 
 
 def _ledger_rows(entries: list[dict], now: int) -> list[list[str]]:
-    from .ledger import command_text
+    from ..ledger.entries import command_text
 
     return [[e["key"], command_text(e["argv"]) if isinstance(e.get("argv"), list)
              else e.get("argv"), e["cwd"], ago(_ms(e.get("updated_at")), now)]

@@ -21,10 +21,10 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import due, peers
-from .errors import NOT_EXECUTABLE_EXIT, RelayError
-from .peers import Caller
-from .process import CannotStart, Signals, exit_status, resolve_command, signal_status, spawn
+from ..core.errors import NOT_EXECUTABLE_EXIT, RelayError
+from ..core.process import CannotStart, Signals, exit_status, resolve_command, signal_status, spawn
+from ..requests import due, peers
+from ..requests.peers import Caller
 
 __all__ = ["CannotStart", "launch_argv", "launch_plan", "run", "supported"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from .errors import RelayError
+from ..core.errors import RelayError
 
 STATES = (
     "queued", "delivered", "acknowledged", "completed", "failed", "rejected", "expired",

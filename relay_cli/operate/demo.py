@@ -23,7 +23,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import RelayError
+from ..core.errors import RelayError
 
 TEXT = "Summarise the open TODO comments in src/ and reply with a list.\n"
 REPLY = "3 TODOs: src/login.py:42 (retry), src/api.py:7 (paging), src/db.py:90 (index).\n"
@@ -179,7 +179,7 @@ def look_around(home: Path) -> str:
     """The shell line that points relay at a kept demo home. The demo always runs on a
     relay.db of its own, so when this call names a database URL (design.md §13) the line
     empties RELAY_DATABASE_URL too; otherwise relay would go on reading that database."""
-    from .store.url import database_url_given
+    from ..store.url import database_url_given
 
     line = f"export RELAY_HOME={shlex.quote(str(home))}"
     return line + " RELAY_DATABASE_URL=" if database_url_given() else line

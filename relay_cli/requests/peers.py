@@ -7,9 +7,9 @@ import uuid
 from dataclasses import dataclass
 from sqlite3 import Row
 
-from . import clock
-from .errors import RelayError
-from .limits import KINDS, NAME_PATTERN
+from ..core import clock
+from ..core.errors import RelayError
+from ..core.limits import KINDS, NAME_PATTERN
 from .states import apply
 
 # matched against the whole value (fullmatch), in ASCII: "alice\n" is not a name
@@ -290,7 +290,7 @@ def waiter_running(store, name: str, now: int) -> bool:
     rows = store.live_session_waiters(name, now)
     if not rows:
         return False
-    from .process import process_alive  # only when a waiter row exists: start-up stays lean
+    from ..core.process import process_alive  # only when a waiter row exists: start-up stays lean
 
     return any(process_alive(r["pid"], r["process_start"], r["host"]) for r in rows)
 

@@ -36,19 +36,11 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from . import clock, due, lifecycle
-from .errors import RelayError
-from .ledger_states import (
-    STALE_S,
-    STATES,
-    VIEWS,
-    apply,
-    entry_alive,
-    foreign,
-    never_started,
-    shown_state,
-)
-from .process import Me, this_host
+from ..core import clock
+from ..core.errors import RelayError
+from ..core.process import Me, this_host
+from ..requests import due, lifecycle
+from .states import STALE_S, STATES, VIEWS, apply, entry_alive, foreign, never_started, shown_state
 
 KEY_RE = re.compile(r"[!-~]{1,200}", re.ASCII)  # the whole value (fullmatch): no "k\n"
 DEFAULT_APPROVAL_WAIT_S = lifecycle.DEFAULT_WAIT_S  # it waits like `relay wait`

@@ -36,9 +36,11 @@ import os
 import shlex
 from dataclasses import dataclass
 
-from . import clock, due, guide, peers, runtimes
-from .limits import HOOK_LEASE_S
-from .output import age, inert, size
+from ..core import clock
+from ..core.limits import HOOK_LEASE_S
+from ..core.output import age, inert, size
+from ..requests import due, peers
+from . import guide, runtimes
 from .runtimes import Runtime
 
 EVENTS = runtimes.EVENTS  # relay's four events, in Claude Code's and Codex's names

@@ -3,7 +3,8 @@ the event handler (``hook``) or the wake waiter (``wake``)."""
 
 from __future__ import annotations
 
-from . import hook, peers
+from ..requests import peers
+from . import hook
 from . import wake as waiter
 
 

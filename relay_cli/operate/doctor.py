@@ -18,11 +18,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import __version__, clock, peers
-from .errors import RelayError
-from .limits import QUEUE_WARN_FRACTION
-from .output import size as _size
-from .states import MEANING, STATES
+from .. import __version__
+from ..core import clock
+from ..core.errors import RelayError
+from ..core.limits import QUEUE_WARN_FRACTION
+from ..core.output import size as _size
+from ..requests import peers
+from ..requests.states import MEANING, STATES
 
 # a home without relay.db yet: as fresh as a missing home (design.md §11)
 NO_DB_YET = ("not created yet; the first relay command that uses the home creates it, "
@@ -95,7 +97,7 @@ class Scope:
     def url_word(self) -> str:
         """The URL as one shell word: itself, or without its password when libpq finds
         that elsewhere, or else read from $RELAY_DATABASE_URL."""
-        from .store.url import password_of, redact
+        from ..store.url import password_of, redact
 
         if password_of(self.url) is None:
             return shlex.quote(self.url)
@@ -274,7 +276,7 @@ _SUMMARIES = {"relay": _summary_relay, "home": _summary_home, "database": _summa
 
 
 def diagnose(home: Path, fix: bool = False, home_given: bool = False) -> Report:
-    from .store import LATEST_SCHEMA, database_url
+    from ..store import LATEST_SCHEMA, database_url
 
     url = database_url()
     report = Report(home, Scope(home, home_given, url))
@@ -299,7 +301,7 @@ def diagnose(home: Path, fix: bool = False, home_given: bool = False) -> Report:
 
 
 def _check_queue_cap(report: Report) -> None:
-    from .lifecycle import queue_cap
+    from ..requests.lifecycle import queue_cap
 
     try:
         cap = queue_cap()
@@ -360,7 +362,7 @@ def _symlink_fix(report: Report, home: Path) -> str:
 
 def _check_paths(home: Path, report: Report) -> bool:
     """Directory and file checks. True when the database may be opened."""
-    from .store import DB_NAME, inspect_path, unsafe_reasons
+    from ..store import DB_NAME, inspect_path, unsafe_reasons
 
     d = inspect_path(home)
     if d.error:
@@ -422,7 +424,7 @@ def _check_paths(home: Path, report: Report) -> bool:
 
 
 def _check_file(path: Path, name: str, report: Report, required: bool) -> None:
-    from .store import inspect_path
+    from ..store import inspect_path
 
     f = inspect_path(path)
     if not f.exists:
@@ -502,7 +504,7 @@ def _mount_point(path: Path) -> Path:
 def _fix_modes(home: Path, report: Report) -> None:
     """Set the modes relay wants (directory 0700, files 0600): tighten what is too open and
     give back the owner's read and write; never follow or replace a symlink."""
-    from .store import DB_NAME
+    from ..store import DB_NAME
 
     _tighten(home, 0o700, directory=True, report=report)
     if os.path.isdir(home) and not os.path.islink(home):
@@ -546,7 +548,7 @@ def _tighten(path: Path, mode: int, *, directory: bool, report: Report) -> None:
 
 # ------------------------------------------------------------------------ database
 def _check_database(home: Path, report: Report, now: int) -> None:
-    from .store import LATEST_SCHEMA, open_store_readonly, relay_error_from_sqlite
+    from ..store import LATEST_SCHEMA, open_store_readonly, relay_error_from_sqlite
 
     try:
         store = open_store_readonly(home)
@@ -592,7 +594,7 @@ CORRUPT = ("stop every relay process, move the database aside (the next relay co
 
 def _failed(report: Report, name: str, err: RelayError, message: str | None = None) -> None:
     """A check that failed with ``err``, with the command for its code (design.md §11)."""
-    from .store import DB_NAME
+    from ..store import DB_NAME
 
     detail, fix = f"{err.code}: {message or err.message}", None
     if err.code == "database_corrupt" and report.scope.url is None:
@@ -613,7 +615,7 @@ def _failed(report: Report, name: str, err: RelayError, message: str | None = No
 
 
 def _guarded(report: Report, name: str, fn) -> None:
-    from .store import relay_error_from_sqlite
+    from ..store import relay_error_from_sqlite
 
     try:
         fn()
@@ -631,7 +633,7 @@ CLOCK_WARN_MS = 1000
 
 def _check_postgres(home: Path, url: str, report: Report) -> None:
     """design.md §13: the server instead of the state directory and relay.db."""
-    from .store import LATEST_SCHEMA, open_store_readonly, redact
+    from ..store import LATEST_SCHEMA, open_store_readonly, redact
 
     shown = redact(url)
     report.facts["database_url"] = shown
@@ -951,7 +953,7 @@ def _check_tables(store, report: Report) -> None:
 
 def _ledger_needs(store) -> tuple[int, int]:
     """(effect_unknown entries that do not rerun by themselves, entries awaiting approval)."""
-    from . import ledger
+    from ..ledger import entries as ledger
 
     unknown = [e for e in ledger.list_entries(store, ["effect_unknown"])
                if not ledger.reruns_by_itself(e)]
@@ -987,7 +989,7 @@ def _wakeup_advice(s, value: str, now: int) -> tuple[str, str, str | None]:
     """(status, detail, fix) for an active peer whose ``wakeup`` (peers.wakeup) is
     ``value``: a warn where a person can install relay's hook, naming the command; an ok
     fact where there is nothing to do."""
-    from .runtimes import display
+    from ..agents.runtimes import display
 
     kind = s["kind"]
     runtime = display(kind)

@@ -1,0 +1,6 @@
+"""The side-effect ledger of `relay once` (design.md §10): an entry's states and every
+transition as data (``states``), the gates of a call and a person's acts on an entry
+(``entries``) and the run of the command itself (``once``).
+
+May import: ``core``, ``store`` and ``requests`` (the deadlines every command applies).
+"""
