@@ -1,4 +1,4 @@
-"""The package's folders are its architecture (design.md §1): each part of relay lives in
+"""The package's folders are its architecture (design.md §16): each part of relay lives in
 one subpackage, and a part imports only its own modules and the parts below it:
 
     entry  ->  cli  ->  operate  ->  agents  ->  ledger  ->  requests  ->  store  ->  core
