@@ -126,7 +126,7 @@ def test_approve_refuses_an_entry_that_changed_while_the_person_read_it(relay, t
             shown = ledger.show(store, "k")
             store.update_ledger("k", {"argv": json.dumps(["rm", "-rf", "/tmp/x"])})
             with pytest.raises(RelayError) as e:
-                ledger.approve(store, 0, "k", shown)
+                ledger.approve(store, 0, "k", shown, terminal=True)
         assert e.value.code == "state_conflict"
     finally:
         store.close()
