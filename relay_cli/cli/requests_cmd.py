@@ -124,11 +124,11 @@ def id_(json_: JsonOpt = False, home: HomeOpt = None) -> int:
     until a send uses it.
     """
     del home  # accepted like on every command; no state is read
-    new = lifecycle.new_id()
+    obj = lifecycle.id_object(lifecycle.new_id())
     if json_:
-        Output(True).json({"id": new})
+        Output(True).json(obj)
     else:
-        Output(False).line(new)
+        Output(False).line(obj["id"])
     return 0
 
 
@@ -229,17 +229,12 @@ def submit(
     draft_id = lifecycle.validate_ref(id_)
     with env.unit() as now:
         result = lifecycle.submit(env.store, now, env.caller(), draft_id)
-        # a person sees what send shows (recipient, size, the state's note); JSON keeps
-        # the receipt's shape
-        shown = None if env.json else lifecycle.request_object(
-            env.store.get_request(result["id"]))
-    if env.json:
-        env.out.json(result)
+    if env.json:  # the receipt (design.md §7); a person sees what send shows
+        env.out.json(lifecycle.receipt(result))
         return 0
     if result["duplicate"]:
         env.out.line(ALREADY_SENT)
-    render_request(env.out, {**shown, **result}, now,
-                   ("duplicate", "recipient_active", "wakeup"))
+    render_request(env.out, result, now, ("duplicate", "recipient_active", "wakeup"))
     return 0
 
 
