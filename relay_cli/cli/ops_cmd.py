@@ -124,7 +124,7 @@ def doctor(
     given = bool(home) or bool(os.environ.get("RELAY_HOME"))
     report = doctor_.diagnose(resolve_home(home), fix=fix, home_given=given)
     if json_:
-        out.json(report.to_dict())
+        out.json(report.to_json())
         return report.exit_code
     for line in report.fixed:
         out.para(f"fixed: {line}" if not line.startswith("not changed") else line)
@@ -149,7 +149,7 @@ def _render_report(out: Output, report, verbose: bool = False) -> None:
     oks = [c for c in report.checks if c.status == doctor_.OK]
     if not out.terminal:
         out.table(["status", "check", "detail"],
-                  [[c.status, c.name, c.to_dict()["detail"]] for c in oks + problems])
+                  [[c.status, c.name, c.to_json()["detail"]] for c in oks + problems])
         out.line(summary)
         if report.facts.get("commands_note"):
             out.line(f"note: {report.facts['commands_note']}")
