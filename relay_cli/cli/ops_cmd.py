@@ -369,7 +369,13 @@ def prune(
         result["vacuum"] = retention.vacuum(env.store)
     if env.json:
         env.out.json(result)
-        return 0
+    else:
+        _render_prune(env.out, result, dry_run, vacuum)
+    return 0
+
+
+def _render_prune(out: Output, result: dict, dry_run: bool, vacuum: bool) -> None:
+    """prune's counts for a person, from the document `--json` prints."""
     verb = "would be" if dry_run else "were"
     rows = [
         ("requests pruned", f"{result['requests_pruned']} (bodies removed; tombstones kept)"),
@@ -388,6 +394,5 @@ def prune(
     if vacuum:
         rows.append(("database size", "{bytes_before} -> {bytes_after} bytes (VACUUM)"
                      .format(**result["vacuum"])))
-    env.out.fields(rows, title=f"relay prune{' --dry-run' if dry_run else ''}: counts of what "
-                               f"{verb} removed")
-    return 0
+    out.fields(rows, title=f"relay prune{' --dry-run' if dry_run else ''}: counts of what "
+                           f"{verb} removed")

@@ -444,17 +444,21 @@ def claim(
     if env.json:
         env.out.json(obj)
     else:
-        now = clock.now_ms()
-        if obj.get("duplicate"):
-            env.out.para("this session claimed it already and has not acked it; here it is "
-                         "again (claim --again takes nothing new)")
-        render_full(env.out, obj, now)
-        env.out.para(f"next: relay ack {obj['id']}")
-        env.out.para(ack_by(env.out, obj, now))
-        # runnable as pasted: `-` reads the answer from the terminal until Ctrl-D (design.md §14)
-        env.out.para(f"then: relay reply {obj['id']} -")
-        env.out.para("  (type the answer, then Ctrl-D; or end it with relay fail or relay reject)")
+        _render_claim(env.out, obj, clock.now_ms())
     return 0
+
+
+def _render_claim(out: Output, obj: dict, now: int) -> None:
+    """The claimed request for a person, and what to run next."""
+    if obj.get("duplicate"):
+        out.para("this session claimed it already and has not acked it; here it is "
+                 "again (claim --again takes nothing new)")
+    render_full(out, obj, now)
+    out.para(f"next: relay ack {obj['id']}")
+    out.para(ack_by(out, obj, now))
+    # runnable as pasted: `-` reads the answer from the terminal until Ctrl-D (design.md §14)
+    out.para(f"then: relay reply {obj['id']} -")
+    out.para("  (type the answer, then Ctrl-D; or end it with relay fail or relay reject)")
 
 
 def ack_by(out: Output, obj: dict, now: int) -> str:
