@@ -126,7 +126,7 @@ def test_approve_refuses_an_entry_that_changed_while_the_person_read_it(relay, t
             shown = ledger.show(store, "k")
             store.update_ledger("k", {"argv": json.dumps(["rm", "-rf", "/tmp/x"])})
             with pytest.raises(RelayError) as e:
-                ledger.approve(store, 0, "k", shown)
+                ledger.approve(store, 0, "k", shown, terminal=True)
         assert e.value.code == "state_conflict"
     finally:
         store.close()
@@ -146,3 +146,26 @@ def test_denied_key_cannot_be_unlocked_without_a_terminal(relay, tmp_path):
     r = relay("once", "--key", "deploy-1", "--", *cmd)
     assert not marker.exists(), "the denied command ran after a non-terminal `forget`"
     assert r.code == 10, (r.code, r.err)
+
+
+def test_the_terminal_rule_of_approve_and_deny_is_the_library_s(relay):
+    """approve, deny and resolve keep their terminal rule in the library (design.md §6):
+    ``entries.approve``, ``entries.deny`` and ``entries.to_decide`` refuse without a
+    terminal, before they look the entry up, whoever calls them."""
+    from relay_cli.core.errors import RelayError
+    from relay_cli.ledger import entries as ledger
+
+    assert relay("once", "--key", "k", "--approve", "--timeout", "0", "--", "true").code == 75
+    before = relay.snapshot()
+    store = relay.open_store()
+    try:
+        for act in (lambda: ledger.approve(store, 0, "k", terminal=False),
+                    lambda: ledger.deny(store, 0, "k", "no", terminal=False),
+                    lambda: ledger.to_decide(store, "k", "approve", terminal=False),
+                    lambda: ledger.deny(store, 0, "no-such-key", None, terminal=False)):
+            with store.transaction(), pytest.raises(RelayError) as e:
+                act()
+            assert e.value.code == "approval_needs_terminal"
+    finally:
+        store.close()
+    assert relay.snapshot() == before

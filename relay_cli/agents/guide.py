@@ -276,6 +276,11 @@ def text(audience: str = "generic") -> str:
     return _GENERIC.replace("{states}", _states_section(), 1) + _SECTIONS[audience]
 
 
+def guide_object(audience: str = "generic") -> dict:
+    """What `relay guide --json` answers: the audience and the guide's text."""
+    return {"for": audience, "text": text(audience)}
+
+
 def short_text(peer: str, runtime: str = "claude") -> str:
     """The compact guide the hook adds as context at SessionStart (facts, not orders)."""
     from ..requests.states import MEANING

@@ -39,7 +39,7 @@ def path(json_: JsonOpt = False, home: HomeOpt = None) -> int:
     db = str(database_file(home))
     exists = os.path.exists(db)
     if env.json:
-        env.out.json({"path": db, "exists": exists})
+        env.out.json(export_lib.path_object(db, exists))
         return 0
     env.out.line(db)
     if not exists:

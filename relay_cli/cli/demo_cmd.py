@@ -39,10 +39,7 @@ def demo(
     try:
         d = demo_lib.run(path, narrate)
         if out.json_mode:
-            out.json({"home": str(path), "kept": keep or home is not None,
-                      "id": d.request_id,
-                      "steps": [{"who": s.who, "argv": s.argv, "exit_code": s.exit_code,
-                                 "result": s.result} for s in d.steps]})
+            out.json(d.to_json(kept=keep or home is not None))
         else:
             narrate("step", "Every request, as `relay list` shows it:")
             narrate("cmd", "relay list")

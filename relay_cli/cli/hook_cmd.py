@@ -227,7 +227,7 @@ def notices(as_: AsOpt = None, session: SessionOpt = None, json_: JsonOpt = Fals
     with env.unit() as now:
         found = notices_lib.take(env.store, now, env.caller())
     if env.json:
-        env.out.json({"notices": found})
+        env.out.json(notices_lib.notices_object(found))
         return 0
     out = env.out
     # "since", not "finished": a delivery_unknown request is final, but nobody knows
@@ -267,10 +267,10 @@ def guide(
 ) -> int:
     """Print the instructions an agent needs (for CLAUDE.md / AGENTS.md)."""
     env = Env(json_, home)
-    text = guide_text.text(for_)
+    obj = guide_text.guide_object(for_)
     if env.json:
-        env.out.json({"for": for_, "text": text})
+        env.out.json(obj)
     else:
-        env.out.stdout.write(text)
+        env.out.stdout.write(obj["text"])
         env.out.stdout.flush()
     return 0

@@ -14,7 +14,7 @@ from typing import Annotated, List, Optional
 import typer
 
 from ..core import clock
-from ..core.errors import RelayError, cannot_start
+from ..core.errors import RelayError
 from ..core.output import LEDGER_STYLES, Col, Output, inert, iso_age
 from ..requests import lifecycle
 from . import complete
@@ -22,6 +22,7 @@ from .app import Choice, Env, HomeOpt, JsonOpt, RelayGroup, app, duration, examp
 
 ledger = lazy_module("relay_cli.ledger.entries")  # socket, selectors, signal: only for these commands
 runner = lazy_module("relay_cli.ledger.once")
+outcome = lazy_module("relay_cli.ledger.outcome")
 
 ledger_app = typer.Typer(cls=RelayGroup,
                          help="Inspect and settle the side-effect ledger of `relay once`.",
@@ -167,18 +168,6 @@ def _write_bytes(stream, data: bytes | None) -> None:
     runner.Sink(stream).write(data)
 
 
-def _waiting_notice(out: Output, entry: dict) -> None:
-    key = shlex.quote(entry["key"])
-    out.note(
-        f"relay: key {inert(entry['key'])} needs a person's approval; nothing has run yet\n"
-        f"  command: {inert(ledger.command_text(entry['argv']))}\n"
-        f"  cwd:     {inert(entry['cwd'])}\n"
-        f"  key:     {inert(entry['key'])}\n"
-        f"relay: waiting. A person decides in their own terminal: relay approve {inert(key)}"
-        f"   or   relay deny {inert(key)} --note TEXT"
-    )
-
-
 @app.command(help=ONCE_HELP, context_settings={"allow_interspersed_args": False}, epilog=examples(
         'relay once --key "$TOOL_USE_ID" -- gh pr create --fill',
         'relay once --key deploy-42 --approve --timeout 5m -- ./deploy.sh',
@@ -223,77 +212,23 @@ def once(
         cwd = ledger.validate_cwd(os.getcwd())
     except OSError as e:
         raise RelayError("usage_error", "the current directory no longer exists") from e
-    try:
-        result = runner.once(
-            env.store, key, argv, cwd, idempotent=idempotent, approve=approve,
-            timeout_s=timeout_s, on_waiting=lambda entry: _waiting_notice(env.out, entry),
-            out_sink=runner.Sink(None if env.json else sys.stdout),
-            err_sink=runner.Sink(sys.stderr),
-            on_decided=lambda entry: env.out.note(
-                f"relay: {inert(entry['decided_by'])} approved key {inert(key)}; running it now"),
-        )
-    except ledger.EntryError as e:
-        if env.json:
-            env.out.json({**e.entry, "replayed": False})
-        raise
-    entry = result.entry
-    if result.kind == "timeout":
-        if env.json:
-            env.out.json({**entry, "replayed": False})
-        raise RelayError(
-            "timeout", f"no person approved or denied key {key!r} within "
-            f"{clock.human_duration(timeout_s)}; the command has not run and the entry still "
-            "awaits a decision",
-            detail="the same key and command",
-        )
-    if result.kind == "interrupted":
-        if env.json:  # the note's fact, as a field (design.md §7)
-            env.out.json({**(entry or {"key": key}), "replayed": False,
-                          "interrupted_by_signal": result.exit_code - 128})
-        env.out.note(f"relay: {result.message}")
-        return result.exit_code
-    if result.kind == "not_started":
-        if env.json:
-            env.out.json(entry)
-        err = cannot_start(result.message, result.exit_code,
-                           "nothing ran, so the key stays free; fix the command and call "
-                           "again with the same key")
-        env.out.error(err)
-        return err.exit_code
+    result = runner.once(
+        env.store, key, argv, cwd, idempotent=idempotent, approve=approve,
+        timeout_s=timeout_s, on_waiting=lambda entry: env.out.note(outcome.waiting_note(entry)),
+        out_sink=runner.Sink(None if env.json else sys.stdout),
+        err_sink=runner.Sink(sys.stderr),
+        on_decided=lambda entry: env.out.note(outcome.decided_note(entry)),
+    )
     if env.json:
-        if result.kind == "unrecorded":  # the warning's fact, as fields (design.md §7)
-            entry = {**entry, "outcome_recorded": False, "warning": result.message}
-        env.out.json(entry)
-    elif result.kind == "replayed":
+        env.out.json(result.to_json())
+    else:  # a replay writes its stored output through (nothing else has raw bytes)
         _write_bytes(sys.stdout, result.raw[0])
         _write_bytes(sys.stderr, result.raw[1])
-        env.out.note(_replay_note(key, entry))
-    if result.kind == "unrecorded":
-        env.out.note(f"relay: warning: {inert(result.message)}")
+    for line in result.notes():
+        env.out.note(line)
+    if result.error is not None:
+        raise result.error
     return result.exit_code
-
-
-def _replay_note(key: str, entry: dict) -> str:
-    """What a replay says on stderr: who established the outcome, and what is left of it."""
-    if entry.get("resolution") in ("succeeded", "failed"):
-        how = (f"was settled as {entry['state']} by {inert(entry['resolved_by'] or '?')} at "
-               f"{entry['resolved_at']} (a person's finding"
-               + (f": {inert(entry['resolution_note'])}" if entry.get("resolution_note") else "")
-               + f"), exit {entry['exit_code']}")
-        if entry.get("stdout_bytes") is None:
-            how += "; relay never saw the command end"
-    else:
-        how = (f"already ran ({entry['state']}, exit {entry['exit_code']}, finished "
-               f"{entry['finished_at']})")
-    note = f"relay: replayed: key {inert(key)} {how}; nothing was run now"
-    if entry.get("output_pruned"):
-        note += (f"; its captured output was removed by `relay prune` at "
-                 f"{entry['output_pruned_at']}, so none is printed")
-    else:
-        cut = [n for n in ("stdout", "stderr") if entry.get(f"{n}_truncated")]
-        if cut:
-            note += f"; only the last 64 KiB of {' and '.join(cut)} was kept"
-    return note
 
 
 @ledger_app.command("list", epilog=examples(
@@ -323,7 +258,7 @@ def ledger_list(
     with env.unit(write=False) as now:
         entries = ledger.list_entries(env.store, states)
     if env.json:
-        env.out.json({"entries": entries})
+        env.out.json(ledger.entries_object(entries))
         return 0
     out = env.out
     rows = [[e["key"], e["state"], "-" if e["exit_code"] is None else e["exit_code"],
@@ -426,19 +361,17 @@ def approve(
     """
     env = Env(json_, home)
     ledger.validate_key(key)
-    lifecycle.require_terminal("approve")
+    terminal = lifecycle.stdin_is_terminal()
     seen = None
     if not yes:
         with env.unit(write=False):
-            shown = ledger.show(env.store, key)
+            shown = ledger.to_decide(env.store, key, "approve", terminal=terminal)
         if shown["state"] == "awaiting_approval":
             if not _confirm(env.out, shown):
-                return _emit(env, {k: v for k, v in shown.items()
-                                   if k not in ("stdout", "stderr", "stdout_truncated",
-                                                "stderr_truncated")})
+                return _emit(env, shown)
             seen = shown
     with env.unit() as now:
-        obj = ledger.approve(env.store, now, key, seen)
+        obj = ledger.approve(env.store, now, key, seen, terminal=terminal)
     return _emit(env, obj)
 
 
@@ -499,8 +432,7 @@ def deny(key: AwaitingKeyArg, note: NoteOpt = None, json_: JsonOpt = False,
     """
     env = Env(json_, home)
     ledger.validate_key(key)
-    lifecycle.require_terminal("deny")
     text = lifecycle.validate_text(note, "--note") if note is not None else None
     with env.unit() as now:
-        obj = ledger.deny(env.store, now, key, text)
+        obj = ledger.deny(env.store, now, key, text, terminal=lifecycle.stdin_is_terminal())
     return _emit(env, obj)

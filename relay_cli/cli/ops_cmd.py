@@ -124,7 +124,7 @@ def doctor(
     given = bool(home) or bool(os.environ.get("RELAY_HOME"))
     report = doctor_.diagnose(resolve_home(home), fix=fix, home_given=given)
     if json_:
-        out.json(report.to_dict())
+        out.json(report.to_json())
         return report.exit_code
     for line in report.fixed:
         out.para(f"fixed: {line}" if not line.startswith("not changed") else line)
@@ -144,101 +144,135 @@ def _render_report(out: Output, report, verbose: bool = False) -> None:
     from ..operate import doctor as doctor_
 
     counts = report.counts()
-    problems = report.problems()
     summary = f"relay doctor: {counts['fail']} fail, {counts['warn']} warn, {counts['ok']} ok"
     oks = [c for c in report.checks if c.status == doctor_.OK]
     if not out.terminal:
         out.table(["status", "check", "detail"],
-                  [[c.status, c.name, c.to_dict()["detail"]] for c in oks + problems])
+                  [[c.status, c.name, c.to_json()["detail"]] for c in oks + report.problems()])
         out.line(summary)
         if report.facts.get("commands_note"):
             out.line(f"note: {report.facts['commands_note']}")
         return
-    from rich.text import Text
+    _DoctorScreen(out).render(report, oks, summary, verbose)
 
-    from ..core.output import (
-        ASCII_GLYPHS,
-        DOCTOR_STYLES,
-        GAP,
-        GLYPHS,
-        fit,
-        inert_line,
-        terminal_size,
-        wrap,
-    )
 
-    glyphs, arrow = (GLYPHS, "\u2192 ") if out.unicode else (ASCII_GLYPHS, "-> ")
-    width, rows = out.width, terminal_size(out.stdout)[1]
-    bold = "bold" if out.color else ""
+class _DoctorScreen:
+    """doctor on a terminal (design.md §11): the area lines, the problems grouped by their
+    command, the counts; cut to the terminal's height when the problems do not fit."""
 
-    def head(status: str, label: str, w: int) -> Text:
-        return Text(f"{glyphs[status]} {label}".ljust(w) + " " * GAP,
-                    style=DOCTOR_STYLES[status] if out.color else "")
+    STATUS_W = 2 + len("fail")
 
-    # one line per area; with -v, every ok check under its area, whole
-    groups = report.groups()
-    group_w = 2 + max(len(g) for g, _, _ in groups)
-    top: list = []
-    for group, status, text in groups:
-        top.append(head(status, group, group_w) + Text(
-            fit(inert_line(text), width - group_w - GAP, out.ellipsis)))
-        if verbose:
-            indent = " " * (group_w + GAP)
-            for c in (c for c in oks if c.group == group):
-                first, *rest = _wrap_whole(f"{c.name}: {inert_line(c.detail)}",
-                                           width - len(indent))
-                top += [Text(indent + first)] + [Text(indent + "  " + ln) for ln in rest]
+    def __init__(self, out: Output) -> None:
+        from ..core.output import ASCII_GLYPHS, GAP, GLYPHS, terminal_size
 
-    # the problems: those that share one command are listed together, above it (a warn
-    # under the fail before it that the same command settles; each keeps its own status)
-    status_w = 2 + len("fail")
-    indent = " " * (status_w + GAP)
-    inner = max(12, width - len(indent))
-    shared: dict = {}
-    for c in problems:
-        shared.setdefault(c.fix or id(c), []).append(c)
+        self.out = out
+        self.glyphs, self.arrow = (GLYPHS, "\u2192 ") if out.unicode else (ASCII_GLYPHS, "-> ")
+        self.width, self.rows = out.width, terminal_size(out.stdout)[1]
+        self.bold = "bold" if out.color else ""
+        self.indent = " " * (self.STATUS_W + GAP)
+        self.inner = max(12, self.width - len(self.indent))
 
-    def command(fix: str | None) -> list:
+    def head(self, status: str, label: str, w: int):
+        from rich.text import Text
+
+        from ..core.output import DOCTOR_STYLES, GAP
+
+        return Text(f"{self.glyphs[status]} {label}".ljust(w) + " " * GAP,
+                    style=DOCTOR_STYLES[status] if self.out.color else "")
+
+    def areas(self, report, oks, verbose: bool) -> list:
+        """One line per area; with -v, every ok check under its area, whole."""
+        from rich.text import Text
+
+        from ..core.output import GAP, fit, inert_line
+
+        groups = report.groups()
+        group_w = 2 + max(len(g) for g, _, _ in groups)
+        top: list = []
+        for group, status, text in groups:
+            top.append(self.head(status, group, group_w) + Text(
+                fit(inert_line(text), self.width - group_w - GAP, self.out.ellipsis)))
+            if verbose:
+                indent = " " * (group_w + GAP)
+                for c in (c for c in oks if c.group == group):
+                    first, *rest = _wrap_whole(f"{c.name}: {inert_line(c.detail)}",
+                                               self.width - len(indent))
+                    top += [Text(indent + first)] + [Text(indent + "  " + ln) for ln in rest]
+        return top
+
+    def command(self, fix: str | None) -> list:
+        from rich.text import Text
+
+        from ..core.output import inert_line
+
         if not fix:
             return []
-        return [Text(indent + ln, style=bold)
-                for ln in _command_lines(arrow + inert_line(fix), inner)]
+        return [Text(self.indent + ln, style=self.bold)
+                for ln in _command_lines(self.arrow + inert_line(fix), self.inner)]
 
-    def whole(checks) -> list:  # each detail whole, wrapped between words
+    def whole(self, checks) -> list:
+        """Each detail whole, wrapped between words, and the command they share."""
+        from rich.text import Text
+
+        from ..core.output import inert_line, wrap
+
         lines = []
         for c in checks:
-            first, *rest = wrap(f"{c.name}: {inert_line(c.detail)}", inner, out.ellipsis)
-            lines.append(head(c.status, c.status, status_w) + Text(first, style=bold))
-            lines += [Text(indent + more) for more in rest]
-        return lines + command(checks[0].fix)
+            first, *rest = wrap(f"{c.name}: {inert_line(c.detail)}", self.inner,
+                                self.out.ellipsis)
+            lines.append(self.head(c.status, c.status, self.STATUS_W)
+                         + Text(first, style=self.bold))
+            lines += [Text(self.indent + more) for more in rest]
+        return lines + self.command(checks[0].fix)
 
-    def one_line(checks) -> list:  # the names and the start of the detail
+    def one_line(self, checks) -> list:
+        """The names and the start of the detail, and the command they share."""
+        from rich.text import Text
+
+        from ..core.output import fit, inert_line
+
         text = f"{', '.join(c.name for c in checks)}: {checks[0].detail}"
-        return [head(checks[0].status, checks[0].status, status_w)
-                + Text(fit(inert_line(text), inner, out.ellipsis), style=bold)] \
-            + command(checks[0].fix)
+        return [self.head(checks[0].status, checks[0].status, self.STATUS_W)
+                + Text(fit(inert_line(text), self.inner, self.out.ellipsis), style=self.bold)] \
+            + self.command(checks[0].fix)
 
-    tail = [Text(summary, style=bold)]
-    if report.facts.get("commands_note"):
-        tail += [Text(ln) for ln in wrap(f"note: {report.facts['commands_note']}", width,
-                                         out.ellipsis)]
-    entries = [[whole(checks), one_line(checks)] for checks in shared.values()]
-    chosen = [full for full, _ in entries]
-    more = [Text(ln) for ln in _command_lines(f"each problem in full: "
-                                              f"{report.cmd('doctor -v')}", width)]
-    budget = rows - 1 - _rows(tail, width)  # the shell's prompt takes the last row
-    if not verbose and _rows([ln for e in chosen for ln in e], width) > budget:
-        # all on one line each, then whole again, in order, as long as everything fits:
-        # with the area lines on the screen too when there is room for that
+    def render(self, report, oks, summary: str, verbose: bool) -> None:
+        from rich.text import Text
+
+        from ..core.output import wrap
+
+        top = self.areas(report, oks, verbose)
+        # the problems: those that share one command are listed together, above it (a warn
+        # under the fail before it that the same command settles; each keeps its own status)
+        shared: dict = {}
+        for c in report.problems():
+            shared.setdefault(c.fix or id(c), []).append(c)
+        tail = [Text(summary, style=self.bold)]
+        if report.facts.get("commands_note"):
+            tail += [Text(ln) for ln in wrap(f"note: {report.facts['commands_note']}",
+                                             self.width, self.out.ellipsis)]
+        entries = [[self.whole(checks), self.one_line(checks)] for checks in shared.values()]
+        chosen = [full for full, _ in entries]
+        more = [Text(ln) for ln in _command_lines(f"each problem in full: "
+                                                  f"{report.cmd('doctor -v')}", self.width)]
+        budget = self.rows - 1 - _rows(tail, self.width)  # the prompt takes the last row
+        if not verbose and _rows([ln for e in chosen for ln in e], self.width) > budget:
+            chosen, budget = self.cut(entries, top + more, budget)
+            top += more
+        self.out.print_lines(top + [ln for e in chosen for ln in e] + tail)
+
+    def cut(self, entries, above: list, budget: int) -> tuple[list, int]:
+        """All on one line each, then whole again, in order, as long as everything fits:
+        with the area lines (``above``) on the screen too when there is room for that."""
+        width = self.width
         chosen = [short for _, short in entries]
-        if _rows(top + more + [ln for e in chosen for ln in e], width) <= budget:
-            budget -= _rows(top + more, width)
+        if _rows(above + [ln for e in chosen for ln in e], width) <= budget:
+            budget -= _rows(above, width)
         for i, (full, short) in enumerate(entries):
             used = _rows([ln for e in chosen for ln in e], width)
             if used - _rows(short, width) + _rows(full, width) <= budget:
                 chosen[i] = full
-        top += more
-    out.print_lines(top + [ln for e in chosen for ln in e] + tail)
+        return chosen, budget
 
 
 def _wrap_whole(text: str, width: int) -> list[str]:
@@ -335,7 +369,13 @@ def prune(
         result["vacuum"] = retention.vacuum(env.store)
     if env.json:
         env.out.json(result)
-        return 0
+    else:
+        _render_prune(env.out, result, dry_run, vacuum)
+    return 0
+
+
+def _render_prune(out: Output, result: dict, dry_run: bool, vacuum: bool) -> None:
+    """prune's counts for a person, from the document `--json` prints."""
     verb = "would be" if dry_run else "were"
     rows = [
         ("requests pruned", f"{result['requests_pruned']} (bodies removed; tombstones kept)"),
@@ -354,6 +394,5 @@ def prune(
     if vacuum:
         rows.append(("database size", "{bytes_before} -> {bytes_after} bytes (VACUUM)"
                      .format(**result["vacuum"])))
-    env.out.fields(rows, title=f"relay prune{' --dry-run' if dry_run else ''}: counts of what "
-                               f"{verb} removed")
-    return 0
+    out.fields(rows, title=f"relay prune{' --dry-run' if dry_run else ''}: counts of what "
+                           f"{verb} removed")

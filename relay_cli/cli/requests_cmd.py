@@ -124,11 +124,11 @@ def id_(json_: JsonOpt = False, home: HomeOpt = None) -> int:
     until a send uses it.
     """
     del home  # accepted like on every command; no state is read
-    new = lifecycle.new_id()
+    obj = lifecycle.id_object(lifecycle.new_id())
     if json_:
-        Output(True).json({"id": new})
+        Output(True).json(obj)
     else:
-        Output(False).line(new)
+        Output(False).line(obj["id"])
     return 0
 
 
@@ -229,17 +229,12 @@ def submit(
     draft_id = lifecycle.validate_ref(id_)
     with env.unit() as now:
         result = lifecycle.submit(env.store, now, env.caller(), draft_id)
-        # a person sees what send shows (recipient, size, the state's note); JSON keeps
-        # the receipt's shape
-        shown = None if env.json else lifecycle.request_object(
-            env.store.get_request(result["id"]))
-    if env.json:
-        env.out.json(result)
+    if env.json:  # the receipt (design.md §7); a person sees what send shows
+        env.out.json(lifecycle.receipt(result))
         return 0
     if result["duplicate"]:
         env.out.line(ALREADY_SENT)
-    render_request(env.out, {**shown, **result}, now,
-                   ("duplicate", "recipient_active", "wakeup"))
+    render_request(env.out, result, now, ("duplicate", "recipient_active", "wakeup"))
     return 0
 
 
@@ -449,17 +444,21 @@ def claim(
     if env.json:
         env.out.json(obj)
     else:
-        now = clock.now_ms()
-        if obj.get("duplicate"):
-            env.out.para("this session claimed it already and has not acked it; here it is "
-                         "again (claim --again takes nothing new)")
-        render_full(env.out, obj, now)
-        env.out.para(f"next: relay ack {obj['id']}")
-        env.out.para(ack_by(env.out, obj, now))
-        # runnable as pasted: `-` reads the answer from the terminal until Ctrl-D (design.md §14)
-        env.out.para(f"then: relay reply {obj['id']} -")
-        env.out.para("  (type the answer, then Ctrl-D; or end it with relay fail or relay reject)")
+        _render_claim(env.out, obj, clock.now_ms())
     return 0
+
+
+def _render_claim(out: Output, obj: dict, now: int) -> None:
+    """The claimed request for a person, and what to run next."""
+    if obj.get("duplicate"):
+        out.para("this session claimed it already and has not acked it; here it is "
+                 "again (claim --again takes nothing new)")
+    render_full(out, obj, now)
+    out.para(f"next: relay ack {obj['id']}")
+    out.para(ack_by(out, obj, now))
+    # runnable as pasted: `-` reads the answer from the terminal until Ctrl-D (design.md §14)
+    out.para(f"then: relay reply {obj['id']} -")
+    out.para("  (type the answer, then Ctrl-D; or end it with relay fail or relay reject)")
 
 
 def ack_by(out: Output, obj: dict, now: int) -> str:

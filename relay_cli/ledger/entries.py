@@ -295,6 +295,11 @@ def list_entries(store, states: list[str] | None = None) -> list[dict]:
     return [o for o in objs if not wanted or o["state"] in wanted]
 
 
+def entries_object(entries: list[dict]) -> dict:
+    """What `relay ledger list --json` answers: ``{"entries": [entry, ...]}``."""
+    return {"entries": entries}
+
+
 def show(store, key: str) -> dict:
     return entry_object(_get(store, validate_key(key)), output=True)
 
@@ -359,14 +364,28 @@ def resolve(store, now: int, key: str, outcome: str, note: str | None, *,
     return entry_object(apply(store, key, row, f"resolve_{outcome}", now, values), output=True)
 
 
-def approve(store, now: int, key: str, seen: dict | None = None) -> dict:
-    """A person at a terminal approves a `once --approve` entry (checked by the caller).
+def to_decide(store, key: str, command: str, *, terminal: bool) -> dict:
+    """The entry a person is about to approve or deny, to show them first (no captured
+    output). Refused (``approval_needs_terminal``) unless standard input is a
+    ``terminal``, checked after the key and before the entry is looked up, as for
+    :func:`approve`, :func:`deny` and `relay resolve` (design.md §6)."""
+    validate_key(key)
+    lifecycle.require_terminal(command, terminal)
+    return entry_object(_get(store, key))
 
-    ``seen``: the entry as it was shown to the person who confirmed; if its command or
-    directory is no longer the same (forgotten and made again meanwhile), nothing is
-    approved (state_conflict): a person approves what they saw, nothing else.
+
+def approve(store, now: int, key: str, seen: dict | None = None, *, terminal: bool) -> dict:
+    """A person at a terminal approves a `once --approve` entry.
+
+    Refused (``approval_needs_terminal``) unless standard input is a ``terminal``: an
+    agent's shell must not decide in a person's name. ``seen``: the entry as it was shown
+    to the person who confirmed; if its command or directory is no longer the same
+    (forgotten and made again meanwhile), nothing is approved (state_conflict): a person
+    approves what they saw, nothing else.
     """
-    row = _get(store, validate_key(key))
+    validate_key(key)
+    lifecycle.require_terminal("approve", terminal)
+    row = _get(store, key)
     if not row["approve"]:
         raise RelayError("state_conflict", f"key {key!r} was not made with --approve",
                          detail="there is nothing to approve")
@@ -381,8 +400,12 @@ def approve(store, now: int, key: str, seen: dict | None = None) -> dict:
         "decision": "approved", "decided_by": lifecycle.person(), "decided_at": now}))
 
 
-def deny(store, now: int, key: str, note: str | None) -> dict:
-    row = _get(store, validate_key(key))
+def deny(store, now: int, key: str, note: str | None, *, terminal: bool) -> dict:
+    """A person at a terminal denies a `once --approve` entry (refused without one, as
+    :func:`approve`)."""
+    validate_key(key)
+    lifecycle.require_terminal("deny", terminal)
+    row = _get(store, key)
     if not row["approve"]:
         raise RelayError("state_conflict", f"key {key!r} was not made with --approve",
                          detail="there is nothing to deny")
@@ -395,7 +418,7 @@ def deny(store, now: int, key: str, note: str | None) -> dict:
 
 __all__ = [
     "DEFAULT_APPROVAL_WAIT_S", "OUTCOMES", "SETTLE", "STATES", "EntryError", "approve", "awaiting",
-    "begin", "command_text", "deny", "entry_object", "fingerprint", "list_entries",
+    "begin", "command_text", "deny", "entries_object", "entry_object", "fingerprint", "list_entries",
     "needs_terminal", "reruns_by_itself", "resolve", "running_values", "show", "shown_here",
-    "this_host", "validate_cwd", "validate_key", "validate_outcome", "validate_states", "wait_for_decision",
+    "this_host", "to_decide", "validate_cwd", "validate_key", "validate_outcome", "validate_states", "wait_for_decision",
 ]

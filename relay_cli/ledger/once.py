@@ -48,6 +48,16 @@ from .entries import (
     validate_key,
     wait_for_decision,
 )
+from .outcome import (
+    OnceResult,
+    interrupted,
+    not_started,
+    ran,
+    refused,
+    replayed,
+    timed_out,
+    unrecorded,
+)
 from .states import RENEW_S, apply, touch
 
 TAIL_BYTES = 64 * 1024
@@ -295,16 +305,6 @@ def record_not_started(store, key: str, me: Me, runs: int) -> None:
 
 
 # --------------------------------------------------------------------------- once
-@dataclass
-class OnceResult:
-    # "ran" | "replayed" | "timeout" | "not_started" | "interrupted" | "unrecorded"
-    kind: str
-    exit_code: int
-    entry: dict | None
-    message: str | None = None
-    raw: tuple = (None, None)  # the stored stdout and stderr bytes, for a replay
-
-
 def once(store, key: str, argv: list[str], cwd: str, *, idempotent: bool = False,
          approve: bool = False, timeout_s: float = DEFAULT_APPROVAL_WAIT_S,
          on_waiting: Callable[[dict], None] | None = None, out_sink: Sink | None = None,
@@ -314,11 +314,22 @@ def once(store, key: str, argv: list[str], cwd: str, *, idempotent: bool = False
 
     Signals are held from the first moment, so one arriving between committing the
     ``running`` entry and starting CMD cannot leave a ``running`` entry behind a command
-    that never started: the entry is withdrawn and the call ends with 128+N.
+    that never started: the entry is withdrawn and the call ends with 128+N. A refusal
+    that concerns the entry (``EntryError``) is a result too, carrying the entry.
     """
     validate_key(key)
     if not argv:
         raise RelayError("usage_error", "no command given: relay once --key KEY -- CMD [ARGS]...")
+    try:
+        return _once(store, key, argv, cwd, idempotent=idempotent, approve=approve,
+                     timeout_s=timeout_s, on_waiting=on_waiting, out_sink=out_sink,
+                     err_sink=err_sink, on_decided=on_decided, sleep=sleep)
+    except EntryError as e:
+        return refused(e)
+
+
+def _once(store, key: str, argv: list[str], cwd: str, *, idempotent: bool, approve: bool,
+          timeout_s: float, on_waiting, out_sink, err_sink, on_decided, sleep) -> OnceResult:
     me = Me.current()
     with Signals() as signals:
         try:
@@ -336,20 +347,19 @@ def once(store, key: str, argv: list[str], cwd: str, *, idempotent: bool = False
         except Interrupted as e:
             with due.unit(store, write=False):
                 row = store.get_ledger(key)
-            return OnceResult("interrupted", signal_status(e.signum),
-                              entry_object(row) if row is not None else None,
-                              f"interrupted by signal {e.signum} while waiting; nothing ran")
+            return interrupted(key, entry_object(row) if row is not None else None,
+                               signal_status(e.signum),
+                               f"interrupted by signal {e.signum} while waiting; nothing ran")
         if decision is None:
             with due.unit(store, write=False):
                 row = store.get_ledger(key)
             entry = entry_object(row, output=True) if row is not None else None
-            return OnceResult("timeout", 75, entry)
+            return timed_out(key, entry, timeout_s)
         row = decision.row
         if decision.action == "replay":
             entry = entry_object(row, output=True)
             entry["replayed"] = True
-            return OnceResult("replayed", row["exit_code"], entry,
-                              raw=(row["stdout"], row["stderr"]))
+            return replayed(entry, row["exit_code"], (row["stdout"], row["stderr"]))
         return execute(store, key, row, argv, me, out_sink or Sink(None),
                        err_sink or Sink(None), signals)
 
@@ -371,8 +381,8 @@ def execute(store, key: str, row, argv: list[str], me: Me, out_sink: Sink, err_s
         status = signal_status(early[0][0])
         message = (f"relay received signal {early[0][0]} before the command started; it did "
                    "not run")
-        return OnceResult("interrupted", status,
-                          not_started_object(key, argv, row["cwd"], status, message), message)
+        return interrupted(key, not_started_object(key, argv, row["cwd"], status, message),
+                           status, message)
     try:
         proc = spawn_gated(argv, signals)
         try:
@@ -390,9 +400,8 @@ def execute(store, key: str, row, argv: list[str], me: Me, out_sink: Sink, err_s
         proc.release()
     except CannotStart as e:
         record_not_started(store, key, me, runs)
-        return OnceResult("not_started", e.status,
-                          not_started_object(key, argv, row["cwd"], e.status, e.message),
-                          e.message)
+        return not_started(not_started_object(key, argv, row["cwd"], e.status, e.message),
+                           e.status, e.message)
     try:
         renewal = Renewal(store, key, me, runs)
         result = pump(proc, out_sink, err_sink, signals=signals, on_tick=renewal.tick)
@@ -407,12 +416,12 @@ def execute(store, key: str, row, argv: list[str], me: Me, out_sink: Sink, err_s
     if new is None:
         entry = entry_object(row)
         entry.update(exit_code=result.exit_code, signal=result.signal, replayed=False)
-        return OnceResult("unrecorded", result.exit_code, entry,
+        return unrecorded(entry, result.exit_code,
                           "the entry changed while the command ran (a person resolved it); "
                           "this outcome was not recorded")
     entry = entry_object(new, output=True)
     entry["replayed"] = False
-    return OnceResult("ran", result.exit_code, entry)
+    return ran(entry, result.exit_code)
 
 
 def _unrecorded_outcome(row, result: RunResult, error: RelayError) -> EntryError:

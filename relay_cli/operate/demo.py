@@ -47,6 +47,13 @@ class Demo:
     tokens: dict[str, str] = field(default_factory=dict)
     steps: list[Step] = field(default_factory=list)
 
+    def to_json(self, kept: bool) -> dict:
+        """What `relay demo --json` answers: the home, whether it was kept, the request
+        id and each step's process, exit status and answer."""
+        return {"home": str(self.home), "kept": kept, "id": self.request_id,
+                "steps": [{"who": s.who, "argv": s.argv, "exit_code": s.exit_code,
+                           "result": s.result} for s in self.steps]}
+
     def env(self, who: str | None) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items()
                if k not in ("RELAY_PEER", "RELAY_SESSION", "RELAY_TIME_OFFSET", "RELAY_DEBUG",

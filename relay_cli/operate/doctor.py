@@ -69,7 +69,8 @@ class Check:
     def group(self) -> str:
         return group_of(self.name)
 
-    def to_dict(self) -> dict:
+    def to_json(self) -> dict:
+        """The one public shape of a check (design.md §11), in JSON and in the table."""
         detail = f"{self.detail}; {self.fix}" if self.fix else self.detail
         return {"name": self.name, "status": self.status, "detail": detail,
                 "group": self.group, "fix": self.fix}
@@ -211,8 +212,8 @@ class Report:
             lines.append((group, status, text))
         return lines
 
-    def to_dict(self) -> dict:
-        return {"ok": self.ok, "checks": [c.to_dict() for c in self.checks],
+    def to_json(self) -> dict:
+        return {"ok": self.ok, "checks": [c.to_json() for c in self.checks],
                 "fixed": self.fixed, **self.facts}
 
 
@@ -795,8 +796,9 @@ def _check_contents(store, report: Report, now: int) -> None:
         due = store.count_due(now)
         stale = store.count_stale_drafts(now)
         sessions = store.active_sessions()
-        wakeups = {s["peer"]: peers.wakeup(store, s["peer"], now) for s in sessions
-                   if s["lease_expires_at"] > now}
+        # the one peer object (``peers.peer_object``) of each peer with a live session
+        shown = {s["peer"]: peers.peer_object(store, s["peer"], now) for s in sessions
+                 if s["lease_expires_at"] > now}
         ledger_unknown, ledger_awaiting = _ledger_needs(store)
         lapsed_work = store.lapsed_sessions_holding_work(now)
         passed = store.passed_deadlines(now)
@@ -851,7 +853,7 @@ def _check_contents(store, report: Report, now: int) -> None:
     held = _check_lapsed(report, lapsed_work, now)
     _check_deadlines(report, [r for r in passed if r["id"] not in held])
     _check_queues(report, full, cap)
-    _check_peers(report, sessions, wakeups, now)
+    _check_peers(report, sessions, shown, now)
 
 
 def _n(n: int, one: str, many: str) -> str:
@@ -960,15 +962,16 @@ def _ledger_needs(store) -> tuple[int, int]:
     return len(unknown), len(ledger.awaiting(store))
 
 
-def _check_peers(report: Report, sessions, wakeups: dict[str, str], now: int) -> None:
+def _check_peers(report: Report, sessions, shown: dict[str, dict], now: int) -> None:
+    """``active_peers``: the peer object of each peer with a live session, with the
+    seconds its lease has left (design.md §11)."""
     live = [s for s in sessions if s["lease_expires_at"] > now]
     lapsed = len(sessions) - len(live)
     active = [{
-        "name": s["peer"], "kind": s["kind"],
-        "lease_expires_at": clock.iso(s["lease_expires_at"]),
+        **shown[s["peer"]],
         "lease_left_seconds": round((s["lease_expires_at"] - now) / 1000, 3),
-        "wakeup": wakeups[s["peer"]],
     } for s in live]
+    wakeups = {name: obj["wakeup"] for name, obj in shown.items()}
     report.facts["active_peers"] = active
     note = (f"; {lapsed} session(s) whose lease lapsed (the next relay command ends them and "
             "their claimed work becomes delivery_unknown)" if lapsed else "")

@@ -18,6 +18,11 @@ from ..requests.lifecycle import request_object
 
 FORMATS = ("jsonl", "csv", "md")
 
+
+def path_object(path: str, exists: bool) -> dict:
+    """What `relay db path --json` answers: relay.db's path, and whether it exists yet."""
+    return {"path": path, "exists": exists}
+
 # Markdown is for reading: the columns of `relay list` with exact times and the detail.
 MD_COLUMNS = ("id", "from", "to", "state", "reason", "created_at", "finished_at",
               "text_bytes", "detail")

@@ -358,11 +358,37 @@ def _check_queue(store, to: str) -> None:
         )
 
 
-def _delivery_view(store, to: str, now: int) -> dict:
+def queued_object(store, row, duplicate: bool, now: int) -> dict:
+    """What `send` answers, and what `submit` shows a person (design.md §7): the request
+    object, ``duplicate`` (an existing request answered a retry), and how its recipient
+    can be reached now (``recipient_active``, ``wakeup``: advisory, never evidence of
+    delivery)."""
     return {
-        "recipient_active": store.active_session(to) is not None,
-        "wakeup": peers.wakeup(store, to, now),
+        **request_object(row),
+        "duplicate": duplicate,
+        "recipient_active": store.active_session(row["to_peer"]) is not None,
+        "wakeup": peers.wakeup(store, row["to_peer"], now),
     }
+
+
+# The keys of `submit --json`, a receipt of the queued request (design.md §7).
+RECEIPT_KEYS = ("id", "state", "created_at", "expires_at", "duplicate", "recipient_active",
+                "wakeup")
+
+
+def receipt(obj: dict) -> dict:
+    """`submit --json`: the receipt, the keys ``RECEIPT_KEYS`` of ``queued_object``."""
+    return {k: obj[k] for k in RECEIPT_KEYS}
+
+
+def draft_object(draft_id: str, expires_at: int) -> dict:
+    """What `prepare` answers: the draft's id, and until when `submit` takes it."""
+    return {"id": draft_id, "prepared_expires_at": clock.iso(expires_at)}
+
+
+def id_object(request_id: str) -> dict:
+    """What `relay id --json` answers."""
+    return {"id": request_id}
 
 
 def _new_work(caller: Caller, to: str, text: str, ttl_s: int, reply_within_s: int | None,
@@ -444,14 +470,14 @@ def send(store, now: int, caller: Caller, *, request_id: str | None, **work) -> 
     row = _existing(store, request_id, fp, params)
     if row is not None:
         renew(store, caller, now)  # a success renews an active session (a ghost stays as it is)
-        return {**request_object(row), "duplicate": True, **_delivery_view(store, to, now)}
+        return queued_object(store, row, True, now)
     require_live(store, caller)
     depth = _common_checks(store, caller, to, in_reply_to)
     _check_rate(store, caller.name, now)
     _check_queue(store, to)
     row = _create(store, now, caller, request_id, params, depth)
     renew(store, caller, now)
-    return {**request_object(row), "duplicate": False, **_delivery_view(store, to, now)}
+    return queued_object(store, row, False, now)
 
 
 def _create(store, now: int, caller: Caller, request_id: str, params: dict, depth: int) -> dict:
@@ -484,7 +510,7 @@ def prepare(store, now: int, caller: Caller, *, draft_id: str | None, **work) ->
             if draft["submitted_at"] is None and draft["expires_at"] <= now:
                 raise RelayError("prepared_expired", f"draft {draft_id} expired unsubmitted")
             renew(store, caller, now)
-            return {"id": draft_id, "prepared_expires_at": clock.iso(draft["expires_at"])}
+            return draft_object(draft_id, draft["expires_at"])
         raise RelayError("request_id_conflict", f"{draft_id} is already used")
     require_live(store, caller)
     depth = _common_checks(store, caller, to, in_reply_to)
@@ -499,21 +525,12 @@ def prepare(store, now: int, caller: Caller, *, draft_id: str | None, **work) ->
         "expires_at": now + DRAFT_TTL_MS,
     })
     renew(store, caller, now)
-    return {"id": draft_id, "prepared_expires_at": clock.iso(now + DRAFT_TTL_MS)}
-
-
-def _receipt(store, row, duplicate: bool, now: int) -> dict:
-    return {
-        "id": row["id"],
-        "state": row["state"],
-        "created_at": clock.iso(row["created_at"]),
-        "expires_at": clock.iso(row["expires_at"]),
-        "duplicate": duplicate,
-        **_delivery_view(store, row["to_peer"], now),
-    }
+    return draft_object(draft_id, now + DRAFT_TTL_MS)
 
 
 def submit(store, now: int, caller: Caller, draft_id: str) -> dict:
+    """Queue a prepared draft; a repeat answers the request as it is now (``duplicate``).
+    Returns ``queued_object``, as `send`; `submit --json` prints its ``receipt``."""
     draft_id = resolve_ref(store, draft_id, drafts=True)
     row = store.get_request(draft_id)
     if row is not None:
@@ -521,7 +538,7 @@ def submit(store, now: int, caller: Caller, draft_id: str) -> dict:
             require_live(store, caller)
             raise RelayError("not_owner", f"{draft_id} was sent by {row['from_peer']!r}")
         renew(store, caller, now)
-        return _receipt(store, row, True, now)
+        return queued_object(store, row, True, now)
     draft = store.get_draft(draft_id)
     if draft is None:
         # relay makes the check the hint suggests: no request has this id either
@@ -548,7 +565,7 @@ def submit(store, now: int, caller: Caller, draft_id: str) -> dict:
     row = _create(store, now, caller, draft_id, params, draft["depth"])
     store.mark_draft_submitted(draft_id, now)
     renew(store, caller, now)
-    return _receipt(store, row, False, now)
+    return queued_object(store, row, False, now)
 
 
 # ------------------------------------------------------------------- reading requests

@@ -30,3 +30,8 @@ def take(store, now: int, caller: Caller) -> list[dict]:
     store.mark_notified([r["id"] for r in rows], now)
     renew(store, caller, now)
     return [notice_object(r) for r in rows]
+
+
+def notices_object(found: list[dict]) -> dict:
+    """What `relay notices --json` answers: ``{"notices": [notice, ...]}``."""
+    return {"notices": found}

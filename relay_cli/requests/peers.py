@@ -235,13 +235,21 @@ def join_session(store, name: str, kind: str | None, lease_seconds: int, now: in
     session_id = str(uuid.uuid4())
     store.insert_session(session_id, name, hash_token(token), now, lease_seconds, agent_session_id)
     store.touch_peer(name, now)
+    return session_object(name, kind or (peer["kind"] if peer else "other"), session_id,
+                          token, now + lease_seconds * 1000), moved
+
+
+def session_object(peer: str, kind: str, session_id: str, token: str,
+                   lease_expires_at: int) -> dict:
+    """The one public shape of a new session (design.md §3), what `peers join` prints: the
+    only place its secret token is ever shown."""
     return {
-        "peer": name,
-        "kind": kind or (peer["kind"] if peer else "other"),
+        "peer": peer,
+        "kind": kind,
         "session_id": session_id,
         "token": token,
-        "lease_expires_at": clock.iso(now + lease_seconds * 1000),
-    }, moved
+        "lease_expires_at": clock.iso(lease_expires_at),
+    }
 
 
 def _known(store, name: str, kind: str | None, now: int) -> Row | None:
