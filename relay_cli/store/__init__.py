@@ -11,7 +11,8 @@ import os
 from pathlib import Path
 
 from ..errors import RelayError
-from .base import Store
+from .api import Health
+from .base import SQLiteStore
 from .db import open_db, open_existing_readonly, relay_error_from_sqlite
 from .home import DB_NAME, check_home, ensure_home, inspect_path, resolve_home, unsafe_reasons
 from .migrations import LATEST as LATEST_SCHEMA
@@ -20,7 +21,8 @@ from .url import database_url, redact, set_database_url
 __all__ = [
     "DB_NAME",
     "LATEST_SCHEMA",
-    "Store",
+    "Health",
+    "SQLiteStore",
     "check_home",
     "database_file",
     "database_url",
@@ -50,7 +52,7 @@ def database_file(home: str | Path | None = None) -> Path:
     return Path(os.path.abspath(directory / DB_NAME))
 
 
-def open_store(home: str | Path | None = None) -> Store:
+def open_store(home: str | Path | None = None) -> SQLiteStore:
     """The store of this call: PostgreSQL when a database URL is set (design.md §13),
     else relay.db in the state directory (created and migrated when needed)."""
     path = resolve_home(home)
@@ -59,10 +61,10 @@ def open_store(home: str | Path | None = None) -> Store:
         from .pg_store import open_pg
 
         return open_pg(url, path)
-    return Store(open_db(path), path)
+    return SQLiteStore(open_db(path), path)
 
 
-def open_store_readonly(home: str | Path | None = None) -> Store | None:
+def open_store_readonly(home: str | Path | None = None) -> SQLiteStore | None:
     """For `doctor`: opens without creating or migrating anything; None when absent."""
     path = resolve_home(home)
     url = database_url()
@@ -71,4 +73,4 @@ def open_store_readonly(home: str | Path | None = None) -> Store | None:
 
         return open_pg(url, path, migrate=False)
     db = open_existing_readonly(path)
-    return None if db is None else Store(db, path)
+    return None if db is None else SQLiteStore(db, path)

@@ -40,34 +40,6 @@ class OpsSQL:
     db: object  # Connection
 
     # ---------------------------------------------------------------- doctor
-    def pragma(self, name: str):
-        """One PRAGMA value (name is one of relay's fixed strings, never user input)."""
-        return self.db.scalar(f"PRAGMA {name}")
-
-    def journal_mode(self) -> str:
-        """The database's journal mode as stored in the file."""
-        if self.db.immutable:
-            # An immutable connection reports "delete" and holds no POSIX locks, so the
-            # header can be read by hand safely: bytes 18-19 are 2 for WAL.
-            with open(self.db.path, "rb") as f:
-                head = f.read(20)
-            return "wal" if head[18:20] == b"\x02\x02" else "delete"
-        return str(self.pragma("journal_mode")).lower()
-
-    def quick_check(self) -> list[str]:
-        return [r[0] for r in self.db.all("PRAGMA quick_check")]
-
-    def table_names(self) -> list[str]:
-        return [r[0] for r in self.db.all(
-            "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
-
-    def table_counts(self) -> dict[str, int]:
-        """Rows per table (for `doctor`), through sqlite-utils' table introspection."""
-        import sqlite_utils
-
-        db = sqlite_utils.Database(self.db.conn, recursive_triggers=False)
-        return {table.name: table.count for table in db.tables}
-
     def passed_deadlines(self, now: int) -> list[Row]:
         """Open requests whose claim lease or reply deadline passed before ``now`` and
         that no command has moved yet (doctor: what the next command will decide)."""
