@@ -20,13 +20,12 @@ from typing import NamedTuple
 from . import clock
 from .errors import RelayError
 from .process import process_alive, this_host
-from .store.sql_ledger import LEDGER_FINAL_STATES
 
 STORED_STATES = ("awaiting_approval", "approved", "denied", "running", "succeeded", "failed",
                  "forgotten")
 # nothing runs or waits for a person: `relay prune` may make a tombstone of the entry and
 # later remove it (design.md §10); a person may still resolve or forget it
-FINAL_STATES = LEDGER_FINAL_STATES
+FINAL_STATES = ("succeeded", "failed", "denied", "forgotten")
 # Across machines (design.md §13) a process on another host cannot be looked at: while
 # its command runs, the relay process renews its entry (``updated_at``) every RENEW_S
 # seconds; an entry of another host without a renewal for STALE_S seconds is effect_unknown

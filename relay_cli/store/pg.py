@@ -25,7 +25,8 @@ from functools import lru_cache
 
 from .. import clock
 from ..errors import RelayError
-from .migrations import LATEST, MIGRATIONS
+from .migrations import LATEST, MIGRATIONS, PG_MIGRATIONS, check_version
+from .tables import TABLES
 from .url import INSTALL, redact, scrub
 
 CHANNEL = "relay_changes"
@@ -48,9 +49,9 @@ RETRIES = 4  # serialization failures and deadlocks at a transaction's first sta
 RETRY_AFTER_S = 5.0  # retry_after_seconds of database_unavailable
 CLOCK_REFRESH_S = 60.0
 SCHEMA_TABLE = "relay_schema"
-# The tables migrations create; a database holding one of them without SCHEMA_TABLE is
-# not relay's, and relay refuses it rather than guess.
-RELAY_TABLES = ("peers", "sessions", "requests", "drafts", "events", "ledger", "hook_state")
+# The tables migrations create (tables.py); a database holding one of them without
+# SCHEMA_TABLE is not relay's, and relay refuses it rather than guess.
+RELAY_TABLES = tuple(TABLES)
 
 # Writes whose answer relay's code never reads (their methods return nothing): inside a
 # write transaction they are not sent on their own but with the next statement, or with
@@ -790,8 +791,8 @@ def connect(url: str, migrate: bool = True) -> PgConnection:
                 .fetchone()[0]
         db._set_clock(float(server_ms), t0, time.time())
         version = version or 0
-        if version > LATEST and migrate:  # (doctor reports it instead)
-            raise too_new(version)
+        if migrate:  # (doctor reports it instead)
+            check_version(version, WHERE, lambda: None)
         db.schema_version = version
         if version < LATEST and migrate:
             apply_migrations(db)
@@ -802,12 +803,7 @@ def connect(url: str, migrate: bool = True) -> PgConnection:
         raise
 
 
-def too_new(version: int) -> RelayError:
-    return RelayError(
-        "schema_too_new",
-        f"the PostgreSQL database has schema version {version}; this relay understands up "
-        f"to {LATEST}",
-    )
+WHERE = "the PostgreSQL database"
 
 
 def schema_version(db: PgConnection) -> int | None:
@@ -831,6 +827,15 @@ def foreign_tables(db: PgConnection) -> list[str]:
         "current_schema() AND table_name = ANY(?) ORDER BY table_name", (list(RELAY_TABLES),))]
 
 
+def _not_relays(db: PgConnection) -> str | None:
+    """A database without relay's schema table that holds tables named like relay's."""
+    found = foreign_tables(db)
+    if not found:
+        return None
+    return (f"the PostgreSQL database {db.shown} holds tables named like relay's "
+            f"({', '.join(found)}) but no relay schema; give relay a database of its own")
+
+
 def apply_migrations(db: PgConnection) -> None:
     """Apply the missing migrations in one transaction under an advisory lock, so the
     first calls from several machines at once migrate exactly once."""
@@ -838,21 +843,14 @@ def apply_migrations(db: PgConnection) -> None:
     try:
         db._raw(f"SELECT pg_advisory_xact_lock({MIGRATE_LOCK})")
         version = schema_version(db)
+        check_version(version or 0, WHERE, lambda: None if version is not None else _not_relays(db))
         if version is None:
-            found = foreign_tables(db)
-            if found:
-                raise RelayError(
-                    "database_corrupt",
-                    f"the PostgreSQL database {db.shown} holds tables named like relay's "
-                    f"({', '.join(found)}) but no relay schema; give relay a database of its own",
-                )
             db._raw(f"CREATE TABLE {SCHEMA_TABLE} (version INTEGER NOT NULL)")
             db._raw(f"INSERT INTO {SCHEMA_TABLE} VALUES (0)")
             version = 0
-        if version > LATEST:
-            raise too_new(version)
         for number in range(version, LATEST):
-            db._raw(ddl(MIGRATIONS[number]), seconds=LONG_DEADLINE_S)
+            text = PG_MIGRATIONS.get(number + 1) or ddl(MIGRATIONS[number])
+            db._raw(text, seconds=LONG_DEADLINE_S)
         db._raw(f"UPDATE {SCHEMA_TABLE} SET version = {LATEST}")
         db._raw("COMMIT")
     except BaseException:

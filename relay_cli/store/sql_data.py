@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from .sql_requests import REQUEST_COLUMNS
+from .tables import REQUEST_LISTED
 
 EXPORT_ORDER = "created_at, rowid"
 
@@ -18,7 +18,7 @@ def export_query(states: list[str] | None, since: int | None) -> tuple[str, list
     if since is not None:
         where.append("created_at >= ?")
         params.append(since)
-    columns = ", ".join(c for c in REQUEST_COLUMNS if c not in ("text", "reply"))
+    columns = ", ".join(REQUEST_LISTED)
     return " AND ".join(where), params, columns
 
 

@@ -4,23 +4,11 @@ from __future__ import annotations
 
 from sqlite3 import Row
 
-REQUEST_COLUMNS = (
-    "id", "fingerprint", "from_peer", "to_peer", "from_session", "text", "text_bytes", "reply",
-    "state", "reason", "detail", "created_at", "updated_at", "expires_at", "delivered_at",
-    "acknowledged_at", "finished_at", "lease_expires_at", "claim_session", "reply_deadline_at",
-    "ttl_seconds", "reply_within_seconds", "attempts", "max_attempts", "on_lost", "in_reply_to",
-    "depth", "pruned", "notified_at",
-)
+from .tables import DRAFTS, REQUEST_LISTED, REQUESTS
+
 # the open states as an SQL list, written exactly as the partial index requests_open_to's
 # WHERE (migration 7), so that both SQLite and PostgreSQL see the index applies
 OPEN_STATES = "('queued', 'delivered', 'acknowledged')"
-UPDATABLE = frozenset(REQUEST_COLUMNS) - {"id", "fingerprint", "from_peer", "to_peer"}
-
-DRAFT_COLUMNS = (
-    "id", "fingerprint", "from_peer", "from_session", "to_peer", "text", "text_bytes",
-    "ttl_seconds", "reply_within_seconds", "on_lost", "max_attempts", "in_reply_to", "depth",
-    "created_at", "expires_at", "submitted_at",
-)
 
 
 def _prefix_end(prefix: str) -> str:
@@ -68,7 +56,7 @@ class RequestsSQL:
         )
 
     def insert_request(self, row: dict) -> None:
-        cols = [c for c in REQUEST_COLUMNS if c in row]
+        cols = REQUESTS.check_insert(row)
         self.db.execute(
             f"INSERT INTO requests ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
             [row[c] for c in cols],
@@ -76,13 +64,11 @@ class RequestsSQL:
 
     def update_request(self, request_id: str, expected_state: str, fields: dict) -> bool:
         """Change a request only if it is still in ``expected_state``; True if it was."""
-        bad = set(fields) - UPDATABLE
-        if bad:
-            raise ValueError(f"not updatable: {sorted(bad)}")
-        sets = ", ".join(f"{c} = ?" for c in fields)
+        cols = REQUESTS.check_update(fields)
+        sets = ", ".join(f"{c} = ?" for c in cols)
         cur = self.db.execute(
             f"UPDATE requests SET {sets} WHERE id = ? AND state = ?",
-            [*fields.values(), request_id, expected_state],
+            [*(fields[c] for c in cols), request_id, expected_state],
         )
         return cur.rowcount == 1
 
@@ -150,7 +136,7 @@ class RequestsSQL:
             where.append("from_peer = ?")
             params.append(from_peer)
         params.append(-1 if limit is None else limit)
-        cols = ", ".join(c for c in REQUEST_COLUMNS if c not in ("text", "reply"))
+        cols = ", ".join(REQUEST_LISTED)
         return self.db.all(
             f"SELECT {cols} FROM requests WHERE {' AND '.join(where)} "
             "ORDER BY created_at DESC, rowid DESC LIMIT ?",
@@ -249,7 +235,7 @@ class RequestsSQL:
         )
 
     def insert_draft(self, row: dict) -> None:
-        cols = [c for c in DRAFT_COLUMNS if c in row]
+        cols = DRAFTS.check_insert(row)
         self.db.execute(
             f"INSERT INTO drafts ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
             [row[c] for c in cols],
