@@ -17,12 +17,16 @@ import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import __version__, clock, peers
 from .errors import RelayError
 from .limits import QUEUE_WARN_FRACTION
 from .output import size as _size
 from .states import MEANING, STATES
+
+if TYPE_CHECKING:
+    from relay_cli.store import Store
 
 # a home without relay.db yet: as fresh as a missing home (design.md §11)
 NO_DB_YET = ("not created yet; the first relay command that uses the home creates it, "
@@ -783,7 +787,7 @@ def _check_size(sizes: dict[str, int], report: Report) -> None:
                f"WAL {_size(sizes['WAL'])})")
 
 
-def _check_contents(store, report: Report, now: int) -> None:
+def _check_contents(store: Store, report: Report, now: int) -> None:
     with store.transaction(write=False):
         by_state = store.count_by_state()
         tombstones = store.count_tombstones()
@@ -949,7 +953,7 @@ def _check_tables(health, report: Report) -> None:
     report.add("tables", OK, ", ".join(f"{name} {n}" for name, n in counts.items()) or "none")
 
 
-def _ledger_needs(store) -> tuple[int, int]:
+def _ledger_needs(store: Store) -> tuple[int, int]:
     """(effect_unknown entries that do not rerun by themselves, entries awaiting approval)."""
     from . import ledger
 

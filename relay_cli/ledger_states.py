@@ -15,11 +15,14 @@ transitions that concern it start from ``running``, and their condition names th
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from . import clock
 from .errors import RelayError
 from .process import process_alive, this_host
+
+if TYPE_CHECKING:
+    from relay_cli.store import Store
 
 STORED_STATES = ("awaiting_approval", "approved", "denied", "running", "succeeded", "failed",
                  "forgotten")
@@ -229,7 +232,7 @@ def shown_state(row) -> str:
     return state
 
 
-def apply(store, key: str, row, event: str, at: int, values: dict | None = None):
+def apply(store: Store, key: str, row, event: str, at: int, values: dict | None = None):
     """Move the ledger entry of ``key`` by ``event`` (consulting ``TRANSITIONS``).
 
     ``row`` is the entry as stored (None: there is none); ``values`` are the other fields
@@ -251,7 +254,7 @@ def apply(store, key: str, row, event: str, at: int, values: dict | None = None)
     return store.get_ledger(key)
 
 
-def touch(store, key: str, at: int, values: dict) -> None:
+def touch(store: Store, key: str, at: int, values: dict) -> None:
     """Change fields of an entry that are not its state (inside a write transaction)."""
     if "state" in values:
         raise ValueError("a ledger entry's state changes only through apply()")

@@ -22,7 +22,7 @@ import selectors
 import shlex
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from . import clock, due
 from .errors import RelayError
@@ -49,6 +49,9 @@ from .process import (
     spawn_gated,
 )
 from .testpause import pause_for_tests
+
+if TYPE_CHECKING:
+    from relay_cli.store import Store
 
 TAIL_BYTES = 64 * 1024
 _CHUNK = 64 * 1024
@@ -211,7 +214,7 @@ def _retrying(fn, attempts: int = 4, unavailable_s: float = 30.0):
             raise
 
 
-def record_child(store, key: str, me: Me, runs: int, child_pid: int) -> bool:
+def record_child(store: Store, key: str, me: Me, runs: int, child_pid: int) -> bool:
     """Commit the command's pid and start time; False when the entry is no longer ours."""
     start = process_start(child_pid)
 
@@ -231,7 +234,7 @@ class Renewal:
     relay on other hosts knows this process is alive (design.md §13). Best effort: a
     renewal that fails (server briefly unreachable) is tried again a second later."""
 
-    def __init__(self, store, key: str, me: Me, runs: int) -> None:
+    def __init__(self, store: Store, key: str, me: Me, runs: int) -> None:
         self.store, self.key, self.me, self.runs = store, key, me, runs
         self.next_at = time.monotonic() + RENEW_S
 
@@ -249,7 +252,7 @@ class Renewal:
         self.next_at = time.monotonic() + RENEW_S
 
 
-def record_outcome(store, key: str, me: Me, runs: int, result: RunResult):
+def record_outcome(store: Store, key: str, me: Me, runs: int, result: RunResult):
     """Commit the outcome; returns the new row (None when the entry was no longer ours)."""
     def write():
         # a plain transaction: nothing else (such as due request transitions) may stand
@@ -272,7 +275,7 @@ def record_outcome(store, key: str, me: Me, runs: int, result: RunResult):
     return _retrying(write)
 
 
-def record_not_started(store, key: str, me: Me, runs: int) -> None:
+def record_not_started(store: Store, key: str, me: Me, runs: int) -> None:
     """The command never started, so nothing ran: the key must not block a retry.
 
     An entry that a person approved goes back to ``approved`` (the approval stands for
@@ -305,7 +308,7 @@ class OnceResult:
     raw: tuple = (None, None)  # the stored stdout and stderr bytes, for a replay
 
 
-def once(store, key: str, argv: list[str], cwd: str, *, idempotent: bool = False,
+def once(store: Store, key: str, argv: list[str], cwd: str, *, idempotent: bool = False,
          approve: bool = False, timeout_s: float = DEFAULT_APPROVAL_WAIT_S,
          on_waiting: Callable[[dict], None] | None = None, out_sink: Sink | None = None,
          err_sink: Sink | None = None, on_decided: Callable[[dict], None] | None = None,
@@ -354,7 +357,7 @@ def once(store, key: str, argv: list[str], cwd: str, *, idempotent: bool = False
                        err_sink or Sink(None), signals)
 
 
-def execute(store, key: str, row, argv: list[str], me: Me, out_sink: Sink, err_sink: Sink,
+def execute(store: Store, key: str, row, argv: list[str], me: Me, out_sink: Sink, err_sink: Sink,
             signals: Signals) -> OnceResult:
     """Run a command whose ``running`` entry is committed, and commit its outcome.
 
@@ -438,7 +441,7 @@ def _unrecorded_outcome(row, result: RunResult, error: RelayError) -> EntryError
         f"{rerun}", entry, detail=f"relay saw it end with {how}")
 
 
-def _unrecorded_start(store, key: str, me: Me, runs: int, error: RelayError) -> RelayError:
+def _unrecorded_start(store: Store, key: str, me: Me, runs: int, error: RelayError) -> RelayError:
     """relay could not commit the command's pid: the command was killed before it began
     executing; withdraw the entry (as for a command that cannot start) and say so."""
     what = (f"relay could not record the command's process ({error.message}); the command "

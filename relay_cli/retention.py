@@ -36,10 +36,14 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from typing import TYPE_CHECKING
 
 from . import clock, due
 from .ledger_states import FINAL_STATES as LEDGER_FINAL
 from .states import FINAL_STATES, STATES
+
+if TYPE_CHECKING:
+    from relay_cli.store import Store
 
 DEFAULT_RETENTION_S = 30 * 86400
 TOMBSTONE_S = 120 * 86400
@@ -58,7 +62,7 @@ def cutoffs(now: int, older_than_s: int) -> tuple[int, int]:
     return body, tomb
 
 
-def prune(store, now: int, older_than_s: int = DEFAULT_RETENTION_S, dry_run: bool = False,
+def prune(store: Store, now: int, older_than_s: int = DEFAULT_RETENTION_S, dry_run: bool = False,
           batch: int = BATCH) -> dict:
     """Apply (or with ``dry_run`` only count) the retention at ``now``. Returns the counts.
 
@@ -100,7 +104,7 @@ def prune(store, now: int, older_than_s: int = DEFAULT_RETENTION_S, dry_run: boo
     return result
 
 
-def _batches(store, step, batch: int, count=lambda r: r):
+def _batches(store: Store, step, batch: int, count=lambda r: r):
     """Run ``step`` in its own write transaction until a batch comes back short.
 
     Between batches prune sleeps as long as the batch held the write lock (5-100 ms), so
@@ -117,7 +121,7 @@ def _batches(store, step, batch: int, count=lambda r: r):
         time.sleep(min(0.1, max(0.005, time.monotonic() - started)))
 
 
-def prune_ledger(store, now: int, body_cutoff: int, dry_run: bool = False,
+def prune_ledger(store: Store, now: int, body_cutoff: int, dry_run: bool = False,
                  tomb_cutoff: int | None = None, batch: int = BATCH) -> dict:
     """The side-effect ledger's retention (design.md §10), the rule of requests' tombstones.
 
@@ -151,13 +155,13 @@ def prune_ledger(store, now: int, body_cutoff: int, dry_run: bool = False,
             "by_state": dict(sorted(removed.items())), "dry_run": dry_run}
 
 
-def check_vacuum(store) -> None:
+def check_vacuum(store: Store) -> None:
     """Refuse `prune --vacuum` before anything is pruned where it cannot rebuild the
     database: on PostgreSQL (design.md §13)."""
     store.check_vacuum()
 
 
-def vacuum(store) -> dict:
+def vacuum(store: Store) -> dict:
     """`prune --vacuum`: rebuild relay.db without the pages pruning freed, and fold the WAL
     into it, so the file shrinks now. Returns relay.db plus its WAL in bytes, before and
     after. Waits for the write lock like any writer (``busy`` after the busy timeout)."""

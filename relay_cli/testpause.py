@@ -12,13 +12,17 @@ import contextlib
 import os
 import stat
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from relay_cli.store import Store
 
 TEST_PAUSE_ENV = "RELAY_TEST_PAUSE"
 TEST_PAUSE_FILE = "relay-test-pause"
 TEST_PAUSE_MAX_S = 10.0
 
 
-def pause_for_tests(store, point: str, detail: str = "") -> None:
+def pause_for_tests(store: Store, point: str, detail: str = "") -> None:
     """Stop for a moment at a named point, for crash tests only (design.md §10).
 
     Honoured only when two independent things agree: the environment variable

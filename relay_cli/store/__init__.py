@@ -1,8 +1,8 @@
 """The store: every SQL statement relay runs lives in this package.
 
-The rest of relay sees a narrow interface of named operations over plain dicts/rows, so a
-second backend (PostgreSQL for agents on several machines) can implement the same
-methods and pass the same tests.
+The rest of relay sees a narrow interface of named operations over plain dicts/rows,
+declared as ``Store`` (api.py), so a second backend (PostgreSQL for agents on several
+machines) implements the same methods and passes the same tests.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 from ..errors import RelayError
-from .api import Health
+from .api import Health, Row, Store
 from .base import SQLiteStore
 from .db import open_db, open_existing_readonly, relay_error_from_sqlite
 from .home import DB_NAME, check_home, ensure_home, inspect_path, resolve_home, unsafe_reasons
@@ -22,6 +22,8 @@ __all__ = [
     "DB_NAME",
     "LATEST_SCHEMA",
     "Health",
+    "Row",
+    "Store",
     "SQLiteStore",
     "check_home",
     "database_file",
@@ -52,7 +54,7 @@ def database_file(home: str | Path | None = None) -> Path:
     return Path(os.path.abspath(directory / DB_NAME))
 
 
-def open_store(home: str | Path | None = None) -> SQLiteStore:
+def open_store(home: str | Path | None = None) -> Store:
     """The store of this call: PostgreSQL when a database URL is set (design.md §13),
     else relay.db in the state directory (created and migrated when needed)."""
     path = resolve_home(home)
@@ -64,7 +66,7 @@ def open_store(home: str | Path | None = None) -> SQLiteStore:
     return SQLiteStore(open_db(path), path)
 
 
-def open_store_readonly(home: str | Path | None = None) -> SQLiteStore | None:
+def open_store_readonly(home: str | Path | None = None) -> Store | None:
     """For `doctor`: opens without creating or migrating anything; None when absent."""
     path = resolve_home(home)
     url = database_url()

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from .tables import REQUEST_LISTED
+
+if TYPE_CHECKING:
+    from .db import Connection
+    from .pg import PgConnection
 
 EXPORT_ORDER = "created_at, rowid"
 
@@ -23,7 +28,7 @@ def export_query(states: list[str] | None, since: int | None) -> tuple[str, list
 
 
 class DataSQL:
-    db: object  # Connection
+    db: Connection | PgConnection
 
     def export_requests(self, states: list[str] | None, since: int | None):
         """Requests that are not tombstones (as `list` shows them), oldest first, as an

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from sqlite3 import Row
+from typing import TYPE_CHECKING
 
+from .api import Row
 from .tables import LEDGER, LEDGER_LISTED
+
+if TYPE_CHECKING:
+    from .db import Connection
+    from .pg import PgConnection
 
 
 def _in(values) -> str:
@@ -14,7 +19,7 @@ def _in(values) -> str:
 
 
 class LedgerSQL:
-    db: object  # Connection
+    db: Connection | PgConnection
 
     def get_ledger(self, key: str) -> Row | None:
         return self.db.one("SELECT * FROM ledger WHERE key = ?", (key,))

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from sqlite3 import Row
+from typing import TYPE_CHECKING
+
+from .api import Row
+
+if TYPE_CHECKING:
+    from .db import Connection
+    from .pg import PgConnection
 
 
 def _final(final) -> tuple[str, dict]:
@@ -45,7 +51,7 @@ _WAITER_REMOVABLE = (
 
 
 class OpsSQL:
-    db: object  # Connection
+    db: Connection | PgConnection
 
     # ---------------------------------------------------------------- doctor
     def passed_deadlines(self, now: int) -> list[Row]:

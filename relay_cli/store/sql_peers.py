@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-from sqlite3 import Row
+from typing import TYPE_CHECKING
+
+from .api import Row
+
+if TYPE_CHECKING:
+    from .db import Connection
+    from .pg import PgConnection
 
 
 class PeersSQL:
-    db: object  # Connection
+    db: Connection | PgConnection
 
     # peers -------------------------------------------------------------------------
     def get_peer(self, name: str) -> Row | None:

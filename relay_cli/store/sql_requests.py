@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from sqlite3 import Row
+from typing import TYPE_CHECKING
 
+from .api import Row
 from .tables import DRAFTS, REQUEST_LISTED, REQUESTS
+
+if TYPE_CHECKING:
+    from .db import Connection
+    from .pg import PgConnection
 
 # the open states as an SQL list, written exactly as the partial index requests_open_to's
 # WHERE (migration 7), so that both SQLite and PostgreSQL see the index applies
@@ -17,7 +22,7 @@ def _prefix_end(prefix: str) -> str:
 
 
 class RequestsSQL:
-    db: object  # Connection
+    db: Connection | PgConnection
 
     # requests ----------------------------------------------------------------------
     def get_request(self, request_id: str) -> Row | None:
