@@ -12,6 +12,7 @@ from pathlib import Path
 from ..errors import RelayError
 from .api import Health
 from .db import Connection, relay_error_from_sqlite
+from .dialect import PostgreSQL, SQLite
 from .sql_data import DataSQL
 from .sql_hook import HookSQL
 from .sql_ledger import LedgerSQL
@@ -25,6 +26,7 @@ class SQLStore(RequestsSQL, PeersSQL, LedgerSQL, HookSQL, OpsSQL, DataSQL):
     discipline (db.Connection, or pg.PgConnection)."""
 
     backend = "sqlite"
+    _sql: type[SQLite] | type[PostgreSQL] = SQLite
     # A waiting command's longest sleep between looks at data_version().
     poll_interval = 0.05
 

@@ -69,6 +69,11 @@ class Connection:
     def execute(self, sql: str, params=()) -> sqlite3.Cursor:
         return self.conn.execute(sql, params)
 
+    def later(self, sql: str, params=()) -> None:
+        """A write whose answer nobody reads (PostgreSQL sends it with the transaction's
+        next statement; here it runs at once)."""
+        self.conn.execute(sql, params)
+
     def executemany(self, sql: str, seq) -> None:
         self.conn.executemany(sql, seq)
 

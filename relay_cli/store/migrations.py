@@ -5,6 +5,8 @@ append-only: never edit one that has shipped, append a new one
 (tests/test_schema_history.py pins the text of each shipped one by its hash, and
 migrates databases made by every earlier revision, kept under tests/fixtures/schemas/).
 
+PostgreSQL runs the same migrations as written out for it in pg_migrations.py.
+
 ``REPAIRS``: a migration that must look at the database before it can say what to change
 (SQLite has no ``ADD COLUMN IF NOT EXISTS``) has a function here, run on SQLite in the
 same transaction just before its text.
@@ -223,7 +225,7 @@ MIGRATIONS: list[str] = [
     # with their rowids (relay's tie-breaker) and the indexes are made again. While the
     # table is swapped, legacy_alter_table keeps SQLite from rewriting or checking the
     # views that name requests (relay's, and any of a person's own). PostgreSQL adds the
-    # constraint in place (PG_MIGRATIONS).
+    # constraint in place (pg_migrations.py).
     """
     PRAGMA legacy_alter_table = ON;
     CREATE TABLE requests_v8 (
@@ -294,15 +296,6 @@ MIGRATIONS: list[str] = [
         WHERE state IN ('queued', 'delivered', 'acknowledged');
     """,
 ]
-
-# Migrations whose PostgreSQL statements differ from SQLite's (by number).
-PG_MIGRATIONS: dict[int, str] = {
-    8: """
-    ALTER TABLE requests ADD CONSTRAINT requests_state_check CHECK (state IN ('queued',
-        'delivered', 'acknowledged', 'completed', 'failed', 'rejected', 'expired',
-        'cancelled', 'delivery_unknown'));
-    """,
-}
 
 # The ledger columns added to migration 2 after it first shipped, as migration 2 defines
 # them now (a column that names no constraint other than NOT NULL DEFAULT can be added

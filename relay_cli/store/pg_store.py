@@ -9,6 +9,7 @@ from pathlib import Path
 from ..errors import RelayError
 from .api import Health
 from .base import SQLStore
+from .dialect import PostgreSQL
 from .pg import LATEST, PgConnection, connect, foreign_tables, table_names
 from .sql_data import EXPORT_ORDER, export_query
 
@@ -18,6 +19,7 @@ EXPORT_BATCH = 1000  # rows per round trip of `relay export`
 class PgStore(SQLStore):
     db: PgConnection
     backend = "postgresql"
+    _sql = PostgreSQL
     poll_interval = PgConnection.poll_interval
 
     def pause(self, seconds: float) -> None:
@@ -49,6 +51,13 @@ class PgStore(SQLStore):
             "--vacuum rebuilds the local relay.db; on PostgreSQL the server's autovacuum "
             "makes pruned space reusable, and VACUUM FULL (which locks every table for all "
             "machines) is for the database's owner to schedule; run relay prune without it")
+
+    def database_bytes(self) -> int:
+        self.check_vacuum()  # (only `prune --vacuum` asks, and it is refused here)
+        return 0
+
+    def vacuum(self) -> None:
+        self.check_vacuum()
 
     # ------------------------------------------------------------ doctor's facts
     def health(self) -> Health:

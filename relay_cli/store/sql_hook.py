@@ -13,6 +13,7 @@ from .api import Row
 
 if TYPE_CHECKING:
     from .db import Connection
+    from .dialect import PostgreSQL, SQLite
     from .pg import PgConnection
 
 
@@ -35,6 +36,7 @@ LISTED = "listed:"
 
 class HookSQL:
     db: Connection | PgConnection
+    _sql: type[SQLite] | type[PostgreSQL]
 
     def hook_marks(self, session_id: str) -> dict[str, list[str]]:
         """{"named": [...], "pending": [...], "listed": [...]} for one relay session."""
@@ -148,7 +150,7 @@ class HookSQL:
         """Remove the session's waiter row if it is still this process's."""
         self.db.execute(
             "DELETE FROM wake_waiters WHERE session_id = ? AND pid = ? AND host = ? "
-            "AND process_start IS ?",
+            f"AND process_start {self._sql.same_as('?')}",
             (session_id, pid, host, process_start),
         )
 

@@ -8,6 +8,7 @@ from .api import Row
 
 if TYPE_CHECKING:
     from .db import Connection
+    from .dialect import PostgreSQL, SQLite
     from .pg import PgConnection
 
 
@@ -52,6 +53,7 @@ _WAITER_REMOVABLE = (
 
 class OpsSQL:
     db: Connection | PgConnection
+    _sql: type[SQLite] | type[PostgreSQL]
 
     # ---------------------------------------------------------------- doctor
     def passed_deadlines(self, now: int) -> list[Row]:
@@ -134,7 +136,7 @@ class OpsSQL:
         final_sql, p = _final(final)
         p.update(tomb_cutoff=tomb_cutoff, limit=limit)
         ids = [r[0] for r in self.db.all(
-            "SELECT id FROM requests INDEXED BY requests_finished WHERE state IN "
+            f"SELECT id FROM requests {self._sql.indexed_by('requests_finished')} WHERE state IN "
             f"{final_sql} AND finished_at IS NOT NULL AND finished_at < :tomb_cutoff "
             "ORDER BY finished_at LIMIT :limit", p)]
         if not ids:
@@ -150,7 +152,7 @@ class OpsSQL:
         final_sql, p = _final(final)
         p.update(body_cutoff=body_cutoff, limit=limit)
         ids = [r[0] for r in self.db.all(
-            "SELECT id FROM requests INDEXED BY requests_prunable WHERE state IN "
+            f"SELECT id FROM requests {self._sql.indexed_by('requests_prunable')} WHERE state IN "
             f"{final_sql} AND pruned = 0 AND finished_at IS NOT NULL "
             "AND finished_at < :body_cutoff ORDER BY finished_at LIMIT :limit", p)]
         if not ids:
@@ -183,13 +185,14 @@ class OpsSQL:
                  ids=json.dumps(ended))
         kept = (f"NOT (r.state IN {final_sql} AND r.finished_at IS NOT NULL "
                 "AND r.finished_at < :tomb_cutoff)")
+        ids = self._sql.json_values(":ids")
         named = {r[0] for r in self.db.all(
             "SELECT r.from_session FROM requests r WHERE r.from_session IN "
-            f"(SELECT value FROM json_each(:ids)) AND {kept} UNION "
+            f"({ids}) AND {kept} UNION "
             "SELECT r.claim_session FROM requests r WHERE r.claim_session IN "
-            f"(SELECT value FROM json_each(:ids)) AND {kept} UNION "
+            f"({ids}) AND {kept} UNION "
             "SELECT d.from_session FROM drafts d WHERE d.from_session IN "
-            f"(SELECT value FROM json_each(:ids)) AND NOT ({_draft_removable(final_sql)})", p)}
+            f"({ids}) AND NOT ({_draft_removable(final_sql)})", p)}
         return [i for i in ended if i not in named]
 
     def remove_sessions(self, ids: list[str]) -> int:
@@ -198,7 +201,7 @@ class OpsSQL:
 
         cur = self.db.execute(
             "DELETE FROM sessions WHERE state != 'active' AND id IN "
-            "(SELECT value FROM json_each(?))", (json.dumps(ids),))
+            f"({self._sql.json_values('?')})", (json.dumps(ids),))
         return cur.rowcount
 
     def remove_hook_records(self, body_cutoff: int, limit: int) -> int:

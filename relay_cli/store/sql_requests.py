@@ -9,6 +9,7 @@ from .tables import DRAFTS, REQUEST_LISTED, REQUESTS
 
 if TYPE_CHECKING:
     from .db import Connection
+    from .dialect import PostgreSQL, SQLite
     from .pg import PgConnection
 
 # the open states as an SQL list, written exactly as the partial index requests_open_to's
@@ -23,6 +24,7 @@ def _prefix_end(prefix: str) -> str:
 
 class RequestsSQL:
     db: Connection | PgConnection
+    _sql: type[SQLite] | type[PostgreSQL]
 
     # requests ----------------------------------------------------------------------
     def get_request(self, request_id: str) -> Row | None:
@@ -87,8 +89,8 @@ class RequestsSQL:
     def queued_for(self, to_peer: str, limit: int | None = None) -> list[Row]:
         return self.db.all(
             "SELECT * FROM requests WHERE to_peer = ? AND state = 'queued' "
-            "ORDER BY created_at, rowid LIMIT ?",
-            (to_peer, -1 if limit is None else limit),
+            "ORDER BY created_at, rowid" + ("" if limit is None else " LIMIT ?"),
+            (to_peer,) if limit is None else (to_peer, limit),
         )
 
     def in_flight_of_session(self, session_id: str) -> list[Row]:
@@ -140,13 +142,13 @@ class RequestsSQL:
         if from_peer:
             where.append("from_peer = ?")
             params.append(from_peer)
-        params.append(-1 if limit is None else limit)
         cols = ", ".join(REQUEST_LISTED)
-        return self.db.all(
-            f"SELECT {cols} FROM requests WHERE {' AND '.join(where)} "
-            "ORDER BY created_at DESC, rowid DESC LIMIT ?",
-            params,
-        )
+        sql = (f"SELECT {cols} FROM requests WHERE {' AND '.join(where)} "
+               "ORDER BY created_at DESC, rowid DESC")
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        return self.db.all(sql, params)
 
     def count_by_state(self) -> dict[str, int]:
         return dict(
@@ -179,7 +181,7 @@ class RequestsSQL:
             ("acknowledged", "reply_deadline_at", "requests_ack_deadline"),
         ):
             for row in self.db.all(
-                f"SELECT * FROM requests INDEXED BY {index} WHERE state = '{state}' "
+                f"SELECT * FROM requests {self._sql.indexed_by(index)} WHERE state = '{state}' "
                 f"AND {col} <= ? ORDER BY {col}, rowid LIMIT ?",
                 (now, limit),
             ):
@@ -187,13 +189,14 @@ class RequestsSQL:
         return out
 
     def next_request_deadline(self) -> int | None:
+        hint = self._sql.indexed_by
         return self.db.scalar(
             "SELECT min(t) FROM ("
-            "SELECT min(expires_at) AS t FROM requests INDEXED BY requests_queued_ttl "
+            f"SELECT min(expires_at) AS t FROM requests {hint('requests_queued_ttl')} "
             "WHERE state = 'queued' UNION ALL "
-            "SELECT min(lease_expires_at) FROM requests INDEXED BY requests_delivered_lease "
+            f"SELECT min(lease_expires_at) FROM requests {hint('requests_delivered_lease')} "
             "WHERE state = 'delivered' UNION ALL "
-            "SELECT min(reply_deadline_at) FROM requests INDEXED BY requests_ack_deadline "
+            f"SELECT min(reply_deadline_at) FROM requests {hint('requests_ack_deadline')} "
             "WHERE state = 'acknowledged') AS due"
         )
 
@@ -202,7 +205,7 @@ class RequestsSQL:
         self, request_id: str, at: int, from_state: str | None, to_state: str,
         reason: str | None, actor: str, detail: str | None,
     ) -> None:
-        self.db.execute(
+        self.db.later(
             "INSERT INTO events (request_id, at, from_state, to_state, reason, actor, detail) "
             "VALUES (?, ?, ?, ?, ?, ?, ?)",
             (request_id, at, from_state, to_state, reason, actor, detail),
