@@ -4,6 +4,7 @@ migrations make, on both backends, and what the store writes (design.md §2, §1
 from __future__ import annotations
 
 import sqlite3
+from pathlib import Path
 
 import pytest
 from conftest import new_id
@@ -108,3 +109,107 @@ def test_an_old_database_gains_the_state_check_and_keeps_its_row_order(tmp_path)
                 db.execute("UPDATE requests SET state = 'lost'")
         finally:
             db.close()
+
+
+# sha256 of each PostgreSQL migration's text (pg_migrations.py): append-only like SQLite's
+PG_SHIPPED = {1: "bc7e29a7", 2: "2342f5e4", 3: "7b99b7e9", 4: "35b21f33", 5: "c739bede",
+              6: "e10a5191", 7: "dbffd7e0", 8: "0b6c70f8"}
+
+
+@pytest.mark.one_backend
+def test_postgresql_runs_every_migration_written_out_and_none_is_edited():
+    import hashlib
+
+    from relay_cli.store.migrations import MIGRATIONS
+    from relay_cli.store.pg_migrations import PG_MIGRATIONS
+
+    assert len(PG_MIGRATIONS) == len(MIGRATIONS)
+    for number, digest in PG_SHIPPED.items():
+        text = PG_MIGRATIONS[number - 1]
+        assert hashlib.sha256(text.encode()).hexdigest()[:8] == digest, (
+            f"PostgreSQL migration {number} was edited; append a new one instead")
+
+
+# ---------------------------------------------------------------------- the snapshot
+# The schema a fresh database has, as each backend reports it (on SQLite through
+# sqlite-utils' introspection, on PostgreSQL through information_schema and the
+# catalogue), kept in tests/fixtures/schema-snapshot.json. A migration that changes
+# the schema changes the snapshot in the same commit: RELAY_WRITE_SNAPSHOT=1 rewrites
+# the backend's part of it, and the diff shows what the migration did.
+SNAPSHOT = Path(__file__).parent / "fixtures" / "schema-snapshot.json"
+
+
+def _one_line(sql: str | None) -> str | None:
+    return None if sql is None else " ".join(sql.split())
+
+
+def _column(name, type_, notnull, default, pk=False, collation=None) -> str:
+    """One column as one line: ``name type [NOT NULL] [DEFAULT d] [PRIMARY KEY] [COLLATE c]``."""
+    return " ".join([name, type_] + ["NOT NULL"] * bool(notnull)
+                    + [f"DEFAULT {default}"] * (default is not None)
+                    + ["PRIMARY KEY"] * bool(pk) + [f"COLLATE {collation}"] * bool(collation))
+
+
+def _sqlite_schema(store) -> dict:
+    import sqlite_utils
+
+    db = sqlite_utils.Database(store.db.conn, recursive_triggers=False)
+    index_sql = {r[0]: _one_line(r[1]) for r in store.db.all(
+        "SELECT name, sql FROM sqlite_master WHERE type = 'index'")}
+    tables = {}
+    for table in db.tables:
+        tables[table.name] = {
+            "columns": [_column(c.name, c.type, c.notnull, c.default_value, c.is_pk)
+                        for c in table.columns],
+            "checks": sorted(_one_line(c.check) for c in table.checks),
+            "foreign_keys": sorted([fk.column, fk.other_table, fk.other_column]
+                                   for fk in table.foreign_keys),
+            "indexes": {i.name: index_sql.get(i.name) or "(automatic)"
+                        for i in sorted(table.xindexes, key=lambda i: i.name)},
+        }
+    return {"tables": tables, "views": sorted(db.view_names())}
+
+
+def _postgres_schema(store) -> dict:
+    db = store.db
+    tables = {}
+    for (name,) in db.all(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = "
+            "current_schema() AND table_type = 'BASE TABLE' ORDER BY table_name"):
+        constraints = db.all(
+            "SELECT contype, conname, pg_get_constraintdef(oid) FROM pg_constraint WHERE "
+            "conrelid = to_regclass(?) AND contype IN ('c', 'f') ORDER BY conname", (name,))
+        tables[name] = {
+            "columns": [_column(r[0], r[1], r[2] == "NO", r[3], collation=r[4]) for r in db.all(
+                "SELECT column_name, data_type, is_nullable, column_default, collation_name "
+                "FROM information_schema.columns WHERE table_schema = current_schema() AND "
+                "table_name = ? ORDER BY ordinal_position", (name,))],
+            "checks": [r[2] for r in constraints if r[0] == "c"],
+            "foreign_keys": [r[2] for r in constraints if r[0] == "f"],
+            "indexes": {r[0]: r[1] for r in db.all(
+                "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = "
+                "current_schema() AND tablename = ? ORDER BY indexname", (name,))},
+        }
+    return {"tables": tables, "views": [r[0] for r in db.all(
+        "SELECT table_name FROM information_schema.views WHERE table_schema = "
+        "current_schema() ORDER BY table_name")]}
+
+
+def test_a_fresh_database_has_exactly_the_schema_of_the_snapshot(relay):
+    import json
+    import os
+
+    store = relay.open_store()
+    try:
+        with store.transaction(write=False):
+            found = (_sqlite_schema if store.backend == "sqlite" else _postgres_schema)(store)
+    finally:
+        store.close()
+    found = json.loads(json.dumps(found))  # as the file holds it (lists, not tuples)
+    snapshot = json.loads(SNAPSHOT.read_text()) if SNAPSHOT.exists() else {}
+    if os.environ.get("RELAY_WRITE_SNAPSHOT") == "1":
+        snapshot[store.backend] = found
+        SNAPSHOT.write_text(json.dumps(snapshot, indent=1, sort_keys=True) + "\n")
+    assert found == snapshot.get(store.backend), (
+        "the schema differs from tests/fixtures/schema-snapshot.json; if a new migration "
+        "changed it on purpose, rerun with RELAY_WRITE_SNAPSHOT=1 and commit the diff")
