@@ -213,3 +213,33 @@ def test_a_fresh_database_has_exactly_the_schema_of_the_snapshot(relay):
     assert found == snapshot.get(store.backend), (
         "the schema differs from tests/fixtures/schema-snapshot.json; if a new migration "
         "changed it on purpose, rerun with RELAY_WRITE_SNAPSHOT=1 and commit the diff")
+
+
+@pytest.mark.postgres_only
+def test_a_postgresql_database_of_schema_7_gains_the_state_check(pg_cluster, tmp_path):
+    import psycopg2
+
+    from relay_cli.store.pg import connect
+    from relay_cli.store.pg_migrations import PG_MIGRATIONS
+
+    name, url = pg_cluster.fresh(template="template0")
+    try:
+        conn = psycopg2.connect(url)
+        with conn, conn.cursor() as cur:  # the schema a relay of migration 7 made
+            cur.execute("CREATE TABLE relay_schema (version INTEGER NOT NULL); "
+                        "INSERT INTO relay_schema VALUES (7);" + "".join(PG_MIGRATIONS[:7]))
+            row = _row("completed")
+            cur.execute(f"INSERT INTO requests ({', '.join(row)}) VALUES "
+                        f"({', '.join(['%s'] * len(row))})", list(row.values()))
+        conn.close()
+        db = connect(url)
+        try:
+            assert db.scalar("SELECT version FROM relay_schema") == 8
+            assert db.scalar("SELECT count(*) FROM requests") == 1
+            with pytest.raises(RelayError) as e, db.transaction():
+                db.execute("UPDATE requests SET state = 'lost'")
+            assert e.value.code == "storage_error"
+        finally:
+            db.close()
+    finally:
+        pg_cluster.drop(name)
