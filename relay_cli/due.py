@@ -11,7 +11,6 @@ from __future__ import annotations
 import time
 from collections import Counter
 from contextlib import contextmanager
-from sqlite3 import Row
 from typing import TYPE_CHECKING
 
 from . import clock, peers
@@ -19,7 +18,7 @@ from .errors import RelayError
 from .states import apply
 
 if TYPE_CHECKING:
-    from relay_cli.store import Store
+    from relay_cli.store import Row, Store
 
 SWEEP_BATCH = 250  # one batch of due transitions: ~40 ms of write lock at 1M requests
 

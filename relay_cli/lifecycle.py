@@ -15,7 +15,6 @@ import os
 import re
 import sys
 import uuid
-from sqlite3 import Row
 from typing import TYPE_CHECKING
 
 from . import clock, peers
@@ -32,7 +31,7 @@ from .peers import Caller, renew, require_live, require_session
 from .states import STATES, apply, transition
 
 if TYPE_CHECKING:
-    from relay_cli.store import Store
+    from relay_cli.store import Row, Store
 
 DEFAULT_TTL_S = 3600
 DEFAULT_CLAIM_LEASE_S = 120

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 import uuid
 from dataclasses import dataclass
-from sqlite3 import Row
 from typing import TYPE_CHECKING
 
 from . import clock
@@ -14,7 +13,7 @@ from .limits import KINDS, NAME_PATTERN
 from .states import apply
 
 if TYPE_CHECKING:
-    from relay_cli.store import Store
+    from relay_cli.store import Row, Store
 
 # matched against the whole value (fullmatch), in ASCII: "alice\n" is not a name
 NAME_RE = re.compile(NAME_PATTERN, re.ASCII)
