@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 
 from relay_cli.core.errors import RelayError
-from relay_cli.store.base import Store
+from relay_cli.store.base import SQLStore as Store
 
 
 @contextlib.contextmanager

@@ -35,6 +35,7 @@ import json
 import os
 import shlex
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..core import clock
 from ..core.limits import HOOK_LEASE_S
@@ -42,6 +43,9 @@ from ..core.output import age, inert, size
 from ..requests import due, peers
 from . import guide, runtimes
 from .runtimes import Runtime
+
+if TYPE_CHECKING:
+    from relay_cli.store import Store
 
 EVENTS = runtimes.EVENTS  # relay's four events, in Claude Code's and Codex's names
 SESSION_START_SOURCES = ("startup", "resume", "clear", "compact", "fork")
@@ -147,7 +151,7 @@ def parse(data: bytes, dialect: Dialect = DIALECTS["claude"]) -> Event | None:
     return ev
 
 
-def handle(store, ev: Event, henv: HookEnv) -> dict | None:
+def handle(store: Store, ev: Event, henv: HookEnv) -> dict | None:
     """Run one event; return the JSON document to print, or None to print nothing."""
     if henv.peer is not None:
         peers.validate_name(henv.peer, "RELAY_PEER")
@@ -179,7 +183,7 @@ def bound_elsewhere(row, ev: Event) -> bool:
     return bound is not None and bound != ev.session_id
 
 
-def lookup_session(store, ev: Event, henv: HookEnv):
+def lookup_session(store: Store, ev: Event, henv: HookEnv):
     """(the relay session bound to this runtime session, else the one RELAY_SESSION names
     when it is bound to no other runtime session; refused): ``refused`` is True when
     RELAY_SESSION names a session bound to another runtime session."""
@@ -193,7 +197,7 @@ def lookup_session(store, ev: Event, henv: HookEnv):
     return row, False
 
 
-def _session_start(store, ev: Event, henv: HookEnv) -> dict | None:
+def _session_start(store: Store, ev: Event, henv: HookEnv) -> dict | None:
     name = henv.peer
     if not name:
         return None
@@ -225,7 +229,7 @@ def _session_start(store, ev: Event, henv: HookEnv) -> dict | None:
     return _context_doc(ev.runtime_name, context)
 
 
-def _start(store, ev: Event, henv: HookEnv, now: int):
+def _start(store: Store, ev: Event, henv: HookEnv, now: int):
     """(session row, token to export or None, how) for a SessionStart, or None when
     RELAY_SESSION names a session bound to another runtime session (nothing is done)."""
     name = henv.peer
@@ -313,7 +317,7 @@ def _truncate(path: str | None, size_: int) -> None:
         pass
 
 
-def _start_context(store, now: int, name: str, how: str, henv: HookEnv):
+def _start_context(store: Store, now: int, name: str, how: str, henv: HookEnv):
     """(the SessionStart context, the ids of the waiting requests it lists)."""
     d = henv.dialect
     if how == "no_env_file":
@@ -336,7 +340,7 @@ def _start_context(store, now: int, name: str, how: str, henv: HookEnv):
 
 
 # ------------------------------------------------------------------------ per event
-def _ended_note(store, session, dialect: Runtime) -> str:
+def _ended_note(store: Store, session, dialect: Runtime) -> str:
     status = peers.session_status(store, session)
     code = peers.STATUS_ERRORS.get(status, status)
     return (
@@ -351,7 +355,7 @@ def prompt_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def remember_own_prompt(store, session_id: str, text: str, now: int) -> None:
+def remember_own_prompt(store: Store, session_id: str, text: str, now: int) -> None:
     """Record that relay itself made (or may make) the runtime submit ``text``."""
     hashes = store.hook_own_prompts(session_id)
     hashes.append(prompt_hash(text))
@@ -376,7 +380,7 @@ def _find_all(text: str, sub: str) -> list[int]:
     return found
 
 
-def own_prompt(store, session_id: str, ev: Event) -> bool:
+def own_prompt(store: Store, session_id: str, ev: Event) -> bool:
     """The prompt is, or carries, a text relay itself made the runtime submit: a Stop
     block's reason (Gemini CLI resubmits it), a waiter's note (`codex queue` delivers it as
     a prompt; Claude Code's wake turn carries it in a task-notification)."""
@@ -386,7 +390,7 @@ def own_prompt(store, session_id: str, ev: Event) -> bool:
     return bool(own) and any(prompt_hash(c) in own for c in _candidates(ev.prompt))
 
 
-def is_person_prompt(store, session_id: str, ev: Event) -> bool:
+def is_person_prompt(store: Store, session_id: str, ev: Event) -> bool:
     """A person's prompt: no machine ``source`` (design.md §12; Claude Code sends none at
     all), and not a text relay itself made the runtime submit, nor one that carries it."""
     if ev.source not in PERSON_SOURCES:
@@ -394,7 +398,7 @@ def is_person_prompt(store, session_id: str, ev: Event) -> bool:
     return not own_prompt(store, session_id, ev)
 
 
-def _mark_listed(store, session_id: str, ids: list[str], now: int) -> None:
+def _mark_listed(store: Store, session_id: str, ids: list[str], now: int) -> None:
     """The ids were listed in a context of a running turn: no waiter wakes for them (that
     turn's Stop still names them)."""
     state = store.get_hook_state(session_id)
@@ -404,7 +408,7 @@ def _mark_listed(store, session_id: str, ids: list[str], now: int) -> None:
     store.put_hook_marks(session_id, blocks, marks, now, MAX_REMEMBERED_IDS)
 
 
-def _arrived(store, session_id: str, prompt: str, blocks: int, now: int) -> None:
+def _arrived(store: Store, session_id: str, prompt: str, blocks: int, now: int) -> None:
     """A turn that carries relay's queued note arrived: its pending ids reached the model."""
     marks = store.hook_marks(session_id)
     arrived = [i for i in marks["pending"] if i in prompt]
@@ -415,7 +419,7 @@ def _arrived(store, session_id: str, prompt: str, blocks: int, now: int) -> None
     store.put_hook_marks(session_id, blocks, marks, now, MAX_REMEMBERED_IDS)
 
 
-def _prompt_submit(store, now: int, session, ev: Event, dialect: Runtime) -> dict | None:
+def _prompt_submit(store: Store, now: int, session, ev: Event, dialect: Runtime) -> dict | None:
     if session["state"] != "active":
         return _context_doc(ev.runtime_name, _ended_note(store, session, dialect))
     caller = peers.session_caller(store, session)
@@ -453,7 +457,7 @@ def _prompt_submit(store, now: int, session, ev: Event, dialect: Runtime) -> dic
     return _context_doc(ev.runtime_name, "\n".join(parts)) if parts else None
 
 
-def _stop(store, now: int, session, dialect: Runtime) -> dict | None:
+def _stop(store: Store, now: int, session, dialect: Runtime) -> dict | None:
     if session["state"] != "active":
         return None
     caller = peers.session_caller(store, session)
@@ -490,14 +494,14 @@ def _stop(store, now: int, session, dialect: Runtime) -> dict | None:
     return {"decision": dialect.block, "reason": reason}
 
 
-def _session_end(store, now: int, session) -> None:
+def _session_end(store: Store, now: int, session) -> None:
     if session["state"] != "active":
         return
     peers.leave(store, peers.session_caller(store, session), now)
 
 
 # ------------------------------------------------------------------------- helpers
-def _count(store, name: str, read: int) -> str:
+def _count(store: Store, name: str, read: int) -> str:
     """How many requests are queued for ``name`` (``read`` rows were read, oldest first)."""
     if read < MAX_SCANNED:
         return str(read)
@@ -515,7 +519,7 @@ def _request_lines(rows, total: str, now: int) -> list[str]:
     return out
 
 
-def _waiting_lines(store, name: str, now: int) -> tuple[str, list[str]]:
+def _waiting_lines(store: Store, name: str, now: int) -> tuple[str, list[str]]:
     """(the lines listing the requests queued for ``name``, the ids listed)."""
     rows = store.hook_queued(name, MAX_SCANNED)
     if not rows:

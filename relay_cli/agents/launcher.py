@@ -20,11 +20,15 @@ import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..core.errors import NOT_EXECUTABLE_EXIT, RelayError
 from ..core.process import CannotStart, Signals, exit_status, resolve_command, signal_status, spawn
 from ..requests import due, peers
 from ..requests.peers import Caller
+
+if TYPE_CHECKING:
+    from relay_cli.store import Store
 
 __all__ = ["CannotStart", "launch_argv", "launch_plan", "run", "supported"]
 
@@ -111,7 +115,7 @@ class Heartbeat(threading.Thread):
             self.last_error = err.code
             self.report(err)
 
-    def beat(self, store) -> bool:
+    def beat(self, store: Store) -> bool:
         """Renew once; False when the session is no longer active (reported)."""
         with due.unit(store) as now:
             row = store.get_session(self.session.session_id)
@@ -138,7 +142,7 @@ class Heartbeat(threading.Thread):
             self.join(timeout=10)
 
 
-def join(store, name: str, kind: str | None, lease_seconds: int) -> tuple[Session, list[str]]:
+def join(store: Store, name: str, kind: str | None, lease_seconds: int) -> tuple[Session, list[str]]:
     """A new session of ``name``, and the ids of the claimed work of the live session it
     superseded (now delivery_unknown)."""
     with due.unit(store) as now:
@@ -146,7 +150,7 @@ def join(store, name: str, kind: str | None, lease_seconds: int) -> tuple[Sessio
     return Session(name, info["session_id"], info["token"], lease_seconds), moved
 
 
-def leave(store, session: Session) -> int | None:
+def leave(store: Store, session: Session) -> int | None:
     """Leave if the session is still active; how many requests became delivery_unknown."""
     with due.unit(store) as now:
         row = store.get_session(session.session_id)
@@ -256,7 +260,7 @@ def _supervise(pid: int, signals: Signals) -> int:
         signals.forward(pid)
 
 
-def _leave_reporting(store, session: Session, report) -> None:
+def _leave_reporting(store: Store, session: Session, report) -> None:
     try:
         moved = leave(store, session)
     except RelayError as e:

@@ -32,6 +32,7 @@ import signal
 import subprocess
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from ..core import clock
 from ..core.limits import HOOK_LEASE_S
@@ -45,6 +46,9 @@ from .hook import (
     remember_own_prompt,
 )
 from .runtimes import BY_NAME
+
+if TYPE_CHECKING:
+    from relay_cli.store import Store
 
 DEFAULT_TIMEOUT_S = HOOK_LEASE_S  # the lease of a session the hook joins
 TIMEOUT_BOUNDS = clock.SESSION_LEASE
@@ -83,7 +87,7 @@ def note(peer: str, ids: list[str], runtime: str) -> str:
     )
 
 
-def run(store, ev: Event, henv: HookEnv, timeout_s: int, *, runtime: str) -> tuple[int, str]:
+def run(store: Store, ev: Event, henv: HookEnv, timeout_s: int, *, runtime: str) -> tuple[int, str]:
     """Wait for new work for the session of ``ev``; return (exit code, stderr note)."""
     from ..core.process import Me  # process identity: pid, start time, host
 
@@ -128,7 +132,7 @@ def run(store, ev: Event, henv: HookEnv, timeout_s: int, *, runtime: str) -> tup
         _restore_signals(previous)
 
 
-def _register(store, ev: Event, henv: HookEnv, me, runtime: str, end: float, tick):
+def _register(store: Store, ev: Event, henv: HookEnv, me, runtime: str, end: float, tick):
     """Find the session and record this process as its waiter: (session id, peer), or None
     when there is no session (after a grace period), it has ended, or a waiter runs."""
 
@@ -160,7 +164,7 @@ def _alive(row) -> bool:
     return process_alive(row["pid"], row["process_start"], row["host"])
 
 
-def _check(store, session_id: str, peer: str, me, runtime: str):
+def _check(store: Store, session_id: str, peer: str, me, runtime: str):
     """None (keep waiting), _END, or (ids, note) once new requests were marked: named
     where the note reaches the model as the waiter ends (Claude Code's exit 2 of a
     background hook), else pending (`codex queue`): they count as named once a turn that
@@ -188,7 +192,7 @@ def _check(store, session_id: str, peer: str, me, runtime: str):
         return fresh, text
 
 
-def _fresh(store, session_id: str, peer: str) -> list[str]:
+def _fresh(store: Store, session_id: str, peer: str) -> list[str]:
     """Queued requests of the peer the session was not told of, is not about to be told of
     (a queued note), and did not see listed in a running turn (whose Stop names them)."""
     marks = store.hook_marks(session_id)
@@ -196,14 +200,14 @@ def _fresh(store, session_id: str, peer: str) -> list[str]:
     return [r["id"] for r in store.hook_queued(peer, MAX_SCANNED) if r["id"] not in known]
 
 
-def _still_mine(store, session_id: str, me, now: int) -> bool:
+def _still_mine(store: Store, session_id: str, me, now: int) -> bool:
     if peers.session_status(store, store.get_session(session_id), now) != "active":
         return False
     row = store.get_waiter(session_id)
     return row is not None and row["pid"] == me.pid and row["process_start"] == me.start
 
 
-def _forget_pending(store, session_id: str, ids: list[str]) -> None:
+def _forget_pending(store: Store, session_id: str, ids: list[str]) -> None:
     """`codex queue` failed: the session was not told, so the Stop hook may name them."""
     with due.unit(store) as now:
         state = store.get_hook_state(session_id)
@@ -213,7 +217,7 @@ def _forget_pending(store, session_id: str, ids: list[str]) -> None:
         store.put_hook_marks(session_id, blocks, marks, now, MAX_REMEMBERED_IDS)
 
 
-def _unregister(store, session_id: str, me) -> None:
+def _unregister(store: Store, session_id: str, me) -> None:
     try:
         with store.transaction():
             store.delete_waiter(session_id, me.pid, me.start, me.host)

@@ -12,8 +12,12 @@ candidates.
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from ..core import clock
+
+if TYPE_CHECKING:
+    from relay_cli.store import Store
 
 LIMIT = 50
 
@@ -45,7 +49,7 @@ def _open(ctx):
         return None
 
 
-def _me(store, ctx) -> tuple[str | None, str | None]:
+def _me(store: Store, ctx) -> tuple[str | None, str | None]:
     """(my name, my session id), by the same rule as the command (``peers.identity``)."""
     from ..requests.peers import hash_token, identity
 
@@ -76,7 +80,7 @@ def requests(which: str):
     """A completion callback for a request id that the command accepts (``REQUESTS``)."""
     rule = REQUESTS[which]
 
-    def candidates(store, ctx, incomplete: str) -> list[tuple[str, str]]:
+    def candidates(store: Store, ctx, incomplete: str) -> list[tuple[str, str]]:
         prefix = incomplete.lower()
         filters = {"states": rule.get("states")}
         if "mine" in rule:
@@ -97,7 +101,7 @@ def requests(which: str):
     return callback
 
 
-def _drafts(store, ctx, incomplete: str) -> list[tuple[str, str]]:
+def _drafts(store: Store, ctx, incomplete: str) -> list[tuple[str, str]]:
     name, _ = _me(store, ctx)
     if name is None:
         return []
@@ -110,7 +114,7 @@ def drafts(ctx, incomplete: str):
     return _safe(_drafts)(ctx, incomplete)
 
 
-def _peers(store, ctx, incomplete: str) -> list[str]:
+def _peers(store: Store, ctx, incomplete: str) -> list[str]:
     return [n for n in store.peer_names() if n.startswith(incomplete)]
 
 
@@ -120,7 +124,7 @@ def peers(ctx, incomplete: str):
 
 
 def _keys(states):
-    def candidates(store, ctx, incomplete: str) -> list[tuple[str, str]]:
+    def candidates(store: Store, ctx, incomplete: str) -> list[tuple[str, str]]:
         return [(r["key"], r["state"]) for r in store.list_ledger(states)
                 if r["key"].startswith(incomplete)][:LIMIT]
 

@@ -35,12 +35,16 @@ import json
 import re
 import shlex
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..core import clock
 from ..core.errors import RelayError
 from ..core.process import Me, this_host
 from ..requests import due, lifecycle
 from .states import STALE_S, STATES, VIEWS, apply, entry_alive, foreign, never_started, shown_state
+
+if TYPE_CHECKING:
+    from relay_cli.store import Store
 
 KEY_RE = re.compile(r"[!-~]{1,200}", re.ASCII)  # the whole value (fullmatch): no "k\n"
 DEFAULT_APPROVAL_WAIT_S = lifecycle.DEFAULT_WAIT_S  # it waits like `relay wait`
@@ -167,7 +171,7 @@ class Decision:
     row: object
 
 
-def _get(store, key: str):
+def _get(store: Store, key: str):
     row = store.get_ledger(key)
     if row is None:
         raise RelayError("ledger_key_not_found", f"no ledger entry has the key {key!r}")
@@ -184,7 +188,7 @@ def running_values(now: int, me: Me, runs: int) -> dict:
     }
 
 
-def begin(store, now: int, key: str, argv: list[str], cwd: str, *, idempotent: bool,
+def begin(store: Store, now: int, key: str, argv: list[str], cwd: str, *, idempotent: bool,
           approve: bool, me: Me) -> Decision:
     """Inside a write transaction: decide what this call does with the key.
 
@@ -254,7 +258,7 @@ def stopped_renewing(row, now: int) -> str:
             "see whether the command still runs there")
 
 
-def wait_for_decision(store, key: str, argv: list[str], cwd: str, *, idempotent: bool,
+def wait_for_decision(store: Store, key: str, argv: list[str], cwd: str, *, idempotent: bool,
                       me: Me, timeout_s: float, sleep=None,
                       on_tick=None) -> Decision | None:
     """Wait (no lock held while sleeping) until a person decided; None on timeout."""
@@ -287,7 +291,7 @@ def reruns_by_itself(obj: dict) -> bool:
     return obj["child_pid"] is None or (bool(obj.get("idempotent")) and shown_here(obj))
 
 
-def list_entries(store, states: list[str] | None = None) -> list[dict]:
+def list_entries(store: Store, states: list[str] | None = None) -> list[dict]:
     """Entries (no captured output), filtered by their shown state (effect_unknown too)."""
     wanted = validate_states(states)
     stored = sorted({VIEWS[s].stored if s in VIEWS else s for s in wanted})
@@ -304,7 +308,7 @@ def show(store, key: str) -> dict:
     return entry_object(_get(store, validate_key(key)), output=True)
 
 
-def awaiting(store) -> list[dict]:
+def awaiting(store: Store) -> list[dict]:
     """Entries waiting for a person's approval, oldest first (for `relay watch`)."""
     rows = store.list_ledger(["awaiting_approval"])
     return [entry_object(r) for r in sorted(rows, key=lambda r: (r["created_at"], r["key"]))]
@@ -321,7 +325,7 @@ def needs_terminal(row) -> bool:
     return bool(row["approve"]) or row["decision"] is not None
 
 
-def resolve(store, now: int, key: str, outcome: str, note: str | None, *,
+def resolve(store: Store, now: int, key: str, outcome: str, note: str | None, *,
             terminal: bool = False) -> dict:
     """A person settles an entry: it did succeed, it did fail, or forget it (key free again).
 

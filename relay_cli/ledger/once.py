@@ -22,7 +22,7 @@ import selectors
 import shlex
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from ..core import clock
 from ..core.errors import RelayError
@@ -59,6 +59,9 @@ from .outcome import (
     unrecorded,
 )
 from .states import RENEW_S, apply, touch
+
+if TYPE_CHECKING:
+    from relay_cli.store import Store
 
 TAIL_BYTES = 64 * 1024
 _CHUNK = 64 * 1024
@@ -221,7 +224,7 @@ def _retrying(fn, attempts: int = 4, unavailable_s: float = 30.0):
             raise
 
 
-def record_child(store, key: str, me: Me, runs: int, child_pid: int) -> bool:
+def record_child(store: Store, key: str, me: Me, runs: int, child_pid: int) -> bool:
     """Commit the command's pid and start time; False when the entry is no longer ours."""
     start = process_start(child_pid)
 
@@ -241,7 +244,7 @@ class Renewal:
     relay on other hosts knows this process is alive (design.md §13). Best effort: a
     renewal that fails (server briefly unreachable) is tried again a second later."""
 
-    def __init__(self, store, key: str, me: Me, runs: int) -> None:
+    def __init__(self, store: Store, key: str, me: Me, runs: int) -> None:
         self.store, self.key, self.me, self.runs = store, key, me, runs
         self.next_at = time.monotonic() + RENEW_S
 
@@ -259,7 +262,7 @@ class Renewal:
         self.next_at = time.monotonic() + RENEW_S
 
 
-def record_outcome(store, key: str, me: Me, runs: int, result: RunResult):
+def record_outcome(store: Store, key: str, me: Me, runs: int, result: RunResult):
     """Commit the outcome; returns the new row (None when the entry was no longer ours)."""
     def write():
         # a plain transaction: nothing else (such as due request transitions) may stand
@@ -282,7 +285,7 @@ def record_outcome(store, key: str, me: Me, runs: int, result: RunResult):
     return _retrying(write)
 
 
-def record_not_started(store, key: str, me: Me, runs: int) -> None:
+def record_not_started(store: Store, key: str, me: Me, runs: int) -> None:
     """The command never started, so nothing ran: the key must not block a retry.
 
     An entry that a person approved goes back to ``approved`` (the approval stands for
@@ -364,7 +367,7 @@ def _once(store, key: str, argv: list[str], cwd: str, *, idempotent: bool, appro
                        err_sink or Sink(None), signals)
 
 
-def execute(store, key: str, row, argv: list[str], me: Me, out_sink: Sink, err_sink: Sink,
+def execute(store: Store, key: str, row, argv: list[str], me: Me, out_sink: Sink, err_sink: Sink,
             signals: Signals) -> OnceResult:
     """Run a command whose ``running`` entry is committed, and commit its outcome.
 
@@ -446,7 +449,7 @@ def _unrecorded_outcome(row, result: RunResult, error: RelayError) -> EntryError
         f"{rerun}", entry, detail=f"relay saw it end with {how}")
 
 
-def _unrecorded_start(store, key: str, me: Me, runs: int, error: RelayError) -> RelayError:
+def _unrecorded_start(store: Store, key: str, me: Me, runs: int, error: RelayError) -> RelayError:
     """relay could not commit the command's pid: the command was killed before it began
     executing; withdraw the entry (as for a command that cannot start) and say so."""
     what = (f"relay could not record the command's process ({error.message}); the command "

@@ -15,18 +15,20 @@ transitions that concern it start from ``running``, and their condition names th
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..core import clock
 from ..core.errors import RelayError
 from ..core.process import process_alive, this_host
-from ..store.sql_ledger import LEDGER_FINAL_STATES
+
+if TYPE_CHECKING:
+    from relay_cli.store import Store
 
 STORED_STATES = ("awaiting_approval", "approved", "denied", "running", "succeeded", "failed",
                  "forgotten")
 # nothing runs or waits for a person: `relay prune` may make a tombstone of the entry and
 # later remove it (design.md §10); a person may still resolve or forget it
-FINAL_STATES = LEDGER_FINAL_STATES
+FINAL_STATES = ("succeeded", "failed", "denied", "forgotten")
 # Across machines (design.md §13) a process on another host cannot be looked at: while
 # its command runs, the relay process renews its entry (``updated_at``) every RENEW_S
 # seconds; an entry of another host without a renewal for STALE_S seconds is effect_unknown
@@ -230,7 +232,7 @@ def shown_state(row) -> str:
     return state
 
 
-def apply(store, key: str, row, event: str, at: int, values: dict | None = None):
+def apply(store: Store, key: str, row, event: str, at: int, values: dict | None = None):
     """Move the ledger entry of ``key`` by ``event`` (consulting ``TRANSITIONS``).
 
     ``row`` is the entry as stored (None: there is none); ``values`` are the other fields
@@ -252,7 +254,7 @@ def apply(store, key: str, row, event: str, at: int, values: dict | None = None)
     return store.get_ledger(key)
 
 
-def touch(store, key: str, at: int, values: dict) -> None:
+def touch(store: Store, key: str, at: int, values: dict) -> None:
     """Change fields of an entry that are not its state (inside a write transaction)."""
     if "state" in values:
         raise ValueError("a ledger entry's state changes only through apply()")

@@ -17,6 +17,7 @@ import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .. import __version__
 from ..core import clock
@@ -25,6 +26,9 @@ from ..core.limits import QUEUE_WARN_FRACTION
 from ..core.output import size as _size
 from ..requests import peers
 from ..requests.states import MEANING, STATES
+
+if TYPE_CHECKING:
+    from relay_cli.store import Store
 
 # a home without relay.db yet: as fresh as a missing home (design.md §11)
 NO_DB_YET = ("not created yet; the first relay command that uses the home creates it, "
@@ -242,7 +246,7 @@ def _summary_database(r: Report) -> str:
         parts.append(f"schema {f['schema_version']} (newest {f['schema_supported']})")
     if f.get("quick_check"):
         parts.append(f"quick_check {f['quick_check']}")
-    if f["journal_mode"] and f["journal_mode"] != "postgresql":
+    if f["journal_mode"]:
         parts.append(f["journal_mode"])
     if f["db_bytes"] is not None:
         parts.append(_size(f["db_bytes"]))
@@ -549,43 +553,46 @@ def _tighten(path: Path, mode: int, *, directory: bool, report: Report) -> None:
 
 # ------------------------------------------------------------------------ database
 def _check_database(home: Path, report: Report, now: int) -> None:
-    from ..store import LATEST_SCHEMA, open_store_readonly, relay_error_from_sqlite
+    from ..store import LATEST_SCHEMA, open_store_readonly
 
     try:
         store = open_store_readonly(home)
     except RelayError as e:
         _failed(report, "database", e)
         return
-    except sqlite3.Error as e:
-        _failed(report, "database", relay_error_from_sqlite(e))
-        return
     if store is None:
         report.add("database", OK, NO_DB_YET)
         return
     try:
         try:
-            version = store.pragma("user_version")
-        except sqlite3.Error as e:
-            _failed(report, "database", relay_error_from_sqlite(e))
+            health = store.health()
+        except RelayError as e:
+            _failed(report, "database", e)
             return
-        report.add("database", OK, f"{store.db.path}: a SQLite database, opened read-only")
-        report.facts["schema_version"] = version
-        try:
-            tables = store.table_names()
-        except sqlite3.Error as e:
-            err = relay_error_from_sqlite(e)
-            _failed(report, "schema", err, f"cannot read the schema ({err.message})")
-            usable = False
+        errors = health.errors
+        report.add("database", OK, f"{health.where}: a SQLite database, opened read-only")
+        report.facts["schema_version"] = health.schema_version
+        usable = _judge_schema(report, health, LATEST_SCHEMA, "a SQLite database")
+        if "quick_check" in errors:
+            _failed(report, "quick_check", errors["quick_check"])
         else:
-            usable = _check_schema(report, version, bool(tables), LATEST_SCHEMA)
-        _guarded(report, "quick_check", lambda: _check_integrity(store, report))
-        _guarded(report, "journal_mode", lambda: _check_pragmas(store, report))
-        _check_size(store.db.path, report)
-        _guarded(report, "tables", lambda: _check_tables(store, report))
+            _check_integrity(health.integrity, report)
+        _check_pragmas(health, report)
+        _check_size(health.file_bytes, report)
+        _check_tables(health, report)
         if usable:
             _guarded(report, "requests", lambda: _check_contents(store, report, now))
     finally:
         store.close()
+
+
+def _judge_schema(report: Report, health, latest: int, what: str) -> bool:
+    """The schema check from ``health``; True when relay's tables may be read."""
+    if "schema" in health.errors:
+        err = health.errors["schema"]
+        _failed(report, "schema", err, f"cannot read the schema ({err.message})")
+        return False
+    return _check_schema(report, health.schema_version, health.has_tables, latest, what)
 
 
 UPGRADE = "python -m pip install --upgrade relay-cli"
@@ -616,13 +623,9 @@ def _failed(report: Report, name: str, err: RelayError, message: str | None = No
 
 
 def _guarded(report: Report, name: str, fn) -> None:
-    from ..store import relay_error_from_sqlite
-
     try:
         fn()
-    except sqlite3.Error as e:
-        _failed(report, name, relay_error_from_sqlite(e))
-    except RelayError as err:  # a statement inside a transaction (already typed)
+    except RelayError as err:  # the store types every failure of a statement (§7)
         _failed(report, name, err)
 
 
@@ -647,16 +650,18 @@ def _check_postgres(home: Path, url: str, report: Report) -> None:
         return
     try:
         connect_ms = (time.monotonic() - started) * 1000
-        _guarded(report, "server", lambda: _check_server(store, report, connect_ms))
-        version = store.db.schema_version
-        report.facts["schema_version"] = version
-        foreign = bool(store.foreign_tables()) if version == 0 else True
-        usable = _check_schema(report, version, foreign, LATEST_SCHEMA, "a PostgreSQL database")
+        health = store.health()
+        if "server" in health.errors:
+            _failed(report, "server", health.errors["server"])
+        else:
+            _check_server(health.server, report, connect_ms)
+        report.facts["schema_version"] = health.schema_version
+        usable = _judge_schema(report, health, LATEST_SCHEMA, "a PostgreSQL database")
         try:
             now = clock.now_ms()  # the server's clock from here on
         except RelayError:  # a bad RELAY_TIME_OFFSET: reported above; the server's clock
-            now = int(store.db.server_now_ms())
-        _guarded(report, "tables", lambda: _check_tables(store, report))
+            now = int(health.server_now_ms)
+        _check_tables(health, report)
         if usable:
             _guarded(report, "requests", lambda: _check_contents(store, report, now))
     finally:
@@ -684,8 +689,7 @@ def _loopback(host: str) -> bool:
         return False
 
 
-def _check_server(store, report: Report, connect_ms: float) -> None:
-    f = store.server_facts()
+def _check_server(f: dict, report: Report, connect_ms: float) -> None:
     report.facts.update(server_version=f["server_version"], rtt_ms=round(f["rtt_ms"], 3),
                         clock_offset_ms=round(f["clock_offset_ms"], 3),
                         synchronous_commit=f["synchronous_commit"], tls=f["ssl_in_use"])
@@ -751,9 +755,8 @@ def _check_schema(report: Report, version: int, has_tables: bool, latest: int,
     return True
 
 
-def _check_integrity(store, report: Report) -> None:
-    result = store.quick_check()
-    if result == ["ok"]:
+def _check_integrity(result, report: Report) -> None:
+    if result == ("ok",):
         report.facts["quick_check"] = "ok"
         report.add("quick_check", OK, "ok")
     else:
@@ -762,34 +765,32 @@ def _check_integrity(store, report: Report) -> None:
         _failed(report, "quick_check", RelayError("database_corrupt", shown))
 
 
-def _check_pragmas(store, report: Report) -> None:
-    mode = store.journal_mode()
-    report.facts["journal_mode"] = mode
-    if mode == "wal":
-        report.add("journal_mode", OK, "wal")
-    else:
-        report.add("journal_mode", OK, f"{mode}; relay switches it to wal on its next "
-                   "writing command")
-    sync = store.pragma("synchronous")
-    report.facts["synchronous"] = "FULL"
-    report.add("synchronous", OK, "FULL: relay sets it on every connection it opens "
-               f"(SQLite's default for a new connection here: {SYNCHRONOUS.get(sync, sync)})")
+def _check_pragmas(health, report: Report) -> None:
+    mode = health.journal_mode
+    if mode is not None:
+        report.facts["journal_mode"] = mode
+        if mode == "wal":
+            report.add("journal_mode", OK, "wal")
+        else:
+            report.add("journal_mode", OK, f"{mode}; relay switches it to wal on its next "
+                       "writing command")
+    sync = health.synchronous
+    if sync is not None:
+        report.facts["synchronous"] = "FULL"
+        report.add("synchronous", OK, "FULL: relay sets it on every connection it opens "
+                   f"(SQLite's default for a new connection here: {SYNCHRONOUS.get(sync, sync)})")
+    if "journal_mode" in health.errors:
+        _failed(report, "journal_mode", health.errors["journal_mode"])
 
 
-def _check_size(path: Path, report: Report) -> None:
-    sizes = {}
-    for suffix in ("", "-wal"):
-        try:
-            sizes[suffix] = os.stat(f"{path}{suffix}").st_size
-        except OSError:
-            sizes[suffix] = 0
-    total = sizes[""] + sizes["-wal"]
+def _check_size(sizes: dict[str, int], report: Report) -> None:
+    total = sizes["relay.db"] + sizes["WAL"]
     report.facts["db_bytes"] = total
-    report.add("db_size", OK, f"{_size(total)} (relay.db {_size(sizes[''])}, "
-               f"WAL {_size(sizes['-wal'])})")
+    report.add("db_size", OK, f"{_size(total)} (relay.db {_size(sizes['relay.db'])}, "
+               f"WAL {_size(sizes['WAL'])})")
 
 
-def _check_contents(store, report: Report, now: int) -> None:
+def _check_contents(store: Store, report: Report, now: int) -> None:
     with store.transaction(write=False):
         by_state = store.count_by_state()
         tombstones = store.count_tombstones()
@@ -947,13 +948,16 @@ def _check_queues(report: Report, rows, cap: int | None) -> None:
                    fix=report.cmd(f"list --to {shlex.quote(peer)} --state queued"))
 
 
-def _check_tables(store, report: Report) -> None:
-    counts = store.table_counts()
+def _check_tables(health, report: Report) -> None:
+    if "tables" in health.errors:
+        _failed(report, "tables", health.errors["tables"])
+        return
+    counts = health.rows_by_table
     report.facts["rows_by_table"] = counts
     report.add("tables", OK, ", ".join(f"{name} {n}" for name, n in counts.items()) or "none")
 
 
-def _ledger_needs(store) -> tuple[int, int]:
+def _ledger_needs(store: Store) -> tuple[int, int]:
     """(effect_unknown entries that do not rerun by themselves, entries awaiting approval)."""
     from ..ledger import entries as ledger
 

@@ -36,13 +36,21 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from typing import TYPE_CHECKING
 
 from ..core import clock
+from ..ledger.states import FINAL_STATES as LEDGER_FINAL
 from ..requests import due
+from ..requests.states import FINAL_STATES, STATES
+
+if TYPE_CHECKING:
+    from relay_cli.store import Store
 
 DEFAULT_RETENTION_S = 30 * 86400
 TOMBSTONE_S = 120 * 86400
 BATCH = 500
+# the final request states in the order of design.md §5, handed to the store's statements
+FINAL = tuple(s for s in STATES if s in FINAL_STATES)
 
 COUNT_KEYS = ("requests_pruned", "tombstones_removed", "events_removed", "drafts_removed",
               "sessions_removed", "hook_records_removed")
@@ -55,7 +63,7 @@ def cutoffs(now: int, older_than_s: int) -> tuple[int, int]:
     return body, tomb
 
 
-def prune(store, now: int, older_than_s: int = DEFAULT_RETENTION_S, dry_run: bool = False,
+def prune(store: Store, now: int, older_than_s: int = DEFAULT_RETENTION_S, dry_run: bool = False,
           batch: int = BATCH) -> dict:
     """Apply (or with ``dry_run`` only count) the retention at ``now``. Returns the counts.
 
@@ -66,20 +74,20 @@ def prune(store, now: int, older_than_s: int = DEFAULT_RETENTION_S, dry_run: boo
     due.drain_due(store, now)
     if dry_run:
         with store.transaction(write=False):
-            counts = store.prune_counts(now, body_cutoff, tomb_cutoff)
+            counts = store.prune_counts(FINAL, now, body_cutoff, tomb_cutoff)
     else:
         done: Counter = Counter()
         # tombstones first, so that the body pass does not touch doomed rows
         for reqs, events in _batches(store, lambda: store.remove_old_tombstones(
-                tomb_cutoff, batch), batch, count=lambda r: r[0]):
+                FINAL, tomb_cutoff, batch), batch, count=lambda r: r[0]):
             done["tombstones_removed"] += reqs
             done["events_removed"] += events
-        for n in _batches(store, lambda: store.prune_bodies(body_cutoff, batch), batch):
+        for n in _batches(store, lambda: store.prune_bodies(FINAL, body_cutoff, batch), batch):
             done["requests_pruned"] += n
-        for n in _batches(store, lambda: store.remove_drafts(now, body_cutoff, batch), batch):
+        for n in _batches(store, lambda: store.remove_drafts(FINAL, now, body_cutoff, batch), batch):
             done["drafts_removed"] += n
         with store.transaction(write=False):
-            unused = store.unused_sessions(now, body_cutoff, tomb_cutoff)
+            unused = store.unused_sessions(FINAL, now, body_cutoff, tomb_cutoff)
         for i in range(0, len(unused), batch):
             with store.transaction():
                 done["sessions_removed"] += store.remove_sessions(unused[i:i + batch])
@@ -97,7 +105,7 @@ def prune(store, now: int, older_than_s: int = DEFAULT_RETENTION_S, dry_run: boo
     return result
 
 
-def _batches(store, step, batch: int, count=lambda r: r):
+def _batches(store: Store, step, batch: int, count=lambda r: r):
     """Run ``step`` in its own write transaction until a batch comes back short.
 
     Between batches prune sleeps as long as the batch held the write lock (5-100 ms), so
@@ -114,7 +122,7 @@ def _batches(store, step, batch: int, count=lambda r: r):
         time.sleep(min(0.1, max(0.005, time.monotonic() - started)))
 
 
-def prune_ledger(store, now: int, body_cutoff: int, dry_run: bool = False,
+def prune_ledger(store: Store, now: int, body_cutoff: int, dry_run: bool = False,
                  tomb_cutoff: int | None = None, batch: int = BATCH) -> dict:
     """The side-effect ledger's retention (design.md §10), the rule of requests' tombstones.
 
@@ -135,26 +143,26 @@ def prune_ledger(store, now: int, body_cutoff: int, dry_run: bool = False,
     tomb_cutoff = min(tomb_cutoff, body_cutoff)
     if dry_run:
         with store.transaction(write=False):
-            trimmed, removed = store.ledger_prune_counts(body_cutoff, tomb_cutoff)
+            trimmed, removed = store.ledger_prune_counts(LEDGER_FINAL, body_cutoff, tomb_cutoff)
     else:
         removed = Counter()
         # removals first, so that the output pass does not touch doomed rows
-        for done in _batches(store, lambda: store.remove_ledger_tombstones(tomb_cutoff, batch),
+        for done in _batches(store, lambda: store.remove_ledger_tombstones(LEDGER_FINAL, tomb_cutoff, batch),
                              batch, count=lambda r: sum(r.values())):
             removed.update(done)
         trimmed = sum(_batches(store, lambda: store.prune_ledger_output(
-            now, body_cutoff, tomb_cutoff, batch), batch))
+            LEDGER_FINAL, now, body_cutoff, tomb_cutoff, batch), batch))
     return {"entries_pruned": trimmed, "entries_removed": sum(removed.values()),
             "by_state": dict(sorted(removed.items())), "dry_run": dry_run}
 
 
-def check_vacuum(store) -> None:
+def check_vacuum(store: Store) -> None:
     """Refuse `prune --vacuum` before anything is pruned where it cannot rebuild the
     database: on PostgreSQL (design.md §13)."""
     store.check_vacuum()
 
 
-def vacuum(store) -> dict:
+def vacuum(store: Store) -> dict:
     """`prune --vacuum`: rebuild relay.db without the pages pruning freed, and fold the WAL
     into it, so the file shrinks now. Returns relay.db plus its WAL in bytes, before and
     after. Waits for the write lock like any writer (``busy`` after the busy timeout)."""

@@ -13,6 +13,7 @@ than the width. Every peer-supplied string goes through ``output.inert_line``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..core import clock
 from ..core.output import (
@@ -28,6 +29,9 @@ from ..core.output import (
 )
 from ..requests import lifecycle, peers
 from ..requests.states import OPEN_STATES, SETTLE
+
+if TYPE_CHECKING:
+    from relay_cli.store import Store
 
 OPEN_LIMIT = 40
 EVENTS_LIMIT = 15
@@ -57,7 +61,7 @@ class Snapshot:
         return sum(self.counts.get(s, 0) for s in OPEN_STATES)
 
 
-def gather(store, now: int, events_limit: int = EVENTS_LIMIT) -> Snapshot:
+def gather(store: Store, now: int, events_limit: int = EVENTS_LIMIT) -> Snapshot:
     """One snapshot of peers, open requests, recent transitions and pending approvals."""
     from ..ledger import entries as ledger
 

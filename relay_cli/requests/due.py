@@ -11,22 +11,25 @@ from __future__ import annotations
 import time
 from collections import Counter
 from contextlib import contextmanager
-from sqlite3 import Row
+from typing import TYPE_CHECKING
 
 from ..core import clock
 from ..core.errors import RelayError
 from . import peers
 from .states import apply
 
+if TYPE_CHECKING:
+    from relay_cli.store import Row, Store
+
 SWEEP_BATCH = 250  # one batch of due transitions: ~40 ms of write lock at 1M requests
 
 
-def next_due(store) -> int | None:
+def next_due(store: Store) -> int | None:
     times = [t for t in (store.next_request_deadline(), store.next_session_deadline()) if t]
     return min(times) if times else None
 
 
-def apply_due(store, now: int, limit: int | None = None) -> Counter:
+def apply_due(store: Store, now: int, limit: int | None = None) -> Counter:
     """Apply every due time-based transition in deadline order (design.md §5).
 
     At equal times a request's own deadline comes before its claiming session's. With
@@ -72,7 +75,7 @@ def apply_due(store, now: int, limit: int | None = None) -> Counter:
                 return done
 
 
-def _apply_own_deadline(store, row: Row, deadline: int) -> str | None:
+def _apply_own_deadline(store: Store, row: Row, deadline: int) -> str | None:
     state = row["state"]
     if state == "queued" and row["expires_at"] == deadline:
         event = "ttl_passed"
@@ -95,7 +98,7 @@ def _apply_own_deadline(store, row: Row, deadline: int) -> str | None:
     return f"{state}->{new['state']}"
 
 
-def drain_due(store, now: int) -> Counter:
+def drain_due(store: Store, now: int) -> Counter:
     """Apply due transitions in batches, each its own short write transaction."""
     total: Counter = Counter()
     while True:
@@ -107,7 +110,7 @@ def drain_due(store, now: int) -> Counter:
 
 
 @contextmanager
-def unit(store, write: bool = True):
+def unit(store: Store, write: bool = True):
     """One command's transaction, after every due time-based transition was applied.
 
     Yields ``now`` (ms). ``write=False`` reads a consistent snapshot without the write lock.
@@ -120,7 +123,7 @@ def unit(store, write: bool = True):
         yield now
 
 
-def sweep(store) -> dict:
+def sweep(store: Store) -> dict:
     """`relay sweep`: apply every transition due now, in batches of short write
     transactions, and count them by ``from->to`` (the sessions that ended with them are not
     counted: only requests have states). With nothing due, nothing is written, so a
@@ -130,7 +133,7 @@ def sweep(store) -> dict:
                             if not k.startswith("session:")}}
 
 
-def poll(store, check, timeout_s: float, on_tick=None, sleep=None, on_block=None):
+def poll(store: Store, check, timeout_s: float, on_tick=None, sleep=None, on_block=None):
     """Call ``check()`` now and again whenever the database changes or a deadline passes.
 
     Holds no lock while sleeping; notices another process's commit within

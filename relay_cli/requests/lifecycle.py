@@ -15,7 +15,7 @@ import os
 import re
 import sys
 import uuid
-from sqlite3 import Row
+from typing import TYPE_CHECKING
 
 from ..core import clock
 from ..core.errors import RelayError
@@ -30,6 +30,9 @@ from ..core.limits import (
 from . import peers
 from .peers import Caller, renew, require_live, require_session
 from .states import STATES, apply, transition
+
+if TYPE_CHECKING:
+    from relay_cli.store import Row, Store
 
 DEFAULT_TTL_S = 3600
 DEFAULT_CLAIM_LEASE_S = 120
@@ -113,7 +116,7 @@ def validate_ref(value: str, what: str = "id") -> str:
         ) from None
 
 
-def resolve_ref(store, ref: str, *, drafts: bool = False, what: str = "id") -> str:
+def resolve_ref(store: Store, ref: str, *, drafts: bool = False, what: str = "id") -> str:
     """The full id that ``ref`` (from ``validate_ref``) names, as git resolves a short hash:
     a full id is itself; a prefix must match exactly one request (tombstones included; with
     ``drafts``, unsubmitted drafts too): none is ``request_not_found``, several are
@@ -309,7 +312,7 @@ def event_object(row) -> dict:
 
 
 # --------------------------------------------------------------------------- sending
-def _common_checks(store, caller: Caller, to: str, in_reply_to: str | None) -> int:
+def _common_checks(store: Store, caller: Caller, to: str, in_reply_to: str | None) -> int:
     """Recipient known, not self, depth within limit; returns the depth."""
     if store.get_peer(to) is None:
         names = store.peer_names()
@@ -330,7 +333,7 @@ def _common_checks(store, caller: Caller, to: str, in_reply_to: str | None) -> i
     return depth
 
 
-def _check_rate(store, sender: str, now: int) -> None:
+def _check_rate(store: Store, sender: str, now: int) -> None:
     limit = rate_limit()
     if limit == 0:
         return
@@ -344,7 +347,7 @@ def _check_rate(store, sender: str, now: int) -> None:
         )
 
 
-def _check_queue(store, to: str) -> None:
+def _check_queue(store: Store, to: str) -> None:
     """The queue cap (design.md §4): counted in the write transaction that would insert."""
     cap = queue_cap()
     if cap and store.count_open_to(to, cap) >= cap:
@@ -444,7 +447,7 @@ def conflict_detail(row, params: dict) -> str:
     return what
 
 
-def _existing(store, request_id: str, fp: str, params: dict | None = None) -> Row | None:
+def _existing(store: Store, request_id: str, fp: str, params: dict | None = None) -> Row | None:
     """Dedupe: the existing request for a same-content retry, or request_id_conflict."""
     row = store.get_request(request_id)
     if row is None:
@@ -461,7 +464,7 @@ def _existing(store, request_id: str, fp: str, params: dict | None = None) -> Ro
     return row
 
 
-def send(store, now: int, caller: Caller, *, request_id: str | None, **work) -> dict:
+def send(store: Store, now: int, caller: Caller, *, request_id: str | None, **work) -> dict:
     """Create a request, or return the existing one for a same-content retry. ``work``:
     to, text, ttl_s, reply_within_s, on_lost, max_attempts, in_reply_to."""
     fp, params = _new_work(caller, **work)
@@ -480,7 +483,7 @@ def send(store, now: int, caller: Caller, *, request_id: str | None, **work) -> 
     return queued_object(store, row, False, now)
 
 
-def _create(store, now: int, caller: Caller, request_id: str, params: dict, depth: int) -> dict:
+def _create(store: Store, now: int, caller: Caller, request_id: str, params: dict, depth: int) -> dict:
     t = transition(None, "send")
     row = {
         **params,
@@ -499,7 +502,7 @@ def _create(store, now: int, caller: Caller, request_id: str, params: dict, dept
     return store.get_request(request_id)
 
 
-def prepare(store, now: int, caller: Caller, *, draft_id: str | None, **work) -> dict:
+def prepare(store: Store, now: int, caller: Caller, *, draft_id: str | None, **work) -> dict:
     """Store a draft of the ``work`` (as for ``send``) and issue its id; nothing is queued."""
     fp, params = _new_work(caller, **work)
     to, in_reply_to = work["to"], work["in_reply_to"]
@@ -569,7 +572,7 @@ def submit(store, now: int, caller: Caller, draft_id: str) -> dict:
 
 
 # ------------------------------------------------------------------- reading requests
-def get(store, request_id: str) -> Row:
+def get(store: Store, request_id: str) -> Row:
     """The request that ``request_id`` (a full id, or a prefix from ``validate_ref``) names."""
     request_id = resolve_ref(store, request_id)
     row = store.get_request(request_id)
@@ -581,7 +584,7 @@ def get(store, request_id: str) -> Row:
     return row
 
 
-def show(store, request_id: str, events: bool = False) -> dict:
+def show(store: Store, request_id: str, events: bool = False) -> dict:
     row = get(store, request_id)
     obj = request_object(row, text=True, reply=True)
     if events:
@@ -589,7 +592,7 @@ def show(store, request_id: str, events: bool = False) -> dict:
     return obj
 
 
-def list_requests(store, states: list[str], to: str | None, from_: str | None,
+def list_requests(store: Store, states: list[str], to: str | None, from_: str | None,
                   limit: int | None) -> dict:
     rows = store.list_requests(states, to, from_, None if limit is None else limit + 1)
     has_more = limit is not None and len(rows) > limit
@@ -597,12 +600,12 @@ def list_requests(store, states: list[str], to: str | None, from_: str | None,
     return {"requests": [request_object(r) for r in rows], "has_more": has_more}
 
 
-def inbox(store, caller: Caller) -> dict:
+def inbox(store: Store, caller: Caller) -> dict:
     return {"requests": [request_object(r) for r in store.queued_for(caller.name)]}
 
 
 # ------------------------------------------------------------------ acting on requests
-def held_unacked(store, caller: Caller) -> Row | None:
+def held_unacked(store: Store, caller: Caller) -> Row | None:
     """The oldest request this session claimed and has not acknowledged (design.md §6)."""
     if caller.session is None:
         return None
@@ -611,7 +614,7 @@ def held_unacked(store, caller: Caller) -> Row | None:
     return min(held, key=lambda r: (r["delivered_at"], r["id"])) if held else None
 
 
-def claim(store, now: int, caller: Caller, lease_s: int, request_id: str | None,
+def claim(store: Store, now: int, caller: Caller, lease_s: int, request_id: str | None,
           again: bool = False) -> dict | None:
     """`relay claim`: take the oldest queued request for the caller (or the one named).
 
@@ -653,7 +656,7 @@ def claim(store, now: int, caller: Caller, lease_s: int, request_id: str | None,
     return {**request_object(new, text=True), "duplicate": False}
 
 
-def _owned_by_claimer(store, caller: Caller, request_id: str) -> Row:
+def _owned_by_claimer(store: Store, caller: Caller, request_id: str) -> Row:
     row = get(store, request_id)
     require_live(store, caller)
     if caller.session is None or row["claim_session"] != caller.session["id"]:
@@ -674,7 +677,7 @@ def _owned_by_claimer(store, caller: Caller, request_id: str) -> Row:
     return row
 
 
-def ack(store, now: int, caller: Caller, request_id: str) -> dict:
+def ack(store: Store, now: int, caller: Caller, request_id: str) -> dict:
     row = _owned_by_claimer(store, caller, request_id)
     if row["state"] == "acknowledged":
         renew(store, caller, now)
@@ -687,7 +690,7 @@ def ack(store, now: int, caller: Caller, request_id: str) -> dict:
     return {**request_object(new), "duplicate": False}
 
 
-def reply(store, now: int, caller: Caller, request_id: str, text: str) -> dict:
+def reply(store: Store, now: int, caller: Caller, request_id: str, text: str) -> dict:
     row = _owned_by_claimer(store, caller, request_id)
     if row["state"] == "completed" and row["reply"] is not None:
         if row["reply"] == text:
@@ -699,21 +702,21 @@ def reply(store, now: int, caller: Caller, request_id: str, text: str) -> dict:
     return {**request_object(new, reply=True), "duplicate": False}
 
 
-def fail(store, now: int, caller: Caller, request_id: str, reason: str) -> dict:
+def fail(store: Store, now: int, caller: Caller, request_id: str, reason: str) -> dict:
     row = _owned_by_claimer(store, caller, request_id)
     new = apply(store, row, "fail", actor=caller.name, at=now, detail=reason, set_detail=True)
     renew(store, caller, now)
     return request_object(new)
 
 
-def reject(store, now: int, caller: Caller, request_id: str, reason: str) -> dict:
+def reject(store: Store, now: int, caller: Caller, request_id: str, reason: str) -> dict:
     row = _owned_by_claimer(store, caller, request_id)
     new = apply(store, row, "reject", actor=caller.name, at=now, detail=reason, set_detail=True)
     renew(store, caller, now)
     return request_object(new)
 
 
-def cancel(store, now: int, caller: Caller, request_id: str) -> dict:
+def cancel(store: Store, now: int, caller: Caller, request_id: str) -> dict:
     row = get(store, request_id)
     require_live(store, caller)
     if row["from_peer"] != caller.name:
@@ -731,7 +734,7 @@ def validate_outcome(value: str) -> str:
     return one_of(value, RESOLVE_OUTCOMES, "--outcome")
 
 
-def resolve(store, now: int, request_id: str, outcome: str, note: str | None, *,
+def resolve(store: Store, now: int, request_id: str, outcome: str, note: str | None, *,
             terminal: bool) -> dict:
     """A person settles a delivery_unknown request (design.md §14). It is recorded as
     ``person:<user>``, so it is refused (``approval_needs_terminal``) unless standard input

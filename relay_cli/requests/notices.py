@@ -7,8 +7,13 @@ other change, and renews the caller's lease when it succeeds.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .lifecycle import request_object
 from .peers import Caller, renew, require_live
+
+if TYPE_CHECKING:
+    from relay_cli.store import Store
 
 NOTICE_KEYS = ("id", "to", "state", "reason", "created_at", "finished_at")
 
@@ -20,7 +25,7 @@ def notice_object(row) -> dict:
     return {k: obj[k] for k in NOTICE_KEYS}
 
 
-def take(store, now: int, caller: Caller) -> list[dict]:
+def take(store: Store, now: int, caller: Caller) -> list[dict]:
     """The unseen finished requests ``caller`` sent, oldest first; marks them seen.
 
     Must run inside a write transaction (``due.unit``), after due transitions.

@@ -5,12 +5,15 @@ from __future__ import annotations
 import re
 import uuid
 from dataclasses import dataclass
-from sqlite3 import Row
+from typing import TYPE_CHECKING
 
 from ..core import clock
 from ..core.errors import RelayError
 from ..core.limits import KINDS, NAME_PATTERN
 from .states import apply
+
+if TYPE_CHECKING:
+    from relay_cli.store import Row, Store
 
 # matched against the whole value (fullmatch), in ASCII: "alice\n" is not a name
 NAME_RE = re.compile(NAME_PATTERN, re.ASCII)
@@ -75,7 +78,7 @@ STATUS_ERRORS = {"superseded": "peer_superseded", "expired": "lease_expired",
                  "left": "invalid_session"}
 
 
-def session_status(store, session: Row | None, now: int | None = None) -> str:
+def session_status(store: Store, session: Row | None, now: int | None = None) -> str:
     """What a session is, the one session-status rule (design.md §3): ``active``,
     ``left``, ``superseded`` (it was replaced: a newer session of its name joined, or its
     lease lapsed and a newer session exists), or ``expired`` (its lease lapsed and no newer
@@ -94,12 +97,12 @@ def session_status(store, session: Row | None, now: int | None = None) -> str:
     return status
 
 
-def session_caller(store, session: Row) -> Caller:
+def session_caller(store: Store, session: Row) -> Caller:
     """The caller that a session's token makes, with the session's status."""
     return Caller(session["peer"], session, session_status(store, session))
 
 
-def identify(store, name: str | None, token: str | None, *, need_name: bool = True) -> Caller:
+def identify(store: Store, name: str | None, token: str | None, *, need_name: bool = True) -> Caller:
     """Resolve ``--as``/``--session`` into a Caller: ``no_identity`` / ``invalid_session``.
 
     Session *state* (superseded, lapsed) is not judged here; see ``require_live``, which
@@ -128,7 +131,7 @@ def identify(store, name: str | None, token: str | None, *, need_name: bool = Tr
     return Caller(name)
 
 
-def reload(store, caller: Caller) -> Caller:
+def reload(store: Store, caller: Caller) -> Caller:
     """The same caller with its session re-read (it may have lapsed or been superseded)."""
     if caller.session is None:
         return caller
@@ -154,14 +157,14 @@ def join_line(name: str, kind: str | None = None, lease_seconds: int | None = No
     return f'eval "$({command})"'
 
 
-def _rejoin(store, caller: Caller) -> str:
+def _rejoin(store: Store, caller: Caller) -> str:
     """The join line for this caller, with the kind and lease its session had."""
     peer = store.get_peer(caller.name) if caller.name else None
     lease = caller.session["lease_seconds"] if caller.session is not None else None
     return "run: " + join_line(caller.name or "NAME", peer["kind"] if peer else None, lease)
 
 
-def require_live(store, caller: Caller) -> None:
+def require_live(store: Store, caller: Caller) -> None:
     """The session-state stage of design.md §6: peer_superseded, lease_expired, session_required."""
     if caller.session is not None:
         if caller.status == "superseded":
@@ -184,7 +187,7 @@ def require_live(store, caller: Caller) -> None:
         )
 
 
-def require_session(store, caller: Caller) -> None:
+def require_session(store: Store, caller: Caller) -> None:
     """Commands that only a live session may run (claim, heartbeat, leave)."""
     if caller.session is None:
         raise RelayError(
@@ -196,14 +199,14 @@ def require_session(store, caller: Caller) -> None:
     require_live(store, caller)
 
 
-def renew(store, caller: Caller, now: int) -> None:
+def renew(store: Store, caller: Caller, now: int) -> None:
     """A successful call of an active session renews its lease (design.md §3)."""
     if caller.session is not None and caller.status == "active":
         store.renew_session(caller.session["id"], now + caller.session["lease_seconds"] * 1000)
         store.touch_peer(caller.name, now)
 
 
-def end_session(store, session: Row, state: str, event: str, *, actor: str,
+def end_session(store: Store, session: Row, state: str, event: str, *, actor: str,
                 at: int) -> list[str]:
     """End a session; its claimed, unfinished work becomes delivery_unknown. Returns the
     ids of that work."""
@@ -215,12 +218,12 @@ def end_session(store, session: Row, state: str, event: str, *, actor: str,
     return moved
 
 
-def join(store, name: str, kind: str | None, lease_seconds: int, now: int,
+def join(store: Store, name: str, kind: str | None, lease_seconds: int, now: int,
          agent_session_id: str | None = None) -> dict:
     return join_session(store, name, kind, lease_seconds, now, agent_session_id)[0]
 
 
-def join_session(store, name: str, kind: str | None, lease_seconds: int, now: int,
+def join_session(store: Store, name: str, kind: str | None, lease_seconds: int, now: int,
                  agent_session_id: str | None = None) -> tuple[dict, list[str]]:
     """Start a session of ``name``: (what `peers join` prints, the ids of the claimed,
     unfinished work of the session it superseded, which became delivery_unknown)."""
@@ -252,7 +255,7 @@ def session_object(peer: str, kind: str, session_id: str, token: str,
     }
 
 
-def _known(store, name: str, kind: str | None, now: int) -> Row | None:
+def _known(store: Store, name: str, kind: str | None, now: int) -> Row | None:
     """Make ``name`` a known peer (of ``kind``, when given); return its row as it was
     before (None for a new name)."""
     validate_name(name)
@@ -265,22 +268,22 @@ def _known(store, name: str, kind: str | None, now: int) -> Row | None:
     return peer
 
 
-def add(store, name: str, kind: str | None, now: int) -> dict:
+def add(store: Store, name: str, kind: str | None, now: int) -> dict:
     _known(store, name, kind, now)
     return peer_object(store, name, now)
 
 
-def heartbeat(store, caller: Caller, now: int) -> dict:
+def heartbeat(store: Store, caller: Caller, now: int) -> dict:
     require_session(store, caller)
     renew(store, caller, now)
     return peer_object(store, caller.name, now)
 
 
-def leave(store, caller: Caller, now: int) -> dict:
+def leave(store: Store, caller: Caller, now: int) -> dict:
     return leave_session(store, caller, now)[0]
 
 
-def leave_session(store, caller: Caller, now: int) -> tuple[dict, list[str]]:
+def leave_session(store: Store, caller: Caller, now: int) -> tuple[dict, list[str]]:
     """End my session: (the peer object, the ids of the claimed, unfinished work that
     became delivery_unknown by it)."""
     require_session(store, caller)
@@ -293,7 +296,7 @@ def leave_session(store, caller: Caller, now: int) -> tuple[dict, list[str]]:
 WAKEUPS = ("waiter", "hook", "polling", "not_configured")
 
 
-def waiter_running(store, name: str, now: int) -> bool:
+def waiter_running(store: Store, name: str, now: int) -> bool:
     """A wake waiter of a live session of ``name`` runs now (design.md §12)."""
     rows = store.live_session_waiters(name, now)
     if not rows:
@@ -303,7 +306,7 @@ def waiter_running(store, name: str, now: int) -> bool:
     return any(process_alive(r["pid"], r["process_start"], r["host"]) for r in rows)
 
 
-def wakeup(store, name: str, now: int) -> str:
+def wakeup(store: Store, name: str, now: int) -> str:
     """How ``name`` can be woken (design.md §12), the one definition that send/submit,
     `peers list` and doctor show: ``waiter`` when a wake waiter of a live session of that
     peer runs now; ``hook`` when relay's hook ran for it in the last 10 minutes;
@@ -319,7 +322,7 @@ def wakeup(store, name: str, now: int) -> str:
     return "not_configured"
 
 
-def peer_object(store, name: str, now: int) -> dict:
+def peer_object(store: Store, name: str, now: int) -> dict:
     """The one public shape of a peer (design.md §6)."""
     peer = store.get_peer(name)
     session = store.active_session(name)
@@ -334,5 +337,5 @@ def peer_object(store, name: str, now: int) -> dict:
     }
 
 
-def list_peers(store, now: int) -> dict:
+def list_peers(store: Store, now: int) -> dict:
     return {"peers": [peer_object(store, p["name"], now) for p in store.list_peers()]}

@@ -7,9 +7,12 @@ to which state with which reason. The lifecycle code consults it, the docs and
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..core.errors import RelayError
+
+if TYPE_CHECKING:
+    from relay_cli.store import Store
 
 STATES = (
     "queued", "delivered", "acknowledged", "completed", "failed", "rejected", "expired",
@@ -172,7 +175,7 @@ def unknown_detail(row) -> str:
             f"`{SETTLE.replace('ID', row['id'])}`")
 
 
-def apply(store, row, event: str, *, actor: str, at: int, detail=None, fields=None,
+def apply(store: Store, row, event: str, *, actor: str, at: int, detail=None, fields=None,
           set_detail: bool = False) -> dict:
     """Move one request by ``event`` (consulting ``TRANSITIONS``) and log the event.
 

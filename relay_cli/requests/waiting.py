@@ -8,6 +8,7 @@ They look at what is there before they sleep, hold no lock while they sleep
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from ..core.errors import RelayError
 from . import lifecycle, peers
@@ -15,11 +16,14 @@ from .due import poll, unit
 from .peers import Caller
 from .states import FINAL_STATES
 
+if TYPE_CHECKING:
+    from relay_cli.store import Store
+
 
 class LeaseKeeper:
     """Renews a session's lease while one of its commands is blocked (design.md §3)."""
 
-    def __init__(self, store, caller: Caller, polling_until: float | None = None) -> None:
+    def __init__(self, store: Store, caller: Caller, polling_until: float | None = None) -> None:
         self.store = store
         self.caller = caller
         self.polling_until = polling_until  # monotonic end of a claim --wait, for `wakeup`
@@ -68,7 +72,7 @@ def wait_exit_code(state: str) -> int | None:
     return None
 
 
-def wait(store, name: str | None, token: str | None, ref: str, timeout_s: int,
+def wait(store: Store, name: str | None, token: str | None, ref: str, timeout_s: int,
          on_block=None) -> tuple[int, dict]:
     """`relay wait`: block until the request that ``ref`` names (a full id or a prefix,
     resolved once) is final. Returns (exit status, the request object as it is then): 0
@@ -102,7 +106,7 @@ def wait(store, name: str | None, token: str | None, ref: str, timeout_s: int,
     return (75 if code is None else code), obj
 
 
-def claim_waiting(store, caller: Caller, lease_s: int, ref: str | None,
+def claim_waiting(store: Store, caller: Caller, lease_s: int, ref: str | None,
                   wait_s: int, on_block=None, again: bool = False) -> dict:
     """`claim [--id ID] [--wait D]`: take the oldest queued request (or the one ``ref``
     names, resolved once), waiting up to ``wait_s`` for one; ``nothing_to_claim`` when

@@ -1,8 +1,8 @@
 """The store: every SQL statement relay runs lives in this package.
 
-The rest of relay sees a narrow interface of named operations over plain dicts/rows, so a
-second backend (PostgreSQL for agents on several machines) can implement the same
-methods and pass the same tests.
+The rest of relay sees a narrow interface of named operations over plain dicts/rows,
+declared as ``Store`` (api.py), so a second backend (PostgreSQL for agents on several
+machines) implements the same methods and passes the same tests.
 
 May import: ``core`` only.
 """
@@ -13,7 +13,8 @@ import os
 from pathlib import Path
 
 from ..core.errors import RelayError
-from .base import Store
+from .api import Health, Row, Store
+from .base import SQLiteStore
 from .db import open_db, open_existing_readonly, relay_error_from_sqlite
 from .home import DB_NAME, check_home, ensure_home, inspect_path, resolve_home, unsafe_reasons
 from .migrations import LATEST as LATEST_SCHEMA
@@ -22,7 +23,10 @@ from .url import database_url, redact, set_database_url
 __all__ = [
     "DB_NAME",
     "LATEST_SCHEMA",
+    "Health",
+    "Row",
     "Store",
+    "SQLiteStore",
     "check_home",
     "database_file",
     "database_url",
@@ -61,7 +65,7 @@ def open_store(home: str | Path | None = None) -> Store:
         from .pg_store import open_pg
 
         return open_pg(url, path)
-    return Store(open_db(path), path)
+    return SQLiteStore(open_db(path), path)
 
 
 def open_store_readonly(home: str | Path | None = None) -> Store | None:
@@ -73,4 +77,4 @@ def open_store_readonly(home: str | Path | None = None) -> Store | None:
 
         return open_pg(url, path, migrate=False)
     db = open_existing_readonly(path)
-    return None if db is None else Store(db, path)
+    return None if db is None else SQLiteStore(db, path)

@@ -1,13 +1,18 @@
-"""The store's interface on SQLite: the named operations of sql_*.py over relay.db's
-connection (db.py). PostgreSQL's store (pg_store.py) is this class with PostgreSQL's
-connection and its own answers to the few questions about the file itself."""
+"""The store on SQLite: the named operations of sql_*.py over relay.db's connection
+(db.py). PostgreSQL's store (pg_store.py) shares ``SQLStore`` with PostgreSQL's
+connection, and gives its own answers to the few questions about the database itself."""
 
 from __future__ import annotations
 
+import os
+import sqlite3
 import time
 from pathlib import Path
 
-from .db import Connection
+from ..core.errors import RelayError
+from .api import Health
+from .db import Connection, relay_error_from_sqlite
+from .dialect import PostgreSQL, SQLite
 from .sql_data import DataSQL
 from .sql_hook import HookSQL
 from .sql_ledger import LedgerSQL
@@ -16,8 +21,12 @@ from .sql_peers import PeersSQL
 from .sql_requests import RequestsSQL
 
 
-class Store(RequestsSQL, PeersSQL, LedgerSQL, HookSQL, OpsSQL, DataSQL):
+class SQLStore(RequestsSQL, PeersSQL, LedgerSQL, HookSQL, OpsSQL, DataSQL):
+    """The operations both backends share, over a connection with relay's transaction
+    discipline (db.Connection, or pg.PgConnection)."""
+
     backend = "sqlite"
+    _sql: type[SQLite] | type[PostgreSQL] = SQLite
     # A waiting command's longest sleep between looks at data_version().
     poll_interval = 0.05
 
@@ -49,3 +58,70 @@ class Store(RequestsSQL, PeersSQL, LedgerSQL, HookSQL, OpsSQL, DataSQL):
 
     def close(self) -> None:
         self.db.close()
+
+
+class SQLiteStore(SQLStore):
+    """The store on relay.db."""
+
+    db: Connection
+
+    # ------------------------------------------------------------ doctor's facts
+    def health(self) -> Health:
+        """relay.db's facts for doctor (design.md §11), read without a transaction from
+        a read-only connection. The schema version must be readable (else the error is
+        raised: the file is not a database doctor can look into); every other fact that
+        cannot be read is left out, its error kept under the name of doctor's check."""
+        db = self.db
+        try:
+            version = db.scalar("PRAGMA user_version")
+        except sqlite3.Error as e:
+            raise relay_error_from_sqlite(e) from e
+        errors: dict[str, RelayError] = {}
+
+        def read(check: str, fn):
+            try:
+                return fn()
+            except sqlite3.Error as e:
+                errors.setdefault(check, relay_error_from_sqlite(e))
+            except RelayError as e:
+                errors.setdefault(check, e)
+            return None
+
+        tables = read("schema", lambda: db.all(
+            "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"))
+        integrity = read("quick_check", lambda: tuple(
+            r[0] for r in db.all("PRAGMA quick_check")))
+        journal = read("journal_mode", self._journal_mode)
+        synchronous = None if journal is None else read(
+            "journal_mode", lambda: db.scalar("PRAGMA synchronous"))
+        return Health(
+            backend=self.backend, where=str(db.path), schema_version=version,
+            has_tables=bool(tables), integrity=integrity, journal_mode=journal,
+            synchronous=synchronous, file_bytes=self._file_bytes(),
+            rows_by_table=read("tables", self._table_counts), errors=errors)
+
+    def _journal_mode(self) -> str:
+        """The database's journal mode as stored in the file."""
+        if self.db.immutable:
+            # An immutable connection reports "delete" and holds no POSIX locks, so the
+            # header can be read by hand safely: bytes 18-19 are 2 for WAL.
+            with open(self.db.path, "rb") as f:
+                head = f.read(20)
+            return "wal" if head[18:20] == b"\x02\x02" else "delete"
+        return str(self.db.scalar("PRAGMA journal_mode")).lower()
+
+    def _file_bytes(self) -> dict[str, int]:
+        sizes = {}
+        for name, suffix in (("relay.db", ""), ("WAL", "-wal")):
+            try:
+                sizes[name] = os.stat(f"{self.db.path}{suffix}").st_size
+            except OSError:
+                sizes[name] = 0
+        return sizes
+
+    def _table_counts(self) -> dict[str, int]:
+        """Rows per table, through sqlite-utils' table introspection."""
+        import sqlite_utils
+
+        db = sqlite_utils.Database(self.db.conn, recursive_triggers=False)
+        return {table.name: table.count for table in db.tables}

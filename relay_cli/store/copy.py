@@ -12,7 +12,6 @@ the target's sequences continue after the copied rows.
 
 from __future__ import annotations
 
-import re
 import shutil
 import sqlite3
 import tempfile
@@ -21,7 +20,8 @@ from pathlib import Path
 from ..core.errors import RelayError
 from . import pg
 from .db import open_db, open_existing_readonly, relay_error_from_sqlite
-from .migrations import LATEST, MIGRATIONS
+from .migrations import LATEST, check_version
+from .tables import TABLES
 
 BATCH = 1000
 
@@ -51,9 +51,8 @@ def _columns(dst, table: str) -> dict[str, bool]:
 
 
 def relay_tables() -> frozenset[str]:
-    """The tables relay's migrations create."""
-    return frozenset(re.findall(r"CREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+)",
-                                "\n".join(MIGRATIONS), re.I))
+    """The tables relay's migrations create (tables.py describes them)."""
+    return frozenset(TABLES)
 
 
 def copy(home: Path, url: str) -> dict:
@@ -70,8 +69,7 @@ def copy(home: Path, url: str) -> dict:
             dst = pg.connect(url, migrate=False)
             try:
                 _refuse_unless_empty(dst)
-                if dst.schema_version > LATEST:
-                    raise pg.too_new(dst.schema_version)
+                check_version(dst.schema_version, pg.WHERE, lambda: None)
                 if dst.schema_version < LATEST:
                     pg.apply_migrations(dst)
                     dst.schema_version = LATEST
@@ -91,12 +89,9 @@ def _open_source(home: Path):
     src = open_existing_readonly(home)
     try:
         version = src.scalar("PRAGMA user_version")
-        if version > LATEST:
-            raise RelayError("schema_too_new", f"relay.db has schema version {version}; "
-                             f"this relay understands up to {LATEST}")
-        if version == 0 and src.scalar("SELECT count(*) FROM sqlite_master"):
-            raise RelayError("database_corrupt",
-                             f"{home / 'relay.db'} is a SQLite database, but not relay's")
+        check_version(version, "relay.db", lambda: None if not src.scalar(
+            "SELECT count(*) FROM sqlite_master") else
+            f"{home / 'relay.db'} is a SQLite database, but not relay's")
     except sqlite3.Error as e:
         src.close()
         raise relay_error_from_sqlite(e) from e

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..core.errors import RelayError
 from .home import DB_NAME, check_home, ensure_home
-from .migrations import LATEST, MIGRATIONS, REPAIRS
+from .migrations import LATEST, MIGRATIONS, REPAIRS, check_version
 from .views import sync as sync_views
 
 BUSY_TIMEOUT_S = 5.0
@@ -68,6 +68,11 @@ class Connection:
 
     def execute(self, sql: str, params=()) -> sqlite3.Cursor:
         return self.conn.execute(sql, params)
+
+    def later(self, sql: str, params=()) -> None:
+        """A write whose answer nobody reads (PostgreSQL sends it with the transaction's
+        next statement; here it runs at once)."""
+        self.conn.execute(sql, params)
 
     def executemany(self, sql: str, seq) -> None:
         self.conn.executemany(sql, seq)
@@ -173,17 +178,11 @@ def _open_read_only(path: Path) -> Connection:
     db = _open_uri(path, "mode=ro&immutable=1")
     try:
         version = db.scalar("PRAGMA user_version")
-        if version > LATEST:
-            raise RelayError(
-                "schema_too_new",
-                f"relay.db has schema version {version}; this relay understands up to {LATEST}",
-            )
+        check_version(version, DB_NAME, lambda: _not_relays(db.conn, path))
         if version < LATEST:
             raise RelayError(
                 "storage_error", f"relay.db has schema version {version} and must be migrated "
                 f"to {LATEST}, but the state directory {path.parent} is read-only")
-        if version == 0 and _foreign(db.conn):
-            raise RelayError("database_corrupt", f"{path} is a SQLite database, but not relay's")
     except sqlite3.Error as e:
         db.close()
         raise relay_error_from_sqlite(e) from e
@@ -216,13 +215,7 @@ def _open_rw(path: Path) -> Connection:
     conn = _connect(path)
     try:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version > LATEST:
-            raise RelayError(
-                "schema_too_new",
-                f"relay.db has schema version {version}; this relay understands up to {LATEST}",
-            )
-        if version == 0 and _foreign(conn):
-            raise RelayError("database_corrupt", f"{path} is a SQLite database, but not relay's")
+        check_version(version, DB_NAME, lambda: _not_relays(conn, path))
         if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
             conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = FULL")
@@ -237,21 +230,20 @@ def _open_rw(path: Path) -> Connection:
         raise
 
 
-def _foreign(conn: sqlite3.Connection) -> bool:
+def _not_relays(conn: sqlite3.Connection, path: Path) -> str | None:
     """Version 0 with tables: someone else's database (or another relay migrated it just
     now: a migration commits its tables and user_version together, so read it again)."""
     if not conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
-        return False
-    return conn.execute("PRAGMA user_version").fetchone()[0] == 0
+        return None
+    if conn.execute("PRAGMA user_version").fetchone()[0] != 0:
+        return None
+    return f"{path} is a SQLite database, but not relay's"
 
 
 def migrate(db: Connection) -> None:
     with db.transaction():
         version = db.scalar("PRAGMA user_version")
-        if version > LATEST:
-            raise RelayError("schema_too_new", f"relay.db has schema version {version}")
-        if version == 0 and _foreign(db.conn):
-            raise RelayError("database_corrupt", f"{db.path} is a SQLite database, but not relay's")
+        check_version(version, DB_NAME, lambda: _not_relays(db.conn, db.path))
         for number in range(version, LATEST):
             if number + 1 in REPAIRS:
                 REPAIRS[number + 1](db)

@@ -5,6 +5,8 @@ append-only: never edit one that has shipped, append a new one
 (tests/test_schema_history.py pins the text of each shipped one by its hash, and
 migrates databases made by every earlier revision, kept under tests/fixtures/schemas/).
 
+PostgreSQL runs the same migrations as written out for it in pg_migrations.py.
+
 ``REPAIRS``: a migration that must look at the database before it can say what to change
 (SQLite has no ``ADD COLUMN IF NOT EXISTS``) has a function here, run on SQLite in the
 same transaction just before its text.
@@ -13,6 +15,8 @@ same transaction just before its text.
 from __future__ import annotations
 
 from typing import Callable
+
+from ..core.errors import RelayError
 
 MIGRATIONS: list[str] = [
     # 1: peers, sessions, requests, drafts, events
@@ -216,6 +220,81 @@ MIGRATIONS: list[str] = [
     CREATE INDEX IF NOT EXISTS requests_open_to ON requests(to_peer)
         WHERE state IN ('queued', 'delivered', 'acknowledged');
     """,
+    # 8: requests.state holds only the states of design.md §5 (a CHECK, as sessions and
+    # the ledger have). SQLite adds a CHECK only by rebuilding the table: the rows move
+    # with their rowids (relay's tie-breaker) and the indexes are made again. While the
+    # table is swapped, legacy_alter_table keeps SQLite from rewriting or checking the
+    # views that name requests (relay's, and any of a person's own). PostgreSQL adds the
+    # constraint in place (pg_migrations.py).
+    """
+    PRAGMA legacy_alter_table = ON;
+    CREATE TABLE requests_v8 (
+        id TEXT PRIMARY KEY,
+        fingerprint TEXT NOT NULL,
+        from_peer TEXT NOT NULL,
+        to_peer TEXT NOT NULL,
+        from_session TEXT,
+        text TEXT,
+        text_bytes INTEGER NOT NULL,
+        reply TEXT,
+        state TEXT NOT NULL CHECK (state IN ('queued', 'delivered', 'acknowledged',
+            'completed', 'failed', 'rejected', 'expired', 'cancelled', 'delivery_unknown')),
+        reason TEXT,
+        detail TEXT,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL,
+        delivered_at INTEGER,
+        acknowledged_at INTEGER,
+        finished_at INTEGER,
+        lease_expires_at INTEGER,
+        claim_session TEXT,
+        reply_deadline_at INTEGER,
+        ttl_seconds INTEGER NOT NULL,
+        reply_within_seconds INTEGER,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        max_attempts INTEGER NOT NULL,
+        on_lost TEXT NOT NULL,
+        in_reply_to TEXT,
+        depth INTEGER NOT NULL DEFAULT 0,
+        pruned INTEGER NOT NULL DEFAULT 0,
+        notified_at INTEGER
+    );
+    INSERT INTO requests_v8 (rowid, id, fingerprint, from_peer, to_peer, from_session, text,
+        text_bytes, reply, state, reason, detail, created_at, updated_at, expires_at,
+        delivered_at, acknowledged_at, finished_at, lease_expires_at, claim_session,
+        reply_deadline_at, ttl_seconds, reply_within_seconds, attempts, max_attempts,
+        on_lost, in_reply_to, depth, pruned, notified_at)
+    SELECT rowid, id, fingerprint, from_peer, to_peer, from_session, text,
+        text_bytes, reply, state, reason, detail, created_at, updated_at, expires_at,
+        delivered_at, acknowledged_at, finished_at, lease_expires_at, claim_session,
+        reply_deadline_at, ttl_seconds, reply_within_seconds, attempts, max_attempts,
+        on_lost, in_reply_to, depth, pruned, notified_at
+    FROM requests;
+    DROP TABLE requests;
+    ALTER TABLE requests_v8 RENAME TO requests;
+    PRAGMA legacy_alter_table = OFF;
+    CREATE INDEX requests_created ON requests(created_at);
+    CREATE INDEX requests_from_created ON requests(from_peer, created_at);
+    CREATE INDEX requests_to_created ON requests(to_peer, created_at);
+    CREATE INDEX requests_state_created ON requests(state, created_at);
+    CREATE INDEX requests_queued_to ON requests(to_peer, created_at) WHERE state = 'queued';
+    CREATE INDEX requests_queued_ttl ON requests(expires_at) WHERE state = 'queued';
+    CREATE INDEX requests_delivered_lease ON requests(lease_expires_at)
+        WHERE state = 'delivered';
+    CREATE INDEX requests_ack_deadline ON requests(reply_deadline_at)
+        WHERE state = 'acknowledged';
+    CREATE INDEX requests_claimed_by ON requests(claim_session)
+        WHERE state IN ('delivered', 'acknowledged');
+    CREATE INDEX requests_finished ON requests(finished_at)
+        WHERE finished_at IS NOT NULL;
+    CREATE INDEX requests_unnotified ON requests(from_peer, finished_at)
+        WHERE notified_at IS NULL AND finished_at IS NOT NULL;
+    CREATE INDEX requests_prunable ON requests(finished_at)
+        WHERE pruned = 0 AND finished_at IS NOT NULL;
+    CREATE INDEX requests_open_to ON requests(to_peer)
+        WHERE state IN ('queued', 'delivered', 'acknowledged');
+    """,
 ]
 
 # The ledger columns added to migration 2 after it first shipped, as migration 2 defines
@@ -248,3 +327,17 @@ def _repair_ledger_columns(db) -> None:
 REPAIRS: dict[int, Callable] = {6: _repair_ledger_columns}
 
 LATEST = len(MIGRATIONS)
+
+
+def check_version(version: int, where: str, foreign: Callable[[], str | None]) -> None:
+    """The schema-version guard of both backends (design.md §2): a database of a newer
+    relay is ``schema_too_new``; one at version 0 that holds tables is not relay's
+    (``foreign`` says so, or None) and is ``database_corrupt``."""
+    if version > LATEST:
+        raise RelayError(
+            "schema_too_new",
+            f"{where} has schema version {version}; this relay understands up to {LATEST}")
+    if version == 0:
+        why = foreign()
+        if why:
+            raise RelayError("database_corrupt", why)

@@ -1,10 +1,9 @@
 """The PostgreSQL backend (design.md §13): the same statements on a shared server.
 
-relay's SQL is written once, in the SQLite spelling (sql_*.py, migrations.py). This
-module is the dialect layer: ``translate`` rewrites the few spellings that differ
-(placeholders, ``INDEXED BY``, two-argument ``max``/``min``, ``LIMIT -1``, ``IS ?``,
-``json_each``), ``ddl`` maps the column types of the migrations, and ``PgConnection``
-gives the same transaction discipline as ``BEGIN IMMEDIATE``: one writer at a time,
+relay's SQL is written once (sql_*.py); the few spellings that differ are written once
+per backend in dialect.py, and the migrations as PostgreSQL runs them in
+pg_migrations.py. This module changes only the placeholders (``placeholders``), and
+``PgConnection`` gives the same transaction discipline as ``BEGIN IMMEDIATE``: one writer at a time,
 through a transaction-scoped advisory lock that every write transaction takes first (so
 every read-modify-write is exactly as serial as on SQLite, across machines), and read
 snapshots that take no lock. ``PRAGMA data_version`` becomes ``LISTEN``/``NOTIFY``:
@@ -25,7 +24,9 @@ from functools import lru_cache
 
 from ..core import clock
 from ..core.errors import RelayError
-from .migrations import LATEST, MIGRATIONS
+from .migrations import LATEST, check_version
+from .pg_migrations import PG_MIGRATIONS
+from .tables import TABLES
 from .url import INSTALL, redact, scrub
 
 CHANNEL = "relay_changes"
@@ -48,20 +49,9 @@ RETRIES = 4  # serialization failures and deadlocks at a transaction's first sta
 RETRY_AFTER_S = 5.0  # retry_after_seconds of database_unavailable
 CLOCK_REFRESH_S = 60.0
 SCHEMA_TABLE = "relay_schema"
-# The tables migrations create; a database holding one of them without SCHEMA_TABLE is
-# not relay's, and relay refuses it rather than guess.
-RELAY_TABLES = ("peers", "sessions", "requests", "drafts", "events", "ledger", "hook_state")
-
-# Writes whose answer relay's code never reads (their methods return nothing): inside a
-# write transaction they are not sent on their own but with the next statement, or with
-# COMMIT. Written as in sql_*.py; a statement that changes there is simply sent at once.
-LATER = frozenset({
-    "INSERT INTO events (request_id, at, from_state, to_state, reason, actor, detail) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?)",
-    "UPDATE peers SET last_seen_at = ? WHERE name = ?",
-    "UPDATE sessions SET lease_expires_at = max(lease_expires_at, ?) "
-    "WHERE id = ? AND state = 'active'",
-})
+# The tables migrations create (tables.py); a database holding one of them without
+# SCHEMA_TABLE is not relay's, and relay refuses it rather than guess.
+RELAY_TABLES = tuple(TABLES)
 
 BEGIN_WRITE = f"BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock({WRITE_LOCK}); "
 BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; "
@@ -227,127 +217,27 @@ def driver():
     return psycopg2
 
 
-# ---------------------------------------------------------------------- the dialect
-_TOKEN = re.compile(
-    r"'(?:[^']|'')*'"                      # a string literal: copied as it is
-    r"|\bINDEXED\s+BY\s+\w+"               # SQLite's index hint: the planner chooses
-    r"|\bLIMIT\s+(?:\?|:[A-Za-z_]\w*)"     # LIMIT -1 means no limit in SQLite
-    r"|\b(?:max|min|ifnull)\s*\("          # scalar max(a, b) / min(a, b), ifnull
-    r"|\bjson_each\s*\("                    # a JSON array's values, as a table
-    r"|\bIS\s+(?:NOT\s+)?(?:\?|:[A-Za-z_]\w*)"  # SQLite's IS with a value
-    r"|\bINSERT\s+OR\s+IGNORE\b"
-    r"|\bLIKE\b"
-    r"|\?|:[A-Za-z_]\w*|%",
-    re.IGNORECASE,
-)
-
-
-def _args_have_comma(sql: str, start: int) -> bool:
-    """Whether the call whose '(' is at ``start`` has more than one argument."""
-    depth, i = 0, start
-    while i < len(sql):
-        ch = sql[i]
-        if ch == "'":
-            i = sql.index("'", i + 1) + 1
-            continue
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-            if depth == 0:
-                return False
-        elif ch == "," and depth == 1:
-            return True
-        i += 1
-    return False
+# ---------------------------------------------------------------------- placeholders
+_MARK = re.compile(r"'(?:[^']|'')*'|\?|(?<!:):[A-Za-z_]\w*|%")
 
 
 @lru_cache(maxsize=512)
-def translate(sql: str) -> str:
-    """One of relay's statements in PostgreSQL's spelling (psycopg2 placeholders)."""
-    out, pos, ignore = [], 0, False
-    for m in _TOKEN.finditer(sql):
-        out.append(sql[pos:m.start()])
+def placeholders(sql: str) -> str:
+    """One of relay's statements with psycopg2's placeholders: ``?`` as ``%s``,
+    ``:name`` as ``%(name)s``, a literal ``%`` doubled. Nothing else is rewritten: the
+    spellings that differ are the dialect's (dialect.py), the DDL is pg_migrations.py."""
+
+    def mark(m: re.Match) -> str:
         tok = m.group(0)
-        low = tok.lower()
         if tok.startswith("'"):
-            out.append(tok.replace("%", "%%"))
-        elif low.startswith("indexed"):
-            pass
-        elif low.startswith("limit"):
-            arg = "%s" if tok.endswith("?") else f"%({tok.split(':', 1)[1]})s"
-            out.append(f"LIMIT NULLIF({arg}, -1)")
-        elif low.startswith(("max", "min")):
-            name = low.split("(")[0].strip()
-            if _args_have_comma(sql, m.end() - 1):
-                name = "GREATEST" if name == "max" else "LEAST"
-            out.append(name + "(")
-        elif low.startswith("ifnull"):
-            out.append("coalesce(")
-        elif low.startswith("json_each"):
-            out.append("json_array_elements_text(")  # its column is `value` too
-        elif low.startswith("is") and not low.startswith("insert"):
-            arg = "%s" if tok.endswith("?") else f"%({tok.split(':', 1)[1]})s"
-            negated = re.search(r"\bNOT\b", tok, re.I) is not None
-            out.append(("IS DISTINCT FROM " if negated else "IS NOT DISTINCT FROM ") + arg)
-        elif low.startswith("insert"):
-            out.append("INSERT")
-            ignore = True
-        elif low == "like":
-            out.append("ILIKE")  # SQLite's LIKE ignores ASCII case
-        elif tok == "?":
-            out.append("%s")
-        elif tok == "%":
-            out.append("%%")
-        else:
-            out.append(f"%({tok[1:]})s")
-        pos = m.end()
-    out.append(sql[pos:])
-    text = "".join(out)
-    if ignore:
-        head, sep, tail = text.partition(" RETURNING ")
-        text = head + " ON CONFLICT DO NOTHING" + (sep + tail if sep else "")
-    return text
+            return tok.replace("%", "%%")
+        if tok == "?":
+            return "%s"
+        if tok == "%":
+            return "%%"
+        return f"%({tok[1:]})s"
 
-
-def ddl(script: str) -> str:
-    """A migration's SQLite DDL for PostgreSQL: 64-bit integers, BYTEA, byte-order text
-    (COLLATE "C", as SQLite compares), and a ``rowid`` column on every table (SQLite's
-    implicit one, which relay's statements use as a tie-breaker)."""
-    s = re.sub(r"\bAUTOINCREMENT\b|\bWITHOUT\s+ROWID\b|\bSTRICT\b", "", script, flags=re.I)
-
-    # rowid goes last, so `SELECT *` lists the columns in SQLite's order
-    out, pos = [], 0
-    for m in re.finditer(r"\bCREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?\w+\s*\(", s, re.I):
-        close = _close_paren(s, m.end() - 1)
-        body = s[m.end():close]
-        ipk = re.search(r"(\w+)\s+INTEGER\s+PRIMARY\s+KEY", body, re.I)
-        rowid = (f"rowid BIGINT GENERATED ALWAYS AS ({ipk.group(1)}) STORED" if ipk
-                 else "rowid BIGSERIAL NOT NULL")
-        out.append(s[pos:close].rstrip() + f",\n        {rowid}\n    ")
-        pos = close
-    out.append(s[pos:])
-    s = "".join(out)
-    # Types are written in capitals in migrations.py, column names in lower case.
-    s = re.sub(r"\bINTEGER\s+PRIMARY\s+KEY\b", "BIGSERIAL PRIMARY KEY", s)
-    s = re.sub(r"\bINTEGER\b", "BIGINT", s)
-    s = re.sub(r"\bBLOB\b", "BYTEA", s)
-    s = re.sub(r"\bREAL\b", "DOUBLE PRECISION", s)
-    s = re.sub(r"\bTEXT\b", 'TEXT COLLATE "C"', s)
-    return s
-
-
-def _close_paren(sql: str, start: int) -> int:
-    """The index of the ')' that closes the '(' at ``start``."""
-    depth = 0
-    for i in range(start, len(sql)):
-        if sql[i] == "(":
-            depth += 1
-        elif sql[i] == ")":
-            depth -= 1
-            if depth == 0:
-                return i
-    return len(sql)
+    return _MARK.sub(mark, sql)
 
 
 def _params(params):
@@ -469,7 +359,7 @@ class PgConnection:
         self._rows = _Cursor
         self.in_tx = False
         self._pending: str | None = None
-        self._later: list[str] = []  # deferred writes of the open transaction (LATER)
+        self._later: list[str] = []  # deferred writes of the open transaction (later)
         self._dirty = False
         self._listening = False
         self._version = 0
@@ -551,16 +441,20 @@ class PgConnection:
             raise self.error(e) from None
         return cur
 
+    def later(self, sql: str, params=()) -> None:
+        """A write whose answer nobody reads (an event row, a peer's last_seen_at, a lease
+        renewal): inside an open write transaction it travels with the transaction's next
+        statement (or its COMMIT), one round trip fewer. Its error, if any, is then that
+        statement's, in the same transaction, which is rolled back."""
+        if not (self.in_tx and self._pending is None):
+            self.execute(sql, params)
+            return
+        cur = self.conn.cursor()
+        self._later.append(cur.mogrify(placeholders(sql), _params(params)).decode())
+        self._dirty = True
+
     def execute(self, sql: str, params=()):
-        if sql in LATER and self.in_tx and self._pending is None:
-            # A write whose answer nobody reads: it travels with the transaction's next
-            # statement (or its COMMIT), one round trip fewer. Its error, if any, is
-            # then that statement's, in the same transaction, which is rolled back.
-            cur = self.conn.cursor()
-            self._later.append(cur.mogrify(translate(sql), _params(params)).decode())
-            self._dirty = True
-            return None
-        q = translate(sql)
+        q = placeholders(sql)
         p = _params(params)
         write = _is_write(q)
         if not self.in_tx:
@@ -612,7 +506,7 @@ class PgConnection:
             self.execute(sql, params)
 
     def _take_later(self) -> str:
-        """The deferred writes (``LATER``), to be sent before the next statement."""
+        """The deferred writes (``later``), to be sent before the next statement."""
         if not self._later:
             return ""
         text = "; ".join(self._later) + "; "
@@ -790,8 +684,8 @@ def connect(url: str, migrate: bool = True) -> PgConnection:
                 .fetchone()[0]
         db._set_clock(float(server_ms), t0, time.time())
         version = version or 0
-        if version > LATEST and migrate:  # (doctor reports it instead)
-            raise too_new(version)
+        if migrate:  # (doctor reports it instead)
+            check_version(version, WHERE, lambda: None)
         db.schema_version = version
         if version < LATEST and migrate:
             apply_migrations(db)
@@ -802,12 +696,7 @@ def connect(url: str, migrate: bool = True) -> PgConnection:
         raise
 
 
-def too_new(version: int) -> RelayError:
-    return RelayError(
-        "schema_too_new",
-        f"the PostgreSQL database has schema version {version}; this relay understands up "
-        f"to {LATEST}",
-    )
+WHERE = "the PostgreSQL database"
 
 
 def schema_version(db: PgConnection) -> int | None:
@@ -831,6 +720,15 @@ def foreign_tables(db: PgConnection) -> list[str]:
         "current_schema() AND table_name = ANY(?) ORDER BY table_name", (list(RELAY_TABLES),))]
 
 
+def _not_relays(db: PgConnection) -> str | None:
+    """A database without relay's schema table that holds tables named like relay's."""
+    found = foreign_tables(db)
+    if not found:
+        return None
+    return (f"the PostgreSQL database {db.shown} holds tables named like relay's "
+            f"({', '.join(found)}) but no relay schema; give relay a database of its own")
+
+
 def apply_migrations(db: PgConnection) -> None:
     """Apply the missing migrations in one transaction under an advisory lock, so the
     first calls from several machines at once migrate exactly once."""
@@ -838,21 +736,13 @@ def apply_migrations(db: PgConnection) -> None:
     try:
         db._raw(f"SELECT pg_advisory_xact_lock({MIGRATE_LOCK})")
         version = schema_version(db)
+        check_version(version or 0, WHERE, lambda: None if version is not None else _not_relays(db))
         if version is None:
-            found = foreign_tables(db)
-            if found:
-                raise RelayError(
-                    "database_corrupt",
-                    f"the PostgreSQL database {db.shown} holds tables named like relay's "
-                    f"({', '.join(found)}) but no relay schema; give relay a database of its own",
-                )
             db._raw(f"CREATE TABLE {SCHEMA_TABLE} (version INTEGER NOT NULL)")
             db._raw(f"INSERT INTO {SCHEMA_TABLE} VALUES (0)")
             version = 0
-        if version > LATEST:
-            raise too_new(version)
         for number in range(version, LATEST):
-            db._raw(ddl(MIGRATIONS[number]), seconds=LONG_DEADLINE_S)
+            db._raw(PG_MIGRATIONS[number], seconds=LONG_DEADLINE_S)
         db._raw(f"UPDATE {SCHEMA_TABLE} SET version = {LATEST}")
         db._raw("COMMIT")
     except BaseException:

@@ -1,21 +1,25 @@
 """The store on PostgreSQL (design.md §13): the shared statements of sql_*.py through
 the dialect layer of pg.py, and PostgreSQL's own answers where SQLite's were about the
-local file (PRAGMAs, sqlite_master, quick_check)."""
+local file (doctor's facts: ``health``)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from ..core.errors import RelayError
-from .base import Store
-from .pg import LATEST, PgConnection, connect, foreign_tables, schema_version, table_names
+from .api import Health
+from .base import SQLStore
+from .dialect import PostgreSQL
+from .pg import LATEST, PgConnection, connect, foreign_tables, table_names
 from .sql_data import EXPORT_ORDER, export_query
 
 EXPORT_BATCH = 1000  # rows per round trip of `relay export`
 
 
-class PgStore(Store):
+class PgStore(SQLStore):
+    db: PgConnection
     backend = "postgresql"
+    _sql = PostgreSQL
     poll_interval = PgConnection.poll_interval
 
     def pause(self, seconds: float) -> None:
@@ -48,29 +52,35 @@ class PgStore(Store):
             "makes pruned space reusable, and VACUUM FULL (which locks every table for all "
             "machines) is for the database's owner to schedule; run relay prune without it")
 
-    # ------------------------------------------------------------ doctor's questions
-    def pragma(self, name: str):
-        if name == "user_version":
-            return schema_version(self.db) or 0
-        raise ValueError(f"no PRAGMA {name} on PostgreSQL")
+    def database_bytes(self) -> int:
+        self.check_vacuum()  # (only `prune --vacuum` asks, and it is refused here)
+        return 0
 
-    def journal_mode(self) -> str:
-        return "postgresql"
+    def vacuum(self) -> None:
+        self.check_vacuum()
 
-    def quick_check(self) -> list[str]:
-        return ["ok"]
+    # ------------------------------------------------------------ doctor's facts
+    def health(self) -> Health:
+        """The server's facts for doctor (design.md §11, §13). SQLite's facts about a
+        file (journal mode, quick_check, sizes) do not apply: they stay None."""
+        db = self.db
+        errors: dict[str, RelayError] = {}
+        server = rows = None
+        try:
+            server = self._server_facts()
+        except RelayError as e:
+            errors["server"] = e
+        version = db.schema_version
+        has_tables = bool(foreign_tables(db)) if version == 0 else True
+        try:
+            rows = {t: db.scalar(f'SELECT count(*) FROM "{t}"') for t in table_names(db)}
+        except RelayError as e:
+            errors["tables"] = e
+        return Health(backend=self.backend, where=db.shown, schema_version=version,
+                      has_tables=has_tables, rows_by_table=rows, server=server,
+                      server_now_ms=db.server_now_ms(), errors=errors)
 
-    def table_names(self) -> list[str]:
-        return table_names(self.db)
-
-    def table_counts(self) -> dict[str, int]:
-        return {t: self.db.scalar(f'SELECT count(*) FROM "{t}"') for t in self.table_names()}
-
-    def foreign_tables(self) -> list[str]:
-        return foreign_tables(self.db)
-
-    def server_facts(self) -> dict:
-        """What doctor reports about the server (design.md §13)."""
+    def _server_facts(self) -> dict:
         db = self.db
         row = db.one("SELECT current_setting('server_version'), "
                      "current_setting('synchronous_commit'), "

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
-from .sql_requests import REQUEST_COLUMNS
+from .tables import REQUEST_LISTED
+
+if TYPE_CHECKING:
+    from .db import Connection
+    from .pg import PgConnection
 
 EXPORT_ORDER = "created_at, rowid"
 
@@ -18,12 +23,12 @@ def export_query(states: list[str] | None, since: int | None) -> tuple[str, list
     if since is not None:
         where.append("created_at >= ?")
         params.append(since)
-    columns = ", ".join(c for c in REQUEST_COLUMNS if c not in ("text", "reply"))
+    columns = ", ".join(REQUEST_LISTED)
     return " AND ".join(where), params, columns
 
 
 class DataSQL:
-    db: object  # Connection
+    db: Connection | PgConnection
 
     def export_requests(self, states: list[str] | None, since: int | None):
         """Requests that are not tombstones (as `list` shows them), oldest first, as an

@@ -7,7 +7,14 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from sqlite3 import Row
+from typing import TYPE_CHECKING
+
+from .api import Row
+
+if TYPE_CHECKING:
+    from .db import Connection
+    from .dialect import PostgreSQL, SQLite
+    from .pg import PgConnection
 
 
 def _id_list(raw: str | None) -> list[str]:
@@ -28,12 +35,13 @@ LISTED = "listed:"
 
 
 class HookSQL:
-    db: object  # Connection
+    db: Connection | PgConnection
+    _sql: type[SQLite] | type[PostgreSQL]
 
     def hook_marks(self, session_id: str) -> dict[str, list[str]]:
         """{"named": [...], "pending": [...], "listed": [...]} for one relay session."""
         out: dict[str, list[str]] = {"named": [], "pending": [], "listed": []}
-        for item in self.hook_raw_ids(session_id):
+        for item in self._hook_raw_ids(session_id):
             if item.startswith(PENDING):
                 out["pending"].append(item[len(PENDING):])
             elif item.startswith(LISTED):
@@ -42,7 +50,7 @@ class HookSQL:
                 out["named"].append(item)
         return out
 
-    def hook_raw_ids(self, session_id: str) -> list[str]:
+    def _hook_raw_ids(self, session_id: str) -> list[str]:
         row = self.get_hook_state(session_id)
         return [] if row is None else _id_list(row["blocked_ids"])
 
@@ -52,7 +60,7 @@ class HookSQL:
         raw = (list(marks.get("named", []))[-keep:]
                + [PENDING + i for i in list(marks.get("pending", []))[-keep:]]
                + [LISTED + i for i in list(marks.get("listed", []))[-keep:]])
-        self.put_hook_state(session_id, stop_blocks, raw, now)
+        self._put_hook_state(session_id, stop_blocks, raw, now)
 
     def hook_queued(self, to_peer: str, limit: int) -> list[Row]:
         """The oldest ``limit`` queued requests of a peer, without their text."""
@@ -83,11 +91,7 @@ class HookSQL:
         """The hook's state for one relay session (``sessions.id``), or None."""
         return self.db.one("SELECT * FROM hook_state WHERE session_id = ?", (session_id,))
 
-    def hook_blocked_ids(self, session_id: str) -> list[str]:
-        """The ids named to the session (``hook_marks()["named"]``)."""
-        return self.hook_marks(session_id)["named"]
-
-    def put_hook_state(self, session_id: str, stop_blocks: int, blocked_ids: list[str],
+    def _put_hook_state(self, session_id: str, stop_blocks: int, blocked_ids: list[str],
                        now: int) -> None:
         self.db.execute(
             "INSERT INTO hook_state (session_id, stop_blocks, blocked_ids, updated_at) "
@@ -146,7 +150,7 @@ class HookSQL:
         """Remove the session's waiter row if it is still this process's."""
         self.db.execute(
             "DELETE FROM wake_waiters WHERE session_id = ? AND pid = ? AND host = ? "
-            "AND process_start IS ?",
+            f"AND process_start {self._sql.same_as('?')}",
             (session_id, pid, host, process_start),
         )
 

@@ -2,21 +2,36 @@
 
 from __future__ import annotations
 
-from sqlite3 import Row
+from typing import TYPE_CHECKING
 
-_FINAL = "('completed', 'failed', 'rejected', 'expired', 'cancelled', 'delivery_unknown')"
+from .api import Row
 
-# A request that still carries its body and keeps it through this prune.
-_BODY_KEPT = (
-    f"r.pruned = 0 AND NOT (r.state IN {_FINAL} AND r.finished_at IS NOT NULL "
-    "AND r.finished_at < :body_cutoff)"
-)
-# Drafts `prune` removes: unsubmitted ones that expired, and submitted ones whose request
-# is gone or is (or is about to become) a tombstone.
-_DRAFT_REMOVABLE = (
-    "(d.submitted_at IS NULL AND d.expires_at <= :now) OR (d.submitted_at IS NOT NULL AND "
-    f"NOT EXISTS (SELECT 1 FROM requests r WHERE r.id = d.id AND {_BODY_KEPT}))"
-)
+if TYPE_CHECKING:
+    from .db import Connection
+    from .dialect import PostgreSQL, SQLite
+    from .pg import PgConnection
+
+
+def _final(final) -> tuple[str, dict]:
+    """``(:final0, ...)`` and its parameters: the domain's final request states
+    (design.md §5), passed in by the caller, never copied into the statement."""
+    names = [f"final{i}" for i in range(len(final))]
+    return "(" + ", ".join(f":{n}" for n in names) + ")", dict(zip(names, final, strict=True))
+
+
+def _body_kept(final_sql: str) -> str:
+    """A request that still carries its body and keeps it through this prune."""
+    return (f"r.pruned = 0 AND NOT (r.state IN {final_sql} AND r.finished_at IS NOT NULL "
+            "AND r.finished_at < :body_cutoff)")
+
+
+def _draft_removable(final_sql: str) -> str:
+    """Drafts `prune` removes: unsubmitted ones that expired, and submitted ones whose
+    request is gone or is (or is about to become) a tombstone."""
+    return ("(d.submitted_at IS NULL AND d.expires_at <= :now) OR (d.submitted_at IS NOT NULL "
+            "AND NOT EXISTS (SELECT 1 FROM requests r WHERE r.id = d.id AND "
+            f"{_body_kept(final_sql)}))")
+
 
 # Sessions `prune` may remove: ended (left, lease lapsed, superseded) before the cutoff.
 # Of those it keeps every session a request row (or tombstone) or a draft still names, so
@@ -37,37 +52,10 @@ _WAITER_REMOVABLE = (
 
 
 class OpsSQL:
-    db: object  # Connection
+    db: Connection | PgConnection
+    _sql: type[SQLite] | type[PostgreSQL]
 
     # ---------------------------------------------------------------- doctor
-    def pragma(self, name: str):
-        """One PRAGMA value (name is one of relay's fixed strings, never user input)."""
-        return self.db.scalar(f"PRAGMA {name}")
-
-    def journal_mode(self) -> str:
-        """The database's journal mode as stored in the file."""
-        if self.db.immutable:
-            # An immutable connection reports "delete" and holds no POSIX locks, so the
-            # header can be read by hand safely: bytes 18-19 are 2 for WAL.
-            with open(self.db.path, "rb") as f:
-                head = f.read(20)
-            return "wal" if head[18:20] == b"\x02\x02" else "delete"
-        return str(self.pragma("journal_mode")).lower()
-
-    def quick_check(self) -> list[str]:
-        return [r[0] for r in self.db.all("PRAGMA quick_check")]
-
-    def table_names(self) -> list[str]:
-        return [r[0] for r in self.db.all(
-            "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
-
-    def table_counts(self) -> dict[str, int]:
-        """Rows per table (for `doctor`), through sqlite-utils' table introspection."""
-        import sqlite_utils
-
-        db = sqlite_utils.Database(self.db.conn, recursive_triggers=False)
-        return {table.name: table.count for table in db.tables}
-
     def passed_deadlines(self, now: int) -> list[Row]:
         """Open requests whose claim lease or reply deadline passed before ``now`` and
         that no command has moved yet (doctor: what the next command will decide)."""
@@ -113,13 +101,17 @@ class OpsSQL:
         )
 
     # ---------------------------------------------------------------- prune
-    def prune_counts(self, now: int, body_cutoff: int, tomb_cutoff: int) -> dict[str, int]:
-        """What a prune at ``now`` would do, counted in one read snapshot."""
-        p = {"now": now, "body_cutoff": body_cutoff, "tomb_cutoff": tomb_cutoff}
-        doomed = f"state IN {_FINAL} AND finished_at IS NOT NULL AND finished_at < :tomb_cutoff"
+    def prune_counts(self, final: tuple[str, ...], now: int, body_cutoff: int,
+                     tomb_cutoff: int) -> dict[str, int]:
+        """What a prune at ``now`` would do, counted in one read snapshot (``final``: the
+        final request states)."""
+        final_sql, p = _final(final)
+        p.update(now=now, body_cutoff=body_cutoff, tomb_cutoff=tomb_cutoff)
+        doomed = (f"state IN {final_sql} AND finished_at IS NOT NULL "
+                  "AND finished_at < :tomb_cutoff")
         return {
             "requests_pruned": self.db.scalar(
-                f"SELECT count(*) FROM requests WHERE state IN {_FINAL} AND pruned = 0 "
+                f"SELECT count(*) FROM requests WHERE state IN {final_sql} AND pruned = 0 "
                 "AND finished_at IS NOT NULL AND finished_at < :body_cutoff "
                 "AND finished_at >= :tomb_cutoff", p),
             "tombstones_removed": self.db.scalar(
@@ -128,21 +120,25 @@ class OpsSQL:
                 f"SELECT count(*) FROM events WHERE request_id IN "
                 f"(SELECT id FROM requests WHERE {doomed})", p),
             "drafts_removed": self.db.scalar(
-                f"SELECT count(*) FROM drafts d WHERE {_DRAFT_REMOVABLE}", p),
-            "sessions_removed": len(self.unused_sessions(now, body_cutoff, tomb_cutoff)),
+                f"SELECT count(*) FROM drafts d WHERE {_draft_removable(final_sql)}", p),
+            "sessions_removed": len(self.unused_sessions(final, now, body_cutoff,
+                                                         tomb_cutoff)),
             "hook_records_removed": self.db.scalar(
                 f"SELECT count(*) FROM hook_state h WHERE {_HOOK_STATE_REMOVABLE}", p)
             + self.db.scalar(
                 f"SELECT count(*) FROM wake_waiters w WHERE {_WAITER_REMOVABLE}", p),
         }
 
-    def remove_old_tombstones(self, tomb_cutoff: int, limit: int) -> tuple[int, int]:
+    def remove_old_tombstones(self, final: tuple[str, ...], tomb_cutoff: int,
+                              limit: int) -> tuple[int, int]:
         """Delete up to ``limit`` final requests finished before ``tomb_cutoff`` (whether
         already tombstones or not) and their events. Returns (requests, events)."""
+        final_sql, p = _final(final)
+        p.update(tomb_cutoff=tomb_cutoff, limit=limit)
         ids = [r[0] for r in self.db.all(
-            f"SELECT id FROM requests INDEXED BY requests_finished WHERE state IN {_FINAL} "
-            "AND finished_at IS NOT NULL AND finished_at < ? ORDER BY finished_at LIMIT ?",
-            (tomb_cutoff, limit))]
+            f"SELECT id FROM requests {self._sql.indexed_by('requests_finished')} WHERE state IN "
+            f"{final_sql} AND finished_at IS NOT NULL AND finished_at < :tomb_cutoff "
+            "ORDER BY finished_at LIMIT :limit", p)]
         if not ids:
             return 0, 0
         marks = ", ".join("?" * len(ids))
@@ -150,13 +146,15 @@ class OpsSQL:
         reqs = self.db.execute(f"DELETE FROM requests WHERE id IN ({marks})", ids)
         return reqs.rowcount, events.rowcount
 
-    def prune_bodies(self, body_cutoff: int, limit: int) -> int:
+    def prune_bodies(self, final: tuple[str, ...], body_cutoff: int, limit: int) -> int:
         """Turn up to ``limit`` final requests finished before ``body_cutoff`` into
         tombstones: text, reply and detail (also in their events) become NULL."""
+        final_sql, p = _final(final)
+        p.update(body_cutoff=body_cutoff, limit=limit)
         ids = [r[0] for r in self.db.all(
-            f"SELECT id FROM requests INDEXED BY requests_prunable WHERE state IN {_FINAL} "
-            "AND pruned = 0 AND finished_at IS NOT NULL AND finished_at < ? "
-            "ORDER BY finished_at LIMIT ?", (body_cutoff, limit))]
+            f"SELECT id FROM requests {self._sql.indexed_by('requests_prunable')} WHERE state IN "
+            f"{final_sql} AND pruned = 0 AND finished_at IS NOT NULL "
+            "AND finished_at < :body_cutoff ORDER BY finished_at LIMIT :limit", p)]
         if not ids:
             return 0
         marks = ", ".join("?" * len(ids))
@@ -168,29 +166,33 @@ class OpsSQL:
             f"WHERE id IN ({marks}) AND pruned = 0", ids)
         return cur.rowcount
 
-    def unused_sessions(self, now: int, body_cutoff: int, tomb_cutoff: int) -> list[str]:
+    def unused_sessions(self, final: tuple[str, ...], now: int, body_cutoff: int,
+                        tomb_cutoff: int) -> list[str]:
         """Ids of sessions that ended before ``body_cutoff`` and that no request (row or
         tombstone) or draft names, as sender or claimant, once this prune has removed the
         rows it removes (so a dry run counts what the real run does): they hold no work
         and answer no retry. Read in one snapshot without the write lock (one pass over
         requests: there is no index on from_session); safe to act on later, because an
         ended session never becomes active again and never gains a request."""
-        p = {"now": now, "body_cutoff": body_cutoff, "tomb_cutoff": tomb_cutoff}
-        ended = [r[0] for r in self.db.all(f"SELECT id FROM sessions WHERE {_SESSION_ENDED}", p)]
+        ended = [r[0] for r in self.db.all(f"SELECT id FROM sessions WHERE {_SESSION_ENDED}",
+                                           {"body_cutoff": body_cutoff})]
         if not ended:
             return []
         import json
 
-        p["ids"] = json.dumps(ended)
-        kept = (f"NOT (r.state IN {_FINAL} AND r.finished_at IS NOT NULL "
+        final_sql, p = _final(final)
+        p.update(now=now, body_cutoff=body_cutoff, tomb_cutoff=tomb_cutoff,
+                 ids=json.dumps(ended))
+        kept = (f"NOT (r.state IN {final_sql} AND r.finished_at IS NOT NULL "
                 "AND r.finished_at < :tomb_cutoff)")
+        ids = self._sql.json_values(":ids")
         named = {r[0] for r in self.db.all(
             "SELECT r.from_session FROM requests r WHERE r.from_session IN "
-            f"(SELECT value FROM json_each(:ids)) AND {kept} UNION "
+            f"({ids}) AND {kept} UNION "
             "SELECT r.claim_session FROM requests r WHERE r.claim_session IN "
-            f"(SELECT value FROM json_each(:ids)) AND {kept} UNION "
+            f"({ids}) AND {kept} UNION "
             "SELECT d.from_session FROM drafts d WHERE d.from_session IN "
-            f"(SELECT value FROM json_each(:ids)) AND NOT ({_DRAFT_REMOVABLE})", p)}
+            f"({ids}) AND NOT ({_draft_removable(final_sql)})", p)}
         return [i for i in ended if i not in named]
 
     def remove_sessions(self, ids: list[str]) -> int:
@@ -199,7 +201,7 @@ class OpsSQL:
 
         cur = self.db.execute(
             "DELETE FROM sessions WHERE state != 'active' AND id IN "
-            "(SELECT value FROM json_each(?))", (json.dumps(ids),))
+            f"({self._sql.json_values('?')})", (json.dumps(ids),))
         return cur.rowcount
 
     def remove_hook_records(self, body_cutoff: int, limit: int) -> int:
@@ -216,10 +218,11 @@ class OpsSQL:
                 f"WHERE {_WAITER_REMOVABLE} LIMIT :limit)", p).rowcount
         return n
 
-    def remove_drafts(self, now: int, body_cutoff: int, limit: int) -> int:
+    def remove_drafts(self, final: tuple[str, ...], now: int, body_cutoff: int,
+                      limit: int) -> int:
+        final_sql, p = _final(final)
+        p.update(now=now, body_cutoff=body_cutoff, limit=limit)
         cur = self.db.execute(
             "DELETE FROM drafts WHERE rowid IN (SELECT d.rowid FROM drafts d "
-            f"WHERE {_DRAFT_REMOVABLE} LIMIT :limit)",
-            {"now": now, "body_cutoff": body_cutoff, "limit": limit},
-        )
+            f"WHERE {_draft_removable(final_sql)} LIMIT :limit)", p)
         return cur.rowcount

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
-from sqlite3 import Row
+from typing import TYPE_CHECKING
+
+from .api import Row
+
+if TYPE_CHECKING:
+    from .db import Connection
+    from .dialect import PostgreSQL, SQLite
+    from .pg import PgConnection
 
 
 class PeersSQL:
-    db: object  # Connection
+    db: Connection | PgConnection
+    _sql: type[SQLite] | type[PostgreSQL]
 
     # peers -------------------------------------------------------------------------
     def get_peer(self, name: str) -> Row | None:
@@ -21,7 +29,7 @@ class PeersSQL:
         self.db.execute("UPDATE peers SET kind = ? WHERE name = ?", (kind, name))
 
     def touch_peer(self, name: str, now: int) -> None:
-        self.db.execute("UPDATE peers SET last_seen_at = ? WHERE name = ?", (now, name))
+        self.db.later("UPDATE peers SET last_seen_at = ? WHERE name = ?", (now, name))
 
     def set_hook_seen(self, name: str, now: int) -> None:
         self.db.execute("UPDATE peers SET hook_seen_at = ? WHERE name = ?", (now, name))
@@ -77,8 +85,8 @@ class PeersSQL:
         )
 
     def renew_session(self, session_id: str, lease_expires_at: int) -> None:
-        self.db.execute(
-            "UPDATE sessions SET lease_expires_at = max(lease_expires_at, ?) "
+        self.db.later(
+            f"UPDATE sessions SET lease_expires_at = {self._sql.greatest}(lease_expires_at, ?) "
             "WHERE id = ? AND state = 'active'",
             (lease_expires_at, session_id),
         )

@@ -2,25 +2,19 @@
 
 from __future__ import annotations
 
-from sqlite3 import Row
+from typing import TYPE_CHECKING
 
-REQUEST_COLUMNS = (
-    "id", "fingerprint", "from_peer", "to_peer", "from_session", "text", "text_bytes", "reply",
-    "state", "reason", "detail", "created_at", "updated_at", "expires_at", "delivered_at",
-    "acknowledged_at", "finished_at", "lease_expires_at", "claim_session", "reply_deadline_at",
-    "ttl_seconds", "reply_within_seconds", "attempts", "max_attempts", "on_lost", "in_reply_to",
-    "depth", "pruned", "notified_at",
-)
+from .api import Row
+from .tables import DRAFTS, REQUEST_LISTED, REQUESTS
+
+if TYPE_CHECKING:
+    from .db import Connection
+    from .dialect import PostgreSQL, SQLite
+    from .pg import PgConnection
+
 # the open states as an SQL list, written exactly as the partial index requests_open_to's
 # WHERE (migration 7), so that both SQLite and PostgreSQL see the index applies
 OPEN_STATES = "('queued', 'delivered', 'acknowledged')"
-UPDATABLE = frozenset(REQUEST_COLUMNS) - {"id", "fingerprint", "from_peer", "to_peer"}
-
-DRAFT_COLUMNS = (
-    "id", "fingerprint", "from_peer", "from_session", "to_peer", "text", "text_bytes",
-    "ttl_seconds", "reply_within_seconds", "on_lost", "max_attempts", "in_reply_to", "depth",
-    "created_at", "expires_at", "submitted_at",
-)
 
 
 def _prefix_end(prefix: str) -> str:
@@ -29,7 +23,8 @@ def _prefix_end(prefix: str) -> str:
 
 
 class RequestsSQL:
-    db: object  # Connection
+    db: Connection | PgConnection
+    _sql: type[SQLite] | type[PostgreSQL]
 
     # requests ----------------------------------------------------------------------
     def get_request(self, request_id: str) -> Row | None:
@@ -68,7 +63,7 @@ class RequestsSQL:
         )
 
     def insert_request(self, row: dict) -> None:
-        cols = [c for c in REQUEST_COLUMNS if c in row]
+        cols = REQUESTS.check_insert(row)
         self.db.execute(
             f"INSERT INTO requests ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
             [row[c] for c in cols],
@@ -76,13 +71,11 @@ class RequestsSQL:
 
     def update_request(self, request_id: str, expected_state: str, fields: dict) -> bool:
         """Change a request only if it is still in ``expected_state``; True if it was."""
-        bad = set(fields) - UPDATABLE
-        if bad:
-            raise ValueError(f"not updatable: {sorted(bad)}")
-        sets = ", ".join(f"{c} = ?" for c in fields)
+        cols = REQUESTS.check_update(fields)
+        sets = ", ".join(f"{c} = ?" for c in cols)
         cur = self.db.execute(
             f"UPDATE requests SET {sets} WHERE id = ? AND state = ?",
-            [*fields.values(), request_id, expected_state],
+            [*(fields[c] for c in cols), request_id, expected_state],
         )
         return cur.rowcount == 1
 
@@ -96,8 +89,8 @@ class RequestsSQL:
     def queued_for(self, to_peer: str, limit: int | None = None) -> list[Row]:
         return self.db.all(
             "SELECT * FROM requests WHERE to_peer = ? AND state = 'queued' "
-            "ORDER BY created_at, rowid LIMIT ?",
-            (to_peer, -1 if limit is None else limit),
+            "ORDER BY created_at, rowid" + ("" if limit is None else " LIMIT ?"),
+            (to_peer,) if limit is None else (to_peer, limit),
         )
 
     def in_flight_of_session(self, session_id: str) -> list[Row]:
@@ -149,13 +142,13 @@ class RequestsSQL:
         if from_peer:
             where.append("from_peer = ?")
             params.append(from_peer)
-        params.append(-1 if limit is None else limit)
-        cols = ", ".join(c for c in REQUEST_COLUMNS if c not in ("text", "reply"))
-        return self.db.all(
-            f"SELECT {cols} FROM requests WHERE {' AND '.join(where)} "
-            "ORDER BY created_at DESC, rowid DESC LIMIT ?",
-            params,
-        )
+        cols = ", ".join(REQUEST_LISTED)
+        sql = (f"SELECT {cols} FROM requests WHERE {' AND '.join(where)} "
+               "ORDER BY created_at DESC, rowid DESC")
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        return self.db.all(sql, params)
 
     def count_by_state(self) -> dict[str, int]:
         return dict(
@@ -188,7 +181,7 @@ class RequestsSQL:
             ("acknowledged", "reply_deadline_at", "requests_ack_deadline"),
         ):
             for row in self.db.all(
-                f"SELECT * FROM requests INDEXED BY {index} WHERE state = '{state}' "
+                f"SELECT * FROM requests {self._sql.indexed_by(index)} WHERE state = '{state}' "
                 f"AND {col} <= ? ORDER BY {col}, rowid LIMIT ?",
                 (now, limit),
             ):
@@ -196,13 +189,14 @@ class RequestsSQL:
         return out
 
     def next_request_deadline(self) -> int | None:
+        hint = self._sql.indexed_by
         return self.db.scalar(
             "SELECT min(t) FROM ("
-            "SELECT min(expires_at) AS t FROM requests INDEXED BY requests_queued_ttl "
+            f"SELECT min(expires_at) AS t FROM requests {hint('requests_queued_ttl')} "
             "WHERE state = 'queued' UNION ALL "
-            "SELECT min(lease_expires_at) FROM requests INDEXED BY requests_delivered_lease "
+            f"SELECT min(lease_expires_at) FROM requests {hint('requests_delivered_lease')} "
             "WHERE state = 'delivered' UNION ALL "
-            "SELECT min(reply_deadline_at) FROM requests INDEXED BY requests_ack_deadline "
+            f"SELECT min(reply_deadline_at) FROM requests {hint('requests_ack_deadline')} "
             "WHERE state = 'acknowledged') AS due"
         )
 
@@ -211,7 +205,7 @@ class RequestsSQL:
         self, request_id: str, at: int, from_state: str | None, to_state: str,
         reason: str | None, actor: str, detail: str | None,
     ) -> None:
-        self.db.execute(
+        self.db.later(
             "INSERT INTO events (request_id, at, from_state, to_state, reason, actor, detail) "
             "VALUES (?, ?, ?, ?, ?, ?, ?)",
             (request_id, at, from_state, to_state, reason, actor, detail),
@@ -249,7 +243,7 @@ class RequestsSQL:
         )
 
     def insert_draft(self, row: dict) -> None:
-        cols = [c for c in DRAFT_COLUMNS if c in row]
+        cols = DRAFTS.check_insert(row)
         self.db.execute(
             f"INSERT INTO drafts ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
             [row[c] for c in cols],

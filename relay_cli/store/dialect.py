@@ -1,0 +1,48 @@
+"""The few spellings in which relay's statements differ between SQLite and PostgreSQL,
+each written once per backend (design.md §13). The SQL of sql_*.py is otherwise the same
+text on both; a store's ``_sql`` is its backend's dialect. PostgreSQL's placeholders
+(``%s`` for ``?``, ``%(name)s`` for ``:name``) are the one mechanical change left to
+its connection (pg.py).
+"""
+
+from __future__ import annotations
+
+
+class SQLite:
+    name = "sqlite"
+
+    @staticmethod
+    def indexed_by(index: str) -> str:
+        """An index hint: without statistics SQLite's planner may pick a worse index
+        (docs/benchmarks.md)."""
+        return f"INDEXED BY {index}"
+
+    greatest = "max"  # max(a, b) of two values
+
+    @staticmethod
+    def same_as(mark: str) -> str:
+        """Equal, NULL included (NULL matches NULL)."""
+        return f"IS {mark}"
+
+    @staticmethod
+    def json_values(mark: str) -> str:
+        """A subquery of the strings in the JSON array ``mark``."""
+        return f"SELECT value FROM json_each({mark})"
+
+
+class PostgreSQL:
+    name = "postgresql"
+
+    @staticmethod
+    def indexed_by(index: str) -> str:
+        return ""  # the planner chooses (ANALYZE keeps its statistics)
+
+    greatest = "GREATEST"
+
+    @staticmethod
+    def same_as(mark: str) -> str:
+        return f"IS NOT DISTINCT FROM {mark}"
+
+    @staticmethod
+    def json_values(mark: str) -> str:
+        return f"SELECT json_array_elements_text({mark})"

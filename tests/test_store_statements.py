@@ -1,0 +1,264 @@
+"""The store is a declared interface (relay_cli/store/api.py's ``Store``, design.md §13):
+both backends implement exactly it, and the library asks nothing else of a store."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from pathlib import Path
+from typing import Callable
+
+import pytest
+from conftest import new_id
+
+from relay_cli.core.errors import RelayError
+from relay_cli.store.api import Store
+from relay_cli.store.base import SQLiteStore
+from relay_cli.store.pg_store import PgStore
+
+PACKAGE = Path(__file__).resolve().parent.parent / "relay_cli"
+
+
+def _declared() -> set[str]:
+    names = set()
+    for klass in Store.__mro__:
+        if klass in (Store,) or klass.__module__ == Store.__module__:
+            names |= {n for n in vars(klass) if not n.startswith("_")}
+            names |= set(getattr(klass, "__annotations__", {}))
+    return names
+
+
+def _public(klass) -> set[str]:
+    return ({n for n in dir(klass) if not n.startswith("_")} | {"home"}) - {"db"}
+
+
+@pytest.mark.one_backend
+@pytest.mark.parametrize("klass", [SQLiteStore, PgStore])
+def test_each_backend_implements_exactly_the_declared_store(klass):
+    assert _public(klass) == _declared()
+    for name in _declared() - {"backend", "poll_interval", "home", "read_only"}:
+        want = inspect.signature(getattr(Store, name))
+        got = inspect.signature(getattr(klass, name))
+        assert list(got.parameters) == list(want.parameters), (klass.__name__, name)
+
+
+def _asked_of_a_store() -> dict[str, set[str]]:
+    """Every attribute read off something named ``store`` outside relay_cli/store."""
+    asked: dict[str, set[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        if "store" in path.relative_to(PACKAGE).parts[:-1]:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Attribute):
+                continue
+            owner = node.value
+            named = (owner.id if isinstance(owner, ast.Name) else
+                     owner.attr if isinstance(owner, ast.Attribute) else None)
+            if named in ("store", "_store"):
+                asked.setdefault(node.attr, set()).add(path.name)
+    return asked
+
+
+@pytest.mark.one_backend
+def test_the_library_asks_a_store_only_what_it_declares():
+    asked = _asked_of_a_store()
+    assert "get_request" in asked  # (the scan finds the library's calls)
+    undeclared = {name: where for name, where in asked.items() if name not in _declared()}
+    assert not undeclared, undeclared
+
+
+def _request(state: str, **more) -> dict:
+    return {"id": new_id(), "fingerprint": "f", "from_peer": "alice", "to_peer": "bob",
+            "from_session": None, "text": "x", "text_bytes": 1, "state": state,
+            "created_at": 1, "updated_at": 1, "expires_at": 2, "ttl_seconds": 1,
+            "max_attempts": 1, "on_lost": "unknown", **more}
+
+
+def _calls(store, now: int) -> list[tuple[str, bool, Callable[[], object]]]:
+    """(operation, in a write transaction, the call) for every operation of the store,
+    each statement variant of it at least once; in an order where each finds rows to act
+    on (a final request to prune, an ended session, a ledger entry, ...)."""
+    from relay_cli.ledger.states import FINAL_STATES as LEDGER_FINAL
+    from relay_cli.operate.retention import FINAL
+
+    rid = store.queued_for("bob", 1)[0]["id"]
+    sid = store.active_session("alice")["id"]
+    old = _request("completed", finished_at=1)
+    gone = _request("expired", finished_at=1)
+    draft = {**{k: v for k, v in _request("queued").items()
+                if k not in ("state", "updated_at", "reason", "detail")}, "depth": 0}
+    ledger = {"key": "k2", "fingerprint": "f", "argv": "[]", "cwd": "/", "state": "succeeded",
+              "created_at": 1, "updated_at": 1, "stdout": b"out", "stdout_bytes": 3}
+    r, w = False, True
+    return [
+        # requests, drafts, events
+        ("get_request", r, lambda: store.get_request(rid)),
+        ("requests_with_prefix", r, lambda: store.requests_with_prefix(rid[:4], 5)),
+        ("completion_requests", r, lambda: store.completion_requests(
+            rid[:2], states=["queued"], from_peer="alice", to_peer="bob",
+            claim_session=sid, limit=5)),
+        ("completion_requests", r, lambda: store.completion_requests("")),
+        ("insert_request", w, lambda: [store.insert_request(x) for x in (old, gone)]),
+        ("update_request", w, lambda: store.update_request(rid, "queued", {"reason": "x"})),
+        ("oldest_queued_for", r, lambda: store.oldest_queued_for("bob")),
+        ("queued_for", r, lambda: store.queued_for("bob")),
+        ("queued_for", r, lambda: store.queued_for("bob", 2)),
+        ("in_flight_of_session", r, lambda: store.in_flight_of_session(sid)),
+        ("recent_sends", r, lambda: store.recent_sends("alice", 0)),
+        ("count_open_to", r, lambda: store.count_open_to("bob", 10)),
+        ("open_counts_at_least", r, lambda: store.open_counts_at_least(1)),
+        ("list_requests", r, lambda: store.list_requests(["queued"], "bob", "alice", 5)),
+        ("list_requests", r, lambda: store.list_requests(None, None, None, None)),
+        ("count_by_state", r, lambda: store.count_by_state()),
+        ("unnotified_finished", r, lambda: store.unnotified_finished("alice")),
+        ("mark_notified", w, lambda: store.mark_notified([old["id"]], now)),
+        ("due_requests", r, lambda: store.due_requests(now + 10**9, 5)),
+        ("next_request_deadline", r, lambda: store.next_request_deadline()),
+        ("add_event", w, lambda: store.add_event(rid, now, "queued", "queued", None, "t", "d")),
+        ("events_of", r, lambda: store.events_of(rid)),
+        ("recent_events", r, lambda: store.recent_events(5)),
+        ("insert_draft", w, lambda: store.insert_draft(draft)),
+        ("get_draft", r, lambda: store.get_draft(draft["id"])),
+        ("drafts_with_prefix", r, lambda: store.drafts_with_prefix(draft["id"][:4], 5)),
+        ("completion_drafts", r, lambda: store.completion_drafts("", "alice", 5)),
+        ("completion_drafts", r, lambda: store.completion_drafts(draft["id"][:2], "alice", 5)),
+        ("oldest_open_draft_expiry", r, lambda: store.oldest_open_draft_expiry("alice", 0)),
+        ("count_open_drafts", r, lambda: store.count_open_drafts("alice", 0)),
+        ("count_stale_drafts", r, lambda: store.count_stale_drafts(now)),
+        ("mark_draft_submitted", w, lambda: store.mark_draft_submitted(draft["id"], now)),
+        # peers and sessions
+        ("get_peer", r, lambda: store.get_peer("alice")),
+        ("insert_peer", w, lambda: store.insert_peer("carol", "human", now)),
+        ("set_peer_kind", w, lambda: store.set_peer_kind("carol", "script")),
+        ("touch_peer", w, lambda: store.touch_peer("alice", now)),
+        ("set_hook_seen", w, lambda: store.set_hook_seen("alice", now)),
+        ("list_peers", r, lambda: store.list_peers()),
+        ("peer_names", r, lambda: store.peer_names()),
+        ("get_session", r, lambda: store.get_session(sid)),
+        ("session_by_token_hash", r, lambda: store.session_by_token_hash("h")),
+        ("active_session", r, lambda: store.active_session("alice")),
+        ("newer_session_exists", r, lambda: store.newer_session_exists(store.get_session(sid))),
+        ("insert_session", w, lambda: store.insert_session("s-carol", "carol", "h", 1, 60, "a")),
+        ("end_session", w, lambda: store.end_session("s-carol", "left", 2)),
+        ("renew_session", w, lambda: store.renew_session(sid, now + 1000)),
+        ("set_session_agent_id", w, lambda: store.set_session_agent_id(sid, "agent")),
+        ("set_waiting", w, lambda: store.set_waiting(sid, now)),
+        ("peer_is_polling", r, lambda: store.peer_is_polling("alice", now - 1)),
+        ("due_sessions", r, lambda: store.due_sessions(now + 10**9, 5)),
+        ("next_session_deadline", r, lambda: store.next_session_deadline()),
+        # the side-effect ledger
+        ("insert_ledger", w, lambda: store.insert_ledger(ledger)),
+        ("get_ledger", r, lambda: store.get_ledger("k2")),
+        ("update_ledger", w, lambda: store.update_ledger("k2", {"runs": 1})),
+        ("list_ledger", r, lambda: store.list_ledger()),
+        ("list_ledger", r, lambda: store.list_ledger(["succeeded"])),
+        ("ledger_prune_counts", r, lambda: store.ledger_prune_counts(LEDGER_FINAL, now, 0)),
+        ("prune_ledger_output", w, lambda: store.prune_ledger_output(
+            LEDGER_FINAL, now, now, 0, 5)),
+        ("remove_ledger_tombstones", w, lambda: store.remove_ledger_tombstones(
+            LEDGER_FINAL, now, 5)),
+        ("delete_ledger", w, lambda: store.delete_ledger("k2")),
+        # the hooks and wake waiters
+        ("hook_marks", r, lambda: store.hook_marks(sid)),
+        ("put_hook_marks", w, lambda: store.put_hook_marks(
+            "s-carol", 1, {"named": ["a"], "pending": ["b"]}, 1, 5)),
+        ("hook_queued", r, lambda: store.hook_queued("bob", 5)),
+        ("hook_queued_count", r, lambda: store.hook_queued_count("bob", 5)),
+        ("hook_unnotified", r, lambda: store.hook_unnotified("alice", 5)),
+        ("get_hook_state", r, lambda: store.get_hook_state("s-carol")),
+        ("hook_own_prompts", r, lambda: store.hook_own_prompts("s-carol")),
+        ("set_hook_own_prompts", w, lambda: store.set_hook_own_prompts(sid, ["h"], now)),
+        ("session_for_agent", r, lambda: store.session_for_agent("agent")),
+        ("put_waiter", w, lambda: store.put_waiter(sid, "alice", "claude", 1, None, "h", now,
+                                                   now + 1000)),
+        ("get_waiter", r, lambda: store.get_waiter(sid)),
+        ("live_session_waiters", r, lambda: store.live_session_waiters("alice", now)),
+        ("delete_waiter", w, lambda: store.delete_waiter(sid, 1, None, "h")),
+        # doctor and prune
+        ("passed_deadlines", r, lambda: store.passed_deadlines(now)),
+        ("count_tombstones", r, lambda: store.count_tombstones()),
+        ("count_due", r, lambda: store.count_due(now)),
+        ("active_sessions", r, lambda: store.active_sessions()),
+        ("lapsed_sessions_holding_work", r, lambda: store.lapsed_sessions_holding_work(now)),
+        ("prune_counts", r, lambda: store.prune_counts(FINAL, now, now, 0)),
+        ("unused_sessions", r, lambda: store.unused_sessions(FINAL, now, now, 0)),
+        ("remove_sessions", w, lambda: store.remove_sessions(["s-none"])),
+        ("remove_hook_records", w, lambda: store.remove_hook_records(now, 5)),
+        ("remove_drafts", w, lambda: store.remove_drafts(FINAL, now + 10**9, now, 5)),
+        ("prune_bodies", w, lambda: store.prune_bodies(FINAL, now, 5)),
+        ("remove_old_tombstones", w, lambda: store.remove_old_tombstones(FINAL, now, 5)),
+        # a person's data
+        ("export_requests", r, lambda: list(store.export_requests(["queued"], 0))),
+        ("export_requests", r, lambda: list(store.export_requests(None, None))),
+        # the connection
+        ("data_version", None, lambda: store.data_version()),
+        ("pause", None, lambda: store.pause(0)),
+        ("shared_url", None, lambda: store.shared_url()),
+        ("health", None, lambda: store.health()),
+        ("read_only", None, lambda: store.read_only),
+        ("check_vacuum", None, store.check_vacuum),
+        ("database_bytes", None, store.database_bytes),
+        ("vacuum", None, store.vacuum),
+    ]
+
+
+# Operations the table above does not call itself: the harness's own, or (PostgreSQL)
+# refused before any statement (relay prune --vacuum, design.md §13).
+_NOT_CALLED = {"backend", "poll_interval", "home", "transaction", "close"}
+_REFUSED_ON_POSTGRES = {"check_vacuum", "database_bytes", "vacuum"}
+
+
+def _traced(store) -> list[str]:
+    statements: list[str] = []
+    if store.backend == "sqlite":
+        store.db.conn.set_trace_callback(statements.append)
+        return statements
+    db = store.db
+    for name in ("execute", "later"):
+        real = getattr(db, name)
+
+        def traced(sql, params=(), real=real):
+            statements.append(sql)
+            return real(sql, params)
+        setattr(db, name, traced)
+    return statements
+
+
+def test_every_statement_the_store_can_issue_runs_on_this_backend(relay):
+    from relay_cli.core import clock
+
+    alice = relay.join("alice")
+    relay.join("bob")
+    relay.send(alice, "bob", "first")
+    relay.send(alice, "bob", "second")
+    assert relay("once", "--key", "k", "--", "true").code == 0
+    store = relay.open_store()
+    try:
+        statements = _traced(store)
+        now = clock.now_ms()
+        with store.transaction(write=False):
+            calls = _calls(store, now)
+        assert {name for name, _, _ in calls} | _NOT_CALLED == _declared()
+        for name, write, call in calls:
+            if store.backend == "postgresql" and name in _REFUSED_ON_POSTGRES:
+                with pytest.raises(RelayError) as e:
+                    call()
+                assert e.value.code == "usage_error", name
+                continue
+            if write is None:  # the connection's own (some issue no statement)
+                call()
+                continue
+            before = len(statements)
+            with store.transaction(write=write):
+                call()
+            assert len(statements) > before, name
+        # what the table expects it to find, it found
+        with store.transaction(write=False):
+            assert store.get_peer("carol")["kind"] == "script"
+            assert store.get_ledger("k2") is None
+            assert len(store.queued_for("bob")) == 2
+    finally:
+        store.close()
+    if store.backend == "postgresql":
+        sqlite_only = ("INDEXED BY", "json_each", "PRAGMA", "sqlite_master", "max(lease")
+        assert not [s for s in statements if any(w in s for w in sqlite_only)]
