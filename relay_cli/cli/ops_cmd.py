@@ -10,7 +10,18 @@ from ..core import clock
 from ..core.errors import RelayError, cannot_start
 from ..core.output import Output
 from ..requests import peers
-from .app import Env, HomeOpt, JsonOpt, KindOpt, PeerOpt, SessionLeaseOpt, app, duration, examples
+from .app import (
+    Env,
+    HomeOpt,
+    JsonOpt,
+    KindOpt,
+    PeerOpt,
+    SessionLeaseOpt,
+    app,
+    call_context,
+    duration,
+    examples,
+)
 
 # ------------------------------------------------------------------ run
 _CANNOT_START = (
@@ -73,7 +84,7 @@ def run_(
             else:
                 env.out.note(item)
 
-        return launcher.run(lambda: _open(home), as_, kind, lease_s, argv, report)
+        return launcher.run(lambda: _open(env), as_, kind, lease_s, argv, report)
     except launcher.CannotStart as e:
         err = cannot_start(str(e), e.status, _CANNOT_START)
         env.out.error(err)
@@ -83,10 +94,11 @@ def run_(
         return e.exit_code
 
 
-def _open(home):
+def _open(env: Env):
+    """A new store of this call (``relay run``'s heartbeat thread has its own)."""
     from ..store import open_store
 
-    return open_store(home)
+    return open_store(env.home, env.ctx.database_url, env.ctx.clock)
 
 
 # ------------------------------------------------------------------ doctor
@@ -122,7 +134,8 @@ def doctor(
 
     out = Output(json_)
     given = bool(home) or bool(os.environ.get("RELAY_HOME"))
-    report = doctor_.diagnose(resolve_home(home), fix=fix, home_given=given)
+    report = doctor_.diagnose(resolve_home(home), fix=fix, home_given=given,
+                              context=call_context())
     if json_:
         out.json(report.to_dict())
         return report.exit_code
@@ -330,7 +343,7 @@ def prune(
                        retention.DEFAULT_RETENTION_S)
     if vacuum:
         retention.check_vacuum(env.store)
-    result = retention.prune(env.store, clock.now_ms(), older_s, dry_run)
+    result = retention.prune(env.store, env.store.clock.now_ms(), older_s, dry_run)
     if vacuum:
         result["vacuum"] = retention.vacuum(env.store)
     if env.json:

@@ -108,7 +108,7 @@ def _emit(env: Env, obj, render, *args) -> int:
     if env.json:
         env.out.json(obj)
     else:
-        render(env.out, obj, clock.now_ms(), *args)
+        render(env.out, obj, env.clock.now_ms(), *args)
     return 0
 
 
@@ -449,7 +449,7 @@ def claim(
     if env.json:
         env.out.json(obj)
     else:
-        now = clock.now_ms()
+        now = env.clock.now_ms()
         if obj.get("duplicate"):
             env.out.para("this session claimed it already and has not acked it; here it is "
                          "again (claim --again takes nothing new)")

@@ -24,7 +24,6 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from ..core import clock
 from ..core.errors import RelayError
 from ..core.process import (
     CannotStart,
@@ -217,7 +216,7 @@ def record_child(store, key: str, me: Me, runs: int, child_pid: int) -> bool:
 
     def write():
         with store.transaction():
-            now = clock.now_ms()
+            now = store.clock.now_ms()
             if not _owned(store.get_ledger(key), me, runs):
                 return False
             touch(store, key, now, {"child_pid": child_pid, "child_start": start})
@@ -240,7 +239,7 @@ class Renewal:
             return
         try:
             with self.store.transaction():
-                now = clock.now_ms()
+                now = self.store.clock.now_ms()
                 if _owned(self.store.get_ledger(self.key), self.me, self.runs):
                     touch(self.store, self.key, now, {})
         except RelayError:
@@ -255,7 +254,7 @@ def record_outcome(store, key: str, me: Me, runs: int, result: RunResult):
         # a plain transaction: nothing else (such as due request transitions) may stand
         # between the command's end and its recorded outcome
         with store.transaction():
-            now = clock.now_ms()
+            now = store.clock.now_ms()
             row = store.get_ledger(key)
             if _my_outcome(row, me, runs, result):
                 return row  # committed by an earlier try whose answer was lost
@@ -280,7 +279,7 @@ def record_not_started(store, key: str, me: Me, runs: int) -> None:
     """
     def write():
         with store.transaction():
-            now = clock.now_ms()
+            now = store.clock.now_ms()
             row = store.get_ledger(key)
             if not _owned(row, me, runs):
                 return

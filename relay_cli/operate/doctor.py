@@ -20,6 +20,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..core import clock
+from ..core.context import Context
 from ..core.errors import RelayError
 from ..core.limits import QUEUE_WARN_FRACTION
 from ..core.output import size as _size
@@ -86,6 +87,8 @@ class Scope:
     home_given: bool = False
     url: str | None = None
     url_note: str | None = field(default=None, init=False)
+    # the clock of the call that checks (design.md §8)
+    clock: clock.Clock = field(default_factory=clock.Clock)
 
     def words(self, home: Path | None = None) -> str:
         if self.url:  # the home holds no requests then: the URL names the database
@@ -275,11 +278,14 @@ _SUMMARIES = {"relay": _summary_relay, "home": _summary_home, "database": _summa
               "work": _summary_work, "peers": _summary_peers}
 
 
-def diagnose(home: Path, fix: bool = False, home_given: bool = False) -> Report:
+def diagnose(home: Path, fix: bool = False, home_given: bool = False,
+             context: Context | None = None) -> Report:
+    """The report on ``home`` or the database of the call's ``context`` (its URL, clock)."""
     from ..store import LATEST_SCHEMA, database_url
 
-    url = database_url()
-    report = Report(home, Scope(home, home_given, url))
+    context = Context.from_environ() if context is None else context
+    url = database_url(context.database_url)
+    report = Report(home, Scope(home, home_given, url, clock=context.clock))
     report.facts["schema_supported"] = LATEST_SCHEMA
     report.facts["backend"] = "postgresql" if url else "sqlite"
     report.add("relay_version", OK, f"relay {__version__}")
@@ -322,12 +328,13 @@ def _check_queue_cap(report: Report) -> None:
 
 # ------------------------------------------------------------------------ clock
 def _now(report: Report) -> int:
-    raw = os.environ.get("RELAY_TIME_OFFSET", "").strip()
+    now_clock = report.scope.clock
+    raw = now_clock.offset.strip()
     if not raw:
         report.add("time_offset", OK, "RELAY_TIME_OFFSET is not set: relay uses the system clock")
-        return clock.now_ms()
+        return now_clock.now_ms()
     try:
-        offset = clock.offset_seconds()
+        offset = now_clock.offset_seconds()
     except RelayError as e:
         report.add("time_offset", FAIL, f"{e.message}; every relay command will refuse to run",
                    fix="unset RELAY_TIME_OFFSET")
@@ -336,7 +343,7 @@ def _now(report: Report) -> int:
                f"RELAY_TIME_OFFSET={raw}: relay's clock is shifted by {offset:g} s "
                f"({clock.human_duration(abs(offset))} {'ahead' if offset >= 0 else 'behind'}); "
                "it is for tests and rehearsals", fix="unset RELAY_TIME_OFFSET")
-    return clock.now_ms()
+    return now_clock.now_ms()
 
 
 # ------------------------------------------------------------------------ files
@@ -551,7 +558,7 @@ def _check_database(home: Path, report: Report, now: int) -> None:
     from ..store import LATEST_SCHEMA, open_store_readonly, relay_error_from_sqlite
 
     try:
-        store = open_store_readonly(home)
+        store = open_store_readonly(home, None, report.scope.clock)
     except RelayError as e:
         _failed(report, "database", e)
         return
@@ -640,7 +647,7 @@ def _check_postgres(home: Path, url: str, report: Report) -> None:
     report.add("database_url", OK, f"{shown} (PostgreSQL; relay.db is not used)")
     started = time.monotonic()
     try:
-        store = open_store_readonly(home)
+        store = open_store_readonly(home, url, report.scope.clock)
     except RelayError as e:
         _failed(report, "reachable", e)
         return
@@ -652,7 +659,7 @@ def _check_postgres(home: Path, url: str, report: Report) -> None:
         foreign = bool(store.foreign_tables()) if version == 0 else True
         usable = _check_schema(report, version, foreign, LATEST_SCHEMA, "a PostgreSQL database")
         try:
-            now = clock.now_ms()  # the server's clock from here on
+            now = store.clock.now_ms()  # the server's clock from here on
         except RelayError:  # a bad RELAY_TIME_OFFSET: reported above; the server's clock
             now = int(store.db.server_now_ms())
         _guarded(report, "tables", lambda: _check_tables(store, report))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from ..core.clock import Clock
 from .db import Connection
 from .sql_data import DataSQL
 from .sql_hook import HookSQL
@@ -21,9 +22,11 @@ class Store(RequestsSQL, PeersSQL, LedgerSQL, HookSQL, OpsSQL, DataSQL):
     # A waiting command's longest sleep between looks at data_version().
     poll_interval = 0.05
 
-    def __init__(self, db: Connection, home: Path) -> None:
+    def __init__(self, db: Connection, home: Path, clock: Clock | None = None) -> None:
         self.db = db
         self.home = home
+        # relay's clock for whatever is done with this store (design.md §8)
+        self.clock = Clock.from_environ() if clock is None else clock
 
     def pause(self, seconds: float) -> None:
         """Sleep while waiting for a change (PostgreSQL wakes early on a notification)."""

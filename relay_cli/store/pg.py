@@ -23,7 +23,6 @@ import time
 from contextlib import contextmanager
 from functools import lru_cache
 
-from ..core import clock
 from ..core.errors import RelayError
 from .migrations import LATEST, MIGRATIONS
 from .url import INSTALL, redact, scrub
@@ -479,7 +478,6 @@ class PgConnection:
         self.rtt_ms = 0.0
         self.server_version = 0
         self.schema_version = 0
-        clock.set_source(self.server_now_ms)
 
     def _connect(self):
         global _connect_deadline
@@ -761,7 +759,6 @@ class PgConnection:
             time.sleep(seconds)
 
     def close(self) -> None:
-        clock.clear_source(self.server_now_ms)
         try:
             self.conn.close()
         except Exception:  # noqa: BLE001 - closing a broken connection
