@@ -20,7 +20,7 @@ from .. import __version__
 from ..core import clock, output
 from ..core.clock import Clock
 from ..core.context import Context
-from ..core.errors import RelayError
+from ..core.errors import ExitStatus, RelayError
 from ..core.limits import MAX_TEXT_BYTES
 from ..core.output import Output
 from ..requests import due, lifecycle
@@ -351,7 +351,7 @@ def duration(value: str | None, bounds, what: str, default: int | None) -> int |
 def version_callback(value: bool) -> None:
     if value:
         print(f"relay {__version__}")
-        raise typer.Exit(0)
+        raise typer.Exit(ExitStatus.OK)
 
 
 @app.callback()
@@ -376,7 +376,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.stdout.flush()  # what is still buffered: here, not in the interpreter's exit
     except BrokenPipeError:
         _quiet_stdout()
-        code = 141
+        code = ExitStatus.BROKEN_PIPE
     except (OSError, ValueError):
         pass
     sys.exit(code)
@@ -439,24 +439,24 @@ def _run(argv: list[str], ctx: Context) -> int:
     try:
         command = _click_command(argv)
         rv = _invoke(command, argv, ctx)
-        return rv if isinstance(rv, int) else 0
+        return rv if isinstance(rv, int) else ExitStatus.OK
     except RelayError as e:
         out.error(e)
         return e.exit_code
     except typer.Exit as e:
         return e.exit_code
     except typer.Abort:
-        return 130
+        return ExitStatus.INTERRUPTED
     except click_exc.NoArgsIsHelpError as e:
         sys.stderr.write(e.format_message() + "\n")
-        return 2
+        return ExitStatus.USAGE
     except click_exc.ClickException as e:  # usage errors from parsing
         if argv[:1] == ["hook"] and argv[1:2] not in (["install"], ["uninstall"]):
             # A hook must never break the agent (design.md §12): a typo in its settings
             # (`relay hook claude --kind`) exits 0 silently, like any other bad input.
             # `hook install|uninstall` are a person's commands: theirs is a usage error.
             _debug(ctx)
-            return 0
+            return ExitStatus.OK
         err = RelayError("usage_error", _usage_message(e, click_exc))
         out.error(err)
         return err.exit_code
@@ -468,12 +468,12 @@ def _run(argv: list[str], ctx: Context) -> int:
         out.error(err)
         return err.exit_code
     except KeyboardInterrupt:
-        return 130
+        return ExitStatus.INTERRUPTED
     except BrokenPipeError:
         # The reader went away (`relay list | head -1`): exit like a program killed by
         # SIGPIPE (128+13), and keep the interpreter's final flush quiet.
         _quiet_stdout()
-        return 141
+        return ExitStatus.BROKEN_PIPE
     except Exception as e:  # noqa: BLE001 - the last line of defence
         _debug(ctx)
         err = RelayError("internal_error", f"{type(e).__name__}: {e}")

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from ..core import clock
-from ..core.errors import RelayError
+from ..core.errors import ExitStatus, RelayError
 from ..core.limits import DRAFT_TTL_S, MAX_OPEN_DRAFTS
 from ..core.output import Output, size
 from ..requests import due, lifecycle, waiting
@@ -335,7 +335,7 @@ def wait(
             f"relay: waiting up to {clock.human_duration(timeout_s)} for {request_id[:8]} to "
             f"finish (now {state})"))
     _emit(env, obj, render_full)
-    if code == 75:
+    if code == ExitStatus.NOT_YET:
         env.out.error(RelayError(
             "timeout", f"{obj['id']} is still {obj['state']} after "
             f"{clock.human_duration(timeout_s)}"))

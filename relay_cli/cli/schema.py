@@ -7,14 +7,14 @@ request serializer (``lifecycle.request_object``).
 The man page and docs/reference.md are generated from this document too
 (``scripts/generate.py``), so nothing is written twice.
 
-Only what has no other home in the code lives here: the meaning of each exit status and
-of each environment variable.
+Only what has no other home in the code lives here: the meaning of each environment
+variable (that of each exit status is ``errors.ExitStatus``'s).
 """
 
 from __future__ import annotations
 
 from .. import __version__
-from ..core.errors import ERRORS
+from ..core.errors import ERRORS, ExitStatus
 from ..core.limits import QUEUE_CAP
 from ..ledger import states as ledger_states
 from ..requests.lifecycle import request_fields
@@ -22,20 +22,9 @@ from ..requests.states import FINAL_STATES, MEANING, OPEN_STATES, STATES, TRANSI
 
 SCHEMA_VERSION = 1
 
-# What each exit status means (design.md §7). Which error codes use it comes from ERRORS.
-EXIT_STATUS: dict[int, str] = {
-    0: "ok",
-    1: "internal error (a bug in relay)",
-    2: "usage or invalid input",
-    3: "not found",
-    4: "conflict",
-    5: "identity or ownership",
-    6: "limit",
-    7: "unsafe or unreadable state",
-    10: "`wait`: failed, rejected, expired or cancelled; `once`: denied by a person",
-    11: "`wait`: delivery_unknown; `once`: effect unknown",
-    75: "not yet or busy: retryable (a timeout is not a failure)",
-}
+# What each exit status means (design.md §7), as ``ExitStatus`` defines it. Which error
+# codes use it comes from ERRORS.
+EXIT_STATUS: dict[int, str] = {int(s): s.meaning for s in ExitStatus if s.meaning}
 # and each status an error code is also reported with (``ErrorSpec.also_exits``), with
 # its ``when`` as the meaning.
 
