@@ -44,14 +44,14 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import pgserver  # noqa: E402
+from relay_cli.core.context import ENVIRONMENT  # noqa: E402
 
 DAY = 86400  # seconds
 # Escape sequences a terminal acts on: CSI, OSC (a title), charset and keypad switches.
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\x1b[()][A-Z0-9]|\x1b[=>]")
 
-RELAY_ENV_VARS = ("RELAY_HOME", "RELAY_PEER", "RELAY_SESSION", "RELAY_TIME_OFFSET",
-                  "RELAY_RATE_LIMIT", "RELAY_QUEUE_CAP", "RELAY_DEBUG", "NO_COLOR", "FORCE_COLOR",
-                  "CLAUDE_ENV_FILE", "RELAY_DATABASE_URL", "CLAUDE_CODE_ENTRYPOINT",
+# what relay reads (its one list), and what the runtimes set that relay looks at
+RELAY_ENV_VARS = (*ENVIRONMENT, "FORCE_COLOR", "CLAUDE_ENV_FILE", "CLAUDE_CODE_ENTRYPOINT",
                   "CLAUDE_CODE_SESSION_ATTENDED", "CODEX_THREAD_ID")
 BACKENDS = ("sqlite", "postgres")
 

@@ -8,6 +8,7 @@ import typer
 
 from ..core import clock
 from ..core.errors import RelayError, cannot_start
+from ..core.limits import DAY_S, DEFAULT_RETENTION_S, TOMBSTONE_S
 from ..core.output import Output
 from ..requests import peers
 from .app import (
@@ -300,7 +301,19 @@ def _shell_words(text: str) -> list[str]:
 
 
 # ------------------------------------------------------------------ prune
-@app.command(epilog=examples(
+_PRUNE_HELP = f"""Remove old final requests, keeping tombstones for late retries.
+
+    A retry that comes after its request was pruned is still a duplicate.
+    Final requests finished more than {DEFAULT_RETENTION_S // DAY_S} days ago (--older-than) lose their text, reply
+    and detail and stay as tombstones until {TOMBSTONE_S // DAY_S} days after they finished; then they are
+    removed. Expired drafts are removed. Finished `relay once` ledger entries are pruned the
+    same way (output dropped, tombstone kept). Sessions that ended more than D ago are
+    removed once no request or tombstone names them, and old hook records with them.
+    Requests that are not final and active sessions are never touched.
+    """
+
+
+@app.command(help=_PRUNE_HELP, epilog=examples(
     'relay prune --dry-run',
     'relay prune --older-than 7d',
     'relay prune --vacuum',
@@ -310,7 +323,7 @@ def prune(
         Optional[str],
         typer.Option("--older-than", metavar="D",
                      help="Remove bodies of final requests finished more than D ago "
-                     "(default 30d)."),
+                     f"(default {clock.duration_text(DEFAULT_RETENTION_S)})."),
     ] = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Count what would be removed and remove nothing "
@@ -324,16 +337,7 @@ def prune(
     json_: JsonOpt = False,
     home: HomeOpt = None,
 ) -> int:
-    """Remove old final requests, keeping tombstones for late retries.
-
-    A retry that comes after its request was pruned is still a duplicate.
-    Final requests finished more than 30 days ago (--older-than) lose their text, reply
-    and detail and stay as tombstones until 120 days after they finished; then they are
-    removed. Expired drafts are removed. Finished `relay once` ledger entries are pruned the
-    same way (output dropped, tombstone kept). Sessions that ended more than D ago are
-    removed once no request or tombstone names them, and old hook records with them.
-    Requests that are not final and active sessions are never touched.
-    """
+    # its help: _PRUNE_HELP (it states the retention from core.limits)
     from ..operate import retention
 
     env = Env(json_, home)

@@ -19,7 +19,18 @@ from datetime import datetime, timezone
 
 from .errors import RelayError
 
-MAX_OFFSET_S = 100 * 365 * 86400
+# The ranges of design.md §6, in seconds: (low, high), and the offset's bound
+from .limits import (  # noqa: F401 (clock.TTL etc. are the names the options use)
+    CLAIM_LEASE,
+    EXPORT_SINCE,
+    MAX_OFFSET_S,
+    PRUNE_AGE,
+    REPLY_WITHIN,
+    SESSION_LEASE,
+    TTL,
+    WAIT,
+)
+
 OFFSET_VAR = "RELAY_TIME_OFFSET"
 
 
@@ -125,15 +136,6 @@ def parse_iso(text: str) -> int:
 # the whole value, ASCII digits only: "٣٠s", " 30s" and "30s\n" are not durations
 _DURATION = re.compile(r"([0-9]{1,9})([smhd]?)", re.ASCII)
 _UNIT = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
-
-# The ranges of design.md §6, in seconds: (low, high)
-TTL = (30, 7 * 86400)
-REPLY_WITHIN = (30, 7 * 86400)
-CLAIM_LEASE = (10, 3600)
-SESSION_LEASE = (10, 86400)
-WAIT = (0, 600)
-PRUNE_AGE = (0, 10 * 365 * 86400)
-EXPORT_SINCE = (1, 3650 * 86400)
 
 
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..core.errors import RelayError
+from ..core.limits import TAIL_BYTES
 from ..core.process import (
     CannotStart,
     Child,
@@ -49,7 +50,6 @@ from .entries import (
 )
 from .states import RENEW_S, apply, touch
 
-TAIL_BYTES = 64 * 1024
 _CHUNK = 64 * 1024
 _DRAIN_AFTER_EXIT_S = 2.0  # a background grandchild holding the pipes open is not waited for
 

@@ -19,6 +19,7 @@ from typing import NamedTuple
 
 from ..core import clock
 from ..core.errors import RelayError
+from ..core.limits import RENEW_S, STALE_S  # noqa: F401 (RENEW_S: once's)
 from ..core.process import process_alive, this_host
 from ..store.sql_ledger import LEDGER_FINAL_STATES
 
@@ -31,8 +32,6 @@ FINAL_STATES = LEDGER_FINAL_STATES
 # its command runs, the relay process renews its entry (``updated_at``) every RENEW_S
 # seconds; an entry of another host without a renewal for STALE_S seconds is effect_unknown
 # (relay cannot see whether its command still runs there: only a person reruns it).
-RENEW_S = 10
-STALE_S = 30
 
 
 class View(NamedTuple):

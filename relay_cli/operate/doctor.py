@@ -22,7 +22,7 @@ from .. import __version__
 from ..core import clock
 from ..core.context import Context
 from ..core.errors import RelayError
-from ..core.limits import QUEUE_WARN_FRACTION
+from ..core.limits import CLOCK_WARN_MS, QUEUE_WARN_FRACTION
 from ..core.output import size as _size
 from ..requests import peers
 from ..requests.states import MEANING, STATES
@@ -33,7 +33,6 @@ NO_DB_YET = ("not created yet; the first relay command that uses the home create
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 SYNCHRONOUS = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
-COMPANIONS = ("-wal", "-shm")
 
 # The areas a person reads the report by: on a terminal each is one line unless asked for
 # in full (`-v`), and its problems follow (design.md §11). A check belongs to the area of
@@ -370,6 +369,7 @@ def _symlink_fix(report: Report, home: Path) -> str:
 def _check_paths(home: Path, report: Report) -> bool:
     """Directory and file checks. True when the database may be opened."""
     from ..store import DB_NAME, inspect_path, unsafe_reasons
+    from ..store.home import COMPANIONS
 
     d = inspect_path(home)
     if d.error:
@@ -512,6 +512,7 @@ def _fix_modes(home: Path, report: Report) -> None:
     """Set the modes relay wants (directory 0700, files 0600): tighten what is too open and
     give back the owner's read and write; never follow or replace a symlink."""
     from ..store import DB_NAME
+    from ..store.home import COMPANIONS
 
     _tighten(home, 0o700, directory=True, report=report)
     if os.path.isdir(home) and not os.path.islink(home):
@@ -602,6 +603,7 @@ CORRUPT = ("stop every relay process, move the database aside (the next relay co
 def _failed(report: Report, name: str, err: RelayError, message: str | None = None) -> None:
     """A check that failed with ``err``, with the command for its code (design.md §11)."""
     from ..store import DB_NAME
+    from ..store.home import COMPANIONS
 
     detail, fix = f"{err.code}: {message or err.message}", None
     if err.code == "database_corrupt" and report.scope.url is None:
@@ -635,7 +637,6 @@ def _guarded(report: Report, name: str, fn) -> None:
 # ------------------------------------------------------------------------ PostgreSQL
 LOCAL_HOSTS = ("", "localhost", "127.0.0.1", "::1")
 TLS_MODES = ("require", "verify-ca", "verify-full")
-CLOCK_WARN_MS = 1000
 
 
 def _check_postgres(home: Path, url: str, report: Report) -> None:

@@ -38,10 +38,9 @@ import time
 from collections import Counter
 
 from ..core import clock
+from ..core.limits import DEFAULT_RETENTION_S, TOMBSTONE_S
 from ..requests import due
 
-DEFAULT_RETENTION_S = 30 * 86400
-TOMBSTONE_S = 120 * 86400
 BATCH = 500
 
 COUNT_KEYS = ("requests_pruned", "tombstones_removed", "events_removed", "drafts_removed",

@@ -14,10 +14,9 @@ from contextlib import contextmanager
 from sqlite3 import Row
 
 from ..core.errors import RelayError
+from ..core.limits import SWEEP_BATCH
 from . import peers
 from .states import apply
-
-SWEEP_BATCH = 250  # one batch of due transitions: ~40 ms of write lock at 1M requests
 
 
 def next_due(store) -> int | None:
