@@ -39,3 +39,14 @@ def test_a_store_carries_the_clock_it_was_opened_with(relay):
         assert abs(store.clock.now_ms() - Clock().now_ms() - 3_600_000) < 5_000
     finally:
         store.close()
+
+
+def test_a_calls_colour_choice_wins_over_the_environment(monkeypatch):
+    from relay_cli.core.output import Output
+
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    assert Output().color and not Output(color_choice=False).color
+    monkeypatch.delenv("FORCE_COLOR")
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert not Output().color and Output(color_choice=True).color
+    assert not Output(json_mode=True, color_choice=True).color

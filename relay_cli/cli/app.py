@@ -228,7 +228,7 @@ class Env:
                  session: str | None = None) -> None:
         self.ctx = call_context()
         self.out = Output(json_mode, stdout=self.ctx.stdout or sys.stdout,
-                          stderr=self.ctx.stderr or sys.stderr)
+                          stderr=self.ctx.stderr or sys.stderr, color_choice=self.ctx.color)
         self.home = home or self.ctx.home
         if home:
             self.ctx.home = home
