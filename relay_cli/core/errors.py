@@ -1,7 +1,7 @@
 """The error taxonomy (design.md §7): every failure relay reports is one of these codes.
 
-Each code has one exit code, one retryable flag and one fixed hint that tells an agent
-what to do next. Raising an error anywhere is one line: ``raise RelayError("busy")``.
+Each code has one exit status (``ExitStatus``, the enum of every status relay gives),
+one retryable flag and one fixed hint that tells an agent what to do next. Raising an error anywhere is one line: ``raise RelayError("busy")``.
 """
 
 from __future__ import annotations
