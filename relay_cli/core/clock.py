@@ -11,9 +11,9 @@ from __future__ import annotations
 import math
 import os
 import re
+import threading
 import time
 from collections.abc import Callable
-from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 
@@ -106,12 +106,21 @@ class Clock:
 
 # The clock of the call running in this thread, for the few readers that are not handed
 # one yet (a ledger entry's liveness when it was made on another host); a call's context
-# sets it (``Context.use``), a new thread starts with this machine's clock.
-_current: ContextVar[Clock | None] = ContextVar("relay_clock", default=None)
+# sets it (``Context.enter``, ``Context.use_clock``); a new thread starts with this
+# machine's clock.
+_current = threading.local()  # .clock: the Clock of the call running in this thread
+
+
+def use(clock: Clock | None) -> Clock | None:
+    """Make ``clock`` the clock of the call running in this thread; returns the one before
+    (to give back when the call ends)."""
+    before = getattr(_current, "clock", None)
+    _current.clock = clock
+    return before
 
 
 def current() -> Clock:
-    clock = _current.get()
+    clock = getattr(_current, "clock", None)
     return Clock.from_environ() if clock is None else clock
 
 

@@ -13,7 +13,8 @@ import os
 import sys
 from dataclasses import dataclass, field
 
-from .clock import Clock, _current
+from . import clock as _clock
+from .clock import Clock
 from .limits import DEFAULT_RATE_LIMIT, QUEUE_CAP
 
 # The environment variables relay reads (design.md §2, §3, §4, §7, §8), with what each
@@ -82,14 +83,14 @@ class Context:
         """From now on this call's time comes from ``clock`` (a store's, whose server keeps
         relay's time: design.md §13)."""
         self.clock = clock
-        _current.set(clock)
+        _clock.use(clock)
 
     def enter(self):
         """Make this the call running in this thread (for readers not handed a clock yet);
         returns the token ``leave`` takes."""
-        return _current.set(self.clock)
+        return _clock.use(self.clock)
 
     def leave(self, token) -> None:
         while self.closing:
             self.closing.pop().close()
-        _current.reset(token)
+        _clock.use(token)
