@@ -43,7 +43,7 @@ def _drain_stdin() -> None:
 def main() -> None:
     if idle_hook(sys.argv[1:], os.environ):
         _drain_stdin()
-        sys.exit(0)
+        sys.exit(0)  # ExitStatus.OK (nothing of relay is imported on this path)
     from .cli import main as cli_main
 
     cli_main()

@@ -44,14 +44,14 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import pgserver  # noqa: E402
+from relay_cli.core.context import ENVIRONMENT  # noqa: E402
 
 DAY = 86400  # seconds
 # Escape sequences a terminal acts on: CSI, OSC (a title), charset and keypad switches.
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\x1b[()][A-Z0-9]|\x1b[=>]")
 
-RELAY_ENV_VARS = ("RELAY_HOME", "RELAY_PEER", "RELAY_SESSION", "RELAY_TIME_OFFSET",
-                  "RELAY_RATE_LIMIT", "RELAY_QUEUE_CAP", "RELAY_DEBUG", "NO_COLOR", "FORCE_COLOR",
-                  "CLAUDE_ENV_FILE", "RELAY_DATABASE_URL", "CLAUDE_CODE_ENTRYPOINT",
+# what relay reads (its one list), and what the runtimes set that relay looks at
+RELAY_ENV_VARS = (*ENVIRONMENT, "FORCE_COLOR", "CLAUDE_ENV_FILE", "CLAUDE_CODE_ENTRYPOINT",
                   "CLAUDE_CODE_SESSION_ATTENDED", "CODEX_THREAD_ID")
 BACKENDS = ("sqlite", "postgres")
 
@@ -80,6 +80,7 @@ class Relay:
         self.url = url  # the PostgreSQL database of this test, or None for relay.db
         self.backend = "postgres" if url else "sqlite"
         self.env: dict[str, str] = {}
+        self.clock = None  # the clock handed to every later in-process call (move_clock)
 
     def _env(self, env: dict | None) -> dict[str, str]:
         base = {k: v for k, v in os.environ.items() if k not in RELAY_ENV_VARS}
@@ -95,10 +96,15 @@ class Relay:
         return base
 
     def __call__(self, *args: str, input: str | bytes | None = None,
-                 env: dict | None = None, terminal: bool = False) -> Result:
+                 env: dict | None = None, terminal: bool = False, clock=None) -> Result:
         """``terminal``: standard input is a real pseudo-terminal (a person typing), with
-        ``input`` already typed into it (design.md §14: a person's acts need one)."""
+        ``input`` already typed into it (design.md §14: a person's acts need one).
+        ``clock``: a ``relay_cli.core.clock.Clock`` the call uses (a fake one), instead of
+        the one of ``move_clock`` or of RELAY_TIME_OFFSET in ``env``."""
         from relay_cli.cli import run
+
+        if clock is None and not (env and "RELAY_TIME_OFFSET" in env):
+            clock = self.clock
 
         data = input.encode() if isinstance(input, str) else (input or b"")
         saved_env = dict(os.environ)
@@ -116,7 +122,7 @@ class Relay:
             sys.stdin = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8")
         sys.stdout, sys.stderr = out, err
         try:
-            code = run([str(a) for a in args])
+            code = run([str(a) for a in args], clock=clock)
         finally:
             if master is not None:
                 sys.stdin.close()
@@ -201,7 +207,12 @@ class Relay:
                 os.close(slave)
 
     def move_clock(self, seconds: float) -> None:
-        """Move relay's clock (RELAY_TIME_OFFSET) by ``seconds`` for every later call."""
+        """Move relay's clock by ``seconds`` for every later call: handed to an in-process
+        call as its clock, to a process (and what an in-process call starts) as
+        RELAY_TIME_OFFSET."""
+        from relay_cli.core.clock import Clock
+
+        self.clock = Clock(str(seconds))
         self.env["RELAY_TIME_OFFSET"] = str(seconds)
 
     def popen(self, *args: str, env: dict | None = None, **kw) -> subprocess.Popen:
@@ -261,13 +272,9 @@ class Relay:
 
     def open_store(self):
         """A store object on this test's database, in this process."""
-        from relay_cli.store import open_store, set_database_url
+        from relay_cli.store import open_store
 
-        set_database_url(self.url or "")
-        try:
-            return open_store(self.home)
-        finally:
-            set_database_url(None)
+        return open_store(self.home, self.url, self.clock)
 
 
 class Tmux:
@@ -406,8 +413,6 @@ def pg_cluster():
 
 @pytest.fixture(params=BACKENDS)
 def relay(request, tmp_path) -> Relay:
-    from relay_cli.core import clock
-
     if request.param == "sqlite":
         yield Relay(tmp_path / "relay-home")
         return
@@ -416,7 +421,6 @@ def relay(request, tmp_path) -> Relay:
     try:
         yield Relay(tmp_path / "relay-home", url)
     finally:
-        clock.set_source(None)  # a store the test opened and left open
         cluster.drop(name)
 
 

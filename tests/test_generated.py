@@ -218,8 +218,9 @@ def test_man_page_has_every_section_command_and_option():
         for o in c["options"]:
             assert o["flags"][0] in unescaped, (c["path"], o["name"])
             assert o["help"].replace("`", "") in unescaped, (c["path"], o["name"])
-    for var in ("RELAY_HOME", "RELAY_PEER", "RELAY_SESSION", "RELAY_TIME_OFFSET",
-                "RELAY_RATE_LIMIT", "RELAY_QUEUE_CAP", "RELAY_DEBUG", "NO_COLOR"):
+    from relay_cli.core.context import ENVIRONMENT
+
+    for var in ENVIRONMENT:
         assert f"\n.TP\n{var}\n" in unescaped, var
     for e in doc["exit_status"]:
         assert f"\n.TP\n{e['code']}\n" in unescaped, e["code"]

@@ -12,7 +12,7 @@ import pytest
 from conftest import new_id
 
 from relay_cli.cli import schema as schema_mod
-from relay_cli.core.errors import ERRORS, RelayError
+from relay_cli.core.errors import ERRORS, ExitStatus, RelayError
 from relay_cli.requests.states import FINAL_STATES, MEANING, STATES, TRANSITIONS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -69,6 +69,19 @@ def test_schema_errors_are_the_taxonomy(doc):
     listed_codes = {e["code"] for e in doc["exit_status"]}
     assert {spec.exit_code for spec in ERRORS.values()} <= listed_codes
     assert 0 in listed_codes
+
+
+def test_every_exit_status_is_one_of_the_enum_and_the_table_is_its_meanings(doc):
+    """design.md §7: the exit statuses are one enum (``ExitStatus``); the error table uses
+    its members and `relay schema`'s table is its meanings (with ``also_exits``' whens)."""
+    for spec in ERRORS.values():
+        assert isinstance(spec.exit_code, ExitStatus)
+        assert all(isinstance(status, ExitStatus) for status, _ in spec.also_exits)
+    meanings = {int(s): s.meaning for s in ExitStatus if s.meaning}
+    listed = {e["code"]: e["meaning"] for e in doc["exit_status"]}
+    assert {k: v for k, v in listed.items() if k in meanings} == meanings
+    assert set(listed) - set(meanings) == {ExitStatus.NOT_EXECUTABLE,
+                                           ExitStatus.COMMAND_NOT_FOUND}
 
 
 @pytest.mark.one_backend

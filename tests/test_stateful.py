@@ -13,6 +13,7 @@ import shutil
 import sqlite3
 import tempfile
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 from hypothesis import HealthCheck, settings
@@ -23,7 +24,7 @@ from relay_cli.core import clock
 from relay_cli.core.errors import RelayError
 from relay_cli.requests import due, lifecycle, peers
 from relay_cli.requests.states import FINAL_STATES, TRANSITIONS
-from relay_cli.store import open_store, set_database_url
+from relay_cli.store import open_store
 
 # design.md §13: the same machine on PostgreSQL (test_the_state_machine_on_postgres) gets
 # a fresh database for every example from this factory; None: relay.db in a temp home.
@@ -38,14 +39,10 @@ class RelayMachine(RuleBasedStateMachine):
         super().__init__()
         self.dir = Path(tempfile.mkdtemp())
         self.offset = 0.0
-        os.environ["RELAY_TIME_OFFSET"] = "0"
         os.environ["RELAY_RATE_LIMIT"] = "0"
         self.url = FRESH_DATABASE() if FRESH_DATABASE else None
-        set_database_url(self.url or "")
-        try:
-            self.store = open_store(self.dir / "home")
-        finally:
-            set_database_url(None)
+        # relay's clock, moved by handing the store another (design.md §8)
+        self.store = open_store(self.dir / "home", self.url, clock.Clock("0"))
         self.tokens: dict[str, str] = {}
         self.sent: dict[str, str] = {}  # id -> text it was first sent with
         self.seen_final: dict[str, str] = {}
@@ -56,7 +53,6 @@ class RelayMachine(RuleBasedStateMachine):
     def teardown(self) -> None:
         self.store.close()
         shutil.rmtree(self.dir, ignore_errors=True)
-        os.environ.pop("RELAY_TIME_OFFSET", None)
         os.environ.pop("RELAY_RATE_LIMIT", None)
 
     # ---------------------------------------------------------------- helpers
@@ -78,7 +74,7 @@ class RelayMachine(RuleBasedStateMachine):
 
     def call(self, fn, *args, name="bob"):
         """Run one command; a refusal must change nothing but already-due transitions."""
-        due.drain_due(self.store, clock.now_ms())
+        due.drain_due(self.store, self.store.clock.now_ms())
         before = self.snapshot()
         try:
             with due.unit(self.store) as now:
@@ -96,7 +92,7 @@ class RelayMachine(RuleBasedStateMachine):
     def send(self, rid, text, on_lost):
         kwargs = dict(to="bob", text=text, request_id=rid, ttl_s=60, reply_within_s=60,
                       on_lost=on_lost, max_attempts=2, in_reply_to=None)
-        due.drain_due(self.store, clock.now_ms())
+        due.drain_due(self.store, self.store.clock.now_ms())
         before = self.snapshot()
         try:
             with due.unit(self.store) as now:
@@ -141,7 +137,7 @@ class RelayMachine(RuleBasedStateMachine):
     @rule(seconds=st.sampled_from([5, 15, 25, 61]))
     def advance(self, seconds):
         self.offset += seconds
-        os.environ["RELAY_TIME_OFFSET"] = str(self.offset)
+        self.store.clock = replace(self.store.clock, offset=str(self.offset))
         # alice stays alive; bob's lease may lapse (that is part of the model)
         with due.unit(self.store) as now:
             session = self.store.active_session("alice")

@@ -29,14 +29,14 @@ def _declared() -> set[str]:
 
 
 def _public(klass) -> set[str]:
-    return ({n for n in dir(klass) if not n.startswith("_")} | {"home"}) - {"db"}
+    return ({n for n in dir(klass) if not n.startswith("_")} | {"home", "clock"}) - {"db"}
 
 
 @pytest.mark.one_backend
 @pytest.mark.parametrize("klass", [SQLiteStore, PgStore])
 def test_each_backend_implements_exactly_the_declared_store(klass):
     assert _public(klass) == _declared()
-    for name in _declared() - {"backend", "poll_interval", "home", "read_only"}:
+    for name in _declared() - {"backend", "poll_interval", "home", "clock", "read_only"}:
         want = inspect.signature(getattr(Store, name))
         got = inspect.signature(getattr(klass, name))
         assert list(got.parameters) == list(want.parameters), (klass.__name__, name)
@@ -204,7 +204,7 @@ def _calls(store, now: int) -> list[tuple[str, bool, Callable[[], object]]]:
 
 # Operations the table above does not call itself: the harness's own, or (PostgreSQL)
 # refused before any statement (relay prune --vacuum, design.md §13).
-_NOT_CALLED = {"backend", "poll_interval", "home", "transaction", "close"}
+_NOT_CALLED = {"backend", "poll_interval", "home", "clock", "transaction", "close"}
 _REFUSED_ON_POSTGRES = {"check_vacuum", "database_bytes", "vacuum"}
 
 

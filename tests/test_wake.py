@@ -7,6 +7,7 @@ only guard against a hang.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -217,7 +218,8 @@ def test_the_waiter_ends_when_the_session_lease_lapses(relay, session, monkeypat
             wake.run(store, ev, henv, HANG, runtime="claude")))
         t.start()
         until(lambda: wakeup(relay, "agent-1") == "waiter", "the waiter")
-        monkeypatch.setenv("RELAY_TIME_OFFSET", "3700")  # past the hook session's 1 h lease
+        # past the hook session's 1 h lease: the store's clock is moved (design.md §8)
+        store.clock = dataclasses.replace(store.clock, offset="3700")
         t.join(HANG)
         assert not t.is_alive() and result == [(0, "")]
     finally:

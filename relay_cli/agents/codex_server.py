@@ -30,9 +30,10 @@ import subprocess
 import tempfile
 import time
 
+from ..core.limits import CODEX_START_TIMEOUT_S as START_TIMEOUT_S
+from ..core.limits import CODEX_STOP_GRACE_S as STOP_GRACE_S
+
 REMOTE_ENV = "RELAY_CODEX_REMOTE"  # the address the waiter's `codex queue --remote` uses
-START_TIMEOUT_S = 30.0
-STOP_GRACE_S = 5.0
 SOCKET_NAME = "app-server.sock"
 _MAX_SOCKET_PATH = 100  # sun_path holds 108 bytes
 

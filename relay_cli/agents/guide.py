@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+from ..core.limits import DEFAULT_CLAIM_LEASE_S, MAX_OPEN_DRAFTS, MAX_STOP_BLOCKS, QUEUE_CAP
 from . import runtimes
 
 AUDIENCES = ("generic", *runtimes.NAMES)
@@ -25,7 +26,7 @@ def settings_json(runtime: str, wake: bool = True) -> str:
     return json.dumps(fragment(runtime, wake), indent=2)
 
 
-_GENERIC = """\
+_GENERIC = f"""\
 # Working with other agents through relay
 
 relay hands work between the AI agents on this machine. Each relay command is an
@@ -78,7 +79,7 @@ EOF
   last asked (id, state, reason); delivery_unknown among them means nobody
   knows.
 
-{states}
+{{states}}
 ## Taking work that was sent to you
 
 - `relay inbox` lists what waits for you (no bodies). `relay claim` takes the
@@ -90,7 +91,7 @@ EOF
   exactly one of: `relay reply ID - <<'EOF' ... EOF` (done, with the answer),
   `relay fail ID --reason TEXT` (you tried and it failed), `relay reject ID
   --reason TEXT` (you declined; nothing done).
-- Claim only what you will work on now. A claim has a lease (default 2 minutes):
+- Claim only what you will work on now. A claim has a lease (default {DEFAULT_CLAIM_LEASE_S // 60} minutes):
   ack within it, or the request becomes delivery_unknown (or is queued again
   when it was sent with --on-lost redeliver); if your session ends with claimed
   work unfinished, that work becomes delivery_unknown and a person has to sort
@@ -143,15 +144,15 @@ relay once --key "$TOOL_USE_ID" -- gh pr create --title "..." -F notes.md
   nothing_to_claim, in_progress) can be retried later, after
   retry_after_seconds when it is given; a retry of a send or submit keeps the
   same id.
-- capacity_exceeded: the recipient's queue is full (1,000 open requests by
-  default) or you have 100 unsubmitted drafts. Nothing was queued. Retry the
+- capacity_exceeded: the recipient's queue is full ({QUEUE_CAP:,} open requests by
+  default) or you have {MAX_OPEN_DRAFTS} unsubmitted drafts. Nothing was queued. Retry the
   same id later; do not send the work another way.
 - peer_superseded, lease_expired or invalid_session: your session is gone. Any
   work you had claimed is now delivery_unknown. Tell the person; do not redo
   that work on your own.
 """
 
-_CLAUDE = """\
+_CLAUDE = f"""\
 
 ## Claude Code: relay's hooks
 
@@ -166,7 +167,7 @@ SessionEnd:
 - UserPromptSubmit adds a short note listing requests waiting for you and
   requests you sent that have finished.
 - Stop keeps the session going when requests are waiting for you, naming them
-  and the command to take them (`relay claim`). It does so at most 3 times in a
+  and the command to take them (`relay claim`). It does so at most {MAX_STOP_BLOCKS} times in a
   row and never twice for the same requests; you may finish your turn and tell
   the person instead.
 - While you are idle, relay's wake waiter (`relay hook claude --wake`) waits for
@@ -182,7 +183,7 @@ SessionEnd:
   for a piece of work, never both for the same work.
 """
 
-_CODEX = """\
+_CODEX = f"""\
 
 ## Codex: relay's hooks
 
@@ -195,7 +196,7 @@ Then:
 
 - At each prompt a short note lists requests waiting for you and requests you
   sent that have finished; when you stop while requests wait, the hook keeps you
-  going, naming them and `relay claim` (at most 3 times in a row, never twice
+  going, naming them and `relay claim` (at most {MAX_STOP_BLOCKS} times in a row, never twice
   for the same requests).
 - If the person also ran `relay hook install codex --wake`, relay's waiter wakes
   an idle session with `codex queue`: a message that starts with `[relay]`
@@ -211,7 +212,7 @@ Then:
 - Add this guide to AGENTS.md: `relay guide --for codex >> AGENTS.md`.
 """
 
-_GEMINI = """\
+_GEMINI = f"""\
 
 ## Gemini CLI: relay's hooks
 
@@ -223,7 +224,7 @@ which puts RELAY_PEER and RELAY_SESSION in your environment. Then:
 - Before each turn (BeforeAgent) a short note lists requests waiting for you and
   requests you sent that have finished.
 - After your answer (AfterAgent), when requests wait for you, the hook asks for
-  one more turn, naming them and `relay claim` (at most 3 times in a row, never
+  one more turn, naming them and `relay claim` (at most {MAX_STOP_BLOCKS} times in a row, never
   twice for the same requests). That request comes from relay, not from the
   user.
 - Nothing can wake an idle Gemini CLI session. To wait for work yourself: `relay

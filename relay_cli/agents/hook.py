@@ -38,7 +38,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..core import clock
-from ..core.limits import HOOK_LEASE_S
+from ..core.limits import COUNT_CAP, HOOK_LEASE_S, MAX_STOP_BLOCKS
+from ..core.limits import MAX_HOOK_INPUT_BYTES as MAX_INPUT_BYTES
 from ..core.output import age, inert, size
 from ..requests import due, peers
 from . import guide, runtimes
@@ -50,16 +51,13 @@ if TYPE_CHECKING:
 EVENTS = runtimes.EVENTS  # relay's four events, in Claude Code's and Codex's names
 SESSION_START_SOURCES = ("startup", "resume", "clear", "compact", "fork")
 PERSON_SOURCES = (None, "user")  # UserPromptSubmit sources that are a person's prompt
-MAX_STOP_BLOCKS = 3  # the 4th consecutive Stop is let through
 DEFAULT_LEASE_S = HOOK_LEASE_S  # an agent session has no heartbeat between turns
 MAX_LISTED = 10
 MAX_REMEMBERED_IDS = 500
 MAX_SCANNED = 500  # queued requests a hook reads at most (the oldest first)
-COUNT_CAP = 10_000  # a queue is counted no further than this
 MAX_NOTICES = MAX_LISTED * 2
 MAX_OWN_PROMPTS = 20
 MAX_CONTEXT_CHARS = 9000  # Claude Code moves anything above 10,000 characters to a file
-MAX_INPUT_BYTES = 16 * 1024 * 1024
 # Characters that Codex and Gemini CLI HTML-escape on the way to the model (design.md
 # §12): no text relay hands a runtime contains them.
 ESCAPED = "<>&"

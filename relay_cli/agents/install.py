@@ -31,13 +31,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.errors import RelayError
+from ..core.limits import MAX_SETTINGS_BYTES
 from . import runtimes
 from .runtimes import WAKE_TIMEOUT_S
 
 RUNTIMES = runtimes.NAMES
 DISPLAY = {r.name: r.display for r in runtimes.ALL}
 NEW_FILE_MODE = 0o600
-MAX_SETTINGS_BYTES = 4 * 1024 * 1024  # a settings file larger than this is not read
 
 
 @dataclass(frozen=True)

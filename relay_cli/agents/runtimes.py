@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..core.limits import HOOK_TIMEOUT_S, WAKE_TIMEOUT_S  # noqa: F401 (install's)
+
 # relay's four events, in Claude Code's and Codex's names, in the order they fire.
 EVENTS = ("SessionStart", "UserPromptSubmit", "Stop", "SessionEnd")
-HOOK_TIMEOUT_S = 10  # every event hook
-WAKE_TIMEOUT_S = 3600 + 60  # a waiter: its own 1 h timeout ends it first
 
 
 @dataclass(frozen=True)

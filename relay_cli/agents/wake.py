@@ -35,7 +35,7 @@ import time
 from typing import TYPE_CHECKING
 
 from ..core import clock
-from ..core.limits import HOOK_LEASE_S
+from ..core.limits import CODEX_QUEUE_TIMEOUT_S, FIND_GRACE_S, HOOK_LEASE_S
 from ..requests import due, peers
 from .hook import (
     MAX_REMEMBERED_IDS,
@@ -52,8 +52,6 @@ if TYPE_CHECKING:
 
 DEFAULT_TIMEOUT_S = HOOK_LEASE_S  # the lease of a session the hook joins
 TIMEOUT_BOUNDS = clock.SESSION_LEASE
-FIND_GRACE_S = 30.0  # how long a waiter looks for its session (SessionStart races the hook)
-CODEX_QUEUE_TIMEOUT_S = 30
 MAX_NAMED_IDS = 10
 
 WAKE_EXIT = 2  # Claude Code's asyncRewake: exit 2 wakes the model

@@ -18,7 +18,9 @@ from typer.core import TyperGroup
 
 from .. import __version__
 from ..core import clock, output
-from ..core.errors import RelayError
+from ..core.clock import Clock
+from ..core.context import Context
+from ..core.errors import ExitStatus, RelayError
 from ..core.limits import MAX_TEXT_BYTES
 from ..core.output import Output
 from ..requests import due, lifecycle
@@ -209,20 +211,36 @@ SessionLeaseOpt = Annotated[
 ]
 
 
-_OPEN: list[Env] = []
+def call_context() -> Context:
+    """The context of the call being run (``run`` hands it to Click as the root context's
+    ``obj``, which every command's context inherits); outside a call, one read from the
+    environment."""
+    click_ctx = _click_globals().get_current_context(silent=True)
+    found = getattr(click_ctx, "obj", None)
+    return found if isinstance(found, Context) else Context.from_environ()
 
 
 class Env:
-    """What one command invocation works with: output, home, store, identity options."""
+    """What one command invocation works with: the call's context, output, home, store,
+    identity options."""
 
     def __init__(self, json_mode: bool, home: str | None, as_: str | None = None,
                  session: str | None = None) -> None:
-        self.out = Output(json_mode)
-        self.home = home
+        self.ctx = call_context()
+        self.out = Output(json_mode, stdout=self.ctx.stdout or sys.stdout,
+                          stderr=self.ctx.stderr or sys.stderr, color_choice=self.ctx.color)
+        self.home = home or self.ctx.home
+        if home:
+            self.ctx.home = home
         self.as_ = as_
         self.session = session
         self._store = None
-        _OPEN.append(self)
+        self.ctx.closing.append(self)
+
+    @property
+    def clock(self) -> Clock:
+        """The call's clock: the store's once it is open (the server's, on PostgreSQL)."""
+        return self.ctx.clock
 
     @property
     def json(self) -> bool:
@@ -233,7 +251,8 @@ class Env:
         if self._store is None:
             from ..store import open_store
 
-            self._store = open_store(self.home)
+            self._store = open_store(self.home, self.ctx.database_url, self.ctx.clock)
+            self.ctx.use_clock(self._store.clock)
         return self._store
 
     def identity(self) -> tuple[str | None, str | None]:
@@ -253,7 +272,7 @@ class Env:
             self._store = None
 
 
-def _warn_offset(out: Output) -> None:
+def _warn_offset(out: Output, clock: Clock) -> None:
     """On a terminal, a shifted clock is never silent in human output (design.md §8);
     piped, or with --json (``Output.note`` writes nothing then), stderr stays exactly as
     documented (design.md §7)."""
@@ -263,7 +282,7 @@ def _warn_offset(out: Output) -> None:
         on_terminal = False
     if on_terminal:
         try:
-            warning = clock.offset_warning()
+            warning = clock.warning()
         except RelayError:
             return  # a malformed offset: the command itself reports invalid_duration
         if warning:
@@ -332,7 +351,7 @@ def duration(value: str | None, bounds, what: str, default: int | None) -> int |
 def version_callback(value: bool) -> None:
     if value:
         print(f"relay {__version__}")
-        raise typer.Exit(0)
+        raise typer.Exit(ExitStatus.OK)
 
 
 @app.callback()
@@ -357,7 +376,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.stdout.flush()  # what is still buffered: here, not in the interpreter's exit
     except BrokenPipeError:
         _quiet_stdout()
-        code = 141
+        code = ExitStatus.BROKEN_PIPE
     except (OSError, ValueError):
         pass
     sys.exit(code)
@@ -373,8 +392,11 @@ def _quiet_stdout() -> None:
         pass
 
 
-def run(argv: list[str] | None = None) -> int:
-    """Run the CLI; return the exit code. Never lets a traceback out (unless RELAY_DEBUG)."""
+def run(argv: list[str] | None = None, clock: Clock | None = None) -> int:
+    """Run the CLI; return the exit code. Never lets a traceback out (unless RELAY_DEBUG).
+
+    The call's context is built here, once, from the environment; ``clock`` replaces the
+    one ``RELAY_TIME_OFFSET`` describes (a test's fake clock)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     output.new_call()
     refused = _closed_streams(argv)
@@ -383,16 +405,12 @@ def run(argv: list[str] | None = None) -> int:
     for stream in (sys.stdout, sys.stderr):
         if hasattr(stream, "reconfigure"):  # never fail on a terminal that is not UTF-8
             stream.reconfigure(errors="backslashreplace")
+    ctx = Context.from_environ(clock=clock)
+    token = ctx.enter()
     try:
-        return _run(argv)
+        return _run(argv, ctx)
     finally:
-        while _OPEN:
-            _OPEN.pop().close()
-        # --database-url is forgotten after the call; a call that never reached the store
-        # (--help, id, guide) never imported it, and need not pay for the import now.
-        url = sys.modules.get(f"{__package__.rpartition('.')[0]}.store.url")
-        if url is not None:
-            url.set_database_url(None)
+        ctx.leave(token)  # closes what the call opened
 
 
 def _closed_streams(argv: list[str]) -> int | None:
@@ -414,31 +432,31 @@ def _closed_streams(argv: list[str]) -> int | None:
     return err.exit_code
 
 
-def _run(argv: list[str]) -> int:
+def _run(argv: list[str], ctx: Context) -> int:
     click_exc = click_exceptions()
     out = Output(_wants_json(argv))
-    _warn_offset(out)
+    _warn_offset(out, ctx.clock)
     try:
         command = _click_command(argv)
-        rv = _invoke(command, argv)
-        return rv if isinstance(rv, int) else 0
+        rv = _invoke(command, argv, ctx)
+        return rv if isinstance(rv, int) else ExitStatus.OK
     except RelayError as e:
         out.error(e)
         return e.exit_code
     except typer.Exit as e:
         return e.exit_code
     except typer.Abort:
-        return 130
+        return ExitStatus.INTERRUPTED
     except click_exc.NoArgsIsHelpError as e:
         sys.stderr.write(e.format_message() + "\n")
-        return 2
+        return ExitStatus.USAGE
     except click_exc.ClickException as e:  # usage errors from parsing
         if argv[:1] == ["hook"] and argv[1:2] not in (["install"], ["uninstall"]):
             # A hook must never break the agent (design.md §12): a typo in its settings
             # (`relay hook claude --kind`) exits 0 silently, like any other bad input.
             # `hook install|uninstall` are a person's commands: theirs is a usage error.
-            _debug()
-            return 0
+            _debug(ctx)
+            return ExitStatus.OK
         err = RelayError("usage_error", _usage_message(e, click_exc))
         out.error(err)
         return err.exit_code
@@ -446,29 +464,31 @@ def _run(argv: list[str]) -> int:
         from ..store import relay_error_from_sqlite
 
         err = relay_error_from_sqlite(e)
-        _debug()
+        _debug(ctx)
         out.error(err)
         return err.exit_code
     except KeyboardInterrupt:
-        return 130
+        return ExitStatus.INTERRUPTED
     except BrokenPipeError:
         # The reader went away (`relay list | head -1`): exit like a program killed by
         # SIGPIPE (128+13), and keep the interpreter's final flush quiet.
         _quiet_stdout()
-        return 141
+        return ExitStatus.BROKEN_PIPE
     except Exception as e:  # noqa: BLE001 - the last line of defence
-        _debug()
+        _debug(ctx)
         err = RelayError("internal_error", f"{type(e).__name__}: {e}")
         out.error(err)
         return err.exit_code
 
 
-def _invoke(command, argv: list[str]):
+def _invoke(command, argv: list[str], context: Context):
     """Click's ``main`` minus its own handling: Typer's turns a broken pipe into exit 1
-    (the "bug" code), before relay could say 141; every exception reaches ``_run``."""
-    command._main_shell_completion({}, "relay", None)  # exits when the shell completes
+    (the "bug" code), before relay could say 141; every exception reaches ``_run``. The
+    call's context rides on Click's as ``obj``."""
+    # exits when the shell completes
+    command._main_shell_completion({"obj": context}, "relay", None)
     try:
-        with command.make_context("relay", list(argv)) as ctx:
+        with command.make_context("relay", list(argv), obj=context) as ctx:
             return command.invoke(ctx)
     except EOFError as e:  # (as Click: end of input at a prompt)
         raise typer.Abort() from e
@@ -481,6 +501,12 @@ def click_exceptions():
     return sys.modules[typer.BadParameter.__module__]
 
 
+def _click_globals():
+    """The ``globals`` module (the current context) of the Click that Typer runs on."""
+    return importlib.import_module(
+        typer.BadParameter.__module__.rpartition(".")[0] + ".globals")
+
+
 DATABASE_URL_HELP = ("PostgreSQL database shared by several machines, postgresql://... "
                      "(default: $RELAY_DATABASE_URL, else relay.db in the state dir). A "
                      "command line is visible to every user in ps: keep the password out "
@@ -488,10 +514,11 @@ DATABASE_URL_HELP = ("PostgreSQL database shared by several machines, postgresql
 
 
 def _database_url(ctx, param, value) -> None:
-    if value is not None:
-        from ..store.url import check, set_database_url
+    """``--database-url``: wins over ``$RELAY_DATABASE_URL`` for this call (its context)."""
+    if value is not None and isinstance(ctx.obj, Context):
+        from ..store.url import check
 
-        set_database_url(check(value.strip()) if value.strip() else "")
+        ctx.obj.database_url = check(value.strip()) if value.strip() else ""
 
 
 def build_command(typer_app):
@@ -571,8 +598,8 @@ def _usage_message(e, click_exc) -> str:
     return e.format_message()
 
 
-def _debug() -> None:
-    if os.environ.get("RELAY_DEBUG") == "1":
+def _debug(ctx: Context) -> None:
+    if ctx.debug:
         import traceback
 
         traceback.print_exc()

@@ -41,10 +41,14 @@ def _param(ctx, name: str):
 
 
 def _open(ctx):
+    from ..core.context import Context
     from ..store import open_store_readonly
 
+    call = getattr(ctx, "obj", None)  # the call's context (``app.run``), with --database-url
+    if not isinstance(call, Context):
+        call = Context.from_environ()
     try:
-        return open_store_readonly(_param(ctx, "home"))
+        return open_store_readonly(_param(ctx, "home"), call.database_url, call.clock)
     except Exception:  # noqa: BLE001 - completion never fails: no candidates
         return None
 
@@ -90,7 +94,7 @@ def requests(which: str):
                 return []
             filters[rule["mine"]] = mine
         rows = store.completion_requests(prefix, limit=LIMIT, **filters)
-        now = clock.now_ms()
+        now = store.clock.now_ms()
         return [(r["id"], f"{r['state']}, {r['from_peer']} -> {r['to_peer']}, "
                           f"{clock.human_duration(max(0, now - r['created_at']) / 1000)} ago")
                 for r in rows]

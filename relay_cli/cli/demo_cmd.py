@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from ..core.output import Output, inert_line
-from .app import HomeOpt, JsonOpt, app, examples
+from .app import HomeOpt, JsonOpt, app, call_context, examples
 
 
 @app.command(epilog=examples(
@@ -61,7 +61,7 @@ def demo(
                  "duplicate: yes (already sent, nothing new queued): one request, one job.")
         if keep or home is not None:
             out.line("The home was kept; to look around in it:")
-            out.line(f"  {demo_lib.look_around(path)}")  # whole, to copy
+            out.line(f"  {demo_lib.look_around(path, call_context().database_url_given())}")  # whole, to copy
         else:
             out.para("The throwaway home was removed (relay demo --keep keeps it).")
     return 0

@@ -136,8 +136,7 @@ def _unknown_text(obj: dict) -> str:
             f"whether the effect happened, then {settle}")
 
 
-def _render_entry(out: Output, obj: dict, output: bool = False) -> None:
-    now = clock.now_ms()
+def _render_entry(out: Output, obj: dict, now: int, output: bool = False) -> None:
     out.fields(_entry_fields(obj, now))
     if not output or obj.get("output_pruned"):
         return
@@ -158,7 +157,7 @@ def _emit(env: Env, obj: dict, output: bool = False) -> int:
     if env.json:
         env.out.json(obj)
     else:
-        _render_entry(env.out, obj, output)
+        _render_entry(env.out, obj, env.clock.now_ms(), output)
     return 0
 
 

@@ -8,9 +8,21 @@ import typer
 
 from ..core import clock
 from ..core.errors import RelayError, cannot_start
+from ..core.limits import DAY_S, DEFAULT_RETENTION_S, TOMBSTONE_S
 from ..core.output import Output
 from ..requests import peers
-from .app import Env, HomeOpt, JsonOpt, KindOpt, PeerOpt, SessionLeaseOpt, app, duration, examples
+from .app import (
+    Env,
+    HomeOpt,
+    JsonOpt,
+    KindOpt,
+    PeerOpt,
+    SessionLeaseOpt,
+    app,
+    call_context,
+    duration,
+    examples,
+)
 
 # ------------------------------------------------------------------ run
 _CANNOT_START = (
@@ -73,7 +85,7 @@ def run_(
             else:
                 env.out.note(item)
 
-        return launcher.run(lambda: _open(home), as_, kind, lease_s, argv, report)
+        return launcher.run(lambda: _open(env), as_, kind, lease_s, argv, report)
     except launcher.CannotStart as e:
         err = cannot_start(str(e), e.status, _CANNOT_START)
         env.out.error(err)
@@ -83,10 +95,11 @@ def run_(
         return e.exit_code
 
 
-def _open(home):
+def _open(env: Env):
+    """A new store of this call (``relay run``'s heartbeat thread has its own)."""
     from ..store import open_store
 
-    return open_store(home)
+    return open_store(env.home, env.ctx.database_url, env.ctx.clock)
 
 
 # ------------------------------------------------------------------ doctor
@@ -122,7 +135,8 @@ def doctor(
 
     out = Output(json_)
     given = bool(home) or bool(os.environ.get("RELAY_HOME"))
-    report = doctor_.diagnose(resolve_home(home), fix=fix, home_given=given)
+    report = doctor_.diagnose(resolve_home(home), fix=fix, home_given=given,
+                              context=call_context())
     if json_:
         out.json(report.to_json())
         return report.exit_code
@@ -321,7 +335,19 @@ def _shell_words(text: str) -> list[str]:
 
 
 # ------------------------------------------------------------------ prune
-@app.command(epilog=examples(
+_PRUNE_HELP = f"""Remove old final requests, keeping tombstones for late retries.
+
+    A retry that comes after its request was pruned is still a duplicate.
+    Final requests finished more than {DEFAULT_RETENTION_S // DAY_S} days ago (--older-than) lose their text, reply
+    and detail and stay as tombstones until {TOMBSTONE_S // DAY_S} days after they finished; then they are
+    removed. Expired drafts are removed. Finished `relay once` ledger entries are pruned the
+    same way (output dropped, tombstone kept). Sessions that ended more than D ago are
+    removed once no request or tombstone names them, and old hook records with them.
+    Requests that are not final and active sessions are never touched.
+    """
+
+
+@app.command(help=_PRUNE_HELP, epilog=examples(
     'relay prune --dry-run',
     'relay prune --older-than 7d',
     'relay prune --vacuum',
@@ -331,7 +357,7 @@ def prune(
         Optional[str],
         typer.Option("--older-than", metavar="D",
                      help="Remove bodies of final requests finished more than D ago "
-                     "(default 30d)."),
+                     f"(default {clock.duration_text(DEFAULT_RETENTION_S)})."),
     ] = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Count what would be removed and remove nothing "
@@ -345,16 +371,7 @@ def prune(
     json_: JsonOpt = False,
     home: HomeOpt = None,
 ) -> int:
-    """Remove old final requests, keeping tombstones for late retries.
-
-    A retry that comes after its request was pruned is still a duplicate.
-    Final requests finished more than 30 days ago (--older-than) lose their text, reply
-    and detail and stay as tombstones until 120 days after they finished; then they are
-    removed. Expired drafts are removed. Finished `relay once` ledger entries are pruned the
-    same way (output dropped, tombstone kept). Sessions that ended more than D ago are
-    removed once no request or tombstone names them, and old hook records with them.
-    Requests that are not final and active sessions are never touched.
-    """
+    # its help: _PRUNE_HELP (it states the retention from core.limits)
     from ..operate import retention
 
     env = Env(json_, home)
@@ -364,7 +381,7 @@ def prune(
                        retention.DEFAULT_RETENTION_S)
     if vacuum:
         retention.check_vacuum(env.store)
-    result = retention.prune(env.store, clock.now_ms(), older_s, dry_run)
+    result = retention.prune(env.store, env.store.clock.now_ms(), older_s, dry_run)
     if vacuum:
         result["vacuum"] = retention.vacuum(env.store)
     if env.json:

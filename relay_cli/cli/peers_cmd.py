@@ -39,7 +39,7 @@ def _emit_peer(env: Env, obj: dict) -> int:
     if env.json:
         env.out.json(obj)
         return 0
-    now = clock.now_ms()
+    now = env.clock.now_ms()
     out = env.out
     env.out.fields([
         ("name", obj["name"]), ("kind", obj["kind"]),
@@ -109,7 +109,7 @@ def join(
         if url is not None:  # design.md §13: the password stays out (~/.pgpass, PGPASSWORD)
             env.out.line(f"export RELAY_DATABASE_URL={shlex.quote(url)}")
     else:
-        now = clock.now_ms()
+        now = env.clock.now_ms()
         env.out.fields([("lease until", env.out.until(v, now)) if k == "lease_expires_at"
                         else (k.replace("_", " "), v) for k, v in result.items()])
         env.out.para(

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from ..core import clock
-from ..core.errors import RelayError
+from ..core.errors import ExitStatus, RelayError
 from ..core.limits import DRAFT_TTL_S, MAX_OPEN_DRAFTS
 from ..core.output import Output, size
 from ..requests import due, lifecycle, waiting
@@ -108,7 +108,7 @@ def _emit(env: Env, obj, render, *args) -> int:
     if env.json:
         env.out.json(obj)
     else:
-        render(env.out, obj, clock.now_ms(), *args)
+        render(env.out, obj, env.clock.now_ms(), *args)
     return 0
 
 
@@ -330,7 +330,7 @@ def wait(
             f"relay: waiting up to {clock.human_duration(timeout_s)} for {request_id[:8]} to "
             f"finish (now {state})"))
     _emit(env, obj, render_full)
-    if code == 75:
+    if code == ExitStatus.NOT_YET:
         env.out.error(RelayError(
             "timeout", f"{obj['id']} is still {obj['state']} after "
             f"{clock.human_duration(timeout_s)}"))
@@ -444,7 +444,7 @@ def claim(
     if env.json:
         env.out.json(obj)
     else:
-        _render_claim(env.out, obj, clock.now_ms())
+        _render_claim(env.out, obj, env.clock.now_ms())
     return 0
 
 

@@ -7,61 +7,28 @@ request serializer (``lifecycle.request_object``).
 The man page and docs/reference.md are generated from this document too
 (``scripts/generate.py``), so nothing is written twice.
 
-Only what has no other home in the code lives here: the meaning of each exit status and
-of each environment variable.
+Only what has no other home in the code lives here: nothing now (the meaning of each exit
+status is ``errors.ExitStatus``'s, of each environment variable ``context.ENVIRONMENT``'s).
 """
 
 from __future__ import annotations
 
 from .. import __version__
-from ..core.errors import ERRORS
-from ..core.limits import QUEUE_CAP
+from ..core.context import ENVIRONMENT
+from ..core.errors import ERRORS, ExitStatus
 from ..ledger import states as ledger_states
 from ..requests.lifecycle import request_fields
 from ..requests.states import FINAL_STATES, MEANING, OPEN_STATES, STATES, TRANSITIONS
 
 SCHEMA_VERSION = 1
 
-# What each exit status means (design.md §7). Which error codes use it comes from ERRORS.
-EXIT_STATUS: dict[int, str] = {
-    0: "ok",
-    1: "internal error (a bug in relay)",
-    2: "usage or invalid input",
-    3: "not found",
-    4: "conflict",
-    5: "identity or ownership",
-    6: "limit",
-    7: "unsafe or unreadable state",
-    10: "`wait`: failed, rejected, expired or cancelled; `once`: denied by a person",
-    11: "`wait`: delivery_unknown; `once`: effect unknown",
-    75: "not yet or busy: retryable (a timeout is not a failure)",
-}
+# What each exit status means (design.md §7), as ``ExitStatus`` defines it. Which error
+# codes use it comes from ERRORS.
+EXIT_STATUS: dict[int, str] = {int(s): s.meaning for s in ExitStatus if s.meaning}
 # and each status an error code is also reported with (``ErrorSpec.also_exits``), with
 # its ``when`` as the meaning.
 
-# The environment variables relay reads (design.md §2, §3, §4, §7, §8).
-ENVIRONMENT: dict[str, str] = {
-    "RELAY_HOME": "State directory (default: the per-user state dir, on Linux "
-                  "~/.local/state/relay). --home overrides it.",
-    "RELAY_DATABASE_URL": "A PostgreSQL URL (postgresql://...) shared by agents on several "
-                          "machines, instead of relay.db; --database-url overrides it. libpq's "
-                          "PG* variables and ~/.pgpass apply.",
-    "RELAY_PEER": "The caller's peer name (--as overrides it).",
-    "RELAY_SESSION": "The caller's session token from `relay peers join` (--session "
-                     "overrides it).",
-    "RELAY_TIME_OFFSET": "Seconds (may be negative or fractional) added to relay's clock: a "
-                         "test knob. relay's commands apply due expiries and lease ends by "
-                         "that clock to the shared database, so never set it on a home in "
-                         "use; rehearse on a copy. On a terminal every command warns on "
-                         "stderr (not with --json), and `relay doctor` warns when it is set.",
-    "RELAY_RATE_LIMIT": "New requests allowed per sender per minute for this process "
-                        "(default 60; 0: no limit). A guard against runaway loops.",
-    "RELAY_QUEUE_CAP": "Open requests (queued, delivered, acknowledged) allowed per "
-                       f"recipient, checked by this process's send and submit (default {QUEUE_CAP}; "
-                       "0: no cap). A new request beyond it is capacity_exceeded.",
-    "RELAY_DEBUG": "Set to 1 to print a Python traceback on an internal error.",
-    "NO_COLOR": "When set, human output is plain text without colour or box characters.",
-}
+# The environment variables relay reads: their one list (``core.context``).
 
 
 def exit_statuses() -> dict[int, str]:

@@ -1,4 +1,5 @@
-"""The one clock (design.md §8). Everything in relay asks ``now_ms()`` what time it is.
+"""The one clock (design.md §8). Everything in relay asks a ``Clock`` what time it is: the
+one its call's context carries (``core.context``), or the store's (``store.clock``).
 
 ``RELAY_TIME_OFFSET=SECONDS`` (negative or fractional allowed) shifts the clock, so tests
 and rehearsals move time instead of sleeping. Times are integer milliseconds since the
@@ -10,16 +11,32 @@ from __future__ import annotations
 import math
 import os
 import re
+import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 
 from .errors import RelayError
 
-MAX_OFFSET_S = 100 * 365 * 86400
+# The ranges of design.md §6, in seconds: (low, high), and the offset's bound
+from .limits import (  # noqa: F401 (clock.TTL etc. are the names the options use)
+    CLAIM_LEASE,
+    EXPORT_SINCE,
+    MAX_OFFSET_S,
+    PRUNE_AGE,
+    REPLY_WITHIN,
+    SESSION_LEASE,
+    TTL,
+    WAIT,
+)
+
+OFFSET_VAR = "RELAY_TIME_OFFSET"
 
 
-def offset_seconds() -> float:
-    raw = os.environ.get("RELAY_TIME_OFFSET", "").strip()
+def parse_offset(raw: str) -> float:
+    """``RELAY_TIME_OFFSET`` as written -> seconds (0 when empty), or invalid_duration."""
+    raw = raw.strip()
     if not raw:
         return 0.0
     try:
@@ -29,57 +46,87 @@ def offset_seconds() -> float:
     if not math.isfinite(value) or abs(value) > MAX_OFFSET_S:
         raise RelayError(
             "invalid_duration",
-            f"RELAY_TIME_OFFSET must be a number of seconds within 100 years, not {raw!r}",
+            f"{OFFSET_VAR} must be a number of seconds within 100 years, not {raw!r}",
         )
     return value
 
 
-def offset_warning() -> str | None:
-    """What a person at a terminal is told when ``RELAY_TIME_OFFSET`` shifts the clock.
+@dataclass(frozen=True)
+class Clock:
+    """relay's clock, a value (design.md §8): ``source()`` gives the reference time in
+    (fractional) ms since the epoch -- this machine's clock unless the store's database
+    keeps relay's clock (design.md §13: on PostgreSQL every machine uses the server's
+    clock, so machines whose clocks disagree still agree on every deadline) -- and
+    ``offset`` is ``RELAY_TIME_OFFSET`` as written, read when the time is first asked
+    for (a malformed offset is the command's invalid_duration, not a crash at start).
 
-    The offset is a test knob, but relay applies due transitions with it to the shared
-    database (an 8-day offset expires real requests and ends every session), so it is
-    never silent on a terminal (design.md §8). Every command warns, also one that does
-    not touch the database (`relay id`, `doctor`): the warning is about the variable.
-    """
-    offset = offset_seconds()
-    if not offset:
-        return None
-    way = "ahead" if offset > 0 else "back"
-    return (f"relay: warning: RELAY_TIME_OFFSET={os.environ['RELAY_TIME_OFFSET'].strip()} moves "
-            f"relay's clock {human_duration(abs(offset))} {way}; while it is set, relay commands "
-            "apply due expiries and lease ends to the shared database by that clock. Never set "
-            "it on a home in use: rehearse on a copy (RELAY_HOME=/tmp/relay-copy).")
+    A call's context carries its clock; a store opened with it carries the same clock
+    with the server as its source. Tests hand a fake one (``Clock(source=...)``, or an
+    offset) instead of writing the environment."""
+
+    offset: str = ""
+    source: Callable[[], float] | None = None
+    # a fake clock keeps its own source even on a store whose server keeps the time
+    fixed: bool = False
+
+    @classmethod
+    def from_environ(cls, environ=None) -> Clock:
+        return cls((os.environ if environ is None else environ).get(OFFSET_VAR, ""))
+
+    def offset_seconds(self) -> float:
+        return parse_offset(self.offset)
+
+    def now_ms(self) -> int:
+        if self.source is not None:
+            return int(self.source() + self.offset_seconds() * 1000)
+        return int((time.time() + self.offset_seconds()) * 1000)
+
+    def with_source(self, source: Callable[[], float]) -> Clock:
+        """This clock, reading the time from ``source`` (a store's server) from now on."""
+        return self if self.fixed else replace(self, source=source)
+
+    def warning(self) -> str | None:
+        """What a person at a terminal is told when ``RELAY_TIME_OFFSET`` shifts the clock.
+
+        The offset is a test knob, but relay applies due transitions with it to the shared
+        database (an 8-day offset expires real requests and ends every session), so it is
+        never silent on a terminal (design.md §8). Every command warns, also one that does
+        not touch the database (`relay id`, `doctor`): the warning is about the variable.
+        """
+        offset = self.offset_seconds()
+        if not offset:
+            return None
+        way = "ahead" if offset > 0 else "back"
+        return (f"relay: warning: {OFFSET_VAR}={self.offset.strip()} moves "
+                f"relay's clock {human_duration(abs(offset))} {way}; while it is set, relay "
+                "commands apply due expiries and lease ends to the shared database by that "
+                "clock. Never set it on a home in use: rehearse on a copy "
+                "(RELAY_HOME=/tmp/relay-copy).")
 
 
-# Where the time comes from: this machine's clock, unless the store's database keeps
-# relay's clock (design.md §13: on PostgreSQL every machine uses the server's clock, so
-# machines whose clocks disagree still agree on every deadline). A store adds its source
-# when it connects and removes it when it closes; the newest open one answers (a process
-# may hold several connections to the same server, e.g. `relay run`'s heartbeat thread).
-_sources: list = []
+# The clock of the call running in this thread, for the few readers that are not handed
+# one yet (a ledger entry's liveness when it was made on another host); a call's context
+# sets it (``Context.enter``, ``Context.use_clock``); a new thread starts with this
+# machine's clock.
+_current = threading.local()  # .clock: the Clock of the call running in this thread
 
 
-def set_source(source) -> None:
-    """``source()`` returns the reference clock in (fractional) ms since the epoch;
-    ``None`` drops every source (back to this machine's clock)."""
-    if source is None:
-        _sources.clear()
-    else:
-        _sources.append(source)
+def use(clock: Clock | None) -> Clock | None:
+    """Make ``clock`` the clock of the call running in this thread; returns the one before
+    (to give back when the call ends)."""
+    before = getattr(_current, "clock", None)
+    _current.clock = clock
+    return before
 
 
-def clear_source(source) -> None:
-    for i in range(len(_sources) - 1, -1, -1):
-        if _sources[i] == source:
-            del _sources[i]
-            return
+def current() -> Clock:
+    clock = getattr(_current, "clock", None)
+    return Clock.from_environ() if clock is None else clock
 
 
 def now_ms() -> int:
-    if _sources:
-        return int(_sources[-1]() + offset_seconds() * 1000)
-    return int((time.time() + offset_seconds()) * 1000)
+    """The time by the clock of the call running in this thread (see ``current``)."""
+    return current().now_ms()
 
 
 def iso(ms: int | None) -> str | None:
@@ -99,14 +146,6 @@ def parse_iso(text: str) -> int:
 _DURATION = re.compile(r"([0-9]{1,9})([smhd]?)", re.ASCII)
 _UNIT = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
-# The ranges of design.md §6, in seconds: (low, high)
-TTL = (30, 7 * 86400)
-REPLY_WITHIN = (30, 7 * 86400)
-CLAIM_LEASE = (10, 3600)
-SESSION_LEASE = (10, 86400)
-WAIT = (0, 600)
-PRUNE_AGE = (0, 10 * 365 * 86400)
-EXPORT_SINCE = (1, 3650 * 86400)
 
 
 def parse_duration(text: str | int | None, bounds: tuple[int, int], what: str) -> int:

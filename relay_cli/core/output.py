@@ -133,6 +133,8 @@ class Output:
     json_mode: bool = False
     stdout: object = field(default_factory=lambda: sys.stdout)
     stderr: object = field(default_factory=lambda: sys.stderr)
+    # the call's choice (its context's ``color``); None: decided as said above
+    color_choice: bool | None = None
 
     @property
     def tty(self) -> bool:
@@ -147,6 +149,8 @@ class Output:
 
     @property
     def color(self) -> bool:
+        if self.color_choice is not None:
+            return self.color_choice and not self.json_mode
         if not self.terminal or _env_set("NO_COLOR"):
             return False
         return _env_set("FORCE_COLOR") or os.environ.get("TERM") != "dumb"

@@ -24,8 +24,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
-from ..core import clock
 from ..core.errors import RelayError
+from ..core.limits import TAIL_BYTES
 from ..core.process import (
     CannotStart,
     Child,
@@ -63,7 +63,6 @@ from .states import RENEW_S, apply, touch
 if TYPE_CHECKING:
     from relay_cli.store import Store
 
-TAIL_BYTES = 64 * 1024
 _CHUNK = 64 * 1024
 _DRAIN_AFTER_EXIT_S = 2.0  # a background grandchild holding the pipes open is not waited for
 
@@ -230,7 +229,7 @@ def record_child(store: Store, key: str, me: Me, runs: int, child_pid: int) -> b
 
     def write():
         with store.transaction():
-            now = clock.now_ms()
+            now = store.clock.now_ms()
             if not _owned(store.get_ledger(key), me, runs):
                 return False
             touch(store, key, now, {"child_pid": child_pid, "child_start": start})
@@ -253,7 +252,7 @@ class Renewal:
             return
         try:
             with self.store.transaction():
-                now = clock.now_ms()
+                now = self.store.clock.now_ms()
                 if _owned(self.store.get_ledger(self.key), self.me, self.runs):
                     touch(self.store, self.key, now, {})
         except RelayError:
@@ -268,7 +267,7 @@ def record_outcome(store: Store, key: str, me: Me, runs: int, result: RunResult)
         # a plain transaction: nothing else (such as due request transitions) may stand
         # between the command's end and its recorded outcome
         with store.transaction():
-            now = clock.now_ms()
+            now = store.clock.now_ms()
             row = store.get_ledger(key)
             if _my_outcome(row, me, runs, result):
                 return row  # committed by an earlier try whose answer was lost
@@ -293,7 +292,7 @@ def record_not_started(store: Store, key: str, me: Me, runs: int) -> None:
     """
     def write():
         with store.transaction():
-            now = clock.now_ms()
+            now = store.clock.now_ms()
             row = store.get_ledger(key)
             if not _owned(row, me, runs):
                 return

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from ..core import clock
 from ..core.errors import RelayError
+from ..core.limits import RENEW_S, STALE_S  # noqa: F401 (RENEW_S: once's)
 from ..core.process import process_alive, this_host
 
 if TYPE_CHECKING:
@@ -33,8 +34,6 @@ FINAL_STATES = ("succeeded", "failed", "denied", "forgotten")
 # its command runs, the relay process renews its entry (``updated_at``) every RENEW_S
 # seconds; an entry of another host without a renewal for STALE_S seconds is effect_unknown
 # (relay cannot see whether its command still runs there: only a person reruns it).
-RENEW_S = 10
-STALE_S = 30
 
 
 class View(NamedTuple):

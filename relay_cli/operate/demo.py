@@ -182,14 +182,13 @@ def relay_command(home: Path, *args: str, stdout=None) -> int:
                           stdout=stdout, check=False).returncode
 
 
-def look_around(home: Path) -> str:
+def look_around(home: Path, url_given: bool) -> str:
     """The shell line that points relay at a kept demo home. The demo always runs on a
-    relay.db of its own, so when this call names a database URL (design.md §13) the line
-    empties RELAY_DATABASE_URL too; otherwise relay would go on reading that database."""
-    from ..store.url import database_url_given
-
+    relay.db of its own, so when this call names a database URL (``url_given``, design.md
+    §13) the line empties RELAY_DATABASE_URL too; otherwise relay would go on reading that
+    database."""
     line = f"export RELAY_HOME={shlex.quote(str(home))}"
-    return line + " RELAY_DATABASE_URL=" if database_url_given() else line
+    return line + " RELAY_DATABASE_URL=" if url_given else line
 
 
 def remove(home: Path) -> None:

@@ -21,8 +21,9 @@ from typing import TYPE_CHECKING
 
 from .. import __version__
 from ..core import clock
+from ..core.context import Context
 from ..core.errors import RelayError
-from ..core.limits import QUEUE_WARN_FRACTION
+from ..core.limits import CLOCK_WARN_MS, QUEUE_WARN_FRACTION
 from ..core.output import size as _size
 from ..requests import peers
 from ..requests.states import MEANING, STATES
@@ -36,7 +37,6 @@ NO_DB_YET = ("not created yet; the first relay command that uses the home create
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 SYNCHRONOUS = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
-COMPANIONS = ("-wal", "-shm")
 
 # The areas a person reads the report by: on a terminal each is one line unless asked for
 # in full (`-v`), and its problems follow (design.md §11). A check belongs to the area of
@@ -91,6 +91,8 @@ class Scope:
     home_given: bool = False
     url: str | None = None
     url_note: str | None = field(default=None, init=False)
+    # the clock of the call that checks (design.md §8)
+    clock: clock.Clock = field(default_factory=clock.Clock)
 
     def words(self, home: Path | None = None) -> str:
         if self.url:  # the home holds no requests then: the URL names the database
@@ -280,11 +282,14 @@ _SUMMARIES = {"relay": _summary_relay, "home": _summary_home, "database": _summa
               "work": _summary_work, "peers": _summary_peers}
 
 
-def diagnose(home: Path, fix: bool = False, home_given: bool = False) -> Report:
+def diagnose(home: Path, fix: bool = False, home_given: bool = False,
+             context: Context | None = None) -> Report:
+    """The report on ``home`` or the database of the call's ``context`` (its URL, clock)."""
     from ..store import LATEST_SCHEMA, database_url
 
-    url = database_url()
-    report = Report(home, Scope(home, home_given, url))
+    context = Context.from_environ() if context is None else context
+    url = database_url(context.database_url)
+    report = Report(home, Scope(home, home_given, url, clock=context.clock))
     report.facts["schema_supported"] = LATEST_SCHEMA
     report.facts["backend"] = "postgresql" if url else "sqlite"
     report.add("relay_version", OK, f"relay {__version__}")
@@ -327,12 +332,13 @@ def _check_queue_cap(report: Report) -> None:
 
 # ------------------------------------------------------------------------ clock
 def _now(report: Report) -> int:
-    raw = os.environ.get("RELAY_TIME_OFFSET", "").strip()
+    now_clock = report.scope.clock
+    raw = now_clock.offset.strip()
     if not raw:
         report.add("time_offset", OK, "RELAY_TIME_OFFSET is not set: relay uses the system clock")
-        return clock.now_ms()
+        return now_clock.now_ms()
     try:
-        offset = clock.offset_seconds()
+        offset = now_clock.offset_seconds()
     except RelayError as e:
         report.add("time_offset", FAIL, f"{e.message}; every relay command will refuse to run",
                    fix="unset RELAY_TIME_OFFSET")
@@ -341,7 +347,7 @@ def _now(report: Report) -> int:
                f"RELAY_TIME_OFFSET={raw}: relay's clock is shifted by {offset:g} s "
                f"({clock.human_duration(abs(offset))} {'ahead' if offset >= 0 else 'behind'}); "
                "it is for tests and rehearsals", fix="unset RELAY_TIME_OFFSET")
-    return clock.now_ms()
+    return now_clock.now_ms()
 
 
 # ------------------------------------------------------------------------ files
@@ -368,6 +374,7 @@ def _symlink_fix(report: Report, home: Path) -> str:
 def _check_paths(home: Path, report: Report) -> bool:
     """Directory and file checks. True when the database may be opened."""
     from ..store import DB_NAME, inspect_path, unsafe_reasons
+    from ..store.home import COMPANIONS
 
     d = inspect_path(home)
     if d.error:
@@ -510,6 +517,7 @@ def _fix_modes(home: Path, report: Report) -> None:
     """Set the modes relay wants (directory 0700, files 0600): tighten what is too open and
     give back the owner's read and write; never follow or replace a symlink."""
     from ..store import DB_NAME
+    from ..store.home import COMPANIONS
 
     _tighten(home, 0o700, directory=True, report=report)
     if os.path.isdir(home) and not os.path.islink(home):
@@ -556,7 +564,7 @@ def _check_database(home: Path, report: Report, now: int) -> None:
     from ..store import LATEST_SCHEMA, open_store_readonly
 
     try:
-        store = open_store_readonly(home)
+        store = open_store_readonly(home, None, report.scope.clock)
     except RelayError as e:
         _failed(report, "database", e)
         return
@@ -603,6 +611,7 @@ CORRUPT = ("stop every relay process, move the database aside (the next relay co
 def _failed(report: Report, name: str, err: RelayError, message: str | None = None) -> None:
     """A check that failed with ``err``, with the command for its code (design.md §11)."""
     from ..store import DB_NAME
+    from ..store.home import COMPANIONS
 
     detail, fix = f"{err.code}: {message or err.message}", None
     if err.code == "database_corrupt" and report.scope.url is None:
@@ -632,7 +641,6 @@ def _guarded(report: Report, name: str, fn) -> None:
 # ------------------------------------------------------------------------ PostgreSQL
 LOCAL_HOSTS = ("", "localhost", "127.0.0.1", "::1")
 TLS_MODES = ("require", "verify-ca", "verify-full")
-CLOCK_WARN_MS = 1000
 
 
 def _check_postgres(home: Path, url: str, report: Report) -> None:
@@ -644,7 +652,7 @@ def _check_postgres(home: Path, url: str, report: Report) -> None:
     report.add("database_url", OK, f"{shown} (PostgreSQL; relay.db is not used)")
     started = time.monotonic()
     try:
-        store = open_store_readonly(home)
+        store = open_store_readonly(home, url, report.scope.clock)
     except RelayError as e:
         _failed(report, "reachable", e)
         return
@@ -658,7 +666,7 @@ def _check_postgres(home: Path, url: str, report: Report) -> None:
         report.facts["schema_version"] = health.schema_version
         usable = _judge_schema(report, health, LATEST_SCHEMA, "a PostgreSQL database")
         try:
-            now = clock.now_ms()  # the server's clock from here on
+            now = store.clock.now_ms()  # the server's clock from here on
         except RelayError:  # a bad RELAY_TIME_OFFSET: reported above; the server's clock
             now = int(health.server_now_ms)
         _check_tables(health, report)

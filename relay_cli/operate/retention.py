@@ -39,6 +39,7 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 from ..core import clock
+from ..core.limits import DEFAULT_RETENTION_S, TOMBSTONE_S
 from ..ledger.states import FINAL_STATES as LEDGER_FINAL
 from ..requests import due
 from ..requests.states import FINAL_STATES, STATES
@@ -46,8 +47,6 @@ from ..requests.states import FINAL_STATES, STATES
 if TYPE_CHECKING:
     from relay_cli.store import Store
 
-DEFAULT_RETENTION_S = 30 * 86400
-TOMBSTONE_S = 120 * 86400
 BATCH = 500
 # the final request states in the order of design.md §5, handed to the store's statements
 FINAL = tuple(s for s in STATES if s in FINAL_STATES)

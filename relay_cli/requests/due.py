@@ -13,15 +13,13 @@ from collections import Counter
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from ..core import clock
 from ..core.errors import RelayError
+from ..core.limits import SWEEP_BATCH
 from . import peers
 from .states import apply
 
 if TYPE_CHECKING:
     from relay_cli.store import Row, Store
-
-SWEEP_BATCH = 250  # one batch of due transitions: ~40 ms of write lock at 1M requests
 
 
 def next_due(store: Store) -> int | None:
@@ -115,7 +113,7 @@ def unit(store: Store, write: bool = True):
 
     Yields ``now`` (ms). ``write=False`` reads a consistent snapshot without the write lock.
     """
-    now = clock.now_ms()
+    now = store.clock.now_ms()
     drain_due(store, now)
     with store.transaction(write=write):
         if write:
@@ -128,7 +126,7 @@ def sweep(store: Store) -> dict:
     transactions, and count them by ``from->to`` (the sessions that ended with them are not
     counted: only requests have states). With nothing due, nothing is written, so a
     read-only state directory answers too."""
-    done = drain_due(store, clock.now_ms())
+    done = drain_due(store, store.clock.now_ms())
     return {"transitions": {k: v for k, v in sorted(done.items())
                             if not k.startswith("session:")}}
 
@@ -146,7 +144,7 @@ def poll(store: Store, check, timeout_s: float, on_tick=None, sleep=None, on_blo
     due = None
     while True:
         version = store.data_version()
-        if version != last_version or (due is not None and due <= clock.now_ms()):
+        if version != last_version or (due is not None and due <= store.clock.now_ms()):
             # the version read before the check: a commit that lands while check() runs
             # changes it again, so the next look re-checks instead of missing it
             last_version = version

@@ -20,12 +20,19 @@ from typing import TYPE_CHECKING
 from ..core import clock
 from ..core.errors import RelayError
 from ..core.limits import (
+    DEFAULT_CLAIM_LEASE_S,  # noqa: F401 (the commands' defaults, named here too)
+    DEFAULT_MAX_ATTEMPTS,  # noqa: F401
+    DEFAULT_RATE_LIMIT,
+    DEFAULT_TTL_S,  # noqa: F401
+    DEFAULT_WAIT_S,  # noqa: F401
     DRAFT_TTL_S,
+    MAX_ATTEMPTS_RANGE,
     MAX_DEPTH,
     MAX_OPEN_DRAFTS,
     MAX_TEXT_BYTES,
     QUEUE_CAP,
     QUEUE_RETRY_AFTER_S,
+    RATE_WINDOW_MS,
 )
 from . import peers
 from .peers import Caller, renew, require_live, require_session
@@ -34,13 +41,6 @@ from .states import STATES, apply, transition
 if TYPE_CHECKING:
     from relay_cli.store import Row, Store
 
-DEFAULT_TTL_S = 3600
-DEFAULT_CLAIM_LEASE_S = 120
-DEFAULT_WAIT_S = 50
-DEFAULT_MAX_ATTEMPTS = 3
-MAX_ATTEMPTS_RANGE = (1, 100)
-DEFAULT_RATE_LIMIT = 60
-RATE_WINDOW_MS = 60_000
 DRAFT_TTL_MS = DRAFT_TTL_S * 1000
 ON_LOST = ("unknown", "redeliver")
 

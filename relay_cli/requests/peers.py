@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from ..core import clock
 from ..core.errors import RelayError
-from ..core.limits import KINDS, NAME_PATTERN
+from ..core.limits import DEFAULT_SESSION_LEASE_S, HOOK_RECENT_MS, KINDS, NAME_PATTERN
 from .states import apply
 
 if TYPE_CHECKING:
@@ -17,8 +17,6 @@ if TYPE_CHECKING:
 
 # matched against the whole value (fullmatch), in ASCII: "alice\n" is not a name
 NAME_RE = re.compile(NAME_PATTERN, re.ASCII)
-DEFAULT_SESSION_LEASE_S = 45
-HOOK_RECENT_MS = 10 * 60 * 1000
 
 
 def validate_name(name: str, what: str = "peer name") -> str:

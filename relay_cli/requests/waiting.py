@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from ..core.errors import RelayError
+from ..core.errors import ExitStatus, RelayError
 from . import lifecycle, peers
 from .due import poll, unit
 from .peers import Caller
@@ -62,13 +62,13 @@ class LeaseKeeper:
                 pass
 
 
-def wait_exit_code(state: str) -> int | None:
+def wait_exit_code(state: str) -> ExitStatus | None:
     if state == "completed":
-        return 0
+        return ExitStatus.OK
     if state == "delivery_unknown":
-        return 11
+        return ExitStatus.UNKNOWN
     if state in FINAL_STATES:
-        return 10
+        return ExitStatus.FINAL_FAILURE
     return None
 
 
@@ -103,7 +103,7 @@ def wait(store: Store, name: str | None, token: str | None, ref: str, timeout_s:
         row = lifecycle.get(store, request_id)
         obj = lifecycle.request_object(row, reply=True)
     code = wait_exit_code(row["state"])
-    return (75 if code is None else code), obj
+    return (ExitStatus.NOT_YET if code is None else code), obj
 
 
 def claim_waiting(store: Store, caller: Caller, lease_s: int, ref: str | None,

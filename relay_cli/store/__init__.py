@@ -12,13 +12,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ..core.clock import Clock
 from ..core.errors import RelayError
 from .api import Health, Row, Store
 from .base import SQLiteStore
 from .db import open_db, open_existing_readonly, relay_error_from_sqlite
 from .home import DB_NAME, check_home, ensure_home, inspect_path, resolve_home, unsafe_reasons
 from .migrations import LATEST as LATEST_SCHEMA
-from .url import database_url, redact, set_database_url
+from .url import database_url, redact
 
 __all__ = [
     "DB_NAME",
@@ -31,7 +32,6 @@ __all__ = [
     "database_file",
     "database_url",
     "redact",
-    "set_database_url",
     "ensure_home",
     "inspect_path",
     "open_store",
@@ -41,11 +41,11 @@ __all__ = [
 ]
 
 
-def database_file(home: str | Path | None = None) -> Path:
+def database_file(home: str | Path | None = None, url: str | None = None) -> Path:
     """The absolute path of relay.db in the (checked) state directory, for `relay db
-    path`; created or not. With a database URL there is no file: usage_error naming the
-    database instead (design.md §13)."""
-    url = database_url()
+    path`; created or not. With a database URL (``url``, as the call was given it) there
+    is no file: usage_error naming the database instead (design.md §13)."""
+    url = database_url(url)
     if url is not None:
         raise RelayError(
             "usage_error",
@@ -56,25 +56,31 @@ def database_file(home: str | Path | None = None) -> Path:
     return Path(os.path.abspath(directory / DB_NAME))
 
 
-def open_store(home: str | Path | None = None) -> Store:
-    """The store of this call: PostgreSQL when a database URL is set (design.md §13),
-    else relay.db in the state directory (created and migrated when needed)."""
+def open_store(home: str | Path | None = None, url: str | None = None,
+               clock: Clock | None = None) -> Store:
+    """The store of a call: PostgreSQL when it was given a database URL (design.md §13),
+    else relay.db in the state directory (created and migrated when needed). The store
+    carries the call's ``clock`` (default: this machine's, with $RELAY_TIME_OFFSET), read
+    from the server on PostgreSQL."""
     path = resolve_home(home)
-    url = database_url()
+    url = database_url(url)
+    clock = Clock.from_environ() if clock is None else clock
     if url is not None:
         from .pg_store import open_pg
 
-        return open_pg(url, path)
-    return SQLiteStore(open_db(path), path)
+        return open_pg(url, path, clock=clock)
+    return SQLiteStore(open_db(path), path, clock)
 
 
-def open_store_readonly(home: str | Path | None = None) -> Store | None:
+def open_store_readonly(home: str | Path | None = None, url: str | None = None,
+                        clock: Clock | None = None) -> Store | None:
     """For `doctor`: opens without creating or migrating anything; None when absent."""
     path = resolve_home(home)
-    url = database_url()
+    url = database_url(url)
+    clock = Clock.from_environ() if clock is None else clock
     if url is not None:
         from .pg_store import open_pg
 
-        return open_pg(url, path, migrate=False)
+        return open_pg(url, path, migrate=False, clock=clock)
     db = open_existing_readonly(path)
-    return None if db is None else SQLiteStore(db, path)
+    return None if db is None else SQLiteStore(db, path, clock)

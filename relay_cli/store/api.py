@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Protocol
 
+from ..core.clock import Clock
 from ..core.errors import RelayError
 
 
@@ -63,6 +64,7 @@ class Store(Protocol):
     backend: str  # "sqlite" or "postgresql"
     poll_interval: float  # a waiting command's longest sleep between data_version() looks
     home: Path  # the state directory (on PostgreSQL it holds no requests)
+    clock: Clock  # relay's clock for whatever is done with this store (design.md §8)
 
     # the connection
     def transaction(self, write: bool = True) -> AbstractContextManager[Any]: ...

@@ -9,6 +9,7 @@ import sqlite3
 import time
 from pathlib import Path
 
+from ..core.clock import Clock
 from ..core.errors import RelayError
 from .api import Health
 from .db import Connection, relay_error_from_sqlite
@@ -30,9 +31,11 @@ class SQLStore(RequestsSQL, PeersSQL, LedgerSQL, HookSQL, OpsSQL, DataSQL):
     # A waiting command's longest sleep between looks at data_version().
     poll_interval = 0.05
 
-    def __init__(self, db: Connection, home: Path) -> None:
+    def __init__(self, db: Connection, home: Path, clock: Clock | None = None) -> None:
         self.db = db
         self.home = home
+        # relay's clock for whatever is done with this store (design.md §8)
+        self.clock = Clock.from_environ() if clock is None else clock
 
     def pause(self, seconds: float) -> None:
         """Sleep while waiting for a change (PostgreSQL wakes early on a notification)."""

@@ -8,11 +8,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..core.errors import RelayError
-from .home import DB_NAME, check_home, ensure_home
+from ..core.limits import BUSY_TIMEOUT_S
+from .home import COMPANIONS, DB_NAME, check_home, ensure_home
 from .migrations import LATEST, MIGRATIONS, REPAIRS, check_version
 from .views import sync as sync_views
 
-BUSY_TIMEOUT_S = 5.0
 # Never open() relay.db with plain file calls while a connection may be open in this
 # process: closing any descriptor of the file drops the process's POSIX locks on it, which
 # is how SQLite databases get corrupted. SQLite itself reports a foreign file (NOTADB).
@@ -277,6 +277,6 @@ def open_existing_readonly(home: Path) -> Connection | None:
     # connection checkpointed and removed them): read it as immutable, which creates no
     # -wal/-shm files (doctor creates nothing). Writers append to a new WAL and do not
     # touch relay.db until a checkpoint, so this read stays consistent.
-    side = [path.with_name(path.name + s) for s in ("-wal", "-shm")]
+    side = [path.with_name(path.name + s) for s in COMPANIONS]
     flags = "mode=ro" + ("" if any(p.exists() for p in side) else "&immutable=1")
     return _open_uri(path, flags)

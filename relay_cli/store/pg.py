@@ -22,8 +22,14 @@ import time
 from contextlib import contextmanager
 from functools import lru_cache
 
-from ..core import clock
 from ..core.errors import RelayError
+from ..core.limits import (
+    PG_CONNECT_TIMEOUT_S,
+    PG_IDLE_TX_TIMEOUT_MS,
+    PG_LOCK_TIMEOUT_MS,
+    PG_RETRY_AFTER_S,
+    PG_STATEMENT_TIMEOUT_MS,
+)
 from .migrations import LATEST, check_version
 from .pg_migrations import PG_MIGRATIONS
 from .tables import TABLES
@@ -34,19 +40,19 @@ CHANNEL = "relay_changes"
 # BEGIN IMMEDIATE); migrations take MIGRATE_LOCK. 0x72656c6179 is "relay" in ASCII.
 WRITE_LOCK = 0x72656C6179
 MIGRATE_LOCK = WRITE_LOCK + 1
-CONNECT_TIMEOUT_S = 5
-LOCK_TIMEOUT_MS = 5000  # like SQLite's busy_timeout: then `busy`
-STATEMENT_TIMEOUT_MS = 60000
+CONNECT_TIMEOUT_S = PG_CONNECT_TIMEOUT_S
+LOCK_TIMEOUT_MS = PG_LOCK_TIMEOUT_MS  # like SQLite's busy_timeout: then `busy`
+STATEMENT_TIMEOUT_MS = PG_STATEMENT_TIMEOUT_MS
 # relay's own deadline for the answer to any statement (the server's statement_timeout
 # cannot fire on a server that stopped): then the connection is closed and the call is
 # database_unavailable. Longer than LOCK_TIMEOUT_MS, so a lock wait is answered `busy`
 # by the server first; migrations and `db copy`'s rows get STATEMENT_TIMEOUT_MS + 5 s.
 DEADLINE_S = 15.0
 LONG_DEADLINE_S = STATEMENT_TIMEOUT_MS / 1000 + 5
-IDLE_TX_TIMEOUT_MS = 60000
+IDLE_TX_TIMEOUT_MS = PG_IDLE_TX_TIMEOUT_MS
 SAFETY_POLL_S = 2.0  # a waiting command re-checks at least this often without a NOTIFY
 RETRIES = 4  # serialization failures and deadlocks at a transaction's first statement
-RETRY_AFTER_S = 5.0  # retry_after_seconds of database_unavailable
+RETRY_AFTER_S = PG_RETRY_AFTER_S  # retry_after_seconds of database_unavailable
 CLOCK_REFRESH_S = 60.0
 SCHEMA_TABLE = "relay_schema"
 # The tables migrations create (tables.py); a database holding one of them without
@@ -369,7 +375,6 @@ class PgConnection:
         self.rtt_ms = 0.0
         self.server_version = 0
         self.schema_version = 0
-        clock.set_source(self.server_now_ms)
 
     def _connect(self):
         global _connect_deadline
@@ -655,7 +660,6 @@ class PgConnection:
             time.sleep(seconds)
 
     def close(self) -> None:
-        clock.clear_source(self.server_now_ms)
         try:
             self.conn.close()
         except Exception:  # noqa: BLE001 - closing a broken connection

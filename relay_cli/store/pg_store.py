@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..core.clock import Clock
 from ..core.errors import RelayError
 from .api import Health
 from .base import SQLStore
@@ -98,5 +99,9 @@ class PgStore(SQLStore):
         }
 
 
-def open_pg(url: str, home: Path, migrate: bool = True) -> PgStore:
-    return PgStore(connect(url, migrate=migrate), home)
+def open_pg(url: str, home: Path, migrate: bool = True, clock: Clock | None = None) -> PgStore:
+    """The store on the database at ``url``, whose clock reads the server's time (relay's
+    clock on PostgreSQL, design.md §13) shifted as ``clock`` is."""
+    db = connect(url, migrate=migrate)
+    clock = Clock.from_environ() if clock is None else clock
+    return PgStore(db, home, clock.with_source(db.server_now_ms))

@@ -1,7 +1,8 @@
 """Which database relay uses (design.md §13): the local relay.db, or a PostgreSQL URL.
 
 Light on purpose: it runs on every call, so it imports no driver. The URL comes from
-``--database-url`` (every command has it) or ``$RELAY_DATABASE_URL``.
+``--database-url`` (every command has it) or ``$RELAY_DATABASE_URL``: the call's context
+holds it as given (``core.context``), and the store is opened with it.
 
 A URL is read here exactly as libpq reads it (``conninfo_uri_parse_options``), not as
 ``urllib`` does: in libpq only ``@`` and ``/`` end the user information, so a password
@@ -13,7 +14,6 @@ without its password connects exactly as the original did (design.md §13).
 
 from __future__ import annotations
 
-import os
 import re
 from urllib.parse import quote, unquote
 
@@ -25,30 +25,14 @@ INSTALL = "pip install 'relay-cli[postgres]'"
 SECRET_KEYS = ("password", "sslpassword")
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]{0,30}")
 
-_override: str | None = None
-
-
-def set_database_url(url: str | None) -> None:
-    """``--database-url``: wins over ``$RELAY_DATABASE_URL`` for this call."""
-    global _override
-    _override = url
-
-
-def database_url() -> str | None:
-    """The PostgreSQL URL this call uses, or None for the local relay.db.
+def database_url(given: str | None) -> str | None:
+    """The PostgreSQL URL a call uses, from the URL it was given (its context's
+    ``database_url``), or None for the local relay.db (none given, or blank).
 
     Any other scheme is ``usage_error``: relay never guesses what a URL means.
     """
-    if not database_url_given():
-        return None
-    url = (_override if _override is not None else os.environ["RELAY_DATABASE_URL"]).strip()
-    return check(url)
-
-
-def database_url_given() -> bool:
-    """Whether this call names a database URL at all (valid or not), without checking it."""
-    url = _override if _override is not None else os.environ.get("RELAY_DATABASE_URL")
-    return bool((url or "").strip())
+    url = (given or "").strip()
+    return check(url) if url else None
 
 
 def check(url: str) -> str:
