@@ -18,6 +18,14 @@ from conftest import new_id
 PY = sys.executable
 
 
+def _signals_at_default() -> None:
+    """For a relay under test: the signals it forwards start at their default action, as
+    in a terminal, even when the test run itself inherited them ignored (`nohup`, a
+    background job), which relay rightly keeps ignored for CMD (design.md §6)."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def _wait_for(path: Path, timeout: float = 10) -> None:
     end = time.monotonic() + timeout
     while not path.exists():
@@ -105,7 +113,7 @@ def test_signals_sent_to_relay_reach_the_child(relay, tmp_path, sig):
         "time.sleep(30)\n"
         "sys.exit(1)\n"
     ))
-    p = relay.popen("run", "--as", "c1", "--", PY, child)
+    p = relay.popen("run", "--as", "c1", "--", PY, child, preexec_fn=_signals_at_default)
     try:
         _wait_for(ready)
         p.send_signal(sig)
