@@ -456,6 +456,19 @@ def test_doctor_reports_rows_per_table(relay):
     assert check["status"] == "ok" and "requests 1" in check["detail"]
 
 
+@pytest.mark.sqlite_only  # PostgreSQL lists its tables by name, as it always has
+def test_doctor_lists_relay_db_tables_in_the_schema_order(relay):
+    """A migration that rebuilds a table (requests, for its CHECK) moves it to the end of
+    sqlite_master; doctor's table line keeps the schema's order all the same."""
+    relay.join("alice")
+    r = relay("doctor", "--json")
+    assert list(r.json["rows_by_table"]) == [
+        "peers", "sessions", "requests", "drafts", "events", "ledger", "hook_state",
+        "wake_waiters"]
+    check = next(c for c in r.json["checks"] if c["name"] == "tables")
+    assert check["detail"].startswith("peers 1, sessions 1, requests 0, drafts 0")
+
+
 def test_a_lapsed_session_still_holding_claimed_work_is_a_warning(relay):
     alice, bob = relay.join("alice", "--lease", "1h"), relay.join("bob")  # bob: 45 s lease
     relay.join("carol")  # lapses too, but holds nothing: not a problem

@@ -20,6 +20,7 @@ from .sql_ledger import LedgerSQL
 from .sql_ops import OpsSQL
 from .sql_peers import PeersSQL
 from .sql_requests import RequestsSQL
+from .tables import TABLES
 
 
 class SQLStore(RequestsSQL, PeersSQL, LedgerSQL, HookSQL, OpsSQL, DataSQL):
@@ -123,8 +124,12 @@ class SQLiteStore(SQLStore):
         return sizes
 
     def _table_counts(self) -> dict[str, int]:
-        """Rows per table, through sqlite-utils' table introspection."""
+        """Rows per table, through sqlite-utils' table introspection: relay's tables in
+        the schema's order (not the file's: a migration that rebuilds a table moves it to
+        the end of sqlite_master), then any other table."""
         import sqlite_utils
 
         db = sqlite_utils.Database(self.db.conn, recursive_triggers=False)
-        return {table.name: table.count for table in db.tables}
+        order = {name: i for i, name in enumerate(TABLES)}
+        tables = sorted(db.tables, key=lambda t: order.get(t.name, len(order)))
+        return {table.name: table.count for table in tables}
