@@ -2,8 +2,8 @@
 
 Everything here is read from the definitions the code itself uses: the live Typer/Click
 command tree, the error taxonomy (``errors.ERRORS``), the transition tables of requests
-(``states.TRANSITIONS``) and of ledger entries (``ledger_states.TRANSITIONS``) and the one
-request serializer (``lifecycle.request_object``).
+(``requests.states.TRANSITIONS``) and of ledger entries (``ledger.states.TRANSITIONS``)
+and the one request serializer (``lifecycle.request_object``).
 The man page and docs/reference.md are generated from this document too
 (``scripts/generate.py``), so nothing is written twice.
 

@@ -4,8 +4,8 @@ Plain functions over a store: the entry's fingerprint and its one public object;
 gates of a call, the idempotency gate (did I already do this?) first, then the approval
 gate (should I do this?) (:func:`begin`, :func:`wait_for_decision`); and a person's acts
 (:func:`approve`, :func:`deny`, :func:`resolve`). The entry's states and every transition
-are the table of ``ledger_states``; every state change goes through its ``apply``. The
-run itself is ``once``; retention (`relay prune`) is ``retention.prune_ledger``.
+are the table of ``ledger.states``; every state change goes through its ``apply``. The
+run itself is ``ledger.once``; retention (`relay prune`) is ``operate.retention.prune_ledger``.
 
 A person's decision stays a person's: for an entry made with --approve (or denied),
 `ledger resolve` refuses unless standard input is a terminal (approval_needs_terminal),
@@ -26,7 +26,7 @@ on another host cannot be looked at. While its command runs, the relay process r
 entry's ``updated_at`` every ``RENEW_S`` seconds (``once.Renewal``); an entry recorded by
 another host counts as alive while that renewal is at most ``STALE_S`` seconds old
 (relay's clock is the database's, so the hosts agree on it), and as crashed
-(effect_unknown) after that (``ledger_states.entry_alive``).
+(effect_unknown) after that (``ledger.states.entry_alive``).
 """
 
 from __future__ import annotations
