@@ -967,11 +967,11 @@ def _check_tables(health, report: Report) -> None:
 
 def _ledger_needs(store: Store) -> tuple[int, int]:
     """(effect_unknown entries that do not rerun by themselves, entries awaiting approval)."""
-    from ..ledger import entries as ledger
+    from ..ledger.entries import awaiting, list_entries, reruns_by_itself
 
-    unknown = [e for e in ledger.list_entries(store, ["effect_unknown"])
-               if not ledger.reruns_by_itself(e)]
-    return len(unknown), len(ledger.awaiting(store))
+    unknown = [e for e in list_entries(store, ["effect_unknown"])
+               if not reruns_by_itself(e)]
+    return len(unknown), len(awaiting(store))
 
 
 def _check_peers(report: Report, sessions, shown: dict[str, dict], now: int) -> None:

@@ -63,7 +63,7 @@ class Snapshot:
 
 def gather(store: Store, now: int, events_limit: int = EVENTS_LIMIT) -> Snapshot:
     """One snapshot of peers, open requests, recent transitions and pending approvals."""
-    from ..ledger import entries as ledger
+    from ..ledger.entries import awaiting, list_entries, reruns_by_itself
 
     snap = Snapshot(now=now, home=str(store.home))
     for p in store.list_peers():
@@ -81,9 +81,9 @@ def gather(store: Store, now: int, events_limit: int = EVENTS_LIMIT) -> Snapshot
                     store.list_requests(["delivery_unknown"], None, None, UNKNOWN_LIMIT)]
     snap.events = [{**lifecycle.event_object(e), "request_id": e["request_id"]}
                    for e in store.recent_events(events_limit)]
-    snap.awaiting = ledger.awaiting(store)
-    snap.effect_unknown = [e for e in ledger.list_entries(store, ["effect_unknown"])
-                           if not ledger.reruns_by_itself(e)]  # those rerun by themselves
+    snap.awaiting = awaiting(store)
+    snap.effect_unknown = [e for e in list_entries(store, ["effect_unknown"])
+                           if not reruns_by_itself(e)]  # those rerun by themselves
     return snap
 
 
