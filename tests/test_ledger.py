@@ -339,6 +339,16 @@ def test_large_output_streams_whole_keeps_its_tail_and_memory_stays_flat(relay, 
     assert obj["stderr"].endswith("ERR")
 
 
+def test_a_replay_of_a_cut_output_says_how_much_was_kept(relay):
+    """The replay note quotes the kept tail from the one limit (core/limits.py)."""
+    from relay_cli.core.limits import TAIL_BYTES
+
+    cmd = ("once", "--key", "cut", "--", "sh", "-c", f"head -c {TAIL_BYTES + 10} /dev/zero")
+    assert relay(*cmd).code == 0
+    r = relay(*cmd)
+    assert r.code == 0 and f"only the last {TAIL_BYTES // 1024} KiB of stdout was kept" in r.err
+
+
 def test_tail_keeps_exactly_the_last_bytes():
     t = once.Tail(10)
     for chunk in (b"abc", b"defghij", b"klm", b"n" * 3, b"0123456789ABC"):

@@ -64,7 +64,7 @@ def export(
     since: Annotated[
         Optional[str],
         typer.Option("--since", metavar="D", help="Only requests created in the last D "
-                     "(e.g. 7d; 1s-3650d)."),
+                     f"(e.g. 7d; {clock.span(clock.EXPORT_SINCE)})."),
     ] = None,
     json_: Annotated[
         bool, typer.Option("--json", help="Report errors as one JSON line on stderr (the "

@@ -15,6 +15,7 @@ import typer
 
 from ..core import clock
 from ..core.errors import RelayError
+from ..core.limits import TAIL_BYTES
 from ..core.output import LEDGER_STYLES, Col, Output, inert, iso_age
 from ..requests import lifecycle
 from . import complete
@@ -41,11 +42,13 @@ NoteOpt = Annotated[
     Optional[str], typer.Option("--note", metavar="TEXT", help="Why (stored with the decision).")
 ]
 
-ONCE_HELP = """Run CMD at most once per KEY; a retry replays the outcome.
+TAIL_KIB = f"{TAIL_BYTES // 1024} KiB"  # of stdout and of stderr, kept per entry
+
+ONCE_HELP = f"""Run CMD at most once per KEY; a retry replays the outcome.
 
 A retry is a call with the same KEY.
 The entry is committed as running before CMD starts (CMD's own pid too, before it begins
-executing) and its outcome (exit code, the last 64 KiB of stdout and stderr) the moment
+executing) and its outcome (exit code, the last {TAIL_KIB} of stdout and stderr) the moment
 CMD ends. If that outcome cannot be recorded (disk full, a lock held too long), relay
 says the command ran and exits 11 (effect_unknown). relay exits with CMD's status (128+N
 when a signal N killed it; 127 command not found and 126 not executable, after which no
@@ -65,10 +68,10 @@ fakes a terminal (relay is no boundary between programs of one user). A denied k
 asking. A key made with --approve keeps needing approval after a person forgot its entry
 (`relay ledger resolve KEY --outcome forget`), with or without --approve.
 
---json: stdout carries exactly one JSON document {key, state, argv, cwd, exit_code,
+--json: stdout carries exactly one JSON document {{key, state, argv, cwd, exit_code,
 signal, replayed, stdout, stderr, stdout_bytes, stderr_bytes, stdout_truncated,
-stderr_truncated, created_at, started_at, finished_at, ...}; CMD's stdout is then captured
-into the document (only its last 64 KiB), not streamed. CMD's stderr still streams; relay
+stderr_truncated, created_at, started_at, finished_at, ...}}; CMD's stdout is then captured
+into the document (only its last {TAIL_KIB}), not streamed. CMD's stderr still streams; relay
 adds to it only its one error line, when the call fails.
 """
 
@@ -282,14 +285,12 @@ LEDGER_COLUMNS = [Col("key", min=12), Col("state", fixed=True, styles=LEDGER_STY
                   Col("changed", fixed=True)]
 
 
-@ledger_app.command("show", epilog=examples(
+@ledger_app.command("show", help=(
+        "One entry in full, with its captured stdout and stderr.\n\n"
+        f"Of each stream, the last {TAIL_KIB} are kept."), epilog=examples(
         'relay ledger show deploy-42',
     ))
 def ledger_show(key: KeyArg, json_: JsonOpt = False, home: HomeOpt = None) -> int:
-    """One entry in full, with its captured stdout and stderr.
-
-    Of each stream, the last 64 KiB are kept.
-    """
     env = Env(json_, home)
     ledger.validate_key(key)
     with env.unit(write=False):

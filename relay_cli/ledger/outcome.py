@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from ..core import clock
 from ..core.errors import RelayError, cannot_start
+from ..core.limits import TAIL_BYTES
 from ..core.output import inert
 from .entries import command_text
 
@@ -145,5 +146,6 @@ def replay_note(entry: dict) -> str:
     else:
         cut = [n for n in ("stdout", "stderr") if entry.get(f"{n}_truncated")]
         if cut:
-            note += f"; only the last 64 KiB of {' and '.join(cut)} was kept"
+            note += (f"; only the last {TAIL_BYTES // 1024} KiB of {' and '.join(cut)} "
+                     "was kept")
     return note

@@ -155,7 +155,7 @@ TRANSITIONS: tuple[Transition, ...] = (
     *_each(_RESOLVABLE, "resolve_failed", "failed", PERSON_RESOLVE, _SETTLE),
     *_each(STORED_STATES, "resolve_forget", "forgotten", PERSON_RESOLVE,
            "any entry but a running one that is alive (its relay process or command lives "
-           "on this host, or another host renewed it within 30 s); at a terminal only for a "
+           f"on this host, or another host renewed it within {STALE_S} s); at a terminal only for a "
            "running one of another host that stopped renewing it"),
 )
 
