@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from .. import __version__
 from ..core import clock
 from ..core.context import Context
-from ..core.errors import RelayError
+from ..core.errors import ExitStatus, RelayError
 from ..core.limits import CLOCK_WARN_MS, QUEUE_WARN_FRACTION
 from ..core.output import size as _size
 from ..requests import peers
@@ -183,9 +183,9 @@ class Report:
         return all(c.status != FAIL for c in self.checks)
 
     @property
-    def exit_code(self) -> int:
+    def exit_code(self) -> ExitStatus:
         """`relay doctor` exits 0 unless a check fails, then 7 (design.md §11)."""
-        return 0 if self.ok else 7
+        return ExitStatus.OK if self.ok else ExitStatus.UNSAFE
 
     def problems(self) -> list[Check]:
         """fail, then warn checks, each in the order they ran."""
