@@ -388,14 +388,6 @@ def own_prompt(store: Store, session_id: str, ev: Event) -> bool:
     return bool(own) and any(prompt_hash(c) in own for c in _candidates(ev.prompt))
 
 
-def is_person_prompt(store: Store, session_id: str, ev: Event) -> bool:
-    """A person's prompt: no machine ``source`` (design.md §12; Claude Code sends none at
-    all), and not a text relay itself made the runtime submit, nor one that carries it."""
-    if ev.source not in PERSON_SOURCES:
-        return False
-    return not own_prompt(store, session_id, ev)
-
-
 def _mark_listed(store: Store, session_id: str, ids: list[str], now: int) -> None:
     """The ids were listed in a context of a running turn: no waiter wakes for them (that
     turn's Stop still names them)."""

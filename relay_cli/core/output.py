@@ -620,10 +620,6 @@ def deadline(ms: int | None, now: int) -> str:
     return f"{ago(ms, now)} ({local_clock(ms, now)})"
 
 
-def iso_ms(iso: str | None) -> int | None:
-    return None if iso is None else clock.parse_iso(iso)
-
-
 def iso_age(iso: str | None, now: int) -> str:
     return "-" if iso is None else age(clock.parse_iso(iso), now)
 

@@ -192,11 +192,6 @@ class Report:
         return [c for c in self.checks if c.status == FAIL] + \
             [c for c in self.checks if c.status == WARN]
 
-    def problems_first(self) -> list[Check]:
-        """The checks as a person reads them (design.md §11): fail, then warn, then ok,
-        each group in the order the checks ran."""
-        return self.problems() + [c for c in self.checks if c.status == OK]
-
     def counts(self) -> dict[str, int]:
         return {s: sum(c.status == s for c in self.checks) for s in (OK, WARN, FAIL)}
 
