@@ -9,7 +9,7 @@ import typer
 
 from ..core import clock
 from ..core.errors import ExitStatus, RelayError
-from ..core.limits import DRAFT_TTL_S, MAX_OPEN_DRAFTS
+from ..core.limits import DRAFT_TTL_S, MAX_OPEN_DRAFTS, MIN_PREFIX
 from ..core.output import Output, size
 from ..requests import due, lifecycle, waiting
 from ..requests.peers import validate_name
@@ -56,8 +56,8 @@ def _id_arg(candidates):
     return Annotated[
         str,
         typer.Argument(metavar="ID", show_default=False, autocompletion=candidates,
-                       help="The request id, or a unique prefix of at least 8 characters of "
-                            "it."),
+                       help=f"The request id, or a unique prefix of at least {MIN_PREFIX} "
+                            "characters of it."),
     ]
 
 

@@ -15,6 +15,7 @@ from .limits import (
     MAX_DEPTH,
     MAX_OPEN_DRAFTS,
     MAX_TEXT_BYTES,
+    MIN_PREFIX,
     NAME_PATTERN,
     QUEUE_CAP,
 )
@@ -80,7 +81,7 @@ ERRORS: dict[str, ErrorSpec] = {
     ),
     "invalid_id": ErrorSpec(
         ExitStatus.USAGE, False, "ids are UUIDs (`relay id` prints a new one); a command that names an existing "
-        "request also takes a unique prefix of at least 8 characters; a retry passes the same "
+        f"request also takes a unique prefix of at least {MIN_PREFIX} characters; a retry passes the same "
         "id again"
     ),
     "invalid_text": ErrorSpec(

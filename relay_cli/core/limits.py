@@ -12,6 +12,7 @@ DAY_S = 86400
 # ---------------------------------------------------------------- requests (§4)
 MAX_TEXT_BYTES = 32768  # a request's text, a reply
 MAX_DEPTH = 8  # in_reply_to chain
+MIN_PREFIX = 8  # characters of an id a command that names an existing request takes
 MAX_OPEN_DRAFTS = 100  # unsubmitted drafts per sender
 DRAFT_TTL_S = 3600  # a draft lives this long unsubmitted
 DEFAULT_TTL_S = 3600  # `send --ttl`

@@ -30,6 +30,7 @@ from ..core.limits import (
     MAX_DEPTH,
     MAX_OPEN_DRAFTS,
     MAX_TEXT_BYTES,
+    MIN_PREFIX,
     QUEUE_CAP,
     QUEUE_RETRY_AFTER_S,
     RATE_WINDOW_MS,
@@ -88,14 +89,13 @@ RESERVED_IDS = {"00000000-0000-0000-0000-000000000000": "nil",
                 "ffffffff-ffff-ffff-ffff-ffffffffffff": "max"}
 
 
-MIN_PREFIX = 8
 _CANONICAL = "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"
 _HEX = frozenset("0123456789abcdef")
 MAX_CANDIDATES = 10
 
 
 def _is_prefix(s: str) -> bool:
-    """``s`` (lowercase) is a prefix of at least 8 characters of a canonical id."""
+    """``s`` (lowercase) is a prefix of at least MIN_PREFIX characters of a canonical id."""
     return MIN_PREFIX <= len(s) < len(_CANONICAL) and all(
         c == "-" if t == "-" else c in _HEX for c, t in zip(s, _CANONICAL[: len(s)], strict=True))
 
