@@ -382,9 +382,43 @@ def pytest_configure(config):
         "rendering, packaging), so run once, on SQLite")
 
 
+# Tests that run on one pytest-xdist worker, one after another (--dist loadgroup, in
+# pyproject.toml's addopts); every other test runs on whichever worker is free.
+XDIST_GROUPS = {
+    # setuptools writes relay_cli.egg-info/ and build/ into the checkout: two builds at
+    # once would write the same files.
+    "build": ("test_wheel.py", "test_packaging.py::test_sdist_",
+              "test_packaging.py::test_the_tests_run_from_the_unpacked_sdist",
+              "test_readme.py::test_first_command_as_written_in_a_fresh_home"),
+    # the several-machines runs: namespaces, a server each and injected network faults,
+    # timed runs that would only starve each other.
+    "netns": ("test_netns.py", "test_netfault.py"),
+}
+
+
+def _xdist_group(item) -> str | None:
+    """The group of ``item``: a named one (XDIST_GROUPS), else its module's when it uses a
+    module-scoped fixture (a server, a built wheel, a tmux screen: set up once, on one
+    worker, for every test that shares it), else None."""
+    path = item.nodeid.split("/")[-1]
+    for group, prefixes in XDIST_GROUPS.items():
+        if path.startswith(prefixes):
+            return group
+    info = getattr(item, "_fixtureinfo", None)
+    for defs in (info.name2fixturedefs.values() if info is not None else ()):
+        if any(d.scope == "module" for d in defs):
+            return item.nodeid.split("::")[0]
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
 def pytest_collection_modifyitems(config, items):
     """A sqlite_only or one_backend test runs once, on SQLite; a postgres_only one on
-    PostgreSQL."""
+    PostgreSQL. Tests that must share a worker are marked xdist_group (_xdist_group)."""
+    for item in items:
+        group = _xdist_group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
     keep, drop = [], []
     for item in items:
         spec = getattr(item, "callspec", None)
@@ -462,7 +496,7 @@ SELECT x FROM (
 
 
 class PgCluster:
-    """The session's server and a migrated template database,
+    """The session's server (one per xdist worker) and a migrated template database,
     copied for each test.
 
     A test's copy is used again by a later test only when, after its rows are deleted and
