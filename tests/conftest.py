@@ -382,11 +382,12 @@ def pytest_configure(config):
         "rendering, packaging), so run once, on SQLite")
 
 
-# Tests that run on one pytest-xdist worker, one after another (--dist loadgroup, in
-# pyproject.toml's addopts); every other test runs on whichever worker is free.
+# Tests that run on one pytest-xdist worker, one after another; every other test runs on
+# whichever worker is free. (pytest-xdist's own xdist_group mark is not used: with pytest
+# 9.2 the group it writes into the node id never reaches the scheduler.)
 XDIST_GROUPS = {
-    # setuptools writes relay_cli.egg-info/ and build/ into the checkout: two builds at
-    # once would write the same files.
+    # setuptools writes relay_cli.egg-info/, build/ and relay_cli-VERSION/ into the
+    # checkout: two builds at once delete each other's files.
     "build": ("test_wheel.py", "test_packaging.py::test_sdist_",
               "test_packaging.py::test_the_tests_run_from_the_unpacked_sdist",
               "test_readme.py::test_first_command_as_written_in_a_fresh_home"),
@@ -394,31 +395,40 @@ XDIST_GROUPS = {
     # timed runs that would only starve each other.
     "netns": ("test_netns.py", "test_netfault.py"),
 }
+# Modules whose tests share a module-scoped fixture (a server, a built wheel, a tmux
+# screen, the printed-commands world): on one worker it is set up once.
+SHARED_FIXTURE_MODULES = ("test_e2e_runtimes.py", "test_pg_faults.py", "test_pg_url.py",
+                          "test_postgres.py", "test_printed_commands.py", "test_schema.py",
+                          "test_screens.py")
 
 
-def _xdist_group(item) -> str | None:
-    """The group of ``item``: a named one (XDIST_GROUPS), else its module's when it uses a
-    module-scoped fixture (a server, a built wheel, a tmux screen: set up once, on one
-    worker, for every test that shares it), else None."""
-    path = item.nodeid.split("/")[-1]
+def xdist_group(nodeid: str) -> str:
+    """The unit of work a test belongs to: a group above, its module, or itself."""
+    path, _, rest = nodeid.partition("::")
+    module = path.rsplit("/", 1)[-1]
     for group, prefixes in XDIST_GROUPS.items():
-        if path.startswith(prefixes):
+        if f"{module}::{rest}".startswith(prefixes):
             return group
-    info = getattr(item, "_fixtureinfo", None)
-    for defs in (info.name2fixturedefs.values() if info is not None else ()):
-        if any(d.scope == "module" for d in defs):
-            return item.nodeid.split("::")[0]
-    return None
+    return path if module in SHARED_FIXTURE_MODULES else nodeid
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """pytest-xdist's load scheduling, by the units of ``xdist_group``."""
+    if config.getvalue("dist") != "load":
+        return None  # an explicit --dist: as asked
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Grouped(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_group(nodeid)
+
+    return Grouped(config, log)
+
+
 def pytest_collection_modifyitems(config, items):
     """A sqlite_only or one_backend test runs once, on SQLite; a postgres_only one on
-    PostgreSQL. Tests that must share a worker are marked xdist_group (_xdist_group)."""
-    for item in items:
-        group = _xdist_group(item)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
+    PostgreSQL."""
     keep, drop = [], []
     for item in items:
         spec = getattr(item, "callspec", None)
