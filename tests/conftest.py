@@ -74,6 +74,36 @@ class Result:
         return json.loads(lines[0])["error"]
 
 
+_TREES: dict[tuple, object] = {}
+
+
+def _reuse_command_trees() -> None:
+    """Build each Click command tree once per test process, not once per in-process call.
+
+    Every relay process builds its tree at start (``relay_cli.cli.app._click_command``:
+    ~8 ms of Typer's introspection, half the CPU of a call); in-process calls would build
+    the same tree again for each of the ~40,000 calls in the suite. Which tree a call gets
+    depends only on its first word, on whether that is all it has and on
+    ``_RELAY_COMPLETE``, so the tree is kept under that key; Click makes a new context for
+    each invocation and never changes the tree. The real processes (``relay.proc``,
+    ``relay.pty``, ...) still build theirs at every start."""
+    import importlib
+
+    cli_app = importlib.import_module("relay_cli.cli.app")  # the module, not its Typer app
+    build = cli_app._click_command
+    if getattr(build, "reused", False):
+        return
+
+    def reused(argv: list[str]):
+        key = (argv[0] if argv else "", len(argv) <= 1, "_RELAY_COMPLETE" in os.environ)
+        if key not in _TREES:
+            _TREES[key] = build(argv)
+        return _TREES[key]
+
+    reused.reused = True
+    cli_app._click_command = reused
+
+
 class Relay:
     def __init__(self, home: Path, url: str | None = None) -> None:
         self.home = home
@@ -106,6 +136,7 @@ class Relay:
         if clock is None and not (env and "RELAY_TIME_OFFSET" in env):
             clock = self.clock
 
+        _reuse_command_trees()
         data = input.encode() if isinstance(input, str) else (input or b"")
         saved_env = dict(os.environ)
         saved = sys.stdin, sys.stdout, sys.stderr
@@ -236,10 +267,15 @@ class Relay:
     def snapshot(self) -> dict[str, list]:
         """Every row of every table, to prove a refused command changed nothing."""
         if self.url:
-            tables = [r[0] for r in self.sql(
-                "SELECT table_name FROM information_schema.tables WHERE table_schema = "
-                "current_schema() ORDER BY table_name")]
-            return {t: self.sql(f'SELECT * FROM "{t}" ORDER BY 1') for t in tables}
+            conn = self._pg()
+            try:
+                tables = [r[0] for r in self.sql(
+                    "SELECT table_name FROM information_schema.tables WHERE table_schema = "
+                    "current_schema() ORDER BY table_name", conn=conn)]
+                return {t: self.sql(f'SELECT * FROM "{t}" ORDER BY 1', conn=conn)
+                        for t in tables}
+            finally:
+                conn.close()
         db = sqlite3.connect(self.home / "relay.db")
         try:
             tables = [r[0] for r in db.execute(
@@ -249,13 +285,20 @@ class Relay:
         finally:
             db.close()
 
-    def sql(self, query: str, params=()) -> list[tuple]:
-        """Run one statement on this test's database (``?`` placeholders on both)."""
-        if self.url:
-            import psycopg2
+    def _pg(self):
+        import psycopg2
 
-            conn = psycopg2.connect(self.url)
-            conn.autocommit = True
+        conn = psycopg2.connect(self.url)
+        conn.autocommit = True
+        return conn
+
+    def sql(self, query: str, params=(), conn=None) -> list[tuple]:
+        """Run one statement on this test's database (``?`` placeholders on both);
+        ``conn``: a PostgreSQL connection to reuse (``snapshot`` reads every table
+        through one, instead of a connection per table)."""
+        if self.url:
+            own = conn is None
+            conn = self._pg() if own else conn
             try:
                 with conn.cursor() as cur:
                     cur.execute(query.replace("%", "%%").replace("?", "%s"), tuple(params))
@@ -263,7 +306,8 @@ class Relay:
                     return [tuple(bytes(v) if isinstance(v, memoryview) else v for v in r)
                             for r in rows]
             finally:
-                conn.close()
+                if own:
+                    conn.close()
         db = sqlite3.connect(self.home / "relay.db", isolation_level=None)
         try:
             return db.execute(query, tuple(params)).fetchall()
@@ -345,6 +389,50 @@ def pytest_configure(config):
         "rendering, packaging), so run once, on SQLite")
 
 
+# Tests that run on one pytest-xdist worker, one after another; every other test runs on
+# whichever worker is free. (pytest-xdist's own xdist_group mark is not used: with pytest
+# 9.2 the group it writes into the node id never reaches the scheduler.)
+XDIST_GROUPS = {
+    # setuptools writes relay_cli.egg-info/, build/ and relay_cli-VERSION/ into the
+    # checkout: two builds at once delete each other's files.
+    "build": ("test_wheel.py", "test_packaging.py::test_sdist_",
+              "test_packaging.py::test_the_tests_run_from_the_unpacked_sdist",
+              "test_readme.py::test_first_command_as_written_in_a_fresh_home"),
+    # the several-machines runs: namespaces, a server each and injected network faults,
+    # timed runs that would only starve each other.
+    "netns": ("test_netns.py", "test_netfault.py"),
+}
+# Modules whose tests share a module-scoped fixture (a server, a built wheel, a tmux
+# screen, the printed-commands world): on one worker it is set up once.
+SHARED_FIXTURE_MODULES = ("test_e2e_runtimes.py", "test_pg_faults.py", "test_pg_url.py",
+                          "test_postgres.py", "test_printed_commands.py", "test_schema.py",
+                          "test_screens.py")
+
+
+def xdist_group(nodeid: str) -> str:
+    """The unit of work a test belongs to: a group above, its module, or itself."""
+    path, _, rest = nodeid.partition("::")
+    module = path.rsplit("/", 1)[-1]
+    for group, prefixes in XDIST_GROUPS.items():
+        if f"{module}::{rest}".startswith(prefixes):
+            return group
+    return path if module in SHARED_FIXTURE_MODULES else nodeid
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """pytest-xdist's load scheduling, by the units of ``xdist_group``."""
+    if config.getvalue("dist") != "load":
+        return None  # an explicit --dist: as asked
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Grouped(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_group(nodeid)
+
+    return Grouped(config, log)
+
+
 def pytest_collection_modifyitems(config, items):
     """A sqlite_only or one_backend test runs once, on SQLite; a postgres_only one on
     PostgreSQL."""
@@ -371,21 +459,160 @@ def _postgres_missing() -> str | None:
     return None
 
 
+# What makes a database what it is, besides its rows: every relation (with its kind,
+# owner and grants), column, default, index, constraint, function, trigger, type, schema,
+# extension and per-database setting outside the system catalogs, and each sequence's
+# position. Two databases with the same fingerprint and the same rows are alike to relay.
+_USER_NS = ("n.nspname NOT IN ('pg_catalog', 'information_schema') "
+            "AND n.nspname NOT LIKE 'pg\\_toast%' AND n.nspname NOT LIKE 'pg\\_temp%'")
+_FINGERPRINT = f"""
+SELECT x FROM (
+  SELECT 'rel ' || n.nspname || '.' || c.relname || ' ' || c.relkind::text || ' '
+         || c.relowner::regrole::text || ' ' || coalesce(c.relacl::text, '') AS x
+    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE {_USER_NS}
+  UNION ALL
+  SELECT 'col ' || a.attrelid::regclass::text || '.' || a.attname || ' '
+         || format_type(a.atttypid, a.atttypmod) || ' ' || a.attnotnull || ' '
+         || coalesce(pg_get_expr(d.adbin, d.adrelid), '')
+    FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+    JOIN pg_namespace n ON n.oid = c.relnamespace
+    LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+   WHERE a.attnum > 0 AND NOT a.attisdropped AND {_USER_NS}
+  UNION ALL
+  SELECT 'idx ' || pg_get_indexdef(i.indexrelid) FROM pg_index i
+    JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+   WHERE {_USER_NS}
+  UNION ALL
+  SELECT 'con ' || o.conrelid::regclass::text || ' ' || o.conname || ' '
+         || pg_get_constraintdef(o.oid)
+    FROM pg_constraint o JOIN pg_namespace n ON n.oid = o.connamespace WHERE {_USER_NS}
+  UNION ALL
+  SELECT 'fn ' || p.oid::regprocedure::text FROM pg_proc p
+    JOIN pg_namespace n ON n.oid = p.pronamespace WHERE {_USER_NS}
+  UNION ALL
+  SELECT 'trg ' || t.tgrelid::regclass::text || ' ' || t.tgname || ' ' || t.tgenabled::text
+    FROM pg_trigger t WHERE NOT t.tgisinternal
+  UNION ALL
+  SELECT 'type ' || n.nspname || '.' || t.typname FROM pg_type t
+    JOIN pg_namespace n ON n.oid = t.typnamespace WHERE {_USER_NS}
+  UNION ALL
+  SELECT 'ns ' || nspname || ' ' || nspowner::regrole::text || ' '
+         || coalesce(nspacl::text, '') FROM pg_namespace
+  UNION ALL
+  SELECT 'ext ' || extname || ' ' || extversion FROM pg_extension
+  UNION ALL
+  SELECT 'set ' || array_to_string(setconfig, ';') FROM pg_db_role_setting
+   WHERE setdatabase = (SELECT oid FROM pg_database WHERE datname = current_database())
+  UNION ALL
+  SELECT 'seq ' || schemaname || '.' || sequencename || ' ' || coalesce(last_value::text, '-')
+    FROM pg_sequences
+  UNION ALL
+  SELECT 'lo ' || count(*) FROM pg_largeobject_metadata
+) facts ORDER BY x
+"""
+
+
 class PgCluster:
-    """The session's server and a migrated template database copied for each test."""
+    """The session's server (one per xdist worker) and a migrated template database,
+    copied for each test.
+
+    A test's copy is used again by a later test only when, after its rows are deleted and
+    its sequences restarted, it is indistinguishable from a new copy: no connection to it
+    is left, its fingerprint (``_FINGERPRINT``) equals the template's and every table
+    holds exactly the template's rows. Otherwise it is dropped, as every copy was before.
+    (``CREATE DATABASE`` and ``DROP DATABASE`` cost ~0.25 s of the server's time per
+    test; the reset ~15 ms.)"""
+
+    TEMPLATE = "relay_template"
 
     def __init__(self) -> None:
         self.server = pgserver.start()
         self.count = 0
-        self.server.execute("CREATE DATABASE relay_template")
+        self.server.execute(f"CREATE DATABASE {self.TEMPLATE}")
         from relay_cli.store import pg
 
-        pg.connect(self.server.url("relay_template")).close()
+        pg.connect(self.server.url(self.TEMPLATE)).close()
+        conn = self._connect(self.TEMPLATE)
+        try:
+            self.facts = self._facts(conn)
+            self.rows = self._rows(conn)
+        finally:
+            conn.close()
+        self.spare: list[str] = []  # reset copies of the template, ready to use again
+        self.reused = 0
 
-    def fresh(self, template: str = "relay_template") -> tuple[str, str]:
+    def _connect(self, name: str):
+        import psycopg2
+
+        conn = psycopg2.connect(self.server.url(name))
+        conn.autocommit = True
+        return conn
+
+    @staticmethod
+    def _facts(conn) -> list[str]:
+        with conn.cursor() as cur:
+            cur.execute(_FINGERPRINT)
+            return [r[0] for r in cur.fetchall()]
+
+    @staticmethod
+    def _tables(cur) -> list[str]:
+        cur.execute("SELECT quote_ident(schemaname) || '.' || quote_ident(tablename) "
+                    "FROM pg_tables WHERE schemaname NOT IN ('pg_catalog', "
+                    "'information_schema') ORDER BY 1")
+        return [r[0] for r in cur.fetchall()]
+
+    def _rows(self, conn) -> dict[str, list[str]]:
+        with conn.cursor() as cur:
+            out = {}
+            for table in self._tables(cur):
+                cur.execute(f"SELECT t::text FROM {table} t ORDER BY 1")
+                out[table] = [r[0] for r in cur.fetchall()]
+            return out
+
+    def fresh(self, template: str = TEMPLATE) -> tuple[str, str]:
+        if template == self.TEMPLATE and self.spare:
+            name = self.spare.pop()
+            self.reused += 1
+            return name, self.server.url(name)
         self.count += 1
         name = f"t{os.getpid()}_{self.count}"
         return name, self.server.create_db(name, template)
+
+    def release(self, name: str) -> None:
+        """Done with a copy of the template: keep it for a later test when it can be
+        made exactly like a new copy, else drop it."""
+        try:
+            if self._reset(name):
+                self.spare.append(name)
+                return
+        except Exception:  # noqa: BLE001 - whatever the test did to it, it is dropped
+            pass
+        self.drop(name)
+
+    def _reset(self, name: str) -> bool:
+        conn = self._connect(name)
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = "
+                            "current_database() AND pid <> pg_backend_pid()")
+                others = cur.fetchone()[0]
+                cur.execute("SELECT count(*) FROM pg_prepared_xacts WHERE database = "
+                            "current_database()")
+                if others or cur.fetchone()[0]:
+                    return False
+                cur.execute("BEGIN")
+                cur.execute("SET LOCAL session_replication_role = replica")  # no FK order
+                for table in self._tables(cur):
+                    if not self.rows.get(table):
+                        cur.execute(f"DELETE FROM {table}")
+                cur.execute("SELECT quote_ident(schemaname) || '.' || "
+                            "quote_ident(sequencename) FROM pg_sequences")
+                for (seq,) in cur.fetchall():
+                    cur.execute(f"ALTER SEQUENCE {seq} RESTART")
+                cur.execute("COMMIT")
+            return self._facts(conn) == self.facts and self._rows(conn) == self.rows
+        finally:
+            conn.close()
 
     def drop(self, name: str) -> None:
         try:
@@ -421,7 +648,7 @@ def relay(request, tmp_path) -> Relay:
     try:
         yield Relay(tmp_path / "relay-home", url)
     finally:
-        cluster.drop(name)
+        cluster.release(name)
 
 
 def at(seconds: float, who: dict | None = None) -> dict:
