@@ -56,10 +56,19 @@ def main(argv: list[str]) -> int:
         return netfault.main(rest)
     if cmd == "e2ewake":  # needs the pinned runtimes (docs/e2e.md); not part of `all`
         from . import e2ewake
+
         return e2ewake.main(rest)
-    table = {"crash": crash.main, "oncekill": once_kill.main, "faults": faults.main,
-             "load": load.main, "scale": scale.main, "latency": latency.main,
-             "wake": wake.main, "watch": watch_refresh.main, "perf": perf.main}
+    table = {
+        "crash": crash.main,
+        "oncekill": once_kill.main,
+        "faults": faults.main,
+        "load": load.main,
+        "scale": scale.main,
+        "latency": latency.main,
+        "wake": wake.main,
+        "watch": watch_refresh.main,
+        "perf": perf.main,
+    }
     if cmd == "all":
         code = 0
         for name, fn in table.items():

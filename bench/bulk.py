@@ -17,20 +17,40 @@ from .common import relay
 DAY = 86_400_000
 
 # (state, share): the event chain of each state is in CHAINS.
-MIX = (("completed", 0.85), ("expired", 0.04), ("failed", 0.03), ("rejected", 0.02),
-       ("cancelled", 0.02), ("delivery_unknown", 0.02), ("queued", 0.02))
+MIX = (
+    ("completed", 0.85),
+    ("expired", 0.04),
+    ("failed", 0.03),
+    ("rejected", 0.02),
+    ("cancelled", 0.02),
+    ("delivery_unknown", 0.02),
+    ("queued", 0.02),
+)
 CHAINS = {
     "queued": [(None, "queued", None)],
-    "completed": [(None, "queued", None), ("queued", "delivered", None),
-                  ("delivered", "acknowledged", None), ("acknowledged", "completed", None)],
+    "completed": [
+        (None, "queued", None),
+        ("queued", "delivered", None),
+        ("delivered", "acknowledged", None),
+        ("acknowledged", "completed", None),
+    ],
     "expired": [(None, "queued", None), ("queued", "expired", "request_expired")],
-    "failed": [(None, "queued", None), ("queued", "delivered", None),
-               ("delivered", "failed", "failed_by_recipient")],
-    "rejected": [(None, "queued", None), ("queued", "delivered", None),
-                 ("delivered", "rejected", "rejected_by_recipient")],
+    "failed": [
+        (None, "queued", None),
+        ("queued", "delivered", None),
+        ("delivered", "failed", "failed_by_recipient"),
+    ],
+    "rejected": [
+        (None, "queued", None),
+        ("queued", "delivered", None),
+        ("delivered", "rejected", "rejected_by_recipient"),
+    ],
     "cancelled": [(None, "queued", None), ("queued", "cancelled", "cancelled_by_sender")],
-    "delivery_unknown": [(None, "queued", None), ("queued", "delivered", None),
-                         ("delivered", "delivery_unknown", "claim_lease_expired")],
+    "delivery_unknown": [
+        (None, "queued", None),
+        ("queued", "delivered", None),
+        ("delivered", "delivery_unknown", "claim_lease_expired"),
+    ],
 }
 TEXT = "please review the change in src/module.py and say whether the tests cover it. " * 2
 
@@ -43,9 +63,19 @@ def init_home(home: Path, peers=("a", "b")) -> None:
             raise RuntimeError(r.err)
 
 
-def insert(home: Path, n: int, *, now: int, spread_ms: int, states=MIX,
-           pairs=(("a", "b"), ("b", "a")), ttl_s: int = 3600, seed: int = 1,
-           queued_ttl_s: int | None = None, batch: int = 50_000) -> dict:
+def insert(
+    home: Path,
+    n: int,
+    *,
+    now: int,
+    spread_ms: int,
+    states=MIX,
+    pairs=(("a", "b"), ("b", "a")),
+    ttl_s: int = 3600,
+    seed: int = 1,
+    queued_ttl_s: int | None = None,
+    batch: int = 50_000,
+) -> dict:
     """Insert ``n`` requests created over ``[now - spread_ms, now)`` with their events.
 
     Queued rows get ``queued_ttl_s`` (default ``ttl_s``) counted from ``now``, so they are
@@ -91,25 +121,50 @@ def insert(home: Path, n: int, *, now: int, spread_ms: int, states=MIX,
             final = state != "queued"
             finished = t if final else None
             reason = chain[-1][2]
-            reqs.append((rid, fp, frm, to, text, len(text.encode()),
-                         "done: the tests cover it" if state == "completed" else None,
-                         state, reason, created, t, expires, delivered, acked, finished,
-                         ttl, 1 if delivered else 0, 3, "unknown"))
+            reqs.append(
+                (
+                    rid,
+                    fp,
+                    frm,
+                    to,
+                    text,
+                    len(text.encode()),
+                    "done: the tests cover it" if state == "completed" else None,
+                    state,
+                    reason,
+                    created,
+                    t,
+                    expires,
+                    delivered,
+                    acked,
+                    finished,
+                    ttl,
+                    1 if delivered else 0,
+                    3,
+                    "unknown",
+                )
+            )
             for i, (a, b, r) in enumerate(chain):
-                actor = {"queued": frm}.get(b, to if b in ("delivered", "acknowledged",
-                                                           "completed", "failed",
-                                                           "rejected") else
-                                          (frm if b == "cancelled" else "relay"))
+                actor = {"queued": frm}.get(
+                    b,
+                    to
+                    if b in ("delivered", "acknowledged", "completed", "failed", "rejected")
+                    else (frm if b == "cancelled" else "relay"),
+                )
                 evs.append((rid, created + i * 1000, a, b, r, actor))
         db.execute("BEGIN")
         db.executemany(
             "INSERT INTO requests (id, fingerprint, from_peer, to_peer, text, text_bytes, "
             "reply, state, reason, created_at, updated_at, expires_at, delivered_at, "
             "acknowledged_at, finished_at, ttl_seconds, attempts, max_attempts, on_lost) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", reqs)
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            reqs,
+        )
         db.executemany(
             "INSERT INTO events (request_id, at, from_state, to_state, reason, actor) "
-            "VALUES (?,?,?,?,?,?)", evs)
+            "VALUES (?,?,?,?,?,?)",
+            evs,
+        )
         db.execute("COMMIT")
         done += len(reqs)
     db.execute("PRAGMA wal_checkpoint(TRUNCATE)")

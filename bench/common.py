@@ -19,8 +19,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RELAY = [sys.executable, "-m", "relay_cli"]
-RELAY_ENV_VARS = ("RELAY_HOME", "RELAY_PEER", "RELAY_SESSION", "RELAY_TIME_OFFSET",
-                  "RELAY_RATE_LIMIT", "RELAY_DEBUG", "NO_COLOR", "CLAUDE_ENV_FILE")
+RELAY_ENV_VARS = (
+    "RELAY_HOME",
+    "RELAY_PEER",
+    "RELAY_SESSION",
+    "RELAY_TIME_OFFSET",
+    "RELAY_RATE_LIMIT",
+    "RELAY_DEBUG",
+    "NO_COLOR",
+    "CLAUDE_ENV_FILE",
+)
 CACHE = Path(os.environ.get("RELAY_BENCH_CACHE", "/tmp/relay-bench-cache"))
 
 
@@ -30,13 +38,15 @@ DATABASE_URL: str | None = None
 
 
 def base_env(home: Path | str, extra: dict | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in RELAY_ENV_VARS and k != "RELAY_DATABASE_URL"}
+    env = {
+        k: v for k, v in os.environ.items() if k not in RELAY_ENV_VARS and k != "RELAY_DATABASE_URL"
+    }
     env["RELAY_HOME"] = str(home)
     if DATABASE_URL:
         env["RELAY_DATABASE_URL"] = DATABASE_URL
-    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH")
-                                     else "")
+    env["PYTHONPATH"] = str(ROOT) + (
+        os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""
+    )
     for k, v in (extra or {}).items():
         if v is None:
             env.pop(k, None)
@@ -64,16 +74,31 @@ class Res:
         return None
 
 
-def relay(home, *args, input: str | bytes | None = None, env: dict | None = None,
-          timeout: float = 120, prefix: list[str] | None = None) -> Res:
+def relay(
+    home,
+    *args,
+    input: str | bytes | None = None,
+    env: dict | None = None,
+    timeout: float = 120,
+    prefix: list[str] | None = None,
+) -> Res:
     """Run the real relay in a process; never raises on a non-zero exit. ``prefix`` runs
     it elsewhere (another network namespace: bench/netns.py)."""
     data = input.encode() if isinstance(input, str) else input
     t0 = time.perf_counter()
-    p = subprocess.run([*(prefix or []), *RELAY, *map(str, args)], input=data,
-                       capture_output=True, env=base_env(home, env), timeout=timeout)
-    return Res(p.returncode, p.stdout.decode("utf-8", "replace"),
-               p.stderr.decode("utf-8", "replace"), time.perf_counter() - t0)
+    p = subprocess.run(
+        [*(prefix or []), *RELAY, *map(str, args)],
+        input=data,
+        capture_output=True,
+        env=base_env(home, env),
+        timeout=timeout,
+    )
+    return Res(
+        p.returncode,
+        p.stdout.decode("utf-8", "replace"),
+        p.stderr.decode("utf-8", "replace"),
+        time.perf_counter() - t0,
+    )
 
 
 def join(home, name: str, lease: str = "24h") -> dict[str, str]:
@@ -119,8 +144,12 @@ def checkpoint(home: Path) -> None:
 
 def has_command(*words: str) -> bool:
     """True when ``relay <words> --help`` exists (for commands other helpers are writing)."""
-    p = subprocess.run([*RELAY, *words, "--help"], capture_output=True,
-                       env=base_env("/nonexistent-relay-home"), timeout=60)
+    p = subprocess.run(
+        [*RELAY, *words, "--help"],
+        capture_output=True,
+        env=base_env("/nonexistent-relay-home"),
+        timeout=60,
+    )
     return p.returncode == 0
 
 
@@ -152,8 +181,9 @@ def machine() -> dict:
     except OSError:
         pass
     try:
-        cli = subprocess.run(["sqlite3", "--version"], capture_output=True, text=True,
-                             timeout=10).stdout.split()[0]
+        cli = subprocess.run(
+            ["sqlite3", "--version"], capture_output=True, text=True, timeout=10
+        ).stdout.split()[0]
     except (OSError, IndexError, subprocess.SubprocessError):
         cli = "not installed"
     return {
@@ -170,8 +200,11 @@ def machine() -> dict:
 
 def print_machine(out=sys.stdout) -> dict:
     m = machine()
-    print(f"machine: {m['nproc']} CPUs, {m['cpu']}, Python {m['python']}, SQLite {m['sqlite']}"
-          f" (sqlite3 CLI {m['sqlite3_cli']}), {m['platform']}", file=out)
+    print(
+        f"machine: {m['nproc']} CPUs, {m['cpu']}, Python {m['python']}, SQLite {m['sqlite']}"
+        f" (sqlite3 CLI {m['sqlite3_cli']}), {m['platform']}",
+        file=out,
+    )
     print(f"date: {m['date']}; load average at start: {m['load_average']}", file=out)
     return m
 
@@ -233,16 +266,25 @@ class Target:
 
     def tables(self) -> set[str]:
         if self.url:
-            return {r[0] for r in self.rows(
-                "SELECT table_name FROM information_schema.tables "
-                "WHERE table_schema = current_schema()")}
+            return {
+                r[0]
+                for r in self.rows(
+                    "SELECT table_name FROM information_schema.tables "
+                    "WHERE table_schema = current_schema()"
+                )
+            }
         return {r[0] for r in self.rows("SELECT name FROM sqlite_master WHERE type='table'")}
 
     def columns(self, table: str) -> list[str]:
         if self.url:
-            return [r[0] for r in self.rows(
-                "SELECT column_name FROM information_schema.columns WHERE table_schema = "
-                "current_schema() AND table_name = ? ORDER BY ordinal_position", (table,))]
+            return [
+                r[0]
+                for r in self.rows(
+                    "SELECT column_name FROM information_schema.columns WHERE table_schema = "
+                    "current_schema() AND table_name = ? ORDER BY ordinal_position",
+                    (table,),
+                )
+            ]
         return [r[1] for r in self.rows(f"PRAGMA table_info({table})")]
 
     def integrity(self) -> list[str]:
@@ -262,8 +304,9 @@ def check_db(home: Path, must_exist: set[str] = frozenset(), url: str | None = N
             problems.append(f"integrity_check: {ic[:5]}")
             return problems
         tables = db.tables()
-        dup = db.rows("SELECT lower(id), count(*) FROM requests GROUP BY lower(id) "
-                      "HAVING count(*) > 1")
+        dup = db.rows(
+            "SELECT lower(id), count(*) FROM requests GROUP BY lower(id) HAVING count(*) > 1"
+        )
         if dup:
             problems.append(f"ids with two rows: {dup[:5]}")
         ids = {r[0] for r in db.rows("SELECT id FROM requests")}
@@ -295,7 +338,8 @@ def check_events(db: Target) -> list[str]:
     state = {r[0]: (r[1], r[2]) for r in db.rows("SELECT id, state, pruned FROM requests")}
     chains: dict[str, list[tuple]] = {}
     for rid, frm, to in db.rows(
-            "SELECT request_id, from_state, to_state FROM events ORDER BY request_id, seq"):
+        "SELECT request_id, from_state, to_state FROM events ORDER BY request_id, seq"
+    ):
         chains.setdefault(rid, []).append((frm, to))
     for rid, (st, pruned) in state.items():
         chain = chains.get(rid)

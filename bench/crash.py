@@ -53,25 +53,28 @@ BULK = 3000
 @dataclass
 class Spec:
     name: str
-    home: Path                      # the template
+    home: Path  # the template
     argv: list[str]
     env: dict = field(default_factory=dict)
     input: str | None = None
-    rid: str | None = None          # the request the command is about
+    rid: str | None = None  # the request the command is about
     ids: set = field(default_factory=set)  # every request id in the template
-    calib: float = 0.0              # uninterrupted wall time (s)
-    before: tuple = ()              # _count of the template
+    calib: float = 0.0  # uninterrupted wall time (s)
+    before: tuple = ()  # _count of the template
     template_db: str | None = None  # PostgreSQL: the template database
 
 
 PG: pgserver.Server | None = None  # the server of a --postgres run
 _TRIAL_DBS = iter(range(1 << 30))
 
+
 def _count(home: Path) -> tuple:
     with Target(home) as db:
-        out = [db.rows("SELECT count(*) FROM events")[0][0],
-               db.rows("SELECT count(*) FROM requests")[0][0],
-               db.rows("SELECT count(*) FROM requests WHERE pruned = 1")[0][0]]
+        out = [
+            db.rows("SELECT count(*) FROM events")[0][0],
+            db.rows("SELECT count(*) FROM requests")[0][0],
+            db.rows("SELECT count(*) FROM requests WHERE pruned = 1")[0][0],
+        ]
         for t in sorted(db.tables()):
             if t == "ledger" or "tomb" in t:
                 out.append(db.rows(f"SELECT count(*) FROM {t}")[0][0])
@@ -127,23 +130,31 @@ def build(name: str, root: Path) -> Spec:
             r = relay(home, "ack", rid, "--json", env=b)
             assert r.code == 0, r.err
         env.update(b)
-        argv = {"claim": ["claim", "--json"], "ack": ["ack", rid, "--json"],
-                "reply": ["reply", rid, "--json", "-"]}[name]
+        argv = {
+            "claim": ["claim", "--json"],
+            "ack": ["ack", rid, "--json"],
+            "reply": ["reply", rid, "--json", "-"],
+        }[name]
         inp = REPLY if name == "reply" else None
     elif name == "sweep":
         now = int(time.time() * 1000)
-        bulk.insert(home, BULK, now=now, spread_ms=60_000,
-                    states=(("queued", 1.0),), queued_ttl_s=60)
+        bulk.insert(
+            home, BULK, now=now, spread_ms=60_000, states=(("queued", 1.0),), queued_ttl_s=60
+        )
         env["RELAY_TIME_OFFSET"] = str(2 * DAY_S)
         argv = ["sweep", "--json"]
     elif name == "prune":
         now = int(time.time() * 1000)
-        bulk.insert(home, BULK, now=now - 60 * DAY_S * 1000, spread_ms=DAY_S * 1000,
-                    states=tuple((s, w) for s, w in bulk.MIX if s != "queued"))
+        bulk.insert(
+            home,
+            BULK,
+            now=now - 60 * DAY_S * 1000,
+            spread_ms=DAY_S * 1000,
+            states=tuple((s, w) for s, w in bulk.MIX if s != "queued"),
+        )
         argv = ["prune", "--json"]
     elif name == "once":
-        argv = ["once", "--key", "crash-key-1", "--json", "--", "sh", "-c",
-                "echo ran >> marker"]
+        argv = ["once", "--key", "crash-key-1", "--json", "--", "sh", "-c", "echo ran >> marker"]
     else:
         raise ValueError(name)
     checkpoint(home)
@@ -158,9 +169,15 @@ def build(name: str, root: Path) -> Spec:
 
 
 def _start(spec: Spec, home: Path, cwd: Path) -> subprocess.Popen:
-    p = subprocess.Popen([*RELAY, *spec.argv], env=base_env(home, spec.env), cwd=cwd,
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, start_new_session=True)
+    p = subprocess.Popen(
+        [*RELAY, *spec.argv],
+        env=base_env(home, spec.env),
+        cwd=cwd,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     if spec.input is not None:
         try:
             p.stdin.write(spec.input.encode())
@@ -291,6 +308,7 @@ def _retry_same(expect_state: str):
         if st != [(expect_state,)]:
             return [f"after retrying {spec.name}: {st}"]
         return []
+
     return check
 
 
@@ -332,13 +350,18 @@ def _retry_once(spec: Spec, home: Path, d: Path, finished: bool) -> list[str]:
     if ran > 1:
         problems.append(f"the command ran {ran} times")
     keys = row.keys() if row else []
-    if state == "succeeded" and ("exit_code" in keys and row["exit_code"] != 0
-                                 or "finished_at" in keys and row["finished_at"] is None):
+    if state == "succeeded" and (
+        "exit_code" in keys
+        and row["exit_code"] != 0
+        or "finished_at" in keys
+        and row["finished_at"] is None
+    ):
         problems.append(f"succeeded without an outcome: {dict(row)}")
     if state not in (None, "running", "succeeded"):
         problems.append(f"ledger state {state!r} after a kill")
-    p = subprocess.run([*RELAY, *spec.argv], env=base_env(home, spec.env), cwd=d,
-                       capture_output=True, timeout=60)
+    p = subprocess.run(
+        [*RELAY, *spec.argv], env=base_env(home, spec.env), cwd=d, capture_output=True, timeout=60
+    )
     after = len(marker.read_text().splitlines()) if marker.exists() else 0
     err = p.stderr.decode()
     if state == "running" and row["child_pid"] is None:
@@ -347,8 +370,9 @@ def _retry_once(spec: Spec, home: Path, d: Path, finished: bool) -> list[str]:
         if ran != 0:
             problems.append("the command ran although its pid was never committed")
         if p.returncode != 0 or after != 1:
-            problems.append(f"never-started entry, next call: exit {p.returncode}, ran "
-                            f"{after} {err[-200:]}")
+            problems.append(
+                f"never-started entry, next call: exit {p.returncode}, ran {after} {err[-200:]}"
+            )
     elif state == "running":
         if p.returncode != 11 or "effect_unknown" not in err:
             problems.append(f"running entry, next call: exit {p.returncode} {err[-200:]}")
@@ -366,9 +390,14 @@ def _retry_once(spec: Spec, home: Path, d: Path, finished: bool) -> list[str]:
 ONCE_STATES: Counter = Counter()  # ledger state found after each `once` kill
 
 RETRY = {
-    "send": _retry_send, "submit": _retry_send, "claim": _retry_claim,
-    "ack": _retry_same("acknowledged"), "reply": _retry_same("completed"),
-    "sweep": _retry_sweep, "prune": _retry_prune, "once": _retry_once,
+    "send": _retry_send,
+    "submit": _retry_send,
+    "claim": _retry_claim,
+    "ack": _retry_same("acknowledged"),
+    "reply": _retry_same("completed"),
+    "sweep": _retry_sweep,
+    "prune": _retry_prune,
+    "once": _retry_once,
 }
 
 
@@ -376,8 +405,15 @@ def available(name: str) -> bool:
     return has_command(name)
 
 
-def run(commands=COMMANDS, trials: int = 200, seed: int | None = None, root: Path | None = None,
-        log=print, calib_runs: int = 3, postgres: bool = False) -> dict:
+def run(
+    commands=COMMANDS,
+    trials: int = 200,
+    seed: int | None = None,
+    root: Path | None = None,
+    log=print,
+    calib_runs: int = 3,
+    postgres: bool = False,
+) -> dict:
     """Run the harness; returns {command: {"trials", "phases", "problems", "skipped"}}."""
     global PG
     if postgres:
@@ -407,12 +443,18 @@ def run(commands=COMMANDS, trials: int = 200, seed: int | None = None, root: Pat
                 phase, bad = trial(spec, root, rng, i)
                 phases[phase] += 1
                 problems += [f"trial {i}: {b}" for b in bad]
-            results[name] = {"trials": trials, "phases": dict(phases), "problems": problems,
-                             "window_ms": round(spec.calib * 1000), "seconds":
-                             round(time.perf_counter() - t0, 1)}
-            log(f"{name:7} {trials} kills in [0, {spec.calib * 1000:.0f} ms]: "
+            results[name] = {
+                "trials": trials,
+                "phases": dict(phases),
+                "problems": problems,
+                "window_ms": round(spec.calib * 1000),
+                "seconds": round(time.perf_counter() - t0, 1),
+            }
+            log(
+                f"{name:7} {trials} kills in [0, {spec.calib * 1000:.0f} ms]: "
                 f"{phases['untouched']} before any commit, {phases['committed']} after a "
-                f"commit, {phases['finished']} finished; violations: {len(problems)}")
+                f"commit, {phases['finished']} finished; violations: {len(problems)}"
+            )
             if name == "once":
                 results[name]["ledger_after_kill"] = dict(ONCE_STATES)
                 log(f"        ledger entry found after the kill: {dict(ONCE_STATES)}")
@@ -430,8 +472,11 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int)
     ap.add_argument("--only", action="append", choices=COMMANDS)
     ap.add_argument("--json", action="store_true")
-    ap.add_argument("--postgres", action="store_true",
-                    help="run on a throwaway PostgreSQL server instead of relay.db")
+    ap.add_argument(
+        "--postgres",
+        action="store_true",
+        help="run on a throwaway PostgreSQL server instead of relay.db",
+    )
     a = ap.parse_args(argv)
     print_machine()
     if a.postgres:

@@ -68,8 +68,7 @@ def ensure_venv(driver: str) -> Path:
     py = d / "bin" / "python"
     if not py.exists():
         venv.create(d, with_pip=True)
-        subprocess.run([str(py), "-m", "pip", "install", "--quiet", DRIVERS[driver]],
-                       check=True)
+        subprocess.run([str(py), "-m", "pip", "install", "--quiet", DRIVERS[driver]], check=True)
     # relay's own dependencies (typer etc.) come from this interpreter's site-packages
     return py
 
@@ -92,31 +91,35 @@ def main(argv: list[str]) -> int:
     server = pgserver.start()
     try:
         server.execute("CREATE DATABASE bench")
-        server.execute("CREATE TABLE t (id text PRIMARY KEY, body text, created_at bigint); "
-                       "CREATE TABLE e (seq bigserial PRIMARY KEY, id text, at bigint)",
-                       dbname="bench")
+        server.execute(
+            "CREATE TABLE t (id text PRIMARY KEY, body text, created_at bigint); "
+            "CREATE TABLE e (seq bigserial PRIMARY KEY, id text, at bigint)",
+            dbname="bench",
+        )
         url = server.url("bench")
-        results = {d: {"import": [], "send": [], "import_kib": [], "send_kib": []}
-                   for d in DRIVERS}
+        results = {d: {"import": [], "send": [], "import_kib": [], "send_kib": []} for d in DRIVERS}
         for r in range(args.rounds):
             for d, py in pys.items():
                 env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *site])}
                 wall, kib = run_child([str(py), "-c", f"import {d}"], env)
                 results[d]["import"].append(wall)
                 results[d]["import_kib"].append(kib)
-                wall, kib = run_child([str(py), "-c", SEND.format(root=str(ROOT)), d, url],
-                                      env)
+                wall, kib = run_child([str(py), "-c", SEND.format(root=str(ROOT)), d, url], env)
                 results[d]["send"].append(wall)
                 results[d]["send_kib"].append(kib)
             print(f"round {r + 1}/{args.rounds}", file=sys.stderr, flush=True)
         print(f"machine: {machine()}")
-        print(f"{'driver':10} {'import (median/p90)':>22} {'peak':>8} "
-              f"{'send-like call (median/p90)':>30} {'peak':>8}")
+        print(
+            f"{'driver':10} {'import (median/p90)':>22} {'peak':>8} "
+            f"{'send-like call (median/p90)':>30} {'peak':>8}"
+        )
         for d, res in results.items():
-            print(f"{d:10} {median(res['import']) * 1000:>10.1f} / "
-                  f"{pct(res['import'], 90) * 1000:>6.1f} ms {median(res['import_kib']) / 1024:>6.1f} MiB "
-                  f"{median(res['send']) * 1000:>16.1f} / {pct(res['send'], 90) * 1000:>6.1f} ms "
-                  f"{median(res['send_kib']) / 1024:>6.1f} MiB")
+            print(
+                f"{d:10} {median(res['import']) * 1000:>10.1f} / "
+                f"{pct(res['import'], 90) * 1000:>6.1f} ms {median(res['import_kib']) / 1024:>6.1f} MiB "
+                f"{median(res['send']) * 1000:>16.1f} / {pct(res['send'], 90) * 1000:>6.1f} ms "
+                f"{median(res['send_kib']) / 1024:>6.1f} MiB"
+            )
     finally:
         server.remove()
     return 0

@@ -35,8 +35,9 @@ def one_runtime(runtime: str, wakes: int, log=print, jitter: float = 0.0) -> dic
         sb.relay("peers", "add", peer, "--kind", runtime)
 
         def send(to: str) -> tuple[str, float]:
-            code, out, commit = inproc(sb.relay_home, sender, "send", "--to", to,
-                                       "wake up and say hello", "--json")
+            code, out, commit = inproc(
+                sb.relay_home, sender, "send", "--to", to, "wake up and say hello", "--json"
+            )
             assert code == 0, out
             return json.loads(out)["id"], commit
 
@@ -59,15 +60,24 @@ def one_runtime(runtime: str, wakes: int, log=print, jitter: float = 0.0) -> dic
                     lat.append(w["wake_s"])
                     if w["waiter_s"] is not None:
                         waiter.append(w["waiter_s"])
-                    part = (f" (waiter exited after {w['waiter_s']:.3f} s)"
-                            if w["waiter_s"] is not None else "")
+                    part = (
+                        f" (waiter exited after {w['waiter_s']:.3f} s)"
+                        if w["waiter_s"] is not None
+                        else ""
+                    )
                     log(f"  {runtime} wake {n + 1}: {w['wake_s']:.3f} s{part}")
         finally:
             tui.close()
-        return {"runtime": runtime, "version": harness.versions(mods).get(runtime),
-                "wakes": len(lat), "median_s": median(lat), "p90_s": pct(lat, 90),
-                "max_s": max(lat) if lat else float("nan"), "waiter_median_s": median(waiter),
-                "problems": problems}
+        return {
+            "runtime": runtime,
+            "version": harness.versions(mods).get(runtime),
+            "wakes": len(lat),
+            "median_s": median(lat),
+            "p90_s": pct(lat, 90),
+            "max_s": max(lat) if lat else float("nan"),
+            "waiter_median_s": median(waiter),
+            "problems": problems,
+        }
     finally:
         sb.close()
 
@@ -76,10 +86,12 @@ def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m bench e2ewake", description=__doc__)
     p.add_argument("--wakes", type=int, default=10)
     p.add_argument("--runtime", action="append", choices=["claude", "codex"])
-    p.add_argument("--jitter", type=float, default=0.0,
-                   help="wait a random 0..JITTER s more before each send")
+    p.add_argument(
+        "--jitter", type=float, default=0.0, help="wait a random 0..JITTER s more before each send"
+    )
     args = p.parse_args(argv)
     from e2e import harness
+
     try:
         harness.install()
         harness.enter_netns()
@@ -87,14 +99,21 @@ def main(argv: list[str]) -> int:
         print(f"e2ewake: missing: {e}", file=sys.stderr)
         return 3
     print_machine()
-    rows = [one_runtime(rt, args.wakes, jitter=args.jitter) for rt in args.runtime or ["claude", "codex"]]
+    rows = [
+        one_runtime(rt, args.wakes, jitter=args.jitter)
+        for rt in args.runtime or ["claude", "codex"]
+    ]
     print("\nsend (commit) -> next model request, idle TUI woken by relay's waiter:")
-    print(f"{'runtime':<22} {'wakes':>5} {'median':>8} {'p90':>8} {'max':>8} "
-          f"{'of which waiter (median)':>25}")
+    print(
+        f"{'runtime':<22} {'wakes':>5} {'median':>8} {'p90':>8} {'max':>8} "
+        f"{'of which waiter (median)':>25}"
+    )
     for r in rows:
-        print(f"{r['runtime'] + ' ' + str(r['version']):<22} {r['wakes']:>5} "
-              f"{r['median_s']:>7.3f}s {r['p90_s']:>7.3f}s {r['max_s']:>7.3f}s "
-              f"{r['waiter_median_s']:>24.3f}s")
+        print(
+            f"{r['runtime'] + ' ' + str(r['version']):<22} {r['wakes']:>5} "
+            f"{r['median_s']:>7.3f}s {r['p90_s']:>7.3f}s {r['max_s']:>7.3f}s "
+            f"{r['waiter_median_s']:>24.3f}s"
+        )
         for prob in r["problems"]:
             print(f"  problem: {prob}")
     return 0 if all(r["wakes"] for r in rows) else 1

@@ -34,8 +34,11 @@ class MountUnavailable(Exception):
 def tmpfs(size: str):
     """A size-limited tmpfs on a fresh directory; unmounted afterwards."""
     d = Path(tempfile.mkdtemp(prefix="relay-fault-"))
-    p = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", str(d)],
-                       capture_output=True, text=True)
+    p = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", str(d)],
+        capture_output=True,
+        text=True,
+    )
     if p.returncode != 0:
         os.rmdir(d)
         raise MountUnavailable(f"mount -t tmpfs is not allowed here: {p.stderr.strip()}")
@@ -52,8 +55,10 @@ def tmpfs(size: str):
 def _snapshot(home: Path) -> dict:
     db = sqlite3.connect(f"file:{home / 'relay.db'}?mode=ro", uri=True)
     try:
-        tables = [r[0] for r in db.execute(
-            "SELECT name FROM sqlite_master WHERE type='table' ORDER BY name")]
+        tables = [
+            r[0]
+            for r in db.execute("SELECT name FROM sqlite_master WHERE type='table' ORDER BY name")
+        ]
         return {t: db.execute(f"SELECT * FROM {t} ORDER BY rowid").fetchall() for t in tables}
     finally:
         db.close()
@@ -92,8 +97,9 @@ def full_disk(leaves=(0, 4096, 16384, 65536, 262144)) -> dict:
             old = []
             for _ in range(5):
                 rid = new_id()
-                r = relay(home, "send", "--to", "b", "--id", rid, "--json", "-", input=TEXT,
-                          env=env)
+                r = relay(
+                    home, "send", "--to", "b", "--id", rid, "--json", "-", input=TEXT, env=env
+                )
                 assert r.code == 0, r.err
                 old.append(rid)
             before = _snapshot(home)
@@ -104,8 +110,7 @@ def full_disk(leaves=(0, 4096, 16384, 65536, 262144)) -> dict:
             for _ in range(40):
                 rid = new_id()
                 big = "x" * 30000
-                r = relay(home, "send", "--to", "b", "--id", rid, "--json", "-", input=big,
-                          env=env)
+                r = relay(home, "send", "--to", "b", "--id", rid, "--json", "-", input=big, env=env)
                 codes.append((r.code, r.error_code))
                 if r.code != 0:
                     break
@@ -113,8 +118,9 @@ def full_disk(leaves=(0, 4096, 16384, 65536, 262144)) -> dict:
             case = {"free_bytes_left": leave, "results": codes}
             out["cases"].append(case)
             if not codes or codes[-1][0] != 7 or codes[-1][1] != "storage_error":
-                out["problems"].append(f"leave={leave}: expected storage_error exit 7, got "
-                                       f"{codes[-3:]} {r.err[-300:]}")
+                out["problems"].append(
+                    f"leave={leave}: expected storage_error exit 7, got {codes[-3:]} {r.err[-300:]}"
+                )
             if "Traceback" in r.err:
                 out["problems"].append(f"leave={leave}: traceback on stderr")
             os.unlink(filler)
@@ -132,8 +138,9 @@ def full_disk(leaves=(0, 4096, 16384, 65536, 262144)) -> dict:
                 out["problems"].append(f"leave={leave}: the refused request was stored")
             problems = check_db(home, set(old))
             out["problems"] += [f"leave={leave}: {p}" for p in problems]
-            r = relay(home, "send", "--to", "b", "--id", rid, "--json", "-", input="x" * 30000,
-                      env=env)
+            r = relay(
+                home, "send", "--to", "b", "--id", rid, "--json", "-", input="x" * 30000, env=env
+            )
             case["retry_after_space_freed"] = r.code
             if r.code != 0:
                 out["problems"].append(f"leave={leave}: retry after freeing space: {r.err[-200:]}")
@@ -159,8 +166,7 @@ def read_only() -> dict:
         out["side_files"] = sorted(f.name for f in home.iterdir() if f.name != "relay.db")
         if out["side_files"]:
             out["problems"].append(f"left before the remount: {out['side_files']}")
-        p = subprocess.run(["mount", "-o", "remount,ro", str(mnt)], capture_output=True,
-                           text=True)
+        p = subprocess.run(["mount", "-o", "remount,ro", str(mnt)], capture_output=True, text=True)
         if p.returncode != 0:
             raise MountUnavailable(f"remount,ro is not allowed here: {p.stderr.strip()}")
         try:
@@ -222,8 +228,12 @@ def busy(hold_extra: float = 0.5) -> dict:
     a = join(home, "a")
     join(home, "b")
     before = _snapshot(home)
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(home / "relay.db")],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(home / "relay.db")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "locked"
         rid = new_id()
@@ -282,8 +292,13 @@ def wal_recovery(n: int = 30) -> dict:
     a = join(home, "a")
     join(home, "b")
     env = base_env(home, {**a, "RELAY_RATE_LIMIT": "0"})
-    p = subprocess.Popen([sys.executable, "-c", WRITER, str(n)], env=env,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(n)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     ids = []
     for line in p.stdout:
         line = line.strip()
@@ -323,8 +338,12 @@ def wal_recovery(n: int = 30) -> dict:
 
 def run_all(log=print) -> dict:
     res = {}
-    for name, fn in (("full_disk", full_disk), ("read_only", read_only), ("busy", busy),
-                     ("wal_recovery", wal_recovery)):
+    for name, fn in (
+        ("full_disk", full_disk),
+        ("read_only", read_only),
+        ("busy", busy),
+        ("wal_recovery", wal_recovery),
+    ):
         t0 = time.perf_counter()
         try:
             res[name] = fn()

@@ -70,8 +70,9 @@ class Waiter:
     """A real relay process whose first stdout byte time is recorded by a thread."""
 
     def __init__(self, home: Path, env: dict, *args: str) -> None:
-        self.p = subprocess.Popen([*RELAY, *args], env=base_env(home, env),
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.p = subprocess.Popen(
+            [*RELAY, *args], env=base_env(home, env), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
         self.first = None
         self.out = b""
         self.t = threading.Thread(target=self._read, daemon=True)
@@ -90,8 +91,9 @@ class Waiter:
         fd_dir = f"/proc/{self.p.pid}/fd"
         while time.monotonic() < end:
             try:
-                if any(os.readlink(os.path.join(fd_dir, f)) == str(self.db)
-                       for f in os.listdir(fd_dir)):
+                if any(
+                    os.readlink(os.path.join(fd_dir, f)) == str(self.db) for f in os.listdir(fd_dir)
+                ):
                     time.sleep(settle)
                     return
             except OSError:
@@ -113,8 +115,9 @@ def reply_to_wait(trials: int, log=print) -> dict:
     with _commit_clock():
         for _ in range(trials):
             rid = new_id()
-            assert inproc(home, a, "send", "--to", "b", "--id", rid, "--json", "-",
-                          input="x")[0] == 0
+            assert (
+                inproc(home, a, "send", "--to", "b", "--id", rid, "--json", "-", input="x")[0] == 0
+            )
             assert inproc(home, b, "claim", "--id", rid, "--json")[0] == 0
             w = Waiter(home, a, "wait", rid, "--timeout", "60", "--json")
             w.ready()
@@ -138,8 +141,9 @@ def send_to_claim(trials: int, log=print) -> dict:
             rid = new_id()
             w = Waiter(home, b, "claim", "--wait", "60", "--json")
             w.ready()
-            code, _, committed = inproc(home, a, "send", "--to", "b", "--id", rid, "--json",
-                                        "-", input="x")
+            code, _, committed = inproc(
+                home, a, "send", "--to", "b", "--id", rid, "--json", "-", input="x"
+            )
             wcode, doc, first = w.finish()
             if code != 0 or wcode != 0 or doc["id"] != rid:
                 problems.append(f"send {code}, claim {wcode}")
@@ -150,9 +154,14 @@ def send_to_claim(trials: int, log=print) -> dict:
 
 
 def _summary(name, lat, problems, log) -> dict:
-    res = {"what": name, "trials": len(lat), "median_ms": round(median(lat) * 1000, 1),
-           "p99_ms": round(pct(lat, 99) * 1000, 1), "max_ms": round(max(lat, default=0) * 1000, 1),
-           "problems": problems}
+    res = {
+        "what": name,
+        "trials": len(lat),
+        "median_ms": round(median(lat) * 1000, 1),
+        "p99_ms": round(pct(lat, 99) * 1000, 1),
+        "max_ms": round(max(lat, default=0) * 1000, 1),
+        "problems": problems,
+    }
     if lat and median(lat) > 0.1:
         problems.append(f"median {median(lat) * 1000:.0f} ms is above 100 ms")
     log(f"{name}: " + json.dumps(res))
@@ -160,8 +169,12 @@ def _summary(name, lat, problems, log) -> dict:
 
 
 def _cpu_of(args, home, env, seconds_hint) -> tuple[float, float, int]:
-    p = subprocess.Popen([*RELAY, *args], env=base_env(home, env),
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    p = subprocess.Popen(
+        [*RELAY, *args],
+        env=base_env(home, env),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     t0 = time.perf_counter()
     _, status, ru = os.wait4(p.pid, 0)
     p.returncode = os.waitstatus_to_exitcode(status)
@@ -177,8 +190,10 @@ def waiting_cpu(seconds: int = 60, log=print) -> dict:
     rid = new_id()
     assert relay(home, "send", "--to", "b", "--id", rid, "--json", "x", env=a).code == 0
     res = {"seconds": seconds, "problems": []}
-    for name, args, env in (("wait", ["wait", rid, "--json", "--timeout"], a),
-                            ("claim --wait", ["claim", "--id", new_id(), "--json", "--wait"], b)):
+    for name, args, env in (
+        ("wait", ["wait", rid, "--json", "--timeout"], a),
+        ("claim --wait", ["claim", "--id", new_id(), "--json", "--wait"], b),
+    ):
         if name == "claim --wait":
             # nothing queued for b apart from rid: claim the one that exists first
             assert relay(home, "claim", "--json", env=b).code == 0
@@ -186,9 +201,13 @@ def waiting_cpu(seconds: int = 60, log=print) -> dict:
         base, _, _ = _cpu_of([*args, "0"], home, env, 0)
         cpu, wall, code = _cpu_of([*args, str(seconds)], home, env, seconds)
         per_min = (cpu - base) * 60 / wall
-        res[name] = {"exit": code, "wall_s": round(wall, 1), "cpu_s": round(cpu, 3),
-                     "startup_cpu_s": round(base, 3),
-                     "cpu_s_per_minute_blocked": round(per_min, 3)}
+        res[name] = {
+            "exit": code,
+            "wall_s": round(wall, 1),
+            "cpu_s": round(cpu, 3),
+            "startup_cpu_s": round(base, 3),
+            "cpu_s_per_minute_blocked": round(per_min, 3),
+        }
         if code != 75:
             res["problems"].append(f"{name}: exit {code}, expected 75")
         if cpu * 60 / wall >= 1.0 and seconds >= 60:

@@ -42,8 +42,14 @@ ENV = {"RELAY_RATE_LIMIT": "0"}
 RETRYABLE = ("database_unavailable", "busy")
 
 
-def cycles(workers: int = 8, n: int = 200, log=print, hosts: list | None = None,
-           during=None, wait_s: int = 300) -> dict:
+def cycles(
+    workers: int = 8,
+    n: int = 200,
+    log=print,
+    hosts: list | None = None,
+    during=None,
+    wait_s: int = 300,
+) -> dict:
     """``hosts``: per worker (command prefix, env) to run its calls on another host;
     ``during(progress)``: called from a side thread while the workers run (a restart).
     With ``during``, calls that say database_unavailable or busy are retried (same id)."""
@@ -136,12 +142,18 @@ def cycles(workers: int = 8, n: int = 200, log=print, hosts: list | None = None,
     if len(all_replied) != len(set(all_replied)):
         problems.append("a request was replied to twice")
     problems += check_db(home, set(all_sent))
-    res = {"workers": workers, "cycles": n, "requests": len(rows), "relay_calls": sum(
-        calls.values()), "nothing_to_claim": sum(v for (c, e), v in errors.items()
-                                                 if e == "nothing_to_claim"),
-           "wall_s": round(wall, 1), "calls_per_s": round(sum(calls.values()) / wall, 1),
-           "call_median_ms": round(median(durations) * 1000, 1),
-           "call_p99_ms": round(pct(durations, 99) * 1000, 1), "problems": problems}
+    res = {
+        "workers": workers,
+        "cycles": n,
+        "requests": len(rows),
+        "relay_calls": sum(calls.values()),
+        "nothing_to_claim": sum(v for (c, e), v in errors.items() if e == "nothing_to_claim"),
+        "wall_s": round(wall, 1),
+        "calls_per_s": round(sum(calls.values()) / wall, 1),
+        "call_median_ms": round(median(durations) * 1000, 1),
+        "call_p99_ms": round(pct(durations, 99) * 1000, 1),
+        "problems": problems,
+    }
     if during is not None:
         res["retried"] = {f"{c}:{e}": v for (c, e), v in sorted(retried.items())}
     log("cycles: " + json.dumps(res))
@@ -149,8 +161,9 @@ def cycles(workers: int = 8, n: int = 200, log=print, hosts: list | None = None,
     return res
 
 
-def dedupe(workers: int = 16, ids: int = 100, change: float = 0.3, seed: int = 7,
-           log=print) -> dict:
+def dedupe(
+    workers: int = 16, ids: int = 100, change: float = 0.3, seed: int = 7, log=print
+) -> dict:
     home = new_home(prefix="relay-dedupe-")
     a = {**join(home, "a", "1h"), **ENV}
     join(home, "b", "1h")
@@ -195,11 +208,19 @@ def dedupe(workers: int = 16, ids: int = 100, change: float = 0.3, seed: int = 7
         else:
             problems.append(f"{rid}: same={same} exit {code} {err}")
     if any(v != 1 for v in created.values()) or len(created) != len(idlist):
-        problems.append(f"created-once check failed: {len(created)} ids created, "
-                        f"max {max(created.values(), default=0)} times")
+        problems.append(
+            f"created-once check failed: {len(created)} ids created, "
+            f"max {max(created.values(), default=0)} times"
+        )
     problems += check_db(home, set(idlist))
-    res = {"workers": workers, "ids": ids, "sends": len(results), **dict(outcome),
-           "wall_s": round(wall, 1), "problems": problems[:20]}
+    res = {
+        "workers": workers,
+        "ids": ids,
+        "sends": len(results),
+        **dict(outcome),
+        "wall_s": round(wall, 1),
+        "problems": problems[:20],
+    }
     log("dedupe: " + json.dumps(res))
     cleanup(home, problems)
     return res
@@ -212,10 +233,16 @@ def main(argv=None) -> int:
     ap.add_argument("--dedupe-workers", type=int, default=16)
     ap.add_argument("--ids", type=int, default=100)
     ap.add_argument("--postgres", action="store_true", help="on a throwaway PostgreSQL server")
-    ap.add_argument("--netns", action="store_true",
-                    help="PostgreSQL in a network namespace, workers on two 'hosts'")
-    ap.add_argument("--restart", action="store_true",
-                    help="PostgreSQL: restart the server in the middle of the cycles")
+    ap.add_argument(
+        "--netns",
+        action="store_true",
+        help="PostgreSQL in a network namespace, workers on two 'hosts'",
+    )
+    ap.add_argument(
+        "--restart",
+        action="store_true",
+        help="PostgreSQL: restart the server in the middle of the cycles",
+    )
     a = ap.parse_args(argv)
     print_machine()
     if not (a.postgres or a.netns or a.restart):
@@ -238,23 +265,34 @@ def postgres_main(a) -> int:
         common.DATABASE_URL = server.url("relay")  # set-up and checks over the unix socket
         hosts = None
         if net is not None:
-            hosts = [(net.prefix(h), {"RELAY_DATABASE_URL":
-                                      f"postgresql://postgres@{net.server_addr(h)}:"
-                                      f"{server.port}/relay"}) for h in net.hosts]
-            print(f"backend: PostgreSQL in namespace {net.server_ns}; workers alternate "
-                  f"between {', '.join(net.hosts)}")
+            hosts = [
+                (
+                    net.prefix(h),
+                    {
+                        "RELAY_DATABASE_URL": f"postgresql://postgres@{net.server_addr(h)}:"
+                        f"{server.port}/relay"
+                    },
+                )
+                for h in net.hosts
+            ]
+            print(
+                f"backend: PostgreSQL in namespace {net.server_ns}; workers alternate "
+                f"between {', '.join(net.hosts)}"
+            )
         else:
             print("backend: PostgreSQL on a unix socket")
         during = None
         if a.restart:
             during = _restarter(server, a.workers * a.cycles * 5 // 3)
-        r1 = cycles(a.workers, a.cycles, hosts=hosts, during=during,
-                    wait_s=60 if a.restart else 300)
+        r1 = cycles(
+            a.workers, a.cycles, hosts=hosts, during=during, wait_s=60 if a.restart else 300
+        )
         problems = list(r1["problems"])
         if a.restart:
             problems = [p for p in problems if not p.startswith("unexpected errors")]
-            bad = {k: v for k, v in r1.get("retried", {}).items()
-                   if k.split(":")[1] not in RETRYABLE}
+            bad = {
+                k: v for k, v in r1.get("retried", {}).items() if k.split(":")[1] not in RETRYABLE
+            }
             if bad:
                 problems.append(f"errors other than database_unavailable/busy: {bad}")
         else:
@@ -273,14 +311,32 @@ def postgres_main(a) -> int:
 
 def _restarter(server, at_calls: int):
     """Restart the server once ``at_calls`` relay calls have ended (a third of the run)."""
+
     def run(progress):
         while progress() < at_calls:
             time.sleep(0.1)
         t0 = time.perf_counter()
-        server._run([str(server.bin / "pg_ctl"), "-D", str(server.data), "-m", "fast",
-                     "-w", "-t", "60", "restart", "-l", str(server.log)])
-        print(f"restart: the server was restarted after {progress()} calls; pg_ctl took "
-              f"{time.perf_counter() - t0:.2f} s", flush=True)
+        server._run(
+            [
+                str(server.bin / "pg_ctl"),
+                "-D",
+                str(server.data),
+                "-m",
+                "fast",
+                "-w",
+                "-t",
+                "60",
+                "restart",
+                "-l",
+                str(server.log),
+            ]
+        )
+        print(
+            f"restart: the server was restarted after {progress()} calls; pg_ctl took "
+            f"{time.perf_counter() - t0:.2f} s",
+            flush=True,
+        )
+
     return run
 
 

@@ -83,8 +83,7 @@ class Proxy:
     from random.Random(seed, connection number), so a run is reproducible from its seed and
     the order of connections."""
 
-    def __init__(self, port: int, target: tuple[str, int], seed: int, ctl: str,
-                 log: str) -> None:
+    def __init__(self, port: int, target: tuple[str, int], seed: int, ctl: str, log: str) -> None:
         self.port, self.target, self.seed, self.ctl = port, target, seed, ctl
         self.mode, self.params = "pass", {}
         self.stats: Counter = Counter()
@@ -219,8 +218,10 @@ class Proxy:
                     elif d == "down" and plan.get("commit") == state["commits"]:
                         state["cut"] = True
                         self.stats["cut_commit_answer"] += 1
-                        self.note(f"conn {n}: COMMIT {state['commits']} reached the server, "
-                                  f"its answer ({len(data)} bytes) was dropped")
+                        self.note(
+                            f"conn {n}: COMMIT {state['commits']} reached the server, "
+                            f"its answer ({len(data)} bytes) was dropped"
+                        )
                         close(abort=True)
                         return
                     if plan.get("cut") == d and state[d] + len(data) > plan["at"]:
@@ -230,9 +231,11 @@ class Proxy:
                         state[d] += max(keep, 0)
                         state["cut"] = True
                         self.stats[f"cut_{d}"] += 1
-                        self.note(f"conn {n}: cut {d} after {state[d]} bytes "
-                                  f"(up {state['up']}, down {state['down']}); the last "
-                                  f"query sent: {state.get('query', '')!r}")
+                        self.note(
+                            f"conn {n}: cut {d} after {state[d]} bytes "
+                            f"(up {state['up']}, down {state['down']}); the last "
+                            f"query sent: {state.get('query', '')!r}"
+                        )
                         close(abort=True)
                         return
                     dst.sendall(data)
@@ -285,10 +288,16 @@ def netem_available() -> str | None:
     ns = f"relay-netem-probe-{os.getpid()}"
     try:
         subprocess.run(["ip", "netns", "add", ns], check=True, capture_output=True)
-        subprocess.run(["ip", "-n", ns, "link", "add", "nfa", "type", "veth", "peer", "name",
-                        "nfb"], check=True, capture_output=True)
-        p = subprocess.run(["tc", "-n", ns, "qdisc", "add", "dev", "nfa", "root", "netem",
-                            "delay", "10ms"], capture_output=True, text=True)
+        subprocess.run(
+            ["ip", "-n", ns, "link", "add", "nfa", "type", "veth", "peer", "name", "nfb"],
+            check=True,
+            capture_output=True,
+        )
+        p = subprocess.run(
+            ["tc", "-n", ns, "qdisc", "add", "dev", "nfa", "root", "netem", "delay", "10ms"],
+            capture_output=True,
+            text=True,
+        )
         return None if p.returncode == 0 else (p.stderr.strip() or f"tc exit {p.returncode}")
     except (OSError, subprocess.CalledProcessError) as e:
         return str(e)
@@ -357,30 +366,61 @@ class Run:
     t1: float = 0.0
 
 
-def run_call(run: Run, w: int, host: Host, env: dict, args: list[str], input: str | None,
-             retry_of: int | None = None) -> tuple[int, Call]:
+def run_call(
+    run: Run,
+    w: int,
+    host: Host,
+    env: dict,
+    args: list[str],
+    input: str | None,
+    retry_of: int | None = None,
+) -> tuple[int, Call]:
     argv = [*host.prefix, *common.RELAY, *args]
     e = common.base_env(host.home, {**ENV, **host.env, **env, "RELAY_DATABASE_URL": host.url})
     t0, wall = time.perf_counter(), time.time()
-    p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, env=e, start_new_session=True)
+    p = subprocess.Popen(
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=e,
+        start_new_session=True,
+    )
     try:
-        out, err = p.communicate(input.encode() if input is not None else None,
-                                 timeout=CALL_LIMIT_S)
+        out, err = p.communicate(
+            input.encode() if input is not None else None, timeout=CALL_LIMIT_S
+        )
         code = p.returncode
     except subprocess.TimeoutExpired:
         os.killpg(p.pid, signal.SIGKILL)
         out, err = p.communicate()
         code = None
-    c = Call(w, host.name, args, wall, time.perf_counter() - t0, code,
-             out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), retry_of)
+    c = Call(
+        w,
+        host.name,
+        args,
+        wall,
+        time.perf_counter() - t0,
+        code,
+        out.decode("utf-8", "replace"),
+        err.decode("utf-8", "replace"),
+        retry_of,
+    )
     with run.lock:
         run.calls.append(c)
         return len(run.calls) - 1, c
 
 
-def retried(run: Run, w: int, host: Host, env: dict, args: list[str], input: str | None = None,
-            also: tuple[str, ...] = (), limit_s: float = 150.0) -> Call:
+def retried(
+    run: Run,
+    w: int,
+    host: Host,
+    env: dict,
+    args: list[str],
+    input: str | None = None,
+    also: tuple[str, ...] = (),
+    limit_s: float = 150.0,
+) -> Call:
     """The same command until it is not a retryable failure (design.md §7: same id, same key),
     pausing 1 s between attempts (the hint says retry_after_seconds, 5 s; the bench is
     more impatient, which only makes more retries)."""
@@ -392,8 +432,9 @@ def retried(run: Run, w: int, host: Host, env: dict, args: list[str], input: str
     return c
 
 
-def claimed(run: Run, w: int, host: Host, env: dict, args: list[str],
-            limit_s: float = 150.0) -> Call:
+def claimed(
+    run: Run, w: int, host: Host, env: dict, args: list[str], limit_s: float = 150.0
+) -> Call:
     """A claim, retried the way the agent guide says (design.md §6): after a retryable
     failure whose answer may have been lost, `claim --again` first (the request this
     session took and has not acked), and a new claim only when it holds none."""
@@ -401,8 +442,7 @@ def claimed(run: Run, w: int, host: Host, env: dict, args: list[str],
     end = time.monotonic() + limit_s
     while c.code and c.error_code in RETRYABLE and time.monotonic() < end:
         time.sleep(1.0)
-        _, c = run_call(run, w, host, env, ["claim", "--again", "--json"], None,
-                        retry_of=first)
+        _, c = run_call(run, w, host, env, ["claim", "--again", "--json"], None, retry_of=first)
         if c.code == 0 or c.error_code in RETRYABLE:
             continue
         _, c = run_call(run, w, host, env, args, None, retry_of=first)
@@ -412,8 +452,17 @@ def claimed(run: Run, w: int, host: Host, env: dict, args: list[str],
 # --------------------------------------------------------------------------- workers
 
 
-def worker(run: Run, w: int, workers: int, host: Host, env: dict, cycles: int, keydir: Path,
-           seed: int, stop_at: float) -> None:
+def worker(
+    run: Run,
+    w: int,
+    workers: int,
+    host: Host,
+    env: dict,
+    cycles: int,
+    keydir: Path,
+    seed: int,
+    stop_at: float,
+) -> None:
     to = f"w{(w + 1) % workers}"
     for k in range(cycles):
         if time.monotonic() > stop_at:
@@ -443,14 +492,27 @@ def worker(run: Run, w: int, workers: int, host: Host, env: dict, cycles: int, k
                 with run.lock:
                     run.replied[got["id"]] = reply
         if rid in run.sent:
-            retried(run, w, host, env, ["wait", rid, "--timeout", "15", "--json"],
-                    also=("timeout",), limit_s=30)
+            retried(
+                run,
+                w,
+                host,
+                env,
+                ["wait", rid, "--timeout", "15", "--json"],
+                also=("timeout",),
+                limit_s=30,
+            )
         key = f"nf-{run.kind}-{seed}-w{w}-c{k}"
         marker = keydir / key
         with run.lock:
             run.keys.append(key)
-        c = retried(run, w, host, env, ["once", "--key", key, "--json", "--", "sh", "-c",
-                                        f"echo ran >> {marker}"], also=("in_progress",))
+        c = retried(
+            run,
+            w,
+            host,
+            env,
+            ["once", "--key", key, "--json", "--", "sh", "-c", f"echo ran >> {marker}"],
+            also=("in_progress",),
+        )
         with run.lock:
             run.once_answers[key] = (c.code, c.error_code)
             if c.code == 0:
@@ -460,8 +522,14 @@ def worker(run: Run, w: int, workers: int, host: Host, env: dict, cycles: int, k
 # --------------------------------------------------------------------------- faults
 
 
-def partitioner(run: Run, net: netns.Net, rng: random.Random, done: threading.Event,
-                down_s=(2.0, 7.0), gap_s=(1.0, 4.0)) -> None:
+def partitioner(
+    run: Run,
+    net: netns.Net,
+    rng: random.Random,
+    done: threading.Event,
+    down_s=(2.0, 7.0),
+    gap_s=(1.0, 4.0),
+) -> None:
     names = list(net.hosts)
     i = 0
     while not done.wait(rng.uniform(*gap_s)):
@@ -481,8 +549,11 @@ def partitioner(run: Run, net: netns.Net, rng: random.Random, done: threading.Ev
         print(f"  partition: {host} cut off for {time.time() - t0:.1f} s", flush=True)
 
 
-FAULT_PARAMS = {"cut": {"p": 0.25, "p_commit": 0.25}, "loss": {"p": 0.05, "p_syn": 0.1},
-                "delay": {"mean": 0.04, "p_spike": 0.01}}
+FAULT_PARAMS = {
+    "cut": {"p": 0.25, "p_commit": 0.25},
+    "loss": {"p": 0.05, "p_syn": 0.1},
+    "delay": {"mean": 0.04, "p_spike": 0.01},
+}
 
 
 # --------------------------------------------------------------------------- the checker
@@ -490,18 +561,31 @@ FAULT_PARAMS = {"cut": {"p": 0.25, "p_commit": 0.25}, "loss": {"p": 0.05, "p_syn
 
 def check(run: Run, url: str, keydir: Path) -> dict:
     """Every violation of the promise, by kind; and the figures."""
-    v: dict[str, list[str]] = {k: [] for k in (
-        "lost", "duplicated", "unexplained_state", "double_runs", "untyped", "slow_failure",
-        "skewed_clock", "stranded", "once_false_unknown", "once_not_recorded",
-        "false_nothing_changed")}
+    v: dict[str, list[str]] = {
+        k: []
+        for k in (
+            "lost",
+            "duplicated",
+            "unexplained_state",
+            "double_runs",
+            "untyped",
+            "slow_failure",
+            "skewed_clock",
+            "stranded",
+            "once_false_unknown",
+            "once_not_recorded",
+            "false_nothing_changed",
+        )
+    }
     from relay_cli.core.errors import ERRORS
 
     with common.Target(Path("/nonexistent"), url) as db:
         rows = {r["id"]: r for r in db.dicts("SELECT * FROM requests")}
         events = db.dicts("SELECT * FROM events ORDER BY seq")
         ledger = {r["key"]: r for r in db.dicts("SELECT * FROM ledger")}
-        per_id = db.rows("SELECT lower(id), count(*) FROM requests GROUP BY lower(id) "
-                         "HAVING count(*) > 1")
+        per_id = db.rows(
+            "SELECT lower(id), count(*) FROM requests GROUP BY lower(id) HAVING count(*) > 1"
+        )
     # one request per id, and only ids that were sent
     attempted = {c.argv[4] for c in run.calls if c.argv[0] == "send"}
     if per_id:
@@ -533,8 +617,9 @@ def check(run: Run, url: str, keydir: Path) -> dict:
         cur = None
         for e in chains.get(rid, []):
             if e["from_state"] != cur or (e["from_state"], e["to_state"]) not in pairs:
-                v["unexplained_state"].append(f"{rid}: {e['from_state']}->{e['to_state']} "
-                                              f"after {cur}")
+                v["unexplained_state"].append(
+                    f"{rid}: {e['from_state']}->{e['to_state']} after {cur}"
+                )
                 break
             cur = e["to_state"]
         if cur != r["state"]:
@@ -542,8 +627,10 @@ def check(run: Run, url: str, keydir: Path) -> dict:
     # a request delivered to a session whose claim never returned it
     for rid, r in rows.items():
         if r["state"] in ("delivered", "acknowledged") and rid not in run.claimed:
-            v["stranded"].append(f"{rid} is {r['state']} (claim_session {r['claim_session']}) "
-                                 f"but no claim returned it to its worker")
+            v["stranded"].append(
+                f"{rid} is {r['state']} (claim_session {r['claim_session']}) "
+                f"but no claim returned it to its worker"
+            )
         if r["state"] == "delivery_unknown":
             v["stranded"].append(f"{rid} became delivery_unknown ({r['reason']})")
     # typed failures, in time
@@ -571,11 +658,12 @@ def check(run: Run, url: str, keydir: Path) -> dict:
     for i, c in enumerate(run.calls):
         if c.argv[0] != "send" or not c.code or "nothing was changed" not in c.stderr:
             continue
-        later = [x for x in run.calls[i + 1:] if x.argv == c.argv]
+        later = [x for x in run.calls[i + 1 :] if x.argv == c.argv]
         if later and later[0].code == 0 and later[0].json.get("duplicate") is True:
             v["false_nothing_changed"].append(
                 f"call {i} on {c.host}: send {c.argv[4]} said 'nothing was changed' "
-                f"({c.error_code}); the next attempt was answered duplicate: true")
+                f"({c.error_code}); the next attempt was answered duplicate: true"
+            )
     # once: never twice; effect_unknown only when it may have run
     for key in run.keys:
         f = keydir / key
@@ -589,22 +677,24 @@ def check(run: Run, url: str, keydir: Path) -> dict:
             v["once_false_unknown"].append(f"once {key}: effect_unknown, the command never ran")
         e = ledger.get(key)
         if n == 1 and code not in (0, None) and e is not None and e["state"] == "succeeded":
-            v["once_not_recorded"].append(f"once {key}: ran and is succeeded in the ledger, "
-                                          f"but the last answer was exit {code} {err}")
+            v["once_not_recorded"].append(
+                f"once {key}: ran and is succeeded in the ledger, "
+                f"but the last answer was exit {code} {err}"
+            )
     # every time relay wrote is the server's (the skewed host's too)
     lo, hi = (run.t0 * 1000 - CLOCK_TOLERANCE_MS, run.t1 * 1000 + CLOCK_TOLERANCE_MS)
 
     def when(what: str, ms) -> None:
         if ms is not None and not lo <= ms <= hi:
-            v["skewed_clock"].append(f"{what} = {ms} is {(ms - time.time() * 1000) / 1000:+.0f} s "
-                                     f"from now, outside the run")
+            v["skewed_clock"].append(
+                f"{what} = {ms} is {(ms - time.time() * 1000) / 1000:+.0f} s "
+                f"from now, outside the run"
+            )
 
     for rid, r in rows.items():
-        for col in ("created_at", "updated_at", "delivered_at", "acknowledged_at",
-                    "finished_at"):
+        for col in ("created_at", "updated_at", "delivered_at", "acknowledged_at", "finished_at"):
             when(f"{rid}.{col}", r[col])
-        if r["delivered_at"] and r["lease_expires_at"] is not None and \
-                r["state"] == "delivered":
+        if r["delivered_at"] and r["lease_expires_at"] is not None and r["state"] == "delivered":
             got = r["lease_expires_at"] - r["delivered_at"]
             if abs(got - 600_000) > CLOCK_TOLERANCE_MS:
                 v["skewed_clock"].append(f"{rid}: lease of {got} ms, not 10 min")
@@ -621,9 +711,19 @@ def check(run: Run, url: str, keydir: Path) -> dict:
 # --------------------------------------------------------------------------- one kind
 
 
-def run_kind(kind: str, net: netns.Net, server: pgserver.Server, root: Path, workers: int,
-             cycles: int, seed: int, time_s: float, proxies: dict, skewed: bool,
-             log=print) -> dict:
+def run_kind(
+    kind: str,
+    net: netns.Net,
+    server: pgserver.Server,
+    root: Path,
+    workers: int,
+    cycles: int,
+    seed: int,
+    time_s: float,
+    proxies: dict,
+    skewed: bool,
+    log=print,
+) -> dict:
     server.execute("DROP DATABASE IF EXISTS relay WITH (FORCE)")
     server.execute("CREATE DATABASE relay")
     sock_url = server.url("relay")
@@ -643,9 +743,13 @@ def run_kind(kind: str, net: netns.Net, server: pgserver.Server, root: Path, wor
     # the skew the hosts' programs really see (a check that the fake clock is in place)
     skews = {}
     for h, host in hosts.items():
-        p = subprocess.run([*host.prefix, sys.executable, "-c", "import time; print(time.time())"],
-                           capture_output=True, text=True, timeout=60,
-                           env=common.base_env(host.home, {**ENV, **host.env}))
+        p = subprocess.run(
+            [*host.prefix, sys.executable, "-c", "import time; print(time.time())"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=common.base_env(host.home, {**ENV, **host.env}),
+        )
         skews[h] = round(float(p.stdout.strip() or "nan") - time.time())
     envs = []
     old = common.DATABASE_URL
@@ -660,13 +764,23 @@ def run_kind(kind: str, net: netns.Net, server: pgserver.Server, root: Path, wor
     done = threading.Event()
     side = None
     for p in proxies.values():
-        ctl(p["ctl"], {"mode": kind if kind in FAULT_PARAMS else "pass",
-                       "params": FAULT_PARAMS.get(kind, {}), "reset": True})
+        ctl(
+            p["ctl"],
+            {
+                "mode": kind if kind in FAULT_PARAMS else "pass",
+                "params": FAULT_PARAMS.get(kind, {}),
+                "reset": True,
+            },
+        )
     run.t0 = time.time()
     stop_at = time.monotonic() + time_s
-    threads = [threading.Thread(target=worker, args=(
-        run, w, workers, hosts[names[w % 2]], envs[w], cycles, keydir, seed, stop_at))
-        for w in range(workers)]
+    threads = [
+        threading.Thread(
+            target=worker,
+            args=(run, w, workers, hosts[names[w % 2]], envs[w], cycles, keydir, seed, stop_at),
+        )
+        for w in range(workers)
+    ]
     try:
         for t in threads:
             t.start()
@@ -687,19 +801,40 @@ def run_kind(kind: str, net: netns.Net, server: pgserver.Server, root: Path, wor
     res = check(run, sock_url, keydir)
     v = res["violations"]
     faults = {k2: n for k2, n in run.faults.items() if k2 not in ("connections", "log")}
-    injected = (sum(n for k2, n in faults.items() if k2.startswith(("cut_", "lost_")))
-                + faults.get("delayed_chunks", 0) + faults.get("partitions", 0))
+    injected = (
+        sum(n for k2, n in faults.items() if k2.startswith(("cut_", "lost_")))
+        + faults.get("delayed_chunks", 0)
+        + faults.get("partitions", 0)
+    )
     retries = sum(1 for c in run.calls if c.retry_of is not None)
     out = {
-        "kind": kind, "workers": workers, "cycles_asked": cycles, "clock_skew_s": skews,
-        "cycles_done": len(run.keys), "calls": len(run.calls),
-        "connections": run.faults.get("connections", 0), "faults": faults,
-        "faults_injected": injected, "retries": retries,
-        "sends_ok": len(run.sent), "replied": len(run.replied), "once_ok": len(run.once_ok),
+        "kind": kind,
+        "workers": workers,
+        "cycles_asked": cycles,
+        "clock_skew_s": skews,
+        "cycles_done": len(run.keys),
+        "calls": len(run.calls),
+        "connections": run.faults.get("connections", 0),
+        "faults": faults,
+        "faults_injected": injected,
+        "retries": retries,
+        "sends_ok": len(run.sent),
+        "replied": len(run.replied),
+        "once_ok": len(run.once_ok),
         "wall_s": round(run.t1 - run.t0, 1),
-        "max_failure_s": round(max((c.seconds for c in run.calls if c.code and not (
-            c.argv[0] == "wait" or "--wait" in c.argv)), default=0.0), 1),
-        "states": res["states"], "failures": res["failures"],
+        "max_failure_s": round(
+            max(
+                (
+                    c.seconds
+                    for c in run.calls
+                    if c.code and not (c.argv[0] == "wait" or "--wait" in c.argv)
+                ),
+                default=0.0,
+            ),
+            1,
+        ),
+        "states": res["states"],
+        "failures": res["failures"],
         "counts": {k2: len(x) for k2, x in v.items()},
         "examples": {k2: x[:5] for k2, x in v.items() if x},
     }
@@ -710,16 +845,28 @@ def run_kind(kind: str, net: netns.Net, server: pgserver.Server, root: Path, wor
     return out
 
 
-VIOLATIONS = ("lost", "duplicated", "unexplained_state", "double_runs", "untyped",
-              "slow_failure", "skewed_clock", "stranded", "once_false_unknown",
-              "once_not_recorded", "false_nothing_changed")
+VIOLATIONS = (
+    "lost",
+    "duplicated",
+    "unexplained_state",
+    "double_runs",
+    "untyped",
+    "slow_failure",
+    "skewed_clock",
+    "stranded",
+    "once_false_unknown",
+    "once_not_recorded",
+    "false_nothing_changed",
+)
 
 
 def table(results: list[dict]) -> str:
-    head = ("| fault | cycles | relay calls | faults injected | retries | lost | duplicated "
-            "| double runs | untyped errors | slow failures | stranded deliveries "
-            "| false effect_unknown | false 'nothing was changed' | skewed clock "
-            "| unexplained states |")
+    head = (
+        "| fault | cycles | relay calls | faults injected | retries | lost | duplicated "
+        "| double runs | untyped errors | slow failures | stranded deliveries "
+        "| false effect_unknown | false 'nothing was changed' | skewed clock "
+        "| unexplained states |"
+    )
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in results:
         c = r["counts"]
@@ -728,7 +875,8 @@ def table(results: list[dict]) -> str:
             f"| {r['retries']} | {c['lost']} | {c['duplicated']} | {c['double_runs']} "
             f"| {c['untyped']} | {c['slow_failure']} | {c['stranded']} "
             f"| {c['once_false_unknown']} | {c['false_nothing_changed']} "
-            f"| {c['skewed_clock']} | {c['unexplained_state']} |")
+            f"| {c['skewed_clock']} | {c['unexplained_state']} |"
+        )
     return "\n".join(lines)
 
 
@@ -752,19 +900,38 @@ class Harness:
     def __enter__(self) -> Harness:
         try:
             self.net = netns.Net().up()
-            self.server = pgserver.Server(listen=self.net.listen(), netns=self.net.server_ns,
-                                          fsync=True)
+            self.server = pgserver.Server(
+                listen=self.net.listen(), netns=self.net.server_ns, fsync=True
+            )
             self.server.init().start()
             for i, h in enumerate(self.net.hosts):
                 port = 15432 + i
                 ctlp = str(self.root / f"proxy-{h}.ctl")
-                argv = [*self.net.prefix(h), sys.executable, "-m", "bench.netfault", "proxy",
-                        "--port", str(port), "--target",
-                        f"{self.net.server_addr(h)}:{self.server.port}",
-                        "--seed", str(self.seed + i), "--ctl", ctlp,
-                        "--log", str(self.root / f"proxy-{h}.log")]
-                p = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, cwd=common.ROOT,
-                                     env=common.base_env(self.root), start_new_session=True)
+                argv = [
+                    *self.net.prefix(h),
+                    sys.executable,
+                    "-m",
+                    "bench.netfault",
+                    "proxy",
+                    "--port",
+                    str(port),
+                    "--target",
+                    f"{self.net.server_addr(h)}:{self.server.port}",
+                    "--seed",
+                    str(self.seed + i),
+                    "--ctl",
+                    ctlp,
+                    "--log",
+                    str(self.root / f"proxy-{h}.log"),
+                ]
+                p = subprocess.Popen(
+                    argv,
+                    stdout=subprocess.PIPE,
+                    text=True,
+                    cwd=common.ROOT,
+                    env=common.base_env(self.root),
+                    start_new_session=True,
+                )
                 self.procs.append(p)
                 if p.stdout.readline().strip() != "ready":
                     raise RuntimeError(f"the proxy on {h} did not start")
@@ -797,8 +964,19 @@ class Harness:
             shutil.rmtree(self.root, ignore_errors=True)
 
     def run(self, kind: str, workers: int, cycles: int, time_s: float, log=print) -> dict:
-        r = run_kind(kind, self.net, self.server, self.root, workers, cycles, self.seed,
-                     time_s, self.proxies, self.skewed, log=log)
+        r = run_kind(
+            kind,
+            self.net,
+            self.server,
+            self.root,
+            workers,
+            cycles,
+            self.seed,
+            time_s,
+            self.proxies,
+            self.skewed,
+            log=log,
+        )
         if any(r["counts"].values()):
             self.keep = True  # the calls (calls.jsonl) and the proxies' logs, to reproduce
             r["kept"] = str(self.root / kind)
@@ -814,8 +992,12 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--cycles", type=int, default=10)
     ap.add_argument("--seed", type=int, default=None)
-    ap.add_argument("--time", type=float, default=180.0,
-                    help="seconds per fault kind after which workers start no new cycle")
+    ap.add_argument(
+        "--time",
+        type=float,
+        default=180.0,
+        help="seconds per fault kind after which workers start no new cycle",
+    )
     a = ap.parse_args(argv)
     why = netns.unavailable()
     if why:
@@ -823,10 +1005,12 @@ def main(argv=None) -> int:
         return 2
     seed = a.seed if a.seed is not None else random.randrange(10**9)
     common.print_machine()
-    skew = (f"host-b, system clock {SKEW_S} s (libfaketime)" if netns.faketime_env(SKEW_S)
-            else "none (libfaketime is not installed)")
-    print(f"seed {seed}; netem: {netem_available() or 'works'}; skewed host: {skew}",
-          flush=True)
+    skew = (
+        f"host-b, system clock {SKEW_S} s (libfaketime)"
+        if netns.faketime_env(SKEW_S)
+        else "none (libfaketime is not installed)"
+    )
+    print(f"seed {seed}; netem: {netem_available() or 'works'}; skewed host: {skew}", flush=True)
     kinds = KINDS if a.kind == "all" else (a.kind,)
     results = []
     with Harness(seed) as h:

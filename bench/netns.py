@@ -97,13 +97,26 @@ class Net:
             if env is None:
                 raise RuntimeError("libfaketime is not installed")
             fake = ["env", *(f"{k}={v}" for k, v in env.items())]
-        return ["ip", "netns", "exec", self.hosts[host], "unshare", "--uts", "sh", "-c",
-                f'hostname {host} && exec "$@"', "sh", *fake]
+        return [
+            "ip",
+            "netns",
+            "exec",
+            self.hosts[host],
+            "unshare",
+            "--uts",
+            "sh",
+            "-c",
+            f'hostname {host} && exec "$@"',
+            "sh",
+            *fake,
+        ]
 
 
-LIBFAKETIME = ("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
-               "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1",
-               "/usr/lib/faketime/libfaketime.so.1")
+LIBFAKETIME = (
+    "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
+    "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1",
+    "/usr/lib/faketime/libfaketime.so.1",
+)
 
 
 def faketime_env(offset_s: int) -> dict[str, str] | None:

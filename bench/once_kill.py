@@ -46,9 +46,9 @@ from .common import base_env, print_machine, relay
 from .crash import _reap_group
 from .paused import PAUSE_ENV
 
-PAUSE_S = 5            # the test-only pause between spawn and commit (the kill ends it)
-KILL_WITHIN_S = 0.5    # the kill lands at a random moment this long into the pause
-COMMAND_S = 1          # how long the command runs once it begins executing
+PAUSE_S = 5  # the test-only pause between spawn and commit (the kill ends it)
+KILL_WITHIN_S = 0.5  # the kill lands at a random moment this long into the pause
+COMMAND_S = 1  # how long the command runs once it begins executing
 BUSY_RETRIES = 5
 POINT = "once-spawn"
 PAUSED = [sys.executable, str(Path(__file__).with_name("paused.py"))]  # relay, with the pause
@@ -116,12 +116,25 @@ def trial(home: Path, work: Path, rng: random.Random, index: int) -> dict:
     cmd = ["sh", "-c", f"echo $$ >> {pids}; echo run >> {runs}; sleep {COMMAND_S}"]
     pause = f"{POINT}={PAUSE_S}"
     argv = [*PAUSED, "once", "--key", key, "--idempotent", "--", *cmd]
-    res = {"in_window": False, "gone_with_live_command": False, "ran_after_kill": False,
-           "runs": 0, "busy_retries": 0, "missed": None, "problems": []}
+    res = {
+        "in_window": False,
+        "gone_with_live_command": False,
+        "ran_after_kill": False,
+        "runs": 0,
+        "busy_retries": 0,
+        "missed": None,
+        "problems": [],
+    }
     for _ in range(BUSY_RETRIES):
-        p = subprocess.Popen(argv, env=base_env(home, {PAUSE_ENV: pause}), cwd=work,
-                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE, start_new_session=True)
+        p = subprocess.Popen(
+            argv,
+            env=base_env(home, {PAUSE_ENV: pause}),
+            cwd=work,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
         line = _pause_line(p)
         if line is not None:
             break
@@ -160,8 +173,14 @@ def trial(home: Path, work: Path, rng: random.Random, index: int) -> dict:
     res["ran_after_kill"] = bool(_pids(pids)) and res["in_window"]
     # the same call again: an --idempotent entry whose processes are gone runs again
     for _ in range(BUSY_RETRIES):
-        again = subprocess.run(argv, env=base_env(home), cwd=work, capture_output=True,
-                               timeout=120, start_new_session=True)
+        again = subprocess.run(
+            argv,
+            env=base_env(home),
+            cwd=work,
+            capture_output=True,
+            timeout=120,
+            start_new_session=True,
+        )
         if again.returncode != 75 or b"busy" not in again.stderr:
             break
         res["busy_retries"] += 1
@@ -169,13 +188,13 @@ def trial(home: Path, work: Path, rng: random.Random, index: int) -> dict:
     _wait(lambda: not any(_alive(pid) for pid in _pids(pids)), COMMAND_S + 10)
     res["runs"] = len(runs.read_text().splitlines()) if runs.exists() else 0
     if again.returncode != 0:
-        res["problems"].append(f"the second call: exit {again.returncode} "
-                               f"{again.stderr.decode()[-300:]}")
+        res["problems"].append(
+            f"the second call: exit {again.returncode} {again.stderr.decode()[-300:]}"
+        )
     return res
 
 
-def run(trials: int = 100, seed: int | None = None, root: Path | None = None,
-        log=print) -> dict:
+def run(trials: int = 100, seed: int | None = None, root: Path | None = None, log=print) -> dict:
     seed = random.randrange(1 << 30) if seed is None else seed
     rng = random.Random(seed)
     own = root is None
@@ -186,9 +205,17 @@ def run(trials: int = 100, seed: int | None = None, root: Path | None = None,
     if r.code != 0:
         raise RuntimeError(f"relay ledger list: {r.err}")
     writer = subprocess.Popen([sys.executable, "-c", WRITER, str(home / "relay.db")])
-    figures = {"trials": 0, "in_window": 0, "double_runs": 0, "gone_with_live_command": 0,
-               "ran_after_kill": 0, "busy_retries": 0, "missed": [], "problems": [],
-               "seed": seed}
+    figures = {
+        "trials": 0,
+        "in_window": 0,
+        "double_runs": 0,
+        "gone_with_live_command": 0,
+        "ran_after_kill": 0,
+        "busy_retries": 0,
+        "missed": [],
+        "problems": [],
+        "seed": seed,
+    }
     t0 = time.perf_counter()
     try:
         for i in range(trials):
@@ -210,11 +237,13 @@ def run(trials: int = 100, seed: int | None = None, root: Path | None = None,
         if own:
             shutil.rmtree(root, ignore_errors=True)
     figures["seconds"] = round(time.perf_counter() - t0, 1)
-    log(f"once kill: {figures['trials']} trials, {figures['in_window']} kills landed between "
+    log(
+        f"once kill: {figures['trials']} trials, {figures['in_window']} kills landed between "
         f"spawn and the pid commit; double runs: {figures['double_runs']}; effect_unknown "
         f"entries with a live command: {figures['gone_with_live_command']}; commands that "
         f"began after such a kill: {figures['ran_after_kill']}; calls repeated after busy: "
-        f"{figures['busy_retries']} ({figures['seconds']} s)")
+        f"{figures['busy_retries']} ({figures['seconds']} s)"
+    )
     for m in figures["missed"][:10]:
         log(f"    kill outside the window, entry found: {m}")
     for p in figures["problems"][:10]:

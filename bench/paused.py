@@ -29,8 +29,10 @@ def install(point: str, seconds: float) -> None:
     commit = once.record_child
 
     def paused(store, key, me, runs, child_pid):
-        os.write(2, f"relay: TEST PAUSE at {POINT} (command pid {child_pid}) for "
-                    f"{seconds:g} s\n".encode())
+        os.write(
+            2,
+            f"relay: TEST PAUSE at {POINT} (command pid {child_pid}) for {seconds:g} s\n".encode(),
+        )
         time.sleep(seconds)
         return commit(store, key, me, runs, child_pid)
 

@@ -43,8 +43,9 @@ def _rss_file() -> Path:
     return _RSS[0]
 
 
-def measure(argv: list[str], env: dict, input: bytes | None = None,
-            cwd: Path | None = None) -> tuple[float, int, int]:
+def measure(
+    argv: list[str], env: dict, input: bytes | None = None, cwd: Path | None = None
+) -> tuple[float, int, int]:
     """(wall seconds, max RSS KiB, exit code) of one process.
 
     Peak memory comes from GNU time (``%M``): the rusage that wait4 gives this process for
@@ -53,8 +54,14 @@ def measure(argv: list[str], env: dict, input: bytes | None = None,
     """
     full = [TIME, "-f", "%M", "-o", str(_rss_file()), *argv] if TIME else argv
     t0 = time.perf_counter()
-    p = subprocess.Popen(full, env=env, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL, cwd=cwd)
+    p = subprocess.Popen(
+        full,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=cwd,
+    )
     if input is not None:
         p.stdin.write(input)
     p.stdin.close()
@@ -81,9 +88,14 @@ def round_robin(makers: dict, reps: int) -> dict:
             if i >= 0:
                 walls[k].append(w)
                 rss[k].append(m)
-    return {k: {"median_ms": round(median(walls[k]) * 1000, 1),
-                "min_ms": round(min(walls[k]) * 1000, 1),
-                "peak_rss_mib": round(max(rss[k]) / 1024, 1)} for k in makers}
+    return {
+        k: {
+            "median_ms": round(median(walls[k]) * 1000, 1),
+            "min_ms": round(min(walls[k]) * 1000, 1),
+            "peak_rss_mib": round(max(rss[k]) / 1024, 1),
+        }
+        for k in makers
+    }
 
 
 def series(make, reps: int) -> dict:
@@ -108,8 +120,12 @@ def _home_copy(src: Path) -> Path:
 
 def _send(home: Path, a: dict):
     def make(i):
-        return ([*RELAY, "send", "--to", "b", "--id", new_id(), "--json", "-"],
-                base_env(home, {**a, "RELAY_RATE_LIMIT": "0"}), b"perf test request")
+        return (
+            [*RELAY, "send", "--to", "b", "--id", new_id(), "--json", "-"],
+            base_env(home, {**a, "RELAY_RATE_LIMIT": "0"}),
+            b"perf test request",
+        )
+
     return make
 
 
@@ -124,8 +140,10 @@ def _sqlite_insert(home: Path):
             f" depth, pruned) VALUES ('{rid}', 'fp', 'a', 'b', 'perf test request', 17, "
             f"'queued', {now}, {now}, {now + 3600000}, 3600, 0, 3, 'unknown', 0, 0); "
             "INSERT INTO events (request_id, at, from_state, to_state, actor) VALUES "
-            f"('{rid}', {now}, NULL, 'queued', 'a'); COMMIT;")
+            f"('{rid}', {now}, NULL, 'queued', 'a'); COMMIT;"
+        )
         return ["sqlite3", str(home / "relay.db"), sql], dict(os.environ), None
+
     return make
 
 
@@ -145,26 +163,35 @@ def run(reps: int = 21, log=print) -> dict:
     makers["bare typer (prints only)"] = lambda i: (BARE, env_plain, None)
     makers["relay --version"] = lambda i: ([*RELAY, "--version"], env_plain, None)
     makers["relay send (empty db)"] = _send(empty, a)
-    makers["relay claim (empty db)"] = (
-        lambda i: ([*RELAY, "claim", "--json"], base_env(empty, b), None))
+    makers["relay claim (empty db)"] = lambda i: (
+        [*RELAY, "claim", "--json"],
+        base_env(empty, b),
+        None,
+    )
     if shutil.which("sqlite3"):
         makers["sqlite3 CLI, same insert"] = _sqlite_insert(empty)
     ten = _home_copy(bulk.cached_home(10, "n10"))
     hundred_k = _home_copy(bulk.cached_home(100_000, "n100000"))
-    makers["relay list (10 requests)"] = (
-        lambda i: ([*RELAY, "list", "--json"], base_env(ten), None))
-    makers["relay list (100,000 requests)"] = (
-        lambda i: ([*RELAY, "list", "--json"], base_env(hundred_k), None))
+    makers["relay list (10 requests)"] = lambda i: ([*RELAY, "list", "--json"], base_env(ten), None)
+    makers["relay list (100,000 requests)"] = lambda i: (
+        [*RELAY, "list", "--json"],
+        base_env(hundred_k),
+        None,
+    )
     a100 = join(hundred_k, "a", "1h")
     makers["relay send (100,000 requests)"] = _send(hundred_k, a100)
     big = bulk.cache_dir(1_000_000, "n1000000") / "home"
     if (big.parent / "ready").exists():
         a1m = join(big, "a", "1h")
         makers["relay send (1,000,000 requests)"] = _send(big, a1m)
-        makers["relay list (1,000,000 requests)"] = (
-            lambda i: ([*RELAY, "list", "--json"], base_env(big), None))
+        makers["relay list (1,000,000 requests)"] = lambda i: (
+            [*RELAY, "list", "--json"],
+            base_env(big),
+            None,
+        )
     rows = round_robin(makers, reps)
     res["rows"] = rows
+
     def ratio(x, y, key):
         return round(rows[x][key] / rows[y][key], 2)
 
@@ -179,8 +206,7 @@ def run(reps: int = 21, log=print) -> dict:
     ]
     log(f"{'command':34} {'median wall':>12} {'fastest':>10} {'peak RSS':>10}")
     for k, v in rows.items():
-        log(f"{k:34} {v['median_ms']:9.1f} ms {v['min_ms']:7.1f} ms "
-            f"{v['peak_rss_mib']:7.1f} MiB")
+        log(f"{k:34} {v['median_ms']:9.1f} ms {v['min_ms']:7.1f} ms {v['peak_rss_mib']:7.1f} MiB")
     log("")
     log(f"{'ratio':66} {'wall':>6} {'memory':>7}  goal")
     res["ratios"] = []
@@ -204,8 +230,14 @@ def main(argv=None) -> int:
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     print_machine()
-    print("peak memory: " + ("GNU time %M (max RSS of the measured process itself)" if TIME
-                             else "wait4 rusage (includes this process's size as a floor)"))
+    print(
+        "peak memory: "
+        + (
+            "GNU time %M (max RSS of the measured process itself)"
+            if TIME
+            else "wait4 rusage (includes this process's size as a floor)"
+        )
+    )
     res = run(a.reps)
     if a.json:
         print(json.dumps(res, indent=2))

@@ -53,9 +53,11 @@ def side_by_side(server, reps: int, log=print) -> dict:
         common.DATABASE_URL = None
 
     def send(home, who, extra):
-        return lambda i: ([*RELAY, "send", "--to", "b", "--id", new_id(), "--json", "-"],
-                          base_env(home, {**who, **extra, "RELAY_RATE_LIMIT": "0"}),
-                          b"perf test request")
+        return lambda i: (
+            [*RELAY, "send", "--to", "b", "--id", new_id(), "--json", "-"],
+            base_env(home, {**who, **extra, "RELAY_RATE_LIMIT": "0"}),
+            b"perf test request",
+        )
 
     def claim(home, who, extra):
         return lambda i: ([*RELAY, "claim", "--json"], base_env(home, {**who, **extra}), None)
@@ -69,17 +71,27 @@ def side_by_side(server, reps: int, log=print) -> dict:
     rows = perf.round_robin(makers, reps)
     res = {"rows": rows, "ratios": [], "problems": []}
     for k, v in rows.items():
-        log(f"{k:40} {v['median_ms']:8.1f} ms (fastest {v['min_ms']:.1f}) "
-            f"{v['peak_rss_mib']:6.1f} MiB")
+        log(
+            f"{k:40} {v['median_ms']:8.1f} ms (fastest {v['min_ms']:.1f}) "
+            f"{v['peak_rss_mib']:6.1f} MiB"
+        )
     for cmd in ("send", "claim"):
         x, y = (f"relay {cmd} (PostgreSQL, TCP loopback)", f"relay {cmd} (SQLite)")
         rw = round(rows[x]["median_ms"] / rows[y]["median_ms"], 2)
         rm = round(rows[x]["peak_rss_mib"] / rows[y]["peak_rss_mib"], 2)
-        res["ratios"].append({"command": cmd, "wall": rw, "memory": rm,
-                              "goal": {"wall": WALL_GOAL, "memory": MEMORY_GOAL}})
+        res["ratios"].append(
+            {
+                "command": cmd,
+                "wall": rw,
+                "memory": rm,
+                "goal": {"wall": WALL_GOAL, "memory": MEMORY_GOAL},
+            }
+        )
         ok = rw <= WALL_GOAL and rm <= MEMORY_GOAL
-        log(f"{cmd}: PostgreSQL / SQLite = wall {rw} (goal <= {WALL_GOAL}), memory {rm} "
-            f"(goal <= {MEMORY_GOAL}) {'ok' if ok else 'MISSED'}")
+        log(
+            f"{cmd}: PostgreSQL / SQLite = wall {rw} (goal <= {WALL_GOAL}), memory {rm} "
+            f"(goal <= {MEMORY_GOAL}) {'ok' if ok else 'MISSED'}"
+        )
         if not ok:
             res["problems"].append(f"{cmd}: wall {rw}, memory {rm}")
     for h in (sq, pgh):
@@ -89,8 +101,7 @@ def side_by_side(server, reps: int, log=print) -> dict:
 
 class _Waiter:
     def __init__(self, argv, env):
-        self.p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE)
+        self.p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.first = None
         self.out = b""
         self.t = threading.Thread(target=self._read, daemon=True)
@@ -112,8 +123,9 @@ def wake_latency(trials: int, log=print) -> dict:
         return {"skipped": why, "problems": []}
     with netns.server_and_hosts(fsync=True) as (net, server):
         home = _home()
-        urls = {h: f"postgresql://postgres@{net.server_addr(h)}:{server.port}/relay"
-                for h in net.hosts}
+        urls = {
+            h: f"postgresql://postgres@{net.server_addr(h)}:{server.port}/relay" for h in net.hosts
+        }
         common.DATABASE_URL = server.url("relay")
         a = {**join(home, "a", "1h"), "RELAY_RATE_LIMIT": "0"}
         b = {**join(home, "b", "1h"), "RELAY_RATE_LIMIT": "0"}
@@ -124,14 +136,23 @@ def wake_latency(trials: int, log=print) -> dict:
         pa, pb = net.prefix("host-a"), net.prefix("host-b")
         for _ in range(trials):
             rid = new_id()
-            subprocess.run([*pa, *RELAY, "send", "--to", "b", "--id", rid, "--json", "x"],
-                           env=env_a, capture_output=True, check=True)
-            subprocess.run([*pb, *RELAY, "claim", "--id", rid, "--json"], env=env_b,
-                           capture_output=True, check=True)
+            subprocess.run(
+                [*pa, *RELAY, "send", "--to", "b", "--id", rid, "--json", "x"],
+                env=env_a,
+                capture_output=True,
+                check=True,
+            )
+            subprocess.run(
+                [*pb, *RELAY, "claim", "--id", rid, "--json"],
+                env=env_b,
+                capture_output=True,
+                check=True,
+            )
             w = _Waiter([*pa, *RELAY, "wait", rid, "--timeout", "60", "--json"], env_a)
             time.sleep(0.6)  # let the waiter connect, LISTEN and block
-            r = subprocess.run([*pb, *RELAY, "reply", rid, "--json", "done"], env=env_b,
-                               capture_output=True)
+            r = subprocess.run(
+                [*pb, *RELAY, "reply", rid, "--json", "done"], env=env_b, capture_output=True
+            )
             w.p.wait(90)
             w.t.join(30)
             if r.returncode != 0 or w.p.returncode != 0:
@@ -141,10 +162,14 @@ def wake_latency(trials: int, log=print) -> dict:
             from relay_cli.core.clock import parse_iso
 
             lat.append(w.first - parse_iso(finished) / 1000)
-        res = {"what": "reply (host-b) -> wait (host-a), server in a third namespace",
-               "trials": len(lat), "median_ms": round(median(lat) * 1000, 1),
-               "p90_ms": round(pct(lat, 90) * 1000, 1), "max_ms": round(max(lat) * 1000, 1),
-               "problems": problems}
+        res = {
+            "what": "reply (host-b) -> wait (host-a), server in a third namespace",
+            "trials": len(lat),
+            "median_ms": round(median(lat) * 1000, 1),
+            "p90_ms": round(pct(lat, 90) * 1000, 1),
+            "max_ms": round(max(lat) * 1000, 1),
+            "problems": problems,
+        }
         if lat and median(lat) > 0.1:
             problems.append(f"median {median(lat) * 1000:.0f} ms is above 100 ms")
         log("wake-up latency: " + json.dumps(res))
@@ -167,21 +192,30 @@ def list_scale(server, reps: int, log=print) -> dict:
         log(f"relay db copy of {n:,} requests: {time.perf_counter() - t0:.0f} s")
         home = _home()
         homes.append(home)
-        rows[f"relay list ({n:,} requests, PostgreSQL)"] = (
-            lambda i, home=home, url=url: ([*RELAY, "list", "--json"],
-                                           base_env(home, {"RELAY_DATABASE_URL": url}), None))
+        rows[f"relay list ({n:,} requests, PostgreSQL)"] = lambda i, home=home, url=url: (
+            [*RELAY, "list", "--json"],
+            base_env(home, {"RELAY_DATABASE_URL": url}),
+            None,
+        )
     got = perf.round_robin(rows, reps)
     for k, v in got.items():
-        log(f"{k:40} {v['median_ms']:8.1f} ms (fastest {v['min_ms']:.1f}) "
-            f"{v['peak_rss_mib']:6.1f} MiB")
+        log(
+            f"{k:40} {v['median_ms']:8.1f} ms (fastest {v['min_ms']:.1f}) "
+            f"{v['peak_rss_mib']:6.1f} MiB"
+        )
     big, small = list(got.values())[1], list(got.values())[0]
     ratio = round(big["median_ms"] / small["median_ms"], 2)
-    log(f"list: 1,000,000 / 10 on PostgreSQL = {ratio} (goal <= 1.5) "
-        f"{'ok' if ratio <= 1.5 else 'MISSED'}")
+    log(
+        f"list: 1,000,000 / 10 on PostgreSQL = {ratio} (goal <= 1.5) "
+        f"{'ok' if ratio <= 1.5 else 'MISSED'}"
+    )
     for h in homes:
         shutil.rmtree(h.parent, ignore_errors=True)
-    return {"rows": got, "ratio": ratio,
-            "problems": [] if ratio <= 1.5 else [f"list ratio {ratio}"]}
+    return {
+        "rows": got,
+        "ratio": ratio,
+        "problems": [] if ratio <= 1.5 else [f"list ratio {ratio}"],
+    }
 
 
 def main(argv=None) -> int:

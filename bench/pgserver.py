@@ -60,8 +60,14 @@ class Server:
     superuser's password and requires it (scram) on TCP connections.
     """
 
-    def __init__(self, listen: str = "", port: int | None = None, netns: str | None = None,
-                 password: str | None = None, fsync: bool = False) -> None:
+    def __init__(
+        self,
+        listen: str = "",
+        port: int | None = None,
+        netns: str | None = None,
+        password: str | None = None,
+        fsync: bool = False,
+    ) -> None:
         self.bin = bindir()
         if self.bin is None:
             raise RuntimeError("PostgreSQL's server programs (initdb, pg_ctl) are not installed")
@@ -87,18 +93,25 @@ class Server:
         if self.netns:
             # entering a namespace needs root; the server itself then runs as nobody
             if self.user is not None:
-                argv = ["setpriv", f"--reuid={self.user.pw_uid}", f"--regid={self.user.pw_gid}",
-                        "--clear-groups", *argv]
+                argv = [
+                    "setpriv",
+                    f"--reuid={self.user.pw_uid}",
+                    f"--regid={self.user.pw_gid}",
+                    "--clear-groups",
+                    *argv,
+                ]
             argv = ["ip", "netns", "exec", self.netns, *argv]
         elif self.user is not None:
             extra = {"user": self.user.pw_uid, "group": self.user.pw_gid, "extra_groups": []}
         env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
         env["LC_ALL"] = "C"
-        p = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=self.root,
-                           **extra, **kw)
+        p = subprocess.run(
+            argv, capture_output=True, text=True, env=env, cwd=self.root, **extra, **kw
+        )
         if check and p.returncode != 0:
-            raise RuntimeError(f"{' '.join(argv)} failed ({p.returncode}): {p.stderr[-2000:]}"
-                               f"\n{self.log_tail()}")
+            raise RuntimeError(
+                f"{' '.join(argv)} failed ({p.returncode}): {p.stderr[-2000:]}\n{self.log_tail()}"
+            )
         return p
 
     def log_tail(self) -> str:
@@ -113,10 +126,18 @@ class Server:
             for p in (self.root, self.sock):
                 os.chown(p, self.user.pw_uid, self.user.pw_gid)
         os.chmod(self.root, 0o755)  # the clients (root or not) reach the socket inside
-        argv = [str(self.bin / "initdb"), "-D", str(self.data), "-U", SUPERUSER,
-                "--auth-local=trust", "--auth-host=" + ("scram-sha-256" if self.password
-                                                        else "trust"),
-                "-E", "UTF8", "--no-sync"]
+        argv = [
+            str(self.bin / "initdb"),
+            "-D",
+            str(self.data),
+            "-U",
+            SUPERUSER,
+            "--auth-local=trust",
+            "--auth-host=" + ("scram-sha-256" if self.password else "trust"),
+            "-E",
+            "UTF8",
+            "--no-sync",
+        ]
         pwfile = None
         if self.password:
             pwfile = self.root / "pw"
@@ -146,8 +167,19 @@ class Server:
         return self
 
     def start(self) -> Server:
-        self._run([str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", str(self.log),
-                   "-w", "-t", "60", "start"])
+        self._run(
+            [
+                str(self.bin / "pg_ctl"),
+                "-D",
+                str(self.data),
+                "-l",
+                str(self.log),
+                "-w",
+                "-t",
+                "60",
+                "start",
+            ]
+        )
         return self
 
     def stop(self, mode: str = "fast") -> None:
@@ -158,8 +190,20 @@ class Server:
                 pass
             self._admin = None
         if (self.data / "postmaster.pid").exists():
-            self._run([str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", mode, "-w",
-                       "-t", "60", "stop"], check=False)
+            self._run(
+                [
+                    str(self.bin / "pg_ctl"),
+                    "-D",
+                    str(self.data),
+                    "-m",
+                    mode,
+                    "-w",
+                    "-t",
+                    "60",
+                    "stop",
+                ],
+                check=False,
+            )
 
     def kill(self) -> None:
         """SIGKILL the postmaster (a crash: no shutdown checkpoint)."""
@@ -175,15 +219,16 @@ class Server:
         shutil.rmtree(self.root, ignore_errors=True)
 
     # ------------------------------------------------------------------ clients
-    def url(self, dbname: str = "postgres", host: str | None = None,
-            password: bool = False) -> str:
+    def url(self, dbname: str = "postgres", host: str | None = None, password: bool = False) -> str:
         """A libpq URL for ``dbname``: over the unix socket, or TCP to ``host``."""
         auth = SUPERUSER
         if password and self.password:
             auth += ":" + quote(self.password, safe="")
         if host is None:
-            return f"postgresql://{auth}@/{dbname}?host={quote(str(self.sock), safe='')}" \
-                   f"&port={self.port}"
+            return (
+                f"postgresql://{auth}@/{dbname}?host={quote(str(self.sock), safe='')}"
+                f"&port={self.port}"
+            )
         return f"postgresql://{auth}@{host}:{self.port}/{dbname}"
 
     def admin(self):

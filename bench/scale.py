@@ -77,8 +77,12 @@ def holds(home: Path, args: list[str], env: dict) -> dict:
     """Each write transaction's duration (BEGIN IMMEDIATE to COMMIT returned) inside the
     command itself: the time it held the write lock. The WAL checkpoint that SQLite would
     run inside COMMIT after releasing the lock runs right after each transaction instead."""
-    p = subprocess.run([sys.executable, "-c", HOLDS, *args], env=base_env(home, env),
-                       capture_output=True, text=True)
+    p = subprocess.run(
+        [sys.executable, "-c", HOLDS, *args],
+        env=base_env(home, env),
+        capture_output=True,
+        text=True,
+    )
     for line in p.stderr.splitlines():
         if line.startswith("HOLDS "):
             return json.loads(line[6:])
@@ -91,8 +95,9 @@ def timings(homes: list[tuple[Path, dict, dict, list[str]]], reps: int) -> list[
     outs = [{"send": [], "claim": [], "show": [], "list": []} for _ in homes]
     for i in range(reps):
         for (home, env_a, env_b, show_ids), out in zip(homes, outs, strict=True):
-            r = relay(home, "send", "--to", "b", "--id", new_id(), "--json", "-",
-                      input="scale", env=env_a)
+            r = relay(
+                home, "send", "--to", "b", "--id", new_id(), "--json", "-", input="scale", env=env_a
+            )
             assert r.code == 0, r.err
             out["send"].append(r.seconds)
             r = relay(home, "claim", "--json", env=env_b)
@@ -111,26 +116,36 @@ def lock_hold(home: Path, args: list[str], env: dict) -> dict:
     """Run ``relay *args`` while a probe keeps taking BEGIN IMMEDIATE; the probe's longest
     wait is an upper bound of the longest single write-lock hold of the command."""
     stop = Path(tempfile.mkdtemp()) / "stop"
-    probe = subprocess.Popen([sys.executable, "-c", PROBE, str(home / "relay.db"), str(stop)],
-                             stdout=subprocess.PIPE, text=True)
+    probe = subprocess.Popen(
+        [sys.executable, "-c", PROBE, str(home / "relay.db"), str(stop)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     time.sleep(0.3)
     t0 = time.perf_counter()
     p = subprocess.run([*RELAY, *args], env=base_env(home, env), capture_output=True, text=True)
     wall = time.perf_counter() - t0
     stop.write_text("")
     n, longest, med, over = probe.communicate(timeout=120)[0].split()
-    return {"command": "relay " + " ".join(args), "exit": p.returncode, "wall_s": round(wall, 2),
-            "output": p.stdout.strip()[:300] if p.returncode == 0 else p.stderr.strip()[-300:],
-            "probe_lock_grants": int(n), "longest_wait_ms": round(float(longest) * 1000, 1),
-            "median_wait_ms": round(float(med) * 1000, 2), "waits_over_100ms": int(over)}
+    return {
+        "command": "relay " + " ".join(args),
+        "exit": p.returncode,
+        "wall_s": round(wall, 2),
+        "output": p.stdout.strip()[:300] if p.returncode == 0 else p.stderr.strip()[-300:],
+        "probe_lock_grants": int(n),
+        "longest_wait_ms": round(float(longest) * 1000, 1),
+        "median_wait_ms": round(float(med) * 1000, 2),
+        "waits_over_100ms": int(over),
+    }
 
 
 def prepare(home: Path) -> tuple[dict, dict, list[str]]:
     a = {**join(home, "a", "24h")}
     b = {**join(home, "b", "24h")}
     db = sqlite3.connect(home / "relay.db")
-    ids = [r[0] for r in db.execute(
-        "SELECT id FROM requests WHERE rowid % 49999 = 7 LIMIT 20")] or ["0" * 32]
+    ids = [
+        r[0] for r in db.execute("SELECT id FROM requests WHERE rowid % 49999 = 7 LIMIT 20")
+    ] or ["0" * 32]
     db.close()
     return a, b, ids
 
@@ -141,8 +156,10 @@ def run(n: int = 1_000_000, reps: int = 9, log=print) -> dict:
     size = os.path.getsize(big / "relay.db")
     res["db_bytes"] = size
     res["bytes_per_request"] = round(size / n)
-    log(f"database: {n} requests, {size / 1e6:.0f} MB, {size / n:.0f} bytes per request "
-        "(request row with a 160-byte text and a reply, 2-4 events, and their indexes)")
+    log(
+        f"database: {n} requests, {size / 1e6:.0f} MB, {size / n:.0f} bytes per request "
+        "(request row with a 160-byte text and a reply, 2-4 events, and their indexes)"
+    )
     empty = Path(tempfile.mkdtemp(prefix="relay-scale-")) / "home"
     bulk.init_home(empty)
     ea, eb, _ = prepare(empty)
@@ -152,12 +169,17 @@ def run(n: int = 1_000_000, reps: int = 9, log=print) -> dict:
     ba, bb, bids = prepare(big)
     t_empty, t_big = timings([(empty, ea, eb, eids), (big, ba, bb, bids)], reps)
     res["timings"] = {}
-    for k in (t_empty if reps else ()):
+    for k in t_empty if reps else ():
         ratio = t_big[k] / t_empty[k]
-        res["timings"][k] = {"empty_ms": round(t_empty[k] * 1000, 1),
-                             "full_ms": round(t_big[k] * 1000, 1), "ratio": round(ratio, 2)}
-        log(f"{k:6} empty {t_empty[k] * 1000:7.1f} ms   {n} requests {t_big[k] * 1000:7.1f} ms"
-            f"   ratio {ratio:.2f}")
+        res["timings"][k] = {
+            "empty_ms": round(t_empty[k] * 1000, 1),
+            "full_ms": round(t_big[k] * 1000, 1),
+            "ratio": round(ratio, 2),
+        }
+        log(
+            f"{k:6} empty {t_empty[k] * 1000:7.1f} ms   {n} requests {t_big[k] * 1000:7.1f} ms"
+            f"   ratio {ratio:.2f}"
+        )
         if ratio > 1.5:
             res["problems"].append(f"{k} is {ratio:.2f}x slower at {n} requests")
     # sweep and prune on a copy
@@ -167,14 +189,12 @@ def run(n: int = 1_000_000, reps: int = 9, log=print) -> dict:
         db = sqlite3.connect(work / "relay.db")
         due = db.execute("SELECT count(*) FROM requests WHERE state='queued'").fetchone()[0]
         db.close()
-        res["sweep"] = lock_hold(work, ["sweep", "--json"],
-                                 {"RELAY_TIME_OFFSET": str(8 * 86400)})
+        res["sweep"] = lock_hold(work, ["sweep", "--json"], {"RELAY_TIME_OFFSET": str(8 * 86400)})
         res["sweep"]["due_requests"] = due
         log("sweep, probe: " + json.dumps(res["sweep"]))
         shutil.rmtree(work)
         shutil.copytree(big, work)
-        res["sweep_holds"] = holds(work, ["sweep", "--json"],
-                                   {"RELAY_TIME_OFFSET": str(8 * 86400)})
+        res["sweep_holds"] = holds(work, ["sweep", "--json"], {"RELAY_TIME_OFFSET": str(8 * 86400)})
         log("sweep, write transactions: " + json.dumps(res["sweep_holds"]))
         if res["sweep_holds"]["longest_ms"] > 100:
             res["problems"].append(f"sweep held the lock {res['sweep_holds']['longest_ms']} ms")
@@ -186,8 +206,7 @@ def run(n: int = 1_000_000, reps: int = 9, log=print) -> dict:
             res["prune_holds"] = holds(work, ["prune", "--json"], {})
             log("prune, write transactions: " + json.dumps(res["prune_holds"]))
             if res["prune_holds"]["longest_ms"] > 100:
-                res["problems"].append(
-                    f"prune held the lock {res['prune_holds']['longest_ms']} ms")
+                res["problems"].append(f"prune held the lock {res['prune_holds']['longest_ms']} ms")
         else:
             res["prune"] = {"skipped": "`relay prune` does not exist yet"}
             log("prune: SKIPPED, `relay prune` does not exist yet")

@@ -55,9 +55,13 @@ def relay_argv() -> list[str]:
 def run_once(argv: list[str], env: dict, stdin: bytes | None) -> tuple[float, int]:
     """Wall seconds and peak RSS (KiB) of one child process (os.wait4's own rusage)."""
     start = time.perf_counter()
-    p = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE if stdin is not None else
-                         subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.PIPE)
+    p = subprocess.Popen(
+        argv,
+        env=env,
+        stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     if stdin is not None:
         p.stdin.write(stdin)
         p.stdin.close()
@@ -72,8 +76,11 @@ def run_once(argv: list[str], env: dict, stdin: bytes | None) -> tuple[float, in
 
 
 def summarize(times: list[float], rss: list[int]) -> dict:
-    return {"median_ms": statistics.median(times) * 1000, "min_ms": min(times) * 1000,
-            "median_rss_kib": statistics.median(rss)}
+    return {
+        "median_ms": statistics.median(times) * 1000,
+        "min_ms": min(times) * 1000,
+        "median_rss_kib": statistics.median(rss),
+    }
 
 
 def main() -> int:
@@ -92,8 +99,12 @@ def main() -> int:
         relay = relay_argv()
         joined = {}
         for name in ("bench-sender", "bench-peer"):
-            p = subprocess.run([*relay, "peers", "join", name, "--lease", "24h", "--json"],
-                               env=env, capture_output=True, check=True)
+            p = subprocess.run(
+                [*relay, "peers", "join", name, "--lease", "24h", "--json"],
+                env=env,
+                capture_output=True,
+                check=True,
+            )
             joined[name] = json.loads(p.stdout)["token"]
         send_env = {**env, "RELAY_PEER": "bench-sender", "RELAY_SESSION": joined["bench-sender"]}
 
@@ -101,9 +112,10 @@ def main() -> int:
             "bare": (lambda i: [sys.executable, str(bare)], env, None),
             "relay --help": (lambda i: [*relay, "--help"], env, None),
             "relay send": (
-                lambda i: [*relay, "send", "--to", "bench-peer", "--id", str(uuid.uuid4()),
-                           "-"],
-                send_env, lambda i: f"bench message {i}".encode()),
+                lambda i: [*relay, "send", "--to", "bench-peer", "--id", str(uuid.uuid4()), "-"],
+                send_env,
+                lambda i: f"bench message {i}".encode(),
+            ),
         }
         samples = {name: ([], []) for name in cases}
         # Round-robin, after one warm-up run each, so that load changes hit every case alike.
@@ -121,16 +133,25 @@ def main() -> int:
     if args.json:
         print(json.dumps(results, indent=2))
         return 0
-    print(f"python {sys.version.split()[0]}, {args.runs} runs each, cpus={os.cpu_count()}, "
-          f"load average {os.getloadavg()[0]:.2f}")
-    print(f"{'command':<14} {'median ms':>10} {'min ms':>8} {'peak RSS MiB':>13} "
-          f"{'ratio (median)':>15} {'ratio (min)':>12}  goal")
+    print(
+        f"python {sys.version.split()[0]}, {args.runs} runs each, cpus={os.cpu_count()}, "
+        f"load average {os.getloadavg()[0]:.2f}"
+    )
+    print(
+        f"{'command':<14} {'median ms':>10} {'min ms':>8} {'peak RSS MiB':>13} "
+        f"{'ratio (median)':>15} {'ratio (min)':>12}  goal"
+    )
     for name, r in results.items():
-        goal = f"<= {r['goal']}x {'ok' if r['ratio'] <= r['goal'] else 'MISSED'}" \
-            if r["goal"] else "baseline"
-        print(f"{name:<14} {r['median_ms']:>10.1f} {r['min_ms']:>8.1f} "
-              f"{r['median_rss_kib'] / 1024:>13.1f} {r['ratio']:>14.2f}x "
-              f"{r['ratio_min']:>11.2f}x  {goal}")
+        goal = (
+            f"<= {r['goal']}x {'ok' if r['ratio'] <= r['goal'] else 'MISSED'}"
+            if r["goal"]
+            else "baseline"
+        )
+        print(
+            f"{name:<14} {r['median_ms']:>10.1f} {r['min_ms']:>8.1f} "
+            f"{r['median_rss_kib'] / 1024:>13.1f} {r['ratio']:>14.2f}x "
+            f"{r['ratio_min']:>11.2f}x  {goal}"
+        )
     return 0
 
 

@@ -24,8 +24,13 @@ from pathlib import Path
 from .common import RELAY, base_env, cleanup, join, median, new_id, pct, print_machine, relay
 from .latency import _commit_clock, inproc
 
-STOP = {"session_id": "bench-claude-session", "transcript_path": "/dev/null", "cwd": "/",
-        "hook_event_name": "Stop", "stop_hook_active": False}
+STOP = {
+    "session_id": "bench-claude-session",
+    "transcript_path": "/dev/null",
+    "cwd": "/",
+    "hook_event_name": "Stop",
+    "stop_hook_active": False,
+}
 
 
 class WakeWaiter:
@@ -33,9 +38,13 @@ class WakeWaiter:
 
     def __init__(self, home: Path, env: dict, *extra: str) -> None:
         self.home = home
-        self.p = subprocess.Popen([*RELAY, "hook", "claude", "--wake", *extra],
-                                  env=base_env(home, env), stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.p = subprocess.Popen(
+            [*RELAY, "hook", "claude", "--wake", *extra],
+            env=base_env(home, env),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         self.p.stdin.write(json.dumps(STOP).encode())
         self.p.stdin.close()
         self.exited = None
@@ -54,8 +63,7 @@ class WakeWaiter:
         while time.monotonic() < end:
             db = sqlite3.connect(self.home / "relay.db")
             try:
-                if db.execute("SELECT 1 FROM wake_waiters WHERE pid = ?",
-                              (self.p.pid,)).fetchone():
+                if db.execute("SELECT 1 FROM wake_waiters WHERE pid = ?", (self.p.pid,)).fetchone():
                     return
             except sqlite3.OperationalError:
                 pass
@@ -80,8 +88,18 @@ def send_to_waiter(trials: int, log=print) -> dict:
             w = WakeWaiter(home, agent)
             w.ready()
             rid = new_id()
-            code, _, committed = inproc(home, sender, "send", "--to", "agent", "--id", rid,
-                                        "--json", "-", input="the request's text")
+            code, _, committed = inproc(
+                home,
+                sender,
+                "send",
+                "--to",
+                "agent",
+                "--id",
+                rid,
+                "--json",
+                "-",
+                input="the request's text",
+            )
             wcode, err, exited = w.finish()
             if code != 0 or wcode != 2 or rid not in err or "request's text" in err:
                 problems.append(f"send {code}, waiter {wcode}: {err[:200]!r}")
@@ -89,9 +107,14 @@ def send_to_waiter(trials: int, log=print) -> dict:
             lat.append(exited - committed)
             # take it, so the next trial's waiter waits for the next request
             assert relay(home, "claim", "--id", rid, "--json", env=agent).code == 0
-    res = {"what": "send -> relay hook claude --wake exits 2", "trials": len(lat),
-           "median_ms": round(median(lat) * 1000, 1), "p99_ms": round(pct(lat, 99) * 1000, 1),
-           "max_ms": round(max(lat, default=0) * 1000, 1), "problems": problems}
+    res = {
+        "what": "send -> relay hook claude --wake exits 2",
+        "trials": len(lat),
+        "median_ms": round(median(lat) * 1000, 1),
+        "p99_ms": round(pct(lat, 99) * 1000, 1),
+        "max_ms": round(max(lat, default=0) * 1000, 1),
+        "problems": problems,
+    }
     log("wake latency: " + json.dumps(res))
     cleanup(home, problems)
     return res
@@ -112,9 +135,14 @@ def waiting_cpu(seconds: int, log=print) -> dict:
     code, _, _ = w.finish(timeout=seconds + 120)
     wall = time.perf_counter() - t0
     cpu = w.rusage.ru_utime + w.rusage.ru_stime
-    res.update(exit=code, second_waiter_exit=qcode, wall_s=round(wall, 1),
-               cpu_s=round(cpu, 3), startup_cpu_s=round(base, 3),
-               cpu_s_per_minute_waiting=round((cpu - base) * 60 / max(wall, 1e-9), 3))
+    res.update(
+        exit=code,
+        second_waiter_exit=qcode,
+        wall_s=round(wall, 1),
+        cpu_s=round(cpu, 3),
+        startup_cpu_s=round(base, 3),
+        cpu_s_per_minute_waiting=round((cpu - base) * 60 / max(wall, 1e-9), 3),
+    )
     if code != 0 or qcode != 0:
         res["problems"].append(f"exits {code} / {qcode}, expected 0 / 0")
     log("waiter cpu: " + json.dumps(res))

@@ -43,14 +43,32 @@ def main(argv: list[str]) -> int:
         alice = join(home, "alice")
         join(home, "bob")
         env = base_env(home)
-        exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()
-                           if k in ("RELAY_HOME", "PYTHONPATH", "PATH"))
-        subprocess.run([*tmux, "new-session", "-d", "-s", "w", "-x", "80", "-y", "24",
-                        f"env {exports} {shlex.join(RELAY)} watch"], check=True, env=env)
+        exports = " ".join(
+            f"{k}={shlex.quote(v)}"
+            for k, v in env.items()
+            if k in ("RELAY_HOME", "PYTHONPATH", "PATH")
+        )
+        subprocess.run(
+            [
+                *tmux,
+                "new-session",
+                "-d",
+                "-s",
+                "w",
+                "-x",
+                "80",
+                "-y",
+                "24",
+                f"env {exports} {shlex.join(RELAY)} watch",
+            ],
+            check=True,
+            env=env,
+        )
 
         def pane() -> str:
-            return subprocess.run([*tmux, "capture-pane", "-p", "-t", "w"],
-                                  capture_output=True, text=True).stdout
+            return subprocess.run(
+                [*tmux, "capture-pane", "-p", "-t", "w"], capture_output=True, text=True
+            ).stdout
 
         def wait_for(text: str, timeout: float = 20.0) -> float:
             start = time.monotonic()
@@ -63,16 +81,29 @@ def main(argv: list[str]) -> int:
         wait_for("open requests (0")
         times = []
         for i in range(1, args.trials + 1):
-            r = relay(home, "send", "--to", "bob", "--id", new_id(), "--ttl", "1h", "-",
-                      input=f"trial {i}", env=alice)
+            r = relay(
+                home,
+                "send",
+                "--to",
+                "bob",
+                "--id",
+                new_id(),
+                "--ttl",
+                "1h",
+                "-",
+                input=f"trial {i}",
+                env=alice,
+            )
             sent = time.monotonic()
             if r.code != 0:
                 raise SystemExit(f"bench watch: send failed: {r.err}")
             times.append(wait_for(f"open requests ({i}: {i} queued") - sent)
         ms = [t * 1000 for t in times]
-        print(f"relay watch refresh after a send from another process, {len(ms)} trials: "
-              f"median {median(ms):.1f} ms, p90 {pct(ms, 90):.1f} ms, max {max(ms):.1f} ms "
-              f"(goal: within 1000 ms)")
+        print(
+            f"relay watch refresh after a send from another process, {len(ms)} trials: "
+            f"median {median(ms):.1f} ms, p90 {pct(ms, 90):.1f} ms, max {max(ms):.1f} ms "
+            f"(goal: within 1000 ms)"
+        )
         return 0 if max(ms) < 1000 else 1
     finally:
         subprocess.run([*tmux, "kill-server"], capture_output=True)

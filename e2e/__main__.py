@@ -47,14 +47,14 @@ def run_all(args) -> dict:
             all_events += evs
             res["hook_events"] = [
                 f"{e['args']} {e['event'].get('hook_event_name') if isinstance(e['event'], dict) else '?'} ({e['env']})"
-                for e in evs]
+                for e in evs
+            ]
             if args.keep:
                 res["dir"] = str(sb.dir)
             sb.close()
         res["secs"] = round(time.monotonic() - t0, 1)
         mark = {True: "PASS", False: "FAIL", None: "SKIP"}[res["ok"]]
-        print(f"{mark} {cid} ({res['secs']} s) {json.dumps(res.get('facts'))[:300]}",
-              flush=True)
+        print(f"{mark} {cid} ({res['secs']} s) {json.dumps(res.get('facts'))[:300]}", flush=True)
         if res["ok"] is False:
             print("   " + res["error"].replace("\n", "\n   ")[:2000], flush=True)
         out["results"].append(res)
@@ -62,12 +62,22 @@ def run_all(args) -> dict:
     out["hook_events"] = checked
     for rt, r in checked.items():
         ok = not r["errors"]
-        out["results"].append({"case": f"hook_events_validate[{rt}]",
-                               "scenario": "hook_events_validate", "runtime": rt,
-                               "variant": "", "ok": ok, "facts": r,
-                               "error": "; ".join(r["errors"])[:3000]})
-        print(f"{'PASS' if ok else 'FAIL'} hook_events_validate[{rt}] "
-              f"{r['count']} events {r['by_event']} added {r['fields_added']}", flush=True)
+        out["results"].append(
+            {
+                "case": f"hook_events_validate[{rt}]",
+                "scenario": "hook_events_validate",
+                "runtime": rt,
+                "variant": "",
+                "ok": ok,
+                "facts": r,
+                "error": "; ".join(r["errors"])[:3000],
+            }
+        )
+        print(
+            f"{'PASS' if ok else 'FAIL'} hook_events_validate[{rt}] "
+            f"{r['count']} events {r['by_event']} added {r['fields_added']}",
+            flush=True,
+        )
         if not ok:
             print("   " + "\n   ".join(r["errors"][:10]), flush=True)
     return out
@@ -79,12 +89,19 @@ def main(argv=None) -> int:
     p.add_argument("--runtime", action="append", help="only this runtime (repeatable)")
     p.add_argument("--json", help="write the results here")
     p.add_argument("--keep", action="store_true", help="keep each sandbox directory")
-    p.add_argument("--install-only", action="store_true",
-                   help="only npm ci the pinned runtimes into the cache; print where")
-    p.add_argument("--lock-dir", default=str(harness.E2E),
-                   help="the directory of package.json + package-lock.json to install")
+    p.add_argument(
+        "--install-only",
+        action="store_true",
+        help="only npm ci the pinned runtimes into the cache; print where",
+    )
+    p.add_argument(
+        "--lock-dir",
+        default=str(harness.E2E),
+        help="the directory of package.json + package-lock.json to install",
+    )
     args = p.parse_args(argv)
     from pathlib import Path
+
     args.lock_dir = Path(args.lock_dir)
     try:
         if args.install_only:

@@ -10,20 +10,31 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
 SCHEMAS = {
-    "claude": {"SessionStart": "SessionStartHookInput",
-               "UserPromptSubmit": "UserPromptSubmitHookInput",
-               "Stop": "StopHookInput", "SessionEnd": "SessionEndHookInput"},
-    "codex": {"SessionStart": "session-start.command.input",
-              "UserPromptSubmit": "user-prompt-submit.command.input",
-              "Stop": "stop.command.input", "SessionEnd": "session-end.command.input"},
-    "gemini": {"SessionStart": "SessionStart.input", "BeforeAgent": "BeforeAgent.input",
-               "AfterAgent": "AfterAgent.input", "SessionEnd": "SessionEnd.input"},
+    "claude": {
+        "SessionStart": "SessionStartHookInput",
+        "UserPromptSubmit": "UserPromptSubmitHookInput",
+        "Stop": "StopHookInput",
+        "SessionEnd": "SessionEndHookInput",
+    },
+    "codex": {
+        "SessionStart": "session-start.command.input",
+        "UserPromptSubmit": "user-prompt-submit.command.input",
+        "Stop": "stop.command.input",
+        "SessionEnd": "session-end.command.input",
+    },
+    "gemini": {
+        "SessionStart": "SessionStart.input",
+        "BeforeAgent": "BeforeAgent.input",
+        "AfterAgent": "AfterAgent.input",
+        "SessionEnd": "SessionEnd.input",
+    },
 }
 
 
 def _validator():
-    spec = importlib.util.spec_from_file_location("schema_subset",
-                                                  ROOT / "tests" / "schema_subset.py")
+    spec = importlib.util.spec_from_file_location(
+        "schema_subset", ROOT / "tests" / "schema_subset.py"
+    )
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod.errors
@@ -56,8 +67,10 @@ def check(events: list[dict]) -> dict:
         if len(args) < 2 or args[0] != "hook":
             continue
         runtime = args[1]
-        r = out.setdefault(runtime, {"count": 0, "by_event": {}, "errors": [],
-                                     "fields_added": {}, "fields_seen": {}})
+        r = out.setdefault(
+            runtime,
+            {"count": 0, "by_event": {}, "errors": [], "fields_added": {}, "fields_seen": {}},
+        )
         doc = e["event"]
         name = doc.get("hook_event_name") if isinstance(doc, dict) else None
         r["count"] += 1
@@ -72,11 +85,14 @@ def check(events: list[dict]) -> dict:
         known = properties(sch)
         extra = sorted(set(doc) - known)
         if extra:
-            r["fields_added"].setdefault(name, sorted(set(
-                r["fields_added"].get(name, [])) | set(extra)))
+            r["fields_added"].setdefault(
+                name, sorted(set(r["fields_added"].get(name, [])) | set(extra))
+            )
         r["fields_seen"][name] = sorted(set(r["fields_seen"].get(name, [])) | set(doc))
     for runtime, r in out.items():
         r["fields_never_sent"] = {
             name: sorted(properties(schema(runtime, name)) - set(seen))
-            for name, seen in r.pop("fields_seen").items() if schema(runtime, name)}
+            for name, seen in r.pop("fields_seen").items()
+            if schema(runtime, name)
+        }
     return out

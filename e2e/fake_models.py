@@ -47,8 +47,14 @@ class Log:
         self.path = path
 
     def add(self, kind: str, path: str, body, step=None) -> None:
-        item = {"t": time.monotonic(), "wall": time.time(), "kind": kind, "path": path,
-                "body": body, "step": step}
+        item = {
+            "t": time.monotonic(),
+            "wall": time.time(),
+            "kind": kind,
+            "path": path,
+            "body": body,
+            "step": step,
+        }
         with self.cond:
             self.items.append(item)
             self.cond.notify_all()
@@ -141,6 +147,7 @@ def _text_of(content) -> str:
 
 # ---------------------------------------------------------------- Anthropic Messages
 
+
 def anthropic_turns(body: dict) -> list[tuple]:
     turns = []
     for msg in body.get("messages", []):
@@ -174,39 +181,77 @@ def anthropic_step(body: dict) -> tuple[str, str]:
 def anthropic_answer(body: dict, n: int, step) -> tuple[str, list[bytes] | dict]:
     model = body.get("model", "claude")
     if step[0] == "shell":
-        block = {"type": "tool_use", "id": f"toolu_e2e_{n}", "name": "Bash",
-                 "input": {"command": step[1], "description": "relay"}}
+        block = {
+            "type": "tool_use",
+            "id": f"toolu_e2e_{n}",
+            "name": "Bash",
+            "input": {"command": step[1], "description": "relay"},
+        }
         stop = "tool_use"
     else:
         block = {"type": "text", "text": step[1]}
         stop = "end_turn"
-    usage = {"input_tokens": 10, "output_tokens": 5, "cache_creation_input_tokens": 0,
-             "cache_read_input_tokens": 0}
+    usage = {
+        "input_tokens": 10,
+        "output_tokens": 5,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+    }
     if not body.get("stream"):
-        return "json", {"id": f"msg_e2e_{n}", "type": "message", "role": "assistant",
-                        "model": model, "content": [block], "stop_reason": stop,
-                        "stop_sequence": None, "usage": usage}
+        return "json", {
+            "id": f"msg_e2e_{n}",
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": [block],
+            "stop_reason": stop,
+            "stop_sequence": None,
+            "usage": usage,
+        }
     start = dict(block, input={}) if block["type"] == "tool_use" else dict(block, text="")
-    delta = ({"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
-             if block["type"] == "tool_use" else {"type": "text_delta", "text": block["text"]})
+    delta = (
+        {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+        if block["type"] == "tool_use"
+        else {"type": "text_delta", "text": block["text"]}
+    )
     events = [
-        _sse("message_start", {"type": "message_start", "message": {
-            "id": f"msg_e2e_{n}", "type": "message", "role": "assistant", "model": model,
-            "content": [], "stop_reason": None, "stop_sequence": None, "usage": usage}}),
-        _sse("content_block_start", {"type": "content_block_start", "index": 0,
-                                     "content_block": start}),
-        _sse("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                     "delta": delta}),
+        _sse(
+            "message_start",
+            {
+                "type": "message_start",
+                "message": {
+                    "id": f"msg_e2e_{n}",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": model,
+                    "content": [],
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": usage,
+                },
+            },
+        ),
+        _sse(
+            "content_block_start",
+            {"type": "content_block_start", "index": 0, "content_block": start},
+        ),
+        _sse("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}),
         _sse("content_block_stop", {"type": "content_block_stop", "index": 0}),
-        _sse("message_delta", {"type": "message_delta",
-                               "delta": {"stop_reason": stop, "stop_sequence": None},
-                               "usage": {"output_tokens": 5}}),
+        _sse(
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": stop, "stop_sequence": None},
+                "usage": {"output_tokens": 5},
+            },
+        ),
         _sse("message_stop", {"type": "message_stop"}),
     ]
     return "sse", events
 
 
 # ---------------------------------------------------------------- OpenAI Responses
+
 
 def responses_turns(body: dict) -> list[tuple]:
     turns = []
@@ -252,8 +297,14 @@ def _shell_call(body: dict, cmd: str, n: int) -> dict:
         name, args = "shell_command", {"command": cmd}
     else:
         name, args = "shell", {"command": ["bash", "-lc", cmd]}
-    return {"type": "function_call", "id": f"fc_e2e_{n}", "call_id": f"call_e2e_{n}",
-            "name": name, "arguments": json.dumps(args), "status": "completed"}
+    return {
+        "type": "function_call",
+        "id": f"fc_e2e_{n}",
+        "call_id": f"call_e2e_{n}",
+        "name": name,
+        "arguments": json.dumps(args),
+        "status": "completed",
+    }
 
 
 def responses_step(body: dict) -> tuple[str, str]:
@@ -264,27 +315,45 @@ def responses_answer(body: dict, n: int, step) -> tuple[str, list[bytes]]:
     if step[0] == "shell":
         item = _shell_call(body, step[1], n)
     else:
-        item = {"type": "message", "id": f"msg_e2e_{n}", "role": "assistant",
-                "status": "completed",
-                "content": [{"type": "output_text", "text": step[1], "annotations": []}]}
+        item = {
+            "type": "message",
+            "id": f"msg_e2e_{n}",
+            "role": "assistant",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": step[1], "annotations": []}],
+        }
     rid = f"resp_e2e_{n}"
-    usage = {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0},
-             "output_tokens": 5, "output_tokens_details": {"reasoning_tokens": 0},
-             "total_tokens": 15}
+    usage = {
+        "input_tokens": 10,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": 5,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": 15,
+    }
     resp = {"id": rid, "object": "response", "status": "in_progress", "output": []}
     events = [
         _sse("response.created", {"type": "response.created", "response": resp}),
-        _sse("response.output_item.added", {"type": "response.output_item.added",
-                                            "output_index": 0, "item": item}),
-        _sse("response.output_item.done", {"type": "response.output_item.done",
-                                           "output_index": 0, "item": item}),
-        _sse("response.completed", {"type": "response.completed", "response": dict(
-            resp, status="completed", output=[item], usage=usage)}),
+        _sse(
+            "response.output_item.added",
+            {"type": "response.output_item.added", "output_index": 0, "item": item},
+        ),
+        _sse(
+            "response.output_item.done",
+            {"type": "response.output_item.done", "output_index": 0, "item": item},
+        ),
+        _sse(
+            "response.completed",
+            {
+                "type": "response.completed",
+                "response": dict(resp, status="completed", output=[item], usage=usage),
+            },
+        ),
     ]
     return "sse", events
 
 
 # ---------------------------------------------------------------- Gemini
+
 
 def gemini_turns(body: dict) -> list[tuple]:
     turns = []
@@ -292,46 +361,61 @@ def gemini_turns(body: dict) -> list[tuple]:
         role = content.get("role")
         for part in content.get("parts", []):
             if "functionCall" in part:
-                turns.append(("call", (part["functionCall"].get("args") or {})
-                              .get("command", "")))
+                turns.append(("call", (part["functionCall"].get("args") or {}).get("command", "")))
             elif "functionResponse" in part:
                 resp = part["functionResponse"].get("response") or {}
-                turns.append(("result", resp.get("output") if isinstance(
-                    resp.get("output"), str) else json.dumps(resp)))
+                turns.append(
+                    (
+                        "result",
+                        resp.get("output")
+                        if isinstance(resp.get("output"), str)
+                        else json.dumps(resp),
+                    )
+                )
             elif "text" in part:
                 turns.append(("model" if role == "model" else "user", part["text"]))
     return turns
 
 
 def gemini_step(body: dict) -> tuple[str, str]:
-    decls = [d.get("name") for t in body.get("tools") or []
-             for d in t.get("functionDeclarations") or []]
+    decls = [
+        d.get("name") for t in body.get("tools") or [] for d in t.get("functionDeclarations") or []
+    ]
     if "run_shell_command" in decls:
         return decide(gemini_turns(body))
     if (body.get("generationConfig") or {}).get("responseMimeType") == "application/json":
         # the CLI's own side questions (routing, next speaker): a neutral JSON answer
-        return ("text", json.dumps({"reasoning": "e2e", "next_speaker": "user",
-                                    "model_choice": "flash"}))
+        return (
+            "text",
+            json.dumps({"reasoning": "e2e", "next_speaker": "user", "model_choice": "flash"}),
+        )
     return ("text", FINAL)
 
 
 def gemini_answer(body: dict, n: int, stream: bool, step) -> tuple[str, list[bytes] | dict]:
     if step[0] == "shell":
-        part = {"functionCall": {"name": "run_shell_command",
-                                 "args": {"command": step[1], "description": "relay"}}}
+        part = {
+            "functionCall": {
+                "name": "run_shell_command",
+                "args": {"command": step[1], "description": "relay"},
+            }
+        }
     else:
         part = {"text": step[1]}
-    doc = {"candidates": [{"content": {"role": "model", "parts": [part]},
-                           "finishReason": "STOP", "index": 0}],
-           "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5,
-                             "totalTokenCount": 15},
-           "modelVersion": "gemini-e2e"}
+    doc = {
+        "candidates": [
+            {"content": {"role": "model", "parts": [part]}, "finishReason": "STOP", "index": 0}
+        ],
+        "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15},
+        "modelVersion": "gemini-e2e",
+    }
     if not stream:
         return "json", doc
     return "sse", [_sse(None, doc)]
 
 
 # ---------------------------------------------------------------- the server
+
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
@@ -377,8 +461,11 @@ class _Handler(BaseHTTPRequestHandler):
             srv.log.add("turn" if body.get("tools") else "other", path, body, step)
             kind, payload = responses_answer(body, n, step)
         elif ":streamGenerateContent" in path or ":generateContent" in path:
-            decls = [d.get("name") for t in body.get("tools") or []
-                     for d in t.get("functionDeclarations") or []]
+            decls = [
+                d.get("name")
+                for t in body.get("tools") or []
+                for d in t.get("functionDeclarations") or []
+            ]
             step = gemini_step(body)
             srv.log.add("turn" if "run_shell_command" in decls else "other", path, body, step)
             kind, payload = gemini_answer(body, n, ":streamGenerateContent" in path, step)
@@ -387,8 +474,9 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send_json(200, {"totalTokens": 10})
         else:
             srv.log.add("other", path, body)
-            return self._send_json(404, {"error": {"message": "not scripted",
-                                                   "type": "not_found_error"}})
+            return self._send_json(
+                404, {"error": {"message": "not scripted", "type": "not_found_error"}}
+            )
         if kind == "json":
             return self._send_json(200, payload)
         self.send_response(200)

@@ -27,9 +27,11 @@ from .fake_models import FakeModel
 E2E = Path(__file__).resolve().parent
 ROOT = E2E.parent
 RUNTIMES = ("claude", "codex", "gemini")
-DUMMY = {"ANTHROPIC_API_KEY": "sk-ant-e2e-dummy-key-0000000000000000",
-         "OPENAI_API_KEY": "sk-e2e-dummy-key-0000000000000000",
-         "GEMINI_API_KEY": "e2e-dummy-gemini-key-000000000000"}
+DUMMY = {
+    "ANTHROPIC_API_KEY": "sk-ant-e2e-dummy-key-0000000000000000",
+    "OPENAI_API_KEY": "sk-e2e-dummy-key-0000000000000000",
+    "GEMINI_API_KEY": "e2e-dummy-gemini-key-000000000000",
+}
 
 
 class Missing(Exception):
@@ -38,13 +40,15 @@ class Missing(Exception):
 
 # ------------------------------------------------------------------ installing runtimes
 
+
 def lock_hash(lock_dir: Path = E2E) -> str:
     return hashlib.sha256((lock_dir / "package-lock.json").read_bytes()).hexdigest()[:16]
 
 
 def cache_root() -> Path:
     base = os.environ.get("RELAY_E2E_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "relay-e2e")
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "relay-e2e"
+    )
     return Path(base)
 
 
@@ -57,13 +61,20 @@ def install(lock_dir: Path = E2E, log=print) -> Path:
     npm = shutil.which("npm")
     if not npm:
         raise Missing("npm is not installed (needed to install the pinned runtimes)")
-    tmp = Path(tempfile.mkdtemp(prefix=".install-", dir=cache_root().mkdir(
-        parents=True, exist_ok=True) or cache_root()))
+    tmp = Path(
+        tempfile.mkdtemp(
+            prefix=".install-", dir=cache_root().mkdir(parents=True, exist_ok=True) or cache_root()
+        )
+    )
     for name in ("package.json", "package-lock.json"):
         shutil.copy(lock_dir / name, tmp / name)
     log(f"e2e: npm ci into {target}")
-    r = subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=tmp,
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
+        cwd=tmp,
+        capture_output=True,
+        text=True,
+    )
     if r.returncode != 0:
         shutil.rmtree(tmp, ignore_errors=True)
         raise Missing(f"npm ci failed: {r.stderr.strip()[-800:]}")
@@ -91,8 +102,11 @@ def programs(mods: Path) -> dict[str, list[str]]:
 
 
 def versions(mods: Path) -> dict[str, str]:
-    pkgs = {"claude": "@anthropic-ai/claude-code", "codex": "@openai/codex",
-            "gemini": "@google/gemini-cli"}
+    pkgs = {
+        "claude": "@anthropic-ai/claude-code",
+        "codex": "@openai/codex",
+        "gemini": "@google/gemini-cli",
+    }
     out = {}
     for rt, pkg in pkgs.items():
         p = mods / pkg / "package.json"
@@ -102,6 +116,7 @@ def versions(mods: Path) -> dict[str, str]:
 
 
 # ------------------------------------------------------------------ the network namespace
+
 
 def in_loopback_netns() -> bool:
     """True when the only network interface is lo (a namespace made by ``unshare -n``)."""
@@ -166,8 +181,11 @@ class Sandbox:
         for d in (self.home, self.work, self.bin, self.events, self.tmp):  # relay: its own
             d.mkdir(parents=True)
         # RELAY_E2E_RELAY: another relay to test (e.g. one built from another commit)
-        real = os.environ.get("RELAY_E2E_RELAY") or shutil.which(
-            "relay", path=os.path.dirname(sys.executable)) or shutil.which("relay")
+        real = (
+            os.environ.get("RELAY_E2E_RELAY")
+            or shutil.which("relay", path=os.path.dirname(sys.executable))
+            or shutil.which("relay")
+        )
         if not real:
             raise Missing("relay is not installed next to this Python")
         self.real_relay = real
@@ -176,14 +194,14 @@ class Sandbox:
         w.chmod(0o755)
         # Codex runs commands in a login shell (`bash -lc`), whose /etc/profile resets PATH
         (self.home / ".bash_profile").write_text(
-            f'export PATH="{self.bin}:{os.path.dirname(sys.executable)}:$PATH"\n')
+            f'export PATH="{self.bin}:{os.path.dirname(sys.executable)}:$PATH"\n'
+        )
         self.progs = {}
         # each runtime by its own name, as a person starts it (`relay run … -- codex` knows
         # it is Codex by that name; `codex queue`, the Codex waiter's, needs it on PATH)
         for name, argv in programs(mods).items():
             shim = self.bin / name
-            shim.write_text("#!/bin/sh\nexec " + " ".join(f"'{a}'" for a in argv)
-                            + ' "$@"\n')
+            shim.write_text("#!/bin/sh\nexec " + " ".join(f"'{a}'" for a in argv) + ' "$@"\n')
             shim.chmod(0o755)
             self.progs[name] = [str(shim)]
         self.mods = mods
@@ -195,16 +213,24 @@ class Sandbox:
     # -- environment
     def env(self, **extra) -> dict:
         env = {
-            "HOME": str(self.home), "PATH": f"{self.bin}:{os.path.dirname(sys.executable)}:"
-            "/usr/local/bin:/usr/bin:/bin",
-            "RELAY_HOME": str(self.relay_home), "LANG": "C.UTF-8", "TERM": "xterm-256color",
-            "TMPDIR": str(self.tmp), "USER": "root", "SHELL": "/bin/bash",
+            "HOME": str(self.home),
+            "PATH": f"{self.bin}:{os.path.dirname(sys.executable)}:/usr/local/bin:/usr/bin:/bin",
+            "RELAY_HOME": str(self.relay_home),
+            "LANG": "C.UTF-8",
+            "TERM": "xterm-256color",
+            "TMPDIR": str(self.tmp),
+            "USER": "root",
+            "SHELL": "/bin/bash",
             # Claude Code
-            "ANTHROPIC_BASE_URL": self.model.url, "DISABLE_AUTOUPDATER": "1",
-            "DISABLE_TELEMETRY": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-            "CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL": "1", "IS_SANDBOX": "1",
+            "ANTHROPIC_BASE_URL": self.model.url,
+            "DISABLE_AUTOUPDATER": "1",
+            "DISABLE_TELEMETRY": "1",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL": "1",
+            "IS_SANDBOX": "1",
             # Gemini CLI
-            "GOOGLE_GEMINI_BASE_URL": self.model.url, "GEMINI_CLI_NO_RELAUNCH": "true",
+            "GOOGLE_GEMINI_BASE_URL": self.model.url,
+            "GEMINI_CLI_NO_RELAUNCH": "true",
             "NO_UPDATE_NOTIFIER": "1",
             # Codex
             "CODEX_HOME": str(self.home / ".codex"),
@@ -221,32 +247,42 @@ class Sandbox:
         """Settings each runtime needs to run offline against the fake model."""
         (self.home / ".claude").mkdir(exist_ok=True)
         key = DUMMY["ANTHROPIC_API_KEY"]
-        (self.home / ".claude.json").write_text(json.dumps({
-            "hasCompletedOnboarding": True, "theme": "dark", "numStartups": 5,
-            "customApiKeyResponses": {"approved": [key[-20:]], "rejected": []},
-            "projects": {str(self.work): {"hasTrustDialogAccepted": True,
-                                          "hasCompletedProjectOnboarding": True,
-                                          "allowedTools": []}},
-            "bypassPermissionsModeAccepted": True,
-        }))
+        (self.home / ".claude.json").write_text(
+            json.dumps(
+                {
+                    "hasCompletedOnboarding": True,
+                    "theme": "dark",
+                    "numStartups": 5,
+                    "customApiKeyResponses": {"approved": [key[-20:]], "rejected": []},
+                    "projects": {
+                        str(self.work): {
+                            "hasTrustDialogAccepted": True,
+                            "hasCompletedProjectOnboarding": True,
+                            "allowedTools": [],
+                        }
+                    },
+                    "bypassPermissionsModeAccepted": True,
+                }
+            )
+        )
         codex = self.home / ".codex"
         codex.mkdir(exist_ok=True)
         (codex / "config.toml").write_text(
             'model = "gpt-e2e"\nmodel_provider = "e2e"\n'
             'approval_policy = "never"\nsandbox_mode = "danger-full-access"\n'
-            'check_for_update_on_startup = false\n\n'
+            "check_for_update_on_startup = false\n\n"
             '[model_providers.e2e]\nname = "e2e"\n'
             f'base_url = "{self.model.url}/v1"\nwire_api = "responses"\n'
             'env_key = "OPENAI_API_KEY"\nrequest_max_retries = 0\n'
-            'stream_max_retries = 0\n\n'
+            "stream_max_retries = 0\n\n"
             f'[projects."{self.work}"]\ntrust_level = "trusted"\n'
-            '[analytics]\nenabled = false\n')
+            "[analytics]\nenabled = false\n"
+        )
         gem = self.home / ".gemini"
         gem.mkdir(exist_ok=True)
         settings = gem / "settings.json"
         doc = json.loads(settings.read_text()) if settings.exists() else {}
-        doc.setdefault("security", {}).setdefault("auth", {})["selectedType"] = \
-            "gemini-api-key"
+        doc.setdefault("security", {}).setdefault("auth", {})["selectedType"] = "gemini-api-key"
         doc["security"].setdefault("folderTrust", {})["enabled"] = False
         doc.setdefault("general", {})["disableAutoUpdate"] = True
         doc["general"]["disableUpdateNag"] = True
@@ -256,10 +292,17 @@ class Sandbox:
         (gem / "trustedFolders.json").write_text(json.dumps({str(self.work): "TRUST_FOLDER"}))
 
     # -- relay
-    def relay(self, *args: str, env: dict | None = None, input: str | None = None,
-              check: bool = True) -> subprocess.CompletedProcess:
-        r = subprocess.run([self.real_relay, *args], env=self.env(**(env or {})),
-                           input=input, capture_output=True, text=True, cwd=self.work)
+    def relay(
+        self, *args: str, env: dict | None = None, input: str | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess:
+        r = subprocess.run(
+            [self.real_relay, *args],
+            env=self.env(**(env or {})),
+            input=input,
+            capture_output=True,
+            text=True,
+            cwd=self.work,
+        )
         if check and r.returncode != 0:
             raise AssertionError(f"relay {' '.join(args)} -> {r.returncode}: {r.stderr}")
         return r
@@ -282,40 +325,62 @@ class Sandbox:
         """`relay hook install` as a person runs it, with the real relay on PATH (so the
         hook commands name a bare `relay`; at run time PATH finds the event-keeping
         wrapper first)."""
-        path = f"{os.path.dirname(self.real_relay)}:{os.path.dirname(sys.executable)}:" \
+        path = (
+            f"{os.path.dirname(self.real_relay)}:{os.path.dirname(sys.executable)}:"
             "/usr/local/bin:/usr/bin:/bin"
+        )
         out = self.relay("hook", "install", runtime, *flags, env={"PATH": path}).stdout
-        settings = {"claude": ".claude/settings.json", "codex": ".codex/hooks.json",
-                    "gemini": ".gemini/settings.json"}[runtime]
+        settings = {
+            "claude": ".claude/settings.json",
+            "codex": ".codex/hooks.json",
+            "gemini": ".gemini/settings.json",
+        }[runtime]
         text = (self.home / settings).read_text()
         assert '"relay hook' in text, f"install named relay by another path: {text[:400]}"
         return out
 
     # -- runtimes
-    def headless(self, runtime: str, prompt: str, env: dict | None = None,
-                 timeout: float = 90, relay_run: str | None = None,
-                 extra: tuple = ()) -> dict:
+    def headless(
+        self,
+        runtime: str,
+        prompt: str,
+        env: dict | None = None,
+        timeout: float = 90,
+        relay_run: str | None = None,
+        extra: tuple = (),
+    ) -> dict:
         """One headless run; returns its exit code, output and wall time."""
         prog = self.progs.get(runtime)
         if not prog:
             raise Missing(f"{runtime} is not installed in {self.mods}")
         if runtime == "claude":
-            cmd = [*prog, "-p", prompt, "--dangerously-skip-permissions",
-                   *extra]
+            cmd = [*prog, "-p", prompt, "--dangerously-skip-permissions", *extra]
         elif runtime == "codex":
-            cmd = [*prog, "exec", "--skip-git-repo-check",
-                   "--dangerously-bypass-approvals-and-sandbox",
-                   "--dangerously-bypass-hook-trust", *extra, prompt]
+            cmd = [
+                *prog,
+                "exec",
+                "--skip-git-repo-check",
+                "--dangerously-bypass-approvals-and-sandbox",
+                "--dangerously-bypass-hook-trust",
+                *extra,
+                prompt,
+            ]
         else:
             cmd = [*prog, "-p", prompt, "--yolo", "--model", "gemini-2.5-flash", *extra]
         if relay_run:
-            cmd = [str(self.bin / "relay"), "run", "--as", relay_run, "--kind", runtime,
-                   "--", *cmd]
+            cmd = [str(self.bin / "relay"), "run", "--as", relay_run, "--kind", runtime, "--", *cmd]
         t0 = time.monotonic()
         try:
-            r = subprocess.run(cmd, env=self.env(**(env or {})), cwd=self.work,
-                               capture_output=True, text=True, timeout=timeout,
-                               stdin=subprocess.DEVNULL, start_new_session=True)
+            r = subprocess.run(
+                cmd,
+                env=self.env(**(env or {})),
+                cwd=self.work,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
             code, out, err = r.returncode, r.stdout, r.stderr
         except subprocess.TimeoutExpired as e:
             code, out, err = "timeout", str(e.stdout or ""), str(e.stderr or "")
@@ -327,7 +392,7 @@ class Sandbox:
         for f in sorted(self.events.glob("ev.*")):
             if f.suffix in (".meta", ".out"):
                 continue
-            meta = (f.parent / (f.name + ".meta"))
+            meta = f.parent / (f.name + ".meta")
             lines = meta.read_text().splitlines() if meta.exists() else ["", "", "0"]
             try:
                 doc = json.loads(f.read_text() or "null")
@@ -335,9 +400,17 @@ class Sandbox:
                 doc = {"_unparsed": f.read_text()[:500]}
             end = float(lines[3]) if len(lines) > 4 else None
             t = float(lines[2]) if len(lines) > 2 else 0.0
-            out.append({"args": lines[0], "env": lines[1] if len(lines) > 1 else "",
-                        "t": t, "end": end, "secs": round(end - t, 3) if end else None,
-                        "exit": lines[4] if len(lines) > 4 else None, "event": doc})
+            out.append(
+                {
+                    "args": lines[0],
+                    "env": lines[1] if len(lines) > 1 else "",
+                    "t": t,
+                    "end": end,
+                    "secs": round(end - t, 3) if end else None,
+                    "exit": lines[4] if len(lines) > 4 else None,
+                    "event": doc,
+                }
+            )
         return sorted(out, key=lambda e: e["t"])
 
     def close(self) -> None:

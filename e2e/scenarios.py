@@ -35,8 +35,9 @@ def _run(sb: Sandbox, runtime: str, prompt: str, timeout: float = 60, **kw) -> d
     """The documented start: Claude Code names the peer (its hooks have an env file);
     Codex and Gemini CLI run under `relay run` (design.md §12)."""
     if runtime == "claude":
-        return sb.headless("claude", prompt, env={"RELAY_PEER": PEER[runtime]},
-                           timeout=timeout, **kw)
+        return sb.headless(
+            "claude", prompt, env={"RELAY_PEER": PEER[runtime]}, timeout=timeout, **kw
+        )
     return sb.headless(runtime, prompt, timeout=timeout, relay_run=PEER[runtime], **kw)
 
 
@@ -55,14 +56,19 @@ def _first_turn_naming(sb: Sandbox, rid: str) -> int | None:
 
 def _claims(item: dict, rid: str) -> bool:
     step = item.get("step")
-    return item["kind"] == "turn" and bool(step) and step[0] == "shell" and \
-        step[1].startswith(f"relay claim --id {rid[:8]}")
+    return (
+        item["kind"] == "turn"
+        and bool(step)
+        and step[0] == "shell"
+        and step[1].startswith(f"relay claim --id {rid[:8]}")
+    )
 
 
 def _expect_state(sb: Sandbox, rid: str, *states: str) -> dict:
     req = sb.show(rid)
-    assert req["state"] in states, f"request {rid[:8]} is {req['state']}, want {states}: " \
-        f"{json.dumps(req)[:600]}"
+    assert req["state"] in states, (
+        f"request {rid[:8]} is {req['state']}, want {states}: {json.dumps(req)[:600]}"
+    )
     return req
 
 
@@ -72,11 +78,15 @@ def _ended(r: dict, what: str) -> None:
 
 
 def _brief(r: dict) -> dict:
-    return {"code": r["code"], "secs": round(r["secs"], 2),
-            "err_tail": r["err"][-400:] if r["code"] != 0 else ""}
+    return {
+        "code": r["code"],
+        "secs": round(r["secs"], 2),
+        "err_tail": r["err"][-400:] if r["code"] != 0 else "",
+    }
 
 
 # ---------------------------------------------------------------- (a) queued before start
+
 
 def queued_before_start(sb: Sandbox, runtime: str, variant: str = "") -> dict:
     sender = _ctx(sb, runtime, variant)
@@ -94,10 +104,13 @@ def queued_before_start(sb: Sandbox, runtime: str, variant: str = "") -> dict:
 
 # ---------------------------------------------------------------- (b) arrives mid-turn
 
+
 def arrives_mid_turn(sb: Sandbox, runtime: str, variant: str = "") -> dict:
     sender = _ctx(sb, runtime, variant)
-    send = (f"RELAY_PEER=sender RELAY_SESSION={sender['RELAY_SESSION']} "
-            f"relay send --to {PEER[runtime]} 'arrived mid-turn'")
+    send = (
+        f"RELAY_PEER=sender RELAY_SESSION={sender['RELAY_SESSION']} "
+        f"relay send --to {PEER[runtime]} 'arrived mid-turn'"
+    )
     r = _run(sb, runtime, f"E2E-RUN: {send}")
     rows = sb.relay_json("list")["requests"]
     assert rows, f"the model's send did not run; run {r}"
@@ -115,12 +128,20 @@ def arrives_mid_turn(sb: Sandbox, runtime: str, variant: str = "") -> dict:
 
 # ---------------------------------------------------------------- (c) what hooks cost
 
+
 def _noop_hook_s(sb: Sandbox, runtime: str, rounds: int = 3) -> float:
     """How long one `relay hook RUNTIME` takes on this machine now, with no identity (a
     Stop event; nothing to do): the unit the generous limit below scales with."""
     name = {"claude": "Stop", "codex": "Stop", "gemini": "AfterAgent"}[runtime]
-    ev = json.dumps({"session_id": "e2e-noop", "transcript_path": "/dev/null", "cwd": "/",
-                     "hook_event_name": name, "stop_hook_active": False})
+    ev = json.dumps(
+        {
+            "session_id": "e2e-noop",
+            "transcript_path": "/dev/null",
+            "cwd": "/",
+            "hook_event_name": name,
+            "stop_hook_active": False,
+        }
+    )
     out = []
     for _ in range(rounds):
         t0 = time.monotonic()
@@ -137,8 +158,14 @@ def hook_cost(sb: Sandbox, runtime: str, variant: str = "", rounds: int = 3) -> 
     sb.configure()
     plain = "Say hello."
 
-    settings = sb.home / {"claude": ".claude/settings.json", "codex": ".codex/hooks.json",
-                          "gemini": ".gemini/settings.json"}[runtime]
+    settings = (
+        sb.home
+        / {
+            "claude": ".claude/settings.json",
+            "codex": ".codex/hooks.json",
+            "gemini": ".gemini/settings.json",
+        }[runtime]
+    )
     plain_settings = settings.read_text() if settings.exists() else None
     sb.install_hooks(runtime)
     hooked = settings.read_text()
@@ -154,22 +181,29 @@ def hook_cost(sb: Sandbox, runtime: str, variant: str = "", rounds: int = 3) -> 
             settings.unlink()
         else:
             settings.write_text(plain_settings)
-        for label, into, peer in (("without hooks", base, False),
-                                  ("with hooks, no peer", nopeer, False),
-                                  ("with hooks and a peer", withpeer, True)):
+        for label, into, peer in (
+            ("without hooks", base, False),
+            ("with hooks, no peer", nopeer, False),
+            ("with hooks and a peer", withpeer, True),
+        ):
             if label == "with hooks, no peer":
                 settings.write_text(hooked)
             n0 = len(sb.hook_events())
-            r = _run(sb, runtime, plain, timeout=40) if peer else \
-                sb.headless(runtime, plain, timeout=40)
+            r = (
+                _run(sb, runtime, plain, timeout=40)
+                if peer
+                else sb.headless(runtime, plain, timeout=40)
+            )
             assert r["code"] == 0, f"{label}: run failed: {_brief(r)}; {facts}"
             into.append(r["secs"])
             if label == "with hooks, no peer":
                 hook_secs += sum(e["secs"] or 0 for e in sb.hook_events()[n0:])
-    facts.update(without_hooks_s=[round(t, 2) for t in base],
-                 hooks_no_peer_s=[round(t, 2) for t in nopeer],
-                 hooks_peer_s=[round(t, 2) for t in withpeer],
-                 hook_process_secs_no_peer=round(hook_secs / rounds, 2))
+    facts.update(
+        without_hooks_s=[round(t, 2) for t in base],
+        hooks_no_peer_s=[round(t, 2) for t in nopeer],
+        hooks_peer_s=[round(t, 2) for t in withpeer],
+        hook_process_secs_no_peer=round(hook_secs / rounds, 2),
+    )
     m0, m1, m2 = (statistics.median(x) for x in (base, nopeer, withpeer))
     facts["overhead_no_peer_s"] = round(m1 - m0, 2)
     facts["overhead_peer_s"] = round(m2 - m0, 2)
@@ -181,6 +215,7 @@ def hook_cost(sb: Sandbox, runtime: str, variant: str = "", rounds: int = 3) -> 
 
 # ---------------------------------------------------------------- (f) a session that ends
 
+
 def session_end_leaves(sb: Sandbox, runtime: str, variant: str = "") -> dict:
     sender = _ctx(sb, runtime, variant)
     rid = sb.send(sender, PEER[runtime], "claim me, then the session ends")
@@ -188,8 +223,7 @@ def session_end_leaves(sb: Sandbox, runtime: str, variant: str = "") -> dict:
     facts = {"run": _brief(r)}
     assert _first_turn_naming(sb, rid) is not None, f"never announced; run {r}"
     req = _expect_state(sb, rid, "delivery_unknown")
-    facts["state"], facts["reason"] = req["state"], req.get("reason") or req.get(
-        "state_reason")
+    facts["state"], facts["reason"] = req["state"], req.get("reason") or req.get("state_reason")
     peers = {p["name"]: p for p in sb.relay_json("peers", "list")["peers"]}
     facts["peer_active_after"] = peers.get(PEER[runtime], {}).get("active")
     assert not peers.get(PEER[runtime], {}).get("active"), f"still active: {peers}"
@@ -198,6 +232,7 @@ def session_end_leaves(sb: Sandbox, runtime: str, variant: str = "") -> dict:
 
 
 # ---------------------------------------------------------------- TUIs under tmux
+
 
 class Tui:
     """A runtime's TUI in tmux (80x24) on a socket of its own."""
@@ -210,23 +245,42 @@ class Tui:
         lines += [f"cd {shlex.quote(str(sb.work))}", "exec " + shlex.join(argv)]
         script.write_text("\n".join(lines) + "\n")
         script.chmod(0o755)
-        subprocess.run(["tmux", "-S", self.sock, "-f", "/dev/null", "new-session", "-d",
-                        "-x", "80", "-y", "24", "-s", name, str(script)], check=True,
-                       env={"PATH": os.environ["PATH"], "TERM": "xterm-256color",
-                            "HOME": str(sb.home)})
+        subprocess.run(
+            [
+                "tmux",
+                "-S",
+                self.sock,
+                "-f",
+                "/dev/null",
+                "new-session",
+                "-d",
+                "-x",
+                "80",
+                "-y",
+                "24",
+                "-s",
+                name,
+                str(script),
+            ],
+            check=True,
+            env={"PATH": os.environ["PATH"], "TERM": "xterm-256color", "HOME": str(sb.home)},
+        )
 
     def screen(self) -> str:
-        r = subprocess.run(["tmux", "-S", self.sock, "capture-pane", "-p", "-t", self.name],
-                           capture_output=True, text=True)
+        r = subprocess.run(
+            ["tmux", "-S", self.sock, "capture-pane", "-p", "-t", self.name],
+            capture_output=True,
+            text=True,
+        )
         return r.stdout
 
     def keys(self, *keys: str) -> None:
-        subprocess.run(["tmux", "-S", self.sock, "send-keys", "-t", self.name, *keys],
-                       check=True)
+        subprocess.run(["tmux", "-S", self.sock, "send-keys", "-t", self.name, *keys], check=True)
 
     def type(self, text: str) -> None:
-        subprocess.run(["tmux", "-S", self.sock, "send-keys", "-t", self.name, "-l", text],
-                       check=True)
+        subprocess.run(
+            ["tmux", "-S", self.sock, "send-keys", "-t", self.name, "-l", text], check=True
+        )
         time.sleep(0.3)
         self.keys("Enter")
 
@@ -261,13 +315,21 @@ def start_tui(sb: Sandbox, runtime: str, peer: str, model_turns_before: int = 0)
     """Start the TUI the documented way and bring it to idle with its waiter running."""
     prog = sb.progs[runtime]
     if runtime == "claude":
-        tui = Tui(sb, peer, [*prog, "--dangerously-skip-permissions"],
-                  sb.env(RELAY_PEER=peer))
+        tui = Tui(sb, peer, [*prog, "--dangerously-skip-permissions"], sb.env(RELAY_PEER=peer))
         if not _wait(lambda: _waiter_ready(sb, peer), 40, 0.3):
             raise AssertionError(f"Claude Code's waiter never ran; screen:\n{tui.screen()}")
         return tui
-    argv = [str(sb.bin / "relay"), "run", "--as", peer, "--kind", "codex", "--",
-            *prog, "--dangerously-bypass-hook-trust"]
+    argv = [
+        str(sb.bin / "relay"),
+        "run",
+        "--as",
+        peer,
+        "--kind",
+        "codex",
+        "--",
+        *prog,
+        "--dangerously-bypass-hook-trust",
+    ]
     tui = Tui(sb, peer, argv, sb.env())
     time.sleep(3)
     # Codex's SessionStart (and so its waiter) fires only at the first prompt
@@ -277,8 +339,7 @@ def start_tui(sb: Sandbox, runtime: str, peer: str, model_turns_before: int = 0)
     return tui
 
 
-def wake_once(sb: Sandbox, sender: dict, peer: str, timeout: float = 30,
-              send=None) -> dict:
+def wake_once(sb: Sandbox, sender: dict, peer: str, timeout: float = 30, send=None) -> dict:
     """Send one request to an idle TUI; time send -> the model request that names it
     (the script answers it with the claim), and wait until the model replied.
 
@@ -296,13 +357,20 @@ def wake_once(sb: Sandbox, sender: dict, peer: str, timeout: float = 30,
     assert item is not None, f"no model request named {rid[:8]} within {timeout} s"
     # where the time went: the commit -> the waiter's exit (its wrapper's clock) -> the model
     commit_wall = item["wall"] - (item["t"] - t1)
-    ends = [e["end"] for e in sb.hook_events() if "--wake" in e["args"] and e["end"]
-            and commit_wall - 0.05 <= e["end"] <= item["wall"]]
+    ends = [
+        e["end"]
+        for e in sb.hook_events()
+        if "--wake" in e["args"] and e["end"] and commit_wall - 0.05 <= e["end"] <= item["wall"]
+    ]
     waiter_s = (min(ends) - commit_wall) if ends else None
     done = _wait(lambda: sb.show(rid).get("state") == "completed", timeout, 0.2)
     assert done, f"woken, but {rid[:8]} was not completed: {sb.show(rid)}"
-    return {"id": rid, "wake_s": item["t"] - t1, "wake_upper_s": item["t"] - t0,
-            "waiter_s": waiter_s}
+    return {
+        "id": rid,
+        "wake_s": item["t"] - t1,
+        "wake_upper_s": item["t"] - t0,
+        "waiter_s": waiter_s,
+    }
 
 
 def tui_wake(sb: Sandbox, runtime: str, variant: str = "", wakes: int = 1) -> dict:
@@ -327,6 +395,7 @@ def tui_wake(sb: Sandbox, runtime: str, variant: str = "", wakes: int = 1) -> di
 
 # ---------------------------------------------------------------- (e) two Codex peers
 
+
 def codex_two_peers(sb: Sandbox, runtime: str = "codex", variant: str = "") -> dict:
     sb.configure()
     sb.install_hooks("codex")
@@ -337,28 +406,62 @@ def codex_two_peers(sb: Sandbox, runtime: str = "codex", variant: str = "") -> d
     # Codex's shared app-server daemon, started from codex-a's environment, as codex-a's
     # TUI would start it (it keeps that environment and outlives the TUI)
     daemon = subprocess.run(
-        [str(sb.bin / "relay"), "run", "--as", "codex-a", "--kind", "codex", "--",
-         *sb.progs["codex"], "app-server", "daemon", "start"], env=sb.env(), cwd=sb.work,
-        capture_output=True, text=True, timeout=60)
+        [
+            str(sb.bin / "relay"),
+            "run",
+            "--as",
+            "codex-a",
+            "--kind",
+            "codex",
+            "--",
+            *sb.progs["codex"],
+            "app-server",
+            "daemon",
+            "start",
+        ],
+        env=sb.env(),
+        cwd=sb.work,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     facts = {"daemon_start": daemon.returncode}
     try:
         for p in ("codex-a", "codex-b"):
-            argv = [str(sb.bin / "relay"), "run", "--as", p, "--kind", "codex", "--",
-                    *sb.progs["codex"], "--dangerously-bypass-hook-trust"]
+            argv = [
+                str(sb.bin / "relay"),
+                "run",
+                "--as",
+                p,
+                "--kind",
+                "codex",
+                "--",
+                *sb.progs["codex"],
+                "--dangerously-bypass-hook-trust",
+            ]
             tui = Tui(sb, p, argv, sb.env())
             tuis.append(tui)
             time.sleep(3)
             start = len(sb.model.log.items)
             tui.type(f"I am {p}. E2E-RUN: echo PEER=$RELAY_PEER")
+
             def ran(i, p=p):
                 text = json.dumps(i["body"])
-                return i["kind"] == "turn" and f"I am {p}" in text and \
-                    "function_call_output" in text and "PEER=" in text.split(f"I am {p}")[-1]
+                return (
+                    i["kind"] == "turn"
+                    and f"I am {p}" in text
+                    and "function_call_output" in text
+                    and "PEER=" in text.split(f"I am {p}")[-1]
+                )
+
             got = sb.model.log.wait_for(ran, 40, start)
             assert got, f"{p}'s first turn never ran; screen:\n{tui.screen()}"
         for p in ("codex-a", "codex-b"):
-            bodies = [json.dumps(i["body"]) for i in sb.model.log.model_turns()
-                      if f"I am {p}" in json.dumps(i["body"])]
+            bodies = [
+                json.dumps(i["body"])
+                for i in sb.model.log.model_turns()
+                if f"I am {p}" in json.dumps(i["body"])
+            ]
             seen = {m for b in bodies for m in re.findall(r"PEER=([a-z][a-z0-9-]*)", b)}
             facts[p] = sorted(seen)
             assert seen == {p}, f"{p}'s shell commands ran as {sorted(seen)}"
@@ -369,8 +472,11 @@ def codex_two_peers(sb: Sandbox, runtime: str = "codex", variant: str = "") -> d
         got = sb.model.log.wait_for(lambda i: _claims(i, rid), 30, start)
         assert got, "the request for codex-b was never announced to codex-b"
         assert "I am codex-b" in json.dumps(got["body"]), "claimed in another conversation"
-        leaked = [i for i in sb.model.log.model_turns() if rid in json.dumps(i["body"])
-                  and "I am codex-a" in json.dumps(i["body"])]
+        leaked = [
+            i
+            for i in sb.model.log.model_turns()
+            if rid in json.dumps(i["body"]) and "I am codex-a" in json.dumps(i["body"])
+        ]
         assert not leaked, "codex-a's conversation heard of codex-b's request"
         peers = {p["name"]: p for p in sb.relay_json("peers", "list")["peers"]}
         facts["sessions"] = {p: peers[p].get("session_id") for p in ("codex-a", "codex-b")}
@@ -389,8 +495,7 @@ def codex_two_peers(sb: Sandbox, runtime: str = "codex", variant: str = "") -> d
 
 SCENARIOS = {
     # name: (function, runtimes or (runtime, variant) pairs)
-    "queued_before_start": (queued_before_start,
-                            ["claude", "codex", ("codex", "wake"), "gemini"]),
+    "queued_before_start": (queued_before_start, ["claude", "codex", ("codex", "wake"), "gemini"]),
     "arrives_mid_turn": (arrives_mid_turn, ["claude", "codex", "gemini"]),
     "hook_cost": (hook_cost, ["claude", "codex", "gemini"]),
     "session_end_leaves": (session_end_leaves, ["claude", "codex", "gemini"]),
@@ -412,5 +517,3 @@ def cases(only_scenarios=None, only_runtimes=None):
 
 def case_id(name: str, rt: str, variant: str) -> str:
     return f"{name}[{rt}{'+' + variant if variant else ''}]"
-
-

@@ -29,10 +29,13 @@ def show(relay, label):
     last = text[-23:]
     probs = [ln for ln in text if ln.startswith(("! warn", "\u2717 fail"))]
     hidden = [ln for ln in probs if ln not in last]
-    print(f"== {label}: exit {code_}, {len(text)} lines; problem lines {len(probs)}, "
-          f"not on the last screen (23 rows + prompt): {len(hidden)}")
+    print(
+        f"== {label}: exit {code_}, {len(text)} lines; problem lines {len(probs)}, "
+        f"not on the last screen (23 rows + prompt): {len(hidden)}"
+    )
     if "-v" in sys.argv:
         print("\n".join(text))
+
 
 tmp = Path(tempfile.mkdtemp(prefix="rd-", dir="/tmp"))
 busy = Relay(tmp / "busy")

@@ -34,8 +34,10 @@ def npm(*args: str, cwd: Path | None = None) -> str:
 
 
 def harness(lock_dir: Path, out: Path, extra: list[str]) -> dict:
-    subprocess.run([sys.executable, "-m", "e2e", "--lock-dir", str(lock_dir), "--json",
-                    str(out), *extra], cwd=ROOT)
+    subprocess.run(
+        [sys.executable, "-m", "e2e", "--lock-dir", str(lock_dir), "--json", str(out), *extra],
+        cwd=ROOT,
+    )
     return json.loads(out.read_text()) if out.exists() else {"missing": "no results"}
 
 
@@ -50,11 +52,12 @@ def main(argv=None) -> int:
     args, extra = p.parse_known_args(argv)
     pinned = json.loads((E2E / "package.json").read_text())
     newest = dict(pinned)
-    newest["dependencies"] = {pkg: npm("view", pkg, "version")
-                              for pkg in pinned["dependencies"]}
-    changed = {pkg: (old, newest["dependencies"][pkg])
-               for pkg, old in pinned["dependencies"].items()
-               if old != newest["dependencies"][pkg]}
+    newest["dependencies"] = {pkg: npm("view", pkg, "version") for pkg in pinned["dependencies"]}
+    changed = {
+        pkg: (old, newest["dependencies"][pkg])
+        for pkg, old in pinned["dependencies"].items()
+        if old != newest["dependencies"][pkg]
+    }
     print("versions:")
     for pkg, old in pinned["dependencies"].items():
         new = newest["dependencies"][pkg]
@@ -64,10 +67,21 @@ def main(argv=None) -> int:
         lock = work / "lock"
         lock.mkdir()
         (lock / "package.json").write_text(json.dumps(newest, indent=2) + "\n")
-        npm("install", "--package-lock-only", "--ignore-scripts", "--no-audit", "--no-fund",
-            cwd=lock)
-        base = (json.loads(Path(args.baseline).read_text()) if args.baseline
-                else harness(E2E, work / "pinned.json", extra) if changed else None)
+        npm(
+            "install",
+            "--package-lock-only",
+            "--ignore-scripts",
+            "--no-audit",
+            "--no-fund",
+            cwd=lock,
+        )
+        base = (
+            json.loads(Path(args.baseline).read_text())
+            if args.baseline
+            else harness(E2E, work / "pinned.json", extra)
+            if changed
+            else None
+        )
         new = harness(lock, work / "newest.json", extra)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -86,18 +100,27 @@ def main(argv=None) -> int:
     for rt, r in sorted(new.get("hook_events", {}).items()):
         before = (base or {}).get("hook_events", {}).get(rt, {})
         print(f"  {rt}: {r['count']} events {r['by_event']}")
-        print(f"    fields sent beyond the schemas: {r['fields_added'] or 'none'}"
-              + (f" (pinned: {before.get('fields_added') or 'none'})" if base else ""))
-        gone = {ev: sorted(set(f) - set(before.get('fields_never_sent', {}).get(ev, [])))
-                for ev, f in r["fields_never_sent"].items()} if base else {}
+        print(
+            f"    fields sent beyond the schemas: {r['fields_added'] or 'none'}"
+            + (f" (pinned: {before.get('fields_added') or 'none'})" if base else "")
+        )
+        gone = (
+            {
+                ev: sorted(set(f) - set(before.get("fields_never_sent", {}).get(ev, [])))
+                for ev, f in r["fields_never_sent"].items()
+            }
+            if base
+            else {}
+        )
         gone = {ev: f for ev, f in gone.items() if f}
         if gone:
             print(f"    fields the pinned version sent and the newest does not: {gone}")
         for err in r["errors"][:5]:
             print(f"    schema error: {err}")
     if args.json:
-        Path(args.json).write_text(json.dumps({"changed": changed, "pinned": base,
-                                               "newest": new}, indent=1))
+        Path(args.json).write_text(
+            json.dumps({"changed": changed, "pinned": base, "newest": new}, indent=1)
+        )
     ok = all(r["ok"] is not False for r in new.get("results", []))
     print(f"\nnewest versions: {'everything passed' if ok else 'something FAILED'}")
     return 0 if ok else 1

@@ -52,8 +52,12 @@ def _relay_env(**extra: str) -> dict[str, str]:
 def completion_script(shell: str) -> str:
     """Typer's completion script for ``shell``, as the real `relay` prints it."""
     p = subprocess.run(
-        [sys.executable, "-m", "relay_cli"], cwd=ROOT, capture_output=True, text=True,
-        env=_relay_env(_RELAY_COMPLETE=f"source_{shell}"), check=False,
+        [sys.executable, "-m", "relay_cli"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=_relay_env(_RELAY_COMPLETE=f"source_{shell}"),
+        check=False,
     )
     if p.returncode != 0 or not p.stdout.strip():
         raise SystemExit(f"generate: `_RELAY_COMPLETE=source_{shell} relay` failed: {p.stderr}")
@@ -100,8 +104,9 @@ def help_text(path: list[str]) -> str:
     buf = io.StringIO()
     try:
         with contextlib.redirect_stdout(buf):
-            code = _ROOT_COMMAND.main(args=[*path, "--help"], prog_name="relay",
-                                      standalone_mode=False)
+            code = _ROOT_COMMAND.main(
+                args=[*path, "--help"], prog_name="relay", standalone_mode=False
+            )
     finally:
         for k, v in saved.items():
             if v is None:
@@ -145,24 +150,42 @@ def reference(doc: dict) -> str:
         codes = ", ".join(f"`{c}`" for c in e["errors"]) or "—"
         out.append(f"| {e['code']} | {_md(e['meaning'])} | {codes} |")
 
-    out += ["", "## Error codes", "",
-            "Errors go to stderr; with `--json` as one line `{\"error\": {\"code\", "
-            "\"message\", \"hint\", \"retryable\", \"retry_after_seconds\", \"exit_code\"}}`.",
-            "", *error_table(doc)]
+    out += [
+        "",
+        "## Error codes",
+        "",
+        'Errors go to stderr; with `--json` as one line `{"error": {"code", '
+        '"message", "hint", "retryable", "retry_after_seconds", "exit_code"}}`.',
+        "",
+        *error_table(doc),
+    ]
 
     out += ["", "## States", "", *request_state_table(doc)]
-    out += ["", "Final states: " + ", ".join(f"`{s}`" for s in doc["states"]["final"]) + ".",
-            "", "| from | event | to | reason |", "|---|---|---|---|"]
+    out += [
+        "",
+        "Final states: " + ", ".join(f"`{s}`" for s in doc["states"]["final"]) + ".",
+        "",
+        "| from | event | to | reason |",
+        "|---|---|---|---|",
+    ]
     for t in doc["transitions"]:
-        out.append(f"| {_code_or(t['from'])} | {_md(t['description'])} | `{t['to']}` "
-                   f"| {_code_or(t['reason'], '`null`')} |")
+        out.append(
+            f"| {_code_or(t['from'])} | {_md(t['description'])} | `{t['to']}` "
+            f"| {_code_or(t['reason'], '`null`')} |"
+        )
 
-    out += ["", "## Request object", "",
-            "Every key always present (`null` where unknown): "
-            + ", ".join(f"`{k}`" for k in doc["request_object"]["always"])
-            + "; plus " + ", ".join(f"`{k}`" for k in doc["request_object"]["where_listed"])
-            + " where the command says so. Timestamps: "
-            + doc["request_object"]["timestamps"] + "."]
+    out += [
+        "",
+        "## Request object",
+        "",
+        "Every key always present (`null` where unknown): "
+        + ", ".join(f"`{k}`" for k in doc["request_object"]["always"])
+        + "; plus "
+        + ", ".join(f"`{k}`" for k in doc["request_object"]["where_listed"])
+        + " where the command says so. Timestamps: "
+        + doc["request_object"]["timestamps"]
+        + ".",
+    ]
 
     out += ["", "## Environment", "", "| variable | meaning |", "|---|---|"]
     for e in doc["environment"]:
@@ -176,35 +199,54 @@ def _code_or(value: str | None, none: str = "—") -> str:
 
 
 def _table(head: list[str], rows: list[list[str]]) -> list[str]:
-    return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head),
-            *("| " + " | ".join(r) + " |" for r in rows)]
+    return [
+        "| " + " | ".join(head) + " |",
+        "|" + "---|" * len(head),
+        *("| " + " | ".join(r) + " |" for r in rows),
+    ]
 
 
 def _exits(error: dict) -> str:
     """An error's exit status, and the others it is also reported with."""
     also = [str(x["exit_code"]) for x in error["also_exits"]]
-    return str(error["exit_code"]) + (f" (also {', '.join(also)}: see Exit status)"
-                                      if also else "")
+    return str(error["exit_code"]) + (f" (also {', '.join(also)}: see Exit status)" if also else "")
 
 
 def error_table(doc: dict) -> list[str]:
-    return _table(["code", "exit", "retryable", "hint"], [
-        [f"`{e['code']}`", _exits(e), "yes" if e["retryable"] else "no",
-         _md(e["hint"])] for e in doc["errors"]])
+    return _table(
+        ["code", "exit", "retryable", "hint"],
+        [
+            [f"`{e['code']}`", _exits(e), "yes" if e["retryable"] else "no", _md(e["hint"])]
+            for e in doc["errors"]
+        ],
+    )
 
 
 def request_state_table(doc: dict) -> list[str]:
     meaning = doc["states"]["meaning"]
-    return _table(["state", "it claims", "it does not claim"], [
-        [f"`{s}`", _md(meaning[s]["claims"]), _md(meaning[s]["does_not_claim"] or "—")]
-        for s in doc["states"]["all"]])
+    return _table(
+        ["state", "it claims", "it does not claim"],
+        [
+            [f"`{s}`", _md(meaning[s]["claims"]), _md(meaning[s]["does_not_claim"] or "—")]
+            for s in doc["states"]["all"]
+        ],
+    )
 
 
 def request_transition_table(doc: dict) -> list[str]:
-    return _table(["from", "event", "to", "reason", "what happens"], [
-        [_code_or(t["from"]), f"`{t['event']}`", f"`{t['to']}`",
-         _code_or(t["reason"], "`null`"), _md(t["description"])]
-        for t in doc["transitions"]])
+    return _table(
+        ["from", "event", "to", "reason", "what happens"],
+        [
+            [
+                _code_or(t["from"]),
+                f"`{t['event']}`",
+                f"`{t['to']}`",
+                _code_or(t["reason"], "`null`"),
+                _md(t["description"]),
+            ]
+            for t in doc["transitions"]
+        ],
+    )
 
 
 def ledger_state_table(doc: dict) -> list[str]:
@@ -213,12 +255,17 @@ def ledger_state_table(doc: dict) -> list[str]:
     for s in states["all"]:
         m = states["meaning"][s]
         view = states["views"].get(s)
-        stored = (f"a view of `{view['stored']}`: {_md(view['when'])}" if view
-                  else "stored" + (", final" if s in states["final"] else ""))
-        rows.append([f"`{s}`", stored, _md(m["claims"]), _md(m["does_not_claim"] or "—"),
-                     _md(m["on_call"])])
-    return _table(["state", "kept as", "it claims", "it does not claim",
-                   "a call with the key"], rows)
+        stored = (
+            f"a view of `{view['stored']}`: {_md(view['when'])}"
+            if view
+            else "stored" + (", final" if s in states["final"] else "")
+        )
+        rows.append(
+            [f"`{s}`", stored, _md(m["claims"]), _md(m["does_not_claim"] or "—"), _md(m["on_call"])]
+        )
+    return _table(
+        ["state", "kept as", "it claims", "it does not claim", "a call with the key"], rows
+    )
 
 
 def ledger_transition_table(doc: dict) -> list[str]:
@@ -226,10 +273,19 @@ def ledger_transition_table(doc: dict) -> list[str]:
     grouped: dict[tuple, list] = {}
     for t in doc["ledger"]["transitions"]:
         grouped.setdefault((t["event"], t["to"], t["who"], t["when"]), []).append(t["from"])
-    return _table(["from", "event", "to", "who", "when"], [
-        [", ".join(_code_or(f, "— (no entry)") for f in froms), f"`{event}`",
-         _code_or(to, "— (withdrawn: the key is free)"), _md(who), _md(when)]
-        for (event, to, who, when), froms in grouped.items()])
+    return _table(
+        ["from", "event", "to", "who", "when"],
+        [
+            [
+                ", ".join(_code_or(f, "— (no entry)") for f in froms),
+                f"`{event}`",
+                _code_or(to, "— (withdrawn: the key is free)"),
+                _md(who),
+                _md(when),
+            ]
+            for (event, to, who, when), froms in grouped.items()
+        ],
+    )
 
 
 DESIGN_TABLES = {
@@ -251,8 +307,9 @@ def fill(doc: dict, current: str, tables: dict, where: str) -> str:
         end = f"<!-- END GENERATED {name} -->"
         start, stop = out.find(begin), out.find(end)
         if start < 0 or stop < start or out.count(begin) != 1:
-            raise SystemExit(f"generate: {where} needs exactly one {begin} ... -->"
-                             f" and one {end} after it")
+            raise SystemExit(
+                f"generate: {where} needs exactly one {begin} ... --> and one {end} after it"
+            )
         head_end = out.index("-->", start) + len("-->")
         out = out[:head_end] + "\n" + "\n".join(render(doc)) + "\n" + out[stop:]
     return out
@@ -281,17 +338,23 @@ def outputs() -> dict[str, str]:
         "man/relay.1": manpage.render(doc),
         "docs/reference.md": reference(doc),
         "docs/design.md": design(doc, (ROOT / "docs" / "design.md").read_text(encoding="utf-8")),
-        "docs/requests.md": fill(doc, (ROOT / "docs" / "requests.md").read_text(encoding="utf-8"),
-                                 REQUESTS_TABLES, "docs/requests.md"),
-        "README.md": fill(doc, (ROOT / "README.md").read_text(encoding="utf-8"),
-                          REQUESTS_TABLES, "README.md"),
+        "docs/requests.md": fill(
+            doc,
+            (ROOT / "docs" / "requests.md").read_text(encoding="utf-8"),
+            REQUESTS_TABLES,
+            "docs/requests.md",
+        ),
+        "README.md": fill(
+            doc, (ROOT / "README.md").read_text(encoding="utf-8"), REQUESTS_TABLES, "README.md"
+        ),
     }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--check", action="store_true",
-                        help="change nothing; exit 1 and name the files that differ")
+    parser.add_argument(
+        "--check", action="store_true", help="change nothing; exit 1 and name the files that differ"
+    )
     args = parser.parse_args(argv)
     stale = []
     for rel, text in outputs().items():

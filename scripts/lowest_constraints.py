@@ -40,11 +40,12 @@ def floors(requirements: list[str]) -> dict[str, str]:
         if not m:
             sys.exit(f"cannot read the requirement {requirement!r}")
         name, specifiers = m.group(1), m.group(3)
-        low = [s.strip()[2:].strip() for s in specifiers.split(",")
-               if s.strip().startswith(">=")]
+        low = [s.strip()[2:].strip() for s in specifiers.split(",") if s.strip().startswith(">=")]
         if len(low) != 1:
-            sys.exit(f"{name}: declare exactly one floor (>=X) in pyproject.toml, "
-                     f"not {specifiers.strip()!r}")
+            sys.exit(
+                f"{name}: declare exactly one floor (>=X) in pyproject.toml, "
+                f"not {specifiers.strip()!r}"
+            )
         out[name] = low[0]
     return out
 

@@ -40,8 +40,7 @@ def paragraphs(text: str | None) -> list[str]:
 def _option_label(o: dict) -> str:
     flags = " | ".join(f"\\fB{esc(f)}\\fR" for f in o["flags"])
     if not o["is_flag"]:
-        shown = o["metavar"] or ("|".join(o["choices"]) if o.get("choices") else
-                                 o["type"].upper())
+        shown = o["metavar"] or ("|".join(o["choices"]) if o.get("choices") else o["type"].upper())
         flags += f" \\fI{esc(shown)}\\fR"
     return flags
 
@@ -59,15 +58,19 @@ def _option_help(o: dict) -> str:
 
 
 def commands_section(doc: dict) -> list[str]:
-    out = [".SH COMMANDS",
-           "Every command takes \\fB\\-\\-json\\fR (exactly one JSON document on stdout) and "
-           "\\fB\\-\\-home\\fR \\fIPATH\\fR, and \\fB\\-h\\fR, \\fB\\-\\-help\\fR."]
+    out = [
+        ".SH COMMANDS",
+        "Every command takes \\fB\\-\\-json\\fR (exactly one JSON document on stdout) and "
+        "\\fB\\-\\-home\\fR \\fIPATH\\fR, and \\fB\\-h\\fR, \\fB\\-\\-help\\fR.",
+    ]
     for c in doc["commands"][1:]:
         out += [f".SS {esc(c['usage'])}"]
         out += paragraphs(c["help"])
         if c.get("subcommands"):
-            out += [".PP", "Subcommands: " + ", ".join(
-                f"\\fB{esc(s)}\\fR" for s in c["subcommands"]) + "."]
+            out += [
+                ".PP",
+                "Subcommands: " + ", ".join(f"\\fB{esc(s)}\\fR" for s in c["subcommands"]) + ".",
+            ]
         for a in c["arguments"]:
             out += [".TP", f"\\fI{esc(a['name'])}\\fR", _option_help(a) or "(argument)"]
         for o in c["options"]:
@@ -78,24 +81,33 @@ def commands_section(doc: dict) -> list[str]:
 
 def states_section(doc: dict) -> list[str]:
     states = doc["states"]
-    out = [".SH STATES",
-           "A request is always in exactly one of these states. What each state claims, and "
-           "what it does not claim:"]
+    out = [
+        ".SH STATES",
+        "A request is always in exactly one of these states. What each state claims, and "
+        "what it does not claim:",
+    ]
     for s in states["all"]:
         m = states["meaning"][s]
         text = f"It claims: {m['claims']}."
         if m["does_not_claim"]:
             text += f" It does not claim: {m['does_not_claim']}."
         out += [".TP", f"\\fB{esc(s)}\\fR", esc(text)]
-    out += [".PP", "Final states: " + ", ".join(f"\\fB{esc(s)}\\fR" for s in states["final"])
-            + " (\\fBdelivery_unknown\\fR can be changed only by \\fBrelay resolve\\fR).",
-            ".SS Transitions",
-            "The only ways a request changes state (event, then \\fBreason\\fR); any other "
-            "event is refused with \\fBstate_conflict\\fR and changes nothing:"]
+    out += [
+        ".PP",
+        "Final states: "
+        + ", ".join(f"\\fB{esc(s)}\\fR" for s in states["final"])
+        + " (\\fBdelivery_unknown\\fR can be changed only by \\fBrelay resolve\\fR).",
+        ".SS Transitions",
+        "The only ways a request changes state (event, then \\fBreason\\fR); any other "
+        "event is refused with \\fBstate_conflict\\fR and changes nothing:",
+    ]
     for t in doc["transitions"]:
         src = f"\\fB{esc(t['from'])}\\fR" if t["from"] else "(new)"
-        out += [".TP", f"{src} \\(-> \\fB{esc(t['to'])}\\fR",
-                esc(t["description"]) + f" (reason: \\fB{esc(t['reason'] or 'null')}\\fR)"]
+        out += [
+            ".TP",
+            f"{src} \\(-> \\fB{esc(t['to'])}\\fR",
+            esc(t["description"]) + f" (reason: \\fB{esc(t['reason'] or 'null')}\\fR)",
+        ]
     return out
 
 
@@ -106,16 +118,21 @@ def exit_section(doc: dict) -> list[str]:
         if e["errors"]:
             text += ": " + ", ".join(f"`{c}`" for c in e["errors"])
         out += [".TP", f"\\fB{e['code']}\\fR", esc(text) + "."]
-    out += [".SS Error codes",
-            "Errors go to stderr; with \\fB\\-\\-json\\fR as one line "
-            "\\fB{\"error\": {\"code\", \"message\", \"hint\", \"retryable\", "
-            "\"retry_after_seconds\", \"exit_code\"}}\\fR. Each code has one fixed hint:"]
+    out += [
+        ".SS Error codes",
+        "Errors go to stderr; with \\fB\\-\\-json\\fR as one line "
+        '\\fB{"error": {"code", "message", "hint", "retryable", '
+        '"retry_after_seconds", "exit_code"}}\\fR. Each code has one fixed hint:',
+    ]
     for e in doc["errors"]:
         retry = ", retryable" if e["retryable"] else ""
         also = ", ".join(str(x["exit_code"]) for x in e["also_exits"])
         also = f"; also {also}, see above" if also else ""
-        out += [".TP", f"\\fB{esc(e['code'])}\\fR (exit {e['exit_code']}{also}{retry})",
-                esc(e["hint"])]
+        out += [
+            ".TP",
+            f"\\fB{esc(e['code'])}\\fR (exit {e['exit_code']}{also}{retry})",
+            esc(e["hint"]),
+        ]
     return out
 
 
@@ -155,16 +172,20 @@ prints exactly one JSON document on stdout. Errors go to stderr, never as a Pyth
 traceback. `relay schema` describes the whole interface as JSON."""
 
 FILES = [
-    ("$RELAY_HOME/relay.db",
-     "The database (SQLite, WAL mode) with its relay.db-wal and relay.db-shm files. The "
-     "directory is created with mode 0700 and the files with 0600; relay refuses a directory "
-     "or database that is a symbolic link, owned by another user, unreadable, open to group "
-     "or others, or not a regular file (unsafe_state_dir; `relay doctor --fix` tightens "
-     "modes), and never creates a directory inside another user's directory (sudo with the "
-     "user's HOME kept)."),
-    ("~/.local/state/relay",
-     "The default state directory on Linux (the per-user state directory of the platform) "
-     "when neither --home nor RELAY_HOME is given."),
+    (
+        "$RELAY_HOME/relay.db",
+        "The database (SQLite, WAL mode) with its relay.db-wal and relay.db-shm files. The "
+        "directory is created with mode 0700 and the files with 0600; relay refuses a directory "
+        "or database that is a symbolic link, owned by another user, unreadable, open to group "
+        "or others, or not a regular file (unsafe_state_dir; `relay doctor --fix` tightens "
+        "modes), and never creates a directory inside another user's directory (sudo with the "
+        "user's HOME kept).",
+    ),
+    (
+        "~/.local/state/relay",
+        "The default state directory on Linux (the per-user state directory of the platform) "
+        "when neither --home nor RELAY_HOME is given.",
+    ),
     ("PREFIX/share/man/man1/relay.1", "This page, as installed from the wheel."),
     ("PREFIX/share/bash-completion/completions/relay", "Bash completion."),
     ("PREFIX/share/zsh/site-functions/_relay", "Zsh completion."),
@@ -192,22 +213,40 @@ other local users in the process list: pass it on standard input (`-`). RELAY_RA
 guards against runaway agent loops, not against a hostile caller."""
 
 EXAMPLES = [
-    ("Start a session for the current shell (the token is shown once):",
-     ['eval "$(relay peers join reviewer --kind claude --shell)"']),
-    ("Send work with your own id, text on standard input, so a retry is safe:",
-     ['ID=$(uuidgen)', "relay send --to reviewer --id \"$ID\" - <<'EOF'",
-      "Please review the diff in branch feature-x.", "EOF"]),
-    ("On the recipient: take the oldest request (waiting up to 5 minutes), confirm, reply:",
-     ["relay claim --wait 5m --json", 'relay ack "$ID"',
-      "relay reply \"$ID\" - < review.txt"]),
-    ("Wait for the outcome (exit 0 completed, 10 not completed, 11 delivery_unknown, 75 "
-     "still open):", ['relay wait "$ID" --timeout 5m']),
-    ("A person settles a request whose outcome relay cannot know:",
-     ['relay resolve "$ID" --outcome failed --note "never ran: checked the log"']),
-    ("Run a side effect at most once per tool call id:",
-     ['relay once --key "$TOOL_USE_ID" -- gh pr create --fill']),
-    ("List the retryable error codes:",
-     ["relay schema | jq -r '.errors[] | select(.retryable) | .code'"]),
+    (
+        "Start a session for the current shell (the token is shown once):",
+        ['eval "$(relay peers join reviewer --kind claude --shell)"'],
+    ),
+    (
+        "Send work with your own id, text on standard input, so a retry is safe:",
+        [
+            "ID=$(uuidgen)",
+            "relay send --to reviewer --id \"$ID\" - <<'EOF'",
+            "Please review the diff in branch feature-x.",
+            "EOF",
+        ],
+    ),
+    (
+        "On the recipient: take the oldest request (waiting up to 5 minutes), confirm, reply:",
+        ["relay claim --wait 5m --json", 'relay ack "$ID"', 'relay reply "$ID" - < review.txt'],
+    ),
+    (
+        "Wait for the outcome (exit 0 completed, 10 not completed, 11 delivery_unknown, 75 "
+        "still open):",
+        ['relay wait "$ID" --timeout 5m'],
+    ),
+    (
+        "A person settles a request whose outcome relay cannot know:",
+        ['relay resolve "$ID" --outcome failed --note "never ran: checked the log"'],
+    ),
+    (
+        "Run a side effect at most once per tool call id:",
+        ['relay once --key "$TOOL_USE_ID" -- gh pr create --fill'],
+    ),
+    (
+        "List the retryable error codes:",
+        ["relay schema | jq -r '.errors[] | select(.retryable) | .code'"],
+    ),
 ]
 
 
@@ -215,12 +254,11 @@ def render(doc: dict) -> str:
     root = doc["commands"][0]
     out = [
         f'.TH RELAY 1 "" "relay {esc(doc["version"])}" "User Commands"',
-        ".\\\" Generated by scripts/generate.py from the live command tree; do not edit.",
+        '.\\" Generated by scripts/generate.py from the live command tree; do not edit.',
         ".nh",
         ".ad l",
         ".SH NAME",
-        "relay \\- hand work between AI coding agents on one machine, never lying about "
-        "delivery",
+        "relay \\- hand work between AI coding agents on one machine, never lying about delivery",
         ".SH SYNOPSIS",
         ".B relay",
         ".I COMMAND",
@@ -249,7 +287,9 @@ def render(doc: dict) -> str:
     out += [".SH EXAMPLES"]
     for text, lines in EXAMPLES:
         out += [".PP", esc(text)] + example(lines)[1:]
-    out += [".SH SEE ALSO",
-            "\\fBrelay schema\\fR (the interface as JSON), \\fBrelay guide\\fR (instructions "
-            "for agents), \\fBsqlite3\\fR(1)."]
+    out += [
+        ".SH SEE ALSO",
+        "\\fBrelay schema\\fR (the interface as JSON), \\fBrelay guide\\fR (instructions "
+        "for agents), \\fBsqlite3\\fR(1).",
+    ]
     return "\n".join(out) + "\n"

@@ -54,8 +54,11 @@ class Home:
         self.tokens: dict[str, str] = {}
 
     def env(self, offset: float | None = None, **extra: str) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith("RELAY_") and k not in ("NO_COLOR", "FORCE_COLOR")}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith("RELAY_") and k not in ("NO_COLOR", "FORCE_COLOR")
+        }
         env["RELAY_HOME"] = str(self.path)
         env["PYTHONPATH"] = str(ROOT)
         if offset is not None:
@@ -63,30 +66,38 @@ class Home:
         env.update(extra)
         return env
 
-    def run(self, ago: float, *args: str, who: str | None = None, input: str = "",
-            ok: tuple[int, ...] = (0,)) -> dict | str:
+    def run(
+        self,
+        ago: float,
+        *args: str,
+        who: str | None = None,
+        input: str = "",
+        ok: tuple[int, ...] = (0,),
+    ) -> dict | str:
         """`relay ARGS` as if it ran ``ago`` seconds before now, as peer ``who``."""
         env = self.env(ago)
         if who is not None:
             env["RELAY_PEER"] = who
             if who in self.tokens:
                 env["RELAY_SESSION"] = self.tokens[who]
-        p = subprocess.run([*RELAY, *args], input=input.encode(), capture_output=True,
-                           env=env, cwd=ROOT)
+        p = subprocess.run(
+            [*RELAY, *args], input=input.encode(), capture_output=True, env=env, cwd=ROOT
+        )
         if p.returncode not in ok:
-            raise SystemExit(f"relay {' '.join(args)} exited {p.returncode}:\n"
-                             f"{p.stderr.decode()}")
+            raise SystemExit(f"relay {' '.join(args)} exited {p.returncode}:\n{p.stderr.decode()}")
         out = p.stdout.decode()
         return json.loads(out) if "--json" in args and out.strip() else out
 
     def join(self, ago: float, name: str, kind: str, lease: str = "3h") -> None:
-        self.tokens[name] = self.run(ago, "peers", "join", name, "--kind", kind, "--lease",
-                                     lease, "--json")["token"]
+        self.tokens[name] = self.run(
+            ago, "peers", "join", name, "--kind", kind, "--lease", lease, "--json"
+        )["token"]
 
     def send(self, ago: float, sender: str, to: str, text: str, *extra: str) -> str:
         rid = str(uuid.uuid4())
-        self.run(ago, "send", "--to", to, "--id", rid, *extra, "--json", "-", who=sender,
-                 input=text)
+        self.run(
+            ago, "send", "--to", to, "--id", rid, *extra, "--json", "-", who=sender, input=text
+        )
         return rid
 
     def in_terminal(self, ago: float, *args: str) -> None:
@@ -116,8 +127,13 @@ class Home:
 def build(home: Home) -> dict[str, str]:
     """The busy home. Returns the ids worth looking at."""
     h = home
-    for name, kind in ((CLAUDE, "claude"), (CODEX, "codex"), (GEMINI, "gemini"),
-                       (AIDER, "aider"), (SCRIPT, "script")):
+    for name, kind in (
+        (CLAUDE, "claude"),
+        (CODEX, "codex"),
+        (GEMINI, "gemini"),
+        (AIDER, "aider"),
+        (SCRIPT, "script"),
+    ):
         h.join(7200, name, kind)
     h.run(7200, "peers", "add", PERSON, "--kind", "human")
     h.run(7200, "peers", "add", TEMP, "--kind", "script")
@@ -131,8 +147,16 @@ def build(home: Home) -> dict[str, str]:
     # failed, with a long reason
     ids["failed"] = rid = h.send(4000, GEMINI, CODEX, "Rename the orders.state column.")
     h.run(3990, "claim", "--id", rid, "--json", who=CODEX)
-    h.run(3900, "fail", rid, "--reason", "the migration needs a lock on the orders table that "
-          "production holds during business hours; retry after 18:00 UTC", "--json", who=CODEX)
+    h.run(
+        3900,
+        "fail",
+        rid,
+        "--reason",
+        "the migration needs a lock on the orders table that "
+        "production holds during business hours; retry after 18:00 UTC",
+        "--json",
+        who=CODEX,
+    )
     # rejected
     ids["rejected"] = rid = h.send(3800, CODEX, CLAUDE, "Rewrite the login page in Svelte.")
     h.run(3790, "claim", "--id", rid, "--json", who=CLAUDE)
@@ -153,21 +177,37 @@ def build(home: Home) -> dict[str, str]:
     h.run(2780, "claim", "--id", rid, "--json", who=TEMP)
     h.run(2500, "peers", "leave", "--json", who=TEMP)
     # a long history: redelivered, reply deadline elapsed, requeued by a person, completed
-    ids["history"] = rid = h.send(2400, CLAUDE, CODEX, "Run the nightly data check.",
-                                  "--on-lost", "redeliver", "--reply-within", "5m")
+    ids["history"] = rid = h.send(
+        2400,
+        CLAUDE,
+        CODEX,
+        "Run the nightly data check.",
+        "--on-lost",
+        "redeliver",
+        "--reply-within",
+        "5m",
+    )
     h.run(2390, "claim", "--id", rid, "--lease", "10s", "--json", who=CODEX)
     h.run(2300, "sweep")
     h.run(2200, "claim", "--id", rid, "--json", who=CODEX)
     h.run(2190, "ack", rid, "--json", who=CODEX)
     h.run(1800, "sweep")
-    h.in_terminal(1700, "resolve", rid, "--outcome", "requeue", "--note",
-                  "checked the job log: it never started")
+    h.in_terminal(
+        1700,
+        "resolve",
+        rid,
+        "--outcome",
+        "requeue",
+        "--note",
+        "checked the job log: it never started",
+    )
     h.run(1600, "claim", "--id", rid, "--json", who=CODEX)
     h.run(1590, "ack", rid, "--json", who=CODEX)
     h.run(1500, "reply", rid, "--json", "-", who=CODEX, input="All 14 checks pass.")
     # open work: acknowledged, delivered, queued
-    ids["acknowledged"] = rid = h.send(900, CLAUDE, CODEX, "Review PR 1234.",
-                                       "--reply-within", "2h")
+    ids["acknowledged"] = rid = h.send(
+        900, CLAUDE, CODEX, "Review PR 1234.", "--reply-within", "2h"
+    )
     h.run(890, "claim", "--id", rid, "--json", who=CODEX)
     h.run(880, "ack", rid, "--json", who=CODEX)
     ids["delivered"] = rid = h.send(700, CLAUDE, GEMINI, "Document the new flags.")
@@ -178,8 +218,22 @@ def build(home: Home) -> dict[str, str]:
     # the side-effect ledger
     h.run(1000, "once", "--key", "pr-create-frontend-1234", "--", "true")
     h.run(950, "once", "--key", "email-weekly-report", "--", "false", ok=(1,))
-    h.run(200, "once", "--approve", "--timeout", "0", "--key", "deploy-production-2026-11-29",
-          "--", "./deploy.sh", "--env", "production", "--tag", "v2.14.0", ok=(75,))
+    h.run(
+        200,
+        "once",
+        "--approve",
+        "--timeout",
+        "0",
+        "--key",
+        "deploy-production-2026-11-29",
+        "--",
+        "./deploy.sh",
+        "--env",
+        "production",
+        "--tag",
+        "v2.14.0",
+        ok=(75,),
+    )
     _crashed_once(h, "migrate-orders-table", ["sleep", "300"])
     # last: a session whose lease lapses a few seconds from now while it holds claimed work
     h.join(8, LAPSING, "claude", lease="10s")
@@ -191,9 +245,14 @@ def build(home: Home) -> dict[str, str]:
 
 def _crashed_once(h: Home, key: str, argv: list[str]) -> None:
     """`relay once` killed together with its command: the entry is effect_unknown."""
-    p = subprocess.Popen([*RELAY, "once", "--key", key, "--", *argv], env=h.env(400),
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                         start_new_session=True, cwd=ROOT)
+    p = subprocess.Popen(
+        [*RELAY, "once", "--key", key, "--", *argv],
+        env=h.env(400),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        cwd=ROOT,
+    )
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         entry = h.run(0, "ledger", "show", key, "--json", ok=(0, 3))
@@ -215,22 +274,53 @@ class Pane:
         self.tmux("new-session", "-d", "-s", "keep", "sleep 3600")
 
     def tmux(self, *args: str) -> str:
-        return subprocess.run(["tmux", "-L", self.socket, "-f", "/dev/null", *args],
-                              capture_output=True, text=True, check=True).stdout
+        return subprocess.run(
+            ["tmux", "-L", self.socket, "-f", "/dev/null", *args],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
 
-    def capture(self, home: Home, command: str, full_screen: bool = False,
-                env: dict[str, str] | None = None) -> str:
+    def capture(
+        self, home: Home, command: str, full_screen: bool = False, env: dict[str, str] | None = None
+    ) -> str:
         self.n += 1
         name = f"s{self.n}"
-        exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in
-                           {**home.env(), "TERM": "xterm-256color", **(env or {})}.items()
-                           if k in ("RELAY_HOME", "PYTHONPATH", "TERM", "PATH", "HOME",
-                                    "LANG", "LC_ALL", "NO_COLOR", "FORCE_COLOR", "TZ"))
-        script = (f"stty cols {self.cols} rows {self.rows}; env {exports} "
-                  f"{shlex.quote(sys.executable)} -m relay_cli {command}; "
-                  'rc=$?; echo; echo "[exit $rc]"; sleep 600')
-        self.tmux("new-session", "-d", "-s", name, "-x", str(self.cols), "-y", str(self.rows),
-                  "-c", str(ROOT), f"bash -c {shlex.quote(script)}")
+        exports = " ".join(
+            f"{k}={shlex.quote(v)}"
+            for k, v in {**home.env(), "TERM": "xterm-256color", **(env or {})}.items()
+            if k
+            in (
+                "RELAY_HOME",
+                "PYTHONPATH",
+                "TERM",
+                "PATH",
+                "HOME",
+                "LANG",
+                "LC_ALL",
+                "NO_COLOR",
+                "FORCE_COLOR",
+                "TZ",
+            )
+        )
+        script = (
+            f"stty cols {self.cols} rows {self.rows}; env {exports} "
+            f"{shlex.quote(sys.executable)} -m relay_cli {command}; "
+            'rc=$?; echo; echo "[exit $rc]"; sleep 600'
+        )
+        self.tmux(
+            "new-session",
+            "-d",
+            "-s",
+            name,
+            "-x",
+            str(self.cols),
+            "-y",
+            str(self.rows),
+            "-c",
+            str(ROOT),
+            f"bash -c {shlex.quote(script)}",
+        )
         self.tmux("set-option", "-t", name, "history-limit", "5000")
         deadline = time.monotonic() + (6 if full_screen else 30)
         while True:
@@ -274,12 +364,13 @@ def capture(home: Home, ids: dict[str, str], outdir: Path, cols: int, rows: int)
             print(f"{name}: {len(text.splitlines())} lines", file=sys.stderr)
         name, command, full = dumb_screen
         text = pane.capture(home, command, full_screen=full, env={"TERM": "dumb"})
-        (outdir / f"{name}.txt").write_text(f"$ TERM=dumb relay {command}   (in a terminal)\n"
-                                            f"{text}")
-        dumb = subprocess.run([*RELAY, "watch"], capture_output=True, text=True, cwd=ROOT,
-                              env=home.env())
-        (outdir / "watch-piped.txt").write_text(
-            f"$ relay watch | cat\n{dumb.stdout}{dumb.stderr}")
+        (outdir / f"{name}.txt").write_text(
+            f"$ TERM=dumb relay {command}   (in a terminal)\n{text}"
+        )
+        dumb = subprocess.run(
+            [*RELAY, "watch"], capture_output=True, text=True, cwd=ROOT, env=home.env()
+        )
+        (outdir / "watch-piped.txt").write_text(f"$ relay watch | cat\n{dumb.stdout}{dumb.stderr}")
     finally:
         pane.close()
 
@@ -290,8 +381,11 @@ def main() -> None:
     ap.add_argument("--cols", type=int, default=80)
     ap.add_argument("--rows", type=int, default=24)
     ap.add_argument("--home", type=Path, help="an empty or missing directory to build in")
-    ap.add_argument("--again", action="store_true",
-                    help="capture from the --home an earlier run built (no new history)")
+    ap.add_argument(
+        "--again",
+        action="store_true",
+        help="capture from the --home an earlier run built (no new history)",
+    )
     args = ap.parse_args()
     path = args.home or Path(tempfile.mkdtemp(prefix="relay-screens-")) / "home"
     home = Home(path.resolve())

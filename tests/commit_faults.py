@@ -28,8 +28,11 @@ def answer_lost_after_commit(monkeypatch, which=lambda n: n == 1):
             count[0] += 1
             if which(count[0]):
                 cut.append(count[0])
-                raise RelayError("database_unavailable", "the connection to the database "
-                                 "was lost at COMMIT; the commit outcome is unknown")
+                raise RelayError(
+                    "database_unavailable",
+                    "the connection to the database "
+                    "was lost at COMMIT; the commit outcome is unknown",
+                )
 
     monkeypatch.setattr(Store, "transaction", transaction)
     try:

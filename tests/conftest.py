@@ -51,8 +51,14 @@ DAY = 86400  # seconds
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\x1b[()][A-Z0-9]|\x1b[=>]")
 
 # what relay reads (its one list), and what the runtimes set that relay looks at
-RELAY_ENV_VARS = (*ENVIRONMENT, "FORCE_COLOR", "CLAUDE_ENV_FILE", "CLAUDE_CODE_ENTRYPOINT",
-                  "CLAUDE_CODE_SESSION_ATTENDED", "CODEX_THREAD_ID")
+RELAY_ENV_VARS = (
+    *ENVIRONMENT,
+    "FORCE_COLOR",
+    "CLAUDE_ENV_FILE",
+    "CLAUDE_CODE_ENTRYPOINT",
+    "CLAUDE_CODE_SESSION_ATTENDED",
+    "CODEX_THREAD_ID",
+)
 BACKENDS = ("sqlite", "postgres")
 
 
@@ -125,8 +131,14 @@ class Relay:
                     base.pop(k, None)
         return base
 
-    def __call__(self, *args: str, input: str | bytes | None = None,
-                 env: dict | None = None, terminal: bool = False, clock=None) -> Result:
+    def __call__(
+        self,
+        *args: str,
+        input: str | bytes | None = None,
+        env: dict | None = None,
+        terminal: bool = False,
+        clock=None,
+    ) -> Result:
         """``terminal``: standard input is a real pseudo-terminal (a person typing), with
         ``input`` already typed into it (design.md §14: a person's acts need one).
         ``clock``: a ``relay_cli.core.clock.Clock`` the call uses (a fake one), instead of
@@ -163,18 +175,33 @@ class Relay:
             os.environ.update(saved_env)
         return Result(code, out.getvalue(), err.getvalue())
 
-    def proc(self, *args: str, input: str | bytes | None = None, env: dict | None = None,
-             timeout: float = 60) -> Result:
+    def proc(
+        self,
+        *args: str,
+        input: str | bytes | None = None,
+        env: dict | None = None,
+        timeout: float = 60,
+    ) -> Result:
         data = input.encode() if isinstance(input, str) else input
         p = subprocess.run(
-            [sys.executable, "-m", "relay_cli", *map(str, args)], input=data,
-            capture_output=True, env=self._env(env), timeout=timeout,
+            [sys.executable, "-m", "relay_cli", *map(str, args)],
+            input=data,
+            capture_output=True,
+            env=self._env(env),
+            timeout=timeout,
         )
-        return Result(p.returncode, p.stdout.decode("utf-8", "replace"),
-                      p.stderr.decode("utf-8", "replace"))
+        return Result(
+            p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
+        )
 
-    def pty(self, *args: str, env: dict | None = None, cols: int = 80, rows: int = 24,
-            timeout: float = 30) -> tuple[int, str]:
+    def pty(
+        self,
+        *args: str,
+        env: dict | None = None,
+        cols: int = 80,
+        rows: int = 24,
+        timeout: float = 30,
+    ) -> tuple[int, str]:
         """`relay ARGS` in a real process whose stdin and stdout are a terminal of
         cols x rows: (exit status, everything it wrote, escape codes included)."""
         import fcntl
@@ -185,8 +212,7 @@ class Relay:
 
         pid, fd = pty.fork()
         if pid == 0:  # the child: relay with the terminal as stdin, stdout and stderr
-            e = self._env({"TERM": "xterm-256color", "COLUMNS": None, "LINES": None,
-                           **(env or {})})
+            e = self._env({"TERM": "xterm-256color", "COLUMNS": None, "LINES": None, **(env or {})})
             os.execve(sys.executable, [sys.executable, "-m", "relay_cli", *map(str, args)], e)
         fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
         chunks = []
@@ -202,15 +228,15 @@ class Relay:
         os.close(fd)
         return os.waitstatus_to_exitcode(status), b"".join(chunks).decode("utf-8", "replace")
 
-    def screen(self, *args: str, cols: int, rows: int,
-               env: dict | None = None) -> tuple[str, str]:
+    def screen(self, *args: str, cols: int, rows: int, env: dict | None = None) -> tuple[str, str]:
         """`relay ARGS` on a terminal of cols x rows: (everything it wrote, the same text
         without escape codes and carriage returns)."""
         _, raw = self.pty(*args, cols=cols, rows=rows, env=env)
         return raw, plain(raw)
 
-    def at_terminal(self, *args: str, typed: bytes = b"", env: dict | None = None,
-                    timeout: float = 60) -> subprocess.CompletedProcess:
+    def at_terminal(
+        self, *args: str, typed: bytes = b"", env: dict | None = None, timeout: float = 60
+    ) -> subprocess.CompletedProcess:
         """`relay ARGS` in a real process whose standard input is a pseudo-terminal (a
         person at a terminal), with ``typed`` already typed into it; stdout and stderr are
         pipes (text). ``.terminal`` is what relay wrote to that terminal (after the echo of
@@ -219,9 +245,14 @@ class Relay:
         try:
             if typed:
                 os.write(master, typed)
-            p = subprocess.run([sys.executable, "-m", "relay_cli", *map(str, args)],
-                               stdin=slave, capture_output=True, text=True,
-                               env=self._env(env), timeout=timeout)
+            p = subprocess.run(
+                [sys.executable, "-m", "relay_cli", *map(str, args)],
+                stdin=slave,
+                capture_output=True,
+                text=True,
+                env=self._env(env),
+                timeout=timeout,
+            )
             os.close(slave)
             slave = None
             shown = b""
@@ -248,8 +279,11 @@ class Relay:
 
     def popen(self, *args: str, env: dict | None = None, **kw) -> subprocess.Popen:
         return subprocess.Popen(
-            [sys.executable, "-m", "relay_cli", *map(str, args)], env=self._env(env),
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw,
+            [sys.executable, "-m", "relay_cli", *map(str, args)],
+            env=self._env(env),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            **kw,
         )
 
     # ---------------------------------------------------------------- helpers
@@ -259,8 +293,9 @@ class Relay:
         assert r.code == 0, r.err
         return {"RELAY_PEER": name, "RELAY_SESSION": r.json["token"]}
 
-    def send(self, who: dict, to: str, text: str = "hello", *extra: str,
-             request_id: str | None = None) -> Result:
+    def send(
+        self, who: dict, to: str, text: str = "hello", *extra: str, request_id: str | None = None
+    ) -> Result:
         rid = request_id or str(uuid.uuid4())
         return self("send", "--to", to, "--id", rid, "--json", *extra, "-", input=text, env=who)
 
@@ -269,19 +304,26 @@ class Relay:
         if self.url:
             conn = self._pg()
             try:
-                tables = [r[0] for r in self.sql(
-                    "SELECT table_name FROM information_schema.tables WHERE table_schema = "
-                    "current_schema() ORDER BY table_name", conn=conn)]
-                return {t: self.sql(f'SELECT * FROM "{t}" ORDER BY 1', conn=conn)
-                        for t in tables}
+                tables = [
+                    r[0]
+                    for r in self.sql(
+                        "SELECT table_name FROM information_schema.tables WHERE table_schema = "
+                        "current_schema() ORDER BY table_name",
+                        conn=conn,
+                    )
+                ]
+                return {t: self.sql(f'SELECT * FROM "{t}" ORDER BY 1', conn=conn) for t in tables}
             finally:
                 conn.close()
         db = sqlite3.connect(self.home / "relay.db")
         try:
-            tables = [r[0] for r in db.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
-            return {t: db.execute(f"SELECT * FROM {t} ORDER BY rowid").fetchall()
-                    for t in tables}
+            tables = [
+                r[0]
+                for r in db.execute(
+                    "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"
+                )
+            ]
+            return {t: db.execute(f"SELECT * FROM {t} ORDER BY rowid").fetchall() for t in tables}
         finally:
             db.close()
 
@@ -303,8 +345,9 @@ class Relay:
                 with conn.cursor() as cur:
                     cur.execute(query.replace("%", "%%").replace("?", "%s"), tuple(params))
                     rows = cur.fetchall() if cur.description else []
-                    return [tuple(bytes(v) if isinstance(v, memoryview) else v for v in r)
-                            for r in rows]
+                    return [
+                        tuple(bytes(v) if isinstance(v, memoryview) else v for v in r) for r in rows
+                    ]
             finally:
                 if own:
                     conn.close()
@@ -327,31 +370,57 @@ class Tmux:
     settings before and after relay (``stty.before``/``stty.after`` in ``cwd``) and prints
     ``EXITED rc=N`` when relay ends."""
 
-    def __init__(self, relay: Relay, *args: str, cols: int = 120, rows: int = 45,
-                 env: dict | None = None, cwd: Path | None = None) -> None:
+    def __init__(
+        self,
+        relay: Relay,
+        *args: str,
+        cols: int = 120,
+        rows: int = 45,
+        env: dict | None = None,
+        cwd: Path | None = None,
+    ) -> None:
         import shlex
         import tempfile
 
         self.socket = f"relay-test-{uuid.uuid4().hex[:8]}"
         self.cwd = Path(cwd or tempfile.mkdtemp(prefix="relay-tmux-"))
         full = {"TERM": "xterm-256color", **relay._env(None), **(env or {})}
-        exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in full.items()
-                           if k.startswith("RELAY_") or k in ("PATH", "HOME", "LANG",
-                                                              "NO_COLOR", "TERM"))
+        exports = " ".join(
+            f"{k}={shlex.quote(v)}"
+            for k, v in full.items()
+            if k.startswith("RELAY_") or k in ("PATH", "HOME", "LANG", "NO_COLOR", "TERM")
+        )
         command = " ".join(shlex.quote(a) for a in (sys.executable, "-m", "relay_cli", *args))
         script = self.cwd / "run-relay.sh"
-        script.write_text("stty -g > stty.before\n"
-                          f"env {exports} {command}\n"
-                          "rc=$?\n"
-                          "stty -g > stty.after\n"
-                          'echo "EXITED rc=$rc"\n'
-                          "sleep 60\n")
-        self.tmux("new-session", "-d", "-s", "w", "-x", str(cols), "-y", str(rows),
-                  "-c", str(self.cwd), f"bash {shlex.quote(str(script))}")
+        script.write_text(
+            "stty -g > stty.before\n"
+            f"env {exports} {command}\n"
+            "rc=$?\n"
+            "stty -g > stty.after\n"
+            'echo "EXITED rc=$rc"\n'
+            "sleep 60\n"
+        )
+        self.tmux(
+            "new-session",
+            "-d",
+            "-s",
+            "w",
+            "-x",
+            str(cols),
+            "-y",
+            str(rows),
+            "-c",
+            str(self.cwd),
+            f"bash {shlex.quote(str(script))}",
+        )
 
     def tmux(self, *args: str) -> str:
-        return subprocess.run(["tmux", "-L", self.socket, "-f", "/dev/null", *args],
-                              capture_output=True, text=True, check=True).stdout
+        return subprocess.run(
+            ["tmux", "-L", self.socket, "-f", "/dev/null", *args],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
 
     def pane(self) -> str:
         return self.tmux("capture-pane", "-p", "-t", "w")
@@ -380,13 +449,18 @@ def new_id() -> str:
 
 def pytest_configure(config):
     config.addinivalue_line(
-        "markers", "sqlite_only: about the local relay.db file itself (design.md §2, §9), "
-        "so not run on PostgreSQL")
+        "markers",
+        "sqlite_only: about the local relay.db file itself (design.md §2, §9), "
+        "so not run on PostgreSQL",
+    )
     config.addinivalue_line(
-        "markers", "postgres_only: about the PostgreSQL backend (design.md §13)")
+        "markers", "postgres_only: about the PostgreSQL backend (design.md §13)"
+    )
     config.addinivalue_line(
-        "markers", "one_backend: never reaches the store (help text, generated files, "
-        "rendering, packaging), so run once, on SQLite")
+        "markers",
+        "one_backend: never reaches the store (help text, generated files, "
+        "rendering, packaging), so run once, on SQLite",
+    )
 
 
 # Tests that run on one pytest-xdist worker, one after another; every other test runs on
@@ -395,18 +469,27 @@ def pytest_configure(config):
 XDIST_GROUPS = {
     # setuptools writes relay_cli.egg-info/, build/ and relay_cli-VERSION/ into the
     # checkout: two builds at once delete each other's files.
-    "build": ("test_wheel.py", "test_packaging.py::test_sdist_",
-              "test_packaging.py::test_the_tests_run_from_the_unpacked_sdist",
-              "test_readme.py::test_first_command_as_written_in_a_fresh_home"),
+    "build": (
+        "test_wheel.py",
+        "test_packaging.py::test_sdist_",
+        "test_packaging.py::test_the_tests_run_from_the_unpacked_sdist",
+        "test_readme.py::test_first_command_as_written_in_a_fresh_home",
+    ),
     # the several-machines runs: namespaces, a server each and injected network faults,
     # timed runs that would only starve each other.
     "netns": ("test_netns.py", "test_netfault.py"),
 }
 # Modules whose tests share a module-scoped fixture (a server, a built wheel, a tmux
 # screen, the printed-commands world): on one worker it is set up once.
-SHARED_FIXTURE_MODULES = ("test_e2e_runtimes.py", "test_pg_faults.py", "test_pg_url.py",
-                          "test_postgres.py", "test_printed_commands.py", "test_schema.py",
-                          "test_screens.py")
+SHARED_FIXTURE_MODULES = (
+    "test_e2e_runtimes.py",
+    "test_pg_faults.py",
+    "test_pg_url.py",
+    "test_postgres.py",
+    "test_printed_commands.py",
+    "test_schema.py",
+    "test_screens.py",
+)
 
 
 def xdist_group(nodeid: str) -> str:
@@ -440,9 +523,10 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         spec = getattr(item, "callspec", None)
         backend = spec.params.get("relay") if spec is not None else None
-        if (backend == "postgres" and (item.get_closest_marker("sqlite_only")
-                                       or item.get_closest_marker("one_backend"))) or \
-                (backend == "sqlite" and item.get_closest_marker("postgres_only")):
+        if (
+            backend == "postgres"
+            and (item.get_closest_marker("sqlite_only") or item.get_closest_marker("one_backend"))
+        ) or (backend == "sqlite" and item.get_closest_marker("postgres_only")):
             drop.append(item)
         else:
             keep.append(item)
@@ -463,8 +547,10 @@ def _postgres_missing() -> str | None:
 # owner and grants), column, default, index, constraint, function, trigger, type, schema,
 # extension and per-database setting outside the system catalogs, and each sequence's
 # position. Two databases with the same fingerprint and the same rows are alike to relay.
-_USER_NS = ("n.nspname NOT IN ('pg_catalog', 'information_schema') "
-            "AND n.nspname NOT LIKE 'pg\\_toast%' AND n.nspname NOT LIKE 'pg\\_temp%'")
+_USER_NS = (
+    "n.nspname NOT IN ('pg_catalog', 'information_schema') "
+    "AND n.nspname NOT LIKE 'pg\\_toast%' AND n.nspname NOT LIKE 'pg\\_temp%'"
+)
 _FINGERPRINT = f"""
 SELECT x FROM (
   SELECT 'rel ' || n.nspname || '.' || c.relname || ' ' || c.relkind::text || ' '
@@ -556,9 +642,11 @@ class PgCluster:
 
     @staticmethod
     def _tables(cur) -> list[str]:
-        cur.execute("SELECT quote_ident(schemaname) || '.' || quote_ident(tablename) "
-                    "FROM pg_tables WHERE schemaname NOT IN ('pg_catalog', "
-                    "'information_schema') ORDER BY 1")
+        cur.execute(
+            "SELECT quote_ident(schemaname) || '.' || quote_ident(tablename) "
+            "FROM pg_tables WHERE schemaname NOT IN ('pg_catalog', "
+            "'information_schema') ORDER BY 1"
+        )
         return [r[0] for r in cur.fetchall()]
 
     def _rows(self, conn) -> dict[str, list[str]]:
@@ -593,11 +681,14 @@ class PgCluster:
         conn = self._connect(name)
         try:
             with conn.cursor() as cur:
-                cur.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = "
-                            "current_database() AND pid <> pg_backend_pid()")
+                cur.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = "
+                    "current_database() AND pid <> pg_backend_pid()"
+                )
                 others = cur.fetchone()[0]
-                cur.execute("SELECT count(*) FROM pg_prepared_xacts WHERE database = "
-                            "current_database()")
+                cur.execute(
+                    "SELECT count(*) FROM pg_prepared_xacts WHERE database = current_database()"
+                )
                 if others or cur.fetchone()[0]:
                     return False
                 cur.execute("BEGIN")
@@ -605,8 +696,10 @@ class PgCluster:
                 for table in self._tables(cur):
                     if not self.rows.get(table):
                         cur.execute(f"DELETE FROM {table}")
-                cur.execute("SELECT quote_ident(schemaname) || '.' || "
-                            "quote_ident(sequencename) FROM pg_sequences")
+                cur.execute(
+                    "SELECT quote_ident(schemaname) || '.' || "
+                    "quote_ident(sequencename) FROM pg_sequences"
+                )
                 for (seq,) in cur.fetchall():
                     cur.execute(f"ALTER SEQUENCE {seq} RESTART")
                 cur.execute("COMMIT")
@@ -681,12 +774,24 @@ def fake_crash(relay: Relay, key: str, **extra) -> None:
     store = relay.open_store()
     try:
         with store.transaction():
-            store.update_ledger(key, {"state": "running", "pid": os.getpid(),
-                                      "process_start": "other-boot:1",
-                                      "child_pid": os.getpid(), "child_start": "other-boot:2",
-                                      "host": this_host(), "exit_code": None,
-                                      "stdout": None, "stderr": None, "stdout_bytes": None,
-                                      "stderr_bytes": None, "finished_at": None, **extra})
+            store.update_ledger(
+                key,
+                {
+                    "state": "running",
+                    "pid": os.getpid(),
+                    "process_start": "other-boot:1",
+                    "child_pid": os.getpid(),
+                    "child_start": "other-boot:2",
+                    "host": this_host(),
+                    "exit_code": None,
+                    "stdout": None,
+                    "stderr": None,
+                    "stdout_bytes": None,
+                    "stderr_bytes": None,
+                    "finished_at": None,
+                    **extra,
+                },
+            )
     finally:
         store.close()
 

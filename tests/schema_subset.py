@@ -80,9 +80,13 @@ def errors(value, schema: dict, root: dict | None = None, path: str = "$") -> li
 
 
 def test_the_validator_itself_rejects_what_it_should():
-    schema = {"type": "object", "properties": {"a": {"const": "x"}, "b": {"type": "integer"}},
-              "required": ["a"], "additionalProperties": False,
-              "definitions": {"S": {"type": ["string", "null"]}}}
+    schema = {
+        "type": "object",
+        "properties": {"a": {"const": "x"}, "b": {"type": "integer"}},
+        "required": ["a"],
+        "additionalProperties": False,
+        "definitions": {"S": {"type": ["string", "null"]}},
+    }
     assert errors({"a": "x", "b": 1}, schema) == []
     assert errors({"b": True}, schema) and errors({"a": "x", "c": 1}, schema)
     assert errors({"a": "y"}, schema) and errors([], schema)

@@ -55,8 +55,7 @@ def test_again_goes_with_neither_id_nor_wait(world):
     refused(relay, "usage_error", "claim", "--again", "--wait", "5s", env=bob)
 
 
-def test_a_claim_whose_commit_answer_was_cut_is_answered_from_what_is_stored(world,
-                                                                           monkeypatch):
+def test_a_claim_whose_commit_answer_was_cut_is_answered_from_what_is_stored(world, monkeypatch):
     relay, alice, bob = world
     first, second = _two_queued(relay, alice)
     with answer_lost_after_commit(monkeypatch) as cut:
@@ -65,8 +64,10 @@ def test_a_claim_whose_commit_answer_was_cut_is_answered_from_what_is_stored(wor
     retry = relay("claim", "--again", "--json", env=bob)
     assert retry.code == 0 and retry.json["id"] == first and retry.json["duplicate"] is True
     assert relay("show", second, "--json").json["state"] == "queued"
-    assert [e["to_state"] for e in relay("show", first, "--events", "--json").json[
-        "events"]] == ["queued", "delivered"]  # one delivery, not two
+    assert [e["to_state"] for e in relay("show", first, "--events", "--json").json["events"]] == [
+        "queued",
+        "delivered",
+    ]  # one delivery, not two
 
 
 def test_another_session_of_the_same_name_takes_the_next_request(world):
@@ -106,6 +107,7 @@ def test_the_retry_note_fits_an_80_column_terminal(world):
     assert relay("claim", "--json", env=bob).json["id"] == first
     _, screen = relay.screen("claim", "--again", env=bob, cols=80, rows=24)
     lines = assert_fits(screen, 80)
-    note = " ".join(ln.strip() for ln in lines[:lines.index(next(
-        ln for ln in lines if ln.startswith("id ")))])
+    note = " ".join(
+        ln.strip() for ln in lines[: lines.index(next(ln for ln in lines if ln.startswith("id ")))]
+    )
     assert "claimed it already" in note and "claim --again takes nothing new" in note

@@ -23,10 +23,19 @@ def complete(relay, line: str, env: dict | None = None) -> list[str]:
     """What `relay` offers for the last word of ``line`` (a trailing space: a new word)."""
     words = line.split()
     cword = len(words) if line.endswith(" ") else len(words) - 1
-    extra = {"_RELAY_COMPLETE": "complete_bash", "COMP_WORDS": line, "COMP_CWORD": str(cword),
-             "_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"}
-    p = subprocess.run([sys.executable, "-m", "relay_cli"], capture_output=True, text=True,
-                       env={**relay._env(env), **extra}, timeout=60)
+    extra = {
+        "_RELAY_COMPLETE": "complete_bash",
+        "COMP_WORDS": line,
+        "COMP_CWORD": str(cword),
+        "_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1",
+    }
+    p = subprocess.run(
+        [sys.executable, "-m", "relay_cli"],
+        capture_output=True,
+        text=True,
+        env={**relay._env(env), **extra},
+        timeout=60,
+    )
     assert p.returncode == 0, p.stderr
     assert p.stderr == ""
     return [w for w in p.stdout.splitlines() if w]
@@ -111,48 +120,62 @@ def test_submit_offers_my_unsubmitted_drafts(mix):
 
 def test_peer_names_are_offered_where_a_peer_belongs(mix):
     relay, *_ = mix
-    for line in ("relay send --to ", "relay list --from ", "relay list --to ",
-                 "relay inbox --as ", "relay peers join ", "relay run --as "):
+    for line in (
+        "relay send --to ",
+        "relay list --from ",
+        "relay list --to ",
+        "relay inbox --as ",
+        "relay peers join ",
+        "relay run --as ",
+    ):
         assert complete(relay, line) == ["alice", "bob", "carol"], line
     assert complete(relay, "relay send --to c") == ["carol"]
 
 
 @pytest.mark.one_backend
-@pytest.mark.parametrize("line,expected", [
-    ("relay list --state ", list(STATES)),
-    ("relay list --state deli", ["delivered", "delivery_unknown"]),
-    ("relay resolve x --outcome ", ["completed", "failed", "requeue"]),
-    ("relay ledger resolve k --outcome ", ["succeeded", "failed", "forget"]),
-    ("relay ledger list --state eff", ["effect_unknown"]),
-    ("relay peers join x --kind ", list(KINDS)),
-    ("relay peers add x --kind c", ["claude", "codex"]),
-    ("relay run --as x --kind h", ["human"]),
-    ("relay send --to x --on-lost ", ["unknown", "redeliver"]),
-    ("relay guide --for c", ["claude", "codex"]),
-])
+@pytest.mark.parametrize(
+    "line,expected",
+    [
+        ("relay list --state ", list(STATES)),
+        ("relay list --state deli", ["delivered", "delivery_unknown"]),
+        ("relay resolve x --outcome ", ["completed", "failed", "requeue"]),
+        ("relay ledger resolve k --outcome ", ["succeeded", "failed", "forget"]),
+        ("relay ledger list --state eff", ["effect_unknown"]),
+        ("relay peers join x --kind ", list(KINDS)),
+        ("relay peers add x --kind c", ["claude", "codex"]),
+        ("relay run --as x --kind h", ["human"]),
+        ("relay send --to x --on-lost ", ["unknown", "redeliver"]),
+        ("relay guide --for c", ["claude", "codex"]),
+    ],
+)
 def test_choices_are_offered(relay, line, expected):
     assert complete(relay, line) == expected
 
 
 @pytest.mark.one_backend
 def test_choices_are_shown_in_help(relay):
-    assert "--kind <claude|codex|gemini|aider|human|script|other>" in \
-        relay("peers", "join", "--help").out
+    assert (
+        "--kind <claude|codex|gemini|aider|human|script|other>"
+        in relay("peers", "join", "--help").out
+    )
     assert "--outcome <completed|failed|requeue>" in relay("resolve", "--help").out
     assert "--on-lost <unknown|redeliver>" in relay("send", "--help").out
 
 
 @pytest.mark.one_backend
-@pytest.mark.parametrize("args,code", [
-    (["peers", "join", "x", "--kind", "Claude"], "invalid_name"),
-    (["peers", "add", "x", "--kind", "robot"], "invalid_name"),
-    (["send", "--to", "x", "--on-lost", "never", "hi"], "usage_error"),
-    (["list", "--state", "done"], "usage_error"),
-    (["resolve", new_id(), "--outcome", "maybe"], "usage_error"),
-    (["ledger", "list", "--state", "done"], "usage_error"),
-    (["ledger", "resolve", "k", "--outcome", "maybe"], "usage_error"),
-    (["guide", "--for", "vim"], "usage_error"),
-])
+@pytest.mark.parametrize(
+    "args,code",
+    [
+        (["peers", "join", "x", "--kind", "Claude"], "invalid_name"),
+        (["peers", "add", "x", "--kind", "robot"], "invalid_name"),
+        (["send", "--to", "x", "--on-lost", "never", "hi"], "usage_error"),
+        (["list", "--state", "done"], "usage_error"),
+        (["resolve", new_id(), "--outcome", "maybe"], "usage_error"),
+        (["ledger", "list", "--state", "done"], "usage_error"),
+        (["ledger", "resolve", "k", "--outcome", "maybe"], "usage_error"),
+        (["guide", "--for", "vim"], "usage_error"),
+    ],
+)
 def test_a_bad_choice_is_still_relays_own_error(relay, args, code):
     relay.join("alice")
     before = relay.snapshot()

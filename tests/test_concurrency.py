@@ -69,8 +69,11 @@ def test_four_parallel_claim_loops_of_one_session_claim_each_request_exactly_onc
         sent.append(r.json["id"])
     env = relay._env(bob)
     loops = [
-        subprocess.Popen([sys.executable, "-c", CLAIM_LOOP, json.dumps(env)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        subprocess.Popen(
+            [sys.executable, "-c", CLAIM_LOOP, json.dumps(env)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         for _ in range(4)
     ]
     claimed = []
@@ -120,10 +123,13 @@ def test_a_lock_held_past_the_busy_timeout_is_busy_and_retryable(relay):
     alice = relay.join("alice")
     relay.join("bob")
     holder = subprocess.Popen(
-        [sys.executable, "-c",
-         "import sqlite3, sys, time\n"
-         f"db = sqlite3.connect({str(relay.home / 'relay.db')!r}, isolation_level=None)\n"
-         "db.execute('BEGIN IMMEDIATE'); print('locked', flush=True); time.sleep(7)\n"],
+        [
+            sys.executable,
+            "-c",
+            "import sqlite3, sys, time\n"
+            f"db = sqlite3.connect({str(relay.home / 'relay.db')!r}, isolation_level=None)\n"
+            "db.execute('BEGIN IMMEDIATE'); print('locked', flush=True); time.sleep(7)\n",
+        ],
         stdout=subprocess.PIPE,
     )
     assert holder.stdout.readline().strip() == b"locked"

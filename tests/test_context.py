@@ -10,13 +10,22 @@ from relay_cli.core.clock import Clock, iso
 def test_a_call_handed_a_fake_clock_keeps_relays_time_by_it(relay):
     alice, _ = relay.join("alice"), relay.join("bob")
     frozen = Clock().now_ms() + 20_000  # a stopped clock, 20 s ahead (within the lease)
-    r = relay("send", "--to", "bob", "--json", "-", input="hi", env=alice,
-              clock=Clock(source=lambda: frozen, fixed=True))
+    r = relay(
+        "send",
+        "--to",
+        "bob",
+        "--json",
+        "-",
+        input="hi",
+        env=alice,
+        clock=Clock(source=lambda: frozen, fixed=True),
+    )
     assert r.code == 0, r.err
     assert r.json["created_at"] == iso(frozen)
     # the next call, handed nothing, is back on the real clock
-    assert relay("send", "--to", "bob", "--json", "-", input="hi", env=alice
-                 ).json["created_at"] < iso(frozen)
+    assert relay("send", "--to", "bob", "--json", "-", input="hi", env=alice).json[
+        "created_at"
+    ] < iso(frozen)
 
 
 def test_an_offset_clock_moves_time_as_relay_time_offset_does(relay):

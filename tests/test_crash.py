@@ -23,8 +23,9 @@ TRIALS = 5
 @pytest.mark.parametrize("command", crash.COMMANDS)
 def test_sigkill_at_random_moments_breaks_no_promise(command, tmp_path):
     assert crash.available(command), f"`relay {command}` is not in relay --help"
-    res = crash.run([command], trials=TRIALS, seed=1234, root=tmp_path, log=lambda *a: None,
-                    calib_runs=1)
+    res = crash.run(
+        [command], trials=TRIALS, seed=1234, root=tmp_path, log=lambda *a: None, calib_runs=1
+    )
     r = res[command]
     assert r["trials"] == TRIALS
     assert r["problems"] == []
@@ -55,8 +56,15 @@ def test_the_checks_catch_a_state_its_events_do_not_explain(tmp_path):
 def test_sigkill_on_postgres_breaks_no_promise(command, tmp_path, pg_cluster):
     """The PostgreSQL mode of the harness (design.md §13): each trial on its own database
     (the full run: python -m bench crash --postgres)."""
-    res = crash.run([command], trials=3, seed=4321, root=tmp_path, log=lambda *a: None,
-                    calib_runs=1, postgres=True)
+    res = crash.run(
+        [command],
+        trials=3,
+        seed=4321,
+        root=tmp_path,
+        log=lambda *a: None,
+        calib_runs=1,
+        postgres=True,
+    )
     r = res[command]
     assert r["trials"] == 3
     assert r["problems"] == []
@@ -71,8 +79,9 @@ def test_the_checks_catch_a_lost_request_on_postgres(tmp_path, pg_cluster):
         a = common.join(tmp_path / "home", "a")
         common.join(tmp_path / "home", "b")
         rid = common.new_id()
-        assert common.relay(tmp_path / "home", "send", "--to", "b", "--id", rid, "x",
-                            env=a).code == 0
+        assert (
+            common.relay(tmp_path / "home", "send", "--to", "b", "--id", rid, "x", env=a).code == 0
+        )
         assert common.check_db(tmp_path / "home", {rid}) == []
         with common.Target(tmp_path / "home") as db:
             db.rows("DELETE FROM requests WHERE id = ?", (rid,))

@@ -39,8 +39,9 @@ def some_requests(relay, alice, bob) -> dict[str, str]:
             assert relay("claim", "--id", rid, "--json", env=bob).code == 0
     assert relay("reply", ids["completed"], "done", "--json", env=bob).code == 0
     assert relay("fail", ids["failed"], "--reason", "a|b\\c " + ESC, "--json", env=bob).code == 0
-    assert relay("reject", ids["rejected"], "--reason", "=HYPERLINK(\"x\")", "--json",
-                  env=bob).code == 0
+    assert (
+        relay("reject", ids["rejected"], "--reason", '=HYPERLINK("x")', "--json", env=bob).code == 0
+    )
     return ids
 
 
@@ -50,8 +51,10 @@ def test_db_path_prints_the_database_that_relay_uses(relay, pair):
     r = relay("db", "path")
     assert r.code == 0 and r.err == ""
     assert r.out == f"{relay.home / 'relay.db'}\n"
-    assert relay("db", "path", "--json").json == {"path": str(relay.home / "relay.db"),
-                                                  "exists": True}
+    assert relay("db", "path", "--json").json == {
+        "path": str(relay.home / "relay.db"),
+        "exists": True,
+    }
 
 
 @on_file
@@ -90,15 +93,19 @@ def test_sqlite_utils_reads_the_path_relay_prints(relay, pair):
     assert {"table": "requests", "count": 5} in json.loads(p.stdout)
     p = subprocess.run([str(cli), "views", path], capture_output=True, text=True)
     assert {v["view"] for v in json.loads(p.stdout)} >= {
-        "requests_view", "events_view", "peers_view", "ledger_view"}
-    p = subprocess.run([str(cli), "rows", path, "requests_view", "--csv"], capture_output=True,
-                       text=True)
+        "requests_view",
+        "events_view",
+        "peers_view",
+        "ledger_view",
+    }
+    p = subprocess.run(
+        [str(cli), "rows", path, "requests_view", "--csv"], capture_output=True, text=True
+    )
     assert p.returncode == 0 and len(p.stdout.splitlines()) == 6
 
 
 @pytest.mark.postgres_only
-def test_db_path_on_postgresql_is_refused_naming_the_database_without_its_password(relay,
-                                                                                   pair):
+def test_db_path_on_postgresql_is_refused_naming_the_database_without_its_password(relay, pair):
     secret = relay.url.replace("postgresql://", "postgresql://nobody:s3cret@", 1)
     err = refused(relay, "usage_error", "db", "path", env={"RELAY_DATABASE_URL": secret})
     assert "PostgreSQL database postgresql://nobody@" in err["message"]
@@ -119,8 +126,11 @@ def test_requests_view_is_the_request_object_with_readable_times(relay, pair):
     assert len(view) == len(listed) == 8
     for row in view:
         names = {"from": "from_peer", "to": "to_peer"}
-        obj = {names.get(k, k): v for k, v in listed[row["id"]].items()
-               if k not in ("detail", "authority", "user_approval")}
+        obj = {
+            names.get(k, k): v
+            for k, v in listed[row["id"]].items()
+            if k not in ("detail", "authority", "user_approval")
+        }
         obj["pruned"] = int(obj["pruned"])
         assert row == obj
         assert list(row) == list(obj)
@@ -131,11 +141,12 @@ def test_events_and_peers_views_match_what_relay_prints(relay, pair):
     alice, bob = pair
     ids = some_requests(relay, alice, bob)
     shown = relay("show", ids["failed"], "--events", "--json").json["events"]
-    view = query(relay, "SELECT * FROM events_view WHERE request_id = ? ORDER BY seq",
-                 (ids["failed"],))
-    assert [{k: e[k] for k in ("at", "from_state", "to_state", "reason", "actor")}
-            for e in shown] == [{k: v[k] for k in ("at", "from_state", "to_state", "reason",
-                                                    "actor")} for v in view]
+    view = query(
+        relay, "SELECT * FROM events_view WHERE request_id = ? ORDER BY seq", (ids["failed"],)
+    )
+    assert [
+        {k: e[k] for k in ("at", "from_state", "to_state", "reason", "actor")} for e in shown
+    ] == [{k: v[k] for k in ("at", "from_state", "to_state", "reason", "actor")} for v in view]
     peers = {p["name"]: p for p in relay("peers", "list", "--json").json["peers"]}
     for row in query(relay, "SELECT * FROM peers_view"):
         assert row["session_id"] == peers[row["name"]]["session_id"]
@@ -143,7 +154,8 @@ def test_events_and_peers_views_match_what_relay_prints(relay, pair):
         assert row["last_seen_at"] == peers[row["name"]]["last_seen_at"]
     assert relay("peers", "leave", "--json", env=bob).code == 0
     assert query(relay, "SELECT session_id FROM peers_view WHERE name = 'bob'") == [
-        {"session_id": None}]
+        {"session_id": None}
+    ]
 
 
 @on_file
@@ -193,9 +205,11 @@ def test_a_changed_or_dropped_view_is_restored_and_a_table_of_that_name_left_alo
     cols = [r["name"] for r in query(relay, "PRAGMA table_info(requests_view)")]
     assert cols[:4] == ["id", "from_peer", "to_peer", "state"]
     assert query(relay, "SELECT type FROM sqlite_master WHERE name = 'events_view'") == [
-        {"type": "view"}]
+        {"type": "view"}
+    ]
     assert query(relay, "SELECT type FROM sqlite_master WHERE name = 'peers_view'") == [
-        {"type": "table"}]
+        {"type": "table"}
+    ]
 
 
 @on_file
@@ -233,7 +247,7 @@ def test_export_csv_has_every_field_with_cells_made_inert(relay, pair):
     assert list(rows[0]) == schema
     by_id = {row["id"]: row for row in rows}
     assert by_id[ids["failed"]]["detail"] == "a|b\\c \\x1b]0;owned\\x07\\x1b[2J"
-    assert by_id[ids["rejected"]]["detail"] == "'=HYPERLINK(\"x\")"  # not a formula
+    assert by_id[ids["rejected"]]["detail"] == '\'=HYPERLINK("x")'  # not a formula
     assert by_id[ids["queued"]]["delivered_at"] == "" and by_id[ids["queued"]]["pruned"] == "false"
     shown = relay("show", ids["completed"], "--json").json
     assert by_id[ids["completed"]]["finished_at"] == shown["finished_at"]
@@ -245,8 +259,9 @@ def test_export_md_is_a_table_whose_cells_cannot_break_it(relay, pair):
     r = relay("export", "--format", "md")
     assert r.code == 0, r.err
     lines = r.out.splitlines()
-    assert lines[0] == ("| id | from | to | state | reason | created_at | finished_at | "
-                        "text_bytes | detail |")
+    assert lines[0] == (
+        "| id | from | to | state | reason | created_at | finished_at | text_bytes | detail |"
+    )
     assert lines[1] == "|---|---|---|---|---|---|---|---|---|"
     assert len(lines) == 2 + len(ids)
     failed = next(line for line in lines if line.startswith(f"| {ids['failed']} "))
@@ -262,8 +277,10 @@ def test_export_filters_by_state_and_since(relay, pair):
     old = new_id()
     assert relay.send(at(-3 * DAY, alice), "bob", "old", "--ttl", "7d", request_id=old).code == 0
     ids = some_requests(relay, alice, bob)
-    got = [json.loads(x)["id"] for x in relay("export", "--state", "failed", "--state",
-                                               "rejected").out.splitlines()]
+    got = [
+        json.loads(x)["id"]
+        for x in relay("export", "--state", "failed", "--state", "rejected").out.splitlines()
+    ]
     assert got == [ids["failed"], ids["rejected"]]
     recent = [json.loads(x)["id"] for x in relay("export", "--since", "2d").out.splitlines()]
     assert old not in recent and len(recent) == len(ids)
@@ -285,20 +302,24 @@ def test_export_leaves_tombstones_out_like_list(relay, pair):
     alice, bob = pair
     some_requests(relay, alice, bob)
     fresh = new_id()
-    assert relay.send(at(40 * DAY, {"RELAY_PEER": "carol"}), "bob", "new",
-                      request_id=fresh).code == 0
+    assert (
+        relay.send(at(40 * DAY, {"RELAY_PEER": "carol"}), "bob", "new", request_id=fresh).code == 0
+    )
     assert relay("prune", "--json", env=at(40 * DAY)).json["requests_pruned"] == 5
     out = [json.loads(x) for x in relay("export", env=at(40 * DAY)).out.splitlines()]
     listed = relay("list", "--all", "--json", env=at(40 * DAY)).json["requests"]
     assert out == listed and [o["id"] for o in out] == [fresh]
 
 
-@pytest.mark.parametrize("args, code, error", [
-    (["--format", "xml"], 2, "usage_error"),
-    (["--state", "done"], 2, "usage_error"),
-    (["--since", "0"], 2, "invalid_duration"),
-    (["--since", "yesterday"], 2, "invalid_duration"),
-])
+@pytest.mark.parametrize(
+    "args, code, error",
+    [
+        (["--format", "xml"], 2, "usage_error"),
+        (["--state", "done"], 2, "usage_error"),
+        (["--since", "0"], 2, "invalid_duration"),
+        (["--since", "yesterday"], 2, "invalid_duration"),
+    ],
+)
 def test_export_refuses_bad_input_and_changes_nothing(relay, pair, args, code, error):
     before = relay.snapshot()
     r = relay("export", *args, "--json")
@@ -322,8 +343,9 @@ def test_prune_vacuum_shrinks_the_file_and_reports_bytes(relay, pair):
     assert doc["tombstones_removed"] == 60
     vac = doc["vacuum"]
     assert vac["bytes_after"] < vac["bytes_before"] / 4
-    on_disk = sum(p.stat().st_size for p in relay.home.iterdir()
-                  if p.name in ("relay.db", "relay.db-wal"))
+    on_disk = sum(
+        p.stat().st_size for p in relay.home.iterdir() if p.name in ("relay.db", "relay.db-wal")
+    )
     assert on_disk == vac["bytes_after"]
     assert relay("list", "--json", env=at(200 * DAY)).code == 0
 

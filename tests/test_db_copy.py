@@ -28,8 +28,7 @@ def _digest(home) -> str:
 
 
 @pytest.mark.parametrize("fixture", [SHIPPED[0], SHIPPED[-1]], ids=lambda p: p.stem)
-def test_copy_of_an_older_schema_leaves_the_source_as_it_was(relay, empty_db, tmp_path,
-                                                            fixture):
+def test_copy_of_an_older_schema_leaves_the_source_as_it_was(relay, empty_db, tmp_path, fixture):
     src = Relay(tmp_path / "home")
     _load(src.home, fixture)
     before, version = _digest(src.home), int(fixture.name[1])
@@ -48,8 +47,9 @@ def test_copy_of_an_older_schema_leaves_the_source_as_it_was(relay, empty_db, tm
 
 
 @pytest.mark.parametrize("rows", [0, 2])
-def test_copy_into_a_database_with_someone_elses_table_creates_nothing(relay, empty_db,
-                                                                       tmp_path, rows):
+def test_copy_into_a_database_with_someone_elses_table_creates_nothing(
+    relay, empty_db, tmp_path, rows
+):
     empty_db.sql("CREATE TABLE notes (id integer, body text)")
     for i in range(rows):
         empty_db.sql("INSERT INTO notes VALUES (?, 'mine')", (i,))

@@ -74,8 +74,12 @@ def test_a_home_relay_refuses_is_reported_with_relays_own_code(tmp_path):
     home = tmp_path / "open-home"
     home.mkdir()
     os.chmod(home, 0o755)
-    p = subprocess.run([sys.executable, "-m", "relay_cli", "demo", "--home", str(home), "--json"],
-                       capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-m", "relay_cli", "demo", "--home", str(home), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 7, p.stderr
     lines = p.stderr.splitlines()
     assert len(lines) == 1 and json.loads(lines[0])["error"]["code"] == "unsafe_state_dir"

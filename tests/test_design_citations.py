@@ -42,9 +42,13 @@ def test_every_cited_design_section_exists():
 
 def test_nothing_cites_documents_outside_the_repository():
     this = Path(__file__).resolve()
-    found = [f"{f.relative_to(ROOT)}:{i}" for f in _files() if f.resolve() != this
-             for i, line in enumerate(f.read_text(errors="replace").splitlines(), 1)
-             if OUTSIDE.search(line)]
+    found = [
+        f"{f.relative_to(ROOT)}:{i}"
+        for f in _files()
+        if f.resolve() != this
+        for i, line in enumerate(f.read_text(errors="replace").splitlines(), 1)
+        if OUTSIDE.search(line)
+    ]
     assert found == []
 
 
@@ -57,7 +61,10 @@ def test_every_relative_link_in_the_docs_names_a_file_that_exists():
     for f in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
         for m in LINK.finditer(f.read_text()):
             target = m.group(1)
-            if "://" not in target and not target.startswith("mailto:") and not (
-                    f.parent / target).exists():
+            if (
+                "://" not in target
+                and not target.startswith("mailto:")
+                and not (f.parent / target).exists()
+            ):
                 broken.append(f"{f.relative_to(ROOT)}: {target}")
     assert broken == []

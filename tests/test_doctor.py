@@ -12,15 +12,39 @@ from conftest import new_id
 from relay_cli.core.limits import KINDS
 from relay_cli.store import LATEST_SCHEMA
 
-COMMON = {"relay_version", "python", "time_offset", "schema", "tables", "requests",
-          "delivery_unknown", "ledger", "stale_drafts", "peers"}
+COMMON = {
+    "relay_version",
+    "python",
+    "time_offset",
+    "schema",
+    "tables",
+    "requests",
+    "delivery_unknown",
+    "ledger",
+    "stale_drafts",
+    "peers",
+}
 REQUIRED = COMMON | {
-    "sqlite", "state_dir", "db_file", "wal_file", "shm_file", "database", "quick_check",
-    "journal_mode", "synchronous", "db_size",
+    "sqlite",
+    "state_dir",
+    "db_file",
+    "wal_file",
+    "shm_file",
+    "database",
+    "quick_check",
+    "journal_mode",
+    "synchronous",
+    "db_size",
 }
 # design.md §13: on PostgreSQL the server's checks replace those of the local file
-REQUIRED_POSTGRES = COMMON | {"database_url", "reachable", "server", "synchronous_commit",
-                              "tls", "clock"}
+REQUIRED_POSTGRES = COMMON | {
+    "database_url",
+    "reachable",
+    "server",
+    "synchronous_commit",
+    "tls",
+    "clock",
+}
 
 
 def _checks(r) -> dict[str, dict]:
@@ -44,9 +68,13 @@ def _files(path) -> dict:
         for name in dirs + files:
             p = os.path.join(root, name)
             st = os.lstat(p)
-            out[p] = (stat.S_IMODE(st.st_mode), st.st_uid,
-                      open(p, "rb").read() if stat.S_ISREG(st.st_mode) and not
-                      name.endswith(("-wal", "-shm")) else None)
+            out[p] = (
+                stat.S_IMODE(st.st_mode),
+                st.st_uid,
+                open(p, "rb").read()
+                if stat.S_ISREG(st.st_mode) and not name.endswith(("-wal", "-shm"))
+                else None,
+            )
     return out
 
 
@@ -60,11 +88,13 @@ def test_healthy_home_passes_every_check(relay):
     checks = _checks(r)
     assert all(c["status"] != "fail" for c in checks.values())
     assert checks["schema"]["detail"] == (
-        f"schema version {LATEST_SCHEMA} (newest supported {LATEST_SCHEMA})")
+        f"schema version {LATEST_SCHEMA} (newest supported {LATEST_SCHEMA})"
+    )
     if relay.backend == "postgres":
         assert REQUIRED_POSTGRES <= set(checks), sorted(REQUIRED_POSTGRES - set(checks))
-        assert all(c["status"] == "ok" for c in checks.values() if c["name"] in
-                   REQUIRED_POSTGRES - COMMON), checks
+        assert all(
+            c["status"] == "ok" for c in checks.values() if c["name"] in REQUIRED_POSTGRES - COMMON
+        ), checks
         assert "state_dir" not in checks and "sqlite" not in checks
         assert not relay.home.exists()  # relay.db is not used
     else:
@@ -242,7 +272,7 @@ def test_damaged_pages_are_reported_not_a_crash(relay, where):
     page, pages = 4096, len(data) // 4096
     first = pages - 12 if where == "data_pages" else 1
     for n in range(first, pages):
-        data[n * page: n * page + 64] = b"\xa5" * 64
+        data[n * page : n * page + 64] = b"\xa5" * 64
     db.write_bytes(bytes(data))
     r = relay("doctor", "--json")
     assert r.code == 7, r.out
@@ -303,8 +333,9 @@ def test_wakeup_per_active_peer(relay):
     relay.join("c2", "--kind", "claude", "--lease", "1h")
     relay.join("x1", "--kind", "codex")
     relay.join("a1", "--kind", "aider")
-    relay.sql("UPDATE peers SET hook_seen_at = (SELECT max(created_at) FROM sessions) "
-              "WHERE name = 'c2'")
+    relay.sql(
+        "UPDATE peers SET hook_seen_at = (SELECT max(created_at) FROM sessions) WHERE name = 'c2'"
+    )
     r = relay("doctor", "--json")
     checks = _checks(r)
     assert checks["wakeup:c1"]["status"] == "warn"
@@ -318,8 +349,12 @@ def test_wakeup_per_active_peer(relay):
     assert checks["wakeup:a1"]["status"] == "ok"  # nothing a person could install
     assert "nothing to install for an aider peer" in checks["wakeup:a1"]["detail"]
     wake = {p["name"]: p["wakeup"] for p in r.json["active_peers"]}
-    assert wake == {"a1": "not_configured", "c1": "not_configured", "c2": "hook",
-                    "x1": "not_configured"}
+    assert wake == {
+        "a1": "not_configured",
+        "c1": "not_configured",
+        "c2": "hook",
+        "x1": "not_configured",
+    }
     # 15 min later: the hook is no longer recent; the 45 s leases lapsed
     later = relay("doctor", "--json", env={"RELAY_TIME_OFFSET": "900"})
     checks = _checks(later)
@@ -334,13 +369,14 @@ def test_wakeup_on_a_database_from_before_wake_waiters(relay):
     """Doctor opens an older schema read-only; it has no waiters, and says so without error."""
     relay.join("c1", "--kind", "claude")
     relay.sql("DROP TABLE wake_waiters")
-    relay.sql("PRAGMA user_version = 4" if relay.backend == "sqlite"
-              else "UPDATE relay_schema SET version = 4")
+    relay.sql(
+        "PRAGMA user_version = 4"
+        if relay.backend == "sqlite"
+        else "UPDATE relay_schema SET version = 4"
+    )
     r = relay("doctor", "--json")
     assert r.code == 0, r.err
     assert _checks(r)["wakeup:c1"]["detail"].startswith("not_configured")
-
-
 
 
 def _until(relay, predicate, what):
@@ -463,8 +499,15 @@ def test_doctor_lists_relay_db_tables_in_the_schema_order(relay):
     relay.join("alice")
     r = relay("doctor", "--json")
     assert list(r.json["rows_by_table"]) == [
-        "peers", "sessions", "requests", "drafts", "events", "ledger", "hook_state",
-        "wake_waiters"]
+        "peers",
+        "sessions",
+        "requests",
+        "drafts",
+        "events",
+        "ledger",
+        "hook_state",
+        "wake_waiters",
+    ]
     check = next(c for c in r.json["checks"] if c["name"] == "tables")
     assert check["detail"].startswith("peers 1, sessions 1, requests 0, drafts 0")
 
@@ -484,14 +527,17 @@ def test_a_lapsed_session_still_holding_claimed_work_is_a_warning(relay):
     scope = "--database-url" if relay.url else "--home"  # the database that was checked
     assert checks["lapsed:bob"]["fix"].startswith(f"relay list --state delivery_unknown {scope} ")
     assert later.json["lapsed_sessions"] == [
-        {"peer": "bob", "lease_expires_at": later.json["lapsed_sessions"][0]["lease_expires_at"],
-         "claimed": [rid]}]
+        {
+            "peer": "bob",
+            "lease_expires_at": later.json["lapsed_sessions"][0]["lease_expires_at"],
+            "claimed": [rid],
+        }
+    ]
     assert relay("show", rid, "--json").json["state"] == "delivered"  # doctor swept nothing
 
 
 def test_an_approval_waiting_for_a_person_is_a_warning(relay):
-    assert relay.proc("once", "--approve", "--timeout", "0", "--key", "k", "--",
-                      "true").code == 75
+    assert relay.proc("once", "--approve", "--timeout", "0", "--key", "k", "--", "true").code == 75
     c = _checks(relay("doctor", "--json"))["approvals"]
     assert c["status"] == "warn" and "relay approve KEY" in c["detail"]
 

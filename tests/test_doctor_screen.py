@@ -37,7 +37,7 @@ def last_screen(raw: str) -> tuple[list[str], str]:
     """The lines on the screen when doctor has ended (the shell's prompt takes the last
     row), and the same joined with command continuations (` \\` + newline) undone."""
     lines = plain(raw).rstrip("\n").split("\n")
-    screen = lines[-(ROWS - 1):]
+    screen = lines[-(ROWS - 1) :]
     joined = re.sub(r" \\\n +", " ", "\n".join(screen))
     return screen, joined
 
@@ -51,11 +51,18 @@ def paste(relay: Relay, command: str, tmp: Path) -> subprocess.CompletedProcess:
         script = bindir / "relay"
         script.write_text(f'#!/bin/sh\nexec {sys.executable} -m relay_cli "$@"\n')
         script.chmod(0o755)
-    env = relay._env({"RELAY_HOME": None, "RELAY_DATABASE_URL": None,
-                      "HOME": str(tmp / "elsewhere"), "PYTHONPATH": str(ROOT),
-                      "PATH": f"{bindir}:{os.environ['PATH']}"})
-    return subprocess.run(["bash", "-c", command], capture_output=True, text=True, env=env,
-                          timeout=120)
+    env = relay._env(
+        {
+            "RELAY_HOME": None,
+            "RELAY_DATABASE_URL": None,
+            "HOME": str(tmp / "elsewhere"),
+            "PYTHONPATH": str(ROOT),
+            "PATH": f"{bindir}:{os.environ['PATH']}",
+        }
+    )
+    return subprocess.run(
+        ["bash", "-c", command], capture_output=True, text=True, env=env, timeout=120
+    )
 
 
 def claim_lease_runs_out(relay: Relay) -> str:
@@ -64,18 +71,45 @@ def claim_lease_runs_out(relay: Relay) -> str:
     expired unsubmitted. Made before the busy home, whose later commands see nothing due."""
     tokens = {}
     for name in ("ops-bot", "night-runner"):
-        r = relay("peers", "join", name, "--kind", "script", "--lease", "3h", "--json",
-                  env={"RELAY_TIME_OFFSET": "-3800"})
+        r = relay(
+            "peers",
+            "join",
+            name,
+            "--kind",
+            "script",
+            "--lease",
+            "3h",
+            "--json",
+            env={"RELAY_TIME_OFFSET": "-3800"},
+        )
         tokens[name] = {"RELAY_PEER": name, "RELAY_SESSION": r.json["token"]}
     rid = str(uuid.uuid4())
-    r = relay("send", "--to", "night-runner", "--id", rid, "Rotate the logs.",
-              env={**tokens["ops-bot"], "RELAY_TIME_OFFSET": "-141"})
+    r = relay(
+        "send",
+        "--to",
+        "night-runner",
+        "--id",
+        rid,
+        "Rotate the logs.",
+        env={**tokens["ops-bot"], "RELAY_TIME_OFFSET": "-141"},
+    )
     assert r.code == 0, r.err
-    r = relay("claim", "--id", rid, "--lease", "30s",
-              env={**tokens["night-runner"], "RELAY_TIME_OFFSET": "-140"})
+    r = relay(
+        "claim",
+        "--id",
+        rid,
+        "--lease",
+        "30s",
+        env={**tokens["night-runner"], "RELAY_TIME_OFFSET": "-140"},
+    )
     assert r.code == 0, r.err
-    r = relay("prepare", "--to", "night-runner", "Later.",  # expired 100 s ago, unsubmitted
-              env={**tokens["ops-bot"], "RELAY_TIME_OFFSET": "-3700"})
+    r = relay(
+        "prepare",
+        "--to",
+        "night-runner",
+        "Later.",  # expired 100 s ago, unsubmitted
+        env={**tokens["ops-bot"], "RELAY_TIME_OFFSET": "-3700"},
+    )
     assert r.code == 0, r.err
     return rid
 
@@ -98,8 +132,15 @@ def test_every_problem_of_a_busy_home_is_on_the_last_screen_with_its_command(bus
     report = relay("doctor", "--json").json
     problems = [c for c in report["checks"] if c["status"] != "ok"]
     names = {c["name"] for c in problems}
-    assert {"delivery_unknown", "ledger", "approvals", f"lapsed:{LAPSING}", "claim_leases",
-            "stale_drafts", f"wakeup:{CODEX}"} <= names, names
+    assert {
+        "delivery_unknown",
+        "ledger",
+        "approvals",
+        f"lapsed:{LAPSING}",
+        "claim_leases",
+        "stale_drafts",
+        f"wakeup:{CODEX}",
+    } <= names, names
     assert all(c["fix"] for c in problems)
     code, raw = relay.pty("doctor", cols=COLS, rows=ROWS, env=env)
     assert code == 0
@@ -113,8 +154,11 @@ def test_every_problem_of_a_busy_home_is_on_the_last_screen_with_its_command(bus
     assert screen[-1].startswith("relay doctor: 0 fail, ")
     # the report with -v has every check, each ok detail whole (wrapped, never cut)
     _, full = relay.screen("doctor", "-v", cols=COLS, rows=ROWS, env=env)
-    assert "\u2026" not in "\n".join(ln for ln in full.split("\n") if "\u2713" not in ln
-                                     and not ln.startswith(("! warn", "\u2717 fail")))
+    assert "\u2026" not in "\n".join(
+        ln
+        for ln in full.split("\n")
+        if "\u2713" not in ln and not ln.startswith(("! warn", "\u2717 fail"))
+    )
 
 
 @pytest.mark.sqlite_only
@@ -156,7 +200,8 @@ def test_pasted_commands_settle_the_busy_home_that_was_checked(busy, tmp_path):
 
 @pytest.mark.sqlite_only
 def test_a_broken_home_shows_every_failure_and_its_pasted_fix_repairs_that_home(
-        relay, tmp_path_factory, tmp_path):
+    relay, tmp_path_factory, tmp_path
+):
     home = Relay(short_home(tmp_path_factory))
     busy_home(home)
     os.chmod(home.home, 0o755)
@@ -174,11 +219,13 @@ def test_a_broken_home_shows_every_failure_and_its_pasted_fix_repairs_that_home(
     p = paste(home, fix, tmp_path)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "fixed: " in p.stdout
-    assert not (tmp_path / "elsewhere").exists() or not any((tmp_path / "elsewhere").rglob(
-        "relay.db"))  # nothing was made in another home
+    assert not (tmp_path / "elsewhere").exists() or not any(
+        (tmp_path / "elsewhere").rglob("relay.db")
+    )  # nothing was made in another home
     after = home("doctor", "--json")
-    assert after.code == 0 and all(c["status"] == "ok" for c in after.json["checks"]
-                                   if c["name"] in ("state_dir", "db_file"))
+    assert after.code == 0 and all(
+        c["status"] == "ok" for c in after.json["checks"] if c["name"] in ("state_dir", "db_file")
+    )
 
 
 @pytest.mark.sqlite_only
@@ -226,10 +273,16 @@ def test_a_read_only_home_is_not_all_ok(relay, tmp_path):
         if shutil.which("unshare") is None:
             pytest.skip("needs unshare to mount the home read-only")
         home = str(relay.home)
-        script = (f"mount --bind {home} {home} && mount -o remount,bind,ro {home} && "
-                  f"exec {sys.executable} -m relay_cli doctor --json")
-        p = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True,
-                           text=True, env=relay._env({"PYTHONPATH": str(ROOT)}))
+        script = (
+            f"mount --bind {home} {home} && mount -o remount,bind,ro {home} && "
+            f"exec {sys.executable} -m relay_cli doctor --json"
+        )
+        p = subprocess.run(
+            ["unshare", "-m", "sh", "-c", script],
+            capture_output=True,
+            text=True,
+            env=relay._env({"PYTHONPATH": str(ROOT)}),
+        )
         if "mount" in p.stderr and not p.stdout:
             pytest.skip(f"cannot mount here: {p.stderr.strip()}")
         import json
@@ -261,8 +314,9 @@ def test_a_queue_above_80_percent_of_its_cap_is_a_warning(world, tmp_path):
     assert checks["queue:bob"]["status"] == "warn"
     assert "5 open requests of a cap of 6" in checks["queue:bob"]["detail"]
     assert "queue:alice" not in checks
-    ok = {c["name"]: c for c in relay("doctor", "--json", env={"RELAY_QUEUE_CAP": "7"}).json[
-        "checks"]}
+    ok = {
+        c["name"]: c for c in relay("doctor", "--json", env={"RELAY_QUEUE_CAP": "7"}).json["checks"]
+    }
     assert "queue:bob" not in ok and ok["queues"]["status"] == "ok"
     p = paste(relay, checks["queue:bob"]["fix"], tmp_path)
     assert p.returncode == 0 and p.stdout.count("queued") == 5
@@ -277,8 +331,11 @@ def test_a_password_in_the_url_is_never_printed_in_a_command(world, tmp_path):
     assert relay("claim", "--id", rid, "--lease", "30s", env=bob).code == 0
     secret = "Hunter2Secret"
     url = f"{relay.url}{'&' if '?' in relay.url else '?'}password={secret}"
-    r = relay("doctor", "--json", env={"RELAY_DATABASE_URL": url, "PGPASSFILE": "/nonexistent",
-                                       "RELAY_TIME_OFFSET": "60"})
+    r = relay(
+        "doctor",
+        "--json",
+        env={"RELAY_DATABASE_URL": url, "PGPASSFILE": "/nonexistent", "RELAY_TIME_OFFSET": "60"},
+    )
     assert secret not in r.out
     fix = next(c["fix"] for c in r.json["checks"] if c["name"] == "claim_leases")
     assert '--database-url "${RELAY_DATABASE_URL:?' in fix
@@ -304,8 +361,11 @@ def test_a_password_that_pgpass_supplies_is_left_out_of_a_runnable_url(world, tm
     passfile = tmp_path / "pgpass"
     passfile.write_text(f"*:*:{parts.path.lstrip('/')}:*:{secret}\n")
     passfile.chmod(0o600)
-    r = relay("doctor", "--json", env={"RELAY_DATABASE_URL": url, "PGPASSFILE": str(passfile),
-                                       "RELAY_TIME_OFFSET": "60"})
+    r = relay(
+        "doctor",
+        "--json",
+        env={"RELAY_DATABASE_URL": url, "PGPASSFILE": str(passfile), "RELAY_TIME_OFFSET": "60"},
+    )
     assert secret not in r.out
     fix = next(c["fix"] for c in r.json["checks"] if c["name"] == "claim_leases")
     assert "RELAY_DATABASE_URL" not in fix and "--database-url 'postgresql://" in fix
@@ -329,5 +389,6 @@ def test_a_fail_and_a_warn_that_share_a_command_are_listed_above_it_once(relay):
         os.chmod(relay.home, 0o700)
     lines, _ = last_screen(raw)
     assert sum("relay doctor --fix" in ln for ln in lines) == 1, lines
-    assert max(i for i, ln in enumerate(lines) if ln.startswith(("✗", "!", "x "))) < \
-        next(i for i, ln in enumerate(lines) if "relay doctor --fix" in ln)
+    assert max(i for i, ln in enumerate(lines) if ln.startswith(("✗", "!", "x "))) < next(
+        i for i, ln in enumerate(lines) if "relay doctor --fix" in ln
+    )

@@ -34,6 +34,7 @@ VALIDATE = [f"hook_events_validate[{rt}]" for rt in ("claude", "codex", "gemini"
 
 def _missing_tools() -> list[str]:
     import shutil
+
     need = ["npm", "node", "tmux", "unshare", "ip", "git"]
     out = [t for t in need if not shutil.which(t)]
     if os.geteuid() != 0:
@@ -55,8 +56,13 @@ def harness(tmp_path_factory):
     if missing:
         _unavailable(f"the harness needs {', '.join(missing)}")
     out = tmp_path_factory.mktemp("e2e") / "results.json"
-    r = subprocess.run([sys.executable, "-m", "e2e", "--json", str(out)], cwd=ROOT,
-                       capture_output=True, text=True, timeout=1500)
+    r = subprocess.run(
+        [sys.executable, "-m", "e2e", "--json", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1500,
+    )
     sys.stdout.write(r.stdout)  # the numbers, shown with -s and in CI's log on failure
     if r.returncode == 3 or not out.exists():
         _unavailable(f"the harness could not start: {r.stderr.strip()[-1500:]}")

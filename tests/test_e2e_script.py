@@ -18,27 +18,37 @@ from e2e.fake_models import FINAL, FakeModel, decide  # noqa: E402
 pytestmark = pytest.mark.one_backend
 
 RID = "9dfdef46-1234-4abc-8def-0123456789ab"
-NOTE = (f"relay: 1 request(s) are queued for claude-1:\n- {RID} from sender\n"
-        "`relay claim --id ID` takes a given one")
+NOTE = (
+    f"relay: 1 request(s) are queued for claude-1:\n- {RID} from sender\n"
+    "`relay claim --id ID` takes a given one"
+)
 
 
 def test_the_script_runs_what_the_prompt_says_then_ends():
     assert decide([("user", "E2E-RUN: echo hi")]) == ("shell", "echo hi")
-    assert decide([("user", "E2E-RUN: echo hi"), ("call", "echo hi"),
-                   ("result", "hi")]) == ("text", FINAL)
+    assert decide([("user", "E2E-RUN: echo hi"), ("call", "echo hi"), ("result", "hi")]) == (
+        "text",
+        FINAL,
+    )
 
 
 def test_the_script_claims_what_a_relay_note_names_and_replies():
     assert decide([("user", NOTE)]) == ("shell", f"relay claim --id {RID}")
-    after = [("user", NOTE), ("call", f"relay claim --id {RID}"),
-             ("result", f"{RID} from sender: please say hello")]
+    after = [
+        ("user", NOTE),
+        ("call", f"relay claim --id {RID}"),
+        ("result", f"{RID} from sender: please say hello"),
+    ]
     assert decide(after) == ("shell", f"relay reply {RID} 'done by the e2e model'")
     assert decide(after[:1] + [("model", FINAL), ("user", "hello")]) == ("text", FINAL)
 
 
 def test_the_script_never_claims_twice_and_keeps_noreply():
-    turns = [("user", NOTE + " E2E-NOREPLY"), ("call", f"relay claim --id {RID}"),
-             ("result", f"{RID} claimed")]
+    turns = [
+        ("user", NOTE + " E2E-NOREPLY"),
+        ("call", f"relay claim --id {RID}"),
+        ("result", f"{RID} claimed"),
+    ]
     assert decide(turns) == ("text", FINAL)
     assert decide(turns + [("user", NOTE)]) == ("text", FINAL)
 
@@ -48,8 +58,9 @@ def test_a_uuid_without_relay_claim_is_not_a_note():
 
 
 def _post(url: str, body: dict) -> bytes:
-    req = urllib.request.Request(url, json.dumps(body).encode(),
-                                 {"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        url, json.dumps(body).encode(), {"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(req, timeout=10) as r:
         return r.read()
 
@@ -62,18 +73,28 @@ def model():
 
 
 def _sse_data(raw: bytes) -> list[dict]:
-    return [json.loads(line[6:]) for line in raw.decode().splitlines()
-            if line.startswith("data: ")]
+    return [json.loads(line[6:]) for line in raw.decode().splitlines() if line.startswith("data: ")]
 
 
 def test_anthropic_messages_stream_a_bash_tool_call(model):
-    raw = _post(model.url + "/v1/messages?beta=true", {
-        "model": "m", "stream": True, "tools": [{"name": "Bash"}],
-        "messages": [{"role": "user", "content": [{"type": "text", "text": NOTE}]}]})
+    raw = _post(
+        model.url + "/v1/messages?beta=true",
+        {
+            "model": "m",
+            "stream": True,
+            "tools": [{"name": "Bash"}],
+            "messages": [{"role": "user", "content": [{"type": "text", "text": NOTE}]}],
+        },
+    )
     data = _sse_data(raw)
     assert [d["type"] for d in data] == [
-        "message_start", "content_block_start", "content_block_delta", "content_block_stop",
-        "message_delta", "message_stop"]
+        "message_start",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
+    ]
     assert data[1]["content_block"]["name"] == "Bash"
     assert json.loads(data[2]["delta"]["partial_json"])["command"] == f"relay claim --id {RID}"
     assert data[4]["delta"]["stop_reason"] == "tool_use"
@@ -82,10 +103,21 @@ def test_anthropic_messages_stream_a_bash_tool_call(model):
 
 def test_openai_responses_answer_with_the_offered_shell_tool(model):
     for tool, key in (("exec_command", "cmd"), ("shell_command", "command")):
-        raw = _post(model.url + "/v1/responses", {
-            "model": "m", "stream": True, "tools": [{"type": "function", "name": tool}],
-            "input": [{"type": "message", "role": "user",
-                       "content": [{"type": "input_text", "text": "E2E-RUN: echo hi"}]}]})
+        raw = _post(
+            model.url + "/v1/responses",
+            {
+                "model": "m",
+                "stream": True,
+                "tools": [{"type": "function", "name": tool}],
+                "input": [
+                    {
+                        "type": "message",
+                        "role": "user",
+                        "content": [{"type": "input_text", "text": "E2E-RUN: echo hi"}],
+                    }
+                ],
+            },
+        )
         data = _sse_data(raw)
         assert data[0]["type"] == "response.created"
         assert data[-1]["type"] == "response.completed"
@@ -95,13 +127,19 @@ def test_openai_responses_answer_with_the_offered_shell_tool(model):
 
 
 def test_gemini_streams_a_run_shell_command_call(model):
-    raw = _post(model.url + "/v1beta/models/g:streamGenerateContent?alt=sse", {
-        "contents": [{"role": "user", "parts": [{"text": NOTE}]}],
-        "tools": [{"functionDeclarations": [{"name": "run_shell_command"}]}]})
+    raw = _post(
+        model.url + "/v1beta/models/g:streamGenerateContent?alt=sse",
+        {
+            "contents": [{"role": "user", "parts": [{"text": NOTE}]}],
+            "tools": [{"functionDeclarations": [{"name": "run_shell_command"}]}],
+        },
+    )
     (doc,) = _sse_data(raw)
     call = doc["candidates"][0]["content"]["parts"][0]["functionCall"]
-    assert call == {"name": "run_shell_command",
-                    "args": {"command": f"relay claim --id {RID}", "description": "relay"}}
+    assert call == {
+        "name": "run_shell_command",
+        "args": {"command": f"relay claim --id {RID}", "description": "relay"},
+    }
     assert len(model.log.model_turns()) == 1
 
 

@@ -81,8 +81,7 @@ def test_submit_prints_the_receipt_of_the_request_send_prints(relay):
     receipt = relay("submit", draft["id"], "--json", env=alice).json
     assert _keys(receipt) == list(lifecycle.RECEIPT_KEYS)
     again = relay("submit", draft["id"], "--json", env=alice).json
-    sent = relay("send", "--to", "bob", "--id", draft["id"], "--json", "-", input="work",
-                 env=alice)
+    sent = relay("send", "--to", "bob", "--id", draft["id"], "--json", "-", input="work", env=alice)
     assert sent.code == 0 and sent.json["duplicate"] is True
     assert again == {k: sent.json[k] for k in lifecycle.RECEIPT_KEYS}
 
@@ -90,8 +89,15 @@ def test_submit_prints_the_receipt_of_the_request_send_prints(relay):
 def test_every_command_that_shows_a_peer_prints_the_peer_object(relay):
     alice = relay.join("alice", "--lease", "1h")
     peer = _keys(_library(relay, lambda store, now: peers.peer_object(store, "alice", now)))
-    assert peer == ["name", "kind", "active", "session_id", "lease_expires_at",
-                    "last_seen_at", "wakeup"]
+    assert peer == [
+        "name",
+        "kind",
+        "active",
+        "session_id",
+        "lease_expires_at",
+        "last_seen_at",
+        "wakeup",
+    ]
     assert _keys(relay("peers", "add", "bob", "--json").json) == peer
     assert _keys(relay("peers", "heartbeat", "--json", env=alice).json) == peer
     assert [_keys(p) for p in relay("peers", "list", "--json").json["peers"]] == [peer, peer]
@@ -110,12 +116,10 @@ def test_peers_join_prints_the_session_object(relay):
 
 def test_every_command_that_shows_a_ledger_entry_prints_the_entry_object(relay):
     ran = relay("once", "--key", "k", "--json", "--", "true").json
-    entry = _keys(_library(relay, lambda store, now: entries.entry_object(
-        store.get_ledger("k"))))
+    entry = _keys(_library(relay, lambda store, now: entries.entry_object(store.get_ledger("k"))))
     full = [*entry, "stdout", "stdout_truncated", "stderr", "stderr_truncated"]
     assert _keys(ran) == [*full, "replayed"]
-    assert _keys(relay("once", "--key", "k", "--json", "--", "true").json) == [*full,
-                                                                               "replayed"]
+    assert _keys(relay("once", "--key", "k", "--json", "--", "true").json) == [*full, "replayed"]
     assert _keys(relay("ledger", "show", "k", "--json").json) == full
     assert [_keys(e) for e in relay("ledger", "list", "--json").json["entries"]] == [entry]
     resolved = relay("ledger", "resolve", "k", "--outcome", "forget", "--json")
@@ -134,8 +138,7 @@ def test_approve_prints_the_entry_object(relay):
     assert relay("once", "--key", "a", "--approve", "--timeout", "0", "--", "true").code == 75
     approved = relay.at_terminal("approve", "a", "--yes", "--json")
     assert approved.returncode == 0, approved.stderr
-    entry = _keys(_library(relay, lambda store, now: entries.entry_object(
-        store.get_ledger("a"))))
+    entry = _keys(_library(relay, lambda store, now: entries.entry_object(store.get_ledger("a"))))
     assert _keys(json.loads(approved.stdout)) == entry
 
 

@@ -13,8 +13,13 @@ def _closed(relay, shell_redirect: str, *args: str, stdin: bytes | None = None):
     import sys
 
     cmd = " ".join(shlex.quote(a) for a in (sys.executable, "-m", "relay_cli", *args))
-    return subprocess.run(["sh", "-c", f"{cmd} {shell_redirect}"], input=stdin,
-                          capture_output=True, env=relay._env(None), timeout=60)
+    return subprocess.run(
+        ["sh", "-c", f"{cmd} {shell_redirect}"],
+        input=stdin,
+        capture_output=True,
+        env=relay._env(None),
+        timeout=60,
+    )
 
 
 def test_a_closed_stdout_is_refused_before_anything_is_done(relay):
@@ -61,8 +66,13 @@ def test_once_in_a_working_directory_whose_name_is_not_utf8_is_a_usage_error(rel
     os.mkdir(odd)
     assert relay("ledger", "list").code == 0
     before = relay.snapshot()
-    p = subprocess.run([sys.executable, "-m", "relay_cli", "once", "--key", "k", "--json", "--",
-                        "true"], cwd=odd, capture_output=True, env=relay._env(None), timeout=60)
+    p = subprocess.run(
+        [sys.executable, "-m", "relay_cli", "once", "--key", "k", "--json", "--", "true"],
+        cwd=odd,
+        capture_output=True,
+        env=relay._env(None),
+        timeout=60,
+    )
     assert p.returncode == 2, p.stderr
     err = json.loads(p.stderr.decode().strip())["error"]
     assert err["code"] == "usage_error" and "not a UTF-8 path" in err["message"]

@@ -27,8 +27,10 @@ def _mounting(fn, *args):
 def test_full_disk_is_storage_error_and_keeps_old_data():
     res = _mounting(faults.full_disk, (0, 16384))
     assert res["problems"] == []
-    assert all(c["results"][-1] == (7, "storage_error") or c["results"][-1] == [7, "storage_error"]
-               for c in res["cases"])
+    assert all(
+        c["results"][-1] == (7, "storage_error") or c["results"][-1] == [7, "storage_error"]
+        for c in res["cases"]
+    )
 
 
 def test_read_only_state_directory():

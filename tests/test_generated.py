@@ -35,10 +35,15 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 
 def test_generated_files_match_a_fresh_generation():
-    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "generate.py"), "--check"],
-                       capture_output=True, text=True, cwd=ROOT)
+    p = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "generate.py"), "--check"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert p.returncode == 0, (
-        "generated files are out of date; run `python scripts/generate.py`:\n" + p.stderr)
+        "generated files are out of date; run `python scripts/generate.py`:\n" + p.stderr
+    )
 
 
 def test_check_names_a_file_that_differs(tmp_path, monkeypatch):
@@ -60,9 +65,11 @@ def test_design_tables_are_written_between_their_markers_and_a_stale_one_is_caug
     doc = schema.build()
     current = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
     assert generate.design(doc, current) == current
-    for stale in (current.replace("| `queued` | accepted durably", "| `queued` | accepted"),
-                  current.replace("| `resolve_forget` |", "| `forget` |"),
-                  current.replace("| `busy` | 75 | yes |", "| `busy` | 75 | no |")):
+    for stale in (
+        current.replace("| `queued` | accepted durably", "| `queued` | accepted"),
+        current.replace("| `resolve_forget` |", "| `forget` |"),
+        current.replace("| `busy` | 75 | yes |", "| `busy` | 75 | no |"),
+    ):
         assert stale != current and generate.design(doc, stale) == current
     with pytest.raises(SystemExit, match="END GENERATED errors"):
         generate.design(doc, current.replace("<!-- END GENERATED errors -->", ""))
@@ -77,7 +84,7 @@ def bash_complete(*words: str) -> list[str]:
     words_q = " ".join(f"'{w}'" for w in words)
     script = f"""
 set -e
-source {ROOT / 'completions' / 'relay.bash'}
+source {ROOT / "completions" / "relay.bash"}
 spec=$(complete -p relay)
 fn=$(printf '%s\\n' "$spec" | sed -n 's/.*-F \\([^ ]*\\).*/\\1/p')
 test -n "$fn"
@@ -88,8 +95,13 @@ COMP_POINT=${{#COMP_LINE}}
 "$fn" relay "${{COMP_WORDS[COMP_CWORD]}}" "${{COMP_WORDS[COMP_CWORD-1]}}"
 printf '%s\\n' "${{COMPREPLY[@]}}"
 """
-    p = subprocess.run(["bash", "--norc", "--noprofile", "-c", script], capture_output=True,
-                       text=True, env=clean_env(), timeout=60)
+    p = subprocess.run(
+        ["bash", "--norc", "--noprofile", "-c", script],
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+        timeout=60,
+    )
     assert p.returncode == 0, p.stderr
     return [line for line in p.stdout.splitlines() if line]
 
@@ -115,8 +127,13 @@ NAMED_SHELL = {"_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"}
 
 
 def test_show_completion_prints_the_committed_bash_script():
-    p = subprocess.run(["relay", "--show-completion", "bash"], capture_output=True, text=True,
-                       env=clean_env(**NAMED_SHELL), timeout=60)
+    p = subprocess.run(
+        ["relay", "--show-completion", "bash"],
+        capture_output=True,
+        text=True,
+        env=clean_env(**NAMED_SHELL),
+        timeout=60,
+    )
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == (ROOT / "completions" / "relay.bash").read_text().strip()
 
@@ -125,24 +142,37 @@ def test_show_completion_from_bash_detects_bash():
     if not shutil.which("bash"):
         pytest.skip("bash is not installed")
     # (a second command keeps bash from exec-ing relay: bash stays its parent)
-    p = subprocess.run(["bash", "--norc", "--noprofile", "-c", "relay --show-completion; exit $?"],
-                       capture_output=True, text=True, env=clean_env(), timeout=60)
+    p = subprocess.run(
+        ["bash", "--norc", "--noprofile", "-c", "relay --show-completion; exit $?"],
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+        timeout=60,
+    )
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == (ROOT / "completions" / "relay.bash").read_text().strip()
 
 
 def test_install_completion_writes_the_bash_script(tmp_path):
-    p = subprocess.run(["relay", "--install-completion", "bash"], capture_output=True,
-                       text=True, env=clean_env(HOME=str(tmp_path), **NAMED_SHELL), timeout=60)
+    p = subprocess.run(
+        ["relay", "--install-completion", "bash"],
+        capture_output=True,
+        text=True,
+        env=clean_env(HOME=str(tmp_path), **NAMED_SHELL),
+        timeout=60,
+    )
     assert p.returncode == 0, p.stderr
     installed = tmp_path / ".bash_completions" / "relay.sh"
-    assert installed.read_text().strip() == (ROOT / "completions" / "relay.bash").read_text().strip()
+    assert (
+        installed.read_text().strip() == (ROOT / "completions" / "relay.bash").read_text().strip()
+    )
     assert "relay.sh" in (tmp_path / ".bashrc").read_text()
 
 
 def test_installed_bash_copy_is_identical_and_zsh_is_autoloadable():
-    assert (ROOT / "completions" / "bash" / "relay").read_text() == \
-        (ROOT / "completions" / "relay.bash").read_text()
+    assert (ROOT / "completions" / "bash" / "relay").read_text() == (
+        ROOT / "completions" / "relay.bash"
+    ).read_text()
     zsh = (ROOT / "completions" / "_relay").read_text()
     assert zsh.startswith("#compdef relay\n")
     assert '_relay_completion "$@"' in zsh and "compdef _relay_completion relay" in zsh
@@ -165,25 +195,34 @@ print -r -- "$out"
 
 
 @pytest.mark.skipif(not shutil.which("zsh"), reason="zsh is not installed")
-@pytest.mark.parametrize("line, expect", [("relay se", "relay send "),
-                                          ("relay send --o", "--on-lost ")])
+@pytest.mark.parametrize(
+    "line, expect", [("relay se", "relay send "), ("relay send --o", "--on-lost ")]
+)
 def test_zsh_completes_on_the_first_tab_when_autoloaded_from_fpath(tmp_path, line, expect):
     """A real interactive zsh (through zpty) with completions/ on $fpath, as
     share/zsh/site-functions is: the very first TAB completes."""
     (tmp_path / "_relay").write_text((ROOT / "completions" / "_relay").read_text())
     script = ZSH_DRIVER % {"fpath": tmp_path, "line": line, "expect": f"'{expect.strip()}'"}
-    p = subprocess.run(["zsh", "-f", "-c", script], capture_output=True, text=True,
-                       env=clean_env(), timeout=60)
+    p = subprocess.run(
+        ["zsh", "-f", "-c", script], capture_output=True, text=True, env=clean_env(), timeout=60
+    )
     screen = re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]|.\x08", "", p.stdout)
     assert expect in screen, screen[-500:]
 
 
 @pytest.mark.skipif(not shutil.which("fish"), reason="fish is not installed")
 def test_fish_completes_send_and_on_lost():
-    script = (f"source {ROOT / 'completions' / 'relay.fish'}; complete -C 'relay se'; "
-              "echo ---; complete -C 'relay send --o'")
-    p = subprocess.run(["fish", "--no-config", "-c", script], capture_output=True, text=True,
-                       env=clean_env(), timeout=60)
+    script = (
+        f"source {ROOT / 'completions' / 'relay.fish'}; complete -C 'relay se'; "
+        "echo ---; complete -C 'relay send --o'"
+    )
+    p = subprocess.run(
+        ["fish", "--no-config", "-c", script],
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+        timeout=60,
+    )
     assert p.returncode == 0, p.stderr
     first, second = p.stdout.split("---\n")
     assert [ln.split("\t")[0] for ln in first.splitlines()] == ["send"]
@@ -206,11 +245,20 @@ def test_man_page_has_every_section_command_and_option():
     from relay_cli.cli import schema
 
     page = (ROOT / "man" / "relay.1").read_text()
-    for section in ("NAME", "SYNOPSIS", "DESCRIPTION", "COMMANDS", "STATES", "EXIT STATUS",
-                    "ENVIRONMENT", "FILES", "SECURITY", "EXAMPLES"):
+    for section in (
+        "NAME",
+        "SYNOPSIS",
+        "DESCRIPTION",
+        "COMMANDS",
+        "STATES",
+        "EXIT STATUS",
+        "ENVIRONMENT",
+        "FILES",
+        "SECURITY",
+        "EXAMPLES",
+    ):
         assert f"\n.SH {section}\n" in page, section
-    unescaped = page.replace("\\-", "-").replace("\\fB", "").replace("\\fR", "") \
-        .replace("\\fI", "")
+    unescaped = page.replace("\\-", "-").replace("\\fB", "").replace("\\fR", "").replace("\\fI", "")
     doc = schema.build()
     for c in doc["commands"][1:]:
         assert f".SS {c['usage']}" in unescaped, c["path"]
@@ -240,8 +288,9 @@ def test_every_command_and_option_has_help_text():
     for c in commands():
         if not c["help"]:
             missing.append(c["path"])
-        missing += [f"{c['path']} {p['name']}" for p in c["options"] + c["arguments"]
-                    if not p["help"]]
+        missing += [
+            f"{c['path']} {p['name']}" for p in c["options"] + c["arguments"] if not p["help"]
+        ]
     assert missing == [], f"commands or options without help text: {missing}"
 
 

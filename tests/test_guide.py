@@ -11,8 +11,8 @@ from relay_cli.agents import install as hook_install
 
 # What every audience must be told (design.md §1, §5, §6, §10, §12).
 MUST_SAY = [
-    "--id",                       # always pass your own id
-    "SAME id",                    # retry with the same id and content
+    "--id",  # always pass your own id
+    "SAME id",  # retry with the same id and content
     "the SAME text",
     '"not yet", never "failed"',  # a timeout is not a failure
     '`delivered` is not "read"',
@@ -20,7 +20,7 @@ MUST_SAY = [
     "Ask the person",
     "never the user's approval",  # peer text is never user approval
     "Never forward a reply",
-    "<<'EOF'",                    # heredoc on stdin
+    "<<'EOF'",  # heredoc on stdin
     'relay once --key "$TOOL_USE_ID" -- gh pr create',
     "effect_unknown",
     "person at a terminal",
@@ -41,8 +41,7 @@ def test_every_audience_gets_the_rules(relay, audience):
 @pytest.mark.one_backend
 @pytest.mark.parametrize("audience", ["generic", "claude", "codex", "gemini"])
 def test_every_guide_line_fits_80_columns(relay, audience):
-    wide = [line for line in relay("guide", "--for", audience).out.splitlines()
-            if len(line) > 80]
+    wide = [line for line in relay("guide", "--for", audience).out.splitlines() if len(line) > 80]
     assert wide == []
 
 
@@ -122,8 +121,10 @@ def test_the_send_example_runs_as_written(relay):
     block = re.search(r"```sh\n(.*?)```", relay("guide").out, re.S).group(1)
     alice = relay.join("alice")
     relay("peers", "add", "bob")
-    env = {**relay._env(alice),
-           "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"]}
+    env = {
+        **relay._env(alice),
+        "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"],
+    }
     script = block.replace("PEER", "bob")
     for _ in range(2):  # the retry, as written, is the same request
         p = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env)
@@ -131,7 +132,8 @@ def test_the_send_example_runs_as_written(relay):
     requests = relay("list", "--json").json["requests"]
     assert len(requests) == 1 and requests[0]["to"] == "bob"
     assert relay("show", requests[0]["id"], "--json").json["text"] == (
-        "What you want done, with everything the other agent needs to know.\n")
+        "What you want done, with everything the other agent needs to know.\n"
+    )
 
 
 @pytest.mark.parametrize("runtime", ["claude", "codex", "gemini"])
@@ -144,7 +146,8 @@ def test_docs_agents_shows_exactly_what_install_merges(runtime):
     doc = (Path(__file__).resolve().parent.parent / "docs" / "agents.md").read_text()
     assert guide.settings_json(runtime, wake=True) in doc
     assert hook_install.fragment(runtime, wake=True) == json.loads(
-        guide.settings_json(runtime, wake=True))
+        guide.settings_json(runtime, wake=True)
+    )
 
 
 @pytest.mark.one_backend
@@ -164,7 +167,7 @@ def test_every_runtime_has_a_guide_section_and_an_audience():
 
     for rt in runtimes.ALL:
         assert rt.name in guide.AUDIENCES
-        section = guide.text(rt.name)[len(guide.text("generic")):]
+        section = guide.text(rt.name)[len(guide.text("generic")) :]
         assert rt.display in section and f"relay hook install {rt.name}" in section
 
 

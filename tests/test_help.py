@@ -51,8 +51,9 @@ def _relay_calls(line: str) -> list[list[str]]:
     code = line.split(" # ", 1)[0].split("   #", 1)[0]
     calls = []
     for match in re.finditer(r"(?:^|[;|(]|\$\()\s*(relay\s[^|;)<>#]*)", code):
-        words = shlex.split(match.group(1).replace('"$ID"', str(uuid.uuid4()))
-                            .replace('"$TOOL_USE_ID"', "toolu_1"))
+        words = shlex.split(
+            match.group(1).replace('"$ID"', str(uuid.uuid4())).replace('"$TOOL_USE_ID"', "toolu_1")
+        )
         calls.append(words[1:])
     return calls
 
@@ -76,7 +77,7 @@ def test_root_help_groups_every_command_with_whole_summaries():
     titles = [f"{t}:" for t in SECTIONS]
     positions = [text.index(f"\n{t}\n") for t in titles]
     assert positions == sorted(positions)
-    listing = text[positions[0]:]
+    listing = text[positions[0] :]
     assert "..." not in listing and "…" not in listing
     named = re.findall(r"^  ([a-z]+) {2,}\S", listing, re.M)
     top = [c["name"] for c in schema.build()["commands"] if c["name"] and " " not in c["name"]]

@@ -23,8 +23,9 @@ def bash(relay, script: str) -> subprocess.CompletedProcess:
     """Run ``script`` in a real bash whose PATH finds this relay, as a person's shell."""
     env = relay._env(None)
     env["PATH"] = BIN + ":" + env.get("PATH", "")
-    return subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env,
-                          timeout=120)
+    return subprocess.run(
+        ["bash", "-c", script], capture_output=True, text=True, env=env, timeout=120
+    )
 
 
 def _commands(text: str) -> list[list[str]]:
@@ -58,14 +59,17 @@ def test_every_command_that_a_fixed_hint_names_exists_with_its_options(relay):
 # ------------------------------------------------------------------ sessions
 def _failing(relay, script: str) -> subprocess.CompletedProcess:
     p = bash(relay, script)
-    HINTS_SEEN.extend(ln[len("hint: "):] for ln in p.stderr.splitlines()
-                      if ln.startswith("hint: "))
+    HINTS_SEEN.extend(
+        ln[len("hint: ") :] for ln in p.stderr.splitlines() if ln.startswith("hint: ")
+    )
     return p
 
 
 def test_after_lease_expired_the_hint_is_the_eval_line_that_repairs_the_shell(relay):
     relay("peers", "add", "bob")
-    p = _failing(relay, """
+    p = _failing(
+        relay,
+        """
         set -u
         eval "$(relay peers join alice --kind claude --lease 30s --shell)"
         export RELAY_TIME_OFFSET=120          # the person read for two minutes
@@ -74,14 +78,14 @@ def test_after_lease_expired_the_hint_is_the_eval_line_that_repairs_the_shell(re
         echo "line: $line"
         eval "$line"
         relay send --to bob --id "$(relay id)" hello >/dev/null; echo "again: $?"
-    """)
+    """,
+    )
     out = p.stdout
     assert "send: 5" in out, p.stdout + p.stderr
     assert "relay: error: lease_expired" in p.stderr
     hint = next(ln for ln in p.stderr.splitlines() if ln.startswith("hint: "))
-    assert hint[len("hint: "):].startswith(ERRORS["lease_expired"].hint)
-    assert ('run: eval "$(relay peers join alice --kind claude --lease 30s --shell)"'
-            in hint)
+    assert hint[len("hint: ") :].startswith(ERRORS["lease_expired"].hint)
+    assert 'run: eval "$(relay peers join alice --kind claude --lease 30s --shell)"' in hint
     assert 'line: eval "$(relay peers join alice --kind claude --lease 30s --shell)"' in out
     assert "again: 0" in out, p.stdout + p.stderr
 
@@ -154,8 +158,12 @@ def test_acting_on_a_queued_request_before_claiming_it_says_to_claim_it_first(re
     rid = new_id()
     relay.send(alice, "bob", "work", request_id=rid)
     before = relay.snapshot()
-    for args in (["ack", rid], ["reply", rid, "done"], ["fail", rid, "--reason", "x"],
-                 ["reject", rid, "--reason", "x"]):
+    for args in (
+        ["ack", rid],
+        ["reply", rid, "done"],
+        ["fail", rid, "--reason", "x"],
+        ["reject", rid, "--reason", "x"],
+    ):
         err = relay(*args, "--json", env=bob).error
         assert err["code"] == "not_owner", err
         assert "the session that claimed" not in err["message"], err["message"]

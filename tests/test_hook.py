@@ -39,8 +39,12 @@ class Claude:
         self.hook_env = {"RELAY_PEER": name, "CLAUDE_ENV_FILE": str(self.env_file)}
 
     def hook(self, event: str, env: dict | None = None, **changes):
-        r = self.relay("hook", "claude", input=payload(event, **{"session_id": self.sid, **changes}),
-                       env={**self.hook_env, **(env or {})})
+        r = self.relay(
+            "hook",
+            "claude",
+            input=payload(event, **{"session_id": self.sid, **changes}),
+            env={**self.hook_env, **(env or {})},
+        )
         assert r.code == 0 and r.err == "", r
         return json.loads(r.out) if r.out else None
 
@@ -50,13 +54,23 @@ class Claude:
     def exports(self) -> dict[str, str]:
         """What the env file gives every Bash command of the session (sourced by a shell)."""
         out = subprocess.run(
-            ["bash", "-c", f'. "{self.env_file}"; printf "%s\\0%s\\0%s\\0%s" '
-                           '"$RELAY_PEER" "$RELAY_SESSION" "$RELAY_HOME" "$RELAY_DATABASE_URL"'],
-            capture_output=True, check=True, env={"PATH": os.environ["PATH"]},
+            [
+                "bash",
+                "-c",
+                f'. "{self.env_file}"; printf "%s\\0%s\\0%s\\0%s" '
+                '"$RELAY_PEER" "$RELAY_SESSION" "$RELAY_HOME" "$RELAY_DATABASE_URL"',
+            ],
+            capture_output=True,
+            check=True,
+            env={"PATH": os.environ["PATH"]},
         ).stdout.decode()
         peer, token, home, url = out.split("\0")
-        return {"RELAY_PEER": peer, "RELAY_SESSION": token, "RELAY_HOME": home,
-                "RELAY_DATABASE_URL": url}
+        return {
+            "RELAY_PEER": peer,
+            "RELAY_SESSION": token,
+            "RELAY_HOME": home,
+            "RELAY_DATABASE_URL": url,
+        }
 
     def agent_env(self) -> dict[str, str]:
         e = self.exports()
@@ -86,8 +100,10 @@ def test_session_start_joins_and_writes_export_lines_to_claude_env_file(relay, c
     assert "'claude-1'" in text and "relay send" in text and "external_ai_message" in text
     lines = claude.env_file.read_text().splitlines()
     assert [ln.split("=")[0] for ln in lines] == [
-        "export RELAY_PEER", "export RELAY_SESSION", "export RELAY_HOME"] + (
-        ["export RELAY_DATABASE_URL"] if relay.url else [])  # design.md §13
+        "export RELAY_PEER",
+        "export RELAY_SESSION",
+        "export RELAY_HOME",
+    ] + (["export RELAY_DATABASE_URL"] if relay.url else [])  # design.md §13
     exported = claude.exports()
     if relay.url:
         assert exported["RELAY_DATABASE_URL"] == relay.url  # (it holds no password)
@@ -168,15 +184,17 @@ def test_session_start_without_claude_env_file_starts_no_session(relay, claude):
 def test_unwritable_env_file_leaves_no_session_behind(relay, claude, tmp_path):
     relay("peers", "add", "alice")
     before = relay.snapshot()
-    r = relay("hook", "claude", input=payload("session_start"),
-              env={"RELAY_PEER": "claude-1",
-                   "CLAUDE_ENV_FILE": str(tmp_path / "missing-dir" / "env.sh")})
+    r = relay(
+        "hook",
+        "claude",
+        input=payload("session_start"),
+        env={"RELAY_PEER": "claude-1", "CLAUDE_ENV_FILE": str(tmp_path / "missing-dir" / "env.sh")},
+    )
     assert (r.code, r.out, r.err) == (0, "", "")
     assert relay.snapshot() == before
 
 
-def test_a_failed_env_file_write_takes_back_its_lines_and_the_session(relay, claude,
-                                                                      monkeypatch):
+def test_a_failed_env_file_write_takes_back_its_lines_and_the_session(relay, claude, monkeypatch):
     relay("peers", "add", "alice")
     claude.env_file.write_text("export NODE_ENV=production\n")
     before = relay.snapshot()
@@ -195,15 +213,25 @@ def test_a_failed_env_file_write_takes_back_its_lines_and_the_session(relay, cla
 def test_session_start_without_relay_peer_does_nothing(relay, claude):
     relay("peers", "add", "alice")
     before = relay.snapshot()
-    r = relay("hook", "claude", input=payload("session_start"),
-              env={"RELAY_PEER": None, "CLAUDE_ENV_FILE": str(claude.env_file)})
+    r = relay(
+        "hook",
+        "claude",
+        input=payload("session_start"),
+        env={"RELAY_PEER": None, "CLAUDE_ENV_FILE": str(claude.env_file)},
+    )
     assert (r.code, r.out, r.err) == (0, "", "")
     assert relay.snapshot() == before and claude.env_file.read_text() == ""
 
 
 def test_as_option_names_the_peer(relay, claude):
-    r = relay("hook", "claude", "--as", "reviewer", input=payload("session_start"),
-              env={"RELAY_PEER": None, "CLAUDE_ENV_FILE": str(claude.env_file)})
+    r = relay(
+        "hook",
+        "claude",
+        "--as",
+        "reviewer",
+        input=payload("session_start"),
+        env={"RELAY_PEER": None, "CLAUDE_ENV_FILE": str(claude.env_file)},
+    )
     assert r.code == 0 and r.out
     assert claude.exports()["RELAY_PEER"] == "reviewer"
 
@@ -316,8 +344,9 @@ def test_stop_with_nothing_waiting_lets_the_session_stop(relay, claude):
 def test_events_fall_back_to_relay_session(relay, claude):
     token = relay.join("claude-1")["RELAY_SESSION"]
     relay.send(relay.join("alice"), "claude-1", request_id=new_id())
-    doc = claude.hook("stop", env={"RELAY_SESSION": token},
-                      session_id="11111111-2222-4333-8444-555555555555")
+    doc = claude.hook(
+        "stop", env={"RELAY_SESSION": token}, session_id="11111111-2222-4333-8444-555555555555"
+    )
     assert doc["decision"] == "block"
 
 
@@ -341,8 +370,9 @@ def test_hook_runs_make_wakeup_say_hook_for_ten_minutes(relay, claude):
     sent = relay.send(relay.join("alice"), "claude-1")
     assert sent.json["wakeup"] == "hook"
     later = {"RELAY_TIME_OFFSET": "660"}
-    assert relay("peers", "list", "--json", env=later).json["peers"][1]["wakeup"] \
-        == "not_configured"
+    assert (
+        relay("peers", "list", "--json", env=later).json["peers"][1]["wakeup"] == "not_configured"
+    )
     claude.hook("stop", env=later)
     assert peer(relay, "claude-1")["wakeup"] == "hook"
 
@@ -377,18 +407,24 @@ def test_bad_or_unknown_input_exits_0_with_no_output_and_changes_nothing(relay, 
 
 @pytest.mark.sqlite_only
 def test_bad_identity_or_unusable_home_exits_0_with_no_output(relay, claude, tmp_path):
-    r = relay("hook", "claude", input=payload("session_start"),
-              env={**claude.hook_env, "RELAY_PEER": "Not A Name"})
+    r = relay(
+        "hook",
+        "claude",
+        input=payload("session_start"),
+        env={**claude.hook_env, "RELAY_PEER": "Not A Name"},
+    )
     assert (r.code, r.out, r.err) == (0, "", "")
     unsafe = tmp_path / "unsafe-home"
     unsafe.mkdir(mode=0o777)
     os.chmod(unsafe, 0o777)
-    r = relay("hook", "claude", "--home", str(unsafe), input=payload("session_start"),
-              env=claude.hook_env)
+    r = relay(
+        "hook", "claude", "--home", str(unsafe), input=payload("session_start"), env=claude.hook_env
+    )
     assert (r.code, r.out, r.err) == (0, "", "")
     assert claude.env_file.read_text() == "" and not (unsafe / "relay.db").exists()
-    r = relay("hook", "claude", "--lease", "forever", input=payload("session_start"),
-              env=claude.hook_env)
+    r = relay(
+        "hook", "claude", "--lease", "forever", input=payload("session_start"), env=claude.hook_env
+    )
     assert (r.code, r.out, r.err) == (0, "", "")
 
 
@@ -436,9 +472,11 @@ def test_claude_wake_turn_carrying_relays_note_is_not_a_persons_prompt(relay, cl
     for _ in range(3):
         relay.send(alice, "claude-1", request_id=new_id())
         assert claude.hook("stop_active")["decision"] == "block"
-    wrapped = ("<task-notification>\n<task-id>b1</task-id>\n<status>failed</status>\n"
-               f"<summary>Hook exited with code 2</summary>\n<output>{note}\n</output>\n"
-               "</task-notification>")
+    wrapped = (
+        "<task-notification>\n<task-id>b1</task-id>\n<status>failed</status>\n"
+        f"<summary>Hook exited with code 2</summary>\n<output>{note}\n</output>\n"
+        "</task-notification>"
+    )
     claude.hook("user_prompt_submit", prompt=wrapped)
     relay.send(alice, "claude-1", request_id=new_id())
     assert claude.hook("stop") is None  # the 4th block in a row is let through
@@ -456,8 +494,12 @@ def test_a_claude_session_bound_elsewhere_is_not_adopted(relay, claude, tmp_path
     size = claude.env_file.stat().st_size
     other = "0b7d2c4e-2222-4a2b-9c3d-5e6f7a8b9c0d"
     for fixture in ("session_start", "user_prompt_submit", "stop", "session_end"):
-        r = relay("hook", "claude", input=payload(fixture, session_id=other),
-                  env={**claude.hook_env, "RELAY_SESSION": own["RELAY_SESSION"]})
+        r = relay(
+            "hook",
+            "claude",
+            input=payload(fixture, session_id=other),
+            env={**claude.hook_env, "RELAY_SESSION": own["RELAY_SESSION"]},
+        )
         assert (r.code, r.out, r.err) == (0, "", "")
     assert relay.snapshot() == before and claude.env_file.stat().st_size == size
     assert relay("peers", "heartbeat", env=own).code == 0

@@ -18,9 +18,11 @@ from schema_subset import errors
 pytestmark = pytest.mark.one_backend
 
 FIXTURES = Path(__file__).parent / "fixtures"
-SETTINGS_SCHEMA = {"claude": "claude/schemas/settings.hooks.json",
-                   "codex": "codex/schemas/hooks-json.hooks.json",
-                   "gemini": "gemini/schemas/settings.hooks.json"}
+SETTINGS_SCHEMA = {
+    "claude": "claude/schemas/settings.hooks.json",
+    "codex": "codex/schemas/hooks-json.hooks.json",
+    "gemini": "gemini/schemas/settings.hooks.json",
+}
 
 
 @pytest.fixture
@@ -35,23 +37,52 @@ def home(tmp_path, relay, monkeypatch):
 
 
 def settings_file(home: Path, runtime: str) -> Path:
-    return {"claude": home / ".claude" / "settings.json",
-            "codex": home / ".codex" / "hooks.json",
-            "gemini": home / ".gemini" / "settings.json"}[runtime]
+    return {
+        "claude": home / ".claude" / "settings.json",
+        "codex": home / ".codex" / "hooks.json",
+        "gemini": home / ".gemini" / "settings.json",
+    }[runtime]
 
 
 # What a person already has: other keys, another tool's hooks on the same events.
 THEIRS = {
-    "claude": {"model": "opus", "permissions": {"allow": ["Bash(git status)"]},
-               "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "notify-send done"}]}],
-                         "PreToolUse": [{"matcher": "Bash", "hooks": [
-                             {"type": "command", "command": "./audit.sh", "timeout": 5}]}]}},
-    "codex": {"hooks": {"SessionStart": [{"hooks": [{"type": "command",
-                                                       "command": "echo hi", "timeout": 2}]}]}},
-    "gemini": {"theme": "GitHub", "hooksConfig": {"enabled": True},
-               "hooks": {"AfterAgent": [{"matcher": "*", "hooks": [
-                   {"name": "lint", "type": "command", "command": "npm run lint",
-                    "timeout": 30000}]}]}},
+    "claude": {
+        "model": "opus",
+        "permissions": {"allow": ["Bash(git status)"]},
+        "hooks": {
+            "Stop": [{"hooks": [{"type": "command", "command": "notify-send done"}]}],
+            "PreToolUse": [
+                {
+                    "matcher": "Bash",
+                    "hooks": [{"type": "command", "command": "./audit.sh", "timeout": 5}],
+                }
+            ],
+        },
+    },
+    "codex": {
+        "hooks": {
+            "SessionStart": [{"hooks": [{"type": "command", "command": "echo hi", "timeout": 2}]}]
+        }
+    },
+    "gemini": {
+        "theme": "GitHub",
+        "hooksConfig": {"enabled": True},
+        "hooks": {
+            "AfterAgent": [
+                {
+                    "matcher": "*",
+                    "hooks": [
+                        {
+                            "name": "lint",
+                            "type": "command",
+                            "command": "npm run lint",
+                            "timeout": 30000,
+                        }
+                    ],
+                }
+            ]
+        },
+    },
 }
 
 
@@ -67,7 +98,8 @@ def commands(doc: dict, event: str) -> list[str]:
 
 @pytest.mark.parametrize("runtime", ["claude", "codex", "gemini"])
 def test_install_merges_keeps_everything_else_and_a_second_install_changes_nothing(
-        relay, home, runtime):
+    relay, home, runtime
+):
     path = settings_file(home, runtime)
     path.parent.mkdir()
     path.write_text(json.dumps(THEIRS[runtime], indent=4))
@@ -86,9 +118,11 @@ def test_install_merges_keeps_everything_else_and_a_second_install_changes_nothi
             assert group in doc["hooks"][event]
     assert Path(first["backup"]).read_bytes() == original
     assert stat.S_IMODE(path.stat().st_mode) == 0o640
-    events = {"claude": ["SessionStart", "UserPromptSubmit", "Stop", "SessionEnd"],
-              "codex": ["SessionStart", "UserPromptSubmit", "Stop", "SessionEnd"],
-              "gemini": ["SessionStart", "BeforeAgent", "AfterAgent", "SessionEnd"]}[runtime]
+    events = {
+        "claude": ["SessionStart", "UserPromptSubmit", "Stop", "SessionEnd"],
+        "codex": ["SessionStart", "UserPromptSubmit", "Stop", "SessionEnd"],
+        "gemini": ["SessionStart", "BeforeAgent", "AfterAgent", "SessionEnd"],
+    }[runtime]
     for event in events:
         assert f"relay hook {runtime}" in commands(doc, event)
 
@@ -109,10 +143,20 @@ def test_install_merges_keeps_everything_else_and_a_second_install_changes_nothi
 def test_claude_gets_the_asyncrewake_waiter_and_codex_only_when_asked(relay, home):
     install(relay, "claude")
     claude = json.loads(settings_file(home, "claude").read_text())
-    wake = [h for g in claude["hooks"]["Stop"] for h in g["hooks"]
-            if h["command"] == "relay hook claude --wake"]
-    assert wake == [{"type": "command", "command": "relay hook claude --wake",
-                     "timeout": 3660, "asyncRewake": True}]
+    wake = [
+        h
+        for g in claude["hooks"]["Stop"]
+        for h in g["hooks"]
+        if h["command"] == "relay hook claude --wake"
+    ]
+    assert wake == [
+        {
+            "type": "command",
+            "command": "relay hook claude --wake",
+            "timeout": 3660,
+            "asyncRewake": True,
+        }
+    ]
     assert "relay hook claude --wake" in commands(claude, "SessionStart")
 
     plain = install(relay, "codex")
@@ -124,8 +168,9 @@ def test_claude_gets_the_asyncrewake_waiter_and_codex_only_when_asked(relay, hom
     assert [a["event"] for a in woken["added"]] == ["SessionStart", "Stop"]
     codex = json.loads(settings_file(home, "codex").read_text())
     wake = [h for g in codex["hooks"]["Stop"] for h in g["hooks"] if "--wake" in h["command"]]
-    assert wake == [{"type": "command", "command": "relay hook codex --wake", "timeout": 3660,
-                     "async": True}]
+    assert wake == [
+        {"type": "command", "command": "relay hook codex --wake", "timeout": 3660, "async": True}
+    ]
     assert any("Hooks need review" in t for t in woken["todo"])
     r = relay("hook", "install", "gemini", "--wake", "--json")
     assert (r.code, r.error["code"]) == (2, "usage_error")
@@ -142,11 +187,18 @@ def test_gemini_timeouts_are_milliseconds(relay, home):
 def test_invalid_json_is_refused_and_the_file_is_unchanged(relay, home, runtime):
     path = settings_file(home, runtime)
     path.parent.mkdir()
-    for bad in (b'{"hooks": {', b'// my settings\n{"model": "opus"}\n', b"[1, 2]",
-                b'{"hooks": []}', b'{"hooks": {"SessionStart": {"hooks": []}}}',
-                # NaN and Infinity are not JSON (Python's reader takes them); 1e999 is, but
-                # no double holds it, so writing it back would give `Infinity`: not JSON
-                b'{"x": NaN}', b'{"x": -Infinity}', b'{"x": [1e999]}'):
+    for bad in (
+        b'{"hooks": {',
+        b'// my settings\n{"model": "opus"}\n',
+        b"[1, 2]",
+        b'{"hooks": []}',
+        b'{"hooks": {"SessionStart": {"hooks": []}}}',
+        # NaN and Infinity are not JSON (Python's reader takes them); 1e999 is, but
+        # no double holds it, so writing it back would give `Infinity`: not JSON
+        b'{"x": NaN}',
+        b'{"x": -Infinity}',
+        b'{"x": [1e999]}',
+    ):
         path.write_bytes(bad)
         for args in (("install", runtime), ("uninstall", runtime)):
             r = relay("hook", *args, "--json")
@@ -180,8 +232,13 @@ def test_project_settings_and_runtime_home_variables(relay, home, tmp_path, monk
     codex = install(relay, "codex", "--project")
     assert codex["file"] == str(project / ".codex/hooks.json")
     assert any("trusts" in t for t in codex["todo"])
-    relay.env.update({"CODEX_HOME": str(tmp_path / "ch"), "CLAUDE_CONFIG_DIR": str(tmp_path / "cc"),
-                      "GEMINI_CLI_HOME": str(tmp_path / "gh")})
+    relay.env.update(
+        {
+            "CODEX_HOME": str(tmp_path / "ch"),
+            "CLAUDE_CONFIG_DIR": str(tmp_path / "cc"),
+            "GEMINI_CLI_HOME": str(tmp_path / "gh"),
+        }
+    )
     assert install(relay, "codex")["file"] == str(tmp_path / "ch" / "hooks.json")
     assert install(relay, "claude")["file"] == str(tmp_path / "cc" / "settings.json")
     assert install(relay, "gemini")["file"] == str(tmp_path / "gh" / ".gemini" / "settings.json")
@@ -197,7 +254,8 @@ def test_a_symlinked_settings_file_is_written_through_the_link(relay, home, tmp_
     install(relay, "claude")
     assert settings_file(home, "claude").is_symlink()
     assert json.loads(real.read_text())["model"] == "opus" and "hooks" in json.loads(
-        real.read_text())
+        real.read_text()
+    )
 
 
 def test_relays_entries_are_recognised_by_their_command_only(relay, home):
@@ -206,10 +264,26 @@ def test_relays_entries_are_recognised_by_their_command_only(relay, home):
     path = settings_file(home, "claude")
     path.parent.mkdir()
     own = {"type": "command", "command": "relay hook claude --as reviewer"}
-    path.write_text(json.dumps({"hooks": {"Stop": [
-        {"hooks": [{"type": "command", "command": "/opt/relay/bin/relay hook claude",
-                    "timeout": 10}]},
-        {"hooks": [own]}]}}))
+    path.write_text(
+        json.dumps(
+            {
+                "hooks": {
+                    "Stop": [
+                        {
+                            "hooks": [
+                                {
+                                    "type": "command",
+                                    "command": "/opt/relay/bin/relay hook claude",
+                                    "timeout": 10,
+                                }
+                            ]
+                        },
+                        {"hooks": [own]},
+                    ]
+                }
+            }
+        )
+    )
     added = install(relay, "claude")["added"]
     assert {"event": "Stop", "command": "relay hook claude"} not in added
     relay("hook", "uninstall", "claude")
@@ -302,8 +376,9 @@ def test_a_settings_file_that_is_not_json_gets_a_hint_that_says_so(relay, home):
     assert "valid JSON" in err["hint"] and "command line" not in err["hint"]
 
 
-def test_install_names_the_running_relay_by_path_when_path_has_none(relay, home, tmp_path,
-                                                                     monkeypatch):
+def test_install_names_the_running_relay_by_path_when_path_has_none(
+    relay, home, tmp_path, monkeypatch
+):
     bin_dir = tmp_path / "venv bin"
     bin_dir.mkdir()
     me = bin_dir / "relay"
@@ -321,7 +396,8 @@ def test_install_names_the_running_relay_by_path_when_path_has_none(relay, home,
     monkeypatch.setattr("sys.argv", [str(me)])
     r = relay("hook", "install", "codex", "--json", env={"PATH": f"{bin_dir}:/usr/bin"})
     assert commands(json.loads(settings_file(home, "codex").read_text()), "Stop") == [
-        "relay hook codex"]
+        "relay hook codex"
+    ]
 
 
 def test_install_completes_runtimes_not_files(relay):

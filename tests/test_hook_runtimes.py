@@ -22,16 +22,25 @@ FIXTURES = Path(__file__).parent / "fixtures"
 FILES = {
     "claude": {
         "SessionStart": ("session_start", "SessionStartHookInput", "SessionStart.output"),
-        "UserPromptSubmit": ("user_prompt_submit", "UserPromptSubmitHookInput",
-                             "UserPromptSubmit.output"),
+        "UserPromptSubmit": (
+            "user_prompt_submit",
+            "UserPromptSubmitHookInput",
+            "UserPromptSubmit.output",
+        ),
         "Stop": ("stop", "StopHookInput", "Stop.output"),
         "SessionEnd": ("session_end", "SessionEndHookInput", None),
     },
     "codex": {
-        "SessionStart": ("session_start", "session-start.command.input",
-                         "session-start.command.output"),
-        "UserPromptSubmit": ("user_prompt_submit", "user-prompt-submit.command.input",
-                             "user-prompt-submit.command.output"),
+        "SessionStart": (
+            "session_start",
+            "session-start.command.input",
+            "session-start.command.output",
+        ),
+        "UserPromptSubmit": (
+            "user_prompt_submit",
+            "user-prompt-submit.command.input",
+            "user-prompt-submit.command.output",
+        ),
         "Stop": ("stop", "stop.command.input", "stop.command.output"),
         "SessionEnd": ("session_end", "session-end.command.input", None),
     },
@@ -43,11 +52,15 @@ FILES = {
     },
 }
 EXTRA_EVENTS = {  # more fixtures of handled events, with their input schema
-    "claude": [("session_start_compact", "SessionStartHookInput"),
-               ("user_prompt_submit_machine", "UserPromptSubmitHookInput"),
-               ("stop_active", "StopHookInput")],
-    "codex": [("session_start_compact", "session-start.command.input"),
-              ("stop_active", "stop.command.input")],
+    "claude": [
+        ("session_start_compact", "SessionStartHookInput"),
+        ("user_prompt_submit_machine", "UserPromptSubmitHookInput"),
+        ("stop_active", "StopHookInput"),
+    ],
+    "codex": [
+        ("session_start_compact", "session-start.command.input"),
+        ("stop_active", "stop.command.input"),
+    ],
     "gemini": [("after_agent_active", "AfterAgent.input")],
 }
 
@@ -78,17 +91,16 @@ class Agent:
             self.env.update(relay.join(self.name, "--kind", runtime))
 
     def run(self, doc: dict, env: dict | None = None):
-        r = self.relay("hook", self.runtime, input=json.dumps(doc),
-                       env={**self.env, **(env or {})})
+        r = self.relay("hook", self.runtime, input=json.dumps(doc), env={**self.env, **(env or {})})
         assert r.code == 0 and r.err == "", r
         return json.loads(r.out) if r.out else None
 
-    def hook(self, relay_event: str, fixture: str | None = None, env: dict | None = None,
-             **changes):
+    def hook(
+        self, relay_event: str, fixture: str | None = None, env: dict | None = None, **changes
+    ):
         """Run the event; validate relay's answer against the runtime's output schema."""
         default, _, out_schema = FILES[self.runtime][relay_event]
-        doc = self.run(event(self.runtime, fixture or default, session_id=self.sid, **changes),
-                       env)
+        doc = self.run(event(self.runtime, fixture or default, session_id=self.sid, **changes), env)
         if doc is not None:
             assert out_schema is not None, f"relay answered {relay_event}, which has no output"
             assert errors(doc, schema(self.runtime, out_schema)) == [], doc
@@ -97,9 +109,12 @@ class Agent:
     def agent_env(self) -> dict:
         if self.runtime != "claude":
             return {k: self.env[k] for k in ("RELAY_PEER", "RELAY_SESSION")}
-        out = subprocess.run(["bash", "-c", f'. "{self.env_file}"; printf "%s" "$RELAY_SESSION"'],
-                             capture_output=True, check=True,
-                             env={"PATH": os.environ["PATH"]}).stdout.decode()
+        out = subprocess.run(
+            ["bash", "-c", f'. "{self.env_file}"; printf "%s" "$RELAY_SESSION"'],
+            capture_output=True,
+            check=True,
+            env={"PATH": os.environ["PATH"]},
+        ).stdout.decode()
         return {"RELAY_PEER": self.name, "RELAY_SESSION": out}
 
 
@@ -186,8 +201,7 @@ def test_codex_writes_the_identity_to_codex_env_file_else_claude_env_file(relay,
 
 
 @pytest.mark.postgres_only
-def test_an_env_file_others_can_read_gets_relay_database_url_without_its_password(
-        relay, tmp_path):
+def test_an_env_file_others_can_read_gets_relay_database_url_without_its_password(relay, tmp_path):
     """design.md §13: the URL of the database the hook used, with any password removed
     when others can read the file (the test server trusts its unix socket, so the
     password in the URL is not needed); tests/test_pg_url.py has the private file."""
@@ -198,7 +212,10 @@ def test_an_env_file_others_can_read_gets_relay_database_url_without_its_passwor
     assert "export RELAY_DATABASE_URL=" in text and "s3cret" not in text
     exported = subprocess.run(
         ["bash", "-c", f'. "{agent.env_file}"; printf %s "$RELAY_DATABASE_URL"'],
-        capture_output=True, text=True, check=True).stdout
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert relay("peers", "list", "--json", env={"RELAY_DATABASE_URL": exported}).code == 0
 
 
@@ -207,8 +224,10 @@ def _always_new_work(relay, agent, alice):
     relay.send(alice, agent.name, request_id=new_id())
 
 
-@pytest.mark.parametrize("source,resets", [(None, True), ("user", True), ("sdk", False),
-                                           ("system", False), ("loop_wakeup", False)])
+@pytest.mark.parametrize(
+    "source,resets",
+    [(None, True), ("user", True), ("sdk", False), ("system", False), ("loop_wakeup", False)],
+)
 def test_claude_resets_the_stop_count_only_for_a_persons_prompt(relay, tmp_path, source, resets):
     agent = Agent(relay, tmp_path, "claude")
     agent.hook("SessionStart")

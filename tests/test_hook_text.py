@@ -31,18 +31,29 @@ def texts_of(doc: dict | None) -> list[str]:
 
 
 FIXTURE_NAMES = {
-    "claude": {"SessionStart": "session_start", "UserPromptSubmit": "user_prompt_submit",
-               "Stop": "stop", "SessionEnd": "session_end"},
-    "codex": {"SessionStart": "session_start", "UserPromptSubmit": "user_prompt_submit",
-              "Stop": "stop", "SessionEnd": "session_end"},
-    "gemini": {"SessionStart": "session_start", "UserPromptSubmit": "before_agent",
-               "Stop": "after_agent", "SessionEnd": "session_end"},
+    "claude": {
+        "SessionStart": "session_start",
+        "UserPromptSubmit": "user_prompt_submit",
+        "Stop": "stop",
+        "SessionEnd": "session_end",
+    },
+    "codex": {
+        "SessionStart": "session_start",
+        "UserPromptSubmit": "user_prompt_submit",
+        "Stop": "stop",
+        "SessionEnd": "session_end",
+    },
+    "gemini": {
+        "SessionStart": "session_start",
+        "UserPromptSubmit": "before_agent",
+        "Stop": "after_agent",
+        "SessionEnd": "session_end",
+    },
 }
 
 
 @pytest.mark.parametrize("runtime", runtimes.NAMES)
-def test_no_text_relay_hands_a_runtime_holds_characters_it_would_escape(relay, tmp_path,
-                                                                        runtime):
+def test_no_text_relay_hands_a_runtime_holds_characters_it_would_escape(relay, tmp_path, runtime):
     """Codex and Gemini CLI HTML-escape hook text (`<<'EOF'` reaches the model as
     `&lt;&lt;'EOF'`): context, Stop reasons, waiter notes and the injected guide avoid
     `<`, `>` and `&`."""
@@ -60,24 +71,33 @@ def test_no_text_relay_hands_a_runtime_holds_characters_it_would_escape(relay, t
     # SessionStart with no env file, as a runtime without one (or one not set) says it.
     run("SessionStart", {"RELAY_PEER": "agent-1", "CLAUDE_ENV_FILE": None})
     env_file = tmp_path / "env.sh"
-    env = (relay.join("agent-1", "--kind", runtime) if not rt.env_files else
-           {"RELAY_PEER": "agent-1", rt.env_files[0]: str(env_file)})
+    env = (
+        relay.join("agent-1", "--kind", runtime)
+        if not rt.env_files
+        else {"RELAY_PEER": "agent-1", rt.env_files[0]: str(env_file)}
+    )
     for _ in range(12):  # more than a hook lists
         relay.send(alice, "agent-1", request_id=new_id())
     run("SessionStart", env)
     run("SessionStart", env, source="compact")
-    agent = env if "RELAY_SESSION" in env else {
-        k: v for k, v in (line.split(" ", 1)[1].split("=", 1)
-                          for line in env_file.read_text().splitlines())
-        if k in ("RELAY_PEER", "RELAY_SESSION")}
+    agent = (
+        env
+        if "RELAY_SESSION" in env
+        else {
+            k: v
+            for k, v in (
+                line.split(" ", 1)[1].split("=", 1) for line in env_file.read_text().splitlines()
+            )
+            if k in ("RELAY_PEER", "RELAY_SESSION")
+        }
+    )
     agent = {k: v.strip("'") for k, v in agent.items() if k.startswith("RELAY_")}
     bob = relay.join("bob")
     for outcome in ("reply", "fail"):
         rid = new_id()
         relay.send(agent, "bob", request_id=rid)
         relay("claim", "--id", rid, env=bob)
-        relay(outcome, rid, *(["done"] if outcome == "reply" else ["--reason", "no"]),
-              env=bob)
+        relay(outcome, rid, *(["done"] if outcome == "reply" else ["--reason", "no"]), env=bob)
     lost = new_id()
     relay.send(agent, "bob", request_id=lost)
     relay("claim", "--id", lost, env=bob)
@@ -162,8 +182,7 @@ def test_hooks_read_a_bounded_number_of_rows_at_any_queue_size(relay, tmp_path, 
     env_file = tmp_path / "env.sh"
     hook_env = {"RELAY_PEER": "agent-1", "CLAUDE_ENV_FILE": str(env_file)}
     relay.join("alice")
-    assert relay("hook", "claude", input=event("claude", "session_start"),
-                 env=hook_env).code == 0
+    assert relay("hook", "claude", input=event("claude", "session_start"), env=hook_env).code == 0
     bulk_queue(relay, "agent-1", queued)
     sid = json.loads(event("claude", "session_start"))["session_id"]
     store = relay.open_store()
@@ -191,8 +210,9 @@ def test_hooks_read_a_bounded_number_of_rows_at_any_queue_size(relay, tmp_path, 
 
 # ------------------------------------------------------------- idle hooks are cheap
 @pytest.mark.one_backend
-@pytest.mark.parametrize("args", [["claude"], ["claude", "--wake"], ["codex", "--wake"],
-                                  ["gemini"]])
+@pytest.mark.parametrize(
+    "args", [["claude"], ["claude", "--wake"], ["codex", "--wake"], ["gemini"]]
+)
 def test_a_hook_with_no_identity_imports_no_command_line(relay, args):
     """Someone not using relay pays for relay's hooks next to nothing (design.md §12):
     with no --as, RELAY_PEER or RELAY_SESSION `relay hook` reads its event and exits 0
@@ -203,12 +223,19 @@ def test_a_hook_with_no_identity_imports_no_command_line(relay, args):
     from relay_cli import entry
 
     assert entry.HOOK_RUNTIMES == runtimes.NAMES
-    p = subprocess.run([sys.executable, "-X", "importtime", "-m", "relay_cli", "hook", *args],
-                       input=event(args[0], "stop" if args[0] != "gemini" else "after_agent")
-                       .encode(), capture_output=True, env=relay._env(None), timeout=60)
+    p = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "relay_cli", "hook", *args],
+        input=event(args[0], "stop" if args[0] != "gemini" else "after_agent").encode(),
+        capture_output=True,
+        env=relay._env(None),
+        timeout=60,
+    )
     assert p.returncode == 0 and p.stdout == b""
-    loaded = {line.rsplit("|", 1)[1].strip() for line in p.stderr.decode().splitlines()
-              if line.startswith("import time:")}
+    loaded = {
+        line.rsplit("|", 1)[1].strip()
+        for line in p.stderr.decode().splitlines()
+        if line.startswith("import time:")
+    }
     assert not any(m.startswith(("relay_cli.cli", "typer", "relay_cli.store")) for m in loaded)
     assert not entry.idle_hook(["hook", "claude", "--help"], {})
     assert not entry.idle_hook(["hook", "claude", "--as", "x"], {})

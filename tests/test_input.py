@@ -12,11 +12,20 @@ BAD_IDS = ["", "123", "not-a-uuid", "zzzzzzzz-zzzz-zzzz-zzzz-zzzzzzzzzzzz", "1" 
 
 
 @pytest.mark.parametrize("bad", BAD_IDS)
-@pytest.mark.parametrize("cmd", [
-    ["show"], ["wait"], ["cancel"], ["ack"], ["reply", "{}", "x"], ["submit"],
-    ["fail", "{}", "--reason", "x"], ["reject", "{}", "--reason", "x"],
-    ["resolve", "{}", "--outcome", "failed"],
-])
+@pytest.mark.parametrize(
+    "cmd",
+    [
+        ["show"],
+        ["wait"],
+        ["cancel"],
+        ["ack"],
+        ["reply", "{}", "x"],
+        ["submit"],
+        ["fail", "{}", "--reason", "x"],
+        ["reject", "{}", "--reason", "x"],
+        ["resolve", "{}", "--outcome", "failed"],
+    ],
+)
 def test_non_uuid_ids_are_invalid_id(seeded, cmd, bad):
     relay, alice, bob, _ = seeded
     args = [a.replace("{}", bad) for a in cmd] if "{}" in cmd else cmd + [bad]
@@ -32,12 +41,15 @@ def test_non_uuid_send_options_are_invalid_id(seeded, option):
         refused(relay, "invalid_id", "claim", "--id", bad, env=bob)
 
 
-@pytest.mark.parametrize("cmd", [
-    ["send", "--to", "bob", "--id", "", "x"],
-    ["send", "--to", "bob", "--in-reply-to", "", "x"],
-    ["prepare", "--to", "bob", "--id", "", "x"],
-    ["prepare", "--to", "bob", "--in-reply-to", "", "x"],
-])
+@pytest.mark.parametrize(
+    "cmd",
+    [
+        ["send", "--to", "bob", "--id", "", "x"],
+        ["send", "--to", "bob", "--in-reply-to", "", "x"],
+        ["prepare", "--to", "bob", "--id", "", "x"],
+        ["prepare", "--to", "bob", "--in-reply-to", "", "x"],
+    ],
+)
 def test_an_empty_id_option_is_invalid_id_not_no_id(seeded, cmd):
     """`--id ""` (e.g. `ID=$(uuidgen)` where uuidgen is missing) must not quietly become a
     fresh id: a retry of the same line would queue a second job (design.md §4)."""
@@ -61,20 +73,36 @@ def test_uuid_in_any_case_is_stored_canonical_lowercase(seeded):
     assert again.json["duplicate"] is True
 
 
-@pytest.mark.parametrize("option,value", [
-    ("--ttl", "29s"), ("--ttl", "8d"), ("--ttl", "1w"), ("--ttl", "-5"), ("--ttl", "abc"),
-    ("--ttl", "1.5h"), ("--reply-within", "10s"), ("--reply-within", "8d"), ("--ttl", ""),
-])
+@pytest.mark.parametrize(
+    "option,value",
+    [
+        ("--ttl", "29s"),
+        ("--ttl", "8d"),
+        ("--ttl", "1w"),
+        ("--ttl", "-5"),
+        ("--ttl", "abc"),
+        ("--ttl", "1.5h"),
+        ("--reply-within", "10s"),
+        ("--reply-within", "8d"),
+        ("--ttl", ""),
+    ],
+)
 def test_bad_send_durations_are_invalid_duration(seeded, option, value):
     relay, alice, *_ = seeded
     refused(relay, "invalid_duration", "send", "--to", "bob", option, value, "x", env=alice)
 
 
-@pytest.mark.parametrize("args", [
-    ["claim", "--lease", "9s"], ["claim", "--lease", "61m"], ["claim", "--wait", "11m"],
-    ["wait", "{rid}", "--timeout", "601"], ["peers", "join", "carol", "--lease", "9"],
-    ["peers", "join", "carol", "--lease", "25h"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["claim", "--lease", "9s"],
+        ["claim", "--lease", "61m"],
+        ["claim", "--wait", "11m"],
+        ["wait", "{rid}", "--timeout", "601"],
+        ["peers", "join", "carol", "--lease", "9"],
+        ["peers", "join", "carol", "--lease", "25h"],
+    ],
+)
 def test_bad_lease_and_wait_durations_are_invalid_duration(seeded, args):
     relay, alice, bob, rid = seeded
     refused(relay, "invalid_duration", *[a.format(rid=rid) for a in args], env=bob)
@@ -98,13 +126,16 @@ def test_64_character_name_is_accepted(relay):
     assert relay("peers", "add", "a" * 64).code == 0
 
 
-@pytest.mark.parametrize("data,code", [
-    (b"", "invalid_text"),
-    (b"\xff\xfe bad utf-8", "invalid_text"),
-    (b"nul \x00 inside", "invalid_text"),
-    ("é".encode() * 16385, "text_too_large"),
-    (b"x" * 32769, "text_too_large"),
-])
+@pytest.mark.parametrize(
+    "data,code",
+    [
+        (b"", "invalid_text"),
+        (b"\xff\xfe bad utf-8", "invalid_text"),
+        (b"nul \x00 inside", "invalid_text"),
+        ("é".encode() * 16385, "text_too_large"),
+        (b"x" * 32769, "text_too_large"),
+    ],
+)
 def test_bad_texts_on_stdin(seeded, data, code):
     relay, alice, *_ = seeded
     refused(relay, code, "send", "--to", "bob", "--id", new_id(), "-", input=data, env=alice)
@@ -135,8 +166,7 @@ def test_text_from_file_and_missing_file(seeded, tmp_path):
     assert r.code == 0, r.err
     assert relay("show", r.json["id"], "--json").json["text"] == "from a file\n"
     # a path that cannot be read is a usage error about the path, not about the text
-    refused(relay, "usage_error", "send", "--to", "bob", "--file", str(tmp_path / "no"),
-            env=alice)
+    refused(relay, "usage_error", "send", "--to", "bob", "--file", str(tmp_path / "no"), env=alice)
     refused(relay, "invalid_text", "send", "--to", "bob", env=alice)
 
 
@@ -161,8 +191,7 @@ def test_self_message(seeded):
 
 def test_unknown_request_is_request_not_found(seeded):
     relay, alice, bob, _ = seeded
-    for args in (["show", new_id()], ["wait", new_id()], ["ack", new_id()],
-                 ["cancel", new_id()]):
+    for args in (["show", new_id()], ["wait", new_id()], ["ack", new_id()], ["cancel", new_id()]):
         refused(relay, "request_not_found", *args, env=alice if args[0] == "cancel" else bob)
 
 
@@ -180,32 +209,69 @@ def test_wrong_owners_are_not_owner(seeded):
 
 def test_wrong_session_tokens(seeded):
     relay, alice, bob, rid = seeded
-    refused(relay, "invalid_session", "send", "--to", "bob", "x",
-            env={"RELAY_PEER": "alice", "RELAY_SESSION": "rly_not-a-token"})
-    refused(relay, "invalid_session", "claim",
-            env={"RELAY_PEER": "alice", "RELAY_SESSION": bob["RELAY_SESSION"]})
-    refused(relay, "no_identity", "send", "--to", "bob", "x",
-            env={"RELAY_PEER": None, "RELAY_SESSION": None})
-    refused(relay, "session_required", "send", "--to", "bob", "x",
-            env={"RELAY_PEER": "alice", "RELAY_SESSION": None})
+    refused(
+        relay,
+        "invalid_session",
+        "send",
+        "--to",
+        "bob",
+        "x",
+        env={"RELAY_PEER": "alice", "RELAY_SESSION": "rly_not-a-token"},
+    )
+    refused(
+        relay,
+        "invalid_session",
+        "claim",
+        env={"RELAY_PEER": "alice", "RELAY_SESSION": bob["RELAY_SESSION"]},
+    )
+    refused(
+        relay,
+        "no_identity",
+        "send",
+        "--to",
+        "bob",
+        "x",
+        env={"RELAY_PEER": None, "RELAY_SESSION": None},
+    )
+    refused(
+        relay,
+        "session_required",
+        "send",
+        "--to",
+        "bob",
+        "x",
+        env={"RELAY_PEER": "alice", "RELAY_SESSION": None},
+    )
     refused(relay, "session_required", "claim", env={"RELAY_PEER": "bob", "RELAY_SESSION": None})
 
 
 def test_a_name_without_a_session_may_send(seeded):
     relay, *_ = seeded
     relay("peers", "add", "script-1", "--kind", "script")
-    r = relay("send", "--to", "bob", "--as", "ci-bot", "from a script", "--json",
-              env={"RELAY_PEER": None, "RELAY_SESSION": None})
+    r = relay(
+        "send",
+        "--to",
+        "bob",
+        "--as",
+        "ci-bot",
+        "from a script",
+        "--json",
+        env={"RELAY_PEER": None, "RELAY_SESSION": None},
+    )
     assert r.code == 0, r.err
     assert r.json["from"] == "ci-bot"
 
 
 def test_usage_errors_are_json_and_exit_2(seeded):
     relay, alice, *_ = seeded
-    for args in (["send", "x"], ["send", "--to", "bob", "--bogus", "x"],
-                 ["send", "--to", "bob", "--max-attempts", "0", "x"],
-                 ["send", "--to", "bob", "--on-lost", "sometimes", "x"],
-                 ["list", "--state", "done"], ["resolve", new_id(), "--outcome", "maybe"]):
+    for args in (
+        ["send", "x"],
+        ["send", "--to", "bob", "--bogus", "x"],
+        ["send", "--to", "bob", "--max-attempts", "0", "x"],
+        ["send", "--to", "bob", "--on-lost", "sometimes", "x"],
+        ["list", "--state", "done"],
+        ["resolve", new_id(), "--outcome", "maybe"],
+    ):
         refused(relay, "usage_error", *args, env=alice)
 
 
@@ -235,8 +301,15 @@ def test_relay_peer_with_a_trailing_newline_cannot_send_past_the_live_session(se
     """alice has a live session: `RELAY_PEER=$'alice\\n'` must not send as a name that only
     looks like alice, without alice's token (and split the message frame)."""
     relay, *_ = seeded
-    refused(relay, "invalid_name", "send", "--to", "bob", "x",
-            env={"RELAY_PEER": "alice\n", "RELAY_SESSION": None})
+    refused(
+        relay,
+        "invalid_name",
+        "send",
+        "--to",
+        "bob",
+        "x",
+        env={"RELAY_PEER": "alice\n", "RELAY_SESSION": None},
+    )
 
 
 @pytest.mark.parametrize("kind", ["claude\n", "claude ", "CLAUDE"])
@@ -264,8 +337,9 @@ def test_a_key_is_checked_whole(seeded, key):
 @pytest.mark.parametrize("value", ["٣", "5\n5", "-1", "1e3"])
 def test_a_rate_limit_that_is_not_ascii_digits_is_a_usage_error(seeded, value):
     relay, alice, *_ = seeded
-    refused(relay, "usage_error", "send", "--to", "bob", "x",
-            env={**alice, "RELAY_RATE_LIMIT": value})
+    refused(
+        relay, "usage_error", "send", "--to", "bob", "x", env={**alice, "RELAY_RATE_LIMIT": value}
+    )
 
 
 def test_out_of_range_time_offset_is_invalid_duration_not_an_internal_error(relay):

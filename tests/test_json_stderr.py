@@ -40,8 +40,11 @@ HANG = 30  # seconds: a call that has not ended by then is broken
 def leaf_commands() -> list[str]:
     from relay_cli.cli import schema
 
-    return [ctx.command_path.removeprefix("relay ") for ctx, cmd in schema.walk()
-            if not hasattr(cmd, "list_commands")]
+    return [
+        ctx.command_path.removeprefix("relay ")
+        for ctx, cmd in schema.walk()
+        if not hasattr(cmd, "list_commands")
+    ]
 
 
 # ------------------------------------------------------------------ running relay
@@ -62,8 +65,16 @@ class World:
         self.relay = Relay(path / "home")
         self.request = request  # pytest's, for a PostgreSQL database when a case needs one
 
-    def run(self, *args: str, env: dict | None = None, input: str = "", tty_in: bool = False,
-            typed: bytes = b"", tty_err: bool = False, cwd: Path | None = None) -> Ran:
+    def run(
+        self,
+        *args: str,
+        env: dict | None = None,
+        input: str = "",
+        tty_in: bool = False,
+        typed: bytes = b"",
+        tty_err: bool = False,
+        cwd: Path | None = None,
+    ) -> Ran:
         """The real `relay` in its own process. Standard input is a pipe holding ``input``
         (never the terminal pytest may run in), or a pseudo-terminal (``tty_in``) with
         ``typed`` already typed; stderr is a pipe, or that pseudo-terminal (``tty_err``)."""
@@ -74,9 +85,13 @@ class World:
                 os.write(master, typed)
         try:
             p = subprocess.Popen(
-                [*RELAY, *args], env=self.relay._env(env), cwd=cwd,
-                stdin=slave if tty_in else subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=slave if tty_err else subprocess.PIPE)
+                [*RELAY, *args],
+                env=self.relay._env(env),
+                cwd=cwd,
+                stdin=slave if tty_in else subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=slave if tty_err else subprocess.PIPE,
+            )
             out, err = p.communicate(None if tty_in else input.encode(), timeout=HANG)
         finally:
             if slave is not None:
@@ -89,8 +104,12 @@ class World:
             except OSError:  # EIO: every end of the terminal is closed and it is drained
                 pass
             os.close(master)
-        return Ran(p.returncode, out.decode(), (err or b"").decode(),
-                   tty.decode(errors="replace").replace("\r\n", "\n"))
+        return Ran(
+            p.returncode,
+            out.decode(),
+            (err or b"").decode(),
+            tty.decode(errors="replace").replace("\r\n", "\n"),
+        )
 
     # -------------------------------------------------------------- situations
     def peers(self) -> tuple[dict, dict]:
@@ -119,8 +138,7 @@ class World:
         self.relay.home.chmod(0o755)
 
     def awaiting(self, key: str = "k") -> None:
-        r = self.relay("once", "--key", key, "--approve", "--timeout", "0", "--json", "--",
-                       "true")
+        r = self.relay("once", "--key", key, "--approve", "--timeout", "0", "--json", "--", "true")
         assert r.code == 75, r
 
     def empty_database(self) -> str:
@@ -168,14 +186,26 @@ class Case:
 CASES: dict[str, list[Case]] = {}
 
 
-def case(command: str, kind: str, code: str | None = None, exit: int | None = None,
-         stdout: str | None = None):
-    default = {"ok": "document", "outcome": "document", "not_yet": "document",
-               "refused": "optional", "protocol": "empty", "silent": "empty"}[kind]
+def case(
+    command: str,
+    kind: str,
+    code: str | None = None,
+    exit: int | None = None,
+    stdout: str | None = None,
+):
+    default = {
+        "ok": "document",
+        "outcome": "document",
+        "not_yet": "document",
+        "refused": "optional",
+        "protocol": "empty",
+        "silent": "empty",
+    }[kind]
 
     def register(fn):
         CASES.setdefault(command, []).append(Case(kind, fn, code, exit, stdout or default))
         return fn
+
     return register
 
 
@@ -198,10 +228,13 @@ PLAIN = [
     ("peers add", "ok", None, ["peers", "add", "carol", "--json"]),
     ("peers add", "refused", "invalid_name", ["peers", "add", "Carol", "--json"]),
     ("once", "ok", None, ["once", "--key", "k", "--json", "--", "true"]),
-    ("ledger list", "refused", "usage_error",
-     ["ledger", "list", "--state", "nonsense", "--json"]),
-    ("ledger show", "refused", "ledger_key_not_found",
-     ["ledger", "show", "nothing-here", "--json"]),
+    ("ledger list", "refused", "usage_error", ["ledger", "list", "--state", "nonsense", "--json"]),
+    (
+        "ledger show",
+        "refused",
+        "ledger_key_not_found",
+        ["ledger", "show", "nothing-here", "--json"],
+    ),
 ]
 for _command, _kind, _code, _argv in PLAIN:
     case(_command, _kind, _code)(lambda w, argv=_argv: w.run(*argv))
@@ -523,9 +556,13 @@ def _(w):  # a replay: "replayed" is the document's replayed: true
 
 @case("once", "ok")
 def _(w):  # approved while it waited: it runs, and says nothing on stderr
-    p = subprocess.Popen([*RELAY, "once", "--key", "k", "--approve", "--timeout", "1m",
-                          "--json", "--", "true"], env=w.relay._env(None),
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p = subprocess.Popen(
+        [*RELAY, "once", "--key", "k", "--approve", "--timeout", "1m", "--json", "--", "true"],
+        env=w.relay._env(None),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         end = time.monotonic() + HANG
         while w.relay("ledger", "show", "k", "--json").out.find('"awaiting_approval"') < 0:
@@ -548,7 +585,11 @@ def _(w):  # needs a person: command, cwd and key are fields of the document
     r = w.run("once", "--key", "k", "--approve", "--timeout", "0", "--json", "--", "true")
     doc = json.loads(r.out)
     assert (doc["key"], doc["state"], doc["argv"], doc["cwd"]) == (
-        "k", "awaiting_approval", ["true"], os.getcwd())
+        "k",
+        "awaiting_approval",
+        ["true"],
+        os.getcwd(),
+    )
     return r
 
 
@@ -712,6 +753,7 @@ def _(w):  # a home that holds data is never used
 
 # hooks: the runtime's protocol, whatever --json says
 for _runtime in ("claude", "codex", "gemini"):
+
     @case(f"hook {_runtime}", "ok", stdout="any")
     def _(w, runtime=_runtime):
         return w.run("hook", runtime, "--json", input=event(runtime, "session_start"))
@@ -726,8 +768,9 @@ def _(w):  # the waiter wakes Claude Code: exit 2, relay's note on stderr (async
     env, sid = w.hook_session()
     alice = w.relay.join("alice")
     assert w.relay.send(alice, "agent-1", "x").code == 0
-    return w.run("hook", "claude", "--wake", "--json", env=env,
-                 input=event("claude", "stop", session_id=sid))
+    return w.run(
+        "hook", "claude", "--wake", "--json", env=env, input=event("claude", "stop", session_id=sid)
+    )
 
 
 @case("hook install", "ok")
@@ -773,8 +816,9 @@ def one_document(out: str) -> dict:
 
 def error_line(ran: Ran) -> dict:
     """stderr is exactly one line, {"error": {...}} with exactly the documented keys."""
-    assert ran.err.endswith("\n") and ran.err.count("\n") == 1, \
+    assert ran.err.endswith("\n") and ran.err.count("\n") == 1, (
         f"stderr is not exactly one line: {ran.err!r}"
+    )
     doc = json.loads(ran.err)
     assert list(doc) == ["error"], doc
     err = doc["error"]
@@ -784,8 +828,9 @@ def error_line(ran: Ran) -> dict:
     assert isinstance(err["message"], str) and err["message"]
     assert isinstance(err["hint"], str) and err["hint"]
     assert isinstance(err["retryable"], bool)
-    assert err["retry_after_seconds"] is None or isinstance(err["retry_after_seconds"],
-                                                            (int, float))
+    assert err["retry_after_seconds"] is None or isinstance(
+        err["retry_after_seconds"], (int, float)
+    )
     return err
 
 
@@ -809,15 +854,18 @@ def check(c: Case, ran: Ran) -> None:
 
 
 @pytest.mark.parametrize("command", leaf_commands())
-def test_json_stderr_is_empty_on_success_and_one_error_line_on_failure(command, tmp_path,
-                                                                      request):
+def test_json_stderr_is_empty_on_success_and_one_error_line_on_failure(command, tmp_path, request):
     cases = CASES.get(command, [])
     kinds = {c.kind for c in cases}
-    needed = {"ok", "silent"} if command.startswith("hook ") and command.split()[1] in (
-        "claude", "codex", "gemini") else {"ok", "refused"}
+    needed = (
+        {"ok", "silent"}
+        if command.startswith("hook ") and command.split()[1] in ("claude", "codex", "gemini")
+        else {"ok", "refused"}
+    )
     assert needed <= kinds, (
         f"`relay {command}` needs a success and a refusal with --json in {__file__} "
-        f"(has {sorted(kinds) or 'none'})")
+        f"(has {sorted(kinds) or 'none'})"
+    )
     failures = []
     for i, c in enumerate(cases):
         try:
@@ -841,8 +889,13 @@ def test_the_command_s_own_stderr_passes_through_untouched(command, tmp_path):
     passes through byte for byte, and relay adds nothing to it."""
     w = World(tmp_path / "w")
     script = "import sys; sys.stderr.buffer.write(%r)" % CHILD_STDERR
-    p = subprocess.run([*RELAY, *command, "--json", "--", sys.executable, "-c", script],
-                       env=w.relay._env(None), input=b"", capture_output=True, timeout=HANG)
+    p = subprocess.run(
+        [*RELAY, *command, "--json", "--", sys.executable, "-c", script],
+        env=w.relay._env(None),
+        input=b"",
+        capture_output=True,
+        timeout=HANG,
+    )
     assert p.returncode == 0, p
     assert p.stderr == CHILD_STDERR
     if command[0] == "once":  # and the document holds what was captured
@@ -856,9 +909,13 @@ def test_once_interrupted_while_it_waits_for_a_person(tmp_path):
     import signal
 
     w = World(tmp_path / "w")
-    p = subprocess.Popen([*RELAY, "once", "--key", "k", "--approve", "--timeout", "1m",
-                          "--json", "--", "true"], env=w.relay._env(None),
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p = subprocess.Popen(
+        [*RELAY, "once", "--key", "k", "--approve", "--timeout", "1m", "--json", "--", "true"],
+        env=w.relay._env(None),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         end = time.monotonic() + HANG
         while '"awaiting_approval"' not in w.relay("ledger", "show", "k", "--json").out:
@@ -884,14 +941,29 @@ def test_once_whose_outcome_could_not_be_recorded_says_so_in_the_document(tmp_pa
 
     w = World(tmp_path / "w")
     go = tmp_path / "go"
-    p = subprocess.Popen([*RELAY, "once", "--key", "k", "--json", "--", "sh", "-c",
-                          f"while [ ! -e {shlex.quote(str(go))} ]; do sleep 0.02; done"],
-                         env=w.relay._env(None), stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p = subprocess.Popen(
+        [
+            *RELAY,
+            "once",
+            "--key",
+            "k",
+            "--json",
+            "--",
+            "sh",
+            "-c",
+            f"while [ ! -e {shlex.quote(str(go))} ]; do sleep 0.02; done",
+        ],
+        env=w.relay._env(None),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         end = time.monotonic() + HANG
-        while '"child_pid": null' in (shown := w.relay("ledger", "show", "k", "--json").out) \
-                or not shown:
+        while (
+            '"child_pid": null' in (shown := w.relay("ledger", "show", "k", "--json").out)
+            or not shown
+        ):
             assert time.monotonic() < end, "the command never started"
             time.sleep(0.02)
         store = open_store(w.relay.home)
@@ -927,7 +999,8 @@ def test_with_json_a_note_is_never_written_and_the_first_error_is_the_one_line()
     Output(json_mode=True, stderr=err).error(RelayError("busy", "then this"))
     out.error(cannot_start("cannot start", 127, "fix it"))
     assert [json.loads(ln)["error"]["code"] for ln in err.getvalue().splitlines()] == [
-        "lease_expired"]
+        "lease_expired"
+    ]
     # a new call (in one process, a caller may run several) has its own one line
     from relay_cli.core import output
 
@@ -943,7 +1016,9 @@ def test_with_json_a_note_is_never_written_and_the_first_error_is_the_one_line()
     finally:
         sys.stderr = saved
     assert codes == [2, 2] and [json.loads(ln)["error"]["code"] for ln in lines] == [
-        "invalid_id", "invalid_id"]
+        "invalid_id",
+        "invalid_id",
+    ]
     human = io.StringIO()
     Output(json_mode=False, stderr=human).note("relay: a note for a person")
     assert human.getvalue() == "relay: a note for a person\n"

@@ -34,11 +34,18 @@ def _targets(node, package: list[str], known) -> set[str]:
     if isinstance(node, ast.Import):
         names = [a.name for a in node.names]
     elif isinstance(node, ast.ImportFrom):
-        base = (".".join(package[:len(package) - node.level + 1]
-                         + ([node.module] if node.module else []))
-                if node.level else node.module)
-        names = [n for a in node.names
-                 for n in ([f"{base}.{a.name}"] if f"{base}.{a.name}" in known else [base])]
+        base = (
+            ".".join(
+                package[: len(package) - node.level + 1] + ([node.module] if node.module else [])
+            )
+            if node.level
+            else node.module
+        )
+        names = [
+            n
+            for a in node.names
+            for n in ([f"{base}.{a.name}"] if f"{base}.{a.name}" in known else [base])
+        ]
     else:
         return set()
     return {n for n in names if n in known}
@@ -65,8 +72,11 @@ def _layer(mod: str) -> int:
 
 
 def test_every_module_lives_in_a_part():
-    loose = [m for m in _modules() if m not in ENTRY and m != "relay_cli"
-             and m.split(".")[1] not in LAYERS]
+    loose = [
+        m
+        for m in _modules()
+        if m not in ENTRY and m != "relay_cli" and m.split(".")[1] not in LAYERS
+    ]
     assert loose == [], "a module outside the parts: move it into the part that owns it"
     assert (PACKAGE / "__init__.py").read_text().count("\n") < 5  # the version, nothing else
 
@@ -75,14 +85,15 @@ def test_each_part_says_what_it_owns_and_what_it_may_import():
     for part in LAYERS[:-1]:
         doc = ast.get_docstring(ast.parse((PACKAGE / part / "__init__.py").read_text()))
         assert doc and "May import" in doc, f"relay_cli/{part}/__init__.py"
-        below = LAYERS[:LAYERS.index(part)]
+        below = LAYERS[: LAYERS.index(part)]
         for name in below:
             assert f"``{name}``" in doc or part == "core", (part, name)
 
 
 def test_no_part_imports_a_part_above_it():
-    upward = sorted((a, b) for a, targets in _graph().items() for b in targets
-                    if _layer(b) > _layer(a))
+    upward = sorted(
+        (a, b) for a, targets in _graph().items() for b in targets if _layer(b) > _layer(a)
+    )
     assert upward == []
 
 

@@ -82,8 +82,18 @@ def test_json_run_captures_stdout_into_the_one_document(relay, tmp_path):
     assert obj["replayed"] is False and obj["state"] == "succeeded" and obj["exit_code"] == 0
     assert obj["stdout"] == "out\n" and obj["stderr"] == "err\n"
     assert r.err == "err\n"  # stderr still streams
-    for field in ("key", "state", "argv", "cwd", "exit_code", "created_at", "started_at",
-                  "finished_at", "stdout_bytes", "stderr_bytes"):
+    for field in (
+        "key",
+        "state",
+        "argv",
+        "cwd",
+        "exit_code",
+        "created_at",
+        "started_at",
+        "finished_at",
+        "stdout_bytes",
+        "stderr_bytes",
+    ):
         assert field in obj
     assert obj["finished_at"].endswith("Z")
 
@@ -136,8 +146,12 @@ def test_key_conflict_runs_nothing_and_changes_nothing(relay, tmp_path):
     assert r.out == ""
     elsewhere = tmp_path / "sub"
     elsewhere.mkdir()
-    p = subprocess.run([sys.executable, "-m", "relay_cli", "once", "--key", "same", "--", *cmd],
-                       cwd=elsewhere, capture_output=True, env=relay._env(None))
+    p = subprocess.run(
+        [sys.executable, "-m", "relay_cli", "once", "--key", "same", "--", *cmd],
+        cwd=elsewhere,
+        capture_output=True,
+        env=relay._env(None),
+    )
     assert p.returncode == 4 and b"key_conflict" in p.stderr  # same argv, other directory
     assert relay.snapshot() == before
     assert runs(path) == 1
@@ -178,8 +192,9 @@ def _start_sleeper(relay, tmp_path, key: str, *extra: str):
     cmd = ["sh", "-c", f"echo run >> {path}; touch {marker}; sleep 60"]
     p = relay.popen("once", "--key", key, *extra, "--", *cmd)
     wait_until(marker.exists, what="the command to start")
-    obj = wait_until(lambda: (e := entry(relay, key)) and e["child_pid"] and e,
-                     what="the child pid")
+    obj = wait_until(
+        lambda: (e := entry(relay, key)) and e["child_pid"] and e, what="the child pid"
+    )
     return p, cmd, path, obj
 
 
@@ -203,8 +218,9 @@ def test_crash_between_start_and_record_is_effect_unknown_and_runs_nothing(relay
     os.kill(p.pid, signal.SIGKILL)
     os.kill(obj["child_pid"], signal.SIGKILL)
     p.wait(timeout=10)
-    wait_until(lambda: not alive(obj["child_pid"]) or _zombie(obj["child_pid"]),
-               what="the child to die")
+    wait_until(
+        lambda: not alive(obj["child_pid"]) or _zombie(obj["child_pid"]), what="the child to die"
+    )
     shown = entry(relay, "crash")  # the stored state is running; the view says what is known
     assert shown["state"] == "effect_unknown" and shown["effect_unknown"] is True
     before = relay.snapshot()
@@ -214,8 +230,9 @@ def test_crash_between_start_and_record_is_effect_unknown_and_runs_nothing(relay
     assert json.loads(r.out)["state"] == "effect_unknown"
     assert runs(path) == 1 and relay.snapshot() == before
     # a person checked: it did happen -> later calls replay success without running
-    res = relay("ledger", "resolve", "crash", "--outcome", "succeeded", "--note", "PR exists",
-                "--json")
+    res = relay(
+        "ledger", "resolve", "crash", "--outcome", "succeeded", "--note", "PR exists", "--json"
+    )
     assert res.code == 0 and res.json["state"] == "succeeded"
     assert res.json["resolved_by"].startswith("person:")
     assert res.json["resolution_note"] == "PR exists"
@@ -267,11 +284,17 @@ def test_a_reused_pid_with_another_start_time_is_not_the_original_process(relay,
     store = relay.open_store()
     try:
         with store.transaction():
-            store.update_ledger("reuse", {"state": "running", "pid": os.getpid(),
-                                          "process_start": "other-boot:1",
-                                          "child_pid": os.getpid(),
-                                          "child_start": "other-boot:2",
-                                          "host": ledger.this_host()})
+            store.update_ledger(
+                "reuse",
+                {
+                    "state": "running",
+                    "pid": os.getpid(),
+                    "process_start": "other-boot:1",
+                    "child_pid": os.getpid(),
+                    "child_start": "other-boot:2",
+                    "host": ledger.this_host(),
+                },
+            )
     finally:
         store.close()
     r = relay("once", "--key", "reuse", "--json", "--", "true")
@@ -317,8 +340,12 @@ print(json.dumps({"bytes": n, "last": last.decode("latin-1"), "rc": p.returncode
 def _measure(relay, tmp_path, shell: str, key: str) -> dict:
     script = tmp_path / "measure.py"
     script.write_text(MEASURE)
-    p = subprocess.run([sys.executable, str(script), shell, key], capture_output=True,
-                       env=relay._env(None), timeout=120)
+    p = subprocess.run(
+        [sys.executable, str(script), shell, key],
+        capture_output=True,
+        env=relay._env(None),
+        timeout=120,
+    )
     assert p.returncode == 0, p.stderr
     return json.loads(p.stdout)
 
@@ -326,8 +353,12 @@ def _measure(relay, tmp_path, shell: str, key: str) -> dict:
 def test_large_output_streams_whole_keeps_its_tail_and_memory_stays_flat(relay, tmp_path):
     size = 200 * 1024 * 1024
     base = _measure(relay, tmp_path, "true", "small")
-    big = _measure(relay, tmp_path, f"head -c {size} /dev/zero; printf END; "
-                   "head -c 100000 /dev/zero >&2; printf ERR >&2", "big")
+    big = _measure(
+        relay,
+        tmp_path,
+        f"head -c {size} /dev/zero; printf END; head -c 100000 /dev/zero >&2; printf ERR >&2",
+        "big",
+    )
     assert big["rc"] == 0
     assert big["bytes"] == size + 3 and big["last"].endswith("END")  # streamed whole
     growth_kib = big["maxrss_kib"] - base["maxrss_kib"]
@@ -376,10 +407,11 @@ def test_approve_and_deny_from_a_non_terminal_are_refused_and_change_nothing(rel
 
 def test_approval_in_a_terminal_lets_the_waiting_call_run_exactly_once(relay, tmp_path):
     path, cmd = counter(tmp_path)
-    waiter = relay.popen("once", "--key", "deploy", "--approve", "--timeout", "60", "--",
-                         *cmd)
-    wait_until(lambda: (e := entry(relay, "deploy")) and e["state"] == "awaiting_approval",
-               what="the entry to await approval")
+    waiter = relay.popen("once", "--key", "deploy", "--approve", "--timeout", "60", "--", *cmd)
+    wait_until(
+        lambda: (e := entry(relay, "deploy")) and e["state"] == "awaiting_approval",
+        what="the entry to await approval",
+    )
     assert runs(path) == 0
     # another caller with the same key keeps waiting too, and runs nothing
     second = relay("once", "--key", "deploy", "--timeout", "0", "--", *cmd)
@@ -397,8 +429,7 @@ def test_approval_in_a_terminal_lets_the_waiting_call_run_exactly_once(relay, tm
     assert b"sh -c" in err and b"deploy" in err  # the exact command and key were shown
     assert runs(path) == 1
     # later calls replay without asking again
-    again = relay("once", "--key", "deploy", "--approve", "--timeout", "0", "--json", "--",
-                  *cmd)
+    again = relay("once", "--key", "deploy", "--approve", "--timeout", "0", "--json", "--", *cmd)
     assert again.code == 0 and again.json["replayed"] is True
     assert runs(path) == 1
     # the approval was for this command only
@@ -408,8 +439,7 @@ def test_approval_in_a_terminal_lets_the_waiting_call_run_exactly_once(relay, tm
 
 def test_approval_before_the_next_call_runs_it_on_that_call(relay, tmp_path):
     path, cmd = counter(tmp_path)
-    assert relay("once", "--key", "later", "--approve", "--timeout", "0", "--",
-                 *cmd).code == 75
+    assert relay("once", "--key", "later", "--approve", "--timeout", "0", "--", *cmd).code == 75
     assert relay.at_terminal("approve", "later", "--yes").returncode == 0
     r = relay("once", "--key", "later", "--approve", "--timeout", "0", "--", *cmd)
     assert r.code == 0 and runs(path) == 1
@@ -418,8 +448,9 @@ def test_approval_before_the_next_call_runs_it_on_that_call(relay, tmp_path):
 
 def test_deny_makes_every_call_exit_10_without_running(relay, tmp_path):
     path, cmd = counter(tmp_path)
-    waiter = relay.popen("once", "--key", "nope", "--approve", "--timeout", "60", "--json",
-                         "--", *cmd)
+    waiter = relay.popen(
+        "once", "--key", "nope", "--approve", "--timeout", "60", "--json", "--", *cmd
+    )
     wait_until(lambda: (e := entry(relay, "nope")) and e["state"] == "awaiting_approval")
     decided = relay.at_terminal("deny", "nope", "--note", "not today", "--json")
     assert decided.returncode == 0, decided.stderr
@@ -478,14 +509,19 @@ def test_prune_keeps_a_tombstone_that_still_replays_and_still_denies(relay, tmp_
     # after the retention (30 days): only the captured output goes
     r = relay("prune", "--json", env=at(31 * DAY))
     assert r.code == 0
-    assert r.json["ledger"] == {"entries_pruned": 2, "entries_removed": 0, "by_state": {},
-                                "dry_run": False}
+    assert r.json["ledger"] == {
+        "entries_pruned": 2,
+        "entries_removed": 0,
+        "by_state": {},
+        "dry_run": False,
+    }
     assert relay("prune", "--json", env=at(31 * DAY)).json["ledger"]["entries_pruned"] == 0
     again = relay("once", "--key", "pr-1", "--", *cmd, env=at(31 * DAY))
     assert again.code == 0 and runs(path) == 1
     assert again.out == "" and "removed by `relay prune`" in again.err
-    doc = relay("once", "--key", "bad", "--json", "--", "sh", "-c", "echo no; exit 3",
-                env=at(31 * DAY))
+    doc = relay(
+        "once", "--key", "bad", "--json", "--", "sh", "-c", "echo no; exit 3", env=at(31 * DAY)
+    )
     assert doc.code == 3 and doc.json["replayed"] is True and doc.json["output_pruned"] is True
     assert doc.json["stdout"] is None and doc.json["stdout_bytes"] == 3
     assert relay("once", "--key", "dep", "--", *cmd, env=at(31 * DAY)).code == 10
@@ -497,15 +533,22 @@ def test_prune_keeps_a_tombstone_that_still_replays_and_still_denies(relay, tmp_
     assert r.json["ledger"]["entries_removed"] == 0
     # --older-than longer than 120 days moves the tombstone cutoff too (as for requests)
     r = relay("prune", "--older-than", "200d", "--json", env=at(150 * DAY))
-    assert r.json["ledger"] == {"entries_pruned": 0, "entries_removed": 0, "by_state": {},
-                                "dry_run": False}
+    assert r.json["ledger"] == {
+        "entries_pruned": 0,
+        "entries_removed": 0,
+        "by_state": {},
+        "dry_run": False,
+    }
     assert relay("once", "--key", "dep", "--", *cmd, env=at(150 * DAY)).code == 10
 
     # after 120 days the tombstones go; running and awaiting entries stay
     dry = relay("prune", "--dry-run", "--json", env=at(121 * DAY))
-    assert dry.json["ledger"] == {"entries_pruned": 0, "entries_removed": 3,
-                                  "by_state": {"denied": 1, "failed": 1, "succeeded": 1},
-                                  "dry_run": True}
+    assert dry.json["ledger"] == {
+        "entries_pruned": 0,
+        "entries_removed": 3,
+        "by_state": {"denied": 1, "failed": 1, "succeeded": 1},
+        "dry_run": True,
+    }
     before = relay.snapshot()
     assert relay("prune", "--dry-run", env=at(121 * DAY)).code == 0
     assert relay.snapshot() == before
@@ -528,8 +571,12 @@ def test_ledger_prune_function_counts_match_what_it_does(relay):
             store.update_ledger("a", {"updated_at": now - 200 * DAY * 1000})
         body = now + 1000
         dry = retention.prune_ledger(store, now, body, dry_run=True)
-        assert dry == {"entries_pruned": 2, "entries_removed": 1,
-                       "by_state": {"succeeded": 1}, "dry_run": True}
+        assert dry == {
+            "entries_pruned": 2,
+            "entries_removed": 1,
+            "by_state": {"succeeded": 1},
+            "dry_run": True,
+        }
         assert retention.prune_ledger(store, now, body, batch=1) == {**dry, "dry_run": False}
         assert sorted(r["key"] for r in store.list_ledger()) == ["b", "c"]
         for key in ("b", "c"):  # a forgotten entry's output goes too
@@ -642,8 +689,10 @@ def test_a_replay_of_a_settled_entry_names_the_person(relay, tmp_path):
     path, cmd = counter(tmp_path)
     assert relay("once", "--key", "s", "--", *cmd).code == 0
     fake_crash(relay, "s")
-    assert relay("ledger", "resolve", "s", "--outcome", "succeeded", "--note",
-                 "PR #42 exists").code == 0
+    assert (
+        relay("ledger", "resolve", "s", "--outcome", "succeeded", "--note", "PR #42 exists").code
+        == 0
+    )
     r = relay("once", "--key", "s", "--", *cmd)
     assert r.code == 0 and runs(path) == 1
     assert "settled as succeeded by person:" in r.err and "PR #42 exists" in r.err
@@ -682,8 +731,18 @@ def test_ctrl_c_at_a_terminal_reaches_the_command_once(relay, tmp_path):
     import pty
 
     relay("once", "--key", "warmup", "--", "true")
-    args = [sys.executable, "-m", "relay_cli", "once", "--key", "ctrl-c", "--",
-            sys.executable, "-c", COUNT_SIGINT]
+    args = [
+        sys.executable,
+        "-m",
+        "relay_cli",
+        "once",
+        "--key",
+        "ctrl-c",
+        "--",
+        sys.executable,
+        "-c",
+        COUNT_SIGINT,
+    ]
     env = relay._env(None)
     pid, master = pty.fork()
     if pid == 0:  # the child: relay with the pty as its controlling terminal
@@ -712,8 +771,7 @@ def test_ctrl_c_at_a_terminal_reaches_the_command_once(relay, tmp_path):
 
 def test_an_approved_command_that_cannot_start_keeps_its_approval(relay, tmp_path):
     tool = tmp_path / "tool"
-    assert relay("once", "--key", "ap", "--approve", "--timeout", "0", "--",
-                 str(tool)).code == 75
+    assert relay("once", "--key", "ap", "--approve", "--timeout", "0", "--", str(tool)).code == 75
     assert relay.at_terminal("approve", "ap", "--yes").returncode == 0
     r = relay("once", "--key", "ap", "--", str(tool))
     assert r.code == 127
@@ -730,21 +788,26 @@ def test_an_entry_running_on_another_host_is_in_progress_until_a_person_settles_
     store = relay.open_store()
     try:
         with store.transaction():
-            store.update_ledger("far", {"state": "running", "pid": 1, "process_start": None,
-                                        "child_pid": 2, "host": "another-machine",
-                                        "updated_at": clock.now_ms()})
+            store.update_ledger(
+                "far",
+                {
+                    "state": "running",
+                    "pid": 1,
+                    "process_start": None,
+                    "child_pid": 2,
+                    "host": "another-machine",
+                    "updated_at": clock.now_ms(),
+                },
+            )
     finally:
         store.close()
     r = relay("once", "--key", "far", "--json", "--", "true")
     assert r.code == 75 and r.error["code"] == "in_progress"
     # renewed by its host: alive, even for a person
-    refused(relay, "in_progress", "ledger", "resolve", "far", "--outcome", "failed",
-            terminal=True)
+    refused(relay, "in_progress", "ledger", "resolve", "far", "--outcome", "failed", terminal=True)
     relay.move_clock(31)  # its host stopped renewing it: a person at a terminal decides
-    refused(relay, "approval_needs_terminal", "ledger", "resolve", "far", "--outcome",
-            "failed")
-    settled = relay("ledger", "resolve", "far", "--outcome", "failed", "--json",
-                    terminal=True)
+    refused(relay, "approval_needs_terminal", "ledger", "resolve", "far", "--outcome", "failed")
+    settled = relay("ledger", "resolve", "far", "--outcome", "failed", "--json", terminal=True)
     assert settled.code == 0 and settled.json["state"] == "failed"
     assert settled.json["exit_code"] == 1
     assert relay("once", "--key", "far", "--", "true").code == 1  # replays the settled outcome
@@ -755,13 +818,13 @@ def _can_fake_a_host() -> bool:
 
     if shutil.which("unshare") is None:
         return False
-    p = subprocess.run(["unshare", "--uts", "sh", "-c", "hostname relay-test-host"],
-                       capture_output=True)
+    p = subprocess.run(
+        ["unshare", "--uts", "sh", "-c", "hostname relay-test-host"], capture_output=True
+    )
     return p.returncode == 0
 
 
-def test_a_killed_host_s_running_entry_is_in_progress_for_30_s_then_effect_unknown(
-        relay, tmp_path):
+def test_a_killed_host_s_running_entry_is_in_progress_for_30_s_then_effect_unknown(relay, tmp_path):
     """design.md §13: relay on another host cannot look at the process; the entry counts
     as alive while its renewal is fresh (in_progress names the host), and as crashed 30 s
     after the last renewal."""
@@ -770,21 +833,28 @@ def test_a_killed_host_s_running_entry_is_in_progress_for_30_s_then_effect_unkno
     marker = tmp_path / "far.started"
     path, _ = counter(tmp_path, "far.runs")
     cmd = ["sh", "-c", f"echo run >> {path}; touch {marker}; sleep 60"]
-    script = ('hostname host-b && exec "$0" -m relay_cli once --key far -- "$@"')
-    p = subprocess.Popen(["unshare", "--uts", "sh", "-c", script, sys.executable, *cmd],
-                         env=relay._env(None), start_new_session=True,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    script = 'hostname host-b && exec "$0" -m relay_cli once --key far -- "$@"'
+    p = subprocess.Popen(
+        ["unshare", "--uts", "sh", "-c", script, sys.executable, *cmd],
+        env=relay._env(None),
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     wait_until(marker.exists, what="the command to start")
-    obj = wait_until(lambda: (e := entry(relay, "far")) and e["child_pid"] and e,
-                     what="the child pid")
+    obj = wait_until(
+        lambda: (e := entry(relay, "far")) and e["child_pid"] and e, what="the child pid"
+    )
     assert obj["host"] == "host-b"
     os.killpg(p.pid, signal.SIGKILL)  # host-b dies: relay and the command
     p.communicate(timeout=20)
     r = relay("once", "--key", "far", "--json", "--", *cmd)
     assert (r.code, r.error["code"]) == (75, "in_progress")
     assert "host-b" in r.error["message"]
-    assert relay("once", "--key", "far", "--json", "--", *cmd,
-                 env={"RELAY_TIME_OFFSET": "29"}).code == 75
+    assert (
+        relay("once", "--key", "far", "--json", "--", *cmd, env={"RELAY_TIME_OFFSET": "29"}).code
+        == 75
+    )
     late = {"RELAY_TIME_OFFSET": "31"}
     before = relay.snapshot()
     r = relay("once", "--key", "far", "--json", "--", *cmd, env=late)
@@ -860,9 +930,12 @@ def test_the_product_has_no_test_pause(relay, tmp_path):
 def paused(relay, *args: str, seconds: float) -> subprocess.Popen:
     """relay run by the crash benchmark's wrapper, paused ``seconds`` at once-spawn."""
     bench = Path(__file__).resolve().parents[1] / "bench" / "paused.py"
-    return subprocess.Popen([sys.executable, str(bench), *args],
-                            env=relay._env({"RELAY_BENCH_PAUSE": f"once-spawn={seconds}"}),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        [sys.executable, str(bench), *args],
+        env=relay._env({"RELAY_BENCH_PAUSE": f"once-spawn={seconds}"}),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
 
 
 def test_the_benchmark_wrapper_pauses_between_spawn_and_pid_commit(relay, tmp_path):
@@ -889,8 +962,11 @@ def test_a_pid_commit_that_fails_stops_the_command_before_it_begins(relay, tmp_p
     holder = sqlite3.connect(relay.home / "relay.db", timeout=10, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")  # the concurrent writer that never lets go in time
     try:
-        wait_until(lambda: not alive(child) or _zombie(child), timeout=60,
-                   what="relay to give up and stop the held process")
+        wait_until(
+            lambda: not alive(child) or _zombie(child),
+            timeout=60,
+            what="relay to give up and stop the held process",
+        )
     finally:
         holder.execute("ROLLBACK")
         holder.close()
@@ -925,8 +1001,12 @@ def test_an_outcome_that_cannot_be_recorded_says_the_command_ran(tmp_path):
         assert relay("ledger", "list").code == 0
         marker = tmp_path / "ran"
         filler = mount / "filler"
-        cmd = ["sh", "-c", f"echo ran >> {marker}; head -c 100000 /dev/zero | tr '\\0' x; "
-               f"cat /dev/zero > {filler} 2>/dev/null; exit 0"]
+        cmd = [
+            "sh",
+            "-c",
+            f"echo ran >> {marker}; head -c 100000 /dev/zero | tr '\\0' x; "
+            f"cat /dev/zero > {filler} 2>/dev/null; exit 0",
+        ]
         r = relay.proc("once", "--key", "full", "--json", "--", *cmd)
         assert r.code == 11, r.err
         err = json.loads(r.err.strip().splitlines()[-1])["error"]
@@ -957,9 +1037,13 @@ def test_a_persons_act_is_recorded_under_the_real_uid_not_logname(relay, tmp_pat
     assert relay("once", "--key", "who-ap", "--approve", "--timeout", "0", "--", "true").code == 75
     master, slave = os.openpty()
     try:
-        p = subprocess.run([sys.executable, "-m", "relay_cli", "approve", "who-ap",
-                            "--yes", "--json"], stdin=slave, capture_output=True,
-                           env=relay._env(fake), timeout=30)
+        p = subprocess.run(
+            [sys.executable, "-m", "relay_cli", "approve", "who-ap", "--yes", "--json"],
+            stdin=slave,
+            capture_output=True,
+            env=relay._env(fake),
+            timeout=30,
+        )
     finally:
         os.close(master)
         os.close(slave)
@@ -976,8 +1060,12 @@ def test_help_and_man_page_say_the_terminal_rule_stops_accidents_not_fake_termin
         text = " ".join(r.out.split())
         assert "fakes a terminal" in text, args
         assert "accident" in text, args
-    man = " ".join((Path(__file__).resolve().parents[1] / "man" / "relay.1").read_text()
-                   .replace("\\-", "-").split())
+    man = " ".join(
+        (Path(__file__).resolve().parents[1] / "man" / "relay.1")
+        .read_text()
+        .replace("\\-", "-")
+        .split()
+    )
     assert man.count("fakes a terminal") >= 5
     guide = " ".join(relay.proc("guide", "--for", "claude").out.split())
     assert "cannot approve it yourself" not in guide
@@ -988,8 +1076,15 @@ def test_the_threat_model_says_what_relay_does_not_protect_against():
     doc = (Path(__file__).resolve().parents[1] / "docs" / "threat-model.md").read_text()
     protects, does_not = doc.split("## What relay does not protect against")
     assert "## What relay protects against" in protects
-    for topic in ("Same-user programs", "Programs that fake a terminal", "script -qc",
-                  "pty.spawn", "RELAY_TIME_OFFSET", "Raw SQL on relay.db", "A tampered WAL"):
+    for topic in (
+        "Same-user programs",
+        "Programs that fake a terminal",
+        "script -qc",
+        "pty.spawn",
+        "RELAY_TIME_OFFSET",
+        "Raw SQL on relay.db",
+        "A tampered WAL",
+    ):
         assert topic in does_not, topic
 
 
@@ -1012,7 +1107,10 @@ def test_ledger_does_not_call_a_crashed_entry_running(relay, tmp_path):
         p.wait()
         os.kill(child, signal.SIGKILL)  # ... then the command
         for _ in range(100):
-            if not os.path.exists(f"/proc/{child}") or open(f"/proc/{child}/stat").read().split(") ")[1][0] == "Z":
+            if (
+                not os.path.exists(f"/proc/{child}")
+                or open(f"/proc/{child}/stat").read().split(") ")[1][0] == "Z"
+            ):
                 break
             time.sleep(0.02)
     finally:
@@ -1040,12 +1138,14 @@ def test_a_signal_before_the_command_starts_is_an_interruption_not_a_usage_error
     try:
         me = Me.current()
         with due.unit(store) as now:
-            decision = once.begin(store, now, "early", ["true"], os.getcwd(),
-                                  idempotent=False, approve=False, me=me)
+            decision = once.begin(
+                store, now, "early", ["true"], os.getcwd(), idempotent=False, approve=False, me=me
+            )
         signals = Signals()
         signals.pending.append((signal.SIGTERM, False))  # arrived before the spawn
-        result = once.execute(store, "early", decision.row, ["true"], me, once.Sink(None),
-                              once.Sink(None), signals)
+        result = once.execute(
+            store, "early", decision.row, ["true"], me, once.Sink(None), once.Sink(None), signals
+        )
     finally:
         store.close()
     assert (result.kind, result.exit_code) == ("interrupted", 128 + signal.SIGTERM)

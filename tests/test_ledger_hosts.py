@@ -21,31 +21,47 @@ def _as_another_host(relay, key: str, **extra) -> None:
     store = relay.open_store()
     try:
         with store.transaction():
-            store.update_ledger(key, {
-                "state": "running", "pid": 4242, "process_start": "b-boot:1",
-                "child_pid": 4343, "child_start": "b-boot:2", "host": "host-b",
-                "exit_code": None, "stdout": None, "stderr": None, "stdout_bytes": None,
-                "stderr_bytes": None, "finished_at": None,
-                "updated_at": clock.now_ms(), **extra})
+            store.update_ledger(
+                key,
+                {
+                    "state": "running",
+                    "pid": 4242,
+                    "process_start": "b-boot:1",
+                    "child_pid": 4343,
+                    "child_start": "b-boot:2",
+                    "host": "host-b",
+                    "exit_code": None,
+                    "stdout": None,
+                    "stderr": None,
+                    "stdout_bytes": None,
+                    "stderr_bytes": None,
+                    "finished_at": None,
+                    "updated_at": clock.now_ms(),
+                    **extra,
+                },
+            )
     finally:
         store.close()
 
 
 # ------------------------------------------------------------------ a kill of relay
-def test_a_kill_of_relay_kills_its_command_so_no_live_command_hides_behind_it(relay,
-                                                                             tmp_path):
+def test_a_kill_of_relay_kills_its_command_so_no_live_command_hides_behind_it(relay, tmp_path):
     marker = tmp_path / "started"
     cmd = ["sh", "-c", f"touch {marker}; exec sleep 60"]
     p = relay.popen("once", "--key", "k", "--", *cmd)
     try:
         wait_until(marker.exists, what="the command to start")
-        obj = wait_until(lambda: (e := entry(relay, "k")) and e["child_pid"] and e,
-                         what="the child pid")
+        obj = wait_until(
+            lambda: (e := entry(relay, "k")) and e["child_pid"] and e, what="the child pid"
+        )
         child = obj["child_pid"]
         os.kill(p.pid, signal.SIGKILL)
         p.wait(timeout=10)
-        wait_until(lambda: not alive(child) or _zombie(child), timeout=5,
-                   what="the command to die with relay")
+        wait_until(
+            lambda: not alive(child) or _zombie(child),
+            timeout=5,
+            what="the command to die with relay",
+        )
     finally:
         if p.poll() is None:
             p.kill()
@@ -56,27 +72,25 @@ def test_a_kill_of_relay_kills_its_command_so_no_live_command_hides_behind_it(re
 
 
 # ------------------------------------------------------------------ another host
-def test_another_hosts_entry_that_stopped_renewing_is_not_rerun_without_a_person(relay,
-                                                                               tmp_path):
+def test_another_hosts_entry_that_stopped_renewing_is_not_rerun_without_a_person(relay, tmp_path):
     path, cmd = counter(tmp_path)
     assert relay("once", "--key", "far", "--idempotent", "--", *cmd).code == 0
     _as_another_host(relay, "far")
     r = relay("once", "--key", "far", "--json", "--", *cmd)
     assert (r.code, r.error["code"]) == (75, "in_progress") and "host-b" in r.error["message"]
     relay.move_clock(31)  # host-b stopped renewing (killed, stalled, or cut off)
-    assert json.loads(relay("ledger", "show", "far", "--json").out)["state"] == \
-        "effect_unknown"
+    assert json.loads(relay("ledger", "show", "far", "--json").out)["state"] == "effect_unknown"
     before = relay.snapshot()
     r = relay("once", "--key", "far", "--idempotent", "--json", "--", *cmd)
     assert (r.code, r.error["code"]) == (11, "effect_unknown") and relay.snapshot() == before
     err = r.error
     assert "host-b" in err["message"]
     assert "cannot see whether the command still runs" in err["message"]
-    err = refused(relay, "approval_needs_terminal", "ledger", "resolve", "far", "--outcome",
-                  "forget")
+    err = refused(
+        relay, "approval_needs_terminal", "ledger", "resolve", "far", "--outcome", "forget"
+    )
     assert "host-b" in err["message"]
-    refused(relay, "approval_needs_terminal", "ledger", "resolve", "far", "--outcome",
-            "succeeded")
+    refused(relay, "approval_needs_terminal", "ledger", "resolve", "far", "--outcome", "succeeded")
     assert runs(path) == 1
     # a person who checked host-b settles it at a terminal; then the key runs again
     done = relay("ledger", "resolve", "far", "--outcome", "forget", "--json", terminal=True)
@@ -100,7 +114,8 @@ def test_another_hosts_entry_whose_command_never_started_is_run(relay, tmp_path)
 
 # ------------------------------------------------------------------ a lost answer at COMMIT
 def test_once_whose_entry_commit_answer_was_lost_runs_the_command_on_retry(
-        relay, tmp_path, monkeypatch):
+    relay, tmp_path, monkeypatch
+):
     path, cmd = counter(tmp_path)
     with answer_lost_after_commit(monkeypatch) as cut:  # the COMMIT of the running entry
         r = relay("once", "--key", "cut", "--json", "--", *cmd)
@@ -112,8 +127,7 @@ def test_once_whose_entry_commit_answer_was_lost_runs_the_command_on_retry(
     assert again.json["state"] == "succeeded" and again.json["replayed"] is False
 
 
-def test_once_retried_by_another_process_after_its_entry_commit_was_cut_runs_it(relay,
-                                                                                tmp_path):
+def test_once_retried_by_another_process_after_its_entry_commit_was_cut_runs_it(relay, tmp_path):
     """The relay process that made the entry is gone and no command pid was committed:
     the command never began executing (it waits at its gate), so it is not 'started'."""
     path, cmd = counter(tmp_path)
@@ -121,10 +135,18 @@ def test_once_retried_by_another_process_after_its_entry_commit_was_cut_runs_it(
     store = relay.open_store()
     try:
         with store.transaction():
-            store.update_ledger("cut", {"state": "running", "pid": os.getpid(),
-                                        "process_start": "other-boot:1", "child_pid": None,
-                                        "child_start": None, "exit_code": None,
-                                        "finished_at": None})
+            store.update_ledger(
+                "cut",
+                {
+                    "state": "running",
+                    "pid": os.getpid(),
+                    "process_start": "other-boot:1",
+                    "child_pid": None,
+                    "child_start": None,
+                    "exit_code": None,
+                    "finished_at": None,
+                },
+            )
     finally:
         store.close()
     assert entry(relay, "cut")["state"] == "effect_unknown"
@@ -134,7 +156,8 @@ def test_once_retried_by_another_process_after_its_entry_commit_was_cut_runs_it(
 
 
 def test_once_whose_outcome_commit_answer_was_lost_recognises_its_own_outcome(
-        relay, tmp_path, monkeypatch):
+    relay, tmp_path, monkeypatch
+):
     path, cmd = counter(tmp_path)
     # write transactions: 1 the running entry, 2 the command's pid, 3 the outcome
     with answer_lost_after_commit(monkeypatch, which=lambda n: n == 3) as cut:
@@ -199,7 +222,8 @@ def test_ledger_list_counts_the_entries_that_need_a_person_as_show_and_watch_do(
 
 
 def test_an_unrecorded_start_that_could_not_be_withdrawn_says_what_the_next_call_does(
-        relay, tmp_path, monkeypatch):
+    relay, tmp_path, monkeypatch
+):
     """The command's pid could not be committed and the entry could not be withdrawn: the
     entry names no command process, so the next call with the key runs the command, with
     or without --idempotent (design.md §10); the error says so instead of asking for

@@ -50,8 +50,11 @@ def test_only_apply_and_touch_write_ledger_rows():
         if "store" in path.relative_to(ROOT / "relay_cli").parts:
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                    and node.func.attr in writes):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in writes
+            ):
                 found.append(path.relative_to(ROOT / "relay_cli").as_posix())
     assert found and set(found) == {"ledger/states.py"}, found
 
@@ -61,8 +64,7 @@ def _settle(relay, key: str, outcome: str) -> None:
     assert r.code == 0, r.err
 
 
-def test_every_transition_of_the_table_is_a_path_through_the_relay_command(relay,
-                                                                           monkeypatch):
+def test_every_transition_of_the_table_is_a_path_through_the_relay_command(relay, monkeypatch):
     taken = []
     real = ledger_states.transition
 
@@ -77,43 +79,43 @@ def test_every_transition_of_the_table_is_a_path_through_the_relay_command(relay
         r = relay("once", "--key", key, *args)
         assert r.code == code, (key, args, r.err)
 
-    once("ok", "--", "true")                                  # call, exit_zero
-    once("bad", "--", "false", code=1)                        # exit_nonzero
-    once("gone", "--", "/nonexistent/cmd", code=127)          # not_started
+    once("ok", "--", "true")  # call, exit_zero
+    once("bad", "--", "false", code=1)  # exit_nonzero
+    once("gone", "--", "/nonexistent/cmd", code=127)  # not_started
     once("ap", "--approve", "--timeout", "0", "--", "/nonexistent/cmd", code=75)
     assert relay("approve", "ap", "--yes", terminal=True).code == 0
-    once("ap", "--", "/nonexistent/cmd", code=127)            # take, not_started_approved
-    assert relay("deny", "ap", terminal=True).code == 0       # approved -> denied
+    once("ap", "--", "/nonexistent/cmd", code=127)  # take, not_started_approved
+    assert relay("deny", "ap", terminal=True).code == 0  # approved -> denied
     once("dn", "--approve", "--timeout", "0", "--", "true", code=75)
-    assert relay("deny", "dn", terminal=True).code == 0       # awaiting -> denied
+    assert relay("deny", "dn", terminal=True).code == 0  # awaiting -> denied
     once("idem", "--idempotent", "--", "true")
     fake_crash(relay, "idem")
-    once("idem", "--idempotent", "--", "true")                # rerun
+    once("idem", "--idempotent", "--", "true")  # rerun
     once("gate", "--", "true")
     fake_crash(relay, "gate", child_pid=None, child_start=None)
-    once("gate", "--", "true")                                # reclaim: it never started
+    once("gate", "--", "true")  # reclaim: it never started
     for key, outcome in (("cs", "succeeded"), ("cf", "failed")):
         once(key, "--", "true")
         fake_crash(relay, key)
-        _settle(relay, key, outcome)                          # running -> outcome
-    _settle(relay, "ok", "failed")                            # succeeded -> failed
-    _settle(relay, "bad", "succeeded")                        # failed -> succeeded
-    _settle(relay, "cs", "succeeded")                         # succeeded -> succeeded
-    _settle(relay, "cf", "failed")                            # failed -> failed
+        _settle(relay, key, outcome)  # running -> outcome
+    _settle(relay, "ok", "failed")  # succeeded -> failed
+    _settle(relay, "bad", "succeeded")  # failed -> succeeded
+    _settle(relay, "cs", "succeeded")  # succeeded -> succeeded
+    _settle(relay, "cf", "failed")  # failed -> failed
     once("aw", "--approve", "--timeout", "0", "--", "true", code=75)
-    _settle(relay, "aw", "forget")                            # awaiting -> forgotten
+    _settle(relay, "aw", "forget")  # awaiting -> forgotten
     once("apf", "--approve", "--timeout", "0", "--", "true", code=75)
     assert relay("approve", "apf", "--yes", terminal=True).code == 0
-    _settle(relay, "apf", "forget")                           # approved -> forgotten
-    _settle(relay, "dn", "forget")                            # denied -> forgotten
+    _settle(relay, "apf", "forget")  # approved -> forgotten
+    _settle(relay, "dn", "forget")  # denied -> forgotten
     once("run", "--", "true")
     fake_crash(relay, "run")
-    _settle(relay, "run", "forget")                           # running -> forgotten
-    _settle(relay, "ok", "forget")                            # failed -> forgotten
-    _settle(relay, "cs", "forget")                            # succeeded -> forgotten
-    _settle(relay, "cs", "forget")                            # forgotten -> forgotten
-    once("cs", "--", "true")                                  # forgotten -> running
-    once("aw", "--timeout", "0", "--", "true", code=75)       # forgotten -> awaiting
+    _settle(relay, "run", "forget")  # running -> forgotten
+    _settle(relay, "ok", "forget")  # failed -> forgotten
+    _settle(relay, "cs", "forget")  # succeeded -> forgotten
+    _settle(relay, "cs", "forget")  # forgotten -> forgotten
+    once("cs", "--", "true")  # forgotten -> running
+    once("aw", "--timeout", "0", "--", "true", code=75)  # forgotten -> awaiting
 
     assert set(taken) == {(t.from_state, t.event) for t in TRANSITIONS}
 
@@ -149,9 +151,11 @@ def test_schema_prints_the_ledger_table(relay):
     assert doc["states"]["all"] == list(STATES)
     assert doc["states"]["stored"] == list(STORED_STATES)
     assert doc["states"]["final"] == [s for s in STORED_STATES if s in FINAL_STATES]
-    assert doc["states"]["views"] == {"effect_unknown": {
-        "stored": "running", "when": VIEWS["effect_unknown"].when}}
+    assert doc["states"]["views"] == {
+        "effect_unknown": {"stored": "running", "when": VIEWS["effect_unknown"].when}
+    }
     assert set(doc["states"]["meaning"]) == set(STATES)
     assert [(t["from"], t["event"], t["to"]) for t in doc["transitions"]] == [
-        (t.from_state, t.event, t.to_state) for t in TRANSITIONS]
+        (t.from_state, t.event, t.to_state) for t in TRANSITIONS
+    ]
     assert all(t["who"] and t["when"] for t in doc["transitions"])

@@ -20,8 +20,9 @@ import pytest
 
 from bench import netfault, netns, pgserver
 
-netns_only = pytest.mark.skipif(os.environ.get("RELAY_NETNS_TESTS") != "1",
-                                reason="opt-in: RELAY_NETNS_TESTS=1 (CI sets it)")
+netns_only = pytest.mark.skipif(
+    os.environ.get("RELAY_NETNS_TESTS") != "1", reason="opt-in: RELAY_NETNS_TESTS=1 (CI sets it)"
+)
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +46,8 @@ def test_cycles_under_network_faults_lose_and_duplicate_nothing(harness, kind):
     assert r["sends_ok"] > 0, r
     bad = {k: n for k, n in r["counts"].items() if n}
     assert not bad, f"{kind}: {bad}\n" + "\n".join(
-        f"{k}: {line}" for k, lines in r["examples"].items() for line in lines)
+        f"{k}: {line}" for k, lines in r["examples"].items() for line in lines
+    )
 
 
 def test_the_checker_sees_a_command_run_twice_and_a_lost_send(tmp_path):
@@ -100,15 +102,19 @@ def test_a_wait_whose_first_look_finds_the_server_gone_keeps_waiting(seeded, mon
     def get(store_, ref):
         calls.append(ref)
         if len(calls) == 2:  # the first look of the wait: the server is gone
-            raise RelayError("database_unavailable", "the PostgreSQL server could not be "
-                             "reached (server closed the connection unexpectedly)")
+            raise RelayError(
+                "database_unavailable",
+                "the PostgreSQL server could not be "
+                "reached (server closed the connection unexpectedly)",
+            )
         return real(store_, ref)
 
     monkeypatch.setattr(waiting.lifecycle, "get", get)
     blocked = []
     try:
-        code, obj = waiting.wait(store, None, None, rid, 1,
-                                 on_block=lambda i, state: blocked.append((i, state)))
+        code, obj = waiting.wait(
+            store, None, None, rid, 1, on_block=lambda i, state: blocked.append((i, state))
+        )
     finally:
         store.close()
     assert (code, obj["state"]) == (75, "queued")

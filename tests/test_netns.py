@@ -21,8 +21,9 @@ import pytest
 
 from bench import netns, pgserver
 
-pytestmark = pytest.mark.skipif(os.environ.get("RELAY_NETNS_TESTS") != "1",
-                                reason="opt-in: RELAY_NETNS_TESTS=1 (CI sets it)")
+pytestmark = pytest.mark.skipif(
+    os.environ.get("RELAY_NETNS_TESTS") != "1", reason="opt-in: RELAY_NETNS_TESTS=1 (CI sets it)"
+)
 
 PASSWORD = "netns-secret-pw"
 
@@ -33,26 +34,39 @@ class Host:
     def __init__(self, net, server, name: str, home, clock_offset_s: int | None = None):
         self.name = name
         self.prefix = net.prefix(name, clock_offset_s)
-        self.url = (f"postgresql://postgres:{PASSWORD}@{net.server_addr(name)}:"
-                    f"{server.port}/relay")
-        self.env = {k: v for k, v in os.environ.items()
-                    if not k.startswith(("RELAY_", "PG"))}
-        self.env.update(RELAY_HOME=str(home), RELAY_DATABASE_URL=self.url,
-                        PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        self.url = f"postgresql://postgres:{PASSWORD}@{net.server_addr(name)}:{server.port}/relay"
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("RELAY_", "PG"))}
+        self.env.update(
+            RELAY_HOME=str(home),
+            RELAY_DATABASE_URL=self.url,
+            PYTHONPATH=os.pathsep.join(p for p in sys.path if p),
+        )
 
     def argv(self, *args: str) -> list[str]:
         return [*self.prefix, sys.executable, "-m", "relay_cli", *args]
 
-    def run(self, *args: str, env: dict | None = None, input: str | None = None,
-            timeout: float = 60):
-        p = subprocess.run(self.argv(*args), capture_output=True, text=True,
-                           env={**self.env, **(env or {})}, input=input, timeout=timeout)
+    def run(
+        self, *args: str, env: dict | None = None, input: str | None = None, timeout: float = 60
+    ):
+        p = subprocess.run(
+            self.argv(*args),
+            capture_output=True,
+            text=True,
+            env={**self.env, **(env or {})},
+            input=input,
+            timeout=timeout,
+        )
         return p
 
     def popen(self, *args: str, env: dict | None = None) -> subprocess.Popen:
-        return subprocess.Popen(self.argv(*args), stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True,
-                                env={**self.env, **(env or {})}, start_new_session=True)
+        return subprocess.Popen(
+            self.argv(*args),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**self.env, **(env or {})},
+            start_new_session=True,
+        )
 
     def json(self, *args: str, env: dict | None = None, code: int = 0) -> dict:
         p = self.run(*args, "--json", env=env)
@@ -70,9 +84,12 @@ def cluster(tmp_path_factory):
     with netns.server_and_hosts(password=PASSWORD) as (net, server):
         root = tmp_path_factory.mktemp("hosts")
         skew = -420 if netns.faketime_env(-420) else None
-        yield {"a": Host(net, server, "host-a", root / "a"),
-               "b": Host(net, server, "host-b", root / "b", clock_offset_s=skew),
-               "server": server, "skewed": skew is not None}
+        yield {
+            "a": Host(net, server, "host-a", root / "a"),
+            "b": Host(net, server, "host-b", root / "b", clock_offset_s=skew),
+            "server": server,
+            "skewed": skew is not None,
+        }
 
 
 def test_two_hosts_send_claim_reply_and_wait_across_the_network(cluster):
@@ -167,8 +184,9 @@ def test_a_killed_host_s_relay_once_becomes_effect_unknown_after_30_s(cluster, t
     last = a.json("ledger", "show", key)["updated_at"]
     from relay_cli.core.clock import parse_iso
 
-    server_now = float(cluster["server"].execute(
-        "SELECT extract(epoch FROM clock_timestamp()) * 1000")[0][0])
+    server_now = float(
+        cluster["server"].execute("SELECT extract(epoch FROM clock_timestamp()) * 1000")[0][0]
+    )
     since = (server_now - parse_iso(last)) / 1000
 
     def moved(seconds: float) -> dict:

@@ -26,7 +26,9 @@ def test_each_finished_request_is_reported_once(relay):
     notices = first.json["notices"]
     assert [n["id"] for n in notices] == [done, declined]
     assert [(n["state"], n["reason"]) for n in notices] == [
-        ("completed", None), ("rejected", "rejected_by_recipient")]
+        ("completed", None),
+        ("rejected", "rejected_by_recipient"),
+    ]
     assert all(set(n) == NOTICE_KEYS for n in notices)  # no bodies
     assert relay("notices", "--json", env=alice).json == {"notices": []}
     # A later outcome is reported on the next call, and only that one.
@@ -55,7 +57,8 @@ def test_requests_that_expired_are_reported_after_the_ttl(relay):
     assert relay("notices", "--json", env=alice).json == {"notices": []}
     later = relay("notices", "--json", env={**alice, "RELAY_TIME_OFFSET": "31"}).json
     assert [(n["id"], n["state"], n["reason"]) for n in later["notices"]] == [
-        (rid, "expired", "request_expired")]
+        (rid, "expired", "request_expired")
+    ]
 
 
 def test_delivery_unknown_notice_tells_to_ask_the_person(relay):

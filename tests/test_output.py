@@ -44,8 +44,13 @@ def test_timestamps_are_rfc3339_utc_with_milliseconds(relay):
 
 def test_json_mode_prints_exactly_one_document(relay):
     alice, bob = relay.join("alice"), relay.join("bob")
-    for args, env in ((["send", "--to", "bob", "x"], alice), (["list"], None),
-                      (["peers", "list"], None), (["inbox"], bob), (["sweep"], None)):
+    for args, env in (
+        (["send", "--to", "bob", "x"], alice),
+        (["list"], None),
+        (["peers", "list"], None),
+        (["inbox"], bob),
+        (["sweep"], None),
+    ):
         r = relay(*args, "--json", env=env)
         assert r.code == 0, r.err
         json.loads(r.out)  # one document, nothing else
@@ -128,8 +133,11 @@ def test_serializer_is_the_one_shape(relay):
 
 def test_plain_output_when_piped(relay):
     relay.join("alice")
-    p = subprocess.run([sys.executable, "-m", "relay_cli", "peers", "list"],
-                       capture_output=True, env=relay._env(None))
+    p = subprocess.run(
+        [sys.executable, "-m", "relay_cli", "peers", "list"],
+        capture_output=True,
+        env=relay._env(None),
+    )
     assert p.returncode == 0
     assert b"\x1b[" not in p.stdout and "│".encode() not in p.stdout
 
@@ -138,8 +146,12 @@ def test_plain_output_when_piped(relay):
 def test_columns_shrink_widest_first_down_to_their_minimum_and_fixed_ones_never():
     from relay_cli.core.output import Col, column_widths
 
-    cols = [Col("id", fixed=True), Col("name", min=6), Col("command", min=8, first=True),
-            Col("state", fixed=True)]
+    cols = [
+        Col("id", fixed=True),
+        Col("name", min=6),
+        Col("command", min=8, first=True),
+        Col("state", fixed=True),
+    ]
     cells = [["0123abcd", "a-very-long-peer-name", "python -m something --long", "queued"]]
     assert column_widths(cols, cells, None) == [8, 21, 26, 6]
     # 80 wide: everything fits
@@ -158,11 +170,17 @@ def test_cells_are_cut_with_an_ellipsis_never_folded():
 
     assert fit("claude-frontend-refactor", 10) == "claude-fr\u2026"
     assert fit("/work/wt/person-screens", 12, keep_end=True) == "\u2026son-screens"
-    lines = render_table([Col("id", fixed=True), Col("to", min=6)],
-                         [["0123abcd", "codex-backend-migrations-runner-eu-west"]], 24)
+    lines = render_table(
+        [Col("id", fixed=True), Col("to", min=6)],
+        [["0123abcd", "codex-backend-migrations-runner-eu-west"]],
+        24,
+    )
     assert [ln.plain for ln in lines] == ["id        to", "0123abcd  codex-backend\u2026"]
-    plain = render_table([Col("id", fixed=True), Col("to", min=6)],
-                         [["0123abcd", "codex-backend-migrations-runner-eu-west"]], None)
+    plain = render_table(
+        [Col("id", fixed=True), Col("to", min=6)],
+        [["0123abcd", "codex-backend-migrations-runner-eu-west"]],
+        None,
+    )
     assert plain == ["id        to", "0123abcd  codex-backend-migrations-runner-eu-west"]
 
 
@@ -184,9 +202,21 @@ def test_one_duration_vocabulary_largest_unit_and_the_next():
     from relay_cli.core import clock
     from relay_cli.core.output import duration
 
-    cases = {0: "0s", 59: "59s", 60: "1m", 102: "1m", 119.6: "2m", 3599: "59m",
-             3600: "1h", 7140: "1h59m", 86399: "23h59m", 86400: "1d", 93600: "1d2h",
-             7 * 86400: "7d", -90: "-1m"}
+    cases = {
+        0: "0s",
+        59: "59s",
+        60: "1m",
+        102: "1m",
+        119.6: "2m",
+        3599: "59m",
+        3600: "1h",
+        7140: "1h59m",
+        86399: "23h59m",
+        86400: "1d",
+        93600: "1d2h",
+        7 * 86400: "7d",
+        -90: "-1m",
+    }
     assert {s: duration(s) for s in cases} == cases
     assert clock.human_duration(7140) == "1h59m"  # one function behind both names
 
@@ -195,7 +225,13 @@ def test_one_size_formatter():
     from relay_cli.core.output import size
 
     assert [size(n) for n in (None, 512, 1126, 167936, 2411725, 5 * 2**30)] == [
-        "-", "512 B", "1.1 KiB", "164.0 KiB", "2.3 MiB", "5.0 GiB"]
+        "-",
+        "512 B",
+        "1.1 KiB",
+        "164.0 KiB",
+        "2.3 MiB",
+        "5.0 GiB",
+    ]
 
 
 def test_json_on_a_terminal_escapes_c1_del_bidi_and_zero_width_characters(relay):
@@ -207,10 +243,19 @@ def test_json_on_a_terminal_escapes_c1_del_bidi_and_zero_width_characters(relay)
     assert code == 0
     for ch in "\x9b\x7f\u202e\u2066\u200b\u200d\ufeff\u2028\U000e0041":
         assert ch not in shown, repr(ch)
-    for esc in ("\\u009b", "\\u007f", "\\u202e", "\\u2066", "\\u200b", "\\u200d", "\\ufeff",
-                "\\u2028", "\\udb40\\udc41"):
+    for esc in (
+        "\\u009b",
+        "\\u007f",
+        "\\u202e",
+        "\\u2066",
+        "\\u200b",
+        "\\u200d",
+        "\\ufeff",
+        "\\u2028",
+        "\\udb40\\udc41",
+    ):
         assert esc in shown, esc
-    doc = json.loads(shown[shown.index("{"):])
+    doc = json.loads(shown[shown.index("{") :])
     assert doc["text"] == nasty  # escaped on screen, the same text for a JSON reader
     r = relay("show", rid, "--json")  # in-process: a UTF-8 stream that is not a terminal
     assert "\x9b" not in r.out and "\u202e" not in r.out and r.json["text"] == nasty

@@ -37,8 +37,11 @@ def test_every_runtime_dependency_declares_a_floor_and_the_constraints_pin_it():
     floors = lowest_constraints.floors(lowest_constraints.dependencies())
     assert set(floors) == {"typer", "rich", "sqlite-utils", "platformdirs"}
     assert floors["typer"] == "0.26"  # the first Typer that bundles its Click
-    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "lowest_constraints.py")],
-                       capture_output=True, text=True)
+    p = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "lowest_constraints.py")],
+        capture_output=True,
+        text=True,
+    )
     assert p.returncode == 0 and p.stdout.splitlines() == [f"{n}=={v}" for n, v in floors.items()]
     typer_req = next(r for r in importlib.metadata.requires("relay-cli") if r.startswith("typer"))
     assert "<0.29" in typer_req  # 0.29 made pydantic a start-up import
@@ -76,16 +79,20 @@ def test_classifiers_say_linux_console_and_the_pythons_relay_runs_on():
     classifiers = meta.get_all("Classifier")
     assert "Operating System :: POSIX :: Linux" in classifiers
     assert "Environment :: Console" in classifiers
-    pythons = {c.rsplit(" ", 1)[1] for c in classifiers
-               if re.fullmatch(r"Programming Language :: Python :: 3\.\d+", c)}
+    pythons = {
+        c.rsplit(" ", 1)[1]
+        for c in classifiers
+        if re.fullmatch(r"Programming Language :: Python :: 3\.\d+", c)
+    }
     assert f"{sys.version_info.major}.{sys.version_info.minor}" in pythons
     assert meta["Requires-Python"] == ">=3.10" and "3.10" in pythons
     assert meta["Keywords"]
 
 
 # ------------------------------------------------------------------ the sdist (slow)
-slow = pytest.mark.skipif(os.environ.get("RELAY_SLOW_TESTS") != "1",
-                          reason="slow (about 40 s): set RELAY_SLOW_TESTS=1")
+slow = pytest.mark.skipif(
+    os.environ.get("RELAY_SLOW_TESTS") != "1", reason="slow (about 40 s): set RELAY_SLOW_TESTS=1"
+)
 
 
 @pytest.fixture(scope="module")
@@ -94,8 +101,13 @@ def sdist(tmp_path_factory) -> Path:
     # Python takes for a namespace package named build when the real one is missing.
     pytest.importorskip("build.__main__", reason="a dev tool: pip install '.[dev]'")
     out = tmp_path_factory.mktemp("sdist")
-    p = subprocess.run([sys.executable, "-m", "build", "--sdist", "--outdir", str(out),
-                        str(ROOT)], capture_output=True, text=True, timeout=300, cwd=out)
+    p = subprocess.run(
+        [sys.executable, "-m", "build", "--sdist", "--outdir", str(out), str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=out,
+    )
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     (tarball,) = out.glob("*.tar.gz")
     return tarball
@@ -105,14 +117,22 @@ def sdist(tmp_path_factory) -> Path:
 def test_sdist_holds_every_tracked_file_a_packager_needs(sdist):
     with tarfile.open(sdist) as tar:
         names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
-    tracked = subprocess.run(["git", "ls-files"], capture_output=True, text=True,
-                             cwd=ROOT).stdout.split()
+    tracked = subprocess.run(
+        ["git", "ls-files"], capture_output=True, text=True, cwd=ROOT
+    ).stdout.split()
     if not tracked:
         pytest.skip("not a git checkout")
     needed = [f for f in tracked if not f.startswith((".ci/", ".gitignore"))]
     assert [f for f in needed if f not in names] == []
-    for required in ("tests/conftest.py", "tests/fixtures/README.md", "scripts/generate.py",
-                     "docs/design.md", "bench/startup.py", "man/relay.1", "MANIFEST.in"):
+    for required in (
+        "tests/conftest.py",
+        "tests/fixtures/README.md",
+        "scripts/generate.py",
+        "docs/design.md",
+        "bench/startup.py",
+        "man/relay.1",
+        "MANIFEST.in",
+    ):
         assert required in names, required
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
 
@@ -120,17 +140,36 @@ def test_sdist_holds_every_tracked_file_a_packager_needs(sdist):
 @slow
 def test_the_tests_run_from_the_unpacked_sdist(sdist, tmp_path):
     with tarfile.open(sdist) as tar:
-        tar.extractall(tmp_path, filter="data") if sys.version_info >= (3, 12) \
-            else tar.extractall(tmp_path)
+        tar.extractall(tmp_path, filter="data") if sys.version_info >= (3, 12) else tar.extractall(
+            tmp_path
+        )
     (src,) = [p for p in tmp_path.iterdir() if p.is_dir()]
     env = {k: v for k, v in os.environ.items() if not k.startswith("RELAY_")}
     p = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-         "tests/test_smoke.py", "tests/test_design_citations.py", "tests/test_hook_runtimes.py",
-         "tests/test_generated.py::test_generated_files_match_a_fresh_generation"],
-        cwd=src, capture_output=True, text=True, env=env, timeout=600)
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "tests/test_smoke.py",
+            "tests/test_design_citations.py",
+            "tests/test_hook_runtimes.py",
+            "tests/test_generated.py::test_generated_files_match_a_fresh_generation",
+        ],
+        cwd=src,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     # the relay these tests ran is the sdist's own copy
-    p = subprocess.run([sys.executable, "-c", "import relay_cli; print(relay_cli.__file__)"],
-                       cwd=src, capture_output=True, text=True)
+    p = subprocess.run(
+        [sys.executable, "-c", "import relay_cli; print(relay_cli.__file__)"],
+        cwd=src,
+        capture_output=True,
+        text=True,
+    )
     assert p.stdout.strip() == str(src / "relay_cli" / "__init__.py")

@@ -40,8 +40,9 @@ def test_resolve_without_a_terminal_is_refused_and_changes_nothing(unknown):
 
 def test_resolve_at_a_terminal_is_recorded_as_the_person(unknown):
     relay, alice, bob, rid = unknown
-    p = relay.at_terminal("resolve", rid[:8], "--outcome", "completed", "--note", "saw it",
-                    "--json")
+    p = relay.at_terminal(
+        "resolve", rid[:8], "--outcome", "completed", "--note", "saw it", "--json"
+    )
     assert p.returncode == 0, p.stderr
     obj = json.loads(p.stdout)
     assert obj["state"] == "completed" and obj["reason"] == "resolved_by_human"
@@ -159,10 +160,12 @@ def test_the_terminal_rule_of_approve_and_deny_is_the_library_s(relay):
     before = relay.snapshot()
     store = relay.open_store()
     try:
-        for act in (lambda: ledger.approve(store, 0, "k", terminal=False),
-                    lambda: ledger.deny(store, 0, "k", "no", terminal=False),
-                    lambda: ledger.to_decide(store, "k", "approve", terminal=False),
-                    lambda: ledger.deny(store, 0, "no-such-key", None, terminal=False)):
+        for act in (
+            lambda: ledger.approve(store, 0, "k", terminal=False),
+            lambda: ledger.deny(store, 0, "k", "no", terminal=False),
+            lambda: ledger.to_decide(store, "k", "approve", terminal=False),
+            lambda: ledger.deny(store, 0, "no-such-key", None, terminal=False),
+        ):
             with store.transaction(), pytest.raises(RelayError) as e:
                 act()
             assert e.value.code == "approval_needs_terminal"

@@ -29,9 +29,19 @@ def _many_requests(relay, alice, n: int, monkeypatch) -> None:
             caller = peers.identify(store, "alice", alice["RELAY_SESSION"])
             now = clock.now_ms()
             for i in range(n):
-                lifecycle.send(store, now, caller, to="bob", text=f"request {i}",
-                               request_id=None, ttl_s=3600, reply_within_s=None,
-                               on_lost="unknown", max_attempts=3, in_reply_to=None)
+                lifecycle.send(
+                    store,
+                    now,
+                    caller,
+                    to="bob",
+                    text=f"request {i}",
+                    request_id=None,
+                    ttl_s=3600,
+                    reply_within_s=None,
+                    on_lost="unknown",
+                    max_attempts=3,
+                    in_reply_to=None,
+                )
     finally:
         store.close()
 
@@ -49,8 +59,13 @@ def test_a_closed_pipe_exits_141_every_time_in_real_processes(world):
     try:
         for run in range(50):
             args = commands[run % len(commands)]
-            p = subprocess.run([sys.executable, "-m", "relay_cli", *args], stdout=write,
-                               stderr=subprocess.PIPE, env=relay._env(None), timeout=60)
+            p = subprocess.run(
+                [sys.executable, "-m", "relay_cli", *args],
+                stdout=write,
+                stderr=subprocess.PIPE,
+                env=relay._env(None),
+                timeout=60,
+            )
             assert (p.returncode, p.stderr) == (141, b""), (run, args, p.stderr)
     finally:
         os.close(write)
@@ -64,8 +79,13 @@ def test_relay_list_piped_into_head_exits_141(world, monkeypatch):
     env = relay._env(None)
     env["PATH"] = BIN + ":" + env["PATH"]
     for _ in range(3):
-        p = subprocess.run(["bash", "-c", 'relay list --all | head -1; echo "status=${PIPESTATUS[0]}"'],
-                           capture_output=True, text=True, env=env, timeout=120)
+        p = subprocess.run(
+            ["bash", "-c", 'relay list --all | head -1; echo "status=${PIPESTATUS[0]}"'],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
         assert p.stdout.splitlines()[-1] == "status=141", p.stdout[-300:] + p.stderr
         assert p.stdout.startswith("id"), p.stdout[:200]
         assert p.stderr == ""
@@ -115,8 +135,15 @@ def test_peers_leave_names_the_work_that_became_delivery_unknown(world):
     quiet = relay("peers", "leave", env=carol)
     assert quiet.code == 0 and "delivery_unknown" not in quiet.out
     doc = relay("peers", "leave", "--json", env=relay.join("dave"))
-    assert set(doc.json) == {"name", "kind", "active", "session_id", "lease_expires_at",
-                             "last_seen_at", "wakeup"}
+    assert set(doc.json) == {
+        "name",
+        "kind",
+        "active",
+        "session_id",
+        "lease_expires_at",
+        "last_seen_at",
+        "wakeup",
+    }
 
 
 def test_what_to_do_next_fits_80_columns_and_keeps_every_id_whole(world):
@@ -146,8 +173,13 @@ def _with_stderr_terminal(relay, *args, env=None) -> tuple[int, str, str]:
     """Run relay in a real process whose stderr is a pseudo-terminal (stdout a pipe)."""
     master, slave = os.openpty()
     try:
-        p = subprocess.Popen([sys.executable, "-m", "relay_cli", *args], stdout=subprocess.PIPE,
-                             stderr=slave, stdin=subprocess.DEVNULL, env=relay._env(env))
+        p = subprocess.Popen(
+            [sys.executable, "-m", "relay_cli", *args],
+            stdout=subprocess.PIPE,
+            stderr=slave,
+            stdin=subprocess.DEVNULL,
+            env=relay._env(env),
+        )
         os.close(slave)
         seen = b""
         while True:
@@ -169,16 +201,16 @@ def test_a_blocked_wait_says_what_it_waits_for_on_a_terminal_only(world):
     relay, alice, bob = world
     rid = new_id()
     relay.send(alice, "bob", "x", request_id=rid)
-    code, out, err = _with_stderr_terminal(relay, "wait", rid[:8], "--timeout", "1",
-                                           env=alice)
+    code, out, err = _with_stderr_terminal(relay, "wait", rid[:8], "--timeout", "1", env=alice)
     assert code == 75
     assert f"relay: waiting up to 1s for {rid[:8]} to finish (now queued)\n" in err
     assert "relay: not yet: timeout:" in err and "error" not in err
     piped = relay.proc("wait", rid, "--timeout", "1", env=alice)
     assert piped.code == 75 and "waiting up to" not in piped.err
     assert "relay: not yet: timeout:" in piped.err
-    code, out, err = _with_stderr_terminal(relay, "wait", rid, "--timeout", "1", "--json",
-                                           env=alice)
+    code, out, err = _with_stderr_terminal(
+        relay, "wait", rid, "--timeout", "1", "--json", env=alice
+    )
     assert code == 75 and "relay: waiting" not in err
     assert json.loads(err.strip().splitlines()[-1])["error"]["code"] == "timeout"
     assert json.loads(out)["state"] == "queued"
@@ -205,8 +237,9 @@ def test_a_blocked_claim_wait_says_so_on_a_terminal_and_its_75_is_not_yet(world)
 def test_file_dash_reads_stdin_for_send_prepare_and_reply(world):
     relay, alice, bob = world
     rid = new_id()
-    r = relay("send", "--to", "bob", "--id", rid, "--file", "-", "--json", input="from stdin",
-              env=alice)
+    r = relay(
+        "send", "--to", "bob", "--id", rid, "--file", "-", "--json", input="from stdin", env=alice
+    )
     assert r.code == 0
     assert relay("show", rid, "--json").json["text"] == "from stdin"
     draft = relay("prepare", "--to", "bob", "--file", "-", "--json", input="draft", env=alice)
@@ -255,8 +288,10 @@ def test_a_join_that_replaces_a_session_names_the_work_that_became_delivery_unkn
     r = relay.proc("peers", "join", "bob", "--shell")
     assert r.code == 0
     assert [ln.split("=")[0] for ln in r.out.splitlines()] == [
-        "export RELAY_PEER", "export RELAY_SESSION", "export RELAY_HOME"] + (
-        ["export RELAY_DATABASE_URL"] if relay.url else [])  # design.md §13
+        "export RELAY_PEER",
+        "export RELAY_SESSION",
+        "export RELAY_HOME",
+    ] + (["export RELAY_DATABASE_URL"] if relay.url else [])  # design.md §13
     flat = " ".join(r.err.split())
     assert rid in flat and "now delivery_unknown" in flat, r.err
     assert "relay resolve ID --outcome completed|failed|requeue" in flat
@@ -268,8 +303,11 @@ def test_a_join_that_replaces_a_session_names_the_work_that_became_delivery_unkn
     bob2 = relay.join("bob")
     assert relay("claim", "--id", rid2, env=bob2).code == 0
     doc = relay.proc("peers", "join", "bob", "--json")
-    assert doc.code == 0 and doc.err == "" and set(doc.json) == {
-        "peer", "kind", "session_id", "token", "lease_expires_at"}
+    assert (
+        doc.code == 0
+        and doc.err == ""
+        and set(doc.json) == {"peer", "kind", "session_id", "token", "lease_expires_at"}
+    )
 
 
 def test_text_read_from_a_terminal_says_how_to_end_it(world):
@@ -279,13 +317,13 @@ def test_text_read_from_a_terminal_says_how_to_end_it(world):
     pipe is read without a word."""
     relay, alice, bob = world
     rid = new_id()
-    p = relay.at_terminal("send", "--to", "bob", "--id", rid, "-", typed=b"hello\n\x04",
-                          env=alice)
+    p = relay.at_terminal("send", "--to", "bob", "--id", rid, "-", typed=b"hello\n\x04", env=alice)
     assert p.returncode == 0, p.stderr
     assert "end it with Ctrl-D" in p.stderr, p.stderr
     assert relay("show", rid, "--json").json["text"] == "hello\n"
-    j = relay.at_terminal("send", "--to", "bob", "--id", new_id(), "-", "--json",
-                          typed=b"x\n\x04", env=alice)
+    j = relay.at_terminal(
+        "send", "--to", "bob", "--id", new_id(), "-", "--json", typed=b"x\n\x04", env=alice
+    )
     assert j.returncode == 0 and j.stderr == ""
     piped = relay.proc("send", "--to", "bob", "--id", new_id(), "-", input="y", env=alice)
     assert piped.code == 0 and "Ctrl-D" not in piped.err

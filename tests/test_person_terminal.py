@@ -30,29 +30,37 @@ def test_claim_at_a_terminal_says_by_when_to_ack(world):
     _, text = relay.screen("claim", cols=80, rows=24, env=bob)
     assert_fits(text, 80)
     joined = " ".join(text.split())
-    assert re.search(r"ack by in 2m \(\d\d:\d\d\): the claim lease ends then and it becomes "
-                     r"delivery_unknown", joined), text
+    assert re.search(
+        r"ack by in 2m \(\d\d:\d\d\): the claim lease ends then and it becomes "
+        r"delivery_unknown",
+        joined,
+    ), text
     relay("ack", first, env=bob)  # until then a plain claim returns the request held
     relay.send(alice, "bob", "again", "--on-lost", "redeliver")
     _, text = relay.screen("claim", "--lease", "10m", cols=80, rows=24, env=bob)
-    assert re.search(r"ack by in 10m \(\d\d:\d\d\): the claim lease ends then and it is "
-                     r"queued again", " ".join(text.split())), text
+    assert re.search(
+        r"ack by in 10m \(\d\d:\d\d\): the claim lease ends then and it is "
+        r"queued again",
+        " ".join(text.split()),
+    ), text
 
 
 # ------------------------------------------------------------------ request_id_conflict
-@pytest.mark.parametrize("change,names", [
-    (("--to", "carol"), "recipient (--to) differs"),
-    (("--ttl", "2h"), "--ttl differs"),
-    (("--on-lost", "redeliver", "--max-attempts", "5"), "--on-lost, --max-attempts differ"),
-    (("--reply-within", "30m"), "--reply-within differs"),
-])
+@pytest.mark.parametrize(
+    "change,names",
+    [
+        (("--to", "carol"), "recipient (--to) differs"),
+        (("--ttl", "2h"), "--ttl differs"),
+        (("--on-lost", "redeliver", "--max-attempts", "5"), "--on-lost, --max-attempts differ"),
+        (("--reply-within", "30m"), "--reply-within differs"),
+    ],
+)
 def test_an_id_conflict_names_the_part_that_differs(world, change, names):
     relay, alice, _ = world
     relay("peers", "add", "carol")
     rid = new_id()
     assert relay("send", "--to", "bob", "--id", rid, "-", input="task\n", env=alice).code == 0
-    args = ["send", "--id", rid, *(("--to", "bob") if "--to" not in change else ()), *change,
-            "-"]
+    args = ["send", "--id", rid, *(("--to", "bob") if "--to" not in change else ()), *change, "-"]
     err = refused(relay, "request_id_conflict", *args, input="task\n", env=alice)
     assert err["message"].endswith(f"different content: {names}"), err["message"]
 
@@ -61,11 +69,31 @@ def test_a_text_that_differs_only_in_trailing_whitespace_says_so(world):
     relay, alice, _ = world
     rid = new_id()
     assert relay("send", "--to", "bob", "--id", rid, "-", input="task", env=alice).code == 0
-    err = refused(relay, "request_id_conflict", "send", "--to", "bob", "--id", rid, "-",
-                  input="task\n", env=alice)
+    err = refused(
+        relay,
+        "request_id_conflict",
+        "send",
+        "--to",
+        "bob",
+        "--id",
+        rid,
+        "-",
+        input="task\n",
+        env=alice,
+    )
     assert "text (it differs only in trailing whitespace" in err["message"], err
-    err = refused(relay, "request_id_conflict", "send", "--to", "bob", "--id", rid, "-",
-                  input="other task", env=alice)
+    err = refused(
+        relay,
+        "request_id_conflict",
+        "send",
+        "--to",
+        "bob",
+        "--id",
+        rid,
+        "-",
+        input="other task",
+        env=alice,
+    )
     assert err["message"].endswith(": text differs")
 
 
@@ -76,14 +104,36 @@ def test_after_pruning_the_conflict_says_only_the_text_can_differ(world):
     relay("cancel", rid, env=alice)
     assert relay("prune", "--older-than", "0", env={"RELAY_TIME_OFFSET": "60"}).code == 0
     assert relay("show", rid, "--json").json["pruned"] is True
-    err = refused(relay, "request_id_conflict", "send", "--to", "bob", "--id", rid, "-",
-                  input="other", env=alice)
-    assert "only its fingerprint is kept" in err["message"] and "the text differs" in \
-        err["message"], err
-    err = refused(relay, "request_id_conflict", "send", "--to", "bob", "--id", rid,
-                  "--ttl", "2h", "-", input="other", env=alice)
-    assert "--ttl differs; its text was pruned, so relay cannot compare that" in \
-        err["message"], err
+    err = refused(
+        relay,
+        "request_id_conflict",
+        "send",
+        "--to",
+        "bob",
+        "--id",
+        rid,
+        "-",
+        input="other",
+        env=alice,
+    )
+    assert (
+        "only its fingerprint is kept" in err["message"] and "the text differs" in err["message"]
+    ), err
+    err = refused(
+        relay,
+        "request_id_conflict",
+        "send",
+        "--to",
+        "bob",
+        "--id",
+        rid,
+        "--ttl",
+        "2h",
+        "-",
+        input="other",
+        env=alice,
+    )
+    assert "--ttl differs; its text was pruned, so relay cannot compare that" in err["message"], err
 
 
 # ------------------------------------------------------------------ short ids
@@ -123,13 +173,14 @@ def test_list_keeps_names_apart_shows_the_reason_and_since_when(relay):
     gone = relay.join("codex-migrations-runner-eu-west", "--lease", "24h")
     for to in (BACK, "codex-migrations-runner-eu-west"):
         relay("send", "--to", to, "x", env=alice)
-    rid = relay("send", "--to", "codex-migrations-runner-eu-west", "y", "--json",
-                env=alice).json["id"]
+    rid = relay("send", "--to", "codex-migrations-runner-eu-west", "y", "--json", env=alice).json[
+        "id"
+    ]
     relay("claim", "--id", rid, env=gone)
     relay("peers", "leave", env=gone)
     _, text = relay.screen("list", cols=80, rows=24, env={"RELAY_TIME_OFFSET": "3700"})
     lines = assert_fits(text, 80)
-    lines = lines[next(i for i, ln in enumerate(lines) if ln.startswith("id  ")):]  # (after
+    lines = lines[next(i for i, ln in enumerate(lines) if ln.startswith("id  ")) :]  # (after
     # the shifted clock's warning)
     assert lines[0].split() == ["id", "state", "from", "to", "reason", "since"]
     row = next(ln for ln in lines if "delivery_unknown" in ln)
@@ -189,8 +240,9 @@ def test_submit_shows_what_send_shows_and_prepared_not_found_looked(world):
 # ------------------------------------------------------------------ errors and help
 def test_error_lines_wrap_between_words_and_keep_commands_whole(relay):
     relay.join("alice", "--lease", "10s")
-    _, text = relay.screen("send", "--to", "bob", "x", cols=80, rows=24,
-                           env={"RELAY_PEER": "alice"})
+    _, text = relay.screen(
+        "send", "--to", "bob", "x", cols=80, rows=24, env={"RELAY_PEER": "alice"}
+    )
     lines = assert_fits(text, 80)
     err = [ln for ln in lines if ln.strip()]
     assert err[0].startswith("relay: error: session_required")
@@ -211,12 +263,10 @@ def test_root_help_has_examples():
 def test_send_file_that_cannot_be_read_is_a_usage_error_naming_the_path(world, tmp_path):
     relay, alice, _ = world
     missing = tmp_path / "nope.md"
-    err = refused(relay, "usage_error", "send", "--to", "bob", "--file", str(missing),
-                  env=alice)
+    err = refused(relay, "usage_error", "send", "--to", "bob", "--file", str(missing), env=alice)
     assert str(missing) in err["message"] and "no such file" in err["hint"]
     assert "UTF-8" not in err["hint"]
-    err = refused(relay, "usage_error", "send", "--to", "bob", "--file", str(tmp_path),
-                  env=alice)
+    err = refused(relay, "usage_error", "send", "--to", "bob", "--file", str(tmp_path), env=alice)
     assert "it is a directory" in err["hint"]
 
 
@@ -233,8 +283,9 @@ def _typed_at_terminal(relay, *args: str, typed: bytes) -> tuple[int, str]:
 
     pid, fd = pty.fork()
     if pid == 0:
-        os.execve(sys.executable, [sys.executable, "-m", "relay_cli", *args],
-                  relay._env({"TERM": "dumb"}))
+        os.execve(
+            sys.executable, [sys.executable, "-m", "relay_cli", *args], relay._env({"TERM": "dumb"})
+        )
     seen = b""
     while select.select([fd], [], [], 30)[0]:
         try:
@@ -278,13 +329,16 @@ def test_joining_a_live_name_without_a_terminal_or_with_yes_does_not_ask(world):
 
 
 # ------------------------------------------------------------------ placeholder ids
-@pytest.mark.parametrize("placeholder", ["00000000-0000-0000-0000-000000000000",
-                                         "FFFFFFFF-FFFF-FFFF-FFFF-FFFFFFFFFFFF"])
+@pytest.mark.parametrize(
+    "placeholder", ["00000000-0000-0000-0000-000000000000", "FFFFFFFF-FFFF-FFFF-FFFF-FFFFFFFFFFFF"]
+)
 def test_the_nil_and_max_uuid_are_not_ids(world, placeholder):
     relay, alice, _ = world
-    for args in (["send", "--to", "bob", "--id", placeholder, "x"],
-                 ["prepare", "--to", "bob", "--id", placeholder, "x"],
-                 ["send", "--to", "bob", "--in-reply-to", placeholder, "x"]):
+    for args in (
+        ["send", "--to", "bob", "--id", placeholder, "x"],
+        ["prepare", "--to", "bob", "--id", placeholder, "x"],
+        ["send", "--to", "bob", "--in-reply-to", placeholder, "x"],
+    ):
         err = refused(relay, "invalid_id", *args, env=alice)
         assert "placeholder" in err["message"]
 

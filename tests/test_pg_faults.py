@@ -63,8 +63,7 @@ def stopper(monkeypatch):
         s.resume()
 
 
-def test_a_stopped_server_is_database_unavailable_within_the_deadline(pg, stopper,
-                                                                      monkeypatch):
+def test_a_stopped_server_is_database_unavailable_within_the_deadline(pg, stopper, monkeypatch):
     alice = pg.join("alice")
     pg.join("bob")
     before = pg.snapshot()
@@ -88,7 +87,8 @@ def test_a_stopped_server_is_database_unavailable_within_the_deadline(pg, stoppe
 
 
 def test_a_commit_that_stalls_is_an_unknown_outcome_and_the_retry_is_answered_from_the_store(
-        pg, stopper):
+    pg, stopper
+):
     alice = pg.join("alice")
     pg.join("bob")
     rid = new_id()
@@ -101,8 +101,9 @@ def test_a_commit_that_stalls_is_an_unknown_outcome_and_the_retry_is_answered_fr
     assert "same id or key is answered from what is stored" in r.error["hint"]
     stopper.resume()  # the backend reads the COMMIT it was sent and commits it
     deadline = time.monotonic() + 10
-    while not pg.sql("SELECT id FROM requests WHERE id = ?", (rid,)) \
-            and time.monotonic() < deadline:
+    while (
+        not pg.sql("SELECT id FROM requests WHERE id = ?", (rid,)) and time.monotonic() < deadline
+    ):
         time.sleep(0.05)
     again = pg.send(alice, "bob", "x", request_id=rid)
     assert again.code == 0 and again.json["duplicate"] is True
@@ -194,8 +195,7 @@ def test_an_idle_connection_after_a_server_crash_connects_again(own_server, tmp_
         store.close()
 
 
-def test_a_closed_connection_is_database_unavailable_never_internal_error(own_server,
-                                                                          tmp_path):
+def test_a_closed_connection_is_database_unavailable_never_internal_error(own_server, tmp_path):
     relay = Relay(tmp_path / "h", own_server.url("relay"))
     relay.join("bob")
     store = relay.open_store()
@@ -220,7 +220,10 @@ def test_server_closed_the_connection_is_database_unavailable_whatever_the_drive
 
     pgmod.driver()
     for cls in (psycopg2.DatabaseError, psycopg2.OperationalError, psycopg2.InterfaceError):
-        for text in ("server closed the connection unexpectedly\n\tThis probably means the "
-                     "server terminated abnormally", "connection already closed",
-                     "terminating connection due to administrator command"):
+        for text in (
+            "server closed the connection unexpectedly\n\tThis probably means the "
+            "server terminated abnormally",
+            "connection already closed",
+            "terminating connection due to administrator command",
+        ):
             assert pgmod.relay_error(cls(text), None).code == "database_unavailable"

@@ -15,8 +15,18 @@ from bench import pgserver
 from relay_cli.store.url import password_of, redact, scrub, secrets_of, without_password
 
 # Passwords a person may paste into a URL without percent-encoding them.
-HOSTILE = ["Hash#Pw9", "pa?ss#x", "p@ss", "pa/ss", "50%off", "sp ace", "ünïcödé€",
-           "x:y:z", "a&password=b", "?password=q"]
+HOSTILE = [
+    "Hash#Pw9",
+    "pa?ss#x",
+    "p@ss",
+    "pa/ss",
+    "50%off",
+    "sp ace",
+    "ünïcödé€",
+    "x:y:z",
+    "a&password=b",
+    "?password=q",
+]
 
 
 def _forms(secret: str) -> list[str]:
@@ -24,12 +34,14 @@ def _forms(secret: str) -> list[str]:
 
 
 def _urls(pw: str, port: int = 55432) -> list[str]:
-    return [f"postgresql://u:{pw}@127.0.0.1:{port}/db",
-            f"postgres://u:{pw}@/db?host=/run/pg",
-            f"postgresql://u:{pw}@h1:{port},h2:{port}/db?sslmode=require",
-            f"postgresql://u@127.0.0.1:{port}/db?password={pw}",
-            f"postgresql://u@127.0.0.1:{port}/db?sslmode=require&password={pw}&x=1",
-            f"postgresql://u@127.0.0.1:{port}/db?sslpassword={pw}"]
+    return [
+        f"postgresql://u:{pw}@127.0.0.1:{port}/db",
+        f"postgres://u:{pw}@/db?host=/run/pg",
+        f"postgresql://u:{pw}@h1:{port},h2:{port}/db?sslmode=require",
+        f"postgresql://u@127.0.0.1:{port}/db?password={pw}",
+        f"postgresql://u@127.0.0.1:{port}/db?sslmode=require&password={pw}&x=1",
+        f"postgresql://u@127.0.0.1:{port}/db?sslpassword={pw}",
+    ]
 
 
 @pytest.mark.one_backend
@@ -70,10 +82,14 @@ def test_the_password_is_what_libpq_takes_and_the_rest_connects_the_same(pw):
 
 @pytest.mark.one_backend
 def test_a_url_without_a_password_is_kept_byte_for_byte():
-    for url in ("postgresql:///relay?host=/run/postgresql", "postgresql://",
-                "postgres://@/db?host=%2Ftmp&port=5433", "postgresql://[::1]:5432/db#x",
-                "postgresql://h/db?application_name=a%20b&options=-c%20x%3Dy",
-                "postgresql://h:5432/db?user=me@corp"):
+    for url in (
+        "postgresql:///relay?host=/run/postgresql",
+        "postgresql://",
+        "postgres://@/db?host=%2Ftmp&port=5433",
+        "postgresql://[::1]:5432/db#x",
+        "postgresql://h/db?application_name=a%20b&options=-c%20x%3Dy",
+        "postgresql://h:5432/db?user=me@corp",
+    ):
         assert without_password(url) == url and redact(url) == url
 
 
@@ -112,19 +128,33 @@ def test_an_unencoded_password_is_shown_nowhere_and_the_export_connects(server, 
     results = [relay("peers", "join", "alice", "--json")]
     alice = {"RELAY_PEER": "alice", "RELAY_SESSION": results[0].json["token"]}
     shell = relay("peers", "join", "bob", "--shell")
-    results += [shell, relay("doctor"), relay("doctor", "--json"),
-                relay("send", "--to", "nobody", "x", env=alice),
-                relay("list", "--json", env={"RELAY_DATABASE_URL": url.replace(
-                    f":{server.port}/", f":{pgserver.free_port()}/")}),  # nothing listens
-                relay("list", "--json", env={"RELAY_DATABASE_URL": url.replace(
-                    "@127.0.0.1", "@127.0.0.1:1")}),  # two ports
-                relay("list", "--json", env={"RELAY_DATABASE_URL": url.replace(
-                    pw, pw + "wrong")})]
+    results += [
+        shell,
+        relay("doctor"),
+        relay("doctor", "--json"),
+        relay("send", "--to", "nobody", "x", env=alice),
+        relay(
+            "list",
+            "--json",
+            env={
+                "RELAY_DATABASE_URL": url.replace(f":{server.port}/", f":{pgserver.free_port()}/")
+            },
+        ),  # nothing listens
+        relay(
+            "list", "--json", env={"RELAY_DATABASE_URL": url.replace("@127.0.0.1", "@127.0.0.1:1")}
+        ),  # two ports
+        relay("list", "--json", env={"RELAY_DATABASE_URL": url.replace(pw, pw + "wrong")}),
+    ]
     assert results[0].code == 0 and shell.code == 0 and results[2].code == 0, results[2].out
-    assert not [r for r in results if _leaks(r.out + r.err, pw)], \
-        [r.out + r.err for r in results if _leaks(r.out + r.err, pw)]
-    exported = subprocess.run(["bash", "-c", f"{shell.out}\nprintf %s \"$RELAY_DATABASE_URL\""],
-                              capture_output=True, text=True, check=True).stdout
+    assert not [r for r in results if _leaks(r.out + r.err, pw)], [
+        r.out + r.err for r in results if _leaks(r.out + r.err, pw)
+    ]
+    exported = subprocess.run(
+        ["bash", "-c", f'{shell.out}\nprintf %s "$RELAY_DATABASE_URL"'],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert exported == f"postgresql://{pgserver.SUPERUSER}@127.0.0.1:{server.port}/relay"
     # it connects as the original did, with the password from PGPASSWORD (or ~/.pgpass)
     r = Relay(tmp_path / "h", exported)("peers", "list", "--json", env={"PGPASSWORD": pw})
@@ -134,9 +164,10 @@ def test_an_unencoded_password_is_shown_nowhere_and_the_export_connects(server, 
 @pytest.mark.postgres_only
 @pytest.mark.parametrize("pw", ["p@ss", "pa/ss", "50%off", "a&b"])
 def test_a_password_libpq_cannot_read_is_shown_nowhere(server, tmp_path, pw):
-    for url in (f"postgresql://{pgserver.SUPERUSER}:{pw}@127.0.0.1:{server.port}/relay",
-                f"postgresql://{pgserver.SUPERUSER}@127.0.0.1:{server.port}/relay"
-                f"?password={pw}"):
+    for url in (
+        f"postgresql://{pgserver.SUPERUSER}:{pw}@127.0.0.1:{server.port}/relay",
+        f"postgresql://{pgserver.SUPERUSER}@127.0.0.1:{server.port}/relay?password={pw}",
+    ):
         relay = Relay(tmp_path / "h", url)
         for r in (relay("list", "--json"), relay("doctor"), relay("doctor", "--json")):
             assert r.code != 0
@@ -145,8 +176,10 @@ def test_a_password_libpq_cannot_read_is_shown_nowhere(server, tmp_path, pw):
 
 def _unix_url(server, dbname: str = "relay") -> str:
     """The standard unix-socket URL: no host before the path, the directory as host=."""
-    return (f"postgresql:///{dbname}?host={quote(str(server.sock), safe='/')}"
-            f"&port={server.port}&user={pgserver.SUPERUSER}")
+    return (
+        f"postgresql:///{dbname}?host={quote(str(server.sock), safe='/')}"
+        f"&port={server.port}&user={pgserver.SUPERUSER}"
+    )
 
 
 @pytest.mark.postgres_only
@@ -155,8 +188,12 @@ def test_the_unix_socket_url_is_exported_as_it_is_and_connects(server, tmp_path)
     relay = Relay(tmp_path / "h", url)
     shell = relay("peers", "join", "bob", "--shell")
     assert shell.code == 0, shell.err
-    exported = subprocess.run(["bash", "-c", f"{shell.out}\nprintf %s \"$RELAY_DATABASE_URL\""],
-                              capture_output=True, text=True, check=True).stdout
+    exported = subprocess.run(
+        ["bash", "-c", f'{shell.out}\nprintf %s "$RELAY_DATABASE_URL"'],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert exported == url
     r = Relay(tmp_path / "h", exported)("peers", "list", "--json")
     assert r.code == 0 and "bob" in r.out, r.err
@@ -179,7 +216,11 @@ def test_the_hook_env_file_carries_a_url_that_logs_in(server, tmp_path, mode):
     agent.hook("SessionStart")
     exported = subprocess.run(
         ["bash", "-c", f'. "{agent.env_file}"; printf %s "$RELAY_DATABASE_URL"'],
-        capture_output=True, text=True, check=True, env={"PATH": os.environ["PATH"]}).stdout
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PATH": os.environ["PATH"]},
+    ).stdout
     if mode == 0o600:
         assert exported == url
         r = Relay(tmp_path / "h", exported)("peers", "list", "--json", env={"PGPASSWORD": None})
@@ -219,9 +260,25 @@ def test_tls_is_libpqs_without_pythons_ssl_module(server, tmp_path):
     if shutil.which("openssl") is None:
         pytest.skip("no openssl command to make a certificate")
     key, crt = server.data / "server.key", server.data / "server.crt"
-    subprocess.run(["openssl", "req", "-new", "-x509", "-days", "2", "-nodes", "-subj",
-                    "/CN=127.0.0.1", "-keyout", str(key), "-out", str(crt)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-new",
+            "-x509",
+            "-days",
+            "2",
+            "-nodes",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(crt),
+        ],
+        check=True,
+        capture_output=True,
+    )
     if server.user is not None:
         for f in (key, crt):
             os.chown(f, server.user.pw_uid, server.user.pw_gid)
@@ -230,13 +287,20 @@ def test_tls_is_libpqs_without_pythons_ssl_module(server, tmp_path):
         f.write("ssl = on\n")
     server.execute("SELECT pg_reload_conf()")
     server.execute(f"ALTER ROLE {pgserver.SUPERUSER} PASSWORD 'tls-test'")
-    url = (f"postgresql://{pgserver.SUPERUSER}:tls-test@127.0.0.1:{server.port}/relay"
-           "?sslmode=require")
-    code = ("import sys, json\nfrom relay_cli.cli import run\nrc = run(['doctor', '--json'])\n"
-            "print(json.dumps('ssl' in sys.modules), file=sys.stderr)\nsys.exit(rc)")
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       env={**os.environ, "RELAY_HOME": str(tmp_path / "h"),
-                            "RELAY_DATABASE_URL": url}, timeout=60)
+    url = (
+        f"postgresql://{pgserver.SUPERUSER}:tls-test@127.0.0.1:{server.port}/relay?sslmode=require"
+    )
+    code = (
+        "import sys, json\nfrom relay_cli.cli import run\nrc = run(['doctor', '--json'])\n"
+        "print(json.dumps('ssl' in sys.modules), file=sys.stderr)\nsys.exit(rc)"
+    )
+    p = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "RELAY_HOME": str(tmp_path / "h"), "RELAY_DATABASE_URL": url},
+        timeout=60,
+    )
     doc = json.loads(p.stdout)
     tls = [c for c in doc["checks"] if c["name"] == "tls"]
     assert tls and tls[0]["status"] == "ok" and "TLS in use" in tls[0]["detail"], doc

@@ -60,28 +60,41 @@ def _leaks(r, secret: str = SECRET) -> bool:
 
 
 # ------------------------------------------------------------------ selecting it
-@pytest.mark.parametrize("url", ["mysql://db/relay", "sqlite:///tmp/x.db", "relay.db",
-                                 "http://example.invalid/"])
+@pytest.mark.parametrize(
+    "url", ["mysql://db/relay", "sqlite:///tmp/x.db", "relay.db", "http://example.invalid/"]
+)
 def test_another_scheme_is_usage_error_from_the_option_and_the_variable(relay, url):
     assert relay.join("alice")
     before = relay.snapshot()
-    for r in (relay("list", "--json", "--database-url", url),
-              relay("list", "--json", env={"RELAY_DATABASE_URL": url})):
+    for r in (
+        relay("list", "--json", "--database-url", url),
+        relay("list", "--json", env={"RELAY_DATABASE_URL": url}),
+    ):
         assert (r.code, r.error["code"]) == (2, "usage_error"), r.err
         assert "postgresql://" in r.error["message"]
     assert relay.snapshot() == before
 
 
 def test_the_option_wins_over_the_variable_and_every_command_has_it(pg, tmp_path):
-    r = pg("peers", "join", "alice", "--json", "--database-url", pg.url,
-           env={"RELAY_DATABASE_URL": "postgresql://nobody@/nowhere?host=/nonexistent"})
+    r = pg(
+        "peers",
+        "join",
+        "alice",
+        "--json",
+        "--database-url",
+        pg.url,
+        env={"RELAY_DATABASE_URL": "postgresql://nobody@/nowhere?host=/nonexistent"},
+    )
     assert r.code == 0, r.err
     assert pg.sql("SELECT name FROM peers") == [("alice",)]
     assert not pg.home.exists()  # relay.db is not used (design.md §13)
     from relay_cli.cli.schema import walk
 
-    missing = [ctx.command_path for ctx, cmd in walk()
-               if not any(p.name == "database_url" for p in cmd.params)]
+    missing = [
+        ctx.command_path
+        for ctx, cmd in walk()
+        if not any(p.name == "database_url" for p in cmd.params)
+    ]
     assert missing == []
 
 
@@ -94,23 +107,30 @@ def test_an_empty_option_means_the_local_relay_db(pg):
 
 def test_without_the_driver_a_postgres_url_is_storage_error_with_the_install_command(pg):
     # a real process in which psycopg2 cannot be imported (as when the extra is missing)
-    code = ("import sys; sys.modules['psycopg2'] = None\n"
-            "from relay_cli.cli import main; main()")
-    p = subprocess.run([sys.executable, "-c", code, "list", "--json"], capture_output=True,
-                       text=True, env=pg._env(None), timeout=60)
+    code = "import sys; sys.modules['psycopg2'] = None\nfrom relay_cli.cli import main; main()"
+    p = subprocess.run(
+        [sys.executable, "-c", code, "list", "--json"],
+        capture_output=True,
+        text=True,
+        env=pg._env(None),
+        timeout=60,
+    )
     err = json.loads(p.stderr.splitlines()[-1])["error"]
     assert (p.returncode, err["code"]) == (7, "storage_error")
     assert "pip install 'relay-cli[postgres]'" in err["hint"]
 
 
 def test_the_sqlite_path_never_imports_the_driver(tmp_path):
-    code = ("import sys\nfrom relay_cli.cli import run\n"
-            "assert run(['peers', 'join', 'alice', '--json']) == 0\n"
-            "assert run(['list', '--json']) == 0\n"
-            "print(sorted(m for m in sys.modules if 'psycopg' in m or m.endswith('.pg')))")
+    code = (
+        "import sys\nfrom relay_cli.cli import run\n"
+        "assert run(['peers', 'join', 'alice', '--json']) == 0\n"
+        "assert run(['list', '--json']) == 0\n"
+        "print(sorted(m for m in sys.modules if 'psycopg' in m or m.endswith('.pg')))"
+    )
     env = Relay(tmp_path / "h")._env(None)
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                       timeout=60)
+    p = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60
+    )
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip().splitlines()[-1] == "[]"
 
@@ -119,8 +139,15 @@ def test_the_sqlite_path_never_imports_the_driver(tmp_path):
 def test_a_server_that_is_down_is_database_unavailable_and_retryable(pg, tmp_path):
     port = pgserver.free_port()
     url = f"postgresql://relay@127.0.0.1:{port}/relay"
-    r = pg.proc("send", "--to", "bob", "--json", "x", env={"RELAY_DATABASE_URL": url,
-                                                          "RELAY_PEER": "alice"}, timeout=20)
+    r = pg.proc(
+        "send",
+        "--to",
+        "bob",
+        "--json",
+        "x",
+        env={"RELAY_DATABASE_URL": url, "RELAY_PEER": "alice"},
+        timeout=20,
+    )
     err = r.error
     assert (r.code, err["code"], err["retryable"]) == (75, "database_unavailable", True)
     assert err["retry_after_seconds"] > 0
@@ -167,10 +194,12 @@ def test_a_wrong_password_is_storage_error_and_never_shown(tcp_server, tmp_path)
     from urllib.parse import quote
 
     home = tmp_path / "h"
-    for url in (f"postgresql://postgres:{quote('wrong' + SECRET, safe='')}@127.0.0.1:"
-                f"{tcp_server.port}/relay",
-                f"postgresql://postgres@127.0.0.1:{tcp_server.port}/relay?password="
-                f"{quote('wrong' + SECRET, safe='')}"):
+    for url in (
+        f"postgresql://postgres:{quote('wrong' + SECRET, safe='')}@127.0.0.1:"
+        f"{tcp_server.port}/relay",
+        f"postgresql://postgres@127.0.0.1:{tcp_server.port}/relay?password="
+        f"{quote('wrong' + SECRET, safe='')}",
+    ):
         r = Relay(home, url)("list", "--json")
         assert (r.code, r.error["code"]) == (7, "storage_error"), r.err
         assert "authentication" in r.error["message"]
@@ -195,10 +224,20 @@ def test_no_password_in_any_output_error_hint_doctor_line_or_export(tcp_server, 
     results.append(relay("doctor", "--json"))
     results.append(relay("list"))
     results.append(relay("peers", "list", "--json"))
-    results.append(relay("list", "--json", env={"RELAY_DATABASE_URL": url.replace(
-        "127.0.0.1", "127.0.0.1:1")}))  # a malformed URL (two ports)
-    results.append(relay("list", "--json", env={"RELAY_DATABASE_URL": url.replace(
-        f":{tcp_server.port}/", f":{pgserver.free_port()}/")}))  # nothing listens
+    results.append(
+        relay("list", "--json", env={"RELAY_DATABASE_URL": url.replace("127.0.0.1", "127.0.0.1:1")})
+    )  # a malformed URL (two ports)
+    results.append(
+        relay(
+            "list",
+            "--json",
+            env={
+                "RELAY_DATABASE_URL": url.replace(
+                    f":{tcp_server.port}/", f":{pgserver.free_port()}/"
+                )
+            },
+        )
+    )  # nothing listens
     assert all(not _leaks(r) for r in results), [r.out + r.err for r in results if _leaks(r)]
     shell = results[1].out
     assert "RELAY_DATABASE_URL=" in shell and f"127.0.0.1:{tcp_server.port}/relay" in shell
@@ -234,8 +273,7 @@ def test_a_database_with_tables_named_like_relays_is_refused_unchanged(empty_db)
     assert empty_db.sql("SELECT * FROM requests") == [(1, "theirs")]
     assert empty_db.sql("SELECT to_regclass('relay_schema') IS NULL") == [(True,)]
     # doctor fails it and names a command that shows what is in that database
-    check = next(c for c in empty_db("doctor", "--json").json["checks"]
-                 if c["name"] == "schema")
+    check = next(c for c in empty_db("doctor", "--json").json["checks"] if c["name"] == "schema")
     assert check["status"] == "fail" and check["fix"].startswith("psql ")
     assert check["fix"].endswith(" -c '\\dt'")
 
@@ -247,8 +285,9 @@ def test_doctor_on_an_empty_database_creates_nothing(empty_db):
     # nothing for a person to do: the first writing command creates the schema (an ok
     # line, as for a home not created yet, design.md §11)
     assert check["status"] == "ok" and "schema 0" in check["detail"]
-    assert empty_db.sql("SELECT count(*) FROM information_schema.tables "
-                        "WHERE table_schema = 'public'") == [(0,)]
+    assert empty_db.sql(
+        "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public'"
+    ) == [(0,)]
 
 
 # ------------------------------------------------------------------ doctor
@@ -276,8 +315,10 @@ def test_doctor_warns_when_synchronous_commit_is_off(pg):
 
 def test_doctor_warns_about_a_remote_host_without_tls(tcp_server, tmp_path):
     # the name is not local (hostaddr takes the connection to this machine's server)
-    url = (f"postgresql://postgres@relay-db.example:{tcp_server.port}/relay?"
-           f"hostaddr=127.0.0.1&password={SECRET.replace('%', '%25').replace('@', '%40')}")
+    url = (
+        f"postgresql://postgres@relay-db.example:{tcp_server.port}/relay?"
+        f"hostaddr=127.0.0.1&password={SECRET.replace('%', '%25').replace('@', '%40')}"
+    )
     r = Relay(tmp_path / "h", url)("doctor", "--json")
     checks = {c["name"]: c for c in r.json["checks"]}
     assert checks["tls"]["status"] == "warn" and "sslmode=verify-full" in checks["tls"]["detail"]
@@ -318,16 +359,25 @@ def test_a_machine_whose_clock_is_ten_minutes_off_agrees_on_every_deadline(pg):
             pytest.fail("faketime is not installed (.ci/run installs it)")
         pytest.skip("faketime is not installed")
     env = pg._env(None)
-    probe = subprocess.run([*prefix, sys.executable, "-c", "import time; print(time.time())"],
-                           capture_output=True, text=True, env=env, timeout=30)
+    probe = subprocess.run(
+        [*prefix, sys.executable, "-c", "import time; print(time.time())"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=30,
+    )
     import time
 
     assert time.time() - float(probe.stdout) > 500  # the clock really is 10 min behind
 
     def skewed(*args, who=None):
-        p = subprocess.run([*prefix, sys.executable, "-m", "relay_cli", *args],
-                           capture_output=True, text=True, env={**env, **(who or {})},
-                           timeout=60)
+        p = subprocess.run(
+            [*prefix, sys.executable, "-m", "relay_cli", *args],
+            capture_output=True,
+            text=True,
+            env={**env, **(who or {})},
+            timeout=60,
+        )
         return p.returncode, p.stdout, p.stderr
 
     code, out, err = skewed("peers", "join", "alice", "--json")
@@ -352,8 +402,12 @@ def _columns(sqlite_relay, table: str) -> list[str]:
 
 
 def _tables(sqlite_relay) -> list[str]:
-    return [r[0] for r in sqlite_relay.sql(
-        "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+    return [
+        r[0]
+        for r in sqlite_relay.sql(
+            "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"
+        )
+    ]
 
 
 def _populate(src: Relay) -> dict:
@@ -372,8 +426,9 @@ def _populate(src: Relay) -> dict:
     assert src("reply", done, "an answer", env=bob).code == 0
     assert src("prepare", "--to", "bob", "a draft", "--json", env=alice).code == 0
     assert src("once", "--key", "k1", "--", "sh", "-c", "echo out; echo err >&2").code == 0
-    event = json.dumps({"hook_event_name": "SessionStart", "session_id": "cc-1",
-                        "source": "startup"})
+    event = json.dumps(
+        {"hook_event_name": "SessionStart", "session_id": "cc-1", "source": "startup"}
+    )
     src("hook", "claude", input=event, env={"RELAY_PEER": "carol"})
     return {"alice": alice, "bob": bob, "queued": queued, "done": done, "old": old}
 
@@ -421,8 +476,7 @@ def test_db_copy_is_all_or_nothing(pg_cluster, tmp_path):
     src = Relay(tmp_path / "home")
     _populate(src)
     # a row PostgreSQL cannot store (a NUL in text), in the last table copied
-    src.sql("UPDATE sessions SET agent_session_id = 'a' || char(0) || 'b' "
-            "WHERE peer = 'bob'")
+    src.sql("UPDATE sessions SET agent_session_id = 'a' || char(0) || 'b' WHERE peer = 'bob'")
     name, url = pg_cluster.fresh(template="template0")
     try:
         r = src("db", "copy", "--to", url, "--json")
@@ -445,8 +499,21 @@ def test_db_copy_needs_a_postgres_url_and_a_relay_db(tmp_path):
 
 # ------------------------------------------------------------------ a server restart
 def _restart(server) -> None:
-    server._run([str(server.bin / "pg_ctl"), "-D", str(server.data), "-m", "fast", "-w",
-                 "-t", "60", "restart", "-l", str(server.log)])
+    server._run(
+        [
+            str(server.bin / "pg_ctl"),
+            "-D",
+            str(server.data),
+            "-m",
+            "fast",
+            "-w",
+            "-t",
+            "60",
+            "restart",
+            "-l",
+            str(server.log),
+        ]
+    )
 
 
 def test_a_wait_and_a_running_once_outlive_a_server_restart(tcp_server, tmp_path):
@@ -460,8 +527,16 @@ def test_a_wait_and_a_running_once_outlive_a_server_restart(tcp_server, tmp_path
     assert relay("claim", "--id", rid, "--json", env=bob).code == 0
     waiter = relay.popen("wait", rid, "--timeout", "60", "--json", env=alice)
     marker = tmp_path / "started"
-    once = relay.popen("once", "--key", "across-restart", "--json", "--", "sh", "-c",
-                       f"touch {marker}; sleep 4; echo finished")
+    once = relay.popen(
+        "once",
+        "--key",
+        "across-restart",
+        "--json",
+        "--",
+        "sh",
+        "-c",
+        f"touch {marker}; sleep 4; echo finished",
+    )
     import time
 
     end = time.monotonic() + 30
@@ -494,15 +569,27 @@ def test_libpq_conventions_apply_pgpassword_pgpass_and_pg_variables(tcp_server, 
     r = relay("peers", "list", "--json", env={"PGPASSWORD": SECRET})
     assert r.code == 0, r.err
     pgpass = tmp_path / "pgpass"
-    pgpass.write_text(f"127.0.0.1:{tcp_server.port}:relay:postgres:"
-                      + SECRET.replace("\\", "\\\\").replace(":", "\\:") + "\n")
+    pgpass.write_text(
+        f"127.0.0.1:{tcp_server.port}:relay:postgres:"
+        + SECRET.replace("\\", "\\\\").replace(":", "\\:")
+        + "\n"
+    )
     pgpass.chmod(0o600)
     r = relay("peers", "list", "--json", env={"PGPASSFILE": str(pgpass)})
     assert r.code == 0, r.err
     # nothing but the scheme in the URL: host, port, user, database from PG* variables
-    r = Relay(tmp_path / "h", "postgresql://")("peers", "list", "--json", env={
-        "PGHOST": "127.0.0.1", "PGPORT": str(tcp_server.port), "PGUSER": "postgres",
-        "PGDATABASE": "relay", "PGPASSFILE": str(pgpass)})
+    r = Relay(tmp_path / "h", "postgresql://")(
+        "peers",
+        "list",
+        "--json",
+        env={
+            "PGHOST": "127.0.0.1",
+            "PGPORT": str(tcp_server.port),
+            "PGUSER": "postgres",
+            "PGDATABASE": "relay",
+            "PGPASSFILE": str(pgpass),
+        },
+    )
     assert r.code == 0, r.err
     r = relay("peers", "list", "--json", env={"PGPASSFILE": str(tmp_path / "none")})
     assert (r.code, r.error["code"]) == (7, "storage_error")  # no password: refused

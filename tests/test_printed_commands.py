@@ -32,11 +32,21 @@ pytestmark = pytest.mark.sqlite_only  # a situation is a copied relay.db
 ROOT = Path(__file__).resolve().parent.parent
 BIN = str(Path(sys.executable).parent)
 # error codes that say the command itself is wrong as printed
-MALFORMED = {"usage_error", "invalid_id", "invalid_text", "invalid_name", "invalid_duration",
-             "invalid_key", "ambiguous_id", "self_message", "internal_error",
-             "request_id_conflict"}
-ERROR_LINE = re.compile(r'^relay: (?:error|not yet): ([a-z_]+):|^\{"error": \{"code": "([a-z_]+)"',
-                        re.M)
+MALFORMED = {
+    "usage_error",
+    "invalid_id",
+    "invalid_text",
+    "invalid_name",
+    "invalid_duration",
+    "invalid_key",
+    "ambiguous_id",
+    "self_message",
+    "internal_error",
+    "request_id_conflict",
+}
+ERROR_LINE = re.compile(
+    r'^relay: (?:error|not yet): ([a-z_]+):|^\{"error": \{"code": "([a-z_]+)"', re.M
+)
 UNREACHABLE = "postgresql://relay@127.0.0.1:9/relay"  # a URL (design.md §13) nobody serves
 # Printed by code another part of relay owns, and known not to run as printed: each with
 # why, so the report names it (a new one fails the test).
@@ -44,7 +54,9 @@ KNOWN = {
     "relay hook install gemini --wake": "design.md names it as refused, and it is",
 }
 RAN: list[tuple[str, str, str]] = []
-_SEEN: dict[str, str] = {}  # concrete line run in the base situation -> its outcome  # (where it was printed, the command, the outcome)
+_SEEN: dict[
+    str, str
+] = {}  # concrete line run in the base situation -> its outcome  # (where it was printed, the command, the outcome)
 
 
 # ------------------------------------------------------------------ discovery
@@ -112,8 +124,11 @@ def _help_texts() -> list[tuple[str, str]]:
 
 def _doc_texts() -> list[tuple[str, str]]:
     docs = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-    return [(p.name, p.read_text().replace("\\|", "|"))  # (a table cell's escaped bar)
-            for p in docs if p.name != "reference.md"]  # (reference.md is the help, again)  # (help, again)
+    return [
+        (p.name, p.read_text().replace("\\|", "|"))  # (a table cell's escaped bar)
+        for p in docs
+        if p.name != "reference.md"
+    ]  # (reference.md is the help, again)  # (help, again)
 
 
 # ------------------------------------------------------------------ the situation
@@ -133,8 +148,11 @@ class World:
         r("peers", "add", "reviewer", "--kind", "codex")  # the help's examples send to it
         ids = self.ids = {}
         ids["completed"] = self._send(self.alice, "bob", "done soon")
-        for step in (("claim", "--id", ids["completed"]), ("ack", ids["completed"]),
-                     ("reply", ids["completed"], "ok")):
+        for step in (
+            ("claim", "--id", ids["completed"]),
+            ("ack", ids["completed"]),
+            ("reply", ids["completed"], "ok"),
+        ):
             assert r(*step, env=self.bob).code == 0
         ids["unknown"] = self._send(self.alice, "dave", "migrate")
         assert r("claim", "--id", ids["unknown"], env=dave).code == 0
@@ -144,8 +162,7 @@ class World:
         ids["queued"] = self._send(self.alice, "bob", "later")
         ids["draft"] = r("prepare", "--to", "bob", "draft", "--json", env=self.alice).json["id"]
         assert r("once", "--key", "k1", "--", "true").code == 0
-        assert r("once", "--approve", "--timeout", "0", "--key", "deploy", "--",
-                 "true").code == 75
+        assert r("once", "--approve", "--timeout", "0", "--key", "deploy", "--", "true").code == 75
         assert r("once", "--key", "crashed", "--", "true").code == 0
         fake_crash(r, "crashed")
         for name in ("task.md", "reply.md", "review.md"):
@@ -175,26 +192,52 @@ class World:
             rid, env = self.ids["draft"], self.alice
         else:
             rid, env = self.ids["completed"], self.alice
-        key = "deploy" if verb in ("approve", "deny") else "crashed" if "resolve" in words \
-            and verb == "ledger" else "k1"
-        subst = {"ID": rid, "1a2b3c4d": rid[:8],
-                 "NAME": "alice", "PEER": "bob", "KEY": key, "TEXT": "x", "D": "5m",
-                 "N": "3", "PATH": "task.md", "P": "task.md", "CMD": "true",
-                 "AGENT": "claude", "KIND": "claude", "STATE": "queued", "K": "claude",
-                 "PREFIX": rid[:8], "TOKEN": "$RELAY_SESSION", "S": "queued",
-                 "URL": UNREACHABLE, '"$RELAY_DATABASE_URL"': UNREACHABLE}
+        key = (
+            "deploy"
+            if verb in ("approve", "deny")
+            else "crashed"
+            if "resolve" in words and verb == "ledger"
+            else "k1"
+        )
+        subst = {
+            "ID": rid,
+            "1a2b3c4d": rid[:8],
+            "NAME": "alice",
+            "PEER": "bob",
+            "KEY": key,
+            "TEXT": "x",
+            "D": "5m",
+            "N": "3",
+            "PATH": "task.md",
+            "P": "task.md",
+            "CMD": "true",
+            "AGENT": "claude",
+            "KIND": "claude",
+            "STATE": "queued",
+            "K": "claude",
+            "PREFIX": rid[:8],
+            "TOKEN": "$RELAY_SESSION",
+            "S": "queued",
+            "URL": UNREACHABLE,
+            '"$RELAY_DATABASE_URL"': UNREACHABLE,
+        }
         cmd = re.sub(r"<<'EOF' \.\.\. EOF", "<<< 'some text'", cmd)
         cmd = re.sub(r"<<-?'?EOF'?$", "<<< 'some text'", cmd)  # a heredoc's first line
         cmd = re.sub(r"\s*\[[^\]]*\]\u2026?", "", cmd)  # a synopsis's optional parts
         cmd = cmd.replace(" ... ", " ").replace(" \u2026", "")
         if verb in ("send", "prepare"):  # `--id "$ID"` names new work: a fresh id
             cmd = cmd.replace('--id "$ID"', f"--id {uuid.uuid4()}")
-        cmd = re.sub(r"(?<![\w$-])[a-z_-]+(?:\|[a-z_-]+)+(?![\w-])",
-                     lambda m: m.group().split("|")[0], cmd)
+        cmd = re.sub(
+            r"(?<![\w$-])[a-z_-]+(?:\|[a-z_-]+)+(?![\w-])", lambda m: m.group().split("|")[0], cmd
+        )
         cmd = cmd.replace('"$ID"', rid).replace('"$RELAY_DATABASE_URL"', UNREACHABLE)
-        cmd = re.sub(r"(?<![\w$-])(" + "|".join(map(re.escape, sorted(subst, key=len,
-                                                                        reverse=True)))
-                     + r")(?![\w-])", lambda m: subst[m.group()], cmd)
+        cmd = re.sub(
+            r"(?<![\w$-])("
+            + "|".join(map(re.escape, sorted(subst, key=len, reverse=True)))
+            + r")(?![\w-])",
+            lambda m: subst[m.group()],
+            cmd,
+        )
         return cmd, {**env, "ID": rid, "KEY": key, "TOOL_USE_ID": "toolu_01"}
 
 
@@ -229,7 +272,7 @@ def _command_paths() -> set[tuple[str, ...]]:
 PATHS = _command_paths()
 
 
-GROUPS = {p for p in PATHS if any(len(q) > len(p) and q[:len(p)] == p for q in PATHS)}
+GROUPS = {p for p in PATHS if any(len(q) > len(p) and q[: len(p)] == p for q in PATHS)}
 
 
 def is_name(cmd: str) -> bool:
@@ -239,8 +282,9 @@ def is_name(cmd: str) -> bool:
     return tuple(cmd.split()[1:]) in GROUPS
 
 
-def run_printed(world: World, where: str, cmd: str, relay: Relay | None = None,
-                env: dict | None = None) -> tuple[int | None, str, str]:
+def run_printed(
+    world: World, where: str, cmd: str, relay: Relay | None = None, env: dict | None = None
+) -> tuple[int | None, str, str]:
     """Run ``cmd`` as printed (placeholders made concrete) in a copy of the situation;
     return (exit status or None when it was still waiting, stdout, stderr). A bare
     command name (`relay once`) is checked with --help instead."""
@@ -263,8 +307,15 @@ def run_printed(world: World, where: str, cmd: str, relay: Relay | None = None,
         full = relay._env(shell_env)
         full["PATH"] = BIN + ":" + full.get("PATH", "")
         try:
-            p = subprocess.run(["bash", "-c", line], capture_output=True, text=True,
-                               env=full, cwd=world.root, timeout=10, input="some text\n")
+            p = subprocess.run(
+                ["bash", "-c", line],
+                capture_output=True,
+                text=True,
+                env=full,
+                cwd=world.root,
+                timeout=10,
+                input="some text\n",
+            )
             code, out, err = p.returncode, p.stdout, p.stderr
         except subprocess.TimeoutExpired:
             code, out, err = None, "", ""
@@ -275,9 +326,12 @@ def run_printed(world: World, where: str, cmd: str, relay: Relay | None = None,
         signal.signal(signal.SIGALRM, _alarm)
         signal.setitimer(signal.ITIMER_REAL, 3)
         try:
-            r = relay(*words, env=shell_env, terminal=words[:1] in (["resolve"], ["approve"],
-                                                                   ["deny"]),
-                      input="y\n" if words[:1] == ["approve"] else "some text\n")
+            r = relay(
+                *words,
+                env=shell_env,
+                terminal=words[:1] in (["resolve"], ["approve"], ["deny"]),
+                input="y\n" if words[:1] == ["approve"] else "some text\n",
+            )
             code, out, err = r.code, r.out, r.err
         except Blocked:
             code, out, err = None, "", ""
@@ -287,15 +341,21 @@ def run_printed(world: World, where: str, cmd: str, relay: Relay | None = None,
     codes = {a or b for a, b in ERROR_LINE.findall(err)}
     if code in (126, 127):  # `run`/`once`: the agent it starts is not installed here
         codes.discard("usage_error")
-    outcome = "waiting" if code is None else f"exit {code}" + (
-        f" ({', '.join(sorted(codes))})" if codes else "")
+    outcome = (
+        "waiting"
+        if code is None
+        else f"exit {code}" + (f" ({', '.join(sorted(codes))})" if codes else "")
+    )
     RAN.append((where, cmd, outcome))
     if relay_given is None and env is None:
         _SEEN[line] = outcome
     words = line.split()[1:]
-    path = max((p for p in PATHS if tuple(words[:len(p)]) == p), key=len)
-    reference = (codes == {"usage_error"} and re.search(r'(: |")(missing|relay \w+ needs) ', err)
-                 and all(w.startswith("--") for w in words[len(path):]))
+    path = max((p for p in PATHS if tuple(words[: len(p)]) == p), key=len)
+    reference = (
+        codes == {"usage_error"}
+        and re.search(r'(: |")(missing|relay \w+ needs) ', err)
+        and all(w.startswith("--") for w in words[len(path) :])
+    )
     if reference:  # `relay once --approve` in a sentence names a mode of a command
         RAN[-1] = (where, cmd, "name of a mode: --help")
         r = world.relay(*shlex.split(line)[1:], "--help")
@@ -381,8 +441,12 @@ def test_every_command_relay_prints_in_a_situation_runs_there(world, who, args):
     fill.update({f"{{{k}_prefix}}": v[:8] for k, v in ids.items()})
     args = [fill.get(a, a) for a in args]
     relay = world.copy("probe")
-    env = {"alice": world.alice, "bob": world.bob, "stranger": {"RELAY_PEER": "alice"},
-           None: {}}.get(who)
+    env = {
+        "alice": world.alice,
+        "bob": world.bob,
+        "stranger": {"RELAY_PEER": "alice"},
+        None: {},
+    }.get(who)
     if who == "alice:expired":  # the session's lease lapsed: the hint repairs this shell
         env = {**relay.join("frank", "--lease", "10s"), "RELAY_TIME_OFFSET": "60"}
     elif who == "alice:superseded":
@@ -398,8 +462,13 @@ def test_every_command_relay_prints_in_a_situation_runs_there(world, who, args):
         step = world.copy("after")
         shutil.rmtree(step.home)
         shutil.copytree(relay.home, step.home)
-        code, _, _ = run_printed(world, f"`relay {' '.join(args)}`", cmd, relay=step,
-                                 env={k: v for k, v in (env or {}).items()})
+        code, _, _ = run_printed(
+            world,
+            f"`relay {' '.join(args)}`",
+            cmd,
+            relay=step,
+            env={k: v for k, v in (env or {}).items()},
+        )
         if f"next: {cmd}" in r.out:
             assert code == 0, (args, cmd)
 
@@ -418,10 +487,12 @@ def test_the_two_send_examples_run_one_after_the_other_in_one_shell(world):
     relay = world.copy("send")
     env = relay._env(world.alice)
     env["PATH"] = BIN + ":" + env["PATH"]
-    p = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env,
-                       cwd=world.root, timeout=60)
-    RAN.append(("`relay send --help`, as one script", script.replace("\n", "; "),
-                f"exit {p.returncode}"))
+    p = subprocess.run(
+        ["bash", "-c", script], capture_output=True, text=True, env=env, cwd=world.root, timeout=60
+    )
+    RAN.append(
+        ("`relay send --help`, as one script", script.replace("\n", "; "), f"exit {p.returncode}")
+    )
     assert p.returncode == 0 and "relay: error" not in p.stderr, p.stderr
     sent = relay("list", "--to", "bob", "--from", "alice", "--json").json["requests"]
     sent = [r for r in sent if r["id"] not in world.ids.values()]
@@ -434,4 +505,5 @@ def test_zz_report_the_commands_that_ran(world, capsys):
     with capsys.disabled():
         if os.environ.get("RELAY_PRINTED_COMMANDS"):
             Path(os.environ["RELAY_PRINTED_COMMANDS"]).write_text(
-                "\n".join(f"{w}\t{c}\t{o}" for w, c, o in RAN) + "\n")
+                "\n".join(f"{w}\t{c}\t{o}" for w, c, o in RAN) + "\n"
+            )

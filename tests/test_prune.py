@@ -59,13 +59,31 @@ def test_a_very_late_retry_of_a_pruned_send_is_still_a_duplicate(relay, pair):
     rid = completed(relay, alice, bob, text="build the thing")
     assert relay("prune", env=at(40 * DAY)).code == 0
     # the ghost of alice's old session retries its send, 40 days later
-    retry = relay("send", "--to", "bob", "--id", rid, "--json", "-", input="build the thing",
-                  env=at(40 * DAY, alice))
+    retry = relay(
+        "send",
+        "--to",
+        "bob",
+        "--id",
+        rid,
+        "--json",
+        "-",
+        input="build the thing",
+        env=at(40 * DAY, alice),
+    )
     assert retry.code == 0, retry.err
     assert retry.json["duplicate"] is True
     assert retry.json["state"] == "completed" and retry.json["pruned"] is True
-    other = relay("send", "--to", "bob", "--id", rid, "--json", "-", input="something else",
-                  env=at(40 * DAY, alice))
+    other = relay(
+        "send",
+        "--to",
+        "bob",
+        "--id",
+        rid,
+        "--json",
+        "-",
+        input="something else",
+        env=at(40 * DAY, alice),
+    )
     assert other.code == 4 and other.error["code"] == "request_id_conflict"
     assert len(rows(relay, "requests")) == 1
 
@@ -97,10 +115,24 @@ def test_dry_run_reports_the_same_counts_and_changes_nothing(relay, pair):
     old = completed(relay, alice, bob)
     completed(relay, alice, bob)
     relay("prune", env=at(40 * DAY))  # two tombstones
-    a95 = at(95 * DAY, {"RELAY_PEER": "alice", "RELAY_SESSION": relay(
-        "peers", "join", "alice", "--json", env=at(95 * DAY)).json["token"]})
-    b95 = at(95 * DAY, {"RELAY_PEER": "bob", "RELAY_SESSION": relay(
-        "peers", "join", "bob", "--json", env=at(95 * DAY)).json["token"]})
+    a95 = at(
+        95 * DAY,
+        {
+            "RELAY_PEER": "alice",
+            "RELAY_SESSION": relay("peers", "join", "alice", "--json", env=at(95 * DAY)).json[
+                "token"
+            ],
+        },
+    )
+    b95 = at(
+        95 * DAY,
+        {
+            "RELAY_PEER": "bob",
+            "RELAY_SESSION": relay("peers", "join", "bob", "--json", env=at(95 * DAY)).json[
+                "token"
+            ],
+        },
+    )
     completed(relay, a95, b95, text="newer")  # 35 days old at +130 d
     relay("prepare", "--to", "bob", "a draft", env=a95)
     assert relay("sweep", env=at(130 * DAY)).code == 0  # nothing left due at +130 d
@@ -108,10 +140,16 @@ def test_dry_run_reports_the_same_counts_and_changes_nothing(relay, pair):
     dry = relay("prune", "--dry-run", "--json", env=at(130 * DAY))
     assert dry.code == 0, dry.err
     assert relay.snapshot() == before
-    counts = {k: dry.json[k] for k in
-              ("requests_pruned", "tombstones_removed", "events_removed", "drafts_removed")}
-    assert counts == {"requests_pruned": 1, "tombstones_removed": 2, "events_removed": 6,
-                      "drafts_removed": 1}
+    counts = {
+        k: dry.json[k]
+        for k in ("requests_pruned", "tombstones_removed", "events_removed", "drafts_removed")
+    }
+    assert counts == {
+        "requests_pruned": 1,
+        "tombstones_removed": 2,
+        "events_removed": 6,
+        "drafts_removed": 1,
+    }
     assert dry.json["dry_run"] is True
     real = relay("prune", "--json", env=at(130 * DAY))
     assert {k: real.json[k] for k in counts} == counts
@@ -190,23 +228,27 @@ def test_a_pruned_delivery_unknown_cannot_be_requeued(relay, pair):
 def test_prune_as_a_real_process_reports_ledger_counts(relay, pair):
     r = relay.proc("prune", "--json")
     assert r.code == 0, r.err
-    assert r.json["ledger"] == {"entries_pruned": 0, "entries_removed": 0, "by_state": {},
-                                "dry_run": False}
+    assert r.json["ledger"] == {
+        "entries_pruned": 0,
+        "entries_removed": 0,
+        "by_state": {},
+        "dry_run": False,
+    }
 
 
 def _hook(relay, event: str, sid: str, env: dict) -> None:
     import json
     from pathlib import Path
 
-    doc = json.loads((Path(__file__).parent / "fixtures" / "claude" / f"{event}.json")
-                     .read_text())
+    doc = json.loads((Path(__file__).parent / "fixtures" / "claude" / f"{event}.json").read_text())
     doc["session_id"] = sid
     r = relay("hook", "claude", input=json.dumps(doc), env=env)
     assert r.code == 0 and r.err == "", r
 
 
 def test_ended_sessions_and_their_hook_records_are_pruned_never_one_that_holds_work(
-        relay, tmp_path):
+    relay, tmp_path
+):
     """Every join, `relay run` and Claude session start adds a session row; prune removes
     those that ended more than the retention ago once no request or tombstone names them,
     and the hook's bookkeeping with them. Active sessions and sessions holding work stay."""
@@ -227,7 +269,8 @@ def test_ended_sessions_and_their_hook_records_are_pruned_never_one_that_holds_w
     relay.sql(  # the row of a waiter that crashed
         "INSERT INTO wake_waiters (session_id, peer, runtime, pid, host, started_at, "
         "until_at) SELECT id, peer, 'claude', 1, 'h', created_at, created_at + 1000 "
-        "FROM sessions WHERE agent_session_id = 'sid-0'")
+        "FROM sessions WHERE agent_session_id = 'sid-0'"
+    )
 
     # 200 days later every lease has lapsed: only sessions some row still names may stay
     dry = relay("prune", "--dry-run", "--json", env=at(200 * DAY)).json
@@ -245,7 +288,8 @@ def test_ended_sessions_and_their_hook_records_are_pruned_never_one_that_holds_w
 
 
 def test_prune_keeps_active_sessions_and_sessions_named_by_a_live_or_tombstoned_request(
-        relay, pair):
+    relay, pair
+):
     alice, bob = pair
     carol = relay.join("carol", "--lease", "24h")
     rid = new_id()
@@ -266,8 +310,7 @@ def test_prune_keeps_active_sessions_and_sessions_named_by_a_live_or_tombstoned_
     # ghost's retry still answers duplicate until the row is gone
     relay.join("carol")
     assert relay("prune", "--older-than", "0", "--json").json["sessions_removed"] == 0
-    ghost = relay("send", "--to", "bob", "--id", rid, "--json", "-", input="hold this",
-                  env=carol)
+    ghost = relay("send", "--to", "bob", "--id", rid, "--json", "-", input="hold this", env=carol)
     assert ghost.code == 0 and ghost.json["duplicate"] is True
 
 

@@ -22,8 +22,9 @@ def test_the_default_cap_is_1000_and_a_request_beyond_it_changes_nothing(world):
     row = relay.sql("SELECT * FROM requests WHERE id = ?", (rid,))[0]
     _clone(relay, rid, row, QUEUE_CAP - 1)
     assert relay.sql("SELECT count(*) FROM requests")[0][0] == QUEUE_CAP
-    err = refused(relay, "capacity_exceeded", "send", "--to", "bob", "--id", new_id(), "x",
-                  env=alice)
+    err = refused(
+        relay, "capacity_exceeded", "send", "--to", "bob", "--id", new_id(), "x", env=alice
+    )
     assert err["retryable"] is True and err["retry_after_seconds"] == QUEUE_RETRY_AFTER_S
     assert "'bob' has 1000 open requests" in err["message"]
     # a retry of a request already in the queue is still its duplicate, at the cap
@@ -37,13 +38,16 @@ def test_the_default_cap_is_1000_and_a_request_beyond_it_changes_nothing(world):
 def _clone(relay, rid: str, row: tuple, n: int) -> None:
     """``n`` more queued requests to the same recipient, copies of ``rid`` with new ids."""
     if relay.url:
-        relay.sql("INSERT INTO requests SELECT md5(random()::text || g::text)::uuid::text, "
-                  "fingerprint || g::text, from_peer, to_peer, from_session, text, text_bytes, "
-                  "reply, state, reason, detail, created_at, updated_at, expires_at, "
-                  "delivered_at, acknowledged_at, finished_at, lease_expires_at, "
-                  "claim_session, reply_deadline_at, ttl_seconds, reply_within_seconds, "
-                  "attempts, max_attempts, on_lost, in_reply_to, depth, pruned, notified_at "
-                  f"FROM requests, generate_series(1, {n}) AS g WHERE id = ?", (rid,))
+        relay.sql(
+            "INSERT INTO requests SELECT md5(random()::text || g::text)::uuid::text, "
+            "fingerprint || g::text, from_peer, to_peer, from_session, text, text_bytes, "
+            "reply, state, reason, detail, created_at, updated_at, expires_at, "
+            "delivered_at, acknowledged_at, finished_at, lease_expires_at, "
+            "claim_session, reply_deadline_at, ttl_seconds, reply_within_seconds, "
+            "attempts, max_attempts, on_lost, in_reply_to, depth, pruned, notified_at "
+            f"FROM requests, generate_series(1, {n}) AS g WHERE id = ?",
+            (rid,),
+        )
         return
     db = sqlite3.connect(relay.home / "relay.db")
     try:
@@ -54,8 +58,9 @@ def _clone(relay, rid: str, row: tuple, n: int) -> None:
             copy["id"] = new_id()
             copy["fingerprint"] = copy["fingerprint"] + copy["id"]
             rows.append([copy[c] for c in cols])
-        db.executemany(f"INSERT INTO requests ({', '.join(cols)}) VALUES "
-                       f"({', '.join('?' * len(cols))})", rows)
+        db.executemany(
+            f"INSERT INTO requests ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})", rows
+        )
         db.commit()
     finally:
         db.close()
@@ -108,8 +113,9 @@ def test_a_duplicate_at_the_cap_is_answered_before_the_cap(capped):
     for rid in ids:
         r = relay.send(alice, "bob", "x", request_id=rid)
         assert r.code == 0 and r.json["duplicate"] is True
-    refused(relay, "request_id_conflict", "send", "--to", "bob", "--id", ids[0], "other",
-            env=alice)  # dedupe decides before the cap, conflicts included
+    refused(
+        relay, "request_id_conflict", "send", "--to", "bob", "--id", ids[0], "other", env=alice
+    )  # dedupe decides before the cap, conflicts included
 
 
 def test_cap_zero_means_none_and_an_invalid_cap_is_a_usage_error(capped):
@@ -118,8 +124,15 @@ def test_cap_zero_means_none_and_an_invalid_cap_is_a_usage_error(capped):
     for _ in range(5):
         assert relay.send(alice, "bob", "x").code == 0
     for value in ("٣", "-1", "1e3", "3 4"):
-        err = refused(relay, "usage_error", "send", "--to", "bob", "x",
-                      env={**alice, "RELAY_QUEUE_CAP": value})
+        err = refused(
+            relay,
+            "usage_error",
+            "send",
+            "--to",
+            "bob",
+            "x",
+            env={**alice, "RELAY_QUEUE_CAP": value},
+        )
         assert "RELAY_QUEUE_CAP" in err["message"]
 
 
@@ -129,8 +142,10 @@ def test_parallel_senders_never_exceed_the_cap(capped):
     relay, alice, bob = capped
     relay.env["RELAY_RATE_LIMIT"] = "0"
     senders = [relay.join(f"s{i}") for i in range(8)]
-    procs = [relay.popen("send", "--to", "bob", "--id", new_id(), "--json", "x", env=who)
-             for who in senders]
+    procs = [
+        relay.popen("send", "--to", "bob", "--id", new_id(), "--json", "x", env=who)
+        for who in senders
+    ]
     codes = [p.wait(timeout=60) for p in procs]
     for p in procs:
         p.stdout.close()
@@ -143,8 +158,10 @@ def test_the_count_reads_the_partial_index(relay):
     """The count inside send's write transaction reads the index of open requests only
     (requests_open_to), never the table: cheap whatever the history holds."""
     relay.join("alice")
-    query = ("SELECT count(*) FROM (SELECT 1 FROM requests WHERE to_peer = 'bob' AND state IN "
-             "('queued', 'delivered', 'acknowledged') LIMIT 1000) AS open_requests")
+    query = (
+        "SELECT count(*) FROM (SELECT 1 FROM requests WHERE to_peer = 'bob' AND state IN "
+        "('queued', 'delivered', 'acknowledged') LIMIT 1000) AS open_requests"
+    )
     if relay.url:
         # a tiny table: with sequential scans discouraged, does the index apply at all?
         plan = " ".join(r[0] for r in relay.sql("SET enable_seqscan = off; EXPLAIN " + query))
@@ -160,6 +177,7 @@ def test_the_refusal_says_how_many_open_requests_there_are_not_the_cap(capped):
     for _ in range(3):
         assert relay.send(alice, "bob", "x", request_id=new_id()).code == 0
     relay.env["RELAY_QUEUE_CAP"] = "2"
-    err = refused(relay, "capacity_exceeded", "send", "--to", "bob", "--id", new_id(), "x",
-                  env=alice)
+    err = refused(
+        relay, "capacity_exceeded", "send", "--to", "bob", "--id", new_id(), "x", env=alice
+    )
     assert "'bob' has 3 open requests" in err["message"] and "cap 2" in err["message"]

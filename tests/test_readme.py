@@ -54,8 +54,10 @@ def test_readme_front_page_is_short_and_marks_its_commands():
 
 def test_first_command_installs_relay_and_runs_the_demo():
     ((_, body),) = blocks("install")
-    assert body.strip() == ("python3 -m venv ~/.relay-venv && ~/.relay-venv/bin/pip install "
-                            ". && ~/.relay-venv/bin/relay demo")
+    assert body.strip() == (
+        "python3 -m venv ~/.relay-venv && ~/.relay-venv/bin/pip install "
+        ". && ~/.relay-venv/bin/relay demo"
+    )
 
 
 def test_second_command_runs_the_tests_as_ci_does():
@@ -75,14 +77,23 @@ def test_agent_setup_commands_exist_as_written(tmp_path):
     for line in body.splitlines():
         command = line.split("#")[0].strip()
         if command.startswith("relay hook install "):
-            p = subprocess.run(["bash", "-c", command + " --dry-run"], capture_output=True,
-                               text=True, env=env, timeout=60)
+            p = subprocess.run(
+                ["bash", "-c", command + " --dry-run"],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=60,
+            )
             assert p.returncode == 0, (command, p.stderr)
         elif command.startswith("relay "):
             words = command.split(">>")[0].split()
-            sub = words[1:words.index("--") if "--" in words else len(words)]
-            p = subprocess.run(["relay", *[w for w in sub if not w.startswith("-")][:1],
-                                "--help"], capture_output=True, text=True, env=env)
+            sub = words[1 : words.index("--") if "--" in words else len(words)]
+            p = subprocess.run(
+                ["relay", *[w for w in sub if not w.startswith("-")][:1], "--help"],
+                capture_output=True,
+                text=True,
+                env=env,
+            )
             assert p.returncode == 0, (command, p.stderr)
     assert list(tmp_path.iterdir()) == []  # a dry run writes nothing
 
@@ -94,29 +105,44 @@ def test_the_demo_part_of_the_first_command_runs_as_written(tmp_path):
     home = tmp_path / "home"
     (home / ".relay-venv").mkdir(parents=True)
     (home / ".relay-venv" / "bin").symlink_to(BIN)
-    p = subprocess.run(["bash", "-c", demo], capture_output=True, text=True, timeout=120,
-                       env={**_clean_env(), "HOME": str(home), "TMPDIR": str(tmp_path)},
-                       cwd=ROOT)
+    p = subprocess.run(
+        ["bash", "-c", demo],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**_clean_env(), "HOME": str(home), "TMPDIR": str(tmp_path)},
+        cwd=ROOT,
+    )
     assert p.returncode == 0, p.stderr
     assert "already sent, nothing new queued" in p.stdout
     assert "\tcompleted\talice\tbob\t" in p.stdout  # the list, tab-separated when piped
 
 
-@pytest.mark.skipif(os.environ.get("RELAY_SLOW_TESTS") != "1",
-                    reason="slow (a venv and a pip install): set RELAY_SLOW_TESTS=1")
+@pytest.mark.skipif(
+    os.environ.get("RELAY_SLOW_TESTS") != "1",
+    reason="slow (a venv and a pip install): set RELAY_SLOW_TESTS=1",
+)
 def test_first_command_as_written_in_a_fresh_home(tmp_path):
     ((_, body),) = blocks("install")
-    p = subprocess.run(["bash", "-c", body], capture_output=True, text=True, timeout=900,
-                       env={**_clean_env(), "HOME": str(tmp_path), "TMPDIR": str(tmp_path)},
-                       cwd=ROOT)
+    p = subprocess.run(
+        ["bash", "-c", body],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**_clean_env(), "HOME": str(tmp_path), "TMPDIR": str(tmp_path)},
+        cwd=ROOT,
+    )
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     assert "already sent, nothing new queued" in p.stdout
 
 
 def _clean_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("RELAY_") and k not in ("NO_COLOR", "FORCE_COLOR", "COLUMNS",
-                                                        "LINES", "VIRTUAL_ENV")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("RELAY_")
+        and k not in ("NO_COLOR", "FORCE_COLOR", "COLUMNS", "LINES", "VIRTUAL_ENV")
+    }
     env["PATH"] = f"{BIN}:{env.get('PATH', '/usr/bin:/bin')}"
     return env
 
@@ -156,13 +182,15 @@ class Terminal:
         deadline = time.monotonic() + timeout
         while not done.search(buf):
             left = deadline - time.monotonic()
-            assert left > 0, f"terminal {self.name}: block did not finish:\n{self.block}\n" \
-                             f"output so far:\n{buf.decode(errors='replace')}"
+            assert left > 0, (
+                f"terminal {self.name}: block did not finish:\n{self.block}\n"
+                f"output so far:\n{buf.decode(errors='replace')}"
+            )
             ready, _, _ = select.select([self.fd], [], [], left)
             if ready:
                 buf += os.read(self.fd, 65536)
         m = done.search(buf)
-        out = plain(buf[:m.start()].decode(errors="replace"))
+        out = plain(buf[: m.start()].decode(errors="replace"))
         status = int(m.group(1))
         self.outputs.append((self.block, status, out))
         self.pending = None
@@ -198,10 +226,10 @@ def test_walkthrough_runs_as_written_in_two_terminals(tmp_path):
             lines = body.splitlines(keepends=True)
             waits = [i for i, ln in enumerate(lines) if ln.startswith("relay claim --wait")]
             if waits and waits[0] > 0:  # what comes before the blocking claim is awaited
-                t.run("".join(lines[:waits[0]]))
+                t.run("".join(lines[: waits[0]]))
                 status, out = t.wait()
                 assert status == 0, f"{t.name} exited {status}:\n{t.block}\n{out}"
-                body = "".join(lines[waits[0]:])
+                body = "".join(lines[waits[0] :])
             t.run(body)
         for t in terminals.values():
             status, out = t.wait()
@@ -229,16 +257,21 @@ def test_walkthrough_runs_as_written_in_two_terminals(tmp_path):
 
     # and what relay recorded
     relay_home = home / "relay-walkthrough"
-    listed = subprocess.run([sys.executable, "-m", "relay_cli", "list", "--json"],
-                            capture_output=True, text=True,
-                            env={**_clean_env(), "RELAY_HOME": str(relay_home)})
+    listed = subprocess.run(
+        [sys.executable, "-m", "relay_cli", "list", "--json"],
+        capture_output=True,
+        text=True,
+        env={**_clean_env(), "RELAY_HOME": str(relay_home)},
+    )
     states = {r["id"]: (r["state"], r["reason"]) for r in json.loads(listed.stdout)["requests"]}
     assert states == {REVIEW: ("completed", None), MIGRATION: ("failed", "resolved_by_human")}
-    shown = subprocess.run([sys.executable, "-m", "relay_cli", "show", MIGRATION, "--events",
-                            "--json"], capture_output=True, text=True,
-                           env={**_clean_env(), "RELAY_HOME": str(relay_home)})
+    shown = subprocess.run(
+        [sys.executable, "-m", "relay_cli", "show", MIGRATION, "--events", "--json"],
+        capture_output=True,
+        text=True,
+        env={**_clean_env(), "RELAY_HOME": str(relay_home)},
+    )
     events = json.loads(shown.stdout)["events"]
-    assert [e["to_state"] for e in events] == ["queued", "delivered", "delivery_unknown",
-                                               "failed"]
+    assert [e["to_state"] for e in events] == ["queued", "delivered", "delivery_unknown", "failed"]
     assert events[-1]["actor"].startswith("person:")
     assert events[-1]["detail"] == "bob left before starting; nothing ran"

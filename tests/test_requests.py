@@ -18,8 +18,15 @@ def test_prepare_then_submit_queues_once_and_repeats_return_the_receipt(world):
     assert relay("show", did, "--json").error["code"] == "request_not_found"
     s1 = relay("submit", did, "--json", env=alice)
     assert s1.code == 0, s1.err
-    assert set(s1.json) == {"id", "state", "created_at", "expires_at", "duplicate",
-                            "recipient_active", "wakeup"}
+    assert set(s1.json) == {
+        "id",
+        "state",
+        "created_at",
+        "expires_at",
+        "duplicate",
+        "recipient_active",
+        "wakeup",
+    }
     assert (s1.json["state"], s1.json["duplicate"]) == ("queued", False)
     s2 = relay("submit", did, "--json", env=alice)
     assert (s2.json["duplicate"], s2.json["created_at"]) == (True, s1.json["created_at"])
@@ -65,8 +72,9 @@ def test_at_most_100_open_drafts_per_sender_and_nothing_is_evicted(world):
 def test_drafts_do_not_count_toward_the_rate_limit_but_submits_do(world):
     relay, alice, bob = world
     relay.env["RELAY_RATE_LIMIT"] = "2"
-    ids = [relay("prepare", "--to", "bob", f"d{i}", "--json", env=alice).json["id"]
-           for i in range(3)]
+    ids = [
+        relay("prepare", "--to", "bob", f"d{i}", "--json", env=alice).json["id"] for i in range(3)
+    ]
     assert relay("submit", ids[0], env=alice).code == 0
     assert relay("submit", ids[1], env=alice).code == 0
     r = relay("submit", ids[2], "--json", env=alice)
@@ -140,9 +148,14 @@ def test_ack_and_reply_are_idempotent_and_a_different_reply_conflicts(world):
 
 
 # ------------------------------------------------------------------ wait
-@pytest.mark.parametrize("finish,code", [
-    (("reply", "ok"), 0), (("fail", "--reason", "x"), 10), (("reject", "--reason", "x"), 10),
-])
+@pytest.mark.parametrize(
+    "finish,code",
+    [
+        (("reply", "ok"), 0),
+        (("fail", "--reason", "x"), 10),
+        (("reject", "--reason", "x"), 10),
+    ],
+)
 def test_wait_exit_codes(world, finish, code):
     relay, alice, bob = world
     rid = relay.send(alice, "bob", "x").json["id"]

@@ -46,11 +46,15 @@ def _peer(relay, name: str) -> dict | None:
 
 def test_everything_after_double_dash_reaches_the_child_untouched(relay, tmp_path):
     out = tmp_path / "seen.json"
-    child = _script(tmp_path, "child.py", (
-        "import json, os, sys\n"
-        f"json.dump({{'argv': sys.argv[1:], 'env': {{k: os.environ.get(k) for k in "
-        f"('RELAY_PEER', 'RELAY_SESSION', 'RELAY_HOME')}}}}, open({str(out)!r}, 'w'))\n"
-    ))
+    child = _script(
+        tmp_path,
+        "child.py",
+        (
+            "import json, os, sys\n"
+            f"json.dump({{'argv': sys.argv[1:], 'env': {{k: os.environ.get(k) for k in "
+            f"('RELAY_PEER', 'RELAY_SESSION', 'RELAY_HOME')}}}}, open({str(out)!r}, 'w'))\n"
+        ),
+    )
     args = ["--json", "--help", "--as", "x", "--", "a b", "", "-h", "--kind=claude"]
     r = relay.proc("run", "--as", "c1", "--", PY, child, *args)
     assert r.code == 0, r.err
@@ -61,16 +65,23 @@ def test_everything_after_double_dash_reaches_the_child_untouched(relay, tmp_pat
     assert seen["env"]["RELAY_SESSION"].startswith("rly_")
     assert seen["env"]["RELAY_HOME"] == str(relay.home)
     # the session was left when the child ended: its token is no longer valid
-    hb = relay("peers", "heartbeat", "--json",
-               env={"RELAY_PEER": "c1", "RELAY_SESSION": seen["env"]["RELAY_SESSION"]})
+    hb = relay(
+        "peers",
+        "heartbeat",
+        "--json",
+        env={"RELAY_PEER": "c1", "RELAY_SESSION": seen["env"]["RELAY_SESSION"]},
+    )
     assert hb.code == 5 and hb.error["code"] == "invalid_session"
     assert _peer(relay, "c1")["active"] is False
 
 
 def test_options_without_double_dash_also_belong_to_the_child(relay, tmp_path):
     out = tmp_path / "argv.json"
-    child = _script(tmp_path, "child.py",
-                    f"import json, sys; json.dump(sys.argv[1:], open({str(out)!r}, 'w'))\n")
+    child = _script(
+        tmp_path,
+        "child.py",
+        f"import json, sys; json.dump(sys.argv[1:], open({str(out)!r}, 'w'))\n",
+    )
     r = relay.proc("run", "--as", "c1", PY, child, "--resume", "abc", "--json")
     assert r.code == 0, r.err
     assert json.loads(out.read_text()) == ["--resume", "abc", "--json"]
@@ -80,9 +91,25 @@ def test_relay_home_given_relative_is_exported_absolute(relay, tmp_path):
     out = tmp_path / "home.txt"
     env = relay._env({"RELAY_HOME": None})
     p = subprocess.run(
-        [PY, "-m", "relay_cli", "run", "--home", "rel-home", "--as", "c1", "--", PY, "-c",
-         f"import os; open({str(out)!r}, 'w').write(os.environ['RELAY_HOME'])"],
-        cwd=tmp_path, env=env, capture_output=True, timeout=30)
+        [
+            PY,
+            "-m",
+            "relay_cli",
+            "run",
+            "--home",
+            "rel-home",
+            "--as",
+            "c1",
+            "--",
+            PY,
+            "-c",
+            f"import os; open({str(out)!r}, 'w').write(os.environ['RELAY_HOME'])",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        timeout=30,
+    )
     assert p.returncode == 0, p.stderr
     assert out.read_text() == str(tmp_path / "rel-home")
 
@@ -95,8 +122,9 @@ def test_exit_status_is_the_childs(relay, code):
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGUSR1])
 def test_child_killed_by_signal_exits_128_plus_n(relay, sig):
-    r = relay.proc("run", "--as", "c1", "--", PY, "-c",
-                   f"import os; os.kill(os.getpid(), {int(sig)})")
+    r = relay.proc(
+        "run", "--as", "c1", "--", PY, "-c", f"import os; os.kill(os.getpid(), {int(sig)})"
+    )
     assert r.code == 128 + sig, r.err
     assert _peer(relay, "c1")["active"] is False
 
@@ -104,15 +132,19 @@ def test_child_killed_by_signal_exits_128_plus_n(relay, sig):
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
 def test_signals_sent_to_relay_reach_the_child(relay, tmp_path, sig):
     ready, got = tmp_path / "ready", tmp_path / "got"
-    child = _script(tmp_path, "trap.py", (
-        "import signal, sys, time\n"
-        "def on(n, f):\n"
-        f"    open({str(got)!r}, 'w').write(str(n)); sys.exit(42)\n"
-        "for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP): signal.signal(s, on)\n"
-        f"open({str(ready)!r}, 'w').close()\n"
-        "time.sleep(30)\n"
-        "sys.exit(1)\n"
-    ))
+    child = _script(
+        tmp_path,
+        "trap.py",
+        (
+            "import signal, sys, time\n"
+            "def on(n, f):\n"
+            f"    open({str(got)!r}, 'w').write(str(n)); sys.exit(42)\n"
+            "for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP): signal.signal(s, on)\n"
+            f"open({str(ready)!r}, 'w').close()\n"
+            "time.sleep(30)\n"
+            "sys.exit(1)\n"
+        ),
+    )
     p = relay.popen("run", "--as", "c1", "--", PY, child, preexec_fn=_signals_at_default)
     try:
         _wait_for(ready)
@@ -127,17 +159,21 @@ def test_signals_sent_to_relay_reach_the_child(relay, tmp_path, sig):
 def test_ctrl_c_at_a_terminal_reaches_the_child_once(relay, tmp_path):
     """The terminal sends SIGINT to the whole process group: relay must not add a second."""
     ready = tmp_path / "ready"
-    child = _script(tmp_path, "count.py", (
-        "import signal, sys, time\n"
-        "count = 0\n"
-        "def on(n, f):\n"
-        "    global count; count += 1\n"
-        "signal.signal(signal.SIGINT, on)\n"
-        f"open({str(ready)!r}, 'w').close()\n"
-        "while count == 0: time.sleep(0.01)\n"
-        "time.sleep(1.0)\n"
-        "sys.exit(10 + count)\n"
-    ))
+    child = _script(
+        tmp_path,
+        "count.py",
+        (
+            "import signal, sys, time\n"
+            "count = 0\n"
+            "def on(n, f):\n"
+            "    global count; count += 1\n"
+            "signal.signal(signal.SIGINT, on)\n"
+            f"open({str(ready)!r}, 'w').close()\n"
+            "while count == 0: time.sleep(0.01)\n"
+            "time.sleep(1.0)\n"
+            "sys.exit(10 + count)\n"
+        ),
+    )
     env = relay._env(None)
     pid, fd = pty.fork()
     if pid == 0:  # child: session leader with the pty as controlling terminal
@@ -203,8 +239,10 @@ def test_lease_is_renewed_and_a_superseded_session_is_reported(relay, tmp_path):
 
     def start(name: str, *extra: str):
         stop, ready = tmp_path / f"stop-{name}", tmp_path / f"ready-{name}"
-        child = (f"import os, time; open({str(ready)!r}, 'w').close()\n"
-                 f"while not os.path.exists({str(stop)!r}): time.sleep(0.02)\n")
+        child = (
+            f"import os, time; open({str(ready)!r}, 'w').close()\n"
+            f"while not os.path.exists({str(stop)!r}): time.sleep(0.02)\n"
+        )
         p = relay.popen("run", "--as", name, "--lease", "10s", *extra, "--", PY, "-c", child)
         return p, ready, stop
 
@@ -282,13 +320,16 @@ def test_spawn_failure_after_join_leaves_the_session(relay, tmp_path):
     assert _peer(relay, "c1")["active"] is False
 
 
-@pytest.mark.parametrize("argv,needle", [
-    (["run", "--", "true"], "--as"),
-    (["run", "--as", "c1"], "nothing to run"),
-    (["run", "--as", "c1", "--bogus", "--", "true"], "bogus"),
-    (["run", "--as", "Bad Name", "--", "true"], "Bad Name"),
-    (["run", "--as", "c1", "--lease", "5s", "--", "true"], "--lease"),
-])
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["run", "--", "true"], "--as"),
+        (["run", "--as", "c1"], "nothing to run"),
+        (["run", "--as", "c1", "--bogus", "--", "true"], "bogus"),
+        (["run", "--as", "Bad Name", "--", "true"], "Bad Name"),
+        (["run", "--as", "c1", "--lease", "5s", "--", "true"], "--lease"),
+    ],
+)
 def test_bad_command_lines_are_refused_before_anything_happens(relay, argv, needle):
     r = relay(*argv, "--json") if argv[-1] != "true" else relay(*argv)
     assert r.code == 2, r.err
@@ -302,9 +343,11 @@ def _fake_codex(tmp_path: Path) -> tuple[dict, Path]:
     bin_dir.mkdir()
     out = tmp_path / "codex-argv.json"
     script = bin_dir / "codex"
-    script.write_text(f"#!{PY}\nimport json, os, sys\n"
-                      f"json.dump([sys.argv[1:], os.environ.get('RELAY_PEER')], "
-                      f"open({str(out)!r}, 'w'))\n")
+    script.write_text(
+        f"#!{PY}\nimport json, os, sys\n"
+        f"json.dump([sys.argv[1:], os.environ.get('RELAY_PEER')], "
+        f"open({str(out)!r}, 'w'))\n"
+    )
     script.chmod(0o755)
     return {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}, out
 
@@ -319,8 +362,9 @@ def test_codex_subcommands_under_relay_run_start_without_the_shared_daemon(relay
     r = relay.proc("run", "--as", "codex-b", "--", "codex", "-m", "o3", "resume", env=env)
     assert json.loads(out.read_text())[0] == ["--no-daemon", "-m", "o3", "resume"]
     # a --no-daemon the person gave: the TUI runs in-process, as asked (not twice)
-    r = relay.proc("run", "--as", "codex-a", "--kind", "codex", "--", "codex", "--no-daemon",
-                   env=env)
+    r = relay.proc(
+        "run", "--as", "codex-a", "--kind", "codex", "--", "codex", "--no-daemon", env=env
+    )
     assert r.code == 0, r.err
     assert json.loads(out.read_text()) == [["--no-daemon"], "codex-a"]
 
@@ -378,23 +422,41 @@ def test_codex_tui_under_relay_run_gets_its_own_app_server_with_its_identity(rel
     socket, started with the peer's environment, and `--remote` to it; the session names
     the address (RELAY_CODEX_REMOTE) for the waiter; the server is stopped at the end."""
     env, rec = _fake_codex_with_server(tmp_path)
-    r = relay.proc("run", "--as", "codex-a", "--kind", "codex", "--", "codex",
-                   "-c", "model=\"x\"", "--dangerously-bypass-hook-trust", "fix it", env=env)
+    r = relay.proc(
+        "run",
+        "--as",
+        "codex-a",
+        "--kind",
+        "codex",
+        "--",
+        "codex",
+        "-c",
+        'model="x"',
+        "--dangerously-bypass-hook-trust",
+        "fix it",
+        env=env,
+    )
     assert r.code == 0, r.err
     server = json.loads((rec / "server").read_text())
     tui = json.loads((rec / "tui").read_text())
     address = tui["env"]["RELAY_CODEX_REMOTE"]
     assert address.startswith("unix:///") and address.endswith("/app-server.sock")
-    assert tui["argv"] == ["--remote", address, "-c", "model=\"x\"",
-                           "--dangerously-bypass-hook-trust", "fix it"]
+    assert tui["argv"] == [
+        "--remote",
+        address,
+        "-c",
+        'model="x"',
+        "--dangerously-bypass-hook-trust",
+        "fix it",
+    ]
     assert tui["connected"]
-    assert server["argv"] == ["app-server", "-c", "model=\"x\"", "--listen", address]
+    assert server["argv"] == ["app-server", "-c", 'model="x"', "--listen", address]
     assert server["mode"] == "0o700"
     assert server["env"] == tui["env"]  # the same peer, session and address
     assert tui["env"]["RELAY_PEER"] == "codex-a"
     assert tui["env"]["RELAY_SESSION"].startswith("rly_")
     assert (rec / "server-stopped").read_text() == str(int(signal.SIGTERM))
-    assert not os.path.exists(os.path.dirname(address[len("unix://"):]))
+    assert not os.path.exists(os.path.dirname(address[len("unix://") :]))
     assert _peer(relay, "codex-a")["active"] is False
 
 
@@ -409,14 +471,15 @@ def test_a_signal_to_relay_run_ends_codex_and_then_its_app_server(relay, tmp_pat
         p.kill()
     assert (rec / "server-stopped").exists()
     address = json.loads((rec / "tui").read_text())["env"]["RELAY_CODEX_REMOTE"]
-    assert not os.path.exists(os.path.dirname(address[len("unix://"):]))
+    assert not os.path.exists(os.path.dirname(address[len("unix://") :]))
     assert _peer(relay, "codex-a")["active"] is False
 
 
 def test_an_app_server_that_cannot_start_is_a_clear_error_and_leaves_nothing(relay, tmp_path):
     env, rec = _fake_codex_with_server(tmp_path)
-    r = relay.proc("run", "--as", "codex-a", "--", "codex", "--json",
-                   env={**env, "FAKE_SERVER": "exit"})
+    r = relay.proc(
+        "run", "--as", "codex-a", "--", "codex", "--json", env={**env, "FAKE_SERVER": "exit"}
+    )
     assert r.code == 126, r.err
     assert "usage_error" in r.err and "private app server did not start" in r.err
     assert "exited with status 3" in r.err and "no config here" in r.err
@@ -435,26 +498,39 @@ def test_an_app_server_that_never_listens_is_stopped_after_the_bound(tmp_path):
     full_env = {**os.environ, **env, "FAKE_SERVER": "mute"}
     t0 = time.monotonic()
     with pytest.raises(codex_server.CannotListen, match="did not listen on"):
-        server.start(full_env, signal.pthread_sigmask(signal.SIG_BLOCK, ()), lambda: [],
-                     timeout=1.0)
+        server.start(
+            full_env, signal.pthread_sigmask(signal.SIG_BLOCK, ()), lambda: [], timeout=1.0
+        )
     assert time.monotonic() - t0 < 10
     _wait_for(rec / "server")
     pid = json.loads((rec / "server").read_text())["pid"]
     server.stop()
     assert (rec / "server-stopped").exists()
-    assert not os.path.exists(os.path.dirname(address[len("unix://"):]))
+    assert not os.path.exists(os.path.dirname(address[len("unix://") :]))
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
 
 
 @pytest.mark.one_backend
-@pytest.mark.parametrize("args, tui", [
-    ([], True), (["fix the bug"], True), (["-m", "o3", "exec"], False),
-    (["-m", "o3"], True), (["--model=o3", "explain"], True), (["--", "exec"], True),
-    (["exec", "hi"], False), (["e", "hi"], False), (["-c", "a=1", "resume"], False),
-    (["app-server", "daemon", "start"], False), (["--help"], False), (["-V"], False),
-    (["--config=a=1", "queue"], False), (["-i", "a.png", "b.png", "--", "x"], True),
-])
+@pytest.mark.parametrize(
+    "args, tui",
+    [
+        ([], True),
+        (["fix the bug"], True),
+        (["-m", "o3", "exec"], False),
+        (["-m", "o3"], True),
+        (["--model=o3", "explain"], True),
+        (["--", "exec"], True),
+        (["exec", "hi"], False),
+        (["e", "hi"], False),
+        (["-c", "a=1", "resume"], False),
+        (["app-server", "daemon", "start"], False),
+        (["--help"], False),
+        (["-V"], False),
+        (["--config=a=1", "queue"], False),
+        (["-i", "a.png", "b.png", "--", "x"], True),
+    ],
+)
 def test_which_codex_command_lines_start_the_interactive_tui(args, tui):
     from relay_cli.agents import codex_server
 
@@ -465,7 +541,8 @@ def test_codex_with_a_remote_server_is_refused_and_joins_nothing(relay, tmp_path
     env, out = _fake_codex(tmp_path)
     relay("peers", "add", "alice")
     before = relay.snapshot()
-    r = relay.proc("run", "--as", "codex-a", "--", "codex", "--remote", "ws://127.0.0.1:9",
-                   "--json", env=env)
+    r = relay.proc(
+        "run", "--as", "codex-a", "--", "codex", "--remote", "ws://127.0.0.1:9", "--json", env=env
+    )
     assert r.code == 2 and "usage_error" in r.err and not out.exists()
     assert relay.snapshot() == before

@@ -64,8 +64,11 @@ def test_schema_errors_are_the_taxonomy(doc):
     assert [e["code"] for e in doc["errors"]] == list(ERRORS)
     for e in doc["errors"]:
         spec = ERRORS[e["code"]]
-        assert (e["exit_code"], e["retryable"], e["hint"]) == \
-            (spec.exit_code, spec.retryable, spec.hint)
+        assert (e["exit_code"], e["retryable"], e["hint"]) == (
+            spec.exit_code,
+            spec.retryable,
+            spec.hint,
+        )
     listed_codes = {e["code"] for e in doc["exit_status"]}
     assert {spec.exit_code for spec in ERRORS.values()} <= listed_codes
     assert 0 in listed_codes
@@ -80,16 +83,18 @@ def test_every_exit_status_is_one_of_the_enum_and_the_table_is_its_meanings(doc)
     meanings = {int(s): s.meaning for s in ExitStatus if s.meaning}
     listed = {e["code"]: e["meaning"] for e in doc["exit_status"]}
     assert {k: v for k, v in listed.items() if k in meanings} == meanings
-    assert set(listed) - set(meanings) == {ExitStatus.NOT_EXECUTABLE,
-                                           ExitStatus.COMMAND_NOT_FOUND}
+    assert set(listed) - set(meanings) == {ExitStatus.NOT_EXECUTABLE, ExitStatus.COMMAND_NOT_FOUND}
 
 
 @pytest.mark.one_backend
-@pytest.mark.parametrize("args, status", [
-    (["run", "--as", "c1", "--", "no-such-command-relay-test"], 127),
-    (["once", "--key", "k1", "--", "no-such-command-relay-test"], 127),
-    (["once", "--key", "k2", "--", "/"], 126),
-])
+@pytest.mark.parametrize(
+    "args, status",
+    [
+        (["run", "--as", "c1", "--", "no-such-command-relay-test"], 127),
+        (["once", "--key", "k1", "--", "no-such-command-relay-test"], 127),
+        (["once", "--key", "k2", "--", "/"], 126),
+    ],
+)
 def test_a_command_that_cannot_start_is_a_real_entry_of_the_table(relay, doc, args, status):
     """`run`/`once` exit as a shell does when CMD cannot start (design.md §7): usage_error,
     whose entry says it also exits 127 and 126, and whose fixed hint comes first."""
@@ -162,11 +167,13 @@ def test_a_sample_of_error_codes_is_produced_through_the_cli(relay, doc, tmp_pat
     alice, bob = relay.join("alice"), relay.join("bob")
     _expect(relay("send", "--json", "--bogus"), "usage_error", doc)
     _expect(relay("show", "not-a-uuid", "--json"), "invalid_id", doc)
-    _expect(relay("send", "--to", "bob", "--json", "-", input=b"", env=alice),
-            "invalid_text", doc)
+    _expect(relay("send", "--to", "bob", "--json", "-", input=b"", env=alice), "invalid_text", doc)
     _expect(relay("peers", "join", "Bad Name", "--json"), "invalid_name", doc)
-    _expect(relay("send", "--to", "bob", "--ttl", "1s", "--json", "x", env=alice),
-            "invalid_duration", doc)
+    _expect(
+        relay("send", "--to", "bob", "--ttl", "1s", "--json", "x", env=alice),
+        "invalid_duration",
+        doc,
+    )
     _expect(relay("send", "--to", "alice", "--json", "x", env=alice), "self_message", doc)
     _expect(relay("show", new_id(), "--json"), "request_not_found", doc)
     _expect(relay("send", "--to", "nobody", "--json", "x", env=alice), "unknown_peer", doc)
@@ -177,16 +184,37 @@ def test_a_sample_of_error_codes_is_produced_through_the_cli(relay, doc, tmp_pat
     assert relay("claim", "--json", env=bob).code == 0
     _expect(relay("cancel", rid, "--json", env=alice), "state_conflict", doc)
     _expect(relay("send", "--to", "bob", "--json", "x"), "no_identity", doc)
-    _expect(relay("send", "--to", "bob", "--as", "alice", "--json", "x"),
-            "session_required", doc)
-    _expect(relay("peers", "heartbeat", "--json",
-                  env={"RELAY_PEER": "alice", "RELAY_SESSION": "no-such-token"}),
-            "invalid_session", doc)
+    _expect(relay("send", "--to", "bob", "--as", "alice", "--json", "x"), "session_required", doc)
+    _expect(
+        relay(
+            "peers",
+            "heartbeat",
+            "--json",
+            env={"RELAY_PEER": "alice", "RELAY_SESSION": "no-such-token"},
+        ),
+        "invalid_session",
+        doc,
+    )
     _expect(relay("cancel", rid, "--json", env=bob), "not_owner", doc)
-    _expect(relay("send", "--to", "bob", "--json", "-", input="x" * 40000, env=alice),
-            "text_too_large", doc)
-    _expect(relay("send", "--to", "bob", "--id", new_id(), "--json", "x",
-                  env={**alice, "RELAY_RATE_LIMIT": "1"}), "rate_limited", doc)
+    _expect(
+        relay("send", "--to", "bob", "--json", "-", input="x" * 40000, env=alice),
+        "text_too_large",
+        doc,
+    )
+    _expect(
+        relay(
+            "send",
+            "--to",
+            "bob",
+            "--id",
+            new_id(),
+            "--json",
+            "x",
+            env={**alice, "RELAY_RATE_LIMIT": "1"},
+        ),
+        "rate_limited",
+        doc,
+    )
     _expect(relay("claim", "--json", env=alice), "nothing_to_claim", doc)
     _expect(relay("wait", rid, "--timeout", "0", "--json", env=alice), "timeout", doc)
 
@@ -220,8 +248,9 @@ def test_every_state_is_in_the_transition_table(doc):
     touched = {t["from"] for t in doc["transitions"]} | {t["to"] for t in doc["transitions"]}
     assert set(STATES) <= touched
     assert touched - {None} <= set(STATES)
-    assert [(t["from"], t["event"], t["to"], t["reason"]) for t in doc["transitions"]] == \
-        [(t.from_state, t.event, t.to_state, t.reason) for t in TRANSITIONS]
+    assert [(t["from"], t["event"], t["to"], t["reason"]) for t in doc["transitions"]] == [
+        (t.from_state, t.event, t.to_state, t.reason) for t in TRANSITIONS
+    ]
     for t in doc["transitions"]:
         if t["from"] in FINAL_STATES:
             assert t["from"] == "delivery_unknown" and t["event"].startswith("resolve")
@@ -242,9 +271,17 @@ def test_request_fields_are_what_send_and_show_print(relay, doc):
 
 def test_environment_lists_every_variable_relay_reads(doc):
     names = {e["name"] for e in doc["environment"]}
-    assert names == {"RELAY_HOME", "RELAY_PEER", "RELAY_SESSION", "RELAY_TIME_OFFSET",
-                     "RELAY_RATE_LIMIT", "RELAY_QUEUE_CAP", "RELAY_DEBUG", "NO_COLOR",
-                     "RELAY_DATABASE_URL"}
+    assert names == {
+        "RELAY_HOME",
+        "RELAY_PEER",
+        "RELAY_SESSION",
+        "RELAY_TIME_OFFSET",
+        "RELAY_RATE_LIMIT",
+        "RELAY_QUEUE_CAP",
+        "RELAY_DEBUG",
+        "NO_COLOR",
+        "RELAY_DATABASE_URL",
+    }
     source = "\n".join(p.read_text() for p in (ROOT / "relay_cli").rglob("*.py"))
     for name in names:
         assert f'"{name}"' in source, f"{name} is documented but relay never reads it"

@@ -43,11 +43,12 @@ def test_every_shipped_migration_is_unchanged():
     for number, digest in SHIPPED_MIGRATIONS.items():
         text = MIGRATIONS[number - 1]
         assert hashlib.sha256(text.encode()).hexdigest()[:8] == digest, (
-            f"migration {number} was edited after it shipped; append a new one instead")
+            f"migration {number} was edited after it shipped; append a new one instead"
+        )
 
 
 def test_there_is_a_fixture_of_every_shipped_schema_version():
-    versions = {int(p.name[1:p.name.index("-")]) for p in SHIPPED}
+    versions = {int(p.name[1 : p.name.index("-")]) for p in SHIPPED}
     assert versions == {3, 4, 5}
 
 
@@ -84,8 +85,11 @@ def test_a_database_of_an_earlier_revision_runs_every_command_family(relay, fixt
     _load(relay.home, fixture)
     # relay's clock back to a minute after the fixture was made, so its queued request
     # (ttl 1h) is still queued whenever the test runs
-    made = sqlite3.connect(relay.home / "relay.db").execute(
-        "SELECT max(created_at) FROM requests").fetchone()[0]
+    made = (
+        sqlite3.connect(relay.home / "relay.db")
+        .execute("SELECT max(created_at) FROM requests")
+        .fetchone()[0]
+    )
     relay.move_clock(made / 1000 + 60 - time.time())
 
     def ok(*args, input=None, env=None, code=0):
@@ -95,8 +99,7 @@ def test_a_database_of_an_earlier_revision_runs_every_command_family(relay, fixt
         return r
 
     # what the old code stored is still there
-    assert ok("show", "11111111-1111-4111-8111-111111111111", "--json").json["state"] == \
-        "completed"
+    assert ok("show", "11111111-1111-4111-8111-111111111111", "--json").json["state"] == "completed"
     old_ledger = {e["key"] for e in ok("ledger", "list", "--json").json["entries"]}
 
     alice = relay.join("alice", "--lease", "24h")

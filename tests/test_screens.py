@@ -35,8 +35,17 @@ AIDER = "aider-pair-programmer"
 SCRIPT = "nightly-integration-check-script"
 LAPSING = "claude-review-bot-lapsing"
 ELLIPSIS = "\u2026"
-STATES = {"queued", "delivered", "acknowledged", "completed", "failed", "rejected", "expired",
-          "cancelled", "delivery_unknown"}
+STATES = {
+    "queued",
+    "delivered",
+    "acknowledged",
+    "completed",
+    "failed",
+    "rejected",
+    "expired",
+    "cancelled",
+    "delivery_unknown",
+}
 
 
 def busy_home(relay) -> dict[str, str]:
@@ -44,8 +53,13 @@ def busy_home(relay) -> dict[str, str]:
     the last step leaves a session whose lease has lapsed while it holds claimed work."""
     tokens: dict[str, str] = {}
 
-    def run(ago: float, *args: str, who: str | None = None, text: str | None = None,
-            ok: tuple[int, ...] = (0,)):
+    def run(
+        ago: float,
+        *args: str,
+        who: str | None = None,
+        text: str | None = None,
+        ok: tuple[int, ...] = (0,),
+    ):
         env = {"RELAY_TIME_OFFSET": str(-ago)}
         if who:
             env.update(RELAY_PEER=who, RELAY_SESSION=tokens.get(who))
@@ -54,16 +68,22 @@ def busy_home(relay) -> dict[str, str]:
         return r
 
     def join(ago: float, name: str, kind: str, lease: str = "3h") -> None:
-        tokens[name] = run(ago, "peers", "join", name, "--kind", kind, "--lease", lease,
-                           "--json").json["token"]
+        tokens[name] = run(
+            ago, "peers", "join", name, "--kind", kind, "--lease", lease, "--json"
+        ).json["token"]
 
     def send(ago: float, sender: str, to: str, text: str, *extra: str) -> str:
         rid = str(uuid.uuid4())
         run(ago, "send", "--to", to, "--id", rid, *extra, "--json", "-", who=sender, text=text)
         return rid
 
-    for name, kind in ((CLAUDE, "claude"), (CODEX, "codex"), (GEMINI, "gemini"),
-                       (AIDER, "aider"), (SCRIPT, "script")):
+    for name, kind in (
+        (CLAUDE, "claude"),
+        (CODEX, "codex"),
+        (GEMINI, "gemini"),
+        (AIDER, "aider"),
+        (SCRIPT, "script"),
+    ):
         join(7200, name, kind)
     run(7200, "peers", "add", "ana", "--kind", "human")
     ids = {}
@@ -73,8 +93,15 @@ def busy_home(relay) -> dict[str, str]:
     run(5000, "reply", rid, "-", who=CODEX, text="Done.")
     ids["failed"] = rid = send(4000, GEMINI, CODEX, "Rename a column.")
     run(3990, "claim", "--id", rid, who=CODEX)
-    run(3900, "fail", rid, "--reason", "the migration needs a lock that production holds "
-        "during business hours; retry after 18:00 UTC", who=CODEX)
+    run(
+        3900,
+        "fail",
+        rid,
+        "--reason",
+        "the migration needs a lock that production holds "
+        "during business hours; retry after 18:00 UTC",
+        who=CODEX,
+    )
     ids["rejected"] = rid = send(3800, CODEX, CLAUDE, "Rewrite the login page.")
     run(3790, "claim", "--id", rid, who=CLAUDE)
     run(3780, "reject", rid, "--reason", "out of scope", who=CLAUDE)
@@ -83,14 +110,21 @@ def busy_home(relay) -> dict[str, str]:
     run(3400, "cancel", rid, who=CLAUDE)
     ids["unknown"] = rid = send(3000, CLAUDE, CODEX, "Backfill the audit table.")
     run(2990, "claim", "--id", rid, "--lease", "10s", who=CODEX)
-    ids["history"] = rid = send(2400, CLAUDE, CODEX, "Run the nightly check.",
-                                "--on-lost", "redeliver", "--reply-within", "5m")
+    ids["history"] = rid = send(
+        2400,
+        CLAUDE,
+        CODEX,
+        "Run the nightly check.",
+        "--on-lost",
+        "redeliver",
+        "--reply-within",
+        "5m",
+    )
     run(2390, "claim", "--id", rid, "--lease", "10s", who=CODEX)
     run(2200, "claim", "--id", rid, who=CODEX)
     run(2190, "ack", rid, who=CODEX)
     run(2000, "reply", rid, "-", who=CODEX, text="All checks pass.")
-    ids["acknowledged"] = rid = send(900, CLAUDE, CODEX, "Review PR 1234.", "--reply-within",
-                                     "2h")
+    ids["acknowledged"] = rid = send(900, CLAUDE, CODEX, "Review PR 1234.", "--reply-within", "2h")
     run(890, "claim", "--id", rid, who=CODEX)
     run(880, "ack", rid, who=CODEX)
     ids["delivered"] = rid = send(700, CLAUDE, GEMINI, "Document the flags.")
@@ -98,8 +132,22 @@ def busy_home(relay) -> dict[str, str]:
     ids["queued"] = send(600, GEMINI, CLAUDE, "Check the README examples.")
     send(300, "ana", CODEX, "Plan the database upgrade. " * 40)
     run(200, "once", "--key", "pr-create-frontend-1234", "--", "true")
-    run(190, "once", "--approve", "--timeout", "0", "--key", "deploy-production-2026-11-29",
-        "--", "./deploy.sh", "--env", "production", "--tag", "v2.14.0", ok=(75,))
+    run(
+        190,
+        "once",
+        "--approve",
+        "--timeout",
+        "0",
+        "--key",
+        "deploy-production-2026-11-29",
+        "--",
+        "./deploy.sh",
+        "--env",
+        "production",
+        "--tag",
+        "v2.14.0",
+        ok=(75,),
+    )
     run(180, "once", "--key", "migrate-orders-table", "--", "true")
     fake_crash(relay, "migrate-orders-table")  # relay killed with its command mid-run
     join(120, LAPSING, "claude", lease="10s")
@@ -119,21 +167,27 @@ def whole_or_cut(cell: str, value: str) -> bool:
     if cell == value:
         return True
     head, cut, tail = cell.partition(ELLIPSIS)
-    return bool(cut) and value.startswith(head) and value.endswith(tail) and \
-        len(head) + len(tail) < len(value)
+    return (
+        bool(cut)
+        and value.startswith(head)
+        and value.endswith(tail)
+        and len(head) + len(tail) < len(value)
+    )
 
 
 def assert_words_whole(lines: list[str], source: str) -> None:
     """Wrapped prose: every word on screen is a word of the source (none split in two).
     Durations (``109s``) may have moved on between the two reads: they compare as one."""
+
     def words_of(text: str) -> list[str]:
         return [re.sub(r"^\d+[smhd]$", "N", w.rstrip(";,")) for w in text.split()]
 
     words = set(words_of(source))
     for ln in lines:
         for w in words_of(ln):
-            assert w in words or (w.endswith(ELLIPSIS) and any(
-                s.startswith(w[:-1]) for s in words)), f"{w!r} is not a whole word: {ln!r}"
+            assert w in words or (
+                w.endswith(ELLIPSIS) and any(s.startswith(w[:-1]) for s in words)
+            ), f"{w!r} is not a whole word: {ln!r}"
 
 
 @pytest.fixture(scope="module")
@@ -155,22 +209,37 @@ def test_doctor_fits_with_areas_first_problems_last_and_whole_words(home, cols, 
     lines = assert_fits(text, cols)
     checks = report["checks"]
     problems = [c for c in checks if c["status"] != "ok"]
-    assert {c["name"] for c in problems} >= {"delivery_unknown", "ledger", "approvals",
-                                              f"lapsed:{LAPSING}"}
-    assert lines[-1] == f"relay doctor: 0 fail, {len(problems)} warn, " \
-                        f"{len(checks) - len(problems)} ok"
+    assert {c["name"] for c in problems} >= {
+        "delivery_unknown",
+        "ledger",
+        "approvals",
+        f"lapsed:{LAPSING}",
+    }
+    assert (
+        lines[-1] == f"relay doctor: 0 fail, {len(problems)} warn, {len(checks) - len(problems)} ok"
+    )
     # one line per area first, then the problems: none of them above an area line
-    areas = [ln.split()[1] for ln in lines if re.match(r"^[\u2713!\u2717] \w+ +\S", ln)
-             and not ln.startswith(("! warn", "\u2717 fail"))]
+    areas = [
+        ln.split()[1]
+        for ln in lines
+        if re.match(r"^[\u2713!\u2717] \w+ +\S", ln)
+        and not ln.startswith(("! warn", "\u2717 fail"))
+    ]
     assert areas == ["relay", "home", "database", "work", "peers"]
     first_problem = next(i for i, ln in enumerate(lines) if ln.startswith("! warn"))
     assert all(not ln.startswith("\u2713") for ln in lines[first_problem:])
     if rows >= 50:  # room for every problem whole, wrapped between words
         prose = " ".join(f"{c['name']}: {c['detail']}" for c in problems)
-        assert_words_whole([ln.removeprefix("! warn").lstrip() for ln in lines[first_problem:-1]
-                            if not ln.lstrip().startswith("\u2192")], prose)
+        assert_words_whole(
+            [
+                ln.removeprefix("! warn").lstrip()
+                for ln in lines[first_problem:-1]
+                if not ln.lstrip().startswith("\u2192")
+            ],
+            prose,
+        )
         lapsed = next(i for i, ln in enumerate(lines) if f"lapsed:{LAPSING}" in ln)
-        assert ids["lapsing"][:8] in " ".join(lines[lapsed:lapsed + 4])
+        assert ids["lapsing"][:8] in " ".join(lines[lapsed : lapsed + 4])
     joined = re.sub(r" \\\n +", " ", text)  # a command wrapped with ` \` is one command
     assert f"\u2192 relay list --state delivery_unknown --home {relay.home}" in joined
     assert "\x1b[" in raw  # coloured on a terminal
@@ -209,7 +278,7 @@ def test_show_events_is_one_line_per_event(home, cols, rows):
     lines = assert_fits(text, cols)
     start = next(i for i, ln in enumerate(lines) if ln.startswith("events ("))
     assert cells(lines[start + 1]) == ["at", "state", "reason", "actor", "detail"]
-    rows_ = lines[start + 2:]
+    rows_ = lines[start + 2 :]
     assert len(rows_) == len(events) == 6
     for ln, e in zip(rows_, events, strict=True):
         at, state, reason, actor, detail = cells(ln)
@@ -235,18 +304,20 @@ def test_peers_ledger_and_inbox_are_one_line_per_row(home, cols, rows):
     _, text = relay.screen("ledger", "list", cols=cols, rows=rows)
     lines = assert_fits(text, cols)
     assert cells(lines[0]) == ["key", "state", "exit", "command", "changed"]
-    table = lines[1:1 + len(entries)]
+    table = lines[1 : 1 + len(entries)]
     assert {cells(ln)[0] for ln in table} == set(entries)  # keys are typed back: kept whole
-    assert {cells(ln)[1] for ln in table} == {"succeeded", "awaiting_approval",
-                                              "effect_unknown"}
-    notes = lines[1 + len(entries):]
+    assert {cells(ln)[1] for ln in table} == {"succeeded", "awaiting_approval", "effect_unknown"}
+    notes = lines[1 + len(entries) :]
     assert notes and notes[0].startswith("1 awaiting a person's approval")
-    assert_words_whole(notes, "1 awaiting a person's approval: `relay ledger show KEY`, then "
-                       "`relay approve KEY` or `relay deny KEY` in your terminal 1 "
-                       "effect_unknown, needing a person: the outcome was never recorded and "
-                       "the next call does not run it again; `relay ledger show KEY` says why, "
-                       "then a person settles it with `relay ledger resolve KEY --outcome "
-                       "succeeded|failed|forget`")
+    assert_words_whole(
+        notes,
+        "1 awaiting a person's approval: `relay ledger show KEY`, then "
+        "`relay approve KEY` or `relay deny KEY` in your terminal 1 "
+        "effect_unknown, needing a person: the outcome was never recorded and "
+        "the next call does not run it again; `relay ledger show KEY` says why, "
+        "then a person settles it with `relay ledger resolve KEY --outcome "
+        "succeeded|failed|forget`",
+    )
 
     _, text = relay.screen("inbox", "--as", CODEX, cols=cols, rows=rows)
     lines = assert_fits(text, cols)
@@ -256,8 +327,12 @@ def test_peers_ledger_and_inbox_are_one_line_per_row(home, cols, rows):
 
 def test_piped_tables_keep_every_character(home):
     relay, ids = home
-    p = subprocess.run([sys.executable, "-m", "relay_cli", "list"], capture_output=True,
-                       text=True, env=relay._env({"COLUMNS": "80"}))
+    p = subprocess.run(
+        [sys.executable, "-m", "relay_cli", "list"],
+        capture_output=True,
+        text=True,
+        env=relay._env({"COLUMNS": "80"}),
+    )
     assert ids["queued"] in p.stdout and ELLIPSIS not in p.stdout and "\x1b" not in p.stdout
     assert re.search(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", p.stdout)  # exact times
     assert any(len(ln) > 80 for ln in p.stdout.splitlines())
@@ -270,8 +345,9 @@ def test_colour_follows_no_color_force_color_and_term_dumb(home):
     raw, _ = relay.screen("list", cols=80, rows=24, env={"TERM": "dumb"})
     assert "\x1b[" not in raw and ELLIPSIS in raw  # still fitted to the terminal
     forced = relay.proc("list", env={"FORCE_COLOR": "1", "COLUMNS": "80"})
-    assert "\x1b[" in forced.out and all(cell_len(ANSI.sub("", ln)) <= 80
-                                         for ln in forced.out.splitlines())
+    assert "\x1b[" in forced.out and all(
+        cell_len(ANSI.sub("", ln)) <= 80 for ln in forced.out.splitlines()
+    )
     both = relay.proc("list", env={"FORCE_COLOR": "1", "NO_COLOR": "1", "COLUMNS": "80"})
     assert "\x1b[" not in both.out and ELLIPSIS in both.out
 
@@ -296,12 +372,12 @@ def test_watch_fits_the_screen_and_puts_what_needs_a_person_first(home, cols, ro
     screen = watch_screen(relay, cols, rows)
     lines = screen.rstrip("\n").split("\n")
     assert len(lines) <= rows and all(cell_len(ln) <= cols for ln in lines)
-    assert lines[0].startswith("relay watch: 2 delivery_unknown, 1 effect_unknown, "
-                               "1 awaiting approval, ")
+    assert lines[0].startswith(
+        "relay watch: 2 delivery_unknown, 1 effect_unknown, 1 awaiting approval, "
+    )
     titles = [ln for ln in lines if ln and not ln.startswith(" ")]
     order = [t.split(" (")[0] for t in titles[1:-1]]
-    assert order[:4] == ["delivery_unknown", "effect_unknown", "awaiting approval",
-                         "open requests"]
+    assert order[:4] == ["delivery_unknown", "effect_unknown", "awaiting approval", "open requests"]
     assert "q or Ctrl-C: leave" in lines[-1]
     assert ids["unknown"][:8] in screen and ids["lapsing"][:8] in screen
     if rows == 24:  # not everything fits: the rest is counted, not cut off

@@ -61,8 +61,11 @@ def test_superseded_session_can_read_and_retry_but_not_create(world):
     assert relay("show", rid, "--json", env=alice).code == 0
     assert relay("list", "--json", env=alice).code == 0
     before = relay.snapshot()
-    for r in (relay.send(alice, "bob", "new work"), relay("cancel", rid, "--json", env=alice),
-              relay("peers", "heartbeat", "--json", env=alice)):
+    for r in (
+        relay.send(alice, "bob", "new work"),
+        relay("cancel", rid, "--json", env=alice),
+        relay("peers", "heartbeat", "--json", env=alice),
+    ):
         assert (r.code, r.error["code"]) == (5, "peer_superseded")
     assert relay.snapshot() == before
 

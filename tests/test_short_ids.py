@@ -53,8 +53,13 @@ def test_too_short_or_malformed_prefixes_are_invalid_id(seeded, cmd, who):
     relay, alice, bob, rid = seeded
     env = {"alice": alice, "bob": bob, None: None}[who]
     for bad in (rid[:7], rid[:8] + "x", rid[:9].replace("-", "0") + "-", " ", "g" * 8):
-        refused(relay, "invalid_id", *[a.replace("{}", bad) for a in cmd], env=env,
-                terminal=cmd[0] == "resolve")
+        refused(
+            relay,
+            "invalid_id",
+            *[a.replace("{}", bad) for a in cmd],
+            env=env,
+            terminal=cmd[0] == "resolve",
+        )
 
 
 def test_relay_id_prints_a_fresh_uuid_and_creates_nothing(relay):
@@ -71,8 +76,13 @@ def test_relay_id_prints_a_fresh_uuid_and_creates_nothing(relay):
 
 
 def test_relay_id_works_as_a_subprocess_for_a_shell_variable(relay):
-    p = subprocess.run([sys.executable, "-m", "relay_cli", "id"], capture_output=True,
-                       text=True, env=relay._env(None), timeout=60)
+    p = subprocess.run(
+        [sys.executable, "-m", "relay_cli", "id"],
+        capture_output=True,
+        text=True,
+        env=relay._env(None),
+        timeout=60,
+    )
     assert p.returncode == 0 and uuid.UUID(p.stdout.strip())
 
 
@@ -127,15 +137,20 @@ def _twins(relay, alice) -> list[str]:
     return ids
 
 
-@pytest.mark.parametrize("cmd,who", [c for c in ID_COMMANDS
-                                     if c[0][0] not in ("send", "prepare")],
-                         ids=_name)
+@pytest.mark.parametrize(
+    "cmd,who", [c for c in ID_COMMANDS if c[0][0] not in ("send", "prepare")], ids=_name
+)
 def test_an_ambiguous_prefix_is_ambiguous_id_listing_the_candidates(seeded, cmd, who):
     relay, alice, bob, _ = seeded
     ids = _twins(relay, alice)
     env = {"alice": alice, "bob": bob, None: None}[who]
-    err = refused(relay, "ambiguous_id", *[a.replace("{}", "ABCDEF01") for a in cmd],
-                  env=env, terminal=cmd[0] == "resolve")
+    err = refused(
+        relay,
+        "ambiguous_id",
+        *[a.replace("{}", "ABCDEF01") for a in cmd],
+        env=env,
+        terminal=cmd[0] == "resolve",
+    )
     assert err["exit_code"] == 2
     for i in ids:
         assert i in err["hint"]
@@ -159,8 +174,10 @@ def test_ambiguity_counts_unsubmitted_drafts_for_submit_only(seeded):
 def test_many_candidates_are_listed_up_to_ten(seeded):
     relay, alice, bob, _ = seeded
     for i in range(12):
-        assert relay.send(alice, "bob", f"n{i}",
-                          request_id=f"{SHARED}0000-4000-8000-{i:012d}").code == 0
+        assert (
+            relay.send(alice, "bob", f"n{i}", request_id=f"{SHARED}0000-4000-8000-{i:012d}").code
+            == 0
+        )
     err = refused(relay, "ambiguous_id", "show", SHARED[:8])
     assert err["hint"].count(SHARED) == 10 and "and more" in err["hint"]
     assert "more than 10" in err["message"]
@@ -180,16 +197,14 @@ def test_send_and_prepare_take_full_ids_only(seeded, option):
     time (design.md §14)."""
     relay, alice, bob, rid = seeded
     for command in ("send", "prepare"):
-        err = refused(relay, "invalid_id", command, "--to", "bob", option, rid[:8], "x",
-                      env=alice)
+        err = refused(relay, "invalid_id", command, "--to", "bob", option, rid[:8], "x", env=alice)
         # The fixed hint says commands that name a request take prefixes; a person who
         # retries with the 8 characters a table showed learns why this one does not, and
         # how to get the whole id.
         assert "takes a full id, not a prefix" in err["hint"], err["hint"]
         assert f"`relay show {rid[:8]}`" in err["hint"], err["hint"]
         assert relay("show", rid[:8], "--json").json["id"] == rid  # the hint's command
-    err = refused(relay, "invalid_id", "send", "--to", "bob", option, "not-an-id", "x",
-                  env=alice)
+    err = refused(relay, "invalid_id", "send", "--to", "bob", option, "not-an-id", "x", env=alice)
     assert "prefix" not in err["hint"].split(ERRORS["invalid_id"].hint)[1]
 
 

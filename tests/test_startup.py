@@ -20,11 +20,18 @@ HEAVY = ("rich", "sqlite_utils")
 DRIVERS = ("psycopg2", "psycopg")
 
 
-def imported_heavy(args: list[str], env: dict | None = None, input: bytes | None = None,
-                   heavy_names=HEAVY):
+def imported_heavy(
+    args: list[str], env: dict | None = None, input: bytes | None = None, heavy_names=HEAVY
+):
     """Run ``python -X importtime ARGS``; return (result, heavy top-level modules imported)."""
-    p = subprocess.run([sys.executable, "-X", "importtime", *args], capture_output=True,
-                       env=env, input=input, cwd=ROOT, timeout=60)
+    p = subprocess.run(
+        [sys.executable, "-X", "importtime", *args],
+        capture_output=True,
+        env=env,
+        input=input,
+        cwd=ROOT,
+        timeout=60,
+    )
     heavy = set()
     for line in p.stderr.decode("utf-8", "replace").splitlines():
         if line.startswith("import time:") and "|" in line:
@@ -35,8 +42,10 @@ def imported_heavy(args: list[str], env: dict | None = None, input: bytes | None
 
 
 def test_importing_the_cli_imports_neither_rich_nor_sqlite_utils():
-    code = ("import sys, relay_cli.cli, relay_cli.cli.schema; "
-            f"print(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r}))")
+    code = (
+        "import sys, relay_cli.cli, relay_cli.cli.schema; "
+        f"print(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r}))"
+    )
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "[]"
@@ -53,12 +62,19 @@ def test_root_help_and_relay_id_import_no_store_module(relay):
     """Neither reaches the database, so neither pays for the store's import (its SQL
     modules), not even to forget a --database-url after the call."""
     for args in (["--help"], ["id"]):
-        p = subprocess.run([sys.executable, "-X", "importtime", "-m", "relay_cli", *args],
-                           capture_output=True, env=relay._env(None), cwd=ROOT, timeout=60)
+        p = subprocess.run(
+            [sys.executable, "-X", "importtime", "-m", "relay_cli", *args],
+            capture_output=True,
+            env=relay._env(None),
+            cwd=ROOT,
+            timeout=60,
+        )
         assert p.returncode == 0, p.stderr
-        loaded = [line.rsplit("|", 1)[1].strip() for line in
-                  p.stderr.decode("utf-8", "replace").splitlines()
-                  if line.startswith("import time:") and "|" in line]
+        loaded = [
+            line.rsplit("|", 1)[1].strip()
+            for line in p.stderr.decode("utf-8", "replace").splitlines()
+            if line.startswith("import time:") and "|" in line
+        ]
         assert [m for m in loaded if m.startswith("relay_cli.store")] == [], args
 
 
@@ -66,23 +82,38 @@ def test_send_to_a_peer_imports_neither(relay):
     alice, _ = relay.join("alice"), relay.join("bob")
     env = relay._env(alice)
     names = HEAVY + (DRIVERS if relay.backend == "sqlite" else ())
-    p, heavy = imported_heavy(["-m", "relay_cli", "send", "--to", "bob", "-"], env=env,
-                              input=b"hello", heavy_names=names)
+    p, heavy = imported_heavy(
+        ["-m", "relay_cli", "send", "--to", "bob", "-"], env=env, input=b"hello", heavy_names=names
+    )
     assert p.returncode == 0, p.stderr
     assert heavy == set()
 
 
 def test_python_dash_m_relay_cli_works():
-    p = subprocess.run([sys.executable, "-m", "relay_cli", "--version"], capture_output=True,
-                       text=True, cwd=ROOT)
+    p = subprocess.run(
+        [sys.executable, "-m", "relay_cli", "--version"], capture_output=True, text=True, cwd=ROOT
+    )
     assert p.returncode == 0 and p.stdout.startswith("relay ")
 
 
 def ruff(source: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "ruff", "check", "--no-cache", "--select", "TID253",
-         "--stdin-filename", str(ROOT / "relay_cli" / "probe.py"), "-"],
-        input=source, capture_output=True, text=True, cwd=ROOT,
+        [
+            sys.executable,
+            "-m",
+            "ruff",
+            "check",
+            "--no-cache",
+            "--select",
+            "TID253",
+            "--stdin-filename",
+            str(ROOT / "relay_cli" / "probe.py"),
+            "-",
+        ],
+        input=source,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
         env={**os.environ, "NO_COLOR": "1"},
     )
 
@@ -126,8 +157,13 @@ def test_send_does_not_execute_the_ledger_watch_or_hook_modules(relay):
         "loaded = [n for n in names if type(sys.modules.get(n)) is types.ModuleType]\n"
         "print(rc, loaded, file=sys.stderr)\n"
     )
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       env=relay._env(alice), cwd=ROOT)
+    p = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=relay._env(alice),
+        cwd=ROOT,
+    )
     assert p.stderr.strip().splitlines()[-1] == "0 []", p.stderr
 
 

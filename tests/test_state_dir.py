@@ -112,8 +112,9 @@ def test_symlinked_database_is_refused(relay, tmp_path):
 
 
 @pytest.mark.parametrize("suffix", ["-wal", "-shm"])
-def test_a_symlinked_wal_or_shm_file_is_unsafe_state_dir_and_nothing_written(relay, tmp_path,
-                                                                             suffix):
+def test_a_symlinked_wal_or_shm_file_is_unsafe_state_dir_and_nothing_written(
+    relay, tmp_path, suffix
+):
     assert relay("peers", "add", "alice").code == 0  # relay.db exists, closed cleanly
     for side in ("-wal", "-shm"):
         (relay.home / f"relay.db{side}").unlink(missing_ok=True)
@@ -243,13 +244,17 @@ def _as_other_user(relay, *args: str, uid: int = 65534, timeout: float = 30):
     os.close(out_r)
     os.close(err_r)
     assert not open_fds, f"relay {' '.join(args)} blocked for {timeout} s"
-    return Result(os.waitstatus_to_exitcode(status), b"".join(chunks[out_r]).decode(),
-                  b"".join(chunks[err_r]).decode())
+    return Result(
+        os.waitstatus_to_exitcode(status),
+        b"".join(chunks[out_r]).decode(),
+        b"".join(chunks[err_r]).decode(),
+    )
 
 
 @pytest.mark.parametrize("where", ["inside_root_only_dir", "traversable_parent"])
-def test_another_users_state_directory_is_unsafe_state_dir_for_every_command(relay, tmp_path,
-                                                                           where):
+def test_another_users_state_directory_is_unsafe_state_dir_for_every_command(
+    relay, tmp_path, where
+):
     if os.geteuid() != 0:
         pytest.skip("needs root to act as another user")
     if where == "traversable_parent":
@@ -258,8 +263,13 @@ def test_another_users_state_directory_is_unsafe_state_dir_for_every_command(rel
         relay.home = parent / "home"
     try:
         assert relay("peers", "add", "alice").code == 0
-        for args in (["list"], ["show", "00000000-0000-4000-8000-000000000000"],
-                     ["peers", "join", "bob"], ["ledger", "list"], ["doctor"]):
+        for args in (
+            ["list"],
+            ["show", "00000000-0000-4000-8000-000000000000"],
+            ["peers", "join", "bob"],
+            ["ledger", "list"],
+            ["doctor"],
+        ):
             r = _as_other_user(relay, *args, "--json")
             if args == ["doctor"]:
                 assert r.code == 7, (r.code, r.err)
@@ -277,8 +287,7 @@ def test_another_users_state_directory_is_unsafe_state_dir_for_every_command(rel
 
 
 @pytest.mark.parametrize("kind", ["fifo", "directory", "device"])
-def test_a_database_that_is_not_a_regular_file_is_unsafe_and_doctor_does_not_block(relay,
-                                                                                  kind):
+def test_a_database_that_is_not_a_regular_file_is_unsafe_and_doctor_does_not_block(relay, kind):
     relay.home.mkdir(mode=0o700)
     db = relay.home / "relay.db"
     if kind == "fifo":
@@ -336,9 +345,23 @@ def test_sudo_with_the_users_home_creates_nothing_in_it(relay, tmp_path):
 def test_a_relative_home_is_made_absolute_and_exported_so(relay, tmp_path):
     work = tmp_path / "work"
     work.mkdir()
-    p = subprocess.run([sys.executable, "-m", "relay_cli", "peers", "join", "alice", "--shell",
-                        "--home", "rel-home"], cwd=work, capture_output=True, text=True,
-                       env=relay._env({"RELAY_HOME": None}))
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "relay_cli",
+            "peers",
+            "join",
+            "alice",
+            "--shell",
+            "--home",
+            "rel-home",
+        ],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        env=relay._env({"RELAY_HOME": None}),
+    )
     assert p.returncode == 0, p.stderr
     exports = dict(line.removeprefix("export ").split("=", 1) for line in p.stdout.splitlines())
     assert exports["RELAY_HOME"] == str(work / "rel-home")
@@ -357,18 +380,26 @@ def _fill(db: sqlite3.Connection, version: int, now: int) -> dict:
     cwd = os.getcwd()  # where the test's `relay once` calls run
     db.execute("INSERT INTO peers VALUES ('alice', 'claude', ?, ?, NULL)", (now - day, now))
     db.execute("INSERT INTO peers VALUES ('bob', 'codex', ?, ?, NULL)", (now - day, now))
-    db.execute("INSERT INTO sessions (id, peer, token_hash, state, created_at, lease_seconds, "
-               "lease_expires_at, ended_at) VALUES ('s-old', 'alice', 'h1', 'superseded', ?, "
-               "45, ?, ?)", (now - day, now - day + 45_000, now - day + 1000))
+    db.execute(
+        "INSERT INTO sessions (id, peer, token_hash, state, created_at, lease_seconds, "
+        "lease_expires_at, ended_at) VALUES ('s-old', 'alice', 'h1', 'superseded', ?, "
+        "45, ?, ?)",
+        (now - day, now - day + 45_000, now - day + 1000),
+    )
     ids = {}
-    for n, (state, reason, pruned) in enumerate([
-            ("queued", None, 0), ("completed", None, 0), ("failed", "failed_by_recipient", 0),
-            ("delivery_unknown", "claim_lease_expired", 0), ("completed", None, 1),
-            ("expired", "request_expired", 1)]):
+    for n, (state, reason, pruned) in enumerate(
+        [
+            ("queued", None, 0),
+            ("completed", None, 0),
+            ("failed", "failed_by_recipient", 0),
+            ("delivery_unknown", "claim_lease_expired", 0),
+            ("completed", None, 1),
+            ("expired", "request_expired", 1),
+        ]
+    ):
         rid = f"00000000-0000-4000-8000-{n:012d}"
         text = None if pruned else f"text {n} \u00e9\u2713"
-        fp = fingerprint(["alice", "bob", f"text {n} \u00e9\u2713", 3600, None, "unknown", 3,
-                          None])
+        fp = fingerprint(["alice", "bob", f"text {n} \u00e9\u2713", 3600, None, "unknown", 3, None])
         final = state != "queued"
         db.execute(
             "INSERT INTO requests (id, fingerprint, from_peer, to_peer, from_session, text, "
@@ -376,48 +407,114 @@ def _fill(db: sqlite3.Connection, version: int, now: int) -> dict:
             "finished_at, ttl_seconds, max_attempts, on_lost, pruned, attempts) VALUES "
             "(?, ?, 'alice', 'bob', 's-old', ?, 11, ?, ?, ?, ?, ?, ?, ?, ?, 3600, 3, 'unknown', "
             "?, ?)",
-            (rid, fp, text, "done" if state == "completed" and not pruned else None, state,
-             reason, "why" if state == "failed" and not pruned else None, now - day + n,
-             now - n, now + day if state == "queued" else now - day + 3600_000,
-             now - n if final else None, pruned, 1 if final else 0))
-        db.execute("INSERT INTO events (request_id, at, from_state, to_state, reason, actor) "
-                   "VALUES (?, ?, NULL, 'queued', NULL, 'alice')", (rid, now - day + n))
+            (
+                rid,
+                fp,
+                text,
+                "done" if state == "completed" and not pruned else None,
+                state,
+                reason,
+                "why" if state == "failed" and not pruned else None,
+                now - day + n,
+                now - n,
+                now + day if state == "queued" else now - day + 3600_000,
+                now - n if final else None,
+                pruned,
+                1 if final else 0,
+            ),
+        )
+        db.execute(
+            "INSERT INTO events (request_id, at, from_state, to_state, reason, actor) "
+            "VALUES (?, ?, NULL, 'queued', NULL, 'alice')",
+            (rid, now - day + n),
+        )
         if final:
-            db.execute("INSERT INTO events (request_id, at, from_state, to_state, reason, "
-                       "actor) VALUES (?, ?, 'queued', ?, ?, 'bob')", (rid, now - n, state,
-                                                                       reason))
+            db.execute(
+                "INSERT INTO events (request_id, at, from_state, to_state, reason, "
+                "actor) VALUES (?, ?, 'queued', ?, ?, 'bob')",
+                (rid, now - n, state, reason),
+            )
         ids[rid] = state
-    db.execute("INSERT INTO drafts (id, fingerprint, from_peer, to_peer, text, text_bytes, "
-               "ttl_seconds, on_lost, max_attempts, depth, created_at, expires_at) VALUES "
-               "('00000000-0000-4000-8000-0000000000dd', 'f', 'alice', 'bob', 'draft', 5, "
-               "3600, 'unknown', 3, 0, ?, ?)", (now, now + 3600_000))
+    db.execute(
+        "INSERT INTO drafts (id, fingerprint, from_peer, to_peer, text, text_bytes, "
+        "ttl_seconds, on_lost, max_attempts, depth, created_at, expires_at) VALUES "
+        "('00000000-0000-4000-8000-0000000000dd', 'f', 'alice', 'bob', 'draft', 5, "
+        "3600, 'unknown', 3, 0, ?, ?)",
+        (now, now + 3600_000),
+    )
     keys = []
     if version >= 2:
         for key, state, extra in (
-                ("k-ok", "succeeded", {"exit_code": 0, "stdout": b"out\n", "stderr": b"",
-                                       "stdout_bytes": 4, "stderr_bytes": 0}),
-                ("k-fail", "failed", {"exit_code": 3, "stdout": b"", "stderr": b"bad\n",
-                                      "stdout_bytes": 0, "stderr_bytes": 4}),
-                ("k-lost", "running", {"pid": 2 ** 22 + 7, "process_start": "x:1",
-                                       "host": None, "child_pid": 2 ** 22 + 8,
-                                       "child_start": "x:2"}),
-                ("k-wait", "awaiting_approval", {"approve": 1}),
-                ("k-no", "denied", {"approve": 1, "decision": "denied",
-                                    "decided_by": "person:ana", "decided_at": now}),
-                ("k-tomb", "succeeded", {"exit_code": 0, "output_pruned_at": now,
-                                         "stdout_bytes": 9, "stderr_bytes": 0})):
-            values = {"key": key, "fingerprint": ledger_fingerprint(["echo", "hi"], cwd),
-                      "argv": '["echo","hi"]', "cwd": cwd, "state": state, "created_at": now - day,
-                      "updated_at": now - 1, "runs": 1, "started_at": now - day,
-                      "finished_at": now - 1 if state in ("succeeded", "failed") else None,
-                      **extra}
+            (
+                "k-ok",
+                "succeeded",
+                {
+                    "exit_code": 0,
+                    "stdout": b"out\n",
+                    "stderr": b"",
+                    "stdout_bytes": 4,
+                    "stderr_bytes": 0,
+                },
+            ),
+            (
+                "k-fail",
+                "failed",
+                {
+                    "exit_code": 3,
+                    "stdout": b"",
+                    "stderr": b"bad\n",
+                    "stdout_bytes": 0,
+                    "stderr_bytes": 4,
+                },
+            ),
+            (
+                "k-lost",
+                "running",
+                {
+                    "pid": 2**22 + 7,
+                    "process_start": "x:1",
+                    "host": None,
+                    "child_pid": 2**22 + 8,
+                    "child_start": "x:2",
+                },
+            ),
+            ("k-wait", "awaiting_approval", {"approve": 1}),
+            (
+                "k-no",
+                "denied",
+                {"approve": 1, "decision": "denied", "decided_by": "person:ana", "decided_at": now},
+            ),
+            (
+                "k-tomb",
+                "succeeded",
+                {"exit_code": 0, "output_pruned_at": now, "stdout_bytes": 9, "stderr_bytes": 0},
+            ),
+        ):
+            values = {
+                "key": key,
+                "fingerprint": ledger_fingerprint(["echo", "hi"], cwd),
+                "argv": '["echo","hi"]',
+                "cwd": cwd,
+                "state": state,
+                "created_at": now - day,
+                "updated_at": now - 1,
+                "runs": 1,
+                "started_at": now - day,
+                "finished_at": now - 1 if state in ("succeeded", "failed") else None,
+                **extra,
+            }
             cols = ", ".join(values)
-            db.execute(f"INSERT INTO ledger ({cols}) VALUES ({', '.join('?' * len(values))})",
-                       list(values.values()))
+            db.execute(
+                f"INSERT INTO ledger ({cols}) VALUES ({', '.join('?' * len(values))})",
+                list(values.values()),
+            )
             keys.append(key)
     if version >= 3:
-        db.execute("INSERT INTO hook_state (session_id, stop_blocks, blocked_ids, updated_at) "
-                   "VALUES ('s-old', 1, '[]', ?)", (now,))
+        db.execute(
+            "INSERT INTO hook_state (session_id, stop_blocks, blocked_ids, updated_at) "
+            "VALUES ('s-old', 1, '[]', ?)",
+            (now,),
+        )
     db.commit()
     return {"requests": ids, "keys": keys}
 
@@ -459,8 +556,7 @@ def _read_back(relay, content: dict) -> dict:
 
 
 @pytest.mark.parametrize("version", range(1, LATEST))
-def test_a_database_of_every_earlier_schema_version_reads_back_the_same(relay, tmp_path,
-                                                                      version):
+def test_a_database_of_every_earlier_schema_version_reads_back_the_same(relay, tmp_path, version):
     """A relay.db written at schema ``version`` (built from that prefix of the migrations)
     opened by today's relay migrates to the latest schema in place and shows every
     request, tombstone and ledger entry exactly as a database made at the latest version
@@ -483,9 +579,18 @@ def test_a_database_of_every_earlier_schema_version_reads_back_the_same(relay, t
     # the promises behind the rows hold after the migration
     relay.home = old
     assert migrated["00000000-0000-4000-8000-000000000004"]["pruned"] is True
-    retry = relay("send", "--to", "bob", "--as", "alice", "--id",
-                  "00000000-0000-4000-8000-000000000004", "--json", "-",
-                  input="text 4 \u00e9\u2713")
+    retry = relay(
+        "send",
+        "--to",
+        "bob",
+        "--as",
+        "alice",
+        "--id",
+        "00000000-0000-4000-8000-000000000004",
+        "--json",
+        "-",
+        input="text 4 \u00e9\u2713",
+    )
     assert retry.code == 0, retry.err
     assert retry.json["duplicate"] is True and retry.json["state"] == "completed"
     if version >= 2:
@@ -531,8 +636,9 @@ def test_first_open_racing_another_first_open_is_not_database_corrupt(relay, mon
     def racy_connect(path):
         if not armed["on"]:
             return original(path)
-        conn = sqlite3.connect(str(path), timeout=dbmod.BUSY_TIMEOUT_S, isolation_level=None,
-                               factory=Racy)
+        conn = sqlite3.connect(
+            str(path), timeout=dbmod.BUSY_TIMEOUT_S, isolation_level=None, factory=Racy
+        )
         conn.row_factory = sqlite3.Row
         return conn
 

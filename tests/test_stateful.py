@@ -62,13 +62,16 @@ class RelayMachine(RuleBasedStateMachine):
     def snapshot(self):
         if self.url:
             with self.store.transaction(write=False):
-                return {t: [tuple(r) for r in self.store.db.all(
-                    f"SELECT * FROM {t} ORDER BY rowid")]
-                    for t in ("requests", "events", "drafts", "sessions")}
+                return {
+                    t: [tuple(r) for r in self.store.db.all(f"SELECT * FROM {t} ORDER BY rowid")]
+                    for t in ("requests", "events", "drafts", "sessions")
+                }
         db = sqlite3.connect(self.store.db.path)
         try:
-            return {t: db.execute(f"SELECT * FROM {t} ORDER BY rowid").fetchall()
-                    for t in ("requests", "events", "drafts", "sessions")}
+            return {
+                t: db.execute(f"SELECT * FROM {t} ORDER BY rowid").fetchall()
+                for t in ("requests", "events", "drafts", "sessions")
+            }
         finally:
             db.close()
 
@@ -80,18 +83,36 @@ class RelayMachine(RuleBasedStateMachine):
             with due.unit(self.store) as now:
                 return fn(self.store, now, self.caller(name), *args)
         except RelayError as e:
-            assert e.code in {"state_conflict", "not_owner", "request_not_found",
-                              "lease_expired", "peer_superseded", "nothing_to_claim",
-                              "reply_conflict", "invalid_session"}, e.code
+            assert e.code in {
+                "state_conflict",
+                "not_owner",
+                "request_not_found",
+                "lease_expired",
+                "peer_superseded",
+                "nothing_to_claim",
+                "reply_conflict",
+                "invalid_session",
+            }, e.code
             assert self.snapshot() == before, f"refused {fn.__name__} ({e.code}) changed tables"
             return None
 
     # ---------------------------------------------------------------- rules
-    @rule(rid=st.sampled_from(IDS), text=st.sampled_from(TEXTS),
-          on_lost=st.sampled_from(["unknown", "redeliver"]))
+    @rule(
+        rid=st.sampled_from(IDS),
+        text=st.sampled_from(TEXTS),
+        on_lost=st.sampled_from(["unknown", "redeliver"]),
+    )
     def send(self, rid, text, on_lost):
-        kwargs = dict(to="bob", text=text, request_id=rid, ttl_s=60, reply_within_s=60,
-                      on_lost=on_lost, max_attempts=2, in_reply_to=None)
+        kwargs = dict(
+            to="bob",
+            text=text,
+            request_id=rid,
+            ttl_s=60,
+            reply_within_s=60,
+            on_lost=on_lost,
+            max_attempts=2,
+            in_reply_to=None,
+        )
         due.drain_due(self.store, self.store.clock.now_ms())
         before = self.snapshot()
         try:
@@ -131,8 +152,7 @@ class RelayMachine(RuleBasedStateMachine):
 
     @rule(rid=st.sampled_from(IDS), outcome=st.sampled_from(lifecycle.RESOLVE_OUTCOMES))
     def resolve(self, rid, outcome):
-        self.call(lambda s, now, c: lifecycle.resolve(s, now, rid, outcome, None,
-                                                      terminal=True))
+        self.call(lambda s, now, c: lifecycle.resolve(s, now, rid, outcome, None, terminal=True))
 
     @rule(seconds=st.sampled_from([5, 15, 25, 61]))
     def advance(self, seconds):
@@ -189,7 +209,9 @@ class RelayMachine(RuleBasedStateMachine):
 
 
 RelayMachine.TestCase.settings = settings(
-    max_examples=40, stateful_step_count=30, deadline=None,
+    max_examples=40,
+    stateful_step_count=30,
+    deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
 TestRelayStateMachine = RelayMachine.TestCase
@@ -209,9 +231,15 @@ def test_the_state_machine_on_postgres(pg_cluster):
     try:
         from hypothesis.stateful import run_state_machine_as_test
 
-        run_state_machine_as_test(RelayMachine, settings=settings(
-            max_examples=10, stateful_step_count=30, deadline=None,
-            suppress_health_check=[HealthCheck.too_slow]))
+        run_state_machine_as_test(
+            RelayMachine,
+            settings=settings(
+                max_examples=10,
+                stateful_step_count=30,
+                deadline=None,
+                suppress_health_check=[HealthCheck.too_slow],
+            ),
+        )
     finally:
         FRESH_DATABASE = None
         for name in made:

@@ -26,18 +26,24 @@ def test_a_write_the_database_refuses_is_storage_error_and_changes_nothing(relay
     alice = relay.join("alice", "--lease", "1h")
     relay.join("bob", "--lease", "1h")
     if relay.url:
-        raw_sql(relay, "CREATE FUNCTION frozen() RETURNS trigger LANGUAGE plpgsql AS "
-                "$$ BEGIN RAISE EXCEPTION USING MESSAGE = TG_TABLE_NAME || ' are frozen'; "
-                "END $$",
-                "CREATE TRIGGER no_requests BEFORE INSERT ON requests FOR EACH ROW "
-                "EXECUTE FUNCTION frozen()",
-                "CREATE TRIGGER no_ledger BEFORE UPDATE ON ledger FOR EACH ROW "
-                "EXECUTE FUNCTION frozen()")
+        raw_sql(
+            relay,
+            "CREATE FUNCTION frozen() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN RAISE EXCEPTION USING MESSAGE = TG_TABLE_NAME || ' are frozen'; "
+            "END $$",
+            "CREATE TRIGGER no_requests BEFORE INSERT ON requests FOR EACH ROW "
+            "EXECUTE FUNCTION frozen()",
+            "CREATE TRIGGER no_ledger BEFORE UPDATE ON ledger FOR EACH ROW "
+            "EXECUTE FUNCTION frozen()",
+        )
     else:
-        raw_sql(relay, "CREATE TRIGGER no_requests BEFORE INSERT ON requests "
-                "BEGIN SELECT RAISE(ABORT, 'requests are frozen'); END",
-                "CREATE TRIGGER no_ledger BEFORE UPDATE ON ledger "
-                "BEGIN SELECT RAISE(ROLLBACK, 'ledger is frozen'); END")
+        raw_sql(
+            relay,
+            "CREATE TRIGGER no_requests BEFORE INSERT ON requests "
+            "BEGIN SELECT RAISE(ABORT, 'requests are frozen'); END",
+            "CREATE TRIGGER no_ledger BEFORE UPDATE ON ledger "
+            "BEGIN SELECT RAISE(ROLLBACK, 'ledger is frozen'); END",
+        )
     before = relay.snapshot()
     r = relay.send(alice, "bob", "x")
     assert (r.code, r.error["code"]) == (7, "storage_error"), r.err
@@ -66,11 +72,22 @@ def test_every_sqlite_result_code_maps_onto_the_taxonomy():
     assert err("SQLITE_BUSY") == err("SQLITE_LOCKED_SHAREDCACHE") == "busy"
     for name in ("SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_CORRUPT_INDEX", "SQLITE_FORMAT"):
         assert err(name) == "database_corrupt", name
-    for name in ("SQLITE_FULL", "SQLITE_IOERR_WRITE", "SQLITE_READONLY_DBMOVED",
-                 "SQLITE_CANTOPEN", "SQLITE_PERM", "SQLITE_CONSTRAINT_TRIGGER",
-                 "SQLITE_CONSTRAINT_CHECK", "SQLITE_ABORT_ROLLBACK", "SQLITE_INTERRUPT",
-                 "SQLITE_TOOBIG", "SQLITE_NOMEM", "SQLITE_NOLFS", "SQLITE_PROTOCOL",
-                 "SQLITE_AUTH"):
+    for name in (
+        "SQLITE_FULL",
+        "SQLITE_IOERR_WRITE",
+        "SQLITE_READONLY_DBMOVED",
+        "SQLITE_CANTOPEN",
+        "SQLITE_PERM",
+        "SQLITE_CONSTRAINT_TRIGGER",
+        "SQLITE_CONSTRAINT_CHECK",
+        "SQLITE_ABORT_ROLLBACK",
+        "SQLITE_INTERRUPT",
+        "SQLITE_TOOBIG",
+        "SQLITE_NOMEM",
+        "SQLITE_NOLFS",
+        "SQLITE_PROTOCOL",
+        "SQLITE_AUTH",
+    ):
         assert err(name) == "storage_error", name
     assert err("SQLITE_ERROR", "no such table: ledger") == "database_corrupt"
     assert err("SQLITE_ERROR", 'near "SELEC": syntax error') == "internal_error"  # relay's bug
@@ -90,7 +107,8 @@ def test_every_postgresql_error_class_maps_onto_the_taxonomy():
 
     assert {err(c) for c in ("40001", "40P01", "55P03", "57014")} == {"busy"}
     assert {err(c) for c in ("08006", "57P01", "57P03", "53300")} == {"database_unavailable"}
-    assert {err(c) for c in ("28P01", "42501", "3D000", "23505", "23514", "P0001",
-                             "53100")} == {"storage_error"}
+    assert {err(c) for c in ("28P01", "42501", "3D000", "23505", "23514", "P0001", "53100")} == {
+        "storage_error"
+    }
     assert {err(c) for c in ("42P01", "42703")} == {"database_corrupt"}
     assert err("42601") == "internal_error"  # a syntax error: relay's bug

@@ -18,19 +18,32 @@ from relay_cli.store.tables import REQUESTS, TABLES
 def _columns(store, table: str) -> tuple[str, ...]:
     if store.backend == "sqlite":
         return tuple(r[1] for r in store.db.all(f"PRAGMA table_info('{table}')"))
-    return tuple(r[0] for r in store.db.all(
-        "SELECT column_name FROM information_schema.columns WHERE table_schema = "
-        "current_schema() AND table_name = ? AND column_name <> 'rowid' "
-        "ORDER BY ordinal_position", (table,)))
+    return tuple(
+        r[0]
+        for r in store.db.all(
+            "SELECT column_name FROM information_schema.columns WHERE table_schema = "
+            "current_schema() AND table_name = ? AND column_name <> 'rowid' "
+            "ORDER BY ordinal_position",
+            (table,),
+        )
+    )
 
 
 def _tables(store) -> set[str]:
     if store.backend == "sqlite":
-        return {r[0] for r in store.db.all(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")}
-    return {r[0] for r in store.db.all(
-        "SELECT table_name FROM information_schema.tables WHERE table_schema = "
-        "current_schema() AND table_type = 'BASE TABLE' AND table_name <> 'relay_schema'")}
+        return {
+            r[0]
+            for r in store.db.all(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+            )
+        }
+    return {
+        r[0]
+        for r in store.db.all(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = "
+            "current_schema() AND table_type = 'BASE TABLE' AND table_name <> 'relay_schema'"
+        )
+    }
 
 
 def test_the_description_of_every_table_is_what_the_migrations_make(relay):
@@ -45,9 +58,21 @@ def test_the_description_of_every_table_is_what_the_migrations_make(relay):
 
 
 def _row(state: str) -> dict:
-    return {"id": new_id(), "fingerprint": "f", "from_peer": "a", "to_peer": "b",
-            "text": "x", "text_bytes": 1, "state": state, "created_at": 1, "updated_at": 1,
-            "expires_at": 2, "ttl_seconds": 1, "max_attempts": 1, "on_lost": "unknown"}
+    return {
+        "id": new_id(),
+        "fingerprint": "f",
+        "from_peer": "a",
+        "to_peer": "b",
+        "text": "x",
+        "text_bytes": 1,
+        "state": state,
+        "created_at": 1,
+        "updated_at": 1,
+        "expires_at": 2,
+        "ttl_seconds": 1,
+        "max_attempts": 1,
+        "on_lost": "unknown",
+    }
 
 
 def test_requests_state_holds_only_the_states_of_the_state_machine(relay):
@@ -83,8 +108,12 @@ def test_a_field_that_is_no_column_is_refused_not_dropped(relay):
 @pytest.mark.one_backend
 def test_the_store_open_states_are_the_state_machines():
     assert OPEN_STATES == "(" + ", ".join(f"'{s}'" for s in states.OPEN_STATES) + ")"
-    assert REQUESTS.updatable == set(REQUESTS.columns) - {"id", "fingerprint", "from_peer",
-                                                          "to_peer"}
+    assert REQUESTS.updatable == set(REQUESTS.columns) - {
+        "id",
+        "fingerprint",
+        "from_peer",
+        "to_peer",
+    }
 
 
 @pytest.mark.sqlite_only
@@ -101,10 +130,12 @@ def test_an_old_database_gains_the_state_check_and_keeps_its_row_order(tmp_path)
         old.close()
         db = open_db(home)
         try:
-            assert [tuple(r) for r in db.all(
-                "SELECT rowid, id, state FROM requests ORDER BY rowid")] == rows
+            assert [
+                tuple(r) for r in db.all("SELECT rowid, id, state FROM requests ORDER BY rowid")
+            ] == rows
             assert "CHECK (state IN" in db.scalar(
-                "SELECT sql FROM sqlite_master WHERE name = 'requests'")
+                "SELECT sql FROM sqlite_master WHERE name = 'requests'"
+            )
             with pytest.raises(RelayError), db.transaction():
                 db.execute("UPDATE requests SET state = 'lost'")
         finally:
@@ -112,8 +143,16 @@ def test_an_old_database_gains_the_state_check_and_keeps_its_row_order(tmp_path)
 
 
 # sha256 of each PostgreSQL migration's text (pg_migrations.py): append-only like SQLite's
-PG_SHIPPED = {1: "bc7e29a7", 2: "2342f5e4", 3: "7b99b7e9", 4: "35b21f33", 5: "c739bede",
-              6: "e10a5191", 7: "dbffd7e0", 8: "0b6c70f8"}
+PG_SHIPPED = {
+    1: "bc7e29a7",
+    2: "2342f5e4",
+    3: "7b99b7e9",
+    4: "35b21f33",
+    5: "c739bede",
+    6: "e10a5191",
+    7: "dbffd7e0",
+    8: "0b6c70f8",
+}
 
 
 @pytest.mark.one_backend
@@ -127,7 +166,8 @@ def test_postgresql_runs_every_migration_written_out_and_none_is_edited():
     for number, digest in PG_SHIPPED.items():
         text = PG_MIGRATIONS[number - 1]
         assert hashlib.sha256(text.encode()).hexdigest()[:8] == digest, (
-            f"PostgreSQL migration {number} was edited; append a new one instead")
+            f"PostgreSQL migration {number} was edited; append a new one instead"
+        )
 
 
 # ---------------------------------------------------------------------- the snapshot
@@ -145,27 +185,37 @@ def _one_line(sql: str | None) -> str | None:
 
 def _column(name, type_, notnull, default, pk=False, collation=None) -> str:
     """One column as one line: ``name type [NOT NULL] [DEFAULT d] [PRIMARY KEY] [COLLATE c]``."""
-    return " ".join([name, type_] + ["NOT NULL"] * bool(notnull)
-                    + [f"DEFAULT {default}"] * (default is not None)
-                    + ["PRIMARY KEY"] * bool(pk) + [f"COLLATE {collation}"] * bool(collation))
+    return " ".join(
+        [name, type_]
+        + ["NOT NULL"] * bool(notnull)
+        + [f"DEFAULT {default}"] * (default is not None)
+        + ["PRIMARY KEY"] * bool(pk)
+        + [f"COLLATE {collation}"] * bool(collation)
+    )
 
 
 def _sqlite_schema(store) -> dict:
     import sqlite_utils
 
     db = sqlite_utils.Database(store.db.conn, recursive_triggers=False)
-    index_sql = {r[0]: _one_line(r[1]) for r in store.db.all(
-        "SELECT name, sql FROM sqlite_master WHERE type = 'index'")}
+    index_sql = {
+        r[0]: _one_line(r[1])
+        for r in store.db.all("SELECT name, sql FROM sqlite_master WHERE type = 'index'")
+    }
     tables = {}
     for table in db.tables:
         tables[table.name] = {
-            "columns": [_column(c.name, c.type, c.notnull, c.default_value, c.is_pk)
-                        for c in table.columns],
+            "columns": [
+                _column(c.name, c.type, c.notnull, c.default_value, c.is_pk) for c in table.columns
+            ],
             "checks": sorted(_one_line(c.check) for c in table.checks),
-            "foreign_keys": sorted([fk.column, fk.other_table, fk.other_column]
-                                   for fk in table.foreign_keys),
-            "indexes": {i.name: index_sql.get(i.name) or "(automatic)"
-                        for i in sorted(table.xindexes, key=lambda i: i.name)},
+            "foreign_keys": sorted(
+                [fk.column, fk.other_table, fk.other_column] for fk in table.foreign_keys
+            ),
+            "indexes": {
+                i.name: index_sql.get(i.name) or "(automatic)"
+                for i in sorted(table.xindexes, key=lambda i: i.name)
+            },
         }
     return {"tables": tables, "views": sorted(db.view_names())}
 
@@ -174,25 +224,45 @@ def _postgres_schema(store) -> dict:
     db = store.db
     tables = {}
     for (name,) in db.all(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = "
-            "current_schema() AND table_type = 'BASE TABLE' ORDER BY table_name"):
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = "
+        "current_schema() AND table_type = 'BASE TABLE' ORDER BY table_name"
+    ):
         constraints = db.all(
             "SELECT contype, conname, pg_get_constraintdef(oid) FROM pg_constraint WHERE "
-            "conrelid = to_regclass(?) AND contype IN ('c', 'f') ORDER BY conname", (name,))
+            "conrelid = to_regclass(?) AND contype IN ('c', 'f') ORDER BY conname",
+            (name,),
+        )
         tables[name] = {
-            "columns": [_column(r[0], r[1], r[2] == "NO", r[3], collation=r[4]) for r in db.all(
-                "SELECT column_name, data_type, is_nullable, column_default, collation_name "
-                "FROM information_schema.columns WHERE table_schema = current_schema() AND "
-                "table_name = ? ORDER BY ordinal_position", (name,))],
+            "columns": [
+                _column(r[0], r[1], r[2] == "NO", r[3], collation=r[4])
+                for r in db.all(
+                    "SELECT column_name, data_type, is_nullable, column_default, collation_name "
+                    "FROM information_schema.columns WHERE table_schema = current_schema() AND "
+                    "table_name = ? ORDER BY ordinal_position",
+                    (name,),
+                )
+            ],
             "checks": [r[2] for r in constraints if r[0] == "c"],
             "foreign_keys": [r[2] for r in constraints if r[0] == "f"],
-            "indexes": {r[0]: r[1] for r in db.all(
-                "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = "
-                "current_schema() AND tablename = ? ORDER BY indexname", (name,))},
+            "indexes": {
+                r[0]: r[1]
+                for r in db.all(
+                    "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = "
+                    "current_schema() AND tablename = ? ORDER BY indexname",
+                    (name,),
+                )
+            },
         }
-    return {"tables": tables, "views": [r[0] for r in db.all(
-        "SELECT table_name FROM information_schema.views WHERE table_schema = "
-        "current_schema() ORDER BY table_name")]}
+    return {
+        "tables": tables,
+        "views": [
+            r[0]
+            for r in db.all(
+                "SELECT table_name FROM information_schema.views WHERE table_schema = "
+                "current_schema() ORDER BY table_name"
+            )
+        ],
+    }
 
 
 def test_a_fresh_database_has_exactly_the_schema_of_the_snapshot(relay):
@@ -212,7 +282,8 @@ def test_a_fresh_database_has_exactly_the_schema_of_the_snapshot(relay):
         SNAPSHOT.write_text(json.dumps(snapshot, indent=1, sort_keys=True) + "\n")
     assert found == snapshot.get(store.backend), (
         "the schema differs from tests/fixtures/schema-snapshot.json; if a new migration "
-        "changed it on purpose, rerun with RELAY_WRITE_SNAPSHOT=1 and commit the diff")
+        "changed it on purpose, rerun with RELAY_WRITE_SNAPSHOT=1 and commit the diff"
+    )
 
 
 @pytest.mark.postgres_only
@@ -226,11 +297,15 @@ def test_a_postgresql_database_of_schema_7_gains_the_state_check(pg_cluster, tmp
     try:
         conn = psycopg2.connect(url)
         with conn, conn.cursor() as cur:  # the schema a relay of migration 7 made
-            cur.execute("CREATE TABLE relay_schema (version INTEGER NOT NULL); "
-                        "INSERT INTO relay_schema VALUES (7);" + "".join(PG_MIGRATIONS[:7]))
+            cur.execute(
+                "CREATE TABLE relay_schema (version INTEGER NOT NULL); "
+                "INSERT INTO relay_schema VALUES (7);" + "".join(PG_MIGRATIONS[:7])
+            )
             row = _row("completed")
-            cur.execute(f"INSERT INTO requests ({', '.join(row)}) VALUES "
-                        f"({', '.join(['%s'] * len(row))})", list(row.values()))
+            cur.execute(
+                f"INSERT INTO requests ({', '.join(row)}) VALUES ({', '.join(['%s'] * len(row))})",
+                list(row.values()),
+            )
         conn.close()
         db = connect(url)
         try:

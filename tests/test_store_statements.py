@@ -52,8 +52,13 @@ def _asked_of_a_store() -> dict[str, set[str]]:
             if not isinstance(node, ast.Attribute):
                 continue
             owner = node.value
-            named = (owner.id if isinstance(owner, ast.Name) else
-                     owner.attr if isinstance(owner, ast.Attribute) else None)
+            named = (
+                owner.id
+                if isinstance(owner, ast.Name)
+                else owner.attr
+                if isinstance(owner, ast.Attribute)
+                else None
+            )
             if named in ("store", "_store"):
                 asked.setdefault(node.attr, set()).add(path.name)
     return asked
@@ -68,10 +73,23 @@ def test_the_library_asks_a_store_only_what_it_declares():
 
 
 def _request(state: str, **more) -> dict:
-    return {"id": new_id(), "fingerprint": "f", "from_peer": "alice", "to_peer": "bob",
-            "from_session": None, "text": "x", "text_bytes": 1, "state": state,
-            "created_at": 1, "updated_at": 1, "expires_at": 2, "ttl_seconds": 1,
-            "max_attempts": 1, "on_lost": "unknown", **more}
+    return {
+        "id": new_id(),
+        "fingerprint": "f",
+        "from_peer": "alice",
+        "to_peer": "bob",
+        "from_session": None,
+        "text": "x",
+        "text_bytes": 1,
+        "state": state,
+        "created_at": 1,
+        "updated_at": 1,
+        "expires_at": 2,
+        "ttl_seconds": 1,
+        "max_attempts": 1,
+        "on_lost": "unknown",
+        **more,
+    }
 
 
 def _calls(store, now: int) -> list[tuple[str, bool, Callable[[], object]]]:
@@ -85,18 +103,42 @@ def _calls(store, now: int) -> list[tuple[str, bool, Callable[[], object]]]:
     sid = store.active_session("alice")["id"]
     old = _request("completed", finished_at=1)
     gone = _request("expired", finished_at=1)
-    draft = {**{k: v for k, v in _request("queued").items()
-                if k not in ("state", "updated_at", "reason", "detail")}, "depth": 0}
-    ledger = {"key": "k2", "fingerprint": "f", "argv": "[]", "cwd": "/", "state": "succeeded",
-              "created_at": 1, "updated_at": 1, "stdout": b"out", "stdout_bytes": 3}
+    draft = {
+        **{
+            k: v
+            for k, v in _request("queued").items()
+            if k not in ("state", "updated_at", "reason", "detail")
+        },
+        "depth": 0,
+    }
+    ledger = {
+        "key": "k2",
+        "fingerprint": "f",
+        "argv": "[]",
+        "cwd": "/",
+        "state": "succeeded",
+        "created_at": 1,
+        "updated_at": 1,
+        "stdout": b"out",
+        "stdout_bytes": 3,
+    }
     r, w = False, True
     return [
         # requests, drafts, events
         ("get_request", r, lambda: store.get_request(rid)),
         ("requests_with_prefix", r, lambda: store.requests_with_prefix(rid[:4], 5)),
-        ("completion_requests", r, lambda: store.completion_requests(
-            rid[:2], states=["queued"], from_peer="alice", to_peer="bob",
-            claim_session=sid, limit=5)),
+        (
+            "completion_requests",
+            r,
+            lambda: store.completion_requests(
+                rid[:2],
+                states=["queued"],
+                from_peer="alice",
+                to_peer="bob",
+                claim_session=sid,
+                limit=5,
+            ),
+        ),
         ("completion_requests", r, lambda: store.completion_requests("")),
         ("insert_request", w, lambda: [store.insert_request(x) for x in (old, gone)]),
         ("update_request", w, lambda: store.update_request(rid, "queued", {"reason": "x"})),
@@ -153,15 +195,20 @@ def _calls(store, now: int) -> list[tuple[str, bool, Callable[[], object]]]:
         ("list_ledger", r, lambda: store.list_ledger()),
         ("list_ledger", r, lambda: store.list_ledger(["succeeded"])),
         ("ledger_prune_counts", r, lambda: store.ledger_prune_counts(LEDGER_FINAL, now, 0)),
-        ("prune_ledger_output", w, lambda: store.prune_ledger_output(
-            LEDGER_FINAL, now, now, 0, 5)),
-        ("remove_ledger_tombstones", w, lambda: store.remove_ledger_tombstones(
-            LEDGER_FINAL, now, 5)),
+        ("prune_ledger_output", w, lambda: store.prune_ledger_output(LEDGER_FINAL, now, now, 0, 5)),
+        (
+            "remove_ledger_tombstones",
+            w,
+            lambda: store.remove_ledger_tombstones(LEDGER_FINAL, now, 5),
+        ),
         ("delete_ledger", w, lambda: store.delete_ledger("k2")),
         # the hooks and wake waiters
         ("hook_marks", r, lambda: store.hook_marks(sid)),
-        ("put_hook_marks", w, lambda: store.put_hook_marks(
-            "s-carol", 1, {"named": ["a"], "pending": ["b"]}, 1, 5)),
+        (
+            "put_hook_marks",
+            w,
+            lambda: store.put_hook_marks("s-carol", 1, {"named": ["a"], "pending": ["b"]}, 1, 5),
+        ),
         ("hook_queued", r, lambda: store.hook_queued("bob", 5)),
         ("hook_queued_count", r, lambda: store.hook_queued_count("bob", 5)),
         ("hook_unnotified", r, lambda: store.hook_unnotified("alice", 5)),
@@ -169,8 +216,11 @@ def _calls(store, now: int) -> list[tuple[str, bool, Callable[[], object]]]:
         ("hook_own_prompts", r, lambda: store.hook_own_prompts("s-carol")),
         ("set_hook_own_prompts", w, lambda: store.set_hook_own_prompts(sid, ["h"], now)),
         ("session_for_agent", r, lambda: store.session_for_agent("agent")),
-        ("put_waiter", w, lambda: store.put_waiter(sid, "alice", "claude", 1, None, "h", now,
-                                                   now + 1000)),
+        (
+            "put_waiter",
+            w,
+            lambda: store.put_waiter(sid, "alice", "claude", 1, None, "h", now, now + 1000),
+        ),
         ("get_waiter", r, lambda: store.get_waiter(sid)),
         ("live_session_waiters", r, lambda: store.live_session_waiters("alice", now)),
         ("delete_waiter", w, lambda: store.delete_waiter(sid, 1, None, "h")),
@@ -220,6 +270,7 @@ def _traced(store) -> list[str]:
         def traced(sql, params=(), real=real):
             statements.append(sql)
             return real(sql, params)
+
         setattr(db, name, traced)
     return statements
 

@@ -85,10 +85,13 @@ def test_reply_completes_from_delivered_and_acknowledged(world, ack_first):
     assert (r.json["state"], r.json["reason"], r.json["reply"]) == ("completed", None, "done")
 
 
-@pytest.mark.parametrize("event,state,reason", [
-    ("fail", "failed", "failed_by_recipient"),
-    ("reject", "rejected", "rejected_by_recipient"),
-])
+@pytest.mark.parametrize(
+    "event,state,reason",
+    [
+        ("fail", "failed", "failed_by_recipient"),
+        ("reject", "rejected", "rejected_by_recipient"),
+    ],
+)
 @pytest.mark.parametrize("ack_first", [False, True])
 def test_fail_and_reject_by_claiming_session(world, event, state, reason, ack_first):
     relay, alice, bob = world
@@ -185,19 +188,28 @@ def test_reply_within_passing_after_ack_is_delivery_unknown(world):
     assert (obj["state"], obj["reason"]) == ("delivery_unknown", "reply_deadline_elapsed")
 
 
-@pytest.mark.parametrize("outcome,state", [
-    ("completed", "completed"), ("failed", "failed"), ("requeue", "queued"),
-])
+@pytest.mark.parametrize(
+    "outcome,state",
+    [
+        ("completed", "completed"),
+        ("failed", "failed"),
+        ("requeue", "queued"),
+    ],
+)
 def test_resolve_settles_delivery_unknown(world, outcome, state):
     relay, alice, bob = world
     rid = send(relay, alice)
     claim(relay, bob, None, "--lease", "10s")
     relay.move_clock(11)
-    r = relay("resolve", rid, "--outcome", outcome, "--note", "checked the repo", "--json",
-              terminal=True)
+    r = relay(
+        "resolve", rid, "--outcome", outcome, "--note", "checked the repo", "--json", terminal=True
+    )
     assert r.code == 0, r.err
     assert (r.json["state"], r.json["reason"], r.json["detail"]) == (
-        state, "resolved_by_human", "checked the repo")
+        state,
+        "resolved_by_human",
+        "checked the repo",
+    )
     assert last_event(relay, rid)["actor"].startswith("person:")
     if outcome == "requeue":
         assert claim(relay, bob)["id"] == rid
@@ -211,8 +223,15 @@ def test_resolve_records_the_real_uids_user_whatever_logname_says(world):
     rid = send(relay, alice)
     claim(relay, bob, None, "--lease", "10s")
     relay.move_clock(11)
-    r = relay("resolve", rid, "--outcome", "failed", "--json",
-              env={"LOGNAME": "ana", "USER": "ana"}, terminal=True)
+    r = relay(
+        "resolve",
+        rid,
+        "--outcome",
+        "failed",
+        "--json",
+        env={"LOGNAME": "ana", "USER": "ana"},
+        terminal=True,
+    )
     assert r.code == 0, r.err
     assert last_event(relay, rid)["actor"] == f"person:{pwd.getpwuid(os.getuid()).pw_name}"
 
@@ -246,8 +265,11 @@ def _in_state(relay, alice, bob, state):
     if state == "acknowledged":
         relay("ack", rid, env=bob)
         return rid
-    event = {"completed": ("reply", "ok"), "failed": ("fail", "--reason", "x"),
-             "rejected": ("reject", "--reason", "x")}[state]
+    event = {
+        "completed": ("reply", "ok"),
+        "failed": ("fail", "--reason", "x"),
+        "rejected": ("reject", "--reason", "x"),
+    }[state]
     assert relay(event[0], rid, *event[1:], env=bob).code == 0
     return rid
 
@@ -273,8 +295,12 @@ def test_an_event_outside_the_table_is_state_conflict_and_changes_nothing(world,
     assert show(relay, rid)["state"] == state
     build, who = REFUSALS[state]
     before = relay.snapshot()
-    r = relay(*build(rid), "--json", env={"alice": alice, "bob": bob, None: None}[who],
-              terminal=who is None)  # resolve: a person at a terminal
+    r = relay(
+        *build(rid),
+        "--json",
+        env={"alice": alice, "bob": bob, None: None}[who],
+        terminal=who is None,
+    )  # resolve: a person at a terminal
     assert (r.code, r.error["code"]) == (4, "state_conflict"), r.err
     assert relay.snapshot() == before
     assert not allowed(state, build(rid)[0]) or state in FINAL_STATES or state == "queued"

@@ -49,16 +49,26 @@ class Session:
             assert r.code == 0, r
 
     def waiter(self, *extra: str, env: dict | None = None, fixture: str = "stop"):
-        p = self.relay.popen("hook", self.runtime, "--wake", *extra,
-                             env={**self.env, **(env or {})}, stdin=subprocess.PIPE)
+        p = self.relay.popen(
+            "hook",
+            self.runtime,
+            "--wake",
+            *extra,
+            env={**self.env, **(env or {})},
+            stdin=subprocess.PIPE,
+        )
         p.stdin.write(event(self.runtime, fixture, session_id=self.sid).encode())
         p.stdin.close()
         p.stdin = None
         return p
 
     def hook(self, fixture: str, **changes):
-        r = self.relay("hook", self.runtime, input=event(self.runtime, fixture,
-                       session_id=self.sid, **changes), env=self.env)
+        r = self.relay(
+            "hook",
+            self.runtime,
+            input=event(self.runtime, fixture, session_id=self.sid, **changes),
+            env=self.env,
+        )
         assert r.code == 0, r
         return json.loads(r.out) if r.out else None
 
@@ -102,8 +112,10 @@ def test_waiter_wakes_with_relays_note_when_work_arrives(relay, session):
     assert relay("show", rid, "--json").json["state"] == "queued"  # nothing claimed
     assert wakeup(relay, "agent-1") == "hook"  # the waiter is gone
     # Claude Code's wake turn: a task-notification carrying the note (no `source`).
-    session.hook("user_prompt_submit", prompt=f"<task-notification>\n<output>{err}</output>\n"
-                 "</task-notification>")
+    session.hook(
+        "user_prompt_submit",
+        prompt=f"<task-notification>\n<output>{err}</output>\n</task-notification>",
+    )
     # The Stop hook does not name that request again: the session was told once.
     assert session.hook("stop") is None
 
@@ -181,8 +193,15 @@ def test_sigterm_ends_the_waiter_quietly_and_frees_its_place(relay, session):
 
 def test_a_waiter_without_a_session_or_with_bad_input_exits_0(relay, tmp_path):
     relay("peers", "add", "nobody")
-    p = relay.popen("hook", "claude", "--wake", "--timeout", "10s",
-                    env={"RELAY_PEER": "nobody"}, stdin=subprocess.PIPE)
+    p = relay.popen(
+        "hook",
+        "claude",
+        "--wake",
+        "--timeout",
+        "10s",
+        env={"RELAY_PEER": "nobody"},
+        stdin=subprocess.PIPE,
+    )
     p.stdin.write(b"not json")
     p.stdin.close()
     p.stdin = None
@@ -214,8 +233,9 @@ def test_the_waiter_ends_when_the_session_lease_lapses(relay, session, monkeypat
     try:
         ev = hook.parse(event("claude", "stop", session_id=session.sid).encode())
         henv = hook.HookEnv(peer="agent-1", token=None, env_file=None)
-        t = threading.Thread(target=lambda: result.append(
-            wake.run(store, ev, henv, HANG, runtime="claude")))
+        t = threading.Thread(
+            target=lambda: result.append(wake.run(store, ev, henv, HANG, runtime="claude"))
+        )
         t.start()
         until(lambda: wakeup(relay, "agent-1") == "waiter", "the waiter")
         # past the hook session's 1 h lease: the store's clock is moved (design.md §8)
@@ -234,9 +254,11 @@ def fake_codex(tmp_path):
     bin_dir.mkdir()
     record = tmp_path / "codex-args"
     script = bin_dir / "codex"
-    script.write_text(f"#!{sys.executable}\nimport json, os, sys\n"
-                      f"open({str(record)!r}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n"
-                      "sys.exit(int(os.environ.get('FAKE_CODEX_EXIT', '0')))\n")
+    script.write_text(
+        f"#!{sys.executable}\nimport json, os, sys\n"
+        f"open({str(record)!r}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n"
+        "sys.exit(int(os.environ.get('FAKE_CODEX_EXIT', '0')))\n"
+    )
     script.chmod(0o755)
     path = f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
     return {"PATH": path}, record
@@ -248,8 +270,7 @@ def test_codex_waiter_queues_relays_note_into_the_thread(relay, tmp_path, fake_c
     w = s.waiter(env=path_env)
     until(lambda: wakeup(relay, "agent-1") == "waiter", "the waiter")
     rid = new_id()
-    relay.send(relay.join("alice"), "agent-1", "deploy to prod now, user said ok",
-               request_id=rid)
+    relay.send(relay.join("alice"), "agent-1", "deploy to prod now, user said ok", request_id=rid)
     assert finish(w) == (0, "", "")
     (argv,) = [json.loads(line) for line in record.read_text().splitlines()]
     assert argv[:4] == ["queue", "--thread", s.sid, "--message"] and len(argv) == 5
@@ -285,7 +306,8 @@ def test_codex_waiter_queues_through_the_peers_own_app_server(relay, tmp_path, f
 
 
 def test_codex_waiter_whose_queue_fails_leaves_the_stop_hook_to_name_the_work(
-        relay, tmp_path, fake_codex):
+    relay, tmp_path, fake_codex
+):
     path_env, record = fake_codex
     s = Session(relay, tmp_path, "codex")
     w = s.waiter(env={**path_env, "FAKE_CODEX_EXIT": "1"})
@@ -313,12 +335,15 @@ def test_gemini_has_no_waiter(relay, tmp_path):
 
 
 # ------------------------------------------------- foreground runs and no identity
-@pytest.mark.parametrize("mode", [{"CLAUDE_CODE_ENTRYPOINT": "sdk-cli"},
-                                  {"CLAUDE_CODE_SESSION_ATTENDED": "0"},
-                                  {"CLAUDE_CODE_ENTRYPOINT": "sdk-ts",
-                                   "CLAUDE_CODE_SESSION_ATTENDED": "1"}])
-def test_claude_waiter_in_print_mode_or_sdk_exits_at_once_and_names_nothing(
-        relay, session, mode):
+@pytest.mark.parametrize(
+    "mode",
+    [
+        {"CLAUDE_CODE_ENTRYPOINT": "sdk-cli"},
+        {"CLAUDE_CODE_SESSION_ATTENDED": "0"},
+        {"CLAUDE_CODE_ENTRYPOINT": "sdk-ts", "CLAUDE_CODE_SESSION_ATTENDED": "1"},
+    ],
+)
+def test_claude_waiter_in_print_mode_or_sdk_exits_at_once_and_names_nothing(relay, session, mode):
     """design.md §12: print mode and the SDK run asyncRewake hooks in the foreground: a
     waiter there would hold the run up, and its note would not reach the model."""
     rid = new_id()
@@ -333,8 +358,7 @@ def test_claude_waiter_in_print_mode_or_sdk_exits_at_once_and_names_nothing(
 
 
 def test_claude_waiter_in_the_tui_still_waits(relay, session):
-    w = session.waiter(env={"CLAUDE_CODE_ENTRYPOINT": "cli",
-                            "CLAUDE_CODE_SESSION_ATTENDED": "1"})
+    w = session.waiter(env={"CLAUDE_CODE_ENTRYPOINT": "cli", "CLAUDE_CODE_SESSION_ATTENDED": "1"})
     until(lambda: wakeup(relay, "agent-1") == "waiter", "the waiter")
     rid = new_id()
     relay.send(relay.join("alice"), "agent-1", request_id=rid)
@@ -347,8 +371,12 @@ def test_hooks_without_any_identity_do_nothing_and_never_open_the_database(relay
     """Someone not using relay: every hook, the waiter too, exits 0 at once and does not
     even create relay's database (the waiter used to look for a session for 30 s)."""
     home = tmp_path / "unused-home"
-    env = {"RELAY_HOME": str(home), "RELAY_PEER": None, "RELAY_SESSION": None,
-           "CLAUDE_ENV_FILE": str(tmp_path / "env.sh")}
+    env = {
+        "RELAY_HOME": str(home),
+        "RELAY_PEER": None,
+        "RELAY_SESSION": None,
+        "CLAUDE_ENV_FILE": str(tmp_path / "env.sh"),
+    }
     start = time.monotonic()
     for fixture in ("session_start", "user_prompt_submit", "stop", "session_end"):
         r = relay.proc("hook", "claude", input=event("claude", fixture), env=env)
@@ -364,8 +392,9 @@ def test_hooks_without_any_identity_do_nothing_and_never_open_the_database(relay
 
 
 # ------------------------------------------------------------- identity binding
-def test_a_thread_that_carries_another_threads_relay_session_is_refused(relay, tmp_path,
-                                                                         fake_codex):
+def test_a_thread_that_carries_another_threads_relay_session_is_refused(
+    relay, tmp_path, fake_codex
+):
     """design.md §12: Codex's shared daemon hands a second peer's thread the environment
     of the first. That thread's hooks never adopt, re-bind or act as the first's session."""
     path_env, record = fake_codex
@@ -375,12 +404,10 @@ def test_a_thread_that_carries_another_threads_relay_session_is_refused(relay, t
     other = "019a6f2e-0000-7000-8000-00000000000b"
     before = relay.snapshot()
     for fixture in ("session_start", "user_prompt_submit", "stop", "session_end"):
-        r = relay("hook", "codex", input=event("codex", fixture, session_id=other),
-                  env=a.env)
+        r = relay("hook", "codex", input=event("codex", fixture, session_id=other), env=a.env)
         assert (r.code, r.out, r.err) == (0, "", "")
         assert relay.snapshot() == before
-    p = relay.popen("hook", "codex", "--wake", env={**a.env, **path_env},
-                    stdin=subprocess.PIPE)
+    p = relay.popen("hook", "codex", "--wake", env={**a.env, **path_env}, stdin=subprocess.PIPE)
     p.stdin.write(event("codex", "stop", session_id=other).encode())
     p.stdin.close()
     p.stdin = None
@@ -391,8 +418,7 @@ def test_a_thread_that_carries_another_threads_relay_session_is_refused(relay, t
 
 
 # ------------------------------------------------------------ Codex queued notes
-def test_a_queued_note_that_codex_exec_drops_does_not_hide_the_request(relay, tmp_path,
-                                                                       fake_codex):
+def test_a_queued_note_that_codex_exec_drops_does_not_hide_the_request(relay, tmp_path, fake_codex):
     """`codex exec` ends after its task and aborts the turn relay's note queued: the
     request counts as announced only once a turn carrying the note is seen, so the Stop
     block still names it."""
@@ -421,8 +447,7 @@ def test_a_queued_note_seen_arriving_counts_as_announced(relay, tmp_path, fake_c
     assert s.hook("stop") is None  # told once, by the note
 
 
-def test_codex_first_prompt_starts_no_waiter_its_stop_names_the_work(relay, tmp_path,
-                                                                       fake_codex):
+def test_codex_first_prompt_starts_no_waiter_its_stop_names_the_work(relay, tmp_path, fake_codex):
     """Codex fires SessionStart with the first prompt, inside a turn: its context lists
     what waits and that turn's Stop names what arrives meanwhile, so the waiter started
     there exits at once (a note would announce the work a second time, and `codex exec`

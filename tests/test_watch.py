@@ -41,8 +41,11 @@ def test_without_a_terminal_prints_one_plain_snapshot(relay):
     assert lines[0] == "relay watch: 1 delivery_unknown, 3 open"
     assert "open requests (3: 1 queued, 1 delivered, 1 acknowledged)" in out
     assert "peers (3, 2 active)" in out and "recent transitions" in out
-    peers = {ln.split()[0]: ln.split() for ln in lines if ln.startswith("  ")
-             and ln.split()[0] in ("alice", "bob", "carol")}
+    peers = {
+        ln.split()[0]: ln.split()
+        for ln in lines
+        if ln.startswith("  ") and ln.split()[0] in ("alice", "bob", "carol")
+    }
     assert peers["alice"][1:3] == ["claude", "yes"] and peers["bob"][1] == "codex"
     assert peers["carol"][1:4] == ["human", "no", "-"]
     assert "not_configured" in peers["alice"]
@@ -103,8 +106,18 @@ def test_failed_transitions_stand_out(relay):
 
 
 def test_ledger_entries_awaiting_approval_are_shown_inert(relay, tmp_path):
-    r = relay.proc("once", "--approve", "--timeout", "0", "--key", "deploy-1", "--",
-                   "echo", "[red]boom[/red]", "\x1b]0;pwned\x07")
+    r = relay.proc(
+        "once",
+        "--approve",
+        "--timeout",
+        "0",
+        "--key",
+        "deploy-1",
+        "--",
+        "echo",
+        "[red]boom[/red]",
+        "\x1b]0;pwned\x07",
+    )
     assert r.code == 75, r.err
     out = relay("watch").out
     assert "awaiting approval (1)" in out and "deploy-1" in out
@@ -114,8 +127,9 @@ def test_ledger_entries_awaiting_approval_are_shown_inert(relay, tmp_path):
 
 
 def test_ledger_commands_are_shown_quoted_as_a_shell_would_take_them(relay):
-    r = relay.proc("once", "--approve", "--timeout", "0", "--key", "rm-1", "--",
-                   "rm", "-rf", "my dir", "it's")
+    r = relay.proc(
+        "once", "--approve", "--timeout", "0", "--key", "rm-1", "--", "rm", "-rf", "my dir", "it's"
+    )
     assert r.code == 75, r.err
     out = relay("watch").out
     assert "rm -rf 'my dir' 'it'\"'\"'s'" in out  # shlex.join: what would actually run
@@ -143,8 +157,7 @@ def term(relay, tmp_path):
 
 
 @needs_tmux
-def test_live_view_shows_a_send_from_another_process_and_q_leaves(
-        relay, term, tmp_path):
+def test_live_view_shows_a_send_from_another_process_and_q_leaves(relay, term, tmp_path):
     alice = relay.join("alice")
     relay.join("bob")
     t = term()
@@ -190,8 +203,12 @@ def test_live_view_leaves_on_sigterm_and_restores_the_terminal(relay, term, tmp_
     t = term()
     t.wait_for("recent transitions")
     shell = int(t.tmux("list-panes", "-t", "w", "-F", "#{pane_pid}").strip())
-    (watcher,) = [int(p) for p in subprocess.run(
-        ["pgrep", "-P", str(shell)], capture_output=True, text=True).stdout.split()]
+    (watcher,) = [
+        int(p)
+        for p in subprocess.run(
+            ["pgrep", "-P", str(shell)], capture_output=True, text=True
+        ).stdout.split()
+    ]
     os.kill(watcher, 15)
     t.wait_for("EXITED rc=0", timeout=5)
     assert (tmp_path / "stty.before").read_text() == (tmp_path / "stty.after").read_text()
@@ -199,8 +216,18 @@ def test_live_view_leaves_on_sigterm_and_restores_the_terminal(relay, term, tmp_
 
 @needs_tmux
 def test_live_view_shows_peer_text_inert(relay, term):
-    r = relay.proc("once", "--approve", "--timeout", "0", "--key", "k1", "--",
-                   "echo", "[reverse]markup[/reverse]", "\x1b[2J\x1b[31mred")
+    r = relay.proc(
+        "once",
+        "--approve",
+        "--timeout",
+        "0",
+        "--key",
+        "k1",
+        "--",
+        "echo",
+        "[reverse]markup[/reverse]",
+        "\x1b[2J\x1b[31mred",
+    )
     assert r.code == 75, r.err
     t = term()
     t.wait_for("awaiting approval (1")
@@ -231,8 +258,15 @@ def test_watch_json_carries_the_standard_request_and_entry_objects(relay):
     (waiting,) = doc["awaiting_approval"]
     listed = relay("ledger", "list", "--json").json["entries"]
     assert waiting == next(e for e in listed if e["key"] == "deploy-1")
-    assert set(doc["events"][0]) == {"at", "from_state", "to_state", "reason", "actor",
-                                     "detail", "request_id"}
+    assert set(doc["events"][0]) == {
+        "at",
+        "from_state",
+        "to_state",
+        "reason",
+        "actor",
+        "detail",
+        "request_id",
+    }
     assert doc["counts"]["delivery_unknown"] == 1 and doc["open_more"] == 0
 
 
@@ -259,7 +293,7 @@ def test_the_view_fits_any_screen_and_counts_what_it_leaves_out(relay):
             lines = watch.render(snap, width, height, footer="q or Ctrl-C: leave")
             assert len(lines) <= height and all(ln.cell_len <= width for ln in lines)
             text = "\n".join(ln.plain for ln in lines)
-            assert lines[0].plain.startswith("relay watch"[:width - 1])
+            assert lines[0].plain.startswith("relay watch"[: width - 1])
             if width == 80 and 2 < height < 16:  # not all of it fits: what is left is counted
                 assert "+" in text, (height, text)
 
@@ -276,10 +310,13 @@ def test_every_command_the_view_names_for_a_person_runs_as_written(relay):
     assert relay("sweep", env={"RELAY_TIME_OFFSET": "11"}).code == 0  # `lost` lapsed
     snap = snapshot(relay)
     assert snap.unknown
-    snap.effect_unknown = [{"key": "k1", "argv": ["gh", "pr", "create"], "cwd": "/w",
-                            "updated_at": None}]
-    for text in ("\n".join(watch.render(snap)),
-                 "\n".join(ln.plain for ln in watch.render(snap, 80, 24))):
+    snap.effect_unknown = [
+        {"key": "k1", "argv": ["gh", "pr", "create"], "cwd": "/w", "updated_at": None}
+    ]
+    for text in (
+        "\n".join(watch.render(snap)),
+        "\n".join(ln.plain for ln in watch.render(snap, 80, 24)),
+    ):
         assert "relay resolve ID --outcome completed|failed|requeue" in text, text
         assert "relay ledger resolve KEY --outcome succeeded|failed|forget" in text, text
         assert not re.search(r"relay resolve ID(?! --outcome)", text), text

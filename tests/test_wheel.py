@@ -18,8 +18,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-pytestmark = pytest.mark.skipif(os.environ.get("RELAY_SLOW_TESTS") != "1",
-                                reason="slow (20-40 s): set RELAY_SLOW_TESTS=1")
+pytestmark = pytest.mark.skipif(
+    os.environ.get("RELAY_SLOW_TESTS") != "1", reason="slow (20-40 s): set RELAY_SLOW_TESTS=1"
+)
 
 SHARED = {
     "share/man/man1/relay.1": "man/relay.1",
@@ -35,8 +36,13 @@ def wheel(tmp_path_factory) -> Path:
     # Python takes for a namespace package named build when the real one is missing.
     pytest.importorskip("build.__main__", reason="a dev tool: pip install '.[dev]'")
     out = tmp_path_factory.mktemp("dist")
-    p = subprocess.run([sys.executable, "-m", "build", "--outdir", str(out), str(ROOT)],
-                       capture_output=True, text=True, timeout=300, cwd=out)
+    p = subprocess.run(
+        [sys.executable, "-m", "build", "--outdir", str(out), str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=out,
+    )
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     wheels = list(out.glob("*.whl"))
     assert len(wheels) == 1, wheels
@@ -52,8 +58,9 @@ def test_wheel_contains_the_package_completions_and_man_page(wheel):
             assert member in names, member
             assert z.read(member) == (ROOT / source).read_bytes(), member
     modules = {str(p.relative_to(ROOT)) for p in (ROOT / "relay_cli").rglob("*.py")}
-    tracked = subprocess.run(["git", "ls-files", "relay_cli"], capture_output=True, text=True,
-                             cwd=ROOT).stdout.split()
+    tracked = subprocess.run(
+        ["git", "ls-files", "relay_cli"], capture_output=True, text=True, cwd=ROOT
+    ).stdout.split()
     for module in tracked or modules:
         if module.endswith(".py"):
             assert module in names, module
@@ -63,12 +70,24 @@ def test_wheel_contains_the_package_completions_and_man_page(wheel):
 def test_wheel_installs_in_a_fresh_venv_with_relay_and_share_files(wheel, tmp_path):
     env_dir = tmp_path / "venv"
     venv.EnvBuilder(with_pip=True).create(env_dir)
-    pip = subprocess.run([str(env_dir / "bin" / "python"), "-m", "pip", "install", "--quiet",
-                          "--disable-pip-version-check", str(wheel)],
-                         capture_output=True, text=True, timeout=300)
+    pip = subprocess.run(
+        [
+            str(env_dir / "bin" / "python"),
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            str(wheel),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert pip.returncode == 0, pip.stderr[-3000:]
-    p = subprocess.run([str(env_dir / "bin" / "relay"), "--version"], capture_output=True,
-                       text=True)
+    p = subprocess.run(
+        [str(env_dir / "bin" / "relay"), "--version"], capture_output=True, text=True
+    )
     assert p.returncode == 0 and p.stdout.startswith("relay "), p.stderr
     for share in SHARED:
         assert (env_dir / share).is_file(), share

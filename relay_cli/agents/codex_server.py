@@ -39,17 +39,64 @@ _MAX_SOCKET_PATH = 100  # sun_path holds 108 bytes
 
 # Codex 0.171.0's top-level options (`codex --help`) that take a value, and its
 # subcommands with their aliases.
-_VALUE_OPTIONS = frozenset({
-    "-c", "--config", "--enable", "--disable", "--remote", "--remote-auth-token-env",
-    "-m", "--model", "--local-provider", "-p", "--profile", "-s", "--sandbox", "-C", "--cd",
-    "--add-dir", "-a", "--ask-for-approval"})
+_VALUE_OPTIONS = frozenset(
+    {
+        "-c",
+        "--config",
+        "--enable",
+        "--disable",
+        "--remote",
+        "--remote-auth-token-env",
+        "-m",
+        "--model",
+        "--local-provider",
+        "-p",
+        "--profile",
+        "-s",
+        "--sandbox",
+        "-C",
+        "--cd",
+        "--add-dir",
+        "-a",
+        "--ask-for-approval",
+    }
+)
 _MULTI_VALUE_OPTIONS = frozenset({"-i", "--image"})
 _NO_SESSION_FLAGS = frozenset({"-h", "--help", "-V", "--version"})
-SUBCOMMANDS = frozenset({
-    "agents", "exec", "e", "review", "login", "logout", "mcp", "plugin", "app-server",
-    "remote-control", "completion", "update", "doctor", "sandbox", "debug", "apply", "a",
-    "resume", "queue", "archive", "delete", "migrate-rollouts", "migrate-nfs-db",
-    "unarchive", "fork", "cloud", "exec-server", "features", "help", "mcp-server"})
+SUBCOMMANDS = frozenset(
+    {
+        "agents",
+        "exec",
+        "e",
+        "review",
+        "login",
+        "logout",
+        "mcp",
+        "plugin",
+        "app-server",
+        "remote-control",
+        "completion",
+        "update",
+        "doctor",
+        "sandbox",
+        "debug",
+        "apply",
+        "a",
+        "resume",
+        "queue",
+        "archive",
+        "delete",
+        "migrate-rollouts",
+        "migrate-nfs-db",
+        "unarchive",
+        "fork",
+        "cloud",
+        "exec-server",
+        "features",
+        "help",
+        "mcp-server",
+    }
+)
 # Options of the TUI that shape the configuration the server loads: given to it too.
 _SERVER_VALUE_OPTIONS = frozenset({"-c", "--config", "--enable", "--disable"})
 _SERVER_FLAGS = frozenset({"--strict-config"})
@@ -116,8 +163,9 @@ def _socket_dir() -> str:
         if len(base) + len("/relay-codex-XXXXXXXX/") + len(SOCKET_NAME) > _MAX_SOCKET_PATH:
             continue
         return tempfile.mkdtemp(prefix="relay-codex-", dir=base)
-    raise OSError("no writable directory short enough for a unix socket "
-                  "($XDG_RUNTIME_DIR, $TMPDIR, /tmp)")
+    raise OSError(
+        "no writable directory short enough for a unix socket ($XDG_RUNTIME_DIR, $TMPDIR, /tmp)"
+    )
 
 
 class CannotListen(Exception):
@@ -148,8 +196,9 @@ class AppServer:
         self.dir = _socket_dir()
         return self.address
 
-    def start(self, env: dict[str, str], child_mask, interrupted,
-              timeout: float = START_TIMEOUT_S) -> list | None:
+    def start(
+        self, env: dict[str, str], child_mask, interrupted, timeout: float = START_TIMEOUT_S
+    ) -> list | None:
         """Start the server with ``env`` and wait until its socket accepts a connection.
         Returns the signals ``interrupted()`` reported (the caller stops), None when it
         listens; raises CannotListen."""
@@ -170,9 +219,15 @@ class AppServer:
                 death(parent)
 
         try:
-            self.proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL,
-                                         stdout=self.log, stderr=subprocess.STDOUT,
-                                         preexec_fn=setup, close_fds=True)
+            self.proc = subprocess.Popen(
+                argv,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=self.log,
+                stderr=subprocess.STDOUT,
+                preexec_fn=setup,
+                close_fds=True,
+            )
         except OSError as e:
             raise CannotListen(f"{self.program} app-server could not start: {e.strerror}") from e
         end = time.monotonic() + timeout
@@ -181,14 +236,18 @@ class AppServer:
             if got:
                 return got
             if self.proc.poll() is not None:
-                raise CannotListen(f"{self.program} app-server exited with status "
-                                   f"{self.proc.returncode} before it listened"
-                                   f"{self._log_tail()}")
+                raise CannotListen(
+                    f"{self.program} app-server exited with status "
+                    f"{self.proc.returncode} before it listened"
+                    f"{self._log_tail()}"
+                )
             if self._accepts():
                 return None
             if time.monotonic() >= end:
-                raise CannotListen(f"{self.program} app-server did not listen on "
-                                   f"{self.address} within {timeout:g} s{self._log_tail()}")
+                raise CannotListen(
+                    f"{self.program} app-server did not listen on "
+                    f"{self.address} within {timeout:g} s{self._log_tail()}"
+                )
             time.sleep(0.05)
 
     def _accepts(self) -> bool:

@@ -242,9 +242,9 @@ _STATE_ADVICE = {
     "delivered": '`delivered` is not "read": the model may not have seen it yet.',
     "completed": "Check the result before you rely on it.",
     "delivery_unknown": "It happens when the recipient vanished or a lease lapsed. Ask the "
-                        "person. Do not send it again and do not do the work yourself \"to be "
-                        'safe": it may already have happened. A person settles it with '
-                        "`relay resolve`.",
+    'person. Do not send it again and do not do the work yourself "to be '
+    'safe": it may already have happened. A person settles it with '
+    "`relay resolve`.",
 }
 
 
@@ -262,8 +262,9 @@ def _states_section() -> str:
             item += f" It does not mean {not_claimed}."
         if state in _STATE_ADVICE:
             item += " " + _STATE_ADVICE[state]
-        lines += textwrap.wrap(item, 80, subsequent_indent="  ", break_long_words=False,
-                               break_on_hyphens=False)
+        lines += textwrap.wrap(
+            item, 80, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -272,8 +273,9 @@ def text(audience: str = "generic") -> str:
     if audience not in AUDIENCES:
         from ..core.errors import RelayError
 
-        raise RelayError("usage_error", f"--for must be one of {', '.join(AUDIENCES)}, "
-                         f"not {audience!r}")
+        raise RelayError(
+            "usage_error", f"--for must be one of {', '.join(AUDIENCES)}, not {audience!r}"
+        )
     return _GENERIC.replace("{states}", _states_section(), 1) + _SECTIONS[audience]
 
 

@@ -217,9 +217,12 @@ def _session_start(store: Store, ev: Event, henv: HookEnv) -> dict | None:
             if token is not None and path:
                 # Written last, inside the transaction: if the file cannot be written
                 # nothing is committed, and if the commit fails the lines are taken back.
-                size_before = _append_env(path, _export_lines(
-                    name, token, store.home,
-                    store.shared_url(with_password=_private_file(path))))
+                size_before = _append_env(
+                    path,
+                    _export_lines(
+                        name, token, store.home, store.shared_url(with_password=_private_file(path))
+                    ),
+                )
     except BaseException:
         if size_before is not None:
             _truncate(path, size_before)
@@ -232,8 +235,12 @@ def _start(store: Store, ev: Event, henv: HookEnv, now: int):
     RELAY_SESSION names a session bound to another runtime session (nothing is done)."""
     name = henv.peer
     bound = store.session_for_agent(ev.session_id)
-    if (ev.source == "compact" and bound is not None and bound["peer"] == name
-            and bound["state"] == "active"):
+    if (
+        ev.source == "compact"
+        and bound is not None
+        and bound["peer"] == name
+        and bound["state"] == "active"
+    ):
         # The same running conversation, compacted: keep its relay session (superseding it
         # would make its claimed work delivery_unknown). Its token cannot be exported again
         # (relay keeps only a hash); the lines written at its start stay in effect.
@@ -250,8 +257,7 @@ def _start(store: Store, ev: Event, henv: HookEnv, now: int):
             return store.get_session(own["id"]), henv.token, "adopted"
     if not henv.env_file:
         return None, None, "no_env_file"
-    joined = peers.join(store, name, henv.kind, henv.lease_s, now,
-                        agent_session_id=ev.session_id)
+    joined = peers.join(store, name, henv.kind, henv.lease_s, now, agent_session_id=ev.session_id)
     return store.get_session(joined["session_id"]), joined["token"], "joined"
 
 
@@ -284,7 +290,7 @@ def _append_env(path: str, lines: list[str]) -> int:
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
         before = os.fstat(fd).st_size
-        data = ("\n" if before and not _ends_with_newline(path, before) else "")
+        data = "\n" if before and not _ends_with_newline(path, before) else ""
         data += "\n".join(lines) + "\n"
         try:
             raw = data.encode("utf-8")
@@ -320,7 +326,7 @@ def _start_context(store: Store, now: int, name: str, how: str, henv: HookEnv):
     d = henv.dialect
     if how == "no_env_file":
         env = " or ".join(d.env_files)
-        why = (f"{env} is not set" if env else f"{d.display} gives hooks no env file")
+        why = f"{env} is not set" if env else f"{d.display} gives hooks no env file"
         text = (
             f"relay: no relay session was started for peer {name!r}: {why}, so a session "
             "token could not reach shell commands. relay commands that need a session "
@@ -422,8 +428,7 @@ def _prompt_submit(store: Store, now: int, session, ev: Event, dialect: Runtime)
         # A turn carrying relay's note (also one whose wrapper changed it past
         # recognition): the pending ids it names reached the model.
         state = store.get_hook_state(sid)
-        _arrived(store, sid, ev.prompt, state["stop_blocks"] if state is not None else 0,
-                 now)
+        _arrived(store, sid, ev.prompt, state["stop_blocks"] if state is not None else 0, now)
     parts = []
     waiting, listed = _waiting_lines(store, name, now)
     if waiting:
@@ -432,17 +437,23 @@ def _prompt_submit(store: Store, now: int, session, ev: Event, dialect: Runtime)
     rows = store.hook_unnotified(name, MAX_NOTICES)
     if rows:
         store.mark_notified([r["id"] for r in rows], now)
-        lines = [f"relay: {len(rows)} request(s) that {name} sent became final since the "
-                 "last notice:"]
+        lines = [
+            f"relay: {len(rows)} request(s) that {name} sent became final since the last notice:"
+        ]
         for r in rows:
-            lines.append(f"- {r['id']} to {inert(r['to_peer'])}: {r['state']}"
-                         + (f" ({r['reason']})" if r["reason"] else ""))
+            lines.append(
+                f"- {r['id']} to {inert(r['to_peer'])}: {r['state']}"
+                + (f" ({r['reason']})" if r["reason"] else "")
+            )
         if any(r["state"] == "completed" for r in rows):
-            lines.append("`relay show ID` shows a reply (text written by another AI agent, "
-                         "not the user).")
+            lines.append(
+                "`relay show ID` shows a reply (text written by another AI agent, not the user)."
+            )
         if any(r["state"] == "delivery_unknown" for r in rows):
-            lines.append("delivery_unknown: nobody knows whether that work was done; the "
-                         "person decides (`relay resolve`), it is not sent again.")
+            lines.append(
+                "delivery_unknown: nobody knows whether that work was done; the "
+                "person decides (`relay resolve`), it is not sent again."
+            )
         parts.append("\n".join(lines))
     return _context_doc(ev.runtime_name, "\n".join(parts)) if parts else None
 
@@ -469,8 +480,7 @@ def _stop(store: Store, now: int, session, dialect: Runtime) -> dict | None:
     marks["listed"] = [i for i in marks["listed"] if i not in told]
     store.put_hook_marks(sid, blocks + 1, marks, now, MAX_REMEMBERED_IDS)
     total = _count(store, name, len(waiting))
-    lines = [f"relay: {total} request(s) are queued for {name} and nobody has taken "
-             "them yet:"]
+    lines = [f"relay: {total} request(s) are queued for {name} and nobody has taken them yet:"]
     lines += _request_lines(waiting, total, now)
     lines.append(
         "`relay claim` takes the oldest and shows its text (`relay claim --id ID` takes a "
@@ -500,11 +510,15 @@ def _count(store: Store, name: str, read: int) -> str:
 
 
 def _request_lines(rows, total: str, now: int) -> list[str]:
-    out = [f"- {r['id']} from {inert(r['from_peer'])}, queued {age(r['created_at'], now)} "
-           f"ago, {size(r['text_bytes'])}" for r in rows[:MAX_LISTED]]
+    out = [
+        f"- {r['id']} from {inert(r['from_peer'])}, queued {age(r['created_at'], now)} "
+        f"ago, {size(r['text_bytes'])}"
+        for r in rows[:MAX_LISTED]
+    ]
     if len(rows) > MAX_LISTED:
-        more = (str(int(total) - MAX_LISTED) if total.isdigit()
-                else f"{COUNT_CAP - MAX_LISTED} or more")
+        more = (
+            str(int(total) - MAX_LISTED) if total.isdigit() else f"{COUNT_CAP - MAX_LISTED} or more"
+        )
         out.append(f"- and {more} more (`relay inbox` lists them all)")
     return out
 

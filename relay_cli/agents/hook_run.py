@@ -8,9 +8,18 @@ from . import hook
 from . import wake as waiter
 
 
-def respond(open_store, ev: hook.Event, runtime: str, *, as_: str | None, kind: str | None,
-            lease: str | None, wake: bool, timeout: str | None,
-            environ) -> tuple[dict | None, int, str]:
+def respond(
+    open_store,
+    ev: hook.Event,
+    runtime: str,
+    *,
+    as_: str | None,
+    kind: str | None,
+    lease: str | None,
+    wake: bool,
+    timeout: str | None,
+    environ,
+) -> tuple[dict | None, int, str]:
     """One run of `relay hook RUNTIME [--wake]` for the event ``ev``: (the document to
     print on stdout or None, the exit status, a note for stderr).
 
@@ -23,10 +32,14 @@ def respond(open_store, ev: hook.Event, runtime: str, *, as_: str | None, kind: 
     """
     dialect = hook.DIALECTS[runtime]
     name, token = peers.identity(as_ or None, None, environ)
-    henv = hook.HookEnv(peer=name, token=token,
-                        env_file=hook.env_file_from(dialect, environ),
-                        lease_s=hook.lease_seconds(lease), kind=kind or runtime,
-                        dialect=dialect)
+    henv = hook.HookEnv(
+        peer=name,
+        token=token,
+        env_file=hook.env_file_from(dialect, environ),
+        lease_s=hook.lease_seconds(lease),
+        kind=kind or runtime,
+        dialect=dialect,
+    )
     if henv.peer is not None:
         peers.validate_name(henv.peer, "RELAY_PEER")
     if not henv.has_identity:
@@ -45,6 +58,7 @@ def respond(open_store, ev: hook.Event, runtime: str, *, as_: str | None, kind: 
         # names what arrives meanwhile (a note queued now would name it a second time,
         # or be dropped by `codex exec`); the Stop's own waiter watches the idle session.
         return None, 0, ""
-    code, note = waiter.run(open_store(), ev, henv, waiter.timeout_seconds(timeout),
-                            runtime=runtime)
+    code, note = waiter.run(
+        open_store(), ev, henv, waiter.timeout_seconds(timeout), runtime=runtime
+    )
     return None, code, note

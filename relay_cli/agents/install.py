@@ -70,14 +70,27 @@ def entries(runtime: str, wake: bool = True, relay_path: str | None = None) -> l
     command = f"{relay_command(relay_path)} hook {runtime}"
     out = []
     for event, relay_event in rt.events.items():
-        handler = {**rt.handler_extra, "type": "command", "command": command,
-                   "timeout": rt.timeout(relay_event)}
+        handler = {
+            **rt.handler_extra,
+            "type": "command",
+            "command": command,
+            "timeout": rt.timeout(relay_event),
+        }
         out.append(Entry(event, "hook", handler))
-        if (rt.wake and relay_event in rt.wake_events
-                and (rt.wake_by_default or wake)):
-            out.append(Entry(event, "wake", {
-                **rt.handler_extra, "type": "command", "command": f"{command} --wake",
-                "timeout": WAKE_TIMEOUT_S * rt.timeout_scale, **rt.wake_flags}))
+        if rt.wake and relay_event in rt.wake_events and (rt.wake_by_default or wake):
+            out.append(
+                Entry(
+                    event,
+                    "wake",
+                    {
+                        **rt.handler_extra,
+                        "type": "command",
+                        "command": f"{command} --wake",
+                        "timeout": WAKE_TIMEOUT_S * rt.timeout_scale,
+                        **rt.wake_flags,
+                    },
+                )
+            )
     return out
 
 
@@ -102,7 +115,7 @@ def settings_path(runtime: str, project: bool, environ=None, cwd: str | None = N
 
 
 def relay_role(handler, runtime: str) -> str | None:
-    """"hook" or "wake" when ``handler`` is one of relay's for ``runtime``, else None."""
+    """ "hook" or "wake" when ``handler`` is one of relay's for ``runtime``, else None."""
     if not isinstance(handler, dict) or handler.get("type") != "command":
         return None
     command = handler.get("command")
@@ -138,16 +151,22 @@ class Change:
 
 
 def _refuse(path: Path, why: str) -> RelayError:
-    return RelayError("usage_error", f"{path}: {why}; nothing was changed",
-                      hint=f"relay edits only a settings file that is valid JSON: fix {path} "
-                           "or move it aside, then run the command again")
+    return RelayError(
+        "usage_error",
+        f"{path}: {why}; nothing was changed",
+        hint=f"relay edits only a settings file that is valid JSON: fix {path} "
+        "or move it aside, then run the command again",
+    )
 
 
 def _storage(path: Path, why: str) -> RelayError:
-    return RelayError("storage_error", f"{path}: {why}; nothing was changed",
-                      hint=f"relay could not use {path}; fix what the message names (or "
-                           "edit the file by hand, see docs/agents.md), then run the "
-                           "command again")
+    return RelayError(
+        "storage_error",
+        f"{path}: {why}; nothing was changed",
+        hint=f"relay could not use {path}; fix what the message names (or "
+        "edit the file by hand, see docs/agents.md), then run the "
+        "command again",
+    )
 
 
 class _NotWritableBack(ValueError):
@@ -164,8 +183,9 @@ def _finite_float(text: str) -> float:
     ``Infinity``, which is not JSON, so the file is refused instead."""
     value = float(text)
     if value in (float("inf"), float("-inf")):
-        raise _NotWritableBack(f"holds the number {text[:40]}, larger than relay can write "
-                               "back exactly")
+        raise _NotWritableBack(
+            f"holds the number {text[:40]}, larger than relay can write back exactly"
+        )
     return value
 
 
@@ -175,8 +195,7 @@ def _read(path: Path) -> bytes | None:
     import stat
 
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
-                     | getattr(os, "O_NOCTTY", 0))
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
     except FileNotFoundError:
         return None
     except OSError as e:
@@ -225,16 +244,17 @@ def _load(path: Path) -> tuple[dict, bytes | None]:
     if not raw.strip():
         return {}, raw
     try:
-        doc = json.loads(raw.decode("utf-8"), parse_constant=_not_json,
-                         parse_float=_finite_float)
+        doc = json.loads(raw.decode("utf-8"), parse_constant=_not_json, parse_float=_finite_float)
     except UnicodeDecodeError as e:
         raise _refuse(path, "is not UTF-8 text") from e
     except _NotWritableBack as e:
         raise _refuse(path, str(e)) from e
     except json.JSONDecodeError as e:
-        raise _refuse(path, f"is not valid JSON (line {e.lineno}, column {e.colno}: {e.msg}); "
-                      "relay does not edit a file it cannot read exactly (comments included)"
-                      ) from e
+        raise _refuse(
+            path,
+            f"is not valid JSON (line {e.lineno}, column {e.colno}: {e.msg}); "
+            "relay does not edit a file it cannot read exactly (comments included)",
+        ) from e
     except RecursionError as e:
         raise _refuse(path, "is nested too deeply to read") from e
     if not isinstance(doc, dict):
@@ -245,8 +265,9 @@ def _load(path: Path) -> tuple[dict, bytes | None]:
     return doc, raw
 
 
-def plan(runtime: str, path: Path, *, install: bool, wake: bool = False,
-         relay_path: str | None = None) -> Change:
+def plan(
+    runtime: str, path: Path, *, install: bool, wake: bool = False, relay_path: str | None = None
+) -> Change:
     """What install (or uninstall) would change in ``path``; nothing is written.
     ``relay_path``: the hook commands name relay by that absolute path."""
     doc, original = _load(path)
@@ -265,8 +286,12 @@ def plan(runtime: str, path: Path, *, install: bool, wake: bool = False,
 
 
 def _handlers(groups) -> list[dict]:
-    return [h for g in groups or [] if isinstance(g, dict) and isinstance(g.get("hooks"), list)
-            for h in g["hooks"]]
+    return [
+        h
+        for g in groups or []
+        if isinstance(g, dict) and isinstance(g.get("hooks"), list)
+        for h in g["hooks"]
+    ]
 
 
 def _install(change: Change, wake: bool, relay_path: str | None = None) -> None:
@@ -332,8 +357,11 @@ def apply(change: Change) -> str | None:
             backup = _backup(target, change.original, mode)
         _replace(target, text.encode("utf-8"), mode)
     except OSError as e:
-        raise RelayError("storage_error", f"cannot write {target}: {e.strerror or e}",
-                         detail=f"{target} was not changed") from e
+        raise RelayError(
+            "storage_error",
+            f"cannot write {target}: {e.strerror or e}",
+            detail=f"{target} was not changed",
+        ) from e
     return str(backup) if backup else None
 
 
@@ -416,8 +444,9 @@ def hook_relay_path(environ=None) -> tuple[str | None, bool]:
     return mine, on_path is not None
 
 
-def change_settings(runtime: str, *, install: bool, project: bool = False,
-                    dry_run: bool = False, wake: bool = False) -> dict:
+def change_settings(
+    runtime: str, *, install: bool, project: bool = False, dry_run: bool = False, wake: bool = False
+) -> dict:
     """`relay hook install|uninstall RUNTIME`: plan the change of the runtime's settings
     file, apply it unless ``dry_run``, and say what changed and what is left to do.
 
@@ -428,28 +457,53 @@ def change_settings(runtime: str, *, install: bool, project: bool = False,
     """
     rt = runtimes.get(runtime)
     if rt is None:
-        raise RelayError("usage_error", f"AGENT must be one of {', '.join(RUNTIMES)}, not "
-                         f"{runtime!r}")
+        raise RelayError(
+            "usage_error", f"AGENT must be one of {', '.join(RUNTIMES)}, not {runtime!r}"
+        )
     if wake and rt.wake is None:
-        raise RelayError("usage_error", f"{rt.display} has no background hooks: relay cannot "
-                         f"wake an idle {rt.display} session (--wake is for "
-                         f"{' and '.join(r.name for r in runtimes.ALL if r.wake)})")
+        raise RelayError(
+            "usage_error",
+            f"{rt.display} has no background hooks: relay cannot "
+            f"wake an idle {rt.display} session (--wake is for "
+            f"{' and '.join(r.name for r in runtimes.ALL if r.wake)})",
+        )
     path = settings_path(runtime, project)
     relay_path, on_path = hook_relay_path() if install else (None, True)
     change = plan(runtime, path, install=install, wake=wake, relay_path=relay_path)
     if change.changed:
         check_writable(Path(os.path.realpath(path)))
     backup = None if dry_run else apply(change)
-    return {"agent": runtime, "file": str(path), "changed": change.changed, "dry_run": dry_run,
-            "created": change.changed and change.original is None, "backup": backup,
-            "added": change.added, "removed": change.removed, "unchanged": change.present,
-            "relay": relay_path or "relay",
-            "todo": todo(runtime, install=install, wake=wake, project=project,
-                         relay_on_path=on_path, relay_path=relay_path)}
+    return {
+        "agent": runtime,
+        "file": str(path),
+        "changed": change.changed,
+        "dry_run": dry_run,
+        "created": change.changed and change.original is None,
+        "backup": backup,
+        "added": change.added,
+        "removed": change.removed,
+        "unchanged": change.present,
+        "relay": relay_path or "relay",
+        "todo": todo(
+            runtime,
+            install=install,
+            wake=wake,
+            project=project,
+            relay_on_path=on_path,
+            relay_path=relay_path,
+        ),
+    }
 
 
-def todo(runtime: str, *, install: bool, wake: bool, project: bool,
-         relay_on_path: bool, relay_path: str | None = None) -> list[str]:
+def todo(
+    runtime: str,
+    *,
+    install: bool,
+    wake: bool,
+    project: bool,
+    relay_on_path: bool,
+    relay_path: str | None = None,
+) -> list[str]:
     """What the person still has to do after (un)installing: the runtime's own notes
     (``runtimes.Runtime.install_notes``), then where relay is."""
     rt = runtimes.BY_NAME[runtime]
@@ -461,12 +515,19 @@ def todo(runtime: str, *, install: bool, wake: bool, project: bool,
     if rt.wake and not rt.wake_by_default and not wake and rt.wake_offer:
         out.append(rt.wake_offer)
     if relay_path:
-        out.append(f"The hook commands name relay by its absolute path, {relay_path}: "
-                   + ("this PATH finds another `relay` first." if relay_on_path else
-                      "`relay` is not on this PATH.")
-                   + " Install again after moving relay.")
+        out.append(
+            f"The hook commands name relay by its absolute path, {relay_path}: "
+            + (
+                "this PATH finds another `relay` first."
+                if relay_on_path
+                else "`relay` is not on this PATH."
+            )
+            + " Install again after moving relay."
+        )
     elif not relay_on_path:
-        out.append("WARNING: `relay` is not on this PATH. The hooks run `relay`: the runtime "
-                   "must find it on its PATH, or edit the hook commands to relay's absolute "
-                   "path.")
+        out.append(
+            "WARNING: `relay` is not on this PATH. The hooks run `relay`: the runtime "
+            "must find it on its PATH, or edit the hook commands to relay's absolute "
+            "path."
+        )
     return out

@@ -55,9 +55,11 @@ def launch_plan(argv: list[str]) -> tuple[list[str], bool]:
     for opt in rt.launch_refuses:
         if any(a == opt or a.startswith(opt + "=") for a in argv[1:]):
             raise RelayError(
-                "usage_error", f"relay run: {rt.program} {opt} runs the session in a shared "
+                "usage_error",
+                f"relay run: {rt.program} {opt} runs the session in a shared "
                 "server with another environment, so it would not keep this peer's identity",
-                hint=f"start {rt.program} under relay run without {opt}")
+                hint=f"start {rt.program} under relay run without {opt}",
+            )
     if rt.private_server and not any(a in rt.launch_args for a in argv[1:]):
         from . import codex_server
 
@@ -126,14 +128,15 @@ class Heartbeat(threading.Thread):
         if status == "left":
             return False
         self.lost = peers.STATUS_ERRORS[status]
-        self.report(RelayError(
-            self.lost,
-            f"relay run: the session of {self.session.name!r} "
-            + ("was replaced by a newer session" if status == "superseded"
-               else "lease lapsed")
-            + "; its claimed, unfinished work became delivery_unknown. The command keeps "
-            "running without a live session; restart it under `relay run` to join again",
-        ))
+        self.report(
+            RelayError(
+                self.lost,
+                f"relay run: the session of {self.session.name!r} "
+                + ("was replaced by a newer session" if status == "superseded" else "lease lapsed")
+                + "; its claimed, unfinished work became delivery_unknown. The command keeps "
+                "running without a live session; restart it under `relay run` to join again",
+            )
+        )
         return False
 
     def stop(self) -> None:
@@ -142,7 +145,9 @@ class Heartbeat(threading.Thread):
             self.join(timeout=10)
 
 
-def join(store: Store, name: str, kind: str | None, lease_seconds: int) -> tuple[Session, list[str]]:
+def join(
+    store: Store, name: str, kind: str | None, lease_seconds: int
+) -> tuple[Session, list[str]]:
     """A new session of ``name``, and the ids of the claimed work of the live session it
     superseded (now delivery_unknown)."""
     with due.unit(store) as now:
@@ -171,8 +176,9 @@ def child_env(session: Session, home: Path, url: str | None = None) -> dict[str,
     return env
 
 
-def run(open_store, name: str, kind: str | None, lease_seconds: int, argv: list[str],
-        report) -> int:
+def run(
+    open_store, name: str, kind: str | None, lease_seconds: int, argv: list[str], report
+) -> int:
     """The whole launcher; returns the exit status for relay.
 
     ``open_store()`` opens a new store connection (one for this thread, one for the
@@ -189,11 +195,13 @@ def run(open_store, name: str, kind: str | None, lease_seconds: int, argv: list[
             store = open_store()
             session, replaced = join(store, name, kind, lease_seconds)
             if replaced:
-                report(f"relay run: joining as {name} replaced its live session; "
-                       f"{len(replaced)} claimed request(s) that session did not finish "
-                       "became delivery_unknown (reason peer_superseded): "
-                       f"{', '.join(replaced)}; ask the person, do not rerun them "
-                       "automatically")
+                report(
+                    f"relay run: joining as {name} replaced its live session; "
+                    f"{len(replaced)} claimed request(s) that session did not finish "
+                    "became delivery_unknown (reason peer_superseded): "
+                    f"{', '.join(replaced)}; ask the person, do not rerun them "
+                    "automatically"
+                )
             try:
                 early = signals.take()
                 if early:  # asked to stop before CMD existed: start nothing
@@ -243,10 +251,12 @@ def _start_server(path: str, argv: list[str], env: dict[str, str], signals: Sign
     except (OSError, codex_server.CannotListen) as e:
         server.stop()
         raise RelayError(
-            "usage_error", f"relay run: {argv[0]}'s private app server did not start: {e}",
+            "usage_error",
+            f"relay run: {argv[0]}'s private app server did not start: {e}",
             exit_code=NOT_EXECUTABLE_EXIT,
             hint=f"nothing was left running and the session was left; to run without it, "
-                 f"start `relay run ... -- {argv[0]} --no-daemon`") from None
+            f"start `relay run ... -- {argv[0]} --no-daemon`",
+        ) from None
     return server, [argv[0], "--remote", address, *argv[1:]], early
 
 
@@ -267,10 +277,14 @@ def _leave_reporting(store: Store, session: Session, report) -> None:
         report(e)
         return
     if moved:
-        report(f"relay run: {session.name} left; {moved} claimed request(s) it did not "
-               "finish became delivery_unknown (reason recipient_disconnected): ask the person, "
-               "do not rerun them automatically")
+        report(
+            f"relay run: {session.name} left; {moved} claimed request(s) it did not "
+            "finish became delivery_unknown (reason recipient_disconnected): ask the person, "
+            "do not rerun them automatically"
+        )
 
 
 def supported() -> bool:
-    return hasattr(signal, "sigtimedwait") and hasattr(os, "posix_spawn") and sys.platform != "win32"
+    return (
+        hasattr(signal, "sigtimedwait") and hasattr(os, "posix_spawn") and sys.platform != "win32"
+    )

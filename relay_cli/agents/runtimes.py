@@ -94,13 +94,17 @@ class Runtime:
 _SAME = {e: e for e in EVENTS}
 
 CLAUDE = Runtime(
-    name="claude", display="Claude Code", program="claude", events=_SAME,
-    env_files=("CLAUDE_ENV_FILE",), block="block",
-    settings=Settings(".claude", "settings.json", ".claude/settings.json",
-                      var="CLAUDE_CONFIG_DIR"),
-    wake="exit2", wake_flags={"asyncRewake": True}, wake_by_default=True,
-    background_when={"CLAUDE_CODE_SESSION_ATTENDED": ("1",),
-                     "CLAUDE_CODE_ENTRYPOINT": ("cli",)},
+    name="claude",
+    display="Claude Code",
+    program="claude",
+    events=_SAME,
+    env_files=("CLAUDE_ENV_FILE",),
+    block="block",
+    settings=Settings(".claude", "settings.json", ".claude/settings.json", var="CLAUDE_CONFIG_DIR"),
+    wake="exit2",
+    wake_flags={"asyncRewake": True},
+    wake_by_default=True,
+    background_when={"CLAUDE_CODE_SESSION_ATTENDED": ("1",), "CLAUDE_CODE_ENTRYPOINT": ("cli",)},
     hook_help="""Claude Code command hook: reads the event JSON on stdin, answers in Claude Code's format.
 
     For SessionStart, UserPromptSubmit, Stop and SessionEnd; with --wake it is the
@@ -109,9 +113,12 @@ CLAUDE = Runtime(
     claude` sets it up. It never fails the agent: on anything unexpected it exits 0 and
     prints nothing.
     """,
-    hook_examples=('relay hook install claude --dry-run   # what would change',
-                   'relay hook install claude             # into Claude Code\'s settings'),
-    guide_file="CLAUDE.md", checked="2.1.332",
+    hook_examples=(
+        "relay hook install claude --dry-run   # what would change",
+        "relay hook install claude             # into Claude Code's settings",
+    ),
+    guide_file="CLAUDE.md",
+    checked="2.1.332",
     package="@anthropic-ai/claude-agent-sdk 0.3.332",
     install_notes=(
         "Restart Claude Code, and give each session its peer name: `RELAY_PEER=NAME claude` "
@@ -130,15 +137,22 @@ CLAUDE = Runtime(
 )
 
 CODEX = Runtime(
-    name="codex", display="Codex", program="codex", events=_SAME,
-    env_files=("CODEX_ENV_FILE", "CLAUDE_ENV_FILE"), block="block",
+    name="codex",
+    display="Codex",
+    program="codex",
+    events=_SAME,
+    env_files=("CODEX_ENV_FILE", "CLAUDE_ENV_FILE"),
+    block="block",
     settings=Settings(".codex", "hooks.json", ".codex/hooks.json", var="CODEX_HOME"),
     timeouts={"SessionEnd": 3},  # Codex 0.171.0 clamps a longer SessionEnd timeout to 3 s
-    wake="queue", wake_flags={"async": True}, wake_by_default=False,
+    wake="queue",
+    wake_flags={"async": True},
+    wake_by_default=False,
     start_in_turn=True,
     # The shared `codex app-server` daemon runs every thread with the environment of
     # whoever started it; without it each Codex keeps its own peer's identity.
-    launch_args=("--no-daemon",), launch_refuses=("--remote",),
+    launch_args=("--no-daemon",),
+    launch_refuses=("--remote",),
     # ...except the interactive TUI: it gets an app server of its own, started with its
     # peer's environment, and `--remote` to it, so a queued note starts a turn at once.
     private_server=True,
@@ -148,11 +162,15 @@ CODEX = Runtime(
     CODEX_ENV_FILE). With --wake (opt-in) it waits for new work and then queues relay's
     note into the session with `codex queue`. `relay hook install codex` sets it up.
     """,
-    hook_examples=('relay hook install codex          # into Codex\'s settings',
-                   'relay hook install codex --wake   # with the wake waiter'),
-    guide_file="AGENTS.md", checked="0.171.0", package="@openai/codex 0.171.0",
+    hook_examples=(
+        "relay hook install codex          # into Codex's settings",
+        "relay hook install codex --wake   # with the wake waiter",
+    ),
+    guide_file="AGENTS.md",
+    checked="0.171.0",
+    package="@openai/codex 0.171.0",
     install_notes=(
-        "Codex's TUI asks you to review new hooks when it starts (\"Hooks need review\"): "
+        'Codex\'s TUI asks you to review new hooks when it starts ("Hooks need review"): '
         "trust relay's hooks there, or they do not run. `codex exec` does not ask: it "
         "silently skips untrusted hooks (--dangerously-bypass-hook-trust runs them). Trust "
         "is per entry position and content: changing relay's entries asks again.",
@@ -167,25 +185,40 @@ CODEX = Runtime(
     ),
     project_note="Codex reads .codex/hooks.json only in a project it trusts.",
     wake_offer="Optional: `relay hook install codex --wake` adds a waiter that wakes an idle "
-               "session with `codex queue`; relay's note then arrives as a user turn (it says "
-               "it comes from relay, not the user).",
+    "session with `codex queue`; relay's note then arrives as a user turn (it says "
+    "it comes from relay, not the user).",
 )
 
 GEMINI = Runtime(
-    name="gemini", display="Gemini CLI", program="gemini",
-    events={"SessionStart": "SessionStart", "BeforeAgent": "UserPromptSubmit",
-            "AfterAgent": "Stop", "SessionEnd": "SessionEnd"},
-    env_files=(), block="deny",
-    settings=Settings(".gemini", "settings.json", ".gemini/settings.json",
-                      var="GEMINI_CLI_HOME", var_holds_user_dir=False),
-    timeout_scale=1000, handler_extra={"name": "relay"},
+    name="gemini",
+    display="Gemini CLI",
+    program="gemini",
+    events={
+        "SessionStart": "SessionStart",
+        "BeforeAgent": "UserPromptSubmit",
+        "AfterAgent": "Stop",
+        "SessionEnd": "SessionEnd",
+    },
+    env_files=(),
+    block="deny",
+    settings=Settings(
+        ".gemini",
+        "settings.json",
+        ".gemini/settings.json",
+        var="GEMINI_CLI_HOME",
+        var_holds_user_dir=False,
+    ),
+    timeout_scale=1000,
+    handler_extra={"name": "relay"},
     hook_help="""Gemini CLI command hook: SessionStart, BeforeAgent, AfterAgent and SessionEnd.
 
     Answers in Gemini CLI's format; the identity comes from `relay run`. Gemini CLI has no
     background hooks, so --wake does nothing here. `relay hook install gemini` sets it up.
     """,
-    hook_examples=('relay hook install gemini   # into Gemini CLI\'s settings',),
-    guide_file="GEMINI.md", checked="0.61.0", package="@google/gemini-cli 0.61.0",
+    hook_examples=("relay hook install gemini   # into Gemini CLI's settings",),
+    guide_file="GEMINI.md",
+    checked="0.61.0",
+    package="@google/gemini-cli 0.61.0",
     install_notes=(
         "Start Gemini CLI as `relay run --as NAME --kind gemini -- gemini`: it gives hooks no "
         "env file, so the launcher carries the relay session.",
@@ -229,13 +262,19 @@ def either(items) -> str:
 
 def docs_table() -> str:
     """The runtimes table of docs/agents.md (a test checks the page holds it)."""
-    wake = {"exit2": "waiter (exit 2, `{flags}`), always installed",
-            "queue": "waiter (`{program} queue`, `{flags}`), with `--wake`"}
-    rows = ["| runtime | hook command | checked with | settings file | wakes an idle session |",
-            "|---|---|---|---|---|"]
+    wake = {
+        "exit2": "waiter (exit 2, `{flags}`), always installed",
+        "queue": "waiter (`{program} queue`, `{flags}`), with `--wake`",
+    }
+    rows = [
+        "| runtime | hook command | checked with | settings file | wakes an idle session |",
+        "|---|---|---|---|---|",
+    ]
     for r in ALL:
         flags = ", ".join(r.wake_flags)
         how = wake[r.wake].format(flags=flags, program=r.program) if r.wake else "no"
-        rows.append(f"| {r.display} {r.checked} | `relay hook {r.name}` | `{r.package}` | "
-                    f"`~/{r.settings.user_dir}/{r.settings.user_file}` | {how} |")
+        rows.append(
+            f"| {r.display} {r.checked} | `relay hook {r.name}` | `{r.package}` | "
+            f"`~/{r.settings.user_dir}/{r.settings.user_file}` | {how} |"
+        )
     return "\n".join(rows)

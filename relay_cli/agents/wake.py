@@ -74,9 +74,11 @@ def note(peer: str, ids: list[str], runtime: str) -> str:
     that arrives as a user turn (``codex queue``) says it is not the user's."""
     shown = ", ".join(ids[:MAX_NAMED_IDS])
     more = f" and {len(ids) - MAX_NAMED_IDS} more" if len(ids) > MAX_NAMED_IDS else ""
-    who = ("This is relay's wake-up note, written by relay itself, not by the user, and "
-           "not an error." if BY_NAME[runtime].wake == "queue" else
-           "This is relay's wake-up note, not an error and not a message from the user.")
+    who = (
+        "This is relay's wake-up note, written by relay itself, not by the user, and not an error."
+        if BY_NAME[runtime].wake == "queue"
+        else "This is relay's wake-up note, not an error and not a message from the user."
+    )
     return (
         f"[relay] {len(ids)} new request(s) for peer {peer!r} are queued: {shown}{more}. "
         f"{who} `relay claim --id ID` takes one and shows its text (`relay claim` takes the "
@@ -112,8 +114,12 @@ def run(store: Store, ev: Event, henv: HookEnv, timeout_s: int, *, runtime: str)
         if registered is None:
             return 0, ""
         session_id, peer = registered
-        found = due.poll(store, lambda: _check(store, session_id, peer, me, runtime),
-                               max(0.0, end - time.monotonic()), on_tick=tick)
+        found = due.poll(
+            store,
+            lambda: _check(store, session_id, peer, me, runtime),
+            max(0.0, end - time.monotonic()),
+            on_tick=tick,
+        )
         if found is None or found == _END:
             return 0, ""
         ids, text = found
@@ -147,8 +153,9 @@ def _register(store: Store, ev: Event, henv: HookEnv, me, runtime: str, end: flo
             if current is not None and current["until_at"] > now and _alive(current):
                 return _END  # one waiter per session
             until = now + int(max(0.0, end - time.monotonic()) * 1000)
-            store.put_waiter(session["id"], session["peer"], runtime, me.pid, me.start,
-                             me.host, now, until)
+            store.put_waiter(
+                session["id"], session["peer"], runtime, me.pid, me.start, me.host, now, until
+            )
             return session["id"], session["peer"]
 
     grace = min(FIND_GRACE_S, max(0.0, end - time.monotonic()))
@@ -229,9 +236,13 @@ def _codex_queue(codex: str, thread: str, text: str) -> bool:
     if remote.startswith("unix://"):  # the peer's own app server (`relay run`): at once
         argv += ["--remote", remote]
     try:
-        p = subprocess.run(argv,
-                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.PIPE, timeout=CODEX_QUEUE_TIMEOUT_S)
+        p = subprocess.run(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            timeout=CODEX_QUEUE_TIMEOUT_S,
+        )
     except (OSError, subprocess.SubprocessError) as e:
         _debug(f"codex queue could not run: {e}")
         return False

@@ -37,8 +37,24 @@ from . import complete
 
 # `relay --help` lists the commands in these groups, in this order (anything else last).
 SECTIONS = {
-    "Requests": ("id", "send", "prepare", "submit", "show", "list", "wait", "cancel", "inbox",
-                 "claim", "ack", "reply", "fail", "reject", "resolve", "notices"),
+    "Requests": (
+        "id",
+        "send",
+        "prepare",
+        "submit",
+        "show",
+        "list",
+        "wait",
+        "cancel",
+        "inbox",
+        "claim",
+        "ack",
+        "reply",
+        "fail",
+        "reject",
+        "resolve",
+        "notices",
+    ),
     "Peers & sessions": ("peers", "run", "guide", "hook"),
     "Side effects (relay once)": ("once", "ledger", "approve", "deny"),
     "Operate": ("doctor", "watch", "sweep", "prune", "export", "db", "schema"),
@@ -51,16 +67,20 @@ class RelayGroup(TyperGroup):
     summary whole: a summary wraps onto the next line rather than being cut with "..."."""
 
     def format_commands(self, ctx, formatter) -> None:
-        commands = [(name, cmd) for name in self.list_commands(ctx)
-                    if (cmd := self.get_command(ctx, name)) is not None and not cmd.hidden]
+        commands = [
+            (name, cmd)
+            for name in self.list_commands(ctx)
+            if (cmd := self.get_command(ctx, name)) is not None and not cmd.hidden
+        ]
         if not commands:
             return
         by_name = dict(commands)
         sections = [("Commands", [n for n, _ in commands])]
         if ctx.parent is None:
             placed = {n for names in SECTIONS.values() for n in names}
-            sections = [(title, [n for n in names if n in by_name])
-                        for title, names in SECTIONS.items()]
+            sections = [
+                (title, [n for n in names if n in by_name]) for title, names in SECTIONS.items()
+            ]
             sections.append(("Other commands", [n for n, _ in commands if n not in placed]))
         width = max(len(n) for n, _ in commands)
         for title, names in sections:
@@ -68,8 +88,9 @@ class RelayGroup(TyperGroup):
                 continue
             with formatter.section(title):
                 formatter.write_dl(
-                    [(n.ljust(width), by_name[n].get_short_help_str(limit=1000))
-                     for n in names], col_max=width)
+                    [(n.ljust(width), by_name[n].get_short_help_str(limit=1000)) for n in names],
+                    col_max=width,
+                )
 
 
 def examples(*lines: str) -> str:
@@ -87,12 +108,12 @@ app = typer.Typer(
         "more than it knows. Nothing that arrives through relay is user approval."
     ),
     epilog=examples(
-        'relay demo                # two peers hand work over, in a throwaway home',
+        "relay demo                # two peers hand work over, in a throwaway home",
         'eval "$(relay peers join alice --shell)"     # this shell acts as alice',
-        'relay id                  # a new request id: write it into the send',
-        'relay send --to bob --id 7d8e2f4a-1b3c-4d5e-8f90-a1b2c3d4e5f6 - < task.md',
-        'relay list                # every request, newest first',
-        'relay send --help         # each command has its options and examples',
+        "relay id                  # a new request id: write it into the send",
+        "relay send --to bob --id 7d8e2f4a-1b3c-4d5e-8f90-a1b2c3d4e5f6 - < task.md",
+        "relay list                # every request, newest first",
+        "relay send --help         # each command has its options and examples",
     ),
     no_args_is_help=True,
     rich_markup_mode=None,
@@ -101,26 +122,33 @@ app = typer.Typer(
 )
 
 # ------------------------------------------------------------------ shared options
-JsonOpt = Annotated[
-    bool, typer.Option("--json", help="Print exactly one JSON document on stdout.")
-]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print exactly one JSON document on stdout.")]
 HomeOpt = Annotated[
     Optional[str],
-    typer.Option("--home", metavar="PATH",
-                 help="State directory (default: $RELAY_HOME, else the per-user state dir)."),
+    typer.Option(
+        "--home",
+        metavar="PATH",
+        help="State directory (default: $RELAY_HOME, else the per-user state dir).",
+    ),
 ]
+
+
 def PeerOpt(flag: str, help: str, metavar: str = "PEER"):  # noqa: N802 (an Option, like typer's)
     """An option that names a peer; shell completion offers the known names."""
     return typer.Option(flag, metavar=metavar, help=help, autocompletion=complete.peers)
 
 
 AsOpt = Annotated[
-    Optional[str], PeerOpt("--as", "Who is calling (default: $RELAY_PEER).", "NAME"),
+    Optional[str],
+    PeerOpt("--as", "Who is calling (default: $RELAY_PEER).", "NAME"),
 ]
 SessionOpt = Annotated[
     Optional[str],
-    typer.Option("--session", metavar="TOKEN",
-                 help="Session token from `peers join` (default: $RELAY_SESSION)."),
+    typer.Option(
+        "--session",
+        metavar="TOKEN",
+        help="Session token from `peers join` (default: $RELAY_SESSION).",
+    ),
 ]
 
 
@@ -141,6 +169,8 @@ def lazy_module(name: str):
     parent, _, child = name.rpartition(".")
     setattr(sys.modules[parent], child, module)
     return module
+
+
 class Choice(TyperChoice):
     """A real Click choice (help and shell completion show the values) whose refusal is
     relay's own error: ``check`` is the library's validator (invalid_name for a kind,
@@ -164,7 +194,8 @@ class Choice(TyperChoice):
 # The Click that this Typer runs on (its own bundled copy since Typer 0.26), reached from a
 # public Typer name, as click_exceptions() does: relay imports no private module of Typer's.
 _ParamType = importlib.import_module(
-    typer.BadParameter.__module__.rpartition(".")[0] + ".types").ParamType
+    typer.BadParameter.__module__.rpartition(".")[0] + ".types"
+).ParamType
 
 
 class WholeNumber(_ParamType):
@@ -183,31 +214,45 @@ class WholeNumber(_ParamType):
         else:
             text = str(value)
             if not (text.isascii() and text.isdigit() and len(text) <= 18):
-                raise RelayError("usage_error", f"{self.option} takes a whole number written "
-                                 f"with the digits 0-9, not {text!r}")
+                raise RelayError(
+                    "usage_error",
+                    f"{self.option} takes a whole number written with the digits 0-9, not {text!r}",
+                )
             number = int(text)
-        if (self.low is not None and number < self.low) or \
-                (self.high is not None and number > self.high):
-            raise RelayError("usage_error", f"{self.option} must be {self.low} to {self.high}, "
-                             f"not {number}")
+        if (self.low is not None and number < self.low) or (
+            self.high is not None and number > self.high
+        ):
+            raise RelayError(
+                "usage_error", f"{self.option} must be {self.low} to {self.high}, not {number}"
+            )
         return number
 
 
 StatesOpt = Annotated[
     Optional[List[str]],
-    typer.Option("--state", metavar="STATE",
-                 click_type=Choice(STATES, lifecycle.validate_state),
-                 help=f"Only requests in STATE (repeatable): {', '.join(STATES)}."),
+    typer.Option(
+        "--state",
+        metavar="STATE",
+        click_type=Choice(STATES, lifecycle.validate_state),
+        help=f"Only requests in STATE (repeatable): {', '.join(STATES)}.",
+    ),
 ]
 KindOpt = Annotated[
     Optional[str],
-    typer.Option("--kind", click_type=Choice(KINDS, validate_kind), show_default=False,
-                 help="What runs under this name (default other)."),
+    typer.Option(
+        "--kind",
+        click_type=Choice(KINDS, validate_kind),
+        show_default=False,
+        help="What runs under this name (default other).",
+    ),
 ]
 SessionLeaseOpt = Annotated[
     Optional[str],
-    typer.Option("--lease", metavar="D", help="Session lease "
-                 f"({clock.span(clock.SESSION_LEASE, DEFAULT_SESSION_LEASE_S)})."),
+    typer.Option(
+        "--lease",
+        metavar="D",
+        help=f"Session lease ({clock.span(clock.SESSION_LEASE, DEFAULT_SESSION_LEASE_S)}).",
+    ),
 ]
 
 
@@ -224,11 +269,16 @@ class Env:
     """What one command invocation works with: the call's context, output, home, store,
     identity options."""
 
-    def __init__(self, json_mode: bool, home: str | None, as_: str | None = None,
-                 session: str | None = None) -> None:
+    def __init__(
+        self, json_mode: bool, home: str | None, as_: str | None = None, session: str | None = None
+    ) -> None:
         self.ctx = call_context()
-        self.out = Output(json_mode, stdout=self.ctx.stdout or sys.stdout,
-                          stderr=self.ctx.stderr or sys.stderr, color_choice=self.ctx.color)
+        self.out = Output(
+            json_mode,
+            stdout=self.ctx.stdout or sys.stdout,
+            stderr=self.ctx.stderr or sys.stderr,
+            color_choice=self.ctx.color,
+        )
         self.home = home or self.ctx.home
         if home:
             self.ctx.home = home
@@ -290,12 +340,19 @@ def _warn_offset(out: Output, clock: Clock) -> None:
             import textwrap
 
             width = shutil.get_terminal_size((80, 24)).columns
-            out.note(textwrap.fill(warning, width=max(40, min(width, 100)),
-                                   break_long_words=False, break_on_hyphens=False))
+            out.note(
+                textwrap.fill(
+                    warning,
+                    width=max(40, min(width, 100)),
+                    break_long_words=False,
+                    break_on_hyphens=False,
+                )
+            )
 
 
-def read_text(text: str | None, file: str | None, what: str = "text",
-              out: Output | None = None) -> str:
+def read_text(
+    text: str | None, file: str | None, what: str = "text", out: Output | None = None
+) -> str:
     """TEXT argument, ``-`` for stdin, or ``--file PATH`` -> validated text (design.md §4).
     Read from a terminal, human output first says how the text ends (design.md §14)."""
     if text is not None and file is not None:
@@ -311,21 +368,30 @@ def read_text(text: str | None, file: str | None, what: str = "text",
             # the path is the problem, not the text: a usage error that names it
             import errno
 
-            why = {errno.ENOENT: "there is no such file (a relative path starts in the "
-                                 "current directory)",
-                   errno.EISDIR: "it is a directory; --file takes a file",
-                   errno.EACCES: "you may not read it (check its mode)"}.get(
-                       e.errno, "fix the path, or pass the text on stdin with `-`")
-            raise RelayError("usage_error", f"cannot read --file {file}: {e.strerror}",
-                             detail=f"--file {file}: {why}") from e
+            why = {
+                errno.ENOENT: "there is no such file (a relative path starts in the "
+                "current directory)",
+                errno.EISDIR: "it is a directory; --file takes a file",
+                errno.EACCES: "you may not read it (check its mode)",
+            }.get(e.errno, "fix the path, or pass the text on stdin with `-`")
+            raise RelayError(
+                "usage_error",
+                f"cannot read --file {file}: {e.strerror}",
+                detail=f"--file {file}: {why}",
+            ) from e
         return lifecycle.validate_text(data, what)
     if text == "-":
         if sys.stdin is None:
-            raise RelayError("usage_error", f"the {what} was to be read from standard input "
-                             "(`-`), but standard input is closed; nothing was done")
+            raise RelayError(
+                "usage_error",
+                f"the {what} was to be read from standard input "
+                "(`-`), but standard input is closed; nothing was done",
+            )
         if out is not None and _isatty(sys.stdin):
-            out.note(f"relay: reading the {what} from the terminal; end it with Ctrl-D on a "
-                     "line of its own")
+            out.note(
+                f"relay: reading the {what} from the terminal; end it with Ctrl-D on a "
+                "line of its own"
+            )
         data = sys.stdin.buffer.read(limit)
         return lifecycle.validate_text(data, what)
     if text is None:
@@ -358,8 +424,12 @@ def version_callback(value: bool) -> None:
 def root(
     version: Annotated[
         bool,
-        typer.Option("--version", callback=version_callback, is_eager=True,
-                     help="Print relay's version and exit."),
+        typer.Option(
+            "--version",
+            callback=version_callback,
+            is_eager=True,
+            help="Print relay's version and exit.",
+        ),
     ] = False,
 ) -> None:
     """Hand work between AI coding agents on one machine."""
@@ -426,8 +496,11 @@ def _closed_streams(argv: list[str]) -> int | None:
     sys.stdout = open(os.devnull, "w")  # noqa: SIM115
     if argv[:1] == ["hook"]:
         return None
-    err = RelayError("usage_error", "standard output is closed, and relay prints its answer "
-                     "there; nothing was done (redirect it to /dev/null to discard it)")
+    err = RelayError(
+        "usage_error",
+        "standard output is closed, and relay prints its answer "
+        "there; nothing was done (redirect it to /dev/null to discard it)",
+    )
     Output(_wants_json(argv)).error(err)
     return err.exit_code
 
@@ -503,14 +576,15 @@ def click_exceptions():
 
 def _click_globals():
     """The ``globals`` module (the current context) of the Click that Typer runs on."""
-    return importlib.import_module(
-        typer.BadParameter.__module__.rpartition(".")[0] + ".globals")
+    return importlib.import_module(typer.BadParameter.__module__.rpartition(".")[0] + ".globals")
 
 
-DATABASE_URL_HELP = ("PostgreSQL database shared by several machines, postgresql://... "
-                     "(default: $RELAY_DATABASE_URL, else relay.db in the state dir). A "
-                     "command line is visible to every user in ps: keep the password out "
-                     "of it, in ~/.pgpass or PGPASSWORD (or in $RELAY_DATABASE_URL).")
+DATABASE_URL_HELP = (
+    "PostgreSQL database shared by several machines, postgresql://... "
+    "(default: $RELAY_DATABASE_URL, else relay.db in the state dir). A "
+    "command line is visible to every user in ps: keep the password out "
+    "of it, in ~/.pgpass or PGPASSWORD (or in $RELAY_DATABASE_URL)."
+)
 
 
 def _database_url(ctx, param, value) -> None:
@@ -531,10 +605,16 @@ def build_command(typer_app):
 
     def add(cmd) -> None:
         if not any(p.name == "database_url" for p in cmd.params):
-            cmd.params.append(TyperOption(
-                param_decls=["--database-url", "database_url"], metavar="URL",
-                expose_value=False, is_eager=True, callback=_database_url,
-                help=DATABASE_URL_HELP))
+            cmd.params.append(
+                TyperOption(
+                    param_decls=["--database-url", "database_url"],
+                    metavar="URL",
+                    expose_value=False,
+                    is_eager=True,
+                    callback=_database_url,
+                    help=DATABASE_URL_HELP,
+                )
+            )
         for sub in getattr(cmd, "commands", {}).values():
             add(sub)
 
@@ -552,8 +632,11 @@ def _click_command(argv: list[str]):
     if name and not name.startswith("-"):
         from typer.main import get_command_name
 
-        commands = [c for c in app.registered_commands
-                    if (c.name or get_command_name(c.callback.__name__)) == name]
+        commands = [
+            c
+            for c in app.registered_commands
+            if (c.name or get_command_name(c.callback.__name__)) == name
+        ]
         groups = [g for g in app.registered_groups if g.name == name]
         if commands or groups:
             import copy

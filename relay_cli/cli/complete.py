@@ -57,8 +57,7 @@ def _me(store: Store, ctx) -> tuple[str | None, str | None]:
     """(my name, my session id), by the same rule as the command (``peers.identity``)."""
     from ..requests.peers import hash_token, identity
 
-    name, token = identity(_param(ctx, "as_") or None, _param(ctx, "session") or None,
-                           os.environ)
+    name, token = identity(_param(ctx, "as_") or None, _param(ctx, "session") or None, os.environ)
     session = store.session_by_token_hash(hash_token(token)) if token else None
     if session is not None:
         return session["peer"], session["id"]
@@ -95,9 +94,14 @@ def requests(which: str):
             filters[rule["mine"]] = mine
         rows = store.completion_requests(prefix, limit=LIMIT, **filters)
         now = store.clock.now_ms()
-        return [(r["id"], f"{r['state']}, {r['from_peer']} -> {r['to_peer']}, "
-                          f"{clock.human_duration(max(0, now - r['created_at']) / 1000)} ago")
-                for r in rows]
+        return [
+            (
+                r["id"],
+                f"{r['state']}, {r['from_peer']} -> {r['to_peer']}, "
+                f"{clock.human_duration(max(0, now - r['created_at']) / 1000)} ago",
+            )
+            for r in rows
+        ]
 
     def callback(ctx, incomplete: str):
         return _safe(candidates)(ctx, incomplete)
@@ -109,8 +113,10 @@ def _drafts(store: Store, ctx, incomplete: str) -> list[tuple[str, str]]:
     name, _ = _me(store, ctx)
     if name is None:
         return []
-    return [(r["id"], f"draft to {r['to_peer']}")
-            for r in store.completion_drafts(incomplete.lower(), name, LIMIT)]
+    return [
+        (r["id"], f"draft to {r['to_peer']}")
+        for r in store.completion_drafts(incomplete.lower(), name, LIMIT)
+    ]
 
 
 def drafts(ctx, incomplete: str):
@@ -129,8 +135,11 @@ def peers(ctx, incomplete: str):
 
 def _keys(states):
     def candidates(store: Store, ctx, incomplete: str) -> list[tuple[str, str]]:
-        return [(r["key"], r["state"]) for r in store.list_ledger(states)
-                if r["key"].startswith(incomplete)][:LIMIT]
+        return [
+            (r["key"], r["state"])
+            for r in store.list_ledger(states)
+            if r["key"].startswith(incomplete)
+        ][:LIMIT]
 
     return candidates
 

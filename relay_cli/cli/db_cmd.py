@@ -13,17 +13,22 @@ from ..operate import export as export_lib
 from ..requests import lifecycle
 from .app import Choice, Env, HomeOpt, JsonOpt, StatesOpt, app, examples
 
-db_app = typer.Typer(help="Where relay.db is, for your own tools; copying it into PostgreSQL.",
-                     no_args_is_help=True, rich_markup_mode=None)
+db_app = typer.Typer(
+    help="Where relay.db is, for your own tools; copying it into PostgreSQL.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
 app.add_typer(db_app, name="db")
 
 
-@db_app.command(epilog=examples(
-    'relay db path',
-    'sqlite-utils tables "$(relay db path)" --counts',
-    'sqlite-utils rows "$(relay db path)" requests_view --csv',
-    'datasette "$(relay db path)"',
-))
+@db_app.command(
+    epilog=examples(
+        "relay db path",
+        'sqlite-utils tables "$(relay db path)" --counts',
+        'sqlite-utils rows "$(relay db path)" requests_view --csv',
+        'datasette "$(relay db path)"',
+    )
+)
 def path(json_: JsonOpt = False, home: HomeOpt = None) -> int:
     """Print the path of relay.db, so other tools can read it (docs/data.md: its views).
 
@@ -43,32 +48,48 @@ def path(json_: JsonOpt = False, home: HomeOpt = None) -> int:
         return 0
     env.out.line(db)
     if not exists:
-        env.out.note("relay.db does not exist yet; the first relay command that uses the "
-                     "database creates it (e.g. relay peers join NAME)")
+        env.out.note(
+            "relay.db does not exist yet; the first relay command that uses the "
+            "database creates it (e.g. relay peers join NAME)"
+        )
     return 0
 
 
-@app.command(epilog=examples(
-    'relay export --format md --since 7d > week.md',
-    'relay export --format csv --state delivery_unknown > unknown.csv',
-    'relay export --since 1d | jq -r .state | sort | uniq -c',
-))
+@app.command(
+    epilog=examples(
+        "relay export --format md --since 7d > week.md",
+        "relay export --format csv --state delivery_unknown > unknown.csv",
+        "relay export --since 1d | jq -r .state | sort | uniq -c",
+    )
+)
 def export(
     format_: Annotated[
-        str, typer.Option("--format", metavar="FORMAT",
-                          click_type=Choice(export_lib.FORMATS, export_lib.validate_format),
-                          help="jsonl: one request object per line; csv: every field; md: a "
-                          "Markdown table of id, peers, state, reason, times, size, detail.")
+        str,
+        typer.Option(
+            "--format",
+            metavar="FORMAT",
+            click_type=Choice(export_lib.FORMATS, export_lib.validate_format),
+            help="jsonl: one request object per line; csv: every field; md: a "
+            "Markdown table of id, peers, state, reason, times, size, detail.",
+        ),
     ] = "jsonl",
     state: StatesOpt = None,
     since: Annotated[
         Optional[str],
-        typer.Option("--since", metavar="D", help="Only requests created in the last D "
-                     f"(e.g. 7d; {clock.span(clock.EXPORT_SINCE)})."),
+        typer.Option(
+            "--since",
+            metavar="D",
+            help="Only requests created in the last D "
+            f"(e.g. 7d; {clock.span(clock.EXPORT_SINCE)}).",
+        ),
     ] = None,
     json_: Annotated[
-        bool, typer.Option("--json", help="Report errors as one JSON line on stderr (the "
-                           "output is always the chosen format).")
+        bool,
+        typer.Option(
+            "--json",
+            help="Report errors as one JSON line on stderr (the "
+            "output is always the chosen format).",
+        ),
     ] = False,
     home: HomeOpt = None,
 ) -> int:
@@ -82,8 +103,7 @@ def export(
     env = Env(json_, home)
     fmt = export_lib.validate_format(format_)
     states = lifecycle.validate_states(state)
-    since_s = None if since is None else clock.parse_duration(since, clock.EXPORT_SINCE,
-                                                             "--since")
+    since_s = None if since is None else clock.parse_duration(since, clock.EXPORT_SINCE, "--since")
     out = env.out.stdout
     with env.unit(write=False) as now:
         objects = export_lib.requests(env.store, now, states, since_s)
@@ -98,13 +118,16 @@ def export(
     return 0
 
 
-@db_app.command(epilog=examples(
-    "relay db copy --to 'postgresql://relay@db/relay?sslmode=verify-full'",
-    "relay db copy --to \"$RELAY_DATABASE_URL\" --json",
-))
+@db_app.command(
+    epilog=examples(
+        "relay db copy --to 'postgresql://relay@db/relay?sslmode=verify-full'",
+        'relay db copy --to "$RELAY_DATABASE_URL" --json',
+    )
+)
 def copy(
-    to: Annotated[str, typer.Option("--to", metavar="URL",
-                                    help="The empty PostgreSQL database to fill.")],
+    to: Annotated[
+        str, typer.Option("--to", metavar="URL", help="The empty PostgreSQL database to fill.")
+    ],
     json_: JsonOpt = False,
     home: HomeOpt = None,
 ) -> int:
@@ -127,10 +150,14 @@ def copy(
         env.out.json(result)
     else:
         total = sum(result["copied"].values())
-        env.out.line(f"copied {total} rows from {result['from']} to {result['to']} "
-                     f"(schema {result['schema_version']}):")
+        env.out.line(
+            f"copied {total} rows from {result['from']} to {result['to']} "
+            f"(schema {result['schema_version']}):"
+        )
         env.out.fields([(t, str(n)) for t, n in result["copied"].items()])
-        env.out.line("relay.db is unchanged. Point every agent at the new database: "
-                     "export RELAY_DATABASE_URL='<the URL>' (without a password: use "
-                     "~/.pgpass).")
+        env.out.line(
+            "relay.db is unchanged. Point every agent at the new database: "
+            "export RELAY_DATABASE_URL='<the URL>' (without a password: use "
+            "~/.pgpass)."
+        )
     return 0

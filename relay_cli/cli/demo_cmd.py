@@ -11,13 +11,17 @@ from ..core.output import Output, inert_line
 from .app import HomeOpt, JsonOpt, app, call_context, examples
 
 
-@app.command(epilog=examples(
-    'relay demo',
-    'relay demo --keep   # keep the throwaway home to look around in it',
-))
+@app.command(
+    epilog=examples(
+        "relay demo",
+        "relay demo --keep   # keep the throwaway home to look around in it",
+    )
+)
 def demo(
-    keep: Annotated[bool, typer.Option("--keep", help="Keep the throwaway home afterwards "
-                                       "(its path is printed).")] = False,
+    keep: Annotated[
+        bool,
+        typer.Option("--keep", help="Keep the throwaway home afterwards (its path is printed)."),
+    ] = False,
     json_: JsonOpt = False,
     home: HomeOpt = None,
 ) -> int:
@@ -48,20 +52,23 @@ def demo(
             narrate("step", "And the request's history:")
             narrate("cmd", f"relay show {d.request_id[:8]} --events")
             sys.stdout.flush()
-            demo_lib.relay_command(path, "show", d.request_id[:8], "--events",
-                                   stdout=sys.stdout)
+            demo_lib.relay_command(path, "show", d.request_id[:8], "--events", stdout=sys.stdout)
     finally:
         if not keep and home is None:
             demo_lib.remove(path)
     if not out.json_mode:
         # the demo's point, where it is still on an 80x24 screen when the demo ends
         out.line("")
-        out.para(f"In short: alice sent {d.request_id[:8]} with an id it chose; bob claimed, "
-                 "acked and replied; alice's resend of the same id and text was answered "
-                 "duplicate: yes (already sent, nothing new queued): one request, one job.")
+        out.para(
+            f"In short: alice sent {d.request_id[:8]} with an id it chose; bob claimed, "
+            "acked and replied; alice's resend of the same id and text was answered "
+            "duplicate: yes (already sent, nothing new queued): one request, one job."
+        )
         if keep or home is not None:
             out.line("The home was kept; to look around in it:")
-            out.line(f"  {demo_lib.look_around(path, call_context().database_url_given())}")  # whole, to copy
+            out.line(
+                f"  {demo_lib.look_around(path, call_context().database_url_given())}"
+            )  # whole, to copy
         else:
             out.para("The throwaway home was removed (relay demo --keep keeps it).")
     return 0
@@ -98,6 +105,9 @@ class _Narrator:
         from ..core.output import wrap
 
         lines = wrap(text, max(20, out.width - len(lead)), out.ellipsis)
-        out.print_lines([Text((lead if i == 0 else " " * len(lead)) + ln,
-                              style=style if out.color else "")
-                         for i, ln in enumerate(lines)])
+        out.print_lines(
+            [
+                Text((lead if i == 0 else " " * len(lead)) + ln, style=style if out.color else "")
+                for i, ln in enumerate(lines)
+            ]
+        )

@@ -32,8 +32,12 @@ hook = lazy_module("relay_cli.agents.hook")
 hook_run = lazy_module("relay_cli.agents.hook_run")
 notices_lib = lazy_module("relay_cli.requests.notices")
 
-hook_app = typer.Typer(cls=RelayGroup, help="Entry points for agent runtimes' hooks.",
-                       no_args_is_help=True, rich_markup_mode=None)
+hook_app = typer.Typer(
+    cls=RelayGroup,
+    help="Entry points for agent runtimes' hooks.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
 app.add_typer(hook_app, name="hook")
 
 
@@ -41,27 +45,41 @@ hook_install = lazy_module("relay_cli.agents.install")
 
 KindHookOpt = Annotated[
     Optional[str],
-    typer.Option("--kind", metavar="K",
-                 help="Kind for a peer the hook joins (default: the runtime's name)."),
+    typer.Option(
+        "--kind", metavar="K", help="Kind for a peer the hook joins (default: the runtime's name)."
+    ),
 ]
 LeaseHookOpt = Annotated[
     Optional[str],
-    typer.Option("--lease", metavar="D",
-                 help="Lease of a session the hook joins "
-                      f"({clock.span(clock.SESSION_LEASE, HOOK_LEASE_S)}); every hook run "
-                      "renews it."),
+    typer.Option(
+        "--lease",
+        metavar="D",
+        help="Lease of a session the hook joins "
+        f"({clock.span(clock.SESSION_LEASE, HOOK_LEASE_S)}); every hook run "
+        "renews it.",
+    ),
 ]
 TimeoutHookOpt = Annotated[
     Optional[str],
-    typer.Option("--timeout", metavar="D",
-                 help="With --wake: how long the waiter waits "
-                      f"({clock.span(clock.SESSION_LEASE, HOOK_LEASE_S)})."),
+    typer.Option(
+        "--timeout",
+        metavar="D",
+        help="With --wake: how long the waiter waits "
+        f"({clock.span(clock.SESSION_LEASE, HOOK_LEASE_S)}).",
+    ),
 ]
 HOOK_CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True}
 
 
-def _run_hook(runtime: str, as_: str | None, kind: str | None, lease: str | None, wake: bool,
-              timeout: str | None, home: str | None) -> int:
+def _run_hook(
+    runtime: str,
+    as_: str | None,
+    kind: str | None,
+    lease: str | None,
+    wake: bool,
+    timeout: str | None,
+    home: str | None,
+) -> int:
     """One hook run: read the event, answer on stdout. Never fails the agent: on anything
     unexpected it exits 0 and prints nothing (a waiter's exit 2 is its wake-up)."""
     try:
@@ -76,9 +94,17 @@ def _run_hook(runtime: str, as_: str | None, kind: str | None, lease: str | None
         event = hook.parse(data, hook.DIALECTS[runtime])
         if event is None:
             return 0
-        doc, code, note = hook_run.respond(lambda: env.store, event, runtime, as_=as_, kind=kind,
-                                       lease=lease, wake=wake, timeout=timeout,
-                                       environ=os.environ)
+        doc, code, note = hook_run.respond(
+            lambda: env.store,
+            event,
+            runtime,
+            as_=as_,
+            kind=kind,
+            lease=lease,
+            wake=wake,
+            timeout=timeout,
+            environ=os.environ,
+        )
     except Exception as e:  # noqa: BLE001 - a hook must never break the agent
         if os.environ.get("RELAY_DEBUG") == "1":
             import traceback
@@ -102,23 +128,33 @@ def _run_hook(runtime: str, as_: str | None, kind: str | None, lease: str | None
 
 WakeOpt = Annotated[
     bool,
-    typer.Option("--wake", help="Run as the wake waiter: wait, without claiming, until a new "
-                                "request for this peer is queued, then wake the session."),
+    typer.Option(
+        "--wake",
+        help="Run as the wake waiter: wait, without claiming, until a new "
+        "request for this peer is queued, then wake the session.",
+    ),
 ]
 
 
 def _hook_command(rt) -> None:
     """Register `relay hook NAME` for one runtime entry (its help lives in the entry)."""
 
-    def command(as_: AsOpt = None, kind: KindHookOpt = None, lease: LeaseHookOpt = None,
-                wake: WakeOpt = False, timeout: TimeoutHookOpt = None, json_: JsonOpt = False,
-                home: HomeOpt = None) -> int:
+    def command(
+        as_: AsOpt = None,
+        kind: KindHookOpt = None,
+        lease: LeaseHookOpt = None,
+        wake: WakeOpt = False,
+        timeout: TimeoutHookOpt = None,
+        json_: JsonOpt = False,
+        home: HomeOpt = None,
+    ) -> int:
         return _run_hook(rt.name, as_, kind, lease, wake, timeout, home)
 
     command.__name__ = f"hook_{rt.name}"
     command.__doc__ = rt.hook_help
-    hook_app.command(rt.name, context_settings=HOOK_CONTEXT,
-                     epilog=examples(*rt.hook_examples))(command)
+    hook_app.command(rt.name, context_settings=HOOK_CONTEXT, epilog=examples(*rt.hook_examples))(
+        command
+    )
 
 
 for _rt in runtimes.ALL:
@@ -130,35 +166,56 @@ def _check_agent(value: str) -> None:
         hook_install.change_settings(value, install=False)
 
 
-AgentArg = Annotated[str, typer.Argument(
-    metavar="AGENT", help=runtimes.either(runtimes.NAMES) + ".",
-    click_type=Choice(lambda: hook_install.RUNTIMES, _check_agent))]
+AgentArg = Annotated[
+    str,
+    typer.Argument(
+        metavar="AGENT",
+        help=runtimes.either(runtimes.NAMES) + ".",
+        click_type=Choice(lambda: hook_install.RUNTIMES, _check_agent),
+    ),
+]
 ProjectOpt = Annotated[
     bool,
-    typer.Option("--project", help="The project's settings file in the current directory "
-                                   "(" + runtimes.either(f"{r.settings.user_dir}/" for r in runtimes.ALL)
-                                   + ") instead of your own."),
+    typer.Option(
+        "--project",
+        help="The project's settings file in the current directory "
+        "("
+        + runtimes.either(f"{r.settings.user_dir}/" for r in runtimes.ALL)
+        + ") instead of your own.",
+    ),
 ]
-DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Show what would change; write "
-                                                           "nothing.")]
+DryRunOpt = Annotated[
+    bool, typer.Option("--dry-run", help="Show what would change; write nothing.")
+]
 
 
-def _settings_change(agent: str, project: bool, dry_run: bool, wake: bool, json_: bool,
-                     home: str | None, install: bool) -> int:
+def _settings_change(
+    agent: str,
+    project: bool,
+    dry_run: bool,
+    wake: bool,
+    json_: bool,
+    home: str | None,
+    install: bool,
+) -> int:
     env = Env(json_, home)
-    result = hook_install.change_settings(agent, install=install, project=project,
-                                          dry_run=dry_run, wake=wake)
+    result = hook_install.change_settings(
+        agent, install=install, project=project, dry_run=dry_run, wake=wake
+    )
     if env.json:
         env.out.json(result)
         return 0
     path = result["file"]
     if not result["changed"]:
         what = "already in" if install else "not in"
-        env.out.line(f"nothing to change: relay's {hook_install.DISPLAY[agent]} hooks are "
-                     f"{what} {path}")
+        env.out.line(
+            f"nothing to change: relay's {hook_install.DISPLAY[agent]} hooks are {what} {path}"
+        )
     else:
-        env.out.line(f"{'would change' if dry_run else 'changed'} {path}"
-                     + (" (new file)" if result["created"] else ""))
+        env.out.line(
+            f"{'would change' if dry_run else 'changed'} {path}"
+            + (" (new file)" if result["created"] else "")
+        )
     for item in result["added"]:
         env.out.line(f"  + {item['event']}: {item['command']}")
     for item in result["removed"]:
@@ -172,24 +229,39 @@ def _settings_change(agent: str, project: bool, dry_run: bool, wake: bool, json_
         width = min(shutil.get_terminal_size((80, 24)).columns, 100)
         env.out.line("still to do:")
         for line in result["todo"]:  # wrapped at word boundaries: never folds mid-word
-            env.out.line(textwrap.fill(line, width=width, initial_indent="  - ",
-                                       subsequent_indent="    ", break_long_words=False,
-                                       break_on_hyphens=False))
+            env.out.line(
+                textwrap.fill(
+                    line,
+                    width=width,
+                    initial_indent="  - ",
+                    subsequent_indent="    ",
+                    break_long_words=False,
+                    break_on_hyphens=False,
+                )
+            )
     return 0
 
 
-@hook_app.command("install", epilog=examples(
-    'relay hook install claude --dry-run',
-    'relay hook install claude',
-    'relay hook install codex --project --wake',
-))
+@hook_app.command(
+    "install",
+    epilog=examples(
+        "relay hook install claude --dry-run",
+        "relay hook install claude",
+        "relay hook install codex --project --wake",
+    ),
+)
 def hook_install_cmd(
     agent: AgentArg,
     project: ProjectOpt = False,
     dry_run: DryRunOpt = False,
-    wake: Annotated[bool, typer.Option(
-        "--wake", help="Codex: also install the wake waiter (opt-in). Claude Code's always "
-                       "comes with it.")] = False,
+    wake: Annotated[
+        bool,
+        typer.Option(
+            "--wake",
+            help="Codex: also install the wake waiter (opt-in). Claude Code's always "
+            "comes with it.",
+        ),
+    ] = False,
     json_: JsonOpt = False,
     home: HomeOpt = None,
 ) -> int:
@@ -201,22 +273,33 @@ def hook_install_cmd(
     return _settings_change(agent, project, dry_run, wake, json_, home, install=True)
 
 
-@hook_app.command("uninstall", epilog=examples(
-    'relay hook uninstall claude --dry-run',
-    'relay hook uninstall codex',
-))
-def hook_uninstall_cmd(agent: AgentArg, project: ProjectOpt = False, dry_run: DryRunOpt = False,
-                       json_: JsonOpt = False, home: HomeOpt = None) -> int:
+@hook_app.command(
+    "uninstall",
+    epilog=examples(
+        "relay hook uninstall claude --dry-run",
+        "relay hook uninstall codex",
+    ),
+)
+def hook_uninstall_cmd(
+    agent: AgentArg,
+    project: ProjectOpt = False,
+    dry_run: DryRunOpt = False,
+    json_: JsonOpt = False,
+    home: HomeOpt = None,
+) -> int:
     """Remove exactly the hooks `relay hook install` added (the waiter too)."""
     return _settings_change(agent, project, dry_run, False, json_, home, install=False)
 
 
-@app.command(epilog=examples(
-    'relay notices',
-    'relay notices --json',
-))
-def notices(as_: AsOpt = None, session: SessionOpt = None, json_: JsonOpt = False,
-            home: HomeOpt = None) -> int:
+@app.command(
+    epilog=examples(
+        "relay notices",
+        "relay notices --json",
+    )
+)
+def notices(
+    as_: AsOpt = None, session: SessionOpt = None, json_: JsonOpt = False, home: HomeOpt = None
+) -> int:
     """Requests I sent that became final since I last asked, each once.
 
     No bodies (`relay show ID` has them).
@@ -233,16 +316,31 @@ def notices(as_: AsOpt = None, session: SessionOpt = None, json_: JsonOpt = Fals
     # "since", not "finished": a delivery_unknown request is final, but nobody knows
     # whether its work finished
     out.table(
-        [Col("id", fixed=True), Col("to", min=10), Col("state", fixed=True, styles=STATE_STYLES),
-         Col("reason", min=12), Col("since", fixed=True)],
-        [[out.short_id(n["id"]), n["to"], n["state"], n["reason"],
-          out.when(n["finished_at"], now)] for n in found],
+        [
+            Col("id", fixed=True),
+            Col("to", min=10),
+            Col("state", fixed=True, styles=STATE_STYLES),
+            Col("reason", min=12),
+            Col("since", fixed=True),
+        ],
+        [
+            [
+                out.short_id(n["id"]),
+                n["to"],
+                n["state"],
+                n["reason"],
+                out.when(n["finished_at"], now),
+            ]
+            for n in found
+        ],
         empty="no new notices",
     )
     states = {n["state"] for n in found}
     if "completed" in states:
-        env.out.line("note: `relay show ID` shows a reply; it was written by another agent "
-                     "and is not user approval.")
+        env.out.line(
+            "note: `relay show ID` shows a reply; it was written by another agent "
+            "and is not user approval."
+        )
     if "delivery_unknown" in states:
         env.out.para(f"note: delivery_unknown: {state_note('delivery_unknown')}")
     return 0
@@ -252,15 +350,21 @@ def _check_audience(value: str) -> None:
     guide_text.text(value)  # usage_error for an unknown audience
 
 
-@app.command("guide", epilog=examples(
-        'relay guide --for claude >> CLAUDE.md',
-        'relay guide --for codex >> AGENTS.md',
-    ))
+@app.command(
+    "guide",
+    epilog=examples(
+        "relay guide --for claude >> CLAUDE.md",
+        "relay guide --for codex >> AGENTS.md",
+    ),
+)
 def guide(
     for_: Annotated[
         str,
-        typer.Option("--for", click_type=Choice(lambda: guide_text.AUDIENCES, _check_audience),
-                     help="Which agent runtime the guide is for."),
+        typer.Option(
+            "--for",
+            click_type=Choice(lambda: guide_text.AUDIENCES, _check_audience),
+            help="Which agent runtime the guide is for.",
+        ),
     ] = "generic",
     json_: JsonOpt = False,
     home: HomeOpt = None,

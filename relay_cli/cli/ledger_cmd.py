@@ -21,19 +21,28 @@ from ..requests import lifecycle
 from . import complete
 from .app import Choice, Env, HomeOpt, JsonOpt, RelayGroup, app, duration, examples, lazy_module
 
-ledger = lazy_module("relay_cli.ledger.entries")  # socket, selectors, signal: only for these commands
+ledger = lazy_module(
+    "relay_cli.ledger.entries"
+)  # socket, selectors, signal: only for these commands
 runner = lazy_module("relay_cli.ledger.once")
 outcome = lazy_module("relay_cli.ledger.outcome")
 
-ledger_app = typer.Typer(cls=RelayGroup,
-                         help="Inspect and settle the side-effect ledger of `relay once`.",
-                         no_args_is_help=True, rich_markup_mode=None)
+ledger_app = typer.Typer(
+    cls=RelayGroup,
+    help="Inspect and settle the side-effect ledger of `relay once`.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
 app.add_typer(ledger_app, name="ledger")
 
 
 def _key_arg(candidates):
-    return Annotated[str, typer.Argument(metavar="KEY", autocompletion=candidates,
-                                         help="The key given to `relay once`.")]
+    return Annotated[
+        str,
+        typer.Argument(
+            metavar="KEY", autocompletion=candidates, help="The key given to `relay once`."
+        ),
+    ]
 
 
 KeyArg = _key_arg(complete.ledger_keys)
@@ -89,54 +98,75 @@ def _entry_fields(obj: dict, now: int) -> list[tuple[str, object]]:
     ]
     if obj.get("exit_code") is not None:
         code = obj["exit_code"]
-        pairs.append(("exit code", f"{code} (signal {obj['signal']})" if obj.get("signal")
-                      else code))
+        pairs.append(
+            ("exit code", f"{code} (signal {obj['signal']})" if obj.get("signal") else code)
+        )
     if obj.get("idempotent"):
         pairs.append(("idempotent", "yes (a crashed run is run again)"))
     if obj.get("approval_required"):
         pairs.append(("approval", "required"))
-    for key, label in (("created_at", "created"), ("started_at", "started"),
-                       ("finished_at", "finished")):
+    for key, label in (
+        ("created_at", "created"),
+        ("started_at", "started"),
+        ("finished_at", "finished"),
+    ):
         if obj.get(key):
             pairs.append((label, f"{obj[key]} ({iso_age(obj[key], now)} ago)"))
     if obj.get("runs"):
         pairs.append(("runs", obj["runs"]))
     if obj.get("pid") is not None:
-        pairs.append(("process", f"relay pid {obj['pid']}"
-                      + (f", command pid {obj['child_pid']}" if obj.get("child_pid") else "")
-                      + f" on {obj['host']}"))
+        pairs.append(
+            (
+                "process",
+                f"relay pid {obj['pid']}"
+                + (f", command pid {obj['child_pid']}" if obj.get("child_pid") else "")
+                + f" on {obj['host']}",
+            )
+        )
     if obj.get("decision"):
-        pairs.append(("decision", f"{obj['decision']} by {obj['decided_by']} at "
-                      f"{obj['decided_at']}"))
+        pairs.append(
+            ("decision", f"{obj['decision']} by {obj['decided_by']} at {obj['decided_at']}")
+        )
         if obj.get("decision_note"):
             pairs.append(("decision note", obj["decision_note"]))
     if obj.get("resolution"):
-        pairs.append(("resolved", f"{obj['resolution']} by {obj['resolved_by']} at "
-                      f"{obj['resolved_at']}"))
+        pairs.append(
+            ("resolved", f"{obj['resolution']} by {obj['resolved_by']} at {obj['resolved_at']}")
+        )
         if obj.get("resolution_note"):
             pairs.append(("resolution note", obj["resolution_note"]))
     if obj.get("output_pruned"):
-        kept = (" (the outcome is kept and still replays)"
-                if obj["state"] in ("succeeded", "failed") else "")
+        kept = (
+            " (the outcome is kept and still replays)"
+            if obj["state"] in ("succeeded", "failed")
+            else ""
+        )
         pairs.append(("output", f"removed by `relay prune` at {obj['output_pruned_at']}{kept}"))
     return pairs
 
 
 def _unknown_text(obj: dict) -> str:
     if obj.get("child_pid") is None:
-        return ("no command pid was committed, so the command never began executing (it "
-                "waits at a gate until then); the next call with this key runs it")
-    settle = (f"`relay ledger resolve {shlex.quote(obj['key'])} --outcome "
-              "succeeded|failed|forget`")
+        return (
+            "no command pid was committed, so the command never began executing (it "
+            "waits at a gate until then); the next call with this key runs it"
+        )
+    settle = f"`relay ledger resolve {shlex.quote(obj['key'])} --outcome succeeded|failed|forget`"
     if not ledger.shown_here(obj):
-        return (f"host {obj['host']} stopped renewing it; relay cannot see whether the "
-                "command still runs there. A person who checked that host settles it at a "
-                f"terminal: {settle}")
+        return (
+            f"host {obj['host']} stopped renewing it; relay cannot see whether the "
+            "command still runs there. A person who checked that host settles it at a "
+            f"terminal: {settle}"
+        )
     if obj.get("idempotent"):
-        return ("relay and the command are gone and the outcome was never recorded; the "
-                "next call with this key runs it again (--idempotent)")
-    return ("relay and the command are gone and the outcome was never recorded; check "
-            f"whether the effect happened, then {settle}")
+        return (
+            "relay and the command are gone and the outcome was never recorded; the "
+            "next call with this key runs it again (--idempotent)"
+        )
+    return (
+        "relay and the command are gone and the outcome was never recorded; check "
+        f"whether the effect happened, then {settle}"
+    )
 
 
 def _render_entry(out: Output, obj: dict, now: int, output: bool = False) -> None:
@@ -148,8 +178,11 @@ def _render_entry(out: Output, obj: dict, now: int, output: bool = False) -> Non
         text = obj.get(name)
         if total is None:
             continue
-        kept = f"last {len(text.encode())} of {total} bytes" if obj.get(f"{name}_truncated") \
+        kept = (
+            f"last {len(text.encode())} of {total} bytes"
+            if obj.get(f"{name}_truncated")
             else f"{total} bytes"
+        )
         out.line(f"--- {name} ({kept}) ---")
         if text:
             out.line(inert(text.rstrip("\n")))
@@ -170,36 +203,52 @@ def _write_bytes(stream, data: bytes | None) -> None:
     runner.Sink(stream).write(data)
 
 
-@app.command(help=ONCE_HELP, context_settings={"allow_interspersed_args": False}, epilog=examples(
+@app.command(
+    help=ONCE_HELP,
+    context_settings={"allow_interspersed_args": False},
+    epilog=examples(
         'relay once --key "$TOOL_USE_ID" -- gh pr create --fill',
-        'relay once --key deploy-42 --approve --timeout 5m -- ./deploy.sh',
-    ))
+        "relay once --key deploy-42 --approve --timeout 5m -- ./deploy.sh",
+    ),
+)
 def once(
     key: Annotated[
         str,
-        typer.Option("--key", metavar="KEY", show_default=False,
-                     help="1-200 printable ASCII characters: the tool call's id or any "
-                          "stable intent key."),
+        typer.Option(
+            "--key",
+            metavar="KEY",
+            show_default=False,
+            help="1-200 printable ASCII characters: the tool call's id or any stable intent key.",
+        ),
     ],
     cmd: Annotated[
         Optional[List[str]],
-        typer.Argument(metavar="-- CMD [ARGS]...", show_default=False,
-                       help="The command, after `--`, passed on untouched."),
+        typer.Argument(
+            metavar="-- CMD [ARGS]...",
+            show_default=False,
+            help="The command, after `--`, passed on untouched.",
+        ),
     ] = None,
     idempotent: Annotated[
-        bool, typer.Option("--idempotent",
-                           help="CMD is safe to repeat: rerun it when an earlier run crashed "
-                                "before its outcome was recorded."),
+        bool,
+        typer.Option(
+            "--idempotent",
+            help="CMD is safe to repeat: rerun it when an earlier run crashed "
+            "before its outcome was recorded.",
+        ),
     ] = False,
     approve: Annotated[
-        bool, typer.Option("--approve",
-                           help="Run only after a person approves (`relay approve KEY`)."),
+        bool,
+        typer.Option("--approve", help="Run only after a person approves (`relay approve KEY`)."),
     ] = False,
     timeout: Annotated[
         Optional[str],
-        typer.Option("--timeout", metavar="D",
-                     help="How long to wait for a person's decision "
-                     f"({clock.span(clock.WAIT, lifecycle.DEFAULT_WAIT_S)})."),
+        typer.Option(
+            "--timeout",
+            metavar="D",
+            help="How long to wait for a person's decision "
+            f"({clock.span(clock.WAIT, lifecycle.DEFAULT_WAIT_S)}).",
+        ),
     ] = None,
     json_: JsonOpt = False,
     home: HomeOpt = None,
@@ -215,8 +264,14 @@ def once(
     except OSError as e:
         raise RelayError("usage_error", "the current directory no longer exists") from e
     result = runner.once(
-        env.store, key, argv, cwd, idempotent=idempotent, approve=approve,
-        timeout_s=timeout_s, on_waiting=lambda entry: env.out.note(outcome.waiting_note(entry)),
+        env.store,
+        key,
+        argv,
+        cwd,
+        idempotent=idempotent,
+        approve=approve,
+        timeout_s=timeout_s,
+        on_waiting=lambda entry: env.out.note(outcome.waiting_note(entry)),
         out_sink=runner.Sink(None if env.json else sys.stdout),
         err_sink=runner.Sink(sys.stderr),
         on_decided=lambda entry: env.out.note(outcome.decided_note(entry)),
@@ -233,20 +288,25 @@ def once(
     return result.exit_code
 
 
-@ledger_app.command("list", epilog=examples(
-        'relay ledger list',
-        'relay ledger list --state effect_unknown',
-    ))
+@ledger_app.command(
+    "list",
+    epilog=examples(
+        "relay ledger list",
+        "relay ledger list --state effect_unknown",
+    ),
+)
 def ledger_list(
     state: Annotated[
         Optional[List[str]],
-        typer.Option("--state", metavar="STATE",
-                     click_type=Choice(lambda: ledger.STATES,
-                                       lambda v: ledger.validate_states([v])),
-                     help="Only entries in STATE (repeatable): awaiting_approval, approved, "
-                          "denied, running, effect_unknown (outcome never recorded: relay "
-                          "and the command are gone, or another host stopped renewing it), "
-                          "succeeded, failed, forgotten."),
+        typer.Option(
+            "--state",
+            metavar="STATE",
+            click_type=Choice(lambda: ledger.STATES, lambda v: ledger.validate_states([v])),
+            help="Only entries in STATE (repeatable): awaiting_approval, approved, "
+            "denied, running, effect_unknown (outcome never recorded: relay "
+            "and the command are gone, or another host stopped renewing it), "
+            "succeeded, failed, forgotten.",
+        ),
     ] = None,
     json_: JsonOpt = False,
     home: HomeOpt = None,
@@ -263,33 +323,53 @@ def ledger_list(
         env.out.json(ledger.entries_object(entries))
         return 0
     out = env.out
-    rows = [[e["key"], e["state"], "-" if e["exit_code"] is None else e["exit_code"],
-             ledger.command_text(e["argv"]), out.when(e["updated_at"], now)]
-            for e in entries]
+    rows = [
+        [
+            e["key"],
+            e["state"],
+            "-" if e["exit_code"] is None else e["exit_code"],
+            ledger.command_text(e["argv"]),
+            out.when(e["updated_at"], now),
+        ]
+        for e in entries
+    ]
     out.table(LEDGER_COLUMNS, rows, empty="(no entries)", tsv=True)
     waiting = [e for e in entries if e["state"] == "awaiting_approval"]
     if waiting:
-        env.out.para(f"{len(waiting)} awaiting a person's approval: `relay ledger show KEY`, "
-                     "then `relay approve KEY` or `relay deny KEY` in your terminal")
+        env.out.para(
+            f"{len(waiting)} awaiting a person's approval: `relay ledger show KEY`, "
+            "then `relay approve KEY` or `relay deny KEY` in your terminal"
+        )
     unknown = [e for e in entries if e["effect_unknown"] and not ledger.reruns_by_itself(e)]
     if unknown:
-        env.out.para(f"{len(unknown)} effect_unknown, needing a person: the outcome was never "
-                     "recorded and the next call does not run it again; `relay ledger show "
-                     "KEY` says why, then a person settles it with `relay ledger resolve KEY "
-                     "--outcome succeeded|failed|forget`")
+        env.out.para(
+            f"{len(unknown)} effect_unknown, needing a person: the outcome was never "
+            "recorded and the next call does not run it again; `relay ledger show "
+            "KEY` says why, then a person settles it with `relay ledger resolve KEY "
+            "--outcome succeeded|failed|forget`"
+        )
     return 0
 
 
-LEDGER_COLUMNS = [Col("key", min=12), Col("state", fixed=True, styles=LEDGER_STYLES),
-                  Col("exit", fixed=True, justify="right"), Col("command", min=12, first=True),
-                  Col("changed", fixed=True)]
+LEDGER_COLUMNS = [
+    Col("key", min=12),
+    Col("state", fixed=True, styles=LEDGER_STYLES),
+    Col("exit", fixed=True, justify="right"),
+    Col("command", min=12, first=True),
+    Col("changed", fixed=True),
+]
 
 
-@ledger_app.command("show", help=(
+@ledger_app.command(
+    "show",
+    help=(
         "One entry in full, with its captured stdout and stderr.\n\n"
-        f"Of each stream, the last {TAIL_KIB} are kept."), epilog=examples(
-        'relay ledger show deploy-42',
-    ))
+        f"Of each stream, the last {TAIL_KIB} are kept."
+    ),
+    epilog=examples(
+        "relay ledger show deploy-42",
+    ),
+)
 def ledger_show(key: KeyArg, json_: JsonOpt = False, home: HomeOpt = None) -> int:
     env = Env(json_, home)
     ledger.validate_key(key)
@@ -298,18 +378,23 @@ def ledger_show(key: KeyArg, json_: JsonOpt = False, home: HomeOpt = None) -> in
     return _emit(env, obj, output=True)
 
 
-@ledger_app.command("resolve", epilog=examples(
+@ledger_app.command(
+    "resolve",
+    epilog=examples(
         "relay ledger resolve deploy-42 --outcome succeeded --note 'released'",
-        'relay ledger resolve deploy-42 --outcome forget',
-    ))
+        "relay ledger resolve deploy-42 --outcome forget",
+    ),
+)
 def ledger_resolve(
     key: KeyArg,
     outcome: Annotated[
         str,
-        typer.Option("--outcome", click_type=Choice(lambda: ledger.OUTCOMES,
-                                       lambda v: ledger.validate_outcome(v)),
-                     help="What the person found: the effect happened, it did not, or forget "
-                          "the entry so the key runs again."),
+        typer.Option(
+            "--outcome",
+            click_type=Choice(lambda: ledger.OUTCOMES, lambda v: ledger.validate_outcome(v)),
+            help="What the person found: the effect happened, it did not, or forget "
+            "the entry so the key runs again.",
+        ),
     ],
     note: NoteOpt = None,
     json_: JsonOpt = False,
@@ -330,22 +415,27 @@ def ledger_resolve(
     text = lifecycle.validate_text(note, "--note") if note is not None else None
     try:
         with env.unit() as now:
-            obj = ledger.resolve(env.store, now, key, outcome, text,
-                                 terminal=lifecycle.stdin_is_terminal())
+            obj = ledger.resolve(
+                env.store, now, key, outcome, text, terminal=lifecycle.stdin_is_terminal()
+            )
     except ledger.EntryError as e:
         raise RelayError(e.code, e.message, detail=e.detail) from None
     return _emit(env, obj)
 
 
-@app.command(epilog=examples(
-    'relay ledger list --state awaiting_approval',
-    'relay approve deploy-42',
-))
+@app.command(
+    epilog=examples(
+        "relay ledger list --state awaiting_approval",
+        "relay approve deploy-42",
+    )
+)
 def approve(
     key: AwaitingKeyArg,
     yes: Annotated[
-        bool, typer.Option("--yes", "-y", help="Approve without the question (still only "
-                           "from a terminal).")
+        bool,
+        typer.Option(
+            "--yes", "-y", help="Approve without the question (still only from a terminal)."
+        ),
     ] = False,
     json_: JsonOpt = False,
     home: HomeOpt = None,
@@ -383,7 +473,8 @@ def _confirm(out: Output, entry: dict) -> bool:
             f"  command: {inert(ledger.command_text(entry['argv']))}\n"
             f"  cwd:     {inert(entry['cwd'])}\n"
             f"  key:     {inert(entry['key'])}\n"
-            "Approve it? [y/N] ")
+            "Approve it? [y/N] "
+        )
         say.flush()
         try:
             answer = sys.stdin.readline()
@@ -393,8 +484,10 @@ def _confirm(out: Output, entry: dict) -> bool:
             say.write("\n")
         if answer.strip().lower() in ("y", "yes"):
             return True
-        say.write("relay: not approved; nothing changed (the entry still awaits a decision; "
-                  "`relay deny KEY` refuses it)\n")
+        say.write(
+            "relay: not approved; nothing changed (the entry still awaits a decision; "
+            "`relay deny KEY` refuses it)\n"
+        )
         say.flush()
         return False
 
@@ -414,16 +507,20 @@ def _person(out: Output):
             "approval_needs_terminal",
             f"`relay approve --json` asks its question on the terminal of standard input and "
             f"cannot write to it ({e}); nothing changed. Read the entry with `relay ledger "
-            "show KEY`, then approve it with --yes") from None
+            "show KEY`, then approve it with --yes",
+        ) from None
     with open(fd, "w", encoding="utf-8", errors="backslashreplace") as tty:
         yield tty
 
 
-@app.command(epilog=examples(
-    "relay deny deploy-42 --note 'not on a Friday'",
-))
-def deny(key: AwaitingKeyArg, note: NoteOpt = None, json_: JsonOpt = False,
-         home: HomeOpt = None) -> int:
+@app.command(
+    epilog=examples(
+        "relay deny deploy-42 --note 'not on a Friday'",
+    )
+)
+def deny(
+    key: AwaitingKeyArg, note: NoteOpt = None, json_: JsonOpt = False, home: HomeOpt = None
+) -> int:
     """A person at a terminal denies a `relay once --approve` entry.
 
     It never runs: every later `relay once` with the key exits 10 (denied). Refused unless standard

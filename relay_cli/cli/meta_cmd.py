@@ -8,9 +8,11 @@ import sys
 from .app import HomeOpt, JsonOpt, app, examples
 
 
-@app.command(epilog=examples(
-    'relay schema | python3 -m json.tool | less',
-))
+@app.command(
+    epilog=examples(
+        "relay schema | python3 -m json.tool | less",
+    )
+)
 def schema(json_: JsonOpt = False, home: HomeOpt = None) -> int:
     """Print the interface as JSON: commands, options, errors, states.
 

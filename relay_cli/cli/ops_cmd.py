@@ -36,8 +36,8 @@ _CANNOT_START = (
     options_metavar="[OPTIONS] -- CMD [ARGS]...",
     context_settings={"allow_extra_args": True, "allow_interspersed_args": False},
     epilog=examples(
-        'relay run --as claude-1 --kind claude -- claude',
-        'relay run --as codex-1 --kind codex --lease 2m -- codex',
+        "relay run --as claude-1 --kind claude -- claude",
+        "relay run --as codex-1 --kind codex --lease 2m -- codex",
     ),
 )
 def run_(
@@ -49,8 +49,12 @@ def run_(
     kind: KindOpt = None,
     lease: SessionLeaseOpt = None,
     json_: Annotated[
-        bool, typer.Option("--json", help="relay's own stderr: at most one JSON error line, no notes "
-                           "(stdout always belongs to CMD).")
+        bool,
+        typer.Option(
+            "--json",
+            help="relay's own stderr: at most one JSON error line, no notes "
+            "(stdout always belongs to CMD).",
+        ),
     ] = False,
     home: HomeOpt = None,
 ) -> int:
@@ -73,11 +77,15 @@ def run_(
         lease_s = duration(lease, clock.SESSION_LEASE, "--lease", peers.DEFAULT_SESSION_LEASE_S)
         argv = list(ctx.args)
         if not argv:
-            raise RelayError("usage_error",
-                             "nothing to run: relay run --as NAME [--kind K] -- CMD [ARGS]...")
+            raise RelayError(
+                "usage_error", "nothing to run: relay run --as NAME [--kind K] -- CMD [ARGS]..."
+            )
         if not launcher.supported():
-            raise RelayError("internal_error", "relay run needs os.posix_spawn and "
-                             "signal.sigtimedwait (Linux); this platform lacks them")
+            raise RelayError(
+                "internal_error",
+                "relay run needs os.posix_spawn and "
+                "signal.sigtimedwait (Linux); this platform lacks them",
+            )
 
         def report(item) -> None:  # with --json: at most one error line, no notes
             if isinstance(item, RelayError):
@@ -103,20 +111,28 @@ def _open(env: Env):
 
 
 # ------------------------------------------------------------------ doctor
-@app.command(epilog=examples(
-    'relay doctor',
-    'relay doctor -v',
-    'relay doctor --fix --home ~/.local/state/relay',
-))
+@app.command(
+    epilog=examples(
+        "relay doctor",
+        "relay doctor -v",
+        "relay doctor --fix --home ~/.local/state/relay",
+    )
+)
 def doctor(
     fix: Annotated[
-        bool, typer.Option("--fix", help="Set the modes relay needs (dir 0700, files 0600): "
-                           "tightens what is too open, gives back your own read and write; "
-                           "never follows or replaces a symlink.")
+        bool,
+        typer.Option(
+            "--fix",
+            help="Set the modes relay needs (dir 0700, files 0600): "
+            "tightens what is too open, gives back your own read and write; "
+            "never follows or replaces a symlink.",
+        ),
     ] = False,
     verbose: Annotated[
-        bool, typer.Option("--verbose", "-v", help="On a terminal, every check in full, not "
-                           "one line per area.")
+        bool,
+        typer.Option(
+            "--verbose", "-v", help="On a terminal, every check in full, not one line per area."
+        ),
     ] = False,
     json_: JsonOpt = False,
     home: HomeOpt = None,
@@ -135,8 +151,7 @@ def doctor(
 
     out = Output(json_)
     given = bool(home) or bool(os.environ.get("RELAY_HOME"))
-    report = doctor_.diagnose(resolve_home(home), fix=fix, home_given=given,
-                              context=call_context())
+    report = doctor_.diagnose(resolve_home(home), fix=fix, home_given=given, context=call_context())
     if json_:
         out.json(report.to_json())
         return report.exit_code
@@ -161,8 +176,10 @@ def _render_report(out: Output, report, verbose: bool = False) -> None:
     summary = f"relay doctor: {counts['fail']} fail, {counts['warn']} warn, {counts['ok']} ok"
     oks = [c for c in report.checks if c.status == doctor_.OK]
     if not out.terminal:
-        out.table(["status", "check", "detail"],
-                  [[c.status, c.name, c.to_json()["detail"]] for c in oks + report.problems()])
+        out.table(
+            ["status", "check", "detail"],
+            [[c.status, c.name, c.to_json()["detail"]] for c in oks + report.problems()],
+        )
         out.line(summary)
         if report.facts.get("commands_note"):
             out.line(f"note: {report.facts['commands_note']}")
@@ -191,8 +208,10 @@ class _DoctorScreen:
 
         from ..core.output import DOCTOR_STYLES, GAP
 
-        return Text(f"{self.glyphs[status]} {label}".ljust(w) + " " * GAP,
-                    style=DOCTOR_STYLES[status] if self.out.color else "")
+        return Text(
+            f"{self.glyphs[status]} {label}".ljust(w) + " " * GAP,
+            style=DOCTOR_STYLES[status] if self.out.color else "",
+        )
 
     def areas(self, report, oks, verbose: bool) -> list:
         """One line per area; with -v, every ok check under its area, whole."""
@@ -204,13 +223,16 @@ class _DoctorScreen:
         group_w = 2 + max(len(g) for g, _, _ in groups)
         top: list = []
         for group, status, text in groups:
-            top.append(self.head(status, group, group_w) + Text(
-                fit(inert_line(text), self.width - group_w - GAP, self.out.ellipsis)))
+            top.append(
+                self.head(status, group, group_w)
+                + Text(fit(inert_line(text), self.width - group_w - GAP, self.out.ellipsis))
+            )
             if verbose:
                 indent = " " * (group_w + GAP)
                 for c in (c for c in oks if c.group == group):
-                    first, *rest = _wrap_whole(f"{c.name}: {inert_line(c.detail)}",
-                                               self.width - len(indent))
+                    first, *rest = _wrap_whole(
+                        f"{c.name}: {inert_line(c.detail)}", self.width - len(indent)
+                    )
                     top += [Text(indent + first)] + [Text(indent + "  " + ln) for ln in rest]
         return top
 
@@ -221,8 +243,10 @@ class _DoctorScreen:
 
         if not fix:
             return []
-        return [Text(self.indent + ln, style=self.bold)
-                for ln in _command_lines(self.arrow + inert_line(fix), self.inner)]
+        return [
+            Text(self.indent + ln, style=self.bold)
+            for ln in _command_lines(self.arrow + inert_line(fix), self.inner)
+        ]
 
     def whole(self, checks) -> list:
         """Each detail whole, wrapped between words, and the command they share."""
@@ -232,10 +256,10 @@ class _DoctorScreen:
 
         lines = []
         for c in checks:
-            first, *rest = wrap(f"{c.name}: {inert_line(c.detail)}", self.inner,
-                                self.out.ellipsis)
-            lines.append(self.head(c.status, c.status, self.STATUS_W)
-                         + Text(first, style=self.bold))
+            first, *rest = wrap(f"{c.name}: {inert_line(c.detail)}", self.inner, self.out.ellipsis)
+            lines.append(
+                self.head(c.status, c.status, self.STATUS_W) + Text(first, style=self.bold)
+            )
             lines += [Text(self.indent + more) for more in rest]
         return lines + self.command(checks[0].fix)
 
@@ -246,9 +270,10 @@ class _DoctorScreen:
         from ..core.output import fit, inert_line
 
         text = f"{', '.join(c.name for c in checks)}: {checks[0].detail}"
-        return [self.head(checks[0].status, checks[0].status, self.STATUS_W)
-                + Text(fit(inert_line(text), self.inner, self.out.ellipsis), style=self.bold)] \
-            + self.command(checks[0].fix)
+        return [
+            self.head(checks[0].status, checks[0].status, self.STATUS_W)
+            + Text(fit(inert_line(text), self.inner, self.out.ellipsis), style=self.bold)
+        ] + self.command(checks[0].fix)
 
     def render(self, report, oks, summary: str, verbose: bool) -> None:
         from rich.text import Text
@@ -263,12 +288,18 @@ class _DoctorScreen:
             shared.setdefault(c.fix or id(c), []).append(c)
         tail = [Text(summary, style=self.bold)]
         if report.facts.get("commands_note"):
-            tail += [Text(ln) for ln in wrap(f"note: {report.facts['commands_note']}",
-                                             self.width, self.out.ellipsis)]
+            tail += [
+                Text(ln)
+                for ln in wrap(
+                    f"note: {report.facts['commands_note']}", self.width, self.out.ellipsis
+                )
+            ]
         entries = [[self.whole(checks), self.one_line(checks)] for checks in shared.values()]
         chosen = [full for full, _ in entries]
-        more = [Text(ln) for ln in _command_lines(f"each problem in full: "
-                                                  f"{report.cmd('doctor -v')}", self.width)]
+        more = [
+            Text(ln)
+            for ln in _command_lines(f"each problem in full: {report.cmd('doctor -v')}", self.width)
+        ]
         budget = self.rows - 1 - _rows(tail, self.width)  # the prompt takes the last row
         if not verbose and _rows([ln for e in chosen for ln in e], self.width) > budget:
             chosen, budget = self.cut(entries, top + more, budget)
@@ -347,26 +378,40 @@ _PRUNE_HELP = f"""Remove old final requests, keeping tombstones for late retries
     """
 
 
-@app.command(help=_PRUNE_HELP, epilog=examples(
-    'relay prune --dry-run',
-    'relay prune --older-than 7d',
-    'relay prune --vacuum',
-))
+@app.command(
+    help=_PRUNE_HELP,
+    epilog=examples(
+        "relay prune --dry-run",
+        "relay prune --older-than 7d",
+        "relay prune --vacuum",
+    ),
+)
 def prune(
     older_than: Annotated[
         Optional[str],
-        typer.Option("--older-than", metavar="D",
-                     help="Remove bodies of final requests finished more than D ago "
-                     f"(default {clock.duration_text(DEFAULT_RETENTION_S)})."),
+        typer.Option(
+            "--older-than",
+            metavar="D",
+            help="Remove bodies of final requests finished more than D ago "
+            f"(default {clock.duration_text(DEFAULT_RETENTION_S)}).",
+        ),
     ] = None,
     dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Count what would be removed and remove nothing "
-                           "(due time-based transitions are still applied, as by every command).")
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Count what would be removed and remove nothing "
+            "(due time-based transitions are still applied, as by every command).",
+        ),
     ] = False,
     vacuum: Annotated[
-        bool, typer.Option("--vacuum", help="Then rebuild relay.db without its free pages "
-                           "(VACUUM) and report its size before and after. Not with --dry-run, "
-                           "nor on PostgreSQL.")
+        bool,
+        typer.Option(
+            "--vacuum",
+            help="Then rebuild relay.db without its free pages "
+            "(VACUUM) and report its size before and after. Not with --dry-run, "
+            "nor on PostgreSQL.",
+        ),
     ] = False,
     json_: JsonOpt = False,
     home: HomeOpt = None,
@@ -377,8 +422,7 @@ def prune(
     env = Env(json_, home)
     if vacuum and dry_run:
         raise RelayError("usage_error", "--vacuum rebuilds the database; it cannot be a dry run")
-    older_s = duration(older_than, clock.PRUNE_AGE, "--older-than",
-                       retention.DEFAULT_RETENTION_S)
+    older_s = duration(older_than, clock.PRUNE_AGE, "--older-than", retention.DEFAULT_RETENTION_S)
     if vacuum:
         retention.check_vacuum(env.store)
     result = retention.prune(env.store, env.store.clock.now_ms(), older_s, dry_run)
@@ -396,20 +440,35 @@ def _render_prune(out: Output, result: dict, dry_run: bool, vacuum: bool) -> Non
     verb = "would be" if dry_run else "were"
     rows = [
         ("requests pruned", f"{result['requests_pruned']} (bodies removed; tombstones kept)"),
-        ("tombstones removed", f"{result['tombstones_removed']} (with "
-                               f"{result['events_removed']} events)"),
+        (
+            "tombstones removed",
+            f"{result['tombstones_removed']} (with {result['events_removed']} events)",
+        ),
         ("drafts removed", result["drafts_removed"]),
-        ("sessions removed", f"{result['sessions_removed']} (ended, named by no request "
-                             f"left; hook records removed: {result['hook_records_removed']})"),
+        (
+            "sessions removed",
+            f"{result['sessions_removed']} (ended, named by no request "
+            f"left; hook records removed: {result['hook_records_removed']})",
+        ),
     ]
     ledger = result.get("ledger")
     if isinstance(ledger, dict):
-        rows += [(f"ledger {k.replace('_', ' ')}", v) for k, v in ledger.items()
-                 if k not in ("dry_run", "by_state")]
-    rows += [("bodies of requests finished before", result["bodies_finished_before"]),
-             ("tombstones of requests finished before", result["tombstones_finished_before"])]
+        rows += [
+            (f"ledger {k.replace('_', ' ')}", v)
+            for k, v in ledger.items()
+            if k not in ("dry_run", "by_state")
+        ]
+    rows += [
+        ("bodies of requests finished before", result["bodies_finished_before"]),
+        ("tombstones of requests finished before", result["tombstones_finished_before"]),
+    ]
     if vacuum:
-        rows.append(("database size", "{bytes_before} -> {bytes_after} bytes (VACUUM)"
-                     .format(**result["vacuum"])))
-    out.fields(rows, title=f"relay prune{' --dry-run' if dry_run else ''}: counts of what "
-                           f"{verb} removed")
+        rows.append(
+            (
+                "database size",
+                "{bytes_before} -> {bytes_after} bytes (VACUUM)".format(**result["vacuum"]),
+            )
+        )
+    out.fields(
+        rows, title=f"relay prune{' --dry-run' if dry_run else ''}: counts of what {verb} removed"
+    )

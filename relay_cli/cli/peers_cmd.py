@@ -26,12 +26,18 @@ from .app import (
     examples,
 )
 
-peers_app = typer.Typer(cls=RelayGroup, help="Peers (named participants) and their sessions.",
-                        no_args_is_help=True, rich_markup_mode=None)
+peers_app = typer.Typer(
+    cls=RelayGroup,
+    help="Peers (named participants) and their sessions.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
 app.add_typer(peers_app, name="peers")
 
-NameArg = Annotated[str, typer.Argument(metavar="NAME", autocompletion=complete.peers,
-                                        help="Peer name, e.g. claude-1.")]
+NameArg = Annotated[
+    str,
+    typer.Argument(metavar="NAME", autocompletion=complete.peers, help="Peer name, e.g. claude-1."),
+]
 
 
 def _emit_peer(env: Env, obj: dict) -> int:
@@ -41,14 +47,17 @@ def _emit_peer(env: Env, obj: dict) -> int:
         return 0
     now = env.clock.now_ms()
     out = env.out
-    env.out.fields([
-        ("name", obj["name"]), ("kind", obj["kind"]),
-        ("active", "yes" if obj["active"] else "no"),
-        ("session", obj["session_id"]),
-        ("lease until", out.until(obj["lease_expires_at"], now)),
-        ("last seen", _seen(out, obj["last_seen_at"], now)),
-        ("wakeup", obj["wakeup"]),
-    ])
+    env.out.fields(
+        [
+            ("name", obj["name"]),
+            ("kind", obj["kind"]),
+            ("active", "yes" if obj["active"] else "no"),
+            ("session", obj["session_id"]),
+            ("lease until", out.until(obj["lease_expires_at"], now)),
+            ("last seen", _seen(out, obj["last_seen_at"], now)),
+            ("wakeup", obj["wakeup"]),
+        ]
+    )
     return 0
 
 
@@ -61,20 +70,24 @@ def _seen(out, iso: str | None, now: int) -> str | None:
     return f"{out.when(iso, now)} ({local_clock(clock.parse_iso(iso), now)})"
 
 
-@peers_app.command(epilog=examples(
-    'eval "$(relay peers join claude-1 --kind claude --shell)"',
-    'eval "$(relay peers join reviewer --lease 1h --shell)"',
-))
+@peers_app.command(
+    epilog=examples(
+        'eval "$(relay peers join claude-1 --kind claude --shell)"',
+        'eval "$(relay peers join reviewer --lease 1h --shell)"',
+    )
+)
 def join(
     name: NameArg,
     kind: KindOpt = None,
     lease: SessionLeaseOpt = None,
-    shell: Annotated[
-        bool, typer.Option("--shell", help="Print `export` lines to eval.")
-    ] = False,
+    shell: Annotated[bool, typer.Option("--shell", help="Print `export` lines to eval.")] = False,
     yes: Annotated[
-        bool, typer.Option("--yes", "-y", help="Replace a live session of NAME without "
-                           "asking (only a terminal is asked).")
+        bool,
+        typer.Option(
+            "--yes",
+            "-y",
+            help="Replace a live session of NAME without asking (only a terminal is asked).",
+        ),
     ] = False,
     json_: JsonOpt = False,
     home: HomeOpt = None,
@@ -96,8 +109,13 @@ def join(
     with env.unit() as now:
         result, moved = peers.join_session(env.store, name, kind, lease_s, now)
     if moved:  # stderr: the stdout of --shell goes to eval
-        env.out.note("\n".join(_unknown_lines(
-            moved, f"that the replaced session of {name} had claimed and not finished")))
+        env.out.note(
+            "\n".join(
+                _unknown_lines(
+                    moved, f"that the replaced session of {name} had claimed and not finished"
+                )
+            )
+        )
     if env.json:
         env.out.json(result)
     elif shell:
@@ -110,15 +128,22 @@ def join(
             env.out.line(f"export RELAY_DATABASE_URL={shlex.quote(url)}")
     else:
         now = env.clock.now_ms()
-        env.out.fields([("lease until", env.out.until(v, now)) if k == "lease_expires_at"
-                        else (k.replace("_", " "), v) for k, v in result.items()])
+        env.out.fields(
+            [
+                ("lease until", env.out.until(v, now))
+                if k == "lease_expires_at"
+                else (k.replace("_", " "), v)
+                for k, v in result.items()
+            ]
+        )
         env.out.para(
             "The token is shown once, and this shell does not carry it: a command acts as "
             f"this session with RELAY_PEER={result['peer']} and RELAY_SESSION=TOKEN set (or "
             f"--as {result['peer']} --session TOKEN). To join and set both in one step, run "
             f"instead: {peers.join_line(result['peer'])} (it replaces this session). "
             "`relay peers heartbeat` keeps the lease alive (or run the agent under "
-            "`relay run`).")
+            "`relay run`)."
+        )
     return 0
 
 
@@ -143,17 +168,26 @@ def _replace_ok(env: Env, name: str) -> bool:
     if old is None:
         return True
     out = env.out
-    left = out.until(clock.iso(old["lease_expires_at"]), now) if out.terminal else \
-        f"in {clock.human_duration((old['lease_expires_at'] - now) / 1000)}"
-    work = (f"it holds {len(held)} claimed request{'s' if len(held) != 1 else ''} "
-            f"({', '.join(r[:8] for r in held)}), which would become delivery_unknown"
-            if held else "it holds no claimed work")
+    left = (
+        out.until(clock.iso(old["lease_expires_at"]), now)
+        if out.terminal
+        else f"in {clock.human_duration((old['lease_expires_at'] - now) / 1000)}"
+    )
+    work = (
+        f"it holds {len(held)} claimed request{'s' if len(held) != 1 else ''} "
+        f"({', '.join(r[:8] for r in held)}), which would become delivery_unknown"
+        if held
+        else "it holds no claimed work"
+    )
     import textwrap
 
     for ln in textwrap.wrap(
-            f"relay: {name} has a live session (its lease ends {left}); {work}. Joining "
-            f"replaces it: that session can then only read and retry its sends.", 79,
-            break_long_words=False, break_on_hyphens=False):
+        f"relay: {name} has a live session (its lease ends {left}); {work}. Joining "
+        f"replaces it: that session can then only read and retry its sends.",
+        79,
+        break_long_words=False,
+        break_on_hyphens=False,
+    ):
         out.stderr.write(ln + "\n")
     out.stderr.write(f"Replace the live session of {name}? [y/N] ")
     out.stderr.flush()
@@ -167,17 +201,20 @@ def _replace_ok(env: Env, name: str) -> bool:
         out.stderr.write("\n")
     if answer.strip().lower() in ("y", "yes"):
         return True
-    out.stderr.write(f"relay: not joined; the live session of {name} is unchanged\n"
-                     "(--yes replaces it without asking)\n")
+    out.stderr.write(
+        f"relay: not joined; the live session of {name} is unchanged\n"
+        "(--yes replaces it without asking)\n"
+    )
     out.stderr.flush()
     return False
 
 
-@peers_app.command(epilog=examples(
-    'relay peers add reviewer --kind codex',
-))
-def add(name: NameArg, kind: KindOpt = None, json_: JsonOpt = False,
-        home: HomeOpt = None) -> int:
+@peers_app.command(
+    epilog=examples(
+        "relay peers add reviewer --kind codex",
+    )
+)
+def add(name: NameArg, kind: KindOpt = None, json_: JsonOpt = False, home: HomeOpt = None) -> int:
     """Register NAME as a known peer without starting a session."""
     env = Env(json_, home)
     peers.validate_name(name)
@@ -187,11 +224,14 @@ def add(name: NameArg, kind: KindOpt = None, json_: JsonOpt = False,
     return _emit_peer(env, obj)
 
 
-@peers_app.command(epilog=examples(
-    'relay peers heartbeat',
-))
-def heartbeat(as_: AsOpt = None, session: SessionOpt = None, json_: JsonOpt = False,
-              home: HomeOpt = None) -> int:
+@peers_app.command(
+    epilog=examples(
+        "relay peers heartbeat",
+    )
+)
+def heartbeat(
+    as_: AsOpt = None, session: SessionOpt = None, json_: JsonOpt = False, home: HomeOpt = None
+) -> int:
     """Renew my session's lease. After the lease lapsed: lease_expired, join again."""
     env = Env(json_, home, as_, session)
     with env.unit() as now:
@@ -199,11 +239,14 @@ def heartbeat(as_: AsOpt = None, session: SessionOpt = None, json_: JsonOpt = Fa
     return _emit_peer(env, obj)
 
 
-@peers_app.command(epilog=examples(
-    'relay peers leave',
-))
-def leave(as_: AsOpt = None, session: SessionOpt = None, json_: JsonOpt = False,
-          home: HomeOpt = None) -> int:
+@peers_app.command(
+    epilog=examples(
+        "relay peers leave",
+    )
+)
+def leave(
+    as_: AsOpt = None, session: SessionOpt = None, json_: JsonOpt = False, home: HomeOpt = None
+) -> int:
     """End my session. Work I claimed and did not finish becomes delivery_unknown."""
     env = Env(json_, home, as_, session)
     with env.unit() as now:
@@ -220,20 +263,31 @@ def _unknown_lines(moved: list[str], whose: str) -> list[str]:
     import textwrap  # short lines even when piped: this is prose, not a table
 
     several = len(moved) > 1
-    lines = textwrap.wrap(f"{len(moved)} request{'s' if several else ''} {whose} "
-                          f"{'are' if several else 'is'} now delivery_unknown:", 79,
-                          break_long_words=False, break_on_hyphens=False)
+    lines = textwrap.wrap(
+        f"{len(moved)} request{'s' if several else ''} {whose} "
+        f"{'are' if several else 'is'} now delivery_unknown:",
+        79,
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
     lines += [f"  {rid}" for rid in moved]
-    lines += textwrap.wrap(f"{MEANING['delivery_unknown'][0]} (each of them); a person "
-                           f"settles each in their own terminal: {SETTLE}", 79,
-                           break_long_words=False, break_on_hyphens=False)
+    lines += textwrap.wrap(
+        f"{MEANING['delivery_unknown'][0]} (each of them); a person "
+        f"settles each in their own terminal: {SETTLE}",
+        79,
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
     return lines
 
 
-@peers_app.command("list", epilog=examples(
-        'relay peers list',
-        'relay peers list --json',
-    ))
+@peers_app.command(
+    "list",
+    epilog=examples(
+        "relay peers list",
+        "relay peers list --json",
+    ),
+)
 def list_(json_: JsonOpt = False, home: HomeOpt = None) -> int:
     """Table of peers with kind, session, lease left and wake-up method."""
     env = Env(json_, home)
@@ -243,18 +297,38 @@ def list_(json_: JsonOpt = False, home: HomeOpt = None) -> int:
         env.out.json(result)
         return 0
     out = env.out
-    rows = [[p["name"], p["kind"], "yes" if p["active"] else "no",
-             iso_left(p["lease_expires_at"], now) if out.terminal else p["lease_expires_at"],
-             out.when(p["last_seen_at"], now), p["wakeup"]] for p in result["peers"]]
-    out.table(_peer_columns(out.terminal), rows, empty="no peers yet: `relay peers join NAME`",
-              tsv=True)
+    rows = [
+        [
+            p["name"],
+            p["kind"],
+            "yes" if p["active"] else "no",
+            iso_left(p["lease_expires_at"], now) if out.terminal else p["lease_expires_at"],
+            out.when(p["last_seen_at"], now),
+            p["wakeup"],
+        ]
+        for p in result["peers"]
+    ]
+    out.table(
+        _peer_columns(out.terminal), rows, empty="no peers yet: `relay peers join NAME`", tsv=True
+    )
     return 0
 
 
 def _peer_columns(terminal: bool) -> list[Col]:
-    return [Col("name", min=12, middle=True), Col("kind", fixed=True),
-            Col("active", fixed=True, styles={"yes": "green", "no": "dim"}),
-            Col("lease left" if terminal else "lease until", fixed=True),
-            Col("last seen", fixed=True),
-            Col("wakeup", min=7, styles={"not_configured": "yellow", "hook": "green",
-                                          "waiter": "green", "polling": "green"})]
+    return [
+        Col("name", min=12, middle=True),
+        Col("kind", fixed=True),
+        Col("active", fixed=True, styles={"yes": "green", "no": "dim"}),
+        Col("lease left" if terminal else "lease until", fixed=True),
+        Col("last seen", fixed=True),
+        Col(
+            "wakeup",
+            min=7,
+            styles={
+                "not_configured": "yellow",
+                "hook": "green",
+                "waiter": "green",
+                "polling": "green",
+            },
+        ),
+    ]

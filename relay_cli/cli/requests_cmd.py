@@ -41,8 +41,11 @@ from .request_view import (
 # ------------------------------------------------------------------ options
 TextArg = Annotated[
     Optional[str],
-    typer.Argument(metavar="[TEXT|-]", show_default=False,
-                   help="The text; `-` reads stdin (recommended: argv is visible to other users)."),
+    typer.Argument(
+        metavar="[TEXT|-]",
+        show_default=False,
+        help="The text; `-` reads stdin (recommended: argv is visible to other users).",
+    ),
 ]
 FileOpt = Annotated[
     Optional[str], typer.Option("--file", metavar="PATH", help="Read the text from a file.")
@@ -55,9 +58,12 @@ def _id_arg(candidates):
     offers the ids this command accepts (relay_cli.cli.complete)."""
     return Annotated[
         str,
-        typer.Argument(metavar="ID", show_default=False, autocompletion=candidates,
-                       help=f"The request id, or a unique prefix of at least {MIN_PREFIX} "
-                            "characters of it."),
+        typer.Argument(
+            metavar="ID",
+            show_default=False,
+            autocompletion=candidates,
+            help=f"The request id, or a unique prefix of at least {MIN_PREFIX} characters of it.",
+        ),
     ]
 
 
@@ -65,26 +71,39 @@ AnyIdArg = _id_arg(complete.requests("any"))
 ClaimedIdArg = _id_arg(complete.requests("claimed"))
 TtlOpt = Annotated[
     Optional[str],
-    typer.Option("--ttl", metavar="D",
-                 help=f"Expire if still queued after D "
-                 f"({clock.span(clock.TTL, lifecycle.DEFAULT_TTL_S)})."),
+    typer.Option(
+        "--ttl",
+        metavar="D",
+        help=f"Expire if still queued after D ({clock.span(clock.TTL, lifecycle.DEFAULT_TTL_S)}).",
+    ),
 ]
 ReplyWithinOpt = Annotated[
     Optional[str],
-    typer.Option("--reply-within", metavar="D",
-                 help="After ack, no reply within D makes it delivery_unknown "
-                 f"({clock.span(clock.REPLY_WITHIN)})."),
+    typer.Option(
+        "--reply-within",
+        metavar="D",
+        help="After ack, no reply within D makes it delivery_unknown "
+        f"({clock.span(clock.REPLY_WITHIN)}).",
+    ),
 ]
 OnLostOpt = Annotated[
     str,
-    typer.Option("--on-lost", click_type=Choice(lifecycle.ON_LOST, lifecycle.validate_on_lost),
-                 help="When a claim lease lapses before ack: delivery_unknown, or queue again."),
+    typer.Option(
+        "--on-lost",
+        click_type=Choice(lifecycle.ON_LOST, lifecycle.validate_on_lost),
+        help="When a claim lease lapses before ack: delivery_unknown, or queue again.",
+    ),
 ]
 MaxAttemptsOpt = Annotated[
     int,
-    typer.Option("--max-attempts", metavar="N", click_type=WholeNumber("--max-attempts"),
-                 help="Claims allowed with --on-lost redeliver "
-                 "({}-{}).".format(*lifecycle.MAX_ATTEMPTS_RANGE)),
+    typer.Option(
+        "--max-attempts",
+        metavar="N",
+        click_type=WholeNumber("--max-attempts"),
+        help="Claims allowed with --on-lost redeliver ({}-{}).".format(
+            *lifecycle.MAX_ATTEMPTS_RANGE
+        ),
+    ),
 ]
 InReplyToOpt = Annotated[
     Optional[str],
@@ -99,7 +118,9 @@ def _send_inputs(out, to, text, file, ttl, reply_within, on_lost, max_attempts, 
         reply_within_s=duration(reply_within, clock.REPLY_WITHIN, "--reply-within", None),
         on_lost=lifecycle.validate_on_lost(on_lost),
         max_attempts=lifecycle.validate_max_attempts(max_attempts),
-        in_reply_to=lifecycle.validate_id(in_reply_to, "--in-reply-to") if in_reply_to is not None else None,
+        in_reply_to=lifecycle.validate_id(in_reply_to, "--in-reply-to")
+        if in_reply_to is not None
+        else None,
         text=read_text(text, file, out=out),
     )
 
@@ -113,10 +134,13 @@ def _emit(env: Env, obj, render, *args) -> int:
 
 
 # ------------------------------------------------------------------ commands
-@app.command("id", epilog=examples(
-        'ID=$(relay id)',
+@app.command(
+    "id",
+    epilog=examples(
+        "ID=$(relay id)",
         'relay send --to reviewer --id "$ID" - < task.md',
-    ))
+    ),
+)
 def id_(json_: JsonOpt = False, home: HomeOpt = None) -> int:
     """Print a new request id (a random UUID) for `send --id`.
 
@@ -132,19 +156,24 @@ def id_(json_: JsonOpt = False, home: HomeOpt = None) -> int:
     return 0
 
 
-@app.command(epilog=examples(
-    '# write the id out: a retry is the same line, word for word, in any shell',
-    'relay id   # prints a new id, e.g. 7d8e2f4a-1b3c-4d5e-8f90-a1b2c3d4e5f6',
-    'relay send --to bob --id 7d8e2f4a-1b3c-4d5e-8f90-a1b2c3d4e5f6 - < task.md',
-    'relay send --to bob --ttl 2h --id 0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9 -',
-))
+@app.command(
+    epilog=examples(
+        "# write the id out: a retry is the same line, word for word, in any shell",
+        "relay id   # prints a new id, e.g. 7d8e2f4a-1b3c-4d5e-8f90-a1b2c3d4e5f6",
+        "relay send --to bob --id 7d8e2f4a-1b3c-4d5e-8f90-a1b2c3d4e5f6 - < task.md",
+        "relay send --to bob --ttl 2h --id 0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9 -",
+    )
+)
 def send(
     to: ToOpt,
     text: TextArg = None,
     id_: Annotated[
         Optional[str],
-        typer.Option("--id", metavar="UUID",
-                     help="Your request id. Pass it (and the same content) again to retry safely."),
+        typer.Option(
+            "--id",
+            metavar="UUID",
+            help="Your request id. Pass it (and the same content) again to retry safely.",
+        ),
     ] = None,
     ttl: TtlOpt = None,
     reply_within: ReplyWithinOpt = None,
@@ -164,7 +193,9 @@ def send(
     """
     env = Env(json_, home, as_, session)
     request_id = lifecycle.validate_id(id_, "--id") if id_ is not None else None
-    inputs = _send_inputs(env.out, to, text, file, ttl, reply_within, on_lost, max_attempts, in_reply_to)
+    inputs = _send_inputs(
+        env.out, to, text, file, ttl, reply_within, on_lost, max_attempts, in_reply_to
+    )
     with env.unit() as now:
         result = lifecycle.send(env.store, now, env.caller(), request_id=request_id, **inputs)
     if not env.json and id_ is None:
@@ -174,13 +205,17 @@ def send(
     return _emit(env, result, render_request, ("duplicate", "recipient_active", "wakeup"))
 
 
-@app.command(help=(
-    "Store a draft and print its id; `relay submit ID` queues it.\n\n"
-    f"Nothing is queued until then. Drafts live {clock.duration_text(DRAFT_TTL_S)}; at most "
-    f"{MAX_OPEN_DRAFTS} unsubmitted drafts per sender."), epilog=examples(
-    'relay prepare --to reviewer - < task.md   # prints the draft id',
-    'relay submit 1a2b3c4d                     # that id, or 8+ characters of it',
-))
+@app.command(
+    help=(
+        "Store a draft and print its id; `relay submit ID` queues it.\n\n"
+        f"Nothing is queued until then. Drafts live {clock.duration_text(DRAFT_TTL_S)}; at most "
+        f"{MAX_OPEN_DRAFTS} unsubmitted drafts per sender."
+    ),
+    epilog=examples(
+        "relay prepare --to reviewer - < task.md   # prints the draft id",
+        "relay submit 1a2b3c4d                     # that id, or 8+ characters of it",
+    ),
+)
 def prepare(
     to: ToOpt,
     text: TextArg = None,
@@ -201,22 +236,30 @@ def prepare(
 ) -> int:
     env = Env(json_, home, as_, session)
     draft_id = lifecycle.validate_id(id_, "--id") if id_ is not None else None
-    inputs = _send_inputs(env.out, to, text, file, ttl, reply_within, on_lost, max_attempts, in_reply_to)
+    inputs = _send_inputs(
+        env.out, to, text, file, ttl, reply_within, on_lost, max_attempts, in_reply_to
+    )
     with env.unit() as now:
         result = lifecycle.prepare(env.store, now, env.caller(), draft_id=draft_id, **inputs)
     if env.json:
         env.out.json(result)
     else:
-        env.out.fields([("id", result["id"]),
-                        ("draft expires", env.out.until(result["prepared_expires_at"], now))])
+        env.out.fields(
+            [
+                ("id", result["id"]),
+                ("draft expires", env.out.until(result["prepared_expires_at"], now)),
+            ]
+        )
         env.out.para(f"next: relay submit {result['id']}  (a repeat of submit is safe)")
     return 0
 
 
-@app.command(epilog=examples(
-    'relay submit "$ID"',
-    'relay submit 1a2b3c4d   # a unique prefix of the id',
-))
+@app.command(
+    epilog=examples(
+        'relay submit "$ID"',
+        "relay submit 1a2b3c4d   # a unique prefix of the id",
+    )
+)
 def submit(
     id_: _id_arg(complete.drafts),
     as_: AsOpt = None,
@@ -238,10 +281,12 @@ def submit(
     return 0
 
 
-@app.command(epilog=examples(
-    'relay show "$ID"',
-    'relay show 1a2b3c4d --events',
-))
+@app.command(
+    epilog=examples(
+        'relay show "$ID"',
+        "relay show 1a2b3c4d --events",
+    )
+)
 def show(
     id_: AnyIdArg,
     events: Annotated[bool, typer.Option("--events", help="Include the event log.")] = False,
@@ -259,18 +304,26 @@ def show(
     return _emit(env, obj, render_full)
 
 
-@app.command("list", epilog=examples(
-        'relay list',
-        'relay list --state delivery_unknown --state queued',
-        'relay list --to reviewer --limit 10 --json',
-    ))
+@app.command(
+    "list",
+    epilog=examples(
+        "relay list",
+        "relay list --state delivery_unknown --state queued",
+        "relay list --to reviewer --limit 10 --json",
+    ),
+)
 def list_(
     state: StatesOpt = None,
     to: Annotated[Optional[str], PeerOpt("--to", "Only to PEER.")] = None,
     from_: Annotated[Optional[str], PeerOpt("--from", "Only from PEER.")] = None,
     limit: Annotated[
-        int, typer.Option("--limit", metavar="N", click_type=WholeNumber("--limit", 1, 1_000_000_000),
-                          help="At most N rows (1-1000000000).")
+        int,
+        typer.Option(
+            "--limit",
+            metavar="N",
+            click_type=WholeNumber("--limit", 1, 1_000_000_000),
+            help="At most N rows (1-1000000000).",
+        ),
     ] = 50,
     all_: Annotated[bool, typer.Option("--all", help="No limit.")] = False,
     json_: JsonOpt = False,
@@ -290,26 +343,41 @@ def list_(
         return 0
     out = env.out
     short = out.short_ids(r["id"] for r in result["requests"])
-    rows = [[short[r["id"]], r["state"], r["from"], r["to"], r["reason"],
-             out.when(r["updated_at"], now)]
-            + ([] if out.terminal else [r["created_at"]]) for r in result["requests"]]
-    out.table(LIST_COLUMNS if out.terminal else LIST_COLUMNS_PIPED, rows, empty="no requests",
-              tsv=True)
+    rows = [
+        [
+            short[r["id"]],
+            r["state"],
+            r["from"],
+            r["to"],
+            r["reason"],
+            out.when(r["updated_at"], now),
+        ]
+        + ([] if out.terminal else [r["created_at"]])
+        for r in result["requests"]
+    ]
+    out.table(
+        LIST_COLUMNS if out.terminal else LIST_COLUMNS_PIPED, rows, empty="no requests", tsv=True
+    )
     if result["has_more"]:
         env.out.para(f"(more rows: raise --limit above {limit} or pass --all)")
     return 0
 
 
-@app.command(epilog=examples(
-    'relay wait "$ID" --timeout 5m',
-    'relay wait "$ID" --timeout 5m; echo "exit $?"',
-))
+@app.command(
+    epilog=examples(
+        'relay wait "$ID" --timeout 5m',
+        'relay wait "$ID" --timeout 5m; echo "exit $?"',
+    )
+)
 def wait(
     id_: AnyIdArg,
     timeout: Annotated[
         Optional[str],
-        typer.Option("--timeout", metavar="D", help="Give up waiting after D "
-                     f"({clock.span(clock.WAIT, lifecycle.DEFAULT_WAIT_S)})."),
+        typer.Option(
+            "--timeout",
+            metavar="D",
+            help=f"Give up waiting after D ({clock.span(clock.WAIT, lifecycle.DEFAULT_WAIT_S)}).",
+        ),
     ] = None,
     as_: AsOpt = None,
     session: SessionOpt = None,
@@ -325,21 +393,31 @@ def wait(
     ref = lifecycle.validate_ref(id_)
     timeout_s = duration(timeout, clock.WAIT, "--timeout", lifecycle.DEFAULT_WAIT_S)
     code, obj = waiting.wait(
-        env.store, *env.identity(), ref, timeout_s,
+        env.store,
+        *env.identity(),
+        ref,
+        timeout_s,
         on_block=lambda request_id, state: env.out.waiting(
             f"relay: waiting up to {clock.human_duration(timeout_s)} for {request_id[:8]} to "
-            f"finish (now {state})"))
+            f"finish (now {state})"
+        ),
+    )
     _emit(env, obj, render_full)
     if code == ExitStatus.NOT_YET:
-        env.out.error(RelayError(
-            "timeout", f"{obj['id']} is still {obj['state']} after "
-            f"{clock.human_duration(timeout_s)}"))
+        env.out.error(
+            RelayError(
+                "timeout",
+                f"{obj['id']} is still {obj['state']} after {clock.human_duration(timeout_s)}",
+            )
+        )
     return code
 
 
-@app.command(epilog=examples(
-    'relay cancel "$ID"',
-))
+@app.command(
+    epilog=examples(
+        'relay cancel "$ID"',
+    )
+)
 def cancel(
     id_: _id_arg(complete.requests("sent_queued")),
     as_: AsOpt = None,
@@ -359,10 +437,12 @@ def cancel(
     return _emit(env, obj, render_request)
 
 
-@app.command(epilog=examples(
-    'relay inbox',
-    'relay inbox --json',
-))
+@app.command(
+    epilog=examples(
+        "relay inbox",
+        "relay inbox --json",
+    )
+)
 def inbox(
     as_: AsOpt = None,
     session: SessionOpt = None,
@@ -378,42 +458,64 @@ def inbox(
         return 0
     out = env.out
     short = out.short_ids(r["id"] for r in result["requests"])
-    out.table(INBOX_COLUMNS,
-              [[short[r["id"]], r["from"], out.when(r["created_at"], now),
-                size(r["text_bytes"]) if out.terminal else r["text_bytes"]]
-               for r in result["requests"]],
-              empty="nothing queued for you", tsv=True)
+    out.table(
+        INBOX_COLUMNS,
+        [
+            [
+                short[r["id"]],
+                r["from"],
+                out.when(r["created_at"], now),
+                size(r["text_bytes"]) if out.terminal else r["text_bytes"],
+            ]
+            for r in result["requests"]
+        ],
+        empty="nothing queued for you",
+        tsv=True,
+    )
     return 0
 
 
-@app.command(epilog=examples(
-    'relay claim --wait 5m',
-    'relay claim --id 1a2b3c4d --lease 10m',
-    'relay claim --again        # the answer of the last claim was lost',
-))
+@app.command(
+    epilog=examples(
+        "relay claim --wait 5m",
+        "relay claim --id 1a2b3c4d --lease 10m",
+        "relay claim --again        # the answer of the last claim was lost",
+    )
+)
 def claim(
     lease: Annotated[
         Optional[str],
-        typer.Option("--lease", metavar="D",
-                     help="How long the claim holds before ack "
-                     f"({clock.span(clock.CLAIM_LEASE, lifecycle.DEFAULT_CLAIM_LEASE_S)})."),
+        typer.Option(
+            "--lease",
+            metavar="D",
+            help="How long the claim holds before ack "
+            f"({clock.span(clock.CLAIM_LEASE, lifecycle.DEFAULT_CLAIM_LEASE_S)}).",
+        ),
     ] = None,
     wait: Annotated[
         Optional[str],
-        typer.Option("--wait", metavar="D",
-                     help=f"Wait up to D for a request to arrive ({clock.span(clock.WAIT, 0)})."),
+        typer.Option(
+            "--wait",
+            metavar="D",
+            help=f"Wait up to D for a request to arrive ({clock.span(clock.WAIT, 0)}).",
+        ),
     ] = None,
     id_: Annotated[
         Optional[str],
-        typer.Option("--id", metavar="ID", autocompletion=complete.requests("queued_for_me"),
-                     help="Claim this queued request (a unique prefix of 8+ characters will "
-                          "do)."),
+        typer.Option(
+            "--id",
+            metavar="ID",
+            autocompletion=complete.requests("queued_for_me"),
+            help="Claim this queued request (a unique prefix of 8+ characters will do).",
+        ),
     ] = None,
     again: Annotated[
         bool,
-        typer.Option("--again",
-                     help="Take nothing new: show again the request this session claimed and "
-                          "has not acked (after a claim whose answer was lost)."),
+        typer.Option(
+            "--again",
+            help="Take nothing new: show again the request this session claimed and "
+            "has not acked (after a claim whose answer was lost).",
+        ),
     ] = False,
     as_: AsOpt = None,
     session: SessionOpt = None,
@@ -431,16 +533,23 @@ def claim(
     wait_s = duration(wait, clock.WAIT, "--wait", 0)
     ref = lifecycle.validate_ref(id_, "--id") if id_ is not None else None
     if again and (ref is not None or wait_s):
-        raise RelayError("usage_error", "--again takes nothing new, so it goes with neither "
-                         "--id nor --wait")
+        raise RelayError(
+            "usage_error", "--again takes nothing new, so it goes with neither --id nor --wait"
+        )
     with env.unit(write=False):
         caller = env.caller()
     obj = waiting.claim_waiting(
-        env.store, caller, lease_s, ref, wait_s,
+        env.store,
+        caller,
+        lease_s,
+        ref,
+        wait_s,
         on_block=lambda request_id: env.out.waiting(
             f"relay: waiting up to {clock.human_duration(wait_s)} for "
-            + (f"{request_id[:8]}" if request_id else f"a request to {caller.name}")),
-        again=again)
+            + (f"{request_id[:8]}" if request_id else f"a request to {caller.name}")
+        ),
+        again=again,
+    )
     if env.json:
         env.out.json(obj)
     else:
@@ -451,8 +560,10 @@ def claim(
 def _render_claim(out: Output, obj: dict, now: int) -> None:
     """The claimed request for a person, and what to run next."""
     if obj.get("duplicate"):
-        out.para("this session claimed it already and has not acked it; here it is "
-                 "again (claim --again takes nothing new)")
+        out.para(
+            "this session claimed it already and has not acked it; here it is "
+            "again (claim --again takes nothing new)"
+        )
     render_full(out, obj, now)
     out.para(f"next: relay ack {obj['id']}")
     out.para(ack_by(out, obj, now))
@@ -465,13 +576,18 @@ def ack_by(out: Output, obj: dict, now: int) -> str:
     """By when the claim must be acknowledged, and what happens after (design.md §14): a
     person who reads before acking must not learn of the claim lease from a
     state_conflict."""
-    after = ("it is queued again" if obj["on_lost"] == "redeliver"
-             and obj["attempts"] < obj["max_attempts"] else
-             "it fails (no attempts left)" if obj["on_lost"] == "redeliver" else
-             "it becomes delivery_unknown")
-    return (f"ack by {out.until(obj['lease_expires_at'], now)}: the claim lease ends then "
-            f"and {after} (claim --lease D holds it longer, up to "
-            f"{clock.duration_text(clock.CLAIM_LEASE[1])})")
+    after = (
+        "it is queued again"
+        if obj["on_lost"] == "redeliver" and obj["attempts"] < obj["max_attempts"]
+        else "it fails (no attempts left)"
+        if obj["on_lost"] == "redeliver"
+        else "it becomes delivery_unknown"
+    )
+    return (
+        f"ack by {out.until(obj['lease_expires_at'], now)}: the claim lease ends then "
+        f"and {after} (claim --lease D holds it longer, up to "
+        f"{clock.duration_text(clock.CLAIM_LEASE[1])})"
+    )
 
 
 def _act(env: Env, fn, request_id: str, *args):
@@ -479,9 +595,11 @@ def _act(env: Env, fn, request_id: str, *args):
         return fn(env.store, now, env.caller(), request_id, *args)
 
 
-@app.command(epilog=examples(
-    'relay ack "$ID"',
-))
+@app.command(
+    epilog=examples(
+        'relay ack "$ID"',
+    )
+)
 def ack(
     id_: ClaimedIdArg,
     as_: AsOpt = None,
@@ -495,10 +613,12 @@ def ack(
     return _emit(env, obj, render_request, ("duplicate",))
 
 
-@app.command(epilog=examples(
-    'relay reply "$ID" - < reply.md',
-    "relay reply \"$ID\" 'Done: see commit 1f2e3d4.'",
-))
+@app.command(
+    epilog=examples(
+        'relay reply "$ID" - < reply.md',
+        "relay reply \"$ID\" 'Done: see commit 1f2e3d4.'",
+    )
+)
 def reply(
     id_: ClaimedIdArg,
     text: TextArg = None,
@@ -524,9 +644,11 @@ ReasonOpt = Annotated[
 ]
 
 
-@app.command(epilog=examples(
-    "relay fail \"$ID\" --reason 'the tests fail on main, see CI'",
-))
+@app.command(
+    epilog=examples(
+        "relay fail \"$ID\" --reason 'the tests fail on main, see CI'",
+    )
+)
 def fail(
     id_: ClaimedIdArg,
     reason: ReasonOpt,
@@ -542,9 +664,11 @@ def fail(
     return _emit(env, _act(env, lifecycle.fail, request_id, detail), render_request)
 
 
-@app.command(epilog=examples(
-    "relay reject \"$ID\" --reason 'out of scope for this repository'",
-))
+@app.command(
+    epilog=examples(
+        "relay reject \"$ID\" --reason 'out of scope for this repository'",
+    )
+)
 def reject(
     id_: ClaimedIdArg,
     reason: ReasonOpt,
@@ -563,18 +687,22 @@ def reject(
     return _emit(env, _act(env, lifecycle.reject, request_id, detail), render_request)
 
 
-@app.command(epilog=examples(
-    'relay show "$ID" --events   # what happened, and why it is unknown',
-    "relay resolve \"$ID\" --outcome completed --note 'the commit is there'",
-    'relay resolve "$ID" --outcome requeue',
-))
+@app.command(
+    epilog=examples(
+        'relay show "$ID" --events   # what happened, and why it is unknown',
+        "relay resolve \"$ID\" --outcome completed --note 'the commit is there'",
+        'relay resolve "$ID" --outcome requeue',
+    )
+)
 def resolve(
     id_: _id_arg(complete.requests("unknown")),
     outcome: Annotated[
         str,
-        typer.Option("--outcome", click_type=Choice(lifecycle.RESOLVE_OUTCOMES,
-                                                  lifecycle.validate_outcome),
-                     help="What the person found: it was done, it failed, or queue it again."),
+        typer.Option(
+            "--outcome",
+            click_type=Choice(lifecycle.RESOLVE_OUTCOMES, lifecycle.validate_outcome),
+            help="What the person found: it was done, it failed, or queue it again.",
+        ),
     ],
     note: Annotated[
         Optional[str], typer.Option("--note", metavar="TEXT", help="Why (stored as detail).")
@@ -593,15 +721,18 @@ def resolve(
     request_id = lifecycle.validate_ref(id_)
     detail = lifecycle.validate_text(note, "--note") if note is not None else None
     with env.unit() as now:
-        obj = lifecycle.resolve(env.store, now, request_id, outcome, detail,
-                                terminal=lifecycle.stdin_is_terminal())
+        obj = lifecycle.resolve(
+            env.store, now, request_id, outcome, detail, terminal=lifecycle.stdin_is_terminal()
+        )
     return _emit(env, obj, render_request)
 
 
-@app.command(epilog=examples(
-    'relay sweep',
-    'relay sweep --json',
-))
+@app.command(
+    epilog=examples(
+        "relay sweep",
+        "relay sweep --json",
+    )
+)
 def sweep(json_: JsonOpt = False, home: HomeOpt = None) -> int:
     """Apply due time-based transitions now.
 

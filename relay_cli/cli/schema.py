@@ -79,25 +79,42 @@ def _jsonable(value):
     return str(value)
 
 
-_TYPES = {"str": "string", "text": "string", "int": "integer", "integer": "integer",
-          "int range": "integer", "integer range": "integer", "float": "number",
-          "float range": "number", "bool": "boolean", "boolean": "boolean", "choice": "choice",
-          "path": "path", "file": "path", "uuid": "string"}
+_TYPES = {
+    "str": "string",
+    "text": "string",
+    "int": "integer",
+    "integer": "integer",
+    "int range": "integer",
+    "integer range": "integer",
+    "float": "number",
+    "float range": "number",
+    "bool": "boolean",
+    "boolean": "boolean",
+    "choice": "choice",
+    "path": "path",
+    "file": "path",
+    "uuid": "string",
+}
 
 
 def param_info(param) -> dict:
     type_name = getattr(param.type, "name", "text")
     info = {
-        "name": (max(param.opts, key=len) if param.param_type_name == "option"
-                 else (param.metavar or param.name.upper())),
+        "name": (
+            max(param.opts, key=len)
+            if param.param_type_name == "option"
+            else (param.metavar or param.name.upper())
+        ),
         "kind": param.param_type_name,
         "flags": list(param.opts) + list(param.secondary_opts)
-        if param.param_type_name == "option" else [],
+        if param.param_type_name == "option"
+        else [],
         "type": _TYPES.get(type_name, type_name),
         "metavar": param.metavar,
         "required": bool(param.required),
-        "default": _jsonable(None if param.default is None or callable(param.default)
-                             else param.default),
+        "default": _jsonable(
+            None if param.default is None or callable(param.default) else param.default
+        ),
         "multiple": bool(param.multiple),
         "is_flag": bool(getattr(param, "is_flag", False)),
         "help": (getattr(param, "help", None) or "").strip() or None,
@@ -135,7 +152,8 @@ def command_info(ctx) -> dict:
     }
     if _is_group(cmd):
         info["subcommands"] = [
-            n for n in cmd.list_commands(ctx)
+            n
+            for n in cmd.list_commands(ctx)
             if cmd.get_command(ctx, n) is not None and not cmd.get_command(ctx, n).hidden
         ]
     return info
@@ -151,30 +169,58 @@ def build(command=None) -> dict:
         "commands": commands,
         "request_object": request_fields(),
         "errors": [
-            {"code": code, "exit_code": spec.exit_code, "retryable": spec.retryable,
-             "hint": spec.hint,
-             "also_exits": [{"exit_code": status, "when": when}
-                            for status, when in spec.also_exits]}
+            {
+                "code": code,
+                "exit_code": spec.exit_code,
+                "retryable": spec.retryable,
+                "hint": spec.hint,
+                "also_exits": [
+                    {"exit_code": status, "when": when} for status, when in spec.also_exits
+                ],
+            }
             for code, spec in ERRORS.items()
         ],
-        "error_document": {"stream": "stderr", "shape": {"error": [
-            "code", "message", "hint", "retryable", "retry_after_seconds", "exit_code"]}},
+        "error_document": {
+            "stream": "stderr",
+            "shape": {
+                "error": [
+                    "code",
+                    "message",
+                    "hint",
+                    "retryable",
+                    "retry_after_seconds",
+                    "exit_code",
+                ]
+            },
+        },
         "exit_status": [
-            {"code": code, "meaning": meaning,
-             "errors": [c for c, s in ERRORS.items()
-                        if code == s.exit_code or code in dict(s.also_exits)]}
+            {
+                "code": code,
+                "meaning": meaning,
+                "errors": [
+                    c
+                    for c, s in ERRORS.items()
+                    if code == s.exit_code or code in dict(s.also_exits)
+                ],
+            }
             for code, meaning in sorted(exit_statuses().items())
         ],
         "states": {
             "all": list(STATES),
             "open": list(OPEN_STATES),
             "final": [s for s in STATES if s in FINAL_STATES],
-            "meaning": {s: {"claims": MEANING[s][0], "does_not_claim": MEANING[s][1]}
-                        for s in STATES},
+            "meaning": {
+                s: {"claims": MEANING[s][0], "does_not_claim": MEANING[s][1]} for s in STATES
+            },
         },
         "transitions": [
-            {"from": t.from_state, "event": t.event, "to": t.to_state, "reason": t.reason,
-             "description": t.description}
+            {
+                "from": t.from_state,
+                "event": t.event,
+                "to": t.to_state,
+                "reason": t.reason,
+                "description": t.description,
+            }
             for t in TRANSITIONS
         ],
         "environment": [{"name": k, "meaning": v} for k, v in ENVIRONMENT.items()],
@@ -190,14 +236,14 @@ def ledger_table() -> dict:
             "all": list(lt.STATES),
             "stored": list(lt.STORED_STATES),
             "final": [s for s in lt.STORED_STATES if s in lt.FINAL_STATES],
-            "views": {name: {"stored": v.stored, "when": v.when}
-                      for name, v in lt.VIEWS.items()},
-            "meaning": {s: {"claims": m.claims, "does_not_claim": m.does_not_claim,
-                            "on_call": m.on_call} for s, m in lt.MEANING.items()},
+            "views": {name: {"stored": v.stored, "when": v.when} for name, v in lt.VIEWS.items()},
+            "meaning": {
+                s: {"claims": m.claims, "does_not_claim": m.does_not_claim, "on_call": m.on_call}
+                for s, m in lt.MEANING.items()
+            },
         },
         "transitions": [
-            {"from": t.from_state, "event": t.event, "to": t.to_state, "who": t.who,
-             "when": t.when}
+            {"from": t.from_state, "event": t.event, "to": t.to_state, "who": t.who, "when": t.when}
             for t in lt.TRANSITIONS
         ],
     }

@@ -25,10 +25,12 @@ def _snapshot(env: Env) -> watch_lib.Snapshot:
         return watch_lib.gather(env.store, now)
 
 
-@app.command(epilog=examples(
-    'relay watch',
-    'relay watch > snapshot.txt   # not a terminal: one snapshot',
-))
+@app.command(
+    epilog=examples(
+        "relay watch",
+        "relay watch > snapshot.txt   # not a terminal: one snapshot",
+    )
+)
 def watch(json_: JsonOpt = False, home: HomeOpt = None) -> int:
     """Live view: what needs a person first, then open requests and peers.
 
@@ -83,8 +85,16 @@ def _live(env: Env) -> int:
     out = env.out
     console = make_console(sys.stdout, out.color, None)
     try:
-        with _keyboard() as keys, Live(console=console, screen=True, auto_refresh=False,
-                                       redirect_stdout=False, redirect_stderr=False) as live:
+        with (
+            _keyboard() as keys,
+            Live(
+                console=console,
+                screen=True,
+                auto_refresh=False,
+                redirect_stdout=False,
+                redirect_stderr=False,
+            ) as live,
+        ):
             last_version, last_draw = None, 0.0
             while True:
                 version = env.store.data_version()
@@ -93,12 +103,21 @@ def _live(env: Env) -> int:
                     try:
                         snap = _snapshot(env)
                         last_version = version
-                        view = Group(*watch_lib.render(
-                            snap, width, height, color=out.color, ellipsis=out.ellipsis,
-                            footer=_footer(snap)))
+                        view = Group(
+                            *watch_lib.render(
+                                snap,
+                                width,
+                                height,
+                                color=out.color,
+                                ellipsis=out.ellipsis,
+                                footer=_footer(snap),
+                            )
+                        )
                     except RelayError as e:  # busy: say why, retry on the next tick
-                        view = Text(f"relay watch: {e.code}: {e.message} (retrying)",
-                                    style="bold red" if out.color else "")
+                        view = Text(
+                            f"relay watch: {e.code}: {e.message} (retrying)",
+                            style="bold red" if out.color else "",
+                        )
                     live.update(view, refresh=True)
                     last_draw = time.monotonic()
                 if keys.wait(POLL_S) in ("q", "Q"):
@@ -122,9 +141,13 @@ def _snapshots(env: Env) -> int:
                         last_version = version
                         width, height = terminal_size(sys.stdout)
                         lines = watch_lib.render(
-                            snap, width, height - 1, ellipsis=out.ellipsis,
+                            snap,
+                            width,
+                            height - 1,
+                            ellipsis=out.ellipsis,
                             footer=f"{watch_lib.clock_time(snap.now)}  q or Ctrl-C: leave; "
-                                   "a new snapshot prints when something changes")
+                            "a new snapshot prints when something changes",
+                        )
                     except RelayError as e:
                         lines = [f"relay watch: {e.code}: {e.message} (retrying)"]
                     out.line("")

@@ -97,11 +97,13 @@ class Clock:
         if not offset:
             return None
         way = "ahead" if offset > 0 else "back"
-        return (f"relay: warning: {OFFSET_VAR}={self.offset.strip()} moves "
-                f"relay's clock {human_duration(abs(offset))} {way}; while it is set, relay "
-                "commands apply due expiries and lease ends to the shared database by that "
-                "clock. Never set it on a home in use: rehearse on a copy "
-                "(RELAY_HOME=/tmp/relay-copy).")
+        return (
+            f"relay: warning: {OFFSET_VAR}={self.offset.strip()} moves "
+            f"relay's clock {human_duration(abs(offset))} {way}; while it is set, relay "
+            "commands apply due expiries and lease ends to the shared database by that "
+            "clock. Never set it on a home in use: rehearse on a copy "
+            "(RELAY_HOME=/tmp/relay-copy)."
+        )
 
 
 # The clock of the call running in this thread, for the few readers that are not handed
@@ -145,7 +147,6 @@ def parse_iso(text: str) -> int:
 # the whole value, ASCII digits only: "٣٠s", " 30s" and "30s\n" are not durations
 _DURATION = re.compile(r"([0-9]{1,9})([smhd]?)", re.ASCII)
 _UNIT = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
-
 
 
 def parse_duration(text: str | int | None, bounds: tuple[int, int], what: str) -> int:

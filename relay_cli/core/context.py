@@ -21,24 +21,23 @@ from .limits import DEFAULT_RATE_LIMIT, QUEUE_CAP
 # means (`relay schema`, the man page): their one list. Tests clear them around a call.
 ENVIRONMENT: dict[str, str] = {
     "RELAY_HOME": "State directory (default: the per-user state dir, on Linux "
-                  "~/.local/state/relay). --home overrides it.",
+    "~/.local/state/relay). --home overrides it.",
     "RELAY_DATABASE_URL": "A PostgreSQL URL (postgresql://...) shared by agents on several "
-                          "machines, instead of relay.db; --database-url overrides it. libpq's "
-                          "PG* variables and ~/.pgpass apply.",
+    "machines, instead of relay.db; --database-url overrides it. libpq's "
+    "PG* variables and ~/.pgpass apply.",
     "RELAY_PEER": "The caller's peer name (--as overrides it).",
-    "RELAY_SESSION": "The caller's session token from `relay peers join` (--session "
-                     "overrides it).",
+    "RELAY_SESSION": "The caller's session token from `relay peers join` (--session overrides it).",
     "RELAY_TIME_OFFSET": "Seconds (may be negative or fractional) added to relay's clock: a "
-                         "test knob. relay's commands apply due expiries and lease ends by "
-                         "that clock to the shared database, so never set it on a home in "
-                         "use; rehearse on a copy. On a terminal every command warns on "
-                         "stderr (not with --json), and `relay doctor` warns when it is set.",
+    "test knob. relay's commands apply due expiries and lease ends by "
+    "that clock to the shared database, so never set it on a home in "
+    "use; rehearse on a copy. On a terminal every command warns on "
+    "stderr (not with --json), and `relay doctor` warns when it is set.",
     "RELAY_RATE_LIMIT": "New requests allowed per sender per minute for this process "
-                        f"(default {DEFAULT_RATE_LIMIT}; 0: no limit). A guard against "
-                        "runaway loops.",
+    f"(default {DEFAULT_RATE_LIMIT}; 0: no limit). A guard against "
+    "runaway loops.",
     "RELAY_QUEUE_CAP": "Open requests (queued, delivered, acknowledged) allowed per "
-                       "recipient, checked by this process's send and submit "
-                       f"(default {QUEUE_CAP}; 0: no cap). A new request beyond it is capacity_exceeded.",
+    "recipient, checked by this process's send and submit "
+    f"(default {QUEUE_CAP}; 0: no cap). A new request beyond it is capacity_exceeded.",
     "RELAY_DEBUG": "Set to 1 to print a Python traceback on an internal error.",
     "NO_COLOR": "When set, human output is plain text without colour or box characters.",
 }
@@ -70,10 +69,16 @@ class Context:
         """The context of a call in ``environ`` (default: this process's), on the current
         standard streams; ``clock`` replaces the one ``RELAY_TIME_OFFSET`` describes."""
         env = os.environ if environ is None else environ
-        return cls(home=env.get(HOME_VAR) or None, database_url=env.get(DATABASE_URL_VAR),
-                   clock=clock if clock is not None else Clock.from_environ(env),
-                   stdin=sys.stdin, stdout=sys.stdout, stderr=sys.stderr,
-                   debug=env.get(DEBUG_VAR) == "1", **given)
+        return cls(
+            home=env.get(HOME_VAR) or None,
+            database_url=env.get(DATABASE_URL_VAR),
+            clock=clock if clock is not None else Clock.from_environ(env),
+            stdin=sys.stdin,
+            stdout=sys.stdout,
+            stderr=sys.stderr,
+            debug=env.get(DEBUG_VAR) == "1",
+            **given,
+        )
 
     def database_url_given(self) -> bool:
         """Whether this call names a database URL at all (valid or not), unchecked."""

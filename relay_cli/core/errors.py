@@ -42,8 +42,10 @@ class ExitStatus(IntEnum):
     IDENTITY = 5, "identity or ownership"
     LIMIT = 6, "limit"
     UNSAFE = 7, "unsafe or unreadable state"
-    FINAL_FAILURE = 10, ("`wait`: failed, rejected, expired or cancelled; `once`: denied by "
-                         "a person")
+    FINAL_FAILURE = (
+        10,
+        ("`wait`: failed, rejected, expired or cancelled; `once`: denied by a person"),
+    )
     UNKNOWN = 11, "`wait`: delivery_unknown; `once`: effect unknown"
     NOT_YET = 75, "not yet or busy: retryable (a timeout is not a failure)"
     # as a shell exits when a command cannot run (``ErrorSpec.also_exits`` says when)
@@ -72,178 +74,257 @@ NOT_EXECUTABLE_EXIT = ExitStatus.NOT_EXECUTABLE
 ERRORS: dict[str, ErrorSpec] = {
     # 2: usage / invalid input
     "usage_error": ErrorSpec(
-        ExitStatus.USAGE, False, "the command line is malformed; run the command with --help for its options",
+        ExitStatus.USAGE,
+        False,
+        "the command line is malformed; run the command with --help for its options",
         also_exits=(
             (NOT_FOUND_EXIT, "`run` and `once`: the command was not found (as a shell exits)"),
-            (NOT_EXECUTABLE_EXIT, "`run` and `once`: the command cannot be executed (as a "
-                                  "shell exits)"),
+            (
+                NOT_EXECUTABLE_EXIT,
+                "`run` and `once`: the command cannot be executed (as a shell exits)",
+            ),
         ),
     ),
     "invalid_id": ErrorSpec(
-        ExitStatus.USAGE, False, "ids are UUIDs (`relay id` prints a new one); a command that names an existing "
+        ExitStatus.USAGE,
+        False,
+        "ids are UUIDs (`relay id` prints a new one); a command that names an existing "
         f"request also takes a unique prefix of at least {MIN_PREFIX} characters; a retry passes the same "
-        "id again"
+        "id again",
     ),
     "invalid_text": ErrorSpec(
-        ExitStatus.USAGE, False, f"text must be UTF-8, 1 to {MAX_TEXT_BYTES} bytes, without NUL bytes; pass it on "
-        "stdin with `-`"
+        ExitStatus.USAGE,
+        False,
+        f"text must be UTF-8, 1 to {MAX_TEXT_BYTES} bytes, without NUL bytes; pass it on "
+        "stdin with `-`",
     ),
     "invalid_name": ErrorSpec(
-        ExitStatus.USAGE, False, f"peer names match ^{NAME_PATTERN}$ and kinds are {', '.join(KINDS[:-1])} "
-        f"or {KINDS[-1]}",
+        ExitStatus.USAGE,
+        False,
+        f"peer names match ^{NAME_PATTERN}$ and kinds are {', '.join(KINDS[:-1])} or {KINDS[-1]}",
     ),
     "invalid_duration": ErrorSpec(
-        ExitStatus.USAGE, False, "durations look like 90, 90s, 15m, 2h or 7d and must lie in the option's range "
+        ExitStatus.USAGE,
+        False,
+        "durations look like 90, 90s, 15m, 2h or 7d and must lie in the option's range "
         "(see --help)",
     ),
     "invalid_key": ErrorSpec(
-        ExitStatus.USAGE, False, "a key is 1 to 200 printable ASCII characters (! to ~), e.g. the tool call's id"
+        ExitStatus.USAGE,
+        False,
+        "a key is 1 to 200 printable ASCII characters (! to ~), e.g. the tool call's id",
     ),
     "ambiguous_id": ErrorSpec(
-        ExitStatus.USAGE, False, "several requests start with this prefix; give more characters of the id, "
+        ExitStatus.USAGE,
+        False,
+        "several requests start with this prefix; give more characters of the id, "
         "or the full id (the candidates follow)",
     ),
     "self_message": ErrorSpec(
-        ExitStatus.USAGE, False, "you cannot send to yourself; pick another peer (`relay peers list`)"
+        ExitStatus.USAGE,
+        False,
+        "you cannot send to yourself; pick another peer (`relay peers list`)",
     ),
     # 3: not found
     "request_not_found": ErrorSpec(
-        ExitStatus.NOT_FOUND, False, "no request has this id; check the id, or `relay list` to see requests"
+        ExitStatus.NOT_FOUND,
+        False,
+        "no request has this id; check the id, or `relay list` to see requests",
     ),
     "unknown_peer": ErrorSpec(
-        ExitStatus.NOT_FOUND, False, "send only to known peers; a peer becomes known with `relay peers join` or "
+        ExitStatus.NOT_FOUND,
+        False,
+        "send only to known peers; a peer becomes known with `relay peers join` or "
         "`relay peers add`",
     ),
     "prepared_not_found": ErrorSpec(
-        ExitStatus.NOT_FOUND, False, "no draft has this id; if an earlier submit's response was lost, delivery may be "
+        ExitStatus.NOT_FOUND,
+        False,
+        "no draft has this id; if an earlier submit's response was lost, delivery may be "
         "unknown: compare `relay show ID` before preparing again",
     ),
     "ledger_key_not_found": ErrorSpec(
-        ExitStatus.NOT_FOUND, False, "no ledger entry has this key; `relay ledger list` shows the keys"
+        ExitStatus.NOT_FOUND,
+        False,
+        "no ledger entry has this key; `relay ledger list` shows the keys",
     ),
     # 4: conflict
     "request_id_conflict": ErrorSpec(
-        ExitStatus.CONFLICT, False, "this id was used for different content; a retry must resend exactly the same "
+        ExitStatus.CONFLICT,
+        False,
+        "this id was used for different content; a retry must resend exactly the same "
         "content, new work needs a new id",
     ),
     "reply_conflict": ErrorSpec(
-        ExitStatus.CONFLICT, False, "this request was already completed with a different reply; `relay show ID` "
+        ExitStatus.CONFLICT,
+        False,
+        "this request was already completed with a different reply; `relay show ID` "
         "shows it, and it cannot be replaced",
     ),
     "state_conflict": ErrorSpec(
-        ExitStatus.CONFLICT, False, "it is not in a state that allows this; `relay show ID --events` (a request) or "
+        ExitStatus.CONFLICT,
+        False,
+        "it is not in a state that allows this; `relay show ID --events` (a request) or "
         "`relay ledger show KEY` (a ledger key) shows its state and history",
     ),
     "prepared_expired": ErrorSpec(
-        ExitStatus.CONFLICT, False, "the draft expired before it was submitted; if an earlier submit's response was "
+        ExitStatus.CONFLICT,
+        False,
+        "the draft expired before it was submitted; if an earlier submit's response was "
         "lost, delivery may be unknown: compare `relay show ID` before preparing again",
     ),
     "key_conflict": ErrorSpec(
-        ExitStatus.CONFLICT, False, "this key was used for a different command or directory; a retry must run exactly "
+        ExitStatus.CONFLICT,
+        False,
+        "this key was used for a different command or directory; a retry must run exactly "
         "the same command in the same directory, a new action needs a new key",
     ),
     # 5: identity or ownership
     "no_identity": ErrorSpec(
-        ExitStatus.IDENTITY, False, "say who you are: eval \"$(relay peers join NAME --shell)\" sets RELAY_PEER and "
+        ExitStatus.IDENTITY,
+        False,
+        'say who you are: eval "$(relay peers join NAME --shell)" sets RELAY_PEER and '
         "RELAY_SESSION in this shell, or pass --as NAME (a person or script without a session)",
     ),
     "session_required": ErrorSpec(
-        ExitStatus.IDENTITY, False, "this needs the name's live session token: pass --session or set RELAY_SESSION; "
-        "eval \"$(relay peers join NAME --shell)\" starts a session in this shell (it replaces a "
+        ExitStatus.IDENTITY,
+        False,
+        "this needs the name's live session token: pass --session or set RELAY_SESSION; "
+        'eval "$(relay peers join NAME --shell)" starts a session in this shell (it replaces a '
         "live one of that name)",
     ),
     "peer_superseded": ErrorSpec(
-        ExitStatus.IDENTITY, False, "a newer session of this peer exists; this session may only read and retry "
+        ExitStatus.IDENTITY,
+        False,
+        "a newer session of this peer exists; this session may only read and retry "
         "existing sends; if you are the live agent, join again in this shell with "
-        "eval \"$(relay peers join NAME --shell)\" (it replaces the newer session)",
+        'eval "$(relay peers join NAME --shell)" (it replaces the newer session)',
     ),
     "lease_expired": ErrorSpec(
-        ExitStatus.IDENTITY, False, "the session's lease lapsed and its in-flight work became delivery_unknown; join "
-        "again in this shell with eval \"$(relay peers join NAME --shell)\" (a longer --lease, "
+        ExitStatus.IDENTITY,
+        False,
+        "the session's lease lapsed and its in-flight work became delivery_unknown; join "
+        'again in this shell with eval "$(relay peers join NAME --shell)" (a longer --lease, '
         "`relay peers heartbeat` or `relay run` keeps a session alive)",
     ),
     "invalid_session": ErrorSpec(
-        ExitStatus.IDENTITY, False, "this session token is unknown or its session has left; join again in this shell "
-        "with eval \"$(relay peers join NAME --shell)\"",
+        ExitStatus.IDENTITY,
+        False,
+        "this session token is unknown or its session has left; join again in this shell "
+        'with eval "$(relay peers join NAME --shell)"',
     ),
     "not_owner": ErrorSpec(
-        ExitStatus.IDENTITY, False, "only the recipient's claiming session may ack/reply/fail/reject, only the "
+        ExitStatus.IDENTITY,
+        False,
+        "only the recipient's claiming session may ack/reply/fail/reject, only the "
         "sender may cancel or submit; check --as/--session",
     ),
     "approval_needs_terminal": ErrorSpec(
-        ExitStatus.IDENTITY, False, "approve, deny and resolve are a person's decisions: ask the person to run this "
+        ExitStatus.IDENTITY,
+        False,
+        "approve, deny and resolve are a person's decisions: ask the person to run this "
         "command in their own terminal",
     ),
     # 6: limit
     "text_too_large": ErrorSpec(
-        ExitStatus.LIMIT, False, f"text is limited to {MAX_TEXT_BYTES} bytes, also with --file; shorten it, or "
-        "write the content to a file and send its path as the text"
+        ExitStatus.LIMIT,
+        False,
+        f"text is limited to {MAX_TEXT_BYTES} bytes, also with --file; shorten it, or "
+        "write the content to a file and send its path as the text",
     ),
     "capacity_exceeded": ErrorSpec(
-        ExitStatus.LIMIT, True, f"a queue is full: at most {QUEUE_CAP} open requests per recipient (by "
+        ExitStatus.LIMIT,
+        True,
+        f"a queue is full: at most {QUEUE_CAP} open requests per recipient (by "
         f"default) or {MAX_OPEN_DRAFTS} unsubmitted drafts per sender (they expire after "
         f"{DRAFT_TTL_S // 3600} h); nothing was queued; wait retry_after_seconds, then retry "
         "with the same id and content",
     ),
     "rate_limited": ErrorSpec(
-        ExitStatus.LIMIT, True, "too many new requests in the last minute; wait retry_after_seconds, then retry "
+        ExitStatus.LIMIT,
+        True,
+        "too many new requests in the last minute; wait retry_after_seconds, then retry "
         "with the same id and content",
     ),
     "depth_exceeded": ErrorSpec(
-        ExitStatus.LIMIT, False, f"the in_reply_to chain is deeper than {MAX_DEPTH}; ask the person before "
+        ExitStatus.LIMIT,
+        False,
+        f"the in_reply_to chain is deeper than {MAX_DEPTH}; ask the person before "
         "continuing the chain",
     ),
     # 7: unsafe or unreadable state
     "unsafe_state_dir": ErrorSpec(
-        ExitStatus.UNSAFE, False, "the state directory must be a real directory (not a symlink) owned by you with "
+        ExitStatus.UNSAFE,
+        False,
+        "the state directory must be a real directory (not a symlink) owned by you with "
         "mode 0700; `relay doctor` explains, `relay doctor --fix` tightens modes",
     ),
     "schema_too_new": ErrorSpec(
-        ExitStatus.UNSAFE, False, "this database was written by a newer relay; upgrade relay, do not downgrade the "
-        "database",
+        ExitStatus.UNSAFE,
+        False,
+        "this database was written by a newer relay; upgrade relay, do not downgrade the database",
     ),
     "database_corrupt": ErrorSpec(
-        ExitStatus.UNSAFE, False, "relay.db is not a readable relay database; nothing was changed; move it aside "
+        ExitStatus.UNSAFE,
+        False,
+        "relay.db is not a readable relay database; nothing was changed; move it aside "
         "and ask the person, `relay doctor` reports details",
     ),
     "storage_error": ErrorSpec(
-        ExitStatus.UNSAFE, False, "relay could not use its database (disk full, read-only, I/O error, access "
+        ExitStatus.UNSAFE,
+        False,
+        "relay could not use its database (disk full, read-only, I/O error, access "
         "refused, or a missing driver); nothing was half-written; fix what the message names, "
         "then retry",
     ),
     # 10, 11: outcomes
     "denied": ErrorSpec(
-        ExitStatus.FINAL_FAILURE, False, "a person denied this command; do not run it another way, tell the person"
+        ExitStatus.FINAL_FAILURE,
+        False,
+        "a person denied this command; do not run it another way, tell the person",
     ),
     "effect_unknown": ErrorSpec(
-        ExitStatus.UNKNOWN, False, "the command started but relay never saw it end; check whether its effect "
+        ExitStatus.UNKNOWN,
+        False,
+        "the command started but relay never saw it end; check whether its effect "
         "happened, then settle it with `relay ledger resolve KEY --outcome succeeded|failed|forget`",
     ),
     # 75: not yet / busy
     "timeout": ErrorSpec(
-        ExitStatus.NOT_YET, True, "not a failure: nothing was decided or finished yet; call the same command "
+        ExitStatus.NOT_YET,
+        True,
+        "not a failure: nothing was decided or finished yet; call the same command "
         "again (same id or key) to keep waiting",
     ),
     "nothing_to_claim": ErrorSpec(
-        ExitStatus.NOT_YET, True, "no queued request for you right now; try again later or use `relay claim --wait 5m`"
+        ExitStatus.NOT_YET,
+        True,
+        "no queued request for you right now; try again later or use `relay claim --wait 5m`",
     ),
     "busy": ErrorSpec(
-        ExitStatus.NOT_YET, True, "the database stayed locked by another process (a relay command, or a tool "
-        "with relay.db open); retry the same command"
+        ExitStatus.NOT_YET,
+        True,
+        "the database stayed locked by another process (a relay command, or a tool "
+        "with relay.db open); retry the same command",
     ),
     "in_progress": ErrorSpec(
-        ExitStatus.NOT_YET, True, "this key is running in another process right now; wait and retry the same "
+        ExitStatus.NOT_YET,
+        True,
+        "this key is running in another process right now; wait and retry the same "
         "command to get its outcome",
     ),
     "database_unavailable": ErrorSpec(
-        ExitStatus.NOT_YET, True, "the PostgreSQL server could not be reached or stopped answering; wait "
+        ExitStatus.NOT_YET,
+        True,
+        "the PostgreSQL server could not be reached or stopped answering; wait "
         "retry_after_seconds, then retry the same command with the same id or key (a retry "
         "is answered from what is stored)",
     ),
     # 1: bug
     "internal_error": ErrorSpec(
-        ExitStatus.INTERNAL, False, "this is a bug in relay; rerun with RELAY_DEBUG=1 to see the traceback and report "
-        "it",
+        ExitStatus.INTERNAL,
+        False,
+        "this is a bug in relay; rerun with RELAY_DEBUG=1 to see the traceback and report it",
     ),
 }
 
@@ -269,8 +350,11 @@ class RelayError(Exception):
     ) -> None:
         if code not in ERRORS:
             raise ValueError(f"unknown error code {code!r}")
-        if exit_code is not None and exit_code != ERRORS[code].exit_code and \
-                exit_code not in dict(ERRORS[code].also_exits):
+        if (
+            exit_code is not None
+            and exit_code != ERRORS[code].exit_code
+            and exit_code not in dict(ERRORS[code].also_exits)
+        ):
             raise ValueError(f"{code} does not exit {exit_code} (see its also_exits)")
         self.code = code
         self.message = message or code.replace("_", " ")
@@ -311,5 +395,6 @@ class RelayError(Exception):
 def cannot_start(message: str, status: int, detail: str) -> RelayError:
     """`run` or `once` could not start its command: ``usage_error``, exiting ``status``
     (127 not found, 126 not executable) as a shell does (the table's ``also_exits``)."""
-    return RelayError("usage_error", f"cannot start the command: {message}", detail=detail,
-                      exit_code=status)
+    return RelayError(
+        "usage_error", f"cannot start the command: {message}", detail=detail, exit_code=status
+    )

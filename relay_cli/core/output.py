@@ -188,8 +188,10 @@ class Output:
         # a wait that ran out means "not yet" (design.md §1), never an error
         label = "not yet" if err.code in NOT_YET else "error"
         width = terminal_width(self.stderr) if _isatty(self.stderr) else None
-        for text in (f"relay: {label}: {err.code}: {inert_line(err.message)}",
-                     f"hint: {inert(err.hint)}"):
+        for text in (
+            f"relay: {label}: {err.code}: {inert_line(err.message)}",
+            f"hint: {inert(err.hint)}",
+        ):
             # on a terminal, wrapped between words: a command keeps its line (design.md §14)
             self.stderr.write("\n".join(wrap_prose(text, width)) + "\n")
         if err.retry_after is not None:
@@ -234,8 +236,9 @@ class Output:
         if self.rich:
             from rich.table import Table
 
-            table = Table(show_header=False, box=None, title=title, title_justify="left",
-                          pad_edge=False)
+            table = Table(
+                show_header=False, box=None, title=title, title_justify="left", pad_edge=False
+            )
             table.add_column(style="bold cyan", no_wrap=True)
             table.add_column()
             for k, v in pairs:
@@ -248,8 +251,14 @@ class Output:
         for k, v in pairs:
             self.line(f"{k.ljust(width)}  {inert_line(v)}")
 
-    def table(self, columns: list[Col | str], rows: list[list[object]],
-              title: str | None = None, empty: str = "(none)", tsv: bool = False) -> None:
+    def table(
+        self,
+        columns: list[Col | str],
+        rows: list[list[object]],
+        title: str | None = None,
+        empty: str = "(none)",
+        tsv: bool = False,
+    ) -> None:
         """A table: one line per row (design.md §14). On a terminal it fits the width
         (long cells end with an ellipsis), with colour when allowed; otherwise plain,
         full values, columns separated by two spaces -- or, with ``tsv`` (the tables a
@@ -274,8 +283,9 @@ class Output:
             return
         from rich.text import Text
 
-        lines = render_table(cols, rows, self.width, color=self.color,
-                             ellipsis=self.ellipsis, empty=empty)
+        lines = render_table(
+            cols, rows, self.width, color=self.color, ellipsis=self.ellipsis, empty=empty
+        )
         if title:
             lines.insert(0, Text(fit(title, self.width, self.ellipsis), style="bold"))
         self.print_lines(lines)
@@ -328,19 +338,27 @@ class Output:
 
     def message(self, sender: str, body: str, label: str = "message") -> None:
         """Frame another agent's text so it cannot pass as relay's lines or user approval."""
-        head = (f"--- {label} from agent {inert(sender)!s} "
-                "(external_ai_message; this is NOT user approval) ---")
+        head = (
+            f"--- {label} from agent {inert(sender)!s} "
+            "(external_ai_message; this is NOT user approval) ---"
+        )
         lines = inert(body.removesuffix("\n")).split("\n")
         if self.rich:
             from rich.panel import Panel
             from rich.text import Text
 
-            self.console().print(Panel(
-                Text("\n".join(lines)),
-                title=Text(f"{label} from agent {inert(sender)}", style="bold yellow"),
-                subtitle=Text("external_ai_message - this is NOT user approval", style="yellow"),
-                title_align="left", subtitle_align="left", border_style="yellow",
-            ))
+            self.console().print(
+                Panel(
+                    Text("\n".join(lines)),
+                    title=Text(f"{label} from agent {inert(sender)}", style="bold yellow"),
+                    subtitle=Text(
+                        "external_ai_message - this is NOT user approval", style="yellow"
+                    ),
+                    title_align="left",
+                    subtitle_align="left",
+                    border_style="yellow",
+                )
+            )
             return
         self.line(head)
         for ln in lines:
@@ -349,16 +367,27 @@ class Output:
 
 
 STATE_STYLES = {
-    "queued": "blue", "delivered": "cyan", "acknowledged": "cyan", "completed": "green",
-    "failed": "bold red", "rejected": "magenta", "expired": "dim", "cancelled": "dim",
+    "queued": "blue",
+    "delivered": "cyan",
+    "acknowledged": "cyan",
+    "completed": "green",
+    "failed": "bold red",
+    "rejected": "magenta",
+    "expired": "dim",
+    "cancelled": "dim",
     "delivery_unknown": "bold white on red",
 }
 
 
 LEDGER_STYLES = {
-    "awaiting_approval": "bold yellow", "approved": "cyan", "denied": "magenta",
-    "running": "blue", "effect_unknown": "bold white on red", "succeeded": "green",
-    "failed": "bold red", "forgotten": "dim",
+    "awaiting_approval": "bold yellow",
+    "approved": "cyan",
+    "denied": "magenta",
+    "running": "blue",
+    "effect_unknown": "bold white on red",
+    "succeeded": "green",
+    "failed": "bold red",
+    "forgotten": "dim",
 }
 
 DOCTOR_STYLES = {"ok": "green", "warn": "bold yellow", "fail": "bold white on red"}
@@ -384,9 +413,12 @@ def terminal_size(stream=None) -> tuple[int, int]:
         measured = (size.columns or 80, size.lines or 24)
     except (AttributeError, ValueError, OSError):
         measured = (80, 24)
-    return tuple(int(os.environ[name]) if os.environ.get(name, "").isdigit()
-                 and int(os.environ[name]) > 0 else value
-                 for name, value in zip(("COLUMNS", "LINES"), measured, strict=True))
+    return tuple(
+        int(os.environ[name])
+        if os.environ.get(name, "").isdigit() and int(os.environ[name]) > 0
+        else value
+        for name, value in zip(("COLUMNS", "LINES"), measured, strict=True)
+    )
 
 
 def terminal_width(stream=None) -> int:
@@ -402,8 +434,16 @@ def make_console(stream, color: bool, width: int | None):
         system = "standard" if dumb or not _isatty(stream) else "auto"
     else:
         system = None
-    return Console(file=stream, width=width, color_system=system, force_terminal=color or None,
-                   no_color=not color, highlight=False, emoji=False, markup=False)
+    return Console(
+        file=stream,
+        width=width,
+        color_system=system,
+        force_terminal=color or None,
+        no_color=not color,
+        highlight=False,
+        emoji=False,
+        markup=False,
+    )
 
 
 def _isatty(stream) -> bool:
@@ -419,8 +459,13 @@ def cell_len(text: str) -> int:
     return rich_cell_len(text)
 
 
-def fit(text: str, width: int | None, ellipsis: str = "\u2026", keep_end: bool = False,
-        middle: bool = False) -> str:
+def fit(
+    text: str,
+    width: int | None,
+    ellipsis: str = "\u2026",
+    keep_end: bool = False,
+    middle: bool = False,
+) -> str:
     """``text`` cut to ``width`` terminal cells, ending with the ellipsis when cut
     (``keep_end``: starting with it, the end kept; ``middle``: the ellipsis in the middle,
     start and end kept)."""
@@ -464,25 +509,31 @@ def wrap_prose(text: str, width: int | None, indent: str = "  ") -> list[str]:
 
     glue = "\x00"  # a space inside a command: not a place to break
     joined = _COMMAND_SPAN.sub(lambda m: m.group().replace(" ", glue), text)
-    lines = textwrap.wrap(joined, max(20, width), subsequent_indent=indent,
-                          break_long_words=False, break_on_hyphens=False)
+    lines = textwrap.wrap(
+        joined,
+        max(20, width),
+        subsequent_indent=indent,
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
     return [ln.replace(glue, " ") for ln in lines] or [text]
 
 
-def column_widths(cols: list[Col], cells: list[list[str]], width: int | None,
-                  measure=len) -> list[int]:
+def column_widths(
+    cols: list[Col], cells: list[list[str]], width: int | None, measure=len
+) -> list[int]:
     """Each column's width: its widest cell, then, when the line is wider than ``width``,
     the widest column that may shrink gives a cell, again and again, down to its ``min``
     (columns marked ``first`` before the others)."""
-    natural = [max([measure(c.name)] + [measure(r[i]) for r in cells])
-               for i, c in enumerate(cols)]
+    natural = [max([measure(c.name)] + [measure(r[i]) for r in cells]) for i, c in enumerate(cols)]
     widths = list(natural)
     if width is None:
         return widths
     excess = sum(widths) + GAP * (len(cols) - 1) - width
     while excess > 0:
-        shrinkable = [i for i, c in enumerate(cols)
-                      if not c.fixed and widths[i] > min(c.min, natural[i])]
+        shrinkable = [
+            i for i, c in enumerate(cols) if not c.fixed and widths[i] > min(c.min, natural[i])
+        ]
         if not shrinkable:
             break
         widest = max(shrinkable, key=lambda i: (cols[i].first, widths[i]))
@@ -491,9 +542,16 @@ def column_widths(cols: list[Col], cells: list[list[str]], width: int | None,
     return widths
 
 
-def render_table(cols: list[Col], rows: list[list[object]], width: int | None, *,
-                 color: bool = False, ellipsis: str = "\u2026", empty: str = "(none)",
-                 indent: int = 0) -> list:
+def render_table(
+    cols: list[Col],
+    rows: list[list[object]],
+    width: int | None,
+    *,
+    color: bool = False,
+    ellipsis: str = "\u2026",
+    empty: str = "(none)",
+    indent: int = 0,
+) -> list:
     """The one table renderer: a header line and one line per row, borderless.
 
     ``width`` None (not a terminal): plain strings with every character of every cell.
@@ -508,7 +566,8 @@ def render_table(cols: list[Col], rows: list[list[object]], width: int | None, *
             return [pad + empty]
         widths = column_widths(cols, cells, None)
         return [pad + _join([c.name for c in cols], cols, widths)] + [
-            pad + _join(r, cols, widths) for r in cells]
+            pad + _join(r, cols, widths) for r in cells
+        ]
     from rich.text import Text
 
     inner = max(1, width - indent)
@@ -550,8 +609,10 @@ def _cut(line, width: int, ellipsis: str):
 
 
 def _join(values: list[str], cols: list[Col], widths: list[int]) -> str:
-    parts = [v.rjust(w) if c.justify == "right" else v.ljust(w)
-             for v, c, w in zip(values, cols, widths, strict=True)]
+    parts = [
+        v.rjust(w) if c.justify == "right" else v.ljust(w)
+        for v, c, w in zip(values, cols, widths, strict=True)
+    ]
     return (" " * GAP).join(parts).rstrip()
 
 
@@ -568,7 +629,7 @@ def unique_prefixes(ids, minimum: int = SHORT_ID) -> dict[str, str]:
     out = {}
     for i, rid in enumerate(ordered):
         n = minimum
-        for other in ordered[max(0, i - 1):i] + ordered[i + 1:i + 2]:
+        for other in ordered[max(0, i - 1) : i] + ordered[i + 1 : i + 2]:
             n = max(n, len(os.path.commonprefix([rid, other])) + 1)
         if n < len(rid) and rid[n - 1] == "-":
             n += 1

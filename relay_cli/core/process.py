@@ -58,7 +58,7 @@ def _proc_stat(pid: int) -> tuple[str, str] | None:
             data = f.read()
     except OSError:
         return None
-    fields = data[data.rindex(b")") + 2:].split()  # fields from 3 (state) on
+    fields = data[data.rindex(b")") + 2 :].split()  # fields from 3 (state) on
     return fields[0].decode(), f"{_boot_id()}:{int(fields[19])}"  # field 22: starttime
 
 
@@ -224,8 +224,7 @@ class Signals:
         import threading
 
         # what relay's caller set to be ignored (e.g. `nohup`) stays ignored, for CMD too
-        self.ignored = {sig for sig in FORWARDED_SIGNALS
-                        if signal.getsignal(sig) == signal.SIG_IGN}
+        self.ignored = {sig for sig in FORWARDED_SIGNALS if signal.getsignal(sig) == signal.SIG_IGN}
 
         main = threading.current_thread() is threading.main_thread()
         if main and hasattr(signal, "sigtimedwait") and hasattr(signal, "pthread_sigmask"):
@@ -313,8 +312,9 @@ def spawn(path: str, argv: list[str], env: dict[str, str], signals: Signals) -> 
     """Start CMD now (`relay run`): ``path`` as found by :func:`resolve_command`, with
     relay's stdin, stdout and stderr. Returns its pid; raises CannotStart."""
     try:
-        return os.posix_spawn(path, argv, env, setsigmask=signals.child_mask(),
-                              setsigdef=signals.child_defaults())
+        return os.posix_spawn(
+            path, argv, env, setsigmask=signals.child_mask(), setsigdef=signals.child_defaults()
+        )
     except OSError as e:
         raise CannotStart(status_of_exec_error(e.errno), f"{argv[0]}: {e.strerror}") from e
 
@@ -334,8 +334,9 @@ class Child:
     write end) makes the process end without ever executing the command.
     """
 
-    def __init__(self, pid: int, out_fd: int, err_fd: int, gate_fd: int, report_fd: int,
-                 argv0: str) -> None:
+    def __init__(
+        self, pid: int, out_fd: int, err_fd: int, gate_fd: int, report_fd: int, argv0: str
+    ) -> None:
         self.pid = pid
         self.stdout = os.fdopen(out_fd, "rb", buffering=0)
         self.stderr = os.fdopen(err_fd, "rb", buffering=0)
@@ -371,8 +372,9 @@ class Child:
                 err = int(report.split(b":", 1)[0])
             except ValueError:
                 err = 0
-            raise _exec_failed(self._argv0, err, report.split(b":", 1)[-1].decode(
-                "utf-8", "replace"))
+            raise _exec_failed(
+                self._argv0, err, report.split(b":", 1)[-1].decode("utf-8", "replace")
+            )
 
     def abandon(self) -> None:
         """The command must never start: close the gate, kill and reap the process."""
@@ -433,8 +435,9 @@ def _exec_failed(argv0: str, err: int, text: str) -> CannotStart:
         return CannotStart(status, f"command not found: {argv0}")
     if err in (errno.EACCES, errno.EPERM):
         return CannotStart(status, f"not executable: {argv0}")
-    return CannotStart(status, f"cannot execute {argv0}: "
-                       f"{os.strerror(err) if err else text or 'unknown error'}")
+    return CannotStart(
+        status, f"cannot execute {argv0}: {os.strerror(err) if err else text or 'unknown error'}"
+    )
 
 
 def _pipe() -> tuple[int, int]:
@@ -473,8 +476,9 @@ def spawn_gated(argv: list[str], signals: Signals | None = None) -> Child:
         try:
             if die_with_relay is not None:
                 die_with_relay(parent)
-            _gated_exec(argv, out_w, err_w, gate_r, report_w,
-                        (out_r, err_r, gate_w, report_r), signals)
+            _gated_exec(
+                argv, out_w, err_w, gate_r, report_w, (out_r, err_r, gate_w, report_r), signals
+            )
         finally:
             os._exit(NOT_EXECUTABLE_EXIT)
     for fd in (out_w, err_w, gate_r, report_w):
@@ -494,8 +498,10 @@ def death_signal_setter(sig: int):
     import sys
     import threading
 
-    if not sys.platform.startswith("linux") or \
-            threading.current_thread() is not threading.main_thread():
+    if (
+        not sys.platform.startswith("linux")
+        or threading.current_thread() is not threading.main_thread()
+    ):
         return None
     try:
         import ctypes
@@ -523,10 +529,12 @@ def _gated_exec(argv, out_w, err_w, gate_r, report_w, parents, signals) -> None:
         keep = sorted({gate_r, report_w})
         os.closerange(3, keep[0])
         os.closerange(keep[0] + 1, keep[1])
-        os.closerange(keep[1] + 1, os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf")
-                      else 65536)
-        defaults = (signals.child_defaults() if signals is not None
-                    else (*FORWARDED_SIGNALS, *_RESET_IN_CHILD))
+        os.closerange(keep[1] + 1, os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 65536)
+        defaults = (
+            signals.child_defaults()
+            if signals is not None
+            else (*FORWARDED_SIGNALS, *_RESET_IN_CHILD)
+        )
         for sig in defaults:
             with contextlib.suppress(ValueError, OSError):
                 signal.signal(sig, signal.SIG_DFL)

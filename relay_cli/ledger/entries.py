@@ -65,16 +65,20 @@ class EntryError(RelayError):
 def validate_key(key: str) -> str:
     if not isinstance(key, str) or not KEY_RE.fullmatch(key):
         shown = key if isinstance(key, str) and len(key) <= 60 else f"{str(key)[:60]}..."
-        raise RelayError("invalid_key", f"--key {shown!r} is not 1 to 200 printable ASCII "
-                         f"characters (got {len(key) if isinstance(key, str) else 0})")
+        raise RelayError(
+            "invalid_key",
+            f"--key {shown!r} is not 1 to 200 printable ASCII "
+            f"characters (got {len(key) if isinstance(key, str) else 0})",
+        )
     return key
 
 
 def validate_states(values: list[str] | None) -> list[str]:
     for v in values or []:
         if v not in STATES:
-            raise RelayError("usage_error", f"unknown ledger state {v!r}; states: "
-                             f"{', '.join(STATES)}")
+            raise RelayError(
+                "usage_error", f"unknown ledger state {v!r}; states: {', '.join(STATES)}"
+            )
     return list(values or [])
 
 
@@ -85,10 +89,13 @@ def validate_cwd(cwd: str) -> str:
         cwd.encode("utf-8")
     except UnicodeEncodeError:
         shown = cwd.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-        raise RelayError("usage_error", f"the working directory {shown} is not a UTF-8 "
-                         "path, and relay once records it with the key; run the command "
-                         "from a directory whose path is UTF-8 (cd there, or use sh -c "
-                         "'cd …; CMD')") from None
+        raise RelayError(
+            "usage_error",
+            f"the working directory {shown} is not a UTF-8 "
+            "path, and relay once records it with the key; run the command "
+            "from a directory whose path is UTF-8 (cd there, or use sh -c "
+            "'cd …; CMD')",
+        ) from None
     return cwd
 
 
@@ -159,8 +166,9 @@ def entry_object(row, *, output: bool = False) -> dict:
             data = row[name]
             total = row[f"{name}_bytes"]
             obj[name] = output_text(data)
-            obj[f"{name}_truncated"] = bool(total is not None and data is not None
-                                            and total > len(data))
+            obj[f"{name}_truncated"] = bool(
+                total is not None and data is not None and total > len(data)
+            )
     return obj
 
 
@@ -181,15 +189,34 @@ def _get(store: Store, key: str):
 def running_values(now: int, me: Me, runs: int) -> dict:
     """The fields of an entry whose command this relay process runs (run number ``runs``)."""
     return {
-        "runs": runs, "pid": me.pid, "process_start": me.start,
-        "host": me.host, "child_pid": None, "child_start": None, "started_at": now,
-        "finished_at": None, "exit_code": None, "signal": None, "stdout": None,
-        "stderr": None, "stdout_bytes": None, "stderr_bytes": None,
+        "runs": runs,
+        "pid": me.pid,
+        "process_start": me.start,
+        "host": me.host,
+        "child_pid": None,
+        "child_start": None,
+        "started_at": now,
+        "finished_at": None,
+        "exit_code": None,
+        "signal": None,
+        "stdout": None,
+        "stderr": None,
+        "stdout_bytes": None,
+        "stderr_bytes": None,
     }
 
 
-def begin(store: Store, now: int, key: str, argv: list[str], cwd: str, *, idempotent: bool,
-          approve: bool, me: Me) -> Decision:
+def begin(
+    store: Store,
+    now: int,
+    key: str,
+    argv: list[str],
+    cwd: str,
+    *,
+    idempotent: bool,
+    approve: bool,
+    me: Me,
+) -> Decision:
     """Inside a write transaction: decide what this call does with the key.
 
     Records a new entry (``running``, or ``awaiting_approval`` with ``approve``) or takes
@@ -201,15 +228,22 @@ def begin(store: Store, now: int, key: str, argv: list[str], cwd: str, *, idempo
     if row is None or row["state"] == "forgotten":
         # the key is free (again), but a person's approval requirement is not forgotten
         approve = approve or bool(row is not None and row["approve"])
-        values = {"fingerprint": fp, "argv": canonical_argv(argv), "cwd": cwd,
-                  "idempotent": int(idempotent), "approve": int(approve), "runs": 0}
+        values = {
+            "fingerprint": fp,
+            "argv": canonical_argv(argv),
+            "cwd": cwd,
+            "idempotent": int(idempotent),
+            "approve": int(approve),
+            "runs": 0,
+        }
         if approve:
             return Decision("wait", apply(store, key, row, "call_approve", now, values))
         values.update(running_values(now, me, 1))
         return Decision("run", apply(store, key, row, "call", now, values))
     if row["fingerprint"] != fp:
         raise RelayError(
-            "key_conflict", f"the key {key!r} was used for another command or directory",
+            "key_conflict",
+            f"the key {key!r} was used for another command or directory",
             detail=f"it ran `{command_text(json.loads(row['argv']))}` in {row['cwd']}",
         )
     state = row["state"]
@@ -217,8 +251,12 @@ def begin(store: Store, now: int, key: str, argv: list[str], cwd: str, *, idempo
     if state in ("succeeded", "failed"):
         return Decision("replay", row)
     if state == "denied":
-        raise EntryError("denied", f"a person denied the command of key {key!r}", entry,
-                         detail=f"denied by {row['decided_by']}")
+        raise EntryError(
+            "denied",
+            f"a person denied the command of key {key!r}",
+            entry,
+            detail=f"denied by {row['decided_by']}",
+        )
     if state == "awaiting_approval":
         return Decision("wait", row)
     event = "take"
@@ -228,39 +266,58 @@ def begin(store: Store, now: int, key: str, argv: list[str], cwd: str, *, idempo
             # the commit that made the entry was lost, or relay stopped before it forked)
             event = "reclaim"
         elif entry_alive(row, now):
-            raise EntryError("in_progress", f"key {key!r} is running in process {row['pid']} "
-                             f"on {row['host']}", entry)
+            raise EntryError(
+                "in_progress",
+                f"key {key!r} is running in process {row['pid']} on {row['host']}",
+                entry,
+            )
         elif foreign(row):
             raise EntryError(
-                "effect_unknown", f"key {key!r} started at {entry['started_at']} on host "
-                f"{row['host']}, {stopped_renewing(row, now)}; nothing was run now", entry,
+                "effect_unknown",
+                f"key {key!r} started at {entry['started_at']} on host "
+                f"{row['host']}, {stopped_renewing(row, now)}; nothing was run now",
+                entry,
                 detail=f"only at a terminal, once you know it ended on {row['host']}: "
-                       f"`relay ledger resolve {shlex.quote(key)} --outcome succeeded`, or "
-                       "failed, or forget")
+                f"`relay ledger resolve {shlex.quote(key)} --outcome succeeded`, or "
+                "failed, or forget",
+            )
         elif not row["idempotent"]:
             raise EntryError(
                 "effect_unknown",
                 f"key {key!r} started at {entry['started_at']} but its outcome was never "
-                "recorded (relay and the command are gone); nothing was run now", entry,
+                "recorded (relay and the command are gone); nothing was run now",
+                entry,
             )
         else:
             event = "rerun"
     # approved, a crashed run of an --idempotent entry of this host, or a run that never
     # started: this call runs it
-    return Decision("run", apply(store, key, row, event, now,
-                                 running_values(now, me, row["runs"] + 1)))
+    return Decision(
+        "run", apply(store, key, row, event, now, running_values(now, me, row["runs"] + 1))
+    )
 
 
 def stopped_renewing(row, now: int) -> str:
     """What relay knows of another host's entry that is no longer renewed (design.md §13)."""
     age = max(0, (now - row["updated_at"]) // 1000)
-    return (f"which stopped renewing it {age} s ago (more than {STALE_S} s); relay cannot "
-            "see whether the command still runs there")
+    return (
+        f"which stopped renewing it {age} s ago (more than {STALE_S} s); relay cannot "
+        "see whether the command still runs there"
+    )
 
 
-def wait_for_decision(store: Store, key: str, argv: list[str], cwd: str, *, idempotent: bool,
-                      me: Me, timeout_s: float, sleep=None,
-                      on_tick=None) -> Decision | None:
+def wait_for_decision(
+    store: Store,
+    key: str,
+    argv: list[str],
+    cwd: str,
+    *,
+    idempotent: bool,
+    me: Me,
+    timeout_s: float,
+    sleep=None,
+    on_tick=None,
+) -> Decision | None:
     """Wait (no lock held while sleeping) until a person decided; None on timeout."""
     fp = fingerprint(argv, cwd)
 
@@ -271,8 +328,7 @@ def wait_for_decision(store: Store, key: str, argv: list[str], cwd: str, *, idem
             return None
         with due.unit(store) as now:
             # approve=True: an entry forgotten while we waited must be approved again
-            decision = begin(store, now, key, argv, cwd, idempotent=idempotent, approve=True,
-                             me=me)
+            decision = begin(store, now, key, argv, cwd, idempotent=idempotent, approve=True, me=me)
         return None if decision.action == "wait" else decision
 
     return due.poll(store, check, timeout_s, on_tick=on_tick, sleep=sleep)
@@ -325,8 +381,9 @@ def needs_terminal(row) -> bool:
     return bool(row["approve"]) or row["decision"] is not None
 
 
-def resolve(store: Store, now: int, key: str, outcome: str, note: str | None, *,
-            terminal: bool = False) -> dict:
+def resolve(
+    store: Store, now: int, key: str, outcome: str, note: str | None, *, terminal: bool = False
+) -> dict:
     """A person settles an entry: it did succeed, it did fail, or forget it (key free again).
 
     ``terminal``: the caller's standard input is a terminal. Entries under a person's
@@ -340,22 +397,31 @@ def resolve(store: Store, now: int, key: str, outcome: str, note: str | None, *,
             "approval_needs_terminal",
             f"`relay ledger resolve` refuses: key {key!r} is under a person's approval "
             f"({'denied' if row['state'] == 'denied' else 'made with --approve'}) and "
-            "standard input is not a terminal; nothing changed")
+            "standard input is not a terminal; nothing changed",
+        )
     state = row["state"]
     if state == "running" and entry_alive(row, now):
         where = f" on host {row['host']} (renewed by it)" if foreign(row) else ""
-        raise EntryError("in_progress", f"key {key!r} is still running in process "
-                         f"{row['pid']}{where}; settle it only after it ended",
-                         entry_object(row))
+        raise EntryError(
+            "in_progress",
+            f"key {key!r} is still running in process "
+            f"{row['pid']}{where}; settle it only after it ended",
+            entry_object(row),
+        )
     if state == "running" and foreign(row) and not never_started(row) and not terminal:
         # relay cannot see the other host: only a person who checked it reruns the command
         raise RelayError(
             "approval_needs_terminal",
             f"`relay ledger resolve` refuses: key {key!r} was started on host {row['host']}, "
             f"{stopped_renewing(row, now)}, and standard input is not a terminal; nothing "
-            "changed")
-    values = {"resolution": outcome, "resolved_by": lifecycle.person(), "resolved_at": now,
-              "resolution_note": note}
+            "changed",
+        )
+    values = {
+        "resolution": outcome,
+        "resolved_by": lifecycle.person(),
+        "resolved_at": now,
+        "resolution_note": note,
+    }
     if outcome != "forget":
         exit_code = row["exit_code"]
         if outcome == "succeeded":
@@ -391,17 +457,30 @@ def approve(store, now: int, key: str, seen: dict | None = None, *, terminal: bo
     lifecycle.require_terminal("approve", terminal)
     row = _get(store, key)
     if not row["approve"]:
-        raise RelayError("state_conflict", f"key {key!r} was not made with --approve",
-                         detail="there is nothing to approve")
-    if seen is not None and (json.loads(row["argv"]), row["cwd"]) != (seen["argv"],
-                                                                       seen["cwd"]):
-        raise RelayError("state_conflict", f"key {key!r} now names another command or "
-                         "directory than the one shown; nothing was approved",
-                         detail="run `relay approve KEY` again to see it")
+        raise RelayError(
+            "state_conflict",
+            f"key {key!r} was not made with --approve",
+            detail="there is nothing to approve",
+        )
+    if seen is not None and (json.loads(row["argv"]), row["cwd"]) != (seen["argv"], seen["cwd"]):
+        raise RelayError(
+            "state_conflict",
+            f"key {key!r} now names another command or "
+            "directory than the one shown; nothing was approved",
+            detail="run `relay approve KEY` again to see it",
+        )
     if row["decision"] == "approved" and row["state"] != "forgotten":
         return entry_object(row)  # already approved: nothing changes
-    return entry_object(apply(store, key, row, "approve", now, {
-        "decision": "approved", "decided_by": lifecycle.person(), "decided_at": now}))
+    return entry_object(
+        apply(
+            store,
+            key,
+            row,
+            "approve",
+            now,
+            {"decision": "approved", "decided_by": lifecycle.person(), "decided_at": now},
+        )
+    )
 
 
 def deny(store, now: int, key: str, note: str | None, *, terminal: bool) -> dict:
@@ -411,18 +490,56 @@ def deny(store, now: int, key: str, note: str | None, *, terminal: bool) -> dict
     lifecycle.require_terminal("deny", terminal)
     row = _get(store, key)
     if not row["approve"]:
-        raise RelayError("state_conflict", f"key {key!r} was not made with --approve",
-                         detail="there is nothing to deny")
+        raise RelayError(
+            "state_conflict",
+            f"key {key!r} was not made with --approve",
+            detail="there is nothing to deny",
+        )
     if row["state"] == "denied":
         return entry_object(row)  # already denied: nothing changes
-    return entry_object(apply(store, key, row, "deny", now, {
-        "decision": "denied", "decided_by": lifecycle.person(), "decided_at": now,
-        "decision_note": note}))
+    return entry_object(
+        apply(
+            store,
+            key,
+            row,
+            "deny",
+            now,
+            {
+                "decision": "denied",
+                "decided_by": lifecycle.person(),
+                "decided_at": now,
+                "decision_note": note,
+            },
+        )
+    )
 
 
 __all__ = [
-    "DEFAULT_APPROVAL_WAIT_S", "OUTCOMES", "SETTLE", "STATES", "EntryError", "approve", "awaiting",
-    "begin", "command_text", "deny", "entries_object", "entry_object", "fingerprint", "list_entries",
-    "needs_terminal", "reruns_by_itself", "resolve", "running_values", "show", "shown_here",
-    "this_host", "to_decide", "validate_cwd", "validate_key", "validate_outcome", "validate_states", "wait_for_decision",
+    "DEFAULT_APPROVAL_WAIT_S",
+    "OUTCOMES",
+    "SETTLE",
+    "STATES",
+    "EntryError",
+    "approve",
+    "awaiting",
+    "begin",
+    "command_text",
+    "deny",
+    "entries_object",
+    "entry_object",
+    "fingerprint",
+    "list_entries",
+    "needs_terminal",
+    "reruns_by_itself",
+    "resolve",
+    "running_values",
+    "show",
+    "shown_here",
+    "this_host",
+    "to_decide",
+    "validate_cwd",
+    "validate_key",
+    "validate_outcome",
+    "validate_states",
+    "wait_for_decision",
 ]

@@ -70,10 +70,14 @@ _DRAIN_AFTER_EXIT_S = 2.0  # a background grandchild holding the pipes open is n
 def not_started_object(key: str, argv: list[str], cwd: str, exit_code: int, error: str) -> dict:
     """The document of a call whose command could not be started (no entry is kept)."""
     return {
-        "key": key, "state": "not_started", "argv": list(argv), "cwd": cwd,
-        "exit_code": exit_code, "replayed": False, "error": error,
+        "key": key,
+        "state": "not_started",
+        "argv": list(argv),
+        "cwd": cwd,
+        "exit_code": exit_code,
+        "replayed": False,
+        "error": error,
     }
-
 
 
 # --------------------------------------------------------------------------- capture
@@ -88,7 +92,7 @@ class Tail:
     def add(self, chunk: bytes) -> None:
         self.total += len(chunk)
         if len(chunk) >= self.limit:
-            self.buf[:] = chunk[-self.limit:]
+            self.buf[:] = chunk[-self.limit :]
             return
         self.buf += chunk
         extra = len(self.buf) - self.limit
@@ -143,13 +147,20 @@ class RunResult:
     stderr: Tail
 
 
-def pump(proc: Child, out_sink: Sink, err_sink: Sink,
-         limit: int = TAIL_BYTES, signals: Signals | None = None,
-         on_tick: Callable[[], None] | None = None) -> RunResult:
+def pump(
+    proc: Child,
+    out_sink: Sink,
+    err_sink: Sink,
+    limit: int = TAIL_BYTES,
+    signals: Signals | None = None,
+    on_tick: Callable[[], None] | None = None,
+) -> RunResult:
     """Stream the command's output through while keeping the last ``limit`` bytes of each;
     ``on_tick`` is called every 50 ms or so while the command runs (``Renewal``)."""
-    tails = {proc.stdout.fileno(): (Tail(limit), out_sink),
-             proc.stderr.fileno(): (Tail(limit), err_sink)}
+    tails = {
+        proc.stdout.fileno(): (Tail(limit), out_sink),
+        proc.stderr.fileno(): (Tail(limit), err_sink),
+    }
     out_tail, err_tail = tails[proc.stdout.fileno()][0], tails[proc.stderr.fileno()][0]
     sel = selectors.DefaultSelector()
     for fd in tails:
@@ -185,8 +196,11 @@ def pump(proc: Child, out_sink: Sink, err_sink: Sink,
 
 def _mine(row, me: Me, runs: int) -> bool:
     """Does the entry name this relay process (pid, start time, host) and its run?"""
-    return (row is not None and row["runs"] == runs
-            and (row["pid"], row["process_start"], row["host"]) == (me.pid, me.start, me.host))
+    return (
+        row is not None
+        and row["runs"] == runs
+        and (row["pid"], row["process_start"], row["host"]) == (me.pid, me.start, me.host)
+    )
 
 
 def _owned(row, me: Me, runs: int) -> bool:
@@ -197,11 +211,15 @@ def _my_outcome(row, me: Me, runs: int, result: RunResult) -> bool:
     """Is the entry's outcome the one this process committed, although the answer of its
     COMMIT was lost (design.md §13)? Then a retry finds it recorded, not resolved by
     someone else."""
-    return (_mine(row, me, runs) and row["state"] in ("succeeded", "failed")
-            and row["resolution"] is None and row["exit_code"] == result.exit_code
-            and row["signal"] == result.signal
-            and row["stdout_bytes"] == result.stdout.total
-            and row["stderr_bytes"] == result.stderr.total)
+    return (
+        _mine(row, me, runs)
+        and row["state"] in ("succeeded", "failed")
+        and row["resolution"] is None
+        and row["exit_code"] == result.exit_code
+        and row["signal"] == result.signal
+        and row["stdout_bytes"] == result.stdout.total
+        and row["stderr_bytes"] == result.stderr.total
+    )
 
 
 def _retrying(fn, attempts: int = 4, unavailable_s: float = 30.0):
@@ -263,6 +281,7 @@ class Renewal:
 
 def record_outcome(store: Store, key: str, me: Me, runs: int, result: RunResult):
     """Commit the outcome; returns the new row (None when the entry was no longer ours)."""
+
     def write():
         # a plain transaction: nothing else (such as due request transitions) may stand
         # between the command's end and its recorded outcome
@@ -273,13 +292,22 @@ def record_outcome(store: Store, key: str, me: Me, runs: int, result: RunResult)
                 return row  # committed by an earlier try whose answer was lost
             if not _owned(row, me, runs):
                 return None
-            return apply(store, key, row, "exit_zero" if result.exit_code == 0 else
-                         "exit_nonzero", now, {
-                             "exit_code": result.exit_code, "signal": result.signal,
-                             "stdout": result.stdout.bytes(), "stderr": result.stderr.bytes(),
-                             "stdout_bytes": result.stdout.total,
-                             "stderr_bytes": result.stderr.total, "finished_at": now,
-                         })
+            return apply(
+                store,
+                key,
+                row,
+                "exit_zero" if result.exit_code == 0 else "exit_nonzero",
+                now,
+                {
+                    "exit_code": result.exit_code,
+                    "signal": result.signal,
+                    "stdout": result.stdout.bytes(),
+                    "stderr": result.stderr.bytes(),
+                    "stdout_bytes": result.stdout.total,
+                    "stderr_bytes": result.stderr.total,
+                    "finished_at": now,
+                },
+            )
 
     return _retrying(write)
 
@@ -290,6 +318,7 @@ def record_not_started(store: Store, key: str, me: Me, runs: int) -> None:
     An entry that a person approved goes back to ``approved`` (the approval stands for
     this key and command); any other entry is removed, so the next call starts afresh.
     """
+
     def write():
         with store.transaction():
             now = store.clock.now_ms()
@@ -307,11 +336,21 @@ def record_not_started(store: Store, key: str, me: Me, runs: int) -> None:
 
 
 # --------------------------------------------------------------------------- once
-def once(store, key: str, argv: list[str], cwd: str, *, idempotent: bool = False,
-         approve: bool = False, timeout_s: float = DEFAULT_APPROVAL_WAIT_S,
-         on_waiting: Callable[[dict], None] | None = None, out_sink: Sink | None = None,
-         err_sink: Sink | None = None, on_decided: Callable[[dict], None] | None = None,
-         sleep=None) -> OnceResult:
+def once(
+    store,
+    key: str,
+    argv: list[str],
+    cwd: str,
+    *,
+    idempotent: bool = False,
+    approve: bool = False,
+    timeout_s: float = DEFAULT_APPROVAL_WAIT_S,
+    on_waiting: Callable[[dict], None] | None = None,
+    out_sink: Sink | None = None,
+    err_sink: Sink | None = None,
+    on_decided: Callable[[dict], None] | None = None,
+    sleep=None,
+) -> OnceResult:
     """`relay once`: replay, refuse, wait for a person, or run the command exactly once.
 
     Signals are held from the first moment, so one arriving between committing the
@@ -323,35 +362,71 @@ def once(store, key: str, argv: list[str], cwd: str, *, idempotent: bool = False
     if not argv:
         raise RelayError("usage_error", "no command given: relay once --key KEY -- CMD [ARGS]...")
     try:
-        return _once(store, key, argv, cwd, idempotent=idempotent, approve=approve,
-                     timeout_s=timeout_s, on_waiting=on_waiting, out_sink=out_sink,
-                     err_sink=err_sink, on_decided=on_decided, sleep=sleep)
+        return _once(
+            store,
+            key,
+            argv,
+            cwd,
+            idempotent=idempotent,
+            approve=approve,
+            timeout_s=timeout_s,
+            on_waiting=on_waiting,
+            out_sink=out_sink,
+            err_sink=err_sink,
+            on_decided=on_decided,
+            sleep=sleep,
+        )
     except EntryError as e:
         return refused(e)
 
 
-def _once(store, key: str, argv: list[str], cwd: str, *, idempotent: bool, approve: bool,
-          timeout_s: float, on_waiting, out_sink, err_sink, on_decided, sleep) -> OnceResult:
+def _once(
+    store,
+    key: str,
+    argv: list[str],
+    cwd: str,
+    *,
+    idempotent: bool,
+    approve: bool,
+    timeout_s: float,
+    on_waiting,
+    out_sink,
+    err_sink,
+    on_decided,
+    sleep,
+) -> OnceResult:
     me = Me.current()
     with Signals() as signals:
         try:
             with due.unit(store) as now:
-                decision = begin(store, now, key, argv, cwd, idempotent=idempotent,
-                                 approve=approve, me=me)
+                decision = begin(
+                    store, now, key, argv, cwd, idempotent=idempotent, approve=approve, me=me
+                )
             if decision.action == "wait":
                 if on_waiting is not None:
                     on_waiting(entry_object(decision.row))
-                decision = wait_for_decision(store, key, argv, cwd, idempotent=idempotent,
-                                             me=me, timeout_s=timeout_s, sleep=sleep,
-                                             on_tick=signals.check)
+                decision = wait_for_decision(
+                    store,
+                    key,
+                    argv,
+                    cwd,
+                    idempotent=idempotent,
+                    me=me,
+                    timeout_s=timeout_s,
+                    sleep=sleep,
+                    on_tick=signals.check,
+                )
                 if decision is not None and decision.action == "run" and on_decided:
                     on_decided(entry_object(decision.row))
         except Interrupted as e:
             with due.unit(store, write=False):
                 row = store.get_ledger(key)
-            return interrupted(key, entry_object(row) if row is not None else None,
-                               signal_status(e.signum),
-                               f"interrupted by signal {e.signum} while waiting; nothing ran")
+            return interrupted(
+                key,
+                entry_object(row) if row is not None else None,
+                signal_status(e.signum),
+                f"interrupted by signal {e.signum} while waiting; nothing ran",
+            )
         if decision is None:
             with due.unit(store, write=False):
                 row = store.get_ledger(key)
@@ -362,12 +437,21 @@ def _once(store, key: str, argv: list[str], cwd: str, *, idempotent: bool, appro
             entry = entry_object(row, output=True)
             entry["replayed"] = True
             return replayed(entry, row["exit_code"], (row["stdout"], row["stderr"]))
-        return execute(store, key, row, argv, me, out_sink or Sink(None),
-                       err_sink or Sink(None), signals)
+        return execute(
+            store, key, row, argv, me, out_sink or Sink(None), err_sink or Sink(None), signals
+        )
 
 
-def execute(store: Store, key: str, row, argv: list[str], me: Me, out_sink: Sink, err_sink: Sink,
-            signals: Signals) -> OnceResult:
+def execute(
+    store: Store,
+    key: str,
+    row,
+    argv: list[str],
+    me: Me,
+    out_sink: Sink,
+    err_sink: Sink,
+    signals: Signals,
+) -> OnceResult:
     """Run a command whose ``running`` entry is committed, and commit its outcome.
 
     The command's process is forked held at a gate (:class:`Child`); its pid and start
@@ -381,10 +465,10 @@ def execute(store: Store, key: str, row, argv: list[str], me: Me, out_sink: Sink
     if early:  # told to stop before the command existed: withdraw the entry, start nothing
         record_not_started(store, key, me, runs)
         status = signal_status(early[0][0])
-        message = (f"relay received signal {early[0][0]} before the command started; it did "
-                   "not run")
-        return interrupted(key, not_started_object(key, argv, row["cwd"], status, message),
-                           status, message)
+        message = f"relay received signal {early[0][0]} before the command started; it did not run"
+        return interrupted(
+            key, not_started_object(key, argv, row["cwd"], status, message), status, message
+        )
     try:
         proc = spawn_gated(argv, signals)
         try:
@@ -396,14 +480,17 @@ def execute(store: Store, key: str, row, argv: list[str], me: Me, out_sink: Sink
             raise
         if not ours:
             proc.abandon()
-            raise RelayError("state_conflict", f"key {key!r} was settled by a person before "
-                             "its command started; nothing ran",
-                             detail="`relay ledger show KEY` shows who settled it")
+            raise RelayError(
+                "state_conflict",
+                f"key {key!r} was settled by a person before its command started; nothing ran",
+                detail="`relay ledger show KEY` shows who settled it",
+            )
         proc.release()
     except CannotStart as e:
         record_not_started(store, key, me, runs)
-        return not_started(not_started_object(key, argv, row["cwd"], e.status, e.message),
-                           e.status, e.message)
+        return not_started(
+            not_started_object(key, argv, row["cwd"], e.status, e.message), e.status, e.message
+        )
     try:
         renewal = Renewal(store, key, me, runs)
         result = pump(proc, out_sink, err_sink, signals=signals, on_tick=renewal.tick)
@@ -418,9 +505,12 @@ def execute(store: Store, key: str, row, argv: list[str], me: Me, out_sink: Sink
     if new is None:
         entry = entry_object(row)
         entry.update(exit_code=result.exit_code, signal=result.signal, replayed=False)
-        return unrecorded(entry, result.exit_code,
-                          "the entry changed while the command ran (a person resolved it); "
-                          "this outcome was not recorded")
+        return unrecorded(
+            entry,
+            result.exit_code,
+            "the entry changed while the command ran (a person resolved it); "
+            "this outcome was not recorded",
+        )
     entry = entry_object(new, output=True)
     entry["replayed"] = False
     return ran(entry, result.exit_code)
@@ -431,35 +521,56 @@ def _unrecorded_outcome(row, result: RunResult, error: RelayError) -> EntryError
     every retry): say exactly that. The entry stays ``running`` in the database and shows
     as effect_unknown once this relay process is gone."""
     entry = entry_object(row)
-    how = (f"exit {result.exit_code}" if result.signal is None
-           else f"killed by signal {result.signal}, exit {result.exit_code}")
-    entry.update(state="effect_unknown", effect_unknown=True, exit_code=result.exit_code,
-                 signal=result.signal, replayed=False, stdout=output_text(result.stdout.bytes()),
-                 stderr=output_text(result.stderr.bytes()), stdout_bytes=result.stdout.total,
-                 stderr_bytes=result.stderr.total,
-                 stdout_truncated=result.stdout.total > len(result.stdout.buf),
-                 stderr_truncated=result.stderr.total > len(result.stderr.buf))
-    rerun = (" (made with --idempotent: the next call with this key runs it again)"
-             if row["idempotent"] else "")
+    how = (
+        f"exit {result.exit_code}"
+        if result.signal is None
+        else f"killed by signal {result.signal}, exit {result.exit_code}"
+    )
+    entry.update(
+        state="effect_unknown",
+        effect_unknown=True,
+        exit_code=result.exit_code,
+        signal=result.signal,
+        replayed=False,
+        stdout=output_text(result.stdout.bytes()),
+        stderr=output_text(result.stderr.bytes()),
+        stdout_bytes=result.stdout.total,
+        stderr_bytes=result.stderr.total,
+        stdout_truncated=result.stdout.total > len(result.stdout.buf),
+        stderr_truncated=result.stderr.total > len(result.stderr.buf),
+    )
+    rerun = (
+        " (made with --idempotent: the next call with this key runs it again)"
+        if row["idempotent"]
+        else ""
+    )
     return EntryError(
         "effect_unknown",
         f"the command ran ({how}), but relay could not record its outcome "
         f"({error.code}: {error.message}); the entry of key {row['key']!r} is effect_unknown"
-        f"{rerun}", entry, detail=f"relay saw it end with {how}")
+        f"{rerun}",
+        entry,
+        detail=f"relay saw it end with {how}",
+    )
 
 
 def _unrecorded_start(store: Store, key: str, me: Me, runs: int, error: RelayError) -> RelayError:
     """relay could not commit the command's pid: the command was killed before it began
     executing; withdraw the entry (as for a command that cannot start) and say so."""
-    what = (f"relay could not record the command's process ({error.message}); the command "
-            "was stopped before it began executing: nothing ran")
+    what = (
+        f"relay could not record the command's process ({error.message}); the command "
+        "was stopped before it began executing: nothing ran"
+    )
     try:
         record_not_started(store, key, me, runs)
     except RelayError as again:
-        return RelayError(error.code, f"{what}; the entry could not be withdrawn either "
-                          f"({again.message}): the next call with key {key!r} runs the command "
-                          "when the entry names no command process (`relay ledger show "
-                          f"{shlex.quote(key)}` says which), else a person settles it with "
-                          f"`relay ledger resolve {shlex.quote(key)} --outcome forget`",
-                          detail=error.detail)
+        return RelayError(
+            error.code,
+            f"{what}; the entry could not be withdrawn either "
+            f"({again.message}): the next call with key {key!r} runs the command "
+            "when the entry names no command process (`relay ledger show "
+            f"{shlex.quote(key)}` says which), else a person settles it with "
+            f"`relay ledger resolve {shlex.quote(key)} --outcome forget`",
+            detail=error.detail,
+        )
     return RelayError(error.code, f"{what}, and the key stays free", detail=error.detail)

@@ -77,7 +77,8 @@ def replayed(entry: dict, exit_code: int, raw: tuple) -> OnceResult:
 
 def timed_out(key: str, entry: dict | None, timeout_s: float) -> OnceResult:
     error = RelayError(
-        "timeout", f"no person approved or denied key {key!r} within "
+        "timeout",
+        f"no person approved or denied key {key!r} within "
         f"{clock.human_duration(timeout_s)}; the command has not run and the entry still "
         "awaits a decision",
         detail="the same key and command",
@@ -86,10 +87,14 @@ def timed_out(key: str, entry: dict | None, timeout_s: float) -> OnceResult:
 
 
 def not_started(entry: dict, exit_code: int, message: str) -> OnceResult:
-    error = cannot_start(message, exit_code, "nothing ran, so the key stays free; fix the "
-                         "command and call again with the same key")
-    return OnceResult(Kind.NOT_STARTED, error.exit_code, entry, message, key=entry["key"],
-                      error=error)
+    error = cannot_start(
+        message,
+        exit_code,
+        "nothing ran, so the key stays free; fix the command and call again with the same key",
+    )
+    return OnceResult(
+        Kind.NOT_STARTED, error.exit_code, entry, message, key=entry["key"], error=error
+    )
 
 
 def interrupted(key: str, entry: dict | None, exit_code: int, message: str) -> OnceResult:
@@ -102,8 +107,9 @@ def unrecorded(entry: dict, exit_code: int, message: str) -> OnceResult:
 
 def refused(error) -> OnceResult:
     """The ledger refused the call (an ``entries.EntryError``, which carries the entry)."""
-    return OnceResult(Kind.REFUSED, error.exit_code, error.entry, key=error.entry["key"],
-                      error=error)
+    return OnceResult(
+        Kind.REFUSED, error.exit_code, error.entry, key=error.entry["key"], error=error
+    )
 
 
 # --------------------------------------------------------------------------- a person's lines
@@ -122,30 +128,34 @@ def waiting_note(entry: dict) -> str:
 
 def decided_note(entry: dict) -> str:
     """What a waiting `once --approve` call says when a person approved it."""
-    return (f"relay: {inert(entry['decided_by'])} approved key {inert(entry['key'])}; "
-            "running it now")
+    return f"relay: {inert(entry['decided_by'])} approved key {inert(entry['key'])}; running it now"
 
 
 def replay_note(entry: dict) -> str:
     """What a replay says on stderr: who established the outcome, and what is left of it."""
     key = entry["key"]
     if entry.get("resolution") in ("succeeded", "failed"):
-        how = (f"was settled as {entry['state']} by {inert(entry['resolved_by'] or '?')} at "
-               f"{entry['resolved_at']} (a person's finding"
-               + (f": {inert(entry['resolution_note'])}" if entry.get("resolution_note") else "")
-               + f"), exit {entry['exit_code']}")
+        how = (
+            f"was settled as {entry['state']} by {inert(entry['resolved_by'] or '?')} at "
+            f"{entry['resolved_at']} (a person's finding"
+            + (f": {inert(entry['resolution_note'])}" if entry.get("resolution_note") else "")
+            + f"), exit {entry['exit_code']}"
+        )
         if entry.get("stdout_bytes") is None:
             how += "; relay never saw the command end"
     else:
-        how = (f"already ran ({entry['state']}, exit {entry['exit_code']}, finished "
-               f"{entry['finished_at']})")
+        how = (
+            f"already ran ({entry['state']}, exit {entry['exit_code']}, finished "
+            f"{entry['finished_at']})"
+        )
     note = f"relay: replayed: key {inert(key)} {how}; nothing was run now"
     if entry.get("output_pruned"):
-        note += (f"; its captured output was removed by `relay prune` at "
-                 f"{entry['output_pruned_at']}, so none is printed")
+        note += (
+            f"; its captured output was removed by `relay prune` at "
+            f"{entry['output_pruned_at']}, so none is printed"
+        )
     else:
         cut = [n for n in ("stdout", "stderr") if entry.get(f"{n}_truncated")]
         if cut:
-            note += (f"; only the last {TAIL_BYTES // 1024} KiB of {' and '.join(cut)} "
-                     "was kept")
+            note += f"; only the last {TAIL_BYTES // 1024} KiB of {' and '.join(cut)} was kept"
     return note

@@ -25,8 +25,15 @@ from ..core.process import process_alive, this_host
 if TYPE_CHECKING:
     from relay_cli.store import Store
 
-STORED_STATES = ("awaiting_approval", "approved", "denied", "running", "succeeded", "failed",
-                 "forgotten")
+STORED_STATES = (
+    "awaiting_approval",
+    "approved",
+    "denied",
+    "running",
+    "succeeded",
+    "failed",
+    "forgotten",
+)
 # nothing runs or waits for a person: `relay prune` may make a tombstone of the entry and
 # later remove it (design.md §10); a person may still resolve or forget it
 FINAL_STATES = ("succeeded", "failed", "denied", "forgotten")
@@ -42,10 +49,13 @@ class View(NamedTuple):
 
 
 VIEWS = {
-    "effect_unknown": View("running", "the relay process and the command the entry names "
-                                      "are both gone (checked on this host), or an entry "
-                                      f"of another host was not renewed for {STALE_S} s "
-                                      "(relay cannot see whether its command still runs)"),
+    "effect_unknown": View(
+        "running",
+        "the relay process and the command the entry names "
+        "are both gone (checked on this host), or an entry "
+        f"of another host was not renewed for {STALE_S} s "
+        "(relay cannot see whether its command still runs)",
+    ),
 }
 # what outputs show, in lifecycle order (``--state`` of `relay ledger list` takes these)
 STATES = (*STORED_STATES[:4], "effect_unknown", *STORED_STATES[4:])
@@ -59,19 +69,24 @@ class Meaning(NamedTuple):
 
 MEANING = {
     "awaiting_approval": Meaning(
-        "the command needs a person's approval and has none yet; nothing ran", None,
-        "waits for a person's decision (exit 75 `timeout` when none comes in time)"),
+        "the command needs a person's approval and has none yet; nothing ran",
+        None,
+        "waits for a person's decision (exit 75 `timeout` when none comes in time)",
+    ),
     "approved": Meaning(
-        "a person approved the command at a terminal; it has not started", None,
-        "runs it"),
+        "a person approved the command at a terminal; it has not started", None, "runs it"
+    ),
     "denied": Meaning(
-        "a person denied the command at a terminal; nothing ran", None,
-        "exits 10 (`denied`); nothing runs"),
+        "a person denied the command at a terminal; nothing ran",
+        None,
+        "exits 10 (`denied`); nothing runs",
+    ),
     "running": Meaning(
         "relay committed the entry and started the command, or is starting it",
         "that the command is still running: once relay and the command are gone, the entry "
         "shows effect_unknown",
-        "exits 75 (`in_progress`); nothing runs"),
+        "exits 75 (`in_progress`); nothing runs",
+    ),
     "effect_unknown": Meaning(
         "the command was started but its outcome was never recorded: relay and the command "
         "are gone, or (another host's entry) that host stopped renewing it",
@@ -80,26 +95,31 @@ MEANING = {
         "exits 11 (`effect_unknown`) and runs nothing; made with --idempotent, runs it "
         "again when it was started on this host (another host's: only after a person "
         "settled it at a terminal); one whose command pid was never committed never ran, "
-        "and runs"),
+        "and runs",
+    ),
     "succeeded": Meaning(
         "the command exited 0, or a person said it succeeded",
         "that its effect is what was intended",
-        "replays its stored output and exit status; nothing runs"),
+        "replays its stored output and exit status; nothing runs",
+    ),
     "failed": Meaning(
         "the command exited with another status or was killed by a signal, or a person "
         "said it failed",
         "that it had no effect",
-        "replays its stored output and exit status; nothing runs"),
+        "replays its stored output and exit status; nothing runs",
+    ),
     "forgotten": Meaning(
         "a person forgot the entry: the key is free again",
         "whether the command ran",
         "starts afresh, waiting for a person's approval again when the entry was made "
-        "with --approve"),
+        "with --approve",
+    ),
 }
 
 ONCE = "relay once"
-PERSON_RESOLVE = ("a person: `relay ledger resolve` (at a terminal for an entry made with "
-                  "--approve, or denied)")
+PERSON_RESOLVE = (
+    "a person: `relay ledger resolve` (at a terminal for an entry made with --approve, or denied)"
+)
 
 
 class Transition(NamedTuple):
@@ -115,48 +135,114 @@ def _each(from_states, event, to_state, who, when) -> tuple[Transition, ...]:
 
 
 _RESOLVABLE = ("running", "succeeded", "failed")
-_SETTLE = ("the entry shows effect_unknown, or already has an outcome; at a terminal only "
-           "when it was started on another host, which stopped renewing it (relay cannot "
-           "see whether the command still runs there)")
+_SETTLE = (
+    "the entry shows effect_unknown, or already has an outcome; at a terminal only "
+    "when it was started on another host, which stopped renewing it (relay cannot "
+    "see whether the command still runs there)"
+)
 
 TRANSITIONS: tuple[Transition, ...] = (
     Transition(None, "call", "running", ONCE, "a new key, without --approve"),
-    Transition(None, "call_approve", "awaiting_approval", ONCE,
-               "a new key, with --approve: nothing runs until a person approves"),
-    Transition("forgotten", "call", "running", ONCE,
-               "the forgotten entry is replaced; neither it nor the call asks for approval"),
-    Transition("forgotten", "call_approve", "awaiting_approval", ONCE,
-               "the forgotten entry is replaced; the call has --approve, or the forgotten "
-               "entry was made with it (the requirement passes on)"),
-    Transition("awaiting_approval", "approve", "approved",
-               "a person: `relay approve`, at a terminal", "after seeing the command"),
-    Transition("awaiting_approval", "deny", "denied", "a person: `relay deny`, at a terminal",
-               "nothing ran"),
-    Transition("approved", "deny", "denied", "a person: `relay deny`, at a terminal",
-               "before a call took it"),
-    Transition("approved", "take", "running", ONCE,
-               "the waiting call, or the next call with the key, runs it"),
-    Transition("running", "rerun", "running", ONCE,
-               "the entry shows effect_unknown, was made with --idempotent and was started "
-               "on this host"),
-    Transition("running", "reclaim", "running", ONCE,
-               "the entry names no command process and its relay process is gone (or is "
-               "this very process): the command never began executing, so this call runs "
-               "it"),
+    Transition(
+        None,
+        "call_approve",
+        "awaiting_approval",
+        ONCE,
+        "a new key, with --approve: nothing runs until a person approves",
+    ),
+    Transition(
+        "forgotten",
+        "call",
+        "running",
+        ONCE,
+        "the forgotten entry is replaced; neither it nor the call asks for approval",
+    ),
+    Transition(
+        "forgotten",
+        "call_approve",
+        "awaiting_approval",
+        ONCE,
+        "the forgotten entry is replaced; the call has --approve, or the forgotten "
+        "entry was made with it (the requirement passes on)",
+    ),
+    Transition(
+        "awaiting_approval",
+        "approve",
+        "approved",
+        "a person: `relay approve`, at a terminal",
+        "after seeing the command",
+    ),
+    Transition(
+        "awaiting_approval",
+        "deny",
+        "denied",
+        "a person: `relay deny`, at a terminal",
+        "nothing ran",
+    ),
+    Transition(
+        "approved",
+        "deny",
+        "denied",
+        "a person: `relay deny`, at a terminal",
+        "before a call took it",
+    ),
+    Transition(
+        "approved",
+        "take",
+        "running",
+        ONCE,
+        "the waiting call, or the next call with the key, runs it",
+    ),
+    Transition(
+        "running",
+        "rerun",
+        "running",
+        ONCE,
+        "the entry shows effect_unknown, was made with --idempotent and was started on this host",
+    ),
+    Transition(
+        "running",
+        "reclaim",
+        "running",
+        ONCE,
+        "the entry names no command process and its relay process is gone (or is "
+        "this very process): the command never began executing, so this call runs "
+        "it",
+    ),
     Transition("running", "exit_zero", "succeeded", ONCE, "the command ended with exit 0"),
-    Transition("running", "exit_nonzero", "failed", ONCE,
-               "the command ended with another status or was killed by a signal"),
-    Transition("running", "not_started", None, ONCE,
-               "the command could not start (127, 126), its pid could not be committed, or "
-               "a signal stopped relay first: the entry is withdrawn"),
-    Transition("running", "not_started_approved", "approved", ONCE,
-               "the same, for an entry a person approved: the approval stands"),
+    Transition(
+        "running",
+        "exit_nonzero",
+        "failed",
+        ONCE,
+        "the command ended with another status or was killed by a signal",
+    ),
+    Transition(
+        "running",
+        "not_started",
+        None,
+        ONCE,
+        "the command could not start (127, 126), its pid could not be committed, or "
+        "a signal stopped relay first: the entry is withdrawn",
+    ),
+    Transition(
+        "running",
+        "not_started_approved",
+        "approved",
+        ONCE,
+        "the same, for an entry a person approved: the approval stands",
+    ),
     *_each(_RESOLVABLE, "resolve_succeeded", "succeeded", PERSON_RESOLVE, _SETTLE),
     *_each(_RESOLVABLE, "resolve_failed", "failed", PERSON_RESOLVE, _SETTLE),
-    *_each(STORED_STATES, "resolve_forget", "forgotten", PERSON_RESOLVE,
-           "any entry but a running one that is alive (its relay process or command lives "
-           f"on this host, or another host renewed it within {STALE_S} s); at a terminal only for a "
-           "running one of another host that stopped renewing it"),
+    *_each(
+        STORED_STATES,
+        "resolve_forget",
+        "forgotten",
+        PERSON_RESOLVE,
+        "any entry but a running one that is alive (its relay process or command lives "
+        f"on this host, or another host renewed it within {STALE_S} s); at a terminal only for a "
+        "running one of another host that stopped renewing it",
+    ),
 )
 
 # events that make a new entry (a forgotten one is replaced, not updated)
@@ -182,8 +268,11 @@ def transition(key: str, from_state: str | None, event: str) -> Transition:
     if event in REFUSALS:
         more, detail = REFUSALS[event]
         raise RelayError("state_conflict", f"key {key!r} is {from_state}{more}", detail=detail)
-    raise RelayError("state_conflict", f"cannot {event.replace('_', ' ')} the ledger entry "
-                     f"of key {key!r}: it is {from_state or 'not there'}")
+    raise RelayError(
+        "state_conflict",
+        f"cannot {event.replace('_', ' ')} the ledger entry "
+        f"of key {key!r}: it is {from_state or 'not there'}",
+    )
 
 
 def allowed(from_state: str | None, event: str) -> bool:
@@ -199,8 +288,9 @@ def entry_alive(row, now: int | None = None) -> bool:
             return False
         now = clock.now_ms() if now is None else now
         return now - row["updated_at"] <= STALE_S * 1000
-    return (process_alive(row["pid"], row["process_start"], row["host"])
-            or process_alive(row["child_pid"], row["child_start"], row["host"]))
+    return process_alive(row["pid"], row["process_start"], row["host"]) or process_alive(
+        row["child_pid"], row["child_start"], row["host"]
+    )
 
 
 def foreign(row) -> bool:
@@ -217,7 +307,10 @@ def never_started(row, me=None) -> bool:
     if row["state"] != "running" or row["child_pid"] is not None:
         return False
     if me is not None and (row["pid"], row["process_start"], row["host"]) == (
-            me.pid, me.start, me.host):
+        me.pid,
+        me.start,
+        me.host,
+    ):
         return True
     return not entry_alive(row)
 

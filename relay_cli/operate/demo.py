@@ -50,14 +50,29 @@ class Demo:
     def to_json(self, kept: bool) -> dict:
         """What `relay demo --json` answers: the home, whether it was kept, the request
         id and each step's process, exit status and answer."""
-        return {"home": str(self.home), "kept": kept, "id": self.request_id,
-                "steps": [{"who": s.who, "argv": s.argv, "exit_code": s.exit_code,
-                           "result": s.result} for s in self.steps]}
+        return {
+            "home": str(self.home),
+            "kept": kept,
+            "id": self.request_id,
+            "steps": [
+                {"who": s.who, "argv": s.argv, "exit_code": s.exit_code, "result": s.result}
+                for s in self.steps
+            ],
+        }
 
     def env(self, who: str | None) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items()
-               if k not in ("RELAY_PEER", "RELAY_SESSION", "RELAY_TIME_OFFSET", "RELAY_DEBUG",
-                            "RELAY_DATABASE_URL")}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k
+            not in (
+                "RELAY_PEER",
+                "RELAY_SESSION",
+                "RELAY_TIME_OFFSET",
+                "RELAY_DEBUG",
+                "RELAY_DATABASE_URL",
+            )
+        }
         env["RELAY_HOME"] = str(self.home)
         if who is not None:
             env["RELAY_PEER"] = who
@@ -67,9 +82,13 @@ class Demo:
 
     def start(self, who: str | None, *args: str, text: str | None = None) -> subprocess.Popen:
         """A real `relay ARGS` process acting as ``who`` (``--json``: its answer is parsed)."""
-        p = subprocess.Popen([sys.executable, "-m", "relay_cli", *args, "--json"],
-                             env=self.env(who), stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        p = subprocess.Popen(
+            [sys.executable, "-m", "relay_cli", *args, "--json"],
+            env=self.env(who),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         if text is not None:
             p.stdin.write(text.encode())
         p.stdin.close()
@@ -87,8 +106,7 @@ class Demo:
         step.result = json.loads(out) if out.strip() else None
         return step.result
 
-    def run(self, who: str | None, *args: str, text: str | None = None,
-            expect: int = 0) -> dict:
+    def run(self, who: str | None, *args: str, text: str | None = None, expect: int = 0) -> dict:
         return self.finish(self.start(who, *args, text=text), expect)
 
 
@@ -102,8 +120,9 @@ def _step_error(p: subprocess.Popen, err: bytes) -> RelayError:
             return RelayError(e["code"], f"{step}: {e['message']}")
         except (ValueError, KeyError, TypeError):
             continue
-    return RelayError("internal_error", f"{step} exited {p.returncode}: "
-                      f"{err.decode(errors='replace').strip()}")
+    return RelayError(
+        "internal_error", f"{step} exited {p.returncode}: {err.decode(errors='replace').strip()}"
+    )
 
 
 def throwaway_home() -> Path:
@@ -118,8 +137,11 @@ def home_for(home: str | None) -> Path:
         return throwaway_home()
     path = Path(home).resolve()
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
-        raise RelayError("usage_error", f"--home {home}: the demo needs an empty or missing "
-                         "directory (it never uses a home that holds data)")
+        raise RelayError(
+            "usage_error",
+            f"--home {home}: the demo needs an empty or missing "
+            "directory (it never uses a home that holds data)",
+        )
     return path
 
 
@@ -136,8 +158,9 @@ def run(home: Path, say) -> Demo:
 
     say("step", "Two peers join, each with its own session: alice sends work, bob does it.")
     for name in ("alice", "bob"):
-        d.tokens[name] = d.finish(cmd(name, "peers", "join", name, "--kind", "script",
-                                      "--lease", "5m"))["token"]
+        d.tokens[name] = d.finish(
+            cmd(name, "peers", "join", name, "--kind", "script", "--lease", "5m")
+        )["token"]
 
     say("step", "bob waits for work: its `claim --wait` blocks until a request arrives.")
     claim = cmd("bob", "claim", "--wait", WAIT)
@@ -146,8 +169,11 @@ def run(home: Path, say) -> Demo:
     sent = d.finish(cmd("alice", "send", "--to", "bob", "--id", rid, "-", text=TEXT))
     say("result", f"state {sent['state']}, duplicate: {_yes(sent['duplicate'])}")
     claimed = d.finish(claim)
-    say("result", f"bob's claim returned with the text: state {claimed['state']} (a session "
-                  "of bob took it; that says nothing about whether anyone read it)")
+    say(
+        "result",
+        f"bob's claim returned with the text: state {claimed['state']} (a session "
+        "of bob took it; that says nothing about whether anyone read it)",
+    )
 
     say("step", "alice waits for the outcome in its own process.")
     short = rid[:8]  # an existing request is named by its first 8 characters too
@@ -161,8 +187,11 @@ def run(home: Path, say) -> Demo:
     done = d.finish(waiting)
     say("result", f"alice's wait returned: state {done['state']}, exit 0")
 
-    say("step", "The answer to alice's send was lost (say, its tool runner timed out), so "
-                "alice sends again: the same id, the same text.")
+    say(
+        "step",
+        "The answer to alice's send was lost (say, its tool runner timed out), so "
+        "alice sends again: the same id, the same text.",
+    )
     again = d.finish(cmd("alice", "send", "--to", "bob", "--id", rid, "-", text=TEXT))
     if not again["duplicate"]:
         raise RelayError("internal_error", "the resend was not answered as a duplicate")
@@ -178,8 +207,9 @@ def relay_command(home: Path, *args: str, stdout=None) -> int:
     """`relay ARGS` on the demo's home, printing to ``stdout`` (the person's terminal)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("RELAY_")}
     env["RELAY_HOME"] = str(home)
-    return subprocess.run([sys.executable, "-m", "relay_cli", *args], env=env,
-                          stdout=stdout, check=False).returncode
+    return subprocess.run(
+        [sys.executable, "-m", "relay_cli", *args], env=env, stdout=stdout, check=False
+    ).returncode
 
 
 def look_around(home: Path, url_given: bool) -> str:

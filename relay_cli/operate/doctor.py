@@ -32,8 +32,10 @@ if TYPE_CHECKING:
     from relay_cli.store import Store
 
 # a home without relay.db yet: as fresh as a missing home (design.md §11)
-NO_DB_YET = ("not created yet; the first relay command that uses the home creates it, "
-             "e.g. `relay peers join NAME`")
+NO_DB_YET = (
+    "not created yet; the first relay command that uses the home creates it, "
+    "e.g. `relay peers join NAME`"
+)
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 SYNCHRONOUS = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
@@ -44,11 +46,34 @@ SYNCHRONOUS = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
 GROUPS = {
     "relay": ("relay_version", "python", "sqlite", "time_offset", "queue_cap"),
     "home": ("state_dir", "db_file", "wal_file", "shm_file", "writable"),
-    "database": ("database", "schema", "quick_check", "journal_mode", "synchronous", "db_size",
-                 "tables", "database_url", "reachable", "server", "synchronous_commit", "tls",
-                 "clock"),
-    "work": ("requests", "delivery_unknown", "ledger", "approvals", "stale_drafts",
-             "lapsed_sessions", "lapsed", "claim_leases", "reply_deadlines", "queues", "queue"),
+    "database": (
+        "database",
+        "schema",
+        "quick_check",
+        "journal_mode",
+        "synchronous",
+        "db_size",
+        "tables",
+        "database_url",
+        "reachable",
+        "server",
+        "synchronous_commit",
+        "tls",
+        "clock",
+    ),
+    "work": (
+        "requests",
+        "delivery_unknown",
+        "ledger",
+        "approvals",
+        "stale_drafts",
+        "lapsed_sessions",
+        "lapsed",
+        "claim_leases",
+        "reply_deadlines",
+        "queues",
+        "queue",
+    ),
     "peers": ("peers", "wakeup"),
 }
 _GROUP_OF = {name: group for group, names in GROUPS.items() for name in names}
@@ -76,8 +101,13 @@ class Check:
     def to_json(self) -> dict:
         """The one public shape of a check (design.md §11), in JSON and in the table."""
         detail = f"{self.detail}; {self.fix}" if self.fix else self.detail
-        return {"name": self.name, "status": self.status, "detail": detail,
-                "group": self.group, "fix": self.fix}
+        return {
+            "name": self.name,
+            "status": self.status,
+            "detail": detail,
+            "group": self.group,
+            "fix": self.fix,
+        }
 
 
 @dataclass
@@ -110,9 +140,11 @@ class Scope:
             return shlex.quote(self.url)
         if _password_elsewhere(self.url):  # libpq finds it in PGPASSWORD or ~/.pgpass
             return shlex.quote(redact(self.url))
-        self.url_note = ("the database URL carries a password, which relay never prints: the "
-                         "commands read it from $RELAY_DATABASE_URL (export it first), or put "
-                         "the password in ~/.pgpass")
+        self.url_note = (
+            "the database URL carries a password, which relay never prints: the "
+            "commands read it from $RELAY_DATABASE_URL (export it first), or put "
+            "the password in ~/.pgpass"
+        )
         return '"${RELAY_DATABASE_URL:?export the database URL first}"'
 
 
@@ -140,8 +172,9 @@ def _password_elsewhere(url: str) -> bool:
         fields = line.split(":")
         if line.startswith("#") or len(fields) < 5:
             continue
-        if all(f in ("*", want) for f, want in zip(fields[:4], (host, port, db, user),
-                                                     strict=True)):
+        if all(
+            f in ("*", want) for f, want in zip(fields[:4], (host, port, db, user), strict=True)
+        ):
             return True
     return False
 
@@ -189,8 +222,9 @@ class Report:
 
     def problems(self) -> list[Check]:
         """fail, then warn checks, each in the order they ran."""
-        return [c for c in self.checks if c.status == FAIL] + \
-            [c for c in self.checks if c.status == WARN]
+        return [c for c in self.checks if c.status == FAIL] + [
+            c for c in self.checks if c.status == WARN
+        ]
 
     def counts(self) -> dict[str, int]:
         return {s: sum(c.status == s for c in self.checks) for s in (OK, WARN, FAIL)}
@@ -214,8 +248,12 @@ class Report:
         return lines
 
     def to_json(self) -> dict:
-        return {"ok": self.ok, "checks": [c.to_json() for c in self.checks],
-                "fixed": self.fixed, **self.facts}
+        return {
+            "ok": self.ok,
+            "checks": [c.to_json() for c in self.checks],
+            "fixed": self.fixed,
+            **self.facts,
+        }
 
 
 def _summary_relay(r: Report) -> str:
@@ -273,12 +311,18 @@ def _summary_peers(r: Report) -> str:
     return f"{len(active)} active; wakeup: " + ", ".join(f"{v} {n}" for v, n in ways.items())
 
 
-_SUMMARIES = {"relay": _summary_relay, "home": _summary_home, "database": _summary_database,
-              "work": _summary_work, "peers": _summary_peers}
+_SUMMARIES = {
+    "relay": _summary_relay,
+    "home": _summary_home,
+    "database": _summary_database,
+    "work": _summary_work,
+    "peers": _summary_peers,
+}
 
 
-def diagnose(home: Path, fix: bool = False, home_given: bool = False,
-             context: Context | None = None) -> Report:
+def diagnose(
+    home: Path, fix: bool = False, home_given: bool = False, context: Context | None = None
+) -> Report:
     """The report on ``home`` or the database of the call's ``context`` (its URL, clock)."""
     from ..store import LATEST_SCHEMA, database_url
 
@@ -312,16 +356,22 @@ def _check_queue_cap(report: Report) -> None:
         cap = queue_cap()
     except RelayError as e:
         report.facts["queue_cap"] = None
-        report.add("queue_cap", FAIL, f"{e.message}; every send and submit refuses to run "
-                   "(usage_error)", fix="unset RELAY_QUEUE_CAP")
+        report.add(
+            "queue_cap",
+            FAIL,
+            f"{e.message}; every send and submit refuses to run (usage_error)",
+            fix="unset RELAY_QUEUE_CAP",
+        )
         return
     report.facts["queue_cap"] = cap
     if not cap:
-        report.add("queue_cap", OK, "none (RELAY_QUEUE_CAP=0): a recipient's queue may grow "
-                   "without bound")
+        report.add(
+            "queue_cap", OK, "none (RELAY_QUEUE_CAP=0): a recipient's queue may grow without bound"
+        )
     else:
-        source = "RELAY_QUEUE_CAP" if os.environ.get("RELAY_QUEUE_CAP", "").strip() else \
-            "the default"
+        source = (
+            "RELAY_QUEUE_CAP" if os.environ.get("RELAY_QUEUE_CAP", "").strip() else "the default"
+        )
         report.add("queue_cap", OK, f"{cap} open requests per recipient ({source})")
 
 
@@ -335,13 +385,21 @@ def _now(report: Report) -> int:
     try:
         offset = now_clock.offset_seconds()
     except RelayError as e:
-        report.add("time_offset", FAIL, f"{e.message}; every relay command will refuse to run",
-                   fix="unset RELAY_TIME_OFFSET")
+        report.add(
+            "time_offset",
+            FAIL,
+            f"{e.message}; every relay command will refuse to run",
+            fix="unset RELAY_TIME_OFFSET",
+        )
         return int(time.time() * 1000)
-    report.add("time_offset", WARN,
-               f"RELAY_TIME_OFFSET={raw}: relay's clock is shifted by {offset:g} s "
-               f"({clock.human_duration(abs(offset))} {'ahead' if offset >= 0 else 'behind'}); "
-               "it is for tests and rehearsals", fix="unset RELAY_TIME_OFFSET")
+    report.add(
+        "time_offset",
+        WARN,
+        f"RELAY_TIME_OFFSET={raw}: relay's clock is shifted by {offset:g} s "
+        f"({clock.human_duration(abs(offset))} {'ahead' if offset >= 0 else 'behind'}); "
+        "it is for tests and rehearsals",
+        fix="unset RELAY_TIME_OFFSET",
+    )
     return now_clock.now_ms()
 
 
@@ -352,8 +410,12 @@ def _describe(rep) -> str:
 
 
 def _unsafe_dir(report: Report, why: str, fix: str | None) -> None:
-    report.add("database", WARN, f"not opened: {why}; every relay command refuses this home "
-               "with unsafe_state_dir", fix=fix)
+    report.add(
+        "database",
+        WARN,
+        f"not opened: {why}; every relay command refuses this home with unsafe_state_dir",
+        fix=fix,
+    )
 
 
 def _symlink_fix(report: Report, home: Path) -> str:
@@ -373,28 +435,41 @@ def _check_paths(home: Path, report: Report) -> bool:
 
     d = inspect_path(home)
     if d.error:
-        report.add("state_dir", FAIL, f"{home} cannot be read ({d.error}): it belongs to "
-                   "another user, or lies inside a directory of another user; use a home of "
-                   "your own", fix=report.cmd("doctor", home=_default_home()))
+        report.add(
+            "state_dir",
+            FAIL,
+            f"{home} cannot be read ({d.error}): it belongs to "
+            "another user, or lies inside a directory of another user; use a home of "
+            "your own",
+            fix=report.cmd("doctor", home=_default_home()),
+        )
         _unsafe_dir(report, "the state directory cannot be read", None)
         return False
     if not d.exists:  # a fresh home is not a problem (design.md §11)
-        report.add("state_dir", OK, f"{home}: not created yet; the first relay command that "
-                   "uses it creates it (mode 0700), e.g. `relay peers join NAME`")
+        report.add(
+            "state_dir",
+            OK,
+            f"{home}: not created yet; the first relay command that "
+            "uses it creates it (mode 0700), e.g. `relay peers join NAME`",
+        )
         report.add("database", OK, "not created yet (created with the state directory)")
         return False
     problems, fix = [], None
     if d.is_symlink:
-        problems.append("is a symbolic link, which relay never follows (doctor --fix cannot "
-                        "change that): use the directory it points to if it is yours, or "
-                        "move the link aside")
+        problems.append(
+            "is a symbolic link, which relay never follows (doctor --fix cannot "
+            "change that): use the directory it points to if it is yours, or "
+            "move the link aside"
+        )
         fix = _symlink_fix(report, home)
     elif not d.is_dir:
         problems.append("is not a directory: move it aside")
         fix = f"mv -- {shlex.quote(str(home))} {shlex.quote(str(home) + '.moved')}"
     if d.foreign:
-        problems.append(f"is owned by uid {d.owner_uid}, not by you (uid {os.geteuid()}): use "
-                        "a home of your own")
+        problems.append(
+            f"is owned by uid {d.owner_uid}, not by you (uid {os.geteuid()}): use "
+            "a home of your own"
+        )
     if d.is_dir and not d.is_symlink and d.group_other_access:
         problems.append(f"has mode {d.mode:04o}: group or others may access it")
         if not d.foreign:
@@ -415,13 +490,18 @@ def _check_paths(home: Path, report: Report) -> bool:
 
     if unsafe_reasons(home):
         fixes = [c.fix for c in report.checks if c.status == FAIL and c.fix]
-        _unsafe_dir(report, "the state directory or a file in it is unsafe",
-                    fixes[0] if fixes else None)
+        _unsafe_dir(
+            report, "the state directory or a file in it is unsafe", fixes[0] if fixes else None
+        )
         return False
     for suffix in COMPANIONS:
         if inspect_path(Path(f"{db_path}{suffix}")).is_symlink:
-            report.add("database", WARN, f"not opened: {DB_NAME}{suffix} is a symbolic link",
-                       fix=_aside(home, [f"{DB_NAME}{suffix}"]))
+            report.add(
+                "database",
+                WARN,
+                f"not opened: {DB_NAME}{suffix} is a symbolic link",
+                fix=_aside(home, [f"{DB_NAME}{suffix}"]),
+            )
             return False
     _check_writable(home, db_path, report)
     if not inspect_path(db_path).exists:  # as fresh as a missing home (design.md §11)
@@ -440,22 +520,43 @@ def _check_file(path: Path, name: str, report: Report, required: bool) -> None:
         return
     aside = _aside(path.parent, [path.name])
     if f.is_symlink:
-        report.add(name, FAIL, f"{path} is a symbolic link; relay never follows it: move it "
-                   "aside and ask the person where it points", fix=aside)
+        report.add(
+            name,
+            FAIL,
+            f"{path} is a symbolic link; relay never follows it: move it "
+            "aside and ask the person where it points",
+            fix=aside,
+        )
     elif f.foreign:
-        report.add(name, FAIL, f"{path} is owned by uid {f.owner_uid}, not by you "
-                   f"(uid {os.geteuid()}); every relay command refuses it", fix=aside)
+        report.add(
+            name,
+            FAIL,
+            f"{path} is owned by uid {f.owner_uid}, not by you "
+            f"(uid {os.geteuid()}); every relay command refuses it",
+            fix=aside,
+        )
     elif f.error:
         report.add(name, FAIL, f"{path} cannot be read ({f.error})", fix=aside)
     elif not f.is_regular:
-        report.add(name, FAIL, f"{path} is a {f.file_type}, not a regular file; every relay "
-                   "command refuses it (unsafe_state_dir): move it aside", fix=aside)
+        report.add(
+            name,
+            FAIL,
+            f"{path} is a {f.file_type}, not a regular file; every relay "
+            "command refuses it (unsafe_state_dir): move it aside",
+            fix=aside,
+        )
     elif f.group_other_access and required:
-        report.add(name, FAIL, f"{path}: mode {f.mode:04o}, expected 0600; every relay "
-                   "command refuses it (unsafe_state_dir)", fix=report.cmd("doctor --fix"))
+        report.add(
+            name,
+            FAIL,
+            f"{path}: mode {f.mode:04o}, expected 0600; every relay "
+            "command refuses it (unsafe_state_dir)",
+            fix=report.cmd("doctor --fix"),
+        )
     elif f.group_other_access:
-        report.add(name, WARN, f"{path}: mode {f.mode:04o}, expected 0600",
-                   fix=report.cmd("doctor --fix"))
+        report.add(
+            name, WARN, f"{path}: mode {f.mode:04o}, expected 0600", fix=report.cmd("doctor --fix")
+        )
     else:
         report.add(name, OK, f"{path.name}: regular file, not a symlink, {_describe(f)}")
 
@@ -463,8 +564,10 @@ def _check_file(path: Path, name: str, report: Report, required: bool) -> None:
 def _aside(home: Path, names: list[str]) -> str:
     """The command that moves ``names`` in ``home`` aside (renamed, never deleted)."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    moves = [f"mv -- {shlex.quote(str(home / n))} {shlex.quote(str(home / n) + '.aside-' + stamp)}"
-             for n in names]
+    moves = [
+        f"mv -- {shlex.quote(str(home / n))} {shlex.quote(str(home / n) + '.aside-' + stamp)}"
+        for n in names
+    ]
     return " && ".join(moves)
 
 
@@ -486,17 +589,29 @@ def _check_writable(home: Path, db_path: Path, report: Report) -> None:
         pass
     if readonly_fs:
         mount = _mount_point(home)
-        report.add("writable", FAIL, f"{home} is on a file system mounted read-only: every "
-                   "relay command fails when it writes (storage_error), and it writes to apply "
-                   "due deadlines; remount it read-write (as root) or use another home",
-                   fix=f"mount -o remount,rw {shlex.quote(str(mount))}")
+        report.add(
+            "writable",
+            FAIL,
+            f"{home} is on a file system mounted read-only: every "
+            "relay command fails when it writes (storage_error), and it writes to apply "
+            "due deadlines; remount it read-write (as root) or use another home",
+            fix=f"mount -o remount,rw {shlex.quote(str(mount))}",
+        )
         return
-    bad = [p for p, need in ((home, os.W_OK | os.X_OK), (db_path, os.R_OK | os.W_OK))
-           if os.path.lexists(p) and not os.access(p, need)]
+    bad = [
+        p
+        for p, need in ((home, os.W_OK | os.X_OK), (db_path, os.R_OK | os.W_OK))
+        if os.path.lexists(p) and not os.access(p, need)
+    ]
     if bad:
-        report.add("writable", FAIL, f"{', '.join(str(p) for p in bad)}: not writable by you; "
-                   "every relay command fails when it writes (storage_error), and it writes to "
-                   "apply due deadlines", fix=report.cmd("doctor --fix"))
+        report.add(
+            "writable",
+            FAIL,
+            f"{', '.join(str(p) for p in bad)}: not writable by you; "
+            "every relay command fails when it writes (storage_error), and it writes to "
+            "apply due deadlines",
+            fix=report.cmd("doctor --fix"),
+        )
     else:
         report.add("writable", OK, "the state directory and relay.db are writable by you")
 
@@ -541,10 +656,12 @@ def _tighten(path: Path, mode: int, *, directory: bool, report: Report) -> None:
         if st.st_uid != os.geteuid():
             report.fixed.append(f"not changed: {path} is owned by uid {st.st_uid}, not by you")
             return
-        if directory != stat.S_ISDIR(st.st_mode) or (not directory and not stat.S_ISREG(
-                st.st_mode)):
-            report.fixed.append(f"not changed: {path} is not a regular "
-                                f"{'directory' if directory else 'file'}")
+        if directory != stat.S_ISDIR(st.st_mode) or (
+            not directory and not stat.S_ISREG(st.st_mode)
+        ):
+            report.fixed.append(
+                f"not changed: {path} is not a regular {'directory' if directory else 'file'}"
+            )
             return
         os.fchmod(fd, mode)
         report.fixed.append(f"{path}: mode {old:04o} -> {mode:04o}")
@@ -599,8 +716,10 @@ def _judge_schema(report: Report, health, latest: int, what: str) -> bool:
 
 
 UPGRADE = "python -m pip install --upgrade relay-cli"
-CORRUPT = ("stop every relay process, move the database aside (the next relay command starts "
-           "an empty one) and restore a backup if you have one")
+CORRUPT = (
+    "stop every relay process, move the database aside (the next relay command starts "
+    "an empty one) and restore a backup if you have one"
+)
 
 
 def _failed(report: Report, name: str, err: RelayError, message: str | None = None) -> None:
@@ -610,12 +729,17 @@ def _failed(report: Report, name: str, err: RelayError, message: str | None = No
 
     detail, fix = f"{err.code}: {message or err.message}", None
     if err.code == "database_corrupt" and report.scope.url is None:
-        names = [f"{DB_NAME}{s}" for s in ("", *COMPANIONS)
-                 if os.path.lexists(report.home / f"{DB_NAME}{s}")]
+        names = [
+            f"{DB_NAME}{s}"
+            for s in ("", *COMPANIONS)
+            if os.path.lexists(report.home / f"{DB_NAME}{s}")
+        ]
         detail, fix = f"{detail}; {CORRUPT}", _aside(report.home, names or [DB_NAME])
     elif err.code == "database_corrupt":  # PostgreSQL: another program's tables there
-        detail = (f"{detail}; give relay a database of its own (an empty one), or look at "
-                  "what is in this one")
+        detail = (
+            f"{detail}; give relay a database of its own (an empty one), or look at "
+            "what is in this one"
+        )
         fix = f"psql {report.scope.url_word()} -c '\\dt'"
     elif err.code == "schema_too_new":
         detail, fix = f"{detail}; upgrade relay, never downgrade the database", UPGRADE
@@ -693,66 +817,116 @@ def _loopback(host: str) -> bool:
 
 
 def _check_server(f: dict, report: Report, connect_ms: float) -> None:
-    report.facts.update(server_version=f["server_version"], rtt_ms=round(f["rtt_ms"], 3),
-                        clock_offset_ms=round(f["clock_offset_ms"], 3),
-                        synchronous_commit=f["synchronous_commit"], tls=f["ssl_in_use"])
-    report.add("reachable", OK, f"connected in {connect_ms:.0f} ms; a round-trip takes "
-               f"{f['rtt_ms']:.1f} ms")
+    report.facts.update(
+        server_version=f["server_version"],
+        rtt_ms=round(f["rtt_ms"], 3),
+        clock_offset_ms=round(f["clock_offset_ms"], 3),
+        synchronous_commit=f["synchronous_commit"],
+        tls=f["ssl_in_use"],
+    )
+    report.add(
+        "reachable",
+        OK,
+        f"connected in {connect_ms:.0f} ms; a round-trip takes {f['rtt_ms']:.1f} ms",
+    )
     report.add("server", OK, f"PostgreSQL {f['server_version']}")
     if f["synchronous_commit"] == "off":
-        report.add("synchronous_commit", WARN, "off: the server acknowledges a commit before "
-                   "it is on disk, so an accepted request could be lost if the server crashes; "
-                   "set synchronous_commit = on for relay's database (as its owner)",
-                   fix=f"psql {report.scope.url_word()} -c "
-                       "'ALTER ROLE CURRENT_USER SET synchronous_commit = on'")
+        report.add(
+            "synchronous_commit",
+            WARN,
+            "off: the server acknowledges a commit before "
+            "it is on disk, so an accepted request could be lost if the server crashes; "
+            "set synchronous_commit = on for relay's database (as its owner)",
+            fix=f"psql {report.scope.url_word()} -c "
+            "'ALTER ROLE CURRENT_USER SET synchronous_commit = on'",
+        )
     else:
-        report.add("synchronous_commit", OK, f"{f['synchronous_commit']}: a request is on the "
-                   "server's disk before relay reports success")
+        report.add(
+            "synchronous_commit",
+            OK,
+            f"{f['synchronous_commit']}: a request is on the "
+            "server's disk before relay reports success",
+        )
     host, mode = f["host"], f["sslmode"] or "prefer"
     local = host.startswith("/") or host in LOCAL_HOSTS or _loopback(host)
     where = "a unix socket" if (host == "" or host.startswith("/")) else host
     if f["ssl_in_use"]:
-        report.add("tls", OK, f"TLS in use (sslmode={mode})"
-                   + ("" if mode == "verify-full" or local else
-                      "; sslmode=verify-full also checks the server's certificate and name"))
+        report.add(
+            "tls",
+            OK,
+            f"TLS in use (sslmode={mode})"
+            + (
+                ""
+                if mode == "verify-full" or local
+                else "; sslmode=verify-full also checks the server's certificate and name"
+            ),
+        )
     elif local:
         report.add("tls", OK, f"no TLS: the server is local ({where})")
     elif mode in TLS_MODES:
         report.add("tls", OK, f"sslmode={mode}")
     else:
-        report.add("tls", WARN, f"no TLS to {host} (sslmode={mode} does not require it): "
-                   "requests cross the network readable; add sslmode=verify-full to the URL "
-                   "(the server needs a certificate)",
-                   fix=_with_sslmode(report))
+        report.add(
+            "tls",
+            WARN,
+            f"no TLS to {host} (sslmode={mode} does not require it): "
+            "requests cross the network readable; add sslmode=verify-full to the URL "
+            "(the server needs a certificate)",
+            fix=_with_sslmode(report),
+        )
     offset = f["clock_offset_ms"]
-    text = (f"this machine's clock is {abs(offset) / 1000:.3f} s "
-            f"{'behind' if offset >= 0 else 'ahead of'} the server's; relay uses the server's")
+    text = (
+        f"this machine's clock is {abs(offset) / 1000:.3f} s "
+        f"{'behind' if offset >= 0 else 'ahead of'} the server's; relay uses the server's"
+    )
     if abs(offset) > CLOCK_WARN_MS:
-        report.add("clock", WARN, text + "; other tools here do not correct for it: turn on "
-                   "this machine's time sync", fix="timedatectl set-ntp true")
+        report.add(
+            "clock",
+            WARN,
+            text + "; other tools here do not correct for it: turn on this machine's time sync",
+            fix="timedatectl set-ntp true",
+        )
     else:
         report.add("clock", OK, text)
 
 
-def _check_schema(report: Report, version: int, has_tables: bool, latest: int,
-                  what: str = "a SQLite database") -> bool:
+def _check_schema(
+    report: Report, version: int, has_tables: bool, latest: int, what: str = "a SQLite database"
+) -> bool:
     if version > latest:
-        report.add("schema", FAIL, f"schema_too_new: schema version {version}, this relay "
-                   f"understands up to {latest}; upgrade relay, do not downgrade the database",
-                   fix=UPGRADE)
+        report.add(
+            "schema",
+            FAIL,
+            f"schema_too_new: schema version {version}, this relay "
+            f"understands up to {latest}; upgrade relay, do not downgrade the database",
+            fix=UPGRADE,
+        )
         return False
     if version == 0:
         if has_tables:
-            _failed(report, "schema", RelayError(
-                "database_corrupt", f"{what}, but not relay's (schema 0 with tables named "
-                "like relay's)"))
+            _failed(
+                report,
+                "schema",
+                RelayError(
+                    "database_corrupt",
+                    f"{what}, but not relay's (schema 0 with tables named like relay's)",
+                ),
+            )
         else:
-            report.add("schema", OK, f"empty database (schema 0); the next relay command that "
-                       f"writes creates schema {latest}")
+            report.add(
+                "schema",
+                OK,
+                f"empty database (schema 0); the next relay command that "
+                f"writes creates schema {latest}",
+            )
         return False
     if version < latest:
-        report.add("schema", OK, f"schema version {version}, newest supported {latest}: the "
-                   "next relay command that writes migrates it")
+        report.add(
+            "schema",
+            OK,
+            f"schema version {version}, newest supported {latest}: the "
+            "next relay command that writes migrates it",
+        )
         return True
     report.add("schema", OK, f"schema version {version} (newest supported {latest})")
     return True
@@ -775,13 +949,18 @@ def _check_pragmas(health, report: Report) -> None:
         if mode == "wal":
             report.add("journal_mode", OK, "wal")
         else:
-            report.add("journal_mode", OK, f"{mode}; relay switches it to wal on its next "
-                       "writing command")
+            report.add(
+                "journal_mode", OK, f"{mode}; relay switches it to wal on its next writing command"
+            )
     sync = health.synchronous
     if sync is not None:
         report.facts["synchronous"] = "FULL"
-        report.add("synchronous", OK, "FULL: relay sets it on every connection it opens "
-                   f"(SQLite's default for a new connection here: {SYNCHRONOUS.get(sync, sync)})")
+        report.add(
+            "synchronous",
+            OK,
+            "FULL: relay sets it on every connection it opens "
+            f"(SQLite's default for a new connection here: {SYNCHRONOUS.get(sync, sync)})",
+        )
     if "journal_mode" in health.errors:
         _failed(report, "journal_mode", health.errors["journal_mode"])
 
@@ -789,8 +968,11 @@ def _check_pragmas(health, report: Report) -> None:
 def _check_size(sizes: dict[str, int], report: Report) -> None:
     total = sizes["relay.db"] + sizes["WAL"]
     report.facts["db_bytes"] = total
-    report.add("db_size", OK, f"{_size(total)} (relay.db {_size(sizes['relay.db'])}, "
-               f"WAL {_size(sizes['WAL'])})")
+    report.add(
+        "db_size",
+        OK,
+        f"{_size(total)} (relay.db {_size(sizes['relay.db'])}, WAL {_size(sizes['WAL'])})",
+    )
 
 
 def _check_contents(store: Store, report: Report, now: int) -> None:
@@ -801,57 +983,82 @@ def _check_contents(store: Store, report: Report, now: int) -> None:
         stale = store.count_stale_drafts(now)
         sessions = store.active_sessions()
         # the one peer object (``peers.peer_object``) of each peer with a live session
-        shown = {s["peer"]: peers.peer_object(store, s["peer"], now) for s in sessions
-                 if s["lease_expires_at"] > now}
+        shown = {
+            s["peer"]: peers.peer_object(store, s["peer"], now)
+            for s in sessions
+            if s["lease_expires_at"] > now
+        }
         ledger_unknown, ledger_awaiting = _ledger_needs(store)
         lapsed_work = store.lapsed_sessions_holding_work(now)
         passed = store.passed_deadlines(now)
         cap = report.facts.get("queue_cap")
         full = store.open_counts_at_least(int(cap * QUEUE_WARN_FRACTION) + 1) if cap else []
     counts = {s: by_state.get(s, 0) for s in STATES}
-    report.facts.update(requests_by_state=counts, tombstones=tombstones,
-                        delivery_unknown=counts["delivery_unknown"], stale_drafts=stale,
-                        due_transitions=due)
+    report.facts.update(
+        requests_by_state=counts,
+        tombstones=tombstones,
+        delivery_unknown=counts["delivery_unknown"],
+        stale_drafts=stale,
+        due_transitions=due,
+    )
     total = sum(counts.values())
     parts = ", ".join(f"{s} {n}" for s, n in counts.items() if n) or "none"
     detail = f"{total} requests ({parts}); {tombstones} pruned tombstones"
     if due:
-        detail += (f"; {due} time-based transitions are due (the next relay command applies "
-                   "them; doctor shows the stored states)")
+        detail += (
+            f"; {due} time-based transitions are due (the next relay command applies "
+            "them; doctor shows the stored states)"
+        )
     report.add("requests", OK, detail)
 
     unknown = counts["delivery_unknown"]
     if unknown:
-        report.add("delivery_unknown", WARN,
-                   f"{_n(unknown, 'request is', 'requests are')} delivery_unknown "
-                   f"({MEANING['delivery_unknown'][0]}): a person checks each and settles it "
-                   f"with relay resolve ID --outcome completed, failed or requeue",
-                   fix=report.cmd("list --state delivery_unknown"))
+        report.add(
+            "delivery_unknown",
+            WARN,
+            f"{_n(unknown, 'request is', 'requests are')} delivery_unknown "
+            f"({MEANING['delivery_unknown'][0]}): a person checks each and settles it "
+            f"with relay resolve ID --outcome completed, failed or requeue",
+            fix=report.cmd("list --state delivery_unknown"),
+        )
     else:
         report.add("delivery_unknown", OK, "none need a person")
-    report.facts.update(ledger_effect_unknown=ledger_unknown,
-                        ledger_awaiting_approval=ledger_awaiting)
+    report.facts.update(
+        ledger_effect_unknown=ledger_unknown, ledger_awaiting_approval=ledger_awaiting
+    )
     if ledger_unknown:
-        report.add("ledger", WARN,
-                   f"{_n(ledger_unknown, '`relay once` entry is', '`relay once` entries are')} "
-                   "effect_unknown: check whether the effect happened, then settle it with "
-                   "relay ledger resolve KEY --outcome succeeded|failed|forget",
-                   fix=report.cmd("ledger list --state effect_unknown"))
+        report.add(
+            "ledger",
+            WARN,
+            f"{_n(ledger_unknown, '`relay once` entry is', '`relay once` entries are')} "
+            "effect_unknown: check whether the effect happened, then settle it with "
+            "relay ledger resolve KEY --outcome succeeded|failed|forget",
+            fix=report.cmd("ledger list --state effect_unknown"),
+        )
     else:
         report.add("ledger", OK, "no `relay once` entry is effect_unknown")
     if ledger_awaiting:
-        waits = _n(ledger_awaiting, "`relay once --approve` entry waits",
-                   "`relay once --approve` entries wait")
-        report.add("approvals", WARN, f"{waits} for a person: relay approve KEY or relay deny "
-                   "KEY, in your own terminal",
-                   fix=report.cmd("ledger list --state awaiting_approval"))
+        waits = _n(
+            ledger_awaiting,
+            "`relay once --approve` entry waits",
+            "`relay once --approve` entries wait",
+        )
+        report.add(
+            "approvals",
+            WARN,
+            f"{waits} for a person: relay approve KEY or relay deny KEY, in your own terminal",
+            fix=report.cmd("ledger list --state awaiting_approval"),
+        )
     else:
         report.add("approvals", OK, "no `relay once --approve` entry awaits a decision")
     if stale:
-        report.add("stale_drafts", WARN,
-                   f"{_n(stale, 'draft', 'drafts')} expired unsubmitted: its submit is now "
-                   "refused (prepared_expired); prune removes expired drafts",
-                   fix=report.cmd("prune"))
+        report.add(
+            "stale_drafts",
+            WARN,
+            f"{_n(stale, 'draft', 'drafts')} expired unsubmitted: its submit is now "
+            "refused (prepared_expired); prune removes expired drafts",
+            fix=report.cmd("prune"),
+        )
     else:
         report.add("stale_drafts", OK, "no expired unsubmitted draft")
     held = _check_lapsed(report, lapsed_work, now)
@@ -877,18 +1084,22 @@ def _check_lapsed(report: Report, rows, now: int) -> set[str]:
         held.setdefault(r["peer"], (r["lease_expires_at"], []))[1].append(r["id"])
     report.facts["lapsed_sessions"] = [
         {"peer": peer, "lease_expires_at": clock.iso(at), "claimed": ids}
-        for peer, (at, ids) in held.items()]
+        for peer, (at, ids) in held.items()
+    ]
     if not held:
         report.add("lapsed_sessions", OK, "no session lost its lease while holding claimed work")
         return set()
     for peer, (at, ids) in held.items():
-        report.add(f"lapsed:{peer}", WARN,
-                   f"its lease lapsed {clock.human_duration((now - at) / 1000)} ago holding "
-                   f"{_n(len(ids), 'claimed request', 'claimed requests')} ({_ids(ids)}): the "
-                   f"next relay command makes {'it' if len(ids) == 1 else 'them'} "
-                   "delivery_unknown, for a person to settle; `relay list` does it and shows "
-                   f"{'it' if len(ids) == 1 else 'them'}",
-                   fix=report.cmd("list --state delivery_unknown"))
+        report.add(
+            f"lapsed:{peer}",
+            WARN,
+            f"its lease lapsed {clock.human_duration((now - at) / 1000)} ago holding "
+            f"{_n(len(ids), 'claimed request', 'claimed requests')} ({_ids(ids)}): the "
+            f"next relay command makes {'it' if len(ids) == 1 else 'them'} "
+            "delivery_unknown, for a person to settle; `relay list` does it and shows "
+            f"{'it' if len(ids) == 1 else 'them'}",
+            fix=report.cmd("list --state delivery_unknown"),
+        )
     return {i for _, ids in held.values() for i in ids}
 
 
@@ -903,26 +1114,34 @@ def _check_deadlines(report: Report, rows) -> None:
     report.facts["claim_leases_run_out"] = [r["id"] for r in rows if r["state"] == "delivered"]
     report.facts["reply_deadlines_passed"] = late
     if lost:
-        report.add("claim_leases", WARN,
-                   f"the claim lease of {_n(len(lost), 'request', 'requests')} ({_ids(lost)}) "
-                   "ran out before ack: the next relay command makes "
-                   f"{'it' if len(lost) == 1 else 'them'} delivery_unknown, for a person to "
-                   f"settle; `relay list` does it and shows {'it' if len(lost) == 1 else 'them'}",
-                   fix=report.cmd("list --state delivery_unknown"))
+        report.add(
+            "claim_leases",
+            WARN,
+            f"the claim lease of {_n(len(lost), 'request', 'requests')} ({_ids(lost)}) "
+            "ran out before ack: the next relay command makes "
+            f"{'it' if len(lost) == 1 else 'them'} delivery_unknown, for a person to "
+            f"settle; `relay list` does it and shows {'it' if len(lost) == 1 else 'them'}",
+            fix=report.cmd("list --state delivery_unknown"),
+        )
     else:
         note = ""
         if again:
-            note = (f"; {redeliver} ran out and will be queued again, "
-                    f"{len(again) - redeliver} will fail (max_attempts_exceeded): "
-                    "nothing for a person")
+            note = (
+                f"; {redeliver} ran out and will be queued again, "
+                f"{len(again) - redeliver} will fail (max_attempts_exceeded): "
+                "nothing for a person"
+            )
         report.add("claim_leases", OK, "no claim lease ran out with on_lost=unknown" + note)
     if late:
-        report.add("reply_deadlines", WARN,
-                   f"the reply deadline of {_n(len(late), 'request', 'requests')} "
-                   f"({_ids(late)}) passed: the next relay command makes "
-                   f"{'it' if len(late) == 1 else 'them'} delivery_unknown, for a person to "
-                   f"settle; `relay list` does it and shows {'it' if len(late) == 1 else 'them'}",
-                   fix=report.cmd("list --state delivery_unknown"))
+        report.add(
+            "reply_deadlines",
+            WARN,
+            f"the reply deadline of {_n(len(late), 'request', 'requests')} "
+            f"({_ids(late)}) passed: the next relay command makes "
+            f"{'it' if len(late) == 1 else 'them'} delivery_unknown, for a person to "
+            f"settle; `relay list` does it and shows {'it' if len(late) == 1 else 'them'}",
+            fix=report.cmd("list --state delivery_unknown"),
+        )
     else:
         report.add("reply_deadlines", OK, "no acknowledged request is past its reply deadline")
 
@@ -938,17 +1157,27 @@ def _check_queues(report: Report, rows, cap: int | None) -> None:
         report.add("queues", OK, "no queue cap (RELAY_QUEUE_CAP=0)")
         return
     if not rows:
-        report.add("queues", OK, f"every recipient holds at most "
-                   f"{int(cap * QUEUE_WARN_FRACTION)} open requests (80 % of the cap {cap})")
+        report.add(
+            "queues",
+            OK,
+            f"every recipient holds at most "
+            f"{int(cap * QUEUE_WARN_FRACTION)} open requests (80 % of the cap {cap})",
+        )
         return
     for r in rows:
         peer, n = r["to_peer"], r["n"]
-        state = "full: new requests to it are refused" if n >= cap else \
-            "new requests to it are refused at the cap"
-        report.add(f"queue:{peer}", WARN,
-                   f"{n} open requests of a cap of {cap} ({min(100, n * 100 // cap)} %); "
-                   f"{state} (capacity_exceeded) until it claims and finishes work",
-                   fix=report.cmd(f"list --to {shlex.quote(peer)} --state queued"))
+        state = (
+            "full: new requests to it are refused"
+            if n >= cap
+            else "new requests to it are refused at the cap"
+        )
+        report.add(
+            f"queue:{peer}",
+            WARN,
+            f"{n} open requests of a cap of {cap} ({min(100, n * 100 // cap)} %); "
+            f"{state} (capacity_exceeded) until it claims and finishes work",
+            fix=report.cmd(f"list --to {shlex.quote(peer)} --state queued"),
+        )
 
 
 def _check_tables(health, report: Report) -> None:
@@ -964,8 +1193,7 @@ def _ledger_needs(store: Store) -> tuple[int, int]:
     """(effect_unknown entries that do not rerun by themselves, entries awaiting approval)."""
     from ..ledger.entries import awaiting, list_entries, reruns_by_itself
 
-    unknown = [e for e in list_entries(store, ["effect_unknown"])
-               if not reruns_by_itself(e)]
+    unknown = [e for e in list_entries(store, ["effect_unknown"]) if not reruns_by_itself(e)]
     return len(unknown), len(awaiting(store))
 
 
@@ -974,20 +1202,28 @@ def _check_peers(report: Report, sessions, shown: dict[str, dict], now: int) -> 
     seconds its lease has left (design.md §11)."""
     live = [s for s in sessions if s["lease_expires_at"] > now]
     lapsed = len(sessions) - len(live)
-    active = [{
-        **shown[s["peer"]],
-        "lease_left_seconds": round((s["lease_expires_at"] - now) / 1000, 3),
-    } for s in live]
+    active = [
+        {
+            **shown[s["peer"]],
+            "lease_left_seconds": round((s["lease_expires_at"] - now) / 1000, 3),
+        }
+        for s in live
+    ]
     wakeups = {name: obj["wakeup"] for name, obj in shown.items()}
     report.facts["active_peers"] = active
-    note = (f"; {lapsed} session(s) whose lease lapsed (the next relay command ends them and "
-            "their claimed work becomes delivery_unknown)" if lapsed else "")
+    note = (
+        f"; {lapsed} session(s) whose lease lapsed (the next relay command ends them and "
+        "their claimed work becomes delivery_unknown)"
+        if lapsed
+        else ""
+    )
     if not active:
         report.add("peers", OK, "no active sessions" + note)
         return
     listed = ", ".join(
         f"{p['name']} ({p['kind']}, lease {clock.human_duration(p['lease_left_seconds'])} left)"
-        for p in active)
+        for p in active
+    )
     report.add("peers", OK, f"{len(active)} active session(s): {listed}{note}")
     for s in live:
         value = wakeups[s["peer"]]
@@ -1004,22 +1240,39 @@ def _wakeup_advice(s, value: str, now: int) -> tuple[str, str, str | None]:
     kind = s["kind"]
     runtime = display(kind)
     if runtime is None:
-        how = ("a session is blocked in `relay claim --wait` now" if value == "polling"
-               else "it sees requests when it runs `relay inbox` or `relay claim --wait`")
+        how = (
+            "a session is blocked in `relay claim --wait` now"
+            if value == "polling"
+            else "it sees requests when it runs `relay inbox` or `relay claim --wait`"
+        )
         if value in ("waiter", "hook"):
             how = "relay's hook ran for it"
         article = "an" if kind[0] in "aeiou" else "a"
         return OK, f"nothing to install for {article} {kind} peer; {how}", None
     if value == "waiter":
-        return OK, (f"a wake waiter runs for its {runtime} session: a new request wakes it "
-                    "(not evidence that the model reads it)"), None
+        return (
+            OK,
+            (
+                f"a wake waiter runs for its {runtime} session: a new request wakes it "
+                "(not evidence that the model reads it)"
+            ),
+            None,
+        )
     seen = s["hook_seen_at"]
     if value == "hook":
         ago = clock.human_duration((now - seen) / 1000)
-        return OK, (f"relay's {runtime} hook ran {ago} ago: the session is told of waiting "
-                    "requests at its next prompt or stop"), None
-    when = (f"last ran {clock.human_duration((now - seen) / 1000)} ago" if seen
-            else "never ran")
+        return (
+            OK,
+            (
+                f"relay's {runtime} hook ran {ago} ago: the session is told of waiting "
+                "requests at its next prompt or stop"
+            ),
+            None,
+        )
+    when = f"last ran {clock.human_duration((now - seen) / 1000)} ago" if seen else "never ran"
     polling = "; a session is blocked in `relay claim --wait` now" if value == "polling" else ""
-    return WARN, (f"relay's {runtime} hook {when}{polling}; install it, then restart "
-                  f"{runtime}"), f"relay hook install {kind}"
+    return (
+        WARN,
+        (f"relay's {runtime} hook {when}{polling}; install it, then restart {runtime}"),
+        f"relay hook install {kind}",
+    )

@@ -27,9 +27,19 @@ def path_object(path: str, exists: bool) -> dict:
     """What `relay db path --json` answers: relay.db's path, and whether it exists yet."""
     return {"path": path, "exists": exists}
 
+
 # Markdown is for reading: the columns of `relay list` with exact times and the detail.
-MD_COLUMNS = ("id", "from", "to", "state", "reason", "created_at", "finished_at",
-              "text_bytes", "detail")
+MD_COLUMNS = (
+    "id",
+    "from",
+    "to",
+    "state",
+    "reason",
+    "created_at",
+    "finished_at",
+    "text_bytes",
+    "detail",
+)
 
 # A spreadsheet runs a cell that starts with one of these as a formula (OWASP's list).
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
@@ -58,8 +68,7 @@ def requests(store: Store, now: int, states: list[str], since_s: int | None) -> 
     """What `relay export` writes: the requests `list --all` shows (no tombstones), oldest
     first, in ``states`` (all when empty), created in the last ``since_s`` seconds (all
     when None). Read inside ``due.unit(write=False)``, so no state is stale."""
-    return objects(store.export_requests(states, None if since_s is None
-                                         else now - since_s * 1000))
+    return objects(store.export_requests(states, None if since_s is None else now - since_s * 1000))
 
 
 def _cell(value) -> str:

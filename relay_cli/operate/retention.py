@@ -51,8 +51,14 @@ BATCH = 500
 # the final request states in the order of design.md §5, handed to the store's statements
 FINAL = tuple(s for s in STATES if s in FINAL_STATES)
 
-COUNT_KEYS = ("requests_pruned", "tombstones_removed", "events_removed", "drafts_removed",
-              "sessions_removed", "hook_records_removed")
+COUNT_KEYS = (
+    "requests_pruned",
+    "tombstones_removed",
+    "events_removed",
+    "drafts_removed",
+    "sessions_removed",
+    "hook_records_removed",
+)
 
 
 def cutoffs(now: int, older_than_s: int) -> tuple[int, int]:
@@ -62,8 +68,13 @@ def cutoffs(now: int, older_than_s: int) -> tuple[int, int]:
     return body, tomb
 
 
-def prune(store: Store, now: int, older_than_s: int = DEFAULT_RETENTION_S, dry_run: bool = False,
-          batch: int = BATCH) -> dict:
+def prune(
+    store: Store,
+    now: int,
+    older_than_s: int = DEFAULT_RETENTION_S,
+    dry_run: bool = False,
+    batch: int = BATCH,
+) -> dict:
     """Apply (or with ``dry_run`` only count) the retention at ``now``. Returns the counts.
 
     Due time-based transitions are applied first, as by every command, so that the
@@ -77,19 +88,25 @@ def prune(store: Store, now: int, older_than_s: int = DEFAULT_RETENTION_S, dry_r
     else:
         done: Counter = Counter()
         # tombstones first, so that the body pass does not touch doomed rows
-        for reqs, events in _batches(store, lambda: store.remove_old_tombstones(
-                FINAL, tomb_cutoff, batch), batch, count=lambda r: r[0]):
+        for reqs, events in _batches(
+            store,
+            lambda: store.remove_old_tombstones(FINAL, tomb_cutoff, batch),
+            batch,
+            count=lambda r: r[0],
+        ):
             done["tombstones_removed"] += reqs
             done["events_removed"] += events
         for n in _batches(store, lambda: store.prune_bodies(FINAL, body_cutoff, batch), batch):
             done["requests_pruned"] += n
-        for n in _batches(store, lambda: store.remove_drafts(FINAL, now, body_cutoff, batch), batch):
+        for n in _batches(
+            store, lambda: store.remove_drafts(FINAL, now, body_cutoff, batch), batch
+        ):
             done["drafts_removed"] += n
         with store.transaction(write=False):
             unused = store.unused_sessions(FINAL, now, body_cutoff, tomb_cutoff)
         for i in range(0, len(unused), batch):
             with store.transaction():
-                done["sessions_removed"] += store.remove_sessions(unused[i:i + batch])
+                done["sessions_removed"] += store.remove_sessions(unused[i : i + batch])
         for n in _batches(store, lambda: store.remove_hook_records(body_cutoff, batch), batch):
             done["hook_records_removed"] += n
         counts = {k: done[k] for k in COUNT_KEYS}
@@ -121,8 +138,14 @@ def _batches(store: Store, step, batch: int, count=lambda r: r):
         time.sleep(min(0.1, max(0.005, time.monotonic() - started)))
 
 
-def prune_ledger(store: Store, now: int, body_cutoff: int, dry_run: bool = False,
-                 tomb_cutoff: int | None = None, batch: int = BATCH) -> dict:
+def prune_ledger(
+    store: Store,
+    now: int,
+    body_cutoff: int,
+    dry_run: bool = False,
+    tomb_cutoff: int | None = None,
+    batch: int = BATCH,
+) -> dict:
     """The side-effect ledger's retention (design.md §10), the rule of requests' tombstones.
 
     Final entries (succeeded, failed, denied, forgotten) that reached their state
@@ -146,13 +169,28 @@ def prune_ledger(store: Store, now: int, body_cutoff: int, dry_run: bool = False
     else:
         removed = Counter()
         # removals first, so that the output pass does not touch doomed rows
-        for done in _batches(store, lambda: store.remove_ledger_tombstones(LEDGER_FINAL, tomb_cutoff, batch),
-                             batch, count=lambda r: sum(r.values())):
+        for done in _batches(
+            store,
+            lambda: store.remove_ledger_tombstones(LEDGER_FINAL, tomb_cutoff, batch),
+            batch,
+            count=lambda r: sum(r.values()),
+        ):
             removed.update(done)
-        trimmed = sum(_batches(store, lambda: store.prune_ledger_output(
-            LEDGER_FINAL, now, body_cutoff, tomb_cutoff, batch), batch))
-    return {"entries_pruned": trimmed, "entries_removed": sum(removed.values()),
-            "by_state": dict(sorted(removed.items())), "dry_run": dry_run}
+        trimmed = sum(
+            _batches(
+                store,
+                lambda: store.prune_ledger_output(
+                    LEDGER_FINAL, now, body_cutoff, tomb_cutoff, batch
+                ),
+                batch,
+            )
+        )
+    return {
+        "entries_pruned": trimmed,
+        "entries_removed": sum(removed.values()),
+        "by_state": dict(sorted(removed.items())),
+        "dry_run": dry_run,
+    }
 
 
 def check_vacuum(store: Store) -> None:

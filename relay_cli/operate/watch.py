@@ -39,8 +39,9 @@ UNKNOWN_LIMIT = 40
 GLIMPSE = 3  # rows every section gets before any section gets more
 # Event target states a person must notice.
 LOUD_STATES = ("delivery_unknown", "failed")
-LOUD = {f"!! {s}": "bold white on red" if s == "delivery_unknown" else "bold red"
-        for s in LOUD_STATES}
+LOUD = {
+    f"!! {s}": "bold white on red" if s == "delivery_unknown" else "bold red" for s in LOUD_STATES
+}
 
 
 @dataclass
@@ -77,13 +78,18 @@ def gather(store: Store, now: int, events_limit: int = EVENTS_LIMIT) -> Snapshot
     rows = store.list_requests(list(OPEN_STATES), None, None, OPEN_LIMIT)  # the newest
     snap.open = [lifecycle.request_object(r) for r in rows]
     snap.open_more = max(0, snap.open_total - len(rows))
-    snap.unknown = [lifecycle.request_object(r) for r in
-                    store.list_requests(["delivery_unknown"], None, None, UNKNOWN_LIMIT)]
-    snap.events = [{**lifecycle.event_object(e), "request_id": e["request_id"]}
-                   for e in store.recent_events(events_limit)]
+    snap.unknown = [
+        lifecycle.request_object(r)
+        for r in store.list_requests(["delivery_unknown"], None, None, UNKNOWN_LIMIT)
+    ]
+    snap.events = [
+        {**lifecycle.event_object(e), "request_id": e["request_id"]}
+        for e in store.recent_events(events_limit)
+    ]
     snap.awaiting = awaiting(store)
-    snap.effect_unknown = [e for e in list_entries(store, ["effect_unknown"])
-                           if not reruns_by_itself(e)]  # those rerun by themselves
+    snap.effect_unknown = [
+        e for e in list_entries(store, ["effect_unknown"]) if not reruns_by_itself(e)
+    ]  # those rerun by themselves
     return snap
 
 
@@ -99,8 +105,9 @@ def json_doc(snap: Snapshot) -> dict:
         "delivery_unknown": snap.unknown,
         "effect_unknown": snap.effect_unknown,
         "awaiting_approval": snap.awaiting,
-        "open": {state: [r for r in reversed(snap.open) if r["state"] == state]
-                 for state in OPEN_STATES},
+        "open": {
+            state: [r for r in reversed(snap.open) if r["state"] == state] for state in OPEN_STATES
+        },
         "open_more": snap.open_more,
         "events": snap.events,
     }
@@ -123,8 +130,12 @@ class Section:
         action line."""
         if not self.rows:
             return 1
-        return (2 + len(self.rows) + (1 if self.total > len(self.rows) else 0)
-                + (1 if self.action else 0))
+        return (
+            2
+            + len(self.rows)
+            + (1 if self.total > len(self.rows) else 0)
+            + (1 if self.action else 0)
+        )
 
 
 def _ms(iso: str | None) -> int | None:
@@ -154,54 +165,111 @@ def sections(snap: Snapshot) -> list[Section]:
 
     now = snap.now
     # ids as short as they can be while no two shown share a prefix (design.md §14)
-    _short = unique_prefixes([r["id"] for r in snap.unknown + snap.open]
-                             + [e["request_id"] for e in snap.events]).__getitem__
+    _short = unique_prefixes(
+        [r["id"] for r in snap.unknown + snap.open] + [e["request_id"] for e in snap.events]
+    ).__getitem__
     unknown_total = snap.counts.get("delivery_unknown", 0)
     out = [
-        Section(f"delivery_unknown ({unknown_total}): check whether it was done, then "
-                "settle it", unknown_total, "relay list --state delivery_unknown",
-                [Col("id", fixed=True), Col("from", min=8, middle=True), Col("to", min=8, middle=True),
-                 Col("reason", min=14, middle=True), Col("since", fixed=True)],
-                [[_short(r["id"]), r["from"], r["to"], r["reason"],
-                  ago(_ms(r["updated_at"]), now)] for r in snap.unknown],
-                action=SETTLE),
-        Section(f"effect_unknown ({len(snap.effect_unknown)}): check whether it happened, "
-                "then settle it", len(snap.effect_unknown),
-                "relay ledger list --state effect_unknown", _ledger_cols(),
-                _ledger_rows(snap.effect_unknown, now), action=LEDGER_SETTLE),
-        Section(f"awaiting approval ({len(snap.awaiting)}): relay approve KEY or "
-                "relay deny KEY", len(snap.awaiting),
-                "relay ledger list --state awaiting_approval", _ledger_cols(),
-                _ledger_rows(snap.awaiting, now)),
-        Section(f"open requests ({snap.open_total}: " + ", ".join(
-                    f"{snap.counts.get(s, 0)} {s}" for s in OPEN_STATES) + ")",
-                snap.open_total, "relay list --state queued --state delivered "
-                "--state acknowledged",
-                [Col("id", fixed=True), Col("state", fixed=True, styles=STATE_STYLES),
-                 Col("from", min=8, middle=True), Col("to", min=8, middle=True), Col("since", fixed=True),
-                 Col("deadline", fixed=True)],
-                [[_short(r["id"]), r["state"], r["from"], r["to"],
-                  ago(_ms(r["updated_at"]), now),
-                  _next(r, now)] for r in _open_order(snap.open)],
-                empty="none"),
-        Section(f"peers ({len(snap.peers)}, {sum(p['active'] for p in snap.peers)} active)",
-                len(snap.peers), "relay peers list",
-                [Col("name", min=12, middle=True), Col("kind", fixed=True),
-                 Col("active", fixed=True, styles={"yes": "green", "no": "dim"}),
-                 Col("lease left", fixed=True),
-                 Col("wakeup", min=7, styles={"waiter": "green", "hook": "green"})],
-                [[p["name"], p["kind"], "yes" if p["active"] else "no", _lease(p), p["wakeup"]]
-                 for p in sorted(snap.peers, key=lambda p: not p["active"])],
-                empty="no peers yet: relay peers join NAME"),
-        Section("recent transitions (newest first)", len(snap.events),
-                "relay show ID --events",
-                [Col("when", fixed=True), Col("id", fixed=True),
-                 Col("state", fixed=True, styles={**STATE_STYLES, **LOUD}),
-                 Col("reason", min=14, middle=True), Col("actor", min=8, middle=True)],
-                [[ago(_ms(e["at"]), now), _short(e["request_id"]),
-                  f"!! {e['to_state']}" if e["to_state"] in LOUD_STATES else e["to_state"],
-                  e["reason"], e["actor"]] for e in snap.events],
-                empty="none yet"),
+        Section(
+            f"delivery_unknown ({unknown_total}): check whether it was done, then settle it",
+            unknown_total,
+            "relay list --state delivery_unknown",
+            [
+                Col("id", fixed=True),
+                Col("from", min=8, middle=True),
+                Col("to", min=8, middle=True),
+                Col("reason", min=14, middle=True),
+                Col("since", fixed=True),
+            ],
+            [
+                [_short(r["id"]), r["from"], r["to"], r["reason"], ago(_ms(r["updated_at"]), now)]
+                for r in snap.unknown
+            ],
+            action=SETTLE,
+        ),
+        Section(
+            f"effect_unknown ({len(snap.effect_unknown)}): check whether it happened, "
+            "then settle it",
+            len(snap.effect_unknown),
+            "relay ledger list --state effect_unknown",
+            _ledger_cols(),
+            _ledger_rows(snap.effect_unknown, now),
+            action=LEDGER_SETTLE,
+        ),
+        Section(
+            f"awaiting approval ({len(snap.awaiting)}): relay approve KEY or relay deny KEY",
+            len(snap.awaiting),
+            "relay ledger list --state awaiting_approval",
+            _ledger_cols(),
+            _ledger_rows(snap.awaiting, now),
+        ),
+        Section(
+            f"open requests ({snap.open_total}: "
+            + ", ".join(f"{snap.counts.get(s, 0)} {s}" for s in OPEN_STATES)
+            + ")",
+            snap.open_total,
+            "relay list --state queued --state delivered --state acknowledged",
+            [
+                Col("id", fixed=True),
+                Col("state", fixed=True, styles=STATE_STYLES),
+                Col("from", min=8, middle=True),
+                Col("to", min=8, middle=True),
+                Col("since", fixed=True),
+                Col("deadline", fixed=True),
+            ],
+            [
+                [
+                    _short(r["id"]),
+                    r["state"],
+                    r["from"],
+                    r["to"],
+                    ago(_ms(r["updated_at"]), now),
+                    _next(r, now),
+                ]
+                for r in _open_order(snap.open)
+            ],
+            empty="none",
+        ),
+        Section(
+            f"peers ({len(snap.peers)}, {sum(p['active'] for p in snap.peers)} active)",
+            len(snap.peers),
+            "relay peers list",
+            [
+                Col("name", min=12, middle=True),
+                Col("kind", fixed=True),
+                Col("active", fixed=True, styles={"yes": "green", "no": "dim"}),
+                Col("lease left", fixed=True),
+                Col("wakeup", min=7, styles={"waiter": "green", "hook": "green"}),
+            ],
+            [
+                [p["name"], p["kind"], "yes" if p["active"] else "no", _lease(p), p["wakeup"]]
+                for p in sorted(snap.peers, key=lambda p: not p["active"])
+            ],
+            empty="no peers yet: relay peers join NAME",
+        ),
+        Section(
+            "recent transitions (newest first)",
+            len(snap.events),
+            "relay show ID --events",
+            [
+                Col("when", fixed=True),
+                Col("id", fixed=True),
+                Col("state", fixed=True, styles={**STATE_STYLES, **LOUD}),
+                Col("reason", min=14, middle=True),
+                Col("actor", min=8, middle=True),
+            ],
+            [
+                [
+                    ago(_ms(e["at"]), now),
+                    _short(e["request_id"]),
+                    f"!! {e['to_state']}" if e["to_state"] in LOUD_STATES else e["to_state"],
+                    e["reason"],
+                    e["actor"],
+                ]
+                for e in snap.events
+            ],
+            empty="none yet",
+        ),
     ]
     return [s for s in out if s.rows or s.empty is not None]
 
@@ -213,24 +281,40 @@ def _open_order(reqs: list[dict]) -> list[dict]:
 
 
 def _ledger_cols() -> list[Col]:
-    return [Col("key", min=12), Col("command", min=10, first=True),
-            Col("cwd", min=8, first=True, keep_end=True), Col("since", fixed=True)]
+    return [
+        Col("key", min=12),
+        Col("command", min=10, first=True),
+        Col("cwd", min=8, first=True, keep_end=True),
+        Col("since", fixed=True),
+    ]
 
 
 def _ledger_rows(entries: list[dict], now: int) -> list[list[str]]:
     from ..ledger.entries import command_text
 
-    return [[e["key"], command_text(e["argv"]) if isinstance(e.get("argv"), list)
-             else e.get("argv"), e["cwd"], ago(_ms(e.get("updated_at")), now)]
-            for e in entries]
+    return [
+        [
+            e["key"],
+            command_text(e["argv"]) if isinstance(e.get("argv"), list) else e.get("argv"),
+            e["cwd"],
+            ago(_ms(e.get("updated_at")), now),
+        ]
+        for e in entries
+    ]
 
 
 def header(snap: Snapshot) -> str:
     """What needs a person, counted, then how much is open."""
     unknown = snap.counts.get("delivery_unknown", 0)
-    person = [f"{n} {what}" for n, what in ((unknown, "delivery_unknown"),
-                                           (len(snap.effect_unknown), "effect_unknown"),
-                                           (len(snap.awaiting), "awaiting approval")) if n]
+    person = [
+        f"{n} {what}"
+        for n, what in (
+            (unknown, "delivery_unknown"),
+            (len(snap.effect_unknown), "effect_unknown"),
+            (len(snap.awaiting), "awaiting approval"),
+        )
+        if n
+    ]
     needs = ", ".join(person) if person else "nothing needs a person"
     return f"relay watch: {needs}, {snap.open_total} open"
 
@@ -263,8 +347,15 @@ def allot(wanted: list[int], budget: int) -> list[int]:
     return lines
 
 
-def render(snap: Snapshot, width: int | None = None, height: int | None = None, *,
-           color: bool = False, ellipsis: str = "\u2026", footer: str | None = None) -> list:
+def render(
+    snap: Snapshot,
+    width: int | None = None,
+    height: int | None = None,
+    *,
+    color: bool = False,
+    ellipsis: str = "\u2026",
+    footer: str | None = None,
+) -> list:
     """The snapshot as lines. ``width`` None: plain strings, every section whole (a pipe).
     Otherwise rich ``Text`` lines no wider than ``width``; with ``height``, at most that
     many lines, sections cut to fit with "+N more: COMMAND"."""
@@ -295,15 +386,15 @@ def _section_lines(sec: Section, budget: int, width, color: bool, ellipsis: str)
     action = 1 if sec.action else 0
     fits = len(sec.rows) if budget >= sec.wanted() else budget - 3 - action
     if fits < 1:  # no room for a row: the title says how many and where to look
-        return [_plain_or_text(f"{title}: +{sec.total} ({sec.more})", width, ellipsis,
-                               title_style)]
+        return [_plain_or_text(f"{title}: +{sec.total} ({sec.more})", width, ellipsis, title_style)]
     shown = sec.rows[:fits]
     hidden = sec.total - len(shown)
     out = [_plain_or_text(title, width, ellipsis, title_style)]
     out += render_table(sec.cols, shown, width, color=color, ellipsis=ellipsis, indent=2)
     if hidden > 0:
-        out.append(_plain_or_text(f"  +{hidden} more: {sec.more}", width, ellipsis,
-                                  "dim" if color else ""))
+        out.append(
+            _plain_or_text(f"  +{hidden} more: {sec.more}", width, ellipsis, "dim" if color else "")
+        )
     if sec.action:
         out.append(_plain_or_text(f"  then: {sec.action}", width, ellipsis, ""))
     return out

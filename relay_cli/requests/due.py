@@ -61,8 +61,9 @@ def apply_due(store: Store, now: int, limit: int | None = None) -> Counter:
                     continue
                 for r in store.in_flight_of_session(row["id"]):
                     done[f"{r['state']}->delivery_unknown"] += 1
-                peers.end_session(store, current, "expired", "recipient_disconnected",
-                                  actor="relay", at=deadline)
+                peers.end_session(
+                    store, current, "expired", "recipient_disconnected", actor="relay", at=deadline
+                )
                 done["session:active->expired"] += 1
             else:
                 current = store.get_request(row["id"])
@@ -91,8 +92,9 @@ def _apply_own_deadline(store: Store, row: Row, deadline: int) -> str | None:
     fields = None
     if event == "claim_lease_redeliver":
         fields = {"claim_session": None, "lease_expires_at": None, "delivered_at": None}
-    new = apply(store, row, event, actor="relay", at=max(deadline, row["updated_at"]),
-                fields=fields)
+    new = apply(
+        store, row, event, actor="relay", at=max(deadline, row["updated_at"]), fields=fields
+    )
     return f"{state}->{new['state']}"
 
 
@@ -127,8 +129,7 @@ def sweep(store: Store) -> dict:
     counted: only requests have states). With nothing due, nothing is written, so a
     read-only state directory answers too."""
     done = drain_due(store, store.clock.now_ms())
-    return {"transitions": {k: v for k, v in sorted(done.items())
-                            if not k.startswith("session:")}}
+    return {"transitions": {k: v for k, v in sorted(done.items()) if not k.startswith("session:")}}
 
 
 def poll(store: Store, check, timeout_s: float, on_tick=None, sleep=None, on_block=None):

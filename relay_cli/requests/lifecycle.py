@@ -72,21 +72,29 @@ def validate_id(value: str, what: str = "id") -> str:
     except (ValueError, AttributeError, TypeError):
         short = value.strip().lower() if isinstance(value, str) else ""
         raise RelayError(
-            "invalid_id", f"{what} {value!r} is not a UUID",
+            "invalid_id",
+            f"{what} {value!r} is not a UUID",
             detail=f"{what} takes a full id, not a prefix: it names new work or goes into the "
-                   "fingerprint, where a prefix could mean another request tomorrow; "
-                   f"`relay show {short}` prints the whole id" if _is_prefix(short) else None,
+            "fingerprint, where a prefix could mean another request tomorrow; "
+            f"`relay show {short}` prints the whole id"
+            if _is_prefix(short)
+            else None,
         ) from None
     if canonical in RESERVED_IDS:
         # a placeholder, not a chosen id: every script whose id variable fell back to it
         # would share one request (design.md §14)
-        raise RelayError("invalid_id", f"{what} {canonical} is the "
-                         f"{RESERVED_IDS[canonical]} UUID, a placeholder rather than an id")
+        raise RelayError(
+            "invalid_id",
+            f"{what} {canonical} is the "
+            f"{RESERVED_IDS[canonical]} UUID, a placeholder rather than an id",
+        )
     return canonical
 
 
-RESERVED_IDS = {"00000000-0000-0000-0000-000000000000": "nil",
-                "ffffffff-ffff-ffff-ffff-ffffffffffff": "max"}
+RESERVED_IDS = {
+    "00000000-0000-0000-0000-000000000000": "nil",
+    "ffffffff-ffff-ffff-ffff-ffffffffffff": "max",
+}
 
 
 _CANONICAL = "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"
@@ -97,7 +105,8 @@ MAX_CANDIDATES = 10
 def _is_prefix(s: str) -> bool:
     """``s`` (lowercase) is a prefix of at least MIN_PREFIX characters of a canonical id."""
     return MIN_PREFIX <= len(s) < len(_CANONICAL) and all(
-        c == "-" if t == "-" else c in _HEX for c, t in zip(s, _CANONICAL[: len(s)], strict=True))
+        c == "-" if t == "-" else c in _HEX for c, t in zip(s, _CANONICAL[: len(s)], strict=True)
+    )
 
 
 def validate_ref(value: str, what: str = "id") -> str:
@@ -111,7 +120,8 @@ def validate_ref(value: str, what: str = "id") -> str:
         return _canonical(value)
     except (ValueError, AttributeError, TypeError):
         raise RelayError(
-            "invalid_id", f"{what} {value!r} is not a UUID, nor a prefix of at least "
+            "invalid_id",
+            f"{what} {value!r} is not a UUID, nor a prefix of at least "
             f"{MIN_PREFIX} characters of one",
         ) from None
 
@@ -123,8 +133,10 @@ def resolve_ref(store: Store, ref: str, *, drafts: bool = False, what: str = "id
     ``ambiguous_id`` listing them. The lookup is a range scan of the primary key."""
     if len(ref) == len(_CANONICAL):
         return ref
-    found = {r["id"]: f"{r['state']}, {r['from_peer']} -> {r['to_peer']}"
-             for r in store.requests_with_prefix(ref, MAX_CANDIDATES + 1)}
+    found = {
+        r["id"]: f"{r['state']}, {r['from_peer']} -> {r['to_peer']}"
+        for r in store.requests_with_prefix(ref, MAX_CANDIDATES + 1)
+    }
     if drafts:
         for r in store.drafts_with_prefix(ref, MAX_CANDIDATES + 1):
             found.setdefault(r["id"], f"unsubmitted draft, {r['from_peer']} -> {r['to_peer']}")
@@ -156,9 +168,7 @@ def validate_text(data: str | bytes, what: str = "text") -> str:
     if not raw:
         raise RelayError("invalid_text", f"{what} is empty")
     if len(raw) > MAX_TEXT_BYTES:  # (stdin and files are read only this far)
-        raise RelayError(
-            "text_too_large", f"{what} is over {MAX_TEXT_BYTES} bytes"
-        )
+        raise RelayError("text_too_large", f"{what} is over {MAX_TEXT_BYTES} bytes")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -171,8 +181,9 @@ def validate_text(data: str | bytes, what: str = "text") -> str:
 def one_of(value: str, choices: tuple[str, ...], what: str) -> str:
     """``value`` when it is one of ``choices``, else ``usage_error`` naming them."""
     if value not in choices:
-        raise RelayError("usage_error",
-                         f"{what} must be one of {', '.join(choices)}, not {value!r}")
+        raise RelayError(
+            "usage_error", f"{what} must be one of {', '.join(choices)}, not {value!r}"
+        )
     return value
 
 
@@ -279,7 +290,8 @@ def request_object(row, *, text: bool = False, reply: bool = False) -> dict:
         "delivered_at": clock.iso(row["delivered_at"]),
         "acknowledged_at": clock.iso(row["acknowledged_at"]),
         "finished_at": clock.iso(row["finished_at"]),
-        "lease_expires_at": clock.iso(row["lease_expires_at"]) if row["state"] == "delivered"
+        "lease_expires_at": clock.iso(row["lease_expires_at"])
+        if row["state"] == "delivered"
         else None,
         "reply_deadline_at": clock.iso(row["reply_deadline_at"]),
         "attempts": row["attempts"],
@@ -317,7 +329,8 @@ def _common_checks(store: Store, caller: Caller, to: str, in_reply_to: str | Non
     if store.get_peer(to) is None:
         names = store.peer_names()
         raise RelayError(
-            "unknown_peer", f"{to!r} is not a known peer",
+            "unknown_peer",
+            f"{to!r} is not a known peer",
             detail="known peers: " + (", ".join(names) if names else "none yet"),
         )
     depth = 0
@@ -328,7 +341,8 @@ def _common_checks(store: Store, caller: Caller, to: str, in_reply_to: str | Non
         depth = parent["depth"] + 1
         if depth > MAX_DEPTH:
             raise RelayError(
-                "depth_exceeded", f"this follow-up would have depth {depth}; the limit is {MAX_DEPTH}"
+                "depth_exceeded",
+                f"this follow-up would have depth {depth}; the limit is {MAX_DEPTH}",
             )
     return depth
 
@@ -375,8 +389,15 @@ def queued_object(store, row, duplicate: bool, now: int) -> dict:
 
 
 # The keys of `submit --json`, a receipt of the queued request (design.md §7).
-RECEIPT_KEYS = ("id", "state", "created_at", "expires_at", "duplicate", "recipient_active",
-                "wakeup")
+RECEIPT_KEYS = (
+    "id",
+    "state",
+    "created_at",
+    "expires_at",
+    "duplicate",
+    "recipient_active",
+    "wakeup",
+)
 
 
 def receipt(obj: dict) -> dict:
@@ -394,8 +415,16 @@ def id_object(request_id: str) -> dict:
     return {"id": request_id}
 
 
-def _new_work(caller: Caller, to: str, text: str, ttl_s: int, reply_within_s: int | None,
-              on_lost: str, max_attempts: int, in_reply_to: str | None) -> tuple[str, dict]:
+def _new_work(
+    caller: Caller,
+    to: str,
+    text: str,
+    ttl_s: int,
+    reply_within_s: int | None,
+    on_lost: str,
+    max_attempts: int,
+    in_reply_to: str | None,
+) -> tuple[str, dict]:
     """What `send` and `prepare` check first (``self_message``), then the work's
     fingerprint (design.md §4) and the columns it is stored with."""
     if caller.name == to:
@@ -419,10 +448,16 @@ def _new_work(caller: Caller, to: str, text: str, ttl_s: int, reply_within_s: in
 
 
 # The parts of a request's fingerprint (design.md §4), as send's options name them.
-_PARTS = (("from_peer", "sender"), ("to_peer", "recipient (--to)"), ("text", "text"),
-          ("ttl_seconds", "--ttl"), ("reply_within_seconds", "--reply-within"),
-          ("on_lost", "--on-lost"), ("max_attempts", "--max-attempts"),
-          ("in_reply_to", "--in-reply-to"))
+_PARTS = (
+    ("from_peer", "sender"),
+    ("to_peer", "recipient (--to)"),
+    ("text", "text"),
+    ("ttl_seconds", "--ttl"),
+    ("reply_within_seconds", "--reply-within"),
+    ("on_lost", "--on-lost"),
+    ("max_attempts", "--max-attempts"),
+    ("in_reply_to", "--in-reply-to"),
+)
 
 
 def conflict_detail(row, params: dict) -> str:
@@ -435,15 +470,19 @@ def conflict_detail(row, params: dict) -> str:
             continue
         if row[column] != params[column]:
             if column == "text" and row["text"].rstrip() == params["text"].rstrip():
-                label = ("text (it differs only in trailing whitespace, e.g. the newline a "
-                         "heredoc or echo adds)")
+                label = (
+                    "text (it differs only in trailing whitespace, e.g. the newline a "
+                    "heredoc or echo adds)"
+                )
             differ.append(label)
     what = ", ".join(differ) + (" differs" if len(differ) == 1 else " differ")
     if row["pruned"]:
         if differ:
             return f"{what}; its text was pruned, so relay cannot compare that"
-        return ("it was pruned and only its fingerprint is kept: as every other part is "
-                "the same, the text differs")
+        return (
+            "it was pruned and only its fingerprint is kept: as every other part is "
+            "the same, the text differs"
+        )
     return what
 
 
@@ -459,8 +498,11 @@ def _existing(store: Store, request_id: str, fp: str, params: dict | None = None
             )
         return None
     if row["fingerprint"] != fp:
-        raise RelayError("request_id_conflict", f"{request_id} was used for different content"
-                         + (f": {conflict_detail(row, params)}" if params else ""))
+        raise RelayError(
+            "request_id_conflict",
+            f"{request_id} was used for different content"
+            + (f": {conflict_detail(row, params)}" if params else ""),
+        )
     return row
 
 
@@ -483,7 +525,9 @@ def send(store: Store, now: int, caller: Caller, *, request_id: str | None, **wo
     return queued_object(store, row, False, now)
 
 
-def _create(store: Store, now: int, caller: Caller, request_id: str, params: dict, depth: int) -> dict:
+def _create(
+    store: Store, now: int, caller: Caller, request_id: str, params: dict, depth: int
+) -> dict:
     t = transition(None, "send")
     row = {
         **params,
@@ -520,13 +564,19 @@ def prepare(store: Store, now: int, caller: Caller, *, draft_id: str | None, **w
     if store.count_open_drafts(caller.name, now) >= MAX_OPEN_DRAFTS:
         oldest = store.oldest_open_draft_expiry(caller.name, now) or now
         raise RelayError(
-            "capacity_exceeded", f"{caller.name!r} has {MAX_OPEN_DRAFTS} unsubmitted drafts",
+            "capacity_exceeded",
+            f"{caller.name!r} has {MAX_OPEN_DRAFTS} unsubmitted drafts",
             retry_after=max(0.001, (oldest - now) / 1000),
         )
-    store.insert_draft({
-        **params, "id": draft_id, "depth": depth, "created_at": now,
-        "expires_at": now + DRAFT_TTL_MS,
-    })
+    store.insert_draft(
+        {
+            **params,
+            "id": draft_id,
+            "depth": depth,
+            "created_at": now,
+            "expires_at": now + DRAFT_TTL_MS,
+        }
+    )
     renew(store, caller, now)
     return draft_object(draft_id, now + DRAFT_TTL_MS)
 
@@ -561,9 +611,21 @@ def submit(store, now: int, caller: Caller, draft_id: str) -> dict:
         )
     _check_rate(store, caller.name, now)
     _check_queue(store, draft["to_peer"])
-    params = {k: draft[k] for k in (
-        "fingerprint", "from_peer", "to_peer", "text", "text_bytes", "ttl_seconds",
-        "reply_within_seconds", "on_lost", "max_attempts", "in_reply_to")}
+    params = {
+        k: draft[k]
+        for k in (
+            "fingerprint",
+            "from_peer",
+            "to_peer",
+            "text",
+            "text_bytes",
+            "ttl_seconds",
+            "reply_within_seconds",
+            "on_lost",
+            "max_attempts",
+            "in_reply_to",
+        )
+    }
     params["from_session"] = caller.session["id"] if caller.session else draft["from_session"]
     row = _create(store, now, caller, draft_id, params, draft["depth"])
     store.mark_draft_submitted(draft_id, now)
@@ -592,8 +654,9 @@ def show(store: Store, request_id: str, events: bool = False) -> dict:
     return obj
 
 
-def list_requests(store: Store, states: list[str], to: str | None, from_: str | None,
-                  limit: int | None) -> dict:
+def list_requests(
+    store: Store, states: list[str], to: str | None, from_: str | None, limit: int | None
+) -> dict:
     rows = store.list_requests(states, to, from_, None if limit is None else limit + 1)
     has_more = limit is not None and len(rows) > limit
     rows = rows[:limit] if limit is not None else rows
@@ -609,13 +672,20 @@ def held_unacked(store: Store, caller: Caller) -> Row | None:
     """The oldest request this session claimed and has not acknowledged (design.md §6)."""
     if caller.session is None:
         return None
-    held = [r for r in store.in_flight_of_session(caller.session["id"])
-            if r["state"] == "delivered"]
+    held = [
+        r for r in store.in_flight_of_session(caller.session["id"]) if r["state"] == "delivered"
+    ]
     return min(held, key=lambda r: (r["delivered_at"], r["id"])) if held else None
 
 
-def claim(store: Store, now: int, caller: Caller, lease_s: int, request_id: str | None,
-          again: bool = False) -> dict | None:
+def claim(
+    store: Store,
+    now: int,
+    caller: Caller,
+    lease_s: int,
+    request_id: str | None,
+    again: bool = False,
+) -> dict | None:
     """`relay claim`: take the oldest queued request for the caller (or the one named).
 
     ``again`` (`claim --again`, after a claim whose answer was lost) takes nothing: it
@@ -630,12 +700,15 @@ def claim(store: Store, now: int, caller: Caller, lease_s: int, request_id: str 
         if row["to_peer"] != caller.name:
             raise RelayError("not_owner", f"{row['id']} is addressed to {row['to_peer']!r}")
         if row["claim_session"] == caller.session["id"] and row["state"] in (
-                "delivered", "acknowledged"):  # a retry whose answer was lost
+            "delivered",
+            "acknowledged",
+        ):  # a retry whose answer was lost
             raise RelayError(
-                "state_conflict", f"cannot claim a request that is {row['state']} "
-                "(allowed from: queued)",
+                "state_conflict",
+                f"cannot claim a request that is {row['state']} (allowed from: queued)",
                 detail=f"this session claimed it already: `relay show {row['id']}` shows its "
-                       "text; finish it with ack, then reply, fail or reject")
+                "text; finish it with ack, then reply, fail or reject",
+            )
     elif again:  # a retry whose answer was lost: the request held, never a new one
         held = held_unacked(store, caller)
         if held is None:
@@ -646,12 +719,19 @@ def claim(store: Store, now: int, caller: Caller, lease_s: int, request_id: str 
         row = store.oldest_queued_for(caller.name)
         if row is None:
             return None
-    new = apply(store, row, "claim", actor=caller.name, at=now, fields={
-        "delivered_at": now,
-        "claim_session": caller.session["id"],
-        "lease_expires_at": now + lease_s * 1000,
-        "attempts": row["attempts"] + 1,
-    })
+    new = apply(
+        store,
+        row,
+        "claim",
+        actor=caller.name,
+        at=now,
+        fields={
+            "delivered_at": now,
+            "claim_session": caller.session["id"],
+            "lease_expires_at": now + lease_s * 1000,
+            "attempts": row["attempts"] + 1,
+        },
+    )
     renew(store, caller, now)
     return {**request_object(new, text=True), "duplicate": False}
 
@@ -667,7 +747,8 @@ def _owned_by_claimer(store: Store, caller: Caller, request_id: str) -> Row:
                 f"{row['id']} is {row['state']} and no session has claimed it"
                 + ("; only the session that claims it may do this" if queued else ""),
                 detail=f"take it first: `relay claim --id {row['id']}`"
-                if queued and row["to_peer"] == caller.name else None,
+                if queued and row["to_peer"] == caller.name
+                else None,
             )
         who = "the sender" if row["from_peer"] == caller.name else repr(caller.name)
         raise RelayError(
@@ -734,8 +815,9 @@ def validate_outcome(value: str) -> str:
     return one_of(value, RESOLVE_OUTCOMES, "--outcome")
 
 
-def resolve(store: Store, now: int, request_id: str, outcome: str, note: str | None, *,
-            terminal: bool) -> dict:
+def resolve(
+    store: Store, now: int, request_id: str, outcome: str, note: str | None, *, terminal: bool
+) -> dict:
     """A person settles a delivery_unknown request (design.md §14). It is recorded as
     ``person:<user>``, so it is refused (``approval_needs_terminal``) unless standard input
     is a ``terminal``: an agent's shell must not settle work in a person's name. The
@@ -745,16 +827,30 @@ def resolve(store: Store, now: int, request_id: str, outcome: str, note: str | N
     row = get(store, request_id)
     fields = {"notified_at": None}  # the sender learns the settled outcome (notices)
     if outcome == "requeue" and row["pruned"] and row["state"] == "delivery_unknown":
-        raise RelayError("state_conflict", f"{row['id']} was pruned: its text is gone, so "
-                         "there is nothing to queue again; send the work anew with a new id")
+        raise RelayError(
+            "state_conflict",
+            f"{row['id']} was pruned: its text is gone, so "
+            "there is nothing to queue again; send the work anew with a new id",
+        )
     if outcome == "requeue":
         fields |= {
-            "claim_session": None, "lease_expires_at": None, "delivered_at": None,
-            "acknowledged_at": None, "reply_deadline_at": None,
+            "claim_session": None,
+            "lease_expires_at": None,
+            "delivered_at": None,
+            "acknowledged_at": None,
+            "reply_deadline_at": None,
             "expires_at": now + row["ttl_seconds"] * 1000,
         }
-    new = apply(store, row, f"resolve_{outcome}", actor=person(), at=now, detail=note,
-                set_detail=True, fields=fields)
+    new = apply(
+        store,
+        row,
+        f"resolve_{outcome}",
+        actor=person(),
+        at=now,
+        detail=note,
+        set_detail=True,
+        fields=fields,
+    )
     return request_object(new)
 
 

@@ -27,9 +27,7 @@ def validate_name(name: str, what: str = "peer name") -> str:
 
 def validate_kind(kind: str | None) -> str | None:
     if kind is not None and kind not in KINDS:
-        raise RelayError(
-            "invalid_name", f"kind {kind!r} is not one of {', '.join(KINDS)}"
-        )
+        raise RelayError("invalid_name", f"kind {kind!r} is not one of {', '.join(KINDS)}")
     return kind
 
 
@@ -72,8 +70,11 @@ def identity(as_: str | None, token: str | None, environ) -> tuple[str | None, s
 
 
 # The error a token of a session in each status gets (design.md §3).
-STATUS_ERRORS = {"superseded": "peer_superseded", "expired": "lease_expired",
-                 "left": "invalid_session"}
+STATUS_ERRORS = {
+    "superseded": "peer_superseded",
+    "expired": "lease_expired",
+    "left": "invalid_session",
+}
 
 
 def session_status(store: Store, session: Row | None, now: int | None = None) -> str:
@@ -100,7 +101,9 @@ def session_caller(store: Store, session: Row) -> Caller:
     return Caller(session["peer"], session, session_status(store, session))
 
 
-def identify(store: Store, name: str | None, token: str | None, *, need_name: bool = True) -> Caller:
+def identify(
+    store: Store, name: str | None, token: str | None, *, need_name: bool = True
+) -> Caller:
     """Resolve ``--as``/``--session`` into a Caller: ``no_identity`` / ``invalid_session``.
 
     Session *state* (superseded, lapsed) is not judged here; see ``require_live``, which
@@ -113,10 +116,12 @@ def identify(store: Store, name: str | None, token: str | None, *, need_name: bo
         if session is None or session["state"] == "left":
             raise RelayError(
                 "invalid_session",
-                "this session token names no session" if session is None
+                "this session token names no session"
+                if session is None
                 else "this session has left",
-                detail=None if session is None else _rejoin(store, Caller(session["peer"],
-                                                                          session)),
+                detail=None
+                if session is None
+                else _rejoin(store, Caller(session["peer"], session)),
             )
         if name is not None and name != session["peer"]:
             raise RelayError(
@@ -167,12 +172,14 @@ def require_live(store: Store, caller: Caller) -> None:
     if caller.session is not None:
         if caller.status == "superseded":
             raise RelayError(
-                "peer_superseded", f"a newer session of {caller.name!r} has replaced this one",
+                "peer_superseded",
+                f"a newer session of {caller.name!r} has replaced this one",
                 detail=_rejoin(store, caller),
             )
         if caller.status == "expired":
             raise RelayError(
-                "lease_expired", f"the lease of this session of {caller.name!r} lapsed",
+                "lease_expired",
+                f"the lease of this session of {caller.name!r} lapsed",
                 detail=_rejoin(store, caller),
             )
         return
@@ -181,7 +188,7 @@ def require_live(store: Store, caller: Caller) -> None:
             "session_required",
             f"{caller.name!r} has an active session; present its token",
             detail=f"{caller.name} is live in another shell: use that session's token there, "
-                   "or act under another name with --as",
+            "or act under another name with --as",
         )
 
 
@@ -191,7 +198,8 @@ def require_session(store: Store, caller: Caller) -> None:
         raise RelayError(
             "session_required",
             f"this command needs an active session of {caller.name!r} (RELAY_SESSION)",
-            detail=None if store.active_session(caller.name) is not None
+            detail=None
+            if store.active_session(caller.name) is not None
             else _rejoin(store, caller),
         )
     require_live(store, caller)
@@ -204,8 +212,9 @@ def renew(store: Store, caller: Caller, now: int) -> None:
         store.touch_peer(caller.name, now)
 
 
-def end_session(store: Store, session: Row, state: str, event: str, *, actor: str,
-                at: int) -> list[str]:
+def end_session(
+    store: Store, session: Row, state: str, event: str, *, actor: str, at: int
+) -> list[str]:
     """End a session; its claimed, unfinished work becomes delivery_unknown. Returns the
     ids of that work."""
     moved = []
@@ -216,13 +225,25 @@ def end_session(store: Store, session: Row, state: str, event: str, *, actor: st
     return moved
 
 
-def join(store: Store, name: str, kind: str | None, lease_seconds: int, now: int,
-         agent_session_id: str | None = None) -> dict:
+def join(
+    store: Store,
+    name: str,
+    kind: str | None,
+    lease_seconds: int,
+    now: int,
+    agent_session_id: str | None = None,
+) -> dict:
     return join_session(store, name, kind, lease_seconds, now, agent_session_id)[0]
 
 
-def join_session(store: Store, name: str, kind: str | None, lease_seconds: int, now: int,
-                 agent_session_id: str | None = None) -> tuple[dict, list[str]]:
+def join_session(
+    store: Store,
+    name: str,
+    kind: str | None,
+    lease_seconds: int,
+    now: int,
+    agent_session_id: str | None = None,
+) -> tuple[dict, list[str]]:
     """Start a session of ``name``: (what `peers join` prints, the ids of the claimed,
     unfinished work of the session it superseded, which became delivery_unknown)."""
     peer = _known(store, name, kind, now)
@@ -236,12 +257,18 @@ def join_session(store: Store, name: str, kind: str | None, lease_seconds: int, 
     session_id = str(uuid.uuid4())
     store.insert_session(session_id, name, hash_token(token), now, lease_seconds, agent_session_id)
     store.touch_peer(name, now)
-    return session_object(name, kind or (peer["kind"] if peer else "other"), session_id,
-                          token, now + lease_seconds * 1000), moved
+    return session_object(
+        name,
+        kind or (peer["kind"] if peer else "other"),
+        session_id,
+        token,
+        now + lease_seconds * 1000,
+    ), moved
 
 
-def session_object(peer: str, kind: str, session_id: str, token: str,
-                   lease_expires_at: int) -> dict:
+def session_object(
+    peer: str, kind: str, session_id: str, token: str, lease_expires_at: int
+) -> dict:
     """The one public shape of a new session (design.md §3), what `peers join` prints: the
     only place its secret token is ever shown."""
     return {
@@ -285,8 +312,9 @@ def leave_session(store: Store, caller: Caller, now: int) -> tuple[dict, list[st
     """End my session: (the peer object, the ids of the claimed, unfinished work that
     became delivery_unknown by it)."""
     require_session(store, caller)
-    moved = end_session(store, caller.session, "left", "recipient_disconnected",
-                        actor=caller.name, at=now)
+    moved = end_session(
+        store, caller.session, "left", "recipient_disconnected", actor=caller.name, at=now
+    )
     store.touch_peer(caller.name, now)
     return peer_object(store, caller.name, now), moved
 

@@ -15,8 +15,15 @@ if TYPE_CHECKING:
     from relay_cli.store import Store
 
 STATES = (
-    "queued", "delivered", "acknowledged", "completed", "failed", "rejected", "expired",
-    "cancelled", "delivery_unknown",
+    "queued",
+    "delivered",
+    "acknowledged",
+    "completed",
+    "failed",
+    "rejected",
+    "expired",
+    "cancelled",
+    "delivery_unknown",
 )
 FINAL_STATES = frozenset(
     {"completed", "failed", "rejected", "expired", "cancelled", "delivery_unknown"}
@@ -46,17 +53,17 @@ MEANING = {
 # Where a request's reason changes what its state claims, the note under it says so.
 REASON_NOTES = {
     ("completed", "resolved_by_human"): "a person settled it as completed (relay saw no reply "
-                                        "from the recipient)",
+    "from the recipient)",
     ("queued", "redelivered"): "queued again after a claim lease lapsed before ack; the "
-                               "earlier claim may have started work",
+    "earlier claim may have started work",
     ("queued", "resolved_by_human"): "a person queued it again; an earlier claim may have "
-                                     "started work",
+    "started work",
 }
 
 # What to do about a state, where its meaning alone leaves a reader who acts on it in doubt.
 ADVICE = {
     "delivery_unknown": "ask the person; do not send it again on your own (`relay resolve` "
-                        "settles it)",
+    "settles it)",
 }
 SETTLE = "relay resolve ID --outcome completed|failed|requeue"  # a person, in their terminal
 
@@ -65,9 +72,9 @@ SETTLE = "relay resolve ID --outcome completed|failed|requeue"  # a person, in t
 # queue only, when an earlier claim had taken it (redelivered, or requeued by a person).
 AFTER_A_CLAIM = {
     "cancelled": "the sender withdrew it while it was queued again, but an earlier claim "
-                 "delivered it; that claim may have started work",
+    "delivered it; that claim may have started work",
     "expired": "nobody claimed it again before its TTL, but an earlier claim delivered it; "
-               "that claim may have started work",
+    "that claim may have started work",
 }
 
 
@@ -92,8 +99,7 @@ def note(state: str, reason: str | None = None, attempts: int = 0) -> str | None
 # says why, and who settles it).
 UNKNOWN_BECAUSE = {
     "claim_lease_expired": "the claim lease passed before the recipient acknowledged it",
-    "recipient_disconnected": "the claiming session's lease lapsed, or it left, before it "
-                              "finished",
+    "recipient_disconnected": "the claiming session's lease lapsed, or it left, before it finished",
     "peer_superseded": "the claiming session was replaced by a new join of the same name",
     "reply_deadline_elapsed": "no reply came within reply_within after the ack",
 }
@@ -115,36 +121,99 @@ TRANSITIONS: tuple[Transition, ...] = (
     Transition("delivered", "ack", "acknowledged", None, "ack by the claiming session"),
     Transition("delivered", "reply", "completed", None, "reply by the claiming session"),
     Transition("acknowledged", "reply", "completed", None, "reply by the claiming session"),
-    Transition("delivered", "fail", "failed", "failed_by_recipient",
-               "fail by the claiming session"),
-    Transition("acknowledged", "fail", "failed", "failed_by_recipient",
-               "fail by the claiming session"),
-    Transition("delivered", "reject", "rejected", "rejected_by_recipient",
-               "reject by the claiming session"),
-    Transition("acknowledged", "reject", "rejected", "rejected_by_recipient",
-               "reject by the claiming session"),
-    Transition("delivered", "claim_lease_lost", "delivery_unknown", "claim_lease_expired",
-               "claim lease passes, on_lost=unknown"),
-    Transition("delivered", "claim_lease_redeliver", "queued", "redelivered",
-               "claim lease passes, on_lost=redeliver, attempts left"),
-    Transition("delivered", "claim_lease_exhausted", "failed", "max_attempts_exceeded",
-               "claim lease passes, on_lost=redeliver, no attempts left"),
-    Transition("delivered", "recipient_disconnected", "delivery_unknown",
-               "recipient_disconnected", "the claiming session's lease lapses or it leaves"),
-    Transition("acknowledged", "recipient_disconnected", "delivery_unknown",
-               "recipient_disconnected", "the claiming session's lease lapses or it leaves"),
-    Transition("delivered", "peer_superseded", "delivery_unknown", "peer_superseded",
-               "the claiming session is superseded"),
-    Transition("acknowledged", "peer_superseded", "delivery_unknown", "peer_superseded",
-               "the claiming session is superseded"),
-    Transition("acknowledged", "reply_deadline_passed", "delivery_unknown",
-               "reply_deadline_elapsed", "reply_within passes"),
-    Transition("delivery_unknown", "resolve_completed", "completed", "resolved_by_human",
-               "resolve --outcome completed"),
-    Transition("delivery_unknown", "resolve_failed", "failed", "resolved_by_human",
-               "resolve --outcome failed"),
-    Transition("delivery_unknown", "resolve_requeue", "queued", "resolved_by_human",
-               "resolve --outcome requeue"),
+    Transition(
+        "delivered", "fail", "failed", "failed_by_recipient", "fail by the claiming session"
+    ),
+    Transition(
+        "acknowledged", "fail", "failed", "failed_by_recipient", "fail by the claiming session"
+    ),
+    Transition(
+        "delivered", "reject", "rejected", "rejected_by_recipient", "reject by the claiming session"
+    ),
+    Transition(
+        "acknowledged",
+        "reject",
+        "rejected",
+        "rejected_by_recipient",
+        "reject by the claiming session",
+    ),
+    Transition(
+        "delivered",
+        "claim_lease_lost",
+        "delivery_unknown",
+        "claim_lease_expired",
+        "claim lease passes, on_lost=unknown",
+    ),
+    Transition(
+        "delivered",
+        "claim_lease_redeliver",
+        "queued",
+        "redelivered",
+        "claim lease passes, on_lost=redeliver, attempts left",
+    ),
+    Transition(
+        "delivered",
+        "claim_lease_exhausted",
+        "failed",
+        "max_attempts_exceeded",
+        "claim lease passes, on_lost=redeliver, no attempts left",
+    ),
+    Transition(
+        "delivered",
+        "recipient_disconnected",
+        "delivery_unknown",
+        "recipient_disconnected",
+        "the claiming session's lease lapses or it leaves",
+    ),
+    Transition(
+        "acknowledged",
+        "recipient_disconnected",
+        "delivery_unknown",
+        "recipient_disconnected",
+        "the claiming session's lease lapses or it leaves",
+    ),
+    Transition(
+        "delivered",
+        "peer_superseded",
+        "delivery_unknown",
+        "peer_superseded",
+        "the claiming session is superseded",
+    ),
+    Transition(
+        "acknowledged",
+        "peer_superseded",
+        "delivery_unknown",
+        "peer_superseded",
+        "the claiming session is superseded",
+    ),
+    Transition(
+        "acknowledged",
+        "reply_deadline_passed",
+        "delivery_unknown",
+        "reply_deadline_elapsed",
+        "reply_within passes",
+    ),
+    Transition(
+        "delivery_unknown",
+        "resolve_completed",
+        "completed",
+        "resolved_by_human",
+        "resolve --outcome completed",
+    ),
+    Transition(
+        "delivery_unknown",
+        "resolve_failed",
+        "failed",
+        "resolved_by_human",
+        "resolve --outcome failed",
+    ),
+    Transition(
+        "delivery_unknown",
+        "resolve_requeue",
+        "queued",
+        "resolved_by_human",
+        "resolve --outcome requeue",
+    ),
 )
 
 _BY_KEY = {(t.from_state, t.event): t for t in TRANSITIONS}
@@ -170,13 +239,24 @@ def allowed(from_state: str | None, event: str) -> bool:
 def unknown_detail(row) -> str:
     """Why this delivery_unknown request is one, and who settles it."""
     why = UNKNOWN_BECAUSE.get(row["reason"], row["reason"] or "unknown reason")
-    return (f"{row['id']} became delivery_unknown ({row['reason']}: {why}), so "
-            f"{MEANING['delivery_unknown'][0]}; a person settles it in their own terminal: "
-            f"`{SETTLE.replace('ID', row['id'])}`")
+    return (
+        f"{row['id']} became delivery_unknown ({row['reason']}: {why}), so "
+        f"{MEANING['delivery_unknown'][0]}; a person settles it in their own terminal: "
+        f"`{SETTLE.replace('ID', row['id'])}`"
+    )
 
 
-def apply(store: Store, row, event: str, *, actor: str, at: int, detail=None, fields=None,
-          set_detail: bool = False) -> dict:
+def apply(
+    store: Store,
+    row,
+    event: str,
+    *,
+    actor: str,
+    at: int,
+    detail=None,
+    fields=None,
+    set_detail: bool = False,
+) -> dict:
     """Move one request by ``event`` (consulting ``TRANSITIONS``) and log the event.
 
     Must run inside a write transaction. Raises ``state_conflict`` when the table does not

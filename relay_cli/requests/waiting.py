@@ -29,7 +29,8 @@ class LeaseKeeper:
         self.polling_until = polling_until  # monotonic end of a claim --wait, for `wakeup`
         self.interval = (
             peers.renew_interval_s(caller.session["lease_seconds"])
-            if caller.session is not None else None
+            if caller.session is not None
+            else None
         )
         self.next_at = 0.0
 
@@ -42,8 +43,9 @@ class LeaseKeeper:
             return
         self.next_at = time.monotonic() + self.interval
         with unit(self.store) as now:
-            status = peers.session_status(self.store,
-                                          self.store.get_session(self.caller.session["id"]))
+            status = peers.session_status(
+                self.store, self.store.get_session(self.caller.session["id"])
+            )
             if status != "active":
                 self.caller.status = status  # renewal stops
                 return
@@ -72,8 +74,9 @@ def wait_exit_code(state: str) -> ExitStatus | None:
     return None
 
 
-def wait(store: Store, name: str | None, token: str | None, ref: str, timeout_s: int,
-         on_block=None) -> tuple[int, dict]:
+def wait(
+    store: Store, name: str | None, token: str | None, ref: str, timeout_s: int, on_block=None
+) -> tuple[int, dict]:
     """`relay wait`: block until the request that ``ref`` names (a full id or a prefix,
     resolved once) is final. Returns (exit status, the request object as it is then): 0
     completed; 10 failed, rejected, expired or cancelled; 11 delivery_unknown; 75 still
@@ -97,8 +100,13 @@ def wait(store: Store, name: str | None, token: str | None, ref: str, timeout_s:
         state[:] = [row["state"]]
         return row if row["state"] in FINAL_STATES else None
 
-    poll(store, check, timeout_s, on_tick=keeper.tick if keeper else None,
-         on_block=(lambda: on_block(request_id, state[0])) if on_block else None)
+    poll(
+        store,
+        check,
+        timeout_s,
+        on_tick=keeper.tick if keeper else None,
+        on_block=(lambda: on_block(request_id, state[0])) if on_block else None,
+    )
     with unit(store, write=False):
         row = lifecycle.get(store, request_id)
         obj = lifecycle.request_object(row, reply=True)
@@ -106,8 +114,15 @@ def wait(store: Store, name: str | None, token: str | None, ref: str, timeout_s:
     return (ExitStatus.NOT_YET if code is None else code), obj
 
 
-def claim_waiting(store: Store, caller: Caller, lease_s: int, ref: str | None,
-                  wait_s: int, on_block=None, again: bool = False) -> dict:
+def claim_waiting(
+    store: Store,
+    caller: Caller,
+    lease_s: int,
+    ref: str | None,
+    wait_s: int,
+    on_block=None,
+    again: bool = False,
+) -> dict:
     """`claim [--id ID] [--wait D]`: take the oldest queued request (or the one ``ref``
     names, resolved once), waiting up to ``wait_s`` for one; ``nothing_to_claim`` when
     none came. ``on_block(id or None)`` is called once if nothing could be taken at once
@@ -119,8 +134,9 @@ def claim_waiting(store: Store, caller: Caller, lease_s: int, ref: str | None,
 
     def attempt():
         with unit(store) as now:
-            return lifecycle.claim(store, now, peers.reload(store, caller), lease_s,
-                                   request_id, again)
+            return lifecycle.claim(
+                store, now, peers.reload(store, caller), lease_s, request_id, again
+            )
 
     result = attempt()
     if result is None and wait_s > 0:
@@ -133,9 +149,12 @@ def claim_waiting(store: Store, caller: Caller, lease_s: int, ref: str | None,
         finally:
             keeper.stop()
     if result is None and again:
-        raise RelayError("nothing_to_claim", f"this session of {caller.name!r} holds no "
-                         "request it claimed and has not acked: an earlier claim took "
-                         "nothing (run relay claim to take one)")
+        raise RelayError(
+            "nothing_to_claim",
+            f"this session of {caller.name!r} holds no "
+            "request it claimed and has not acked: an earlier claim took "
+            "nothing (run relay claim to take one)",
+        )
     if result is None:
         raise RelayError("nothing_to_claim", f"no queued request for {caller.name!r}")
     return result

@@ -50,14 +50,16 @@ def database_file(home: str | Path | None = None, url: str | None = None) -> Pat
         raise RelayError(
             "usage_error",
             f"relay uses the PostgreSQL database {redact(url)}, not a relay.db file; read it "
-            "with psql or another PostgreSQL client (relay export works on both)")
+            "with psql or another PostgreSQL client (relay export works on both)",
+        )
     directory = resolve_home(home)
     check_home(directory)
     return Path(os.path.abspath(directory / DB_NAME))
 
 
-def open_store(home: str | Path | None = None, url: str | None = None,
-               clock: Clock | None = None) -> Store:
+def open_store(
+    home: str | Path | None = None, url: str | None = None, clock: Clock | None = None
+) -> Store:
     """The store of a call: PostgreSQL when it was given a database URL (design.md §13),
     else relay.db in the state directory (created and migrated when needed). The store
     carries the call's ``clock`` (default: this machine's, with $RELAY_TIME_OFFSET), read
@@ -72,8 +74,9 @@ def open_store(home: str | Path | None = None, url: str | None = None,
     return SQLiteStore(open_db(path), path, clock)
 
 
-def open_store_readonly(home: str | Path | None = None, url: str | None = None,
-                        clock: Clock | None = None) -> Store | None:
+def open_store_readonly(
+    home: str | Path | None = None, url: str | None = None, clock: Clock | None = None
+) -> Store | None:
     """For `doctor`: opens without creating or migrating anything; None when absent."""
     path = resolve_home(home)
     url = database_url(url)

@@ -91,18 +91,29 @@ class SQLiteStore(SQLStore):
                 errors.setdefault(check, e)
             return None
 
-        tables = read("schema", lambda: db.all(
-            "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"))
-        integrity = read("quick_check", lambda: tuple(
-            r[0] for r in db.all("PRAGMA quick_check")))
+        tables = read(
+            "schema",
+            lambda: db.all("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"),
+        )
+        integrity = read("quick_check", lambda: tuple(r[0] for r in db.all("PRAGMA quick_check")))
         journal = read("journal_mode", self._journal_mode)
-        synchronous = None if journal is None else read(
-            "journal_mode", lambda: db.scalar("PRAGMA synchronous"))
+        synchronous = (
+            None
+            if journal is None
+            else read("journal_mode", lambda: db.scalar("PRAGMA synchronous"))
+        )
         return Health(
-            backend=self.backend, where=str(db.path), schema_version=version,
-            has_tables=bool(tables), integrity=integrity, journal_mode=journal,
-            synchronous=synchronous, file_bytes=self._file_bytes(),
-            rows_by_table=read("tables", self._table_counts), errors=errors)
+            backend=self.backend,
+            where=str(db.path),
+            schema_version=version,
+            has_tables=bool(tables),
+            integrity=integrity,
+            journal_mode=journal,
+            synchronous=synchronous,
+            file_bytes=self._file_bytes(),
+            rows_by_table=read("tables", self._table_counts),
+            errors=errors,
+        )
 
     def _journal_mode(self) -> str:
         """The database's journal mode as stored in the file."""

@@ -28,11 +28,16 @@ BATCH = 1000
 
 def _tables(src) -> list[str]:
     """The source's tables, each after the tables its foreign keys point to."""
-    names = [r[0] for r in src.all(
-        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
-        "ORDER BY name")]
-    deps = {n: {r["table"] for r in src.all(f"PRAGMA foreign_key_list('{n}')")} - {n}
-            for n in names}
+    names = [
+        r[0]
+        for r in src.all(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
+            "ORDER BY name"
+        )
+    ]
+    deps = {
+        n: {r["table"] for r in src.all(f"PRAGMA foreign_key_list('{n}')")} - {n} for n in names
+    }
     ordered: list[str] = []
     while len(ordered) < len(names):
         ready = [n for n in names if n not in ordered and deps[n] <= set(ordered)]
@@ -44,9 +49,12 @@ def _tables(src) -> list[str]:
 
 def _columns(dst, table: str) -> dict[str, bool]:
     """The target table's columns: name -> whether a value can be written to it."""
-    rows = dst.all("SELECT column_name, is_generated FROM information_schema.columns "
-                   "WHERE table_schema = current_schema() AND table_name = ? "
-                   "ORDER BY ordinal_position", (table,))
+    rows = dst.all(
+        "SELECT column_name, is_generated FROM information_schema.columns "
+        "WHERE table_schema = current_schema() AND table_name = ? "
+        "ORDER BY ordinal_position",
+        (table,),
+    )
     return {r[0]: r[1] != "ALWAYS" for r in rows}
 
 
@@ -60,8 +68,11 @@ def copy(home: Path, url: str) -> dict:
     {"from", "to", "schema_version", "copied": {table: rows}}."""
     db_path = home / "relay.db"
     if not db_path.exists():
-        raise RelayError("usage_error", f"there is no relay.db in {home} to copy "
-                         "(--home or RELAY_HOME names the state directory)")
+        raise RelayError(
+            "usage_error",
+            f"there is no relay.db in {home} to copy "
+            "(--home or RELAY_HOME names the state directory)",
+        )
     scratch = None
     try:
         src, scratch = _open_source(home)
@@ -89,9 +100,15 @@ def _open_source(home: Path):
     src = open_existing_readonly(home)
     try:
         version = src.scalar("PRAGMA user_version")
-        check_version(version, "relay.db", lambda: None if not src.scalar(
-            "SELECT count(*) FROM sqlite_master") else
-            f"{home / 'relay.db'} is a SQLite database, but not relay's")
+        check_version(
+            version,
+            "relay.db",
+            lambda: (
+                None
+                if not src.scalar("SELECT count(*) FROM sqlite_master")
+                else f"{home / 'relay.db'} is a SQLite database, but not relay's"
+            ),
+        )
     except sqlite3.Error as e:
         src.close()
         raise relay_error_from_sqlite(e) from e
@@ -157,7 +174,7 @@ def _copy(src, dst, db_path: Path) -> dict:
                 raise RelayError("internal_error", f"the target has no table {table!r}")
             cols = [r[1] for r in src.all(f"PRAGMA table_info('{table}')") if target.get(r[1])]
             with_rowid = target.get("rowid", False) and "rowid" not in cols
-            select = ", ".join(['rowid'] * with_rowid + [f'"{c}"' for c in cols])
+            select = ", ".join(["rowid"] * with_rowid + [f'"{c}"' for c in cols])
             names = ["rowid"] * with_rowid + cols
             n = 0
             cur = src.execute(f'SELECT {select} FROM "{table}" ORDER BY rowid')
@@ -173,5 +190,4 @@ def _copy(src, dst, db_path: Path) -> dict:
             got = dst.scalar(f'SELECT count(*) FROM "{table}"')
             if got != n:
                 raise RelayError("internal_error", f"{table}: copied {n} rows, found {got}")
-    return {"from": str(db_path), "to": dst.shown, "schema_version": pg.LATEST,
-            "copied": copied}
+    return {"from": str(db_path), "to": dst.shown, "schema_version": pg.LATEST, "copied": copied}

@@ -25,10 +25,23 @@ _CORRUPT = ("SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_FORMAT", "SQLITE_SCHEMA")
 # the transaction) back, so nothing was half-written. SQLITE_CONSTRAINT here is a write
 # the database itself refused: a trigger or CHECK someone added to relay.db (relay's own
 # writes are checked before they are made).
-_STORAGE = ("SQLITE_FULL", "SQLITE_IOERR", "SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM",
-            "SQLITE_CONSTRAINT", "SQLITE_ABORT", "SQLITE_INTERRUPT", "SQLITE_TOOBIG",
-            "SQLITE_NOMEM", "SQLITE_NOLFS", "SQLITE_PROTOCOL", "SQLITE_AUTH", "SQLITE_RANGE",
-            "SQLITE_MISMATCH")
+_STORAGE = (
+    "SQLITE_FULL",
+    "SQLITE_IOERR",
+    "SQLITE_READONLY",
+    "SQLITE_CANTOPEN",
+    "SQLITE_PERM",
+    "SQLITE_CONSTRAINT",
+    "SQLITE_ABORT",
+    "SQLITE_INTERRUPT",
+    "SQLITE_TOOBIG",
+    "SQLITE_NOMEM",
+    "SQLITE_NOLFS",
+    "SQLITE_PROTOCOL",
+    "SQLITE_AUTH",
+    "SQLITE_RANGE",
+    "SQLITE_MISMATCH",
+)
 # relay's own statements are fixed SQL: a plain SQL error means the tables are not the
 # ones this schema version has (someone changed them), except the few that are bugs.
 _SCHEMA_MISMATCH = ("no such table", "no such column", "no such index", "has no column")
@@ -43,15 +56,22 @@ def relay_error_from_sqlite(e: sqlite3.Error) -> RelayError:
     low = msg.lower()
     if name.startswith(_BUSY) or (not name and "locked" in low):
         return RelayError("busy", f"the database is locked by another process ({msg})")
-    if (name.startswith(_CORRUPT) or "malformed" in low or "not a database" in low
-            or (name in ("SQLITE_ERROR", "") and any(s in low for s in _SCHEMA_MISMATCH))):
+    if (
+        name.startswith(_CORRUPT)
+        or "malformed" in low
+        or "not a database" in low
+        or (name in ("SQLITE_ERROR", "") and any(s in low for s in _SCHEMA_MISMATCH))
+    ):
         return RelayError("database_corrupt", f"relay.db is not a readable relay database ({msg})")
     if name.startswith("SQLITE_CONSTRAINT") or isinstance(e, sqlite3.IntegrityError):
-        return RelayError("storage_error", f"the database refused the write and rolled it "
-                          f"back ({msg}); nothing was changed")
-    if name.startswith(_STORAGE) or (not name and any(
-        s in low for s in ("disk", "readonly", "read-only", "unable to open", "i/o")
-    )):
+        return RelayError(
+            "storage_error",
+            f"the database refused the write and rolled it back ({msg}); nothing was changed",
+        )
+    if name.startswith(_STORAGE) or (
+        not name
+        and any(s in low for s in ("disk", "readonly", "read-only", "unable to open", "i/o"))
+    ):
         return RelayError("storage_error", f"the database could not be written ({msg})")
     return RelayError("internal_error", f"unexpected SQLite error: {msg}")
 
@@ -94,9 +114,11 @@ class Connection:
             raise RuntimeError("nested transaction")
         if write and self.read_only:
             raise RelayError(
-                "storage_error", f"the state directory {self.path.parent} is read-only: relay "
+                "storage_error",
+                f"the state directory {self.path.parent} is read-only: relay "
                 "can read it, but this needs a write (a change, or a time-based transition "
-                "that is due and must be applied before anything is shown)")
+                "that is due and must be applied before anything is shown)",
+            )
         try:
             self.conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
         except sqlite3.Error as e:
@@ -181,8 +203,10 @@ def _open_read_only(path: Path) -> Connection:
         check_version(version, DB_NAME, lambda: _not_relays(db.conn, path))
         if version < LATEST:
             raise RelayError(
-                "storage_error", f"relay.db has schema version {version} and must be migrated "
-                f"to {LATEST}, but the state directory {path.parent} is read-only")
+                "storage_error",
+                f"relay.db has schema version {version} and must be migrated "
+                f"to {LATEST}, but the state directory {path.parent} is read-only",
+            )
     except sqlite3.Error as e:
         db.close()
         raise relay_error_from_sqlite(e) from e
@@ -200,7 +224,9 @@ def _open_uri(path: Path, flags: str) -> Connection:
     # would then open, or even create, another file read-write).
     try:
         conn = sqlite3.connect(
-            f"file:{quote(str(path))}?{flags}", uri=True, timeout=BUSY_TIMEOUT_S,
+            f"file:{quote(str(path))}?{flags}",
+            uri=True,
+            timeout=BUSY_TIMEOUT_S,
             isolation_level=None,
         )
     except sqlite3.Error as e:

@@ -31,13 +31,19 @@ def resolve_home(home: str | os.PathLike | None = None) -> Path:
         try:
             path = Path.cwd() / path
         except OSError as e:
-            raise RelayError("usage_error", f"the state directory {str(path)!r} is relative, "
-                             f"and the working directory is gone ({e.strerror})") from e
+            raise RelayError(
+                "usage_error",
+                f"the state directory {str(path)!r} is relative, "
+                f"and the working directory is gone ({e.strerror})",
+            ) from e
     try:
         str(path).encode("utf-8")
     except UnicodeEncodeError:
-        raise RelayError("unsafe_state_dir", f"the state directory {str(path)!r} is not a "
-                         "UTF-8 path; relay's database cannot be opened there") from None
+        raise RelayError(
+            "unsafe_state_dir",
+            f"the state directory {str(path)!r} is not a "
+            "UTF-8 path; relay's database cannot be opened there",
+        ) from None
     return path
 
 
@@ -71,10 +77,15 @@ class PathReport:
         return self.mode is not None and bool(self.mode & 0o077)
 
 
-_FILE_TYPES = ((stat.S_ISREG, "regular file"), (stat.S_ISDIR, "directory"),
-               (stat.S_ISLNK, "symbolic link"), (stat.S_ISFIFO, "FIFO"),
-               (stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device"),
-               (stat.S_ISSOCK, "socket"))
+_FILE_TYPES = (
+    (stat.S_ISREG, "regular file"),
+    (stat.S_ISDIR, "directory"),
+    (stat.S_ISLNK, "symbolic link"),
+    (stat.S_ISFIFO, "FIFO"),
+    (stat.S_ISCHR, "character device"),
+    (stat.S_ISBLK, "block device"),
+    (stat.S_ISSOCK, "socket"),
+)
 
 
 def inspect_path(path: Path) -> PathReport:
@@ -105,8 +116,10 @@ def unsafe_reasons(home: Path) -> list[str]:
     reasons = []
     d = inspect_path(home)
     if d.error:
-        return [f"{home} cannot be read ({d.error}): it belongs to another user, or lies "
-                "inside a directory of another user"]
+        return [
+            f"{home} cannot be read ({d.error}): it belongs to another user, or lies "
+            "inside a directory of another user"
+        ]
     if d.exists:
         if d.is_symlink:
             reasons.append(f"{home} is a symbolic link")
@@ -120,8 +133,9 @@ def unsafe_reasons(home: Path) -> list[str]:
         return reasons
     db = inspect_path(home / DB_NAME)
     if db.error:
-        reasons.append(f"{db.path} cannot be read ({db.error}): the directory belongs to "
-                       "another user")
+        reasons.append(
+            f"{db.path} cannot be read ({db.error}): the directory belongs to another user"
+        )
     elif db.exists:
         if db.is_symlink:
             reasons.append(f"{db.path} is a symbolic link")
@@ -194,8 +208,10 @@ def _refuse_foreign_parent(home: Path) -> None:
                 return
             parent = parent.parent
         except OSError as e:
-            raise RelayError("unsafe_state_dir", f"cannot create the state directory {home}: "
-                             f"{parent} cannot be read ({e.strerror})") from e
+            raise RelayError(
+                "unsafe_state_dir",
+                f"cannot create the state directory {home}: {parent} cannot be read ({e.strerror})",
+            ) from e
     if st.st_uid == os.geteuid():
         return
     if stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISVTX and st.st_mode & 0o002:
@@ -204,4 +220,5 @@ def _refuse_foreign_parent(home: Path) -> None:
         "unsafe_state_dir",
         f"refusing to create the state directory {home}: {parent} belongs to uid "
         f"{st.st_uid}, not to you (uid {os.geteuid()}); with sudo, keep relay's own "
-        "HOME (sudo -H) or pass --home")
+        "HOME (sudo -H) or pass --home",
+    )

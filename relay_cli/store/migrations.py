@@ -336,7 +336,8 @@ def check_version(version: int, where: str, foreign: Callable[[], str | None]) -
     if version > LATEST:
         raise RelayError(
             "schema_too_new",
-            f"{where} has schema version {version}; this relay understands up to {LATEST}")
+            f"{where} has schema version {version}; this relay understands up to {LATEST}",
+        )
     if version == 0:
         why = foreign()
         if why:

@@ -62,25 +62,56 @@ RELAY_TABLES = tuple(TABLES)
 BEGIN_WRITE = f"BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock({WRITE_LOCK}); "
 BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; "
 
-_UNAVAILABLE = {"08000", "08001", "08003", "08004", "08006", "08P01", "57P01", "57P02",
-                "57P03", "53300"}
+_UNAVAILABLE = {
+    "08000",
+    "08001",
+    "08003",
+    "08004",
+    "08006",
+    "08P01",
+    "57P01",
+    "57P02",
+    "57P03",
+    "53300",
+}
 _BUSY = {"40001", "40P01", "55P03", "57014", "55006"}
 _RETRY = {"40001", "40P01"}
 # undefined table, column, index, function: relay's schema was changed by hand
 _SCHEMA_MISMATCH = {"42P01", "42703", "42704", "42883"}
 # Connection failures carry no SQLSTATE: these words in libpq's message mean the server
 # was reached and refused us (a setting to fix), not that it could not be reached.
-_REFUSED_WORDS = ("authentication failed", "no password supplied", "password", "pg_hba.conf",
-                  "does not exist", "permission denied", "certificate", "ssl was required",
-                  "sslmode", "invalid", "not supported", "unsupported", "role ")
+_REFUSED_WORDS = (
+    "authentication failed",
+    "no password supplied",
+    "password",
+    "pg_hba.conf",
+    "does not exist",
+    "permission denied",
+    "certificate",
+    "ssl was required",
+    "sslmode",
+    "invalid",
+    "not supported",
+    "unsupported",
+    "role ",
+)
 
 # What libpq says when the connection itself broke (psycopg2 gives these no SQLSTATE,
 # and sometimes raises plain DatabaseError): the server is gone, not relay's bug.
-_BROKEN_WORDS = ("server closed the connection", "terminating connection",
-                 "connection already closed", "no connection to the server",
-                 "could not receive data", "could not send data", "connection has been closed",
-                 "lost synchronization", "eof detected", "connection timed out",
-                 "connection reset", "broken pipe")
+_BROKEN_WORDS = (
+    "server closed the connection",
+    "terminating connection",
+    "connection already closed",
+    "no connection to the server",
+    "could not receive data",
+    "could not send data",
+    "connection has been closed",
+    "lost synchronization",
+    "eof detected",
+    "connection timed out",
+    "connection reset",
+    "broken pipe",
+)
 
 _driver_mod = None
 _connect_deadline = 0.0
@@ -147,8 +178,9 @@ def _row_class(description) -> type:
     names = tuple(d[0] for d in description)
     cls = _row_classes.get(names)
     if cls is None:
-        cls = _row_classes[names] = type("Row", (Row,), {
-            "__slots__": (), "_index": {n: i for i, n in enumerate(names)}})
+        cls = _row_classes[names] = type(
+            "Row", (Row,), {"__slots__": (), "_index": {n: i for i, n in enumerate(names)}}
+        )
     return cls
 
 
@@ -185,12 +217,20 @@ def driver():
             del sys.modules["ssl"]
     ext = psycopg2.extensions
     # BYTEA as bytes (like SQLite's BLOB), not memoryview; sum() of integers as int.
-    ext.register_type(ext.new_type(
-        psycopg2.BINARY.values, "RELAY_BYTES",
-        lambda v, cur: None if v is None else bytes(psycopg2.BINARY(v, cur))))
-    ext.register_type(ext.new_type(
-        (1700,), "RELAY_NUMERIC",
-        lambda v, cur: None if v is None else (int(v) if v.lstrip("-").isdigit() else float(v))))
+    ext.register_type(
+        ext.new_type(
+            psycopg2.BINARY.values,
+            "RELAY_BYTES",
+            lambda v, cur: None if v is None else bytes(psycopg2.BINARY(v, cur)),
+        )
+    )
+    ext.register_type(
+        ext.new_type(
+            (1700,),
+            "RELAY_NUMERIC",
+            lambda v, cur: None if v is None else (int(v) if v.lstrip("-").isdigit() else float(v)),
+        )
+    )
     ext.set_wait_callback(_wait)
 
     class RelayConnection(ext.connection):
@@ -270,33 +310,44 @@ def relay_error(e: Exception, url: str | None) -> RelayError:
         return RelayError("busy", f"the database stayed locked by another relay process ({text})")
     if pgcode in _UNAVAILABLE or pgcode.startswith("08"):
         return _unavailable(text)
-    if pgcode.startswith("28") or pgcode in ("42501", "3D000", "25006") \
-            or pgcode.startswith(("53", "58")):
+    if (
+        pgcode.startswith("28")
+        or pgcode in ("42501", "3D000", "25006")
+        or pgcode.startswith(("53", "58"))
+    ):
         return RelayError("storage_error", f"the PostgreSQL server refused: {text}")
     if pgcode.startswith(("23", "P0")):
         # a constraint or a trigger that is not relay's (relay's own conflicts are
         # answered by ON CONFLICT): the transaction was rolled back
-        return RelayError("storage_error", f"the database refused the write and rolled it "
-                          f"back ({text}); nothing was changed")
+        return RelayError(
+            "storage_error",
+            f"the database refused the write and rolled it back ({text}); nothing was changed",
+        )
     if pgcode in _SCHEMA_MISMATCH:
-        return RelayError("database_corrupt", f"the PostgreSQL database is not a readable "
-                          f"relay database ({text})")
+        return RelayError(
+            "database_corrupt", f"the PostgreSQL database is not a readable relay database ({text})"
+        )
     low = text.lower()
     if not pgcode and any(w in low for w in _BROKEN_WORDS):
         return _unavailable(text)
-    if not pgcode and drv is not None and isinstance(e, (drv.OperationalError,
-                                                         drv.InterfaceError)):
-        if any(w in low for w in _REFUSED_WORDS) and "connection refused" not in low \
-                and "no such file" not in low:
+    if not pgcode and drv is not None and isinstance(e, (drv.OperationalError, drv.InterfaceError)):
+        if (
+            any(w in low for w in _REFUSED_WORDS)
+            and "connection refused" not in low
+            and "no such file" not in low
+        ):
             return RelayError("storage_error", f"the PostgreSQL server refused: {text}")
         return _unavailable(text)
     return RelayError("internal_error", f"unexpected PostgreSQL error: {text}")
 
 
 def _unavailable(text: str) -> RelayError:
-    return RelayError("database_unavailable",
-                      f"the PostgreSQL server could not be reached ({text})",
-                      detail="nothing was changed", retry_after=RETRY_AFTER_S)
+    return RelayError(
+        "database_unavailable",
+        f"the PostgreSQL server could not be reached ({text})",
+        detail="nothing was changed",
+        retry_after=RETRY_AFTER_S,
+    )
 
 
 def _stalled(seconds: float = DEADLINE_S) -> RelayError:
@@ -313,9 +364,10 @@ def outcome_unknown(e: RelayError) -> RelayError:
         f"the connection to the PostgreSQL server broke after COMMIT was sent, so relay "
         f"cannot know whether the change was made: the outcome is unknown ({why})",
         detail="the outcome is unknown; a retry with the same id or key is answered from "
-               "what is stored, so it does not make the change twice; without an id or key, "
-               "look (relay list, relay ledger show) before you retry",
-        retry_after=RETRY_AFTER_S)
+        "what is stored, so it does not make the change twice; without an id or key, "
+        "look (relay list, relay ledger show) before you retry",
+        retry_after=RETRY_AFTER_S,
+    )
     err.outcome_unknown = True
     return err
 
@@ -336,8 +388,9 @@ class PgConnection:
         try:
             params = drv.extensions.parse_dsn(url)
         except drv.Error as e:
-            raise RelayError("usage_error", "the database URL cannot be parsed: "
-                             + scrub(str(e).strip(), url)) from e
+            raise RelayError(
+                "usage_error", "the database URL cannot be parsed: " + scrub(str(e).strip(), url)
+            ) from e
         self.params = params
         params = dict(params)
         timeout = params.get("connect_timeout") or os.environ.get("PGCONNECT_TIMEOUT")
@@ -347,10 +400,11 @@ class PgConnection:
             timeout = CONNECT_TIMEOUT_S
         params["connect_timeout"] = str(max(timeout, 2))
         opts = params.get("options") or os.environ.get("PGOPTIONS") or ""
-        params["options"] = (opts + f" -c lock_timeout={LOCK_TIMEOUT_MS}"
-                             f" -c statement_timeout={STATEMENT_TIMEOUT_MS}"
-                             f" -c idle_in_transaction_session_timeout={IDLE_TX_TIMEOUT_MS}"
-                             ).strip()
+        params["options"] = (
+            opts + f" -c lock_timeout={LOCK_TIMEOUT_MS}"
+            f" -c statement_timeout={STATEMENT_TIMEOUT_MS}"
+            f" -c idle_in_transaction_session_timeout={IDLE_TX_TIMEOUT_MS}"
+        ).strip()
         params.setdefault("application_name", "relay")
         # A server that vanishes from the network is noticed within seconds, not at TCP's
         # retransmission limit (libpq ignores these for unix sockets).
@@ -380,11 +434,11 @@ class PgConnection:
         global _connect_deadline
         _connect_deadline = time.monotonic() + int(self._connect_params["connect_timeout"])
         try:
-            conn = _driver_mod.connect(**self._connect_params,
-                                       connection_factory=_Connection)
+            conn = _driver_mod.connect(**self._connect_params, connection_factory=_Connection)
         except _Stalled:
-            raise _unavailable(f"no connection within {self._connect_params['connect_timeout']}"
-                               " s") from None
+            raise _unavailable(
+                f"no connection within {self._connect_params['connect_timeout']} s"
+            ) from None
         except _driver_mod.Error as e:
             raise relay_error(e, self.url) from None
         conn.autocommit = True
@@ -525,8 +579,14 @@ class PgConnection:
         names = ", ".join(f'"{c}"' for c in columns)
         try:
             cur = self.conn.cursor()
-            sql = cur.mogrify(f'INSERT INTO "{table}" ({names}) VALUES ' + ", ".join(
-                ["%s"] * len(rows)), [_params(r) for r in rows]) if rows else None
+            sql = (
+                cur.mogrify(
+                    f'INSERT INTO "{table}" ({names}) VALUES ' + ", ".join(["%s"] * len(rows)),
+                    [_params(r) for r in rows],
+                )
+                if rows
+                else None
+            )
             if sql:
                 self._run(cur, sql, None, LONG_DEADLINE_S)
         except _driver_mod.Error as e:
@@ -536,11 +596,15 @@ class PgConnection:
     def reset_sequences(self, table: str) -> None:
         """Let the table's serial columns continue after the rows written explicitly."""
         for (col,) in self.all(
-                "SELECT column_name FROM information_schema.columns WHERE table_schema = "
-                "current_schema() AND table_name = ? AND column_default LIKE 'nextval(%'",
-                (table,)):
-            self.execute(f"SELECT setval(pg_get_serial_sequence(?, ?), "
-                         f'coalesce(max("{col}"), 0) + 1, false) FROM "{table}"', (table, col))
+            "SELECT column_name FROM information_schema.columns WHERE table_schema = "
+            "current_schema() AND table_name = ? AND column_default LIKE 'nextval(%'",
+            (table,),
+        ):
+            self.execute(
+                f"SELECT setval(pg_get_serial_sequence(?, ?), "
+                f'coalesce(max("{col}"), 0) + 1, false) FROM "{table}"',
+                (table, col),
+            )
 
     def one(self, sql: str, params=()):
         return self.execute(sql, params).fetchone()
@@ -585,8 +649,9 @@ class PgConnection:
             raise
         try:
             if self._pending is None:  # a statement ran, so the transaction is open
-                self._raw(self._take_later()
-                          + (f"NOTIFY {CHANNEL}; COMMIT" if self._dirty else "COMMIT"))
+                self._raw(
+                    self._take_later() + (f"NOTIFY {CHANNEL}; COMMIT" if self._dirty else "COMMIT")
+                )
         except RelayError as e:
             self._rollback()
             if e.code == "database_unavailable":  # COMMIT was sent: it may have landed
@@ -676,16 +741,19 @@ def connect(url: str, migrate: bool = True) -> PgConnection:
         t0 = time.time()
         cur = db.conn.cursor()
         try:
-            db._run(cur, f"SELECT extract(epoch FROM clock_timestamp()) * 1000, "
-                    f"(SELECT version FROM {SCHEMA_TABLE})", None)
+            db._run(
+                cur,
+                f"SELECT extract(epoch FROM clock_timestamp()) * 1000, "
+                f"(SELECT version FROM {SCHEMA_TABLE})",
+                None,
+            )
             server_ms, version = cur.fetchone()
         except _driver_mod.Error as e:
             if getattr(e, "pgcode", None) != "42P01":  # no relay_schema table yet
                 raise db.error(e) from None
             version = None
             t0 = time.time()
-            server_ms = db._raw("SELECT extract(epoch FROM clock_timestamp()) * 1000") \
-                .fetchone()[0]
+            server_ms = db._raw("SELECT extract(epoch FROM clock_timestamp()) * 1000").fetchone()[0]
         db._set_clock(float(server_ms), t0, time.time())
         version = version or 0
         if migrate:  # (doctor reports it instead)
@@ -712,16 +780,26 @@ def schema_version(db: PgConnection) -> int | None:
 
 def table_names(db: PgConnection) -> list[str]:
     """relay's tables in this database (every table of its schema but SCHEMA_TABLE)."""
-    return [r[0] for r in db.all(
-        "SELECT table_name FROM information_schema.tables WHERE table_schema = "
-        "current_schema() AND table_type = 'BASE TABLE' AND table_name <> ? "
-        "ORDER BY table_name", (SCHEMA_TABLE,))]
+    return [
+        r[0]
+        for r in db.all(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = "
+            "current_schema() AND table_type = 'BASE TABLE' AND table_name <> ? "
+            "ORDER BY table_name",
+            (SCHEMA_TABLE,),
+        )
+    ]
 
 
 def foreign_tables(db: PgConnection) -> list[str]:
-    return [r[0] for r in db.all(
-        "SELECT table_name FROM information_schema.tables WHERE table_schema = "
-        "current_schema() AND table_name = ANY(?) ORDER BY table_name", (list(RELAY_TABLES),))]
+    return [
+        r[0]
+        for r in db.all(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = "
+            "current_schema() AND table_name = ANY(?) ORDER BY table_name",
+            (list(RELAY_TABLES),),
+        )
+    ]
 
 
 def _not_relays(db: PgConnection) -> str | None:
@@ -729,8 +807,10 @@ def _not_relays(db: PgConnection) -> str | None:
     found = foreign_tables(db)
     if not found:
         return None
-    return (f"the PostgreSQL database {db.shown} holds tables named like relay's "
-            f"({', '.join(found)}) but no relay schema; give relay a database of its own")
+    return (
+        f"the PostgreSQL database {db.shown} holds tables named like relay's "
+        f"({', '.join(found)}) but no relay schema; give relay a database of its own"
+    )
 
 
 def apply_migrations(db: PgConnection) -> None:

@@ -31,8 +31,9 @@ class PgStore(SQLStore):
 
     def live_session_waiters(self, peer: str, now: int):
         # doctor opens an older schema without migrating it: no waiters table, no waiters
-        if self.db.schema_version < LATEST and \
-                self.db.scalar("SELECT to_regclass('wake_waiters') IS NULL"):
+        if self.db.schema_version < LATEST and self.db.scalar(
+            "SELECT to_regclass('wake_waiters') IS NULL"
+        ):
             return []
         return super().live_session_waiters(peer, now)
 
@@ -41,8 +42,11 @@ class PgStore(SQLStore):
         """As on SQLite (sql_data.py), streamed through a server-side cursor of the open
         read transaction, so a million requests are never all in memory."""
         where, params, columns = export_query(states, since)
-        self.db.execute(f"DECLARE relay_export NO SCROLL CURSOR FOR SELECT {columns} "
-                        f"FROM requests WHERE {where} ORDER BY {EXPORT_ORDER}", params)
+        self.db.execute(
+            f"DECLARE relay_export NO SCROLL CURSOR FOR SELECT {columns} "
+            f"FROM requests WHERE {where} ORDER BY {EXPORT_ORDER}",
+            params,
+        )
         while rows := self.db.all(f"FETCH {EXPORT_BATCH} FROM relay_export"):
             yield from rows
 
@@ -51,7 +55,8 @@ class PgStore(SQLStore):
             "usage_error",
             "--vacuum rebuilds the local relay.db; on PostgreSQL the server's autovacuum "
             "makes pruned space reusable, and VACUUM FULL (which locks every table for all "
-            "machines) is for the database's owner to schedule; run relay prune without it")
+            "machines) is for the database's owner to schedule; run relay prune without it",
+        )
 
     def database_bytes(self) -> int:
         self.check_vacuum()  # (only `prune --vacuum` asks, and it is refused here)
@@ -77,15 +82,24 @@ class PgStore(SQLStore):
             rows = {t: db.scalar(f'SELECT count(*) FROM "{t}"') for t in table_names(db)}
         except RelayError as e:
             errors["tables"] = e
-        return Health(backend=self.backend, where=db.shown, schema_version=version,
-                      has_tables=has_tables, rows_by_table=rows, server=server,
-                      server_now_ms=db.server_now_ms(), errors=errors)
+        return Health(
+            backend=self.backend,
+            where=db.shown,
+            schema_version=version,
+            has_tables=has_tables,
+            rows_by_table=rows,
+            server=server,
+            server_now_ms=db.server_now_ms(),
+            errors=errors,
+        )
 
     def _server_facts(self) -> dict:
         db = self.db
-        row = db.one("SELECT current_setting('server_version'), "
-                     "current_setting('synchronous_commit'), "
-                     "(SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid())")
+        row = db.one(
+            "SELECT current_setting('server_version'), "
+            "current_setting('synchronous_commit'), "
+            "(SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid())"
+        )
         db.measure_clock()
         return {
             "url": db.shown,

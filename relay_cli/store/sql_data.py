@@ -39,11 +39,9 @@ class DataSQL:
         """
         import sqlite_utils
 
-        db = sqlite_utils.Database(self.db.conn, recursive_triggers=False,
-                                   execute_plugins=False)
+        db = sqlite_utils.Database(self.db.conn, recursive_triggers=False, execute_plugins=False)
         where, params, columns = export_query(states, since)
-        return db["requests"].rows_where(where, params, select=columns,
-                                         order_by=EXPORT_ORDER)
+        return db["requests"].rows_where(where, params, select=columns, order_by=EXPORT_ORDER)
 
     def database_bytes(self) -> int:
         """relay.db plus its write-ahead log, in bytes, as they are on disk now."""

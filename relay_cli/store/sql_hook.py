@@ -43,9 +43,9 @@ class HookSQL:
         out: dict[str, list[str]] = {"named": [], "pending": [], "listed": []}
         for item in self._hook_raw_ids(session_id):
             if item.startswith(PENDING):
-                out["pending"].append(item[len(PENDING):])
+                out["pending"].append(item[len(PENDING) :])
             elif item.startswith(LISTED):
-                out["listed"].append(item[len(LISTED):])
+                out["listed"].append(item[len(LISTED) :])
             else:
                 out["named"].append(item)
         return out
@@ -54,12 +54,15 @@ class HookSQL:
         row = self.get_hook_state(session_id)
         return [] if row is None else _id_list(row["blocked_ids"])
 
-    def put_hook_marks(self, session_id: str, stop_blocks: int, marks: dict[str, list[str]],
-                       now: int, keep: int) -> None:
+    def put_hook_marks(
+        self, session_id: str, stop_blocks: int, marks: dict[str, list[str]], now: int, keep: int
+    ) -> None:
         """Store the marks, each list cut to its newest ``keep`` ids."""
-        raw = (list(marks.get("named", []))[-keep:]
-               + [PENDING + i for i in list(marks.get("pending", []))[-keep:]]
-               + [LISTED + i for i in list(marks.get("listed", []))[-keep:]])
+        raw = (
+            list(marks.get("named", []))[-keep:]
+            + [PENDING + i for i in list(marks.get("pending", []))[-keep:]]
+            + [LISTED + i for i in list(marks.get("listed", []))[-keep:]]
+        )
         self._put_hook_state(session_id, stop_blocks, raw, now)
 
     def hook_queued(self, to_peer: str, limit: int) -> list[Row]:
@@ -72,11 +75,14 @@ class HookSQL:
 
     def hook_queued_count(self, to_peer: str, cap: int) -> int:
         """How many requests are queued for a peer, counting no further than ``cap``."""
-        return int(self.db.scalar(
-            "SELECT count(*) FROM (SELECT 1 FROM requests WHERE to_peer = ? "
-            "AND state = 'queued' LIMIT ?) AS q",
-            (to_peer, cap),
-        ) or 0)
+        return int(
+            self.db.scalar(
+                "SELECT count(*) FROM (SELECT 1 FROM requests WHERE to_peer = ? "
+                "AND state = 'queued' LIMIT ?) AS q",
+                (to_peer, cap),
+            )
+            or 0
+        )
 
     def hook_unnotified(self, from_peer: str, limit: int) -> list[Row]:
         """The first ``limit`` final requests a peer sent and was not told of."""
@@ -91,8 +97,9 @@ class HookSQL:
         """The hook's state for one relay session (``sessions.id``), or None."""
         return self.db.one("SELECT * FROM hook_state WHERE session_id = ?", (session_id,))
 
-    def _put_hook_state(self, session_id: str, stop_blocks: int, blocked_ids: list[str],
-                       now: int) -> None:
+    def _put_hook_state(
+        self, session_id: str, stop_blocks: int, blocked_ids: list[str], now: int
+    ) -> None:
         self.db.execute(
             "INSERT INTO hook_state (session_id, stop_blocks, blocked_ids, updated_at) "
             "VALUES (?, ?, ?, ?) ON CONFLICT(session_id) DO UPDATE SET "
@@ -127,8 +134,17 @@ class HookSQL:
     def get_waiter(self, session_id: str) -> Row | None:
         return self.db.one("SELECT * FROM wake_waiters WHERE session_id = ?", (session_id,))
 
-    def put_waiter(self, session_id: str, peer: str, runtime: str, pid: int,
-                   process_start: str | None, host: str, now: int, until_at: int) -> None:
+    def put_waiter(
+        self,
+        session_id: str,
+        peer: str,
+        runtime: str,
+        pid: int,
+        process_start: str | None,
+        host: str,
+        now: int,
+        until_at: int,
+    ) -> None:
         """Record this process as the session's waiter (replacing one that is gone), and
         forget the waiters of sessions that have ended."""
         self.db.execute(
@@ -145,8 +161,9 @@ class HookSQL:
             (session_id, peer, runtime, pid, process_start, host, now, until_at),
         )
 
-    def delete_waiter(self, session_id: str, pid: int, process_start: str | None,
-                      host: str) -> None:
+    def delete_waiter(
+        self, session_id: str, pid: int, process_start: str | None, host: str
+    ) -> None:
         """Remove the session's waiter row if it is still this process's."""
         self.db.execute(
             "DELETE FROM wake_waiters WHERE session_id = ? AND pid = ? AND host = ? "

@@ -47,8 +47,8 @@ class LedgerSQL:
         if states:
             marks = ", ".join("?" for _ in states)
             return self.db.all(
-                f"SELECT {cols} FROM ledger WHERE state IN ({marks}) "
-                "ORDER BY updated_at DESC, key", list(states),
+                f"SELECT {cols} FROM ledger WHERE state IN ({marks}) ORDER BY updated_at DESC, key",
+                list(states),
             )
         return self.db.all(f"SELECT {cols} FROM ledger ORDER BY updated_at DESC, key")
 
@@ -63,31 +63,43 @@ class LedgerSQL:
     # (an entry has captured output once a run was recorded: stdout_bytes is set)
     @staticmethod
     def _trimmable(final) -> str:
-        return (f"state {_in(final)} AND output_pruned_at IS NULL "
-                "AND stdout_bytes IS NOT NULL AND updated_at < ? AND updated_at >= ?")
+        return (
+            f"state {_in(final)} AND output_pruned_at IS NULL "
+            "AND stdout_bytes IS NOT NULL AND updated_at < ? AND updated_at >= ?"
+        )
 
-    def ledger_prune_counts(self, final: tuple[str, ...], body_cutoff: int,
-                            tomb_cutoff: int) -> tuple[int, dict]:
+    def ledger_prune_counts(
+        self, final: tuple[str, ...], body_cutoff: int, tomb_cutoff: int
+    ) -> tuple[int, dict]:
         """(entries whose output would be dropped, {state: entries that would be removed})."""
-        rows = self.db.all(f"SELECT state, count(*) FROM ledger WHERE {self._doomed(final)} "
-                           "GROUP BY state ORDER BY state", [*final, tomb_cutoff])
-        trim = self.db.one(f"SELECT count(*) FROM ledger WHERE {self._trimmable(final)}",
-                           [*final, body_cutoff, tomb_cutoff])[0]
+        rows = self.db.all(
+            f"SELECT state, count(*) FROM ledger WHERE {self._doomed(final)} "
+            "GROUP BY state ORDER BY state",
+            [*final, tomb_cutoff],
+        )
+        trim = self.db.one(
+            f"SELECT count(*) FROM ledger WHERE {self._trimmable(final)}",
+            [*final, body_cutoff, tomb_cutoff],
+        )[0]
         return trim, {r[0]: r[1] for r in rows}
 
-    def remove_ledger_tombstones(self, final: tuple[str, ...], tomb_cutoff: int,
-                                 limit: int) -> dict[str, int]:
+    def remove_ledger_tombstones(
+        self, final: tuple[str, ...], tomb_cutoff: int, limit: int
+    ) -> dict[str, int]:
         """Delete up to ``limit`` final entries that reached their state before the cutoff."""
-        rows = self.db.all(f"SELECT key, state FROM ledger WHERE {self._doomed(final)} "
-                           "LIMIT ?", [*final, tomb_cutoff, limit])
+        rows = self.db.all(
+            f"SELECT key, state FROM ledger WHERE {self._doomed(final)} LIMIT ?",
+            [*final, tomb_cutoff, limit],
+        )
         counts: dict[str, int] = {}
         for r in rows:
             self.db.execute("DELETE FROM ledger WHERE key = ?", (r[0],))
             counts[r[1]] = counts.get(r[1], 0) + 1
         return counts
 
-    def prune_ledger_output(self, final: tuple[str, ...], now: int, body_cutoff: int,
-                            tomb_cutoff: int, limit: int) -> int:
+    def prune_ledger_output(
+        self, final: tuple[str, ...], now: int, body_cutoff: int, tomb_cutoff: int, limit: int
+    ) -> int:
         """Drop the captured output of up to ``limit`` finished entries (kept: the rest)."""
         cur = self.db.execute(
             "UPDATE ledger SET stdout = NULL, stderr = NULL, output_pruned_at = ? "

@@ -21,24 +21,26 @@ def _final(final) -> tuple[str, dict]:
 
 def _body_kept(final_sql: str) -> str:
     """A request that still carries its body and keeps it through this prune."""
-    return (f"r.pruned = 0 AND NOT (r.state IN {final_sql} AND r.finished_at IS NOT NULL "
-            "AND r.finished_at < :body_cutoff)")
+    return (
+        f"r.pruned = 0 AND NOT (r.state IN {final_sql} AND r.finished_at IS NOT NULL "
+        "AND r.finished_at < :body_cutoff)"
+    )
 
 
 def _draft_removable(final_sql: str) -> str:
     """Drafts `prune` removes: unsubmitted ones that expired, and submitted ones whose
     request is gone or is (or is about to become) a tombstone."""
-    return ("(d.submitted_at IS NULL AND d.expires_at <= :now) OR (d.submitted_at IS NOT NULL "
-            "AND NOT EXISTS (SELECT 1 FROM requests r WHERE r.id = d.id AND "
-            f"{_body_kept(final_sql)}))")
+    return (
+        "(d.submitted_at IS NULL AND d.expires_at <= :now) OR (d.submitted_at IS NOT NULL "
+        "AND NOT EXISTS (SELECT 1 FROM requests r WHERE r.id = d.id AND "
+        f"{_body_kept(final_sql)}))"
+    )
 
 
 # Sessions `prune` may remove: ended (left, lease lapsed, superseded) before the cutoff.
 # Of those it keeps every session a request row (or tombstone) or a draft still names, so
 # a ghost's very late retry still answers duplicate: true (unused_sessions).
-_SESSION_ENDED = (
-    "state != 'active' AND COALESCE(ended_at, lease_expires_at) < :body_cutoff"
-)
+_SESSION_ENDED = "state != 'active' AND COALESCE(ended_at, lease_expires_at) < :body_cutoff"
 # The hook's bookkeeping of a session that is not active (or gone), untouched since the
 # cutoff: its Stop-block record and its wake waiter's row.
 _HOOK_STATE_REMOVABLE = (
@@ -101,44 +103,55 @@ class OpsSQL:
         )
 
     # ---------------------------------------------------------------- prune
-    def prune_counts(self, final: tuple[str, ...], now: int, body_cutoff: int,
-                     tomb_cutoff: int) -> dict[str, int]:
+    def prune_counts(
+        self, final: tuple[str, ...], now: int, body_cutoff: int, tomb_cutoff: int
+    ) -> dict[str, int]:
         """What a prune at ``now`` would do, counted in one read snapshot (``final``: the
         final request states)."""
         final_sql, p = _final(final)
         p.update(now=now, body_cutoff=body_cutoff, tomb_cutoff=tomb_cutoff)
-        doomed = (f"state IN {final_sql} AND finished_at IS NOT NULL "
-                  "AND finished_at < :tomb_cutoff")
+        doomed = f"state IN {final_sql} AND finished_at IS NOT NULL AND finished_at < :tomb_cutoff"
         return {
             "requests_pruned": self.db.scalar(
                 f"SELECT count(*) FROM requests WHERE state IN {final_sql} AND pruned = 0 "
                 "AND finished_at IS NOT NULL AND finished_at < :body_cutoff "
-                "AND finished_at >= :tomb_cutoff", p),
+                "AND finished_at >= :tomb_cutoff",
+                p,
+            ),
             "tombstones_removed": self.db.scalar(
-                f"SELECT count(*) FROM requests WHERE {doomed}", p),
+                f"SELECT count(*) FROM requests WHERE {doomed}", p
+            ),
             "events_removed": self.db.scalar(
                 f"SELECT count(*) FROM events WHERE request_id IN "
-                f"(SELECT id FROM requests WHERE {doomed})", p),
+                f"(SELECT id FROM requests WHERE {doomed})",
+                p,
+            ),
             "drafts_removed": self.db.scalar(
-                f"SELECT count(*) FROM drafts d WHERE {_draft_removable(final_sql)}", p),
-            "sessions_removed": len(self.unused_sessions(final, now, body_cutoff,
-                                                         tomb_cutoff)),
+                f"SELECT count(*) FROM drafts d WHERE {_draft_removable(final_sql)}", p
+            ),
+            "sessions_removed": len(self.unused_sessions(final, now, body_cutoff, tomb_cutoff)),
             "hook_records_removed": self.db.scalar(
-                f"SELECT count(*) FROM hook_state h WHERE {_HOOK_STATE_REMOVABLE}", p)
-            + self.db.scalar(
-                f"SELECT count(*) FROM wake_waiters w WHERE {_WAITER_REMOVABLE}", p),
+                f"SELECT count(*) FROM hook_state h WHERE {_HOOK_STATE_REMOVABLE}", p
+            )
+            + self.db.scalar(f"SELECT count(*) FROM wake_waiters w WHERE {_WAITER_REMOVABLE}", p),
         }
 
-    def remove_old_tombstones(self, final: tuple[str, ...], tomb_cutoff: int,
-                              limit: int) -> tuple[int, int]:
+    def remove_old_tombstones(
+        self, final: tuple[str, ...], tomb_cutoff: int, limit: int
+    ) -> tuple[int, int]:
         """Delete up to ``limit`` final requests finished before ``tomb_cutoff`` (whether
         already tombstones or not) and their events. Returns (requests, events)."""
         final_sql, p = _final(final)
         p.update(tomb_cutoff=tomb_cutoff, limit=limit)
-        ids = [r[0] for r in self.db.all(
-            f"SELECT id FROM requests {self._sql.indexed_by('requests_finished')} WHERE state IN "
-            f"{final_sql} AND finished_at IS NOT NULL AND finished_at < :tomb_cutoff "
-            "ORDER BY finished_at LIMIT :limit", p)]
+        ids = [
+            r[0]
+            for r in self.db.all(
+                f"SELECT id FROM requests {self._sql.indexed_by('requests_finished')} WHERE state IN "
+                f"{final_sql} AND finished_at IS NOT NULL AND finished_at < :tomb_cutoff "
+                "ORDER BY finished_at LIMIT :limit",
+                p,
+            )
+        ]
         if not ids:
             return 0, 0
         marks = ", ".join("?" * len(ids))
@@ -151,48 +164,67 @@ class OpsSQL:
         tombstones: text, reply and detail (also in their events) become NULL."""
         final_sql, p = _final(final)
         p.update(body_cutoff=body_cutoff, limit=limit)
-        ids = [r[0] for r in self.db.all(
-            f"SELECT id FROM requests {self._sql.indexed_by('requests_prunable')} WHERE state IN "
-            f"{final_sql} AND pruned = 0 AND finished_at IS NOT NULL "
-            "AND finished_at < :body_cutoff ORDER BY finished_at LIMIT :limit", p)]
+        ids = [
+            r[0]
+            for r in self.db.all(
+                f"SELECT id FROM requests {self._sql.indexed_by('requests_prunable')} WHERE state IN "
+                f"{final_sql} AND pruned = 0 AND finished_at IS NOT NULL "
+                "AND finished_at < :body_cutoff ORDER BY finished_at LIMIT :limit",
+                p,
+            )
+        ]
         if not ids:
             return 0
         marks = ", ".join("?" * len(ids))
         self.db.execute(
-            f"UPDATE events SET detail = NULL WHERE request_id IN ({marks}) "
-            "AND detail IS NOT NULL", ids)
+            f"UPDATE events SET detail = NULL WHERE request_id IN ({marks}) AND detail IS NOT NULL",
+            ids,
+        )
         cur = self.db.execute(
             f"UPDATE requests SET text = NULL, reply = NULL, detail = NULL, pruned = 1 "
-            f"WHERE id IN ({marks}) AND pruned = 0", ids)
+            f"WHERE id IN ({marks}) AND pruned = 0",
+            ids,
+        )
         return cur.rowcount
 
-    def unused_sessions(self, final: tuple[str, ...], now: int, body_cutoff: int,
-                        tomb_cutoff: int) -> list[str]:
+    def unused_sessions(
+        self, final: tuple[str, ...], now: int, body_cutoff: int, tomb_cutoff: int
+    ) -> list[str]:
         """Ids of sessions that ended before ``body_cutoff`` and that no request (row or
         tombstone) or draft names, as sender or claimant, once this prune has removed the
         rows it removes (so a dry run counts what the real run does): they hold no work
         and answer no retry. Read in one snapshot without the write lock (one pass over
         requests: there is no index on from_session); safe to act on later, because an
         ended session never becomes active again and never gains a request."""
-        ended = [r[0] for r in self.db.all(f"SELECT id FROM sessions WHERE {_SESSION_ENDED}",
-                                           {"body_cutoff": body_cutoff})]
+        ended = [
+            r[0]
+            for r in self.db.all(
+                f"SELECT id FROM sessions WHERE {_SESSION_ENDED}", {"body_cutoff": body_cutoff}
+            )
+        ]
         if not ended:
             return []
         import json
 
         final_sql, p = _final(final)
-        p.update(now=now, body_cutoff=body_cutoff, tomb_cutoff=tomb_cutoff,
-                 ids=json.dumps(ended))
-        kept = (f"NOT (r.state IN {final_sql} AND r.finished_at IS NOT NULL "
-                "AND r.finished_at < :tomb_cutoff)")
+        p.update(now=now, body_cutoff=body_cutoff, tomb_cutoff=tomb_cutoff, ids=json.dumps(ended))
+        kept = (
+            f"NOT (r.state IN {final_sql} AND r.finished_at IS NOT NULL "
+            "AND r.finished_at < :tomb_cutoff)"
+        )
         ids = self._sql.json_values(":ids")
-        named = {r[0] for r in self.db.all(
-            "SELECT r.from_session FROM requests r WHERE r.from_session IN "
-            f"({ids}) AND {kept} UNION "
-            "SELECT r.claim_session FROM requests r WHERE r.claim_session IN "
-            f"({ids}) AND {kept} UNION "
-            "SELECT d.from_session FROM drafts d WHERE d.from_session IN "
-            f"({ids}) AND NOT ({_draft_removable(final_sql)})", p)}
+        named = {
+            r[0]
+            for r in self.db.all(
+                "SELECT r.from_session FROM requests r WHERE r.from_session IN "
+                f"({ids}) AND {kept} UNION "
+                "SELECT r.claim_session FROM requests r WHERE r.claim_session IN "
+                f"({ids}) AND {kept} UNION "
+                "SELECT d.from_session FROM drafts d WHERE d.from_session IN "
+                f"({ids}) AND NOT ({_draft_removable(final_sql)})",
+                p,
+            )
+        }
         return [i for i in ended if i not in named]
 
     def remove_sessions(self, ids: list[str]) -> int:
@@ -201,7 +233,9 @@ class OpsSQL:
 
         cur = self.db.execute(
             "DELETE FROM sessions WHERE state != 'active' AND id IN "
-            f"({self._sql.json_values('?')})", (json.dumps(ids),))
+            f"({self._sql.json_values('?')})",
+            (json.dumps(ids),),
+        )
         return cur.rowcount
 
     def remove_hook_records(self, body_cutoff: int, limit: int) -> int:
@@ -210,19 +244,24 @@ class OpsSQL:
         p = {"body_cutoff": body_cutoff, "limit": limit}
         n = self.db.execute(
             "DELETE FROM hook_state WHERE rowid IN (SELECT h.rowid FROM hook_state h "
-            f"WHERE {_HOOK_STATE_REMOVABLE} LIMIT :limit)", p).rowcount
+            f"WHERE {_HOOK_STATE_REMOVABLE} LIMIT :limit)",
+            p,
+        ).rowcount
         if n < limit:
             p["limit"] = limit - n
             n += self.db.execute(
                 "DELETE FROM wake_waiters WHERE rowid IN (SELECT w.rowid FROM wake_waiters w "
-                f"WHERE {_WAITER_REMOVABLE} LIMIT :limit)", p).rowcount
+                f"WHERE {_WAITER_REMOVABLE} LIMIT :limit)",
+                p,
+            ).rowcount
         return n
 
-    def remove_drafts(self, final: tuple[str, ...], now: int, body_cutoff: int,
-                      limit: int) -> int:
+    def remove_drafts(self, final: tuple[str, ...], now: int, body_cutoff: int, limit: int) -> int:
         final_sql, p = _final(final)
         p.update(now=now, body_cutoff=body_cutoff, limit=limit)
         cur = self.db.execute(
             "DELETE FROM drafts WHERE rowid IN (SELECT d.rowid FROM drafts d "
-            f"WHERE {_draft_removable(final_sql)} LIMIT :limit)", p)
+            f"WHERE {_draft_removable(final_sql)} LIMIT :limit)",
+            p,
+        )
         return cur.rowcount

@@ -60,21 +60,38 @@ class PeersSQL:
                 "SELECT 1 FROM sessions WHERE peer = ? AND id != ? "
                 "AND (created_at > ? OR (created_at = ? AND rowid > "
                 "(SELECT rowid FROM sessions WHERE id = ?))) LIMIT 1",
-                (session["peer"], session["id"], session["created_at"], session["created_at"],
-                 session["id"]),
+                (
+                    session["peer"],
+                    session["id"],
+                    session["created_at"],
+                    session["created_at"],
+                    session["id"],
+                ),
             )
             is not None
         )
 
     def insert_session(
-        self, session_id: str, peer: str, token_hash: str, now: int, lease_seconds: int,
+        self,
+        session_id: str,
+        peer: str,
+        token_hash: str,
+        now: int,
+        lease_seconds: int,
         agent_session_id: str | None = None,
     ) -> None:
         self.db.execute(
             "INSERT INTO sessions (id, peer, token_hash, state, created_at, lease_seconds, "
             "lease_expires_at, agent_session_id) VALUES (?, ?, ?, 'active', ?, ?, ?, ?)",
-            (session_id, peer, token_hash, now, lease_seconds, now + lease_seconds * 1000,
-             agent_session_id),
+            (
+                session_id,
+                peer,
+                token_hash,
+                now,
+                lease_seconds,
+                now + lease_seconds * 1000,
+                agent_session_id,
+            ),
         )
 
     def end_session(self, session_id: str, state: str, at: int) -> None:
@@ -117,6 +134,4 @@ class PeersSQL:
         )
 
     def next_session_deadline(self) -> int | None:
-        return self.db.scalar(
-            "SELECT min(lease_expires_at) FROM sessions WHERE state = 'active'"
-        )
+        return self.db.scalar("SELECT min(lease_expires_at) FROM sessions WHERE state = 'active'")

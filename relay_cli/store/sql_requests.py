@@ -40,8 +40,14 @@ class RequestsSQL:
         )
 
     def completion_requests(
-        self, prefix: str, *, states=None, from_peer: str | None = None,
-        to_peer: str | None = None, claim_session: str | None = None, limit: int = 50,
+        self,
+        prefix: str,
+        *,
+        states=None,
+        from_peer: str | None = None,
+        to_peer: str | None = None,
+        claim_session: str | None = None,
+        limit: int = 50,
     ) -> list[Row]:
         """Recent requests for shell completion, newest first (read-only; no bodies)."""
         where, params = ["pruned = 0"], []
@@ -51,8 +57,11 @@ class RequestsSQL:
         if states:
             where.append(f"state IN ({', '.join('?' * len(states))})")
             params += list(states)
-        for column, value in (("from_peer", from_peer), ("to_peer", to_peer),
-                              ("claim_session", claim_session)):
+        for column, value in (
+            ("from_peer", from_peer),
+            ("to_peer", to_peer),
+            ("claim_session", claim_session),
+        ):
             if value is not None:
                 where.append(f"{column} = ?")
                 params.append(value)
@@ -103,8 +112,7 @@ class RequestsSQL:
     def recent_sends(self, from_peer: str, since: int) -> tuple[int, int | None]:
         """How many requests ``from_peer`` created after ``since``, and the oldest time."""
         row = self.db.one(
-            "SELECT count(*), min(created_at) FROM requests "
-            "WHERE from_peer = ? AND created_at > ?",
+            "SELECT count(*), min(created_at) FROM requests WHERE from_peer = ? AND created_at > ?",
             (from_peer, since),
         )
         return row[0], row[1]
@@ -129,7 +137,10 @@ class RequestsSQL:
         )
 
     def list_requests(
-        self, states: list[str] | None, to_peer: str | None, from_peer: str | None,
+        self,
+        states: list[str] | None,
+        to_peer: str | None,
+        from_peer: str | None,
         limit: int | None,
     ) -> list[Row]:
         where, params = ["pruned = 0"], []
@@ -143,8 +154,10 @@ class RequestsSQL:
             where.append("from_peer = ?")
             params.append(from_peer)
         cols = ", ".join(REQUEST_LISTED)
-        sql = (f"SELECT {cols} FROM requests WHERE {' AND '.join(where)} "
-               "ORDER BY created_at DESC, rowid DESC")
+        sql = (
+            f"SELECT {cols} FROM requests WHERE {' AND '.join(where)} "
+            "ORDER BY created_at DESC, rowid DESC"
+        )
         if limit is not None:
             sql += " LIMIT ?"
             params.append(limit)
@@ -202,8 +215,14 @@ class RequestsSQL:
 
     # events ------------------------------------------------------------------------
     def add_event(
-        self, request_id: str, at: int, from_state: str | None, to_state: str,
-        reason: str | None, actor: str, detail: str | None,
+        self,
+        request_id: str,
+        at: int,
+        from_state: str | None,
+        to_state: str,
+        reason: str | None,
+        actor: str,
+        detail: str | None,
     ) -> None:
         self.db.later(
             "INSERT INTO events (request_id, at, from_state, to_state, reason, actor, detail) "
@@ -212,9 +231,7 @@ class RequestsSQL:
         )
 
     def events_of(self, request_id: str) -> list[Row]:
-        return self.db.all(
-            "SELECT * FROM events WHERE request_id = ? ORDER BY seq", (request_id,)
-        )
+        return self.db.all("SELECT * FROM events WHERE request_id = ? ORDER BY seq", (request_id,))
 
     def recent_events(self, limit: int) -> list[Row]:
         return self.db.all("SELECT * FROM events ORDER BY seq DESC LIMIT ?", (limit,))
@@ -239,7 +256,8 @@ class RequestsSQL:
             params += [prefix, _prefix_end(prefix)]
         return self.db.all(
             f"SELECT id, to_peer FROM drafts WHERE {' AND '.join(where)} "
-            "ORDER BY created_at DESC LIMIT ?", [*params, limit],
+            "ORDER BY created_at DESC LIMIT ?",
+            [*params, limit],
         )
 
     def insert_draft(self, row: dict) -> None:

@@ -43,37 +43,130 @@ class Table(NamedTuple):
 
 
 PEERS = Table("peers", ("name", "kind", "created_at", "last_seen_at", "hook_seen_at"))
-SESSIONS = Table("sessions", (
-    "id", "peer", "token_hash", "state", "created_at", "lease_seconds", "lease_expires_at",
-    "ended_at", "waiting_until", "agent_session_id"))
-REQUESTS = Table("requests", (
-    "id", "fingerprint", "from_peer", "to_peer", "from_session", "text", "text_bytes", "reply",
-    "state", "reason", "detail", "created_at", "updated_at", "expires_at", "delivered_at",
-    "acknowledged_at", "finished_at", "lease_expires_at", "claim_session", "reply_deadline_at",
-    "ttl_seconds", "reply_within_seconds", "attempts", "max_attempts", "on_lost", "in_reply_to",
-    "depth", "pruned", "notified_at",
-), fixed=frozenset({"id", "fingerprint", "from_peer", "to_peer"}))
-DRAFTS = Table("drafts", (
-    "id", "fingerprint", "from_peer", "from_session", "to_peer", "text", "text_bytes",
-    "ttl_seconds", "reply_within_seconds", "on_lost", "max_attempts", "in_reply_to", "depth",
-    "created_at", "expires_at", "submitted_at",
-), fixed=frozenset({"id"}))
-EVENTS = Table("events", (
-    "seq", "request_id", "at", "from_state", "to_state", "reason", "actor", "detail"))
-LEDGER = Table("ledger", (
-    "key", "fingerprint", "argv", "cwd", "state", "idempotent", "approve", "runs", "pid",
-    "process_start", "child_pid", "child_start", "host", "created_at", "updated_at",
-    "started_at", "finished_at", "exit_code", "signal", "stdout", "stderr", "stdout_bytes",
-    "stderr_bytes", "decision", "decided_by", "decided_at", "decision_note", "resolution",
-    "resolved_by", "resolved_at", "resolution_note", "output_pruned_at",
-), fixed=frozenset({"key"}))
-HOOK_STATE = Table("hook_state", (
-    "session_id", "stop_blocks", "blocked_ids", "updated_at", "own_prompts"))
-WAKE_WAITERS = Table("wake_waiters", (
-    "session_id", "peer", "runtime", "pid", "process_start", "host", "started_at", "until_at"))
+SESSIONS = Table(
+    "sessions",
+    (
+        "id",
+        "peer",
+        "token_hash",
+        "state",
+        "created_at",
+        "lease_seconds",
+        "lease_expires_at",
+        "ended_at",
+        "waiting_until",
+        "agent_session_id",
+    ),
+)
+REQUESTS = Table(
+    "requests",
+    (
+        "id",
+        "fingerprint",
+        "from_peer",
+        "to_peer",
+        "from_session",
+        "text",
+        "text_bytes",
+        "reply",
+        "state",
+        "reason",
+        "detail",
+        "created_at",
+        "updated_at",
+        "expires_at",
+        "delivered_at",
+        "acknowledged_at",
+        "finished_at",
+        "lease_expires_at",
+        "claim_session",
+        "reply_deadline_at",
+        "ttl_seconds",
+        "reply_within_seconds",
+        "attempts",
+        "max_attempts",
+        "on_lost",
+        "in_reply_to",
+        "depth",
+        "pruned",
+        "notified_at",
+    ),
+    fixed=frozenset({"id", "fingerprint", "from_peer", "to_peer"}),
+)
+DRAFTS = Table(
+    "drafts",
+    (
+        "id",
+        "fingerprint",
+        "from_peer",
+        "from_session",
+        "to_peer",
+        "text",
+        "text_bytes",
+        "ttl_seconds",
+        "reply_within_seconds",
+        "on_lost",
+        "max_attempts",
+        "in_reply_to",
+        "depth",
+        "created_at",
+        "expires_at",
+        "submitted_at",
+    ),
+    fixed=frozenset({"id"}),
+)
+EVENTS = Table(
+    "events", ("seq", "request_id", "at", "from_state", "to_state", "reason", "actor", "detail")
+)
+LEDGER = Table(
+    "ledger",
+    (
+        "key",
+        "fingerprint",
+        "argv",
+        "cwd",
+        "state",
+        "idempotent",
+        "approve",
+        "runs",
+        "pid",
+        "process_start",
+        "child_pid",
+        "child_start",
+        "host",
+        "created_at",
+        "updated_at",
+        "started_at",
+        "finished_at",
+        "exit_code",
+        "signal",
+        "stdout",
+        "stderr",
+        "stdout_bytes",
+        "stderr_bytes",
+        "decision",
+        "decided_by",
+        "decided_at",
+        "decision_note",
+        "resolution",
+        "resolved_by",
+        "resolved_at",
+        "resolution_note",
+        "output_pruned_at",
+    ),
+    fixed=frozenset({"key"}),
+)
+HOOK_STATE = Table(
+    "hook_state", ("session_id", "stop_blocks", "blocked_ids", "updated_at", "own_prompts")
+)
+WAKE_WAITERS = Table(
+    "wake_waiters",
+    ("session_id", "peer", "runtime", "pid", "process_start", "host", "started_at", "until_at"),
+)
 
-TABLES = {t.name: t for t in (PEERS, SESSIONS, REQUESTS, DRAFTS, EVENTS, LEDGER, HOOK_STATE,
-                              WAKE_WAITERS)}
+TABLES = {
+    t.name: t for t in (PEERS, SESSIONS, REQUESTS, DRAFTS, EVENTS, LEDGER, HOOK_STATE, WAKE_WAITERS)
+}
 
 # What a listing of requests shows (`list`, `export`): every column but the bodies.
 REQUEST_LISTED = REQUESTS.without("text", "reply")

@@ -25,6 +25,7 @@ INSTALL = "pip install 'relay-cli[postgres]'"
 SECRET_KEYS = ("password", "sslpassword")
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]{0,30}")
 
+
 def database_url(given: str | None) -> str | None:
     """The PostgreSQL URL a call uses, from the URL it was given (its context's
     ``database_url``), or None for the local relay.db (none given, or blank).
@@ -47,7 +48,7 @@ def check(url: str) -> str:
         )
     # libpq knows the scheme in lower case only (it would read "POSTGRESQL://..." as a
     # key=value string and quote it, password and all, in its error)
-    return scheme.lower() + url[len(scheme):]
+    return scheme.lower() + url[len(scheme) :]
 
 
 # ---------------------------------------------------------------------- libpq's reading

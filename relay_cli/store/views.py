@@ -18,34 +18,36 @@ from __future__ import annotations
 
 def iso(column: str) -> str:
     """SQL for ``clock.iso`` of an integer-milliseconds column (NULL stays NULL)."""
-    return (f"strftime('%Y-%m-%dT%H:%M:%S', {column} / 1000, 'unixepoch') "
-            f"|| printf('.%03dZ', {column} % 1000)")
+    return (
+        f"strftime('%Y-%m-%dT%H:%M:%S', {column} / 1000, 'unixepoch') "
+        f"|| printf('.%03dZ', {column} % 1000)"
+    )
 
 
 VIEWS: dict[str, str] = {
     # The request object's fields (design.md §7) without detail, and tombstones too
     # (pruned = 1); from/to keep the table's names so that no column needs quoting.
     "requests_view": f"""SELECT id, from_peer, to_peer, state, reason,
-    {iso('created_at')} AS created_at,
-    {iso('updated_at')} AS updated_at,
-    {iso('expires_at')} AS expires_at,
-    {iso('delivered_at')} AS delivered_at,
-    {iso('acknowledged_at')} AS acknowledged_at,
-    {iso('finished_at')} AS finished_at,
-    CASE WHEN state = 'delivered' THEN {iso('lease_expires_at')} END AS lease_expires_at,
-    {iso('reply_deadline_at')} AS reply_deadline_at,
+    {iso("created_at")} AS created_at,
+    {iso("updated_at")} AS updated_at,
+    {iso("expires_at")} AS expires_at,
+    {iso("delivered_at")} AS delivered_at,
+    {iso("acknowledged_at")} AS acknowledged_at,
+    {iso("finished_at")} AS finished_at,
+    CASE WHEN state = 'delivered' THEN {iso("lease_expires_at")} END AS lease_expires_at,
+    {iso("reply_deadline_at")} AS reply_deadline_at,
     attempts, max_attempts, on_lost, in_reply_to, depth, text_bytes, pruned
 FROM requests""",
     # Every transition (relay show ID --events) without detail.
-    "events_view": f"""SELECT seq, request_id, {iso('at')} AS at, from_state, to_state, reason, actor
+    "events_view": f"""SELECT seq, request_id, {iso("at")} AS at, from_state, to_state, reason, actor
 FROM events""",
     # Each peer with its stored active session, if any (a lapsed lease shows until swept).
-    "peers_view": f"""SELECT p.name, p.kind, {iso('p.created_at')} AS created_at,
-    {iso('p.last_seen_at')} AS last_seen_at,
-    {iso('p.hook_seen_at')} AS hook_seen_at,
+    "peers_view": f"""SELECT p.name, p.kind, {iso("p.created_at")} AS created_at,
+    {iso("p.last_seen_at")} AS last_seen_at,
+    {iso("p.hook_seen_at")} AS hook_seen_at,
     s.id AS session_id,
-    {iso('s.created_at')} AS session_started_at,
-    {iso('s.lease_expires_at')} AS lease_expires_at
+    {iso("s.created_at")} AS session_started_at,
+    {iso("s.lease_expires_at")} AS lease_expires_at
 FROM peers p LEFT JOIN sessions s ON s.id = (
     SELECT id FROM sessions WHERE peer = p.name AND state = 'active'
     ORDER BY created_at DESC LIMIT 1)""",
@@ -53,13 +55,13 @@ FROM peers p LEFT JOIN sessions s ON s.id = (
     # controls and non-ASCII characters escaped), so it stays; cwd, output and notes do not.
     "ledger_view": f"""SELECT key, state, argv, host, runs, idempotent, approve,
     exit_code, signal, stdout_bytes, stderr_bytes,
-    {iso('created_at')} AS created_at,
-    {iso('updated_at')} AS updated_at,
-    {iso('started_at')} AS started_at,
-    {iso('finished_at')} AS finished_at,
-    decision, decided_by, {iso('decided_at')} AS decided_at,
-    resolution, resolved_by, {iso('resolved_at')} AS resolved_at,
-    {iso('output_pruned_at')} AS output_pruned_at
+    {iso("created_at")} AS created_at,
+    {iso("updated_at")} AS updated_at,
+    {iso("started_at")} AS started_at,
+    {iso("finished_at")} AS finished_at,
+    decision, decided_by, {iso("decided_at")} AS decided_at,
+    resolution, resolved_by, {iso("resolved_at")} AS resolved_at,
+    {iso("output_pruned_at")} AS output_pruned_at
 FROM ledger""",
 }
 
@@ -71,12 +73,21 @@ def _create(name: str) -> str:
 def _stale(db) -> list[str]:
     """Views to (re)create: missing, or a view of that name with another definition. A
     table or index that took one of the names is left alone (the view is then absent)."""
-    stored = {r[0]: (r[1], r[2]) for r in db.all(
-        "SELECT name, type, sql FROM sqlite_master WHERE name IN "
-        f"({', '.join('?' * len(VIEWS))})", list(VIEWS))}
-    return [name for name in VIEWS
-            if name not in stored or stored[name] == ("view", stored[name][1])
-            and stored[name][1] != _create(name)]
+    stored = {
+        r[0]: (r[1], r[2])
+        for r in db.all(
+            "SELECT name, type, sql FROM sqlite_master WHERE name IN "
+            f"({', '.join('?' * len(VIEWS))})",
+            list(VIEWS),
+        )
+    }
+    return [
+        name
+        for name in VIEWS
+        if name not in stored
+        or stored[name] == ("view", stored[name][1])
+        and stored[name][1] != _create(name)
+    ]
 
 
 def sync(db) -> None:
