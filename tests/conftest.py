@@ -480,9 +480,12 @@ XDIST_GROUPS = {
     "netns": ("test_netns.py", "test_netfault.py"),
 }
 # Modules whose tests share a module-scoped fixture (a server, a built wheel, a tmux
-# screen, the printed-commands world): on one worker it is set up once.
+# screen, the printed-commands world): on one worker it is set up once. And modules whose
+# last test checks what the earlier ones gathered (test_hints: every hint the module met),
+# which must therefore run on one worker, in order.
 SHARED_FIXTURE_MODULES = (
     "test_e2e_runtimes.py",
+    "test_hints.py",
     "test_pg_faults.py",
     "test_pg_url.py",
     "test_postgres.py",
