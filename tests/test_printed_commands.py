@@ -282,6 +282,56 @@ def is_name(cmd: str) -> bool:
     return tuple(cmd.split()[1:]) in GROUPS
 
 
+def _run_shell(line: str, env: dict, cwd: Path, limit: float = 10) -> tuple[int | None, str, str]:
+    """``bash -c LINE`` with "some text" on stdin: (exit status, stdout, stderr), or
+    (None, "", "") once it is waiting -- still running after ``limit`` seconds, or as soon
+    as relay says on stderr that it waits (`once --approve`: "relay: waiting. A person
+    decides ..."), which it says only after parsing and checking every option."""
+    import selectors
+    import time
+
+    p = subprocess.Popen(
+        ["bash", "-c", line],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=cwd,
+        start_new_session=True,
+    )
+    try:
+        p.stdin.write(b"some text\n")
+        p.stdin.close()
+    except BrokenPipeError:  # it never read its input
+        pass
+    got = {p.stdout: b"", p.stderr: b""}
+    sel = selectors.DefaultSelector()
+    for stream in got:
+        sel.register(stream, selectors.EVENT_READ)
+    deadline = time.monotonic() + limit
+    waiting = False
+    while sel.get_map() and not waiting:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            waiting = True
+            break
+        for key, _ in sel.select(left):
+            chunk = os.read(key.fd, 65536)
+            if not chunk:
+                sel.unregister(key.fileobj)
+            got[key.fileobj] += chunk
+        waiting = re.search(rb"(^|\n)relay: waiting\b", got[p.stderr]) is not None
+    sel.close()
+    if waiting:
+        os.killpg(p.pid, signal.SIGKILL)
+    code = p.wait()
+    p.stdout.close()
+    p.stderr.close()
+    if waiting:
+        return None, "", ""
+    return code, got[p.stdout].decode(errors="replace"), got[p.stderr].decode(errors="replace")
+
+
 def run_printed(
     world: World, where: str, cmd: str, relay: Relay | None = None, env: dict | None = None
 ) -> tuple[int | None, str, str]:
@@ -306,19 +356,7 @@ def run_printed(
     if re.search(r"[$<>|;]|^eval |^relay (demo|run|once)\b", line):  # (a real process)
         full = relay._env(shell_env)
         full["PATH"] = BIN + ":" + full.get("PATH", "")
-        try:
-            p = subprocess.run(
-                ["bash", "-c", line],
-                capture_output=True,
-                text=True,
-                env=full,
-                cwd=world.root,
-                timeout=10,
-                input="some text\n",
-            )
-            code, out, err = p.returncode, p.stdout, p.stderr
-        except subprocess.TimeoutExpired:
-            code, out, err = None, "", ""
+        code, out, err = _run_shell(line, full, world.root)
     else:
         words = shlex.split(line)[1:]
         cwd = os.getcwd()
