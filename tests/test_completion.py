@@ -3,13 +3,13 @@ that never applies due transitions and never creates a home.
 
 Each test runs the completion machinery as bash's completion function does (the
 generated completions/relay.bash): COMP_WORDS, COMP_CWORD and _RELAY_COMPLETE=complete_bash
-in the environment of a real `relay` process, the shell given explicitly.
+in the environment of a `relay` call, the shell given explicitly. The calls run in-process
+(``relay_cli.cli.run`` returns the completion's exit status, as for any call): what is
+offered is decided there. The real path -- bash sourcing the generated script, which starts
+a real `relay` process -- is test_generated's.
 """
 
 from __future__ import annotations
-
-import subprocess
-import sys
 
 import pytest
 from conftest import new_id
@@ -29,16 +29,10 @@ def complete(relay, line: str, env: dict | None = None) -> list[str]:
         "COMP_CWORD": str(cword),
         "_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1",
     }
-    p = subprocess.run(
-        [sys.executable, "-m", "relay_cli"],
-        capture_output=True,
-        text=True,
-        env={**relay._env(env), **extra},
-        timeout=60,
-    )
-    assert p.returncode == 0, p.stderr
-    assert p.stderr == ""
-    return [w for w in p.stdout.splitlines() if w]
+    r = relay(env={**(env or {}), **extra})
+    assert r.code == 0, r.err
+    assert r.err == ""
+    return [w for w in r.out.splitlines() if w]
 
 
 @pytest.fixture

@@ -558,8 +558,10 @@ def _invoke(command, argv: list[str], context: Context):
     """Click's ``main`` minus its own handling: Typer's turns a broken pipe into exit 1
     (the "bug" code), before relay could say 141; every exception reaches ``_run``. The
     call's context rides on Click's as ``obj``."""
-    # exits when the shell completes
-    command._main_shell_completion({"obj": context}, "relay", None)
+    try:  # answers the shell's completion request, if this call is one, and exits
+        command._main_shell_completion({"obj": context}, "relay", None)
+    except SystemExit as e:  # `run` returns its status, as for every other call
+        return e.code if isinstance(e.code, int) else ExitStatus.OK
     try:
         with command.make_context("relay", list(argv), obj=context) as ctx:
             return command.invoke(ctx)
