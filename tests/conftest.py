@@ -44,15 +44,19 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import pgserver  # noqa: E402
+from relay_cli.agents.codex_server import REMOTE_ENV  # noqa: E402
 from relay_cli.core.context import ENVIRONMENT  # noqa: E402
 
 DAY = 86400  # seconds
 # Escape sequences a terminal acts on: CSI, OSC (a title), charset and keypad switches.
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\x1b[()][A-Z0-9]|\x1b[=>]")
 
-# what relay reads (its one list), and what the runtimes set that relay looks at
+# what relay reads (its one list), what `relay run` sets for the Codex session it starts,
+# and what the runtimes set that relay looks at: a suite run from inside an agent's
+# session must not inherit them
 RELAY_ENV_VARS = (
     *ENVIRONMENT,
+    REMOTE_ENV,
     "FORCE_COLOR",
     "CLAUDE_ENV_FILE",
     "CLAUDE_CODE_ENTRYPOINT",

@@ -35,8 +35,10 @@ import time
 from typing import TYPE_CHECKING
 
 from ..core import clock
+from ..core.context import DEBUG_VAR
 from ..core.limits import CODEX_QUEUE_TIMEOUT_S, FIND_GRACE_S, HOOK_LEASE_S
 from ..requests import due, peers
+from .codex_server import REMOTE_ENV
 from .hook import (
     MAX_REMEMBERED_IDS,
     MAX_SCANNED,
@@ -232,7 +234,7 @@ def _unregister(store: Store, session_id: str, me) -> None:
 
 def _codex_queue(codex: str, thread: str, text: str) -> bool:
     argv = [codex, "queue", "--thread", thread, "--message", text]
-    remote = os.environ.get("RELAY_CODEX_REMOTE", "")
+    remote = os.environ.get(REMOTE_ENV, "")
     if remote.startswith("unix://"):  # the peer's own app server (`relay run`): at once
         argv += ["--remote", remote]
     try:
@@ -253,7 +255,7 @@ def _codex_queue(codex: str, thread: str, text: str) -> bool:
 
 
 def _debug(message: str) -> None:
-    if os.environ.get("RELAY_DEBUG") == "1":
+    if os.environ.get(DEBUG_VAR) == "1":
         sys.stderr.write(f"relay hook codex --wake: {message}\n")
 
 
