@@ -344,6 +344,7 @@ def test_the_nil_and_max_uuid_are_not_ids(world, placeholder):
 
 
 # ------------------------------------------------------------------ demo
+@pytest.mark.one_backend  # the demo runs on a relay.db of its own; its screen is the same
 def test_the_demo_ends_with_its_point_on_the_last_screen(relay):
     _, text = relay.screen("demo", cols=80, rows=24)
     last = assert_fits(text, 80)[-24:]
