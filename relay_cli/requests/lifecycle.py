@@ -10,7 +10,6 @@ command changes nothing). Commands that block are in ``waiting``.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sys
@@ -18,6 +17,7 @@ import uuid
 from typing import TYPE_CHECKING
 
 from ..core import clock
+from ..core.digest import sha256_hex
 from ..core.errors import RelayError
 from ..core.limits import (
     DEFAULT_CLAIM_LEASE_S,  # noqa: F401 (the commands' defaults, named here too)
@@ -231,10 +231,10 @@ def _env_limit(name: str, default: int) -> int:
 
 
 def fingerprint(values: list) -> str:
-    import hashlib  # imported here: `relay --help` has no use for OpenSSL (start-up time)
+    import json  # imported here: `relay --help` and `relay id` need no JSON (start-up)
 
     doc = json.dumps(values, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(doc.encode("utf-8")).hexdigest()
+    return sha256_hex(doc.encode("utf-8"))
 
 
 def stdin_is_terminal() -> bool:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..core import clock
+from ..core.digest import sha256_hex
 from ..core.errors import RelayError
 from ..core.limits import DEFAULT_SESSION_LEASE_S, HOOK_RECENT_MS, KINDS, NAME_PATTERN
 from .states import apply
@@ -32,9 +33,7 @@ def validate_kind(kind: str | None) -> str | None:
 
 
 def hash_token(token: str) -> str:
-    import hashlib  # imported here: `relay --help` has no use for OpenSSL (start-up time)
-
-    return hashlib.sha256(token.encode("utf-8", "surrogateescape")).hexdigest()
+    return sha256_hex(token.encode("utf-8", "surrogateescape"))
 
 
 def renew_interval_s(lease_seconds: int) -> float:
