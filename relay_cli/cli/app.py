@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib
 import os
-import sqlite3
 import sys
 from typing import Annotated, List, Optional
 
@@ -533,13 +532,6 @@ def _run(argv: list[str], ctx: Context) -> int:
         err = RelayError("usage_error", _usage_message(e, click_exc))
         out.error(err)
         return err.exit_code
-    except sqlite3.Error as e:
-        from ..store import relay_error_from_sqlite
-
-        err = relay_error_from_sqlite(e)
-        _debug(ctx)
-        out.error(err)
-        return err.exit_code
     except KeyboardInterrupt:
         return ExitStatus.INTERRUPTED
     except BrokenPipeError:
@@ -549,9 +541,21 @@ def _run(argv: list[str], ctx: Context) -> int:
         return ExitStatus.BROKEN_PIPE
     except Exception as e:  # noqa: BLE001 - the last line of defence
         _debug(ctx)
-        err = RelayError("internal_error", f"{type(e).__name__}: {e}")
+        err = _sqlite_error(e) or RelayError("internal_error", f"{type(e).__name__}: {e}")
         out.error(err)
         return err.exit_code
+
+
+def _sqlite_error(e: Exception) -> RelayError | None:
+    """A SQLite error the store let through, as relay's error for it. sqlite3 is not
+    imported for this: a call that never loaded it cannot have raised one of its errors
+    (`relay --help` and `relay id` start without it)."""
+    sqlite3 = sys.modules.get("sqlite3")
+    if sqlite3 is None or not isinstance(e, sqlite3.Error):
+        return None
+    from ..store import relay_error_from_sqlite
+
+    return relay_error_from_sqlite(e)
 
 
 def _invoke(command, argv: list[str], context: Context):

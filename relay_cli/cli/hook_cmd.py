@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from typing import Annotated, Optional
@@ -116,6 +115,8 @@ def _run_hook(
         env.close()
     try:
         if doc is not None:
+            import json
+
             sys.stdout.write(json.dumps(doc, ensure_ascii=False) + "\n")
             sys.stdout.flush()
         if note:

@@ -6,7 +6,6 @@ Human output is rich (tables, colour) on a terminal and plain text otherwise or 
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sys
@@ -55,6 +54,8 @@ def json_text(doc, encoding: str | None = "utf-8") -> str:
     string, a terminal gets no byte it would act on. Such characters can only occur
     inside strings, where the escape is valid JSON.
     """
+    import json  # imported here: `relay --help` and `relay id` need no JSON (start-up)
+
     enc = (encoding or "utf-8").lower().replace("-", "")
     ascii_only = enc not in ("utf8", "utf8sig")
     text = json.dumps(doc, ensure_ascii=ascii_only, separators=(", ", ": "))
@@ -208,6 +209,8 @@ class Output:
             _ERROR_LINE_WRITTEN.add(self.stderr)
         except TypeError:  # a stream that cannot be tracked: write, as before
             pass
+        import json
+
         self.stderr.write(json.dumps({"error": error}) + "\n")
         self.stderr.flush()
 
