@@ -92,6 +92,31 @@ class RelayGroup(TyperGroup):
                 )
 
 
+class LazyTyper(typer.Typer):
+    """A command group whose commands are registered by ``register`` when something first
+    reads them (building the group's Click command, `relay schema`, completion), so that a
+    call that never reaches the group never executes what its commands' definitions need
+    (`relay hook`'s: the runtime table, bench/startup.py). Assigning the commands (a
+    copy's, as ``_listing`` does) replaces the registration still pending on that copy."""
+
+    def __init__(self, *args, register, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._register = register
+
+    @property
+    def registered_commands(self) -> list:
+        register = getattr(self, "_register", None)
+        if register is not None:
+            self._register = None
+            register()
+        return self._commands
+
+    @registered_commands.setter
+    def registered_commands(self, value: list) -> None:
+        self._commands = value
+        self._register = None
+
+
 def examples(*lines: str) -> str:
     """A command's EXAMPLES block (its epilog), printed as written: the ``\\b`` line keeps
     Click from re-wrapping it, so each line can be copied and run as it is."""
@@ -670,8 +695,11 @@ def _listing(typer_app):
     view.registered_commands = [stub(c) for c in typer_app.registered_commands]
     view.registered_groups = []
     for group in typer_app.registered_groups:
+        # all the root's help shows of a group is its own summary: none of its commands
         light = copy.copy(group)
-        light.typer_instance = _listing(group.typer_instance)
+        light.typer_instance = copy.copy(group.typer_instance)
+        light.typer_instance.registered_commands = []
+        light.typer_instance.registered_groups = []
         view.registered_groups.append(light)
     return view
 
