@@ -174,14 +174,15 @@ def parse_iso(text: str) -> int:
 
 
 # the whole value, ASCII digits only: "٣٠s", " 30s" and "30s\n" are not durations
-_DURATION = re.compile(r"([0-9]{1,9})([smhd]?)", re.ASCII)
+# compiled at first use (re caches it): a call that never needs it never pays for it
+_DURATION = r"([0-9]{1,9})([smhd]?)"
 _UNIT = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def parse_duration(text: str | int | None, bounds: tuple[int, int], what: str) -> int:
     """``90``, ``90s``, ``15m``, ``2h``, ``7d`` -> seconds within ``bounds``."""
     raw = str(text) if text is not None else ""
-    m = _DURATION.fullmatch(raw.lower() if raw.isascii() else raw)
+    m = re.fullmatch(_DURATION, raw.lower() if raw.isascii() else raw, re.ASCII)
     if not m:
         raise RelayError(
             "invalid_duration",

@@ -55,13 +55,13 @@ def new_id() -> str:
 
 
 # uuid.UUID reads its 32 digits with int(), which takes a sign and non-ASCII digits too
-_UUID_TEXT = re.compile(r"(?:urn:uuid:)?\{?[0-9a-fA-F-]+\}?", re.ASCII)
+_UUID_TEXT = r"(?:urn:uuid:)?\{?[0-9a-fA-F-]+\}?"  # compiled at first use (re caches it)
 
 
 def _canonical(value) -> str:
     """A full UUID in canonical lowercase form; ValueError for anything else."""
     s = str(value).strip()
-    return str(uuid.UUID(s if _UUID_TEXT.fullmatch(s) else "not a UUID"))
+    return str(uuid.UUID(s if re.fullmatch(_UUID_TEXT, s, re.ASCII) else "not a UUID"))
 
 
 def validate_id(value: str, what: str = "id") -> str:

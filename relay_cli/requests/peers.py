@@ -16,12 +16,11 @@ from .states import apply
 if TYPE_CHECKING:
     from relay_cli.store import Row, Store
 
-# matched against the whole value (fullmatch), in ASCII: "alice\n" is not a name
-NAME_RE = re.compile(NAME_PATTERN, re.ASCII)
-
 
 def validate_name(name: str, what: str = "peer name") -> str:
-    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
+    # the whole value (fullmatch), in ASCII: "alice\n" is not a name (compiled at first
+    # use, which re caches)
+    if not isinstance(name, str) or not re.fullmatch(NAME_PATTERN, name, re.ASCII):
         raise RelayError("invalid_name", f"{what} {name!r} is not a valid peer name")
     return name
 
