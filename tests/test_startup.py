@@ -78,6 +78,60 @@ def test_root_help_and_relay_id_import_no_store_module(relay):
         assert [m for m in loaded if m.startswith("relay_cli.store")] == [], args
 
 
+# What each of these costs at every start of a call that has no use for it (callgrind,
+# bench/startup.py): the runtime table's frozen dataclasses ~18M instructions, OpenSSL
+# (hashlib) ~11M, strptime's first call ~5M, sqlite3 and json ~5M each.
+NOT_FOR_HELP = ("relay_cli.agents.runtimes", "sqlite3", "json", "csv", "hashlib", "_strptime")
+NOT_FOR_SEND = ("relay_cli.agents.runtimes", "csv", "hashlib", "_hashlib", "_strptime")
+
+
+def loaded_modules(args: list[str], env: dict, input: bytes | None = None) -> set[str]:
+    """Every module ``python -X importtime -m relay_cli ARGS`` imported (beyond the
+    interpreter's own start)."""
+    p = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "relay_cli", *args],
+        capture_output=True,
+        env=env,
+        input=input,
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert p.returncode == 0, p.stderr
+    return {
+        line.rsplit("|", 1)[1].strip()
+        for line in p.stderr.decode("utf-8", "replace").splitlines()
+        if line.startswith("import time:") and "|" in line
+    }
+
+
+def test_root_help_and_relay_id_import_only_what_they_use(relay):
+    """Neither runs a hook, reads the database, writes JSON or a digest, or parses a
+    timestamp: none of the modules for those is imported (design.md §15)."""
+    for args in (["--help"], ["id"]):
+        loaded = loaded_modules(args, relay._env(None))
+        assert "relay_cli.cli.requests_cmd" in loaded  # (the probe sees relay's imports)
+        assert sorted(loaded & set(NOT_FOR_HELP)) == [], args
+
+
+def test_send_imports_neither_the_runtime_table_nor_openssl_nor_strptime(relay):
+    """A send, in human output (which shows when the request was created), hashes the
+    session token with Python's own SHA-256 and reads relay's timestamps without
+    strptime."""
+    alice, _ = relay.join("alice"), relay.join("bob")
+    loaded = loaded_modules(["send", "--to", "bob", "-"], relay._env(alice), input=b"hello")
+    assert "relay_cli.store" in loaded
+    assert sorted(loaded & set(NOT_FOR_SEND)) == []
+
+
+def test_building_the_hook_group_registers_its_commands(relay):
+    """The `hook` group's commands are registered when the group is first built (the
+    runtime table's import is paid only then): `relay hook --help` lists them all."""
+    r = relay("hook", "--help")
+    assert r.code == 0
+    for name in ("claude", "codex", "gemini", "install", "uninstall"):
+        assert f"\n  {name} " in r.out, name
+
+
 def test_send_to_a_peer_imports_neither(relay):
     alice, _ = relay.join("alice"), relay.join("bob")
     env = relay._env(alice)
