@@ -683,7 +683,7 @@ def _listing(typer_app):
     import copy
 
     def stub(info):
-        def callback() -> None:
+        def callback():  # (no annotation: typer would evaluate it, for each command)
             """(listing only)"""
 
         callback.__name__, callback.__doc__ = info.callback.__name__, info.callback.__doc__
