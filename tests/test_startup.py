@@ -231,3 +231,56 @@ def test_root_help_from_the_light_listing_equals_the_full_tree_help(relay):
         assert r.code == 0 and r.out.rstrip() + "\n" == full
     bare = relay(env={"COLUMNS": generate.HELP_COLUMNS})
     assert bare.code == 2 and "Requests:" in bare.err and "send" in bare.err
+
+
+def test_parse_iso_reads_and_refuses_as_strptime_does():
+    """clock.parse_iso reads relay's own timestamps without strptime (start-up): the same
+    instant as strptime gives, and anything else still goes to strptime, which reads
+    it or refuses it as before."""
+    from datetime import datetime, timezone
+
+    from relay_cli.core import clock
+
+    def by_strptime(text: str):
+        try:
+            dt = datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
+        except ValueError as e:
+            return ("refused", str(e))
+        return int(round(dt.timestamp() * 1000))
+
+    def by_relay(text: str):
+        try:
+            return clock.parse_iso(text)
+        except ValueError as e:
+            return ("refused", str(e))
+
+    instants = [0, 1, 999, 1_000, 951_782_400_000, 1_709_251_199_999, 253_402_300_799_999]
+    instants += [i * 7_919_993_117 % 253_402_300_799_999 for i in range(2000)]
+    texts = [clock.iso(ms) for ms in instants]
+    texts += [
+        "2023-02-29T00:00:00.000Z",  # no such day
+        "2024-13-01T00:00:00.000Z",
+        "2024-01-01T24:00:00.000Z",
+        "2024-01-01T00:00:60.000Z",  # strptime reads a leap second; datetime refuses it
+        "0000-01-01T00:00:00.000Z",
+        "2024-1-01T00:00:00.0000Z",  # strptime's own widths
+        "2024-01-01T00:00:00.5Z",
+        "2024-01-01T00:00:00.123456Z",
+        "\u0662\u0660\u0662\u0664-01-01T00:00:00.000Z",  # other scripts' digits
+        "+024-01-01T00:00:00.000Z",
+        "2024-01-01 00:00:00.000Z",
+        "2024-01-01T00:00:00.000z",
+        "",
+    ]
+    for text in texts:
+        assert by_relay(text) == by_strptime(text), text
+    assert [clock.parse_iso(t) for t in texts[: len(instants)]] == instants
+
+
+def test_sha256_hex_is_hashlibs_digest():
+    import hashlib
+
+    from relay_cli.core.digest import sha256_hex
+
+    for data in (b"", b"abc", "t\u00f6k\udcffen".encode("utf-8", "surrogateescape"), b"x" * 70000):
+        assert sha256_hex(data) == hashlib.sha256(data).hexdigest()
