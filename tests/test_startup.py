@@ -78,6 +78,67 @@ def test_root_help_and_relay_id_import_no_store_module(relay):
         assert [m for m in loaded if m.startswith("relay_cli.store")] == [], args
 
 
+# What each of these costs at every start of a call that has no use for it (callgrind,
+# bench/startup.py): the runtime table's frozen dataclasses ~18M instructions, OpenSSL
+# (hashlib) ~11M, store/api.py ~8M, strptime's first call ~5M, sqlite3 and json ~5M each.
+NOT_FOR_HELP = ("relay_cli.agents.runtimes", "sqlite3", "json", "csv", "hashlib", "_strptime")
+NOT_FOR_SEND = (
+    "relay_cli.agents.runtimes",
+    "relay_cli.store.api",
+    "csv",
+    "hashlib",
+    "_hashlib",
+    "_strptime",
+)
+
+
+def loaded_modules(args: list[str], env: dict, input: bytes | None = None) -> set[str]:
+    """Every module ``python -X importtime -m relay_cli ARGS`` imported (beyond the
+    interpreter's own start)."""
+    p = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "relay_cli", *args],
+        capture_output=True,
+        env=env,
+        input=input,
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert p.returncode == 0, p.stderr
+    return {
+        line.rsplit("|", 1)[1].strip()
+        for line in p.stderr.decode("utf-8", "replace").splitlines()
+        if line.startswith("import time:") and "|" in line
+    }
+
+
+def test_root_help_and_relay_id_import_only_what_they_use(relay):
+    """Neither runs a hook, reads the database, writes JSON or a digest, or parses a
+    timestamp: none of the modules for those is imported (design.md §15)."""
+    for args in (["--help"], ["id"]):
+        loaded = loaded_modules(args, relay._env(None))
+        assert "relay_cli.cli.requests_cmd" in loaded  # (the probe sees relay's imports)
+        assert sorted(loaded & set(NOT_FOR_HELP)) == [], args
+
+
+def test_send_imports_neither_the_runtime_table_nor_openssl_nor_strptime(relay):
+    """A send, in human output (which shows when the request was created), hashes the
+    session token with Python's own SHA-256, reads relay's timestamps without strptime
+    and opens the store without its declared interface (store/api.py)."""
+    alice, _ = relay.join("alice"), relay.join("bob")
+    loaded = loaded_modules(["send", "--to", "bob", "-"], relay._env(alice), input=b"hello")
+    assert "relay_cli.store" in loaded
+    assert sorted(loaded & set(NOT_FOR_SEND)) == []
+
+
+def test_building_the_hook_group_registers_its_commands(relay):
+    """The `hook` group's commands are registered when the group is first built (the
+    runtime table's import is paid only then): `relay hook --help` lists them all."""
+    r = relay("hook", "--help")
+    assert r.code == 0
+    for name in ("claude", "codex", "gemini", "install", "uninstall"):
+        assert f"\n  {name} " in r.out, name
+
+
 def test_send_to_a_peer_imports_neither(relay):
     alice, _ = relay.join("alice"), relay.join("bob")
     env = relay._env(alice)
@@ -177,3 +238,56 @@ def test_root_help_from_the_light_listing_equals_the_full_tree_help(relay):
         assert r.code == 0 and r.out.rstrip() + "\n" == full
     bare = relay(env={"COLUMNS": generate.HELP_COLUMNS})
     assert bare.code == 2 and "Requests:" in bare.err and "send" in bare.err
+
+
+def test_parse_iso_reads_and_refuses_as_strptime_does():
+    """clock.parse_iso reads relay's own timestamps without strptime (start-up): the same
+    instant as strptime gives, and anything else still goes to strptime, which reads
+    it or refuses it as before."""
+    from datetime import datetime, timezone
+
+    from relay_cli.core import clock
+
+    def by_strptime(text: str):
+        try:
+            dt = datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
+        except ValueError as e:
+            return ("refused", str(e))
+        return int(round(dt.timestamp() * 1000))
+
+    def by_relay(text: str):
+        try:
+            return clock.parse_iso(text)
+        except ValueError as e:
+            return ("refused", str(e))
+
+    instants = [0, 1, 999, 1_000, 951_782_400_000, 1_709_251_199_999, 253_402_300_799_999]
+    instants += [i * 7_919_993_117 % 253_402_300_799_999 for i in range(2000)]
+    texts = [clock.iso(ms) for ms in instants]
+    texts += [
+        "2023-02-29T00:00:00.000Z",  # no such day
+        "2024-13-01T00:00:00.000Z",
+        "2024-01-01T24:00:00.000Z",
+        "2024-01-01T00:00:60.000Z",  # strptime reads a leap second; datetime refuses it
+        "0000-01-01T00:00:00.000Z",
+        "2024-1-01T00:00:00.0000Z",  # strptime's own widths
+        "2024-01-01T00:00:00.5Z",
+        "2024-01-01T00:00:00.123456Z",
+        "\u0662\u0660\u0662\u0664-01-01T00:00:00.000Z",  # other scripts' digits
+        "+024-01-01T00:00:00.000Z",
+        "2024-01-01 00:00:00.000Z",
+        "2024-01-01T00:00:00.000z",
+        "",
+    ]
+    for text in texts:
+        assert by_relay(text) == by_strptime(text), text
+    assert [clock.parse_iso(t) for t in texts[: len(instants)]] == instants
+
+
+def test_sha256_hex_is_hashlibs_digest():
+    import hashlib
+
+    from relay_cli.core.digest import sha256_hex
+
+    for data in (b"", b"abc", "t\u00f6k\udcffen".encode("utf-8", "surrogateescape"), b"x" * 70000):
+        assert sha256_hex(data) == hashlib.sha256(data).hexdigest()

@@ -30,7 +30,6 @@ lease, hook state, notices seen, ``hook_seen_at``) or none.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shlex
@@ -38,6 +37,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..core import clock
+from ..core.digest import sha256_hex
 from ..core.limits import COUNT_CAP, HOOK_LEASE_S, MAX_STOP_BLOCKS
 from ..core.limits import MAX_HOOK_INPUT_BYTES as MAX_INPUT_BYTES
 from ..core.output import age, inert, size
@@ -356,7 +356,7 @@ def _ended_note(store: Store, session, dialect: Runtime) -> str:
 
 
 def prompt_hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return sha256_hex(text.encode("utf-8", "surrogatepass"))
 
 
 def remember_own_prompt(store: Store, session_id: str, text: str, now: int) -> None:

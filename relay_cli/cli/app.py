@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib
 import os
-import sqlite3
 import sys
 from typing import Annotated, List, Optional
 
@@ -91,6 +90,31 @@ class RelayGroup(TyperGroup):
                     [(n.ljust(width), by_name[n].get_short_help_str(limit=1000)) for n in names],
                     col_max=width,
                 )
+
+
+class LazyTyper(typer.Typer):
+    """A command group whose commands are registered by ``register`` when something first
+    reads them (building the group's Click command, `relay schema`, completion), so that a
+    call that never reaches the group never executes what its commands' definitions need
+    (`relay hook`'s: the runtime table, bench/startup.py). Assigning the commands (a
+    copy's, as ``_listing`` does) replaces the registration still pending on that copy."""
+
+    def __init__(self, *args, register, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._register = register
+
+    @property
+    def registered_commands(self) -> list:
+        register = getattr(self, "_register", None)
+        if register is not None:
+            self._register = None
+            register()
+        return self._commands
+
+    @registered_commands.setter
+    def registered_commands(self, value: list) -> None:
+        self._commands = value
+        self._register = None
 
 
 def examples(*lines: str) -> str:
@@ -533,13 +557,6 @@ def _run(argv: list[str], ctx: Context) -> int:
         err = RelayError("usage_error", _usage_message(e, click_exc))
         out.error(err)
         return err.exit_code
-    except sqlite3.Error as e:
-        from ..store import relay_error_from_sqlite
-
-        err = relay_error_from_sqlite(e)
-        _debug(ctx)
-        out.error(err)
-        return err.exit_code
     except KeyboardInterrupt:
         return ExitStatus.INTERRUPTED
     except BrokenPipeError:
@@ -549,9 +566,21 @@ def _run(argv: list[str], ctx: Context) -> int:
         return ExitStatus.BROKEN_PIPE
     except Exception as e:  # noqa: BLE001 - the last line of defence
         _debug(ctx)
-        err = RelayError("internal_error", f"{type(e).__name__}: {e}")
+        err = _sqlite_error(e) or RelayError("internal_error", f"{type(e).__name__}: {e}")
         out.error(err)
         return err.exit_code
+
+
+def _sqlite_error(e: Exception) -> RelayError | None:
+    """A SQLite error the store let through, as relay's error for it. sqlite3 is not
+    imported for this: a call that never loaded it cannot have raised one of its errors
+    (`relay --help` and `relay id` start without it)."""
+    sqlite3 = sys.modules.get("sqlite3")
+    if sqlite3 is None or not isinstance(e, sqlite3.Error):
+        return None
+    from ..store import relay_error_from_sqlite
+
+    return relay_error_from_sqlite(e)
 
 
 def _invoke(command, argv: list[str], context: Context):
@@ -656,7 +685,7 @@ def _listing(typer_app):
     import copy
 
     def stub(info):
-        def callback() -> None:
+        def callback():  # (no annotation: typer would evaluate it, for each command)
             """(listing only)"""
 
         callback.__name__, callback.__doc__ = info.callback.__name__, info.callback.__doc__
@@ -668,8 +697,11 @@ def _listing(typer_app):
     view.registered_commands = [stub(c) for c in typer_app.registered_commands]
     view.registered_groups = []
     for group in typer_app.registered_groups:
+        # all the root's help shows of a group is its own summary: none of its commands
         light = copy.copy(group)
-        light.typer_instance = _listing(group.typer_instance)
+        light.typer_instance = copy.copy(group.typer_instance)
+        light.typer_instance.registered_commands = []
+        light.typer_instance.registered_groups = []
         view.registered_groups.append(light)
     return view
 

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from typing import Annotated, Optional
 
 import typer
 
-from ..agents import runtimes
 from ..core import clock
 from ..core.limits import HOOK_LEASE_S
 from ..core.output import STATE_STYLES, Col
@@ -20,6 +18,7 @@ from .app import (
     Env,
     HomeOpt,
     JsonOpt,
+    LazyTyper,
     RelayGroup,
     SessionOpt,
     app,
@@ -32,11 +31,12 @@ hook = lazy_module("relay_cli.agents.hook")
 hook_run = lazy_module("relay_cli.agents.hook_run")
 notices_lib = lazy_module("relay_cli.requests.notices")
 
-hook_app = typer.Typer(
+hook_app = LazyTyper(
     cls=RelayGroup,
     help="Entry points for agent runtimes' hooks.",
     no_args_is_help=True,
     rich_markup_mode=None,
+    register=lambda: _register_hook_commands(),
 )
 app.add_typer(hook_app, name="hook")
 
@@ -116,6 +116,8 @@ def _run_hook(
         env.close()
     try:
         if doc is not None:
+            import json
+
             sys.stdout.write(json.dumps(doc, ensure_ascii=False) + "\n")
             sys.stdout.flush()
         if note:
@@ -157,33 +159,11 @@ def _hook_command(rt) -> None:
     )
 
 
-for _rt in runtimes.ALL:
-    _hook_command(_rt)
-
-
 def _check_agent(value: str) -> None:
     if value not in hook_install.RUNTIMES:  # the installer's own usage_error
         hook_install.change_settings(value, install=False)
 
 
-AgentArg = Annotated[
-    str,
-    typer.Argument(
-        metavar="AGENT",
-        help=runtimes.either(runtimes.NAMES) + ".",
-        click_type=Choice(lambda: hook_install.RUNTIMES, _check_agent),
-    ),
-]
-ProjectOpt = Annotated[
-    bool,
-    typer.Option(
-        "--project",
-        help="The project's settings file in the current directory "
-        "("
-        + runtimes.either(f"{r.settings.user_dir}/" for r in runtimes.ALL)
-        + ") instead of your own.",
-    ),
-]
 DryRunOpt = Annotated[
     bool, typer.Option("--dry-run", help="Show what would change; write nothing.")
 ]
@@ -242,14 +222,6 @@ def _settings_change(
     return 0
 
 
-@hook_app.command(
-    "install",
-    epilog=examples(
-        "relay hook install claude --dry-run",
-        "relay hook install claude",
-        "relay hook install codex --project --wake",
-    ),
-)
 def hook_install_cmd(
     agent: AgentArg,
     project: ProjectOpt = False,
@@ -273,13 +245,6 @@ def hook_install_cmd(
     return _settings_change(agent, project, dry_run, wake, json_, home, install=True)
 
 
-@hook_app.command(
-    "uninstall",
-    epilog=examples(
-        "relay hook uninstall claude --dry-run",
-        "relay hook uninstall codex",
-    ),
-)
 def hook_uninstall_cmd(
     agent: AgentArg,
     project: ProjectOpt = False,
@@ -289,6 +254,51 @@ def hook_uninstall_cmd(
 ) -> int:
     """Remove exactly the hooks `relay hook install` added (the waiter too)."""
     return _settings_change(agent, project, dry_run, False, json_, home, install=False)
+
+
+def _register_hook_commands() -> None:
+    """`relay hook NAME` for each runtime entry, then `hook install` and `hook uninstall`:
+    registered when the `hook` group is first built (``LazyTyper``), because their help
+    is read from the runtime table, whose import costs every other command (~18 million
+    instructions, bench/startup.py)."""
+    global AgentArg, ProjectOpt
+    from ..agents import runtimes
+
+    for rt in runtimes.ALL:
+        _hook_command(rt)
+    AgentArg = Annotated[
+        str,
+        typer.Argument(
+            metavar="AGENT",
+            help=runtimes.either(runtimes.NAMES) + ".",
+            click_type=Choice(lambda: hook_install.RUNTIMES, _check_agent),
+        ),
+    ]
+    ProjectOpt = Annotated[
+        bool,
+        typer.Option(
+            "--project",
+            help="The project's settings file in the current directory "
+            "("
+            + runtimes.either(f"{r.settings.user_dir}/" for r in runtimes.ALL)
+            + ") instead of your own.",
+        ),
+    ]
+    hook_app.command(
+        "install",
+        epilog=examples(
+            "relay hook install claude --dry-run",
+            "relay hook install claude",
+            "relay hook install codex --project --wake",
+        ),
+    )(hook_install_cmd)
+    hook_app.command(
+        "uninstall",
+        epilog=examples(
+            "relay hook uninstall claude --dry-run",
+            "relay hook uninstall codex",
+        ),
+    )(hook_uninstall_cmd)
 
 
 @app.command(

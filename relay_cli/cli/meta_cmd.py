@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
 from .app import HomeOpt, JsonOpt, app, examples
@@ -21,6 +20,8 @@ def schema(json_: JsonOpt = False, home: HomeOpt = None) -> int:
     table, request serializer). The output is always JSON; --json and --home are accepted
     for uniformity, and no state is read.
     """
+    import json
+
     from . import schema as schema_mod
 
     del json_, home

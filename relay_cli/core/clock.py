@@ -139,20 +139,50 @@ def iso(ms: int | None) -> str | None:
 
 
 def parse_iso(text: str) -> int:
-    """The inverse of ``iso``."""
-    dt = datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
+    """The inverse of ``iso``. What ``iso`` writes (``2026-01-02T03:04:05.678Z``) is read
+    field by field: ``strptime``'s first call imports and sets up its locale tables (~5
+    million instructions at every human `relay send`, bench/startup.py). Anything else,
+    or a field out of range, goes to ``strptime``, which reads or refuses it as always."""
+    dt = None
+    if (
+        len(text) == 24
+        and text[4] == text[7] == "-"
+        and text[10] == "T"
+        and text[13] == text[16] == ":"
+        and text[19] == "."
+        and text[23] == "Z"
+    ):
+        digits = text[:4] + text[5:7] + text[8:10] + text[11:13] + text[14:16] + text[17:19]
+        digits += text[20:23]
+        if digits.isascii() and digits.isdigit():
+            try:
+                dt = datetime(
+                    int(digits[:4]),
+                    int(digits[4:6]),
+                    int(digits[6:8]),
+                    int(digits[8:10]),
+                    int(digits[10:12]),
+                    int(digits[12:14]),
+                    int(digits[14:]) * 1000,
+                    tzinfo=timezone.utc,
+                )
+            except ValueError:
+                dt = None
+    if dt is None:
+        dt = datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
     return int(round(dt.timestamp() * 1000))
 
 
 # the whole value, ASCII digits only: "٣٠s", " 30s" and "30s\n" are not durations
-_DURATION = re.compile(r"([0-9]{1,9})([smhd]?)", re.ASCII)
+# compiled at first use (re caches it): a call that never needs it never pays for it
+_DURATION = r"([0-9]{1,9})([smhd]?)"
 _UNIT = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def parse_duration(text: str | int | None, bounds: tuple[int, int], what: str) -> int:
     """``90``, ``90s``, ``15m``, ``2h``, ``7d`` -> seconds within ``bounds``."""
     raw = str(text) if text is not None else ""
-    m = _DURATION.fullmatch(raw.lower() if raw.isascii() else raw)
+    m = re.fullmatch(_DURATION, raw.lower() if raw.isascii() else raw, re.ASCII)
     if not m:
         raise RelayError(
             "invalid_duration",

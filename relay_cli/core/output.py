@@ -6,7 +6,6 @@ Human output is rich (tables, colour) on a terminal and plain text otherwise or 
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sys
@@ -19,12 +18,13 @@ from .errors import RelayError
 # C0/C1 controls (but newline and tab), line/paragraph separators, and the invisible
 # format characters (Unicode Cf) that reorder or hide text: bidi controls and marks,
 # zero-width characters, the BOM, tag characters.
-_CONTROL = re.compile(
+# (patterns compiled at first use, which re caches: `relay --help` never pays for them)
+_CONTROL = (
     "[\x00-\x08\x0b-\x1f\x7f-\x9f\u00ad\u0600-\u0605\u061c\u06dd\u070f\u180e"
     "\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb"
     "\U000e0001\U000e0020-\U000e007f]"
 )
-_LINE_BREAKS = re.compile("[\n\t]")
+_LINE_BREAKS = "[\n\t]"
 
 
 def inert(value) -> str:
@@ -36,13 +36,13 @@ def inert(value) -> str:
     if value is None:
         return "-"
     s = str(value)
-    return _CONTROL.sub(lambda m: _escape_char(m.group()), s)
+    return re.sub(_CONTROL, lambda m: _escape_char(m.group()), s)
 
 
 def inert_line(value) -> str:
     """``inert`` for a value shown on one line (a table cell, a field): newline and tab
     are made visible too, so a value can never start a line of its own."""
-    return _LINE_BREAKS.sub(lambda m: "\\n" if m.group() == "\n" else "\\t", inert(value))
+    return re.sub(_LINE_BREAKS, lambda m: "\\n" if m.group() == "\n" else "\\t", inert(value))
 
 
 def json_text(doc, encoding: str | None = "utf-8") -> str:
@@ -55,10 +55,12 @@ def json_text(doc, encoding: str | None = "utf-8") -> str:
     string, a terminal gets no byte it would act on. Such characters can only occur
     inside strings, where the escape is valid JSON.
     """
+    import json  # imported here: `relay --help` and `relay id` need no JSON (start-up)
+
     enc = (encoding or "utf-8").lower().replace("-", "")
     ascii_only = enc not in ("utf8", "utf8sig")
     text = json.dumps(doc, ensure_ascii=ascii_only, separators=(", ", ": "))
-    return text if ascii_only else _CONTROL.sub(_json_escape, text)
+    return text if ascii_only else re.sub(_CONTROL, _json_escape, text)
 
 
 def _json_escape(m: re.Match) -> str:
@@ -208,6 +210,8 @@ class Output:
             _ERROR_LINE_WRITTEN.add(self.stderr)
         except TypeError:  # a stream that cannot be tracked: write, as before
             pass
+        import json
+
         self.stderr.write(json.dumps({"error": error}) + "\n")
         self.stderr.flush()
 
@@ -495,7 +499,7 @@ def wrap(text: str, width: int, ellipsis: str = "\u2026") -> list[str]:
     return [fit(ln, width, ellipsis) for ln in lines] or [""]
 
 
-_COMMAND_SPAN = re.compile(r"`[^`]*`|eval \"\$\([^)]*\)\"")
+_COMMAND_SPAN = r"`[^`]*`|eval \"\$\([^)]*\)\""
 
 
 def wrap_prose(text: str, width: int | None, indent: str = "  ") -> list[str]:
@@ -508,7 +512,7 @@ def wrap_prose(text: str, width: int | None, indent: str = "  ") -> list[str]:
     import textwrap
 
     glue = "\x00"  # a space inside a command: not a place to break
-    joined = _COMMAND_SPAN.sub(lambda m: m.group().replace(" ", glue), text)
+    joined = re.sub(_COMMAND_SPAN, lambda m: m.group().replace(" ", glue), text)
     lines = textwrap.wrap(
         joined,
         max(20, width),

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..core import clock
+from ..core.digest import sha256_hex
 from ..core.errors import RelayError
 from ..core.process import Me, this_host
 from ..requests import due, lifecycle
@@ -106,10 +107,8 @@ def canonical_argv(argv: list[str]) -> str:
 
 def fingerprint(argv: list[str], cwd: str) -> str:
     """SHA-256 over the canonical JSON of ``[argv, cwd]`` (design.md §10)."""
-    import hashlib
-
     doc = json.dumps([list(argv), cwd], ensure_ascii=True, separators=(",", ":"))
-    return hashlib.sha256(doc.encode("ascii")).hexdigest()
+    return sha256_hex(doc.encode("ascii"))
 
 
 def command_text(argv: list[str]) -> str:

@@ -9,7 +9,6 @@ prefixed with ``'``; Markdown escapes ``\\`` and ``|`` so a cell cannot end its 
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
@@ -90,6 +89,8 @@ def md_cell(value) -> str:
 
 
 def write_csv(out, objs: Iterable[dict]) -> int:
+    import csv  # imported here: only `relay export --format csv` writes CSV
+
     columns = csv_columns()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(columns)

@@ -10,7 +10,6 @@ command changes nothing). Commands that block are in ``waiting``.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sys
@@ -18,6 +17,7 @@ import uuid
 from typing import TYPE_CHECKING
 
 from ..core import clock
+from ..core.digest import sha256_hex
 from ..core.errors import RelayError
 from ..core.limits import (
     DEFAULT_CLAIM_LEASE_S,  # noqa: F401 (the commands' defaults, named here too)
@@ -55,13 +55,13 @@ def new_id() -> str:
 
 
 # uuid.UUID reads its 32 digits with int(), which takes a sign and non-ASCII digits too
-_UUID_TEXT = re.compile(r"(?:urn:uuid:)?\{?[0-9a-fA-F-]+\}?", re.ASCII)
+_UUID_TEXT = r"(?:urn:uuid:)?\{?[0-9a-fA-F-]+\}?"  # compiled at first use (re caches it)
 
 
 def _canonical(value) -> str:
     """A full UUID in canonical lowercase form; ValueError for anything else."""
     s = str(value).strip()
-    return str(uuid.UUID(s if _UUID_TEXT.fullmatch(s) else "not a UUID"))
+    return str(uuid.UUID(s if re.fullmatch(_UUID_TEXT, s, re.ASCII) else "not a UUID"))
 
 
 def validate_id(value: str, what: str = "id") -> str:
@@ -231,10 +231,10 @@ def _env_limit(name: str, default: int) -> int:
 
 
 def fingerprint(values: list) -> str:
-    import hashlib  # imported here: `relay --help` has no use for OpenSSL (start-up time)
+    import json  # imported here: `relay --help` and `relay id` need no JSON (start-up)
 
     doc = json.dumps(values, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(doc.encode("utf-8")).hexdigest()
+    return sha256_hex(doc.encode("utf-8"))
 
 
 def stdin_is_terminal() -> bool:

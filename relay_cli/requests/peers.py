@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..core import clock
+from ..core.digest import sha256_hex
 from ..core.errors import RelayError
 from ..core.limits import DEFAULT_SESSION_LEASE_S, HOOK_RECENT_MS, KINDS, NAME_PATTERN
 from .states import apply
@@ -15,12 +16,11 @@ from .states import apply
 if TYPE_CHECKING:
     from relay_cli.store import Row, Store
 
-# matched against the whole value (fullmatch), in ASCII: "alice\n" is not a name
-NAME_RE = re.compile(NAME_PATTERN, re.ASCII)
-
 
 def validate_name(name: str, what: str = "peer name") -> str:
-    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
+    # the whole value (fullmatch), in ASCII: "alice\n" is not a name (compiled at first
+    # use, which re caches)
+    if not isinstance(name, str) or not re.fullmatch(NAME_PATTERN, name, re.ASCII):
         raise RelayError("invalid_name", f"{what} {name!r} is not a valid peer name")
     return name
 
@@ -32,9 +32,7 @@ def validate_kind(kind: str | None) -> str | None:
 
 
 def hash_token(token: str) -> str:
-    import hashlib  # imported here: `relay --help` has no use for OpenSSL (start-up time)
-
-    return hashlib.sha256(token.encode("utf-8", "surrogateescape")).hexdigest()
+    return sha256_hex(token.encode("utf-8", "surrogateescape"))
 
 
 def renew_interval_s(lease_seconds: int) -> float:

@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..core.clock import Clock
 from ..core.errors import RelayError
-from .api import Health, Row, Store
 from .base import SQLiteStore
 from .db import open_db, open_existing_readonly, relay_error_from_sqlite
 from .home import DB_NAME, check_home, ensure_home, inspect_path, resolve_home, unsafe_reasons
 from .migrations import LATEST as LATEST_SCHEMA
 from .url import database_url, redact
+
+if TYPE_CHECKING:
+    from .api import Health, Row, Store
 
 __all__ = [
     "DB_NAME",
@@ -39,6 +42,18 @@ __all__ = [
     "resolve_home",
     "unsafe_reasons",
 ]
+
+
+def __getattr__(name: str):
+    """``Health``, ``Row`` and ``Store`` (api.py), imported when first asked for: running a
+    command needs none of them (the interface is for type checkers, ``Health`` for doctor),
+    and api.py's import cost every command that opens the store (~8 million instructions,
+    bench/startup.py)."""
+    if name in ("Health", "Row", "Store"):
+        from . import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def database_file(home: str | Path | None = None, url: str | None = None) -> Path:

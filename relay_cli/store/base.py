@@ -8,10 +8,10 @@ import os
 import sqlite3
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..core.clock import Clock
 from ..core.errors import RelayError
-from .api import Health
 from .db import Connection, relay_error_from_sqlite
 from .dialect import PostgreSQL, SQLite
 from .sql_data import DataSQL
@@ -21,6 +21,9 @@ from .sql_ops import OpsSQL
 from .sql_peers import PeersSQL
 from .sql_requests import RequestsSQL
 from .tables import TABLES
+
+if TYPE_CHECKING:
+    from .api import Health
 
 
 class SQLStore(RequestsSQL, PeersSQL, LedgerSQL, HookSQL, OpsSQL, DataSQL):
@@ -102,6 +105,8 @@ class SQLiteStore(SQLStore):
             if journal is None
             else read("journal_mode", lambda: db.scalar("PRAGMA synchronous"))
         )
+        from .api import Health  # (doctor's; api.py is not imported to run a command)
+
         return Health(
             backend=self.backend,
             where=str(db.path),

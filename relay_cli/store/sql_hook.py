@@ -9,9 +9,8 @@ import json
 import sqlite3
 from typing import TYPE_CHECKING
 
-from .api import Row
-
 if TYPE_CHECKING:
+    from .api import Row
     from .db import Connection
     from .dialect import PostgreSQL, SQLite
     from .pg import PgConnection

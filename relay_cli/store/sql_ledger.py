@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .api import Row
 from .tables import LEDGER, LEDGER_LISTED
 
 if TYPE_CHECKING:
+    from .api import Row
     from .db import Connection
     from .pg import PgConnection
 

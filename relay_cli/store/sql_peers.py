@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .api import Row
-
 if TYPE_CHECKING:
+    from .api import Row
     from .db import Connection
     from .dialect import PostgreSQL, SQLite
     from .pg import PgConnection

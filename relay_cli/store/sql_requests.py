@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .api import Row
 from .tables import DRAFTS, REQUEST_LISTED, REQUESTS
 
 if TYPE_CHECKING:
+    from .api import Row
     from .db import Connection
     from .dialect import PostgreSQL, SQLite
     from .pg import PgConnection

@@ -23,7 +23,7 @@ SCHEMES = ("postgresql", "postgres")
 INSTALL = "pip install 'relay-cli[postgres]'"
 # libpq's connection options that hold a secret
 SECRET_KEYS = ("password", "sslpassword")
-_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]{0,30}")
+_SCHEME = r"[A-Za-z][A-Za-z0-9+.-]{0,30}"  # compiled at first use (re caches it)
 
 
 def database_url(given: str | None) -> str | None:
@@ -41,7 +41,7 @@ def check(url: str) -> str:
     if scheme.lower() not in SCHEMES:
         # Not a URL relay reads, so nothing of it but a plain scheme is shown: a
         # key=value conninfo string ("host=h password=p") would be shown in clear.
-        shown = f"{scheme}://…" if _SCHEME.fullmatch(scheme) else "(no scheme)"
+        shown = f"{scheme}://…" if re.fullmatch(_SCHEME, scheme) else "(no scheme)"
         raise RelayError(
             "usage_error",
             f"the database URL must start with postgresql:// or postgres://, not {shown}",
