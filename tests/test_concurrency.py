@@ -143,3 +143,41 @@ def test_a_lock_held_past_the_busy_timeout_is_busy_and_retryable(relay):
     assert "a tool with relay.db open" in r.error["hint"]
     holder.wait(timeout=20)
     assert relay.send(alice, "bob", "x").code == 0
+
+
+def _first_open(home: str, start, results) -> None:
+    from pathlib import Path
+
+    from relay_cli.core.errors import RelayError
+    from relay_cli.store import db
+
+    start.wait()
+    try:
+        db.open_db(Path(home)).close()
+        results.put("ok")
+    except RelayError as e:
+        results.put(e.code)
+
+
+@pytest.mark.sqlite_only
+def test_first_calls_at_once_on_a_new_home_all_open_it(tmp_path):
+    """Four processes open a new home at the same moment, 25 times: each opens it (one
+    creates relay.db, makes it WAL and migrates it; the others wait for that). Switching
+    to WAL is the step SQLite does not wait for by itself: before relay retried it, about
+    one round in six had a call fail with `busy` at once (design.md §9)."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    outcomes = []
+    for round_ in range(25):
+        start, results = ctx.Barrier(4), ctx.Queue()
+        procs = [
+            ctx.Process(target=_first_open, args=(str(tmp_path / f"home-{round_}"), start, results))
+            for _ in range(4)
+        ]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(timeout=60)
+        outcomes += [results.get(timeout=10) for _ in procs]
+    assert outcomes == ["ok"] * 100

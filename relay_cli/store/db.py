@@ -242,8 +242,7 @@ def _open_rw(path: Path) -> Connection:
     try:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         check_version(version, DB_NAME, lambda: _not_relays(conn, path))
-        if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
-            conn.execute("PRAGMA journal_mode = WAL")
+        _use_wal(conn)
         conn.execute("PRAGMA synchronous = FULL")
         conn.execute("PRAGMA foreign_keys = ON")
         db = Connection(conn, path)
@@ -254,6 +253,34 @@ def _open_rw(path: Path) -> Connection:
     except BaseException:
         conn.close()
         raise
+
+
+def _use_wal(conn: sqlite3.Connection) -> None:
+    """Make relay.db a WAL database (a lasting property of the file: after the first call
+    there is nothing to do). The switch needs the file to itself, and SQLite runs no busy
+    handler for it: two first calls at once on a new home would otherwise see `database
+    is locked` at once, one time in about twenty (tests/test_concurrency.py). So it is
+    tried again, with short pauses, within the busy timeout, until this process or
+    another has made the file WAL; then, as any other wait for the lock, it is `busy`."""
+    import time
+
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    pause = 0.002
+    while True:
+        try:
+            if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() == "wal":
+                return
+            # answers the mode the file is in after it: not WAL when the switch was refused
+            if conn.execute("PRAGMA journal_mode = WAL").fetchone()[0].lower() == "wal":
+                return
+        except sqlite3.OperationalError as e:
+            if relay_error_from_sqlite(e).code != "busy" or time.monotonic() >= deadline:
+                raise
+        else:
+            if time.monotonic() >= deadline:
+                raise sqlite3.OperationalError("database is locked (switching to WAL)")
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
 
 
 def _not_relays(conn: sqlite3.Connection, path: Path) -> str | None:
