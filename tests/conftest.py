@@ -703,15 +703,16 @@ class PgCluster:
         finally:
             conn.close()
         # one batch that empties every table the template has empty (foreign keys not
-        # checked: any order) and sets every sequence that was used back to its start
-        # (what a new copy has: is_called false, no last value)
+        # checked: any order) and sets every sequence back to its start (what a new copy
+        # has: is_called false). Every one: a sequence set with setval(..., false), as
+        # `relay db copy` does, shows no last value, like an unused one.
         self.clear = "; ".join(
             [
                 "BEGIN",
                 "SET LOCAL session_replication_role = replica",
                 *(f"DELETE FROM {t}" for t, kept in self.rows.items() if not kept),
                 "SELECT setval(format('%I.%I', schemaname, sequencename)::regclass, "
-                "start_value, false) FROM pg_sequences WHERE last_value IS NOT NULL",
+                "start_value, false) FROM pg_sequences",
                 "COMMIT",
             ]
         )

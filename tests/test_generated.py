@@ -76,9 +76,10 @@ def test_design_tables_are_written_between_their_markers_and_a_stale_one_is_caug
 
 
 # ------------------------------------------------------------------ bash completion
-def bash_complete(*words: str) -> list[str]:
+def bash_complete(*words: str, env: dict | None = None) -> list[str]:
     """Complete the last of ``words`` in a real bash with completions/relay.bash sourced,
-    through the function `complete -p relay` registered."""
+    through the function `complete -p relay` registered (which starts a real relay);
+    nothing may reach stderr."""
     if not shutil.which("bash"):
         pytest.skip("bash is not installed")
     words_q = " ".join(f"'{w}'" for w in words)
@@ -99,10 +100,11 @@ printf '%s\\n' "${{COMPREPLY[@]}}"
         ["bash", "--norc", "--noprofile", "-c", script],
         capture_output=True,
         text=True,
-        env=clean_env(),
+        env=clean_env(**(env or {})),
         timeout=60,
     )
     assert p.returncode == 0, p.stderr
+    assert p.stderr == ""
     return [line for line in p.stdout.splitlines() if line]
 
 
@@ -116,6 +118,18 @@ def test_bash_completes_send_dash_dash_o_to_on_lost():
 
 def test_bash_completes_subcommands_of_peers():
     assert "join" in bash_complete("relay", "peers", "")
+
+
+def test_bash_completes_an_id_only_the_store_knows(relay):
+    """The whole path for a value from the store: bash, the generated script, a real
+    relay process that opens relay.db (or the server) and offers the request's id.
+    (What each command offers is tests/test_completion.py's, in-process.)"""
+    alice = relay.join("alice")
+    relay.join("bob")
+    rid = relay.send(alice, "bob", "x").json["id"]
+    env = {k: v for k, v in relay._env(None).items() if k.startswith("RELAY_")}
+    assert bash_complete("relay", "show", "", env=env) == [rid]
+    assert bash_complete("relay", "show", rid[:4], env=env) == [rid]
 
 
 # Typer's --show-completion and --install-completion look for the shell that started

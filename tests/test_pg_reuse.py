@@ -55,14 +55,21 @@ def test_a_database_relay_used_is_reset_to_exactly_a_new_copy(pg_cluster, tmp_pa
     assert relay("claim", env=bob).code == 0
     assert relay("once", "--key", "k", "--", "true").code == 0
     assert _one(pg_cluster, name, "SELECT count(*) FROM pg_sequences WHERE last_value > 0")
+    # and one moved as `relay db copy` moves them: no last value shows, like an unused one
+    _run(pg_cluster, name, "SELECT setval('events_seq_seq', 50, false)")
 
     pg_cluster.release(name)
 
     assert name in pg_cluster.spare
     conn = pg_cluster._connect(name)
     try:
-        assert pg_cluster._facts(conn) == pg_cluster.facts  # sequences included
+        assert pg_cluster._facts(conn) == pg_cluster.facts
         assert pg_cluster._rows(conn) == pg_cluster.rows
+        with conn.cursor() as cur:  # each sequence's next value is its first
+            cur.execute("SELECT schemaname, sequencename, start_value FROM pg_sequences")
+            for schema, seq, start in cur.fetchall():
+                cur.execute(f'SELECT last_value, is_called FROM "{schema}"."{seq}"')
+                assert cur.fetchone() == (start, False), seq
     finally:
         conn.close()
 

@@ -310,26 +310,37 @@ def _run_shell(line: str, env: dict, cwd: Path, limit: float = 10) -> tuple[int 
         sel.register(stream, selectors.EVENT_READ)
     deadline = time.monotonic() + limit
     waiting = False
-    while sel.get_map() and not waiting:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            waiting = True
-            break
-        for key, _ in sel.select(left):
-            chunk = os.read(key.fd, 65536)
-            if not chunk:
-                sel.unregister(key.fileobj)
-            got[key.fileobj] += chunk
-        waiting = re.search(rb"(^|\n)relay: waiting\b", got[p.stderr]) is not None
-    sel.close()
-    if waiting:
-        os.killpg(p.pid, signal.SIGKILL)
-    code = p.wait()
-    p.stdout.close()
-    p.stderr.close()
+    code = None
+    try:
+        while sel.get_map() and not waiting:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                waiting = True
+                break
+            for key, _ in sel.select(left):
+                chunk = os.read(key.fd, 65536)
+                if not chunk:
+                    sel.unregister(key.fileobj)
+                got[key.fileobj] += chunk
+            waiting = re.search(rb"(^|\n)relay: waiting\b", got[p.stderr]) is not None
+        if not waiting:  # both pipes closed: it ended, or goes on without them
+            try:
+                code = p.wait(timeout=max(deadline - time.monotonic(), 1))
+            except subprocess.TimeoutExpired:
+                waiting = True
+    finally:
+        sel.close()
+        try:
+            os.killpg(p.pid, signal.SIGKILL)  # what is left of it, background jobs included
+        except ProcessLookupError:
+            pass
+        p.wait()
+        p.stdout.close()
+        p.stderr.close()
     if waiting:
         return None, "", ""
-    return code, got[p.stdout].decode(errors="replace"), got[p.stderr].decode(errors="replace")
+    out, err = (got[s].decode(errors="replace").replace("\r\n", "\n") for s in (p.stdout, p.stderr))
+    return code, out, err
 
 
 def run_printed(

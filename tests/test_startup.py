@@ -82,13 +82,22 @@ def test_root_help_and_relay_id_import_no_store_module(relay):
 # bench/startup.py): the runtime table's frozen dataclasses ~18M instructions, OpenSSL
 # (hashlib) ~11M, store/api.py ~8M, strptime's first call ~5M, sqlite3 and json ~5M each.
 NOT_FOR_HELP = ("relay_cli.agents.runtimes", "sqlite3", "json", "csv", "hashlib", "_strptime")
+
+
+def _own_sha256() -> bool:
+    """Whether this Python has its own SHA-256 (some builds leave it to OpenSSL, and
+    relay then rightly falls back to hashlib)."""
+    import importlib.util
+
+    return any(importlib.util.find_spec(m) for m in ("_sha2", "_sha256"))
+
+
 NOT_FOR_SEND = (
     "relay_cli.agents.runtimes",
     "relay_cli.store.api",
     "csv",
-    "hashlib",
-    "_hashlib",
     "_strptime",
+    *(("hashlib", "_hashlib") if _own_sha256() else ()),
 )
 
 
@@ -284,10 +293,15 @@ def test_parse_iso_reads_and_refuses_as_strptime_does():
     assert [clock.parse_iso(t) for t in texts[: len(instants)]] == instants
 
 
-def test_sha256_hex_is_hashlibs_digest():
+@pytest.mark.parametrize("without", [(), ("_sha2",), ("_sha2", "_sha256")])
+def test_sha256_hex_is_hashlibs_digest(monkeypatch, without):
+    """On this Python, and as on one that lacks its own module(s): hashlib's digest."""
     import hashlib
 
-    from relay_cli.core.digest import sha256_hex
+    from relay_cli.core import digest
 
+    monkeypatch.setattr(digest, "_SHA256", None)
+    for name in without:
+        monkeypatch.setitem(sys.modules, name, None)  # its import fails
     for data in (b"", b"abc", "t\u00f6k\udcffen".encode("utf-8", "surrogateescape"), b"x" * 70000):
-        assert sha256_hex(data) == hashlib.sha256(data).hexdigest()
+        assert digest.sha256_hex(data) == hashlib.sha256(data).hexdigest()

@@ -38,7 +38,6 @@ from ..core import clock
 from ..core.context import DEBUG_VAR
 from ..core.limits import CODEX_QUEUE_TIMEOUT_S, FIND_GRACE_S, HOOK_LEASE_S
 from ..requests import due, peers
-from .codex_server import REMOTE_ENV
 from .hook import (
     MAX_REMEMBERED_IDS,
     MAX_SCANNED,
@@ -234,6 +233,8 @@ def _unregister(store: Store, session_id: str, me) -> None:
 
 def _codex_queue(codex: str, thread: str, text: str) -> bool:
     argv = [codex, "queue", "--thread", thread, "--message", text]
+    from .codex_server import REMOTE_ENV  # (not at import: every hook run imports wake)
+
     remote = os.environ.get(REMOTE_ENV, "")
     if remote.startswith("unix://"):  # the peer's own app server (`relay run`): at once
         argv += ["--remote", remote]

@@ -590,7 +590,9 @@ def _invoke(command, argv: list[str], context: Context):
     try:  # answers the shell's completion request, if this call is one, and exits
         command._main_shell_completion({"obj": context}, "relay", None)
     except SystemExit as e:  # `run` returns its status, as for every other call
-        return e.code if isinstance(e.code, int) else ExitStatus.OK
+        if isinstance(e.code, int):
+            return e.code
+        return ExitStatus.OK if e.code is None else 1  # (as Python exits for a message)
     try:
         with command.make_context("relay", list(argv), obj=context) as ctx:
             return command.invoke(ctx)

@@ -8,16 +8,21 @@ Python built without its own SHA-256.
 
 from __future__ import annotations
 
+_SHA256 = None  # the constructor, found at the first digest (a failed import is not cached)
+
 
 def _constructor():
-    try:
-        from _sha256 import sha256  # Python 3.10, 3.11
-    except ImportError:
+    global _SHA256
+    if _SHA256 is None:
         try:
             from _sha2 import sha256  # Python 3.12 and later
         except ImportError:
-            from hashlib import sha256
-    return sha256
+            try:
+                from _sha256 import sha256  # Python 3.10, 3.11
+            except ImportError:
+                from hashlib import sha256
+        _SHA256 = sha256
+    return _SHA256
 
 
 def sha256_hex(data: bytes) -> str:
