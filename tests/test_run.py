@@ -274,6 +274,8 @@ def test_lease_is_renewed_and_a_superseded_session_is_reported(relay, tmp_path):
         assert pa.wait(timeout=20) == 0
         assert pb.wait(timeout=20) == 0
     finally:
+        stop_a.touch()  # the commands end too, even when relay was killed before them
+        stop_b.touch()
         pa.kill()
         pb.kill()
     reader.join(timeout=20)  # all of rb's stderr, to its end

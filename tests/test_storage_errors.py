@@ -61,6 +61,22 @@ def test_a_table_someone_dropped_is_database_corrupt_not_a_bug(relay):
     assert (r.code, r.error["code"]) == (7, "database_corrupt"), r.err
 
 
+def test_a_sqlite_error_raised_outside_the_store_is_still_mapped_not_a_bug(relay, monkeypatch):
+    """A SQLite error the library lets through is relay's error for it -- busy, not
+    internal_error. On SQLite the store's transaction maps it; on PostgreSQL nothing
+    below the command line expects one, so its last line of defence (cli/app.py) does."""
+    from relay_cli.requests import lifecycle
+
+    relay.join("alice")
+
+    def locked(*args, **kwargs):
+        raise sqlite3.OperationalError("database is locked")
+
+    monkeypatch.setattr(lifecycle, "list_requests", locked)
+    r = relay("list", "--json")
+    assert (r.code, r.error["code"]) == (75, "busy"), r.err
+
+
 def test_every_sqlite_result_code_maps_onto_the_taxonomy():
     from relay_cli.store import relay_error_from_sqlite
 

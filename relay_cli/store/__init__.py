@@ -44,16 +44,18 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
-    """``Health``, ``Row`` and ``Store`` (api.py), imported when first asked for: running a
-    command needs none of them (the interface is for type checkers, ``Health`` for doctor),
-    and api.py's import cost every command that opens the store (~8 million instructions,
-    bench/startup.py)."""
-    if name in ("Health", "Row", "Store"):
-        from . import api
+if not TYPE_CHECKING:  # (a type checker sees the import above, and no other name)
 
-        return getattr(api, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    def __getattr__(name: str):
+        """``Health``, ``Row`` and ``Store`` (api.py), imported when first asked for:
+        running a command needs none of them (the interface is for type checkers,
+        ``Health`` for doctor), and api.py's import cost every command that opens the
+        store (~8 million instructions, bench/startup.py)."""
+        if name in ("Health", "Row", "Store"):
+            from . import api
+
+            return getattr(api, name)
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def database_file(home: str | Path | None = None, url: str | None = None) -> Path:
