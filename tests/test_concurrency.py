@@ -181,3 +181,32 @@ def test_first_calls_at_once_on_a_new_home_all_open_it(tmp_path):
             p.join(timeout=60)
         outcomes += [results.get(timeout=10) for _ in procs]
     assert outcomes == ["ok"] * 100
+
+
+@pytest.mark.sqlite_only
+def test_a_new_home_held_past_the_busy_timeout_is_busy_and_left_as_it_was(relay, monkeypatch):
+    """A reader holds the new relay.db (still in rollback mode) past the busy timeout, so
+    it cannot be switched to WAL: the call is `busy` (75, retryable), and the file is left
+    as it was -- no table, no WAL -- for the retry, which then sets it up."""
+    import os
+    import sqlite3
+
+    from relay_cli.store import db
+
+    monkeypatch.setattr(db, "BUSY_TIMEOUT_S", 0.3)  # (5 s in use)
+    relay.home.mkdir(mode=0o700)
+    path = relay.home / "relay.db"
+    os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))  # as relay makes it
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN")
+    holder.execute("SELECT count(*) FROM sqlite_master").fetchone()  # a read lock, kept
+    try:
+        r = relay("peers", "join", "alice", "--json")
+        assert (r.code, r.error["code"], r.error["retryable"]) == (75, "busy", True), r.err
+        assert holder.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+        assert holder.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert not path.with_name("relay.db-wal").exists()
+    assert relay("peers", "join", "alice", "--json").code == 0
