@@ -132,9 +132,10 @@ def main(argv=None) -> int:
     print("\nscenario                                   pinned  newest")
     mark = {True: "pass", False: "FAIL", None: "skip"}
     for case in sorted(set(old_cases) | set(new_cases)):
-        o = mark.get(old_cases.get(case, {}).get("ok"), "-") if base else "(same)"
-        n = mark.get(new_cases.get(case, {}).get("ok"), "-")
-        flag = "  <- changed" if base and o != n else ""
+        # "-": the case was not run (e.g. `--runtime claude`); "skip": it could not run
+        o = (mark[old_cases[case].get("ok")] if case in old_cases else "-") if base else "(same)"
+        n = mark[new_cases[case].get("ok")] if case in new_cases else "-"
+        flag = "  <- changed" if base and o != n and "-" not in (o, n) else ""
         print(f"  {case:<40} {o:>6}  {n:>6}{flag}")
     print("\nhook event fields vs relay's fixture schemas (tests/fixtures):")
     for rt, r in sorted(new.get("hook_events", {}).items()):
