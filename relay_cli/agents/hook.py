@@ -7,7 +7,7 @@ names the package versions and files; the fixtures and output schemas there come
   has ``session_id``, ``transcript_path``, ``cwd``, ``hook_event_name``; SessionStart adds
   ``source`` (startup, resume, clear, compact, fork), UserPromptSubmit ``prompt`` and the
   optional ``source`` (user, sdk, system, loop_wakeup, schedule_wakeup, poll_event: who
-  submitted it; the binaries of 2.1.332-2.1.336 leave it out of every payload; another Claude
+  submitted it; 2.1.332 and 2.1.336 sent it on no turn in relay's harness; another Claude
   session's SendMessage turn is told by its ``<cross-session-message>`` envelope), Stop
   ``stop_hook_active``, SessionEnd ``reason``. Output on exit 0 is one
   JSON object: ``{"hookSpecificOutput": {"hookEventName", "additionalContext"}}`` for
