@@ -85,13 +85,56 @@ def install(lock_dir: Path = E2E, log=print) -> Path:
     return mods
 
 
+# Claude Code ships in two npm packages, each with the same `claude` binary in a platform
+# package: @anthropic-ai/claude-code (its version is Claude Code's) and
+# @anthropic-ai/claude-agent-sdk (its package.json declares the Claude Code it carries,
+# ``claudeCodeVersion``). Some releases (2.1.333-2.1.336) came out only in the SDK.
+CLAUDE_PACKAGES = {
+    "@anthropic-ai/claude-code": ("version", "@anthropic-ai/claude-code-linux-x64/claude"),
+    "@anthropic-ai/claude-agent-sdk": (
+        "claudeCodeVersion",
+        "@anthropic-ai/claude-agent-sdk-linux-x64/claude",
+    ),
+}
+
+
+def version_key(v: str) -> tuple:
+    """``2.1.336`` -> (2, 1, 336); a part that is not a number sorts first."""
+    return tuple(int(p) if p.isdigit() else -1 for p in v.split("-")[0].split("."))
+
+
+def claude_builds(mods: Path) -> list[dict]:
+    """Every Claude Code binary installed: its version, the package and that package's
+    own version, the binary."""
+    out = []
+    for pkg, (field, binary) in CLAUDE_PACKAGES.items():
+        meta, exe = mods / pkg / "package.json", mods / binary
+        if meta.exists() and exe.exists():
+            doc = json.loads(meta.read_text())
+            if doc.get(field):
+                out.append(
+                    {"claude": doc[field], "package": pkg, "version": doc["version"], "exe": exe}
+                )
+    return out
+
+
+def claude_build(mods: Path) -> dict | None:
+    """The Claude Code the harness runs: the newest installed (the package that ships
+    Claude Code itself on a tie), or the package ``RELAY_E2E_CLAUDE`` names."""
+    builds = claude_builds(mods)
+    want = os.environ.get("RELAY_E2E_CLAUDE")
+    if want:
+        builds = [b for b in builds if b["package"] == want]
+    return max(builds, key=lambda b: version_key(b["claude"]), default=None)
+
+
 def programs(mods: Path) -> dict[str, list[str]]:
     """The command that starts each runtime. Claude Code's platform binary runs directly
     (npm blocks the postinstall that would link it)."""
-    claude = mods / "@anthropic-ai/claude-code-linux-x64/claude"
     out = {}
-    if claude.exists():
-        out["claude"] = [str(claude)]
+    claude = claude_build(mods)
+    if claude:
+        out["claude"] = [str(claude["exe"])]
     codex = mods / "@openai/codex/bin/codex.js"
     if codex.exists():
         out["codex"] = [shutil.which("node") or "node", str(codex)]
@@ -112,6 +155,12 @@ def versions(mods: Path) -> dict[str, str]:
         p = mods / pkg / "package.json"
         if p.exists():
             out[rt] = json.loads(p.read_text())["version"]
+    claude = claude_build(mods)  # the one programs() runs, which may come from the SDK
+    if claude:
+        sdk = claude["package"] != "@anthropic-ai/claude-code"
+        out["claude"] = claude["claude"] + (
+            f" ({claude['package']} {claude['version']})" if sdk else ""
+        )
     return out
 
 

@@ -10,6 +10,12 @@ Asks npm for the newest version of each runtime pinned in ``e2e/package.json``
 ``--baseline``), and reports what changed: versions, pass/fail per scenario, and the hook
 event fields the runtimes now send beyond relay's fixture schemas (or no longer send).
 Exit 0 when the newest versions pass everything, 1 otherwise.
+
+Claude Code is published in two packages with the same binary: ``@anthropic-ai/claude-code``
+and ``@anthropic-ai/claude-agent-sdk`` (whose ``claudeCodeVersion`` says which Claude Code
+it carries; some releases came out only there). The newest set takes the SDK instead when
+it carries a newer Claude Code; ``--claude-from code|sdk`` takes that package whatever it
+carries. The harness runs the binary of the package installed (e2e/harness.py).
 """
 
 from __future__ import annotations
@@ -24,6 +30,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 E2E = ROOT / "e2e"
+sys.path.insert(0, str(ROOT))
+
+from e2e.harness import version_key  # noqa: E402
 
 
 def npm(*args: str, cwd: Path | None = None) -> str:
@@ -31,6 +40,27 @@ def npm(*args: str, cwd: Path | None = None) -> str:
     if r.returncode != 0:
         sys.exit(f"npm {' '.join(args)} failed: {r.stderr.strip()[-800:]}")
     return r.stdout.strip()
+
+
+CLAUDE_CODE = "@anthropic-ai/claude-code"
+CLAUDE_SDK = "@anthropic-ai/claude-agent-sdk"
+
+
+def claude_from_sdk(deps: dict, choice: str) -> str | None:
+    """Swap the Claude Code package for the Agent SDK when it carries a newer Claude Code
+    (or when ``choice`` is ``sdk``); return a line saying which one the newest set tests."""
+    if CLAUDE_CODE not in deps or choice == "code":
+        return None
+    code = deps[CLAUDE_CODE]
+    sdk = json.loads(npm("view", CLAUDE_SDK, "version", "claudeCodeVersion", "--json"))
+    carries = sdk.get("claudeCodeVersion") or "?"
+    newer = carries != "?" and version_key(carries) > version_key(code)
+    line = f"{CLAUDE_SDK} {sdk['version']} carries Claude Code {carries}"
+    if choice == "sdk" or newer:
+        del deps[CLAUDE_CODE]
+        deps[CLAUDE_SDK] = sdk["version"]
+        return f"{line}: the newest set tests its binary"
+    return f"{line}: not newer than {CLAUDE_CODE} {code}"
 
 
 def harness(lock_dir: Path, out: Path, extra: list[str]) -> dict:
@@ -49,19 +79,29 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[1])
     p.add_argument("--baseline", help="results of the pinned set (python -m e2e --json)")
     p.add_argument("--json", help="write both results and the differences here")
+    p.add_argument(
+        "--claude-from",
+        choices=("newest", "code", "sdk"),
+        default="newest",
+        help=f"Claude Code from {CLAUDE_CODE} (code), {CLAUDE_SDK} (sdk), or whichever "
+        "carries the newer Claude Code (newest)",
+    )
     args, extra = p.parse_known_args(argv)
     pinned = json.loads((E2E / "package.json").read_text())
     newest = dict(pinned)
     newest["dependencies"] = {pkg: npm("view", pkg, "version") for pkg in pinned["dependencies"]}
+    via_sdk = claude_from_sdk(newest["dependencies"], args.claude_from)
     changed = {
-        pkg: (old, newest["dependencies"][pkg])
-        for pkg, old in pinned["dependencies"].items()
-        if old != newest["dependencies"][pkg]
+        pkg: (pinned["dependencies"].get(pkg), new)
+        for pkg, new in newest["dependencies"].items()
+        if pinned["dependencies"].get(pkg) != new
     }
     print("versions:")
-    for pkg, old in pinned["dependencies"].items():
-        new = newest["dependencies"][pkg]
+    for pkg in {**pinned["dependencies"], **newest["dependencies"]}:
+        old, new = pinned["dependencies"].get(pkg, "-"), newest["dependencies"].get(pkg, "-")
         print(f"  {pkg}: pinned {old}, newest {new}{'' if old == new else '  <- changed'}")
+    if via_sdk:
+        print(f"  {via_sdk}")
     work = Path(tempfile.mkdtemp(prefix="relay-e2e-latest-"))
     try:
         lock = work / "lock"
@@ -92,9 +132,10 @@ def main(argv=None) -> int:
     print("\nscenario                                   pinned  newest")
     mark = {True: "pass", False: "FAIL", None: "skip"}
     for case in sorted(set(old_cases) | set(new_cases)):
-        o = mark.get(old_cases.get(case, {}).get("ok"), "-") if base else "(same)"
-        n = mark.get(new_cases.get(case, {}).get("ok"), "-")
-        flag = "  <- changed" if base and o != n else ""
+        # "-": the case was not run (e.g. `--runtime claude`); "skip": it could not run
+        o = (mark[old_cases[case].get("ok")] if case in old_cases else "-") if base else "(same)"
+        n = mark[new_cases[case].get("ok")] if case in new_cases else "-"
+        flag = "  <- changed" if base and o != n and "-" not in (o, n) else ""
         print(f"  {case:<40} {o:>6}  {n:>6}{flag}")
     print("\nhook event fields vs relay's fixture schemas (tests/fixtures):")
     for rt, r in sorted(new.get("hook_events", {}).items()):

@@ -152,3 +152,67 @@ def test_the_event_check_flags_fields_beyond_the_fixture_schema():
     r = events.check([good, bad])["claude"]
     assert r["fields_added"] == {"Stop": ["brand_new_field"]}
     assert r["errors"], "the closed schema must refuse an unknown field"
+
+
+# ------------------------------------------------- which Claude Code binary the harness runs
+def _claude_package(mods: Path, pkg: str, meta: dict) -> Path:
+    d = mods / pkg
+    d.mkdir(parents=True)
+    (d / "package.json").write_text(json.dumps({"name": pkg, **meta}))
+    exe = mods / f"{pkg}-linux-x64" / "claude"
+    exe.parent.mkdir(parents=True)
+    exe.write_text("#!/bin/sh\n")
+    return exe
+
+
+def test_the_harness_runs_the_newest_claude_code_of_either_package(tmp_path, monkeypatch):
+    """Claude Code 2.1.333-2.1.336 came out only in the Agent SDK (its platform package
+    holds the binary; `claudeCodeVersion` says which Claude Code it is)."""
+    from e2e import harness
+
+    monkeypatch.delenv("RELAY_E2E_CLAUDE", raising=False)
+    mods = tmp_path / "node_modules"
+    code = _claude_package(mods, "@anthropic-ai/claude-code", {"version": "2.1.332"})
+    assert harness.programs(mods)["claude"] == [str(code)]
+    sdk = _claude_package(
+        mods,
+        "@anthropic-ai/claude-agent-sdk",
+        {"version": "0.3.336", "claudeCodeVersion": "2.1.336"},
+    )
+    assert harness.programs(mods)["claude"] == [str(sdk)]
+    assert harness.versions(mods)["claude"] == "2.1.336 (@anthropic-ai/claude-agent-sdk 0.3.336)"
+    monkeypatch.setenv("RELAY_E2E_CLAUDE", "@anthropic-ai/claude-code")
+    assert harness.programs(mods)["claude"] == [str(code)]
+    assert harness.versions(mods)["claude"] == "2.1.332"
+    # a tie runs Claude Code's own package
+    monkeypatch.delenv("RELAY_E2E_CLAUDE")
+    (mods / "@anthropic-ai/claude-agent-sdk/package.json").write_text(
+        json.dumps({"version": "0.3.332", "claudeCodeVersion": "2.1.332"})
+    )
+    assert harness.programs(mods)["claude"] == [str(code)]
+    assert harness.version_key("2.1.40") < harness.version_key("2.1.336")
+
+
+def test_e2e_latest_takes_the_sdk_when_it_carries_a_newer_claude_code(monkeypatch):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "e2e_latest", Path(__file__).resolve().parent.parent / "scripts" / "e2e_latest.py"
+    )
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    views = {"0.3.336": "2.1.336", "0.3.332": "2.1.332"}
+    for sdk, carries in views.items():
+        answer = json.dumps({"version": sdk, "claudeCodeVersion": carries})
+        monkeypatch.setattr(mod, "npm", lambda *a, answer=answer: answer)
+        deps = {mod.CLAUDE_CODE: "2.1.332", "@openai/codex": "0.171.0"}
+        line = mod.claude_from_sdk(deps, "newest")
+        if sdk == "0.3.336":
+            assert deps == {"@openai/codex": "0.171.0", mod.CLAUDE_SDK: "0.3.336"}
+            assert "carries Claude Code 2.1.336: the newest set tests its binary" in line
+        else:
+            assert deps == {mod.CLAUDE_CODE: "2.1.332", "@openai/codex": "0.171.0"}
+            assert "not newer than" in line
+            assert mod.claude_from_sdk(deps, "sdk") and mod.CLAUDE_SDK in deps
+    deps = {mod.CLAUDE_CODE: "2.1.332"}
+    assert mod.claude_from_sdk(deps, "code") is None and deps == {mod.CLAUDE_CODE: "2.1.332"}

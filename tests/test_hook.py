@@ -503,3 +503,25 @@ def test_a_claude_session_bound_elsewhere_is_not_adopted(relay, claude, tmp_path
         assert (r.code, r.out, r.err) == (0, "", "")
     assert relay.snapshot() == before and claude.env_file.stat().st_size == size
     assert relay("peers", "heartbeat", env=own).code == 0
+
+
+# ------------------------------------------------------ Claude Code's Interrupt event
+def test_claude_interrupt_is_not_an_event_relay_acts_on(relay, claude):
+    """Claude Code 2.1.335+ sends Interrupt when a turn is stopped (Esc): no Stop runs.
+    Its output is ignored, an asyncRewake hook on it included (a waiter there exited 2 in
+    2.1.336 and the model was not woken), so relay installs nothing there and a
+    `relay hook claude [--wake]` that gets it does nothing: no answer, no change, no wait
+    (a waiter would mark the ids named and so keep later waiters from waking for them)."""
+    from schema_subset import errors
+
+    doc = json.loads(payload("interrupt"))
+    schema = json.loads((FIXTURES / "schemas" / "InterruptHookInput.json").read_text())
+    assert errors(doc, schema) == []
+    claude.start()
+    relay.send(relay.join("alice", "--lease", "1h"), "claude-1", request_id=new_id())
+    before = relay.snapshot()
+    for flags in ((), ("--wake",)):
+        p = relay.popen("hook", "claude", *flags, env=claude.hook_env, stdin=subprocess.PIPE)
+        out, err = p.communicate(payload("interrupt", session_id=claude.sid).encode(), timeout=20)
+        assert (p.returncode, out, err) == (0, b"", b""), flags
+    assert relay.snapshot() == before

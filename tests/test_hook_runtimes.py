@@ -55,6 +55,7 @@ EXTRA_EVENTS = {  # more fixtures of handled events, with their input schema
     "claude": [
         ("session_start_compact", "SessionStartHookInput"),
         ("user_prompt_submit_machine", "UserPromptSubmitHookInput"),
+        ("user_prompt_submit_peer", "UserPromptSubmitHookInput"),
         ("stop_active", "StopHookInput"),
     ],
     "codex": [
@@ -242,6 +243,39 @@ def test_claude_resets_the_stop_count_only_for_a_persons_prompt(relay, tmp_path,
     _always_new_work(relay, agent, alice)
     after = agent.hook("Stop")
     assert (after is not None) == resets
+
+
+@pytest.mark.parametrize(
+    "prompt,resets",
+    [
+        (None, False),  # the fixture: a <cross-session-message> turn, as 2.1.336 sent it
+        (
+            '\n<teammate-message teammate_id="tester" color="blue">\nall green\n'
+            "</teammate-message>",
+            False,
+        ),
+        ("Look at <cross-session-message> handling in the parser.", True),
+    ],
+)
+def test_claude_does_not_take_another_sessions_message_for_a_persons_prompt(
+    relay, tmp_path, prompt, resets
+):
+    """Claude Code delivers another Claude session's SendMessage as a turn of its own,
+    without a `source`, the text wrapped in its envelope: not the person's prompt, so the
+    3-in-a-row Stop limit still holds. A person's prompt that mentions the tag resets it."""
+    agent = Agent(relay, tmp_path, "claude")
+    agent.hook("SessionStart")
+    alice = relay.join("alice")
+    for _ in range(3):
+        _always_new_work(relay, agent, alice)
+        assert agent.hook("Stop", "stop_active")["decision"] == "block"
+    doc = event("claude", "user_prompt_submit_peer", session_id=agent.sid)
+    assert "source" not in doc
+    if prompt is not None:
+        doc["prompt"] = prompt
+    agent.run(doc)
+    _always_new_work(relay, agent, alice)
+    assert (agent.hook("Stop") is not None) == resets
 
 
 def test_gemini_does_not_take_its_own_continuation_for_a_persons_prompt(relay, tmp_path):

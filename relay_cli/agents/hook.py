@@ -7,7 +7,9 @@ names the package versions and files; the fixtures and output schemas there come
   has ``session_id``, ``transcript_path``, ``cwd``, ``hook_event_name``; SessionStart adds
   ``source`` (startup, resume, clear, compact, fork), UserPromptSubmit ``prompt`` and the
   optional ``source`` (user, sdk, system, loop_wakeup, schedule_wakeup, poll_event: who
-  submitted it), Stop ``stop_hook_active``, SessionEnd ``reason``. Output on exit 0 is one
+  submitted it; 2.1.332 and 2.1.336 sent it on no turn in relay's harness; another Claude
+  session's SendMessage turn is told by its ``<cross-session-message>`` envelope), Stop
+  ``stop_hook_active``, SessionEnd ``reason``. Output on exit 0 is one
   JSON object: ``{"hookSpecificOutput": {"hookEventName", "additionalContext"}}`` for
   context, ``{"decision": "block", "reason"}`` to keep a Stop going. ``CLAUDE_ENV_FILE``
   names a file of ``export`` lines applied to the session's later shell commands.
@@ -66,6 +68,11 @@ ESCAPED = "<>&"
 # inside a bigger prompt (Claude Code's task-notification) is recognised by its hash.
 OWN_STARTS = ("[relay] ", "relay: ")
 OWN_ENDS = ("tell the person.", "tell the person they are waiting.")
+# Claude Code delivers another Claude session's message (its SendMessage tool) as a turn of
+# its own, wrapped by the sending side in ``<cross-session-message from="…">`` (a teammate's
+# in ``<teammate-message teammate_id="…">``), with no ``source``: another Claude wrote it,
+# not the person. Text before the envelope is the person's.
+OTHER_SESSION_TAGS = ("<cross-session-message", "<teammate-message")
 
 Dialect = Runtime  # how one agent runtime speaks to its command hooks
 DIALECTS = runtimes.BY_NAME
@@ -394,6 +401,11 @@ def own_prompt(store: Store, session_id: str, ev: Event) -> bool:
     return bool(own) and any(prompt_hash(c) in own for c in _candidates(ev.prompt))
 
 
+def from_another_session(ev: Event) -> bool:
+    """The prompt is a message from another Claude session (SendMessage), not a person's."""
+    return bool(ev.prompt) and ev.prompt.lstrip().startswith(OTHER_SESSION_TAGS)
+
+
 def _mark_listed(store: Store, session_id: str, ids: list[str], now: int) -> None:
     """The ids were listed in a context of a running turn: no waiter wakes for them (that
     turn's Stop still names them)."""
@@ -422,7 +434,11 @@ def _prompt_submit(store: Store, now: int, session, ev: Event, dialect: Runtime)
     name = caller.name
     peers.renew(store, caller, now)
     sid = session["id"]
-    if ev.source in PERSON_SOURCES and not own_prompt(store, sid, ev):
+    if (
+        ev.source in PERSON_SOURCES
+        and not own_prompt(store, sid, ev)
+        and not from_another_session(ev)
+    ):
         store.put_hook_marks(sid, 0, store.hook_marks(sid), now, MAX_REMEMBERED_IDS)
     if ev.prompt and OWN_STARTS[0] in ev.prompt:
         # A turn carrying relay's note (also one whose wrapper changed it past
