@@ -7,13 +7,18 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
+import subprocess
+import sys
 
+import pytest
 from commit_faults import answer_lost_after_commit
-from conftest import refused
+from conftest import fake_crash, refused
 from test_ledger import _zombie, alive, counter, entry, runs, wait_until
 
 from relay_cli.core import clock
+from relay_cli.core.process import pid_namespace, this_host
 
 
 def _as_another_host(relay, key: str, **extra) -> None:
@@ -251,3 +256,118 @@ def test_ledger_list_help_says_what_effect_unknown_covers(relay):
     whose command may still run there: the help does not say the command is gone."""
     text = " ".join(relay("ledger", "list", "--help").out.split())
     assert "another host stopped renewing it" in text
+
+
+# ------------------------------------------------------------------ another PID namespace
+def _in_new_pid_namespace(relay, *args: str) -> subprocess.Popen:
+    """`relay ARGS` in a new PID namespace of this machine (with its own /proc), with the
+    same host name: what a container or sandbox that shares the host name is."""
+    if shutil.which("unshare") is None or os.geteuid() != 0:
+        pytest.skip("needs unshare and root for a new PID namespace")
+    return subprocess.Popen(
+        ["unshare", "-p", "--fork", "--mount-proc", sys.executable, "-m", "relay_cli", *args],
+        env=relay._env(None),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
+def _once_refused(relay, code: str, key: str, cmd: list[str]) -> dict:
+    """`relay once --idempotent` of ``key`` fails with ``code`` and changes nothing."""
+    before = relay.snapshot()
+    r = relay("once", "--key", key, "--idempotent", "--json", "--", *cmd)
+    assert r.error["code"] == code, r.err
+    assert relay.snapshot() == before
+    return r.error
+
+
+def test_a_live_entry_of_another_pid_namespace_is_never_rerun_nor_forgotten_by_an_agent(
+    relay, tmp_path
+):
+    """A pid means nothing outside its namespace: this process cannot see the other
+    namespace's relay, so the entry is another host's (design.md §10): alive while
+    renewed, then effect_unknown that neither --idempotent nor a forget without a
+    terminal reruns."""
+    path, release = tmp_path / "runs", tmp_path / "release"
+    # the first run waits for `release`; a second one would end at once
+    cmd = [
+        "sh",
+        "-c",
+        f"echo run >> {path}; [ $(wc -l < {path}) -gt 1 ] && exit 0; "
+        f"while [ ! -e {release} ]; do sleep 0.05; done",
+    ]
+    p = _in_new_pid_namespace(relay, "once", "--key", "ns", "--idempotent", "--json", "--", *cmd)
+    try:
+        obj = wait_until(
+            lambda: (e := entry(relay, "ns")) and e["child_pid"] and e, what="the child pid"
+        )
+        assert obj["host"] == this_host() and obj.get("pid_namespace") != pid_namespace()
+        assert obj["state"] == "running"  # not effect_unknown: it still renews
+        err = _once_refused(relay, "in_progress", "ns", cmd)
+        assert "another PID namespace" in err["message"]
+        refused(relay, "in_progress", "ledger", "resolve", "ns", "--outcome", "forget")
+        # seen from here, it stops renewing (its relay stalled or was cut off)
+        relay.move_clock(31)
+        assert entry(relay, "ns")["state"] == "effect_unknown"
+        err = _once_refused(relay, "effect_unknown", "ns", cmd)
+        assert "cannot see whether the command still runs" in err["message"]
+        refused(relay, "approval_needs_terminal", "ledger", "resolve", "ns", "--outcome", "forget")
+        shown = relay("ledger", "show", "ns")
+        assert "another PID namespace" in shown.out and "runs it again" not in shown.out
+        assert runs(path) == 1
+        release.touch()
+        out, err_text = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 0, err_text
+    assert json.loads(out)["state"] == "succeeded" and runs(path) == 1
+    relay.move_clock(0)
+    assert entry(relay, "ns")["state"] == "succeeded"
+
+
+def test_an_entry_of_this_namespace_is_another_namespaces_other_host(relay, tmp_path):
+    """The other way round: a relay in a new PID namespace sees a live entry of this one
+    as in_progress (renewed), never as gone."""
+    release = tmp_path / "release"
+    cmd = ["sh", "-c", f"while [ ! -e {release} ]; do sleep 0.05; done"]
+    p = relay.popen("once", "--key", "ns2", "--idempotent", "--", *cmd)
+    try:
+        wait_until(lambda: (e := entry(relay, "ns2")) and e["child_pid"], what="the child pid")
+        q = _in_new_pid_namespace(
+            relay, "once", "--key", "ns2", "--idempotent", "--json", "--", *cmd
+        )
+        try:
+            out, err = q.communicate(timeout=30)
+        finally:
+            if q.poll() is None:
+                q.kill()
+                q.wait()
+        assert q.returncode == 75 and json.loads(err)["error"]["code"] == "in_progress", err
+        assert json.loads(out)["state"] == "running"
+        release.touch()
+        assert p.wait(timeout=30) == 0
+    finally:
+        release.touch()
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def test_a_running_entry_recorded_before_relay_kept_its_namespace_is_another_hosts(relay, tmp_path):
+    """An entry of an earlier relay names no PID namespace: relay cannot tell where its
+    pids were counted, so it judges it as another host's (renewal, and a person)."""
+    path, cmd = counter(tmp_path)
+    assert relay("once", "--key", "old", "--idempotent", "--", *cmd).code == 0
+    fake_crash(relay, "old", pid_namespace=None, updated_at=clock.now_ms())
+    _once_refused(relay, "in_progress", "old", cmd)
+    relay.move_clock(31)
+    err = _once_refused(relay, "effect_unknown", "old", cmd)
+    assert "did not record" in err["message"]
+    refused(relay, "approval_needs_terminal", "ledger", "resolve", "old", "--outcome", "forget")
+    assert runs(path) == 1
+    # an entry of this namespace that crashed is rerun by --idempotent, as before
+    fake_crash(relay, "old")
+    assert relay("once", "--key", "old", "--idempotent", "--", *cmd).code == 0
+    assert runs(path) == 2

@@ -309,7 +309,7 @@ def test_a_postgresql_database_of_schema_7_gains_the_state_check(pg_cluster, tmp
         conn.close()
         db = connect(url)
         try:
-            assert db.scalar("SELECT version FROM relay_schema") == 8
+            assert db.scalar("SELECT version FROM relay_schema") == len(PG_MIGRATIONS)
             assert db.scalar("SELECT count(*) FROM requests") == 1
             with pytest.raises(RelayError) as e, db.transaction():
                 db.execute("UPDATE requests SET state = 'lost'")

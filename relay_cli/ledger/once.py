@@ -199,7 +199,8 @@ def _mine(row, me: Me, runs: int) -> bool:
     return (
         row is not None
         and row["runs"] == runs
-        and (row["pid"], row["process_start"], row["host"]) == (me.pid, me.start, me.host)
+        and (row["pid"], row["process_start"], row["host"], row["pid_namespace"])
+        == (me.pid, me.start, me.host, me.ns)
     )
 
 
@@ -327,7 +328,9 @@ def record_not_started(store: Store, key: str, me: Me, runs: int) -> None:
                 return
             if row["approve"] and row["decision"] == "approved":
                 values = running_values(now, me, runs - 1)
-                values.update(pid=None, process_start=None, host=None, started_at=None)
+                values.update(
+                    pid=None, process_start=None, host=None, pid_namespace=None, started_at=None
+                )
                 apply(store, key, row, "not_started_approved", now, values)
             else:
                 apply(store, key, row, "not_started", now)
