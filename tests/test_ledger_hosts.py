@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from commit_faults import answer_lost_after_commit
@@ -19,6 +20,7 @@ from test_ledger import _zombie, alive, counter, entry, runs, wait_until
 
 from relay_cli.core import clock
 from relay_cli.core.process import pid_namespace, this_host
+from relay_cli.ledger import states
 
 
 def _as_another_host(relay, key: str, **extra) -> None:
@@ -371,3 +373,50 @@ def test_a_running_entry_recorded_before_relay_kept_its_namespace_is_another_hos
     fake_crash(relay, "old")
     assert relay("once", "--key", "old", "--idempotent", "--", *cmd).code == 0
     assert runs(path) == 2
+
+
+# ------------------------------------------------------------------ renewal and output
+def test_a_once_whose_output_reader_stalls_keeps_renewing_and_its_output_arrives_intact(
+    relay, tmp_path, monkeypatch
+):
+    """relay blocks writing the command's output while nobody reads it (a full pipe, a
+    terminal paused with Ctrl-S); its entry must still be renewed, or relay elsewhere
+    would show a live command as effect_unknown (design.md §13)."""
+    size = 1024 * 1024  # far more than a pipe holds: relay blocks writing it through
+    cmd = [sys.executable, "-c", f"import sys; sys.stdout.write('x' * {size}); print('end')"]
+    p = subprocess.Popen(
+        [sys.executable, str(Path(__file__).with_name("renewing.py")), "once", "--key", "slow"]
+        + ["--", *cmd],
+        env=relay._env({"RELAY_TEST_RENEW_S": "0.2"}),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        wait_until(lambda: (e := entry(relay, "slow")) and e["child_pid"], what="the child pid")
+        wchan = Path(f"/proc/{p.pid}/wchan")
+        if wchan.exists():  # relay's main thread is blocked writing to its stdout
+            wait_until(lambda: "pipe" in wchan.read_text(), what="relay to block on its pipe")
+        # while the reader does not read, the entry is renewed again and again
+        seen = {entry(relay, "slow")["updated_at"]}
+        wait_until(
+            lambda: seen.add(entry(relay, "slow")["updated_at"]) or len(seen) >= 4,
+            timeout=10,
+            what="three renewals while the output is not read",
+        )
+        # seen from another host (another PID namespace), it is alive: renewed just now
+        monkeypatch.setattr(states, "pid_namespace", lambda: "elsewhere")
+        shown = entry(relay, "slow")
+        assert shown["state"] == "running" and shown["effect_unknown"] is False
+        relay.move_clock(31)  # what the renewal protects from: 30 s without one
+        assert entry(relay, "slow")["state"] == "effect_unknown"
+        relay.move_clock(0)
+        monkeypatch.undo()
+        out, err = p.communicate(timeout=60)  # now the reader reads
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 0, err
+    assert out == b"x" * size + b"end\n"  # every byte, in order
+    done = entry(relay, "slow")
+    assert done["state"] == "succeeded" and done["stdout_bytes"] == size + 4
