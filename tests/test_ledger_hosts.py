@@ -5,12 +5,14 @@ make relay mistake its own entry for a crashed or someone else's one."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -420,3 +422,54 @@ def test_a_once_whose_output_reader_stalls_keeps_renewing_and_its_output_arrives
     assert out == b"x" * size + b"end\n"  # every byte, in order
     done = entry(relay, "slow")
     assert done["state"] == "succeeded" and done["stdout_bytes"] == size + 4
+
+
+# ------------------------------------------------------------------ credentials change
+def test_a_setgid_command_survives_a_kill_of_relay_and_the_docs_say_what_relay_records(
+    relay, tmp_path
+):
+    """The kernel clears the parent-death signal on an exec that changes credentials
+    (setuid, setgid, file capabilities): such a command outlives a SIGKILL of relay.
+    The entry stays running with no outcome: in_progress here while the command runs,
+    effect_unknown once it ended; design.md §10 and docs/once.md say so."""
+    docs = Path(__file__).parent.parent / "docs"
+    section = docs.joinpath("design.md").read_text().split("## §10 ")[1].split("\n## ")[0]
+    for text in (section, docs.joinpath("once.md").read_text()):
+        flat = " ".join(text.split())
+        assert "setuid, setgid or file-capability" in flat
+        assert "clears the parent-death signal" in flat
+    if os.geteuid() != 0 or os.statvfs(tmp_path).f_flag & os.ST_NOSUID:
+        pytest.skip("needs root and a file system that honours setgid")
+    prog = tmp_path / "sleep-sgid"
+    shutil.copy(shutil.which("sleep"), prog)
+    os.chown(prog, 0, 65534)
+    os.chmod(prog, 0o2755)
+    os.chmod(tmp_path, 0o755)
+    p = relay.popen("once", "--key", "sg", "--", str(prog), "60")
+    child = None
+    try:
+        obj = wait_until(
+            lambda: (e := entry(relay, "sg")) and e["child_pid"] and e, what="the child pid"
+        )
+        child = obj["child_pid"]
+        status = Path(f"/proc/{child}/status")
+        wait_until(  # it runs the setgid program: its effective group changed
+            lambda: status.read_text().split("Gid:")[1].split()[1] == "65534",
+            what="the setgid exec",
+        )
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait(timeout=10)
+        time.sleep(0.5)  # a death signal would have ended it by now
+        assert alive(child) and not _zombie(child), "the kernel kept the death signal"
+        assert entry(relay, "sg")["state"] == "running"
+        r = relay("once", "--key", "sg", "--json", "--", str(prog), "60")
+        assert (r.code, r.error["code"]) == (75, "in_progress")
+        os.kill(child, signal.SIGKILL)
+        wait_until(lambda: not alive(child) or _zombie(child), what="the command to end")
+        wait_until(lambda: entry(relay, "sg")["state"] == "effect_unknown", what="effect_unknown")
+    finally:
+        if p.poll() is None:
+            p.kill()
+        if child is not None:
+            with contextlib.suppress(OSError):
+                os.kill(child, signal.SIGKILL)
