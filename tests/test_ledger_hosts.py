@@ -464,6 +464,7 @@ def test_a_setgid_command_survives_a_kill_of_relay_and_the_docs_say_what_relay_r
         assert entry(relay, "sg")["state"] == "running"
         r = relay("once", "--key", "sg", "--json", "--", str(prog), "60")
         assert (r.code, r.error["code"]) == (75, "in_progress")
+        assert f"process {child} (its command; relay process {p.pid} is gone)" in r.error["message"]
         os.kill(child, signal.SIGKILL)
         wait_until(lambda: not alive(child) or _zombie(child), what="the command to end")
         wait_until(lambda: entry(relay, "sg")["state"] == "effect_unknown", what="effect_unknown")

@@ -3,7 +3,9 @@
 
 - Identity: a process is (pid, start time, host); the start time (``<boot id>:<ticks>``
   from /proc/<pid>/stat field 22) makes sure a reused pid is not mistaken for the
-  original process (:func:`process_alive`, :class:`Me`).
+  original process (:func:`process_alive`, :class:`Me`). A pid means something only in
+  its PID namespace (:func:`pid_namespace`), so the ledger also records that namespace
+  and looks up only its own (design.md §10).
 - Exit status: the shell's convention, CMD's own exit code or 128+N when signal N killed
   it (:func:`exit_status`); 127 when CMD is not found, 126 when it cannot be executed
   (:class:`CannotStart`).

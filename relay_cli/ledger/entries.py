@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 from ..core import clock
 from ..core.digest import sha256_hex
 from ..core.errors import RelayError
-from ..core.process import Me, this_host
+from ..core.process import Me, process_alive, this_host
 from ..requests import due, lifecycle
 from .states import (
     STALE_S,
@@ -279,7 +279,7 @@ def begin(
         elif entry_alive(row, now):
             raise EntryError(
                 "in_progress",
-                f"key {key!r} is running in process {row['pid']} on "
+                f"key {key!r} is running in {_process_text(row)} on "
                 f"{place(row) if foreign(row) else row['host']}",
                 entry,
             )
@@ -307,6 +307,15 @@ def begin(
     return Decision(
         "run", apply(store, key, row, event, now, running_values(now, me, row["runs"] + 1))
     )
+
+
+def _process_text(row) -> str:
+    """Which process of a live entry runs: relay's, or (on this host) only the command,
+    which outlived relay (a setuid, setgid or file-capability command keeps no
+    parent-death signal, design.md §10)."""
+    if not foreign(row) and not process_alive(row["pid"], row["process_start"], row["host"]):
+        return f"process {row['child_pid']} (its command; relay process {row['pid']} is gone)"
+    return f"process {row['pid']}"
 
 
 def stopped_renewing(row, now: int) -> str:
@@ -417,8 +426,8 @@ def resolve(
         where = f" on {place(row)} (renewed by it)" if foreign(row) else ""
         raise EntryError(
             "in_progress",
-            f"key {key!r} is still running in process "
-            f"{row['pid']}{where}; settle it only after it ended",
+            f"key {key!r} is still running in {_process_text(row)}{where}; settle it only "
+            "after it ended",
             entry_object(row),
         )
     if state == "running" and foreign(row) and not never_started(row) and not terminal:
