@@ -513,7 +513,8 @@ def remove_stale() -> list[str]:
         server = (owner or {}).get("server")
         if isinstance(server, list) and len(server) == 2:
             pid, start = server
-            if isinstance(pid, int) and process_alive(pid, start, None):
+            # only a server whose start time was recorded: a bare pid may be reused
+            if isinstance(pid, int) and isinstance(start, str) and process_alive(pid, start, None):
                 with contextlib.suppress(OSError):
                     if os.getpgid(pid) == pid:
                         os.killpg(pid, signal.SIGKILL)
