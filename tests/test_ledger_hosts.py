@@ -269,7 +269,9 @@ def _in_new_pid_namespace(relay, *args: str) -> subprocess.Popen:
     if shutil.which("unshare") is None or os.geteuid() != 0:
         pytest.skip("needs unshare and root for a new PID namespace")
     return subprocess.Popen(
-        ["unshare", "-p", "--fork", "--mount-proc", sys.executable, "-m", "relay_cli", *args],
+        # --kill-child: relay is the namespace's first process; it ends with unshare
+        ["unshare", "-p", "--kill-child", "--mount-proc", sys.executable, "-m", "relay_cli"]
+        + list(args),
         env=relay._env(None),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -322,6 +324,7 @@ def test_a_live_entry_of_another_pid_namespace_is_never_rerun_nor_forgotten_by_a
         release.touch()
         out, err_text = p.communicate(timeout=30)
     finally:
+        release.touch()
         if p.poll() is None:
             p.kill()
             p.wait()
