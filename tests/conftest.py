@@ -861,7 +861,7 @@ def fake_crash(relay: Relay, key: str, **extra) -> None:
     """Make the finished ledger entry ``key`` look like relay crashed mid-run: it names this
     very pid but with a start time it never had, so relay knows the process is gone, and a
     command process that is gone too (its pid was committed: the command had started)."""
-    from relay_cli.core.process import this_host
+    from relay_cli.core.process import pid_namespace, this_host
 
     store = relay.open_store()
     try:
@@ -875,6 +875,7 @@ def fake_crash(relay: Relay, key: str, **extra) -> None:
                     "child_pid": os.getpid(),
                     "child_start": "other-boot:2",
                     "host": this_host(),
+                    "pid_namespace": pid_namespace(),
                     "exit_code": None,
                     "stdout": None,
                     "stderr": None,

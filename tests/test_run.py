@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pty
@@ -392,7 +393,11 @@ if args[:1] == ["app-server"]:
     signal.signal(signal.SIGTERM, stop)
     if mode != "mute":
         s = socket.socket(socket.AF_UNIX); s.bind(path); s.listen(8)
-    record("server", {{"mode": oct(os.stat(os.path.dirname(path)).st_mode & 0o777)}})
+    extra = {{}}
+    if mode == "child":  # what a real server starts: a helper in its process group
+        import subprocess
+        extra["child"] = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]).pid
+    record("server", {{"mode": oct(os.stat(os.path.dirname(path)).st_mode & 0o777), **extra}})
     while True:
         time.sleep(0.1)
 remote = args[args.index("--remote") + 1] if "--remote" in args else None
@@ -548,3 +553,129 @@ def test_codex_with_a_remote_server_is_refused_and_joins_nothing(relay, tmp_path
     )
     assert r.code == 2 and "usage_error" in r.err and not out.exists()
     assert relay.snapshot() == before
+
+
+# ---------------------------------------------------------------- a killed relay run
+def _gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except OSError:
+        return True
+
+
+def _short_tmp(tmp_path: Path) -> Path:
+    """A base for the private directory that keeps the socket path short."""
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="rc", dir="/tmp"))
+    (tmp_path / "short-tmp").write_text(str(base))
+    return base
+
+
+def test_a_sigkill_of_relay_run_leaves_no_codex_server_child_or_directory(relay, tmp_path):
+    """design.md §12: nothing a killed run started outlives it. The server got SIGTERM
+    from the kernel when relay died, but what it started in its group survived, and its
+    private directory stayed; relay's watchdog now stops the group and removes it."""
+    import shutil
+
+    env, rec = _fake_codex_with_server(tmp_path)
+    base = _short_tmp(tmp_path)
+    env = {**env, "FAKE_SERVER": "child", "FAKE_TUI_WAIT": "1", "XDG_RUNTIME_DIR": str(base)}
+    p = relay.popen("run", "--as", "codex-k", "--", "codex", env=env)
+    child = server = None
+    try:
+        _wait_for(rec / "tui")
+        found = json.loads((rec / "server").read_text())
+        server, child = found["pid"], found["child"]
+        directory = Path(
+            json.loads((rec / "tui").read_text())["env"]["RELAY_CODEX_REMOTE"][len("unix://") :]
+        ).parent
+        assert directory.parent == base and directory.is_dir()
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait(timeout=10)
+        end = time.monotonic() + 15
+        while time.monotonic() < end and not (
+            _gone(server) and _gone(child) and not directory.exists()
+        ):
+            time.sleep(0.05)
+        assert _gone(server), "the app server outlived relay"
+        assert _gone(child), "what the app server started outlived relay"
+        assert not directory.exists(), "the private directory stayed"
+    finally:
+        for pid in (child, server):
+            if pid is not None:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+        if p.poll() is None:
+            p.kill()
+        tui = json.loads((rec / "tui").read_text())["pid"] if (rec / "tui").exists() else None
+        if tui is not None:
+            with contextlib.suppress(OSError):
+                os.kill(tui, signal.SIGKILL)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_stale_codex_directory_is_named_by_doctor_and_removed_by_the_next_run(relay, tmp_path):
+    """A directory whose relay run is gone (its watchdog was killed too) is relay's own
+    only when it is a real directory owned by this user with relay's name: doctor names
+    it, the next `relay run` of Codex removes it and stops the server still running
+    there; a symlink and another user's directory are left alone."""
+    import shutil
+
+    from relay_cli.core.process import pid_namespace, process_start
+
+    env, rec = _fake_codex_with_server(tmp_path)
+    base = _short_tmp(tmp_path)
+    try:
+        dead = subprocess.Popen(["true"])
+        dead.wait()
+        orphan = subprocess.Popen([PY, "-c", "import time; time.sleep(60)"], process_group=0)
+        stale = base / "relay-codex-abcd1234"
+        stale.mkdir(mode=0o700)
+        (stale / "app-server.log").write_text("old")
+        (stale / "owner").write_text(
+            json.dumps(
+                {
+                    "relay": [dead.pid, "gone:1", pid_namespace()],
+                    "server": [orphan.pid, process_start(orphan.pid)],
+                }
+            )
+        )
+        target = tmp_path / "not-relays"
+        target.mkdir()
+        (target / "keep").write_text("x")
+        (base / "relay-codex-link1234").symlink_to(target)
+        theirs = base / "relay-codex-them1234"
+        theirs.mkdir(mode=0o700)
+        (theirs / "owner").write_text((stale / "owner").read_text())
+        os.chown(theirs, 65534, 65534)
+        live = base / "relay-codex-live1234"
+        live.mkdir(mode=0o700)
+        (live / "owner").write_text(
+            json.dumps({"relay": [os.getpid(), process_start(os.getpid()), pid_namespace()]})
+        )
+
+        r = relay("doctor", "--json", env={"XDG_RUNTIME_DIR": str(base)})
+        checks = [c for c in r.json["checks"] if c["name"] == "codex_dirs"]
+        assert len(checks) == 1 and checks[0]["status"] == "warn", r.out
+        assert str(stale) in checks[0]["detail"] and str(live) not in checks[0]["detail"]
+        assert "link1234" not in checks[0]["detail"] and "them1234" not in checks[0]["detail"]
+        assert stale.exists()  # doctor changes nothing
+
+        r = relay.proc(
+            "run", "--as", "codex-n", "--", "codex", env={**env, "XDG_RUNTIME_DIR": str(base)}
+        )
+        assert r.code == 0, r.err
+        assert not stale.exists()
+        orphan.wait(timeout=10)  # its server was stopped
+        assert live.exists() and theirs.exists()
+        assert (base / "relay-codex-link1234").is_symlink() and (target / "keep").exists()
+        r = relay("doctor", "--json", env={"XDG_RUNTIME_DIR": str(base)})
+        assert not [
+            c for c in r.json["checks"] if c["name"] == "codex_dirs" and str(base) in c["detail"]
+        ]
+    finally:
+        with contextlib.suppress(Exception):
+            orphan.kill()
+        shutil.rmtree(base, ignore_errors=True)

@@ -3,6 +3,7 @@ migrations make, on both backends, and what the store writes (design.md §2, §1
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 
@@ -309,12 +310,75 @@ def test_a_postgresql_database_of_schema_7_gains_the_state_check(pg_cluster, tmp
         conn.close()
         db = connect(url)
         try:
-            assert db.scalar("SELECT version FROM relay_schema") == 8
+            assert db.scalar("SELECT version FROM relay_schema") == len(PG_MIGRATIONS)
             assert db.scalar("SELECT count(*) FROM requests") == 1
             with pytest.raises(RelayError) as e, db.transaction():
                 db.execute("UPDATE requests SET state = 'lost'")
             assert e.value.code == "storage_error"
         finally:
             db.close()
+    finally:
+        pg_cluster.drop(name)
+
+
+@pytest.mark.postgres_only
+def test_a_running_ledger_entry_of_a_postgresql_database_of_schema_8_is_judged_safely(
+    pg_cluster, tmp_path, monkeypatch
+):
+    """Migration 9 adds ledger.pid_namespace; an entry an earlier relay recorded has none,
+    and relay cannot tell where its pids were counted: it is another host's (design.md
+    §10), alive while renewed, never rerun by --idempotent once the renewal stopped."""
+    import json as _json
+
+    import psycopg2
+    from conftest import Relay
+
+    from relay_cli.core import clock
+    from relay_cli.core.process import process_start, this_host
+    from relay_cli.ledger.entries import fingerprint
+    from relay_cli.store.pg_migrations import PG_MIGRATIONS
+
+    name, url = pg_cluster.fresh(template="template0")
+    try:
+        conn = psycopg2.connect(url)
+        with conn, conn.cursor() as cur:  # the schema a relay of migration 8 made
+            cur.execute(
+                "CREATE TABLE relay_schema (version INTEGER NOT NULL); "
+                "INSERT INTO relay_schema VALUES (8);" + "".join(PG_MIGRATIONS[:8])
+            )
+            now = clock.now_ms()
+            argv = ["sh", "-c", "echo again >> ran"]
+            fp = fingerprint(argv, str(tmp_path))
+            # a live process of this host name: an old relay would have looked it up
+            cur.execute(
+                "INSERT INTO ledger (key, fingerprint, argv, cwd, state, idempotent, runs, pid, "
+                "process_start, child_pid, child_start, host, created_at, updated_at, "
+                "started_at) VALUES ('old', %s, %s, %s, 'running', 1, 1, %s, %s, %s, %s, %s, "
+                "%s, %s, %s)",
+                (
+                    fp,
+                    _json.dumps(argv, separators=(",", ":")),
+                    str(tmp_path),
+                    os.getpid(),
+                    process_start(os.getpid()),
+                    os.getpid(),
+                    process_start(os.getpid()),
+                    this_host(),
+                    now,
+                    now,
+                    now,
+                ),
+            )
+        conn.close()
+        relay = Relay(tmp_path / "home", url)
+        shown = relay("ledger", "show", "old", "--json")
+        assert shown.code == 0, shown.err
+        assert shown.json["state"] == "running" and shown.json["pid_namespace"] is None
+        relay.move_clock(31)  # nobody renews it
+        assert relay("ledger", "show", "old", "--json").json["state"] == "effect_unknown"
+        monkeypatch.chdir(tmp_path)
+        r = relay("once", "--key", "old", "--idempotent", "--json", "--", *argv)
+        assert r.error["code"] == "effect_unknown", r.err
+        assert not (tmp_path / "ran").exists()
     finally:
         pg_cluster.drop(name)

@@ -13,7 +13,15 @@ with another peer's environment) starts a turn queued by ``codex queue`` only on
   starts the TUI as ``codex --remote unix://SOCK …``; the session's environment names the
   address in ``RELAY_CODEX_REMOTE``, so the waiter runs ``codex queue --remote …``;
 - when the TUI ends, the server's process group gets SIGTERM (SIGKILL after
-  ``STOP_GRACE_S``) and the directory is removed.
+  ``STOP_GRACE_S``) and the directory is removed;
+- should relay be killed (SIGKILL), a watchdog it forked for this (``_watch``, in a
+  session of its own) sees its pipe from relay close and does the same: nothing the run
+  started outlives it, not the server, not what the server started in its group, not the
+  directory. The directory records its owner (``owner``: relay's pid, start time and PID
+  namespace, and the server's); a directory whose owner is gone (the watchdog was killed
+  too) is removed by the next `relay run` of Codex (:func:`remove_stale`: only relay's own
+  ``relay-codex-*`` directories, owned by this user, never through a symlink), and
+  `relay doctor` names it (:func:`stale_dirs`).
 
 Only the interactive TUI (``codex [OPTIONS] [PROMPT]``) gets a server; a subcommand
 (``codex exec`` and the rest), or a ``--no-daemon`` the person gave, keeps ``--no-daemon``.
@@ -22,10 +30,13 @@ Only the interactive TUI (``codex [OPTIONS] [PROMPT]``) gets a server; a subcomm
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import re
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import tempfile
 import time
@@ -35,6 +46,10 @@ from ..core.limits import CODEX_STOP_GRACE_S as STOP_GRACE_S
 
 REMOTE_ENV = "RELAY_CODEX_REMOTE"  # the address the waiter's `codex queue --remote` uses
 SOCKET_NAME = "app-server.sock"
+OWNER_NAME = "owner"  # who made the directory: relay's process and the server's
+DIR_PREFIX = "relay-codex-"
+_DIR_RE = re.compile(re.escape(DIR_PREFIX) + r"[A-Za-z0-9_]{8}")  # as mkdtemp names them
+_STOPPED = b"stopped"  # relay to its watchdog: I cleaned up myself
 _MAX_SOCKET_PATH = 100  # sun_path holds 108 bytes
 
 # Codex 0.171.0's top-level options (`codex --help`) that take a value, and its
@@ -154,15 +169,23 @@ def server_options(args: list[str]) -> list[str]:
     return out
 
 
+def _bases() -> list[str]:
+    """Where a private directory may be made, in order of preference."""
+    out = []
+    for base in (os.environ.get("XDG_RUNTIME_DIR"), tempfile.gettempdir(), "/tmp"):
+        if base and base not in out:
+            out.append(base)
+    return out
+
+
 def _socket_dir() -> str:
     """A new directory (0700, relay's own) for the socket, short enough for sun_path."""
-    candidates = [os.environ.get("XDG_RUNTIME_DIR"), tempfile.gettempdir(), "/tmp"]
-    for base in candidates:
-        if not base or not os.path.isdir(base) or not os.access(base, os.W_OK | os.X_OK):
+    for base in _bases():
+        if not os.path.isdir(base) or not os.access(base, os.W_OK | os.X_OK):
             continue
         if len(base) + len("/relay-codex-XXXXXXXX/") + len(SOCKET_NAME) > _MAX_SOCKET_PATH:
             continue
-        return tempfile.mkdtemp(prefix="relay-codex-", dir=base)
+        return tempfile.mkdtemp(prefix=DIR_PREFIX, dir=base)
     raise OSError(
         "no writable directory short enough for a unix socket ($XDG_RUNTIME_DIR, $TMPDIR, /tmp)"
     )
@@ -181,6 +204,7 @@ class AppServer:
         self.dir: str | None = None
         self.proc: subprocess.Popen | None = None
         self.log = None
+        self._watchdog: tuple[int, int] | None = None  # (pid, our end of its pipe)
 
     @property
     def socket_path(self) -> str:
@@ -192,9 +216,26 @@ class AppServer:
         return "unix://" + self.socket_path
 
     def prepare(self) -> str:
-        """Create the private directory; the address the server will listen on."""
+        """Remove what killed runs left (:func:`remove_stale`), create the private
+        directory with its ``owner``; the address the server will listen on."""
+        remove_stale()
         self.dir = _socket_dir()
+        self._write_owner()
         return self.address
+
+    def _write_owner(self) -> None:
+        from ..core.process import Me
+
+        me = Me.current()
+        doc = {"relay": [me.pid, me.start, me.ns]}
+        if self.proc is not None:
+            from ..core.process import process_start
+
+            doc["server"] = [self.proc.pid, process_start(self.proc.pid)]
+        path = os.path.join(self.dir, OWNER_NAME)
+        with open(path + ".tmp", "w") as f:
+            json.dump(doc, f)
+        os.replace(path + ".tmp", path)
 
     def start(
         self, env: dict[str, str], child_mask, interrupted, timeout: float = START_TIMEOUT_S
@@ -230,6 +271,8 @@ class AppServer:
             )
         except OSError as e:
             raise CannotListen(f"{self.program} app-server could not start: {e.strerror}") from e
+        self._write_owner()
+        self._watchdog = _start_watchdog(self.proc.pid, self.dir, STOP_GRACE_S)
         end = time.monotonic() + timeout
         while True:
             got = interrupted()
@@ -251,17 +294,7 @@ class AppServer:
             time.sleep(0.05)
 
     def _accepts(self) -> bool:
-        if not os.path.exists(self.socket_path):
-            return False
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            s.settimeout(1.0)
-            s.connect(self.socket_path)
-            return True
-        except OSError:
-            return False
-        finally:
-            s.close()
+        return _accepts(self.socket_path)
 
     def _log_tail(self) -> str:
         try:
@@ -293,8 +326,198 @@ class AppServer:
         if self.dir is not None:
             shutil.rmtree(self.dir, ignore_errors=True)
             self.dir = None
+        watchdog, self._watchdog = self._watchdog, None
+        if watchdog is not None:
+            pid, fd = watchdog
+            with contextlib.suppress(OSError):
+                os.write(fd, _STOPPED)
+            os.close(fd)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+
+
+def _accepts(path: str) -> bool:
+    """Does a server accept connections on the unix socket ``path``?"""
+    if not os.path.exists(path):
+        return False
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.settimeout(1.0)
+        s.connect(path)
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
 
 
 def _kill_group(pgid: int, sig: int) -> None:
     with contextlib.suppress(OSError):
         os.killpg(pgid, sig)
+
+
+def _group_gone(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
+def _start_watchdog(server_pid: int, directory: str, grace: float) -> tuple[int, int]:
+    """Fork the watchdog of a server (see :func:`_watch`); (its pid, relay's end of the
+    pipe it watches). Forked from relay's main thread before any other thread runs."""
+    r, w = os.pipe()
+    os.set_inheritable(r, False)
+    os.set_inheritable(w, False)
+    pid = os.fork()
+    if pid == 0:  # the watchdog: nothing here may return
+        try:
+            os.close(w)
+            _watch(r, server_pid, directory, grace)
+        finally:
+            os._exit(0)
+    os.close(r)
+    return pid, w
+
+
+def _watch(fd: int, server_pid: int, directory: str, grace: float) -> None:
+    """In the watchdog: wait until relay's end of ``fd`` closes. When relay said it
+    stopped the server itself, do nothing; else relay died (SIGKILL leaves it no word):
+    SIGTERM to the server's process group, SIGKILL after ``grace``, remove the directory.
+
+    The watchdog leads a session of its own (a terminal's signals do not reach it),
+    holds none of relay's descriptors (a reader of relay's output sees it end), and
+    relies on no parent-death signal, which the kernel clears when the server is a
+    setuid, setgid or file-capability program."""
+    os.setsid()
+    null = os.open(os.devnull, os.O_RDWR)
+    for target in (0, 1, 2):
+        os.dup2(null, target)
+    os.close(null)
+    os.closerange(3, fd)
+    os.closerange(fd + 1, os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 65536)
+    signal.pthread_sigmask(signal.SIG_SETMASK, ())
+    for sig in (signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
+    said = b""
+    while True:
+        try:
+            chunk = os.read(fd, 64)
+        except InterruptedError:
+            continue
+        if not chunk:
+            break
+        said += chunk
+    if said == _STOPPED:
+        return
+    _kill_group(server_pid, signal.SIGTERM)
+    end = time.monotonic() + grace
+    while not _group_gone(server_pid) and time.monotonic() < end:
+        time.sleep(0.05)
+    _kill_group(server_pid, signal.SIGKILL)
+    _remove_dir(directory)
+
+
+def _remove_dir(path: str) -> None:
+    """Remove a private directory: only a real directory (not a symlink to one) owned by
+    this user; shutil.rmtree never follows a symlink inside it."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+        return
+    shutil.rmtree(path, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------- stale dirs
+def _read_owner(path: str) -> dict | None:
+    try:
+        fd = os.open(os.path.join(path, OWNER_NAME), os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    try:
+        with os.fdopen(fd, "rb") as f:
+            doc = json.loads(f.read(4096))
+        return doc if isinstance(doc, dict) else None
+    except (OSError, ValueError):
+        return None
+
+
+def _stale(path: str, now: float) -> tuple[bool, dict | None]:
+    """(is this directory left by a run that is gone, its ``owner``). A directory of
+    another PID namespace is never judged (relay cannot look there); one without an owner
+    (made by an older relay) is stale once older than twice the start timeout and nobody
+    listens on its socket."""
+    from ..core.process import pid_namespace, process_alive
+
+    owner = _read_owner(path)
+    if owner is None:
+        try:
+            age = now - os.lstat(path).st_mtime
+        except OSError:
+            return False, None
+        if age < 2 * START_TIMEOUT_S:
+            return False, None
+        return not _accepts(os.path.join(path, SOCKET_NAME)), None
+    try:
+        pid, start, ns = owner["relay"]
+    except (KeyError, TypeError, ValueError):
+        return False, owner
+    if ns != pid_namespace():
+        return False, owner
+    return not process_alive(pid, start, None), owner
+
+
+def stale_dirs() -> list[str]:
+    """relay's private Codex directories (``relay-codex-*``: real directories owned by
+    this user) whose `relay run` is gone, for doctor (design.md §12). Changes nothing."""
+    return [path for path, _ in _find_stale()]
+
+
+def _find_stale() -> list[tuple[str, dict | None]]:
+    found = []
+    now = time.time()
+    for base in _bases():
+        try:
+            names = os.listdir(base)
+        except OSError:
+            continue
+        for name in sorted(names):
+            if not _DIR_RE.fullmatch(name):
+                continue
+            path = os.path.join(base, name)
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+                continue  # a symlink, a file, another user's: not relay's own
+            stale, owner = _stale(path, now)
+            if stale:
+                found.append((path, owner))
+    return found
+
+
+def remove_stale() -> list[str]:
+    """Remove what killed runs left: each stale directory (:func:`stale_dirs`), after a
+    SIGKILL to its server's process group if that server still runs (its pid and start
+    time as recorded, so a reused pid is left alone). Returns the paths removed."""
+    from ..core.process import process_alive
+
+    removed = []
+    for path, owner in _find_stale():
+        server = (owner or {}).get("server")
+        if isinstance(server, list) and len(server) == 2:
+            pid, start = server
+            # only a server whose start time was recorded: a bare pid may be reused
+            if isinstance(pid, int) and isinstance(start, str) and process_alive(pid, start, None):
+                with contextlib.suppress(OSError):
+                    if os.getpgid(pid) == pid:
+                        os.killpg(pid, signal.SIGKILL)
+        _remove_dir(path)
+        removed.append(path)
+    return removed

@@ -154,7 +154,7 @@ def _unknown_text(obj: dict) -> str:
     settle = f"`relay ledger resolve {shlex.quote(obj['key'])} --outcome succeeded|failed|forget`"
     if not ledger.shown_here(obj):
         return (
-            f"host {obj['host']} stopped renewing it; relay cannot see whether the "
+            f"{ledger.place(obj)} stopped renewing it; relay cannot see whether the "
             "command still runs there. A person who checked that host settles it at a "
             f"terminal: {settle}"
         )

@@ -3,7 +3,9 @@
 
 - Identity: a process is (pid, start time, host); the start time (``<boot id>:<ticks>``
   from /proc/<pid>/stat field 22) makes sure a reused pid is not mistaken for the
-  original process (:func:`process_alive`, :class:`Me`).
+  original process (:func:`process_alive`, :class:`Me`). A pid means something only in
+  its PID namespace (:func:`pid_namespace`), so the ledger also records that namespace
+  and looks up only its own (design.md §10).
 - Exit status: the shell's convention, CMD's own exit code or 128+N when signal N killed
   it (:func:`exit_status`); 127 when CMD is not found, 126 when it cannot be executed
   (:class:`CannotStart`).
@@ -62,17 +64,56 @@ def _proc_stat(pid: int) -> tuple[str, str] | None:
     return fields[0].decode(), f"{_boot_id()}:{int(fields[19])}"  # field 22: starttime
 
 
+_PROC_OURS: bool | None = None
+
+
 def _have_proc() -> bool:
-    return os.path.isdir("/proc/self")
+    """Is there a /proc that shows this process's own PID namespace? One mounted for
+    another (``unshare -p`` without a new /proc) names other processes by these pids."""
+    global _PROC_OURS
+    if _PROC_OURS is None:
+        try:
+            _PROC_OURS = os.readlink("/proc/self") == str(os.getpid())
+        except OSError:
+            _PROC_OURS = False
+    return _PROC_OURS
 
 
 def process_start(pid: int) -> str | None:
+    if not _have_proc():
+        return None
     stat = _proc_stat(pid)
     return None if stat is None else stat[1]
 
 
 def this_host() -> str:
     return socket.gethostname()
+
+
+_PID_NAMESPACE: str | None = None
+
+
+def pid_namespace() -> str:
+    """Where this process's pids mean something: ``<boot id>:<inode>`` of its PID
+    namespace (/proc/self/ns/pid) in this boot. A pid is looked up only by a process with
+    the same value; any other (a container or sandbox sharing the host name, ``unshare
+    -p``, an earlier boot) counts as another host (design.md §10). Where relay cannot read
+    it on Linux the value is this process's own, so no other process takes its pids for
+    its own; elsewhere (no PID namespaces) it is ``-``."""
+    global _PID_NAMESPACE
+    if _PID_NAMESPACE is None:
+        import sys
+
+        try:
+            _PID_NAMESPACE = f"{_boot_id()}:{os.stat('/proc/self/ns/pid').st_ino}"
+        except OSError:
+            if sys.platform.startswith("linux"):
+                import uuid
+
+                _PID_NAMESPACE = f"unknown:{uuid.uuid4()}"
+            else:
+                _PID_NAMESPACE = "-"
+    return _PID_NAMESPACE
 
 
 def process_alive(pid: int | None, start: str | None, host: str | None) -> bool:
@@ -100,16 +141,18 @@ def process_alive(pid: int | None, start: str | None, host: str | None) -> bool:
 
 @dataclass(frozen=True)
 class Me:
-    """This relay process, as another process can find out whether it is still alive."""
+    """This relay process, as another process can find out whether it is still alive;
+    ``ns`` is its :func:`pid_namespace` (its pid means nothing outside it)."""
 
     pid: int
     start: str | None
     host: str
+    ns: str | None = None
 
     @classmethod
     def current(cls) -> Me:
         pid = os.getpid()
-        return cls(pid, process_start(pid), this_host())
+        return cls(pid, process_start(pid), this_host(), pid_namespace())
 
 
 # --------------------------------------------------------------------------- exit status

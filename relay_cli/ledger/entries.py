@@ -40,9 +40,19 @@ from typing import TYPE_CHECKING
 from ..core import clock
 from ..core.digest import sha256_hex
 from ..core.errors import RelayError
-from ..core.process import Me, this_host
+from ..core.process import Me, process_alive, this_host
 from ..requests import due, lifecycle
-from .states import STALE_S, STATES, VIEWS, apply, entry_alive, foreign, never_started, shown_state
+from .states import (
+    STALE_S,
+    STATES,
+    VIEWS,
+    apply,
+    entry_alive,
+    foreign,
+    never_started,
+    place,
+    shown_state,
+)
 
 if TYPE_CHECKING:
     from relay_cli.store import Store
@@ -141,6 +151,7 @@ def entry_object(row, *, output: bool = False) -> dict:
         "approval_required": bool(row["approve"]),
         "runs": row["runs"],
         "host": row["host"],
+        "pid_namespace": row["pid_namespace"],
         "pid": row["pid"],
         "child_pid": row["child_pid"],
         "created_at": iso(row["created_at"]),
@@ -192,6 +203,7 @@ def running_values(now: int, me: Me, runs: int) -> dict:
         "pid": me.pid,
         "process_start": me.start,
         "host": me.host,
+        "pid_namespace": me.ns,
         "child_pid": None,
         "child_start": None,
         "started_at": now,
@@ -267,14 +279,15 @@ def begin(
         elif entry_alive(row, now):
             raise EntryError(
                 "in_progress",
-                f"key {key!r} is running in process {row['pid']} on {row['host']}",
+                f"key {key!r} is running in {_process_text(row)} on "
+                f"{place(row) if foreign(row) else row['host']}",
                 entry,
             )
         elif foreign(row):
             raise EntryError(
                 "effect_unknown",
-                f"key {key!r} started at {entry['started_at']} on host "
-                f"{row['host']}, {stopped_renewing(row, now)}; nothing was run now",
+                f"key {key!r} started at {entry['started_at']} on {place(row)}, "
+                f"{stopped_renewing(row, now)}; nothing was run now",
                 entry,
                 detail=f"only at a terminal, once you know it ended on {row['host']}: "
                 f"`relay ledger resolve {shlex.quote(key)} --outcome succeeded`, or "
@@ -294,6 +307,15 @@ def begin(
     return Decision(
         "run", apply(store, key, row, event, now, running_values(now, me, row["runs"] + 1))
     )
+
+
+def _process_text(row) -> str:
+    """Which process of a live entry runs: relay's, or (on this host) only the command,
+    which outlived relay (a setuid, setgid or file-capability command keeps no
+    parent-death signal, design.md §10)."""
+    if not foreign(row) and not process_alive(row["pid"], row["process_start"], row["host"]):
+        return f"process {row['child_pid']} (its command; relay process {row['pid']} is gone)"
+    return f"process {row['pid']}"
 
 
 def stopped_renewing(row, now: int) -> str:
@@ -335,8 +357,9 @@ def wait_for_decision(
 
 # --------------------------------------------------------------------------- inspect, settle
 def shown_here(obj: dict) -> bool:
-    """Was the entry (its public object) started on this host, where relay can look?"""
-    return obj["host"] is None or obj["host"] == this_host()
+    """Was the entry (its public object) started on this host, where relay can look (in
+    this PID namespace, ``states.foreign``)?"""
+    return not foreign(obj)
 
 
 def reruns_by_itself(obj: dict) -> bool:
@@ -400,18 +423,18 @@ def resolve(
         )
     state = row["state"]
     if state == "running" and entry_alive(row, now):
-        where = f" on host {row['host']} (renewed by it)" if foreign(row) else ""
+        where = f" on {place(row)} (renewed by it)" if foreign(row) else ""
         raise EntryError(
             "in_progress",
-            f"key {key!r} is still running in process "
-            f"{row['pid']}{where}; settle it only after it ended",
+            f"key {key!r} is still running in {_process_text(row)}{where}; settle it only "
+            "after it ended",
             entry_object(row),
         )
     if state == "running" and foreign(row) and not never_started(row) and not terminal:
         # relay cannot see the other host: only a person who checked it reruns the command
         raise RelayError(
             "approval_needs_terminal",
-            f"`relay ledger resolve` refuses: key {key!r} was started on host {row['host']}, "
+            f"`relay ledger resolve` refuses: key {key!r} was started on {place(row)}, "
             f"{stopped_renewing(row, now)}, and standard input is not a terminal; nothing "
             "changed",
         )
@@ -529,6 +552,7 @@ __all__ = [
     "fingerprint",
     "list_entries",
     "needs_terminal",
+    "place",
     "reruns_by_itself",
     "resolve",
     "running_values",

@@ -153,10 +153,9 @@ def pump(
     err_sink: Sink,
     limit: int = TAIL_BYTES,
     signals: Signals | None = None,
-    on_tick: Callable[[], None] | None = None,
 ) -> RunResult:
-    """Stream the command's output through while keeping the last ``limit`` bytes of each;
-    ``on_tick`` is called every 50 ms or so while the command runs (``Renewal``)."""
+    """Stream the command's output through while keeping the last ``limit`` bytes of each
+    (a write blocks while its reader does not read: ``Renewal`` runs beside it)."""
     tails = {
         proc.stdout.fileno(): (Tail(limit), out_sink),
         proc.stderr.fileno(): (Tail(limit), err_sink),
@@ -171,8 +170,6 @@ def pump(
             ready = sel.select(timeout=0.05)
             if signals is not None:
                 signals.forward(proc.pid, proc.send_signal)
-            if on_tick is not None:
-                on_tick()
             for key, _ in ready:
                 chunk = os.read(key.fd, _CHUNK)
                 if not chunk:
@@ -199,7 +196,8 @@ def _mine(row, me: Me, runs: int) -> bool:
     return (
         row is not None
         and row["runs"] == runs
-        and (row["pid"], row["process_start"], row["host"]) == (me.pid, me.start, me.host)
+        and (row["pid"], row["process_start"], row["host"], row["pid_namespace"])
+        == (me.pid, me.start, me.host, me.ns)
     )
 
 
@@ -258,25 +256,48 @@ def record_child(store: Store, key: str, me: Me, runs: int, child_pid: int) -> b
 
 class Renewal:
     """While the command runs, renew the entry every RENEW_S seconds (``updated_at``), so
-    relay on other hosts knows this process is alive (design.md §13). Best effort: a
-    renewal that fails (server briefly unreachable) is tried again a second later."""
+    relay elsewhere (another host, another PID namespace) knows this process is alive
+    (design.md §10, §13), from a thread of its own.
+
+    Renewal must not wait on the command's output. relay's main thread writes that output
+    through and blocks for as long as its reader does not read: a full pipe, a terminal
+    paused with Ctrl-S, a stalled network file. Only a thread is free of that whatever the
+    stream is: readiness (``select``) promises little for a terminal or a file, and
+    O_NONBLOCK would change the terminal for every other process that shares it. While
+    the command runs the thread is the only user of the store; it is stopped and joined
+    before the outcome is committed. Best effort: a renewal that fails (the server briefly
+    unreachable, the database busy) is tried again a second later."""
 
     def __init__(self, store: Store, key: str, me: Me, runs: int) -> None:
-        self.store, self.key, self.me, self.runs = store, key, me, runs
-        self.next_at = time.monotonic() + RENEW_S
+        import threading
 
-    def tick(self) -> None:
-        if time.monotonic() < self.next_at:
-            return
+        self.store, self.key, self.me, self.runs = store, key, me, runs
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="relay-renewal", daemon=True)
+
+    def __enter__(self) -> Renewal:
+        self._thread.start()  # with the main thread's signal mask: signals stay its own
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        wait = RENEW_S
+        while not self._stop.wait(wait):
+            wait = RENEW_S if self.renew() else 1.0
+
+    def renew(self) -> bool:
+        """One renewal; False when it failed (nothing may escape the thread)."""
         try:
             with self.store.transaction():
                 now = self.store.clock.now_ms()
                 if _owned(self.store.get_ledger(self.key), self.me, self.runs):
                     touch(self.store, self.key, now, {})
-        except RelayError:
-            self.next_at = time.monotonic() + 1
-            return
-        self.next_at = time.monotonic() + RENEW_S
+        except Exception:  # noqa: BLE001 - a RelayError, or a connection that broke
+            return False
+        return True
 
 
 def record_outcome(store: Store, key: str, me: Me, runs: int, result: RunResult):
@@ -327,7 +348,9 @@ def record_not_started(store: Store, key: str, me: Me, runs: int) -> None:
                 return
             if row["approve"] and row["decision"] == "approved":
                 values = running_values(now, me, runs - 1)
-                values.update(pid=None, process_start=None, host=None, started_at=None)
+                values.update(
+                    pid=None, process_start=None, host=None, pid_namespace=None, started_at=None
+                )
                 apply(store, key, row, "not_started_approved", now, values)
             else:
                 apply(store, key, row, "not_started", now)
@@ -492,8 +515,8 @@ def execute(
             not_started_object(key, argv, row["cwd"], e.status, e.message), e.status, e.message
         )
     try:
-        renewal = Renewal(store, key, me, runs)
-        result = pump(proc, out_sink, err_sink, signals=signals, on_tick=renewal.tick)
+        with Renewal(store, key, me, runs):
+            result = pump(proc, out_sink, err_sink, signals=signals)
     except BaseException:
         with contextlib.suppress(OSError):
             proc.kill()

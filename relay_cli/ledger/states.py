@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from ..core import clock
 from ..core.errors import RelayError
 from ..core.limits import RENEW_S, STALE_S  # noqa: F401 (RENEW_S: once's)
-from ..core.process import process_alive, this_host
+from ..core.process import pid_namespace, process_alive, this_host
 
 if TYPE_CHECKING:
     from relay_cli.store import Store
@@ -283,7 +283,7 @@ def entry_alive(row, now: int | None = None) -> bool:
     """Is the relay process or the command of this entry still running? On this host it is
     looked up; an entry of another host is alive while its relay process renewed it within
     STALE_S seconds by relay's clock (the database's, so the hosts agree on it)."""
-    if row["host"] is not None and row["host"] != this_host():
+    if foreign(row):
         if row["pid"] is None:
             return False
         now = clock.now_ms() if now is None else now
@@ -294,8 +294,25 @@ def entry_alive(row, now: int | None = None) -> bool:
 
 
 def foreign(row) -> bool:
-    """Was the entry's command started on another host (relay cannot look there)?"""
-    return row["host"] is not None and row["host"] != this_host()
+    """Was the entry's command started on another host (relay cannot look there)?
+
+    "Host" is one PID namespace of one boot of one machine (design.md §10): a pid means
+    nothing outside its namespace, so an entry of another namespace with the same host
+    name (a container or sandbox, ``unshare -p``), or of an earlier boot, is another
+    host's. An entry that does not say its namespace (recorded before relay kept it) is
+    too: relay cannot tell where its pids were counted."""
+    if row["host"] is None:
+        return False
+    return row["host"] != this_host() or row["pid_namespace"] != pid_namespace()
+
+
+def place(row) -> str:
+    """Where a foreign entry's command was started, as relay's messages name it."""
+    if row["host"] != this_host():
+        return f"host {row['host']}"
+    if row["pid_namespace"] is None:
+        return f"host {row['host']} (in a PID namespace it did not record)"
+    return f"host {row['host']} in another PID namespace (or an earlier boot)"
 
 
 def never_started(row, me=None) -> bool:
@@ -306,11 +323,12 @@ def never_started(row, me=None) -> bool:
     host's entry counts once that host stopped renewing it."""
     if row["state"] != "running" or row["child_pid"] is not None:
         return False
-    if me is not None and (row["pid"], row["process_start"], row["host"]) == (
-        me.pid,
-        me.start,
-        me.host,
-    ):
+    if me is not None and (
+        row["pid"],
+        row["process_start"],
+        row["host"],
+        row["pid_namespace"],
+    ) == (me.pid, me.start, me.host, me.ns):
         return True
     return not entry_alive(row)
 

@@ -337,6 +337,7 @@ def diagnose(
         report.add("sqlite", OK, f"SQLite {sqlite3.sqlite_version}")
     now = _now(report)
     _check_queue_cap(report)
+    _check_codex_dirs(report)
     if url is not None:
         _check_postgres(home, url, report)
     else:
@@ -373,6 +374,30 @@ def _check_queue_cap(report: Report) -> None:
             "RELAY_QUEUE_CAP" if os.environ.get("RELAY_QUEUE_CAP", "").strip() else "the default"
         )
         report.add("queue_cap", OK, f"{cap} open requests per recipient ({source})")
+
+
+def _check_codex_dirs(report: Report) -> None:
+    """Private Codex app-server directories that a killed `relay run` left (design.md
+    §12): named only when there are some; the next `relay run` of Codex removes them."""
+    import shlex
+
+    from ..agents.codex_server import stale_dirs
+
+    try:
+        stale = stale_dirs()
+    except OSError:
+        return
+    if not stale:
+        return
+    report.add(
+        "codex_dirs",
+        WARN,
+        f"{len(stale)} private Codex app-server director"
+        f"{'y' if len(stale) == 1 else 'ies'} left by a `relay run` that was killed "
+        f"({', '.join(stale)}); the next `relay run` of Codex removes "
+        f"{'it' if len(stale) == 1 else 'them'}, and stops a server still running there",
+        fix="rm -r -- " + " ".join(shlex.quote(p) for p in stale),
+    )
 
 
 # ------------------------------------------------------------------------ clock

@@ -295,6 +295,14 @@ MIGRATIONS: list[str] = [
     CREATE INDEX requests_open_to ON requests(to_peer)
         WHERE state IN ('queued', 'delivered', 'acknowledged');
     """,
+    # 9: a pid means nothing outside its PID namespace (design.md §10): a ledger entry
+    # records where its pids were counted, "<boot id>:<inode of /proc/self/ns/pid>" of the
+    # relay process that runs it. An entry of another namespace (a container or sandbox
+    # with the same host name) is another host's; one recorded before this column (NULL)
+    # is judged as one of another host too, since relay cannot tell where it ran.
+    """
+    ALTER TABLE ledger ADD COLUMN pid_namespace TEXT;
+    """,
 ]
 
 # The ledger columns added to migration 2 after it first shipped, as migration 2 defines

@@ -210,4 +210,8 @@ PG_MIGRATIONS: list[str] = [
         'delivered', 'acknowledged', 'completed', 'failed', 'rejected', 'expired',
         'cancelled', 'delivery_unknown'));
     """,
+    # 9
+    """
+    ALTER TABLE ledger ADD COLUMN pid_namespace TEXT COLLATE "C";
+    """,
 ]

@@ -153,6 +153,7 @@ LEDGER = Table(
         "resolved_at",
         "resolution_note",
         "output_pruned_at",
+        "pid_namespace",
     ),
     fixed=frozenset({"key"}),
 )
