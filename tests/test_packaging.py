@@ -55,15 +55,6 @@ def test_a_dependency_without_a_floor_is_an_error():
     assert lowest_constraints.floors(["a-b[x] >= 1.2 , <2; python_version>'3'"]) == {"a-b": "1.2"}
 
 
-def test_typer_s_click_is_reached_through_public_names():
-    from relay_cli.cli.app import click_exceptions
-
-    assert click_exceptions().ClickException.__name__ == "ClickException"
-    app_source = (ROOT / "relay_cli" / "cli" / "app.py").read_text()
-    schema_source = (ROOT / "relay_cli" / "cli" / "schema.py").read_text()
-    assert "typer._click" not in app_source + schema_source
-
-
 def test_the_user_visible_test_extra_holds_no_dev_tools():
     extras = {}
     for req in importlib.metadata.requires("relay-cli"):
