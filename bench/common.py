@@ -83,7 +83,7 @@ def relay(
     prefix: list[str] | None = None,
 ) -> Res:
     """Run the real relay in a process; never raises on a non-zero exit. ``prefix`` runs
-    it elsewhere (another network namespace: bench/netns.py)."""
+    it elsewhere (another network namespace: testsupport/netns.py)."""
     data = input.encode() if isinstance(input, str) else input
     t0 = time.perf_counter()
     p = subprocess.run(

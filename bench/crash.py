@@ -9,7 +9,7 @@ rule. ``python -m bench crash --trials 200`` is the full run.
 ``--postgres`` runs the same trials on PostgreSQL (design.md §13): each template is built
 as a relay.db and moved into a template database with ``relay db copy``; every trial gets
 its own database made from that template (``CREATE DATABASE … TEMPLATE``) on a throwaway
-server (bench/pgserver.py), and the same checks run against it.
+server (testsupport/pgserver.py), and the same checks run against it.
 """
 
 from __future__ import annotations
@@ -28,7 +28,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import bulk, common, pgserver
+from testsupport import pgserver
+
+from . import bulk, common
 from .common import (
     RELAY,
     Target,

@@ -22,7 +22,8 @@ import sys
 import venv
 from pathlib import Path
 
-from . import pgserver
+from testsupport import pgserver
+
 from .common import CACHE, ROOT, machine, median, pct
 
 DRIVERS = {"psycopg2": "psycopg2-binary", "psycopg": "psycopg[binary]"}

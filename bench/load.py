@@ -7,7 +7,7 @@ changed content: one row per id, ``request_id_conflict`` for every changed retry
 
 On PostgreSQL (design.md §13): ``--postgres`` runs both on a throwaway server;
 ``--netns`` puts the server and the workers in network namespaces, half of the workers on
-each of two "hosts" (bench/netns.py); ``--restart`` restarts the server in the middle of
+each of two "hosts" (testsupport/netns.py); ``--restart`` restarts the server in the middle of
 the cycles: every call must then succeed or say database_unavailable/busy (and is retried
 with the same id, as an agent would), and nothing acknowledged may be lost.
 """
@@ -22,7 +22,9 @@ import threading
 import time
 from collections import Counter
 
-from . import common, netns, pgserver
+from testsupport import netns, pgserver
+
+from . import common
 from .common import (
     Target,
     check_db,

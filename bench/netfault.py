@@ -1,7 +1,7 @@
 """Faults on the network between relay hosts and PostgreSQL (design.md §13).
 
 The server runs in its own network namespace, the workers on two "hosts" (namespaces
-joined to it by veth links, bench/netns.py); host-b's system clock is 15 minutes behind
+joined to it by veth links, testsupport/netns.py); host-b's system clock is 15 minutes behind
 (libfaketime preloaded, when installed). One fault kind at a time is put on the path:
 
 - ``cut``: a TCP proxy in each host's namespace forwards relay's connections to the server
@@ -55,7 +55,9 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import common, netns, pgserver
+from testsupport import netns, pgserver
+
+from . import common
 
 KINDS = ("cut", "loss", "delay", "partition")
 SKEW_S = -900  # host-b's system clock: 15 minutes behind (leases are 10 minutes)

@@ -4,7 +4,7 @@
   commands on SQLite: median wall time and peak memory, measured round-robin
   (bench/perf.py's ``measure``); goal: wall time at most 1.2x, peak memory at most 1.5x.
 - Wake-up latency reply -> ``wait`` across network namespaces: the server in one, the
-  waiter on host-a, the replier on host-b (bench/netns.py). Latency is the waiter's first
+  waiter on host-a, the replier on host-b (testsupport/netns.py). Latency is the waiter's first
   byte of output minus the reply's ``finished_at`` (set before its COMMIT, by the
   server's clock; both clocks are this machine's). Goal: median at most 100 ms.
 - ``relay list`` at 1,000,000 requests against 10, both on PostgreSQL (the bulk database
@@ -27,7 +27,9 @@ import threading
 import time
 from pathlib import Path
 
-from . import bulk, common, latency, netns, perf, pgserver
+from testsupport import netns, pgserver
+
+from . import bulk, common, latency, perf
 from .common import CACHE, RELAY, base_env, join, median, new_id, pct, print_machine
 
 WALL_GOAL = 1.2

@@ -14,7 +14,7 @@ with a code and changes nothing), the fixtures ``pair`` (alice and bob joined),
 
 The ``relay`` fixture runs every test twice: on SQLite (relay.db in a temporary home) and
 on PostgreSQL (a fresh database of a throwaway server that this session starts:
-bench/pgserver.py), because the contract holds on both (design.md §13): every test about
+testsupport/pgserver.py), because the contract holds on both (design.md §13): every test about
 the store's behaviour (a transition, a refusal that changes nothing, a race, a wait, the
 ledger, the hooks) runs on both. Tests about the local file itself are marked
 ``sqlite_only`` and run on SQLite alone. Tests that use ``relay`` only to run commands
@@ -43,9 +43,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import pgserver  # noqa: E402
 from relay_cli.agents.codex_server import REMOTE_ENV  # noqa: E402
 from relay_cli.core.context import ENVIRONMENT  # noqa: E402
+from testsupport import pgserver  # noqa: E402
 
 DAY = 86400  # seconds
 # Escape sequences a terminal acts on: CSI, OSC (a title), charset and keypad switches.

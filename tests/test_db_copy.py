@@ -62,3 +62,16 @@ def test_copy_into_a_database_with_someone_elses_table_creates_nothing(
     assert "not relay's" in r.error["message"] and "notes" in r.error["message"]
     assert empty_db.snapshot() == before  # no relay_schema, no relay table
     assert set(before) == {"notes"}
+
+
+def test_a_relay_db_gone_between_the_check_and_the_open_is_a_usage_error(tmp_path):
+    # `relay db copy` looks for relay.db, then opens it: one removed in between is the
+    # same usage_error as one never there, not an internal error
+    from relay_cli.core.errors import RelayError
+    from relay_cli.store import copy
+
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    with pytest.raises(RelayError) as e:
+        copy._open_source(home)
+    assert e.value.code == "usage_error" and "there is no relay.db" in e.value.message

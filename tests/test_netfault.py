@@ -18,7 +18,8 @@ import os
 
 import pytest
 
-from bench import netfault, netns, pgserver
+from bench import netfault
+from testsupport import netns, pgserver
 
 netns_only = pytest.mark.skipif(
     os.environ.get("RELAY_NETNS_TESTS") != "1", reason="opt-in: RELAY_NETNS_TESTS=1 (CI sets it)"

@@ -1,6 +1,6 @@
 """Several machines, for real (design.md §13): the PostgreSQL server and two relay hosts in
 separate network namespaces, talking over veth links on private addresses that exist only
-inside the test's own namespaces (bench/netns.py). host-b's system clock is 7 minutes
+inside the test's own namespaces (testsupport/netns.py). host-b's system clock is 7 minutes
 behind (libfaketime) and one of its calls moves relay's clock by minutes
 (RELAY_TIME_OFFSET); host-a's and host-b's relay still agree on every state.
 
@@ -19,7 +19,7 @@ import uuid
 
 import pytest
 
-from bench import netns, pgserver
+from testsupport import netns, pgserver
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("RELAY_NETNS_TESTS") != "1", reason="opt-in: RELAY_NETNS_TESTS=1 (CI sets it)"

@@ -55,13 +55,36 @@ def test_a_dependency_without_a_floor_is_an_error():
     assert lowest_constraints.floors(["a-b[x] >= 1.2 , <2; python_version>'3'"]) == {"a-b": "1.2"}
 
 
-def test_typer_s_click_is_reached_through_public_names():
-    from relay_cli.cli.app import click_exceptions
+def _imported(path: Path) -> set[str]:
+    import ast
 
-    assert click_exceptions().ClickException.__name__ == "ClickException"
-    app_source = (ROOT / "relay_cli" / "cli" / "app.py").read_text()
-    schema_source = (ROOT / "relay_cli" / "cli" / "schema.py").read_text()
-    assert "typer._click" not in app_source + schema_source
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+    return names
+
+
+def test_the_tests_take_their_servers_from_testsupport_not_from_bench():
+    # bench/ is a dev tool; what the suite runs relay against (the throwaway PostgreSQL
+    # server, network namespaces) is testsupport/, which bench/ uses too
+    assert not any(n.startswith("bench") for n in _imported(ROOT / "tests" / "conftest.py"))
+    harness = {"bench.pgserver", "bench.netns"}
+    uses = {
+        f"{path.name}: {name}"
+        for path in sorted((ROOT / "tests").glob("*.py"))
+        for name in _imported(path) & harness
+    }
+    assert uses == set()
+    assert not (ROOT / "bench" / "pgserver.py").exists()
+    for path in sorted((ROOT / "testsupport").glob("*.py")):  # below both, imports neither
+        assert not any(n.startswith(("bench", "tests", "conftest")) for n in _imported(path))
+    # and it is not part of relay: the wheel holds relay_cli only
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert 'include = ["relay_cli*"]' in pyproject
+    assert "graft testsupport" in (ROOT / "MANIFEST.in").read_text()
 
 
 def test_the_user_visible_test_extra_holds_no_dev_tools():
@@ -71,7 +94,7 @@ def test_the_user_visible_test_extra_holds_no_dev_tools():
         if m:
             extras.setdefault(m.group(1), []).append(re.split(r"[<>=;\s\[]", req)[0])
     assert sorted(extras["test"]) == ["hypothesis", "pytest", "pytest-xdist"]
-    assert sorted(extras["dev"]) == ["build", "ruff"]
+    assert sorted(extras["dev"]) == ["build", "mypy", "ruff"]
 
 
 def test_classifiers_say_linux_console_and_the_pythons_relay_runs_on():
@@ -130,6 +153,7 @@ def test_sdist_holds_every_tracked_file_a_packager_needs(sdist):
         "scripts/generate.py",
         "docs/design.md",
         "bench/startup.py",
+        "testsupport/pgserver.py",
         "man/relay.1",
         "MANIFEST.in",
     ):

@@ -11,8 +11,8 @@ import time
 import pytest
 from conftest import Relay, new_id
 
-from bench import pgserver
 from relay_cli.store import pg as pgmod
+from testsupport import pgserver
 
 pytestmark = pytest.mark.postgres_only
 

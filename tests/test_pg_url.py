@@ -11,8 +11,8 @@ from urllib.parse import quote
 import pytest
 from conftest import Relay
 
-from bench import pgserver
 from relay_cli.store.url import password_of, redact, scrub, secrets_of, without_password
+from testsupport import pgserver
 
 # Passwords a person may paste into a URL without percent-encoding them.
 HOSTILE = [

@@ -14,8 +14,8 @@ import threading
 import pytest
 from conftest import Relay, new_id
 
-from bench import pgserver
 from relay_cli.store.migrations import LATEST
+from testsupport import pgserver
 
 pytestmark = pytest.mark.postgres_only
 
@@ -342,7 +342,7 @@ def _skewed(seconds: int) -> list[str] | None:
     (libfaketime preloaded, not the ``faketime`` wrapper, whose named semaphore can be
     left behind by a killed process and refuse a later start), or None when libfaketime
     is not installed."""
-    from bench import netns
+    from testsupport import netns
 
     env = netns.faketime_env(seconds)
     if env is None:

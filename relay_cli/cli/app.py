@@ -6,13 +6,11 @@ render. All errors become one of the codes of ``relay_cli.core.errors``.
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 from typing import Annotated, List, Optional
 
 import typer
-from typer._types import TyperChoice
 from typer.core import TyperGroup
 
 from .. import __version__
@@ -32,7 +30,8 @@ from ..requests.peers import (
     validate_kind,
 )
 from ..requests.states import STATES
-from . import complete
+from . import click_seam, complete
+from .click_seam import Choice
 
 # `relay --help` lists the commands in these groups, in this order (anything else last).
 SECTIONS = {
@@ -195,34 +194,7 @@ def lazy_module(name: str):
     return module
 
 
-class Choice(TyperChoice):
-    """A real Click choice (help and shell completion show the values) whose refusal is
-    relay's own error: ``check`` is the library's validator (invalid_name for a kind,
-    usage_error for the rest), so a bad value gives the same code as it always did.
-    ``choices`` may be a callable, for values that live in a module loaded on demand."""
-
-    def __init__(self, choices, check) -> None:  # (TyperChoice's __init__ would freeze them)
-        self._choices = choices
-        self.case_sensitive = True
-        self.check = check
-
-    @property
-    def choices(self) -> tuple[str, ...]:
-        return tuple(self._choices() if callable(self._choices) else self._choices)
-
-    def convert(self, value, param, ctx):
-        self.check(value)
-        return value
-
-
-# The Click that this Typer runs on (its own bundled copy since Typer 0.26), reached from a
-# public Typer name, as click_exceptions() does: relay imports no private module of Typer's.
-_ParamType = importlib.import_module(
-    typer.BadParameter.__module__.rpartition(".")[0] + ".types"
-).ParamType
-
-
-class WholeNumber(_ParamType):
+class WholeNumber(click_seam.ParamType):
     """An integer option written with the ASCII digits 0-9 only, as every other value relay
     reads in ASCII (design.md §6): Python's ``int`` would also take other scripts' digits
     ('٣'), spaces and underscores. ``low``/``high`` bound it; a refusal is usage_error."""
@@ -284,8 +256,7 @@ def call_context() -> Context:
     """The context of the call being run (``run`` hands it to Click as the root context's
     ``obj``, which every command's context inherits); outside a call, one read from the
     environment."""
-    click_ctx = _click_globals().get_current_context(silent=True)
-    found = getattr(click_ctx, "obj", None)
+    found = click_seam.current_obj()
     return found if isinstance(found, Context) else Context.from_environ()
 
 
@@ -530,7 +501,6 @@ def _closed_streams(argv: list[str]) -> int | None:
 
 
 def _run(argv: list[str], ctx: Context) -> int:
-    click_exc = click_exceptions()
     out = Output(_wants_json(argv))
     _warn_offset(out, ctx.clock)
     try:
@@ -544,17 +514,17 @@ def _run(argv: list[str], ctx: Context) -> int:
         return e.exit_code
     except typer.Abort:
         return ExitStatus.INTERRUPTED
-    except click_exc.NoArgsIsHelpError as e:
+    except click_seam.NoArgsIsHelpError as e:
         sys.stderr.write(e.format_message() + "\n")
         return ExitStatus.USAGE
-    except click_exc.ClickException as e:  # usage errors from parsing
+    except click_seam.ClickException as e:  # usage errors from parsing
         if argv[:1] == ["hook"] and argv[1:2] not in (["install"], ["uninstall"]):
             # A hook must never break the agent (design.md §12): a typo in its settings
             # (`relay hook claude --kind`) exits 0 silently, like any other bad input.
             # `hook install|uninstall` are a person's commands: theirs is a usage error.
             _debug(ctx)
             return ExitStatus.OK
-        err = RelayError("usage_error", _usage_message(e, click_exc))
+        err = RelayError("usage_error", _usage_message(e))
         out.error(err)
         return err.exit_code
     except KeyboardInterrupt:
@@ -587,29 +557,19 @@ def _invoke(command, argv: list[str], context: Context):
     """Click's ``main`` minus its own handling: Typer's turns a broken pipe into exit 1
     (the "bug" code), before relay could say 141; every exception reaches ``_run``. The
     call's context rides on Click's as ``obj``."""
-    try:  # answers the shell's completion request, if this call is one, and exits
-        command._main_shell_completion({"obj": context}, "relay", None)
-    except SystemExit as e:  # `run` returns its status, as for every other call
-        if isinstance(e.code, int):
-            return e.code
-        return ExitStatus.OK if e.code is None else 1  # (as Python exits for a message)
+    instruction = os.environ.get(click_seam.COMPLETE_VAR)
+    if instruction:  # the shell's completion request: answered, and the call ends
+        try:
+            return click_seam.complete(command, context, instruction)
+        except SystemExit as e:  # `run` returns its status, as for every other call
+            if isinstance(e.code, int):
+                return e.code
+            return ExitStatus.OK if e.code is None else 1  # (as Python exits for a message)
     try:
         with command.make_context("relay", list(argv), obj=context) as ctx:
             return command.invoke(ctx)
     except EOFError as e:  # (as Click: end of input at a prompt)
         raise typer.Abort() from e
-
-
-def click_exceptions():
-    """The exceptions module of the Click that Typer runs on (the `click` package before
-    Typer 0.26, Typer's own bundled copy since), reached through a public Typer name so
-    that relay imports no private module of Typer's."""
-    return sys.modules[typer.BadParameter.__module__]
-
-
-def _click_globals():
-    """The ``globals`` module (the current context) of the Click that Typer runs on."""
-    return importlib.import_module(typer.BadParameter.__module__.rpartition(".")[0] + ".globals")
 
 
 DATABASE_URL_HELP = (
@@ -660,7 +620,11 @@ def _click_command(argv: list[str]):
     start, so a call that names a top-level command gets a tree with only that command;
     --help, completion and anything unrecognised get the full tree."""
     name = argv[0] if argv else ""
-    if len(argv) <= 1 and name in ("", "--help", "-h") and "_RELAY_COMPLETE" not in os.environ:
+    if (
+        len(argv) <= 1
+        and name in ("", "--help", "-h")
+        and click_seam.COMPLETE_VAR not in os.environ
+    ):
         return build_command(_listing(app))
     if name and not name.startswith("-"):
         from typer.main import get_command_name
@@ -708,9 +672,9 @@ def _listing(typer_app):
     return view
 
 
-def _usage_message(e, click_exc) -> str:
+def _usage_message(e) -> str:
     param = getattr(e, "param", None)
-    if isinstance(e, click_exc.MissingParameter) and param is not None:
+    if isinstance(e, click_seam.MissingParameter) and param is not None:
         if getattr(param, "param_type_name", "") == "argument":
             return f"missing argument {param.metavar or param.name.upper()}"
         return f"missing option {param.opts[0]}"

@@ -13,7 +13,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 
@@ -70,7 +70,7 @@ class Clock:
     fixed: bool = False
 
     @classmethod
-    def from_environ(cls, environ=None) -> Clock:
+    def from_environ(cls, environ: Mapping[str, str] | None = None) -> Clock:
         return cls((os.environ if environ is None else environ).get(OFFSET_VAR, ""))
 
     def offset_seconds(self) -> float:

@@ -12,10 +12,15 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 from . import clock as _clock
 from .clock import Clock
 from .limits import DEFAULT_RATE_LIMIT, QUEUE_CAP
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
 
 # The environment variables relay reads (design.md §2, §3, §4, §7, §8), with what each
 # means (`relay schema`, the man page): their one list. Tests clear them around a call.
@@ -47,6 +52,12 @@ DATABASE_URL_VAR = "RELAY_DATABASE_URL"
 DEBUG_VAR = "RELAY_DEBUG"
 
 
+class Closable(Protocol):
+    """What a call closes when it ends (an ``Env``, a store)."""
+
+    def close(self) -> None: ...
+
+
 @dataclass
 class Context:
     # the state directory as given (``--home`` or $RELAY_HOME); None: the per-user default
@@ -55,17 +66,19 @@ class Context:
     # None or blank: the local relay.db (design.md §13)
     database_url: str | None = None
     clock: Clock = field(default_factory=Clock)
-    stdin: object = None
-    stdout: object = None
-    stderr: object = None
+    stdin: TextIO | None = None
+    stdout: TextIO | None = None
+    stderr: TextIO | None = None
     # colour: None decides by the terminal and NO_COLOR/FORCE_COLOR/TERM (``Output``)
     color: bool | None = None
     debug: bool = False
     # what this call opened and must close when it ends (``Env``s and their stores)
-    closing: list = field(default_factory=list)
+    closing: list[Closable] = field(default_factory=list)
 
     @classmethod
-    def from_environ(cls, environ=None, clock: Clock | None = None, **given) -> Context:
+    def from_environ(
+        cls, environ: Mapping[str, str] | None = None, clock: Clock | None = None, **given: Any
+    ) -> Context:
         """The context of a call in ``environ`` (default: this process's), on the current
         standard streams; ``clock`` replaces the one ``RELAY_TIME_OFFSET`` describes."""
         env = os.environ if environ is None else environ
@@ -90,12 +103,12 @@ class Context:
         self.clock = clock
         _clock.use(clock)
 
-    def enter(self):
+    def enter(self) -> Clock | None:
         """Make this the call running in this thread (for readers not handed a clock yet);
         returns the token ``leave`` takes."""
         return _clock.use(self.clock)
 
-    def leave(self, token) -> None:
+    def leave(self, token: Clock | None) -> None:
         while self.closing:
             self.closing.pop().close()
         _clock.use(token)

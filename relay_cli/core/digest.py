@@ -8,22 +8,28 @@ Python built without its own SHA-256.
 
 from __future__ import annotations
 
-_SHA256 = None  # the constructor, found at the first digest (a failed import is not cached)
+import importlib
+from typing import Any, Callable
+
+# the constructor, found at the first digest (a failed import is not cached)
+_SHA256: Callable[[bytes], Any] | None = None
 
 
-def _constructor():
+def _constructor() -> Callable[[bytes], Any]:
     global _SHA256
     if _SHA256 is None:
-        try:
-            from _sha2 import sha256  # Python 3.12 and later
+        try:  # (by name: these modules have no type stubs)
+            _SHA256 = importlib.import_module("_sha2").sha256  # Python 3.12 and later
         except ImportError:
             try:
-                from _sha256 import sha256  # Python 3.10, 3.11
+                _SHA256 = importlib.import_module("_sha256").sha256  # Python 3.10, 3.11
             except ImportError:
                 from hashlib import sha256
-        _SHA256 = sha256
+
+                _SHA256 = sha256
     return _SHA256
 
 
 def sha256_hex(data: bytes) -> str:
-    return _constructor()(data).hexdigest()
+    digest: str = _constructor()(data).hexdigest()
+    return digest

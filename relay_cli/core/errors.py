@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import Any
 
 from .limits import (
     DRAFT_TTL_S,
@@ -25,7 +26,9 @@ class ExitStatus(IntEnum):
     """Every exit status relay gives (design.md §7), with what it means where `relay schema`
     lists it (``meaning``; the others are the shell's, or given with their own ``when``)."""
 
-    def __new__(cls, value: int, meaning: str | None = None):
+    meaning: str | None  # (an attribute of each member, not a member)
+
+    def __new__(cls, value: int, meaning: str | None = None) -> ExitStatus:
         member = int.__new__(cls, value)
         member._value_ = value
         member.meaning = meaning
@@ -378,7 +381,7 @@ class RelayError(Exception):
         base = self.spec.hint if self._hint is None else self._hint
         return base + (f" ({self.detail})" if self.detail else "")
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         retry_after = None
         if self.retry_after is not None:
             retry_after = max(0.0, round(self.retry_after, 3))

@@ -11,9 +11,13 @@ import re
 import sys
 import weakref
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TextIO
 
 from . import clock
 from .errors import RelayError
+
+if TYPE_CHECKING:
+    from typing import Literal
 
 # C0/C1 controls (but newline and tab), line/paragraph separators, and the invisible
 # format characters (Unicode Cf) that reorder or hide text: bidi controls and marks,
@@ -133,8 +137,8 @@ class Output:
     """
 
     json_mode: bool = False
-    stdout: object = field(default_factory=lambda: sys.stdout)
-    stderr: object = field(default_factory=lambda: sys.stderr)
+    stdout: TextIO = field(default_factory=lambda: sys.stdout)
+    stderr: TextIO = field(default_factory=lambda: sys.stderr)
     # the call's choice (its context's ``color``); None: decided as said above
     color_choice: bool | None = None
 
@@ -330,10 +334,11 @@ class Output:
 
     def para(self, text: str) -> None:
         """A sentence for the person: wrapped between words to the terminal's width."""
-        if not self.terminal:
+        width = self.width
+        if width is None:  # not on a terminal
             self.line(text)
             return
-        for ln in wrap(text, self.width, self.ellipsis):
+        for ln in wrap(text, width, self.ellipsis):
             self.line(ln)
 
     @property
@@ -417,12 +422,13 @@ def terminal_size(stream=None) -> tuple[int, int]:
         measured = (size.columns or 80, size.lines or 24)
     except (AttributeError, ValueError, OSError):
         measured = (80, 24)
-    return tuple(
+    columns, lines = (
         int(os.environ[name])
         if os.environ.get(name, "").isdigit() and int(os.environ[name]) > 0
         else value
         for name, value in zip(("COLUMNS", "LINES"), measured, strict=True)
     )
+    return columns, lines
 
 
 def terminal_width(stream=None) -> int:
@@ -433,6 +439,7 @@ def make_console(stream, color: bool, width: int | None):
     """A rich console that prints what it is given (fitted lines) in colour or not at all."""
     from rich.console import Console
 
+    system: Literal["standard", "auto"] | None
     if color:
         dumb = os.environ.get("TERM") in (None, "", "dumb")
         system = "standard" if dumb or not _isatty(stream) else "auto"

@@ -28,8 +28,15 @@ import os
 import signal
 import socket
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Union
 
 from .errors import NOT_EXECUTABLE_EXIT, NOT_FOUND_EXIT  # as a shell exits (the error table)
+
+if TYPE_CHECKING:
+    from types import FrameType
+
+    # what signal.signal() takes and returns for a signal
+    Handler = Union[Callable[[int, Union[FrameType, None]], Any], int, signal.Handlers, None]
 
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 # Python ignores these at start-up; a command must get the default back (as subprocess does).
@@ -180,7 +187,7 @@ class CannotStart(Exception):
         self.message = message
 
 
-def status_of_exec_error(err: int) -> int:
+def status_of_exec_error(err: int | None) -> int:
     """The shell's status for an ``exec`` that failed with ``errno`` ``err``: 127 when
     there is no such file, 126 for every other reason."""
     return NOT_FOUND_EXIT if err in (errno.ENOENT, errno.ENOTDIR) else NOT_EXECUTABLE_EXIT
@@ -258,8 +265,8 @@ class Signals:
     def __init__(self, children: bool = False) -> None:
         self.mode = "none"
         self.pending: list[tuple[int, bool]] = []
-        self.saved: dict[int, object] = {}
-        self.old_mask = None
+        self.saved: dict[int, Handler] = {}
+        self.old_mask: set[int | signal.Signals] | None = None
         self.ignored: set[int] = set()
         self.watched = FORWARDED_SIGNALS + ((signal.SIGCHLD,) if children else ())
 
@@ -279,10 +286,10 @@ class Signals:
             self.mode = "handler"
         return self
 
-    def _handle(self, signum, frame) -> None:
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
         self.pending.append((signum, False))
 
-    def _collect(self, info) -> bool:
+    def _collect(self, info: signal.struct_siginfo | None) -> bool:
         if info is None:
             return False
         if info.si_signo != signal.SIGCHLD:  # SIGCHLD only wakes a waiter up
@@ -313,7 +320,7 @@ class Signals:
         if got:
             raise Interrupted(got[0][0])
 
-    def forward(self, pid: int, send=None) -> None:
+    def forward(self, pid: int, send: Callable[[int], object] | None = None) -> None:
         """Send CMD (process ``pid``) what arrived, except what the terminal sent it too.
         ``send(signum)`` delivers one (default: ``os.kill(pid, signum)``)."""
         for signum, from_kernel in self.take():
@@ -330,7 +337,7 @@ class Signals:
         caller did not ignore, and those Python ignores at start-up."""
         return (*(s for s in FORWARDED_SIGNALS if s not in self.ignored), *_RESET_IN_CHILD)
 
-    def child_mask(self):
+    def child_mask(self) -> Iterable[int]:
         """The signal mask CMD starts with: the one relay was started with."""
         if self.old_mask is not None:
             return self.old_mask
@@ -341,10 +348,10 @@ class Signals:
         if self.mode == "mask":
             signal.pthread_sigmask(signal.SIG_SETMASK, self.old_mask or ())
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self.mode == "mask":
             self.take()  # CMD has ended or never started: what came late is dropped
-            signal.pthread_sigmask(signal.SIG_SETMASK, self.old_mask)
+            signal.pthread_sigmask(signal.SIG_SETMASK, self.old_mask or ())
         for sig, old in self.saved.items():
             with contextlib.suppress(ValueError, OSError, TypeError):
                 signal.signal(sig, old)
@@ -383,29 +390,31 @@ class Child:
         self.pid = pid
         self.stdout = os.fdopen(out_fd, "rb", buffering=0)
         self.stderr = os.fdopen(err_fd, "rb", buffering=0)
-        self._gate = gate_fd
-        self._report = report_fd
+        self._gate: int | None = gate_fd
+        self._report: int | None = report_fd
         self._argv0 = argv0
         self.returncode: int | None = None
 
     def release(self) -> None:
         """Let the command begin executing; raise CannotStart when it cannot be executed."""
+        gate, report_fd = self._gate, self._report
+        assert gate is not None and report_fd is not None  # (released once, not abandoned)
         try:
-            os.write(self._gate, _GATE_OPEN)
+            os.write(gate, _GATE_OPEN)
         except OSError:
             pass  # the process is gone already; waiting for it tells how it ended
         finally:
-            os.close(self._gate)
+            os.close(gate)
             self._gate = None
         chunks = []
         try:
             while True:
-                chunk = os.read(self._report, 64)
+                chunk = os.read(report_fd, 64)
                 if not chunk:
                     break
                 chunks.append(chunk)
         finally:
-            os.close(self._report)
+            os.close(report_fd)
             self._report = None
         report = b"".join(chunks)
         if report:
@@ -532,7 +541,7 @@ def spawn_gated(argv: list[str], signals: Signals | None = None) -> Child:
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
-def death_signal_setter(sig: int):
+def death_signal_setter(sig: int) -> Callable[[int], None] | None:
     """On Linux, a function that, run in the forked child, makes the kernel send it ``sig``
     the moment relay dies (``PR_SET_PDEATHSIG``, kept across ``exec``), so a kill of relay
     never leaves the command running behind an entry nobody renews (design.md §10, §13).
@@ -562,7 +571,15 @@ def death_signal_setter(sig: int):
     return set_in_child
 
 
-def _gated_exec(argv, out_w, err_w, gate_r, report_w, parents, signals) -> None:
+def _gated_exec(
+    argv: list[str],
+    out_w: int,
+    err_w: int,
+    gate_r: int,
+    report_w: int,
+    parents: Iterable[int],
+    signals: Signals | None,
+) -> None:
     """In the forked child: wait at the gate, then exec CMD (or report why not)."""
     try:
         for fd in parents:

@@ -317,9 +317,6 @@ def leave_session(store: Store, caller: Caller, now: int) -> tuple[dict, list[st
     return peer_object(store, caller.name, now), moved
 
 
-WAKEUPS = ("waiter", "hook", "polling", "not_configured")
-
-
 def waiter_running(store: Store, name: str, now: int) -> bool:
     """A wake waiter of a live session of ``name`` runs now (design.md §12)."""
     rows = store.live_session_waiters(name, now)

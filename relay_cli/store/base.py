@@ -7,8 +7,9 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..core.clock import Clock
 from ..core.errors import RelayError
@@ -24,9 +25,10 @@ from .tables import TABLES
 
 if TYPE_CHECKING:
     from .api import Health
+    from .pg import PgConnection
 
 
-class SQLStore(RequestsSQL, PeersSQL, LedgerSQL, HookSQL, OpsSQL, DataSQL):
+class SQLStore(RequestsSQL, PeersSQL, LedgerSQL, HookSQL, OpsSQL):
     """The operations both backends share, over a connection with relay's transaction
     discipline (db.Connection, or pg.PgConnection)."""
 
@@ -35,7 +37,9 @@ class SQLStore(RequestsSQL, PeersSQL, LedgerSQL, HookSQL, OpsSQL, DataSQL):
     # A waiting command's longest sleep between looks at data_version().
     poll_interval = 0.05
 
-    def __init__(self, db: Connection, home: Path, clock: Clock | None = None) -> None:
+    def __init__(
+        self, db: Connection | PgConnection, home: Path, clock: Clock | None = None
+    ) -> None:
         self.db = db
         self.home = home
         # relay's clock for whatever is done with this store (design.md §8)
@@ -52,7 +56,7 @@ class SQLStore(RequestsSQL, PeersSQL, LedgerSQL, HookSQL, OpsSQL, DataSQL):
         ``with_password`` (a child's environment, never anything printed or written)."""
         return None
 
-    def transaction(self, write: bool = True):
+    def transaction(self, write: bool = True) -> AbstractContextManager[Any]:
         return self.db.transaction(write)
 
     @property
@@ -67,7 +71,7 @@ class SQLStore(RequestsSQL, PeersSQL, LedgerSQL, HookSQL, OpsSQL, DataSQL):
         self.db.close()
 
 
-class SQLiteStore(SQLStore):
+class SQLiteStore(DataSQL, SQLStore):  # (PgStore has its own DataSQL: pg_store.py)
     """The store on relay.db."""
 
     db: Connection
@@ -85,7 +89,7 @@ class SQLiteStore(SQLStore):
             raise relay_error_from_sqlite(e) from e
         errors: dict[str, RelayError] = {}
 
-        def read(check: str, fn):
+        def read(check: str, fn: Callable[[], Any]) -> Any:
             try:
                 return fn()
             except sqlite3.Error as e:

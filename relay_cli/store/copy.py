@@ -16,17 +16,18 @@ import shutil
 import sqlite3
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from ..core.errors import RelayError
 from . import pg
-from .db import open_db, open_existing_readonly, relay_error_from_sqlite
+from .db import Connection, open_db, open_existing_readonly, relay_error_from_sqlite
 from .migrations import LATEST, check_version
 from .tables import TABLES
 
 BATCH = 1000
 
 
-def _tables(src) -> list[str]:
+def _tables(src: Connection) -> list[str]:
     """The source's tables, each after the tables its foreign keys point to."""
     names = [
         r[0]
@@ -47,7 +48,7 @@ def _tables(src) -> list[str]:
     return ordered
 
 
-def _columns(dst, table: str) -> dict[str, bool]:
+def _columns(dst: pg.PgConnection, table: str) -> dict[str, bool]:
     """The target table's columns: name -> whether a value can be written to it."""
     rows = dst.all(
         "SELECT column_name, is_generated FROM information_schema.columns "
@@ -63,7 +64,7 @@ def relay_tables() -> frozenset[str]:
     return frozenset(TABLES)
 
 
-def copy(home: Path, url: str) -> dict:
+def copy(home: Path, url: str) -> dict[str, Any]:
     """Copy relay.db in ``home`` into the PostgreSQL database at ``url``; returns
     {"from", "to", "schema_version", "copied": {table: rows}}."""
     db_path = home / "relay.db"
@@ -94,10 +95,12 @@ def copy(home: Path, url: str) -> dict:
             shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _open_source(home: Path):
+def _open_source(home: Path) -> tuple[Connection, Path | None]:
     """relay.db opened read-only (it is never changed), or, at an older schema version, a
     migrated copy of it in a private temporary directory: (connection, that directory)."""
     src = open_existing_readonly(home)
+    if src is None:  # removed since ``copy`` looked
+        raise RelayError("usage_error", f"there is no relay.db in {home} to copy")
     try:
         version = src.scalar("PRAGMA user_version")
         check_version(
@@ -135,7 +138,7 @@ def _open_source(home: Path):
         src.close()
 
 
-def _refuse_unless_empty(dst) -> None:
+def _refuse_unless_empty(dst: pg.PgConnection) -> None:
     """A target holding tables that are not relay's, or relay's tables with rows, is
     refused before anything is created or written there."""
     ours = relay_tables()
@@ -151,7 +154,7 @@ def _refuse_unless_empty(dst) -> None:
     _refuse_relay_data(dst, [t for t in names if t in ours])
 
 
-def _refuse_relay_data(dst, tables: list[str]) -> None:
+def _refuse_relay_data(dst: pg.PgConnection, tables: list[str]) -> None:
     holding = [t for t in tables if dst.scalar(f'SELECT EXISTS (SELECT 1 FROM "{t}")')]
     if holding:
         raise RelayError(
@@ -162,7 +165,7 @@ def _refuse_relay_data(dst, tables: list[str]) -> None:
         )
 
 
-def _copy(src, dst, db_path: Path) -> dict:
+def _copy(src: Connection, dst: pg.PgConnection, db_path: Path) -> dict[str, Any]:
     copied: dict[str, int] = {}
     with src.transaction(write=False), dst.transaction():
         tables = _tables(src)
@@ -190,4 +193,4 @@ def _copy(src, dst, db_path: Path) -> dict:
             got = dst.scalar(f'SELECT count(*) FROM "{table}"')
             if got != n:
                 raise RelayError("internal_error", f"{table}: copied {n} rows, found {got}")
-    return {"from": str(db_path), "to": dst.shown, "schema_version": pg.LATEST, "copied": copied}
+    return {"from": str(db_path), "to": dst.shown, "schema_version": LATEST, "copied": copied}

@@ -6,12 +6,18 @@ import os
 import sqlite3
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ..core.errors import RelayError
 from ..core.limits import BUSY_TIMEOUT_S
 from .home import COMPANIONS, DB_NAME, check_home, ensure_home
 from .migrations import LATEST, MIGRATIONS, REPAIRS, check_version
 from .views import sync as sync_views
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator
+
+    from .api import Params, Row
 
 # Never open() relay.db with plain file calls while a connection may be open in this
 # process: closing any descriptor of the file drops the process's POSIX locks on it, which
@@ -86,29 +92,30 @@ class Connection:
         self.immutable = False
         self.read_only = False  # the state directory cannot be written: reads only
 
-    def execute(self, sql: str, params=()) -> sqlite3.Cursor:
+    def execute(self, sql: str, params: Params = ()) -> sqlite3.Cursor:
         return self.conn.execute(sql, params)
 
-    def later(self, sql: str, params=()) -> None:
+    def later(self, sql: str, params: Params = ()) -> None:
         """A write whose answer nobody reads (PostgreSQL sends it with the transaction's
         next statement; here it runs at once)."""
         self.conn.execute(sql, params)
 
-    def executemany(self, sql: str, seq) -> None:
+    def executemany(self, sql: str, seq: Iterable[Params]) -> None:
         self.conn.executemany(sql, seq)
 
-    def one(self, sql: str, params=()) -> sqlite3.Row | None:
-        return self.conn.execute(sql, params).fetchone()
+    def one(self, sql: str, params: Params = ()) -> Row | None:  # a sqlite3.Row
+        row: Row | None = self.conn.execute(sql, params).fetchone()
+        return row
 
-    def all(self, sql: str, params=()) -> list[sqlite3.Row]:
+    def all(self, sql: str, params: Params = ()) -> list[Row]:
         return self.conn.execute(sql, params).fetchall()
 
-    def scalar(self, sql: str, params=()):
+    def scalar(self, sql: str, params: Params = ()) -> Any:
         row = self.conn.execute(sql, params).fetchone()
         return None if row is None else row[0]
 
     @contextmanager
-    def transaction(self, write: bool = True):
+    def transaction(self, write: bool = True) -> Iterator[Connection]:
         """``BEGIN IMMEDIATE`` (write) or a deferred read snapshot; all or nothing."""
         if self.in_tx:
             raise RuntimeError("nested transaction")
@@ -148,7 +155,8 @@ class Connection:
             pass
 
     def data_version(self) -> int:
-        return self.conn.execute("PRAGMA data_version").fetchone()[0]
+        version: int = self.conn.execute("PRAGMA data_version").fetchone()[0]
+        return version
 
     def close(self) -> None:
         self.conn.close()

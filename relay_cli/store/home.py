@@ -12,7 +12,7 @@ from ..core.errors import RelayError
 DB_NAME = "relay.db"
 
 
-def resolve_home(home: str | os.PathLike | None = None) -> Path:
+def resolve_home(home: str | os.PathLike[str] | None = None) -> Path:
     """``--home`` first, then ``$RELAY_HOME``, then the platform's per-user state dir.
 
     Always absolute (design.md §2): a relative ``--home``/``RELAY_HOME`` is taken from the

@@ -14,9 +14,12 @@ same transaction just before its text.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from ..core.errors import RelayError
+
+if TYPE_CHECKING:
+    from .api import Database
 
 MIGRATIONS: list[str] = [
     # 1: peers, sessions, requests, drafts, events
@@ -323,7 +326,7 @@ LEDGER_COLUMNS_ADDED_LATE = (
 )
 
 
-def _repair_ledger_columns(db) -> None:
+def _repair_ledger_columns(db: Database) -> None:
     """Migration 6 on SQLite: add the ledger columns a relay.db of the first revisions
     lacks (design.md §10)."""
     have = {row[1] for row in db.all("PRAGMA table_info(ledger)")}
@@ -332,7 +335,7 @@ def _repair_ledger_columns(db) -> None:
             db.execute(f"ALTER TABLE ledger ADD COLUMN {name} {decl}")
 
 
-REPAIRS: dict[int, Callable] = {6: _repair_ledger_columns}
+REPAIRS: dict[int, Callable[[Database], None]] = {6: _repair_ledger_columns}
 
 LATEST = len(MIGRATIONS)
 

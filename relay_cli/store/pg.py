@@ -21,6 +21,7 @@ import select
 import time
 from contextlib import contextmanager
 from functools import lru_cache
+from typing import Any
 
 from ..core.errors import RelayError
 from ..core.limits import (
@@ -113,7 +114,7 @@ _BROKEN_WORDS = (
     "broken pipe",
 )
 
-_driver_mod = None
+_driver_mod: Any = None  # psycopg2, once loaded (``driver``)
 _connect_deadline = 0.0
 _interrupted = False  # a Ctrl-C arrived while a statement was on its way
 

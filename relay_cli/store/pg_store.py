@@ -4,14 +4,17 @@ local file (doctor's facts: ``health``)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from ..core.clock import Clock
 from ..core.errors import RelayError
-from .api import Health
+from .api import Health, Row
 from .base import SQLStore
 from .dialect import PostgreSQL
-from .pg import LATEST, PgConnection, connect, foreign_tables, table_names
+from .migrations import LATEST
+from .pg import PgConnection, connect, foreign_tables, table_names
 from .sql_data import EXPORT_ORDER, export_query
 
 EXPORT_BATCH = 1000  # rows per round trip of `relay export`
@@ -29,7 +32,7 @@ class PgStore(SQLStore):
     def shared_url(self, with_password: bool = False) -> str | None:
         return self.db.url if with_password else self.db.shown
 
-    def live_session_waiters(self, peer: str, now: int):
+    def live_session_waiters(self, peer: str, now: int) -> list[Row]:
         # doctor opens an older schema without migrating it: no waiters table, no waiters
         if self.db.schema_version < LATEST and self.db.scalar(
             "SELECT to_regclass('wake_waiters') IS NULL"
@@ -38,7 +41,7 @@ class PgStore(SQLStore):
         return super().live_session_waiters(peer, now)
 
     # ------------------------------------------------------------ a person's data
-    def export_requests(self, states: list[str] | None, since: int | None):
+    def export_requests(self, states: list[str] | None, since: int | None) -> Iterator[Row]:
         """As on SQLite (sql_data.py), streamed through a server-side cursor of the open
         read transaction, so a million requests are never all in memory."""
         where, params, columns = export_query(states, since)
@@ -93,7 +96,7 @@ class PgStore(SQLStore):
             errors=errors,
         )
 
-    def _server_facts(self) -> dict:
+    def _server_facts(self) -> dict[str, Any]:
         db = self.db
         row = db.one(
             "SELECT current_setting('server_version'), "

@@ -8,15 +8,18 @@ from typing import TYPE_CHECKING
 from .tables import REQUEST_LISTED
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from .api import Record
     from .db import Connection
-    from .pg import PgConnection
 
 EXPORT_ORDER = "created_at, rowid"
 
 
-def export_query(states: list[str] | None, since: int | None) -> tuple[str, list, str]:
+def export_query(states: list[str] | None, since: int | None) -> tuple[str, list[object], str]:
     """`relay export`'s (where clause, its parameters, the columns) on the requests table."""
-    where, params = ["pruned = 0"], []
+    where: list[str] = ["pruned = 0"]
+    params: list[object] = []
     if states:
         where.append(f"state IN ({', '.join('?' * len(states))})")
         params += states
@@ -28,9 +31,9 @@ def export_query(states: list[str] | None, since: int | None) -> tuple[str, list
 
 
 class DataSQL:
-    db: Connection | PgConnection
+    db: Connection  # SQLite's (PgStore has its own of each: pg_store.py)
 
-    def export_requests(self, states: list[str] | None, since: int | None):
+    def export_requests(self, states: list[str] | None, since: int | None) -> Iterable[Record]:
         """Requests that are not tombstones (as `list` shows them), oldest first, as an
         iterator of rows; call it inside a read transaction and consume it there.
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Iterable
 
 from .tables import LEDGER, LEDGER_LISTED
 
@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from .pg import PgConnection
 
 
-def _in(values) -> str:
+def _in(values: Iterable[str]) -> str:
     """``IN (?, ...)`` for ``values``, passed as parameters (a vocabulary of the domain's,
     never copied into the statement)."""
     return f"IN ({', '.join('?' for _ in values)})"
@@ -24,14 +24,14 @@ class LedgerSQL:
     def get_ledger(self, key: str) -> Row | None:
         return self.db.one("SELECT * FROM ledger WHERE key = ?", (key,))
 
-    def insert_ledger(self, values: dict) -> None:
+    def insert_ledger(self, values: dict[str, Any]) -> None:
         cols = LEDGER.check_insert(values)
         self.db.execute(
             f"INSERT INTO ledger ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})",
             [values[c] for c in cols],
         )
 
-    def update_ledger(self, key: str, values: dict) -> None:
+    def update_ledger(self, key: str, values: dict[str, Any]) -> None:
         cols = LEDGER.check_update(values)
         self.db.execute(
             f"UPDATE ledger SET {', '.join(f'{c} = ?' for c in cols)} WHERE key = ?",
@@ -57,12 +57,12 @@ class LedgerSQL:
     # dropped. Both work in batches (``limit`` rows) so the write lock is held briefly.
     # ``final`` is the domain's list of final states (design.md §10), passed as parameters.
     @staticmethod
-    def _doomed(final) -> str:
+    def _doomed(final: tuple[str, ...]) -> str:
         return f"state {_in(final)} AND updated_at < ?"
 
     # (an entry has captured output once a run was recorded: stdout_bytes is set)
     @staticmethod
-    def _trimmable(final) -> str:
+    def _trimmable(final: tuple[str, ...]) -> str:
         return (
             f"state {_in(final)} AND output_pruned_at IS NULL "
             "AND stdout_bytes IS NOT NULL AND updated_at < ? AND updated_at >= ?"
@@ -70,17 +70,17 @@ class LedgerSQL:
 
     def ledger_prune_counts(
         self, final: tuple[str, ...], body_cutoff: int, tomb_cutoff: int
-    ) -> tuple[int, dict]:
+    ) -> tuple[int, dict[str, int]]:
         """(entries whose output would be dropped, {state: entries that would be removed})."""
         rows = self.db.all(
             f"SELECT state, count(*) FROM ledger WHERE {self._doomed(final)} "
             "GROUP BY state ORDER BY state",
             [*final, tomb_cutoff],
         )
-        trim = self.db.one(
+        trim = self.db.scalar(
             f"SELECT count(*) FROM ledger WHERE {self._trimmable(final)}",
             [*final, body_cutoff, tomb_cutoff],
-        )[0]
+        )
         return trim, {r[0]: r[1] for r in rows}
 
     def remove_ledger_tombstones(

@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from .pg import PgConnection
 
 
-def _final(final) -> tuple[str, dict]:
+def _final(final: tuple[str, ...]) -> tuple[str, dict[str, object]]:
     """``(:final0, ...)`` and its parameters: the domain's final request states
     (design.md §5), passed in by the caller, never copied into the statement."""
     names = [f"final{i}" for i in range(len(final))]
@@ -68,11 +68,12 @@ class OpsSQL:
         )
 
     def count_tombstones(self) -> int:
-        return self.db.scalar("SELECT count(*) FROM requests WHERE pruned = 1")
+        value: int = self.db.scalar("SELECT count(*) FROM requests WHERE pruned = 1")
+        return value
 
     def count_due(self, now: int) -> int:
         """Time-based transitions whose deadline passed but that no command applied yet."""
-        return self.db.scalar(
+        value: int = self.db.scalar(
             "SELECT (SELECT count(*) FROM requests WHERE "
             "(state = 'queued' AND expires_at <= :now) OR "
             "(state = 'delivered' AND lease_expires_at <= :now) OR "
@@ -80,6 +81,7 @@ class OpsSQL:
             "(SELECT count(*) FROM sessions WHERE state = 'active' AND lease_expires_at <= :now)",
             {"now": now},
         )
+        return value
 
     def active_sessions(self) -> list[Row]:
         """Every active session with its peer's kind and hook time, oldest name first."""

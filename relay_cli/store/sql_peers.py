@@ -133,4 +133,7 @@ class PeersSQL:
         )
 
     def next_session_deadline(self) -> int | None:
-        return self.db.scalar("SELECT min(lease_expires_at) FROM sessions WHERE state = 'active'")
+        value: int | None = self.db.scalar(
+            "SELECT min(lease_expires_at) FROM sessions WHERE state = 'active'"
+        )
+        return value

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Collection
 
 from .tables import DRAFTS, REQUEST_LISTED, REQUESTS
 
@@ -43,7 +43,7 @@ class RequestsSQL:
         self,
         prefix: str,
         *,
-        states=None,
+        states: Collection[str] | None = None,
         from_peer: str | None = None,
         to_peer: str | None = None,
         claim_session: str | None = None,
@@ -71,14 +71,14 @@ class RequestsSQL:
             [*params, limit],
         )
 
-    def insert_request(self, row: dict) -> None:
+    def insert_request(self, row: dict[str, Any]) -> None:
         cols = REQUESTS.check_insert(row)
         self.db.execute(
             f"INSERT INTO requests ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
             [row[c] for c in cols],
         )
 
-    def update_request(self, request_id: str, expected_state: str, fields: dict) -> bool:
+    def update_request(self, request_id: str, expected_state: str, fields: dict[str, Any]) -> bool:
         """Change a request only if it is still in ``expected_state``; True if it was."""
         cols = REQUESTS.check_update(fields)
         sets = ", ".join(f"{c} = ?" for c in cols)
@@ -115,17 +115,19 @@ class RequestsSQL:
             "SELECT count(*), min(created_at) FROM requests WHERE from_peer = ? AND created_at > ?",
             (from_peer, since),
         )
+        assert row is not None  # (an aggregate's one row)
         return row[0], row[1]
 
     def count_open_to(self, to_peer: str, limit: int) -> int:
         """How many open requests (queued, delivered, acknowledged) ``to_peer`` has,
         counted up to ``limit`` (the queue cap, design.md §4) through the partial index
         ``requests_open_to``."""
-        return self.db.scalar(
+        value: int = self.db.scalar(
             "SELECT count(*) FROM (SELECT 1 FROM requests WHERE to_peer = ? AND state IN "
             f"{OPEN_STATES} LIMIT ?) AS open_requests",
             (to_peer, limit),
         )
+        return value
 
     def open_counts_at_least(self, minimum: int) -> list[Row]:
         """Recipients with at least ``minimum`` open requests (doctor's queue check):
@@ -143,7 +145,8 @@ class RequestsSQL:
         from_peer: str | None,
         limit: int | None,
     ) -> list[Row]:
-        where, params = ["pruned = 0"], []
+        where: list[str] = ["pruned = 0"]
+        params: list[object] = []
         if states:
             where.append(f"state IN ({', '.join('?' * len(states))})")
             params += states
@@ -164,9 +167,8 @@ class RequestsSQL:
         return self.db.all(sql, params)
 
     def count_by_state(self) -> dict[str, int]:
-        return dict(
-            self.db.all("SELECT state, count(*) FROM requests WHERE pruned = 0 GROUP BY state")
-        )
+        rows = self.db.all("SELECT state, count(*) FROM requests WHERE pruned = 0 GROUP BY state")
+        return {r[0]: r[1] for r in rows}
 
     def unnotified_finished(self, from_peer: str) -> list[Row]:
         return self.db.all(
@@ -203,7 +205,7 @@ class RequestsSQL:
 
     def next_request_deadline(self) -> int | None:
         hint = self._sql.indexed_by
-        return self.db.scalar(
+        value: int | None = self.db.scalar(
             "SELECT min(t) FROM ("
             f"SELECT min(expires_at) AS t FROM requests {hint('requests_queued_ttl')} "
             "WHERE state = 'queued' UNION ALL "
@@ -212,6 +214,7 @@ class RequestsSQL:
             f"SELECT min(reply_deadline_at) FROM requests {hint('requests_ack_deadline')} "
             "WHERE state = 'acknowledged') AS due"
         )
+        return value
 
     # events ------------------------------------------------------------------------
     def add_event(
@@ -260,7 +263,7 @@ class RequestsSQL:
             [*params, limit],
         )
 
-    def insert_draft(self, row: dict) -> None:
+    def insert_draft(self, row: dict[str, Any]) -> None:
         cols = DRAFTS.check_insert(row)
         self.db.execute(
             f"INSERT INTO drafts ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
@@ -268,18 +271,20 @@ class RequestsSQL:
         )
 
     def oldest_open_draft_expiry(self, from_peer: str, now: int) -> int | None:
-        return self.db.scalar(
+        value: int | None = self.db.scalar(
             "SELECT min(expires_at) FROM drafts WHERE from_peer = ? AND submitted_at IS NULL "
             "AND expires_at > ?",
             (from_peer, now),
         )
+        return value
 
     def count_open_drafts(self, from_peer: str, now: int) -> int:
-        return self.db.scalar(
+        value: int = self.db.scalar(
             "SELECT count(*) FROM drafts WHERE from_peer = ? AND submitted_at IS NULL "
             "AND expires_at > ?",
             (from_peer, now),
         )
+        return value
 
     def mark_draft_submitted(self, draft_id: str, now: int) -> None:
         self.db.execute(
@@ -287,6 +292,7 @@ class RequestsSQL:
         )
 
     def count_stale_drafts(self, now: int) -> int:
-        return self.db.scalar(
+        value: int = self.db.scalar(
             "SELECT count(*) FROM drafts WHERE submitted_at IS NULL AND expires_at <= ?", (now,)
         )
+        return value

@@ -9,7 +9,7 @@ append-only, and this describes where they end up.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Iterable, NamedTuple
 
 
 class Table(NamedTuple):
@@ -25,7 +25,7 @@ class Table(NamedTuple):
         """The columns but ``columns`` (the bodies a listing leaves out), in order."""
         return tuple(c for c in self.columns if c not in columns)
 
-    def check_insert(self, values) -> list[str]:
+    def check_insert(self, values: Iterable[str]) -> list[str]:
         """The columns of an insert of ``values``, in table order; ValueError when one is
         not this table's (a row is never stored without a field it was given)."""
         unknown = set(values) - set(self.columns)
@@ -33,7 +33,7 @@ class Table(NamedTuple):
             raise ValueError(f"not columns of {self.name}: {sorted(unknown)}")
         return [c for c in self.columns if c in values]
 
-    def check_update(self, values) -> list[str]:
+    def check_update(self, values: Iterable[str]) -> list[str]:
         """The columns an update of ``values`` sets, in table order; ValueError when one
         may not be changed."""
         bad = set(values) - self.updatable

@@ -15,6 +15,11 @@ replaces one whose definition differs from this relay's, when it opens the datab
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .api import Database
+
 
 def iso(column: str) -> str:
     """SQL for ``clock.iso`` of an integer-milliseconds column (NULL stays NULL)."""
@@ -70,7 +75,7 @@ def _create(name: str) -> str:
     return f"CREATE VIEW {name} AS {VIEWS[name]}"
 
 
-def _stale(db) -> list[str]:
+def _stale(db: Database) -> list[str]:
     """Views to (re)create: missing, or a view of that name with another definition. A
     table or index that took one of the names is left alone (the view is then absent)."""
     stored = {
@@ -90,7 +95,7 @@ def _stale(db) -> list[str]:
     ]
 
 
-def sync(db) -> None:
+def sync(db: Database) -> None:
     """Create the views that are missing and replace those whose definition differs.
 
     One read of sqlite_master when they are current (every open); otherwise one

@@ -1,0 +1,80 @@
+"""The one place relay reaches into the Click that Typer runs on.
+
+Since 0.26 Typer carries its own copy of Click (``typer._click``), which its authors keep
+private: they may change or remove any of it in a release. relay's command line needs a
+few things of it that Typer's public names do not give: a parameter type of its own
+(``ParamType``: a choice whose refusal is relay's error, a whole number in ASCII digits),
+the exceptions parsing raises (to turn them into usage_error), the context of the call
+being run, and the shell's completion request answered without Click's ``main`` (which
+turns a broken pipe into exit 1). Everything of the kind is named here, and nowhere else
+in relay (tests/test_click_seam.py checks both: no other module names a private part of
+Typer or Click, and each name below still has the shape relay uses, so a Typer release
+that changes one fails that test, not a person's command).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import typer.completion
+from typer._click import exceptions as _exceptions
+from typer._click import globals as _globals
+from typer._click import types as _types
+from typer._click.shell_completion import CompletionItem
+
+# the base class of a parameter type (``click_type=`` of a Typer option)
+ParamType = _types.ParamType
+# what parsing raises: each is a usage error of relay's (cli/app.py's ``run``)
+ClickException = _exceptions.ClickException
+NoArgsIsHelpError = _exceptions.NoArgsIsHelpError
+MissingParameter = _exceptions.MissingParameter
+
+# the environment variable that carries the shell's completion request (Typer's name for
+# a program called relay)
+COMPLETE_VAR = "_RELAY_COMPLETE"
+
+
+def current_obj() -> Any:
+    """The ``obj`` of the Click context running now (relay's ``Context`` of the call), or
+    None outside a call."""
+    return getattr(_globals.get_current_context(silent=True), "obj", None)
+
+
+def complete(command, obj: object, instruction: str) -> int:
+    """Answer the shell's completion request ``instruction`` (the value of
+    ``COMPLETE_VAR``, e.g. ``complete_bash``) for ``command``, whose contexts carry
+    ``obj``; the exit status. As Typer's own entry point, without exiting."""
+    return typer.completion.shell_complete(
+        command, {"obj": obj}, "relay", COMPLETE_VAR, instruction
+    )
+
+
+class Choice(ParamType):
+    """A real choice (help and shell completion show the values) whose refusal is
+    relay's own error: ``check`` is the library's validator (invalid_name for a kind,
+    usage_error for the rest), so a bad value gives the same code as it always did.
+    ``choices`` may be a callable, for values that live in a module loaded on demand."""
+
+    name = "choice"
+
+    def __init__(
+        self, choices: Iterable[str] | Callable[[], Iterable[str]], check: Callable[[str], Any]
+    ) -> None:
+        self._choices = choices
+        self.check = check
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        return tuple(self._choices() if callable(self._choices) else self._choices)
+
+    def convert(self, value, param, ctx):
+        self.check(value)
+        return value
+
+    def get_metavar(self, param, ctx) -> str:
+        # an option shown without a METAVAR of its own: its values, as Typer 0.28 shows them
+        return "<" + "|".join(self.choices) + ">"
+
+    def shell_complete(self, ctx, param, incomplete: str) -> list[CompletionItem]:
+        return [CompletionItem(c) for c in self.choices if c.startswith(incomplete)]
