@@ -18,7 +18,7 @@ import time
 
 from .harness import Sandbox
 
-PEER = {"claude": "claude-1", "codex": "codex-1", "gemini": "gemini-1"}
+PEER = {"claude": "claude-1", "codex": "codex-1", "gemini": "gemini-1", "copilot": "copilot-1"}
 CHECK = "Please check for relay work and finish it."
 
 
@@ -96,6 +96,13 @@ def queued_before_start(sb: Sandbox, runtime: str, variant: str = "") -> dict:
     n = _first_turn_naming(sb, rid)
     facts["announced_in_turn"] = n
     assert n is not None, f"no model request named `relay claim --id {rid[:8]}`; run {r}"
+    first = _turn_texts(sb)[0]
+    # the SessionStart context itself reached the model (Copilot CLI reads only a
+    # top-level additionalContext: design.md §12), not only the Stop block's reason
+    facts["start_context_reached_model"] = "relay is set up in this session" in first
+    if runtime == "copilot":
+        assert facts["start_context_reached_model"], f"no SessionStart context: {first[:800]}"
+        assert n == 0, f"the first model request did not name {rid[:8]} (turn {n})"
     req = _expect_state(sb, rid, "completed")
     facts["state"] = req["state"]
     _ended(r, f"claimed and completed {rid[:8]}, but")
@@ -132,7 +139,7 @@ def arrives_mid_turn(sb: Sandbox, runtime: str, variant: str = "") -> dict:
 def _noop_hook_s(sb: Sandbox, runtime: str, rounds: int = 3) -> float:
     """How long one `relay hook RUNTIME` takes on this machine now, with no identity (a
     Stop event; nothing to do): the unit the generous limit below scales with."""
-    name = {"claude": "Stop", "codex": "Stop", "gemini": "AfterAgent"}[runtime]
+    name = {"gemini": "AfterAgent"}.get(runtime, "Stop")
     ev = json.dumps(
         {
             "session_id": "e2e-noop",
@@ -164,6 +171,7 @@ def hook_cost(sb: Sandbox, runtime: str, variant: str = "", rounds: int = 3) -> 
             "claude": ".claude/settings.json",
             "codex": ".codex/hooks.json",
             "gemini": ".gemini/settings.json",
+            "copilot": ".copilot/hooks/relay.json",
         }[runtime]
     )
     plain_settings = settings.read_text() if settings.exists() else None
@@ -495,10 +503,13 @@ def codex_two_peers(sb: Sandbox, runtime: str = "codex", variant: str = "") -> d
 
 SCENARIOS = {
     # name: (function, runtimes or (runtime, variant) pairs)
-    "queued_before_start": (queued_before_start, ["claude", "codex", ("codex", "wake"), "gemini"]),
-    "arrives_mid_turn": (arrives_mid_turn, ["claude", "codex", "gemini"]),
-    "hook_cost": (hook_cost, ["claude", "codex", "gemini"]),
-    "session_end_leaves": (session_end_leaves, ["claude", "codex", "gemini"]),
+    "queued_before_start": (
+        queued_before_start,
+        ["claude", "codex", ("codex", "wake"), "gemini", "copilot"],
+    ),
+    "arrives_mid_turn": (arrives_mid_turn, ["claude", "codex", "gemini", "copilot"]),
+    "hook_cost": (hook_cost, ["claude", "codex", "gemini", "copilot"]),
+    "session_end_leaves": (session_end_leaves, ["claude", "codex", "gemini", "copilot"]),
     "tui_wake": (tui_wake, ["claude", "codex"]),
     "codex_two_peers": (codex_two_peers, ["codex"]),
 }

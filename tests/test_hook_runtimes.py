@@ -1,4 +1,4 @@
-"""`relay hook claude|codex|gemini` in each runtime's dialect (design.md §12).
+"""`relay hook claude|codex|gemini|copilot` in each runtime's dialect (design.md §12).
 
 The event payloads and the output schemas in tests/fixtures/ come from the runtimes' own
 shipped packages (tests/fixtures/README.md names versions and files). Every answer relay
@@ -50,6 +50,16 @@ FILES = {
         "Stop": ("after_agent", "AfterAgent.input", "AfterAgent.output"),
         "SessionEnd": ("session_end", "SessionEnd.input", None),
     },
+    "copilot": {
+        "SessionStart": ("session_start", "SessionStart.input", "SessionStart.output"),
+        "UserPromptSubmit": (
+            "user_prompt_submit",
+            "UserPromptSubmit.input",
+            "UserPromptSubmit.output",
+        ),
+        "Stop": ("stop", "Stop.input", "Stop.output"),
+        "SessionEnd": ("session_end", "SessionEnd.input", None),
+    },
 }
 EXTRA_EVENTS = {  # more fixtures of handled events, with their input schema
     "claude": [
@@ -62,6 +72,7 @@ EXTRA_EVENTS = {  # more fixtures of handled events, with their input schema
         ("stop_active", "stop.command.input"),
     ],
     "gemini": [("after_agent_active", "AfterAgent.input")],
+    "copilot": [("stop_active", "Stop.input")],
 }
 
 
@@ -87,7 +98,7 @@ class Agent:
         if runtime == "claude":
             self.env_file.touch()
             self.env["CLAUDE_ENV_FILE"] = str(self.env_file)
-        else:  # Codex 0.171.0 and Gemini CLI give hooks no env file: `relay run` does
+        else:  # Codex 0.171.0, Gemini CLI and Copilot CLI give hooks no env file: `relay run` does
             self.env.update(relay.join(self.name, "--kind", runtime))
 
     def run(self, doc: dict, env: dict | None = None):
@@ -119,11 +130,18 @@ class Agent:
 
 
 def context(doc: dict) -> str:
+    if set(doc) == {"additionalContext"}:  # GitHub Copilot CLI's form
+        return doc["additionalContext"]
     assert set(doc) == {"hookSpecificOutput"}
     return doc["hookSpecificOutput"]["additionalContext"]
 
 
-RUNTIMES = ["claude", "codex", "gemini"]
+def event_name(doc: dict) -> str | None:
+    """The event name the answer carries (None: the top-level form names none)."""
+    return doc["hookSpecificOutput"]["hookEventName"] if "hookSpecificOutput" in doc else None
+
+
+RUNTIMES = ["claude", "codex", "gemini", "copilot"]
 
 
 @pytest.mark.parametrize("runtime", RUNTIMES)
@@ -139,7 +157,7 @@ def test_a_whole_session_in_the_runtimes_dialect(relay, tmp_path, runtime):
     agent = Agent(relay, tmp_path, runtime)
     start = agent.hook("SessionStart")
     wanted_name = {"claude": "SessionStart", "codex": "SessionStart", "gemini": "SessionStart"}
-    assert start["hookSpecificOutput"]["hookEventName"] == wanted_name[runtime]
+    assert event_name(start) == wanted_name.get(runtime)
     assert repr(agent.name) in context(start) and "relay send" in context(start)
     me = agent.agent_env()
     alice = relay.join("alice")
@@ -151,8 +169,8 @@ def test_a_whole_session_in_the_runtimes_dialect(relay, tmp_path, runtime):
     relay("reply", mine, "done", env=alice)
 
     prompt = agent.hook("UserPromptSubmit")
-    prompt_event = {"gemini": "BeforeAgent"}.get(runtime, "UserPromptSubmit")
-    assert prompt["hookSpecificOutput"]["hookEventName"] == prompt_event
+    prompt_event = {"gemini": "BeforeAgent", "copilot": None}.get(runtime, "UserPromptSubmit")
+    assert event_name(prompt) == prompt_event
     assert waiting in context(prompt) and mine in context(prompt)
     assert "please review the diff" not in context(prompt)
 
@@ -166,7 +184,7 @@ def test_a_whole_session_in_the_runtimes_dialect(relay, tmp_path, runtime):
     assert (shown["state"], shown["reason"]) == ("delivery_unknown", "recipient_disconnected")
 
 
-@pytest.mark.parametrize("runtime", ["codex", "gemini"])
+@pytest.mark.parametrize("runtime", ["codex", "gemini", "copilot"])
 def test_under_relay_run_the_hook_adopts_the_launchers_session(relay, tmp_path, runtime):
     agent = Agent(relay, tmp_path, runtime)
     before = relay("peers", "list", "--json").json["peers"][0]["session_id"]
@@ -178,7 +196,7 @@ def test_under_relay_run_the_hook_adopts_the_launchers_session(relay, tmp_path, 
     assert doc is not None and doc["reason"].startswith("relay: 1 request(s)")
 
 
-@pytest.mark.parametrize("runtime", ["codex", "gemini"])
+@pytest.mark.parametrize("runtime", ["codex", "gemini", "copilot"])
 def test_without_env_file_or_relay_run_the_hook_says_how_to_start(relay, tmp_path, runtime):
     agent = Agent(relay, tmp_path, runtime, name="solo")
     doc = agent.hook("SessionStart", env={"RELAY_SESSION": None, "RELAY_PEER": "other-1"})
@@ -278,7 +296,12 @@ def test_events_relay_does_not_handle_get_no_answer(relay, tmp_path, runtime):
     agent.hook("SessionStart")
     relay.send(relay.join("alice"), agent.name, request_id=new_id())
     before = relay.snapshot()
-    other = {"claude": "pre_tool_use", "codex": None, "gemini": "before_tool"}[runtime]
+    other = {
+        "claude": "pre_tool_use",
+        "codex": None,
+        "gemini": "before_tool",
+        "copilot": "pre_tool_use",
+    }[runtime]
     docs = [{"hook_event_name": "PreToolUse", "session_id": agent.sid}]
     if other:
         docs.append(event(runtime, other, session_id=agent.sid))
@@ -287,3 +310,20 @@ def test_events_relay_does_not_handle_get_no_answer(relay, tmp_path, runtime):
     for doc in docs:
         assert agent.run(doc) is None
     assert relay.snapshot() == before
+
+
+def test_copilot_gets_its_context_as_a_top_level_additional_context(relay, tmp_path):
+    """Copilot CLI 1.0.102 reads a hook's context from a top-level ``additionalContext``
+    and ignores Claude Code's ``hookSpecificOutput`` (its copilot-sdk types.d.ts
+    ``SessionStartHookOutput``/``UserPromptSubmittedHookOutput``; the e2e harness shows
+    the text reaching the model): every context relay gives it is in that form, with no
+    character Copilot CLI would have to escape."""
+    agent = Agent(relay, tmp_path, "copilot")
+    relay.send(relay.join("alice"), agent.name, request_id=new_id())
+    for doc in (agent.hook("SessionStart"), agent.hook("UserPromptSubmit")):
+        assert set(doc) == {"additionalContext"}, doc
+        assert "relay claim" in doc["additionalContext"]
+        assert not set("<>&") & set(doc["additionalContext"])
+    agent.hook("SessionEnd")
+    ended = agent.hook("UserPromptSubmit")
+    assert set(ended) == {"additionalContext"} and "has ended" in ended["additionalContext"]

@@ -227,7 +227,7 @@ def _session_start(store: Store, ev: Event, henv: HookEnv) -> dict | None:
         if size_before is not None:
             _truncate(path, size_before)
         raise
-    return _context_doc(ev.runtime_name, context)
+    return _context_doc(ev.runtime_name, context, henv.dialect)
 
 
 def _start(store: Store, ev: Event, henv: HookEnv, now: int):
@@ -417,7 +417,7 @@ def _arrived(store: Store, session_id: str, prompt: str, blocks: int, now: int) 
 
 def _prompt_submit(store: Store, now: int, session, ev: Event, dialect: Runtime) -> dict | None:
     if session["state"] != "active":
-        return _context_doc(ev.runtime_name, _ended_note(store, session, dialect))
+        return _context_doc(ev.runtime_name, _ended_note(store, session, dialect), dialect)
     caller = peers.session_caller(store, session)
     name = caller.name
     peers.renew(store, caller, now)
@@ -455,7 +455,7 @@ def _prompt_submit(store: Store, now: int, session, ev: Event, dialect: Runtime)
                 "person decides (`relay resolve`), it is not sent again."
             )
         parts.append("\n".join(lines))
-    return _context_doc(ev.runtime_name, "\n".join(parts)) if parts else None
+    return _context_doc(ev.runtime_name, "\n".join(parts), dialect) if parts else None
 
 
 def _stop(store: Store, now: int, session, dialect: Runtime) -> dict | None:
@@ -541,7 +541,10 @@ def _cap(text: str) -> str:
     return text[: MAX_CONTEXT_CHARS - 20] + "\n[... shortened]"
 
 
-def _context_doc(event: str, text: str) -> dict:
+def _context_doc(event: str, text: str, dialect: Runtime = runtimes.CLAUDE) -> dict:
+    """The context document in the form the runtime reads (``Runtime.context``)."""
+    if dialect.context == "top":
+        return {"additionalContext": _cap(text)}
     return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": _cap(text)}}
 
 
