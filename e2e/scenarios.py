@@ -401,6 +401,82 @@ def tui_wake(sb: Sandbox, runtime: str, variant: str = "", wakes: int = 1) -> di
         tui.close()
 
 
+def copilot_tui_idle(sb: Sandbox, runtime: str = "copilot", variant: str = "") -> dict:
+    """Copilot CLI's TUI under `relay run`: relay cannot wake it while idle (design.md
+    §12: no background hooks), so a request sent then waits, unannounced, until the next
+    prompt names it; `/exit` runs SessionEnd (reason user_exit) and the peer leaves."""
+    sb.configure()
+    sb.install_hooks("copilot")
+    sender = sb.join("sender", "script")
+    peer = "copilot-tui"
+    sb.relay("peers", "add", peer, "--kind", "copilot")
+    argv = [str(sb.bin / "relay"), "run", "--as", peer, "--kind", "copilot", "--"]
+    argv += [*sb.progs["copilot"], "--allow-all-tools", "--no-auto-update"]
+    tui = Tui(sb, peer, argv, sb.env())
+    facts: dict = {}
+    try:
+        assert tui.wait_screen("commands", 40), f"the TUI never started:\n{tui.screen()}"
+        time.sleep(1)
+        start = len(sb.model.log.items)
+        tui.type(f"I am {peer}. E2E-RUN: echo PEER=$RELAY_PEER")
+        done = sb.model.log.wait_for(
+            lambda i: i["kind"] == "turn" and i["step"] and i["step"][0] == "text", 40, start
+        )
+        assert done, f"the first turn never ended:\n{tui.screen()}"
+        first = "\n".join(_turn_texts(sb))
+        facts["peer_in_shell"] = "PEER=copilot-tui" in first
+        assert facts["peer_in_shell"], f"the shell tool ran without the peer: {first[-600:]}"
+        assert "relay is set up in this session" in first, "no SessionStart context"
+        # idle: the turn's Stop hook has run to its end (a request sent before would be
+        # named by that Stop's block, which is not a wake)
+        stopped = _wait(
+            lambda: any(
+                e["event"].get("hook_event_name") == "Stop" and e["end"] for e in sb.hook_events()
+            ),
+            20,
+        )
+        assert stopped, "the first turn's Stop hook never ended"
+        time.sleep(1)
+        before = len(sb.model.log.items)
+        rid = sb.send(sender, peer, "sent while the TUI is idle")
+        time.sleep(6)
+        facts["model_requests_while_idle"] = len(sb.model.log.items) - before
+        facts["wakeup_while_idle"] = {
+            p["name"]: p for p in sb.relay_json("peers", "list")["peers"]
+        }[peer]["wakeup"]
+        assert facts["model_requests_while_idle"] == 0, "something woke the idle TUI"
+        assert facts["wakeup_while_idle"] == "hook", facts
+        start = len(sb.model.log.items)
+        tui.type(CHECK)
+        got = sb.model.log.wait_for(lambda i: _claims(i, rid), 40, start)
+        assert got, f"the next prompt never named {rid[:8]}:\n{tui.screen()}"
+        ok = _wait(lambda: sb.show(rid).get("state") == "completed", 30, 0.3)
+        assert ok, f"claimed but not completed: {sb.show(rid)}"
+        tui.type("/exit")
+        left = _wait(
+            lambda: (
+                not {p["name"]: p for p in sb.relay_json("peers", "list")["peers"]}[peer].get(
+                    "active"
+                )
+            ),
+            30,
+            0.3,
+        )
+        ends = [
+            e["event"].get("reason")
+            for e in sb.hook_events()
+            if e["event"].get("hook_event_name") == "SessionEnd"
+        ]
+        facts["session_end_reasons"] = ends
+        assert left, f"still active after /exit:\n{tui.screen()}"
+        assert ends == ["user_exit"], facts
+        return facts
+    except AssertionError as e:
+        raise AssertionError(f"{e}\nfacts: {facts}\nscreen:\n{tui.screen()}") from None
+    finally:
+        tui.close()
+
+
 # ---------------------------------------------------------------- (e) two Codex peers
 
 
@@ -512,6 +588,7 @@ SCENARIOS = {
     "session_end_leaves": (session_end_leaves, ["claude", "codex", "gemini", "copilot"]),
     "tui_wake": (tui_wake, ["claude", "codex"]),
     "codex_two_peers": (codex_two_peers, ["codex"]),
+    "copilot_tui_idle": (copilot_tui_idle, ["copilot"]),
 }
 
 
