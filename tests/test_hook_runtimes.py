@@ -262,29 +262,34 @@ def test_claude_resets_the_stop_count_only_for_a_persons_prompt(relay, tmp_path,
     assert (after is not None) == resets
 
 
-def test_gemini_does_not_take_its_own_continuation_for_a_persons_prompt(relay, tmp_path):
-    """Gemini CLI resubmits an AfterAgent block's reason as a prompt (BeforeAgent); relay
+@pytest.mark.parametrize("runtime", ["gemini", "copilot"])
+def test_a_resubmitted_block_reason_is_not_a_persons_prompt(relay, tmp_path, runtime):
+    """Gemini CLI resubmits an AfterAgent block's reason as a prompt (BeforeAgent), and
+    Copilot CLI an agentStop block's (UserPromptSubmit; seen in the e2e harness); relay
     recognises its own text, so the 3-in-a-row limit still holds."""
-    agent = Agent(relay, tmp_path, "gemini")
+    agent = Agent(relay, tmp_path, runtime)
+    stop, active_fixture = {"gemini": ("after_agent", "after_agent_active")}.get(
+        runtime, ("stop", "stop_active")
+    )
     agent.hook("SessionStart")
     alice = relay.join("alice")
     answers = []
     active = False
     for _ in range(5):
         _always_new_work(relay, agent, alice)
-        doc = agent.hook("Stop", "after_agent_active" if active else "after_agent")
+        doc = agent.hook("Stop", active_fixture if active else stop)
         answers.append(doc is not None)
         if doc is None:
             active = False
             continue
-        assert doc["decision"] == "deny"
-        agent.hook("UserPromptSubmit", prompt=doc["reason"])  # Gemini's continuation
+        assert doc["decision"] == ("deny" if runtime == "gemini" else "block")
+        agent.hook("UserPromptSubmit", prompt=doc["reason"])  # the runtime's continuation
         active = True
     assert answers == [True, True, True, False, True]
     # A person's own prompt does reset the count.
     for _ in range(2):
         _always_new_work(relay, agent, alice)
-        agent.hook("Stop", "after_agent_active")
+        agent.hook("Stop", active_fixture)
     agent.hook("UserPromptSubmit", prompt="Now the docs, please.")
     _always_new_work(relay, agent, alice)
     assert agent.hook("Stop") is not None
