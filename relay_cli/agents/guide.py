@@ -249,12 +249,12 @@ RELAY_SESSION in your environment. Then:
 - When you stop while requests wait, the hook asks for one more turn, naming
   them and `relay claim` (at most {MAX_STOP_BLOCKS} times in a row, never twice for the same
   requests). That request comes from relay, not from the user.
-- Nothing can wake an idle Copilot CLI session. To wait for work yourself:
+- relay cannot wake an idle Copilot CLI session. To wait for work yourself:
   `relay claim --wait 10m` (exit 75 `nothing_to_claim` only means nothing came);
   for the answer to something you sent: `relay wait ID --timeout 10m` (exit 75
   means "not yet").
-- Add this guide to .github/copilot-instructions.md: `relay guide --for copilot
-  >> .github/copilot-instructions.md`.
+- Add this guide to Copilot CLI's instructions file:
+  `relay guide --for copilot >> .github/copilot-instructions.md`.
 """
 
 _SECTIONS = {

@@ -1,4 +1,4 @@
-"""`relay hook claude|codex|gemini`: relay's command hooks for agent runtimes (design.md §12).
+"""`relay hook claude|codex|gemini|copilot`: relay's command hooks (design.md §12).
 
 Formats followed, checked against the runtimes' own shipped packages (tests/fixtures/README.md
 names the package versions and files; the fixtures and output schemas there come from them):
@@ -21,6 +21,13 @@ names the package versions and files; the fixtures and output schemas there come
   ``prompt``, no ``source``) and AfterAgent (like Stop: ``{"decision": "deny", "reason"}``
   makes Gemini send the reason back as a new prompt, and that prompt fires BeforeAgent
   again) -- millisecond timeouts, no env file (``relay run`` gives the identity).
+- GitHub Copilot CLI 1.0.102 (``@github/copilot``; ``copilot-sdk/types.d.ts`` and the
+  payloads its executable sends): given a hook file in Claude Code's format it sends
+  Claude-shaped events (``source`` ``new``, ``initial_prompt``; Stop ``stop_hook_active``,
+  ``stop_reason``; SessionEnd ``reason`` ``complete`` or ``user_exit``), reads context
+  only from a top-level ``{"additionalContext"}`` (``Runtime.context``: it ignores
+  ``hookSpecificOutput``), keeps a Stop going with ``{"decision": "block", "reason"}``
+  and submits that reason as the next prompt; no env file.
 
 A hook must never break the agent: bad or unknown input, or any failure, ends with exit 0
 and nothing on stdout (exit 2 would block a prompt or a stop). Every run is one write
