@@ -477,6 +477,40 @@ def copilot_tui_idle(sb: Sandbox, runtime: str = "copilot", variant: str = "") -
         tui.close()
 
 
+def copilot_project_hooks(sb: Sandbox, runtime: str = "copilot", variant: str = "") -> dict:
+    """`relay hook install copilot --project` writes .github/hooks/relay.json, which
+    Copilot CLI's `-p` runs in a folder it trusts (config.json trustedFolders) and skips,
+    silently, in one it does not."""
+    sb.configure()
+    path = f"{os.path.dirname(sb.real_relay)}:/usr/local/bin:/usr/bin:/bin"
+    sb.relay("hook", "install", "copilot", "--project", env={"PATH": path})
+    assert (sb.work / ".github/hooks/relay.json").exists(), "not written in the project"
+    sender = sb.join("sender", "script")
+    sb.relay("peers", "add", PEER[runtime], "--kind", runtime)
+    facts = {}
+    config = sb.home / ".copilot" / "config.json"
+    for trusted in (False, True):
+        if not trusted:
+            config.write_text(json.dumps({"trustedFolders": []}))
+        else:
+            sb.configure()
+        n0 = len(sb.hook_events())
+        rid = sb.send(sender, PEER[runtime], "please say hello")
+        r = _run(sb, runtime, CHECK)
+        _ended(r, "the run")
+        label = "trusted" if trusted else "untrusted"
+        facts[label] = {
+            "hook_events": [e["event"].get("hook_event_name") for e in sb.hook_events()[n0:]],
+            "state": sb.show(rid)["state"],
+        }
+        if trusted:
+            assert facts[label]["state"] == "completed", facts
+        else:
+            assert facts[label] == {"hook_events": [], "state": "queued"}, facts
+            sb.relay("cancel", rid, env=sender)
+    return facts
+
+
 # ---------------------------------------------------------------- (e) two Codex peers
 
 
@@ -589,6 +623,7 @@ SCENARIOS = {
     "tui_wake": (tui_wake, ["claude", "codex"]),
     "codex_two_peers": (codex_two_peers, ["codex"]),
     "copilot_tui_idle": (copilot_tui_idle, ["copilot"]),
+    "copilot_project_hooks": (copilot_project_hooks, ["copilot"]),
 }
 
 
