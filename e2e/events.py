@@ -28,6 +28,12 @@ SCHEMAS = {
         "AfterAgent": "AfterAgent.input",
         "SessionEnd": "SessionEnd.input",
     },
+    "copilot": {
+        "SessionStart": "SessionStart.input",
+        "UserPromptSubmit": "UserPromptSubmit.input",
+        "Stop": "Stop.input",
+        "SessionEnd": "SessionEnd.input",
+    },
 }
 
 

@@ -295,6 +295,8 @@ def _shell_call(body: dict, cmd: str, n: int) -> dict:
         name, args = "exec_command", {"cmd": cmd, "yield_time_ms": 10000}
     elif "shell_command" in names:
         name, args = "shell_command", {"command": cmd}
+    elif "bash" in names:  # GitHub Copilot CLI (COPILOT_PROVIDER_WIRE_API=responses)
+        name, args = "bash", {"command": cmd, "description": "relay"}
     else:
         name, args = "shell", {"command": ["bash", "-lc", cmd]}
     return {

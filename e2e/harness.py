@@ -26,7 +26,7 @@ from .fake_models import FakeModel
 
 E2E = Path(__file__).resolve().parent
 ROOT = E2E.parent
-RUNTIMES = ("claude", "codex", "gemini")
+RUNTIMES = ("claude", "codex", "gemini", "copilot")
 DUMMY = {
     "ANTHROPIC_API_KEY": "sk-ant-e2e-dummy-key-0000000000000000",
     "OPENAI_API_KEY": "sk-e2e-dummy-key-0000000000000000",
@@ -141,6 +141,11 @@ def programs(mods: Path) -> dict[str, list[str]]:
     gemini = mods / "@google/gemini-cli/bundle/gemini.js"
     if gemini.exists():
         out["gemini"] = [shutil.which("node") or "node", str(gemini)]
+    # GitHub Copilot CLI: the platform package's single executable (the loader in
+    # @github/copilot only finds and starts it)
+    copilot = mods / "@github/copilot-linux-x64/copilot"
+    if copilot.exists():
+        out["copilot"] = [str(copilot)]
     return out
 
 
@@ -149,6 +154,7 @@ def versions(mods: Path) -> dict[str, str]:
         "claude": "@anthropic-ai/claude-code",
         "codex": "@openai/codex",
         "gemini": "@google/gemini-cli",
+        "copilot": "@github/copilot",
     }
     out = {}
     for rt, pkg in pkgs.items():
@@ -283,6 +289,16 @@ class Sandbox:
             "NO_UPDATE_NOTIFIER": "1",
             # Codex
             "CODEX_HOME": str(self.home / ".codex"),
+            # GitHub Copilot CLI: bring-your-own-key against the scripted model, no sign-in
+            # and no network (`copilot help environment`); its executable unpacks itself
+            # once (235 MB) into COPILOT_CACHE_HOME, shared by every sandbox of this lock
+            "COPILOT_HOME": str(self.home / ".copilot"),
+            "COPILOT_CACHE_HOME": str(self.mods.parent / "copilot-cache"),
+            "COPILOT_OFFLINE": "true",
+            "COPILOT_PROVIDER_BASE_URL": f"{self.model.url}/v1",
+            "COPILOT_PROVIDER_WIRE_API": "responses",
+            "COPILOT_PROVIDER_API_KEY": DUMMY["OPENAI_API_KEY"],
+            "COPILOT_MODEL": "gpt-4.1",
             **DUMMY,
         }
         for k, v in extra.items():
@@ -339,6 +355,9 @@ class Sandbox:
         doc.setdefault("telemetry", {})["enabled"] = False
         settings.write_text(json.dumps(doc, indent=2))
         (gem / "trustedFolders.json").write_text(json.dumps({str(self.work): "TRUST_FOLDER"}))
+        cop = self.home / ".copilot"
+        cop.mkdir(exist_ok=True)
+        (cop / "config.json").write_text(json.dumps({"trustedFolders": [str(self.work)]}))
 
     # -- relay
     def relay(
@@ -383,6 +402,7 @@ class Sandbox:
             "claude": ".claude/settings.json",
             "codex": ".codex/hooks.json",
             "gemini": ".gemini/settings.json",
+            "copilot": ".copilot/hooks/relay.json",
         }[runtime]
         text = (self.home / settings).read_text()
         assert '"relay hook' in text, f"install named relay by another path: {text[:400]}"
@@ -414,6 +434,8 @@ class Sandbox:
                 *extra,
                 prompt,
             ]
+        elif runtime == "copilot":
+            cmd = [*prog, "-p", prompt, "--allow-all-tools", "--no-auto-update", *extra]
         else:
             cmd = [*prog, "-p", prompt, "--yolo", "--model", "gemini-2.5-flash", *extra]
         if relay_run:

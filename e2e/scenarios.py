@@ -18,7 +18,7 @@ import time
 
 from .harness import Sandbox
 
-PEER = {"claude": "claude-1", "codex": "codex-1", "gemini": "gemini-1"}
+PEER = {"claude": "claude-1", "codex": "codex-1", "gemini": "gemini-1", "copilot": "copilot-1"}
 CHECK = "Please check for relay work and finish it."
 
 
@@ -96,6 +96,13 @@ def queued_before_start(sb: Sandbox, runtime: str, variant: str = "") -> dict:
     n = _first_turn_naming(sb, rid)
     facts["announced_in_turn"] = n
     assert n is not None, f"no model request named `relay claim --id {rid[:8]}`; run {r}"
+    first = _turn_texts(sb)[0]
+    # the SessionStart context itself reached the model (Copilot CLI reads only a
+    # top-level additionalContext: design.md §12), not only the Stop block's reason
+    facts["start_context_reached_model"] = "relay is set up in this session" in first
+    if runtime == "copilot":
+        assert facts["start_context_reached_model"], f"no SessionStart context: {first[:800]}"
+        assert n == 0, f"the first model request did not name {rid[:8]} (turn {n})"
     req = _expect_state(sb, rid, "completed")
     facts["state"] = req["state"]
     _ended(r, f"claimed and completed {rid[:8]}, but")
@@ -132,7 +139,7 @@ def arrives_mid_turn(sb: Sandbox, runtime: str, variant: str = "") -> dict:
 def _noop_hook_s(sb: Sandbox, runtime: str, rounds: int = 3) -> float:
     """How long one `relay hook RUNTIME` takes on this machine now, with no identity (a
     Stop event; nothing to do): the unit the generous limit below scales with."""
-    name = {"claude": "Stop", "codex": "Stop", "gemini": "AfterAgent"}[runtime]
+    name = {"gemini": "AfterAgent"}.get(runtime, "Stop")
     ev = json.dumps(
         {
             "session_id": "e2e-noop",
@@ -164,6 +171,7 @@ def hook_cost(sb: Sandbox, runtime: str, variant: str = "", rounds: int = 3) -> 
             "claude": ".claude/settings.json",
             "codex": ".codex/hooks.json",
             "gemini": ".gemini/settings.json",
+            "copilot": ".copilot/hooks/relay.json",
         }[runtime]
     )
     plain_settings = settings.read_text() if settings.exists() else None
@@ -393,6 +401,116 @@ def tui_wake(sb: Sandbox, runtime: str, variant: str = "", wakes: int = 1) -> di
         tui.close()
 
 
+def copilot_tui_idle(sb: Sandbox, runtime: str = "copilot", variant: str = "") -> dict:
+    """Copilot CLI's TUI under `relay run`: relay cannot wake it while idle (design.md
+    §12: no background hooks), so a request sent then waits, unannounced, until the next
+    prompt names it; `/exit` runs SessionEnd (reason user_exit) and the peer leaves."""
+    sb.configure()
+    sb.install_hooks("copilot")
+    sender = sb.join("sender", "script")
+    peer = "copilot-tui"
+    sb.relay("peers", "add", peer, "--kind", "copilot")
+    argv = [str(sb.bin / "relay"), "run", "--as", peer, "--kind", "copilot", "--"]
+    argv += [*sb.progs["copilot"], "--allow-all-tools", "--no-auto-update"]
+    tui = Tui(sb, peer, argv, sb.env())
+    facts: dict = {}
+    try:
+        assert tui.wait_screen("commands", 40), f"the TUI never started:\n{tui.screen()}"
+        time.sleep(1)
+        start = len(sb.model.log.items)
+        tui.type(f"I am {peer}. E2E-RUN: echo PEER=$RELAY_PEER")
+        done = sb.model.log.wait_for(
+            lambda i: i["kind"] == "turn" and i["step"] and i["step"][0] == "text", 40, start
+        )
+        assert done, f"the first turn never ended:\n{tui.screen()}"
+        first = "\n".join(_turn_texts(sb))
+        facts["peer_in_shell"] = "PEER=copilot-tui" in first
+        assert facts["peer_in_shell"], f"the shell tool ran without the peer: {first[-600:]}"
+        assert "relay is set up in this session" in first, "no SessionStart context"
+        # idle: the turn's Stop hook has run to its end (a request sent before would be
+        # named by that Stop's block, which is not a wake)
+        stopped = _wait(
+            lambda: any(
+                e["event"].get("hook_event_name") == "Stop" and e["end"] for e in sb.hook_events()
+            ),
+            20,
+        )
+        assert stopped, "the first turn's Stop hook never ended"
+        time.sleep(1)
+        before = len(sb.model.log.items)
+        rid = sb.send(sender, peer, "sent while the TUI is idle")
+        time.sleep(6)
+        facts["model_requests_while_idle"] = len(sb.model.log.items) - before
+        facts["wakeup_while_idle"] = {
+            p["name"]: p for p in sb.relay_json("peers", "list")["peers"]
+        }[peer]["wakeup"]
+        assert facts["model_requests_while_idle"] == 0, "something woke the idle TUI"
+        assert facts["wakeup_while_idle"] == "hook", facts
+        start = len(sb.model.log.items)
+        tui.type(CHECK)
+        got = sb.model.log.wait_for(lambda i: _claims(i, rid), 40, start)
+        assert got, f"the next prompt never named {rid[:8]}:\n{tui.screen()}"
+        ok = _wait(lambda: sb.show(rid).get("state") == "completed", 30, 0.3)
+        assert ok, f"claimed but not completed: {sb.show(rid)}"
+        tui.type("/exit")
+        left = _wait(
+            lambda: (
+                not {p["name"]: p for p in sb.relay_json("peers", "list")["peers"]}[peer].get(
+                    "active"
+                )
+            ),
+            30,
+            0.3,
+        )
+        ends = [
+            e["event"].get("reason")
+            for e in sb.hook_events()
+            if e["event"].get("hook_event_name") == "SessionEnd"
+        ]
+        facts["session_end_reasons"] = ends
+        assert left, f"still active after /exit:\n{tui.screen()}"
+        assert ends == ["user_exit"], facts
+        return facts
+    except AssertionError as e:
+        raise AssertionError(f"{e}\nfacts: {facts}\nscreen:\n{tui.screen()}") from None
+    finally:
+        tui.close()
+
+
+def copilot_project_hooks(sb: Sandbox, runtime: str = "copilot", variant: str = "") -> dict:
+    """`relay hook install copilot --project` writes .github/hooks/relay.json, which
+    Copilot CLI's `-p` runs in a folder it trusts (config.json trustedFolders) and skips,
+    silently, in one it does not."""
+    sb.configure()
+    path = f"{os.path.dirname(sb.real_relay)}:/usr/local/bin:/usr/bin:/bin"
+    sb.relay("hook", "install", "copilot", "--project", env={"PATH": path})
+    assert (sb.work / ".github/hooks/relay.json").exists(), "not written in the project"
+    sender = sb.join("sender", "script")
+    sb.relay("peers", "add", PEER[runtime], "--kind", runtime)
+    facts = {}
+    config = sb.home / ".copilot" / "config.json"
+    for trusted in (False, True):
+        if not trusted:
+            config.write_text(json.dumps({"trustedFolders": []}))
+        else:
+            sb.configure()
+        n0 = len(sb.hook_events())
+        rid = sb.send(sender, PEER[runtime], "please say hello")
+        r = _run(sb, runtime, CHECK)
+        _ended(r, "the run")
+        label = "trusted" if trusted else "untrusted"
+        facts[label] = {
+            "hook_events": [e["event"].get("hook_event_name") for e in sb.hook_events()[n0:]],
+            "state": sb.show(rid)["state"],
+        }
+        if trusted:
+            assert facts[label]["state"] == "completed", facts
+        else:
+            assert facts[label] == {"hook_events": [], "state": "queued"}, facts
+            sb.relay("cancel", rid, env=sender)
+    return facts
+
+
 # ---------------------------------------------------------------- (e) two Codex peers
 
 
@@ -495,12 +613,17 @@ def codex_two_peers(sb: Sandbox, runtime: str = "codex", variant: str = "") -> d
 
 SCENARIOS = {
     # name: (function, runtimes or (runtime, variant) pairs)
-    "queued_before_start": (queued_before_start, ["claude", "codex", ("codex", "wake"), "gemini"]),
-    "arrives_mid_turn": (arrives_mid_turn, ["claude", "codex", "gemini"]),
-    "hook_cost": (hook_cost, ["claude", "codex", "gemini"]),
-    "session_end_leaves": (session_end_leaves, ["claude", "codex", "gemini"]),
+    "queued_before_start": (
+        queued_before_start,
+        ["claude", "codex", ("codex", "wake"), "gemini", "copilot"],
+    ),
+    "arrives_mid_turn": (arrives_mid_turn, ["claude", "codex", "gemini", "copilot"]),
+    "hook_cost": (hook_cost, ["claude", "codex", "gemini", "copilot"]),
+    "session_end_leaves": (session_end_leaves, ["claude", "codex", "gemini", "copilot"]),
     "tui_wake": (tui_wake, ["claude", "codex"]),
     "codex_two_peers": (codex_two_peers, ["codex"]),
+    "copilot_tui_idle": (copilot_tui_idle, ["copilot"]),
+    "copilot_project_hooks": (copilot_project_hooks, ["copilot"]),
 }
 
 

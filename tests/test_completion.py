@@ -136,10 +136,10 @@ def test_peer_names_are_offered_where_a_peer_belongs(mix):
         ("relay ledger resolve k --outcome ", ["succeeded", "failed", "forget"]),
         ("relay ledger list --state eff", ["effect_unknown"]),
         ("relay peers join x --kind ", list(KINDS)),
-        ("relay peers add x --kind c", ["claude", "codex"]),
+        ("relay peers add x --kind c", ["claude", "codex", "copilot"]),
         ("relay run --as x --kind h", ["human"]),
         ("relay send --to x --on-lost ", ["unknown", "redeliver"]),
-        ("relay guide --for c", ["claude", "codex"]),
+        ("relay guide --for c", ["claude", "codex", "copilot"]),
     ],
 )
 def test_choices_are_offered(relay, line, expected):
@@ -149,7 +149,7 @@ def test_choices_are_offered(relay, line, expected):
 @pytest.mark.one_backend
 def test_choices_are_shown_in_help(relay):
     assert (
-        "--kind <claude|codex|gemini|aider|human|script|other>"
+        "--kind <claude|codex|gemini|copilot|aider|human|script|other>"
         in relay("peers", "join", "--help").out
     )
     assert "--outcome <completed|failed|requeue>" in relay("resolve", "--help").out

@@ -421,12 +421,14 @@ def test_doctor_and_peers_list_agree_on_wakeup_for_every_kind(relay, wakeup):
         for kind in KINDS:
             check = checks[f"wakeup:p-{kind}"]
             assert check["detail"].startswith(f"{wakeup}: ")
-            installable = kind in ("claude", "codex", "gemini")
+            installable = kind in ("claude", "codex", "gemini", "copilot")
             needs_hook = installable and wakeup in ("polling", "not_configured")
             assert check["status"] == ("warn" if needs_hook else "ok"), check
             assert (check["fix"] == f"relay hook install {kind}") == needs_hook
             if not installable:
                 assert "nothing to install" in check["detail"]
+            if wakeup == "hook" and kind in ("gemini", "copilot"):  # no background hooks
+                assert "relay cannot wake an idle" in check["detail"], check
     finally:
         for p in procs:
             p.kill()

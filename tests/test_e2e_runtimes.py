@@ -29,7 +29,7 @@ pytestmark = pytest.mark.one_backend  # the runtimes' hooks use the SQLite state
 ENABLED = os.environ.get("RELAY_E2E_TESTS") == "1"
 REQUIRED = os.environ.get("RELAY_REQUIRE_E2E") == "1"
 CASES = [scenarios.case_id(n, rt, v) for n, rt, v, _ in scenarios.cases()]
-VALIDATE = [f"hook_events_validate[{rt}]" for rt in ("claude", "codex", "gemini")]
+VALIDATE = [f"hook_events_validate[{rt}]" for rt in ("claude", "codex", "gemini", "copilot")]
 
 
 def _missing_tools() -> list[str]:

@@ -136,7 +136,7 @@ def test_the_send_example_runs_as_written(relay):
     )
 
 
-@pytest.mark.parametrize("runtime", ["claude", "codex", "gemini"])
+@pytest.mark.parametrize("runtime", ["claude", "codex", "gemini", "copilot"])
 def test_docs_agents_shows_exactly_what_install_merges(runtime):
     """docs/agents.md shows, for a manual install, the entries `relay hook install` adds."""
     from pathlib import Path

@@ -1,4 +1,4 @@
-"""`relay hook install|uninstall claude|codex|gemini` (design.md §12) on real settings files.
+"""`relay hook install|uninstall claude|codex|gemini|copilot` (design.md §12) on real settings files.
 
 The installed entries are checked against each runtime's settings format, stored as data in
 tests/fixtures/*/schemas/ from the runtimes' shipped packages.
@@ -22,6 +22,7 @@ SETTINGS_SCHEMA = {
     "claude": "claude/schemas/settings.hooks.json",
     "codex": "codex/schemas/hooks-json.hooks.json",
     "gemini": "gemini/schemas/settings.hooks.json",
+    "copilot": "copilot/schemas/hooks-file.hooks.json",
 }
 
 
@@ -30,7 +31,7 @@ def home(tmp_path, relay, monkeypatch):
     """A person's home directory with no agent configuration yet."""
     h = tmp_path / "person"
     h.mkdir()
-    for var in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "GEMINI_CLI_HOME"):
+    for var in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "GEMINI_CLI_HOME", "COPILOT_HOME"):
         monkeypatch.delenv(var, raising=False)
     relay.env["HOME"] = str(h)
     return h
@@ -41,6 +42,7 @@ def settings_file(home: Path, runtime: str) -> Path:
         "claude": home / ".claude" / "settings.json",
         "codex": home / ".codex" / "hooks.json",
         "gemini": home / ".gemini" / "settings.json",
+        "copilot": home / ".copilot" / "hooks" / "relay.json",
     }[runtime]
 
 
@@ -83,6 +85,14 @@ THEIRS = {
             ]
         },
     },
+    # Copilot CLI's own format (camelCase events, `bash`/`timeoutSec`) next to relay's
+    "copilot": {
+        "version": 1,
+        "hooks": {
+            "sessionStart": [{"type": "command", "bash": "./log.sh", "timeoutSec": 5}],
+            "Stop": [{"hooks": [{"type": "command", "command": "notify-send done"}]}],
+        },
+    },
 }
 
 
@@ -96,12 +106,12 @@ def commands(doc: dict, event: str) -> list[str]:
     return [h["command"] for g in doc.get("hooks", {}).get(event, []) for h in g["hooks"]]
 
 
-@pytest.mark.parametrize("runtime", ["claude", "codex", "gemini"])
+@pytest.mark.parametrize("runtime", ["claude", "codex", "gemini", "copilot"])
 def test_install_merges_keeps_everything_else_and_a_second_install_changes_nothing(
     relay, home, runtime
 ):
     path = settings_file(home, runtime)
-    path.parent.mkdir()
+    path.parent.mkdir(parents=True)
     path.write_text(json.dumps(THEIRS[runtime], indent=4))
     path.chmod(0o640)
     original = path.read_bytes()
@@ -109,7 +119,8 @@ def test_install_merges_keeps_everything_else_and_a_second_install_changes_nothi
     first = install(relay, runtime)
     assert first["changed"] and first["file"] == str(path) and first["added"]
     doc = json.loads(path.read_text())
-    assert errors(doc, json.loads((FIXTURES / SETTINGS_SCHEMA[runtime]).read_text())) == []
+    mine = {**doc, "hooks": {e: g for e, g in doc["hooks"].items() if e[0].isupper()}}
+    assert errors(mine, json.loads((FIXTURES / SETTINGS_SCHEMA[runtime]).read_text())) == []
     for key, value in THEIRS[runtime].items():  # every other key and hook is still there
         if key != "hooks":
             assert doc[key] == value
@@ -122,6 +133,7 @@ def test_install_merges_keeps_everything_else_and_a_second_install_changes_nothi
         "claude": ["SessionStart", "UserPromptSubmit", "Stop", "SessionEnd"],
         "codex": ["SessionStart", "UserPromptSubmit", "Stop", "SessionEnd"],
         "gemini": ["SessionStart", "BeforeAgent", "AfterAgent", "SessionEnd"],
+        "copilot": ["SessionStart", "UserPromptSubmit", "Stop", "SessionEnd"],
     }[runtime]
     for event in events:
         assert f"relay hook {runtime}" in commands(doc, event)
@@ -183,10 +195,10 @@ def test_gemini_timeouts_are_milliseconds(relay, home):
     assert timeouts == [10000] * 4
 
 
-@pytest.mark.parametrize("runtime", ["claude", "codex", "gemini"])
+@pytest.mark.parametrize("runtime", ["claude", "codex", "gemini", "copilot"])
 def test_invalid_json_is_refused_and_the_file_is_unchanged(relay, home, runtime):
     path = settings_file(home, runtime)
-    path.parent.mkdir()
+    path.parent.mkdir(parents=True)
     for bad in (
         b'{"hooks": {',
         b'// my settings\n{"model": "opus"}\n',
@@ -242,6 +254,33 @@ def test_project_settings_and_runtime_home_variables(relay, home, tmp_path, monk
     assert install(relay, "codex")["file"] == str(tmp_path / "ch" / "hooks.json")
     assert install(relay, "claude")["file"] == str(tmp_path / "cc" / "settings.json")
     assert install(relay, "gemini")["file"] == str(tmp_path / "gh" / ".gemini" / "settings.json")
+
+
+def test_copilot_hooks_go_to_its_hooks_directories(relay, home, tmp_path, monkeypatch):
+    """Copilot CLI 1.0.102 combines every ``*.json`` in ``$COPILOT_HOME/hooks/`` (default
+    ``~/.copilot/hooks/``) and, in a trusted folder, ``.github/hooks/``: relay's is
+    ``relay.json`` there, in Claude Code's format, 10 s timeouts, no waiter."""
+    project = tmp_path / "shop"
+    project.mkdir()
+    monkeypatch.chdir(project)
+    first = install(relay, "copilot")
+    assert first["file"] == str(home / ".copilot" / "hooks" / "relay.json")
+    doc = json.loads(Path(first["file"]).read_text())
+    assert doc == {
+        "hooks": {
+            e: [{"hooks": [{"type": "command", "command": "relay hook copilot", "timeout": 10}]}]
+            for e in ("SessionStart", "UserPromptSubmit", "Stop", "SessionEnd")
+        }
+    }
+    assert any("relay run --as NAME --kind copilot -- copilot" in t for t in first["todo"])
+    proj = install(relay, "copilot", "--project")
+    assert proj["file"] == str(project / ".github" / "hooks" / "relay.json")
+    assert any("trust" in t for t in proj["todo"])
+    relay.env["COPILOT_HOME"] = str(tmp_path / "cp")
+    assert install(relay, "copilot")["file"] == str(tmp_path / "cp" / "hooks" / "relay.json")
+    r = relay("hook", "install", "copilot", "--wake", "--json")
+    assert (r.code, r.error["code"]) == (2, "usage_error")
+    assert "cannot wake an idle GitHub Copilot CLI session" in r.error["message"]
 
 
 def test_a_symlinked_settings_file_is_written_through_the_link(relay, home, tmp_path):
@@ -403,5 +442,5 @@ def test_install_names_the_running_relay_by_path_when_path_has_none(
 def test_install_completes_runtimes_not_files(relay):
     from test_completion import complete
 
-    assert complete(relay, "relay hook install ") == ["claude", "codex", "gemini"]
-    assert complete(relay, "relay hook uninstall co") == ["codex"]
+    assert complete(relay, "relay hook install ") == ["claude", "codex", "gemini", "copilot"]
+    assert complete(relay, "relay hook uninstall co") == ["codex", "copilot"]

@@ -1,4 +1,4 @@
-"""`relay hook claude|codex|gemini` in each runtime's dialect (design.md §12).
+"""`relay hook claude|codex|gemini|copilot` in each runtime's dialect (design.md §12).
 
 The event payloads and the output schemas in tests/fixtures/ come from the runtimes' own
 shipped packages (tests/fixtures/README.md names versions and files). Every answer relay
@@ -50,6 +50,16 @@ FILES = {
         "Stop": ("after_agent", "AfterAgent.input", "AfterAgent.output"),
         "SessionEnd": ("session_end", "SessionEnd.input", None),
     },
+    "copilot": {
+        "SessionStart": ("session_start", "SessionStart.input", "SessionStart.output"),
+        "UserPromptSubmit": (
+            "user_prompt_submit",
+            "UserPromptSubmit.input",
+            "UserPromptSubmit.output",
+        ),
+        "Stop": ("stop", "Stop.input", "Stop.output"),
+        "SessionEnd": ("session_end", "SessionEnd.input", None),
+    },
 }
 EXTRA_EVENTS = {  # more fixtures of handled events, with their input schema
     "claude": [
@@ -63,6 +73,7 @@ EXTRA_EVENTS = {  # more fixtures of handled events, with their input schema
         ("stop_active", "stop.command.input"),
     ],
     "gemini": [("after_agent_active", "AfterAgent.input")],
+    "copilot": [("stop_active", "Stop.input")],
 }
 
 
@@ -88,7 +99,7 @@ class Agent:
         if runtime == "claude":
             self.env_file.touch()
             self.env["CLAUDE_ENV_FILE"] = str(self.env_file)
-        else:  # Codex 0.171.0 and Gemini CLI give hooks no env file: `relay run` does
+        else:  # Codex 0.171.0, Gemini CLI and Copilot CLI give hooks no env file: `relay run` does
             self.env.update(relay.join(self.name, "--kind", runtime))
 
     def run(self, doc: dict, env: dict | None = None):
@@ -120,11 +131,18 @@ class Agent:
 
 
 def context(doc: dict) -> str:
+    if set(doc) == {"additionalContext"}:  # GitHub Copilot CLI's form
+        return doc["additionalContext"]
     assert set(doc) == {"hookSpecificOutput"}
     return doc["hookSpecificOutput"]["additionalContext"]
 
 
-RUNTIMES = ["claude", "codex", "gemini"]
+def event_name(doc: dict) -> str | None:
+    """The event name the answer carries (None: the top-level form names none)."""
+    return doc["hookSpecificOutput"]["hookEventName"] if "hookSpecificOutput" in doc else None
+
+
+RUNTIMES = ["claude", "codex", "gemini", "copilot"]
 
 
 @pytest.mark.parametrize("runtime", RUNTIMES)
@@ -140,7 +158,7 @@ def test_a_whole_session_in_the_runtimes_dialect(relay, tmp_path, runtime):
     agent = Agent(relay, tmp_path, runtime)
     start = agent.hook("SessionStart")
     wanted_name = {"claude": "SessionStart", "codex": "SessionStart", "gemini": "SessionStart"}
-    assert start["hookSpecificOutput"]["hookEventName"] == wanted_name[runtime]
+    assert event_name(start) == wanted_name.get(runtime)
     assert repr(agent.name) in context(start) and "relay send" in context(start)
     me = agent.agent_env()
     alice = relay.join("alice")
@@ -152,8 +170,8 @@ def test_a_whole_session_in_the_runtimes_dialect(relay, tmp_path, runtime):
     relay("reply", mine, "done", env=alice)
 
     prompt = agent.hook("UserPromptSubmit")
-    prompt_event = {"gemini": "BeforeAgent"}.get(runtime, "UserPromptSubmit")
-    assert prompt["hookSpecificOutput"]["hookEventName"] == prompt_event
+    prompt_event = {"gemini": "BeforeAgent", "copilot": None}.get(runtime, "UserPromptSubmit")
+    assert event_name(prompt) == prompt_event
     assert waiting in context(prompt) and mine in context(prompt)
     assert "please review the diff" not in context(prompt)
 
@@ -167,7 +185,7 @@ def test_a_whole_session_in_the_runtimes_dialect(relay, tmp_path, runtime):
     assert (shown["state"], shown["reason"]) == ("delivery_unknown", "recipient_disconnected")
 
 
-@pytest.mark.parametrize("runtime", ["codex", "gemini"])
+@pytest.mark.parametrize("runtime", ["codex", "gemini", "copilot"])
 def test_under_relay_run_the_hook_adopts_the_launchers_session(relay, tmp_path, runtime):
     agent = Agent(relay, tmp_path, runtime)
     before = relay("peers", "list", "--json").json["peers"][0]["session_id"]
@@ -179,7 +197,7 @@ def test_under_relay_run_the_hook_adopts_the_launchers_session(relay, tmp_path, 
     assert doc is not None and doc["reason"].startswith("relay: 1 request(s)")
 
 
-@pytest.mark.parametrize("runtime", ["codex", "gemini"])
+@pytest.mark.parametrize("runtime", ["codex", "gemini", "copilot"])
 def test_without_env_file_or_relay_run_the_hook_says_how_to_start(relay, tmp_path, runtime):
     agent = Agent(relay, tmp_path, runtime, name="solo")
     doc = agent.hook("SessionStart", env={"RELAY_SESSION": None, "RELAY_PEER": "other-1"})
@@ -278,29 +296,34 @@ def test_claude_does_not_take_another_sessions_message_for_a_persons_prompt(
     assert (agent.hook("Stop") is not None) == resets
 
 
-def test_gemini_does_not_take_its_own_continuation_for_a_persons_prompt(relay, tmp_path):
-    """Gemini CLI resubmits an AfterAgent block's reason as a prompt (BeforeAgent); relay
+@pytest.mark.parametrize("runtime", ["gemini", "copilot"])
+def test_a_resubmitted_block_reason_is_not_a_persons_prompt(relay, tmp_path, runtime):
+    """Gemini CLI resubmits an AfterAgent block's reason as a prompt (BeforeAgent), and
+    Copilot CLI an agentStop block's (UserPromptSubmit; seen in the e2e harness); relay
     recognises its own text, so the 3-in-a-row limit still holds."""
-    agent = Agent(relay, tmp_path, "gemini")
+    agent = Agent(relay, tmp_path, runtime)
+    stop, active_fixture = {"gemini": ("after_agent", "after_agent_active")}.get(
+        runtime, ("stop", "stop_active")
+    )
     agent.hook("SessionStart")
     alice = relay.join("alice")
     answers = []
     active = False
     for _ in range(5):
         _always_new_work(relay, agent, alice)
-        doc = agent.hook("Stop", "after_agent_active" if active else "after_agent")
+        doc = agent.hook("Stop", active_fixture if active else stop)
         answers.append(doc is not None)
         if doc is None:
             active = False
             continue
-        assert doc["decision"] == "deny"
-        agent.hook("UserPromptSubmit", prompt=doc["reason"])  # Gemini's continuation
+        assert doc["decision"] == ("deny" if runtime == "gemini" else "block")
+        agent.hook("UserPromptSubmit", prompt=doc["reason"])  # the runtime's continuation
         active = True
     assert answers == [True, True, True, False, True]
     # A person's own prompt does reset the count.
     for _ in range(2):
         _always_new_work(relay, agent, alice)
-        agent.hook("Stop", "after_agent_active")
+        agent.hook("Stop", active_fixture)
     agent.hook("UserPromptSubmit", prompt="Now the docs, please.")
     _always_new_work(relay, agent, alice)
     assert agent.hook("Stop") is not None
@@ -312,7 +335,12 @@ def test_events_relay_does_not_handle_get_no_answer(relay, tmp_path, runtime):
     agent.hook("SessionStart")
     relay.send(relay.join("alice"), agent.name, request_id=new_id())
     before = relay.snapshot()
-    other = {"claude": "pre_tool_use", "codex": None, "gemini": "before_tool"}[runtime]
+    other = {
+        "claude": "pre_tool_use",
+        "codex": None,
+        "gemini": "before_tool",
+        "copilot": "pre_tool_use",
+    }[runtime]
     docs = [{"hook_event_name": "PreToolUse", "session_id": agent.sid}]
     if other:
         docs.append(event(runtime, other, session_id=agent.sid))
@@ -321,3 +349,20 @@ def test_events_relay_does_not_handle_get_no_answer(relay, tmp_path, runtime):
     for doc in docs:
         assert agent.run(doc) is None
     assert relay.snapshot() == before
+
+
+def test_copilot_gets_its_context_as_a_top_level_additional_context(relay, tmp_path):
+    """Copilot CLI 1.0.102 reads a hook's context from a top-level ``additionalContext``
+    and ignores Claude Code's ``hookSpecificOutput`` (its copilot-sdk types.d.ts
+    ``SessionStartHookOutput``/``UserPromptSubmittedHookOutput``; the e2e harness shows
+    the text reaching the model): every context relay gives it is in that form, with no
+    character Copilot CLI would have to escape."""
+    agent = Agent(relay, tmp_path, "copilot")
+    relay.send(relay.join("alice"), agent.name, request_id=new_id())
+    for doc in (agent.hook("SessionStart"), agent.hook("UserPromptSubmit")):
+        assert set(doc) == {"additionalContext"}, doc
+        assert "relay claim" in doc["additionalContext"]
+        assert not set("<>&") & set(doc["additionalContext"])
+    agent.hook("SessionEnd")
+    ended = agent.hook("UserPromptSubmit")
+    assert set(ended) == {"additionalContext"} and "has ended" in ended["additionalContext"]

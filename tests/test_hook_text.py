@@ -27,6 +27,8 @@ def texts_of(doc: dict | None) -> list[str]:
     out = [doc["reason"]] if "reason" in doc else []
     if "hookSpecificOutput" in doc:
         out.append(doc["hookSpecificOutput"]["additionalContext"])
+    if "additionalContext" in doc:  # GitHub Copilot CLI's form
+        out.append(doc["additionalContext"])
     return out
 
 
@@ -47,6 +49,12 @@ FIXTURE_NAMES = {
         "SessionStart": "session_start",
         "UserPromptSubmit": "before_agent",
         "Stop": "after_agent",
+        "SessionEnd": "session_end",
+    },
+    "copilot": {
+        "SessionStart": "session_start",
+        "UserPromptSubmit": "user_prompt_submit",
+        "Stop": "stop",
         "SessionEnd": "session_end",
     },
 }

@@ -327,9 +327,12 @@ def test_codex_waiter_without_codex_on_path_exits_0_at_once(relay, tmp_path):
     assert finish(s.waiter(env={"PATH": str(empty)})) == (0, "", "")
 
 
-def test_gemini_has_no_waiter(relay, tmp_path):
-    env = relay.join("gem-1", "--kind", "gemini")
-    r = relay("hook", "gemini", "--wake", input=event("gemini", "after_agent"), env=env)
+@pytest.mark.parametrize("runtime,fixture", [("gemini", "after_agent"), ("copilot", "stop")])
+def test_a_runtime_without_background_hooks_has_no_waiter(relay, tmp_path, runtime, fixture):
+    """Gemini CLI and Copilot CLI run no hook in the background: `--wake` exits 0 at once
+    and no waiter registers."""
+    env = relay.join("gem-1", "--kind", runtime)
+    r = relay("hook", runtime, "--wake", input=event(runtime, fixture), env=env)
     assert (r.code, r.out, r.err) == (0, "", "")
     assert wakeup(relay, "gem-1") == "not_configured"
 

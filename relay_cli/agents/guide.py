@@ -234,7 +234,36 @@ which puts RELAY_PEER and RELAY_SESSION in your environment. Then:
 - Add this guide to GEMINI.md: `relay guide --for gemini >> GEMINI.md`.
 """
 
-_SECTIONS = {"generic": "", "claude": _CLAUDE, "codex": _CODEX, "gemini": _GEMINI}
+_COPILOT = f"""\
+
+## GitHub Copilot CLI: relay's hooks
+
+The person installs them with `relay hook install copilot` (it writes
+~/.copilot/hooks/relay.json; with --project .github/hooks/relay.json, which
+Copilot CLI reads only in a folder the person trusts) and starts Copilot CLI as
+`relay run --as NAME --kind copilot -- copilot`, which puts RELAY_PEER and
+RELAY_SESSION in your environment. Then:
+
+- At your first prompt a short note says relay is set up; at each prompt a note
+  lists requests waiting for you and requests you sent that have finished.
+- When you stop while requests wait, the hook asks for one more turn, naming
+  them and `relay claim` (at most {MAX_STOP_BLOCKS} times in a row, never twice for the same
+  requests). That request comes from relay, not from the user.
+- relay cannot wake an idle Copilot CLI session. To wait for work yourself:
+  `relay claim --wait 10m` (exit 75 `nothing_to_claim` only means nothing came);
+  for the answer to something you sent: `relay wait ID --timeout 10m` (exit 75
+  means "not yet").
+- Add this guide to Copilot CLI's instructions file:
+  `relay guide --for copilot >> .github/copilot-instructions.md`.
+"""
+
+_SECTIONS = {
+    "generic": "",
+    "claude": _CLAUDE,
+    "codex": _CODEX,
+    "gemini": _GEMINI,
+    "copilot": _COPILOT,
+}
 
 
 # What the guide adds to a state's meaning (states.MEANING), for an agent that acts on it.
@@ -269,7 +298,7 @@ def _states_section() -> str:
 
 
 def text(audience: str = "generic") -> str:
-    """The full guide for ``audience`` (generic, claude, codex or gemini)."""
+    """The full guide for ``audience`` (generic, or a runtime's name)."""
     if audience not in AUDIENCES:
         from ..core.errors import RelayError
 

@@ -1,4 +1,4 @@
-"""`relay hook claude|codex|gemini`: relay's command hooks for agent runtimes (design.md §12).
+"""`relay hook claude|codex|gemini|copilot`: relay's command hooks (design.md §12).
 
 Formats followed, checked against the runtimes' own shipped packages (tests/fixtures/README.md
 names the package versions and files; the fixtures and output schemas there come from them):
@@ -23,6 +23,13 @@ names the package versions and files; the fixtures and output schemas there come
   ``prompt``, no ``source``) and AfterAgent (like Stop: ``{"decision": "deny", "reason"}``
   makes Gemini send the reason back as a new prompt, and that prompt fires BeforeAgent
   again) -- millisecond timeouts, no env file (``relay run`` gives the identity).
+- GitHub Copilot CLI 1.0.102 (``@github/copilot``; ``copilot-sdk/types.d.ts`` and the
+  payloads its executable sends): given a hook file in Claude Code's format it sends
+  Claude-shaped events (``source`` ``new``, ``initial_prompt``; Stop ``stop_hook_active``,
+  ``stop_reason``; SessionEnd ``reason`` ``complete`` or ``user_exit``), reads context
+  only from a top-level ``{"additionalContext"}`` (``Runtime.context``: it ignores
+  ``hookSpecificOutput``), keeps a Stop going with ``{"decision": "block", "reason"}``
+  and submits that reason as the next prompt; no env file.
 
 A hook must never break the agent: bad or unknown input, or any failure, ends with exit 0
 and nothing on stdout (exit 2 would block a prompt or a stop). Every run is one write
@@ -234,7 +241,7 @@ def _session_start(store: Store, ev: Event, henv: HookEnv) -> dict | None:
         if size_before is not None:
             _truncate(path, size_before)
         raise
-    return _context_doc(ev.runtime_name, context)
+    return _context_doc(ev.runtime_name, context, henv.dialect)
 
 
 def _start(store: Store, ev: Event, henv: HookEnv, now: int):
@@ -429,7 +436,7 @@ def _arrived(store: Store, session_id: str, prompt: str, blocks: int, now: int) 
 
 def _prompt_submit(store: Store, now: int, session, ev: Event, dialect: Runtime) -> dict | None:
     if session["state"] != "active":
-        return _context_doc(ev.runtime_name, _ended_note(store, session, dialect))
+        return _context_doc(ev.runtime_name, _ended_note(store, session, dialect), dialect)
     caller = peers.session_caller(store, session)
     name = caller.name
     peers.renew(store, caller, now)
@@ -471,7 +478,7 @@ def _prompt_submit(store: Store, now: int, session, ev: Event, dialect: Runtime)
                 "person decides (`relay resolve`), it is not sent again."
             )
         parts.append("\n".join(lines))
-    return _context_doc(ev.runtime_name, "\n".join(parts)) if parts else None
+    return _context_doc(ev.runtime_name, "\n".join(parts), dialect) if parts else None
 
 
 def _stop(store: Store, now: int, session, dialect: Runtime) -> dict | None:
@@ -557,7 +564,10 @@ def _cap(text: str) -> str:
     return text[: MAX_CONTEXT_CHARS - 20] + "\n[... shortened]"
 
 
-def _context_doc(event: str, text: str) -> dict:
+def _context_doc(event: str, text: str, dialect: Runtime = runtimes.CLAUDE) -> dict:
+    """The context document in the form the runtime reads (``Runtime.context``)."""
+    if dialect.context == "top":
+        return {"additionalContext": _cap(text)}
     return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": _cap(text)}}
 
 

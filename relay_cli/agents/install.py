@@ -1,4 +1,4 @@
-"""`relay hook install|uninstall claude|codex|gemini` (design.md §12).
+"""`relay hook install|uninstall claude|codex|gemini|copilot` (design.md §12).
 
 Merges relay's hook entries into the runtime's own settings file and takes them out again:
 
@@ -8,6 +8,9 @@ Merges relay's hook entries into the runtime's own settings file and takes them 
   ``.codex/hooks.json``, read by Codex only in a project it trusts), key ``hooks``.
 - Gemini CLI: ``~/.gemini/settings.json`` (``$GEMINI_CLI_HOME/.gemini/settings.json``;
   ``--project``: ``.gemini/settings.json``), key ``hooks``; timeouts in milliseconds.
+- GitHub Copilot CLI: ``~/.copilot/hooks/relay.json`` (``$COPILOT_HOME/hooks/relay.json``;
+  ``--project``: ``.github/hooks/relay.json``), relay's own file among the hook files
+  Copilot CLI combines, key ``hooks``, in Claude Code's format.
 
 Every other key and every other hook stays as it was. Relay's entries are recognised by
 their command (``relay hook RUNTIME`` or ``relay hook RUNTIME --wake``, ``relay`` possibly

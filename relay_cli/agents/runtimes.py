@@ -71,6 +71,11 @@ class Runtime:
     install_notes: tuple[str, ...] = ()
     project_note: str = ""  # with --project (goes second)
     wake_offer: str = ""  # when the waiter is opt-in and was not asked for
+    # Where the runtime reads a hook's context (design.md §12): "specific" (Claude Code's
+    # ``{"hookSpecificOutput": {"hookEventName", "additionalContext"}}``) or "top" (a
+    # top-level ``{"additionalContext"}``: GitHub Copilot CLI ignores the other form).
+    context: str = "specific"
+    wake_note: str = ""  # why an idle session cannot be woken (a runtime with wake None)
 
     def relay_event(self, runtime_event: str) -> str | None:
         return self.events.get(runtime_event)
@@ -210,6 +215,7 @@ GEMINI = Runtime(
     ),
     timeout_scale=1000,
     handler_extra={"name": "relay"},
+    wake_note="Gemini CLI has no background hooks",
     hook_help="""Gemini CLI command hook: SessionStart, BeforeAgent, AfterAgent and SessionEnd.
 
     Answers in Gemini CLI's format; the identity comes from `relay run`. Gemini CLI has no
@@ -231,7 +237,46 @@ GEMINI = Runtime(
     ),
 )
 
-ALL = (CLAUDE, CODEX, GEMINI)
+COPILOT = Runtime(
+    name="copilot",
+    display="GitHub Copilot CLI",
+    program="copilot",
+    # Copilot CLI reads Claude Code's hook file format too (PascalCase event names, nested
+    # matcher groups) and then sends Claude-shaped payloads (hook_event_name, session_id).
+    events=_SAME,
+    env_files=(),
+    block="block",
+    settings=Settings(
+        ".copilot", "hooks/relay.json", ".github/hooks/relay.json", var="COPILOT_HOME"
+    ),
+    start_in_turn=True,
+    context="top",
+    wake_note="Copilot CLI runs no background hooks and has no command that prompts a "
+    "running session from outside (its extensions can, in experimental mode only)",
+    hook_help="""GitHub Copilot CLI command hook: reads the event JSON on stdin, answers in its format.
+
+    For SessionStart, UserPromptSubmit, Stop and SessionEnd, written in Claude Code's
+    hook file format (Copilot CLI then sends Claude-shaped events); the context goes in a
+    top-level additionalContext, the one Copilot CLI reads. The identity comes from `relay
+    run`. Copilot CLI has no background hooks, so --wake does nothing here. `relay hook
+    install copilot` sets it up.
+    """,
+    hook_examples=("relay hook install copilot   # into ~/.copilot/hooks/relay.json",),
+    guide_file=".github/copilot-instructions.md",
+    checked="1.0.102",
+    package="@github/copilot 1.0.102 (@github/copilot-linux-x64)",
+    install_notes=(
+        "Start Copilot CLI as `relay run --as NAME --kind copilot -- copilot`: it gives "
+        "hooks no env file, so the launcher carries the relay session.",
+        "Copilot CLI fires SessionStart only at the first prompt, and relay cannot wake an "
+        "idle Copilot CLI session: it hears of requests at its next prompt or stop.",
+        "Copilot CLI loads a repository's .github/hooks/ only in a folder you trust; "
+        "`disableAllHooks` in its settings turns every hook off.",
+    ),
+    project_note="Copilot CLI reads .github/hooks/relay.json only in a folder you trust.",
+)
+
+ALL = (CLAUDE, CODEX, GEMINI, COPILOT)
 BY_NAME = {r.name: r for r in ALL}
 NAMES = tuple(BY_NAME)
 

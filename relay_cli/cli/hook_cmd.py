@@ -280,7 +280,7 @@ def _register_hook_commands() -> None:
             "--project",
             help="The project's settings file in the current directory "
             "("
-            + runtimes.either(f"{r.settings.user_dir}/" for r in runtimes.ALL)
+            + runtimes.either(r.settings.project_file.rsplit("/", 1)[0] + "/" for r in runtimes.ALL)
             + ") instead of your own.",
         ),
     ]

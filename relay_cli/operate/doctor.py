@@ -1260,7 +1260,7 @@ def _wakeup_advice(s, value: str, now: int) -> tuple[str, str, str | None]:
     """(status, detail, fix) for an active peer whose ``wakeup`` (peers.wakeup) is
     ``value``: a warn where a person can install relay's hook, naming the command; an ok
     fact where there is nothing to do."""
-    from ..agents.runtimes import display
+    from ..agents.runtimes import display, get
 
     kind = s["kind"]
     runtime = display(kind)
@@ -1286,11 +1286,17 @@ def _wakeup_advice(s, value: str, now: int) -> tuple[str, str, str | None]:
     seen = s["hook_seen_at"]
     if value == "hook":
         ago = clock.human_duration((now - seen) / 1000)
+        rt = get(kind)
+        idle = (
+            f"; relay cannot wake an idle {runtime} session ({rt.wake_note})"
+            if rt is not None and rt.wake is None and rt.wake_note
+            else ""
+        )
         return (
             OK,
             (
                 f"relay's {runtime} hook ran {ago} ago: the session is told of waiting "
-                "requests at its next prompt or stop"
+                f"requests at its next prompt or stop{idle}"
             ),
             None,
         )
