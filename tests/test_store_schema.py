@@ -152,6 +152,7 @@ PG_SHIPPED = {
     6: "e10a5191",
     7: "dbffd7e0",
     8: "0b6c70f8",
+    9: "59802341",
 }
 
 
@@ -290,6 +291,7 @@ def test_a_fresh_database_has_exactly_the_schema_of_the_snapshot(relay):
 def test_a_postgresql_database_of_schema_7_gains_the_state_check(pg_cluster, tmp_path):
     import psycopg2
 
+    from relay_cli.store.migrations import LATEST
     from relay_cli.store.pg import connect
     from relay_cli.store.pg_migrations import PG_MIGRATIONS
 
@@ -309,7 +311,7 @@ def test_a_postgresql_database_of_schema_7_gains_the_state_check(pg_cluster, tmp
         conn.close()
         db = connect(url)
         try:
-            assert db.scalar("SELECT version FROM relay_schema") == 8
+            assert db.scalar("SELECT version FROM relay_schema") == LATEST
             assert db.scalar("SELECT count(*) FROM requests") == 1
             with pytest.raises(RelayError) as e, db.transaction():
                 db.execute("UPDATE requests SET state = 'lost'")
