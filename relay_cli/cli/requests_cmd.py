@@ -477,7 +477,8 @@ def inbox(
 
 @app.command(
     epilog=examples(
-        'A=$(relay id); relay claim --attempt "$A"   # retry: the same line, same $A',
+        "relay id                   # an attempt id, once before the first try",
+        "relay claim --attempt ID   # a retry passes the same ID",
         "relay claim --wait 5m",
         "relay claim --id 1a2b3c4d --lease 10m",
         "relay claim --again        # the answer of the last claim was lost",
