@@ -255,15 +255,36 @@ def test_a_plain_claim_names_the_requests_the_session_holds_unacked(world):
     assert relay("claim", "--json", env=bob).json["id"] == first  # answer lost
     r = relay("claim", "--json", env=bob)
     assert r.json["id"] == second and r.json["held_unacked"] == [first]
+    # two held without an attempt id: relay cannot say whose is whose, only how to look
     err = refused(relay, "nothing_to_claim", "claim", env=bob)
     assert first in err["message"] and second in err["message"]
-    assert "relay claim --again" in err["message"]
-    human = relay("claim", env=bob)
-    assert human.code == 75 and first in human.err and "relay claim --again" in human.err
-    relay("ack", first, env=bob)
+    assert "relay show ID" in err["message"] and "--attempt" in err["message"]
+    # one held: claim --again shows it, and the message says so
     relay("ack", second, env=bob)
     err = refused(relay, "nothing_to_claim", "claim", env=bob)
+    assert first in err["message"] and second not in err["message"]
+    assert "`relay claim --again` shows it" in err["message"]
+    human = relay("claim", env=bob)
+    assert human.code == 75 and first in human.err and "relay claim --again" in human.err
+    assert relay("claim", "--again", "--json", env=bob).json["id"] == first
+    relay("ack", first, env=bob)
+    err = refused(relay, "nothing_to_claim", "claim", env=bob)
     assert first not in err["message"]
+
+
+def test_a_claim_made_with_an_attempt_is_recovered_only_by_its_attempt(world):
+    relay, alice, bob = world
+    first, second = _queue(relay, alice, 2)
+    assert relay("claim", "--attempt", new_id(), "--json", env=bob).json["id"] == first
+    r = relay("claim", "--json", env=bob)
+    assert r.json["held_unacked"] == [first]
+    # --again without the attempt shows the plain claim's request, never the attempt's
+    again = relay("claim", "--again", "--json", env=bob)
+    assert again.json["id"] == second and again.json["held_unacked"] == [first]
+    human = relay("claim", "--again", env=bob)
+    assert f"{first} was claimed with --attempt: a retry with the same ID" in " ".join(
+        human.out.split()
+    )
 
 
 def test_the_held_note_is_on_a_human_claim(world):

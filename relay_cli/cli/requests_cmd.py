@@ -566,11 +566,15 @@ def claim(
     if env.json:
         env.out.json(obj)
     else:
-        _render_claim(env.out, obj, env.clock.now_ms())
+        note = None
+        if obj.get("held_unacked"):
+            with env.unit(write=False):
+                note = lifecycle.held_note(env.store, env.caller(), obj["held_unacked"])
+        _render_claim(env.out, obj, env.clock.now_ms(), note)
     return 0
 
 
-def _render_claim(out: Output, obj: dict, now: int) -> None:
+def _render_claim(out: Output, obj: dict, now: int, note: str | None = None) -> None:
     """The claimed request for a person, and what to run next."""
     if obj.get("duplicate"):
         out.para(
@@ -580,8 +584,8 @@ def _render_claim(out: Output, obj: dict, now: int) -> None:
             else "this claim took it already and this session holds it; here it is "
             f"again, {obj['state']} (a retry takes nothing new)"
         )
-    if obj.get("held_unacked"):
-        out.para(f"note: {lifecycle.held_note(obj['held_unacked'])}")
+    if note:
+        out.para(f"note: {note}")
     render_full(out, obj, now)
     out.para(f"next: relay ack {obj['id']}")
     out.para(ack_by(out, obj, now))

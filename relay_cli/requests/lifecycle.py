@@ -691,17 +691,61 @@ def unacked_ids(store: Store, caller: Caller, but: str | None = None) -> list[st
     return [r["id"] for r in sorted(held, key=lambda r: (r["delivered_at"], r["id"]))]
 
 
-RECOVER = "`relay claim --again` (with the same --attempt ID if that claim had one)"
+def held_note(store: Store, caller: Caller, ids: list[str]) -> str:
+    """The sentence a claim adds when this session holds unacknowledged requests (``ids``,
+    from ``unacked_ids``), with the command that recovers a lost answer: `claim --again`
+    when it would show one of them, else the attempt id or, for a claim made without one,
+    `relay show`, since relay cannot know whose each is (design.md §6)."""
+    plain = [row["id"] for _, row in _plain_held(store, caller)]
+    shown = plain[0] if len(plain) == 1 else None
+    with_attempt = {
+        c["request_id"] for c in store.claims_of_session(caller.session["id"]) if c["attempt"]
+    }
+    unnamed = [i for i in ids if i != shown and i not in with_attempt]
+    tried = [i for i in ids if i != shown and i in with_attempt]
+    how = []
+    if shown in ids:
+        how.append(
+            "if that claim's answer was lost, `relay claim --again` shows it"
+            if len(ids) == 1
+            else f"`relay claim --again` shows {shown}, claimed without --attempt"
+        )
+    if unnamed:
+        one = unnamed[0] if len(unnamed) == 1 else "ID"
+        how.append(
+            f"{', '.join(unnamed)} "
+            + ("was" if len(unnamed) == 1 else "were")
+            + f" claimed without --attempt: if yours lost its answer, `relay show {one}` "
+            f"prints it, then `relay ack {one}` (unless another claimer of this session "
+            "holds it)"
+        )
+    if tried:
+        how.append(
+            f"{', '.join(tried)} "
+            + ("was" if len(tried) == 1 else "were")
+            + " claimed with --attempt: a retry with the same ID shows its own"
+        )
+    return f"this session also holds {', '.join(ids)}, claimed and not acked; " + "; ".join(how)
 
 
-def held_note(ids: list[str]) -> str:
-    """The sentence a plain claim adds when this session holds unacknowledged requests."""
-    many = len(ids) > 1
-    return (
-        f"this session also holds {', '.join(ids)}, claimed and not acked: if "
-        + ("the answer of one of those claims" if many else "that claim's answer")
-        + f" was lost, {RECOVER} shows it"
-    )
+def _plain_held(store: Store, caller: Caller) -> list[tuple[Row | None, Row]]:
+    """(claim, request) of this session's claims made without an attempt id whose request
+    it still holds unacknowledged through that claim, oldest first. A request this session
+    took before claims were recorded (a relay.db migrated mid-session) has no claim row
+    (None) and counts as one made without an attempt id."""
+    if caller.session is None:
+        return []
+    held: list[tuple[Row | None, Row]] = []
+    claims = store.claims_of_session(caller.session["id"])
+    for c in claims:
+        if c["attempt"] is None:
+            row = store.get_request(c["request_id"])
+            if row is not None and row["state"] == "delivered" and _holds(row, c, caller):
+                held.append((c, row))
+    recorded = {c["request_id"] for c in claims}
+    older = [(None, r) for r in store.in_flight_of_session(caller.session["id"])]
+    held += [(c, r) for c, r in older if r["state"] == "delivered" and r["id"] not in recorded]
+    return sorted(held, key=lambda cr: (cr[1]["delivered_at"], cr[1]["id"]))
 
 
 def _holds(row: Row, claim: Row, caller: Caller) -> bool:
@@ -798,18 +842,11 @@ def _again(store: Store, now: int, caller: Caller) -> dict:
     sid = caller.session["id"]
     claims = store.claims_of_session(sid)
     plain = [c for c in claims if c["attempt"] is None]
-    rows = {c["request_id"]: store.get_request(c["request_id"]) for c in plain}
-    held = [
-        c
-        for c in plain
-        if rows[c["request_id"]] is not None
-        and rows[c["request_id"]]["state"] == "delivered"
-        and _holds(rows[c["request_id"]], c, caller)
-    ]
+    held = _plain_held(store, caller)
     if len(held) == 1:
-        return _recovered(store, now, caller, rows[held[0]["request_id"]])
+        return _recovered(store, now, caller, held[0][1])
     if len(held) > 1:
-        ids = ", ".join(c["request_id"] for c in held)
+        ids = ", ".join(row["id"] for _, row in held)
         raise RelayError(
             "state_conflict",
             f"this session holds {len(held)} requests claimed without --attempt and not "
@@ -819,11 +856,9 @@ def _again(store: Store, now: int, caller: Caller) -> dict:
             "claim with `relay claim --attempt ID` (an id from `relay id`, the same on a "
             "retry) so that a retry finds its own claim",
         )
-    if plain and rows[plain[-1]["request_id"]] is not None:
-        last = plain[-1]
-        err = _what_became(
-            rows[last["request_id"]], last, caller, "the latest claim this session made"
-        )
+    last = store.get_request(plain[-1]["request_id"]) if plain else None
+    if last is not None:
+        err = _what_became(last, plain[-1], caller, "the latest claim this session made")
         err.detail += "; no later claim of this session is stored: `relay claim` takes one"
         raise err
     if claims:

@@ -151,10 +151,11 @@ def claim_waiting(
             keeper.stop()
     if result is None:  # (--again answers or raises: it never gets here)
         with unit(store, write=False):
-            held = lifecycle.unacked_ids(store, peers.reload(store, caller))
+            caller = peers.reload(store, caller)
+            held = lifecycle.unacked_ids(store, caller)
+            note = lifecycle.held_note(store, caller, held) if held else None
         raise RelayError(
             "nothing_to_claim",
-            f"no queued request for {caller.name!r}"
-            + (f"; {lifecycle.held_note(held)}" if held else ""),
+            f"no queued request for {caller.name!r}" + (f"; {note}" if note else ""),
         )
     return result
