@@ -293,3 +293,20 @@ def test_the_held_note_is_on_a_human_claim(world):
     relay("claim", env=bob)
     r = relay("claim", env=bob)
     assert r.code == 0 and "note: this session also holds" in r.out and first in r.out
+
+
+def test_a_claim_is_kept_as_long_as_its_request_and_pruned_with_its_tombstone(world):
+    relay, alice, bob = world
+    (rid,) = _queue(relay, alice, 1)
+    attempt = new_id()
+    assert relay("claim", "--attempt", attempt, "--json", env=bob).json["id"] == rid
+    assert relay("reply", rid, "done", env=bob).code == 0
+    assert len(relay.snapshot()["claims"]) == 1
+    relay.move_clock(31 * 86400)  # bodies go, the tombstone and its claim stay
+    assert relay("prune", "--json").code == 0
+    assert len(relay.snapshot()["claims"]) == 1
+    r = relay("claim", "--again", "--attempt", attempt, "--json", env=relay.join("bob"))
+    assert r.code == 4 and rid in r.err and "completed" in r.err
+    relay.move_clock(121 * 86400)
+    assert relay("prune", "--json").code == 0
+    assert relay.snapshot()["claims"] == []
