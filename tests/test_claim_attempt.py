@@ -310,3 +310,18 @@ def test_a_claim_is_kept_as_long_as_its_request_and_pruned_with_its_tombstone(wo
     relay.move_clock(121 * 86400)
     assert relay("prune", "--json").code == 0
     assert relay.snapshot()["claims"] == []
+
+
+def test_parallel_retries_of_one_attempt_take_one_request(world):
+    """A retry that races the first try (a caller that timed out and tried again) takes
+    nothing new: every process gets the one request, one of them as the claim."""
+    relay, alice, bob = world
+    sent = _queue(relay, alice, 4)
+    attempt = new_id()
+    results = _in_parallel(relay, bob, [attempt] * 4)
+    got = [json.loads(r["out"]) for r in results if r["code"] == 0]
+    assert len(got) == 4, results
+    assert {g["id"] for g in got} == {sent[0]}
+    assert sorted(g["duplicate"] for g in got) == [False, True, True, True]
+    states = [relay("show", rid, "--json").json["state"] for rid in sent]
+    assert states == ["delivered", "queued", "queued", "queued"]
