@@ -325,3 +325,15 @@ def test_parallel_retries_of_one_attempt_take_one_request(world):
     assert sorted(g["duplicate"] for g in got) == [False, True, True, True]
     states = [relay("show", rid, "--json").json["state"] for rid in sent]
     assert states == ["delivered", "queued", "queued", "queued"]
+
+
+def test_a_request_taken_before_claims_were_recorded_is_shown_again(world):
+    """A relay.db migrated while a session held a claim: that claim has no row in
+    claims, and counts as one made without an attempt id."""
+    relay, alice, bob = world
+    first, second = _queue(relay, alice, 2)
+    assert relay("claim", "--json", env=bob).json["id"] == first
+    relay.sql("DELETE FROM claims")  # as migration 9 finds it
+    again = relay("claim", "--again", "--json", env=bob)
+    assert again.code == 0 and again.json["id"] == first and again.json["duplicate"] is True
+    assert relay("claim", "--json", env=bob).json["held_unacked"] == [first]
