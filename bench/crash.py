@@ -133,7 +133,9 @@ def build(name: str, root: Path) -> Spec:
             assert r.code == 0, r.err
         env.update(b)
         argv = {
-            "claim": ["claim", "--json"],
+            # with an attempt id, as the guide says: a retry of it is answered from
+            # what that claim took (design.md §6)
+            "claim": ["claim", "--json", "--attempt", new_id()],
             "ack": ["ack", rid, "--json"],
             "reply": ["reply", rid, "--json", "-"],
         }[name]
@@ -290,12 +292,14 @@ def _retry_claim(spec: Spec, home: Path, d: Path, finished: bool) -> list[str]:
         if r.code != 0 or r.json["id"] != spec.rid:
             return [f"claim after an interrupted claim: exit {r.code} {r.err[-200:]}"]
         return []
-    # the session holds it unacknowledged: the recovery, claim --again, answers that one
-    # (design.md §6); a plain claim takes a new request, and there is none
-    r = relay(home, "claim", "--again", "--json", env=spec.env)
-    if r.code != 0 or r.json["id"] != spec.rid or r.json["duplicate"] is not True:
-        return [f"claim --again of a claimed request: exit {r.code} {r.out[-200:]}"]
-    r = relay(home, *spec.argv, env=spec.env)
+    # the session holds it unacknowledged: a retry of the same attempt answers that one
+    # (design.md §6), as does claim --again with it; a plain claim takes a new request,
+    # and there is none
+    for argv in (spec.argv, [*spec.argv[:-2], "--again", *spec.argv[-2:]]):
+        r = relay(home, *argv, env=spec.env)
+        if r.code != 0 or r.json["id"] != spec.rid or r.json["duplicate"] is not True:
+            return [f"retry of a claim attempt: exit {r.code} {r.out[-200:]} {r.err[-200:]}"]
+    r = relay(home, "claim", "--json", env=spec.env)
     if r.code != 75 or r.error_code != "nothing_to_claim":
         return [f"second claim of a claimed request: exit {r.code} {r.out[-200:]}"]
     return []

@@ -437,16 +437,14 @@ def retried(
 def claimed(
     run: Run, w: int, host: Host, env: dict, args: list[str], limit_s: float = 150.0
 ) -> Call:
-    """A claim, retried the way the agent guide says (design.md §6): after a retryable
-    failure whose answer may have been lost, `claim --again` first (the request this
-    session took and has not acked), and a new claim only when it holds none."""
+    """A claim, retried the way the agent guide says (design.md §6): with an attempt id
+    made once, so a retry after a retryable failure whose answer may have been lost is
+    answered from what that attempt took (``duplicate: true``) and takes nothing new."""
+    args = [*args, "--attempt", str(uuid.uuid4())]
     first, c = run_call(run, w, host, env, args, None)
     end = time.monotonic() + limit_s
     while c.code and c.error_code in RETRYABLE and time.monotonic() < end:
         time.sleep(1.0)
-        _, c = run_call(run, w, host, env, ["claim", "--again", "--json"], None, retry_of=first)
-        if c.code == 0 or c.error_code in RETRYABLE:
-            continue
         _, c = run_call(run, w, host, env, args, None, retry_of=first)
     return c
 

@@ -29,10 +29,10 @@ def test_a_claim_retried_after_a_lost_answer_gets_the_same_request(world):
     # the human form says so too
     human = relay("claim", "--again", env=bob)
     assert human.code == 0 and "claimed it already" in human.out and first in human.out
-    # ack takes it out of the answer: --again then has nothing, a claim takes the next
+    # acked, --again says so (never that the claim took nothing); a claim takes the next
     assert relay("ack", first, env=bob).code == 0
-    err = refused(relay, "nothing_to_claim", "claim", "--again", env=bob)
-    assert "took nothing" in err["message"]
+    err = refused(relay, "state_conflict", "claim", "--again", env=bob)
+    assert first in err["message"] and "took nothing" not in err["message"]
     nxt = relay("claim", "--json", env=bob)
     assert nxt.json["id"] == second and nxt.json["duplicate"] is False
 

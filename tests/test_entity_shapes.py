@@ -41,7 +41,12 @@ def test_every_command_that_shows_a_request_prints_the_request_object(relay):
     assert _keys(relay.send(alice, "bob", "do it", request_id=rid).json) == SENT  # a retry
     assert [_keys(r) for r in relay("list", "--json").json["requests"]] == [REQUEST]
     assert [_keys(r) for r in relay("inbox", "--json", env=bob).json["requests"]] == [REQUEST]
-    assert _keys(relay("claim", "--json", env=bob).json) == [*REQUEST, "text", "duplicate"]
+    assert _keys(relay("claim", "--json", env=bob).json) == [
+        *REQUEST,
+        "text",
+        "duplicate",
+        "held_unacked",
+    ]
     assert _keys(relay("ack", rid, "--json", env=bob).json) == [*REQUEST, "duplicate"]
     replied = relay("reply", rid, "done", "--json", env=bob)
     assert _keys(replied.json) == [*REQUEST, "reply", "duplicate"]

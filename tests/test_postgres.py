@@ -422,7 +422,8 @@ def _populate(src: Relay) -> dict:
     queued, done = new_id(), new_id()
     assert src.send(alice, "bob", "queued work", request_id=queued).code == 0
     assert src.send(alice, "bob", "done work", request_id=done).code == 0
-    assert src("claim", "--id", done, "--json", env=bob).code == 0
+    attempt = new_id()  # the claims table too (design.md §6)
+    assert src("claim", "--id", done, "--attempt", attempt, "--json", env=bob).code == 0
     assert src("reply", done, "an answer", env=bob).code == 0
     assert src("prepare", "--to", "bob", "a draft", "--json", env=alice).code == 0
     assert src("once", "--key", "k1", "--", "sh", "-c", "echo out; echo err >&2").code == 0
@@ -430,7 +431,14 @@ def _populate(src: Relay) -> dict:
         {"hook_event_name": "SessionStart", "session_id": "cc-1", "source": "startup"}
     )
     src("hook", "claude", input=event, env={"RELAY_PEER": "carol"})
-    return {"alice": alice, "bob": bob, "queued": queued, "done": done, "old": old}
+    return {
+        "alice": alice,
+        "bob": bob,
+        "queued": queued,
+        "done": done,
+        "old": old,
+        "attempt": attempt,
+    }
 
 
 def test_db_copy_moves_every_row_and_the_work_goes_on_there(pg_cluster, tmp_path):
@@ -455,6 +463,8 @@ def test_db_copy_moves_every_row_and_the_work_goes_on_there(pg_cluster, tmp_path
         retry = dst.send(ids["alice"], "bob", "queued work", request_id=ids["queued"])
         assert retry.code == 0 and retry.json["duplicate"] is True
         assert dst("claim", "--id", ids["queued"], "--json", env=ids["bob"]).code == 0
+        again = dst("claim", "--attempt", ids["attempt"], "--json", env=ids["bob"])
+        assert again.code == 4 and ids["done"] in again.err and "completed" in again.err
         replay = dst("once", "--key", "k1", "--", "sh", "-c", "echo out; echo err >&2")
         assert (replay.code, replay.out) == (0, "out\n")  # replayed, not run again
     finally:

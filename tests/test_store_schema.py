@@ -153,6 +153,8 @@ PG_SHIPPED = {
     6: "e10a5191",
     7: "dbffd7e0",
     8: "0b6c70f8",
+    9: "e7b194c7",
+    10: "59802341",
 }
 
 
@@ -291,6 +293,7 @@ def test_a_fresh_database_has_exactly_the_schema_of_the_snapshot(relay):
 def test_a_postgresql_database_of_schema_7_gains_the_state_check(pg_cluster, tmp_path):
     import psycopg2
 
+    from relay_cli.store.migrations import LATEST
     from relay_cli.store.pg import connect
     from relay_cli.store.pg_migrations import PG_MIGRATIONS
 
@@ -310,7 +313,7 @@ def test_a_postgresql_database_of_schema_7_gains_the_state_check(pg_cluster, tmp
         conn.close()
         db = connect(url)
         try:
-            assert db.scalar("SELECT version FROM relay_schema") == len(PG_MIGRATIONS)
+            assert db.scalar("SELECT version FROM relay_schema") == LATEST
             assert db.scalar("SELECT count(*) FROM requests") == 1
             with pytest.raises(RelayError) as e, db.transaction():
                 db.execute("UPDATE requests SET state = 'lost'")

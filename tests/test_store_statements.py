@@ -101,6 +101,7 @@ def _calls(store, now: int) -> list[tuple[str, bool, Callable[[], object]]]:
 
     rid = store.queued_for("bob", 1)[0]["id"]
     sid = store.active_session("alice")["id"]
+    a = new_id()
     old = _request("completed", finished_at=1)
     gone = _request("expired", finished_at=1)
     draft = {
@@ -146,6 +147,16 @@ def _calls(store, now: int) -> list[tuple[str, bool, Callable[[], object]]]:
         ("queued_for", r, lambda: store.queued_for("bob")),
         ("queued_for", r, lambda: store.queued_for("bob", 2)),
         ("in_flight_of_session", r, lambda: store.in_flight_of_session(sid)),
+        (
+            "insert_claim",
+            w,
+            lambda: store.insert_claim(
+                {"attempt": a, "request_id": rid, "peer": "bob", "session_id": sid, "claimed_at": 1}
+            ),
+        ),
+        ("claim_by_attempt", r, lambda: store.claim_by_attempt(a)),
+        ("claims_of_session", r, lambda: store.claims_of_session(sid)),
+        ("recent_claims_of_peer", r, lambda: store.recent_claims_of_peer("bob", 5)),
         ("recent_sends", r, lambda: store.recent_sends("alice", 0)),
         ("count_open_to", r, lambda: store.count_open_to("bob", 10)),
         ("open_counts_at_least", r, lambda: store.open_counts_at_least(1)),

@@ -82,11 +82,18 @@ EOF
 {{states}}
 ## Taking work that was sent to you
 
-- `relay inbox` lists what waits for you (no bodies). `relay claim` takes the
-  oldest request and shows its text; `relay claim --wait 10m` waits for one to
-  arrive. If a claim's answer was lost, run `relay claim --again`: it shows the
-  request your session holds and has not acked (duplicate: true), never a
-  second one. A plain `relay claim` always takes a new request.
+- `relay inbox` lists what waits for you (no bodies). To take one, make an
+  attempt id once (`relay id`), then `relay claim --attempt ID` with it: it
+  takes the oldest request and shows its text (`relay claim --wait 10m
+  --attempt ID` waits for one to arrive). If its answer was lost, run the
+  same command with the same id: it shows that claim's request again
+  (duplicate: true) or says what became of it, never a second one and never
+  another claimer's. Subagents that share your session each use an id of
+  their own. Without --attempt, `relay claim --again` shows the one request
+  your session claimed and has not acked; with several it shows none and
+  lists their ids. A claim that takes nothing, or a second one, names the
+  requests your session still holds unacked (held_unacked). A claim without
+  --again always takes a new request.
 - `relay ack ID` says you have read it. Finish every request you claim with
   exactly one of: `relay reply ID - <<'EOF' ... EOF` (done, with the answer),
   `relay fail ID --reason TEXT` (you tried and it failed), `relay reject ID
@@ -326,7 +333,8 @@ def short_text(peer: str, runtime: str = "claude") -> str:
         "`relay send --to PEER --id THAT-ID -` with the text on stdin (a quoted heredoc). A "
         "retry reuses that same id and the same text; the answer then says duplicate: "
         "true.\n"
-        "- Taking work: `relay inbox` lists it, `relay claim` takes the oldest and shows its "
+        "- Taking work: `relay inbox` lists it, `relay claim --attempt ID` (an id made "
+        "once with `relay id`; a retry reuses it) takes the oldest and shows its "
         "text, then `relay ack ID` and `relay reply ID -` with the reply on stdin (or "
         "fail/reject with --reason).\n"
         "- `relay wait ID` exit 75 means not yet, never failed. `delivered` does not mean "

@@ -477,6 +477,8 @@ def inbox(
 
 @app.command(
     epilog=examples(
+        "relay id                   # an attempt id, once before the first try",
+        "relay claim --attempt ID   # a retry passes the same ID",
         "relay claim --wait 5m",
         "relay claim --id 1a2b3c4d --lease 10m",
         "relay claim --again        # the answer of the last claim was lost",
@@ -513,10 +515,19 @@ def claim(
         bool,
         typer.Option(
             "--again",
-            help="Take nothing new: show again the request this session claimed and "
-            "has not acked (after a claim whose answer was lost).",
+            help="Take nothing new: show again what a claim whose answer was lost "
+            "took, or say what became of it (with --attempt: that claim's).",
         ),
     ] = False,
+    attempt: Annotated[
+        Optional[str],
+        typer.Option(
+            "--attempt",
+            metavar="ID",
+            help="An id you choose for this claim (`relay id` makes one): a retry with "
+            "the same id is answered from what is stored and takes nothing new.",
+        ),
+    ] = None,
     as_: AsOpt = None,
     session: SessionOpt = None,
     json_: JsonOpt = False,
@@ -526,12 +537,13 @@ def claim(
 
     First in, first out; the request becomes delivered. Needs an active session. Exit 75 (nothing_to_claim) when nothing came.
 
-    Every claim takes a new request, so claimers that share a session never get the same one. When a claim's answer was lost, `relay claim --again` shows the request this session holds and has not acked (duplicate: true) instead of taking a second one.
+    Every claim takes a new request, so claimers that share a session never get the same one. Claimers that share a session (an agent and its subagents) pass --attempt with an id of their own: a retry with the same id (plain, or --again) gets that claim's request (duplicate: true) or is told what became of it, and no other claimer gets anything of it. Without --attempt, `relay claim --again` shows the one request this session claimed without an attempt id and has not acked; with several it shows none and lists them. A claim that takes nothing, or a second one, names the requests this session still holds unacked (held_unacked).
     """
     env = Env(json_, home, as_, session)
     lease_s = duration(lease, clock.CLAIM_LEASE, "--lease", lifecycle.DEFAULT_CLAIM_LEASE_S)
     wait_s = duration(wait, clock.WAIT, "--wait", 0)
     ref = lifecycle.validate_ref(id_, "--id") if id_ is not None else None
+    attempt_id = lifecycle.validate_id(attempt, "--attempt") if attempt is not None else None
     if again and (ref is not None or wait_s):
         raise RelayError(
             "usage_error", "--again takes nothing new, so it goes with neither --id nor --wait"
@@ -549,21 +561,31 @@ def claim(
             + (f"{request_id[:8]}" if request_id else f"a request to {caller.name}")
         ),
         again=again,
+        attempt_id=attempt_id,
     )
     if env.json:
         env.out.json(obj)
     else:
-        _render_claim(env.out, obj, env.clock.now_ms())
+        note = None
+        if obj.get("held_unacked"):
+            with env.unit(write=False):
+                note = lifecycle.held_note(env.store, env.caller(), obj["held_unacked"])
+        _render_claim(env.out, obj, env.clock.now_ms(), note)
     return 0
 
 
-def _render_claim(out: Output, obj: dict, now: int) -> None:
+def _render_claim(out: Output, obj: dict, now: int, note: str | None = None) -> None:
     """The claimed request for a person, and what to run next."""
     if obj.get("duplicate"):
         out.para(
             "this session claimed it already and has not acked it; here it is "
             "again (claim --again takes nothing new)"
+            if obj["state"] == "delivered"
+            else "this claim took it already and this session holds it; here it is "
+            f"again, {obj['state']} (a retry takes nothing new)"
         )
+    if note:
+        out.para(f"note: {note}")
     render_full(out, obj, now)
     out.para(f"next: relay ack {obj['id']}")
     out.para(ack_by(out, obj, now))

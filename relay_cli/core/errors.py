@@ -302,7 +302,8 @@ ERRORS: dict[str, ErrorSpec] = {
     "nothing_to_claim": ErrorSpec(
         ExitStatus.NOT_YET,
         True,
-        "no queued request for you right now; try again later or use `relay claim --wait 5m`",
+        "nothing was taken (the message says why); a plain `relay claim` takes the oldest "
+        "queued request, `relay claim --wait 5m` waits for one",
     ),
     "busy": ErrorSpec(
         ExitStatus.NOT_YET,

@@ -122,6 +122,7 @@ def claim_waiting(
     wait_s: int,
     on_block=None,
     again: bool = False,
+    attempt_id: str | None = None,
 ) -> dict:
     """`claim [--id ID] [--wait D]`: take the oldest queued request (or the one ``ref``
     names, resolved once), waiting up to ``wait_s`` for one; ``nothing_to_claim`` when
@@ -135,7 +136,7 @@ def claim_waiting(
     def attempt():
         with unit(store) as now:
             return lifecycle.claim(
-                store, now, peers.reload(store, caller), lease_s, request_id, again
+                store, now, peers.reload(store, caller), lease_s, request_id, again, attempt_id
             )
 
     result = attempt()
@@ -148,13 +149,13 @@ def claim_waiting(
             result = poll(store, attempt, wait_s, on_tick=keeper.tick)
         finally:
             keeper.stop()
-    if result is None and again:
+    if result is None:  # (--again answers or raises: it never gets here)
+        with unit(store, write=False):
+            caller = peers.reload(store, caller)
+            held = lifecycle.unacked_ids(store, caller)
+            note = lifecycle.held_note(store, caller, held) if held else None
         raise RelayError(
             "nothing_to_claim",
-            f"this session of {caller.name!r} holds no "
-            "request it claimed and has not acked: an earlier claim took "
-            "nothing (run relay claim to take one)",
+            f"no queued request for {caller.name!r}" + (f"; {note}" if note else ""),
         )
-    if result is None:
-        raise RelayError("nothing_to_claim", f"no queued request for {caller.name!r}")
     return result

@@ -306,6 +306,25 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE ledger ADD COLUMN pid_namespace TEXT;
     """,
+    # 10: every claim, one row each (design.md §6): the request it took, the peer and
+    # session that took it, when (the request's delivered_at then), and the attempt id the
+    # caller chose (`claim --attempt`, NULL for a claim without one; at most one claim per
+    # attempt id). A retry of an attempt is answered from its row, and `claim --again`
+    # says what became of the request a claim took even after the request moved on.
+    """
+    CREATE TABLE IF NOT EXISTS claims (
+        attempt TEXT,
+        request_id TEXT NOT NULL,
+        peer TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        claimed_at INTEGER NOT NULL
+    );
+    CREATE UNIQUE INDEX IF NOT EXISTS claims_attempt ON claims(attempt)
+        WHERE attempt IS NOT NULL;
+    CREATE INDEX IF NOT EXISTS claims_session ON claims(session_id, claimed_at);
+    CREATE INDEX IF NOT EXISTS claims_request ON claims(request_id);
+    CREATE INDEX IF NOT EXISTS claims_peer ON claims(peer, claimed_at);
+    """,
 ]
 
 # The ledger columns added to migration 2 after it first shipped, as migration 2 defines

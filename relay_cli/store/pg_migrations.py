@@ -214,4 +214,20 @@ PG_MIGRATIONS: list[str] = [
     """
     ALTER TABLE ledger ADD COLUMN pid_namespace TEXT COLLATE "C";
     """,
+    # 10
+    """
+    CREATE TABLE IF NOT EXISTS claims (
+        attempt TEXT COLLATE "C",
+        request_id TEXT COLLATE "C" NOT NULL,
+        peer TEXT COLLATE "C" NOT NULL,
+        session_id TEXT COLLATE "C" NOT NULL,
+        claimed_at BIGINT NOT NULL,
+        rowid BIGSERIAL NOT NULL
+    );
+    CREATE UNIQUE INDEX IF NOT EXISTS claims_attempt ON claims(attempt)
+        WHERE attempt IS NOT NULL;
+    CREATE INDEX IF NOT EXISTS claims_session ON claims(session_id, claimed_at);
+    CREATE INDEX IF NOT EXISTS claims_request ON claims(request_id);
+    CREATE INDEX IF NOT EXISTS claims_peer ON claims(peer, claimed_at);
+    """,
 ]

@@ -157,6 +157,7 @@ class OpsSQL:
             return 0, 0
         marks = ", ".join("?" * len(ids))
         events = self.db.execute(f"DELETE FROM events WHERE request_id IN ({marks})", ids)
+        self.db.execute(f"DELETE FROM claims WHERE request_id IN ({marks})", ids)
         reqs = self.db.execute(f"DELETE FROM requests WHERE id IN ({marks})", ids)
         return reqs.rowcount, events.rowcount
 

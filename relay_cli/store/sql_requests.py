@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Collection
 
-from .tables import DRAFTS, REQUEST_LISTED, REQUESTS
+from .tables import CLAIMS, DRAFTS, REQUEST_LISTED, REQUESTS
 
 if TYPE_CHECKING:
     from .api import Row
@@ -107,6 +107,31 @@ class RequestsSQL:
             "SELECT * FROM requests WHERE claim_session = ? "
             "AND state IN ('delivered', 'acknowledged') ORDER BY created_at, rowid",
             (session_id,),
+        )
+
+    # claims (design.md §6) ----------------------------------------------------------
+    def insert_claim(self, row: dict) -> None:
+        cols = CLAIMS.check_insert(row)
+        self.db.execute(
+            f"INSERT INTO claims ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+            [row[c] for c in cols],
+        )
+
+    def claim_by_attempt(self, attempt: str) -> Row | None:
+        return self.db.one("SELECT * FROM claims WHERE attempt = ?", (attempt,))
+
+    def claims_of_session(self, session_id: str) -> list[Row]:
+        """Every claim this session made, oldest first."""
+        return self.db.all(
+            "SELECT * FROM claims WHERE session_id = ? ORDER BY claimed_at, rowid",
+            (session_id,),
+        )
+
+    def recent_claims_of_peer(self, peer: str, limit: int) -> list[Row]:
+        """The newest claims of ``peer`` (any session), newest first."""
+        return self.db.all(
+            "SELECT * FROM claims WHERE peer = ? ORDER BY claimed_at DESC, rowid DESC LIMIT ?",
+            (peer, limit),
         )
 
     def recent_sends(self, from_peer: str, since: int) -> tuple[int, int | None]:

@@ -164,9 +164,22 @@ WAKE_WAITERS = Table(
     "wake_waiters",
     ("session_id", "peer", "runtime", "pid", "process_start", "host", "started_at", "until_at"),
 )
+# every claim (design.md §6), kept as long as the request it took (or its tombstone)
+CLAIMS = Table("claims", ("attempt", "request_id", "peer", "session_id", "claimed_at"))
 
 TABLES = {
-    t.name: t for t in (PEERS, SESSIONS, REQUESTS, DRAFTS, EVENTS, LEDGER, HOOK_STATE, WAKE_WAITERS)
+    t.name: t
+    for t in (
+        PEERS,
+        SESSIONS,
+        REQUESTS,
+        DRAFTS,
+        EVENTS,
+        LEDGER,
+        HOOK_STATE,
+        WAKE_WAITERS,
+        CLAIMS,
+    )
 }
 
 # What a listing of requests shows (`list`, `export`): every column but the bodies.
