@@ -110,7 +110,7 @@ class RequestsSQL:
         )
 
     # claims (design.md §6) ----------------------------------------------------------
-    def insert_claim(self, row: dict) -> None:
+    def insert_claim(self, row: dict[str, Any]) -> None:
         cols = CLAIMS.check_insert(row)
         self.db.execute(
             f"INSERT INTO claims ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
