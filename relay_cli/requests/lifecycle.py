@@ -217,17 +217,12 @@ def queue_cap() -> int:
 
 def _env_limit(name: str, default: int) -> int:
     raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
+    if not raw:  # unset or empty: the default
         return default
-    try:
-        if not re.fullmatch(r"[0-9]{1,9}", raw.strip(" "), re.ASCII):
-            raise ValueError
-        value = int(raw)
-    except ValueError:
-        raise RelayError(
-            "usage_error", f"{name} must be a whole number >= 0, not {raw!r}"
-        ) from None
-    return value
+    # the whole value, ASCII digits only: no sign, space or newline (design.md §4)
+    if not re.fullmatch(r"[0-9]{1,9}", raw, re.ASCII):
+        raise RelayError("usage_error", f"{name} must be a whole number >= 0, not {raw!r}")
+    return int(raw)
 
 
 def fingerprint(values: list) -> str:
