@@ -559,6 +559,25 @@ FAULT_PARAMS = {
 # --------------------------------------------------------------------------- the checker
 
 
+STORED_TOLERANCE_MS = 1000  # the server's clock against the bench's, same machine
+
+
+def storing_attempt(calls: list[Call], argv: list[str], created_ms: int) -> int | None:
+    """Which attempt of the command ``argv`` stored a row created at ``created_ms`` (the
+    server's clock): the index of the attempt whose run holds that moment, or is nearest
+    to it within ``STORED_TOLERANCE_MS``; None when none is. A worker runs its attempts
+    one after another, so their runs do not overlap."""
+    best, best_gap = None, STORED_TOLERANCE_MS
+    for i, x in enumerate(calls):
+        if x.argv != argv:
+            continue
+        lo, hi = x.start * 1000, (x.start + x.seconds) * 1000
+        gap = 0 if lo <= created_ms <= hi else min(abs(created_ms - lo), abs(created_ms - hi))
+        if gap <= best_gap:
+            best, best_gap = i, gap
+    return best
+
+
 def check(run: Run, url: str, keydir: Path) -> dict:
     """Every violation of the promise, by kind; and the figures."""
     v: dict[str, list[str]] = {
@@ -654,15 +673,21 @@ def check(run: Run, url: str, keydir: Path) -> dict:
             continue
         if code in RETRYABLE and not waits and c.seconds > FAIL_BOUND_S:
             v["slow_failure"].append(f"{what} ({code}) after {c.seconds:.1f} s")
-    # "nothing was changed" said of a send whose request was there on the next attempt
+    # "nothing was changed" said by the very attempt of a send that stored its request.
+    # (Not "the next attempt was answered duplicate: true": an earlier attempt whose
+    # answer was lost may have stored it, and then the later one truly changed nothing.)
     for i, c in enumerate(run.calls):
         if c.argv[0] != "send" or not c.code or "nothing was changed" not in c.stderr:
             continue
-        later = [x for x in run.calls[i + 1 :] if x.argv == c.argv]
-        if later and later[0].code == 0 and later[0].json.get("duplicate") is True:
+        row = rows.get(c.argv[4])
+        if row is None:
+            continue  # nothing was stored by any attempt
+        by = storing_attempt(run.calls, c.argv, row["created_at"])
+        if by == i:
             v["false_nothing_changed"].append(
                 f"call {i} on {c.host}: send {c.argv[4]} said 'nothing was changed' "
-                f"({c.error_code}); the next attempt was answered duplicate: true"
+                f"({c.error_code}), but the request was created while it ran "
+                f"(created_at {row['created_at']})"
             )
     # once: never twice; effect_unknown only when it may have run
     for key in run.keys:

@@ -70,7 +70,7 @@ def test_every_command_that_shows_a_request_prints_the_request_object(relay):
         else:
             assert relay("claim", "--id", other, "--json", env=bob).code == 0
             r = relay(verb, other, "--reason", "no", "--json", env=bob)
-        assert _keys(r.json) == REQUEST, verb
+        assert _keys(r.json) == [*REQUEST, "duplicate"], verb
     assert relay.send(alice, "bob", "open").code == 0
     watched = relay("watch", "--json").json
     assert [_keys(r) for r in watched["open"]["queued"]] == [REQUEST]

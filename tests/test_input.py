@@ -334,7 +334,7 @@ def test_a_key_is_checked_whole(seeded, key):
     refused(relay, "invalid_key", "ledger", "show", key)
 
 
-@pytest.mark.parametrize("value", ["٣", "5\n5", "-1", "1e3"])
+@pytest.mark.parametrize("value", ["٣", "5\n5", "-1", "1e3", " 5", "5 ", "5\n", "+5", " "])
 def test_a_rate_limit_that_is_not_ascii_digits_is_a_usage_error(seeded, value):
     relay, alice, *_ = seeded
     refused(
@@ -347,6 +347,16 @@ def test_out_of_range_time_offset_is_invalid_duration_not_an_internal_error(rela
     r = relay("peers", "join", "x", "--json", env={"RELAY_TIME_OFFSET": "1e12"})
     assert (r.code, r.error["code"]) == (2, "invalid_duration"), r.err
     assert "RELAY_TIME_OFFSET" in r.error["message"]
+
+
+@pytest.mark.parametrize("value", ["٣٠", " 30", "30 ", "30\n", "1_0", "nan", "0x10", " "])
+def test_a_time_offset_is_read_whole_in_ascii(relay, value):
+    """design.md §8: RELAY_TIME_OFFSET is checked against its whole value, in ASCII, as
+    every numeric RELAY_* setting is."""
+    r = relay("peers", "join", "x", "--json", env={"RELAY_TIME_OFFSET": value})
+    assert (r.code, r.error["code"]) == (2, "invalid_duration"), r.err
+    for fine in ("-30", "1.5", ".5", "+2", "1e-05"):
+        assert relay("peers", "list", "--json", env={"RELAY_TIME_OFFSET": fine}).code == 0
 
 
 def test_huge_list_limit_is_usage_error_not_internal_error(world):

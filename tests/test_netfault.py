@@ -87,6 +87,78 @@ def test_the_checker_sees_a_command_run_twice_and_a_lost_send(tmp_path):
     assert len(v["double_runs"]) == 1 and len(v["lost"]) == 1
 
 
+def _check_forged(run, keydir, requests: list[dict]) -> dict:
+    """The checker's violations for ``run`` over a database holding ``requests``."""
+
+    class Forged:
+        def __init__(self, *a):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *a):
+            pass
+
+        def dicts(self, sql):
+            return requests if "FROM requests" in sql else []
+
+        def rows(self, sql):
+            return []
+
+    from bench import common
+
+    real = common.Target
+    common.Target = Forged
+    try:
+        return netfault.check(run, "postgresql://unused", keydir)["violations"]
+    finally:
+        common.Target = real
+
+
+def _send_attempts(rid: str, *answers: tuple[int, str, str]) -> list:
+    """Attempts of one send, a second apart, each 0.5 s long: (exit, stdout, stderr)."""
+    argv = ["send", "--to", "w1", "--id", rid, "--json", "-"]
+    return [
+        netfault.Call(0, "host-b", argv, 1000.0 + k, 0.5, code, out, err)
+        for k, (code, out, err) in enumerate(answers)
+    ]
+
+
+UNKNOWN = '{"error": {"code": "database_unavailable", "message": "outcome unknown"}}'
+NOTHING = (
+    '{"error": {"code": "database_unavailable", "message": "the PostgreSQL server could '
+    'not be reached", "hint": "nothing was changed"}}'
+)
+
+
+def test_the_checker_blames_nothing_was_changed_only_on_the_attempt_that_stored(tmp_path):
+    """A send whose first attempt stored the request (its answer lost), whose second said
+    "nothing was changed" (true: the request was there already) and whose third was
+    answered duplicate: true is no violation; the same answers with the request created
+    while the second ran are one."""
+    rid = "6f1c2b1e-0000-4000-8000-000000000002"
+    answers = [(75, "", UNKNOWN), (75, "", NOTHING), (0, '{"duplicate": true}', "")]
+    keydir = tmp_path / "keys"
+    keydir.mkdir()
+    for created_s, expected in ((1000.2, 0), (1001.2, 1)):
+        run = netfault.Run("forged")
+        run.t0, run.t1 = 999, 1004
+        run.calls = _send_attempts(rid, *answers)
+        row = {
+            "id": rid,
+            "state": "queued",
+            "created_at": int(created_s * 1000),
+            **dict.fromkeys(("updated_at", "delivered_at", "acknowledged_at", "finished_at")),
+            "lease_expires_at": None,
+            "claim_session": None,
+            "reason": None,
+            "reply": None,
+        }
+        v = _check_forged(run, keydir, [row])
+        assert len(v["false_nothing_changed"]) == expected, (created_s, v)
+
+
 def test_a_wait_whose_first_look_finds_the_server_gone_keeps_waiting(seeded, monkeypatch):
     """Found by the cut proxy: `relay wait` whose connection broke right after it resolved
     the id (its first look at the request answered database_unavailable) told the person

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from urllib.parse import quote
 
@@ -26,7 +27,15 @@ HOSTILE = [
     "x:y:z",
     "a&password=b",
     "?password=q",
+    # an '@' followed by a '/' or '?': libpq ends the password at the first '@'
+    "Xk9@Lm2/Qr7",
+    "Xk9@Lm2?Qr7",
+    "Xk9/Lm2@Qr7",
+    "7319/8462",
+    "Xk9@Lm2/Qr7?Zy5@Wv3",
 ]
+# passwords whose every piece of three characters or more must be shown nowhere
+SPLIT = ["Xk9@Lm2/Qr7", "Xk9@Lm2?Qr7", "Xk9/Lm2@Qr7", "7319/8462", "Xk9@Lm2/Qr7?Zy5@Wv3"]
 
 
 def _forms(secret: str) -> list[str]:
@@ -54,6 +63,23 @@ def test_no_form_of_a_hostile_password_survives_redaction(pw):
         assert not any(f in scrub(message, url) for f in _forms(pw)), (url, scrub(message, url))
 
 
+def _pieces(pw: str) -> list[str]:
+    return [p for p in re.split(r"[@/?]", pw) if len(p) >= 3]
+
+
+@pytest.mark.one_backend
+@pytest.mark.parametrize("pw", SPLIT)
+def test_no_piece_of_a_password_cut_by_libpq_survives_redaction(pw):
+    """libpq ends ``u:Xk9@Lm2/Qr7@host`` at the first '@' (the host "Lm2", the database
+    "Qr7@host"): what follows it is still the person's password, and shown nowhere."""
+    for url in _urls(pw) + [f"postgresql://u:{pw}@host:5432/db?user=me@corp"]:
+        shown = redact(url)
+        assert not any(p in shown for p in _pieces(pw)), (url, shown)
+        assert shown.startswith("postgresql://u") or shown.startswith("postgres://u")
+        message = f'could not translate host name "Lm2" to address; database "{url}"'
+        assert not any(p in scrub(message, url) for p in _pieces(pw)), scrub(message, url)
+
+
 @pytest.mark.one_backend
 @pytest.mark.parametrize("pw", HOSTILE + ["plain", "pct%23encoded"])
 def test_the_password_is_what_libpq_takes_and_the_rest_connects_the_same(pw):
@@ -73,7 +99,8 @@ def test_the_password_is_what_libpq_takes_and_the_rest_connects_the_same(pw):
         if redact(url) != without_password(url):
             # shown with less of it: only a URL whose host or port libpq cannot use
             ports = libpq.get("port", "").replace(",", "")
-            assert "@" in libpq.get("host", "") or not ports.isdigit(), url
+            misread = any("@" in libpq.get(k, "") for k in ("host", "dbname"))
+            assert misread or not ports.isdigit(), url
         else:
             assert parse_dsn(redact(url)) == libpq, url
         for value in secrets.values():
@@ -116,7 +143,7 @@ def server():
 
 
 def _leaks(text: str, pw: str) -> bool:
-    return any(f in text for f in _forms(pw))
+    return any(f in text for f in _forms(pw)) or any(p in text for p in _pieces(pw))
 
 
 @pytest.mark.postgres_only
@@ -162,7 +189,7 @@ def test_an_unencoded_password_is_shown_nowhere_and_the_export_connects(server, 
 
 
 @pytest.mark.postgres_only
-@pytest.mark.parametrize("pw", ["p@ss", "pa/ss", "50%off", "a&b"])
+@pytest.mark.parametrize("pw", ["p@ss", "pa/ss", "50%off", "a&b", *SPLIT])
 def test_a_password_libpq_cannot_read_is_shown_nowhere(server, tmp_path, pw):
     for url in (
         f"postgresql://{pgserver.SUPERUSER}:{pw}@127.0.0.1:{server.port}/relay",

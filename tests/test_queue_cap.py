@@ -123,7 +123,7 @@ def test_cap_zero_means_none_and_an_invalid_cap_is_a_usage_error(capped):
     relay.env["RELAY_QUEUE_CAP"] = "0"
     for _ in range(5):
         assert relay.send(alice, "bob", "x").code == 0
-    for value in ("٣", "-1", "1e3", "3 4"):
+    for value in ("٣", "-1", "1e3", "3 4", " 5", "5 ", "5\n", "\t5", "+5", "  "):
         err = refused(
             relay,
             "usage_error",

@@ -146,6 +146,7 @@ def _calls(store, now: int) -> list[tuple[str, bool, Callable[[], object]]]:
         ("oldest_queued_for", r, lambda: store.oldest_queued_for("bob")),
         ("queued_for", r, lambda: store.queued_for("bob")),
         ("queued_for", r, lambda: store.queued_for("bob", 2)),
+        ("count_queued_for", r, lambda: store.count_queued_for("bob")),
         ("in_flight_of_session", r, lambda: store.in_flight_of_session(sid)),
         (
             "insert_claim",
@@ -165,6 +166,7 @@ def _calls(store, now: int) -> list[tuple[str, bool, Callable[[], object]]]:
         ("count_by_state", r, lambda: store.count_by_state()),
         ("unnotified_finished", r, lambda: store.unnotified_finished("alice")),
         ("mark_notified", w, lambda: store.mark_notified([old["id"]], now)),
+        ("last_notified", r, lambda: store.last_notified("alice")),
         ("due_requests", r, lambda: store.due_requests(now + 10**9, 5)),
         ("next_request_deadline", r, lambda: store.next_request_deadline()),
         ("add_event", w, lambda: store.add_event(rid, now, "queued", "queued", None, "t", "d")),

@@ -283,7 +283,8 @@ REFUSALS = {
     "failed": (lambda rid: ["reply", rid, "late"], "bob"),
     "rejected": (lambda rid: ["ack", rid], "bob"),
     "expired": (lambda rid: ["claim", "--id", rid], "bob"),
-    "cancelled": (lambda rid: ["cancel", rid], "alice"),
+    # (a cancel again is answered as a duplicate, design.md §6)
+    "cancelled": (lambda rid: ["claim", "--id", rid], "bob"),
     "delivery_unknown": (lambda rid: ["cancel", rid], "alice"),
 }
 

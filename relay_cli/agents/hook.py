@@ -542,7 +542,7 @@ def _request_lines(rows, total: str, now: int) -> list[str]:
         more = (
             str(int(total) - MAX_LISTED) if total.isdigit() else f"{COUNT_CAP - MAX_LISTED} or more"
         )
-        out.append(f"- and {more} more (`relay inbox` lists them all)")
+        out.append(f"- and {more} more (`relay inbox --all` lists them all)")
     return out
 
 

@@ -305,20 +305,34 @@ def _register_hook_commands() -> None:
     epilog=examples(
         "relay notices",
         "relay notices --json",
+        "relay notices --again   # the last ones told, when that answer was lost",
     )
 )
 def notices(
-    as_: AsOpt = None, session: SessionOpt = None, json_: JsonOpt = False, home: HomeOpt = None
+    again: Annotated[
+        bool,
+        typer.Option(
+            "--again",
+            help="Show again the notices I was last told of (by notices or my prompt "
+            "hook), when that answer was lost. Marks nothing.",
+        ),
+    ] = False,
+    as_: AsOpt = None,
+    session: SessionOpt = None,
+    json_: JsonOpt = False,
+    home: HomeOpt = None,
 ) -> int:
     """Requests I sent that became final since I last asked, each once.
 
     No bodies (`relay show ID` has them).
     Reading them marks them seen, so this counts as a write: it renews my session's lease
-    and is refused for a superseded or lapsed session.
+    and is refused for a superseded or lapsed session. When an answer was lost, `relay
+    notices --again` shows the last ones told again.
     """
     env = Env(json_, home, as_, session)
     with env.unit() as now:
-        found = notices_lib.take(env.store, now, env.caller())
+        take = notices_lib.again if again else notices_lib.take
+        found = take(env.store, now, env.caller())
     if env.json:
         env.out.json(notices_lib.notices_object(found))
         return 0
@@ -343,7 +357,7 @@ def notices(
             ]
             for n in found
         ],
-        empty="no new notices",
+        empty="no notices were told yet" if again else "no new notices",
     )
     states = {n["state"] for n in found}
     if "completed" in states:

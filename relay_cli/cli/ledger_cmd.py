@@ -169,6 +169,18 @@ def _unknown_text(obj: dict) -> str:
     )
 
 
+# Of output that is mostly not text (binary), a person sees at most this many characters
+# of its escaped form, the last ones; `ledger show KEY --json` has all that was kept.
+SHOWN_BINARY_CHARS = 2048
+
+
+def _mostly_binary(text: str) -> bool:
+    """More than a tenth of ``text`` is control characters (but newline, tab and carriage
+    return) or bytes that were not UTF-8 (U+FFFD): escaped, each would take 4 columns."""
+    odd = sum(1 for c in text if (c < " " and c not in "\n\t\r") or c in "\x7f\ufffd")
+    return odd * 10 > len(text)
+
+
 def _render_entry(out: Output, obj: dict, now: int, output: bool = False) -> None:
     out.fields(_entry_fields(obj, now))
     if not output or obj.get("output_pruned"):
@@ -179,13 +191,22 @@ def _render_entry(out: Output, obj: dict, now: int, output: bool = False) -> Non
         if total is None:
             continue
         kept = (
-            f"last {len(text.encode())} of {total} bytes"
+            f"last {min(total, TAIL_BYTES)} of {total} bytes"
             if obj.get(f"{name}_truncated")
             else f"{total} bytes"
         )
         out.line(f"--- {name} ({kept}) ---")
         if text:
-            out.line(inert(text.rstrip("\n")))
+            shown = inert(text.rstrip("\n"))
+            if _mostly_binary(text) and len(shown) > SHOWN_BINARY_CHARS:
+                cut = len(shown) - SHOWN_BINARY_CHARS
+                out.para(
+                    f"(binary output: the first {cut} of the {len(shown)} characters of "
+                    f"its escaped form are cut; `relay ledger show {shlex.quote(obj['key'])} "
+                    "--json` has what was kept)"
+                )
+                shown = shown[cut:]
+            out.line(shown)
         out.line(f"--- end of {name} ---")
 
 

@@ -434,25 +434,39 @@ def cancel(
     request_id = lifecycle.validate_ref(id_)
     with env.unit() as now:
         obj = lifecycle.cancel(env.store, now, env.caller(), request_id)
-    return _emit(env, obj, render_request)
+    return _emit(env, obj, render_request, ("duplicate",))
 
 
 @app.command(
     epilog=examples(
         "relay inbox",
-        "relay inbox --json",
+        "relay inbox --limit 10 --json",
     )
 )
 def inbox(
+    limit: Annotated[
+        int,
+        typer.Option(
+            "--limit",
+            metavar="N",
+            click_type=WholeNumber("--limit", 1, 1_000_000_000),
+            help="At most N rows, the oldest first (1-1000000000).",
+        ),
+    ] = 50,
+    all_: Annotated[bool, typer.Option("--all", help="No limit.")] = False,
     as_: AsOpt = None,
     session: SessionOpt = None,
     json_: JsonOpt = False,
     home: HomeOpt = None,
 ) -> int:
-    """Queued requests for me: id, from, age, size. No bodies (`claim` takes one)."""
+    """Queued requests for me, the oldest first: id, from, age, size.
+
+    No bodies (`claim` takes one). 50 by default; how many more are queued is said
+    (with --json: has_more and more).
+    """
     env = Env(json_, home, as_, session)
     with env.unit(write=False) as now:
-        result = lifecycle.inbox(env.store, env.caller())
+        result = lifecycle.inbox(env.store, env.caller(), None if all_ else limit)
     if env.json:
         env.out.json(result)
         return 0
@@ -472,6 +486,8 @@ def inbox(
         empty="nothing queued for you",
         tsv=True,
     )
+    if result["has_more"]:
+        out.para(f"({result['more']} more queued: raise --limit above {limit} or pass --all)")
     return 0
 
 
@@ -683,7 +699,8 @@ def fail(
     env = Env(json_, home, as_, session)
     request_id = lifecycle.validate_ref(id_)
     detail = lifecycle.validate_text(reason, "--reason")
-    return _emit(env, _act(env, lifecycle.fail, request_id, detail), render_request)
+    obj = _act(env, lifecycle.fail, request_id, detail)
+    return _emit(env, obj, render_request, ("duplicate",))
 
 
 @app.command(
@@ -706,7 +723,8 @@ def reject(
     env = Env(json_, home, as_, session)
     request_id = lifecycle.validate_ref(id_)
     detail = lifecycle.validate_text(reason, "--reason")
-    return _emit(env, _act(env, lifecycle.reject, request_id, detail), render_request)
+    obj = _act(env, lifecycle.reject, request_id, detail)
+    return _emit(env, obj, render_request, ("duplicate",))
 
 
 @app.command(

@@ -32,17 +32,15 @@ from .limits import (  # noqa: F401 (clock.TTL etc. are the names the options us
 )
 
 OFFSET_VAR = "RELAY_TIME_OFFSET"
+_SECONDS = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?", re.ASCII)
 
 
 def parse_offset(raw: str) -> float:
     """``RELAY_TIME_OFFSET`` as written -> seconds (0 when empty), or invalid_duration."""
-    raw = raw.strip()
     if not raw:
         return 0.0
-    try:
-        value = float(raw)
-    except ValueError:
-        value = math.nan
+    # the whole value in ASCII: float() would also take " 5", "1_0" and "٣٠"
+    value = float(raw) if _SECONDS.fullmatch(raw) else math.nan
     if not math.isfinite(value) or abs(value) > MAX_OFFSET_S:
         raise RelayError(
             "invalid_duration",

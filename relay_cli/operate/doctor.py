@@ -136,7 +136,8 @@ class Scope:
         that elsewhere, or else read from $RELAY_DATABASE_URL."""
         from ..store.url import password_of, redact
 
-        if password_of(self.url) is None:
+        # a mistyped URL may hold a password libpq reads otherwise ("u:12/34@h")
+        if password_of(self.url) is None and redact(self.url) == self.url:
             return shlex.quote(self.url)
         if _password_elsewhere(self.url):  # libpq finds it in PGPASSWORD or ~/.pgpass
             return shlex.quote(redact(self.url))

@@ -217,17 +217,12 @@ def queue_cap() -> int:
 
 def _env_limit(name: str, default: int) -> int:
     raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
+    if not raw:  # unset or empty: the default
         return default
-    try:
-        if not re.fullmatch(r"[0-9]{1,9}", raw.strip(" "), re.ASCII):
-            raise ValueError
-        value = int(raw)
-    except ValueError:
-        raise RelayError(
-            "usage_error", f"{name} must be a whole number >= 0, not {raw!r}"
-        ) from None
-    return value
+    # the whole value, ASCII digits only: no sign, space or newline (design.md §4)
+    if not re.fullmatch(r"[0-9]{1,9}", raw, re.ASCII):
+        raise RelayError("usage_error", f"{name} must be a whole number >= 0, not {raw!r}")
+    return int(raw)
 
 
 def fingerprint(values: list) -> str:
@@ -663,8 +658,18 @@ def list_requests(
     return {"requests": [request_object(r) for r in rows], "has_more": has_more}
 
 
-def inbox(store: Store, caller: Caller) -> dict:
-    return {"requests": [request_object(r) for r in store.queued_for(caller.name)]}
+def inbox(store: Store, caller: Caller, limit: int | None = None) -> dict:
+    """The oldest ``limit`` requests queued for ``caller`` (no bodies), ``has_more``, and
+    ``more``: how many more are queued (design.md §6)."""
+    rows = store.queued_for(caller.name, None if limit is None else limit + 1)
+    has_more = limit is not None and len(rows) > limit
+    rows = rows[:limit] if limit is not None else rows
+    more = store.count_queued_for(caller.name) - len(rows) if has_more else 0
+    return {
+        "requests": [request_object(r) for r in rows],
+        "has_more": has_more,
+        "more": max(more, 1) if has_more else 0,
+    }
 
 
 # ------------------------------------------------------------------ acting on requests
@@ -1015,28 +1020,51 @@ def reply(store: Store, now: int, caller: Caller, request_id: str, text: str) ->
     return {**request_object(new, reply=True), "duplicate": False}
 
 
-def fail(store: Store, now: int, caller: Caller, request_id: str, reason: str) -> dict:
-    row = _owned_by_claimer(store, caller, request_id)
-    new = apply(store, row, "fail", actor=caller.name, at=now, detail=reason, set_detail=True)
+# A final transition asked again by the same caller, after its answer was lost, is
+# answered from what is stored (design.md §6): the state and reason it led to, and for
+# fail and reject the same reason text. Anything else stays state_conflict.
+_DONE_BY = {
+    "fail": ("failed", "failed_by_recipient"),
+    "reject": ("rejected", "rejected_by_recipient"),
+    "cancel": ("cancelled", "cancelled_by_sender"),
+}
+
+
+def _already(row, event: str, detail: str | None = None) -> bool:
+    return (row["state"], row["reason"]) == _DONE_BY[event] and (
+        detail is None or row["detail"] == detail
+    )
+
+
+def _finish(store: Store, now: int, caller: Caller, row, event: str, detail=None) -> dict:
+    if _already(row, event, detail):
+        renew(store, caller, now)
+        return {**request_object(row), "duplicate": True}
+    set_detail = detail is not None
+    new = apply(store, row, event, actor=caller.name, at=now, detail=detail, set_detail=set_detail)
     renew(store, caller, now)
-    return request_object(new)
+    return {**request_object(new), "duplicate": False}
+
+
+def fail(store: Store, now: int, caller: Caller, request_id: str, reason: str) -> dict:
+    """`relay fail`; the same fail with the same reason again is ``duplicate: true``."""
+    row = _owned_by_claimer(store, caller, request_id)
+    return _finish(store, now, caller, row, "fail", reason)
 
 
 def reject(store: Store, now: int, caller: Caller, request_id: str, reason: str) -> dict:
+    """`relay reject`; the same reject with the same reason again is ``duplicate: true``."""
     row = _owned_by_claimer(store, caller, request_id)
-    new = apply(store, row, "reject", actor=caller.name, at=now, detail=reason, set_detail=True)
-    renew(store, caller, now)
-    return request_object(new)
+    return _finish(store, now, caller, row, "reject", reason)
 
 
 def cancel(store: Store, now: int, caller: Caller, request_id: str) -> dict:
+    """`relay cancel` by the sender; a cancel again is ``duplicate: true``."""
     row = get(store, request_id)
     require_live(store, caller)
     if row["from_peer"] != caller.name:
         raise RelayError("not_owner", f"only the sender {row['from_peer']!r} may cancel")
-    new = apply(store, row, "cancel", actor=caller.name, at=now)
-    renew(store, caller, now)
-    return request_object(new)
+    return _finish(store, now, caller, row, "cancel")
 
 
 RESOLVE_OUTCOMES = ("completed", "failed", "requeue")

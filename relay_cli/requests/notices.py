@@ -2,7 +2,8 @@
 
 Reading the notices marks them seen (``requests.notified_at``), so this is a write
 command: it runs in a write transaction, refuses a superseded or lapsed session like any
-other change, and renews the caller's lease when it succeeds.
+other change, and renews the caller's lease when it succeeds. The last ones told are
+told again by `notices --again`, for a call whose answer was lost.
 """
 
 from __future__ import annotations
@@ -33,6 +34,18 @@ def take(store: Store, now: int, caller: Caller) -> list[dict]:
     require_live(store, caller)
     rows = store.unnotified_finished(caller.name)
     store.mark_notified([r["id"] for r in rows], now)
+    renew(store, caller, now)
+    return [notice_object(r) for r in rows]
+
+
+def again(store: Store, now: int, caller: Caller) -> list[dict]:
+    """`relay notices --again`: the notices ``caller`` was last told of (by `notices` or
+    the prompt hook, design.md §12), again, oldest first; marks nothing.
+
+    For a call whose answer was lost: nothing is told twice by the plain command.
+    """
+    require_live(store, caller)
+    rows = store.last_notified(caller.name)
     renew(store, caller, now)
     return [notice_object(r) for r in rows]
 

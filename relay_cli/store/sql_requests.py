@@ -96,10 +96,21 @@ class RequestsSQL:
         )
 
     def queued_for(self, to_peer: str, limit: int | None = None) -> list[Row]:
+        """The oldest ``limit`` queued requests of a peer, without text or reply."""
+        cols = ", ".join(REQUEST_LISTED)
         return self.db.all(
-            "SELECT * FROM requests WHERE to_peer = ? AND state = 'queued' "
+            f"SELECT {cols} FROM requests WHERE to_peer = ? AND state = 'queued' "
             "ORDER BY created_at, rowid" + ("" if limit is None else " LIMIT ?"),
             (to_peer,) if limit is None else (to_peer, limit),
+        )
+
+    def count_queued_for(self, to_peer: str) -> int:
+        return int(
+            self.db.scalar(
+                "SELECT count(*) FROM requests WHERE to_peer = ? AND state = 'queued'",
+                (to_peer,),
+            )
+            or 0
         )
 
     def in_flight_of_session(self, session_id: str) -> list[Row]:
@@ -200,6 +211,15 @@ class RequestsSQL:
             "SELECT * FROM requests WHERE from_peer = ? AND notified_at IS NULL "
             "AND finished_at IS NOT NULL ORDER BY finished_at, rowid",
             (from_peer,),
+        )
+
+    def last_notified(self, from_peer: str) -> list[Row]:
+        """The requests a peer was last told of: those marked seen at the latest time."""
+        return self.db.all(
+            "SELECT * FROM requests WHERE from_peer = ? AND notified_at = "
+            "(SELECT max(notified_at) FROM requests WHERE from_peer = ?) "
+            "ORDER BY finished_at, rowid",
+            (from_peer, from_peer),
         )
 
     def mark_notified(self, request_ids: list[str], now: int) -> None:

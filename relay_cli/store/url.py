@@ -23,6 +23,8 @@ SCHEMES = ("postgresql", "postgres")
 INSTALL = "pip install 'relay-cli[postgres]'"
 # libpq's connection options that hold a secret
 SECRET_KEYS = ("password", "sslpassword")
+# libpq's options whose value may hold a plain '@' (a user "me@corp")
+_NAMING_KEYS = ("user", "dbname", "application_name", "fallback_application_name", "options")
 _SCHEME = r"[A-Za-z][A-Za-z0-9+.-]{0,30}"  # compiled at first use (re caches it)
 
 
@@ -76,18 +78,8 @@ def _secret_spans(url: str, cautious: bool) -> list[tuple[int, int, int]]:
         at = p
         colon = url.find(":", start, at)
         if colon >= 0:
-            end = at
-            if cautious:  # "u:p@ss@host": libpq takes "p"; the person meant "p@ss"
-                stop = len(url)
-                for ch in "/?":
-                    k = url.find(ch, at + 1)
-                    if k >= 0:
-                        stop = min(stop, k)
-                end = max(at, url.rfind("@", at, stop))
-            spans.append((colon, end, colon + 1))
-            host_start = end + 1 if end != at else at + 1
-        else:
-            host_start = at + 1
+            spans.append((colon, at, colon + 1))
+        host_start = at + 1
     # hosts and ports: "h1:p1,h2:p2" (an IPv6 address in brackets)
     p = host_start
     prev = ""
@@ -126,8 +118,9 @@ def _secret_spans(url: str, cautious: bool) -> list[tuple[int, int, int]]:
             p += 1
         prev = url[p] if p < n else ""
     if prev != "?":
-        return spans
+        return _with_mistyped_userinfo(url, start, spans, cautious, n)
     # the query: keyword=value pairs separated by '&', both percent-decoded
+    query = p
     pos = p + 1
     pieces = url[pos:].split("&")
     i = 0
@@ -149,6 +142,45 @@ def _secret_spans(url: str, cautious: bool) -> list[tuple[int, int, int]]:
         first = False
         pos = end + 1
         i += 1
+    return _with_mistyped_userinfo(url, start, spans, cautious, query)
+
+
+def _with_mistyped_userinfo(
+    url: str, start: int, spans: list[tuple[int, int, int]], cautious: bool, query: int
+) -> list[tuple[int, int, int]]:
+    """``spans`` and, with ``cautious``, what a person may have meant as the password
+    of ``user:password@`` when it holds an unencoded '@', '/' or '?'.
+
+    libpq ends the user information at the first '@' or '/' (``u:Xk9@Lm2/Qr7@host``
+    is the password "Xk9", the host "Lm2" and the database "Qr7@host"), so what the
+    person meant runs from the first ':' to the last '@' of the URL: any '@' but one
+    inside a password libpq itself finds (``?password=x@y``) or in the value of a
+    parameter that names someone or something (``?user=me@corp``, from ``query``, the
+    index of libpq's '?'). Such a URL is refused or misrouted by libpq, so hiding more
+    of it costs nothing.
+    """
+    if not cautious:
+        return spans
+    last_at = -1
+    for k in range(len(url) - 1, start - 1, -1):
+        if url[k] != "@" or any(v <= k < e for _, e, v in spans):
+            continue
+        if k > query:
+            piece_start = url.rfind("&", query, k) + 1 or query + 1
+            key, eq, _ = url[max(piece_start, query + 1) : k].partition("=")
+            if eq and unquote(key) in _NAMING_KEYS:
+                continue
+        last_at = k
+        break
+    if last_at < 0:
+        return spans
+    p = start
+    if url.startswith("[", start):  # an IPv6 host: its ':' are no password
+        close = url.find("]", start, last_at)
+        p = close + 1 if close >= 0 else start
+    colon = url.find(":", p, last_at)
+    if colon >= 0:
+        spans.append((colon, last_at, colon + 1))
     return spans
 
 
@@ -158,7 +190,8 @@ def _cut(url: str, cautious: bool) -> str:
         return url
     out, last = [], 0
     for s, e, _ in sorted(spans):
-        if s < last:
+        if s < last:  # overlapping spans (a mistyped URL) are cut as one
+            last = max(last, e)
             continue
         out.append(url[last:s])
         last = e
