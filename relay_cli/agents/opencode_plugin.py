@@ -14,7 +14,7 @@ opencode 1.18.33 defines (``@opencode-ai/plugin``'s ``PluginModule``: a default 
   ends): Stop; a block becomes a ``noReply`` message, which makes the loop go on;
 - the ``session.idle`` bus event: relay's wake waiter ``relay hook opencode --wake``; its
   exit 2 note goes into the session with ``client.session.promptAsync`` (in-process: no
-  port is opened for it).
+  port is opened for it); that note's own ``chat.message`` runs no relay process.
 
 opencode has no session-end event (checked with 1.18.33): `relay run` leaves for it. The
 plugin does nothing unless RELAY_PEER or RELAY_SESSION is set. The marker line lets
@@ -123,11 +123,9 @@ const Relay = async (input) => {{
         .map((p) => p.text).join("\\n")
       const doc = {{ hook_event_name: "UserPromptSubmit", session_id: sid, prompt, cwd,
         opencode_event: "chat.message" }}
-      if (state.notes.delete(prompt)) {{
-        // relay's own wake note, which names the requests itself: the turn starts at once
-        // and relay hears of it in the background (the ids it names reached the model).
-        hook(doc)
-      }} else {{
+      // relay's own wake note names the requests itself (the waiter marked them named):
+      // its turn starts at once, with no relay process beside it
+      if (!state.notes.delete(prompt)) {{
         const t = context(await hook(doc))
         if (t) texts.push(t)
       }}

@@ -9,8 +9,8 @@ claims them, never text from a peer.
 - Claude Code runs it as an ``asyncRewake`` hook: exit 2 wakes the model, with the note on
   stderr (the channel of a Claude Code blocking exit).
 - opencode: relay's plugin runs it while a session is idle (``session.idle``); it exits 2
-  with the note on stderr, and the plugin submits the note with ``promptAsync``, so it
-  arrives as a user turn (its ids stay pending until that turn is seen).
+  with the note on stderr (the ids named, as for Claude Code), and the plugin submits the
+  note in-process with ``promptAsync``, so it arrives as a user turn.
 - Codex runs it as an ``async`` hook; the waiter wakes the session with
   ``codex queue --thread <session_id> --message <note>``, which arrives as a user turn, so
   the note says it comes from relay and not from the user; with ``--remote`` to the peer's
@@ -60,8 +60,7 @@ MAX_NAMED_IDS = 10
 
 WAKE_EXIT = 2  # Claude Code's asyncRewake: exit 2 wakes the model
 # Wake kinds whose note arrives as a user turn (`codex queue`; opencode's plugin submits
-# it with promptAsync): the note says it is not the user's, and its ids stay pending until
-# a turn that carries it is seen.
+# it with promptAsync): the note says it is not the user's.
 AS_USER_TURN = ("queue", "plugin")
 
 _END = "end"
@@ -183,7 +182,7 @@ def _check(store: Store, session_id: str, peer: str, me, runtime: str):
     background hook), else pending (`codex queue`): they count as named once a turn that
     carries the note is seen, so a note the runtime drops (`codex exec` aborts the queued
     turn) never hides them from the Stop block."""
-    queued_note = BY_NAME[runtime].wake in AS_USER_TURN
+    queued_note = BY_NAME[runtime].wake == "queue"
     with due.unit(store, write=False) as now:
         if not _still_mine(store, session_id, me, now):
             return _END
