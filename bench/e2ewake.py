@@ -1,5 +1,5 @@
 """Wake latency inside the real runtimes (design.md §12; docs/e2e.md): send -> the next
-model request, per runtime (Claude Code TUI, Codex TUI), over >= 10 wakes.
+model request, per runtime (Claude Code TUI, Codex TUI, opencode TUI), over >= 10 wakes.
 
 Each runtime runs as in the end-to-end harness (``e2e/``): the pinned version, relay's hooks
 installed (Codex with ``--wake``), a scripted model on 127.0.0.1 in a loopback-only network
@@ -85,7 +85,7 @@ def one_runtime(runtime: str, wakes: int, log=print, jitter: float = 0.0) -> dic
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m bench e2ewake", description=__doc__)
     p.add_argument("--wakes", type=int, default=10)
-    p.add_argument("--runtime", action="append", choices=["claude", "codex"])
+    p.add_argument("--runtime", action="append", choices=["claude", "codex", "opencode"])
     p.add_argument(
         "--jitter", type=float, default=0.0, help="wait a random 0..JITTER s more before each send"
     )
@@ -101,7 +101,7 @@ def main(argv: list[str]) -> int:
     print_machine()
     rows = [
         one_runtime(rt, args.wakes, jitter=args.jitter)
-        for rt in args.runtime or ["claude", "codex"]
+        for rt in args.runtime or ["claude", "codex", "opencode"]
     ]
     print("\nsend (commit) -> next model request, idle TUI woken by relay's waiter:")
     print(

@@ -28,6 +28,12 @@ SCHEMAS = {
         "AfterAgent": "AfterAgent.input",
         "SessionEnd": "SessionEnd.input",
     },
+    # what relay's plugin sends (relay_cli/agents/opencode_plugin.py)
+    "opencode": {
+        "SessionStart": "SessionStart.input",
+        "UserPromptSubmit": "UserPromptSubmit.input",
+        "Stop": "Stop.input",
+    },
     "copilot": {
         "SessionStart": "SessionStart.input",
         "UserPromptSubmit": "UserPromptSubmit.input",

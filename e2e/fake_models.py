@@ -1,12 +1,15 @@
 """Scripted model servers for relay's end-to-end harness (docs/e2e.md, design.md §12).
 
-Three wire formats on 127.0.0.1, one script ("brain") behind them:
+Four wire formats on 127.0.0.1, one script ("brain") behind them:
 
 - Anthropic Messages: ``POST /v1/messages`` (streaming SSE; plain JSON when not streaming),
   ``POST /v1/messages/count_tokens``.
 - OpenAI Responses: ``POST /v1/responses`` (SSE; a ``function_call`` for the shell tool).
 - Gemini: ``POST /v1beta/models/MODEL:streamGenerateContent?alt=sse`` (SSE),
   ``…:generateContent`` and ``…:countTokens``.
+- OpenAI Chat Completions: ``POST /v1/chat/completions`` (SSE chunks ending ``[DONE]``, or
+  plain JSON when not streaming; ``tool_calls`` for a ``bash`` function tool), the wire of
+  opencode's ``@ai-sdk/openai-compatible`` provider.
 
 The brain reads the conversation, normalised to a list of turns, and decides one step:
 
@@ -416,6 +419,91 @@ def gemini_answer(body: dict, n: int, stream: bool, step) -> tuple[str, list[byt
     return "sse", [_sse(None, doc)]
 
 
+# ---------------------------------------------------------------- OpenAI Chat Completions
+
+
+def chat_turns(body: dict) -> list[tuple]:
+    turns = []
+    for msg in body.get("messages") or []:
+        role = msg.get("role")
+        if role == "system":
+            continue
+        if role == "assistant":
+            if msg.get("content"):
+                turns.append(("model", _text_of(msg.get("content"))))
+            for call in msg.get("tool_calls") or []:
+                turns.append(("call", _command_of(call.get("function") or {})))
+        elif role == "tool":
+            turns.append(("result", _text_of(msg.get("content"))))
+        else:
+            turns.append(("user", _text_of(msg.get("content"))))
+    return turns
+
+
+def _chat_tools(body: dict) -> dict:
+    return {
+        (t.get("function") or {}).get("name"): t.get("function") or {}
+        for t in body.get("tools") or []
+    }
+
+
+def chat_step(body: dict) -> tuple[str, str]:
+    return decide(chat_turns(body)) if "bash" in _chat_tools(body) else ("text", FINAL)
+
+
+def _chat_args(fn: dict, cmd: str) -> dict:
+    """The bash tool's arguments: the command, and a value for every other required one."""
+    params = fn.get("parameters") or {}
+    args = {}
+    for name in params.get("required") or ["command"]:
+        kind = ((params.get("properties") or {}).get(name) or {}).get("type")
+        if name == "command":
+            args[name] = cmd
+        elif kind in ("number", "integer"):
+            args[name] = 60000
+        elif kind == "boolean":
+            args[name] = False
+        else:
+            args[name] = "relay"
+    args.setdefault("command", cmd)
+    return args
+
+
+def chat_answer(body: dict, n: int, step) -> tuple[str, list[bytes] | dict]:
+    model = body.get("model", "fake-model")
+    head = {"id": f"chatcmpl-e2e-{n}", "created": int(time.time()), "model": model}
+    usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+    if step[0] == "shell":
+        fn = _chat_tools(body).get("bash") or {}
+        call = {
+            "id": f"call_e2e_{n}",
+            "type": "function",
+            "function": {"name": "bash", "arguments": json.dumps(_chat_args(fn, step[1]))},
+        }
+        message = {"role": "assistant", "content": None, "tool_calls": [call]}
+        delta = {"role": "assistant", "tool_calls": [dict(call, index=0)]}
+        finish = "tool_calls"
+    else:
+        message = {"role": "assistant", "content": step[1]}
+        delta = {"role": "assistant", "content": step[1]}
+        finish = "stop"
+    if not body.get("stream"):
+        return "json", dict(
+            head,
+            object="chat.completion",
+            choices=[{"index": 0, "message": message, "finish_reason": finish}],
+            usage=usage,
+        )
+    chunk = dict(head, object="chat.completion.chunk")
+    events = [
+        _sse(None, dict(chunk, choices=[{"index": 0, "delta": delta, "finish_reason": None}])),
+        _sse(None, dict(chunk, choices=[{"index": 0, "delta": {}, "finish_reason": finish}])),
+        _sse(None, dict(chunk, choices=[], usage=usage)),
+        b"data: [DONE]\n\n",
+    ]
+    return "sse", events
+
+
 # ---------------------------------------------------------------- the server
 
 
@@ -462,6 +550,10 @@ class _Handler(BaseHTTPRequestHandler):
             step = responses_step(body)
             srv.log.add("turn" if body.get("tools") else "other", path, body, step)
             kind, payload = responses_answer(body, n, step)
+        elif path.startswith("/v1/chat/completions") or path.endswith("/chat/completions"):
+            step = chat_step(body)
+            srv.log.add("turn" if "bash" in _chat_tools(body) else "other", path, body, step)
+            kind, payload = chat_answer(body, n, step)
         elif ":streamGenerateContent" in path or ":generateContent" in path:
             decls = [
                 d.get("name")
@@ -501,7 +593,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class FakeModel(ThreadingHTTPServer):
-    """One scripted model server on 127.0.0.1 (any free port); serves all three formats."""
+    """One scripted model server on 127.0.0.1 (any free port); serves all four formats."""
 
     daemon_threads = True
 

@@ -26,7 +26,7 @@ from .fake_models import FakeModel
 
 E2E = Path(__file__).resolve().parent
 ROOT = E2E.parent
-RUNTIMES = ("claude", "codex", "gemini", "copilot")
+RUNTIMES = ("claude", "codex", "gemini", "opencode", "copilot")
 DUMMY = {
     "ANTHROPIC_API_KEY": "sk-ant-e2e-dummy-key-0000000000000000",
     "OPENAI_API_KEY": "sk-e2e-dummy-key-0000000000000000",
@@ -141,6 +141,10 @@ def programs(mods: Path) -> dict[str, list[str]]:
     gemini = mods / "@google/gemini-cli/bundle/gemini.js"
     if gemini.exists():
         out["gemini"] = [shutil.which("node") or "node", str(gemini)]
+    # opencode's platform binary (npm blocks the wrapper's postinstall; it is not needed)
+    opencode = mods / "opencode-linux-x64/bin/opencode"
+    if opencode.exists():
+        out["opencode"] = [str(opencode)]
     # GitHub Copilot CLI: the platform package's single executable (the loader in
     # @github/copilot only finds and starts it)
     copilot = mods / "@github/copilot-linux-x64/copilot"
@@ -154,6 +158,7 @@ def versions(mods: Path) -> dict[str, str]:
         "claude": "@anthropic-ai/claude-code",
         "codex": "@openai/codex",
         "gemini": "@google/gemini-cli",
+        "opencode": "opencode-ai",
         "copilot": "@github/copilot",
     }
     out = {}
@@ -216,6 +221,16 @@ if [ "$1" = hook ]; then
 fi
 exec "{relay}" "$@"
 """
+
+
+# where `relay hook install RUNTIME` writes, under HOME
+SETTINGS = {
+    "claude": ".claude/settings.json",
+    "codex": ".codex/hooks.json",
+    "gemini": ".gemini/settings.json",
+    "opencode": ".config/opencode/plugins/relay.js",
+    "copilot": ".copilot/hooks/relay.json",
+}
 
 
 class Sandbox:
@@ -289,6 +304,11 @@ class Sandbox:
             "NO_UPDATE_NOTIFIER": "1",
             # Codex
             "CODEX_HOME": str(self.home / ".codex"),
+            # opencode (its config: configure())
+            "OPENCODE_DISABLE_AUTOUPDATE": "1",
+            "OPENCODE_DISABLE_MODELS_FETCH": "1",
+            "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+            "OPENCODE_DISABLE_SHARE": "1",
             # GitHub Copilot CLI: bring-your-own-key against the scripted model, no sign-in
             # and no network (`copilot help environment`); its executable unpacks itself
             # once (235 MB) into COPILOT_CACHE_HOME, shared by every sandbox of this lock
@@ -355,6 +375,38 @@ class Sandbox:
         doc.setdefault("telemetry", {})["enabled"] = False
         settings.write_text(json.dumps(doc, indent=2))
         (gem / "trustedFolders.json").write_text(json.dumps({str(self.work): "TRUST_FOLDER"}))
+        # opencode: a custom OpenAI-compatible provider (bundled in the binary) pointed at
+        # the fake model, and an .npmrc with offline=true next to the config: at every
+        # start opencode npm-installs @opencode-ai/plugin into its config directory, which
+        # offline stalls the start for about a minute without it
+        oc = self.home / ".config" / "opencode"
+        oc.mkdir(parents=True, exist_ok=True)
+        (oc / "opencode.json").write_text(
+            json.dumps(
+                {
+                    "autoupdate": False,
+                    "share": "disabled",
+                    "model": "fake/fake-model",
+                    "permission": {"bash": "allow", "edit": "allow", "external_directory": "allow"},
+                    "provider": {
+                        "fake": {
+                            "npm": "@ai-sdk/openai-compatible",
+                            "name": "Fake",
+                            "options": {"baseURL": f"{self.model.url}/v1", "apiKey": "e2e-dummy"},
+                            "models": {
+                                "fake-model": {
+                                    "name": "Fake model",
+                                    "tool_call": True,
+                                    "limit": {"context": 100000, "output": 4096},
+                                }
+                            },
+                        }
+                    },
+                },
+                indent=2,
+            )
+        )
+        (oc / ".npmrc").write_text("offline=true\nfetch-retries=0\n")
         cop = self.home / ".copilot"
         cop.mkdir(exist_ok=True)
         (cop / "config.json").write_text(json.dumps({"trustedFolders": [str(self.work)]}))
@@ -398,14 +450,9 @@ class Sandbox:
             "/usr/local/bin:/usr/bin:/bin"
         )
         out = self.relay("hook", "install", runtime, *flags, env={"PATH": path}).stdout
-        settings = {
-            "claude": ".claude/settings.json",
-            "codex": ".codex/hooks.json",
-            "gemini": ".gemini/settings.json",
-            "copilot": ".copilot/hooks/relay.json",
-        }[runtime]
-        text = (self.home / settings).read_text()
-        assert '"relay hook' in text, f"install named relay by another path: {text[:400]}"
+        text = (self.home / SETTINGS[runtime]).read_text()
+        named = 'const RELAY = "relay"' if runtime == "opencode" else '"relay hook'
+        assert named in text, f"install named relay by another path: {text[:400]}"
         return out
 
     # -- runtimes
@@ -434,6 +481,10 @@ class Sandbox:
                 *extra,
                 prompt,
             ]
+        elif runtime == "opencode":
+            # after `--` the words are the message, joined with spaces; opencode wraps a
+            # word that holds a space in double quotes, so the prompt goes word by word
+            cmd = [*prog, "run", *extra, "--", *prompt.split(" ")]
         elif runtime == "copilot":
             cmd = [*prog, "-p", prompt, "--allow-all-tools", "--no-auto-update", *extra]
         else:

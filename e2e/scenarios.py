@@ -16,9 +16,15 @@ import statistics
 import subprocess
 import time
 
-from .harness import Sandbox
+from .harness import SETTINGS, Sandbox
 
-PEER = {"claude": "claude-1", "codex": "codex-1", "gemini": "gemini-1", "copilot": "copilot-1"}
+PEER = {
+    "claude": "claude-1",
+    "codex": "codex-1",
+    "gemini": "gemini-1",
+    "opencode": "opencode-1",
+    "copilot": "copilot-1",
+}
 CHECK = "Please check for relay work and finish it."
 
 
@@ -33,7 +39,7 @@ def _ctx(sb: Sandbox, runtime: str, variant: str = "") -> dict:
 
 def _run(sb: Sandbox, runtime: str, prompt: str, timeout: float = 60, **kw) -> dict:
     """The documented start: Claude Code names the peer (its hooks have an env file);
-    Codex and Gemini CLI run under `relay run` (design.md §12)."""
+    Codex, Gemini CLI and opencode run under `relay run` (design.md §12)."""
     if runtime == "claude":
         return sb.headless(
             "claude", prompt, env={"RELAY_PEER": PEER[runtime]}, timeout=timeout, **kw
@@ -165,15 +171,7 @@ def hook_cost(sb: Sandbox, runtime: str, variant: str = "", rounds: int = 3) -> 
     sb.configure()
     plain = "Say hello."
 
-    settings = (
-        sb.home
-        / {
-            "claude": ".claude/settings.json",
-            "codex": ".codex/hooks.json",
-            "gemini": ".gemini/settings.json",
-            "copilot": ".copilot/hooks/relay.json",
-        }[runtime]
-    )
+    settings = sb.home / SETTINGS[runtime]
     plain_settings = settings.read_text() if settings.exists() else None
     sb.install_hooks(runtime)
     hooked = settings.read_text()
@@ -326,6 +324,21 @@ def start_tui(sb: Sandbox, runtime: str, peer: str, model_turns_before: int = 0)
         tui = Tui(sb, peer, [*prog, "--dangerously-skip-permissions"], sb.env(RELAY_PEER=peer))
         if not _wait(lambda: _waiter_ready(sb, peer), 40, 0.3):
             raise AssertionError(f"Claude Code's waiter never ran; screen:\n{tui.screen()}")
+        return tui
+    if runtime == "opencode":
+        tui = Tui(
+            sb,
+            peer,
+            [str(sb.bin / "relay"), "run", "--as", peer, "--kind", runtime, "--", *prog],
+            sb.env(),
+        )
+        if not tui.wait_screen("Ask anything", 60):
+            raise AssertionError(f"opencode's TUI never became ready; screen:\n{tui.screen()}")
+        time.sleep(1)
+        # opencode's session (and so its waiter) starts at the first prompt
+        tui.type(f"I am {peer}. E2E-RUN: echo PEER=$RELAY_PEER")
+        if not _wait(lambda: _waiter_ready(sb, peer), 60, 0.3):
+            raise AssertionError(f"opencode's waiter never ran; screen:\n{tui.screen()}")
         return tui
     argv = [
         str(sb.bin / "relay"),
@@ -615,12 +628,15 @@ SCENARIOS = {
     # name: (function, runtimes or (runtime, variant) pairs)
     "queued_before_start": (
         queued_before_start,
-        ["claude", "codex", ("codex", "wake"), "gemini", "copilot"],
+        ["claude", "codex", ("codex", "wake"), "gemini", "opencode", "copilot"],
     ),
-    "arrives_mid_turn": (arrives_mid_turn, ["claude", "codex", "gemini", "copilot"]),
-    "hook_cost": (hook_cost, ["claude", "codex", "gemini", "copilot"]),
-    "session_end_leaves": (session_end_leaves, ["claude", "codex", "gemini", "copilot"]),
-    "tui_wake": (tui_wake, ["claude", "codex"]),
+    "arrives_mid_turn": (arrives_mid_turn, ["claude", "codex", "gemini", "opencode", "copilot"]),
+    "hook_cost": (hook_cost, ["claude", "codex", "gemini", "opencode", "copilot"]),
+    "session_end_leaves": (
+        session_end_leaves,
+        ["claude", "codex", "gemini", "opencode", "copilot"],
+    ),
+    "tui_wake": (tui_wake, ["claude", "codex", "opencode"]),
     "codex_two_peers": (codex_two_peers, ["codex"]),
     "copilot_tui_idle": (copilot_tui_idle, ["copilot"]),
     "copilot_project_hooks": (copilot_project_hooks, ["copilot"]),

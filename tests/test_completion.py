@@ -149,7 +149,7 @@ def test_choices_are_offered(relay, line, expected):
 @pytest.mark.one_backend
 def test_choices_are_shown_in_help(relay):
     assert (
-        "--kind <claude|codex|gemini|copilot|aider|human|script|other>"
+        "--kind <claude|codex|gemini|opencode|copilot|aider|human|script|other>"
         in relay("peers", "join", "--help").out
     )
     assert "--outcome <completed|failed|requeue>" in relay("resolve", "--help").out

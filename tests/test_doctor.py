@@ -397,6 +397,8 @@ def test_doctor_and_peers_list_agree_on_wakeup_for_every_kind(relay, wakeup):
     import json
     import subprocess
 
+    from relay_cli.agents import runtimes
+
     envs = {kind: relay.join(f"p-{kind}", "--kind", kind, "--lease", "1h") for kind in KINDS}
     procs = []
     try:
@@ -421,7 +423,7 @@ def test_doctor_and_peers_list_agree_on_wakeup_for_every_kind(relay, wakeup):
         for kind in KINDS:
             check = checks[f"wakeup:p-{kind}"]
             assert check["detail"].startswith(f"{wakeup}: ")
-            installable = kind in ("claude", "codex", "gemini", "copilot")
+            installable = kind in runtimes.NAMES
             needs_hook = installable and wakeup in ("polling", "not_configured")
             assert check["status"] == ("warn" if needs_hook else "ok"), check
             assert (check["fix"] == f"relay hook install {kind}") == needs_hook

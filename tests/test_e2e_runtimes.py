@@ -1,6 +1,6 @@
 """relay's hooks inside the real agent runtimes (design.md §12; docs/e2e.md).
 
-The harness (``python -m e2e``) runs the pinned Claude Code, Codex and Gemini CLI against
+The harness (``python -m e2e``) runs the pinned Claude Code, Codex, Gemini CLI and opencode against
 scripted model servers on 127.0.0.1, in a loopback-only network namespace, once for this
 module; each scenario on each runtime is one test here, asserting what the harness found
 (the model's request bodies, relay's tables, every hook event against the fixtures).
@@ -29,7 +29,9 @@ pytestmark = pytest.mark.one_backend  # the runtimes' hooks use the SQLite state
 ENABLED = os.environ.get("RELAY_E2E_TESTS") == "1"
 REQUIRED = os.environ.get("RELAY_REQUIRE_E2E") == "1"
 CASES = [scenarios.case_id(n, rt, v) for n, rt, v, _ in scenarios.cases()]
-VALIDATE = [f"hook_events_validate[{rt}]" for rt in ("claude", "codex", "gemini", "copilot")]
+VALIDATE = [
+    f"hook_events_validate[{rt}]" for rt in ("claude", "codex", "gemini", "opencode", "copilot")
+]
 
 
 def _missing_tools() -> list[str]:

@@ -1,4 +1,5 @@
-"""`relay guide [--for claude|codex|gemini|generic]`: the instructions an agent needs."""
+"""`relay guide [--for claude|codex|gemini|opencode|generic]`: the instructions an agent
+needs."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ MUST_SAY = [
 
 
 @pytest.mark.one_backend
-@pytest.mark.parametrize("audience", ["generic", "claude", "codex", "gemini"])
+@pytest.mark.parametrize("audience", ["generic", "claude", "codex", "gemini", "opencode"])
 def test_every_audience_gets_the_rules(relay, audience):
     r = relay("guide", "--for", audience)
     assert r.code == 0 and r.err == ""
@@ -39,7 +40,7 @@ def test_every_audience_gets_the_rules(relay, audience):
 
 
 @pytest.mark.one_backend
-@pytest.mark.parametrize("audience", ["generic", "claude", "codex", "gemini"])
+@pytest.mark.parametrize("audience", ["generic", "claude", "codex", "gemini", "opencode"])
 def test_every_guide_line_fits_80_columns(relay, audience):
     wide = [line for line in relay("guide", "--for", audience).out.splitlines() if len(line) > 80]
     assert wide == []
@@ -51,7 +52,7 @@ def test_default_is_generic(relay):
 
 
 @pytest.mark.one_backend
-@pytest.mark.parametrize("runtime", ["claude", "codex", "gemini"])
+@pytest.mark.parametrize("runtime", ["claude", "codex", "gemini", "opencode"])
 def test_each_runtime_guide_names_the_command_that_installs_its_hook(relay, runtime):
     text = relay("guide", "--for", runtime).out
     assert f"relay hook install {runtime}" in text
@@ -104,7 +105,7 @@ def test_guide_needs_no_state_directory(relay):
 
 @pytest.mark.one_backend
 def test_guide_text_stays_short_enough_to_paste(relay):
-    for audience in ("generic", "claude", "codex", "gemini"):
+    for audience in ("generic", "claude", "codex", "gemini", "opencode"):
         text = relay("guide", "--for", audience).out
         assert len(text) < 12000
         assert max(len(line) for line in text.splitlines()) <= 100

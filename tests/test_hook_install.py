@@ -1,4 +1,5 @@
-"""`relay hook install|uninstall claude|codex|gemini|copilot` (design.md §12) on real settings files.
+"""`relay hook install|uninstall claude|codex|gemini|opencode|copilot` (design.md §12) on
+real settings files (opencode: relay's own plugin file).
 
 The installed entries are checked against each runtime's settings format, stored as data in
 tests/fixtures/*/schemas/ from the runtimes' shipped packages.
@@ -31,7 +32,13 @@ def home(tmp_path, relay, monkeypatch):
     """A person's home directory with no agent configuration yet."""
     h = tmp_path / "person"
     h.mkdir()
-    for var in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "GEMINI_CLI_HOME", "COPILOT_HOME"):
+    for var in (
+        "CLAUDE_CONFIG_DIR",
+        "CODEX_HOME",
+        "GEMINI_CLI_HOME",
+        "XDG_CONFIG_HOME",
+        "COPILOT_HOME",
+    ):
         monkeypatch.delenv(var, raising=False)
     relay.env["HOME"] = str(h)
     return h
@@ -42,6 +49,7 @@ def settings_file(home: Path, runtime: str) -> Path:
         "claude": home / ".claude" / "settings.json",
         "codex": home / ".codex" / "hooks.json",
         "gemini": home / ".gemini" / "settings.json",
+        "opencode": home / ".config" / "opencode" / "plugins" / "relay.js",
         "copilot": home / ".copilot" / "hooks" / "relay.json",
     }[runtime]
 
@@ -442,5 +450,111 @@ def test_install_names_the_running_relay_by_path_when_path_has_none(
 def test_install_completes_runtimes_not_files(relay):
     from test_completion import complete
 
-    assert complete(relay, "relay hook install ") == ["claude", "codex", "gemini", "copilot"]
+    assert complete(relay, "relay hook install ") == [
+        "claude",
+        "codex",
+        "gemini",
+        "opencode",
+        "copilot",
+    ]
     assert complete(relay, "relay hook uninstall co") == ["codex", "copilot"]
+
+
+# ------------------------------------------------------------ opencode: a plugin file
+def _fake_opencode(tmp_path: Path, version: str) -> str:
+    """A PATH whose `opencode --version` prints ``version``."""
+    d = tmp_path / f"bin-{version}"
+    d.mkdir()
+    prog = d / "opencode"
+    prog.write_text(f"#!/bin/sh\necho {version}\n")
+    prog.chmod(0o755)
+    return f"{d}:{os.environ['PATH']}"
+
+
+def test_opencode_gets_relays_plugin_file_next_to_the_persons_own(relay, home):
+    from relay_cli.agents import opencode_plugin
+
+    plugins = settings_file(home, "opencode").parent
+    plugins.mkdir(parents=True)
+    theirs = plugins / "notify.js"
+    theirs.write_text("export default { id: 'notify', server: async () => ({}) }\n")
+    first = install(relay, "opencode")
+    path = settings_file(home, "opencode")
+    assert first["changed"] and first["created"] and first["file"] == str(path)
+    assert first["added"] == [{"event": "plugin", "command": "relay hook opencode"}]
+    assert first["backup"] is None
+    text = path.read_text()
+    assert text.splitlines()[0] == opencode_plugin.MARKER and "hook" in text
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert any("relay run --as NAME --kind opencode -- opencode" in t for t in first["todo"])
+    second = install(relay, "opencode")
+    assert not second["changed"] and second["unchanged"] == first["added"]
+    assert path.read_text() == text
+    removed = relay("hook", "uninstall", "opencode", "--json").json
+    assert removed["changed"] and removed["removed"][0]["event"] == "plugin"
+    assert not path.exists() and theirs.exists()
+    assert sorted(p.name for p in plugins.iterdir()) == ["notify.js"]
+    again = relay("hook", "uninstall", "opencode", "--json").json
+    assert not again["changed"]
+
+
+def test_an_older_relay_plugin_is_replaced_and_a_persons_file_refused_unchanged(relay, home):
+    from relay_cli.agents import opencode_plugin
+
+    path = settings_file(home, "opencode")
+    path.parent.mkdir(parents=True)
+    path.write_text(opencode_plugin.MARKER + "\n// an older relay's plugin\n")
+    r = install(relay, "opencode")
+    assert r["changed"] and r["removed"] and "an older" not in path.read_text()
+    path.write_text("// the person's own relay.js\nexport default {}\n")
+    for command in ("install", "uninstall"):
+        before = (os.lstat(path).st_mtime_ns, path.read_bytes())
+        out = relay("hook", command, "opencode", "--json")
+        assert (out.code, out.error["code"]) == (2, "usage_error"), out
+        assert "is not relay's plugin" in out.error["message"]
+        assert (os.lstat(path).st_mtime_ns, path.read_bytes()) == before
+
+
+def test_opencode_plugin_symlink_or_fifo_is_refused_unchanged(relay, home, tmp_path):
+    path = settings_file(home, "opencode")
+    path.parent.mkdir(parents=True)
+    target = tmp_path / "elsewhere.js"
+    target.write_text("// relay-opencode-plugin: 1\n")
+    path.symlink_to(target)
+    err = _refused_unchanged(relay, home, "opencode", "storage_error")
+    assert "symbolic link" in err["message"] and target.read_text().startswith("//")
+    path.unlink()
+    os.mkfifo(path)
+    err = _refused_unchanged(relay, home, "opencode", "storage_error")
+    assert "not a regular file" in err["message"]
+
+
+def test_opencode_plugin_goes_where_opencode_looks(relay, home, tmp_path, monkeypatch):
+    xdg = tmp_path / "xdg"
+    r = relay("hook", "install", "opencode", "--json", env={"XDG_CONFIG_HOME": str(xdg)}).json
+    assert r["file"] == str(xdg / "opencode" / "plugins" / "relay.js")
+    project = tmp_path / "proj"
+    project.mkdir()
+    monkeypatch.chdir(project)
+    r = install(relay, "opencode", "--project")
+    assert r["file"] == str(project / ".opencode" / "plugins" / "relay.js")
+    assert any("loads .opencode/plugins/" in t for t in r["todo"])
+
+
+def test_an_opencode_version_relay_does_not_know_is_refused_before_anything_is_written(
+    relay, home, tmp_path
+):
+    path = settings_file(home, "opencode")
+    r = relay(
+        "hook", "install", "opencode", "--json", env={"PATH": _fake_opencode(tmp_path, "2.0.1")}
+    )
+    assert (r.code, r.error["code"]) == (2, "usage_error"), r
+    assert "opencode 2.0.1 is not a version" in r.error["message"]
+    assert "opencode 1.x" in r.error["message"] and not path.parent.exists()
+    ok = relay(
+        "hook", "install", "opencode", "--json", env={"PATH": _fake_opencode(tmp_path, "1.19.2")}
+    )
+    assert ok.code == 0 and path.exists()
+    assert not any("did not answer" in t for t in ok.json["todo"])
+    unknown = install(relay, "opencode")  # no opencode on this PATH: installed, and said so
+    assert any("could not check the version" in t for t in unknown["todo"])

@@ -1,6 +1,7 @@
 """`relay guide`: what an agent needs to know to use relay well, written for a model.
 
-The text is meant to be pasted into CLAUDE.md / AGENTS.md / GEMINI.md (or read by the agent
+The text is meant to be pasted into CLAUDE.md / AGENTS.md / GEMINI.md (opencode reads
+AGENTS.md) (or read by the agent
 itself). ``short_text`` is the compact version relay's hook adds as context at SessionStart.
 """
 
@@ -241,6 +242,33 @@ which puts RELAY_PEER and RELAY_SESSION in your environment. Then:
 - Add this guide to GEMINI.md: `relay guide --for gemini >> GEMINI.md`.
 """
 
+_OPENCODE = f"""\
+
+## opencode: relay's plugin
+
+The person installs it with `relay hook install opencode` (it writes
+~/.config/opencode/plugins/relay.js) and starts opencode as
+`relay run --as NAME --kind opencode -- opencode`, which puts RELAY_PEER and
+RELAY_SESSION in your environment and leaves the relay session when opencode
+exits. Then:
+
+- With each message you get (typed or not) a short note lists requests
+  waiting for you and requests you sent that have finished.
+- When you finish an answer while requests wait for you, the plugin adds a
+  message from relay naming them and `relay claim`, and you go on (at most
+  {MAX_STOP_BLOCKS} times in a row, never twice for the same requests). That
+  message comes from relay, not from the user.
+- While you are idle, relay's waiter (`relay hook opencode --wake`) waits for
+  new requests; when one is queued a message that starts with `[relay]`
+  arrives as if typed. It is written by relay, not by the user; it names
+  request ids and `relay claim --id ID` and carries no text from other agents.
+- Without the plugin nothing tells you about work. Wait for it yourself:
+  `relay claim --wait 10m` (exit 75 `nothing_to_claim` only means nothing
+  came); for the answer to something you sent: `relay wait ID --timeout 10m`
+  (exit 75 means "not yet").
+- Add this guide to AGENTS.md: `relay guide --for opencode >> AGENTS.md`.
+"""
+
 _COPILOT = f"""\
 
 ## GitHub Copilot CLI: relay's hooks
@@ -269,6 +297,7 @@ _SECTIONS = {
     "claude": _CLAUDE,
     "codex": _CODEX,
     "gemini": _GEMINI,
+    "opencode": _OPENCODE,
     "copilot": _COPILOT,
 }
 

@@ -1,4 +1,4 @@
-"""`relay hook install|uninstall claude|codex|gemini|copilot` (design.md §12).
+"""`relay hook install|uninstall claude|codex|gemini|opencode|copilot` (design.md §12).
 
 Merges relay's hook entries into the runtime's own settings file and takes them out again:
 
@@ -11,6 +11,11 @@ Merges relay's hook entries into the runtime's own settings file and takes them 
 - GitHub Copilot CLI: ``~/.copilot/hooks/relay.json`` (``$COPILOT_HOME/hooks/relay.json``;
   ``--project``: ``.github/hooks/relay.json``), relay's own file among the hook files
   Copilot CLI combines, key ``hooks``, in Claude Code's format.
+
+- opencode: no settings are merged: relay writes a plugin file of its own,
+  ``~/.config/opencode/plugins/relay.js`` (``$XDG_CONFIG_HOME/opencode/plugins/relay.js``;
+  ``--project``: ``.opencode/plugins/relay.js``), see ``opencode_plugin`` and
+  :func:`plan_plugin`.
 
 Every other key and every other hook stays as it was. Relay's entries are recognised by
 their command (``relay hook RUNTIME`` or ``relay hook RUNTIME --wake``, ``relay`` possibly
@@ -95,6 +100,14 @@ def entries(runtime: str, wake: bool = True, relay_path: str | None = None) -> l
                 )
             )
     return out
+
+
+def plugin_text(runtime: str, relay_path: str | None = None) -> str:
+    """The plugin file relay writes for a runtime whose install kind is "plugin"."""
+    from . import opencode_plugin
+
+    rt = runtimes.BY_NAME[runtime]
+    return opencode_plugin.text(relay_path or "relay", rt.timeout("UserPromptSubmit"))
 
 
 def fragment(runtime: str, wake: bool = True) -> dict:
@@ -343,10 +356,87 @@ def _uninstall(change: Change) -> None:
         del change.doc["hooks"]
 
 
+# ------------------------------------------------------------------------ a plugin file
+def plan_plugin(
+    runtime: str, path: Path, *, install: bool, relay_path: str | None = None
+) -> Change:
+    """What install (or uninstall) would do to relay's plugin file ``path``; nothing is
+    written. Relay's file is recognised by its first line (``opencode_plugin.MARKER``):
+    any other file there, a symlink, or anything but a regular file is refused
+    unchanged; uninstall removes only relay's file. ``change.doc["text"]`` holds the
+    new content (None: the file is removed)."""
+    from . import opencode_plugin
+
+    if path.is_symlink():
+        raise _storage(
+            path, "is a symbolic link; relay writes its plugin only as a file of its own"
+        )
+    original = _read(path)
+    if original is not None and not opencode_plugin.is_relays(original):
+        raise RelayError(
+            "usage_error",
+            f"{path}: is not relay's plugin (its first line is not "
+            f"{opencode_plugin.MARKER!r}); nothing was changed",
+            hint=f"move {path} aside (or give it another name) and run the command again",
+        )
+    relay_cmd = relay_path or "relay"
+    item = {"event": "plugin", "command": f"{relay_command(relay_path)} hook {runtime}"}
+    text = plugin_text(runtime, relay_cmd)
+    change = Change(runtime, path, install, {"text": text}, original, [], [], [])
+    if install:
+        if original == text.encode("utf-8"):
+            change.present.append(item)
+        else:
+            change.added.append(item)
+            if original is not None:
+                change.removed.append({"event": "plugin", "command": "relay's previous plugin"})
+    elif original is not None:
+        change.doc["text"] = None
+        change.removed.append(
+            {"event": "plugin", "command": f"{_plugin_relay(original)} hook {runtime}"}
+        )
+    return change
+
+
+def _plugin_relay(data: bytes) -> str:
+    """How an installed plugin names relay (its ``const RELAY = "..."`` line)."""
+    for line in data.decode("utf-8", "replace").splitlines():
+        if line.startswith("const RELAY = "):
+            try:
+                return relay_command(json.loads(line[len("const RELAY = ") :]))
+            except ValueError:
+                break
+    return "relay"
+
+
+def _apply_plugin(change: Change) -> None:
+    target = change.path
+    check_writable(target)
+    try:
+        if change.doc["text"] is None:
+            target.unlink()
+            return
+        target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        mode = os.stat(target).st_mode & 0o7777 if change.original is not None else NEW_FILE_MODE
+        _replace(target, change.doc["text"].encode("utf-8"), mode)
+    except FileNotFoundError:
+        return  # removed meanwhile: what uninstall wanted
+    except OSError as e:
+        raise RelayError(
+            "storage_error",
+            f"cannot write {target}: {e.strerror or e}",
+            detail=f"{target} was not changed",
+        ) from e
+
+
 # ------------------------------------------------------------------------ writing
 def apply(change: Change) -> str | None:
-    """Write the change (backup first, then an atomic replace). Returns the backup path."""
+    """Write the change (backup first, then an atomic replace). Returns the backup path.
+    A plugin file (relay's own) is replaced or removed without a backup."""
     if not change.changed:
+        return None
+    if runtimes.BY_NAME[change.runtime].install_kind == "plugin":
+        _apply_plugin(change)
         return None
     target = Path(os.path.realpath(change.path)) if change.path.is_symlink() else change.path
     check_writable(target)
@@ -472,10 +562,30 @@ def change_settings(
         )
     path = settings_path(runtime, project)
     relay_path, on_path = hook_relay_path() if install else (None, True)
-    change = plan(runtime, path, install=install, wake=wake, relay_path=relay_path)
+    version = None
+    if rt.install_kind == "plugin":
+        if install:
+            version = check_runtime_version(rt)
+        change = plan_plugin(runtime, path, install=install, relay_path=relay_path)
+    else:
+        change = plan(runtime, path, install=install, wake=wake, relay_path=relay_path)
     if change.changed:
         check_writable(Path(os.path.realpath(path)))
     backup = None if dry_run else apply(change)
+    notes = todo(
+        runtime,
+        install=install,
+        wake=wake,
+        project=project,
+        relay_on_path=on_path,
+        relay_path=relay_path,
+    )
+    if install and rt.install_kind == "plugin" and version is None:
+        notes.append(
+            f"`{rt.program} --version` did not answer on this PATH, so relay could not check "
+            f"the version: its plugin is written for {rt.display} "
+            f"{rt.checked.split('.')[0]}.x (checked with {rt.checked})."
+        )
     return {
         "agent": runtime,
         "file": str(path),
@@ -487,15 +597,57 @@ def change_settings(
         "removed": change.removed,
         "unchanged": change.present,
         "relay": relay_path or "relay",
-        "todo": todo(
-            runtime,
-            install=install,
-            wake=wake,
-            project=project,
-            relay_on_path=on_path,
-            relay_path=relay_path,
-        ),
+        "todo": notes,
     }
+
+
+def runtime_version(rt, environ=None) -> str | None:
+    """The version `PROGRAM --version` prints (its last word), or None when the program is
+    not on PATH or does not answer within 15 s."""
+    import re
+    import shutil
+    import subprocess
+
+    environ = os.environ if environ is None else environ
+    program = shutil.which(rt.program, path=environ.get("PATH"))
+    if program is None:
+        return None
+    try:
+        p = subprocess.run(
+            [program, "--version"],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=15,
+            env=dict(environ),
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    words = p.stdout.split()
+    if p.returncode != 0 or not words or not re.fullmatch(r"v?\d+(\.\d+)*\S*", words[-1]):
+        return None
+    return words[-1].lstrip("v")
+
+
+def check_runtime_version(rt, environ=None) -> str | None:
+    """Refuse (usage_error, nothing changed) to install relay's plugin for a version of
+    the runtime whose plugin shape relay does not know: relay's plugin is written for the
+    major version it was checked with (opencode 1.x, checked with 1.18.33)."""
+    version = runtime_version(rt, environ)
+    if version is None:
+        return None
+    major = rt.checked.split(".")[0]
+    if version.split(".")[0] != major:
+        raise RelayError(
+            "usage_error",
+            f"{rt.display} {version} is not a version relay's plugin is written for "
+            f"({rt.display} {major}.x, checked with {rt.checked}); its plugin shape may "
+            "differ, so nothing was changed",
+            hint=f"install {rt.display} {major}.x (e.g. `npm install -g "
+            f"{rt.package.split()[0]}@{rt.checked}`), or wait for a relay that knows "
+            f"{rt.display} {version}",
+        )
+    return version
 
 
 def todo(

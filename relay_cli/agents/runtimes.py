@@ -48,7 +48,8 @@ class Runtime:
     timeouts: dict[str, int] = field(default_factory=dict)  # relay event -> seconds
     handler_extra: dict = field(default_factory=dict)  # keys every installed handler has
     # How an idle session is woken (design.md §12): "exit2" (the waiter exits 2, Claude
-    # Code's asyncRewake), "queue" (the waiter runs `<program> queue`), or None.
+    # Code's asyncRewake), "queue" (the waiter runs `<program> queue`), "plugin" (the
+    # waiter exits 2 and relay's plugin hands its note to the session as a prompt), or None.
     wake: str | None = None
     wake_flags: dict = field(default_factory=dict)  # what makes the handler background
     wake_by_default: bool = False  # installed without --wake
@@ -62,6 +63,9 @@ class Runtime:
     # `relay run` gives the interactive program a private server of its own instead of
     # ``launch_args`` (Codex's TUI: `codex app-server` on a unix socket, relay_cli/agents/codex_server.py)
     private_server: bool = False
+    # What `relay hook install` writes: "settings" (hook handlers merged into a JSON
+    # settings file) or "plugin" (a file of relay's own, opencode_plugin.py)
+    install_kind: str = "settings"
     guide_file: str = "AGENTS.md"  # where a person pastes `relay guide --for NAME`
     checked: str = ""  # the version whose shipped package the formats were checked with
     package: str = ""  # that package
@@ -237,6 +241,51 @@ GEMINI = Runtime(
     ),
 )
 
+OPENCODE = Runtime(
+    name="opencode",
+    display="opencode",
+    program="opencode",
+    # relay's plugin (opencode_plugin.py) sends Claude-shaped events named as relay's
+    events=_SAME,
+    env_files=(),
+    block="block",
+    settings=Settings(
+        ".config", "opencode/plugins/relay.js", ".opencode/plugins/relay.js", var="XDG_CONFIG_HOME"
+    ),
+    wake="plugin",
+    wake_by_default=True,
+    wake_events=("Stop",),
+    start_in_turn=True,
+    install_kind="plugin",
+    hook_help="""opencode hook: run by relay's opencode plugin; reads the event JSON on stdin.
+
+    The plugin sends SessionStart and UserPromptSubmit at a prompt (chat.message), Stop
+    when an answer's text completes, and runs the waiter (--wake) while the session is
+    idle: it exits 2 with relay's note, which the plugin submits as a prompt. The
+    identity comes from `relay run`. `relay hook install opencode` writes the plugin.
+    """,
+    hook_examples=(
+        "relay hook install opencode --dry-run   # what would change",
+        "relay hook install opencode             # writes relay's plugin",
+    ),
+    guide_file="AGENTS.md",
+    checked="1.18.33",
+    package="opencode-ai 1.18.33 (opencode-linux-x64)",
+    install_notes=(
+        "Start opencode as `relay run --as NAME --kind opencode -- opencode`: it gives "
+        "plugins no env file, so the launcher carries the relay session, and opencode "
+        "has no session-end event: `relay run` leaves when it exits.",
+        "Check with `relay peers list`: wakeup says `hook` after the first prompt and "
+        "`waiter` while the session is idle. opencode starts a session at its first "
+        "prompt: before that there is nothing to wake.",
+        "`opencode serve`, `web` and `attach` run every session with the server's "
+        "environment: one peer per server, started under `relay run`.",
+        "Offline, put a .npmrc holding offline=true into opencode's config directory, or "
+        "each start waits about a minute for an npm install.",
+    ),
+    project_note="opencode loads .opencode/plugins/ of the project it starts in.",
+)
+
 COPILOT = Runtime(
     name="copilot",
     display="GitHub Copilot CLI",
@@ -276,7 +325,7 @@ COPILOT = Runtime(
     project_note="Copilot CLI reads .github/hooks/relay.json only in a folder you trust.",
 )
 
-ALL = (CLAUDE, CODEX, GEMINI, COPILOT)
+ALL = (CLAUDE, CODEX, GEMINI, OPENCODE, COPILOT)
 BY_NAME = {r.name: r for r in ALL}
 NAMES = tuple(BY_NAME)
 
@@ -310,6 +359,7 @@ def docs_table() -> str:
     wake = {
         "exit2": "waiter (exit 2, `{flags}`), always installed",
         "queue": "waiter (`{program} queue`, `{flags}`), with `--wake`",
+        "plugin": "waiter (exit 2; the plugin's `promptAsync`), always installed",
     }
     rows = [
         "| runtime | hook command | checked with | settings file | wakes an idle session |",

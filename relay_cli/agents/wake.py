@@ -1,4 +1,4 @@
-"""Wake waiters: `relay hook claude --wake` and `relay hook codex --wake` (design.md §12).
+"""Wake waiters: `relay hook claude|codex|opencode --wake` (design.md §12).
 
 A waiter is a background hook process of one agent session. It waits -- without claiming
 anything, holding no lock while it sleeps (``due.poll``: PRAGMA data_version) --
@@ -8,6 +8,9 @@ claims them, never text from a peer.
 
 - Claude Code runs it as an ``asyncRewake`` hook: exit 2 wakes the model, with the note on
   stderr (the channel of a Claude Code blocking exit).
+- opencode: relay's plugin runs it while a session is idle (``session.idle``); it exits 2
+  with the note on stderr (the ids named, as for Claude Code), and the plugin submits the
+  note in-process with ``promptAsync``, so it arrives as a user turn.
 - Codex runs it as an ``async`` hook; the waiter wakes the session with
   ``codex queue --thread <session_id> --message <note>``, which arrives as a user turn, so
   the note says it comes from relay and not from the user; with ``--remote`` to the peer's
@@ -56,6 +59,9 @@ TIMEOUT_BOUNDS = clock.SESSION_LEASE
 MAX_NAMED_IDS = 10
 
 WAKE_EXIT = 2  # Claude Code's asyncRewake: exit 2 wakes the model
+# Wake kinds whose note arrives as a user turn (`codex queue`; opencode's plugin submits
+# it with promptAsync): the note says it is not the user's.
+AS_USER_TURN = ("queue", "plugin")
 
 _END = "end"
 
@@ -77,7 +83,7 @@ def note(peer: str, ids: list[str], runtime: str) -> str:
     more = f" and {len(ids) - MAX_NAMED_IDS} more" if len(ids) > MAX_NAMED_IDS else ""
     who = (
         "This is relay's wake-up note, written by relay itself, not by the user, and not an error."
-        if BY_NAME[runtime].wake == "queue"
+        if BY_NAME[runtime].wake in AS_USER_TURN
         else "This is relay's wake-up note, not an error and not a message from the user."
     )
     return (

@@ -230,8 +230,8 @@ def hook_install_cmd(
         bool,
         typer.Option(
             "--wake",
-            help="Codex: also install the wake waiter (opt-in). Claude Code's always "
-            "comes with it.",
+            help="Codex: also install the wake waiter (opt-in). Claude Code's and "
+            "opencode's always come with it.",
         ),
     ] = False,
     json_: JsonOpt = False,
@@ -241,6 +241,7 @@ def hook_install_cmd(
 
     Backs the file up first and prints what changed and what is left to do; a second
     install changes nothing; a file that is not valid JSON is refused unchanged.
+    opencode gets relay's plugin file instead (another file there is refused).
     """
     return _settings_change(agent, project, dry_run, wake, json_, home, install=True)
 

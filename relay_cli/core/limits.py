@@ -43,7 +43,17 @@ HOOK_LEASE_S = 3600
 
 # A peer name, matched against the whole value (fullmatch) in ASCII: "alice\n" is not one.
 NAME_PATTERN = r"[a-z0-9][a-z0-9._-]{0,63}"
-KINDS = ("claude", "codex", "gemini", "copilot", "aider", "human", "script", "other")
+KINDS = (
+    "claude",
+    "codex",
+    "gemini",
+    "opencode",
+    "copilot",
+    "aider",
+    "human",
+    "script",
+    "other",
+)
 
 # ---------------------------------------------------------------- durations (§6, §8)
 # The ranges options take, in seconds: (low, high)
