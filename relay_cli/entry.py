@@ -12,7 +12,13 @@ from __future__ import annotations
 import os
 import sys
 
-HOOK_RUNTIMES = ("claude", "codex", "gemini", "opencode", "copilot")  # runtimes.NAMES (a test checks)
+HOOK_RUNTIMES = (
+    "claude",
+    "codex",
+    "gemini",
+    "opencode",
+    "copilot",
+)  # runtimes.NAMES (a test checks)
 MAX_DRAIN = 16 * 1024 * 1024 + 1
 
 
