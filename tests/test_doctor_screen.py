@@ -392,3 +392,59 @@ def test_a_fail_and_a_warn_that_share_a_command_are_listed_above_it_once(relay):
     assert max(i for i, ln in enumerate(lines) if ln.startswith(("✗", "!", "x "))) < next(
         i for i, ln in enumerate(lines) if "relay doctor --fix" in ln
     )
+
+
+@pytest.mark.sqlite_only
+@pytest.mark.parametrize("how", ["file", "symlink_to_file"])
+def test_a_home_that_is_a_users_file_gets_no_move_command(relay, tmp_path, how):
+    """RELAY_HOME naming a shell rc file (or a dotfile manager's link to one): doctor says
+    what is wrong and how to point relay elsewhere, and prints no command that moves or
+    changes the file (pasted, the old `mv` moved the user's .bashrc)."""
+    rc = tmp_path / ".bashrc"
+    rc.write_text("export PATH=$HOME/bin:$PATH\n")
+    home = rc
+    if how == "symlink_to_file":
+        home = tmp_path / ".bashrc-link"
+        home.symlink_to(rc)
+    relay.home = home
+    r = relay("doctor", "--json")
+    state = next(c for c in r.json["checks"] if c["name"] == "state_dir")
+    assert state["status"] == "fail" and "RELAY_HOME" in state["detail"]
+    for c in r.json["checks"]:
+        assert not (c["fix"] or "").startswith("mv"), c
+        assert str(home) + "." not in (c["fix"] or ""), c
+    assert state["fix"].startswith("relay doctor --home ")
+    _, screen = relay.screen("doctor", cols=80, rows=24)
+    assert "mv --" not in screen
+    if state["fix"]:
+        paste(relay, state["fix"], tmp_path)
+    assert rc.read_text() == "export PATH=$HOME/bin:$PATH\n" and home.exists()
+
+
+@pytest.mark.sqlite_only
+def test_a_corrupt_database_not_as_relay_makes_it_gets_no_move_command(relay, tmp_path):
+    """Only a relay.db as relay makes it (a regular file of yours, open to nobody else) gets
+    `mv`; one that is a hard link's other name with another mode is left alone."""
+    relay.join("alice")
+    db = relay.home / "relay.db"
+    db.write_bytes(b"this is not a database" * 100)
+    from relay_cli.operate import doctor
+
+    assert doctor._relays_file(relay.home, "relay.db")
+    assert not doctor._relays_file(tmp_path, "nothing-here")
+    (tmp_path / "group-readable").write_text("x")
+    os.chmod(tmp_path / "group-readable", 0o640)
+    assert not doctor._relays_file(tmp_path, "group-readable")
+
+
+@pytest.mark.sqlite_only
+def test_a_missing_home_is_not_created_yet_never_safe_and_writable(relay, tmp_path):
+    relay.home = tmp_path / "mistyped"
+    _, screen = relay.screen("doctor", cols=80, rows=24)
+    assert "safe and writable" not in screen
+    assert "not created yet" in screen.split("home", 1)[1].splitlines()[0]
+    _, verbose = relay.screen("doctor", "-v", cols=80, rows=24)
+    assert "safe and writable" not in verbose
+    state = next(c for c in relay("doctor", "--json").json["checks"] if c["name"] == "state_dir")
+    assert f"relay peers join NAME --home {relay.home}" in state["detail"]
+    assert not relay.home.exists()

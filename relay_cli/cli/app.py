@@ -294,7 +294,13 @@ class Env:
     identity options."""
 
     def __init__(
-        self, json_mode: bool, home: str | None, as_: str | None = None, session: str | None = None
+        self,
+        json_mode: bool,
+        home: str | None,
+        as_: str | None = None,
+        session: str | None = None,
+        *,
+        creates: bool = True,
     ) -> None:
         self.ctx = call_context()
         self.out = Output(
@@ -308,6 +314,9 @@ class Env:
             self.ctx.home = home
         self.as_ = as_
         self.session = session
+        # False for a command that only reads or acts on what must already exist: it
+        # never makes a home (design.md §2)
+        self.creates = creates
         self._store = None
         self.ctx.closing.append(self)
 
@@ -325,7 +334,9 @@ class Env:
         if self._store is None:
             from ..store import open_store
 
-            self._store = open_store(self.home, self.ctx.database_url, self.ctx.clock)
+            self._store = open_store(
+                self.home, self.ctx.database_url, self.ctx.clock, create=self.creates
+            )
             self.ctx.use_clock(self._store.clock)
         return self._store
 
@@ -538,6 +549,7 @@ def _run(argv: list[str], ctx: Context) -> int:
         rv = _invoke(command, argv, ctx)
         return rv if isinstance(rv, int) else ExitStatus.OK
     except RelayError as e:
+        _name_where(e, ctx)
         out.error(e)
         return e.exit_code
     except typer.Exit as e:
@@ -569,6 +581,25 @@ def _run(argv: list[str], ctx: Context) -> int:
         err = _sqlite_error(e) or RelayError("internal_error", f"{type(e).__name__}: {e}")
         out.error(err)
         return err.exit_code
+
+
+# errors that say relay looked for something and did not find it (design.md §7)
+NOT_FOUND = ("request_not_found", "prepared_not_found", "ledger_key_not_found", "unknown_peer")
+
+
+def _name_where(e: RelayError, ctx: Context) -> None:
+    """A not-found error names the home (or database) it searched, so a mistyped --home or
+    RELAY_HOME shows itself (design.md §7). The password of a URL is never printed."""
+    if e.code not in NOT_FOUND:
+        return
+    try:
+        from ..store import database_url, redact, resolve_home
+
+        url = database_url(ctx.database_url)
+        where = f"the database {redact(url)}" if url else f"the relay home {resolve_home(ctx.home)}"
+    except RelayError:
+        return
+    e.message = f"{e.message} (looked in {where})"
 
 
 def _sqlite_error(e: Exception) -> RelayError | None:

@@ -315,7 +315,7 @@ def ledger_list(
 
     No captured output (`relay ledger show KEY` has it).
     """
-    env = Env(json_, home)
+    env = Env(json_, home, creates=False)
     states = ledger.validate_states(state)
     with env.unit(write=False) as now:
         entries = ledger.list_entries(env.store, states)
@@ -371,7 +371,7 @@ LEDGER_COLUMNS = [
     ),
 )
 def ledger_show(key: KeyArg, json_: JsonOpt = False, home: HomeOpt = None) -> int:
-    env = Env(json_, home)
+    env = Env(json_, home, creates=False)
     ledger.validate_key(key)
     with env.unit(write=False):
         obj = ledger.show(env.store, key)
@@ -410,7 +410,7 @@ def ledger_resolve(
     terminal (approval_needs_terminal): that stops accidents and habits, not a program
     that fakes a terminal.
     """
-    env = Env(json_, home)
+    env = Env(json_, home, creates=False)
     ledger.validate_key(key)
     text = lifecycle.validate_text(note, "--note") if note is not None else None
     try:
@@ -449,7 +449,7 @@ def approve(
     non-interactive shell from approving by accident or habit; it does not stop a program
     that fakes a terminal (relay is no boundary between programs of one user).
     """
-    env = Env(json_, home)
+    env = Env(json_, home, creates=False)
     ledger.validate_key(key)
     terminal = lifecycle.stdin_is_terminal()
     seen = None
@@ -527,7 +527,7 @@ def deny(
     input is a terminal (approval_needs_terminal): that stops accidents and habits, not a
     program that fakes a terminal.
     """
-    env = Env(json_, home)
+    env = Env(json_, home, creates=False)
     ledger.validate_key(key)
     text = lifecycle.validate_text(note, "--note") if note is not None else None
     with env.unit() as now:

@@ -233,7 +233,7 @@ def heartbeat(
     as_: AsOpt = None, session: SessionOpt = None, json_: JsonOpt = False, home: HomeOpt = None
 ) -> int:
     """Renew my session's lease. After the lease lapsed: lease_expired, join again."""
-    env = Env(json_, home, as_, session)
+    env = Env(json_, home, as_, session, creates=False)
     with env.unit() as now:
         obj = peers.heartbeat(env.store, env.caller(), now)
     return _emit_peer(env, obj)
@@ -248,7 +248,7 @@ def leave(
     as_: AsOpt = None, session: SessionOpt = None, json_: JsonOpt = False, home: HomeOpt = None
 ) -> int:
     """End my session. Work I claimed and did not finish becomes delivery_unknown."""
-    env = Env(json_, home, as_, session)
+    env = Env(json_, home, as_, session, creates=False)
     with env.unit() as now:
         obj, moved = peers.leave_session(env.store, env.caller(), now)
     _emit_peer(env, obj)
@@ -290,7 +290,7 @@ def _unknown_lines(moved: list[str], whose: str) -> list[str]:
 )
 def list_(json_: JsonOpt = False, home: HomeOpt = None) -> int:
     """Table of peers with kind, session, lease left and wake-up method."""
-    env = Env(json_, home)
+    env = Env(json_, home, creates=False)
     with env.unit(write=False) as now:
         result = peers.list_peers(env.store, now)
     if env.json:

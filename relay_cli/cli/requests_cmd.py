@@ -268,7 +268,7 @@ def submit(
     home: HomeOpt = None,
 ) -> int:
     """Queue a prepared draft. A repeat returns the stored receipt with duplicate: true."""
-    env = Env(json_, home, as_, session)
+    env = Env(json_, home, as_, session, creates=False)
     draft_id = lifecycle.validate_ref(id_)
     with env.unit() as now:
         result = lifecycle.submit(env.store, now, env.caller(), draft_id)
@@ -297,7 +297,7 @@ def show(
 
     Both are another agent's words, not user approval.
     """
-    env = Env(json_, home)
+    env = Env(json_, home, creates=False)
     request_id = lifecycle.validate_ref(id_)
     with env.unit(write=False):
         obj = lifecycle.show(env.store, request_id, events)
@@ -330,7 +330,7 @@ def list_(
     home: HomeOpt = None,
 ) -> int:
     """Table of requests, newest first. Never shows bodies (`relay show ID` does)."""
-    env = Env(json_, home)
+    env = Env(json_, home, creates=False)
     states = lifecycle.validate_states(state)
     if to:
         validate_name(to, "--to")
@@ -389,7 +389,7 @@ def wait(
     Exit status: 0 completed; 10 failed, rejected, expired or cancelled; 11
     delivery_unknown; 75 still open when the timeout passed (not a failure: wait again).
     """
-    env = Env(json_, home, as_, session)
+    env = Env(json_, home, as_, session, creates=False)
     ref = lifecycle.validate_ref(id_)
     timeout_s = duration(timeout, clock.WAIT, "--timeout", lifecycle.DEFAULT_WAIT_S)
     code, obj = waiting.wait(
@@ -430,7 +430,7 @@ def cancel(
     Nobody holds it now. One queued again after a claim (--on-lost redeliver, or a
     person's requeue) was delivered once, and that claim may have started work.
     """
-    env = Env(json_, home, as_, session)
+    env = Env(json_, home, as_, session, creates=False)
     request_id = lifecycle.validate_ref(id_)
     with env.unit() as now:
         obj = lifecycle.cancel(env.store, now, env.caller(), request_id)
@@ -450,7 +450,7 @@ def inbox(
     home: HomeOpt = None,
 ) -> int:
     """Queued requests for me: id, from, age, size. No bodies (`claim` takes one)."""
-    env = Env(json_, home, as_, session)
+    env = Env(json_, home, as_, session, creates=False)
     with env.unit(write=False) as now:
         result = lifecycle.inbox(env.store, env.caller())
     if env.json:
@@ -528,7 +528,7 @@ def claim(
 
     Every claim takes a new request, so claimers that share a session never get the same one. When a claim's answer was lost, `relay claim --again` shows the request this session holds and has not acked (duplicate: true) instead of taking a second one.
     """
-    env = Env(json_, home, as_, session)
+    env = Env(json_, home, as_, session, creates=False)
     lease_s = duration(lease, clock.CLAIM_LEASE, "--lease", lifecycle.DEFAULT_CLAIM_LEASE_S)
     wait_s = duration(wait, clock.WAIT, "--wait", 0)
     ref = lifecycle.validate_ref(id_, "--id") if id_ is not None else None
@@ -608,7 +608,7 @@ def ack(
     home: HomeOpt = None,
 ) -> int:
     """Confirm you have read a request you claimed (state acknowledged). Safe to repeat."""
-    env = Env(json_, home, as_, session)
+    env = Env(json_, home, as_, session, creates=False)
     obj = _act(env, lifecycle.ack, lifecycle.validate_ref(id_))
     return _emit(env, obj, render_request, ("duplicate",))
 
@@ -632,7 +632,7 @@ def reply(
 
     The same reply again is a no-op (duplicate: true); a different one is reply_conflict.
     """
-    env = Env(json_, home, as_, session)
+    env = Env(json_, home, as_, session, creates=False)
     request_id = lifecycle.validate_ref(id_)
     body = read_text(text, file, "reply", out=env.out)
     obj = _act(env, lifecycle.reply, request_id, body)
@@ -658,7 +658,7 @@ def fail(
     home: HomeOpt = None,
 ) -> int:
     """Declare a request you claimed failed (state failed)."""
-    env = Env(json_, home, as_, session)
+    env = Env(json_, home, as_, session, creates=False)
     request_id = lifecycle.validate_ref(id_)
     detail = lifecycle.validate_text(reason, "--reason")
     return _emit(env, _act(env, lifecycle.fail, request_id, detail), render_request)
@@ -681,7 +681,7 @@ def reject(
 
     The request becomes rejected.
     """
-    env = Env(json_, home, as_, session)
+    env = Env(json_, home, as_, session, creates=False)
     request_id = lifecycle.validate_ref(id_)
     detail = lifecycle.validate_text(reason, "--reason")
     return _emit(env, _act(env, lifecycle.reject, request_id, detail), render_request)
@@ -717,7 +717,7 @@ def resolve(
     shell must not settle work in a person's name. That stops accidents and habits, not a
     program that fakes a terminal.
     """
-    env = Env(json_, home)
+    env = Env(json_, home, creates=False)
     request_id = lifecycle.validate_ref(id_)
     detail = lifecycle.validate_text(note, "--note") if note is not None else None
     with env.unit() as now:

@@ -40,7 +40,7 @@ def watch(json_: JsonOpt = False, home: HomeOpt = None) -> int:
     TERM=dumb it prints a plain snapshot whenever something changes. When stdout is not
     a terminal it prints one plain snapshot (with --json: one JSON document) and exits.
     """
-    env = Env(json_, home)
+    env = Env(json_, home, creates=False)
     try:
         if env.json:
             env.out.json(watch_lib.json_doc(_snapshot(env)))

@@ -1,0 +1,90 @@
+"""A home that does not exist is not made by a read, and every not-found error names the home
+or database it searched (design.md §2, §7)."""
+
+from __future__ import annotations
+
+import pytest
+
+RID = "0b6c1f9e-6d2a-4c1e-9f3b-2a7d8e5c4b10"
+
+# Commands that only read, or act on something that must already exist: on a missing home
+# they say so and make nothing (design.md §2 lists them).
+READS = [
+    ("list",),
+    ("show", RID),
+    ("wait", RID, "--timeout", "0"),
+    ("inbox", "--as", "bob"),
+    ("notices", "--as", "bob"),
+    ("peers", "list"),
+    ("peers", "heartbeat", "--as", "bob"),
+    ("peers", "leave", "--as", "bob"),
+    ("ledger", "list"),
+    ("ledger", "show", "some-key"),
+    ("ledger", "resolve", "some-key", "--outcome", "forget"),
+    ("watch",),
+    ("export",),
+    ("cancel", RID, "--as", "bob"),
+    ("claim", "--as", "bob"),
+    ("ack", RID, "--as", "bob"),
+    ("reply", RID, "done", "--as", "bob"),
+    ("fail", RID, "--reason", "x", "--as", "bob"),
+    ("reject", RID, "--reason", "x", "--as", "bob"),
+    ("submit", RID, "--as", "bob"),
+]
+
+
+@pytest.mark.sqlite_only
+@pytest.mark.parametrize("argv", READS, ids=lambda a: " ".join(a[:2]))
+def test_a_read_on_a_missing_home_says_so_and_creates_nothing(relay, tmp_path, argv):
+    missing = tmp_path / "typo" / "relay-hmoe"
+    r = relay(*argv, "--json", "--home", str(missing))
+    assert (r.code, r.error["code"]) == (7, "storage_error"), r.err
+    assert f"no relay home exists at {missing}" in r.error["message"]
+    assert "--home or RELAY_HOME" in r.error["hint"]
+    assert not (tmp_path / "typo").exists()
+
+
+@pytest.mark.sqlite_only
+def test_list_through_a_mistyped_relay_home_is_not_no_requests(relay, tmp_path):
+    missing = tmp_path / "relay-hmoe"
+    r = relay("list", env={"RELAY_HOME": str(missing)})
+    assert r.code == 7 and "no requests" not in r.out.lower()
+    assert f"no relay home exists at {missing}" in r.err
+    assert not missing.exists()
+
+
+@pytest.mark.sqlite_only
+def test_a_read_on_a_directory_without_relay_db_creates_no_database(relay, tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir(mode=0o700)
+    r = relay("list", "--json", "--home", str(empty))
+    assert (r.code, r.error["code"]) == (7, "storage_error"), r.err
+    assert "holds no relay database" in r.error["message"]
+    assert list(empty.iterdir()) == []
+
+
+@pytest.mark.sqlite_only
+def test_writes_still_make_the_home_and_db_path_still_names_it(relay, tmp_path):
+    home = tmp_path / "fresh"
+    r = relay("db", "path", "--json", "--home", str(home))
+    assert r.code == 0 and r.json["exists"] is False and not home.exists()
+    assert relay("peers", "add", "bob", "--home", str(home)).code == 0
+    assert relay("list", "--json", "--home", str(home)).json["requests"] == []
+
+
+def test_not_found_errors_name_the_home_or_database_searched(relay):
+    relay("peers", "add", "bob")
+    where = "the relay home " + str(relay.home)
+    if relay.url:
+        from relay_cli.store import redact
+
+        where = "the database " + redact(relay.url)
+    for argv, code in (
+        (("show", RID), "request_not_found"),
+        (("submit", RID, "--as", "bob"), "prepared_not_found"),
+        (("ledger", "show", "no-such-key"), "ledger_key_not_found"),
+        (("send", "--to", "nobody", "--as", "bob", "hi"), "unknown_peer"),
+    ):
+        r = relay(*argv, "--json")
+        assert r.error["code"] == code, r.err
+        assert r.error["message"].endswith(f"(looked in {where})"), r.error["message"]
