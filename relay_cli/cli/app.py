@@ -301,6 +301,7 @@ class Env:
         session: str | None = None,
         *,
         creates: bool = True,
+        identified: bool = False,
     ) -> None:
         self.ctx = call_context()
         self.out = Output(
@@ -317,6 +318,9 @@ class Env:
         # False for a command that only reads or acts on what must already exist: it
         # never makes a home (design.md §2)
         self.creates = creates
+        # the command needs a caller: no name at all is no_identity before the home is
+        # looked at (design.md §5 orders identity first)
+        self.identified = identified
         self._store = None
         self.ctx.closing.append(self)
 
@@ -333,6 +337,9 @@ class Env:
     def store(self):
         if self._store is None:
             from ..store import open_store
+
+            if self.identified and self.identity() == (None, None):
+                raise RelayError("no_identity", "relay does not know who you are")
 
             self._store = open_store(
                 self.home, self.ctx.database_url, self.ctx.clock, create=self.creates

@@ -316,7 +316,7 @@ def notices(
     Reading them marks them seen, so this counts as a write: it renews my session's lease
     and is refused for a superseded or lapsed session.
     """
-    env = Env(json_, home, as_, session, creates=False)
+    env = Env(json_, home, as_, session, creates=False, identified=True)
     with env.unit() as now:
         found = notices_lib.take(env.store, now, env.caller())
     if env.json:

@@ -233,7 +233,7 @@ def heartbeat(
     as_: AsOpt = None, session: SessionOpt = None, json_: JsonOpt = False, home: HomeOpt = None
 ) -> int:
     """Renew my session's lease. After the lease lapsed: lease_expired, join again."""
-    env = Env(json_, home, as_, session, creates=False)
+    env = Env(json_, home, as_, session, creates=False, identified=True)
     with env.unit() as now:
         obj = peers.heartbeat(env.store, env.caller(), now)
     return _emit_peer(env, obj)
@@ -248,7 +248,7 @@ def leave(
     as_: AsOpt = None, session: SessionOpt = None, json_: JsonOpt = False, home: HomeOpt = None
 ) -> int:
     """End my session. Work I claimed and did not finish becomes delivery_unknown."""
-    env = Env(json_, home, as_, session, creates=False)
+    env = Env(json_, home, as_, session, creates=False, identified=True)
     with env.unit() as now:
         obj, moved = peers.leave_session(env.store, env.caller(), now)
     _emit_peer(env, obj)

@@ -243,6 +243,13 @@ def prepare(
         result = lifecycle.prepare(env.store, now, env.caller(), draft_id=draft_id, **inputs)
     if env.json:
         env.out.json(result)
+    elif result.get("duplicate"):  # the id already names a request with this content
+        env.out.fields([("id", result["id"]), ("state", result["state"])])
+        env.out.para(
+            "already sent with this content: nothing new was prepared, nothing queued; "
+            "a submit of this id answers with that request"
+        )
+        env.out.para(f"next: relay show {result['id']}")
     else:
         env.out.fields(
             [
@@ -268,7 +275,7 @@ def submit(
     home: HomeOpt = None,
 ) -> int:
     """Queue a prepared draft. A repeat returns the stored receipt with duplicate: true."""
-    env = Env(json_, home, as_, session, creates=False)
+    env = Env(json_, home, as_, session, creates=False, identified=True)
     draft_id = lifecycle.validate_ref(id_)
     with env.unit() as now:
         result = lifecycle.submit(env.store, now, env.caller(), draft_id)
@@ -430,7 +437,7 @@ def cancel(
     Nobody holds it now. One queued again after a claim (--on-lost redeliver, or a
     person's requeue) was delivered once, and that claim may have started work.
     """
-    env = Env(json_, home, as_, session, creates=False)
+    env = Env(json_, home, as_, session, creates=False, identified=True)
     request_id = lifecycle.validate_ref(id_)
     with env.unit() as now:
         obj = lifecycle.cancel(env.store, now, env.caller(), request_id)
@@ -450,7 +457,7 @@ def inbox(
     home: HomeOpt = None,
 ) -> int:
     """Queued requests for me: id, from, age, size. No bodies (`claim` takes one)."""
-    env = Env(json_, home, as_, session, creates=False)
+    env = Env(json_, home, as_, session, creates=False, identified=True)
     with env.unit(write=False) as now:
         result = lifecycle.inbox(env.store, env.caller())
     if env.json:
@@ -528,7 +535,7 @@ def claim(
 
     Every claim takes a new request, so claimers that share a session never get the same one. When a claim's answer was lost, `relay claim --again` shows the request this session holds and has not acked (duplicate: true) instead of taking a second one.
     """
-    env = Env(json_, home, as_, session, creates=False)
+    env = Env(json_, home, as_, session, creates=False, identified=True)
     lease_s = duration(lease, clock.CLAIM_LEASE, "--lease", lifecycle.DEFAULT_CLAIM_LEASE_S)
     wait_s = duration(wait, clock.WAIT, "--wait", 0)
     ref = lifecycle.validate_ref(id_, "--id") if id_ is not None else None
@@ -608,7 +615,7 @@ def ack(
     home: HomeOpt = None,
 ) -> int:
     """Confirm you have read a request you claimed (state acknowledged). Safe to repeat."""
-    env = Env(json_, home, as_, session, creates=False)
+    env = Env(json_, home, as_, session, creates=False, identified=True)
     obj = _act(env, lifecycle.ack, lifecycle.validate_ref(id_))
     return _emit(env, obj, render_request, ("duplicate",))
 
@@ -632,7 +639,7 @@ def reply(
 
     The same reply again is a no-op (duplicate: true); a different one is reply_conflict.
     """
-    env = Env(json_, home, as_, session, creates=False)
+    env = Env(json_, home, as_, session, creates=False, identified=True)
     request_id = lifecycle.validate_ref(id_)
     body = read_text(text, file, "reply", out=env.out)
     obj = _act(env, lifecycle.reply, request_id, body)
@@ -658,7 +665,7 @@ def fail(
     home: HomeOpt = None,
 ) -> int:
     """Declare a request you claimed failed (state failed)."""
-    env = Env(json_, home, as_, session, creates=False)
+    env = Env(json_, home, as_, session, creates=False, identified=True)
     request_id = lifecycle.validate_ref(id_)
     detail = lifecycle.validate_text(reason, "--reason")
     return _emit(env, _act(env, lifecycle.fail, request_id, detail), render_request)
@@ -681,7 +688,7 @@ def reject(
 
     The request becomes rejected.
     """
-    env = Env(json_, home, as_, session, creates=False)
+    env = Env(json_, home, as_, session, creates=False, identified=True)
     request_id = lifecycle.validate_ref(id_)
     detail = lifecycle.validate_text(reason, "--reason")
     return _emit(env, _act(env, lifecycle.reject, request_id, detail), render_request)

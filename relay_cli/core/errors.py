@@ -140,8 +140,9 @@ ERRORS: dict[str, ErrorSpec] = {
     "prepared_not_found": ErrorSpec(
         ExitStatus.NOT_FOUND,
         False,
-        "no draft has this id; if an earlier submit's response was lost, delivery may be "
-        "unknown: compare `relay show ID` before preparing again",
+        "no draft and no request has this id here: relay checked both, so even if an "
+        "earlier submit's response was lost, nothing was queued under it in this home or "
+        "database; check the id and the home (--home, RELAY_HOME), or prepare the work again",
     ),
     "ledger_key_not_found": ErrorSpec(
         ExitStatus.NOT_FOUND,
@@ -170,8 +171,8 @@ ERRORS: dict[str, ErrorSpec] = {
     "prepared_expired": ErrorSpec(
         ExitStatus.CONFLICT,
         False,
-        "the draft expired before it was submitted; if an earlier submit's response was "
-        "lost, delivery may be unknown: compare `relay show ID` before preparing again",
+        "the draft expired before it was submitted, and no request has its id (relay "
+        "checked, so a lost submit response queued nothing); prepare the work again",
     ),
     "key_conflict": ErrorSpec(
         ExitStatus.CONFLICT,
