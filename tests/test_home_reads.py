@@ -3,6 +3,8 @@ or database it searched (design.md §2, §7)."""
 
 from __future__ import annotations
 
+import shlex
+
 import pytest
 
 RID = "0b6c1f9e-6d2a-4c1e-9f3b-2a7d8e5c4b10"
@@ -88,3 +90,43 @@ def test_not_found_errors_name_the_home_or_database_searched(relay):
         r = relay(*argv, "--json")
         assert r.error["code"] == code, r.err
         assert r.error["message"].endswith(f"(looked in {where})"), r.error["message"]
+
+
+# ---------------------------------------------------------------- hints name the home
+def test_watch_s_commands_carry_the_home_it_watches(seeded, tmp_path):
+    """Pasted into the same shell, every command `watch` prints acts on the home watched,
+    as doctor's do (design.md §14): `relay --home X watch` then `relay list …` would
+    otherwise look at the default home."""
+    relay, alice, bob, rid = seeded
+    assert relay("claim", env=bob).code == 0
+    assert relay("peers", "leave", env=bob).code == 0  # now delivery_unknown
+    r = relay("watch", "--home", str(relay.home), env={"RELAY_HOME": None})
+    lines = [ln for ln in r.out.splitlines() if "relay " in ln and "relay watch:" not in ln]
+    assert lines, r.out
+    scope = f"--database-url {shlex.quote(relay.url)}" if relay.url else f"--home {relay.home}"
+    for ln in lines:
+        for command in ln.split("relay ")[1:]:
+            assert scope in command, (ln, r.out)
+
+
+@pytest.mark.sqlite_only
+def test_unsafe_state_dir_names_the_commands_for_the_home_given(relay, tmp_path):
+    loose = tmp_path / "loose"
+    loose.mkdir(mode=0o755)
+    loose.chmod(0o755)
+    r = relay("list", "--json", "--home", str(loose))
+    assert r.error["code"] == "unsafe_state_dir"
+    assert f"`relay doctor --home {loose}`" in r.error["hint"]
+    assert f"`relay doctor --fix --home {loose}`" in r.error["hint"]
+
+
+def test_prepare_and_claim_next_lines_carry_the_home(world):
+    relay, alice, bob = world
+    scope = f"--database-url {shlex.quote(relay.url)}" if relay.url else f"--home {relay.home}"
+    p = relay("prepare", "--to", "bob", "x", env=alice)
+    assert "next: relay submit " in p.out and scope in p.out.split("next:")[1], p.out
+    assert relay("submit", p.out.split("next: relay submit ")[1].split()[0], env=alice).code == 0
+    c = relay("claim", env=bob)
+    for lead in ("next: relay ack", "then: relay reply"):
+        line = next(ln for ln in c.out.splitlines() if ln.startswith(lead))
+        assert scope in line, c.out

@@ -347,6 +347,9 @@ class Env:
             self.ctx.use_clock(self._store.clock)
         return self._store
 
+    def scope_words(self) -> str:
+        return scope_words(self.ctx)
+
     def identity(self) -> tuple[str | None, str | None]:
         """(name, token) by ``peers.identity``: the options, then the environment."""
         return identity(self.as_, self.session, os.environ)
@@ -362,6 +365,19 @@ class Env:
         if self._store is not None:
             self._store.close()
             self._store = None
+
+
+def scope_words(ctx: Context) -> str:
+    """The ``--home`` / ``--database-url`` words a command relay prints carries so that,
+    pasted into the same shell, it acts on the home or database of this call (design.md
+    §14): as doctor's (``Scope``), empty for the per-user default home."""
+    from ..operate.doctor import Scope
+    from ..store import database_url, resolve_home
+
+    try:
+        return Scope(resolve_home(ctx.home), bool(ctx.home), database_url(ctx.database_url)).words()
+    except RelayError:
+        return ""
 
 
 def _warn_offset(out: Output, clock: Clock) -> None:
@@ -557,6 +573,13 @@ def _run(argv: list[str], ctx: Context) -> int:
         return rv if isinstance(rv, int) else ExitStatus.OK
     except RelayError as e:
         _name_where(e, ctx)
+        if e.code == "unsafe_state_dir" and e.detail is None and scope_words(ctx):
+            # the hint's commands, for the home this call was given (design.md §14)
+            scope = scope_words(ctx)
+            e.detail = (
+                f"for this home: `relay doctor {scope}` explains, "
+                f"`relay doctor --fix {scope}` tightens modes"
+            )
         out.error(e)
         return e.exit_code
     except typer.Exit as e:

@@ -249,7 +249,7 @@ def prepare(
             "already sent with this content: nothing new was prepared, nothing queued; "
             "a submit of this id answers with that request"
         )
-        env.out.para(f"next: relay show {result['id']}")
+        env.out.para(f"next: relay show {result['id']}{_scope(env)}")
     else:
         env.out.fields(
             [
@@ -257,7 +257,9 @@ def prepare(
                 ("draft expires", env.out.until(result["prepared_expires_at"], now)),
             ]
         )
-        env.out.para(f"next: relay submit {result['id']}  (a repeat of submit is safe)")
+        env.out.para(
+            f"next: relay submit {result['id']}{_scope(env)}  (a repeat of submit is safe)"
+        )
     return 0
 
 
@@ -560,11 +562,18 @@ def claim(
     if env.json:
         env.out.json(obj)
     else:
-        _render_claim(env.out, obj, env.clock.now_ms())
+        _render_claim(env.out, obj, env.clock.now_ms(), _scope(env))
     return 0
 
 
-def _render_claim(out: Output, obj: dict, now: int) -> None:
+def _scope(env: Env) -> str:
+    """ " --home X" (or the database URL) when the call was given one: a printed command
+    acts on the same home when pasted into the same shell (design.md §14)."""
+    words = env.scope_words()
+    return f" {words}" if words else ""
+
+
+def _render_claim(out: Output, obj: dict, now: int, scope: str = "") -> None:
     """The claimed request for a person, and what to run next."""
     if obj.get("duplicate"):
         out.para(
@@ -572,10 +581,10 @@ def _render_claim(out: Output, obj: dict, now: int) -> None:
             "again (claim --again takes nothing new)"
         )
     render_full(out, obj, now)
-    out.para(f"next: relay ack {obj['id']}")
+    out.para(f"next: relay ack {obj['id']}{scope}")
     out.para(ack_by(out, obj, now))
     # runnable as pasted: `-` reads the answer from the terminal until Ctrl-D (design.md §14)
-    out.para(f"then: relay reply {obj['id']} -")
+    out.para(f"then: relay reply {obj['id']}{scope} -")
     out.para("  (type the answer, then Ctrl-D; or end it with relay fail or relay reject)")
 
 

@@ -22,7 +22,9 @@ POLL_S = 0.1  # how often the database's data_version and the keyboard are check
 
 def _snapshot(env: Env) -> watch_lib.Snapshot:
     with env.unit(write=False) as now:
-        return watch_lib.gather(env.store, now)
+        snap = watch_lib.gather(env.store, now)
+    snap.scope = env.scope_words()
+    return snap
 
 
 @app.command(
