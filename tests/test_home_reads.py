@@ -130,3 +130,24 @@ def test_prepare_and_claim_next_lines_carry_the_home(world):
     for lead in ("next: relay ack", "then: relay reply"):
         line = next(ln for ln in c.out.splitlines() if ln.startswith(lead))
         assert scope in line, c.out
+
+
+# ---------------------------------------------------------------- usage_error's hint
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("send", "--to", "bob", "--as", "alice", "--file", "no-such-file.txt"),
+        ("send", "--to", "bob", "--as", "alice", "--nope"),
+        ("send", "--as", "alice", "hi"),
+    ],
+    ids=["missing file", "unknown option", "missing option"],
+)
+def test_the_usage_error_hint_fits_every_cause(relay, argv):
+    """A missing --file is not a malformed command line: the fixed hint says what is true of
+    every usage_error, and the message names the cause (design.md §7)."""
+    r = relay(*argv, "--json")
+    assert r.error["code"] == "usage_error", r.err
+    assert "malformed" not in r.error["hint"]
+    assert "the message names what is wrong" in r.error["hint"]
+    if "--file" in argv:
+        assert "no-such-file.txt" in r.error["message"]

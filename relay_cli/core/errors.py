@@ -76,7 +76,9 @@ ERRORS: dict[str, ErrorSpec] = {
     "usage_error": ErrorSpec(
         ExitStatus.USAGE,
         False,
-        "the command line is malformed; run the command with --help for its options",
+        "the command cannot run as given; the message names what is wrong (an option or "
+        "argument, a file, directory or program it names, standard input): fix that and "
+        "run it again (--help lists the command's options)",
         also_exits=(
             (NOT_FOUND_EXIT, "`run` and `once`: the command was not found (as a shell exits)"),
             (
