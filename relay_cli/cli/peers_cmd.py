@@ -126,6 +126,13 @@ def join(
         url = env.store.shared_url()
         if url is not None:  # design.md §13: the password stays out (~/.pgpass, PGPASSWORD)
             env.out.line(f"export RELAY_DATABASE_URL={shlex.quote(url)}")
+        # stderr, which eval leaves alone: success is not silent (design.md §14)
+        now = env.clock.now_ms()
+        env.out.note(
+            f"relay: joined as {result['peer']} (session lease until "
+            f"{env.out.until(result['lease_expires_at'], now)}); the export lines make this "
+            f"shell act as {result['peer']}"
+        )
     else:
         now = env.clock.now_ms()
         env.out.fields(

@@ -97,8 +97,8 @@ ERRORS: dict[str, ErrorSpec] = {
     "invalid_text": ErrorSpec(
         ExitStatus.USAGE,
         False,
-        f"text must be UTF-8, 1 to {MAX_TEXT_BYTES} bytes, without NUL bytes; pass it on "
-        "stdin with `-`",
+        f"text must be UTF-8, 1 to {MAX_TEXT_BYTES} bytes, not only whitespace, without NUL "
+        "bytes; pass it on stdin with `-`",
     ),
     "invalid_name": ErrorSpec(
         ExitStatus.USAGE,

@@ -175,6 +175,12 @@ def validate_text(data: str | bytes, what: str = "text") -> str:
         raise RelayError("invalid_text", f"{what} is not valid UTF-8") from None
     if "\x00" in text:
         raise RelayError("invalid_text", f"{what} contains a NUL byte")
+    if not text.strip():  # as empty as no text: an empty variable or heredoc (design.md §4)
+        raise RelayError(
+            "invalid_text",
+            f"{what} is only whitespace (spaces, tabs or newlines): there is nothing to "
+            "read; was the variable or heredoc that holds it empty?",
+        )
     return text
 
 
