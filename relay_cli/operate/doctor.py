@@ -1142,8 +1142,9 @@ def _check_lapsed(report: Report, rows, now: int) -> set[str]:
         report.add(
             f"lapsed:{peer}",
             WARN,
-            f"its lease lapsed {clock.human_duration((now - at) / 1000)} ago holding "
-            f"{_n(len(ids), 'claimed request', 'claimed requests')} ({_ids(ids)}): the "
+            # the ids first: on a cut line (design.md §11) they are what stays in view
+            f"holds {_ids(ids)} ({_n(len(ids), 'claimed request', 'claimed requests')}), "
+            f"and its lease lapsed {clock.human_duration((now - at) / 1000)} ago: the "
             f"next relay command makes {'it' if len(ids) == 1 else 'them'} "
             "delivery_unknown, for a person to settle; `relay list` does it and shows "
             f"{'it' if len(ids) == 1 else 'them'}",
@@ -1166,7 +1167,7 @@ def _check_deadlines(report: Report, rows) -> None:
         report.add(
             "claim_leases",
             WARN,
-            f"the claim lease of {_n(len(lost), 'request', 'requests')} ({_ids(lost)}) "
+            f"{_ids(lost)}: the claim lease of {_n(len(lost), 'request', 'requests')} "
             "ran out before ack: the next relay command makes "
             f"{'it' if len(lost) == 1 else 'them'} delivery_unknown, for a person to "
             f"settle; `relay list` does it and shows {'it' if len(lost) == 1 else 'them'}",
