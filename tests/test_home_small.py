@@ -52,3 +52,28 @@ def test_wakeup_in_send_s_answer_is_explained(world):
     line = next(ln for ln in r.out.splitlines() if ln.startswith("wakeup "))
     assert "(" in line, r.out  # the value with what it means
     assert "nothing wakes bob" in r.out and "evidence of delivery" in r.out
+
+
+@pytest.mark.sqlite_only
+def test_prune_refuses_a_relay_db_with_damaged_pages_and_changes_nothing(world):
+    """A damaged page that no command reads goes unnoticed by the others (quick_check reads
+    every page: too slow for every call, design.md §2); prune, which rewrites rows all
+    over, runs quick_check first and changes nothing."""
+    import sqlite3
+
+    relay, alice, bob = world
+    for i in range(40):
+        assert relay.send(alice, "bob", f"task {i} " + "x" * 2000).code == 0
+    db = relay.home / "relay.db"
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    conn.close()
+    with open(db, "r+b") as f:
+        for page in range(pages // 2, pages // 2 + 5):
+            f.seek((page - 1) * 4096)
+            f.write(b"\xde\xad\xbe\xef" * 1024)
+    before = db.read_bytes()
+    r = relay("prune", "--json")
+    assert (r.code, r.error["code"]) == (7, "database_corrupt"), r.err
+    assert db.read_bytes() == before
