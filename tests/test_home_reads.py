@@ -151,3 +151,45 @@ def test_the_usage_error_hint_fits_every_cause(relay, argv):
     assert "the message names what is wrong" in r.error["hint"]
     if "--file" in argv:
         assert "no-such-file.txt" in r.error["message"]
+
+
+@pytest.mark.sqlite_only
+def test_watch_on_a_terminal_waits_for_a_missing_home_to_be_made(relay, tmp_path):
+    """`relay watch` started before the first agent joins says there is no home yet, makes
+    none, and shows the home once a command that writes makes it."""
+    import fcntl
+    import os
+    import pty
+    import select
+    import struct
+    import sys
+    import termios
+    import time
+
+    from conftest import plain
+
+    home = tmp_path / "later"
+    pid, fd = pty.fork()
+    if pid == 0:  # pragma: no cover - the child
+        os.environ["TERM"] = "xterm-256color"
+        os.execv(sys.executable, [sys.executable, "-m", "relay_cli", "watch", "--home", str(home)])
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    out, start, made = b"", time.monotonic(), False
+    while time.monotonic() - start < 8:
+        if select.select([fd], [], [], 0.2)[0]:
+            try:
+                out += os.read(fd, 65536)
+            except OSError:
+                break
+        if not made and b"no relay home exists" in out:
+            assert not home.exists()
+            assert relay("peers", "add", "zed", "--home", str(home)).code == 0
+            made = True
+        if made and b"zed" in out:
+            break
+    os.write(fd, b"q")
+    _, status = os.waitpid(pid, 0)
+    os.close(fd)
+    text = plain(out.decode("utf-8", "replace"))
+    assert made and "zed" in text, text
+    assert os.waitstatus_to_exitcode(status) == 0

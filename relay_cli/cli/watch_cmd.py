@@ -99,7 +99,11 @@ def _live(env: Env) -> int:
         ):
             last_version, last_draw = None, 0.0
             while True:
-                version = env.store.data_version()
+                try:
+                    version = env.store.data_version()
+                except RelayError:  # no home there yet (design.md §2): the line below says
+                    version = None  # so, and watch keeps looking until one is made
+
                 if version != last_version or time.monotonic() - last_draw >= TICK_S:
                     width, height = console.size
                     try:
@@ -136,7 +140,11 @@ def _snapshots(env: Env) -> int:
         with _keyboard() as keys:
             last_version = None
             while True:
-                version = env.store.data_version()
+                try:
+                    version = env.store.data_version()
+                except RelayError:  # no home there yet (design.md §2): the line below says
+                    version = None  # so, and watch keeps looking until one is made
+
                 if version != last_version:
                     try:
                         snap = _snapshot(env)
