@@ -103,7 +103,6 @@ def _live(env: Env) -> int:
                     version = env.store.data_version()
                 except RelayError:  # no home there yet (design.md §2): the line below says
                     version = None  # so, and watch keeps looking until one is made
-
                 if version != last_version or time.monotonic() - last_draw >= TICK_S:
                     width, height = console.size
                     try:
@@ -142,9 +141,8 @@ def _snapshots(env: Env) -> int:
             while True:
                 try:
                     version = env.store.data_version()
-                except RelayError:  # no home there yet (design.md §2): the line below says
-                    version = None  # so, and watch keeps looking until one is made
-
+                except RelayError:  # no home there yet (design.md §2): said once below,
+                    version = "no home"  # and watch keeps looking until one is made
                 if version != last_version:
                     try:
                         snap = _snapshot(env)
@@ -160,6 +158,8 @@ def _snapshots(env: Env) -> int:
                         )
                     except RelayError as e:
                         lines = [f"relay watch: {e.code}: {e.message} (retrying)"]
+                        if version == "no home":
+                            last_version = version
                     out.line("")
                     for ln in lines:
                         out.line(str(ln))
