@@ -129,7 +129,7 @@ def join(
         # stderr, which eval leaves alone: success is not silent (design.md §14)
         now = env.clock.now_ms()
         env.out.note(
-            f"relay: joined as {result['peer']} (session lease until "
+            f"relay: joined as {result['peer']} (session lease ends "
             f"{env.out.until(result['lease_expires_at'], now)}); the export lines make this "
             f"shell act as {result['peer']}"
         )
