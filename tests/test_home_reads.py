@@ -195,3 +195,23 @@ def test_watch_on_a_terminal_waits_for_a_missing_home_to_be_made(relay, tmp_path
     assert made and "zed" in text, text
     assert text.count("no relay home exists") <= 3, text  # said, not repeated every tick
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_the_join_line_of_an_identity_error_joins_in_the_same_home(relay):
+    """After lease_expired the hint's exact `eval "$(relay peers join …)"` line carries the
+    home (or database) the call was given, so pasted it joins there, not in the default."""
+    alice = relay.join("alice", "--lease", "10s")
+    if relay.url:  # given by option, not by the environment a pasted line inherits
+        given, scope = ["--database-url", relay.url], f"--database-url {shlex.quote(relay.url)}"
+        env = {"RELAY_DATABASE_URL": None}
+    else:
+        given, scope = ["--home", str(relay.home)], f"--home {relay.home}"
+        env = {"RELAY_HOME": None}
+    r = relay(
+        "peers", "heartbeat", "--json", *given, env={**alice, **env, "RELAY_TIME_OFFSET": "60"}
+    )
+    assert r.error["code"] == "lease_expired", r.err
+    assert f"--shell {scope})" in r.error["hint"], r.error["hint"]
+    # with the home from the environment, the pasted line inherits it: no option added
+    r = relay("peers", "heartbeat", "--json", env={**alice, "RELAY_TIME_OFFSET": "60"})
+    assert "--shell)" in r.error["hint"], r.error["hint"]

@@ -573,6 +573,10 @@ def _run(argv: list[str], ctx: Context) -> int:
         return rv if isinstance(rv, int) else ExitStatus.OK
     except RelayError as e:
         _name_where(e, ctx)
+        if e.detail and " --shell)" in e.detail and _given_on_command_line(ctx):
+            # the exact join line of an identity error joins in this call's home
+            # (design.md §14); a home from the environment is the pasted line's already
+            e.detail = e.detail.replace(" --shell)", f" --shell {scope_words(ctx)})")
         if e.code == "unsafe_state_dir" and e.detail is None and scope_words(ctx):
             # the hint's commands, for the home this call was given (design.md §14)
             scope = scope_words(ctx)
@@ -615,6 +619,15 @@ def _run(argv: list[str], ctx: Context) -> int:
 
 # errors that say relay looked for something and did not find it (design.md §7)
 NOT_FOUND = ("request_not_found", "prepared_not_found", "ledger_key_not_found", "unknown_peer")
+
+
+def _given_on_command_line(ctx: Context) -> bool:
+    """Did this call name its home or database by an option, not by the environment that a
+    command pasted into the same shell inherits?"""
+    return bool(scope_words(ctx)) and (
+        (ctx.home or None) != (os.environ.get("RELAY_HOME") or None)
+        or (ctx.database_url or None) != (os.environ.get("RELAY_DATABASE_URL") or None)
+    )
 
 
 def _name_where(e: RelayError, ctx: Context) -> None:
