@@ -201,9 +201,9 @@ def run(trials: int = 100, seed: int | None = None, root: Path | None = None, lo
     root = Path(tempfile.mkdtemp(prefix="relay-oncekill-")) if own else root
     home, work = root / "home", root / "work"
     work.mkdir(parents=True)
-    r = relay(home, "ledger", "list", "--json")  # creates the home and its database
+    r = relay(home, "sweep", "--json")  # creates the home and its database
     if r.code != 0:
-        raise RuntimeError(f"relay ledger list: {r.err}")
+        raise RuntimeError(f"relay sweep: {r.err}")
     writer = subprocess.Popen([sys.executable, "-c", WRITER, str(home / "relay.db")])
     figures = {
         "trials": 0,

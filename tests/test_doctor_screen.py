@@ -162,11 +162,18 @@ def test_every_problem_of_a_busy_home_is_on_the_last_screen_with_its_command(bus
 
 
 @pytest.mark.sqlite_only
-def test_the_screen_lines_of_a_busy_home_fit_24_rows(busy):
+def test_the_last_screen_of_a_busy_home_holds_the_problems_and_the_v_line(busy):
+    """Every problem keeps a line of its own (design.md §11), so in the busy home the area
+    lines scroll away above them; what stays is the line that names `doctor -v`, every
+    problem with its command, and the counts."""
     relay, _ = busy
     _, raw = relay.pty("doctor", cols=COLS, rows=ROWS)
-    lines = plain(raw).rstrip("\n").split("\n")
-    assert len(lines) <= ROWS - 1, "\n".join(lines)
+    screen, _ = last_screen(raw)
+    assert screen[0].startswith("each problem in full: relay doctor -v"), "\n".join(screen)
+    assert screen[-1].startswith("relay doctor: 0 fail, 9 warn")
+    report = relay("doctor", "--json").json
+    lines = [ln for ln in screen if ln.startswith("! warn")]
+    assert len(lines) == sum(c["status"] == "warn" for c in report["checks"])
 
 
 def test_pasted_commands_settle_the_busy_home_that_was_checked(busy, tmp_path):
@@ -392,3 +399,83 @@ def test_a_fail_and_a_warn_that_share_a_command_are_listed_above_it_once(relay):
     assert max(i for i, ln in enumerate(lines) if ln.startswith(("✗", "!", "x "))) < next(
         i for i, ln in enumerate(lines) if "relay doctor --fix" in ln
     )
+
+
+@pytest.mark.sqlite_only
+@pytest.mark.parametrize("how", ["file", "symlink_to_file"])
+def test_a_home_that_is_a_users_file_gets_no_move_command(relay, tmp_path, how):
+    """RELAY_HOME naming a shell rc file (or a dotfile manager's link to one): doctor says
+    what is wrong and how to point relay elsewhere, and prints no command that moves or
+    changes the file (pasted, the old `mv` moved the user's .bashrc)."""
+    rc = tmp_path / ".bashrc"
+    rc.write_text("export PATH=$HOME/bin:$PATH\n")
+    home = rc
+    if how == "symlink_to_file":
+        home = tmp_path / ".bashrc-link"
+        home.symlink_to(rc)
+    relay.home = home
+    r = relay("doctor", "--json")
+    state = next(c for c in r.json["checks"] if c["name"] == "state_dir")
+    assert state["status"] == "fail" and "RELAY_HOME" in state["detail"]
+    for c in r.json["checks"]:
+        assert not (c["fix"] or "").startswith("mv"), c
+        assert str(home) + "." not in (c["fix"] or ""), c
+    assert state["fix"].startswith("relay doctor --home ")
+    _, screen = relay.screen("doctor", cols=80, rows=24)
+    assert "mv --" not in screen
+    if state["fix"]:
+        paste(relay, state["fix"], tmp_path)
+    assert rc.read_text() == "export PATH=$HOME/bin:$PATH\n" and home.exists()
+
+
+@pytest.mark.sqlite_only
+def test_a_corrupt_database_not_as_relay_makes_it_gets_no_move_command(relay, tmp_path):
+    """Only a relay.db as relay makes it (a regular file of yours, open to nobody else) gets
+    `mv`; one that is a hard link's other name with another mode is left alone."""
+    relay.join("alice")
+    db = relay.home / "relay.db"
+    db.write_bytes(b"this is not a database" * 100)
+    from relay_cli.operate import doctor
+
+    assert doctor._relays_file(relay.home, "relay.db")
+    assert not doctor._relays_file(tmp_path, "nothing-here")
+    (tmp_path / "group-readable").write_text("x")
+    os.chmod(tmp_path / "group-readable", 0o640)
+    assert not doctor._relays_file(tmp_path, "group-readable")
+
+
+@pytest.mark.sqlite_only
+def test_a_missing_home_is_not_created_yet_never_safe_and_writable(relay, tmp_path):
+    relay.home = tmp_path / "mistyped"
+    _, screen = relay.screen("doctor", cols=80, rows=24)
+    assert "safe and writable" not in screen
+    assert "not created yet" in screen.split("home", 1)[1].splitlines()[0]
+    _, verbose = relay.screen("doctor", "-v", cols=80, rows=24)
+    assert "safe and writable" not in verbose
+    state = next(c for c in relay("doctor", "--json").json["checks"] if c["name"] == "state_dir")
+    assert f"relay peers join NAME --home {relay.home}" in state["detail"]
+    assert not relay.home.exists()
+
+
+def test_problems_that_share_a_command_each_keep_a_line_with_what_they_name(busy):
+    """Cut to fit 80x24, a lapsed session and a claim lease that ran out are not merged into
+    one cut line: each problem has a line of its own on the last screen, which shows the
+    session's name and the ids of the requests it names."""
+    relay, ids = busy
+    _, raw = relay.pty("doctor", cols=COLS, rows=ROWS)
+    screen, joined = last_screen(raw)
+    lapsed = next(ln for ln in screen if f"lapsed:{LAPSING}" in ln)
+    assert "delivery_unknown" not in lapsed.split(f"lapsed:{LAPSING}")[0], lapsed
+    lease = next(ln for ln in screen if "claim_leases:" in ln)
+    assert ids["lease_ran_out"][:8] in lease, lease
+    report = relay("doctor", "--json").json
+    held = next(c for c in report["checks"] if c["name"] == f"lapsed:{LAPSING}")
+    shown = held["detail"].split("holds ")[1][:8]
+    assert shown in lapsed, (shown, lapsed)
+
+
+def test_doctor_verbose_lines_fit_80_columns(busy):
+    relay, _ = busy
+    _, full = relay.screen("doctor", "-v", cols=COLS, rows=ROWS)
+    # a single word longer than the line (a path) is never cut; every other line fits
+    assert_fits("\n".join(ln for ln in full.split("\n") if " " in ln.strip()), COLS)

@@ -229,12 +229,8 @@ PLAIN = [
     ("peers add", "refused", "invalid_name", ["peers", "add", "Carol", "--json"]),
     ("once", "ok", None, ["once", "--key", "k", "--json", "--", "true"]),
     ("ledger list", "refused", "usage_error", ["ledger", "list", "--state", "nonsense", "--json"]),
-    (
-        "ledger show",
-        "refused",
-        "ledger_key_not_found",
-        ["ledger", "show", "nothing-here", "--json"],
-    ),
+    # a read on a home that does not exist makes nothing and says so (design.md §2)
+    ("ledger show", "refused", "storage_error", ["ledger", "show", "nothing-here", "--json"]),
 ]
 for _command, _kind, _code, _argv in PLAIN:
     case(_command, _kind, _code)(lambda w, argv=_argv: w.run(*argv))
@@ -643,7 +639,14 @@ def _(w):
 
 @case("approve", "refused", "ledger_key_not_found")
 def _(w):
+    assert w.relay("sweep").code == 0  # the home exists
     return w.run("approve", "nothing-here", "--json", tty_in=True, typed=b"y\n")
+
+
+@case("ledger show", "refused", "ledger_key_not_found")
+def _(w):
+    assert w.relay("sweep").code == 0  # the home exists
+    return w.run("ledger", "show", "nothing-here", "--json")
 
 
 @case("deny", "ok")

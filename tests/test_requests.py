@@ -34,18 +34,22 @@ def test_prepare_then_submit_queues_once_and_repeats_return_the_receipt(world):
     assert len(relay("list", "--json").json["requests"]) == 1
 
 
-def test_submit_of_unknown_and_expired_drafts_warns_about_unknown_delivery(world):
+def test_submit_of_unknown_and_expired_drafts_says_what_relay_checked(world):
+    """relay looks for a request with the id itself, so its message and its hint agree:
+    nothing was queued under it (never "delivery may be unknown" after that look)."""
     relay, alice, bob = world
     r = relay("submit", new_id(), "--json", env=alice)
     assert (r.code, r.error["code"]) == (3, "prepared_not_found")
-    assert "relay show ID" in r.error["hint"]
+    assert "no request has it either" in r.error["message"]
+    assert "nothing was queued" in r.error["hint"] and "may be" not in r.error["hint"]
     did = relay("prepare", "--to", "bob", "x", "--json", env=alice).json["id"]
     relay.env["RELAY_TIME_OFFSET"] = "3601"
     alice = relay.join("alice")
     before = relay.snapshot()
     r = relay("submit", did, "--json", env=alice)
     assert (r.code, r.error["code"]) == (4, "prepared_expired")
-    assert "relay show ID" in r.error["hint"]
+    assert "no request has its id" in r.error["message"]
+    assert "may be" not in r.error["hint"] + r.error["message"]
     assert relay.snapshot() == before
 
 
@@ -251,6 +255,68 @@ def test_sweep_reports_transitions_by_kind(world):
     r = relay("sweep", "--json")
     assert r.json == {"transitions": {"queued->expired": 2}}
     assert relay("sweep", "--json").json == {"transitions": {}}
+
+
+def test_prepare_with_an_id_send_used_for_the_same_content_is_a_duplicate(world):
+    """`prepare` dedupes as `send` does: the same id and content that `send` queued is that
+    request (duplicate, its state), not "used for different content"; nothing changes."""
+    relay, alice, bob = world
+    rid = new_id()
+    assert relay("send", "--to", "bob", "--id", rid, "same", env=alice).code == 0
+    before = relay.snapshot()
+    r = relay("prepare", "--to", "bob", "--id", rid, "same", "--json", env=alice)
+    assert r.code == 0, r.err
+    assert r.json == {
+        "id": rid,
+        "prepared_expires_at": None,
+        "duplicate": True,
+        "state": "queued",
+    }
+    assert relay.snapshot()["requests"] == before["requests"]
+    assert relay.snapshot()["drafts"] == before["drafts"]
+    assert relay("submit", rid, "--json", env=alice).json["duplicate"] is True
+    _, screen = relay.screen(
+        "prepare", "--to", "bob", "--id", rid, "same", cols=80, rows=24, env=alice
+    )
+    assert "already sent" in screen and "draft expires" not in screen
+
+
+def test_prepare_again_after_submit_answers_the_request_not_a_fresh_draft(world):
+    relay, alice, bob = world
+    did = relay("prepare", "--to", "bob", "work", "--json", env=alice).json["id"]
+    assert relay("submit", did, env=alice).code == 0
+    r = relay("prepare", "--to", "bob", "--id", did, "work", "--json", env=alice)
+    assert r.code == 0, r.err
+    assert (r.json["duplicate"], r.json["state"], r.json["prepared_expires_at"]) == (
+        True,
+        "queued",
+        None,
+    )
+
+
+def test_prepare_with_other_content_says_what_differs_as_send_does(world):
+    relay, alice, bob = world
+    rid = new_id()
+    assert relay("send", "--to", "bob", "--id", rid, "same", env=alice).code == 0
+    err = refused(
+        relay,
+        "request_id_conflict",
+        "prepare",
+        "--to",
+        "bob",
+        "--id",
+        rid,
+        "other",
+        "--ttl",
+        "2h",
+        env=alice,
+    )
+    assert "text, --ttl differ" in err["message"]
+    did = relay("prepare", "--to", "bob", "draft", "--json", env=alice).json["id"]
+    err = refused(
+        relay, "request_id_conflict", "prepare", "--to", "bob", "--id", did, "draft\n", env=alice
+    )
+    assert "trailing whitespace" in err["message"]
 
 
 def test_prepare_again_after_the_draft_expired_is_prepared_expired(world):

@@ -322,15 +322,16 @@ def test_a_database_open_to_group_or_others_is_refused(relay):
 
 
 def test_sudo_with_the_users_home_creates_nothing_in_it(relay, tmp_path):
-    """`sudo relay list` with HOME kept: relay (root) must not create root-owned directories
-    inside the user's home; it refuses with unsafe_state_dir instead."""
+    """`sudo relay sweep` with HOME kept: relay (root) must not create root-owned directories
+    inside the user's home; it refuses with unsafe_state_dir instead (a read such as `list`
+    creates no home at all: design.md §2)."""
     if os.geteuid() != 0:
         pytest.skip("needs root to own a directory as another user")
     user_home = tmp_path / "user"
     user_home.mkdir()
     os.chown(user_home, 4242, 4242)
     env = {"RELAY_HOME": None, "HOME": str(user_home), "XDG_STATE_HOME": None}
-    r = relay("list", "--json", env=env)
+    r = relay("sweep", "--json", env=env)
     assert (r.code, r.error["code"]) == (7, "unsafe_state_dir"), r.err
     assert "uid 4242" in r.error["message"]
     assert list(user_home.iterdir()) == []
@@ -339,7 +340,7 @@ def test_sudo_with_the_users_home_creates_nothing_in_it(relay, tmp_path):
     shared.mkdir()
     os.chown(shared, 4242, 4242)
     os.chmod(shared, 0o1777)
-    assert relay("list", "--home", str(shared / "relay")).code == 0
+    assert relay("sweep", "--home", str(shared / "relay")).code == 0
 
 
 def test_a_relative_home_is_made_absolute_and_exported_so(relay, tmp_path):
@@ -643,5 +644,5 @@ def test_first_open_racing_another_first_open_is_not_database_corrupt(relay, mon
         return conn
 
     monkeypatch.setattr(dbmod, "_connect", racy_connect)
-    r = relay("peers", "list", "--json")
+    r = relay("sweep", "--json")
     assert r.code == 0, r.err

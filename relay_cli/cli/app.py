@@ -265,7 +265,14 @@ class Env:
     identity options."""
 
     def __init__(
-        self, json_mode: bool, home: str | None, as_: str | None = None, session: str | None = None
+        self,
+        json_mode: bool,
+        home: str | None,
+        as_: str | None = None,
+        session: str | None = None,
+        *,
+        creates: bool = True,
+        identified: bool = False,
     ) -> None:
         self.ctx = call_context()
         self.out = Output(
@@ -279,6 +286,12 @@ class Env:
             self.ctx.home = home
         self.as_ = as_
         self.session = session
+        # False for a command that only reads or acts on what must already exist: it
+        # never makes a home (design.md §2)
+        self.creates = creates
+        # the command needs a caller: no name at all is no_identity before the home is
+        # looked at (design.md §5 orders identity first)
+        self.identified = identified
         self._store = None
         self.ctx.closing.append(self)
 
@@ -296,9 +309,17 @@ class Env:
         if self._store is None:
             from ..store import open_store
 
-            self._store = open_store(self.home, self.ctx.database_url, self.ctx.clock)
+            if self.identified and self.identity() == (None, None):
+                raise RelayError("no_identity", "relay does not know who you are")
+
+            self._store = open_store(
+                self.home, self.ctx.database_url, self.ctx.clock, create=self.creates
+            )
             self.ctx.use_clock(self._store.clock)
         return self._store
+
+    def scope_words(self) -> str:
+        return scope_words(self.ctx)
 
     def identity(self) -> tuple[str | None, str | None]:
         """(name, token) by ``peers.identity``: the options, then the environment."""
@@ -315,6 +336,19 @@ class Env:
         if self._store is not None:
             self._store.close()
             self._store = None
+
+
+def scope_words(ctx: Context) -> str:
+    """The ``--home`` / ``--database-url`` words a command relay prints carries so that,
+    pasted into the same shell, it acts on the home or database of this call (design.md
+    §14): as doctor's (``Scope``), empty for the per-user default home."""
+    from ..operate.doctor import Scope
+    from ..store import database_url, resolve_home
+
+    try:
+        return Scope(resolve_home(ctx.home), bool(ctx.home), database_url(ctx.database_url)).words()
+    except RelayError:
+        return ""
 
 
 def _warn_offset(out: Output, clock: Clock) -> None:
@@ -508,6 +542,18 @@ def _run(argv: list[str], ctx: Context) -> int:
         rv = _invoke(command, argv, ctx)
         return rv if isinstance(rv, int) else ExitStatus.OK
     except RelayError as e:
+        _name_where(e, ctx)
+        if e.detail and " --shell)" in e.detail and _given_on_command_line(ctx):
+            # the exact join line of an identity error joins in this call's home
+            # (design.md §14); a home from the environment is the pasted line's already
+            e.detail = e.detail.replace(" --shell)", f" --shell {scope_words(ctx)})")
+        if e.code == "unsafe_state_dir" and e.detail is None and scope_words(ctx):
+            # the hint's commands, for the home this call was given (design.md §14)
+            scope = scope_words(ctx)
+            e.detail = (
+                f"for this home: `relay doctor {scope}` explains, "
+                f"`relay doctor --fix {scope}` tightens modes"
+            )
         out.error(e)
         return e.exit_code
     except typer.Exit as e:
@@ -539,6 +585,34 @@ def _run(argv: list[str], ctx: Context) -> int:
         err = _sqlite_error(e) or RelayError("internal_error", f"{type(e).__name__}: {e}")
         out.error(err)
         return err.exit_code
+
+
+# errors that say relay looked for something and did not find it (design.md §7)
+NOT_FOUND = ("request_not_found", "prepared_not_found", "ledger_key_not_found", "unknown_peer")
+
+
+def _given_on_command_line(ctx: Context) -> bool:
+    """Did this call name its home or database by an option, not by the environment that a
+    command pasted into the same shell inherits?"""
+    return bool(scope_words(ctx)) and (
+        (ctx.home or None) != (os.environ.get("RELAY_HOME") or None)
+        or (ctx.database_url or None) != (os.environ.get("RELAY_DATABASE_URL") or None)
+    )
+
+
+def _name_where(e: RelayError, ctx: Context) -> None:
+    """A not-found error names the home (or database) it searched, so a mistyped --home or
+    RELAY_HOME shows itself (design.md §7). The password of a URL is never printed."""
+    if e.code not in NOT_FOUND:
+        return
+    try:
+        from ..store import database_url, redact, resolve_home
+
+        url = database_url(ctx.database_url)
+        where = f"the database {redact(url)}" if url else f"the relay home {resolve_home(ctx.home)}"
+    except RelayError:
+        return
+    e.message = f"{e.message} (looked in {where})"
 
 
 def _sqlite_error(e: Exception) -> RelayError | None:

@@ -49,7 +49,7 @@ def path(json_: JsonOpt = False, home: HomeOpt = None) -> int:
     env.out.line(db)
     if not exists:
         env.out.note(
-            "relay.db does not exist yet; the first relay command that uses the "
+            "relay.db does not exist yet; the first relay command that writes to the "
             "database creates it (e.g. relay peers join NAME)"
         )
     return 0
@@ -100,7 +100,7 @@ def export(
     Markdown are human output: peer text is made inert, cells a spreadsheet would run as
     a formula start with ', and Markdown escapes \\ and |. Reads only; bodies: relay show ID.
     """
-    env = Env(json_, home)
+    env = Env(json_, home, creates=False)
     fmt = export_lib.validate_format(format_)
     states = lifecycle.validate_states(state)
     since_s = None if since is None else clock.parse_duration(since, clock.EXPORT_SINCE, "--since")

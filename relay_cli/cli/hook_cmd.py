@@ -330,7 +330,7 @@ def notices(
     and is refused for a superseded or lapsed session. When an answer was lost, `relay
     notices --again` shows the last ones told again.
     """
-    env = Env(json_, home, as_, session)
+    env = Env(json_, home, as_, session, creates=False, identified=True)
     with env.unit() as now:
         take = notices_lib.again if again else notices_lib.take
         found = take(env.store, now, env.caller())

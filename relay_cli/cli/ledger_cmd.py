@@ -336,7 +336,7 @@ def ledger_list(
 
     No captured output (`relay ledger show KEY` has it).
     """
-    env = Env(json_, home)
+    env = Env(json_, home, creates=False)
     states = ledger.validate_states(state)
     with env.unit(write=False) as now:
         entries = ledger.list_entries(env.store, states)
@@ -392,7 +392,7 @@ LEDGER_COLUMNS = [
     ),
 )
 def ledger_show(key: KeyArg, json_: JsonOpt = False, home: HomeOpt = None) -> int:
-    env = Env(json_, home)
+    env = Env(json_, home, creates=False)
     ledger.validate_key(key)
     with env.unit(write=False):
         obj = ledger.show(env.store, key)
@@ -431,7 +431,7 @@ def ledger_resolve(
     terminal (approval_needs_terminal): that stops accidents and habits, not a program
     that fakes a terminal.
     """
-    env = Env(json_, home)
+    env = Env(json_, home, creates=False)
     ledger.validate_key(key)
     text = lifecycle.validate_text(note, "--note") if note is not None else None
     try:
@@ -470,7 +470,7 @@ def approve(
     non-interactive shell from approving by accident or habit; it does not stop a program
     that fakes a terminal (relay is no boundary between programs of one user).
     """
-    env = Env(json_, home)
+    env = Env(json_, home, creates=False)
     ledger.validate_key(key)
     terminal = lifecycle.stdin_is_terminal()
     seen = None
@@ -548,7 +548,7 @@ def deny(
     input is a terminal (approval_needs_terminal): that stops accidents and habits, not a
     program that fakes a terminal.
     """
-    env = Env(json_, home)
+    env = Env(json_, home, creates=False)
     ledger.validate_key(key)
     text = lifecycle.validate_text(note, "--note") if note is not None else None
     with env.unit() as now:

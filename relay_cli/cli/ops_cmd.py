@@ -230,9 +230,12 @@ class _DoctorScreen:
             if verbose:
                 indent = " " * (group_w + GAP)
                 for c in (c for c in oks if c.group == group):
+                    # continuation lines are indented 2 more: wrapped 2 narrower, so no
+                    # line runs past the terminal's width (design.md §14)
                     first, *rest = _wrap_whole(
                         f"{c.name}: {inert_line(c.detail)}", self.width - len(indent)
                     )
+                    rest = _wrap_whole(" ".join(rest), self.width - len(indent) - 2) if rest else []
                     top += [Text(indent + first)] + [Text(indent + "  " + ln) for ln in rest]
         return top
 
@@ -264,15 +267,19 @@ class _DoctorScreen:
         return lines + self.command(checks[0].fix)
 
     def one_line(self, checks) -> list:
-        """The names and the start of the detail, and the command they share."""
+        """Each problem on a line of its own (its name and the start of its detail: which
+        session lapsed, which lease ran out), and the command they share."""
         from rich.text import Text
 
         from ..core.output import fit, inert_line
 
-        text = f"{', '.join(c.name for c in checks)}: {checks[0].detail}"
         return [
-            self.head(checks[0].status, checks[0].status, self.STATUS_W)
-            + Text(fit(inert_line(text), self.inner, self.out.ellipsis), style=self.bold)
+            self.head(c.status, c.status, self.STATUS_W)
+            + Text(
+                fit(inert_line(f"{c.name}: {c.detail}"), self.inner, self.out.ellipsis),
+                style=self.bold,
+            )
+            for c in checks
         ] + self.command(checks[0].fix)
 
     def render(self, report, oks, summary: str, verbose: bool) -> None:
@@ -302,7 +309,10 @@ class _DoctorScreen:
         ]
         budget = self.rows - 1 - _rows(tail, self.width)  # the prompt takes the last row
         if not verbose and _rows([ln for e in chosen for ln in e], self.width) > budget:
-            chosen, budget = self.cut(entries, top + more, budget)
+            # the line that names `doctor -v` stays on the last screen; the area lines
+            # too when there is room, else they scroll away above the problems
+            budget -= _rows(more, self.width)
+            chosen, budget = self.cut(entries, top, budget)
             top += more
         self.out.print_lines(top + [ln for e in chosen for ln in e] + tail)
 

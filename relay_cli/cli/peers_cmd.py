@@ -126,6 +126,13 @@ def join(
         url = env.store.shared_url()
         if url is not None:  # design.md §13: the password stays out (~/.pgpass, PGPASSWORD)
             env.out.line(f"export RELAY_DATABASE_URL={shlex.quote(url)}")
+        # stderr, which eval leaves alone: success is not silent (design.md §14)
+        now = env.clock.now_ms()
+        env.out.note(
+            f"relay: joined as {result['peer']} (session lease ends "
+            f"{env.out.until(result['lease_expires_at'], now)}); the export lines make this "
+            f"shell act as {result['peer']}"
+        )
     else:
         now = env.clock.now_ms()
         env.out.fields(
@@ -233,7 +240,7 @@ def heartbeat(
     as_: AsOpt = None, session: SessionOpt = None, json_: JsonOpt = False, home: HomeOpt = None
 ) -> int:
     """Renew my session's lease. After the lease lapsed: lease_expired, join again."""
-    env = Env(json_, home, as_, session)
+    env = Env(json_, home, as_, session, creates=False, identified=True)
     with env.unit() as now:
         obj = peers.heartbeat(env.store, env.caller(), now)
     return _emit_peer(env, obj)
@@ -248,7 +255,7 @@ def leave(
     as_: AsOpt = None, session: SessionOpt = None, json_: JsonOpt = False, home: HomeOpt = None
 ) -> int:
     """End my session. Work I claimed and did not finish becomes delivery_unknown."""
-    env = Env(json_, home, as_, session)
+    env = Env(json_, home, as_, session, creates=False, identified=True)
     with env.unit() as now:
         obj, moved = peers.leave_session(env.store, env.caller(), now)
     _emit_peer(env, obj)
@@ -290,7 +297,7 @@ def _unknown_lines(moved: list[str], whose: str) -> list[str]:
 )
 def list_(json_: JsonOpt = False, home: HomeOpt = None) -> int:
     """Table of peers with kind, session, lease left and wake-up method."""
-    env = Env(json_, home)
+    env = Env(json_, home, creates=False)
     with env.unit(write=False) as now:
         result = peers.list_peers(env.store, now)
     if env.json:

@@ -64,18 +64,52 @@ def request_fields(
         pairs.append(("pruned", "yes: text and reply were removed, the outcome is kept"))
     for key in extra:
         if key in obj:
-            pairs.append((key.replace("_", " "), yes_no(obj[key])))
+            value = yes_no(obj[key])
+            if key == "wakeup" and value in WAKEUP_WORDS:
+                value = f"{value} ({WAKEUP_WORDS[value]})"
+            pairs.append((key.replace("_", " "), value))
     return pairs
+
+
+# What each `wakeup` value says to a person reading send's or submit's answer (design.md
+# §12): how the recipient learns of the request, never evidence that it did.
+WAKEUP_WORDS = {
+    "waiter": "a waiter wakes it now",
+    "hook": "its hook tells it next turn",
+    "polling": "it waits in claim --wait",
+    "not_configured": "nothing wakes it",
+}
+
+# The note under a duplicate answer whose state has none of its own (design.md §14): the
+# retry queued nothing, and what that state means for sending the work again.
+DUPLICATE_NOTES = {
+    "expired": "nobody claimed it before its TTL, so it was not delivered; this retry "
+    "queued nothing: to send the work again, use a new id",
+    "cancelled": "the sender withdrew it while it was queued, so it was not delivered; this "
+    "retry queued nothing: to send the work again, use a new id",
+    "failed": "it failed (its reason and detail say why); this retry queued nothing: to "
+    "try again, send with a new id",
+    "rejected": "the recipient declined it and, by its word, did nothing; this retry queued "
+    "nothing: to ask again, send with a new id",
+}
 
 
 def note(out: Output, obj: dict) -> None:
     note = states.note(obj["state"], obj["reason"], obj["attempts"])
+    if note is None and obj.get("duplicate") is True:
+        note = DUPLICATE_NOTES.get(obj["state"])
     if note:
         out.para(f"note: {obj['state']}: {note}")
 
 
 def render_request(out: Output, obj: dict, now: int, extra: tuple[str, ...] = ()) -> None:
     out.fields(request_fields(out, obj, now, extra))
+    if obj.get("wakeup") == "not_configured" and obj["state"] == "queued" and "wakeup" in extra:
+        out.para(
+            f"wakeup: nothing wakes {obj['to']}: an agent sees this at its next relay claim "
+            "or relay inbox, a person in relay inbox or relay watch (no wakeup value is "
+            "evidence of delivery)"
+        )
     note(out, obj)
 
 

@@ -243,6 +243,13 @@ def prepare(
         result = lifecycle.prepare(env.store, now, env.caller(), draft_id=draft_id, **inputs)
     if env.json:
         env.out.json(result)
+    elif result.get("duplicate"):  # the id already names a request with this content
+        env.out.fields([("id", result["id"]), ("state", result["state"])])
+        env.out.para(
+            "already sent with this content: nothing new was prepared, nothing queued; "
+            "a submit of this id answers with that request"
+        )
+        env.out.para(f"next: relay show {result['id']}{_scope(env)}")
     else:
         env.out.fields(
             [
@@ -250,7 +257,9 @@ def prepare(
                 ("draft expires", env.out.until(result["prepared_expires_at"], now)),
             ]
         )
-        env.out.para(f"next: relay submit {result['id']}  (a repeat of submit is safe)")
+        env.out.para(
+            f"next: relay submit {result['id']}{_scope(env)}  (a repeat of submit is safe)"
+        )
     return 0
 
 
@@ -268,7 +277,7 @@ def submit(
     home: HomeOpt = None,
 ) -> int:
     """Queue a prepared draft. A repeat returns the stored receipt with duplicate: true."""
-    env = Env(json_, home, as_, session)
+    env = Env(json_, home, as_, session, creates=False, identified=True)
     draft_id = lifecycle.validate_ref(id_)
     with env.unit() as now:
         result = lifecycle.submit(env.store, now, env.caller(), draft_id)
@@ -297,7 +306,7 @@ def show(
 
     Both are another agent's words, not user approval.
     """
-    env = Env(json_, home)
+    env = Env(json_, home, creates=False)
     request_id = lifecycle.validate_ref(id_)
     with env.unit(write=False):
         obj = lifecycle.show(env.store, request_id, events)
@@ -330,7 +339,7 @@ def list_(
     home: HomeOpt = None,
 ) -> int:
     """Table of requests, newest first. Never shows bodies (`relay show ID` does)."""
-    env = Env(json_, home)
+    env = Env(json_, home, creates=False)
     states = lifecycle.validate_states(state)
     if to:
         validate_name(to, "--to")
@@ -389,7 +398,7 @@ def wait(
     Exit status: 0 completed; 10 failed, rejected, expired or cancelled; 11
     delivery_unknown; 75 still open when the timeout passed (not a failure: wait again).
     """
-    env = Env(json_, home, as_, session)
+    env = Env(json_, home, as_, session, creates=False)
     ref = lifecycle.validate_ref(id_)
     timeout_s = duration(timeout, clock.WAIT, "--timeout", lifecycle.DEFAULT_WAIT_S)
     code, obj = waiting.wait(
@@ -430,7 +439,7 @@ def cancel(
     Nobody holds it now. One queued again after a claim (--on-lost redeliver, or a
     person's requeue) was delivered once, and that claim may have started work.
     """
-    env = Env(json_, home, as_, session)
+    env = Env(json_, home, as_, session, creates=False, identified=True)
     request_id = lifecycle.validate_ref(id_)
     with env.unit() as now:
         obj = lifecycle.cancel(env.store, now, env.caller(), request_id)
@@ -464,7 +473,7 @@ def inbox(
     No bodies (`claim` takes one). 50 by default; how many more are queued is said
     (with --json: has_more and more).
     """
-    env = Env(json_, home, as_, session)
+    env = Env(json_, home, as_, session, creates=False, identified=True)
     with env.unit(write=False) as now:
         result = lifecycle.inbox(env.store, env.caller(), None if all_ else limit)
     if env.json:
@@ -555,7 +564,7 @@ def claim(
 
     Every claim takes a new request, so claimers that share a session never get the same one. Claimers that share a session (an agent and its subagents) pass --attempt with an id of their own: a retry with the same id (plain, or --again) gets that claim's request (duplicate: true) or is told what became of it, and no other claimer gets anything of it. Without --attempt, `relay claim --again` shows the one request this session claimed without an attempt id and has not acked; with several it shows none and lists them. A claim that takes nothing, or a second one, names the requests this session still holds unacked (held_unacked).
     """
-    env = Env(json_, home, as_, session)
+    env = Env(json_, home, as_, session, creates=False, identified=True)
     lease_s = duration(lease, clock.CLAIM_LEASE, "--lease", lifecycle.DEFAULT_CLAIM_LEASE_S)
     wait_s = duration(wait, clock.WAIT, "--wait", 0)
     ref = lifecycle.validate_ref(id_, "--id") if id_ is not None else None
@@ -586,11 +595,20 @@ def claim(
         if obj.get("held_unacked"):
             with env.unit(write=False):
                 note = lifecycle.held_note(env.store, env.caller(), obj["held_unacked"])
-        _render_claim(env.out, obj, env.clock.now_ms(), note)
+        _render_claim(env.out, obj, env.clock.now_ms(), note, _scope(env))
     return 0
 
 
-def _render_claim(out: Output, obj: dict, now: int, note: str | None = None) -> None:
+def _scope(env: Env) -> str:
+    """ " --home X" (or the database URL) when the call was given one: a printed command
+    acts on the same home when pasted into the same shell (design.md §14)."""
+    words = env.scope_words()
+    return f" {words}" if words else ""
+
+
+def _render_claim(
+    out: Output, obj: dict, now: int, note: str | None = None, scope: str = ""
+) -> None:
     """The claimed request for a person, and what to run next."""
     if obj.get("duplicate"):
         out.para(
@@ -603,10 +621,10 @@ def _render_claim(out: Output, obj: dict, now: int, note: str | None = None) -> 
     if note:
         out.para(f"note: {note}")
     render_full(out, obj, now)
-    out.para(f"next: relay ack {obj['id']}")
+    out.para(f"next: relay ack {obj['id']}{scope}")
     out.para(ack_by(out, obj, now))
     # runnable as pasted: `-` reads the answer from the terminal until Ctrl-D (design.md §14)
-    out.para(f"then: relay reply {obj['id']} -")
+    out.para(f"then: relay reply {obj['id']}{scope} -")
     out.para("  (type the answer, then Ctrl-D; or end it with relay fail or relay reject)")
 
 
@@ -646,7 +664,7 @@ def ack(
     home: HomeOpt = None,
 ) -> int:
     """Confirm you have read a request you claimed (state acknowledged). Safe to repeat."""
-    env = Env(json_, home, as_, session)
+    env = Env(json_, home, as_, session, creates=False, identified=True)
     obj = _act(env, lifecycle.ack, lifecycle.validate_ref(id_))
     return _emit(env, obj, render_request, ("duplicate",))
 
@@ -670,7 +688,7 @@ def reply(
 
     The same reply again is a no-op (duplicate: true); a different one is reply_conflict.
     """
-    env = Env(json_, home, as_, session)
+    env = Env(json_, home, as_, session, creates=False, identified=True)
     request_id = lifecycle.validate_ref(id_)
     body = read_text(text, file, "reply", out=env.out)
     obj = _act(env, lifecycle.reply, request_id, body)
@@ -696,7 +714,7 @@ def fail(
     home: HomeOpt = None,
 ) -> int:
     """Declare a request you claimed failed (state failed)."""
-    env = Env(json_, home, as_, session)
+    env = Env(json_, home, as_, session, creates=False, identified=True)
     request_id = lifecycle.validate_ref(id_)
     detail = lifecycle.validate_text(reason, "--reason")
     obj = _act(env, lifecycle.fail, request_id, detail)
@@ -720,7 +738,7 @@ def reject(
 
     The request becomes rejected.
     """
-    env = Env(json_, home, as_, session)
+    env = Env(json_, home, as_, session, creates=False, identified=True)
     request_id = lifecycle.validate_ref(id_)
     detail = lifecycle.validate_text(reason, "--reason")
     obj = _act(env, lifecycle.reject, request_id, detail)
@@ -757,7 +775,7 @@ def resolve(
     shell must not settle work in a person's name. That stops accidents and habits, not a
     program that fakes a terminal.
     """
-    env = Env(json_, home)
+    env = Env(json_, home, creates=False)
     request_id = lifecycle.validate_ref(id_)
     detail = lifecycle.validate_text(note, "--note") if note is not None else None
     with env.unit() as now:

@@ -22,7 +22,9 @@ POLL_S = 0.1  # how often the database's data_version and the keyboard are check
 
 def _snapshot(env: Env) -> watch_lib.Snapshot:
     with env.unit(write=False) as now:
-        return watch_lib.gather(env.store, now)
+        snap = watch_lib.gather(env.store, now)
+    snap.scope = env.scope_words()
+    return snap
 
 
 @app.command(
@@ -40,7 +42,7 @@ def watch(json_: JsonOpt = False, home: HomeOpt = None) -> int:
     TERM=dumb it prints a plain snapshot whenever something changes. When stdout is not
     a terminal it prints one plain snapshot (with --json: one JSON document) and exits.
     """
-    env = Env(json_, home)
+    env = Env(json_, home, creates=False)
     try:
         if env.json:
             env.out.json(watch_lib.json_doc(_snapshot(env)))
@@ -97,7 +99,10 @@ def _live(env: Env) -> int:
         ):
             last_version, last_draw = None, 0.0
             while True:
-                version = env.store.data_version()
+                try:
+                    version = env.store.data_version()
+                except RelayError:  # no home there yet (design.md §2): the line below says
+                    version = None  # so, and watch keeps looking until one is made
                 if version != last_version or time.monotonic() - last_draw >= TICK_S:
                     width, height = console.size
                     try:
@@ -134,7 +139,10 @@ def _snapshots(env: Env) -> int:
         with _keyboard() as keys:
             last_version = None
             while True:
-                version = env.store.data_version()
+                try:
+                    version = env.store.data_version()
+                except RelayError:  # no home there yet (design.md §2): said once below,
+                    version = "no home"  # and watch keeps looking until one is made
                 if version != last_version:
                     try:
                         snap = _snapshot(env)
@@ -150,6 +158,8 @@ def _snapshots(env: Env) -> int:
                         )
                     except RelayError as e:
                         lines = [f"relay watch: {e.code}: {e.message} (retrying)"]
+                        if version == "no home":
+                            last_version = version
                     out.line("")
                     for ln in lines:
                         out.line(str(ln))

@@ -79,7 +79,9 @@ ERRORS: dict[str, ErrorSpec] = {
     "usage_error": ErrorSpec(
         ExitStatus.USAGE,
         False,
-        "the command line is malformed; run the command with --help for its options",
+        "the command cannot run as given; the message names what is wrong (an option or "
+        "argument, a file, directory or program it names, standard input): fix that and "
+        "run it again (--help lists the command's options)",
         also_exits=(
             (NOT_FOUND_EXIT, "`run` and `once`: the command was not found (as a shell exits)"),
             (
@@ -98,8 +100,8 @@ ERRORS: dict[str, ErrorSpec] = {
     "invalid_text": ErrorSpec(
         ExitStatus.USAGE,
         False,
-        f"text must be UTF-8, 1 to {MAX_TEXT_BYTES} bytes, without NUL bytes; pass it on "
-        "stdin with `-`",
+        f"text must be UTF-8, 1 to {MAX_TEXT_BYTES} bytes, not only whitespace, without NUL "
+        "bytes; pass it on stdin with `-`",
     ),
     "invalid_name": ErrorSpec(
         ExitStatus.USAGE,
@@ -143,8 +145,9 @@ ERRORS: dict[str, ErrorSpec] = {
     "prepared_not_found": ErrorSpec(
         ExitStatus.NOT_FOUND,
         False,
-        "no draft has this id; if an earlier submit's response was lost, delivery may be "
-        "unknown: compare `relay show ID` before preparing again",
+        "no draft and no request has this id here: relay checked both, so even if an "
+        "earlier submit's response was lost, nothing was queued under it in this home or "
+        "database; check the id and the home (--home, RELAY_HOME), or prepare the work again",
     ),
     "ledger_key_not_found": ErrorSpec(
         ExitStatus.NOT_FOUND,
@@ -173,8 +176,8 @@ ERRORS: dict[str, ErrorSpec] = {
     "prepared_expired": ErrorSpec(
         ExitStatus.CONFLICT,
         False,
-        "the draft expired before it was submitted; if an earlier submit's response was "
-        "lost, delivery may be unknown: compare `relay show ID` before preparing again",
+        "the draft expired before it was submitted, and no request has its id (relay "
+        "checked, so a lost submit response queued nothing); prepare the work again",
     ),
     "key_conflict": ErrorSpec(
         ExitStatus.CONFLICT,

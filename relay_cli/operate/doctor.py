@@ -33,8 +33,8 @@ if TYPE_CHECKING:
 
 # a home without relay.db yet: as fresh as a missing home (design.md §11)
 NO_DB_YET = (
-    "not created yet; the first relay command that uses the home creates it, "
-    "e.g. `relay peers join NAME`"
+    "not created yet; the first relay command that writes to the home creates it, "
+    "e.g. `relay peers join NAME` (a read such as `relay list` creates nothing)"
 )
 
 OK, WARN, FAIL = "ok", "warn", "fail"
@@ -268,6 +268,8 @@ def _summary_relay(r: Report) -> str:
 def _summary_home(r: Report) -> str:
     if r.facts.get("backend") == "postgresql":
         return f"{r.home} (not used for requests on PostgreSQL)"
+    if any(c.name == "state_dir" and "not created yet" in c.detail for c in r.checks):
+        return f"not created yet: {r.home}"
     if all(c.status == OK for c in r.checks if c.group == "home"):
         return f"safe and writable: {r.home}"
     return str(r.home)
@@ -288,6 +290,10 @@ def _summary_database(r: Report) -> str:
         parts.append(_size(f["db_bytes"]))
     if f.get("database_url"):
         parts.append(f["database_url"])
+    if not parts and any(
+        c.name == "database" and c.detail.startswith("not created yet") for c in r.checks
+    ):
+        return "not created yet"
     return ", ".join(parts) or "not opened"
 
 
@@ -444,14 +450,27 @@ def _unsafe_dir(report: Report, why: str, fix: str | None) -> None:
     )
 
 
-def _symlink_fix(report: Report, home: Path) -> str:
+def _symlink_fix(report: Report, home: Path) -> str | None:
     """What to do about a home that is a symlink: relay never follows it, and --fix cannot
-    change that. Check the directory it points to instead (if it is one), or move the link
-    aside so that relay makes a real directory."""
+    change that. Check the directory it points to instead (if it is one), else point relay
+    elsewhere: the link is not relay's to move (a dotfile manager's link, design.md §11)."""
     target = Path(os.path.realpath(home))
     if target.is_dir() and target != home:
         return report.cmd("doctor", home=target)
-    return f"mv -- {shlex.quote(str(home))} {shlex.quote(str(home) + '.link')}"
+    return _elsewhere(report, home)
+
+
+def _elsewhere(report: Report, home: Path) -> str | None:
+    """The command that points relay at another home: doctor on the per-user default, or
+    None when the default is this very path (then only the explanation says how)."""
+    default = _default_home()
+    return None if default == home else report.cmd("doctor", home=default)
+
+
+POINT_ELSEWHERE = (
+    "relay leaves it alone; point relay at a directory of its own: unset RELAY_HOME "
+    "(the per-user default) or pass --home DIR"
+)
 
 
 def _check_paths(home: Path, report: Report) -> bool:
@@ -476,7 +495,8 @@ def _check_paths(home: Path, report: Report) -> bool:
             "state_dir",
             OK,
             f"{home}: not created yet; the first relay command that "
-            "uses it creates it (mode 0700), e.g. `relay peers join NAME`",
+            f"writes to it creates it (mode 0700), e.g. `{report.cmd('peers join NAME')}` "
+            "(a read such as `relay list` creates nothing)",
         )
         report.add("database", OK, "not created yet (created with the state directory)")
         return False
@@ -484,13 +504,16 @@ def _check_paths(home: Path, report: Report) -> bool:
     if d.is_symlink:
         problems.append(
             "is a symbolic link, which relay never follows (doctor --fix cannot "
-            "change that): use the directory it points to if it is yours, or "
-            "move the link aside"
+            "change that): use the directory it points to if it is yours; relay made "
+            "no link, and never moves one: " + POINT_ELSEWHERE
         )
         fix = _symlink_fix(report, home)
-    elif not d.is_dir:
-        problems.append("is not a directory: move it aside")
-        fix = f"mv -- {shlex.quote(str(home))} {shlex.quote(str(home) + '.moved')}"
+    elif not d.is_dir:  # a user's file (a shell rc file): never relay's to move (§11)
+        problems.append(
+            f"is a {d.file_type}, not a directory: relay never made it, so it is not "
+            "a relay home and not relay's to move or change; " + POINT_ELSEWHERE
+        )
+        fix = _elsewhere(report, home)
     if d.foreign:
         problems.append(
             f"is owned by uid {d.owner_uid}, not by you (uid {os.geteuid()}): use "
@@ -585,6 +608,24 @@ def _check_file(path: Path, name: str, report: Report, required: bool) -> None:
         )
     else:
         report.add(name, OK, f"{path.name}: regular file, not a symlink, {_describe(f)}")
+
+
+def _relays_file(home: Path, name: str) -> bool:
+    """Is ``home/name`` a file as relay makes it (design.md §11): a regular file owned by
+    you, open to nobody else, in a real directory owned by you and open to nobody else?
+    Only such a file gets a command that moves it."""
+    from ..store import inspect_path
+
+    d, f = inspect_path(home), inspect_path(home / name)
+    return (
+        d.is_dir
+        and not d.is_symlink
+        and not d.foreign
+        and not d.group_other_access
+        and f.is_regular
+        and not f.foreign
+        and not f.group_other_access
+    )
 
 
 def _aside(home: Path, names: list[str]) -> str:
@@ -760,7 +801,15 @@ def _failed(report: Report, name: str, err: RelayError, message: str | None = No
             for s in ("", *COMPANIONS)
             if os.path.lexists(report.home / f"{DB_NAME}{s}")
         ]
-        detail, fix = f"{detail}; {CORRUPT}", _aside(report.home, names or [DB_NAME])
+        if _relays_file(report.home, DB_NAME):
+            detail, fix = f"{detail}; {CORRUPT}", _aside(report.home, names or [DB_NAME])
+        else:
+            detail = (
+                f"{detail}; {report.home / DB_NAME} does not look like a file relay made "
+                "(a regular file of yours, mode 0600, in a directory of yours), so relay "
+                "suggests no move; " + POINT_ELSEWHERE
+            )
+            fix = _elsewhere(report, report.home)
     elif err.code == "database_corrupt":  # PostgreSQL: another program's tables there
         detail = (
             f"{detail}; give relay a database of its own (an empty one), or look at "
@@ -1119,8 +1168,9 @@ def _check_lapsed(report: Report, rows, now: int) -> set[str]:
         report.add(
             f"lapsed:{peer}",
             WARN,
-            f"its lease lapsed {clock.human_duration((now - at) / 1000)} ago holding "
-            f"{_n(len(ids), 'claimed request', 'claimed requests')} ({_ids(ids)}): the "
+            # the ids first: on a cut line (design.md §11) they are what stays in view
+            f"holds {_ids(ids)} ({_n(len(ids), 'claimed request', 'claimed requests')}), "
+            f"and its lease lapsed {clock.human_duration((now - at) / 1000)} ago: the "
             f"next relay command makes {'it' if len(ids) == 1 else 'them'} "
             "delivery_unknown, for a person to settle; `relay list` does it and shows "
             f"{'it' if len(ids) == 1 else 'them'}",
@@ -1143,7 +1193,7 @@ def _check_deadlines(report: Report, rows) -> None:
         report.add(
             "claim_leases",
             WARN,
-            f"the claim lease of {_n(len(lost), 'request', 'requests')} ({_ids(lost)}) "
+            f"{_ids(lost)}: the claim lease of {_n(len(lost), 'request', 'requests')} "
             "ran out before ack: the next relay command makes "
             f"{'it' if len(lost) == 1 else 'them'} delivery_unknown, for a person to "
             f"settle; `relay list` does it and shows {'it' if len(lost) == 1 else 'them'}",

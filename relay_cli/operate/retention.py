@@ -39,6 +39,7 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 from ..core import clock
+from ..core.errors import RelayError
 from ..core.limits import DEFAULT_RETENTION_S, TOMBSTONE_S
 from ..ledger.states import FINAL_STATES as LEDGER_FINAL
 from ..requests import due
@@ -61,6 +62,22 @@ COUNT_KEYS = (
 )
 
 
+def require_intact(store: Store) -> None:
+    """`prune` rewrites rows all over the database: on SQLite it first runs quick_check
+    (the store's ``health``) and refuses a damaged relay.db with database_corrupt, changing
+    nothing. Every other command skips that check, which reads every page: 0.6 ms for a
+    400 KiB relay.db, 225 ms for 82 MiB (design.md §2); a page no command reads stays
+    unnoticed until doctor or prune runs it."""
+    health = store.health()
+    if "quick_check" in health.errors:
+        raise health.errors["quick_check"]
+    if health.integrity is not None and health.integrity != ("ok",):
+        raise RelayError(
+            "database_corrupt",
+            f"relay.db fails quick_check ({health.integrity[0]}); prune changed nothing",
+        )
+
+
 def cutoffs(now: int, older_than_s: int) -> tuple[int, int]:
     """(body cutoff, tombstone cutoff) in ms: rows finished before them are affected."""
     body = now - older_than_s * 1000
@@ -81,6 +98,7 @@ def prune(
     counts of a dry run equal what the real run then does.
     """
     body_cutoff, tomb_cutoff = cutoffs(now, older_than_s)
+    require_intact(store)
     due.drain_due(store, now)
     if dry_run:
         with store.transaction(write=False):

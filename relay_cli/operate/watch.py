@@ -56,6 +56,9 @@ class Snapshot:
     events: list[dict] = field(default_factory=list)  # newest first
     awaiting: list[dict] = field(default_factory=list)  # ledger entries awaiting approval
     effect_unknown: list[dict] = field(default_factory=list)  # crashed `relay once` entries
+    # the --home / --database-url words every command watch prints carries, so it acts on
+    # the home or database watched when pasted into the same shell (design.md §14)
+    scope: str = ""
 
     @property
     def open_total(self) -> int:
@@ -271,7 +274,22 @@ def sections(snap: Snapshot) -> list[Section]:
             empty="none yet",
         ),
     ]
+    if snap.scope:
+        for sec in out:
+            sec.title = _scoped(sec.title, snap.scope)
+            sec.more = _scoped(sec.more, snap.scope)
+            sec.action = sec.action and _scoped(sec.action, snap.scope)
+            sec.empty = sec.empty and _scoped(sec.empty, snap.scope)
     return [s for s in out if s.rows or s.empty is not None]
+
+
+def _scoped(text: str, scope: str) -> str:
+    """``text`` with ``scope`` after each relay command in it (a command runs to the end of
+    the text or to " or ")."""
+    if "relay " not in text:
+        return text
+    head, _, commands = text.partition("relay ")
+    return head + " or ".join(f"relay {c} {scope}" for c in commands.split(" or relay "))
 
 
 def _open_order(reqs: list[dict]) -> list[dict]:

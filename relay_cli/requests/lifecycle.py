@@ -175,6 +175,12 @@ def validate_text(data: str | bytes, what: str = "text") -> str:
         raise RelayError("invalid_text", f"{what} is not valid UTF-8") from None
     if "\x00" in text:
         raise RelayError("invalid_text", f"{what} contains a NUL byte")
+    if not text.strip():  # as empty as no text: an empty variable or heredoc (design.md §4)
+        raise RelayError(
+            "invalid_text",
+            f"{what} is only whitespace (spaces, tabs or newlines): there is nothing to "
+            "read; was the variable or heredoc that holds it empty?",
+        )
     return text
 
 
@@ -405,6 +411,18 @@ def draft_object(draft_id: str, expires_at: int) -> dict:
     return {"id": draft_id, "prepared_expires_at": clock.iso(expires_at)}
 
 
+def already_sent_object(row: Row) -> dict:
+    """What `prepare` answers for an id that already names a request with the same content
+    (a retry after the draft was submitted, or of an id `send` used): no draft to submit
+    (``prepared_expires_at`` null), ``duplicate`` true and the request's state now."""
+    return {
+        "id": row["id"],
+        "prepared_expires_at": None,
+        "duplicate": True,
+        "state": row["state"],
+    }
+
+
 def id_object(request_id: str) -> dict:
     """What `relay id --json` answers."""
     return {"id": request_id}
@@ -459,9 +477,10 @@ def conflict_detail(row, params: dict) -> str:
     """Which part of a retry differs from the stored request (request_id_conflict's
     detail, design.md §14). A pruned request keeps every part but its text, so a text
     that differs is inferred there, and said so."""
+    pruned = "pruned" in row.keys() and bool(row["pruned"])  # (a draft has no such column)
     differ = []
     for column, label in _PARTS:
-        if column == "text" and row["pruned"]:
+        if column == "text" and pruned:
             continue
         if row[column] != params[column]:
             if column == "text" and row["text"].rstrip() == params["text"].rstrip():
@@ -471,7 +490,7 @@ def conflict_detail(row, params: dict) -> str:
                 )
             differ.append(label)
     what = ", ".join(differ) + (" differs" if len(differ) == 1 else " differ")
-    if row["pruned"]:
+    if pruned:
         if differ:
             return f"{what}; its text was pruned, so relay cannot compare that"
         return (
@@ -546,14 +565,31 @@ def prepare(store: Store, now: int, caller: Caller, *, draft_id: str | None, **w
     fp, params = _new_work(caller, **work)
     to, in_reply_to = work["to"], work["in_reply_to"]
     draft_id = draft_id or new_id()
+    # Dedupe as `send` does (design.md §6): an id that already names a request (sent by
+    # `send`, or a draft already submitted) is answered from that request when the content
+    # is the same, and refused naming what differs when it is not.
+    row = store.get_request(draft_id)
+    if row is not None:
+        if row["fingerprint"] != fp:
+            raise RelayError(
+                "request_id_conflict",
+                f"{draft_id} was already sent with different content: "
+                f"{conflict_detail(row, params)}",
+            )
+        renew(store, caller, now)
+        return already_sent_object(row)
     draft = store.get_draft(draft_id)
-    if draft is not None or store.get_request(draft_id) is not None:
-        if draft is not None and draft["fingerprint"] == fp:
-            if draft["submitted_at"] is None and draft["expires_at"] <= now:
-                raise RelayError("prepared_expired", f"draft {draft_id} expired unsubmitted")
-            renew(store, caller, now)
-            return draft_object(draft_id, draft["expires_at"])
-        raise RelayError("request_id_conflict", f"{draft_id} is already used")
+    if draft is not None:
+        if draft["fingerprint"] != fp:
+            raise RelayError(
+                "request_id_conflict",
+                f"{draft_id} is a prepared draft with different content: "
+                f"{conflict_detail(draft, params)}",
+            )
+        if draft["expires_at"] <= now:
+            raise RelayError("prepared_expired", f"draft {draft_id} expired unsubmitted")
+        renew(store, caller, now)
+        return draft_object(draft_id, draft["expires_at"])
     require_live(store, caller)
     depth = _common_checks(store, caller, to, in_reply_to)
     if store.count_open_drafts(caller.name, now) >= MAX_OPEN_DRAFTS:
@@ -593,7 +629,7 @@ def submit(store, now: int, caller: Caller, draft_id: str) -> dict:
         raise RelayError(
             "prepared_not_found",
             f"no draft has the id {draft_id}, and relay looked: no request has it either, "
-            "so nothing was queued under it",
+            "so nothing was queued under it here",
         )
     require_live(store, caller)
     if draft["from_peer"] != caller.name:
@@ -601,8 +637,8 @@ def submit(store, now: int, caller: Caller, draft_id: str) -> dict:
     if draft["expires_at"] <= now:
         raise RelayError(
             "prepared_expired",
-            f"draft {draft_id} expired; if an earlier submit's response was lost, delivery may "
-            "be unknown: compare `relay show ID` before preparing again",
+            f"draft {draft_id} expired unsubmitted, and relay looked: no request has its id, "
+            "so nothing was queued under it",
         )
     _check_rate(store, caller.name, now)
     _check_queue(store, draft["to_peer"])

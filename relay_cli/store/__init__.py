@@ -17,7 +17,15 @@ from ..core.clock import Clock
 from ..core.errors import RelayError
 from .base import SQLiteStore
 from .db import open_db, open_existing_readonly, relay_error_from_sqlite
-from .home import DB_NAME, check_home, ensure_home, inspect_path, resolve_home, unsafe_reasons
+from .home import (
+    DB_NAME,
+    check_home,
+    ensure_home,
+    inspect_path,
+    require_existing,
+    resolve_home,
+    unsafe_reasons,
+)
 from .migrations import LATEST as LATEST_SCHEMA
 from .url import database_url, redact
 
@@ -75,14 +83,20 @@ def database_file(home: str | Path | None = None, url: str | None = None) -> Pat
 
 
 def open_store(
-    home: str | Path | None = None, url: str | None = None, clock: Clock | None = None
+    home: str | Path | None = None,
+    url: str | None = None,
+    clock: Clock | None = None,
+    create: bool = True,
 ) -> Store:
     """The store of a call: PostgreSQL when it was given a database URL (design.md §13),
-    else relay.db in the state directory (created and migrated when needed). The store
-    carries the call's ``clock`` (default: this machine's, with $RELAY_TIME_OFFSET), read
-    from the server on PostgreSQL."""
+    else relay.db in the state directory (created and migrated when needed; with
+    ``create`` False a missing home or relay.db is ``storage_error`` and nothing is made,
+    design.md §2). The store carries the call's ``clock`` (default: this machine's, with
+    $RELAY_TIME_OFFSET), read from the server on PostgreSQL."""
     path = resolve_home(home)
     url = database_url(url)
+    if url is None and not create:
+        require_existing(path)
     clock = Clock.from_environ() if clock is None else clock
     if url is not None:
         from .pg_store import open_pg

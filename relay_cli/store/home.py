@@ -164,6 +164,33 @@ def check_home(home: Path) -> None:
         raise RelayError("unsafe_state_dir", "refusing the state directory: " + "; ".join(reasons))
 
 
+NO_HOME_HINT = (
+    "a mistyped --home or RELAY_HOME names another directory: check it (`relay doctor` "
+    "shows the home this shell uses); a home is made by the first command that writes "
+    "to it, e.g. `relay peers join NAME`"
+)
+
+
+def require_existing(home: Path) -> None:
+    """A command that only reads (or acts on something that must already exist) never
+    makes a home (design.md §2): a missing home, or one without relay.db, is
+    ``storage_error`` naming the path, and nothing is created."""
+    check_home(home)
+    if not inspect_path(home).exists:
+        raise RelayError(
+            "storage_error",
+            f"no relay home exists at {home}: nothing to read there, and nothing was created",
+            hint=NO_HOME_HINT,
+        )
+    if not inspect_path(home / DB_NAME).exists:
+        raise RelayError(
+            "storage_error",
+            f"{home} holds no relay database ({DB_NAME}) yet: nothing to read there, "
+            "and nothing was created",
+            hint=NO_HOME_HINT,
+        )
+
+
 def ensure_home(home: Path) -> Path:
     """Check the home, create it (0700) and relay.db (0600) when missing; return the db path."""
     check_home(home)
