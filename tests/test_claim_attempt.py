@@ -372,3 +372,21 @@ def test_again_without_an_attempt_says_it_cannot_tell_whose_claim_it_shows(world
     relay("claim", "--attempt", attempt, env=bob)
     retry = relay("claim", "--attempt", attempt, env=bob)
     assert retry.code == 0 and "cannot tell" not in retry.out
+
+
+def test_again_after_a_finished_plain_claim_does_not_deny_a_later_attempt_claim(world):
+    """`claim --again` without an attempt id speaks of the session's latest claim made
+    without one: a later claim made with --attempt exists, and must not be denied."""
+    relay, alice, bob = world
+    first, second = _queue(relay, alice, 2)
+    assert relay("claim", "--json", env=bob).json["id"] == first
+    assert relay("ack", first, env=bob).code == 0
+    assert relay("reply", first, "done", env=bob).code == 0
+    attempt = new_id()
+    assert relay("claim", "--attempt", attempt, "--json", env=bob).json["id"] == second
+    err = refused(relay, "state_conflict", "claim", "--again", env=bob)
+    words = " ".join(f"{err['message']} {err['hint']}".split())
+    assert first in words and second not in words
+    assert "the latest claim this session made without --attempt" in words
+    assert "no later claim of this session is stored" not in words
+    assert "relay claim --again --attempt ID" in words
