@@ -337,3 +337,56 @@ def test_a_request_taken_before_claims_were_recorded_is_shown_again(world):
     again = relay("claim", "--again", "--json", env=bob)
     assert again.code == 0 and again.json["id"] == first and again.json["duplicate"] is True
     assert relay("claim", "--json", env=bob).json["held_unacked"] == [first]
+
+
+def test_a_recovered_acknowledged_claim_asks_for_the_reply_not_an_ack(world):
+    """A retry of an attempt whose request this session acked: the human answer must not
+    ask for an ack again nor give an ack deadline that no longer exists."""
+    relay, alice, bob = world
+    (first,) = _queue(relay, alice, 1)
+    attempt = new_id()
+    assert relay("claim", "--attempt", attempt, "--json", env=bob).json["id"] == first
+    assert relay("ack", first, env=bob).code == 0
+    human = relay("claim", "--attempt", attempt, env=bob)
+    assert human.code == 0, human.err
+    assert f"relay ack {first}" not in human.out and "ack by" not in human.out
+    assert f"next: relay reply {first} -" in human.out
+
+
+def test_again_without_an_attempt_says_it_cannot_tell_whose_claim_it_shows(world):
+    """A second claimer of the session whose own claim took nothing (its answer lost) and
+    who asks `claim --again` is shown the one request the session holds, which is the
+    other claimer's: relay cannot know, so the answer must say so, and the retry of a
+    claim made with --attempt must not carry that doubt."""
+    relay, alice, bob = world
+    (first,) = _queue(relay, alice, 1)
+    assert relay("claim", "--json", env=bob).json["id"] == first  # claimer one
+    assert relay("claim", "--json", env=bob).code == 75  # claimer two: took nothing
+    human = relay("claim", "--again", env=bob)
+    assert human.code == 0 and first in human.out
+    words = " ".join(human.out.split())
+    assert "relay cannot tell which claimer of this session took it" in words
+    assert "claim --again takes nothing new" in words
+    attempt = new_id()
+    _queue(relay, alice, 1)
+    relay("claim", "--attempt", attempt, env=bob)
+    retry = relay("claim", "--attempt", attempt, env=bob)
+    assert retry.code == 0 and "cannot tell" not in retry.out
+
+
+def test_again_after_a_finished_plain_claim_does_not_deny_a_later_attempt_claim(world):
+    """`claim --again` without an attempt id speaks of the session's latest claim made
+    without one: a later claim made with --attempt exists, and must not be denied."""
+    relay, alice, bob = world
+    first, second = _queue(relay, alice, 2)
+    assert relay("claim", "--json", env=bob).json["id"] == first
+    assert relay("ack", first, env=bob).code == 0
+    assert relay("reply", first, "done", env=bob).code == 0
+    attempt = new_id()
+    assert relay("claim", "--attempt", attempt, "--json", env=bob).json["id"] == second
+    err = refused(relay, "state_conflict", "claim", "--again", env=bob)
+    words = " ".join(f"{err['message']} {err['hint']}".split())
+    assert first in words and second not in words
+    assert "the latest claim this session made without --attempt" in words
+    assert "no later claim of this session is stored" not in words
+    assert "relay claim --again --attempt ID" in words

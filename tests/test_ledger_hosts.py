@@ -480,3 +480,18 @@ def test_a_setgid_command_survives_a_kill_of_relay_and_the_docs_say_what_relay_r
         if child is not None:
             with contextlib.suppress(OSError):
                 os.kill(child, signal.SIGKILL)
+
+
+def test_ledger_show_names_the_pid_namespace_of_the_pids_it_prints(relay):
+    """The pids `ledger show` prints mean nothing outside their PID namespace: for an
+    entry of another namespace of this host name the process line says so, so a person
+    does not take them for this namespace's (and signal another process)."""
+    assert relay("once", "--key", "ns", "--idempotent", "--", "true").code == 0
+    _as_another_host(relay, "ns", host=this_host(), pid_namespace="elsewhere:1")
+    shown = relay("ledger", "show", "ns")
+    line = next(ln for ln in shown.out.splitlines() if ln.startswith("process"))
+    assert "another PID namespace" in line, line
+    assert relay("once", "--key", "here", "--", "true").code == 0
+    shown = relay("ledger", "show", "here")
+    line = next(ln for ln in shown.out.splitlines() if ln.startswith("process"))
+    assert line.endswith(f"on {this_host()}"), line

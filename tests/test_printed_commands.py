@@ -52,6 +52,7 @@ UNREACHABLE = "postgresql://relay@127.0.0.1:9/relay"  # a URL (design.md §13) n
 # why, so the report names it (a new one fails the test).
 KNOWN = {
     "relay hook install gemini --wake": "design.md names it as refused, and it is",
+    "relay hook install copilot --wake": "agents.md names it as refused, and it is",
 }
 RAN: list[tuple[str, str, str]] = []
 _SEEN: dict[

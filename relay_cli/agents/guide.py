@@ -289,7 +289,7 @@ RELAY_SESSION in your environment. Then:
   for the answer to something you sent: `relay wait ID --timeout 10m` (exit 75
   means "not yet").
 - Add this guide to Copilot CLI's instructions file:
-  `relay guide --for copilot >> .github/copilot-instructions.md`.
+  `mkdir -p .github && relay guide --for copilot >> .github/copilot-instructions.md`.
 """
 
 _SECTIONS = {

@@ -120,7 +120,8 @@ def _entry_fields(obj: dict, now: int) -> list[tuple[str, object]]:
                 "process",
                 f"relay pid {obj['pid']}"
                 + (f", command pid {obj['child_pid']}" if obj.get("child_pid") else "")
-                + f" on {obj['host']}",
+                # a pid means nothing outside its PID namespace (design.md §10)
+                + f" on {obj['host'] if ledger.shown_here(obj) else ledger.place(obj)}",
             )
         )
     if obj.get("decision"):

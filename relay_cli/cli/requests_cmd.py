@@ -595,7 +595,7 @@ def claim(
         if obj.get("held_unacked"):
             with env.unit(write=False):
                 note = lifecycle.held_note(env.store, env.caller(), obj["held_unacked"])
-        _render_claim(env.out, obj, env.clock.now_ms(), note, _scope(env))
+        _render_claim(env.out, obj, env.clock.now_ms(), note, attempt_id is not None, _scope(env))
     return 0
 
 
@@ -607,24 +607,40 @@ def _scope(env: Env) -> str:
 
 
 def _render_claim(
-    out: Output, obj: dict, now: int, note: str | None = None, scope: str = ""
+    out: Output,
+    obj: dict,
+    now: int,
+    note: str | None = None,
+    by_attempt: bool = False,
+    scope: str = "",
 ) -> None:
-    """The claimed request for a person, and what to run next."""
+    """The claimed request for a person, and what to run next. A request shown again
+    without an attempt id is the one this session holds, not necessarily the asker's
+    (design.md §6); an acknowledged one needs no ack, only its answer."""
     if obj.get("duplicate"):
-        out.para(
-            "this session claimed it already and has not acked it; here it is "
-            "again (claim --again takes nothing new)"
-            if obj["state"] == "delivered"
-            else "this claim took it already and this session holds it; here it is "
-            f"again, {obj['state']} (a retry takes nothing new)"
-        )
+        if by_attempt:
+            out.para(
+                "this claim took it already and this session holds it; here it is "
+                f"again, {obj['state']} (a retry takes nothing new)"
+            )
+        else:
+            out.para(
+                "this session claimed it already and has not acked it; here it is "
+                "again (claim --again takes nothing new); relay cannot tell which "
+                "claimer of this session took it: if another claimer of this session "
+                "holds it, leave it to them"
+            )
     if note:
         out.para(f"note: {note}")
     render_full(out, obj, now)
-    out.para(f"next: relay ack {obj['id']}{scope}")
-    out.para(ack_by(out, obj, now))
+    then = "then"
+    if obj["state"] == "delivered":
+        out.para(f"next: relay ack {obj['id']}{scope}")
+        out.para(ack_by(out, obj, now))
+    else:
+        then = "next"
     # runnable as pasted: `-` reads the answer from the terminal until Ctrl-D (design.md §14)
-    out.para(f"then: relay reply {obj['id']}{scope} -")
+    out.para(f"{then}: relay reply {obj['id']}{scope} -")
     out.para("  (type the answer, then Ctrl-D; or end it with relay fail or relay reject)")
 
 

@@ -899,8 +899,16 @@ def _again(store: Store, now: int, caller: Caller) -> dict:
         )
     last = store.get_request(plain[-1]["request_id"]) if plain else None
     if last is not None:
-        err = _what_became(last, plain[-1], caller, "the latest claim this session made")
-        err.detail += "; no later claim of this session is stored: `relay claim` takes one"
+        later = any(c["attempt"] for c in claims if c["claimed_at"] >= plain[-1]["claimed_at"])
+        err = _what_became(
+            last, plain[-1], caller, "the latest claim this session made without --attempt"
+        )
+        err.detail += (
+            "; this session also made claims with --attempt: a retry with its own id "
+            "(`relay claim --again --attempt ID`) shows what one took"
+            if later
+            else "; no later claim of this session is stored: `relay claim` takes one"
+        )
         raise err
     if claims:
         raise RelayError(
