@@ -9,8 +9,8 @@ or a waiting line needs one); setup runs in-process.
 The exceptions are those design.md §7 names: `wait`'s exit 75 (the request object on
 stdout and the `timeout` line on stderr), the bytes `once` and `run` pass through from the
 command they run (the commands run here write nothing to stderr; their pass-through is
-tested on its own below), and `relay hook claude|codex|gemini`, which speak the runtime's
-hook protocol (a waiter's exit 2 with relay's note on stderr).
+tested on its own below), and `relay hook RUNTIME` (every runtime of the table), which
+speak the runtime's hook protocol (a waiter's exit 2 with relay's note on stderr).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from typing import Callable
 import pytest
 from conftest import Relay, new_id
 
+from relay_cli.agents.runtimes import NAMES as RUNTIMES
 from relay_cli.core.errors import ERRORS
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -755,7 +756,7 @@ def _(w):  # a home that holds data is never used
 
 
 # hooks: the runtime's protocol, whatever --json says
-for _runtime in ("claude", "codex", "gemini"):
+for _runtime in RUNTIMES:
 
     @case(f"hook {_runtime}", "ok", stdout="any")
     def _(w, runtime=_runtime):
@@ -862,7 +863,7 @@ def test_json_stderr_is_empty_on_success_and_one_error_line_on_failure(command, 
     kinds = {c.kind for c in cases}
     needed = (
         {"ok", "silent"}
-        if command.startswith("hook ") and command.split()[1] in ("claude", "codex", "gemini")
+        if command.startswith("hook ") and command.split()[1] in RUNTIMES
         else {"ok", "refused"}
     )
     assert needed <= kinds, (
