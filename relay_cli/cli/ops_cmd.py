@@ -147,6 +147,7 @@ def doctor(
     import os
 
     from ..operate import doctor as doctor_
+    from ..operate.doctor import screen
     from ..store import resolve_home
 
     out = Output(json_)
@@ -159,7 +160,7 @@ def doctor(
         out.para(f"fixed: {line}" if not line.startswith("not changed") else line)
     if fix and not report.fixed:
         out.line("fixed: nothing needed changing")
-    doctor_.screen.render(out, report, verbose)
+    screen.render(out, report, verbose)
     return report.exit_code
 
 

@@ -21,34 +21,23 @@ from pathlib import Path
 
 from ... import __version__
 from ...core.context import Context
-from . import screen
-from .database import check_database
-from .files import NO_DB_YET, check_paths, fix_modes
-from .postgres import check_postgres
 from .report import FAIL, GROUPS, OK, WARN, Check, Report, Scope, group_of
-from .runtimes import check_codex_dirs
-from .settings import check_clock, check_queue_cap
 
-__all__ = [
-    "FAIL",
-    "GROUPS",
-    "NO_DB_YET",
-    "OK",
-    "WARN",
-    "Check",
-    "Report",
-    "Scope",
-    "diagnose",
-    "group_of",
-    "screen",
-]
+__all__ = ["FAIL", "GROUPS", "OK", "WARN", "Check", "Report", "Scope", "diagnose", "group_of"]
 
 
 def diagnose(
     home: Path, fix: bool = False, home_given: bool = False, context: Context | None = None
 ) -> Report:
     """The report on ``home`` or the database of the call's ``context`` (its URL, clock)."""
+    # the checks are imported here: a command that prints a command names its home as
+    # doctor does (``Scope``) and imports this package for that alone (design.md §14)
     from ...store import LATEST_SCHEMA, database_url
+    from .database import check_database
+    from .files import check_paths, fix_modes
+    from .postgres import check_postgres
+    from .runtimes import check_codex_dirs
+    from .settings import check_clock, check_queue_cap
 
     context = Context.from_environ() if context is None else context
     url = database_url(context.database_url)
