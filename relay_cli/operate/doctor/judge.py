@@ -14,14 +14,10 @@ from ...core.errors import RelayError
 from .report import FAIL, Report
 
 UPGRADE = "python -m pip install --upgrade relay-cli"
-
-
 CORRUPT = (
     "stop every relay process, move the database aside (the next relay command starts "
     "an empty one) and restore a backup if you have one"
 )
-
-
 POINT_ELSEWHERE = (
     "relay leaves it alone; point relay at a directory of its own: unset RELAY_HOME "
     "(the per-user default) or pass --home DIR"

@@ -15,8 +15,6 @@ from .judge import failed, guarded
 from .report import OK, WARN, Report
 
 LOCAL_HOSTS = ("", "localhost", "127.0.0.1", "::1")
-
-
 TLS_MODES = ("require", "verify-ca", "verify-full")
 
 

@@ -55,8 +55,6 @@ GROUPS = {
     ),
     "peers": ("peers", "wakeup"),
 }
-
-
 _GROUP_OF = {name: group for group, names in GROUPS.items() for name in names}
 
 
