@@ -435,13 +435,13 @@ def test_a_corrupt_database_not_as_relay_makes_it_gets_no_move_command(relay, tm
     relay.join("alice")
     db = relay.home / "relay.db"
     db.write_bytes(b"this is not a database" * 100)
-    from relay_cli.operate import doctor
+    from relay_cli.operate.doctor.judge import relays_file
 
-    assert doctor._relays_file(relay.home, "relay.db")
-    assert not doctor._relays_file(tmp_path, "nothing-here")
+    assert relays_file(relay.home, "relay.db")
+    assert not relays_file(tmp_path, "nothing-here")
     (tmp_path / "group-readable").write_text("x")
     os.chmod(tmp_path / "group-readable", 0o640)
-    assert not doctor._relays_file(tmp_path, "group-readable")
+    assert not relays_file(tmp_path, "group-readable")
 
 
 @pytest.mark.sqlite_only

@@ -202,6 +202,12 @@ def _as_other_user(relay, *args: str, uid: int = 65534, timeout: float = 30):
     import relay_cli.ledger.entries  # noqa: F401
     import relay_cli.ledger.once  # noqa: F401
     import relay_cli.operate.doctor  # noqa: F401
+    import relay_cli.operate.doctor.database  # noqa: F401 - doctor's checks, imported when it runs
+    import relay_cli.operate.doctor.files  # noqa: F401
+    import relay_cli.operate.doctor.postgres  # noqa: F401
+    import relay_cli.operate.doctor.runtimes  # noqa: F401
+    import relay_cli.operate.doctor.screen  # noqa: F401
+    import relay_cli.operate.doctor.settings  # noqa: F401
     from relay_cli.cli import run
 
     env = relay._env(None)

@@ -399,7 +399,6 @@ LEDGER_STYLES = {
     "forgotten": "dim",
 }
 
-DOCTOR_STYLES = {"ok": "green", "warn": "bold yellow", "fail": "bold white on red"}
 GLYPHS = {"ok": "\u2713", "warn": "!", "fail": "\u2717"}
 ASCII_GLYPHS = {"ok": "+", "warn": "!", "fail": "x"}
 

@@ -1,0 +1,146 @@
+"""The PostgreSQL server's checks instead of the home's (design.md §13): reachable, its
+version, synchronous_commit, TLS, its clock; then the schema, tables and contents."""
+
+from __future__ import annotations
+
+import shlex
+import time
+from pathlib import Path
+
+from ...core.errors import RelayError
+from ...core.limits import CLOCK_WARN_MS
+from .contents import check_contents
+from .database import check_tables, judge_schema
+from .judge import failed, guarded
+from .report import OK, WARN, Report
+
+LOCAL_HOSTS = ("", "localhost", "127.0.0.1", "::1")
+TLS_MODES = ("require", "verify-ca", "verify-full")
+
+
+def check_postgres(home: Path, url: str, report: Report) -> None:
+    """design.md §13: the server instead of the state directory and relay.db."""
+    from ...store import LATEST_SCHEMA, open_store_readonly, redact
+
+    shown = redact(url)
+    report.facts["database_url"] = shown
+    report.add("database_url", OK, f"{shown} (PostgreSQL; relay.db is not used)")
+    started = time.monotonic()
+    try:
+        store = open_store_readonly(home, url, report.scope.clock)
+    except RelayError as e:
+        failed(report, "reachable", e)
+        return
+    try:
+        connect_ms = (time.monotonic() - started) * 1000
+        health = store.health()
+        if "server" in health.errors:
+            failed(report, "server", health.errors["server"])
+        else:
+            _check_server(health.server, report, connect_ms)
+        report.facts["schema_version"] = health.schema_version
+        usable = judge_schema(report, health, LATEST_SCHEMA, "a PostgreSQL database")
+        try:
+            now = store.clock.now_ms()  # the server's clock from here on
+        except RelayError:  # a bad RELAY_TIME_OFFSET: reported above; the server's clock
+            now = int(health.server_now_ms)
+        check_tables(health, report)
+        if usable:
+            guarded(report, "requests", lambda: check_contents(store, report, now))
+    finally:
+        store.close()
+
+
+def _with_sslmode(report: Report) -> str:
+    """`relay doctor` again with sslmode=verify-full added to the URL."""
+    url = report.scope.url or ""
+    word = report.scope.url_word()
+    sep = "&" if "?" in url else "?"
+    if word.startswith('"$'):
+        word = f'"${{RELAY_DATABASE_URL:?export the database URL first}}{sep}sslmode=verify-full"'
+    else:
+        word = shlex.quote(f"{shlex.split(word)[0]}{sep}sslmode=verify-full")
+    return f"relay doctor --database-url {word}"
+
+
+def _loopback(host: str) -> bool:
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _check_server(f: dict, report: Report, connect_ms: float) -> None:
+    report.facts.update(
+        server_version=f["server_version"],
+        rtt_ms=round(f["rtt_ms"], 3),
+        clock_offset_ms=round(f["clock_offset_ms"], 3),
+        synchronous_commit=f["synchronous_commit"],
+        tls=f["ssl_in_use"],
+    )
+    report.add(
+        "reachable",
+        OK,
+        f"connected in {connect_ms:.0f} ms; a round-trip takes {f['rtt_ms']:.1f} ms",
+    )
+    report.add("server", OK, f"PostgreSQL {f['server_version']}")
+    if f["synchronous_commit"] == "off":
+        report.add(
+            "synchronous_commit",
+            WARN,
+            "off: the server acknowledges a commit before "
+            "it is on disk, so an accepted request could be lost if the server crashes; "
+            "set synchronous_commit = on for relay's database (as its owner)",
+            fix=f"psql {report.scope.url_word()} -c "
+            "'ALTER ROLE CURRENT_USER SET synchronous_commit = on'",
+        )
+    else:
+        report.add(
+            "synchronous_commit",
+            OK,
+            f"{f['synchronous_commit']}: a request is on the "
+            "server's disk before relay reports success",
+        )
+    host, mode = f["host"], f["sslmode"] or "prefer"
+    local = host.startswith("/") or host in LOCAL_HOSTS or _loopback(host)
+    where = "a unix socket" if (host == "" or host.startswith("/")) else host
+    if f["ssl_in_use"]:
+        report.add(
+            "tls",
+            OK,
+            f"TLS in use (sslmode={mode})"
+            + (
+                ""
+                if mode == "verify-full" or local
+                else "; sslmode=verify-full also checks the server's certificate and name"
+            ),
+        )
+    elif local:
+        report.add("tls", OK, f"no TLS: the server is local ({where})")
+    elif mode in TLS_MODES:
+        report.add("tls", OK, f"sslmode={mode}")
+    else:
+        report.add(
+            "tls",
+            WARN,
+            f"no TLS to {host} (sslmode={mode} does not require it): "
+            "requests cross the network readable; add sslmode=verify-full to the URL "
+            "(the server needs a certificate)",
+            fix=_with_sslmode(report),
+        )
+    offset = f["clock_offset_ms"]
+    text = (
+        f"this machine's clock is {abs(offset) / 1000:.3f} s "
+        f"{'behind' if offset >= 0 else 'ahead of'} the server's; relay uses the server's"
+    )
+    if abs(offset) > CLOCK_WARN_MS:
+        report.add(
+            "clock",
+            WARN,
+            text + "; other tools here do not correct for it: turn on this machine's time sync",
+            fix="timedatectl set-ntp true",
+        )
+    else:
+        report.add("clock", OK, text)

@@ -1,0 +1,306 @@
+"""What `relay doctor` reports (design.md §11): each check (``Check``), the home or
+database the run checked and how its printed commands name it (``Scope``), the report
+with its facts, its areas and the one summary line of each (``Report``)."""
+
+from __future__ import annotations
+
+import os
+import platform
+import shlex
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ... import __version__
+from ...core import clock
+from ...core.errors import ExitStatus
+from ...core.output import size
+
+OK, WARN, FAIL = "ok", "warn", "fail"
+
+
+# The areas a person reads the report by: on a terminal each is one line unless asked for
+# in full (`-v`), and its problems follow (design.md §11). A check belongs to the area of
+# its name (before any ``:NAME``).
+GROUPS = {
+    "relay": ("relay_version", "python", "sqlite", "time_offset", "queue_cap"),
+    "home": ("state_dir", "db_file", "wal_file", "shm_file", "writable"),
+    "database": (
+        "database",
+        "schema",
+        "quick_check",
+        "journal_mode",
+        "synchronous",
+        "db_size",
+        "tables",
+        "database_url",
+        "reachable",
+        "server",
+        "synchronous_commit",
+        "tls",
+        "clock",
+    ),
+    "work": (
+        "requests",
+        "delivery_unknown",
+        "ledger",
+        "approvals",
+        "stale_drafts",
+        "lapsed_sessions",
+        "lapsed",
+        "claim_leases",
+        "reply_deadlines",
+        "queues",
+        "queue",
+    ),
+    "peers": ("peers", "wakeup"),
+}
+_GROUP_OF = {name: group for group, names in GROUPS.items() for name in names}
+
+
+def group_of(name: str) -> str:
+    return _GROUP_OF.get(name.split(":", 1)[0], "relay")
+
+
+@dataclass
+class Check:
+    """One line of the report. ``fix`` is the one command that repairs or settles a problem,
+    runnable as printed in the caller's shell; JSON carries it as ``fix`` and, as before,
+    at the end of ``detail``."""
+
+    name: str
+    status: str
+    detail: str
+    fix: str | None = None
+
+    @property
+    def group(self) -> str:
+        return group_of(self.name)
+
+    def to_json(self) -> dict:
+        """The one public shape of a check (design.md §11), in JSON and in the table."""
+        detail = f"{self.detail}; {self.fix}" if self.fix else self.detail
+        return {
+            "name": self.name,
+            "status": self.status,
+            "detail": detail,
+            "group": self.group,
+            "fix": self.fix,
+        }
+
+
+@dataclass
+class Scope:
+    """Which home or database this run checked, as the caller chose them, so that every
+    command doctor prints names the same one when pasted into the same shell: ``--home``
+    when one was given (by --home or RELAY_HOME); on PostgreSQL ``--database-url`` instead
+    (the home holds no requests then), never with a password in it (design.md §11)."""
+
+    home: Path
+    home_given: bool = False
+    url: str | None = None
+    url_note: str | None = field(default=None, init=False)
+    # the clock of the call that checks (design.md §8)
+    clock: clock.Clock = field(default_factory=clock.Clock)
+
+    def words(self, home: Path | None = None) -> str:
+        if self.url:  # the home holds no requests then: the URL names the database
+            return f"--database-url {self.url_word()}"
+        if home is not None:
+            return f"--home {shlex.quote(str(home))}"
+        return f"--home {shlex.quote(str(self.home))}" if self.home_given else ""
+
+    def url_word(self) -> str:
+        """The URL as one shell word: itself, or without its password when libpq finds
+        that elsewhere, or else read from $RELAY_DATABASE_URL."""
+        from ...store.url import password_of, redact
+
+        # a mistyped URL may hold a password libpq reads otherwise ("u:12/34@h")
+        if password_of(self.url) is None and redact(self.url) == self.url:
+            return shlex.quote(self.url)
+        if _password_elsewhere(self.url):  # libpq finds it in PGPASSWORD or ~/.pgpass
+            return shlex.quote(redact(self.url))
+        self.url_note = (
+            "the database URL carries a password, which relay never prints: the "
+            "commands read it from $RELAY_DATABASE_URL (export it first), or put "
+            "the password in ~/.pgpass"
+        )
+        return '"${RELAY_DATABASE_URL:?export the database URL first}"'
+
+
+def _password_elsewhere(url: str) -> bool:
+    """Would libpq find the URL's password without it: PGPASSWORD, or a line of the
+    password file (PGPASSFILE or ~/.pgpass) matching host, port, database and user?"""
+    from urllib.parse import unquote, urlsplit
+
+    if os.environ.get("PGPASSWORD"):
+        return True
+    try:
+        parts = urlsplit(url)
+        host, port = parts.hostname or "localhost", str(parts.port or 5432)
+        user = unquote(parts.username or "") or os.environ.get("PGUSER", "")
+    except ValueError:
+        return False
+    db = unquote(parts.path.lstrip("/")) or user
+    path = os.environ.get("PGPASSFILE") or os.path.expanduser("~/.pgpass")
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read(65536).splitlines()
+    except (OSError, UnicodeDecodeError):
+        return False
+    for line in lines:
+        fields = line.split(":")
+        if line.startswith("#") or len(fields) < 5:
+            continue
+        if all(
+            f in ("*", want) for f, want in zip(fields[:4], (host, port, db, user), strict=True)
+        ):
+            return True
+    return False
+
+
+class Report:
+    def __init__(self, home: Path, scope: Scope | None = None) -> None:
+        self.home = home
+        self.scope = scope or Scope(home)
+        self.checks: list[Check] = []
+        self.fixed: list[str] = []
+        self.facts: dict = {
+            "home": str(home),
+            "relay_version": __version__,
+            "schema_version": None,
+            "schema_supported": None,
+            "sqlite_version": sqlite3.sqlite_version,
+            "python_version": platform.python_version(),
+            "journal_mode": None,
+            "synchronous": None,
+            "db_bytes": None,
+            "requests_by_state": None,
+            "tombstones": None,
+            "delivery_unknown": None,
+            "stale_drafts": None,
+            "due_transitions": None,
+            "active_peers": None,
+        }
+
+    def add(self, name: str, status: str, detail: str, fix: str | None = None) -> None:
+        self.checks.append(Check(name, status, detail, fix))
+
+    def cmd(self, words: str, home: Path | None = None) -> str:
+        """``relay WORDS`` on the home (or ``home``) and database this run checked."""
+        scope = self.scope.words(home)
+        return f"relay {words}{' ' + scope if scope else ''}"
+
+    @property
+    def ok(self) -> bool:
+        return all(c.status != FAIL for c in self.checks)
+
+    @property
+    def exit_code(self) -> ExitStatus:
+        """`relay doctor` exits 0 unless a check fails, then 7 (design.md §11)."""
+        return ExitStatus.OK if self.ok else ExitStatus.UNSAFE
+
+    def problems(self) -> list[Check]:
+        """fail, then warn checks, each in the order they ran."""
+        return [c for c in self.checks if c.status == FAIL] + [
+            c for c in self.checks if c.status == WARN
+        ]
+
+    def counts(self) -> dict[str, int]:
+        return {s: sum(c.status == s for c in self.checks) for s in (OK, WARN, FAIL)}
+
+    def groups(self) -> list[tuple[str, str, str]]:
+        """One line per area (design.md §11): (group, worst status, summary), the summary
+        leading with what a person most needs of it."""
+        lines = []
+        for group in GROUPS:
+            checks = [c for c in self.checks if c.group == group]
+            if not checks:
+                continue
+            warn = sum(c.status == WARN for c in checks)
+            fail = sum(c.status == FAIL for c in checks)
+            status = FAIL if fail else WARN if warn else OK
+            text = _SUMMARIES[group](self)
+            if fail or warn:
+                below = ", ".join(f"{n} {s}" for n, s in ((fail, FAIL), (warn, WARN)) if n)
+                text = f"{below} below; {text}"
+            lines.append((group, status, text))
+        return lines
+
+    def to_json(self) -> dict:
+        return {
+            "ok": self.ok,
+            "checks": [c.to_json() for c in self.checks],
+            "fixed": self.fixed,
+            **self.facts,
+        }
+
+
+def _summary_relay(r: Report) -> str:
+    f = r.facts
+    parts = [f"relay {__version__}", f"Python {f['python_version']}"]
+    if f.get("backend") == "sqlite":
+        parts.append(f"SQLite {f['sqlite_version']}")
+    return ", ".join(parts)
+
+
+def _summary_home(r: Report) -> str:
+    if r.facts.get("backend") == "postgresql":
+        return f"{r.home} (not used for requests on PostgreSQL)"
+    if any(c.name == "state_dir" and "not created yet" in c.detail for c in r.checks):
+        return f"not created yet: {r.home}"
+    if all(c.status == OK for c in r.checks if c.group == "home"):
+        return f"safe and writable: {r.home}"
+    return str(r.home)
+
+
+def _summary_database(r: Report) -> str:
+    f = r.facts
+    parts = []
+    if f.get("database_url"):
+        parts.append(f"PostgreSQL {(f.get('server_version') or '').split(' ')[0]}".strip())
+    if f["schema_version"] is not None:
+        parts.append(f"schema {f['schema_version']} (newest {f['schema_supported']})")
+    if f.get("quick_check"):
+        parts.append(f"quick_check {f['quick_check']}")
+    if f["journal_mode"]:
+        parts.append(f["journal_mode"])
+    if f["db_bytes"] is not None:
+        parts.append(size(f["db_bytes"]))
+    if f.get("database_url"):
+        parts.append(f["database_url"])
+    if not parts and any(
+        c.name == "database" and c.detail.startswith("not created yet") for c in r.checks
+    ):
+        return "not created yet"
+    return ", ".join(parts) or "not opened"
+
+
+def _summary_work(r: Report) -> str:
+    by_state = r.facts["requests_by_state"]
+    if by_state is None:
+        return "not read"
+    open_ = sum(by_state.get(s, 0) for s in ("queued", "delivered", "acknowledged"))
+    parts = [f"{sum(by_state.values())} requests", f"{open_} open"]
+    if by_state.get("delivery_unknown"):
+        parts.append(f"{by_state['delivery_unknown']} delivery_unknown")
+    return ", ".join(parts)
+
+
+def _summary_peers(r: Report) -> str:
+    active = r.facts["active_peers"] or []
+    if not active:
+        return "no active sessions"
+    from collections import Counter
+
+    ways = Counter(p["wakeup"] for p in active)
+    return f"{len(active)} active; wakeup: " + ", ".join(f"{v} {n}" for v, n in ways.items())
+
+
+_SUMMARIES = {
+    "relay": _summary_relay,
+    "home": _summary_home,
+    "database": _summary_database,
+    "work": _summary_work,
+    "peers": _summary_peers,
+}

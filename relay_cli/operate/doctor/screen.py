@@ -1,0 +1,215 @@
+"""`relay doctor` as printed (design.md §11): on a terminal, one line per area, the
+problems with their commands, the counts, cut to the terminal's height; else a plain
+table. It uses only core.output's primitives (and rich, imported when it prints)."""
+
+from __future__ import annotations
+
+from ...core.output import (
+    ASCII_GLYPHS,
+    GAP,
+    GLYPHS,
+    Output,
+    cell_len,
+    fit,
+    inert_line,
+    terminal_size,
+    wrap,
+)
+from .report import OK
+
+STYLES = {"ok": "green", "warn": "bold yellow", "fail": "bold white on red"}
+
+
+def render(out: Output, report, verbose: bool = False) -> None:
+    """design.md §11. On a terminal: one line per area (every check with -v), then the
+    problems, each whole with the command that fixes it on a `→` line, then the counts:
+    what a person must act on is what stays on the screen when doctor ends. When the
+    problems written in full would not fit the terminal's height, each takes one line (its
+    detail cut) and its command. Not on a terminal: a plain table, every detail whole, in
+    the same order."""
+    counts = report.counts()
+    summary = f"relay doctor: {counts['fail']} fail, {counts['warn']} warn, {counts['ok']} ok"
+    oks = [c for c in report.checks if c.status == OK]
+    if not out.terminal:
+        out.table(
+            ["status", "check", "detail"],
+            [[c.status, c.name, c.to_json()["detail"]] for c in oks + report.problems()],
+        )
+        out.line(summary)
+        if report.facts.get("commands_note"):
+            out.line(f"note: {report.facts['commands_note']}")
+        return
+    _DoctorScreen(out).render(report, oks, summary, verbose)
+
+
+class _DoctorScreen:
+    """doctor on a terminal (design.md §11): the area lines, the problems grouped by their
+    command, the counts; cut to the terminal's height when the problems do not fit."""
+
+    STATUS_W = 2 + len("fail")
+
+    def __init__(self, out: Output) -> None:
+        self.out = out
+        self.glyphs, self.arrow = (GLYPHS, "\u2192 ") if out.unicode else (ASCII_GLYPHS, "-> ")
+        self.width, self.rows = out.width, terminal_size(out.stdout)[1]
+        self.bold = "bold" if out.color else ""
+        self.indent = " " * (self.STATUS_W + GAP)
+        self.inner = max(12, self.width - len(self.indent))
+
+    def head(self, status: str, label: str, w: int):
+        from rich.text import Text
+
+        return Text(
+            f"{self.glyphs[status]} {label}".ljust(w) + " " * GAP,
+            style=STYLES[status] if self.out.color else "",
+        )
+
+    def areas(self, report, oks, verbose: bool) -> list:
+        """One line per area; with -v, every ok check under its area, whole."""
+        from rich.text import Text
+
+        groups = report.groups()
+        group_w = 2 + max(len(g) for g, _, _ in groups)
+        top: list = []
+        for group, status, text in groups:
+            top.append(
+                self.head(status, group, group_w)
+                + Text(fit(inert_line(text), self.width - group_w - GAP, self.out.ellipsis))
+            )
+            if verbose:
+                indent = " " * (group_w + GAP)
+                for c in (c for c in oks if c.group == group):
+                    # continuation lines are indented 2 more: wrapped 2 narrower, so no
+                    # line runs past the terminal's width (design.md §14)
+                    first, *rest = _wrap_whole(
+                        f"{c.name}: {inert_line(c.detail)}", self.width - len(indent)
+                    )
+                    rest = _wrap_whole(" ".join(rest), self.width - len(indent) - 2) if rest else []
+                    top += [Text(indent + first)] + [Text(indent + "  " + ln) for ln in rest]
+        return top
+
+    def command(self, fix: str | None) -> list:
+        from rich.text import Text
+
+        if not fix:
+            return []
+        return [
+            Text(self.indent + ln, style=self.bold)
+            for ln in _command_lines(self.arrow + inert_line(fix), self.inner)
+        ]
+
+    def whole(self, checks) -> list:
+        """Each detail whole, wrapped between words, and the command they share."""
+        from rich.text import Text
+
+        lines = []
+        for c in checks:
+            first, *rest = wrap(f"{c.name}: {inert_line(c.detail)}", self.inner, self.out.ellipsis)
+            lines.append(
+                self.head(c.status, c.status, self.STATUS_W) + Text(first, style=self.bold)
+            )
+            lines += [Text(self.indent + more) for more in rest]
+        return lines + self.command(checks[0].fix)
+
+    def one_line(self, checks) -> list:
+        """Each problem on a line of its own (its name and the start of its detail: which
+        session lapsed, which lease ran out), and the command they share."""
+        from rich.text import Text
+
+        return [
+            self.head(c.status, c.status, self.STATUS_W)
+            + Text(
+                fit(inert_line(f"{c.name}: {c.detail}"), self.inner, self.out.ellipsis),
+                style=self.bold,
+            )
+            for c in checks
+        ] + self.command(checks[0].fix)
+
+    def render(self, report, oks, summary: str, verbose: bool) -> None:
+        from rich.text import Text
+
+        top = self.areas(report, oks, verbose)
+        # the problems: those that share one command are listed together, above it (a warn
+        # under the fail before it that the same command settles; each keeps its own status)
+        shared: dict = {}
+        for c in report.problems():
+            shared.setdefault(c.fix or id(c), []).append(c)
+        tail = [Text(summary, style=self.bold)]
+        if report.facts.get("commands_note"):
+            tail += [
+                Text(ln)
+                for ln in wrap(
+                    f"note: {report.facts['commands_note']}", self.width, self.out.ellipsis
+                )
+            ]
+        entries = [[self.whole(checks), self.one_line(checks)] for checks in shared.values()]
+        chosen = [full for full, _ in entries]
+        more = [
+            Text(ln)
+            for ln in _command_lines(f"each problem in full: {report.cmd('doctor -v')}", self.width)
+        ]
+        budget = self.rows - 1 - _rows(tail, self.width)  # the prompt takes the last row
+        if not verbose and _rows([ln for e in chosen for ln in e], self.width) > budget:
+            # the line that names `doctor -v` stays on the last screen; the area lines
+            # too when there is room, else they scroll away above the problems
+            budget -= _rows(more, self.width)
+            chosen, budget = self.cut(entries, top, budget)
+            top += more
+        self.out.print_lines(top + [ln for e in chosen for ln in e] + tail)
+
+    def cut(self, entries, above: list, budget: int) -> tuple[list, int]:
+        """All on one line each, then whole again, in order, as long as everything fits:
+        with the area lines (``above``) on the screen too when there is room for that."""
+        width = self.width
+        chosen = [short for _, short in entries]
+        if _rows(above + [ln for e in chosen for ln in e], width) <= budget:
+            budget -= _rows(above, width)
+        for i, (full, short) in enumerate(entries):
+            used = _rows([ln for e in chosen for ln in e], width)
+            if used - _rows(short, width) + _rows(full, width) <= budget:
+                chosen[i] = full
+        return chosen, budget
+
+
+def _wrap_whole(text: str, width: int) -> list[str]:
+    """Wrapped between words; a word longer than the line (a path, a URL) stays whole."""
+    import textwrap
+
+    return textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False) or [""]
+
+
+def _rows(lines: list, width: int) -> int:
+    """Terminal rows the lines take (a line wider than the terminal wraps)."""
+
+    return sum(max(1, -(-cell_len(ln.plain) // width)) for ln in lines)
+
+
+def _command_lines(text: str, width: int) -> list[str]:
+    """A command wrapped between shell words into lines that end with ` \\`, so that the
+    lines pasted together run as one command; a word is never cut (a long path may run
+    past the width and the terminal wraps it)."""
+    words, line, lines = _shell_words(text), "", []
+    for w in words:
+        if line and len(line) + 1 + len(w) + 2 > width:
+            lines.append(line + " \\")
+            line = "  " + w
+        else:
+            line = f"{line} {w}" if line else w
+    return lines + [line]
+
+
+def _shell_words(text: str) -> list[str]:
+    """``text`` split at spaces outside quotes (the quoting kept as written)."""
+    words, word, quote = [], "", None
+    for ch in text:
+        if quote:
+            quote = None if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch == " ":
+            if word:
+                words.append(word)
+            word = ""
+            continue
+        word += ch
+    return words + ([word] if word else [])
