@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from ..core.clock import Clock
 from ..core.errors import RelayError
 from .db import Connection, relay_error_from_sqlite
-from .dialect import PostgreSQL, SQLite
+from .dialect import Dialect, SQLite
 from .sql_data import DataSQL
 from .sql_hook import HookSQL
 from .sql_ledger import LedgerSQL
@@ -33,7 +33,7 @@ class SQLStore(RequestsSQL, PeersSQL, LedgerSQL, HookSQL, OpsSQL):
     discipline (db.Connection, or pg.PgConnection)."""
 
     backend = "sqlite"
-    _sql: type[SQLite] | type[PostgreSQL] = SQLite
+    _sql: type[Dialect] = SQLite
     # A waiting command's longest sleep between looks at data_version().
     poll_interval = 0.05
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .api import Row
     from .db import Connection
-    from .dialect import PostgreSQL, SQLite
+    from .dialect import Dialect
     from .pg import PgConnection
 
 
@@ -35,7 +35,7 @@ LISTED = "listed:"
 
 class HookSQL:
     db: Connection | PgConnection
-    _sql: type[SQLite] | type[PostgreSQL]
+    _sql: type[Dialect]
 
     def hook_marks(self, session_id: str) -> dict[str, list[str]]:
         """{"named": [...], "pending": [...], "listed": [...]} for one relay session."""

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .api import Row
     from .db import Connection
-    from .dialect import PostgreSQL, SQLite
+    from .dialect import Dialect
     from .pg import PgConnection
 
 
@@ -54,7 +54,7 @@ _WAITER_REMOVABLE = (
 
 class OpsSQL:
     db: Connection | PgConnection
-    _sql: type[SQLite] | type[PostgreSQL]
+    _sql: type[Dialect]
 
     # ---------------------------------------------------------------- doctor
     def passed_deadlines(self, now: int) -> list[Row]:

@@ -7,13 +7,13 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .api import Row
     from .db import Connection
-    from .dialect import PostgreSQL, SQLite
+    from .dialect import Dialect
     from .pg import PgConnection
 
 
 class PeersSQL:
     db: Connection | PgConnection
-    _sql: type[SQLite] | type[PostgreSQL]
+    _sql: type[Dialect]
 
     # peers -------------------------------------------------------------------------
     def get_peer(self, name: str) -> Row | None:

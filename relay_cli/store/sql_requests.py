@@ -9,7 +9,7 @@ from .tables import CLAIMS, DRAFTS, REQUEST_LISTED, REQUESTS
 if TYPE_CHECKING:
     from .api import Row
     from .db import Connection
-    from .dialect import PostgreSQL, SQLite
+    from .dialect import Dialect
     from .pg import PgConnection
 
 # the open states as an SQL list, written exactly as the partial index requests_open_to's
@@ -24,7 +24,7 @@ def _prefix_end(prefix: str) -> str:
 
 class RequestsSQL:
     db: Connection | PgConnection
-    _sql: type[SQLite] | type[PostgreSQL]
+    _sql: type[Dialect]
 
     # requests ----------------------------------------------------------------------
     def get_request(self, request_id: str) -> Row | None:
