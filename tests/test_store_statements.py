@@ -85,6 +85,18 @@ def test_the_store_is_its_parts_each_implemented_by_one_sql_module():
 
 
 @pytest.mark.one_backend
+def test_each_connection_gives_what_the_statements_ask():
+    from relay_cli.store.db import Connection
+    from relay_cli.store.pg import PgConnection
+
+    asked = _declared_of(api.Statements)
+    assert {"execute", "all", "one", "scalar", "later", "transaction"} <= asked
+    for connection in (Connection, PgConnection):
+        given = {n for n in dir(connection) if not n.startswith("_")} | {"read_only"}
+        assert asked <= given, connection.__name__
+
+
+@pytest.mark.one_backend
 def test_each_dialect_spells_every_difference():
     asked = {n for n in vars(Dialect) if not n.startswith("_")} | set(Dialect.__annotations__)
     for dialect in (SQLite, PostgreSQL):

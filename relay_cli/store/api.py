@@ -36,6 +36,29 @@ class Database(Protocol):
     def transaction(self, write: bool = True) -> AbstractContextManager[Any]: ...
 
 
+class Cursor(Protocol):
+    """What the store's statements read off a statement's cursor: the rows it changed."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+
+class Statements(Database, Protocol):
+    """What the store's statements (sql_*.py, base.py) ask of a connection, on either
+    backend: db.Connection on SQLite, pg.PgConnection on PostgreSQL."""
+
+    read_only: bool
+
+    def execute(self, sql: str, params: Params = ...) -> Cursor: ...
+
+    def later(self, sql: str, params: Params = ...) -> None: ...
+    def executemany(self, sql: str, seq: Iterable[Params]) -> None: ...
+    def one(self, sql: str, params: Params = ...) -> Row | None: ...
+    def scalar(self, sql: str, params: Params = ...) -> Any: ...
+    def data_version(self) -> int: ...
+    def close(self) -> None: ...
+
+
 class Record(Protocol):
     """A row read by column name only, as `relay export` streams them: sqlite-utils'
     dicts on SQLite, ``Row``s on PostgreSQL."""

@@ -24,8 +24,7 @@ from .sql_requests import RequestsSQL
 from .tables import TABLES
 
 if TYPE_CHECKING:
-    from .api import Health
-    from .pg import PgConnection
+    from .api import Health, Statements
 
 
 class SQLStore(RequestsSQL, PeersSQL, LedgerSQL, HookSQL, OpsSQL):
@@ -37,9 +36,7 @@ class SQLStore(RequestsSQL, PeersSQL, LedgerSQL, HookSQL, OpsSQL):
     # A waiting command's longest sleep between looks at data_version().
     poll_interval = 0.05
 
-    def __init__(
-        self, db: Connection | PgConnection, home: Path, clock: Clock | None = None
-    ) -> None:
+    def __init__(self, db: Statements, home: Path, clock: Clock | None = None) -> None:
         self.db = db
         self.home = home
         # relay's clock for whatever is done with this store (design.md §8)

@@ -10,10 +10,8 @@ import sqlite3
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .api import Row
-    from .db import Connection
+    from .api import Row, Statements
     from .dialect import Dialect
-    from .pg import PgConnection
 
 
 def _id_list(raw: str | None) -> list[str]:
@@ -34,7 +32,7 @@ LISTED = "listed:"
 
 
 class HookSQL:
-    db: Connection | PgConnection
+    db: Statements
     _sql: type[Dialect]
 
     def hook_marks(self, session_id: str) -> dict[str, list[str]]:

@@ -5,10 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .api import Row
-    from .db import Connection
+    from .api import Row, Statements
     from .dialect import Dialect
-    from .pg import PgConnection
 
 
 def _final(final: tuple[str, ...]) -> tuple[str, dict[str, object]]:
@@ -53,7 +51,7 @@ _WAITER_REMOVABLE = (
 
 
 class OpsSQL:
-    db: Connection | PgConnection
+    db: Statements
     _sql: type[Dialect]
 
     # ---------------------------------------------------------------- doctor

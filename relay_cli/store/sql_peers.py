@@ -5,14 +5,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .api import Row
-    from .db import Connection
+    from .api import Row, Statements
     from .dialect import Dialect
-    from .pg import PgConnection
 
 
 class PeersSQL:
-    db: Connection | PgConnection
+    db: Statements
     _sql: type[Dialect]
 
     # peers -------------------------------------------------------------------------
