@@ -55,7 +55,7 @@ from . import guide, runtimes
 from .runtimes import Runtime
 
 if TYPE_CHECKING:
-    from relay_cli.store import HookStore, Store
+    from relay_cli.store import HookStore, PeerStore, Store
 
 EVENTS = runtimes.EVENTS  # relay's four events, in Claude Code's and Codex's names
 SESSION_START_SOURCES = ("startup", "resume", "clear", "compact", "fork")
@@ -335,7 +335,7 @@ def _truncate(path: str | None, size_: int) -> None:
         pass
 
 
-def _start_context(store: Store, now: int, name: str, how: str, henv: HookEnv):
+def _start_context(store: HookStore, now: int, name: str, how: str, henv: HookEnv):
     """(the SessionStart context, the ids of the waiting requests it lists)."""
     d = henv.dialect
     if how == "no_env_file":
@@ -358,7 +358,7 @@ def _start_context(store: Store, now: int, name: str, how: str, henv: HookEnv):
 
 
 # ------------------------------------------------------------------------ per event
-def _ended_note(store: Store, session, dialect: Runtime) -> str:
+def _ended_note(store: PeerStore, session, dialect: Runtime) -> str:
     status = peers.session_status(store, session)
     code = peers.STATUS_ERRORS.get(status, status)
     return (

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from ..core import clock
 
 if TYPE_CHECKING:
-    from relay_cli.store import PeerStore, Store
+    from relay_cli.store import LedgerStore, PeerStore, Store
 
 LIMIT = 50
 
@@ -134,7 +134,7 @@ def peers(ctx, incomplete: str):
 
 
 def _keys(states):
-    def candidates(store: Store, ctx, incomplete: str) -> list[tuple[str, str]]:
+    def candidates(store: LedgerStore, ctx, incomplete: str) -> list[tuple[str, str]]:
         return [
             (r["key"], r["state"])
             for r in store.list_ledger(states)

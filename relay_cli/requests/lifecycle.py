@@ -1122,7 +1122,13 @@ def validate_outcome(value: str) -> str:
 
 
 def resolve(
-    store: Store, now: int, request_id: str, outcome: str, note: str | None, *, terminal: bool
+    store: RequestStore,
+    now: int,
+    request_id: str,
+    outcome: str,
+    note: str | None,
+    *,
+    terminal: bool,
 ) -> dict:
     """A person settles a delivery_unknown request (design.md §14). It is recorded as
     ``person:<user>``, so it is refused (``approval_needs_terminal``) unless standard input
