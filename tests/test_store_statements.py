@@ -12,9 +12,17 @@ import pytest
 from conftest import new_id
 
 from relay_cli.core.errors import RelayError
+from relay_cli.store import PARTS, api
 from relay_cli.store.api import Store
-from relay_cli.store.base import SQLiteStore
+from relay_cli.store.base import SQLiteStore, SQLStore
+from relay_cli.store.dialect import Dialect, PostgreSQL, SQLite
 from relay_cli.store.pg_store import PgStore
+from relay_cli.store.sql_data import DataSQL
+from relay_cli.store.sql_hook import HookSQL
+from relay_cli.store.sql_ledger import LedgerSQL
+from relay_cli.store.sql_ops import OpsSQL
+from relay_cli.store.sql_peers import PeersSQL
+from relay_cli.store.sql_requests import RequestsSQL
 
 PACKAGE = Path(__file__).resolve().parent.parent / "relay_cli"
 
@@ -40,6 +48,155 @@ def test_each_backend_implements_exactly_the_declared_store(klass):
         want = inspect.signature(getattr(Store, name))
         got = inspect.signature(getattr(klass, name))
         assert list(got.parameters) == list(want.parameters), (klass.__name__, name)
+
+
+def _own(klass) -> set[str]:
+    """The members a class declares itself (not those of the classes it extends)."""
+    return {n for n in vars(klass) if not n.startswith("_")} | set(
+        getattr(klass, "__annotations__", {})
+    )
+
+
+# each part of the Store and the sql_*.py class that implements it for both backends
+# (the connection's part: SQLStore's own methods, and what each backend answers itself)
+IMPLEMENTED_BY = {
+    "RequestStore": RequestsSQL,
+    "PeerStore": PeersSQL,
+    "LedgerStore": LedgerSQL,
+    "HookStore": HookSQL,
+    "OpsStore": OpsSQL,
+    "DataStore": DataSQL,
+}
+
+
+@pytest.mark.one_backend
+def test_the_store_is_its_parts_each_implemented_by_one_sql_module():
+    parts = {name: _own(getattr(api, name)) for name in PARTS}
+    assert set(Store.__mro__) >= {getattr(api, name) for name in PARTS}
+    assert not _own(Store) - {"__doc__"}  # nothing of its own: the union of the parts
+    every = [m for members in parts.values() for m in members]
+    assert len(every) == len(set(every)), "a member declared in two parts"
+    assert set(every) == _declared()
+    for name, klass in IMPLEMENTED_BY.items():
+        assert parts[name] == _own(klass) - {"db", "_sql"}, name
+    rest = _declared() - set().union(*(parts[n] for n in IMPLEMENTED_BY))
+    assert rest == parts["ConnectionStore"]
+    assert parts["ConnectionStore"] <= _own(SQLStore) | _own(SQLiteStore) | {"home", "clock"}
+
+
+@pytest.mark.one_backend
+def test_each_connection_gives_what_the_statements_ask():
+    from relay_cli.store.db import Connection
+    from relay_cli.store.pg import PgConnection
+
+    asked = _declared_of(api.Statements)
+    assert {"execute", "all", "one", "scalar", "later", "transaction"} <= asked
+    for connection in (Connection, PgConnection):
+        given = {n for n in dir(connection) if not n.startswith("_")} | {"read_only"}
+        assert asked <= given, connection.__name__
+
+
+@pytest.mark.one_backend
+def test_each_dialect_spells_every_difference():
+    asked = {n for n in vars(Dialect) if not n.startswith("_")} | set(Dialect.__annotations__)
+    for dialect in (SQLite, PostgreSQL):
+        assert asked <= set(vars(dialect)), dialect.__name__
+
+
+def _library() -> dict[str, ast.Module]:
+    """Each module of the library outside relay_cli/store, by its dotted name under
+    relay_cli (``requests.states``)."""
+    return {
+        ".".join(path.relative_to(PACKAGE).with_suffix("").parts): ast.parse(path.read_text())
+        for path in PACKAGE.rglob("*.py")
+        if "store" not in path.relative_to(PACKAGE).parts[:-1]
+    }
+
+
+def _imports(tree: ast.Module, module: str) -> dict[str, str]:
+    """The names a module imports from relay_cli (anywhere in it: many imports are
+    inside functions), each to its dotted target (``requests.peers.renew``)."""
+    names = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        base = node.module or ""
+        if node.level:
+            base = ".".join(module.split(".")[: -node.level] + ([base] if base else []))
+        elif base == "relay_cli" or base.startswith("relay_cli."):
+            base = base.removeprefix("relay_cli").removeprefix(".")
+        else:
+            continue
+        for alias in node.names:
+            names[alias.asname or alias.name] = f"{base}.{alias.name}" if base else alias.name
+    return names
+
+
+def _store_params() -> list[tuple[str, str, ast.FunctionDef, dict[str, str]]]:
+    """(module, what its ``store`` parameter asks for, the function, its module's
+    imports) for every function of the library that takes a store."""
+    found = []
+    for module, tree in _library().items():
+        imports = _imports(tree, module)
+        for fn in ast.walk(tree):
+            if not isinstance(fn, ast.FunctionDef):
+                continue
+            for arg in fn.args.args + fn.args.kwonlyargs:
+                if arg.arg == "store" and arg.annotation is not None:
+                    asks = ast.unparse(arg.annotation).strip("'\"")
+                    found.append((module, asks, fn, imports))
+    return found
+
+
+def _uses(
+    fn: ast.FunctionDef, module: str, imports: dict[str, str]
+) -> tuple[set[str], set[tuple[str, str]]]:
+    """What ``fn`` reads off ``store``, and the (module, function) it hands ``store`` to."""
+    read, handed = set(), set()
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Attribute) and getattr(node.value, "id", None) == "store":
+            read.add(node.attr)
+        if isinstance(node, ast.Call) and any(
+            getattr(a, "id", None) == "store"
+            for a in [*node.args, *(k.value for k in node.keywords)]
+        ):
+            f = node.func
+            if isinstance(f, ast.Name):
+                target = imports.get(f.id)
+                owner, name = target.rsplit(".", 1) if target else (module, f.id)
+                handed.add((owner, name))
+            elif isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name):
+                handed.add((imports.get(f.value.id, f.value.id), f.attr))
+    return read, handed
+
+
+@pytest.mark.one_backend
+def test_a_function_that_asks_for_a_part_uses_only_that_part():
+    found = _store_params()
+    params = {(module, fn.name): asks for module, asks, fn, _ in found}
+    assert ("requests.peers", "renew") in params  # (the scan finds the library's)
+    narrowed = [(module, asks, fn, imports) for module, asks, fn, imports in found if asks in PARTS]
+    assert len(narrowed) > 20
+    wider = {}
+    for module, asks, fn, imports in narrowed:
+        name = fn.name
+        has = _declared_of(getattr(api, asks))
+        read, handed = _uses(fn, module, imports)
+        more = sorted(read - has)
+        for callee in sorted(handed & params.keys()):
+            callee_asks = params[callee]
+            callee_has = _declared() if callee_asks == "Store" else None
+            if callee_asks in PARTS:
+                callee_has = _declared_of(getattr(api, callee_asks))
+            if callee_has is None or callee_has - has:
+                more.append(f"{callee[0]}.{callee[1]} asks for {callee_asks}")
+        if more:
+            wider[(module, name, asks)] = more
+    assert not wider, wider
+
+
+def _declared_of(part) -> set[str]:
+    return set().union(*(_own(k) for k in part.__mro__ if k.__module__ == api.__name__))
 
 
 def _asked_of_a_store() -> dict[str, set[str]]:

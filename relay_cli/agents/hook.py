@@ -55,7 +55,7 @@ from . import guide, runtimes
 from .runtimes import Runtime
 
 if TYPE_CHECKING:
-    from relay_cli.store import Store
+    from relay_cli.store import HookStore, PeerStore, Store
 
 EVENTS = runtimes.EVENTS  # relay's four events, in Claude Code's and Codex's names
 SESSION_START_SOURCES = ("startup", "resume", "clear", "compact", "fork")
@@ -335,7 +335,7 @@ def _truncate(path: str | None, size_: int) -> None:
         pass
 
 
-def _start_context(store: Store, now: int, name: str, how: str, henv: HookEnv):
+def _start_context(store: HookStore, now: int, name: str, how: str, henv: HookEnv):
     """(the SessionStart context, the ids of the waiting requests it lists)."""
     d = henv.dialect
     if how == "no_env_file":
@@ -358,7 +358,7 @@ def _start_context(store: Store, now: int, name: str, how: str, henv: HookEnv):
 
 
 # ------------------------------------------------------------------------ per event
-def _ended_note(store: Store, session, dialect: Runtime) -> str:
+def _ended_note(store: PeerStore, session, dialect: Runtime) -> str:
     status = peers.session_status(store, session)
     code = peers.STATUS_ERRORS.get(status, status)
     return (
@@ -373,7 +373,7 @@ def prompt_hash(text: str) -> str:
     return sha256_hex(text.encode("utf-8", "surrogatepass"))
 
 
-def remember_own_prompt(store: Store, session_id: str, text: str, now: int) -> None:
+def remember_own_prompt(store: HookStore, session_id: str, text: str, now: int) -> None:
     """Record that relay itself made (or may make) the runtime submit ``text``."""
     hashes = store.hook_own_prompts(session_id)
     hashes.append(prompt_hash(text))
@@ -398,7 +398,7 @@ def _find_all(text: str, sub: str) -> list[int]:
     return found
 
 
-def own_prompt(store: Store, session_id: str, ev: Event) -> bool:
+def own_prompt(store: HookStore, session_id: str, ev: Event) -> bool:
     """The prompt is, or carries, a text relay itself made the runtime submit: a Stop
     block's reason (Gemini CLI resubmits it), a waiter's note (`codex queue` delivers it as
     a prompt; Claude Code's wake turn carries it in a task-notification)."""
@@ -413,7 +413,7 @@ def from_another_session(ev: Event) -> bool:
     return bool(ev.prompt) and ev.prompt.lstrip().startswith(OTHER_SESSION_TAGS)
 
 
-def _mark_listed(store: Store, session_id: str, ids: list[str], now: int) -> None:
+def _mark_listed(store: HookStore, session_id: str, ids: list[str], now: int) -> None:
     """The ids were listed in a context of a running turn: no waiter wakes for them (that
     turn's Stop still names them)."""
     state = store.get_hook_state(session_id)
@@ -423,7 +423,7 @@ def _mark_listed(store: Store, session_id: str, ids: list[str], now: int) -> Non
     store.put_hook_marks(session_id, blocks, marks, now, MAX_REMEMBERED_IDS)
 
 
-def _arrived(store: Store, session_id: str, prompt: str, blocks: int, now: int) -> None:
+def _arrived(store: HookStore, session_id: str, prompt: str, blocks: int, now: int) -> None:
     """A turn that carries relay's queued note arrived: its pending ids reached the model."""
     marks = store.hook_marks(session_id)
     arrived = [i for i in marks["pending"] if i in prompt]
@@ -524,7 +524,7 @@ def _session_end(store: Store, now: int, session) -> None:
 
 
 # ------------------------------------------------------------------------- helpers
-def _count(store: Store, name: str, read: int) -> str:
+def _count(store: HookStore, name: str, read: int) -> str:
     """How many requests are queued for ``name`` (``read`` rows were read, oldest first)."""
     if read < MAX_SCANNED:
         return str(read)
@@ -546,7 +546,7 @@ def _request_lines(rows, total: str, now: int) -> list[str]:
     return out
 
 
-def _waiting_lines(store: Store, name: str, now: int) -> tuple[str, list[str]]:
+def _waiting_lines(store: HookStore, name: str, now: int) -> tuple[str, list[str]]:
     """(the lines listing the requests queued for ``name``, the ids listed)."""
     rows = store.hook_queued(name, MAX_SCANNED)
     if not rows:

@@ -52,7 +52,7 @@ from .hook import (
 from .runtimes import BY_NAME
 
 if TYPE_CHECKING:
-    from relay_cli.store import Store
+    from relay_cli.store import HookStore, Store
 
 DEFAULT_TIMEOUT_S = HOOK_LEASE_S  # the lease of a session the hook joins
 TIMEOUT_BOUNDS = clock.SESSION_LEASE
@@ -204,7 +204,7 @@ def _check(store: Store, session_id: str, peer: str, me, runtime: str):
         return fresh, text
 
 
-def _fresh(store: Store, session_id: str, peer: str) -> list[str]:
+def _fresh(store: HookStore, session_id: str, peer: str) -> list[str]:
     """Queued requests of the peer the session was not told of, is not about to be told of
     (a queued note), and did not see listed in a running turn (whose Stop names them)."""
     marks = store.hook_marks(session_id)
@@ -229,7 +229,7 @@ def _forget_pending(store: Store, session_id: str, ids: list[str]) -> None:
         store.put_hook_marks(session_id, blocks, marks, now, MAX_REMEMBERED_IDS)
 
 
-def _unregister(store: Store, session_id: str, me) -> None:
+def _unregister(store: HookStore, session_id: str, me) -> None:
     try:
         with store.transaction():
             store.delete_waiter(session_id, me.pid, me.start, me.host)

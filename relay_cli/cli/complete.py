@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from ..core import clock
 
 if TYPE_CHECKING:
-    from relay_cli.store import Store
+    from relay_cli.store import LedgerStore, PeerStore, Store
 
 LIMIT = 50
 
@@ -53,7 +53,7 @@ def _open(ctx):
         return None
 
 
-def _me(store: Store, ctx) -> tuple[str | None, str | None]:
+def _me(store: PeerStore, ctx) -> tuple[str | None, str | None]:
     """(my name, my session id), by the same rule as the command (``peers.identity``)."""
     from ..requests.peers import hash_token, identity
 
@@ -124,7 +124,7 @@ def drafts(ctx, incomplete: str):
     return _safe(_drafts)(ctx, incomplete)
 
 
-def _peers(store: Store, ctx, incomplete: str) -> list[str]:
+def _peers(store: PeerStore, ctx, incomplete: str) -> list[str]:
     return [n for n in store.peer_names() if n.startswith(incomplete)]
 
 
@@ -134,7 +134,7 @@ def peers(ctx, incomplete: str):
 
 
 def _keys(states):
-    def candidates(store: Store, ctx, incomplete: str) -> list[tuple[str, str]]:
+    def candidates(store: LedgerStore, ctx, incomplete: str) -> list[tuple[str, str]]:
         return [
             (r["key"], r["state"])
             for r in store.list_ledger(states)

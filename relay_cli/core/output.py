@@ -11,13 +11,16 @@ import re
 import sys
 import weakref
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, Callable, Iterable, TextIO
 
 from . import clock
 from .errors import RelayError
 
 if TYPE_CHECKING:
     from typing import Literal
+
+    from rich.console import Console
+    from rich.text import Text
 
 # C0/C1 controls (but newline and tab), line/paragraph separators, and the invisible
 # format characters (Unicode Cf) that reorder or hide text: bidi controls and marks,
@@ -31,7 +34,7 @@ _CONTROL = (
 _LINE_BREAKS = "[\n\t]"
 
 
-def inert(value) -> str:
+def inert(value: object) -> str:
     """Peer-supplied text made harmless for a terminal: control characters shown as escapes.
 
     Newline and tab stay. Rich markup is never interpreted because human output passes
@@ -43,13 +46,13 @@ def inert(value) -> str:
     return re.sub(_CONTROL, lambda m: _escape_char(m.group()), s)
 
 
-def inert_line(value) -> str:
+def inert_line(value: object) -> str:
     """``inert`` for a value shown on one line (a table cell, a field): newline and tab
     are made visible too, so a value can never start a line of its own."""
     return re.sub(_LINE_BREAKS, lambda m: "\\n" if m.group() == "\n" else "\\t", inert(value))
 
 
-def json_text(doc, encoding: str | None = "utf-8") -> str:
+def json_text(doc: object, encoding: str | None = "utf-8") -> str:
     """One JSON document that is inert on a terminal too (design.md §7).
 
     Non-ASCII text stays readable on a UTF-8 stream, but every C0 and C1 control
@@ -67,7 +70,7 @@ def json_text(doc, encoding: str | None = "utf-8") -> str:
     return text if ascii_only else re.sub(_CONTROL, _json_escape, text)
 
 
-def _json_escape(m: re.Match) -> str:
+def _json_escape(m: re.Match[str]) -> str:
     code = ord(m.group())
     if code < 0x10000:
         return f"\\u{code:04x}"
@@ -85,7 +88,7 @@ def _escape_char(ch: str) -> str:
 NOT_YET = ("timeout", "nothing_to_claim")  # exit 75 of wait and claim --wait
 
 # The stderr streams that carry this call's one JSON error line already (design.md §7).
-_ERROR_LINE_WRITTEN: weakref.WeakSet = weakref.WeakSet()
+_ERROR_LINE_WRITTEN: weakref.WeakSet[TextIO] = weakref.WeakSet()
 
 
 def new_call() -> None:
@@ -114,7 +117,7 @@ class Col:
     first: bool = False
     keep_end: bool = False
     middle: bool = False
-    styles: dict | None = None
+    styles: dict[str, str] | None = None
     justify: str = "left"
 
 
@@ -177,14 +180,14 @@ class Output:
         return encoding in ("utf8", "utf8sig")
 
     # ---------------------------------------------------------------- primitives
-    def json(self, doc) -> None:
+    def json(self, doc: object) -> None:
         self.stdout.write(json_text(doc, getattr(self.stdout, "encoding", None)) + "\n")
         self.stdout.flush()
 
     def line(self, text: str = "") -> None:
         self.stdout.write(text + "\n")
 
-    def console(self):
+    def console(self) -> Console:
         return make_console(self.stdout, self.color, self.width)
 
     def error(self, err: RelayError) -> None:
@@ -204,7 +207,7 @@ class Output:
             self.stderr.write(f"retry after: {err.to_dict()['retry_after_seconds']} s\n")
         self.stderr.flush()
 
-    def _error_line(self, error: dict) -> None:
+    def _error_line(self, error: dict[str, Any]) -> None:
         """With --json, stderr carries one line, ``{"error": {...}}`` (design.md §7): the
         first error of the call is that line; a later one on the same stream (``relay
         run``'s heartbeat lost the session, then leaving failed) is not written."""
@@ -286,8 +289,7 @@ class Output:
         if not self.terminal:
             if title:
                 self.line(title)
-            for ln in render_table(cols, rows, None, empty=empty):
-                self.line(ln)
+            self.print_lines(render_table(cols, rows, None, empty=empty))
             return
         from rich.text import Text
 
@@ -298,7 +300,7 @@ class Output:
             lines.insert(0, Text(fit(title, self.width, self.ellipsis), style="bold"))
         self.print_lines(lines)
 
-    def print_lines(self, lines: list) -> None:
+    def print_lines(self, lines: list[str | Text]) -> None:
         """Lines already fitted to the width (str or rich ``Text``), printed as they are."""
         if not self.terminal:
             for ln in lines:
@@ -313,12 +315,12 @@ class Output:
         """8 characters on a terminal (any command takes them back); the full id otherwise."""
         return request_id[:8] if self.terminal else request_id
 
-    def short_ids(self, ids) -> dict[str, str]:
+    def short_ids(self, ids: Iterable[str]) -> dict[str, str]:
         """Each id as a table shows it: on a terminal its shortest prefix of at least 8
         characters that no other id shown shares (``unique_prefixes``), the full id
         otherwise."""
-        ids = list(ids)
-        return unique_prefixes(ids) if self.terminal else {i: i for i in ids}
+        every = list(ids)
+        return unique_prefixes(every) if self.terminal else {i: i for i in every}
 
     def when(self, iso: str | None, now: int) -> str:
         """A past time: ``3m ago`` on a terminal, the exact RFC 3339 time otherwise."""
@@ -403,7 +405,7 @@ GLYPHS = {"ok": "\u2713", "warn": "!", "fail": "\u2717"}
 ASCII_GLYPHS = {"ok": "+", "warn": "!", "fail": "x"}
 
 
-def _styled(column: str, value):
+def _styled(column: str, value: object) -> Text:
     from rich.text import Text
 
     s = inert_line(value)
@@ -413,7 +415,7 @@ def _styled(column: str, value):
 
 
 # ---------------------------------------------------------------------------- tables
-def terminal_size(stream=None) -> tuple[int, int]:
+def terminal_size(stream: TextIO | None = None) -> tuple[int, int]:
     """(columns, lines) of the terminal: ``COLUMNS``/``LINES`` when set, else the
     terminal's own size, else 80x24."""
     try:
@@ -430,11 +432,11 @@ def terminal_size(stream=None) -> tuple[int, int]:
     return columns, lines
 
 
-def terminal_width(stream=None) -> int:
+def terminal_width(stream: TextIO | None = None) -> int:
     return terminal_size(stream)[0]
 
 
-def make_console(stream, color: bool, width: int | None):
+def make_console(stream: TextIO, color: bool, width: int | None) -> Console:
     """A rich console that prints what it is given (fitted lines) in colour or not at all."""
     from rich.console import Console
 
@@ -456,7 +458,7 @@ def make_console(stream, color: bool, width: int | None):
     )
 
 
-def _isatty(stream) -> bool:
+def _isatty(stream: TextIO) -> bool:
     try:
         return stream.isatty()
     except (AttributeError, ValueError):
@@ -530,7 +532,10 @@ def wrap_prose(text: str, width: int | None, indent: str = "  ") -> list[str]:
 
 
 def column_widths(
-    cols: list[Col], cells: list[list[str]], width: int | None, measure=len
+    cols: list[Col],
+    cells: list[list[str]],
+    width: int | None,
+    measure: Callable[[str], int] = len,
 ) -> list[int]:
     """Each column's width: its widest cell, then, when the line is wider than ``width``,
     the widest column that may shrink gives a cell, again and again, down to its ``min``
@@ -561,7 +566,7 @@ def render_table(
     ellipsis: str = "\u2026",
     empty: str = "(none)",
     indent: int = 0,
-) -> list:
+) -> list[str | Text]:
     """The one table renderer: a header line and one line per row, borderless.
 
     ``width`` None (not a terminal): plain strings with every character of every cell.
@@ -575,21 +580,20 @@ def render_table(
         if not rows:
             return [pad + empty]
         widths = column_widths(cols, cells, None)
-        return [pad + _join([c.name for c in cols], cols, widths)] + [
-            pad + _join(r, cols, widths) for r in cells
-        ]
+        plain: list[str | Text] = [pad + _join([c.name for c in cols], cols, widths)]
+        return plain + [pad + _join(r, cols, widths) for r in cells]
     from rich.text import Text
 
     inner = max(1, width - indent)
     if not rows:
         return [Text(pad + fit(empty, inner, ellipsis), style="dim" if color else "")]
     widths = column_widths(cols, cells, inner, cell_len)
-    lines = []
     header = Text(pad)
     for i, (c, w) in enumerate(zip(cols, widths, strict=True)):
         header.append(_cell(c.name, w, c, ellipsis), style="bold" if color else "")
         header.append(" " * GAP if i < len(cols) - 1 else "")
-    lines.append(header)
+    header.rstrip()
+    lines: list[str | Text] = [_cut(header, width, ellipsis)]
     for r in cells:
         line = Text(pad)
         for i, (c, w, v) in enumerate(zip(cols, widths, r, strict=True)):
@@ -598,8 +602,6 @@ def render_table(
             line.append(" " * GAP if i < len(cols) - 1 else "")
         line.rstrip()
         lines.append(_cut(line, width, ellipsis))
-    lines[0].rstrip()
-    lines[0] = _cut(lines[0], width, ellipsis)
     return lines
 
 
@@ -609,7 +611,7 @@ def _cell(value: str, width: int, col: Col, ellipsis: str) -> str:
     return gap + text if col.justify == "right" else text + gap
 
 
-def _cut(line, width: int, ellipsis: str):
+def _cut(line: Text, width: int, ellipsis: str) -> Text:
     """The last resort when even the narrowest columns are too wide: cut the line."""
     if line.cell_len <= width:
         return line
@@ -630,13 +632,13 @@ def _join(values: list[str], cols: list[Col], widths: list[int]) -> str:
 SHORT_ID = 8
 
 
-def unique_prefixes(ids, minimum: int = SHORT_ID) -> dict[str, str]:
+def unique_prefixes(ids: Iterable[str], minimum: int = SHORT_ID) -> dict[str, str]:
     """Each id's shortest prefix, at least ``minimum`` characters, that no other of
     ``ids`` starts with (as git shortens hashes, design.md §14): two ids that share their
     first 8 characters are shown with as many more as tell them apart, so either typed
     back names one request. A prefix never ends on a hyphen (it takes the next digit)."""
     ordered = sorted(set(ids))
-    out = {}
+    out: dict[str, str] = {}
     for i, rid in enumerate(ordered):
         n = minimum
         for other in ordered[max(0, i - 1) : i] + ordered[i + 1 : i + 2]:

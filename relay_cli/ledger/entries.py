@@ -55,7 +55,7 @@ from .states import (
 )
 
 if TYPE_CHECKING:
-    from relay_cli.store import Store
+    from relay_cli.store import LedgerStore, Store
 
 KEY_RE = re.compile(r"[!-~]{1,200}", re.ASCII)  # the whole value (fullmatch): no "k\n"
 DEFAULT_APPROVAL_WAIT_S = lifecycle.DEFAULT_WAIT_S  # it waits like `relay wait`
@@ -189,7 +189,7 @@ class Decision:
     row: object
 
 
-def _get(store: Store, key: str):
+def _get(store: LedgerStore, key: str):
     row = store.get_ledger(key)
     if row is None:
         raise RelayError("ledger_key_not_found", f"no ledger entry has the key {key!r}")
@@ -218,7 +218,7 @@ def running_values(now: int, me: Me, runs: int) -> dict:
 
 
 def begin(
-    store: Store,
+    store: LedgerStore,
     now: int,
     key: str,
     argv: list[str],
@@ -369,7 +369,7 @@ def reruns_by_itself(obj: dict) -> bool:
     return obj["child_pid"] is None or (bool(obj.get("idempotent")) and shown_here(obj))
 
 
-def list_entries(store: Store, states: list[str] | None = None) -> list[dict]:
+def list_entries(store: LedgerStore, states: list[str] | None = None) -> list[dict]:
     """Entries (no captured output), filtered by their shown state (effect_unknown too)."""
     wanted = validate_states(states)
     stored = sorted({VIEWS[s].stored if s in VIEWS else s for s in wanted})
@@ -386,7 +386,7 @@ def show(store, key: str) -> dict:
     return entry_object(_get(store, validate_key(key)), output=True)
 
 
-def awaiting(store: Store) -> list[dict]:
+def awaiting(store: LedgerStore) -> list[dict]:
     """Entries waiting for a person's approval, oldest first (for `relay watch`)."""
     rows = store.list_ledger(["awaiting_approval"])
     return [entry_object(r) for r in sorted(rows, key=lambda r: (r["created_at"], r["key"]))]
@@ -404,7 +404,13 @@ def needs_terminal(row) -> bool:
 
 
 def resolve(
-    store: Store, now: int, key: str, outcome: str, note: str | None, *, terminal: bool = False
+    store: LedgerStore,
+    now: int,
+    key: str,
+    outcome: str,
+    note: str | None,
+    *,
+    terminal: bool = False,
 ) -> dict:
     """A person settles an entry: it did succeed, it did fail, or forget it (key free again).
 

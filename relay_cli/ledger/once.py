@@ -61,7 +61,7 @@ from .outcome import (
 from .states import RENEW_S, apply, touch
 
 if TYPE_CHECKING:
-    from relay_cli.store import Store
+    from relay_cli.store import LedgerStore
 
 _CHUNK = 64 * 1024
 _DRAIN_AFTER_EXIT_S = 2.0  # a background grandchild holding the pipes open is not waited for
@@ -239,7 +239,7 @@ def _retrying(fn, attempts: int = 4, unavailable_s: float = 30.0):
             raise
 
 
-def record_child(store: Store, key: str, me: Me, runs: int, child_pid: int) -> bool:
+def record_child(store: LedgerStore, key: str, me: Me, runs: int, child_pid: int) -> bool:
     """Commit the command's pid and start time; False when the entry is no longer ours."""
     start = process_start(child_pid)
 
@@ -268,7 +268,7 @@ class Renewal:
     before the outcome is committed. Best effort: a renewal that fails (the server briefly
     unreachable, the database busy) is tried again a second later."""
 
-    def __init__(self, store: Store, key: str, me: Me, runs: int) -> None:
+    def __init__(self, store: LedgerStore, key: str, me: Me, runs: int) -> None:
         import threading
 
         self.store, self.key, self.me, self.runs = store, key, me, runs
@@ -300,7 +300,7 @@ class Renewal:
         return True
 
 
-def record_outcome(store: Store, key: str, me: Me, runs: int, result: RunResult):
+def record_outcome(store: LedgerStore, key: str, me: Me, runs: int, result: RunResult):
     """Commit the outcome; returns the new row (None when the entry was no longer ours)."""
 
     def write():
@@ -333,7 +333,7 @@ def record_outcome(store: Store, key: str, me: Me, runs: int, result: RunResult)
     return _retrying(write)
 
 
-def record_not_started(store: Store, key: str, me: Me, runs: int) -> None:
+def record_not_started(store: LedgerStore, key: str, me: Me, runs: int) -> None:
     """The command never started, so nothing ran: the key must not block a retry.
 
     An entry that a person approved goes back to ``approved`` (the approval stands for
@@ -466,7 +466,7 @@ def _once(
 
 
 def execute(
-    store: Store,
+    store: LedgerStore,
     key: str,
     row,
     argv: list[str],
@@ -577,7 +577,9 @@ def _unrecorded_outcome(row, result: RunResult, error: RelayError) -> EntryError
     )
 
 
-def _unrecorded_start(store: Store, key: str, me: Me, runs: int, error: RelayError) -> RelayError:
+def _unrecorded_start(
+    store: LedgerStore, key: str, me: Me, runs: int, error: RelayError
+) -> RelayError:
     """relay could not commit the command's pid: the command was killed before it began
     executing; withdraw the entry (as for a command that cannot start) and say so."""
     what = (

@@ -23,7 +23,7 @@ from ..core.limits import RENEW_S, STALE_S  # noqa: F401 (RENEW_S: once's)
 from ..core.process import pid_namespace, process_alive, this_host
 
 if TYPE_CHECKING:
-    from relay_cli.store import Store
+    from relay_cli.store import LedgerStore
 
 STORED_STATES = (
     "awaiting_approval",
@@ -342,7 +342,7 @@ def shown_state(row) -> str:
     return state
 
 
-def apply(store: Store, key: str, row, event: str, at: int, values: dict | None = None):
+def apply(store: LedgerStore, key: str, row, event: str, at: int, values: dict | None = None):
     """Move the ledger entry of ``key`` by ``event`` (consulting ``TRANSITIONS``).
 
     ``row`` is the entry as stored (None: there is none); ``values`` are the other fields
@@ -364,7 +364,7 @@ def apply(store: Store, key: str, row, event: str, at: int, values: dict | None 
     return store.get_ledger(key)
 
 
-def touch(store: Store, key: str, at: int, values: dict) -> None:
+def touch(store: LedgerStore, key: str, at: int, values: dict) -> None:
     """Change fields of an entry that are not its state (inside a write transaction)."""
     if "state" in values:
         raise ValueError("a ledger entry's state changes only through apply()")

@@ -17,7 +17,7 @@ from ..core.output import inert_line
 from ..requests.lifecycle import request_object
 
 if TYPE_CHECKING:
-    from relay_cli.store import Store
+    from relay_cli.store import DataStore
 
 FORMATS = ("jsonl", "csv", "md")
 
@@ -63,7 +63,7 @@ def objects(rows: Iterable) -> Iterator[dict]:
         yield request_object(row)
 
 
-def requests(store: Store, now: int, states: list[str], since_s: int | None) -> Iterator[dict]:
+def requests(store: DataStore, now: int, states: list[str], since_s: int | None) -> Iterator[dict]:
     """What `relay export` writes: the requests `list --all` shows (no tombstones), oldest
     first, in ``states`` (all when empty), created in the last ``since_s`` seconds (all
     when None). Read inside ``due.unit(write=False)``, so no state is stale."""

@@ -46,7 +46,7 @@ from ..requests import due
 from ..requests.states import FINAL_STATES, STATES
 
 if TYPE_CHECKING:
-    from relay_cli.store import Store
+    from relay_cli.store import ConnectionStore, DataStore, LedgerStore, Store
 
 BATCH = 500
 # the final request states in the order of design.md §5, handed to the store's statements
@@ -62,7 +62,7 @@ COUNT_KEYS = (
 )
 
 
-def require_intact(store: Store) -> None:
+def require_intact(store: ConnectionStore) -> None:
     """`prune` rewrites rows all over the database: on SQLite it first runs quick_check
     (the store's ``health``) and refuses a damaged relay.db with database_corrupt, changing
     nothing. Every other command skips that check, which reads every page: 0.6 ms for a
@@ -139,7 +139,7 @@ def prune(
     return result
 
 
-def _batches(store: Store, step, batch: int, count=lambda r: r):
+def _batches(store: ConnectionStore, step, batch: int, count=lambda r: r):
     """Run ``step`` in its own write transaction until a batch comes back short.
 
     Between batches prune sleeps as long as the batch held the write lock (5-100 ms), so
@@ -157,7 +157,7 @@ def _batches(store: Store, step, batch: int, count=lambda r: r):
 
 
 def prune_ledger(
-    store: Store,
+    store: LedgerStore,
     now: int,
     body_cutoff: int,
     dry_run: bool = False,
@@ -211,13 +211,13 @@ def prune_ledger(
     }
 
 
-def check_vacuum(store: Store) -> None:
+def check_vacuum(store: DataStore) -> None:
     """Refuse `prune --vacuum` before anything is pruned where it cannot rebuild the
     database: on PostgreSQL (design.md §13)."""
     store.check_vacuum()
 
 
-def vacuum(store: Store) -> dict:
+def vacuum(store: DataStore) -> dict:
     """`prune --vacuum`: rebuild relay.db without the pages pruning freed, and fold the WAL
     into it, so the file shrinks now. Returns relay.db plus its WAL in bytes, before and
     after. Waits for the write lock like any writer (``busy`` after the busy timeout)."""

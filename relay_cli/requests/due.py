@@ -19,7 +19,7 @@ from . import peers
 from .states import apply
 
 if TYPE_CHECKING:
-    from relay_cli.store import Row, Store
+    from relay_cli.store import RequestStore, Row, Store
 
 
 def next_due(store: Store) -> int | None:
@@ -74,7 +74,7 @@ def apply_due(store: Store, now: int, limit: int | None = None) -> Counter:
                 return done
 
 
-def _apply_own_deadline(store: Store, row: Row, deadline: int) -> str | None:
+def _apply_own_deadline(store: RequestStore, row: Row, deadline: int) -> str | None:
     state = row["state"]
     if state == "queued" and row["expires_at"] == deadline:
         event = "ttl_passed"

@@ -40,7 +40,7 @@ from .peers import Caller, renew, require_live, require_session
 from .states import FINAL_STATES, STATES, apply, transition
 
 if TYPE_CHECKING:
-    from relay_cli.store import Row, Store
+    from relay_cli.store import RequestStore, Row, Store
 
 DRAFT_TTL_MS = DRAFT_TTL_S * 1000
 ON_LOST = ("unknown", "redeliver")
@@ -126,7 +126,7 @@ def validate_ref(value: str, what: str = "id") -> str:
         ) from None
 
 
-def resolve_ref(store: Store, ref: str, *, drafts: bool = False, what: str = "id") -> str:
+def resolve_ref(store: RequestStore, ref: str, *, drafts: bool = False, what: str = "id") -> str:
     """The full id that ``ref`` (from ``validate_ref``) names, as git resolves a short hash:
     a full id is itself; a prefix must match exactly one request (tombstones included; with
     ``drafts``, unsubmitted drafts too): none is ``request_not_found``, several are
@@ -348,7 +348,7 @@ def _common_checks(store: Store, caller: Caller, to: str, in_reply_to: str | Non
     return depth
 
 
-def _check_rate(store: Store, sender: str, now: int) -> None:
+def _check_rate(store: RequestStore, sender: str, now: int) -> None:
     limit = rate_limit()
     if limit == 0:
         return
@@ -362,7 +362,7 @@ def _check_rate(store: Store, sender: str, now: int) -> None:
         )
 
 
-def _check_queue(store: Store, to: str) -> None:
+def _check_queue(store: RequestStore, to: str) -> None:
     """The queue cap (design.md §4): counted in the write transaction that would insert."""
     cap = queue_cap()
     if cap and store.count_open_to(to, cap) >= cap:
@@ -500,7 +500,9 @@ def conflict_detail(row, params: dict) -> str:
     return what
 
 
-def _existing(store: Store, request_id: str, fp: str, params: dict | None = None) -> Row | None:
+def _existing(
+    store: RequestStore, request_id: str, fp: str, params: dict | None = None
+) -> Row | None:
     """Dedupe: the existing request for a same-content retry, or request_id_conflict."""
     row = store.get_request(request_id)
     if row is None:
@@ -540,7 +542,7 @@ def send(store: Store, now: int, caller: Caller, *, request_id: str | None, **wo
 
 
 def _create(
-    store: Store, now: int, caller: Caller, request_id: str, params: dict, depth: int
+    store: RequestStore, now: int, caller: Caller, request_id: str, params: dict, depth: int
 ) -> dict:
     t = transition(None, "send")
     row = {
@@ -665,7 +667,7 @@ def submit(store, now: int, caller: Caller, draft_id: str) -> dict:
 
 
 # ------------------------------------------------------------------- reading requests
-def get(store: Store, request_id: str) -> Row:
+def get(store: RequestStore, request_id: str) -> Row:
     """The request that ``request_id`` (a full id, or a prefix from ``validate_ref``) names."""
     request_id = resolve_ref(store, request_id)
     row = store.get_request(request_id)
@@ -677,7 +679,7 @@ def get(store: Store, request_id: str) -> Row:
     return row
 
 
-def show(store: Store, request_id: str, events: bool = False) -> dict:
+def show(store: RequestStore, request_id: str, events: bool = False) -> dict:
     row = get(store, request_id)
     obj = request_object(row, text=True, reply=True)
     if events:
@@ -686,7 +688,7 @@ def show(store: Store, request_id: str, events: bool = False) -> dict:
 
 
 def list_requests(
-    store: Store, states: list[str], to: str | None, from_: str | None, limit: int | None
+    store: RequestStore, states: list[str], to: str | None, from_: str | None, limit: int | None
 ) -> dict:
     rows = store.list_requests(states, to, from_, None if limit is None else limit + 1)
     has_more = limit is not None and len(rows) > limit
@@ -694,7 +696,7 @@ def list_requests(
     return {"requests": [request_object(r) for r in rows], "has_more": has_more}
 
 
-def inbox(store: Store, caller: Caller, limit: int | None = None) -> dict:
+def inbox(store: RequestStore, caller: Caller, limit: int | None = None) -> dict:
     """The oldest ``limit`` requests queued for ``caller`` (no bodies), ``has_more``, and
     ``more``: how many more are queued (design.md §6)."""
     rows = store.queued_for(caller.name, None if limit is None else limit + 1)
@@ -709,7 +711,7 @@ def inbox(store: Store, caller: Caller, limit: int | None = None) -> dict:
 
 
 # ------------------------------------------------------------------ acting on requests
-def held_unacked(store: Store, caller: Caller) -> Row | None:
+def held_unacked(store: RequestStore, caller: Caller) -> Row | None:
     """The oldest request this session claimed and has not acknowledged (design.md §6)."""
     if caller.session is None:
         return None
@@ -719,7 +721,7 @@ def held_unacked(store: Store, caller: Caller) -> Row | None:
     return min(held, key=lambda r: (r["delivered_at"], r["id"])) if held else None
 
 
-def unacked_ids(store: Store, caller: Caller, but: str | None = None) -> list[str]:
+def unacked_ids(store: RequestStore, caller: Caller, but: str | None = None) -> list[str]:
     """The requests this session claimed and has not acknowledged, oldest claim first
     (``but`` left out): what a plain claim mentions (design.md §6)."""
     if caller.session is None:
@@ -732,7 +734,7 @@ def unacked_ids(store: Store, caller: Caller, but: str | None = None) -> list[st
     return [r["id"] for r in sorted(held, key=lambda r: (r["delivered_at"], r["id"]))]
 
 
-def held_note(store: Store, caller: Caller, ids: list[str]) -> str:
+def held_note(store: RequestStore, caller: Caller, ids: list[str]) -> str:
     """The sentence a claim adds when this session holds unacknowledged requests (``ids``,
     from ``unacked_ids``), with the command that recovers a lost answer: `claim --again`
     when it would show one of them, else the attempt id or, for a claim made without one,
@@ -769,7 +771,7 @@ def held_note(store: Store, caller: Caller, ids: list[str]) -> str:
     return f"this session also holds {', '.join(ids)}, claimed and not acked; " + "; ".join(how)
 
 
-def _plain_held(store: Store, caller: Caller) -> list[tuple[Row | None, Row]]:
+def _plain_held(store: RequestStore, caller: Caller) -> list[tuple[Row | None, Row]]:
     """(claim, request) of this session's claims made without an attempt id whose request
     it still holds unacknowledged through that claim, oldest first. A request this session
     took before claims were recorded (a relay.db migrated mid-session) has no claim row
@@ -1120,7 +1122,13 @@ def validate_outcome(value: str) -> str:
 
 
 def resolve(
-    store: Store, now: int, request_id: str, outcome: str, note: str | None, *, terminal: bool
+    store: RequestStore,
+    now: int,
+    request_id: str,
+    outcome: str,
+    note: str | None,
+    *,
+    terminal: bool,
 ) -> dict:
     """A person settles a delivery_unknown request (design.md §14). It is recorded as
     ``person:<user>``, so it is refused (``approval_needs_terminal``) unless standard input

@@ -14,7 +14,7 @@ from ..core.limits import DEFAULT_SESSION_LEASE_S, HOOK_RECENT_MS, KINDS, NAME_P
 from .states import apply
 
 if TYPE_CHECKING:
-    from relay_cli.store import Row, Store
+    from relay_cli.store import HookStore, PeerStore, Row, Store
 
 
 def validate_name(name: str, what: str = "peer name") -> str:
@@ -75,7 +75,7 @@ STATUS_ERRORS = {
 }
 
 
-def session_status(store: Store, session: Row | None, now: int | None = None) -> str:
+def session_status(store: PeerStore, session: Row | None, now: int | None = None) -> str:
     """What a session is, the one session-status rule (design.md §3): ``active``,
     ``left``, ``superseded`` (it was replaced: a newer session of its name joined, or its
     lease lapsed and a newer session exists), or ``expired`` (its lease lapsed and no newer
@@ -94,13 +94,13 @@ def session_status(store: Store, session: Row | None, now: int | None = None) ->
     return status
 
 
-def session_caller(store: Store, session: Row) -> Caller:
+def session_caller(store: PeerStore, session: Row) -> Caller:
     """The caller that a session's token makes, with the session's status."""
     return Caller(session["peer"], session, session_status(store, session))
 
 
 def identify(
-    store: Store, name: str | None, token: str | None, *, need_name: bool = True
+    store: PeerStore, name: str | None, token: str | None, *, need_name: bool = True
 ) -> Caller:
     """Resolve ``--as``/``--session`` into a Caller: ``no_identity`` / ``invalid_session``.
 
@@ -132,7 +132,7 @@ def identify(
     return Caller(name)
 
 
-def reload(store: Store, caller: Caller) -> Caller:
+def reload(store: PeerStore, caller: Caller) -> Caller:
     """The same caller with its session re-read (it may have lapsed or been superseded)."""
     if caller.session is None:
         return caller
@@ -158,14 +158,14 @@ def join_line(name: str, kind: str | None = None, lease_seconds: int | None = No
     return f'eval "$({command})"'
 
 
-def _rejoin(store: Store, caller: Caller) -> str:
+def _rejoin(store: PeerStore, caller: Caller) -> str:
     """The join line for this caller, with the kind and lease its session had."""
     peer = store.get_peer(caller.name) if caller.name else None
     lease = caller.session["lease_seconds"] if caller.session is not None else None
     return "run: " + join_line(caller.name or "NAME", peer["kind"] if peer else None, lease)
 
 
-def require_live(store: Store, caller: Caller) -> None:
+def require_live(store: PeerStore, caller: Caller) -> None:
     """The session-state stage of design.md §6: peer_superseded, lease_expired, session_required."""
     if caller.session is not None:
         if caller.status == "superseded":
@@ -190,7 +190,7 @@ def require_live(store: Store, caller: Caller) -> None:
         )
 
 
-def require_session(store: Store, caller: Caller) -> None:
+def require_session(store: PeerStore, caller: Caller) -> None:
     """Commands that only a live session may run (claim, heartbeat, leave)."""
     if caller.session is None:
         raise RelayError(
@@ -203,7 +203,7 @@ def require_session(store: Store, caller: Caller) -> None:
     require_live(store, caller)
 
 
-def renew(store: Store, caller: Caller, now: int) -> None:
+def renew(store: PeerStore, caller: Caller, now: int) -> None:
     """A successful call of an active session renews its lease (design.md §3)."""
     if caller.session is not None and caller.status == "active":
         store.renew_session(caller.session["id"], now + caller.session["lease_seconds"] * 1000)
@@ -278,7 +278,7 @@ def session_object(
     }
 
 
-def _known(store: Store, name: str, kind: str | None, now: int) -> Row | None:
+def _known(store: PeerStore, name: str, kind: str | None, now: int) -> Row | None:
     """Make ``name`` a known peer (of ``kind``, when given); return its row as it was
     before (None for a new name)."""
     validate_name(name)
@@ -317,7 +317,7 @@ def leave_session(store: Store, caller: Caller, now: int) -> tuple[dict, list[st
     return peer_object(store, caller.name, now), moved
 
 
-def waiter_running(store: Store, name: str, now: int) -> bool:
+def waiter_running(store: HookStore, name: str, now: int) -> bool:
     """A wake waiter of a live session of ``name`` runs now (design.md §12)."""
     rows = store.live_session_waiters(name, now)
     if not rows:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from ..core.errors import RelayError
 
 if TYPE_CHECKING:
-    from relay_cli.store import Store
+    from relay_cli.store import RequestStore
 
 STATES = (
     "queued",
@@ -247,7 +247,7 @@ def unknown_detail(row) -> str:
 
 
 def apply(
-    store: Store,
+    store: RequestStore,
     row,
     event: str,
     *,

@@ -1,7 +1,7 @@
 """The store: every SQL statement relay runs lives in this package.
 
 The rest of relay sees a narrow interface of named operations over plain dicts/rows,
-declared as ``Store`` (api.py), so a second backend (PostgreSQL for agents on several
+declared as ``Store`` (api.py) and its parts (``RequestStore``, ``PeerStore``, ...), so a second backend (PostgreSQL for agents on several
 machines) implements the same methods and passes the same tests.
 
 May import: ``core`` only.
@@ -30,7 +30,29 @@ from .migrations import LATEST as LATEST_SCHEMA
 from .url import database_url, redact
 
 if TYPE_CHECKING:
-    from .api import Health, Row, Store
+    from .api import (
+        ConnectionStore,
+        DataStore,
+        Health,
+        HookStore,
+        LedgerStore,
+        OpsStore,
+        PeerStore,
+        RequestStore,
+        Row,
+        Store,
+    )
+
+# the parts of ``Store`` (api.py), for a function that uses one of them
+PARTS = (
+    "ConnectionStore",
+    "RequestStore",
+    "PeerStore",
+    "LedgerStore",
+    "HookStore",
+    "OpsStore",
+    "DataStore",
+)
 
 __all__ = [
     "DB_NAME",
@@ -38,6 +60,13 @@ __all__ = [
     "Health",
     "Row",
     "Store",
+    "ConnectionStore",
+    "RequestStore",
+    "PeerStore",
+    "LedgerStore",
+    "HookStore",
+    "OpsStore",
+    "DataStore",
     "SQLiteStore",
     "check_home",
     "database_file",
@@ -55,11 +84,11 @@ __all__ = [
 if not TYPE_CHECKING:  # (a type checker sees the import above, and no other name)
 
     def __getattr__(name: str):
-        """``Health``, ``Row`` and ``Store`` (api.py), imported when first asked for:
+        """``Health``, ``Row``, ``Store`` and its parts (api.py), imported when first asked for:
         running a command needs none of them (the interface is for type checkers,
         ``Health`` for doctor), and api.py's import cost every command that opens the
         store (~8 million instructions, bench/startup.py)."""
-        if name in ("Health", "Row", "Store"):
+        if name in ("Health", "Row", "Store", *PARTS):
             from . import api
 
             return getattr(api, name)

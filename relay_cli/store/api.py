@@ -36,6 +36,29 @@ class Database(Protocol):
     def transaction(self, write: bool = True) -> AbstractContextManager[Any]: ...
 
 
+class Cursor(Protocol):
+    """What the store's statements read off a statement's cursor: the rows it changed."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+
+class Statements(Database, Protocol):
+    """What the store's statements (sql_*.py, base.py) ask of a connection, on either
+    backend: db.Connection on SQLite, pg.PgConnection on PostgreSQL."""
+
+    read_only: bool
+
+    def execute(self, sql: str, params: Params = ...) -> Cursor: ...
+
+    def later(self, sql: str, params: Params = ...) -> None: ...
+    def executemany(self, sql: str, seq: Iterable[Params]) -> None: ...
+    def one(self, sql: str, params: Params = ...) -> Row | None: ...
+    def scalar(self, sql: str, params: Params = ...) -> Any: ...
+    def data_version(self) -> int: ...
+    def close(self) -> None: ...
+
+
 class Record(Protocol):
     """A row read by column name only, as `relay export` streams them: sqlite-utils'
     dicts on SQLite, ``Row``s on PostgreSQL."""
@@ -71,11 +94,9 @@ class Health:
     errors: dict[str, RelayError] = field(default_factory=dict)
 
 
-class Store(Protocol):
-    """Every operation relay's library asks of a store (design.md §13): named queries and
-    writes over plain rows, one transaction discipline, doctor's facts. Both backends
-    implement all of it (tests/test_store_statements.py checks); nothing outside
-    ``relay_cli.store`` sees a connection or SQL.
+class ConnectionStore(Protocol):
+    """A store's connection, its one transaction discipline and doctor's facts: what
+    every part below has.
 
     Writes run inside ``transaction()`` (``BEGIN IMMEDIATE`` or its equivalent); a
     failure of the database is a ``RelayError`` of design.md §7, never a driver's error.
@@ -86,7 +107,6 @@ class Store(Protocol):
     home: Path  # the state directory (on PostgreSQL it holds no requests)
     clock: Clock  # relay's clock for whatever is done with this store (design.md §8)
 
-    # the connection
     def transaction(self, write: bool = True) -> AbstractContextManager[Any]: ...
     @property
     def read_only(self) -> bool: ...
@@ -96,7 +116,10 @@ class Store(Protocol):
     def health(self) -> Health: ...
     def close(self) -> None: ...
 
-    # requests, drafts and events
+
+class RequestStore(ConnectionStore, Protocol):
+    """Requests, their claims, drafts and events (sql_requests.py)."""
+
     def get_request(self, request_id: str) -> Row | None: ...
     def requests_with_prefix(self, prefix: str, limit: int) -> list[Row]: ...
     def completion_requests(
@@ -157,7 +180,11 @@ class Store(Protocol):
     def count_open_drafts(self, from_peer: str, now: int) -> int: ...
     def mark_draft_submitted(self, draft_id: str, now: int) -> None: ...
     def count_stale_drafts(self, now: int) -> int: ...
-    # peers and sessions
+
+
+class PeerStore(ConnectionStore, Protocol):
+    """Peers and their sessions (sql_peers.py)."""
+
     def get_peer(self, name: str) -> Row | None: ...
     def insert_peer(self, name: str, kind: str, now: int) -> None: ...
     def set_peer_kind(self, name: str, kind: str) -> None: ...
@@ -185,7 +212,11 @@ class Store(Protocol):
     def peer_is_polling(self, peer: str, now: int) -> bool: ...
     def due_sessions(self, now: int, limit: int) -> list[Row]: ...
     def next_session_deadline(self) -> int | None: ...
-    # the side-effect ledger
+
+
+class LedgerStore(ConnectionStore, Protocol):
+    """The side-effect ledger of `relay once` (sql_ledger.py)."""
+
     def get_ledger(self, key: str) -> Row | None: ...
     def insert_ledger(self, values: dict[str, Any]) -> None: ...
     def update_ledger(self, key: str, values: dict[str, Any]) -> None: ...
@@ -200,7 +231,11 @@ class Store(Protocol):
     def prune_ledger_output(
         self, final: tuple[str, ...], now: int, body_cutoff: int, tomb_cutoff: int, limit: int
     ) -> int: ...
-    # the hooks' bookkeeping and wake waiters
+
+
+class HookStore(ConnectionStore, Protocol):
+    """The hooks' bookkeeping and wake waiters (sql_hook.py)."""
+
     def hook_marks(self, session_id: str) -> dict[str, list[str]]: ...
     def put_hook_marks(
         self, session_id: str, stop_blocks: int, marks: dict[str, list[str]], now: int, keep: int
@@ -228,7 +263,11 @@ class Store(Protocol):
         self, session_id: str, pid: int, process_start: str | None, host: str
     ) -> None: ...
     def live_session_waiters(self, peer: str, now: int) -> list[Row]: ...
-    # doctor and prune
+
+
+class OpsStore(ConnectionStore, Protocol):
+    """What doctor and prune look at and remove across the tables (sql_ops.py)."""
+
     def passed_deadlines(self, now: int) -> list[Row]: ...
     def count_tombstones(self) -> int: ...
     def count_due(self, now: int) -> int: ...
@@ -249,8 +288,21 @@ class Store(Protocol):
     def remove_drafts(
         self, final: tuple[str, ...], now: int, body_cutoff: int, limit: int
     ) -> int: ...
-    # a person's data
+
+
+class DataStore(ConnectionStore, Protocol):
+    """A person's data: export, the database's size, vacuum (sql_data.py)."""
+
     def export_requests(self, states: list[str] | None, since: int | None) -> Iterable[Record]: ...
     def database_bytes(self) -> int: ...
     def check_vacuum(self) -> None: ...
     def vacuum(self) -> None: ...
+
+
+class Store(RequestStore, PeerStore, LedgerStore, HookStore, OpsStore, DataStore, Protocol):
+    """Every operation relay's library asks of a store (design.md §13): named queries and
+    writes over plain rows, one transaction discipline, doctor's facts. Both backends
+    implement all of it, each part (above) by its own sql_*.py
+    (tests/test_store_statements.py checks); nothing outside ``relay_cli.store`` sees a
+    connection or SQL. A function that uses one part asks for that part.
+    """

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from ..core.clock import Clock
 from ..core.errors import RelayError
 from .db import Connection, relay_error_from_sqlite
-from .dialect import PostgreSQL, SQLite
+from .dialect import Dialect, SQLite
 from .sql_data import DataSQL
 from .sql_hook import HookSQL
 from .sql_ledger import LedgerSQL
@@ -24,8 +24,7 @@ from .sql_requests import RequestsSQL
 from .tables import TABLES
 
 if TYPE_CHECKING:
-    from .api import Health
-    from .pg import PgConnection
+    from .api import Health, Statements
 
 
 class SQLStore(RequestsSQL, PeersSQL, LedgerSQL, HookSQL, OpsSQL):
@@ -33,13 +32,11 @@ class SQLStore(RequestsSQL, PeersSQL, LedgerSQL, HookSQL, OpsSQL):
     discipline (db.Connection, or pg.PgConnection)."""
 
     backend = "sqlite"
-    _sql: type[SQLite] | type[PostgreSQL] = SQLite
+    _sql: type[Dialect] = SQLite
     # A waiting command's longest sleep between looks at data_version().
     poll_interval = 0.05
 
-    def __init__(
-        self, db: Connection | PgConnection, home: Path, clock: Clock | None = None
-    ) -> None:
+    def __init__(self, db: Statements, home: Path, clock: Clock | None = None) -> None:
         self.db = db
         self.home = home
         # relay's clock for whatever is done with this store (design.md §8)

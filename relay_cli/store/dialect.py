@@ -8,7 +8,30 @@ its connection (pg.py).
 from __future__ import annotations
 
 
-class SQLite:
+class Dialect:
+    """What a backend spells its own way: a store's ``_sql`` is a subclass (the class
+    itself, never an instance), one per backend."""
+
+    name: str
+    greatest: str  # the larger of two values: ``{greatest}(a, b)``
+
+    @staticmethod
+    def indexed_by(index: str) -> str:
+        """An index hint after a table's name, or nothing."""
+        raise NotImplementedError
+
+    @staticmethod
+    def same_as(mark: str) -> str:
+        """Equal, NULL included (NULL matches NULL)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def json_values(mark: str) -> str:
+        """A subquery of the strings in the JSON array ``mark``."""
+        raise NotImplementedError
+
+
+class SQLite(Dialect):
     name = "sqlite"
 
     @staticmethod
@@ -21,16 +44,14 @@ class SQLite:
 
     @staticmethod
     def same_as(mark: str) -> str:
-        """Equal, NULL included (NULL matches NULL)."""
         return f"IS {mark}"
 
     @staticmethod
     def json_values(mark: str) -> str:
-        """A subquery of the strings in the JSON array ``mark``."""
         return f"SELECT value FROM json_each({mark})"
 
 
-class PostgreSQL:
+class PostgreSQL(Dialect):
     name = "postgresql"
 
     @staticmethod

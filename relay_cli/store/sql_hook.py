@@ -10,10 +10,8 @@ import sqlite3
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .api import Row
-    from .db import Connection
-    from .dialect import PostgreSQL, SQLite
-    from .pg import PgConnection
+    from .api import Row, Statements
+    from .dialect import Dialect
 
 
 def _id_list(raw: str | None) -> list[str]:
@@ -34,8 +32,8 @@ LISTED = "listed:"
 
 
 class HookSQL:
-    db: Connection | PgConnection
-    _sql: type[SQLite] | type[PostgreSQL]
+    db: Statements
+    _sql: type[Dialect]
 
     def hook_marks(self, session_id: str) -> dict[str, list[str]]:
         """{"named": [...], "pending": [...], "listed": [...]} for one relay session."""

@@ -7,9 +7,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 from .tables import LEDGER, LEDGER_LISTED
 
 if TYPE_CHECKING:
-    from .api import Row
-    from .db import Connection
-    from .pg import PgConnection
+    from .api import Row, Statements
 
 
 def _in(values: Iterable[str]) -> str:
@@ -19,7 +17,7 @@ def _in(values: Iterable[str]) -> str:
 
 
 class LedgerSQL:
-    db: Connection | PgConnection
+    db: Statements
 
     def get_ledger(self, key: str) -> Row | None:
         return self.db.one("SELECT * FROM ledger WHERE key = ?", (key,))

@@ -5,10 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .api import Row
-    from .db import Connection
-    from .dialect import PostgreSQL, SQLite
-    from .pg import PgConnection
+    from .api import Row, Statements
+    from .dialect import Dialect
 
 
 def _final(final: tuple[str, ...]) -> tuple[str, dict[str, object]]:
@@ -53,8 +51,8 @@ _WAITER_REMOVABLE = (
 
 
 class OpsSQL:
-    db: Connection | PgConnection
-    _sql: type[SQLite] | type[PostgreSQL]
+    db: Statements
+    _sql: type[Dialect]
 
     # ---------------------------------------------------------------- doctor
     def passed_deadlines(self, now: int) -> list[Row]:

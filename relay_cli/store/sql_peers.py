@@ -5,15 +5,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .api import Row
-    from .db import Connection
-    from .dialect import PostgreSQL, SQLite
-    from .pg import PgConnection
+    from .api import Row, Statements
+    from .dialect import Dialect
 
 
 class PeersSQL:
-    db: Connection | PgConnection
-    _sql: type[SQLite] | type[PostgreSQL]
+    db: Statements
+    _sql: type[Dialect]
 
     # peers -------------------------------------------------------------------------
     def get_peer(self, name: str) -> Row | None:

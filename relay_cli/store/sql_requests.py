@@ -7,10 +7,8 @@ from typing import TYPE_CHECKING, Any, Collection
 from .tables import CLAIMS, DRAFTS, REQUEST_LISTED, REQUESTS
 
 if TYPE_CHECKING:
-    from .api import Row
-    from .db import Connection
-    from .dialect import PostgreSQL, SQLite
-    from .pg import PgConnection
+    from .api import Row, Statements
+    from .dialect import Dialect
 
 # the open states as an SQL list, written exactly as the partial index requests_open_to's
 # WHERE (migration 7), so that both SQLite and PostgreSQL see the index applies
@@ -23,8 +21,8 @@ def _prefix_end(prefix: str) -> str:
 
 
 class RequestsSQL:
-    db: Connection | PgConnection
-    _sql: type[SQLite] | type[PostgreSQL]
+    db: Statements
+    _sql: type[Dialect]
 
     # requests ----------------------------------------------------------------------
     def get_request(self, request_id: str) -> Row | None:
