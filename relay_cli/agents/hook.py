@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING
 
 from ..core import clock
 from ..core.digest import sha256_hex
-from ..core.limits import COUNT_CAP, HOOK_LEASE_S, MAX_STOP_BLOCKS
+from ..core.limits import COUNT_CAP, HOOK_LEASE_S, MAX_STOP_BLOCKS, SESSION_LEASE
 from ..core.limits import MAX_HOOK_INPUT_BYTES as MAX_INPUT_BYTES
 from ..core.output import age, inert, size
 from ..requests import due, peers
@@ -577,4 +577,4 @@ def _context_doc(event: str, text: str, dialect: Runtime = runtimes.CLAUDE) -> d
 def lease_seconds(value: str | None) -> int:
     if value is None:
         return DEFAULT_LEASE_S
-    return clock.parse_duration(value, clock.SESSION_LEASE, "--lease")
+    return clock.parse_duration(value, SESSION_LEASE, "--lease")

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..core.limits import HOOK_TIMEOUT_S, WAKE_TIMEOUT_S  # noqa: F401 (install's)
+from ..core.limits import HOOK_TIMEOUT_S
 
 # relay's four events, in Claude Code's and Codex's names, in the order they fire.
 EVENTS = ("SessionStart", "UserPromptSubmit", "Stop", "SessionEnd")

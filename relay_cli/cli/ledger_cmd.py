@@ -15,7 +15,7 @@ import typer
 
 from ..core import clock
 from ..core.errors import RelayError
-from ..core.limits import TAIL_BYTES
+from ..core.limits import DEFAULT_WAIT_S, TAIL_BYTES, WAIT
 from ..core.output import LEDGER_STYLES, Col, Output, inert, iso_age
 from ..requests import lifecycle
 from . import complete
@@ -268,8 +268,7 @@ def once(
         typer.Option(
             "--timeout",
             metavar="D",
-            help="How long to wait for a person's decision "
-            f"({clock.span(clock.WAIT, lifecycle.DEFAULT_WAIT_S)}).",
+            help=f"How long to wait for a person's decision ({clock.span(WAIT, DEFAULT_WAIT_S)}).",
         ),
     ] = None,
     json_: JsonOpt = False,
@@ -280,7 +279,7 @@ def once(
     argv = list(cmd or [])
     if not argv:
         raise RelayError("usage_error", "no command given: relay once --key KEY -- CMD [ARGS]...")
-    timeout_s = duration(timeout, clock.WAIT, "--timeout", ledger.DEFAULT_APPROVAL_WAIT_S)
+    timeout_s = duration(timeout, WAIT, "--timeout", ledger.DEFAULT_APPROVAL_WAIT_S)
     try:
         cwd = ledger.validate_cwd(os.getcwd())
     except OSError as e:

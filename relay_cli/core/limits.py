@@ -1,9 +1,9 @@
 """relay's defaults, limits and vocabularies (design.md §3, §4, §6, §10, §12, §13), defined
 once: the code checks them, and the error table's fixed hints (``errors``), the commands'
 help and the agent guide state them from here, so no text can name another value than
-the one enforced. The modules that use one keep importing it under its name there
-(``lifecycle.DEFAULT_TTL_S`` is this ``DEFAULT_TTL_S``). No imports: everything may
-import this."""
+the one enforced. Every module that uses one imports it from here, under this name (no
+module passes one on: ``clock.TTL`` is not a name). No imports: everything may import
+this."""
 
 from __future__ import annotations
 

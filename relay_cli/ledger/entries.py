@@ -40,10 +40,10 @@ from typing import TYPE_CHECKING
 from ..core import clock
 from ..core.digest import sha256_hex
 from ..core.errors import RelayError
+from ..core.limits import DEFAULT_WAIT_S, STALE_S
 from ..core.process import Me, process_alive, this_host
 from ..requests import due, lifecycle
 from .states import (
-    STALE_S,
     STATES,
     VIEWS,
     apply,
@@ -58,7 +58,7 @@ if TYPE_CHECKING:
     from relay_cli.store import Store
 
 KEY_RE = re.compile(r"[!-~]{1,200}", re.ASCII)  # the whole value (fullmatch): no "k\n"
-DEFAULT_APPROVAL_WAIT_S = lifecycle.DEFAULT_WAIT_S  # it waits like `relay wait`
+DEFAULT_APPROVAL_WAIT_S = DEFAULT_WAIT_S  # it waits like `relay wait`
 OUTCOMES = ("succeeded", "failed", "forget")
 # what a person runs to settle an entry, as doctor and watch name it
 SETTLE = f"relay ledger resolve KEY --outcome {'|'.join(OUTCOMES)}"

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 from ..core.errors import RelayError
-from ..core.limits import TAIL_BYTES
+from ..core.limits import RENEW_S, TAIL_BYTES
 from ..core.process import (
     CannotStart,
     Child,
@@ -58,7 +58,7 @@ from .outcome import (
     timed_out,
     unrecorded,
 )
-from .states import RENEW_S, apply, touch
+from .states import apply, touch
 
 if TYPE_CHECKING:
     from relay_cli.store import Store

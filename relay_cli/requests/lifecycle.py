@@ -20,11 +20,7 @@ from ..core import clock
 from ..core.digest import sha256_hex
 from ..core.errors import RelayError
 from ..core.limits import (
-    DEFAULT_CLAIM_LEASE_S,  # noqa: F401 (the commands' defaults, named here too)
-    DEFAULT_MAX_ATTEMPTS,  # noqa: F401
     DEFAULT_RATE_LIMIT,
-    DEFAULT_TTL_S,  # noqa: F401
-    DEFAULT_WAIT_S,  # noqa: F401
     DRAFT_TTL_S,
     MAX_ATTEMPTS_RANGE,
     MAX_DEPTH,
