@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,3 +55,46 @@ def test_limits_are_read_under_their_own_name():
             ):
                 found.append(f"{path.name}:{node.lineno} {node.value.id}.{node.attr}")
     assert found == [], "import these from core/limits.py"
+
+
+# Where the request states may be listed: their vocabulary, the per-state tables a new
+# state is added to, and the migrations (a CHECK is frozen with the migration that made it).
+STATE_LISTS_LIVE_IN = {"core/limits.py", "requests/states.py", "store/migrations.py"}
+STATE_LISTS_LIVE_IN |= {"store/pg_migrations.py"}
+
+
+def _lists_of_states(path: Path, sets: list[set[str]]) -> list[str]:
+    """The literals in a file that list one of ``sets`` whole: a tuple, list, set, the keys
+    of a dict, or an SQL list in a string (``'queued', 'delivered', 'acknowledged'``)."""
+    states = set().union(*sets)
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            items = node.elts
+        elif isinstance(node, ast.Dict):
+            items = [k for k in node.keys if k is not None]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            for sql in re.findall(r"\('[a-z_]+'(?:, '[a-z_]+')*\)", node.value):
+                if set(re.findall(r"'([a-z_]+)'", sql)) in sets:
+                    found.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {sql}")
+            continue
+        else:
+            continue
+        named = {i.value for i in items if isinstance(i, ast.Constant) and i.value in states}
+        if named in sets:
+            found.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {sorted(named)}")
+    return found
+
+
+def test_the_request_states_are_listed_once():
+    from relay_cli.core.limits import FINAL_STATES, OPEN_STATES, STATES
+    from relay_cli.requests.states import MEANING, STATE_STYLES
+
+    assert list(MEANING) == list(STATE_STYLES) == list(STATES)
+    found = [
+        hit
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if str(path.relative_to(PACKAGE)) not in STATE_LISTS_LIVE_IN
+        for hit in _lists_of_states(path, [set(STATES), set(OPEN_STATES), set(FINAL_STATES)])
+    ]
+    assert found == [], "name them through core/limits.py's STATES, OPEN_STATES, FINAL_STATES"

@@ -317,7 +317,8 @@ def _states_section() -> str:
     """Each state's meaning from ``states.MEANING`` (the one definition), with advice."""
     import textwrap
 
-    from ..requests.states import MEANING, STATES
+    from ..core.limits import STATES
+    from ..requests.states import MEANING
 
     lines = ["## What each state means, and what it does not", ""]
     for state in STATES:

@@ -18,7 +18,7 @@ from ..core import clock, output
 from ..core.clock import Clock
 from ..core.context import Context
 from ..core.errors import ExitStatus, RelayError
-from ..core.limits import DEFAULT_SESSION_LEASE_S, KINDS, MAX_TEXT_BYTES, SESSION_LEASE
+from ..core.limits import DEFAULT_SESSION_LEASE_S, KINDS, MAX_TEXT_BYTES, SESSION_LEASE, STATES
 from ..core.output import Output
 from ..requests import due, lifecycle
 from ..requests.peers import (
@@ -27,7 +27,6 @@ from ..requests.peers import (
     identity,
     validate_kind,
 )
-from ..requests.states import STATES
 from . import click_seam, complete
 from .click_seam import Choice
 

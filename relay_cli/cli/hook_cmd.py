@@ -10,7 +10,8 @@ import typer
 
 from ..core import clock
 from ..core.limits import HOOK_LEASE_S, SESSION_LEASE
-from ..core.output import STATE_STYLES, Col
+from ..core.output import Col
+from ..requests.states import STATE_STYLES
 from ..requests.states import note as state_note
 from .app import (
     AsOpt,

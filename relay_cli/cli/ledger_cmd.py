@@ -183,7 +183,7 @@ def _mostly_binary(text: str) -> bool:
 
 
 def _render_entry(out: Output, obj: dict, now: int, output: bool = False) -> None:
-    out.fields(_entry_fields(obj, now))
+    out.fields(_entry_fields(obj, now), styles={"state": LEDGER_STYLES})
     if not output or obj.get("output_pruned"):
         return
     for name in ("stdout", "stderr"):

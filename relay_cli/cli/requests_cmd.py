@@ -44,6 +44,7 @@ from .app import (
 )
 from .request_view import (
     ALREADY_SENT,
+    FIELD_STYLES,
     INBOX_COLUMNS,
     LIST_COLUMNS,
     LIST_COLUMNS_PIPED,
@@ -255,7 +256,7 @@ def prepare(
     if env.json:
         env.out.json(result)
     elif result.get("duplicate"):  # the id already names a request with this content
-        env.out.fields([("id", result["id"]), ("state", result["state"])])
+        env.out.fields([("id", result["id"]), ("state", result["state"])], styles=FIELD_STYLES)
         env.out.para(
             "already sent with this content: nothing new was prepared, nothing queued; "
             "a submit of this id answers with that request"

@@ -34,6 +34,24 @@ QUEUE_RETRY_AFTER_S = 60
 QUEUE_WARN_FRACTION = 0.8  # doctor warns above 80 % of the cap
 SWEEP_BATCH = 250  # one batch of due transitions: ~40 ms of write lock at 1M requests
 
+# The request states (§5), in the order the docs list them; what moves a request between
+# them is requests/states.py's table; the open states are those not final.
+STATES = (
+    "queued",
+    "delivered",
+    "acknowledged",
+    "completed",
+    "failed",
+    "rejected",
+    "expired",
+    "cancelled",
+    "delivery_unknown",
+)
+FINAL_STATES = frozenset(
+    {"completed", "failed", "rejected", "expired", "cancelled", "delivery_unknown"}
+)
+OPEN_STATES = tuple(s for s in STATES if s not in FINAL_STATES)
+
 # ---------------------------------------------------------------- peers and sessions (§3)
 DEFAULT_SESSION_LEASE_S = 45  # `peers join --lease`, `relay run --lease`
 HOOK_RECENT_MS = 10 * 60 * 1000  # a hook ran this recently: the peer's runtime has hooks

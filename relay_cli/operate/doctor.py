@@ -23,10 +23,10 @@ from .. import __version__
 from ..core import clock
 from ..core.context import Context
 from ..core.errors import ExitStatus, RelayError
-from ..core.limits import CLOCK_WARN_MS, QUEUE_WARN_FRACTION
+from ..core.limits import CLOCK_WARN_MS, OPEN_STATES, QUEUE_WARN_FRACTION, STATES
 from ..core.output import size as _size
 from ..requests import peers
-from ..requests.states import MEANING, STATES
+from ..requests.states import MEANING
 
 if TYPE_CHECKING:
     from relay_cli.store import Store
@@ -301,7 +301,7 @@ def _summary_work(r: Report) -> str:
     by_state = r.facts["requests_by_state"]
     if by_state is None:
         return "not read"
-    open_ = sum(by_state.get(s, 0) for s in ("queued", "delivered", "acknowledged"))
+    open_ = sum(by_state.get(s, 0) for s in OPEN_STATES)
     parts = [f"{sum(by_state.values())} requests", f"{open_} open"]
     if by_state.get("delivery_unknown"):
         parts.append(f"{by_state['delivery_unknown']} delivery_unknown")

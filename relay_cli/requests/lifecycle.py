@@ -22,6 +22,7 @@ from ..core.errors import RelayError
 from ..core.limits import (
     DEFAULT_RATE_LIMIT,
     DRAFT_TTL_S,
+    FINAL_STATES,
     MAX_ATTEMPTS_RANGE,
     MAX_DEPTH,
     MAX_OPEN_DRAFTS,
@@ -30,10 +31,11 @@ from ..core.limits import (
     QUEUE_CAP,
     QUEUE_RETRY_AFTER_S,
     RATE_WINDOW_MS,
+    STATES,
 )
 from . import peers
 from .peers import Caller, renew, require_live, require_session
-from .states import FINAL_STATES, STATES, apply, transition
+from .states import apply, transition
 
 if TYPE_CHECKING:
     from relay_cli.store import Row, Store
