@@ -17,6 +17,8 @@ from ..core import clock
 from ..core.errors import RelayError
 from ..core.limits import DEFAULT_WAIT_S, TAIL_BYTES, WAIT
 from ..core.output import LEDGER_STYLES, Col, Output, inert, iso_age
+from ..core.person import stdin_is_terminal
+from ..core.process import command_argv
 from ..requests import lifecycle
 from . import complete
 from .app import Choice, Env, HomeOpt, JsonOpt, RelayGroup, app, duration, examples, lazy_module
@@ -276,9 +278,7 @@ def once(
 ) -> int:
     env = Env(json_, home)
     ledger.validate_key(key)
-    argv = list(cmd or [])
-    if not argv:
-        raise RelayError("usage_error", "no command given: relay once --key KEY -- CMD [ARGS]...")
+    argv = command_argv(cmd, runner.USAGE)
     timeout_s = duration(timeout, WAIT, "--timeout", ledger.DEFAULT_APPROVAL_WAIT_S)
     try:
         cwd = ledger.validate_cwd(os.getcwd())
@@ -436,9 +436,7 @@ def ledger_resolve(
     text = lifecycle.validate_text(note, "--note") if note is not None else None
     try:
         with env.unit() as now:
-            obj = ledger.resolve(
-                env.store, now, key, outcome, text, terminal=lifecycle.stdin_is_terminal()
-            )
+            obj = ledger.resolve(env.store, now, key, outcome, text, terminal=stdin_is_terminal())
     except ledger.EntryError as e:
         raise RelayError(e.code, e.message, detail=e.detail) from None
     return _emit(env, obj)
@@ -472,7 +470,7 @@ def approve(
     """
     env = Env(json_, home, creates=False)
     ledger.validate_key(key)
-    terminal = lifecycle.stdin_is_terminal()
+    terminal = stdin_is_terminal()
     seen = None
     if not yes:
         with env.unit(write=False):
@@ -552,5 +550,5 @@ def deny(
     ledger.validate_key(key)
     text = lifecycle.validate_text(note, "--note") if note is not None else None
     with env.unit() as now:
-        obj = ledger.deny(env.store, now, key, text, terminal=lifecycle.stdin_is_terminal())
+        obj = ledger.deny(env.store, now, key, text, terminal=stdin_is_terminal())
     return _emit(env, obj)

@@ -17,6 +17,7 @@ from ..core.limits import (
     TOMBSTONE_S,
 )
 from ..core.output import Output
+from ..core.process import command_argv
 from ..requests import peers
 from .app import (
     Env,
@@ -82,11 +83,7 @@ def run_(
         peers.validate_name(as_, "--as")
         peers.validate_kind(kind)
         lease_s = duration(lease, SESSION_LEASE, "--lease", DEFAULT_SESSION_LEASE_S)
-        argv = list(ctx.args)
-        if not argv:
-            raise RelayError(
-                "usage_error", "nothing to run: relay run --as NAME [--kind K] -- CMD [ARGS]..."
-            )
+        argv = command_argv(ctx.args, "relay run --as NAME [--kind K] -- CMD [ARGS]...")
         if not launcher.supported():
             raise RelayError(
                 "internal_error",

@@ -159,7 +159,7 @@ def _person_at_terminal(out) -> bool:
     """Standard input and stderr are a terminal: a person sees the question and types the
     answer there. (A script or a test harness that keeps the terminal as stdin but
     captures stderr is not asked.)"""
-    from ..requests.lifecycle import stdin_is_terminal
+    from ..core.person import stdin_is_terminal
 
     try:
         return stdin_is_terminal() and out.stderr.isatty()

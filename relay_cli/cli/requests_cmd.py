@@ -24,6 +24,7 @@ from ..core.limits import (
     WAIT,
 )
 from ..core.output import Output, size
+from ..core.person import stdin_is_terminal
 from ..requests import due, lifecycle, waiting
 from ..requests.peers import validate_name
 from . import complete
@@ -808,7 +809,7 @@ def resolve(
     detail = lifecycle.validate_text(note, "--note") if note is not None else None
     with env.unit() as now:
         obj = lifecycle.resolve(
-            env.store, now, request_id, outcome, detail, terminal=lifecycle.stdin_is_terminal()
+            env.store, now, request_id, outcome, detail, terminal=stdin_is_terminal()
         )
     return _emit(env, obj, render_request)
 

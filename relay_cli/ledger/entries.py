@@ -41,6 +41,7 @@ from ..core import clock
 from ..core.digest import sha256_hex
 from ..core.errors import RelayError
 from ..core.limits import DEFAULT_WAIT_S, STALE_S
+from ..core.person import person, require_terminal
 from ..core.process import Me, process_alive, this_host
 from ..requests import due, lifecycle
 from .states import (
@@ -440,7 +441,7 @@ def resolve(
         )
     values = {
         "resolution": outcome,
-        "resolved_by": lifecycle.person(),
+        "resolved_by": person(),
         "resolved_at": now,
         "resolution_note": note,
     }
@@ -462,7 +463,7 @@ def to_decide(store, key: str, command: str, *, terminal: bool) -> dict:
     ``terminal``, checked after the key and before the entry is looked up, as for
     :func:`approve`, :func:`deny` and `relay resolve` (design.md §6)."""
     validate_key(key)
-    lifecycle.require_terminal(command, terminal)
+    require_terminal(command, terminal)
     return entry_object(_get(store, key))
 
 
@@ -476,7 +477,7 @@ def approve(store, now: int, key: str, seen: dict | None = None, *, terminal: bo
     approves what they saw, nothing else.
     """
     validate_key(key)
-    lifecycle.require_terminal("approve", terminal)
+    require_terminal("approve", terminal)
     row = _get(store, key)
     if not row["approve"]:
         raise RelayError(
@@ -500,7 +501,7 @@ def approve(store, now: int, key: str, seen: dict | None = None, *, terminal: bo
             row,
             "approve",
             now,
-            {"decision": "approved", "decided_by": lifecycle.person(), "decided_at": now},
+            {"decision": "approved", "decided_by": person(), "decided_at": now},
         )
     )
 
@@ -509,7 +510,7 @@ def deny(store, now: int, key: str, note: str | None, *, terminal: bool) -> dict
     """A person at a terminal denies a `once --approve` entry (refused without one, as
     :func:`approve`)."""
     validate_key(key)
-    lifecycle.require_terminal("deny", terminal)
+    require_terminal("deny", terminal)
     row = _get(store, key)
     if not row["approve"]:
         raise RelayError(
@@ -528,7 +529,7 @@ def deny(store, now: int, key: str, note: str | None, *, terminal: bool) -> dict
             now,
             {
                 "decision": "denied",
-                "decided_by": lifecycle.person(),
+                "decided_by": person(),
                 "decided_at": now,
                 "decision_note": note,
             },
