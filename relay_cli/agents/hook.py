@@ -58,7 +58,6 @@ if TYPE_CHECKING:
     from relay_cli.store import Store
 
 EVENTS = runtimes.EVENTS  # relay's four events, in Claude Code's and Codex's names
-SESSION_START_SOURCES = ("startup", "resume", "clear", "compact", "fork")
 PERSON_SOURCES = (None, "user")  # UserPromptSubmit sources that are a person's prompt
 DEFAULT_LEASE_S = HOOK_LEASE_S  # an agent session has no heartbeat between turns
 MAX_LISTED = 10
@@ -67,9 +66,6 @@ MAX_SCANNED = 500  # queued requests a hook reads at most (the oldest first)
 MAX_NOTICES = MAX_LISTED * 2
 MAX_OWN_PROMPTS = 20
 MAX_CONTEXT_CHARS = 9000  # Claude Code moves anything above 10,000 characters to a file
-# Characters that Codex and Gemini CLI HTML-escape on the way to the model (design.md
-# §12): no text relay hands a runtime contains them.
-ESCAPED = "<>&"
 
 # The ends of the texts relay makes a runtime submit as a prompt, so that one carried
 # inside a bigger prompt (Claude Code's task-notification) is recognised by its hash.
