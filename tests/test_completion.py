@@ -15,8 +15,7 @@ import pytest
 from conftest import new_id
 
 from relay_cli.core.errors import ERRORS
-from relay_cli.requests.peers import KINDS
-from relay_cli.requests.states import STATES
+from relay_cli.core.limits import KINDS, STATES
 
 
 def complete(relay, line: str, env: dict | None = None) -> list[str]:

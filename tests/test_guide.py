@@ -9,6 +9,34 @@ import re
 import pytest
 
 from relay_cli.agents import install as hook_install
+from relay_cli.agents import runtimes
+
+
+def settings_json(runtime: str, wake: bool = True) -> str:
+    """The settings fragment `relay hook install RUNTIME` merges in, as JSON text."""
+    return json.dumps(hook_install.fragment(runtime, wake), indent=2)
+
+
+def docs_table() -> str:
+    """The runtimes table of docs/agents.md: one row per runtime entry."""
+    wake = {
+        "exit2": "waiter (exit 2, `{flags}`), always installed",
+        "queue": "waiter (`{program} queue`, `{flags}`), with `--wake`",
+        "plugin": "waiter (exit 2; the plugin's `promptAsync`), always installed",
+    }
+    rows = [
+        "| runtime | hook command | checked with | settings file | wakes an idle session |",
+        "|---|---|---|---|---|",
+    ]
+    for r in runtimes.ALL:
+        flags = ", ".join(r.wake_flags)
+        how = wake[r.wake].format(flags=flags, program=r.program) if r.wake else "no"
+        rows.append(
+            f"| {r.display} {r.checked} | `relay hook {r.name}` | `{r.package}` | "
+            f"`~/{r.settings.user_dir}/{r.settings.user_file}` | {how} |"
+        )
+    return "\n".join(rows)
+
 
 # What every audience must be told (design.md §1, §5, §6, §10, §12).
 MUST_SAY = [
@@ -142,12 +170,10 @@ def test_docs_agents_shows_exactly_what_install_merges(runtime):
     """docs/agents.md shows, for a manual install, the entries `relay hook install` adds."""
     from pathlib import Path
 
-    from relay_cli.agents import guide
-
     doc = (Path(__file__).resolve().parent.parent / "docs" / "agents.md").read_text()
-    assert guide.settings_json(runtime, wake=True) in doc
+    assert settings_json(runtime, wake=True) in doc
     assert hook_install.fragment(runtime, wake=True) == json.loads(
-        guide.settings_json(runtime, wake=True)
+        settings_json(runtime, wake=True)
     )
 
 
@@ -173,10 +199,8 @@ def test_every_runtime_has_a_guide_section_and_an_audience():
 
 
 def test_docs_agents_lists_every_runtime_entry():
-    """docs/agents.md's runtimes table is runtimes.docs_table(): one entry per runtime."""
+    """docs/agents.md's runtimes table is docs_table(): one entry per runtime."""
     from pathlib import Path
 
-    from relay_cli.agents import runtimes
-
     doc = (Path(__file__).resolve().parent.parent / "docs" / "agents.md").read_text()
-    assert runtimes.docs_table() in doc
+    assert docs_table() in doc

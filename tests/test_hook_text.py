@@ -12,6 +12,10 @@ from conftest import new_id
 
 from relay_cli.agents import guide, hook, runtimes, wake
 
+# Characters that Codex and Gemini CLI HTML-escape on the way to the model (design.md
+# §12): no text relay hands a runtime contains them.
+ESCAPED = "<>&"
+
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
@@ -128,7 +132,7 @@ def test_no_text_relay_hands_a_runtime_holds_characters_it_would_escape(relay, t
         emitted.append(wake.note("agent-1", [new_id() for _ in range(12)], r.name))
         emitted.append(guide.short_text("agent-1", r.name))
     assert len(emitted) >= 6
-    bad = [(t, c) for t in emitted for c in hook.ESCAPED if c in t]
+    bad = [(t, c) for t in emitted for c in ESCAPED if c in t]
     assert bad == []
 
 

@@ -175,6 +175,7 @@ def test_longest_and_oddest_valid_keys_run(relay, tmp_path):
 def test_once_without_a_command_is_a_usage_error(relay):
     r = relay("once", "--key", "k", "--json")
     assert r.code == 2 and r.error["code"] == "usage_error"
+    assert r.error["message"] == "no command given: relay once --key KEY -- CMD [ARGS]..."
 
 
 def test_show_of_unknown_key_is_not_found(relay):

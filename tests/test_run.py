@@ -330,7 +330,7 @@ def test_spawn_failure_after_join_leaves_the_session(relay, tmp_path):
     "argv,needle",
     [
         (["run", "--", "true"], "--as"),
-        (["run", "--as", "c1"], "nothing to run"),
+        (["run", "--as", "c1"], "no command given: relay run --as NAME"),
         (["run", "--as", "c1", "--bogus", "--", "true"], "bogus"),
         (["run", "--as", "Bad Name", "--", "true"], "Bad Name"),
         (["run", "--as", "c1", "--lease", "5s", "--", "true"], "--lease"),

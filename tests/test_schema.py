@@ -13,7 +13,8 @@ from conftest import new_id
 
 from relay_cli.cli import schema as schema_mod
 from relay_cli.core.errors import ERRORS, ExitStatus, RelayError
-from relay_cli.requests.states import FINAL_STATES, MEANING, STATES, TRANSITIONS
+from relay_cli.core.limits import FINAL_STATES, STATES
+from relay_cli.requests.states import MEANING, TRANSITIONS
 
 ROOT = Path(__file__).resolve().parent.parent
 

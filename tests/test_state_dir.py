@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from relay_cli.core.limits import BUSY_TIMEOUT_S
 from relay_cli.store.migrations import LATEST
 
 # All about the local state directory and relay.db (design.md §2); on PostgreSQL relay.db is
@@ -647,7 +648,7 @@ def test_first_open_racing_another_first_open_is_not_database_corrupt(relay, mon
         if not armed["on"]:
             return original(path)
         conn = sqlite3.connect(
-            str(path), timeout=dbmod.BUSY_TIMEOUT_S, isolation_level=None, factory=Racy
+            str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None, factory=Racy
         )
         conn.row_factory = sqlite3.Row
         return conn

@@ -22,8 +22,9 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from relay_cli.core import clock
 from relay_cli.core.errors import RelayError
+from relay_cli.core.limits import FINAL_STATES
 from relay_cli.requests import due, lifecycle, peers
-from relay_cli.requests.states import FINAL_STATES, TRANSITIONS
+from relay_cli.requests.states import TRANSITIONS
 from relay_cli.store import open_store
 
 # design.md §13: the same machine on PostgreSQL (test_the_state_machine_on_postgres) gets

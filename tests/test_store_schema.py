@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from conftest import new_id
 
+from relay_cli.core import limits
 from relay_cli.core.errors import RelayError
-from relay_cli.requests import states
 from relay_cli.store.sql_requests import OPEN_STATES
 from relay_cli.store.tables import REQUESTS, TABLES
 
@@ -80,7 +80,7 @@ def test_requests_state_holds_only_the_states_of_the_state_machine(relay):
     store = relay.open_store()
     try:
         with store.transaction():
-            for state in states.STATES:
+            for state in limits.STATES:
                 store.insert_request(_row(state))
         before = relay.snapshot()
         with pytest.raises(RelayError) as e, store.transaction():
@@ -108,7 +108,7 @@ def test_a_field_that_is_no_column_is_refused_not_dropped(relay):
 
 @pytest.mark.one_backend
 def test_the_store_open_states_are_the_state_machines():
-    assert OPEN_STATES == "(" + ", ".join(f"'{s}'" for s in states.OPEN_STATES) + ")"
+    assert OPEN_STATES == "(" + ", ".join(f"'{s}'" for s in limits.OPEN_STATES) + ")"
     assert REQUESTS.updatable == set(REQUESTS.columns) - {
         "id",
         "fingerprint",

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from relay_cli.requests.states import FINAL_STATES, STATES, TRANSITIONS, allowed
+from relay_cli.core.limits import FINAL_STATES, STATES
+from relay_cli.requests.states import TRANSITIONS, allowed
 
 
 def send(relay, alice, *extra, text="do the thing"):

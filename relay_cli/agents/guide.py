@@ -7,24 +7,12 @@ itself). ``short_text`` is the compact version relay's hook adds as context at S
 
 from __future__ import annotations
 
-import json
-
 from ..core.limits import DEFAULT_CLAIM_LEASE_S, MAX_OPEN_DRAFTS, MAX_STOP_BLOCKS, QUEUE_CAP
 from . import runtimes
 
 AUDIENCES = ("generic", *runtimes.NAMES)
 
-# The hook events relay's hooks handle, in Claude Code's and Codex's names, in the order
-# they fire (Gemini CLI's BeforeAgent and AfterAgent stand for the middle two).
-HOOK_EVENTS = runtimes.EVENTS
 RUNTIME_NAMES = {r.name: r.display for r in runtimes.ALL}
-
-
-def settings_json(runtime: str, wake: bool = True) -> str:
-    """The settings fragment `relay hook install RUNTIME` merges in, as JSON text."""
-    from .install import fragment
-
-    return json.dumps(fragment(runtime, wake), indent=2)
 
 
 _GENERIC = f"""\
@@ -317,7 +305,8 @@ def _states_section() -> str:
     """Each state's meaning from ``states.MEANING`` (the one definition), with advice."""
     import textwrap
 
-    from ..requests.states import MEANING, STATES
+    from ..core.limits import STATES
+    from ..requests.states import MEANING
 
     lines = ["## What each state means, and what it does not", ""]
     for state in STATES:

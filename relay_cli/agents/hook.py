@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING
 
 from ..core import clock
 from ..core.digest import sha256_hex
-from ..core.limits import COUNT_CAP, HOOK_LEASE_S, MAX_STOP_BLOCKS
+from ..core.limits import COUNT_CAP, HOOK_LEASE_S, MAX_STOP_BLOCKS, SESSION_LEASE
 from ..core.limits import MAX_HOOK_INPUT_BYTES as MAX_INPUT_BYTES
 from ..core.output import age, inert, size
 from ..requests import due, peers
@@ -58,7 +58,6 @@ if TYPE_CHECKING:
     from relay_cli.store import HookStore, PeerStore, Store
 
 EVENTS = runtimes.EVENTS  # relay's four events, in Claude Code's and Codex's names
-SESSION_START_SOURCES = ("startup", "resume", "clear", "compact", "fork")
 PERSON_SOURCES = (None, "user")  # UserPromptSubmit sources that are a person's prompt
 DEFAULT_LEASE_S = HOOK_LEASE_S  # an agent session has no heartbeat between turns
 MAX_LISTED = 10
@@ -67,9 +66,6 @@ MAX_SCANNED = 500  # queued requests a hook reads at most (the oldest first)
 MAX_NOTICES = MAX_LISTED * 2
 MAX_OWN_PROMPTS = 20
 MAX_CONTEXT_CHARS = 9000  # Claude Code moves anything above 10,000 characters to a file
-# Characters that Codex and Gemini CLI HTML-escape on the way to the model (design.md
-# §12): no text relay hands a runtime contains them.
-ESCAPED = "<>&"
 
 # The ends of the texts relay makes a runtime submit as a prompt, so that one carried
 # inside a bigger prompt (Claude Code's task-notification) is recognised by its hash.
@@ -577,4 +573,4 @@ def _context_doc(event: str, text: str, dialect: Runtime = runtimes.CLAUDE) -> d
 def lease_seconds(value: str | None) -> int:
     if value is None:
         return DEFAULT_LEASE_S
-    return clock.parse_duration(value, clock.SESSION_LEASE, "--lease")
+    return clock.parse_duration(value, SESSION_LEASE, "--lease")

@@ -39,9 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.errors import RelayError
-from ..core.limits import MAX_SETTINGS_BYTES
+from ..core.limits import MAX_SETTINGS_BYTES, WAKE_TIMEOUT_S
 from . import runtimes
-from .runtimes import WAKE_TIMEOUT_S
 
 RUNTIMES = runtimes.NAMES
 DISPLAY = {r.name: r.display for r in runtimes.ALL}

@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 
 MARKER = "// relay-opencode-plugin: 1"
-FILE_NAME = "relay.js"
 CHECKED = "1.18.33"
 KNOWN_MAJOR = 1  # the plugin shape relay's plugin is written for: opencode 1.x
 

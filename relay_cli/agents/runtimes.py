@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..core.limits import HOOK_TIMEOUT_S, WAKE_TIMEOUT_S  # noqa: F401 (install's)
+from ..core.limits import HOOK_TIMEOUT_S
 
 # relay's four events, in Claude Code's and Codex's names, in the order they fire.
 EVENTS = ("SessionStart", "UserPromptSubmit", "Stop", "SessionEnd")
@@ -66,7 +66,6 @@ class Runtime:
     # What `relay hook install` writes: "settings" (hook handlers merged into a JSON
     # settings file) or "plugin" (a file of relay's own, opencode_plugin.py)
     install_kind: str = "settings"
-    guide_file: str = "AGENTS.md"  # where a person pastes `relay guide --for NAME`
     checked: str = ""  # the version whose shipped package the formats were checked with
     package: str = ""  # that package
     # What `relay hook install` tells the person to do, and what trips people up.
@@ -126,7 +125,6 @@ CLAUDE = Runtime(
         "relay hook install claude --dry-run   # what would change",
         "relay hook install claude             # into Claude Code's settings",
     ),
-    guide_file="CLAUDE.md",
     checked="2.1.332",
     package="@anthropic-ai/claude-agent-sdk 0.3.332",
     install_notes=(
@@ -175,7 +173,6 @@ CODEX = Runtime(
         "relay hook install codex          # into Codex's settings",
         "relay hook install codex --wake   # with the wake waiter",
     ),
-    guide_file="AGENTS.md",
     checked="0.171.0",
     package="@openai/codex 0.171.0",
     install_notes=(
@@ -226,7 +223,6 @@ GEMINI = Runtime(
     background hooks, so --wake does nothing here. `relay hook install gemini` sets it up.
     """,
     hook_examples=("relay hook install gemini   # into Gemini CLI's settings",),
-    guide_file="GEMINI.md",
     checked="0.61.0",
     package="@google/gemini-cli 0.61.0",
     install_notes=(
@@ -268,7 +264,6 @@ OPENCODE = Runtime(
         "relay hook install opencode --dry-run   # what would change",
         "relay hook install opencode             # writes relay's plugin",
     ),
-    guide_file="AGENTS.md",
     checked="1.18.33",
     package="opencode-ai 1.18.33 (opencode-linux-x64)",
     install_notes=(
@@ -311,7 +306,6 @@ COPILOT = Runtime(
     install copilot` sets it up.
     """,
     hook_examples=("relay hook install copilot   # into ~/.copilot/hooks/relay.json",),
-    guide_file=".github/copilot-instructions.md",
     checked="1.0.102",
     package="@github/copilot 1.0.102 (@github/copilot-linux-x64)",
     install_notes=(
@@ -352,24 +346,3 @@ def either(items) -> str:
     """``a, b or c``."""
     items = list(items)
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " or " + items[-1]
-
-
-def docs_table() -> str:
-    """The runtimes table of docs/agents.md (a test checks the page holds it)."""
-    wake = {
-        "exit2": "waiter (exit 2, `{flags}`), always installed",
-        "queue": "waiter (`{program} queue`, `{flags}`), with `--wake`",
-        "plugin": "waiter (exit 2; the plugin's `promptAsync`), always installed",
-    }
-    rows = [
-        "| runtime | hook command | checked with | settings file | wakes an idle session |",
-        "|---|---|---|---|---|",
-    ]
-    for r in ALL:
-        flags = ", ".join(r.wake_flags)
-        how = wake[r.wake].format(flags=flags, program=r.program) if r.wake else "no"
-        rows.append(
-            f"| {r.display} {r.checked} | `relay hook {r.name}` | `{r.package}` | "
-            f"`~/{r.settings.user_dir}/{r.settings.user_file}` | {how} |"
-        )
-    return "\n".join(rows)

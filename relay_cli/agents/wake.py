@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 
 from ..core import clock
 from ..core.context import DEBUG_VAR
-from ..core.limits import CODEX_QUEUE_TIMEOUT_S, FIND_GRACE_S, HOOK_LEASE_S
+from ..core.limits import CODEX_QUEUE_TIMEOUT_S, FIND_GRACE_S, HOOK_LEASE_S, SESSION_LEASE
 from ..requests import due, peers
 from .hook import (
     MAX_REMEMBERED_IDS,
@@ -55,7 +55,7 @@ if TYPE_CHECKING:
     from relay_cli.store import HookStore, Store
 
 DEFAULT_TIMEOUT_S = HOOK_LEASE_S  # the lease of a session the hook joins
-TIMEOUT_BOUNDS = clock.SESSION_LEASE
+TIMEOUT_BOUNDS = SESSION_LEASE
 MAX_NAMED_IDS = 10
 
 WAKE_EXIT = 2  # Claude Code's asyncRewake: exit 2 wakes the model

@@ -18,18 +18,15 @@ from ..core import clock, output
 from ..core.clock import Clock
 from ..core.context import Context
 from ..core.errors import ExitStatus, RelayError
-from ..core.limits import MAX_TEXT_BYTES
+from ..core.limits import DEFAULT_SESSION_LEASE_S, KINDS, MAX_TEXT_BYTES, SESSION_LEASE, STATES
 from ..core.output import Output
 from ..requests import due, lifecycle
 from ..requests.peers import (
-    DEFAULT_SESSION_LEASE_S,
-    KINDS,
     Caller,
     identify,
     identity,
     validate_kind,
 )
-from ..requests.states import STATES
 from . import click_seam, complete
 from .click_seam import Choice
 
@@ -247,7 +244,7 @@ SessionLeaseOpt = Annotated[
     typer.Option(
         "--lease",
         metavar="D",
-        help=f"Session lease ({clock.span(clock.SESSION_LEASE, DEFAULT_SESSION_LEASE_S)}).",
+        help=f"Session lease ({clock.span(SESSION_LEASE, DEFAULT_SESSION_LEASE_S)}).",
     ),
 ]
 

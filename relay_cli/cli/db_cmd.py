@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from ..core import clock
+from ..core.limits import EXPORT_SINCE
 from ..operate import export as export_lib
 from ..requests import lifecycle
 from .app import Choice, Env, HomeOpt, JsonOpt, StatesOpt, app, examples
@@ -79,8 +80,7 @@ def export(
         typer.Option(
             "--since",
             metavar="D",
-            help="Only requests created in the last D "
-            f"(e.g. 7d; {clock.span(clock.EXPORT_SINCE)}).",
+            help=f"Only requests created in the last D (e.g. 7d; {clock.span(EXPORT_SINCE)}).",
         ),
     ] = None,
     json_: Annotated[
@@ -103,7 +103,7 @@ def export(
     env = Env(json_, home, creates=False)
     fmt = export_lib.validate_format(format_)
     states = lifecycle.validate_states(state)
-    since_s = None if since is None else clock.parse_duration(since, clock.EXPORT_SINCE, "--since")
+    since_s = None if since is None else clock.parse_duration(since, EXPORT_SINCE, "--since")
     out = env.out.stdout
     with env.unit(write=False) as now:
         objects = export_lib.requests(env.store, now, states, since_s)

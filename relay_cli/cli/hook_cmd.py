@@ -9,8 +9,9 @@ from typing import Annotated, Optional
 import typer
 
 from ..core import clock
-from ..core.limits import HOOK_LEASE_S
-from ..core.output import STATE_STYLES, Col
+from ..core.limits import HOOK_LEASE_S, SESSION_LEASE
+from ..core.output import Col
+from ..requests.states import STATE_STYLES
 from ..requests.states import note as state_note
 from .app import (
     AsOpt,
@@ -55,7 +56,7 @@ LeaseHookOpt = Annotated[
         "--lease",
         metavar="D",
         help="Lease of a session the hook joins "
-        f"({clock.span(clock.SESSION_LEASE, HOOK_LEASE_S)}); every hook run "
+        f"({clock.span(SESSION_LEASE, HOOK_LEASE_S)}); every hook run "
         "renews it.",
     ),
 ]
@@ -64,8 +65,7 @@ TimeoutHookOpt = Annotated[
     typer.Option(
         "--timeout",
         metavar="D",
-        help="With --wake: how long the waiter waits "
-        f"({clock.span(clock.SESSION_LEASE, HOOK_LEASE_S)}).",
+        help=f"With --wake: how long the waiter waits ({clock.span(SESSION_LEASE, HOOK_LEASE_S)}).",
     ),
 ]
 HOOK_CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True}

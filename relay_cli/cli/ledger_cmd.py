@@ -15,8 +15,10 @@ import typer
 
 from ..core import clock
 from ..core.errors import RelayError
-from ..core.limits import TAIL_BYTES
+from ..core.limits import DEFAULT_WAIT_S, TAIL_BYTES, WAIT
 from ..core.output import LEDGER_STYLES, Col, Output, inert, iso_age
+from ..core.person import stdin_is_terminal
+from ..core.process import command_argv
 from ..requests import lifecycle
 from . import complete
 from .app import Choice, Env, HomeOpt, JsonOpt, RelayGroup, app, duration, examples, lazy_module
@@ -183,7 +185,7 @@ def _mostly_binary(text: str) -> bool:
 
 
 def _render_entry(out: Output, obj: dict, now: int, output: bool = False) -> None:
-    out.fields(_entry_fields(obj, now))
+    out.fields(_entry_fields(obj, now), styles={"state": LEDGER_STYLES})
     if not output or obj.get("output_pruned"):
         return
     for name in ("stdout", "stderr"):
@@ -268,8 +270,7 @@ def once(
         typer.Option(
             "--timeout",
             metavar="D",
-            help="How long to wait for a person's decision "
-            f"({clock.span(clock.WAIT, lifecycle.DEFAULT_WAIT_S)}).",
+            help=f"How long to wait for a person's decision ({clock.span(WAIT, DEFAULT_WAIT_S)}).",
         ),
     ] = None,
     json_: JsonOpt = False,
@@ -277,10 +278,8 @@ def once(
 ) -> int:
     env = Env(json_, home)
     ledger.validate_key(key)
-    argv = list(cmd or [])
-    if not argv:
-        raise RelayError("usage_error", "no command given: relay once --key KEY -- CMD [ARGS]...")
-    timeout_s = duration(timeout, clock.WAIT, "--timeout", ledger.DEFAULT_APPROVAL_WAIT_S)
+    argv = command_argv(cmd, runner.USAGE)
+    timeout_s = duration(timeout, WAIT, "--timeout", ledger.DEFAULT_APPROVAL_WAIT_S)
     try:
         cwd = ledger.validate_cwd(os.getcwd())
     except OSError as e:
@@ -437,9 +436,7 @@ def ledger_resolve(
     text = lifecycle.validate_text(note, "--note") if note is not None else None
     try:
         with env.unit() as now:
-            obj = ledger.resolve(
-                env.store, now, key, outcome, text, terminal=lifecycle.stdin_is_terminal()
-            )
+            obj = ledger.resolve(env.store, now, key, outcome, text, terminal=stdin_is_terminal())
     except ledger.EntryError as e:
         raise RelayError(e.code, e.message, detail=e.detail) from None
     return _emit(env, obj)
@@ -473,7 +470,7 @@ def approve(
     """
     env = Env(json_, home, creates=False)
     ledger.validate_key(key)
-    terminal = lifecycle.stdin_is_terminal()
+    terminal = stdin_is_terminal()
     seen = None
     if not yes:
         with env.unit(write=False):
@@ -553,5 +550,5 @@ def deny(
     ledger.validate_key(key)
     text = lifecycle.validate_text(note, "--note") if note is not None else None
     with env.unit() as now:
-        obj = ledger.deny(env.store, now, key, text, terminal=lifecycle.stdin_is_terminal())
+        obj = ledger.deny(env.store, now, key, text, terminal=stdin_is_terminal())
     return _emit(env, obj)

@@ -8,8 +8,16 @@ import typer
 
 from ..core import clock
 from ..core.errors import RelayError, cannot_start
-from ..core.limits import DAY_S, DEFAULT_RETENTION_S, TOMBSTONE_S
+from ..core.limits import (
+    DAY_S,
+    DEFAULT_RETENTION_S,
+    DEFAULT_SESSION_LEASE_S,
+    PRUNE_AGE,
+    SESSION_LEASE,
+    TOMBSTONE_S,
+)
 from ..core.output import Output
+from ..core.process import command_argv
 from ..requests import peers
 from .app import (
     Env,
@@ -74,12 +82,8 @@ def run_(
             raise RelayError("usage_error", "relay run needs --as NAME")
         peers.validate_name(as_, "--as")
         peers.validate_kind(kind)
-        lease_s = duration(lease, clock.SESSION_LEASE, "--lease", peers.DEFAULT_SESSION_LEASE_S)
-        argv = list(ctx.args)
-        if not argv:
-            raise RelayError(
-                "usage_error", "nothing to run: relay run --as NAME [--kind K] -- CMD [ARGS]..."
-            )
+        lease_s = duration(lease, SESSION_LEASE, "--lease", DEFAULT_SESSION_LEASE_S)
+        argv = command_argv(ctx.args, "relay run --as NAME [--kind K] -- CMD [ARGS]...")
         if not launcher.supported():
             raise RelayError(
                 "internal_error",
@@ -221,7 +225,7 @@ def prune(
     env = Env(json_, home)
     if vacuum and dry_run:
         raise RelayError("usage_error", "--vacuum rebuilds the database; it cannot be a dry run")
-    older_s = duration(older_than, clock.PRUNE_AGE, "--older-than", retention.DEFAULT_RETENTION_S)
+    older_s = duration(older_than, PRUNE_AGE, "--older-than", DEFAULT_RETENTION_S)
     if vacuum:
         retention.check_vacuum(env.store)
     result = retention.prune(env.store, env.store.clock.now_ms(), older_s, dry_run)

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from ..core import clock
+from ..core.limits import DEFAULT_SESSION_LEASE_S, SESSION_LEASE
 from ..core.output import Col, iso_age, iso_left, local_clock
 from ..requests import peers
 from ..requests.states import MEANING, SETTLE
@@ -103,7 +104,7 @@ def join(
     env = Env(json_, home)
     peers.validate_name(name)
     peers.validate_kind(kind)
-    lease_s = duration(lease, clock.SESSION_LEASE, "--lease", peers.DEFAULT_SESSION_LEASE_S)
+    lease_s = duration(lease, SESSION_LEASE, "--lease", DEFAULT_SESSION_LEASE_S)
     if not (yes or env.json) and _person_at_terminal(env.out) and not _replace_ok(env, name):
         return 0
     with env.unit() as now:
@@ -158,7 +159,7 @@ def _person_at_terminal(out) -> bool:
     """Standard input and stderr are a terminal: a person sees the question and types the
     answer there. (A script or a test harness that keeps the terminal as stdin but
     captures stderr is not asked.)"""
-    from ..requests.lifecycle import stdin_is_terminal
+    from ..core.person import stdin_is_terminal
 
     try:
         return stdin_is_terminal() and out.stderr.isatty()

@@ -3,8 +3,11 @@ events, and the columns of the request tables. The JSON shape is ``lifecycle.req
 
 from __future__ import annotations
 
-from ..core.output import STATE_STYLES, Col, Output, iso_age, size
+from ..core.output import Col, Output, iso_age, size
 from ..requests import states
+from ..requests.states import STATE_STYLES
+
+FIELD_STYLES = {"state": STATE_STYLES}  # `show`: the state line coloured as in the tables
 
 ALREADY_SENT = "already sent, nothing new queued: this is the existing request as it is now"
 
@@ -103,7 +106,7 @@ def note(out: Output, obj: dict) -> None:
 
 
 def render_request(out: Output, obj: dict, now: int, extra: tuple[str, ...] = ()) -> None:
-    out.fields(request_fields(out, obj, now, extra))
+    out.fields(request_fields(out, obj, now, extra), styles=FIELD_STYLES)
     if obj.get("wakeup") == "not_configured" and obj["state"] == "queued" and "wakeup" in extra:
         out.para(
             f"wakeup: nothing wakes {obj['to']}: an agent sees this at its next relay claim "
@@ -114,7 +117,7 @@ def render_request(out: Output, obj: dict, now: int, extra: tuple[str, ...] = ()
 
 
 def render_full(out: Output, obj: dict, now: int, extra: tuple[str, ...] = ()) -> None:
-    out.fields(request_fields(out, obj, now, extra))
+    out.fields(request_fields(out, obj, now, extra), styles=FIELD_STYLES)
     if obj.get("text") is not None:
         out.message(obj["from"], obj["text"])
     if obj.get("reply") is not None:

@@ -9,8 +9,22 @@ import typer
 
 from ..core import clock
 from ..core.errors import ExitStatus, RelayError
-from ..core.limits import DRAFT_TTL_S, MAX_OPEN_DRAFTS, MIN_PREFIX
+from ..core.limits import (
+    CLAIM_LEASE,
+    DEFAULT_CLAIM_LEASE_S,
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_TTL_S,
+    DEFAULT_WAIT_S,
+    DRAFT_TTL_S,
+    MAX_ATTEMPTS_RANGE,
+    MAX_OPEN_DRAFTS,
+    MIN_PREFIX,
+    REPLY_WITHIN,
+    TTL,
+    WAIT,
+)
 from ..core.output import Output, size
+from ..core.person import stdin_is_terminal
 from ..requests import due, lifecycle, waiting
 from ..requests.peers import validate_name
 from . import complete
@@ -31,6 +45,7 @@ from .app import (
 )
 from .request_view import (
     ALREADY_SENT,
+    FIELD_STYLES,
     INBOX_COLUMNS,
     LIST_COLUMNS,
     LIST_COLUMNS_PIPED,
@@ -74,7 +89,7 @@ TtlOpt = Annotated[
     typer.Option(
         "--ttl",
         metavar="D",
-        help=f"Expire if still queued after D ({clock.span(clock.TTL, lifecycle.DEFAULT_TTL_S)}).",
+        help=f"Expire if still queued after D ({clock.span(TTL, DEFAULT_TTL_S)}).",
     ),
 ]
 ReplyWithinOpt = Annotated[
@@ -83,7 +98,7 @@ ReplyWithinOpt = Annotated[
         "--reply-within",
         metavar="D",
         help="After ack, no reply within D makes it delivery_unknown "
-        f"({clock.span(clock.REPLY_WITHIN)}).",
+        f"({clock.span(REPLY_WITHIN)}).",
     ),
 ]
 OnLostOpt = Annotated[
@@ -100,9 +115,7 @@ MaxAttemptsOpt = Annotated[
         "--max-attempts",
         metavar="N",
         click_type=WholeNumber("--max-attempts"),
-        help="Claims allowed with --on-lost redeliver ({}-{}).".format(
-            *lifecycle.MAX_ATTEMPTS_RANGE
-        ),
+        help="Claims allowed with --on-lost redeliver ({}-{}).".format(*MAX_ATTEMPTS_RANGE),
     ),
 ]
 InReplyToOpt = Annotated[
@@ -114,8 +127,8 @@ InReplyToOpt = Annotated[
 def _send_inputs(out, to, text, file, ttl, reply_within, on_lost, max_attempts, in_reply_to):
     return dict(
         to=validate_name(to, "--to"),
-        ttl_s=duration(ttl, clock.TTL, "--ttl", lifecycle.DEFAULT_TTL_S),
-        reply_within_s=duration(reply_within, clock.REPLY_WITHIN, "--reply-within", None),
+        ttl_s=duration(ttl, TTL, "--ttl", DEFAULT_TTL_S),
+        reply_within_s=duration(reply_within, REPLY_WITHIN, "--reply-within", None),
         on_lost=lifecycle.validate_on_lost(on_lost),
         max_attempts=lifecycle.validate_max_attempts(max_attempts),
         in_reply_to=lifecycle.validate_id(in_reply_to, "--in-reply-to")
@@ -178,7 +191,7 @@ def send(
     ttl: TtlOpt = None,
     reply_within: ReplyWithinOpt = None,
     on_lost: OnLostOpt = "unknown",
-    max_attempts: MaxAttemptsOpt = lifecycle.DEFAULT_MAX_ATTEMPTS,
+    max_attempts: MaxAttemptsOpt = DEFAULT_MAX_ATTEMPTS,
     in_reply_to: InReplyToOpt = None,
     file: FileOpt = None,
     as_: AsOpt = None,
@@ -226,7 +239,7 @@ def prepare(
     ttl: TtlOpt = None,
     reply_within: ReplyWithinOpt = None,
     on_lost: OnLostOpt = "unknown",
-    max_attempts: MaxAttemptsOpt = lifecycle.DEFAULT_MAX_ATTEMPTS,
+    max_attempts: MaxAttemptsOpt = DEFAULT_MAX_ATTEMPTS,
     in_reply_to: InReplyToOpt = None,
     file: FileOpt = None,
     as_: AsOpt = None,
@@ -244,7 +257,7 @@ def prepare(
     if env.json:
         env.out.json(result)
     elif result.get("duplicate"):  # the id already names a request with this content
-        env.out.fields([("id", result["id"]), ("state", result["state"])])
+        env.out.fields([("id", result["id"]), ("state", result["state"])], styles=FIELD_STYLES)
         env.out.para(
             "already sent with this content: nothing new was prepared, nothing queued; "
             "a submit of this id answers with that request"
@@ -385,7 +398,7 @@ def wait(
         typer.Option(
             "--timeout",
             metavar="D",
-            help=f"Give up waiting after D ({clock.span(clock.WAIT, lifecycle.DEFAULT_WAIT_S)}).",
+            help=f"Give up waiting after D ({clock.span(WAIT, DEFAULT_WAIT_S)}).",
         ),
     ] = None,
     as_: AsOpt = None,
@@ -400,7 +413,7 @@ def wait(
     """
     env = Env(json_, home, as_, session, creates=False)
     ref = lifecycle.validate_ref(id_)
-    timeout_s = duration(timeout, clock.WAIT, "--timeout", lifecycle.DEFAULT_WAIT_S)
+    timeout_s = duration(timeout, WAIT, "--timeout", DEFAULT_WAIT_S)
     code, obj = waiting.wait(
         env.store,
         *env.identity(),
@@ -516,7 +529,7 @@ def claim(
             "--lease",
             metavar="D",
             help="How long the claim holds before ack "
-            f"({clock.span(clock.CLAIM_LEASE, lifecycle.DEFAULT_CLAIM_LEASE_S)}).",
+            f"({clock.span(CLAIM_LEASE, DEFAULT_CLAIM_LEASE_S)}).",
         ),
     ] = None,
     wait: Annotated[
@@ -524,7 +537,7 @@ def claim(
         typer.Option(
             "--wait",
             metavar="D",
-            help=f"Wait up to D for a request to arrive ({clock.span(clock.WAIT, 0)}).",
+            help=f"Wait up to D for a request to arrive ({clock.span(WAIT, 0)}).",
         ),
     ] = None,
     id_: Annotated[
@@ -565,8 +578,8 @@ def claim(
     Every claim takes a new request, so claimers that share a session never get the same one. Claimers that share a session (an agent and its subagents) pass --attempt with an id of their own: a retry with the same id (plain, or --again) gets that claim's request (duplicate: true) or is told what became of it, and no other claimer gets anything of it. Without --attempt, `relay claim --again` shows the one request this session claimed without an attempt id and has not acked; with several it shows none and lists them. A claim that takes nothing, or a second one, names the requests this session still holds unacked (held_unacked).
     """
     env = Env(json_, home, as_, session, creates=False, identified=True)
-    lease_s = duration(lease, clock.CLAIM_LEASE, "--lease", lifecycle.DEFAULT_CLAIM_LEASE_S)
-    wait_s = duration(wait, clock.WAIT, "--wait", 0)
+    lease_s = duration(lease, CLAIM_LEASE, "--lease", DEFAULT_CLAIM_LEASE_S)
+    wait_s = duration(wait, WAIT, "--wait", 0)
     ref = lifecycle.validate_ref(id_, "--id") if id_ is not None else None
     attempt_id = lifecycle.validate_id(attempt, "--attempt") if attempt is not None else None
     if again and (ref is not None or wait_s):
@@ -658,7 +671,7 @@ def ack_by(out: Output, obj: dict, now: int) -> str:
     return (
         f"ack by {out.until(obj['lease_expires_at'], now)}: the claim lease ends then "
         f"and {after} (claim --lease D holds it longer, up to "
-        f"{clock.duration_text(clock.CLAIM_LEASE[1])})"
+        f"{clock.duration_text(CLAIM_LEASE[1])})"
     )
 
 
@@ -796,7 +809,7 @@ def resolve(
     detail = lifecycle.validate_text(note, "--note") if note is not None else None
     with env.unit() as now:
         obj = lifecycle.resolve(
-            env.store, now, request_id, outcome, detail, terminal=lifecycle.stdin_is_terminal()
+            env.store, now, request_id, outcome, detail, terminal=stdin_is_terminal()
         )
     return _emit(env, obj, render_request)
 

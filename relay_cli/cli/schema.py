@@ -16,9 +16,10 @@ from __future__ import annotations
 from .. import __version__
 from ..core.context import ENVIRONMENT
 from ..core.errors import ERRORS, ExitStatus
+from ..core.limits import FINAL_STATES, OPEN_STATES, STATES
 from ..ledger import states as ledger_states
 from ..requests.lifecycle import request_fields
-from ..requests.states import FINAL_STATES, MEANING, OPEN_STATES, STATES, TRANSITIONS
+from ..requests.states import MEANING, TRANSITIONS
 
 SCHEMA_VERSION = 1
 

@@ -20,15 +20,8 @@ from datetime import datetime, timezone
 from .errors import RelayError
 
 # The ranges of design.md §6, in seconds: (low, high), and the offset's bound
-from .limits import (  # noqa: F401 (clock.TTL etc. are the names the options use)
-    CLAIM_LEASE,
-    EXPORT_SINCE,
+from .limits import (
     MAX_OFFSET_S,
-    PRUNE_AGE,
-    REPLY_WITHIN,
-    SESSION_LEASE,
-    TTL,
-    WAIT,
 )
 
 OFFSET_VAR = "RELAY_TIME_OFFSET"

@@ -1,9 +1,9 @@
 """relay's defaults, limits and vocabularies (design.md §3, §4, §6, §10, §12, §13), defined
 once: the code checks them, and the error table's fixed hints (``errors``), the commands'
 help and the agent guide state them from here, so no text can name another value than
-the one enforced. The modules that use one keep importing it under its name there
-(``lifecycle.DEFAULT_TTL_S`` is this ``DEFAULT_TTL_S``). No imports: everything may
-import this."""
+the one enforced. Every module that uses one imports it from here, under this name (no
+module passes one on: ``clock.TTL`` is not a name). No imports: everything may import
+this."""
 
 from __future__ import annotations
 
@@ -33,6 +33,24 @@ QUEUE_CAP = 1000
 QUEUE_RETRY_AFTER_S = 60
 QUEUE_WARN_FRACTION = 0.8  # doctor warns above 80 % of the cap
 SWEEP_BATCH = 250  # one batch of due transitions: ~40 ms of write lock at 1M requests
+
+# The request states (§5), in the order the docs list them; what moves a request between
+# them is requests/states.py's table; the open states are those not final.
+STATES = (
+    "queued",
+    "delivered",
+    "acknowledged",
+    "completed",
+    "failed",
+    "rejected",
+    "expired",
+    "cancelled",
+    "delivery_unknown",
+)
+FINAL_STATES = frozenset(
+    {"completed", "failed", "rejected", "expired", "cancelled", "delivery_unknown"}
+)
+OPEN_STATES = tuple(s for s in STATES if s not in FINAL_STATES)
 
 # ---------------------------------------------------------------- peers and sessions (§3)
 DEFAULT_SESSION_LEASE_S = 45  # `peers join --lease`, `relay run --lease`

@@ -242,8 +242,14 @@ class Output:
         self.stderr.flush()
 
     # ---------------------------------------------------------------- shapes
-    def fields(self, pairs: list[tuple[str, object]], title: str | None = None) -> None:
-        """Key/value lines. Values are treated as untrusted."""
+    def fields(
+        self,
+        pairs: list[tuple[str, object]],
+        title: str | None = None,
+        styles: dict[str, dict[str, str]] | None = None,
+    ) -> None:
+        """Key/value lines. Values are treated as untrusted. ``styles``: key -> (value ->
+        rich style), used when colour is on (a request's state, a ledger entry's)."""
         if self.rich:
             from rich.table import Table
 
@@ -253,7 +259,7 @@ class Output:
             table.add_column(style="bold cyan", no_wrap=True)
             table.add_column()
             for k, v in pairs:
-                table.add_row(k, _styled(k, v))
+                table.add_row(k, _styled(v, (styles or {}).get(k, {})))
             self.console().print(table)
             return
         if title:
@@ -377,19 +383,6 @@ class Output:
         self.line(f"--- end of {label} ---")
 
 
-STATE_STYLES = {
-    "queued": "blue",
-    "delivered": "cyan",
-    "acknowledged": "cyan",
-    "completed": "green",
-    "failed": "bold red",
-    "rejected": "magenta",
-    "expired": "dim",
-    "cancelled": "dim",
-    "delivery_unknown": "bold white on red",
-}
-
-
 LEDGER_STYLES = {
     "awaiting_approval": "bold yellow",
     "approved": "cyan",
@@ -405,13 +398,11 @@ GLYPHS = {"ok": "\u2713", "warn": "!", "fail": "\u2717"}
 ASCII_GLYPHS = {"ok": "+", "warn": "!", "fail": "x"}
 
 
-def _styled(column: str, value: object) -> Text:
+def _styled(value: object, styles: dict[str, str]) -> Text:
     from rich.text import Text
 
     s = inert_line(value)
-    if column in ("state", "to_state") and s in STATE_STYLES:
-        return Text(s, style=STATE_STYLES[s])
-    return Text(s)
+    return Text(s, style=styles[s]) if s in styles else Text(s)
 
 
 # ---------------------------------------------------------------------------- tables

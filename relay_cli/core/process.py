@@ -30,7 +30,11 @@ import socket
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Union
 
-from .errors import NOT_EXECUTABLE_EXIT, NOT_FOUND_EXIT  # as a shell exits (the error table)
+from .errors import (  # as a shell exits (the error table)
+    NOT_EXECUTABLE_EXIT,
+    NOT_FOUND_EXIT,
+    RelayError,
+)
 
 if TYPE_CHECKING:
     from types import FrameType
@@ -43,6 +47,15 @@ FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _RESET_IN_CHILD = tuple(
     s for s in (getattr(signal, n, None) for n in ("SIGPIPE", "SIGXFSZ", "SIGXFZ")) if s
 )
+
+
+def command_argv(words: Iterable[str] | None, usage: str) -> list[str]:
+    """The command a wrapper runs (the words after ``--`` of `relay once` and `relay run`),
+    or usage_error naming the command line it takes (``usage``)."""
+    argv = list(words or [])
+    if not argv:
+        raise RelayError("usage_error", f"no command given: {usage}")
+    return argv
 
 
 # --------------------------------------------------------------------------- identity

@@ -40,10 +40,11 @@ from typing import TYPE_CHECKING
 from ..core import clock
 from ..core.digest import sha256_hex
 from ..core.errors import RelayError
+from ..core.limits import DEFAULT_WAIT_S, STALE_S
+from ..core.person import person, require_terminal
 from ..core.process import Me, process_alive, this_host
 from ..requests import due, lifecycle
 from .states import (
-    STALE_S,
     STATES,
     VIEWS,
     apply,
@@ -58,7 +59,7 @@ if TYPE_CHECKING:
     from relay_cli.store import LedgerStore, Store
 
 KEY_RE = re.compile(r"[!-~]{1,200}", re.ASCII)  # the whole value (fullmatch): no "k\n"
-DEFAULT_APPROVAL_WAIT_S = lifecycle.DEFAULT_WAIT_S  # it waits like `relay wait`
+DEFAULT_APPROVAL_WAIT_S = DEFAULT_WAIT_S  # it waits like `relay wait`
 OUTCOMES = ("succeeded", "failed", "forget")
 # what a person runs to settle an entry, as doctor and watch name it
 SETTLE = f"relay ledger resolve KEY --outcome {'|'.join(OUTCOMES)}"
@@ -446,7 +447,7 @@ def resolve(
         )
     values = {
         "resolution": outcome,
-        "resolved_by": lifecycle.person(),
+        "resolved_by": person(),
         "resolved_at": now,
         "resolution_note": note,
     }
@@ -468,7 +469,7 @@ def to_decide(store, key: str, command: str, *, terminal: bool) -> dict:
     ``terminal``, checked after the key and before the entry is looked up, as for
     :func:`approve`, :func:`deny` and `relay resolve` (design.md §6)."""
     validate_key(key)
-    lifecycle.require_terminal(command, terminal)
+    require_terminal(command, terminal)
     return entry_object(_get(store, key))
 
 
@@ -482,7 +483,7 @@ def approve(store, now: int, key: str, seen: dict | None = None, *, terminal: bo
     approves what they saw, nothing else.
     """
     validate_key(key)
-    lifecycle.require_terminal("approve", terminal)
+    require_terminal("approve", terminal)
     row = _get(store, key)
     if not row["approve"]:
         raise RelayError(
@@ -506,7 +507,7 @@ def approve(store, now: int, key: str, seen: dict | None = None, *, terminal: bo
             row,
             "approve",
             now,
-            {"decision": "approved", "decided_by": lifecycle.person(), "decided_at": now},
+            {"decision": "approved", "decided_by": person(), "decided_at": now},
         )
     )
 
@@ -515,7 +516,7 @@ def deny(store, now: int, key: str, note: str | None, *, terminal: bool) -> dict
     """A person at a terminal denies a `once --approve` entry (refused without one, as
     :func:`approve`)."""
     validate_key(key)
-    lifecycle.require_terminal("deny", terminal)
+    require_terminal("deny", terminal)
     row = _get(store, key)
     if not row["approve"]:
         raise RelayError(
@@ -534,7 +535,7 @@ def deny(store, now: int, key: str, note: str | None, *, terminal: bool) -> dict
             now,
             {
                 "decision": "denied",
-                "decided_by": lifecycle.person(),
+                "decided_by": person(),
                 "decided_at": now,
                 "decision_note": note,
             },

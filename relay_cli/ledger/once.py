@@ -25,13 +25,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 from ..core.errors import RelayError
-from ..core.limits import TAIL_BYTES
+from ..core.limits import RENEW_S, TAIL_BYTES
 from ..core.process import (
     CannotStart,
     Child,
     Interrupted,
     Me,
     Signals,
+    command_argv,
     exit_status,
     process_start,
     signal_status,
@@ -58,11 +59,12 @@ from .outcome import (
     timed_out,
     unrecorded,
 )
-from .states import RENEW_S, apply, touch
+from .states import apply, touch
 
 if TYPE_CHECKING:
     from relay_cli.store import LedgerStore
 
+USAGE = "relay once --key KEY -- CMD [ARGS]..."  # the command line a usage_error names
 _CHUNK = 64 * 1024
 _DRAIN_AFTER_EXIT_S = 2.0  # a background grandchild holding the pipes open is not waited for
 
@@ -382,8 +384,7 @@ def once(
     that concerns the entry (``EntryError``) is a result too, carrying the entry.
     """
     validate_key(key)
-    if not argv:
-        raise RelayError("usage_error", "no command given: relay once --key KEY -- CMD [ARGS]...")
+    argv = command_argv(argv, USAGE)
     try:
         return _once(
             store,

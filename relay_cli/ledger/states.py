@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from ..core import clock
 from ..core.errors import RelayError
-from ..core.limits import RENEW_S, STALE_S  # noqa: F401 (RENEW_S: once's)
+from ..core.limits import STALE_S
 from ..core.process import pid_namespace, process_alive, this_host
 
 if TYPE_CHECKING:

@@ -40,10 +40,9 @@ from typing import TYPE_CHECKING
 
 from ..core import clock
 from ..core.errors import RelayError
-from ..core.limits import DEFAULT_RETENTION_S, TOMBSTONE_S
+from ..core.limits import DEFAULT_RETENTION_S, FINAL_STATES, STATES, TOMBSTONE_S
 from ..ledger.states import FINAL_STATES as LEDGER_FINAL
 from ..requests import due
-from ..requests.states import FINAL_STATES, STATES
 
 if TYPE_CHECKING:
     from relay_cli.store import ConnectionStore, DataStore, LedgerStore, Store

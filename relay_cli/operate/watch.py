@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..core import clock
+from ..core.limits import OPEN_STATES
 from ..core.output import (
-    STATE_STYLES,
     Col,
     ago,
     deadline,
@@ -28,7 +28,7 @@ from ..core.output import (
     unique_prefixes,
 )
 from ..requests import lifecycle, peers
-from ..requests.states import OPEN_STATES, SETTLE
+from ..requests.states import SETTLE, STATE_STYLES
 
 if TYPE_CHECKING:
     from relay_cli.store import Store
@@ -211,7 +211,7 @@ def sections(snap: Snapshot) -> list[Section]:
             + ", ".join(f"{snap.counts.get(s, 0)} {s}" for s in OPEN_STATES)
             + ")",
             snap.open_total,
-            "relay list --state queued --state delivered --state acknowledged",
+            "relay list " + " ".join(f"--state {s}" for s in OPEN_STATES),
             [
                 Col("id", fixed=True),
                 Col("state", fixed=True, styles=STATE_STYLES),

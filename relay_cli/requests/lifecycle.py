@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 import uuid
 from typing import TYPE_CHECKING
 
@@ -20,12 +19,9 @@ from ..core import clock
 from ..core.digest import sha256_hex
 from ..core.errors import RelayError
 from ..core.limits import (
-    DEFAULT_CLAIM_LEASE_S,  # noqa: F401 (the commands' defaults, named here too)
-    DEFAULT_MAX_ATTEMPTS,  # noqa: F401
     DEFAULT_RATE_LIMIT,
-    DEFAULT_TTL_S,  # noqa: F401
-    DEFAULT_WAIT_S,  # noqa: F401
     DRAFT_TTL_S,
+    FINAL_STATES,
     MAX_ATTEMPTS_RANGE,
     MAX_DEPTH,
     MAX_OPEN_DRAFTS,
@@ -34,10 +30,12 @@ from ..core.limits import (
     QUEUE_CAP,
     QUEUE_RETRY_AFTER_S,
     RATE_WINDOW_MS,
+    STATES,
 )
+from ..core.person import person, require_terminal
 from . import peers
 from .peers import Caller, renew, require_live, require_session
-from .states import FINAL_STATES, STATES, apply, transition
+from .states import apply, transition
 
 if TYPE_CHECKING:
     from relay_cli.store import RequestStore, Row, Store
@@ -236,44 +234,6 @@ def fingerprint(values: list) -> str:
 
     doc = json.dumps(values, ensure_ascii=False, separators=(",", ":"))
     return sha256_hex(doc.encode("utf-8"))
-
-
-def stdin_is_terminal() -> bool:
-    """Is standard input a terminal (a person typing), not a pipe, file or agent's shell?"""
-    try:
-        stdin = sys.stdin
-        return stdin is not None and stdin.isatty() and os.isatty(stdin.fileno())
-    except (OSError, ValueError, AttributeError):
-        return False
-
-
-def require_terminal(command: str, terminal: bool | None = None) -> None:
-    """A person's act (design.md §14): `resolve`, `approve`, `deny`, and `ledger resolve` of
-    an entry under a person's approval are recorded as person:<user>, so they refuse unless
-    standard input is a terminal (``terminal``; by default, look at it now): an agent's
-    non-interactive shell must not decide in a person's name."""
-    if not (stdin_is_terminal() if terminal is None else terminal):
-        raise RelayError(
-            "approval_needs_terminal",
-            f"`relay {command}` refuses: standard input is not a terminal; nothing changed",
-        )
-
-
-def person() -> str:
-    """The actor of a person's act: ``person:<user name of the process's real uid>``.
-
-    Never taken from ``LOGNAME``/``USER`` (design.md §5): anyone can set those, so
-    ``LOGNAME=ana relay resolve …`` must not make the log say a person named ana decided.
-    A uid with no passwd entry (a container) is recorded as its number.
-    """
-    import pwd
-
-    uid = os.getuid()
-    try:
-        user = pwd.getpwuid(uid).pw_name
-    except KeyError:
-        user = str(uid)
-    return f"person:{user}"
 
 
 # --------------------------------------------------------------------------- serializer

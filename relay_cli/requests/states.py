@@ -10,25 +10,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, NamedTuple
 
 from ..core.errors import RelayError
+from ..core.limits import FINAL_STATES
 
 if TYPE_CHECKING:
     from relay_cli.store import RequestStore
 
-STATES = (
-    "queued",
-    "delivered",
-    "acknowledged",
-    "completed",
-    "failed",
-    "rejected",
-    "expired",
-    "cancelled",
-    "delivery_unknown",
-)
-FINAL_STATES = frozenset(
-    {"completed", "failed", "rejected", "expired", "cancelled", "delivery_unknown"}
-)
-OPEN_STATES = tuple(s for s in STATES if s not in FINAL_STATES)
+# The states themselves (STATES, OPEN_STATES, FINAL_STATES) are in core/limits.py, where
+# the store's statements and the screens reach them too.
 
 # What each state claims, and what it does not (design.md §5), for help texts and docs.
 MEANING = {
@@ -47,6 +35,19 @@ MEANING = {
         "relay cannot know whether it was executed",
         "that it failed, or that it is safe to run again",
     ),
+}
+
+# How a screen colours each state (a table's state column, `show`'s state line).
+STATE_STYLES = {
+    "queued": "blue",
+    "delivered": "cyan",
+    "acknowledged": "cyan",
+    "completed": "green",
+    "failed": "bold red",
+    "rejected": "magenta",
+    "expired": "dim",
+    "cancelled": "dim",
+    "delivery_unknown": "bold white on red",
 }
 
 

@@ -11,10 +11,10 @@ import time
 from typing import TYPE_CHECKING
 
 from ..core.errors import ExitStatus, RelayError
+from ..core.limits import FINAL_STATES
 from . import lifecycle, peers
 from .due import poll, unit
 from .peers import Caller
-from .states import FINAL_STATES
 
 if TYPE_CHECKING:
     from relay_cli.store import Store

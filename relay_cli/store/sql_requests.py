@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Collection
 
+from ..core.limits import OPEN_STATES as OPEN
 from .tables import CLAIMS, DRAFTS, REQUEST_LISTED, REQUESTS
 
 if TYPE_CHECKING:
@@ -12,7 +13,7 @@ if TYPE_CHECKING:
 
 # the open states as an SQL list, written exactly as the partial index requests_open_to's
 # WHERE (migration 7), so that both SQLite and PostgreSQL see the index applies
-OPEN_STATES = "('queued', 'delivered', 'acknowledged')"
+OPEN_STATES = "(" + ", ".join(f"'{s}'" for s in OPEN) + ")"
 
 
 def _prefix_end(prefix: str) -> str:

@@ -9,9 +9,9 @@ import shlex
 from typing import TYPE_CHECKING
 
 from ...core import clock
-from ...core.limits import QUEUE_WARN_FRACTION
+from ...core.limits import QUEUE_WARN_FRACTION, STATES
 from ...requests import peers
-from ...requests.states import MEANING, STATES
+from ...requests.states import MEANING
 from .peers import check_peers
 from .report import OK, WARN, Report
 

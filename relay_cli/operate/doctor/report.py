@@ -14,6 +14,7 @@ from pathlib import Path
 from ... import __version__
 from ...core import clock
 from ...core.errors import ExitStatus
+from ...core.limits import OPEN_STATES
 from ...core.output import size
 
 OK, WARN, FAIL = "ok", "warn", "fail"
@@ -280,7 +281,7 @@ def _summary_work(r: Report) -> str:
     by_state = r.facts["requests_by_state"]
     if by_state is None:
         return "not read"
-    open_ = sum(by_state.get(s, 0) for s in ("queued", "delivered", "acknowledged"))
+    open_ = sum(by_state.get(s, 0) for s in OPEN_STATES)
     parts = [f"{sum(by_state.values())} requests", f"{open_} open"]
     if by_state.get("delivery_unknown"):
         parts.append(f"{by_state['delivery_unknown']} delivery_unknown")
