@@ -390,3 +390,23 @@ def test_again_after_a_finished_plain_claim_does_not_deny_a_later_attempt_claim(
     assert "the latest claim this session made without --attempt" in words
     assert "no later claim of this session is stored" not in words
     assert "relay claim --again --attempt ID" in words
+
+
+def test_a_claim_whose_held_work_note_cannot_be_read_still_shows_what_it_took(world, monkeypatch):
+    """The note is read after the claim committed (design.md §6): when that read fails
+    (busy, say), the claimed request's text is shown all the same, the held ids named."""
+    from relay_cli.core.errors import RelayError
+    from relay_cli.requests import lifecycle
+
+    relay, alice, bob = world
+    first, second = _queue(relay, alice, 2)
+    assert relay("claim", "--json", env=bob).json["id"] == first  # answer lost
+
+    def busy(*a, **k):
+        raise RelayError("busy", "the database is busy")
+
+    monkeypatch.setattr(lifecycle, "held_note", busy)
+    r = relay("claim", env=bob)
+    assert r.code == 0, r
+    assert second in r.out and f"also holds unacked: {first}" in r.out
+    assert relay("show", second, "--json").json["state"] == "delivered"

@@ -606,8 +606,13 @@ def claim(
     else:
         note = None
         if obj.get("held_unacked"):
-            with env.unit(write=False):
-                note = lifecycle.held_note(env.store, env.caller(), obj["held_unacked"])
+            # read after the claim committed: a failure here (busy, say) must not lose the
+            # claimed request's text, so the note is left out and the ids are named instead
+            try:
+                with env.unit(write=False):
+                    note = lifecycle.held_note(env.store, env.caller(), obj["held_unacked"])
+            except RelayError:
+                note = "this session also holds unacked: " + ", ".join(obj["held_unacked"])
         _render_claim(env.out, obj, env.clock.now_ms(), note, attempt_id is not None, _scope(env))
     return 0
 
