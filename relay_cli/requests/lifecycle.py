@@ -890,11 +890,10 @@ def _again(store: Store, now: int, caller: Caller) -> dict:
         f"({clock.iso(caller.session['created_at'])}), so it holds nothing to show again",
         detail=(
             f"earlier sessions of {caller.name} claimed {took}: "
-            "`relay show ID --events` says what became of one; "
+            "`relay show ID --events` says what became of one"
             if took
-            else ""
-        )
-        + "`relay claim` takes the oldest queued request",
+            else None
+        ),
     )
 
 
