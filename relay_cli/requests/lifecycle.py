@@ -699,11 +699,10 @@ def held_note(store: RequestStore, caller: Caller, ids: list[str]) -> str:
     from ``unacked_ids``), with the command that recovers a lost answer: `claim --again`
     when it would show one of them, else the attempt id or, for a claim made without one,
     `relay show`, since relay cannot know whose each is (design.md §6)."""
-    plain = [row["id"] for _, row in _plain_held(store, caller)]
+    claims = store.claims_of_session(caller.session["id"]) if caller.session else []
+    plain = [row["id"] for _, row in _plain_held(store, caller, claims)]
     shown = plain[0] if len(plain) == 1 else None
-    with_attempt = {
-        c["request_id"] for c in store.claims_of_session(caller.session["id"]) if c["attempt"]
-    }
+    with_attempt = {c["request_id"] for c in claims if c["attempt"]}
     unnamed = [i for i in ids if i != shown and i not in with_attempt]
     tried = [i for i in ids if i != shown and i in with_attempt]
     how = []
@@ -731,23 +730,32 @@ def held_note(store: RequestStore, caller: Caller, ids: list[str]) -> str:
     return f"this session also holds {', '.join(ids)}, claimed and not acked; " + "; ".join(how)
 
 
-def _plain_held(store: RequestStore, caller: Caller) -> list[tuple[Row | None, Row]]:
+def _plain_held(
+    store: RequestStore, caller: Caller, claims: list[Row] | None = None
+) -> list[tuple[Row | None, Row]]:
     """(claim, request) of this session's claims made without an attempt id whose request
     it still holds unacknowledged through that claim, oldest first. A request this session
     took before claims were recorded (a relay.db migrated mid-session) has no claim row
-    (None) and counts as one made without an attempt id."""
+    (None) and counts as one made without an attempt id. It starts from the requests the
+    session holds (a few), not from every claim it ever made: ``claims`` (the session's,
+    when the caller has them) is read once and never one request per claim."""
     if caller.session is None:
         return []
-    held: list[tuple[Row | None, Row]] = []
-    claims = store.claims_of_session(caller.session["id"])
+    if claims is None:
+        claims = store.claims_of_session(caller.session["id"])
+    of_request: dict[str, list[Row]] = {}
     for c in claims:
-        if c["attempt"] is None:
-            row = store.get_request(c["request_id"])
-            if row is not None and row["state"] == "delivered" and _holds(row, c, caller):
-                held.append((c, row))
-    recorded = {c["request_id"] for c in claims}
-    older = [(None, r) for r in store.in_flight_of_session(caller.session["id"])]
-    held += [(c, r) for c, r in older if r["state"] == "delivered" and r["id"] not in recorded]
+        of_request.setdefault(c["request_id"], []).append(c)
+    held: list[tuple[Row | None, Row]] = []
+    for r in store.in_flight_of_session(caller.session["id"]):
+        if r["state"] != "delivered":
+            continue
+        if r["id"] not in of_request:
+            held.append((None, r))
+            continue
+        took = [c for c in of_request[r["id"]] if _holds(r, c, caller)]
+        if took and took[-1]["attempt"] is None:
+            held.append((took[-1], r))
     return sorted(held, key=lambda cr: (cr[1]["delivered_at"], cr[1]["id"]))
 
 
@@ -845,7 +853,7 @@ def _again(store: Store, now: int, caller: Caller) -> dict:
     sid = caller.session["id"]
     claims = store.claims_of_session(sid)
     plain = [c for c in claims if c["attempt"] is None]
-    held = _plain_held(store, caller)
+    held = _plain_held(store, caller, claims)
     if len(held) == 1:
         return _recovered(store, now, caller, held[0][1])
     if len(held) > 1:
