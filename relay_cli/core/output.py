@@ -11,7 +11,7 @@ import re
 import sys
 import weakref
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable, TextIO
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence, TextIO
 
 from . import clock
 from .errors import RelayError
@@ -270,8 +270,8 @@ class Output:
 
     def table(
         self,
-        columns: list[Col | str],
-        rows: list[list[object]],
+        columns: Sequence[Col | str],
+        rows: Sequence[Sequence[object]],
         title: str | None = None,
         empty: str = "(none)",
         tsv: bool = False,
@@ -550,7 +550,7 @@ def column_widths(
 
 def render_table(
     cols: list[Col],
-    rows: list[list[object]],
+    rows: Sequence[Sequence[object]],
     width: int | None,
     *,
     color: bool = False,

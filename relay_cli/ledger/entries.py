@@ -56,7 +56,7 @@ from .states import (
 )
 
 if TYPE_CHECKING:
-    from relay_cli.store import LedgerStore, Store
+    from relay_cli.store import LedgerStore, Row, Store
 
 KEY_RE = re.compile(r"[!-~]{1,200}", re.ASCII)  # the whole value (fullmatch): no "k\n"
 DEFAULT_APPROVAL_WAIT_S = DEFAULT_WAIT_S  # it waits like `relay wait`
@@ -187,7 +187,7 @@ def entry_object(row, *, output: bool = False) -> dict:
 @dataclass
 class Decision:
     action: str  # "run" | "replay" | "wait"
-    row: object
+    row: Row  # the entry as the decision found or left it
 
 
 def _get(store: LedgerStore, key: str):

@@ -22,7 +22,7 @@ import selectors
 import shlex
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, TextIO
 
 from ..core.errors import RelayError
 from ..core.limits import RENEW_S, TAIL_BYTES
@@ -41,6 +41,7 @@ from ..core.process import (
 from ..requests import due
 from .entries import (
     DEFAULT_APPROVAL_WAIT_S,
+    Decision,
     EntryError,
     begin,
     entry_object,
@@ -62,6 +63,8 @@ from .outcome import (
 from .states import apply, touch
 
 if TYPE_CHECKING:
+    import codecs
+
     from relay_cli.store import LedgerStore
 
 USAGE = "relay once --key KEY -- CMD [ARGS]..."  # the command line a usage_error names
@@ -112,11 +115,11 @@ class Sink:
     went away (broken pipe) stops the pass-through, never the capture or the command.
     """
 
-    def __init__(self, stream) -> None:
+    def __init__(self, stream: TextIO | None) -> None:
         self.stream = stream
-        self.fd = None
+        self.fd: int | None = None
         self.broken = stream is None
-        self._decoder = None
+        self._decoder: codecs.IncrementalDecoder | None = None
         if stream is not None:
             try:
                 stream.flush()
@@ -135,7 +138,7 @@ class Sink:
                 while view:
                     n = os.write(self.fd, view)
                     view = view[n:]
-            else:
+            elif self.stream is not None and self._decoder is not None:
                 self.stream.write(self._decoder.decode(chunk))
         except (OSError, ValueError):
             self.broken = True
@@ -286,7 +289,7 @@ class Renewal:
         self._thread.join()
 
     def _run(self) -> None:
-        wait = RENEW_S
+        wait: float = RENEW_S
         while not self._stop.wait(wait):
             wait = RENEW_S if self.renew() else 1.0
 
@@ -420,6 +423,7 @@ def _once(
     sleep,
 ) -> OnceResult:
     me = Me.current()
+    decision: Decision | None  # None: the wait timed out
     with Signals() as signals:
         try:
             with due.unit(store) as now:

@@ -60,7 +60,7 @@ class OnceResult:
         """What relay says on stderr to a person (nothing with --json: ``Output.note``)."""
         if self.kind is Kind.INTERRUPTED:
             return [f"relay: {self.message}"]
-        if self.kind is Kind.REPLAYED:
+        if self.kind is Kind.REPLAYED and self.entry is not None:  # (replayed() sets it)
             return [replay_note(self.entry)]
         if self.kind is Kind.UNRECORDED:
             return [f"relay: warning: {inert(self.message)}"]

@@ -57,7 +57,11 @@ def apply_due(store: Store, now: int, limit: int | None = None) -> Counter:
                 break
             if kind == "s":
                 current = store.get_session(row["id"])
-                if current["state"] != "active" or current["lease_expires_at"] != deadline:
+                if (
+                    current is None
+                    or current["state"] != "active"
+                    or current["lease_expires_at"] != deadline
+                ):
                     continue
                 for r in store.in_flight_of_session(row["id"]):
                     done[f"{r['state']}->delivery_unknown"] += 1
@@ -67,7 +71,9 @@ def apply_due(store: Store, now: int, limit: int | None = None) -> Counter:
                 done["session:active->expired"] += 1
             else:
                 current = store.get_request(row["id"])
-                moved = _apply_own_deadline(store, current, deadline)
+                moved = (
+                    _apply_own_deadline(store, current, deadline) if current is not None else None
+                )
                 if moved:
                     done[moved] += 1
             if limit is not None and sum(done.values()) >= limit:

@@ -503,7 +503,7 @@ def send(store: Store, now: int, caller: Caller, *, request_id: str | None, **wo
 
 def _create(
     store: RequestStore, now: int, caller: Caller, request_id: str, params: dict, depth: int
-) -> dict:
+) -> Row:
     t = transition(None, "send")
     row = {
         **params,
@@ -519,7 +519,7 @@ def _create(
     }
     store.insert_request(row)
     store.add_event(request_id, now, None, t.to_state, t.reason, caller.name, None)
-    return store.get_request(request_id)
+    return get(store, request_id)
 
 
 def prepare(store: Store, now: int, caller: Caller, *, draft_id: str | None, **work) -> dict:
@@ -778,9 +778,10 @@ def _recovered(store: Store, now: int, caller: Caller, row: Row) -> dict:
     }
 
 
-def _what_became(row: Row, claim: Row, caller: Caller, which: str) -> RelayError:
+def _what_became(row: Row, claim: Row, caller: Caller, which: str, then: str = "") -> RelayError:
     """``claim --again`` when the request a claim took moved on (design.md §6): its id,
-    state, since when and what to do, never its text, never "the claim took nothing"."""
+    state, since when and what to do (and ``then``), never its text, never "the claim
+    took nothing"."""
     rid, state = row["id"], row["state"]
     since = clock.iso(row["updated_at"])
     reason = f", {row['reason']}" if row["reason"] else ""
@@ -817,7 +818,7 @@ def _what_became(row: Row, claim: Row, caller: Caller, which: str) -> RelayError
         )
     else:
         what = "another claim holds it now: leave it to that claimer"
-    return RelayError("state_conflict", message, detail=what)
+    return RelayError("state_conflict", message, detail=what + then)
 
 
 def _answer_attempt(
@@ -845,12 +846,12 @@ def _answer_attempt(
     raise _what_became(row, claim, caller, f"claim attempt {attempt}")
 
 
-def _again(store: Store, now: int, caller: Caller) -> dict:
+def _again(store: Store, now: int, caller: Caller, session: Row) -> dict:
     """`claim --again` without an attempt id (design.md §6). Claims made with an attempt
     id are answered only to a retry with that id. Of this session's other claims: the one
     it holds unacked is shown; with several relay cannot know whose is whose and shows
     none; with none, it says what became of the request the latest one took."""
-    sid = caller.session["id"]
+    sid = session["id"]
     claims = store.claims_of_session(sid)
     plain = [c for c in claims if c["attempt"] is None]
     held = _plain_held(store, caller, claims)
@@ -870,16 +871,16 @@ def _again(store: Store, now: int, caller: Caller) -> dict:
     last = store.get_request(plain[-1]["request_id"]) if plain else None
     if last is not None:
         later = any(c["attempt"] for c in claims if c["claimed_at"] >= plain[-1]["claimed_at"])
-        err = _what_became(
-            last, plain[-1], caller, "the latest claim this session made without --attempt"
-        )
-        err.detail += (
+        raise _what_became(
+            last,
+            plain[-1],
+            caller,
+            "the latest claim this session made without --attempt",
             "; this session also made claims with --attempt: a retry with its own id "
             "(`relay claim --again --attempt ID`) shows what one took"
             if later
-            else "; no later claim of this session is stored: `relay claim` takes one"
+            else "; no later claim of this session is stored: `relay claim` takes one",
         )
-        raise err
     if claims:
         raise RelayError(
             "nothing_to_claim",
@@ -895,7 +896,7 @@ def _again(store: Store, now: int, caller: Caller) -> dict:
     raise RelayError(
         "nothing_to_claim",
         f"this session of {caller.name!r} has made no claim since it joined "
-        f"({clock.iso(caller.session['created_at'])}), so it holds nothing to show again",
+        f"({clock.iso(session['created_at'])}), so it holds nothing to show again",
         detail=(
             f"earlier sessions of {caller.name} claimed {took}: "
             "`relay show ID --events` says what became of one"
@@ -928,7 +929,7 @@ def claim(
         stored = store.claim_by_attempt(attempt)
         if stored is not None:
             return _answer_attempt(store, now, caller, stored, request_id)
-    require_session(store, caller)
+    session = require_session(store, caller)
     if again and attempt is not None:
         raise RelayError(
             "nothing_to_claim",
@@ -936,11 +937,12 @@ def claim(
             "and its attempt id are stored together or not at all)",
             detail=f"`relay claim --attempt {attempt}` takes the oldest queued request now",
         )
+    row: Row | None
     if request_id:
         row = get(store, request_id)
         if row["to_peer"] != caller.name:
             raise RelayError("not_owner", f"{row['id']} is addressed to {row['to_peer']!r}")
-        if row["claim_session"] == caller.session["id"] and row["state"] in (
+        if row["claim_session"] == session["id"] and row["state"] in (
             "delivered",
             "acknowledged",
         ):  # a retry whose answer was lost
@@ -951,7 +953,7 @@ def claim(
                 "text; finish it with ack, then reply, fail or reject",
             )
     elif again:  # a retry whose answer was lost: the request held, never a new one
-        return _again(store, now, caller)
+        return _again(store, now, caller, session)
     else:
         row = store.oldest_queued_for(caller.name)
         if row is None:
@@ -964,7 +966,7 @@ def claim(
         at=now,
         fields={
             "delivered_at": now,
-            "claim_session": caller.session["id"],
+            "claim_session": session["id"],
             "lease_expires_at": now + lease_s * 1000,
             "attempts": row["attempts"] + 1,
         },
@@ -974,7 +976,7 @@ def claim(
             "attempt": attempt,
             "request_id": new["id"],
             "peer": caller.name,
-            "session_id": caller.session["id"],
+            "session_id": session["id"],
             "claimed_at": now,
         }
     )

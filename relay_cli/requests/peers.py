@@ -42,15 +42,12 @@ def renew_interval_s(lease_seconds: int) -> float:
 
 @dataclass
 class Caller:
-    """Who is calling: a name, and the session their token names (if any)."""
+    """Who is calling: a name (``identify`` refuses a call without one), and the session
+    their token names (if any)."""
 
-    name: str | None
+    name: str
     session: Row | None = None
     status: str | None = None  # active | superseded | expired (for a token's session)
-
-    @property
-    def actor(self) -> str:
-        return self.name or "unknown"
 
 
 def identity(as_: str | None, token: str | None, environ) -> tuple[str | None, str | None]:
@@ -99,9 +96,7 @@ def session_caller(store: PeerStore, session: Row) -> Caller:
     return Caller(session["peer"], session, session_status(store, session))
 
 
-def identify(
-    store: PeerStore, name: str | None, token: str | None, *, need_name: bool = True
-) -> Caller:
+def identify(store: PeerStore, name: str | None, token: str | None) -> Caller:
     """Resolve ``--as``/``--session`` into a Caller: ``no_identity`` / ``invalid_session``.
 
     Session *state* (superseded, lapsed) is not judged here; see ``require_live``, which
@@ -127,7 +122,7 @@ def identify(
                 f"the session token belongs to {session['peer']!r}, not to {name!r}",
             )
         return session_caller(store, session)
-    if name is None and need_name:
+    if name is None:
         raise RelayError("no_identity", "relay does not know who you are")
     return Caller(name)
 
@@ -160,9 +155,9 @@ def join_line(name: str, kind: str | None = None, lease_seconds: int | None = No
 
 def _rejoin(store: PeerStore, caller: Caller) -> str:
     """The join line for this caller, with the kind and lease its session had."""
-    peer = store.get_peer(caller.name) if caller.name else None
+    peer = store.get_peer(caller.name)
     lease = caller.session["lease_seconds"] if caller.session is not None else None
-    return "run: " + join_line(caller.name or "NAME", peer["kind"] if peer else None, lease)
+    return "run: " + join_line(caller.name, peer["kind"] if peer else None, lease)
 
 
 def require_live(store: PeerStore, caller: Caller) -> None:
@@ -181,7 +176,7 @@ def require_live(store: PeerStore, caller: Caller) -> None:
                 detail=_rejoin(store, caller),
             )
         return
-    if caller.name is not None and store.active_session(caller.name) is not None:
+    if store.active_session(caller.name) is not None:
         raise RelayError(
             "session_required",
             f"{caller.name!r} has an active session; present its token",
@@ -190,8 +185,9 @@ def require_live(store: PeerStore, caller: Caller) -> None:
         )
 
 
-def require_session(store: PeerStore, caller: Caller) -> None:
-    """Commands that only a live session may run (claim, heartbeat, leave)."""
+def require_session(store: PeerStore, caller: Caller) -> Row:
+    """Commands that only a live session may run (claim, heartbeat, leave): the caller's
+    session."""
     if caller.session is None:
         raise RelayError(
             "session_required",
@@ -201,6 +197,7 @@ def require_session(store: PeerStore, caller: Caller) -> None:
             else _rejoin(store, caller),
         )
     require_live(store, caller)
+    return caller.session
 
 
 def renew(store: PeerStore, caller: Caller, now: int) -> None:
@@ -309,10 +306,8 @@ def leave(store: Store, caller: Caller, now: int) -> dict:
 def leave_session(store: Store, caller: Caller, now: int) -> tuple[dict, list[str]]:
     """End my session: (the peer object, the ids of the claimed, unfinished work that
     became delivery_unknown by it)."""
-    require_session(store, caller)
-    moved = end_session(
-        store, caller.session, "left", "recipient_disconnected", actor=caller.name, at=now
-    )
+    session = require_session(store, caller)
+    moved = end_session(store, session, "left", "recipient_disconnected", actor=caller.name, at=now)
     store.touch_peer(caller.name, now)
     return peer_object(store, caller.name, now), moved
 
@@ -346,6 +341,8 @@ def wakeup(store: Store, name: str, now: int) -> str:
 def peer_object(store: Store, name: str, now: int) -> dict:
     """The one public shape of a peer (design.md §6)."""
     peer = store.get_peer(name)
+    if peer is None:  # a session's or a new peer's name: its row exists (peers are never removed)
+        raise RelayError("unknown_peer", f"{name!r} is not a known peer")
     session = store.active_session(name)
     return {
         "name": peer["name"],

@@ -52,7 +52,7 @@ STATE_STYLES = {
 
 
 # Where a request's reason changes what its state claims, the note under it says so.
-REASON_NOTES = {
+REASON_NOTES: dict[tuple[str, str | None], str] = {
     ("completed", "resolved_by_human"): "a person settled it as completed (relay saw no reply "
     "from the recipient)",
     ("queued", "redelivered"): "queued again after a claim lease lapsed before ack; the "

@@ -17,7 +17,7 @@ from .due import poll, unit
 from .peers import Caller
 
 if TYPE_CHECKING:
-    from relay_cli.store import Store
+    from relay_cli.store import Row, Store
 
 
 class LeaseKeeper:
@@ -27,25 +27,30 @@ class LeaseKeeper:
         self.store = store
         self.caller = caller
         self.polling_until = polling_until  # monotonic end of a claim --wait, for `wakeup`
+        # (a caller without a session has nothing to renew: the keeper is never active)
         self.interval = (
             peers.renew_interval_s(caller.session["lease_seconds"])
             if caller.session is not None
-            else None
+            else 0.0
         )
         self.next_at = 0.0
 
+    def _live(self) -> Row | None:
+        """The caller's session while it is active, else None (renewal stopped)."""
+        session = self.caller.session
+        return session if session is not None and self.caller.status == "active" else None
+
     @property
     def active(self) -> bool:
-        return self.caller.session is not None and self.caller.status == "active"
+        return self._live() is not None
 
     def tick(self, force: bool = False) -> None:
-        if not self.active or (not force and time.monotonic() < self.next_at):
+        session = self._live()
+        if session is None or (not force and time.monotonic() < self.next_at):
             return
         self.next_at = time.monotonic() + self.interval
         with unit(self.store) as now:
-            status = peers.session_status(
-                self.store, self.store.get_session(self.caller.session["id"])
-            )
+            status = peers.session_status(self.store, self.store.get_session(session["id"]))
             if status != "active":
                 self.caller.status = status  # renewal stops
                 return
@@ -53,13 +58,14 @@ class LeaseKeeper:
             if self.polling_until is not None:
                 left = max(0.0, self.polling_until - time.monotonic())
                 until = now + int(min(left, 3 * self.interval) * 1000)
-                self.store.set_waiting(self.caller.session["id"], until)
+                self.store.set_waiting(session["id"], until)
 
     def stop(self) -> None:
-        if self.active and self.polling_until is not None:
+        session = self._live()
+        if session is not None and self.polling_until is not None:
             try:
                 with self.store.transaction():
-                    self.store.set_waiting(self.caller.session["id"], None)
+                    self.store.set_waiting(session["id"], None)
             except RelayError:
                 pass
 
@@ -86,7 +92,7 @@ def wait(
     ``on_block(id, state)`` is called once if the request is not final and the wait begins.
     """
     with unit(store, write=False):
-        caller = peers.identify(store, name, token, need_name=False) if token else None
+        caller = peers.identify(store, name, token) if token else None
         first = lifecycle.get(store, ref)
         request_id = first["id"]
     keeper = LeaseKeeper(store, caller) if caller is not None else None

@@ -147,3 +147,11 @@ def open_store_readonly(
         return open_pg(url, path, migrate=False, clock=clock)
     db = open_existing_readonly(path)
     return None if db is None else SQLiteStore(db, path, clock)
+
+
+def open_pg_readonly(home: str | Path | None, url: str, clock: Clock) -> Store:
+    """For `doctor` on PostgreSQL: the store at ``url`` (a checked URL), opened without
+    creating or migrating anything."""
+    from .pg_store import open_pg
+
+    return open_pg(url, resolve_home(home), migrate=False, clock=clock)
