@@ -52,6 +52,11 @@ def inert_line(value: object) -> str:
     return re.sub(_LINE_BREAKS, lambda m: "\\n" if m.group() == "\n" else "\\t", inert(value))
 
 
+# A JSON object as relay prints one (``json_text``): the public shape of a request, a
+# peer, a ledger entry, ... (design.md §6), built as a dict.
+JsonObject = dict[str, Any]
+
+
 def json_text(doc: object, encoding: str | None = "utf-8") -> str:
     """One JSON document that is inert on a terminal too (design.md §7).
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Mapping
 
 from ..core import clock
 from ..core.digest import sha256_hex
@@ -14,6 +14,7 @@ from ..core.limits import DEFAULT_SESSION_LEASE_S, HOOK_RECENT_MS, KINDS, NAME_P
 from .states import apply
 
 if TYPE_CHECKING:
+    from relay_cli.core.output import JsonObject
     from relay_cli.store import HookStore, PeerStore, Row, Store
 
 
@@ -50,7 +51,9 @@ class Caller:
     status: str | None = None  # active | superseded | expired (for a token's session)
 
 
-def identity(as_: str | None, token: str | None, environ) -> tuple[str | None, str | None]:
+def identity(
+    as_: str | None, token: str | None, environ: Mapping[str, str]
+) -> tuple[str | None, str | None]:
     """(name, token) of the caller (design.md §3): ``--as`` and ``--session`` first, then
     ``RELAY_PEER`` and ``RELAY_SESSION`` from ``environ`` (an empty variable is unset).
 
@@ -83,7 +86,7 @@ def session_status(store: PeerStore, session: Row | None, now: int | None = None
     """
     if session is None:
         return "left"
-    status = session["state"]
+    status: str = session["state"]
     if status == "active" and now is not None and session["lease_expires_at"] <= now:
         status = "expired"
     if status == "expired" and store.newer_session_exists(session):
@@ -227,7 +230,7 @@ def join(
     lease_seconds: int,
     now: int,
     agent_session_id: str | None = None,
-) -> dict:
+) -> JsonObject:
     return join_session(store, name, kind, lease_seconds, now, agent_session_id)[0]
 
 
@@ -238,7 +241,7 @@ def join_session(
     lease_seconds: int,
     now: int,
     agent_session_id: str | None = None,
-) -> tuple[dict, list[str]]:
+) -> tuple[JsonObject, list[str]]:
     """Start a session of ``name``: (what `peers join` prints, the ids of the claimed,
     unfinished work of the session it superseded, which became delivery_unknown)."""
     peer = _known(store, name, kind, now)
@@ -263,7 +266,7 @@ def join_session(
 
 def session_object(
     peer: str, kind: str, session_id: str, token: str, lease_expires_at: int
-) -> dict:
+) -> JsonObject:
     """The one public shape of a new session (design.md §3), what `peers join` prints: the
     only place its secret token is ever shown."""
     return {
@@ -288,22 +291,22 @@ def _known(store: PeerStore, name: str, kind: str | None, now: int) -> Row | Non
     return peer
 
 
-def add(store: Store, name: str, kind: str | None, now: int) -> dict:
+def add(store: Store, name: str, kind: str | None, now: int) -> JsonObject:
     _known(store, name, kind, now)
     return peer_object(store, name, now)
 
 
-def heartbeat(store: Store, caller: Caller, now: int) -> dict:
+def heartbeat(store: Store, caller: Caller, now: int) -> JsonObject:
     require_session(store, caller)
     renew(store, caller, now)
     return peer_object(store, caller.name, now)
 
 
-def leave(store: Store, caller: Caller, now: int) -> dict:
+def leave(store: Store, caller: Caller, now: int) -> JsonObject:
     return leave_session(store, caller, now)[0]
 
 
-def leave_session(store: Store, caller: Caller, now: int) -> tuple[dict, list[str]]:
+def leave_session(store: Store, caller: Caller, now: int) -> tuple[JsonObject, list[str]]:
     """End my session: (the peer object, the ids of the claimed, unfinished work that
     became delivery_unknown by it)."""
     session = require_session(store, caller)
@@ -338,7 +341,7 @@ def wakeup(store: Store, name: str, now: int) -> str:
     return "not_configured"
 
 
-def peer_object(store: Store, name: str, now: int) -> dict:
+def peer_object(store: Store, name: str, now: int) -> JsonObject:
     """The one public shape of a peer (design.md §6)."""
     peer = store.get_peer(name)
     if peer is None:  # a session's or a new peer's name: its row exists (peers are never removed)
@@ -355,5 +358,5 @@ def peer_object(store: Store, name: str, now: int) -> dict:
     }
 
 
-def list_peers(store: Store, now: int) -> dict:
+def list_peers(store: Store, now: int) -> JsonObject:
     return {"peers": [peer_object(store, p["name"], now) for p in store.list_peers()]}

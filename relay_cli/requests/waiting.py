@@ -8,7 +8,7 @@ They look at what is there before they sleep, hold no lock while they sleep
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from ..core.errors import ExitStatus, RelayError
 from ..core.limits import FINAL_STATES
@@ -17,6 +17,7 @@ from .due import poll, unit
 from .peers import Caller
 
 if TYPE_CHECKING:
+    from relay_cli.core.output import JsonObject
     from relay_cli.store import Row, Store
 
 
@@ -81,8 +82,13 @@ def wait_exit_code(state: str) -> ExitStatus | None:
 
 
 def wait(
-    store: Store, name: str | None, token: str | None, ref: str, timeout_s: int, on_block=None
-) -> tuple[int, dict]:
+    store: Store,
+    name: str | None,
+    token: str | None,
+    ref: str,
+    timeout_s: int,
+    on_block: Callable[[str, str], None] | None = None,
+) -> tuple[int, JsonObject]:
     """`relay wait`: block until the request that ``ref`` names (a full id or a prefix,
     resolved once) is final. Returns (exit status, the request object as it is then): 0
     completed; 10 failed, rejected, expired or cancelled; 11 delivery_unknown; 75 still
@@ -100,7 +106,7 @@ def wait(
     # the wait then begins with the state the id was resolved in
     state: list[str] = [first["state"]]
 
-    def check():
+    def check() -> Row | None:
         with unit(store, write=False):
             row = lifecycle.get(store, request_id)
         state[:] = [row["state"]]
@@ -126,10 +132,10 @@ def claim_waiting(
     lease_s: int,
     ref: str | None,
     wait_s: int,
-    on_block=None,
+    on_block: Callable[[str | None], None] | None = None,
     again: bool = False,
     attempt_id: str | None = None,
-) -> dict:
+) -> JsonObject:
     """`claim [--id ID] [--wait D]`: take the oldest queued request (or the one ``ref``
     names, resolved once), waiting up to ``wait_s`` for one; ``nothing_to_claim`` when
     none came. ``on_block(id or None)`` is called once if nothing could be taken at once
@@ -139,7 +145,7 @@ def claim_waiting(
         with unit(store, write=False):
             request_id = lifecycle.resolve_ref(store, ref, what="--id")
 
-    def attempt():
+    def attempt() -> JsonObject | None:
         with unit(store) as now:
             return lifecycle.claim(
                 store, now, peers.reload(store, caller), lease_s, request_id, again, attempt_id
