@@ -94,7 +94,7 @@ def test_the_user_visible_test_extra_holds_no_dev_tools():
         if m:
             extras.setdefault(m.group(1), []).append(re.split(r"[<>=;\s\[]", req)[0])
     assert sorted(extras["test"]) == ["hypothesis", "pytest", "pytest-xdist"]
-    assert sorted(extras["dev"]) == ["build", "mypy", "ruff"]
+    assert sorted(extras["dev"]) == ["build", "mypy", "ruff", "types-psycopg2"]
 
 
 def test_classifiers_say_linux_console_and_the_pythons_relay_runs_on():

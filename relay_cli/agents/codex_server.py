@@ -40,6 +40,7 @@ import stat
 import subprocess
 import tempfile
 import time
+from typing import IO
 
 from ..core.limits import CODEX_START_TIMEOUT_S as START_TIMEOUT_S
 from ..core.limits import CODEX_STOP_GRACE_S as STOP_GRACE_S
@@ -203,13 +204,18 @@ class AppServer:
         self.options = options
         self.dir: str | None = None
         self.proc: subprocess.Popen | None = None
-        self.log = None
+        self.log: IO[bytes] | None = None  # the server's output, while it runs
         self._watchdog: tuple[int, int] | None = None  # (pid, our end of its pipe)
 
     @property
-    def socket_path(self) -> str:
+    def private_dir(self) -> str:
+        """The private directory ``prepare`` made (it is made before anything is in it)."""
         assert self.dir is not None
-        return os.path.join(self.dir, SOCKET_NAME)
+        return self.dir
+
+    @property
+    def socket_path(self) -> str:
+        return os.path.join(self.private_dir, SOCKET_NAME)
 
     @property
     def address(self) -> str:
@@ -232,7 +238,7 @@ class AppServer:
             from ..core.process import process_start
 
             doc["server"] = [self.proc.pid, process_start(self.proc.pid)]
-        path = os.path.join(self.dir, OWNER_NAME)
+        path = os.path.join(self.private_dir, OWNER_NAME)
         with open(path + ".tmp", "w") as f:
             json.dump(doc, f)
         os.replace(path + ".tmp", path)
@@ -298,7 +304,7 @@ class AppServer:
 
     def _log_tail(self) -> str:
         try:
-            with open(os.path.join(self.dir, "app-server.log"), "rb") as f:
+            with open(os.path.join(self.private_dir, "app-server.log"), "rb") as f:
                 f.seek(0, os.SEEK_END)
                 f.seek(max(0, f.tell() - 400))
                 tail = f.read().decode("utf-8", "replace").strip()

@@ -130,7 +130,9 @@ def parse(data: bytes, dialect: Dialect = DIALECTS["claude"]) -> Event | None:
     if not isinstance(doc, dict):
         return None
     raw, sid = doc.get("hook_event_name"), doc.get("session_id")
-    name = dialect.events.get(raw) if isinstance(raw, str) else None
+    if not isinstance(raw, str):
+        return None
+    name = dialect.events.get(raw)
     if name is None or not isinstance(sid, str) or not sid.strip() or len(sid) > 200:
         return None
     ev = Event(name, sid, raw)
@@ -213,7 +215,7 @@ def _session_start(store: Store, ev: Event, henv: HookEnv) -> dict | None:
     size_before: int | None = None
     try:
         with due.unit(store) as now:
-            started = _start(store, ev, henv, now)
+            started = _start(store, ev, henv, name, now)
             if started is None:
                 return None  # refused: bound to another runtime session
             session, token, how = started
@@ -234,16 +236,16 @@ def _session_start(store: Store, ev: Event, henv: HookEnv) -> dict | None:
                     ),
                 )
     except BaseException:
-        if size_before is not None:
+        if size_before is not None and path:  # (the lines were appended to ``path``)
             _truncate(path, size_before)
         raise
     return _context_doc(ev.runtime_name, context, henv.dialect)
 
 
-def _start(store: Store, ev: Event, henv: HookEnv, now: int):
-    """(session row, token to export or None, how) for a SessionStart, or None when
-    RELAY_SESSION names a session bound to another runtime session (nothing is done)."""
-    name = henv.peer
+def _start(store: Store, ev: Event, henv: HookEnv, name: str, now: int):
+    """(session row, token to export or None, how) for a SessionStart of ``name`` (the
+    hook's RELAY_PEER), or None when RELAY_SESSION names a session bound to another
+    runtime session (nothing is done)."""
     bound = store.session_for_agent(ev.session_id)
     if (
         ev.source == "compact"
@@ -324,10 +326,10 @@ def _ends_with_newline(path: str, size_: int) -> bool:
         return True
 
 
-def _truncate(path: str | None, size_: int) -> None:
+def _truncate(path: str, size_: int) -> None:
     try:
         os.truncate(path, size_)
-    except (OSError, TypeError):
+    except OSError:
         pass
 
 
@@ -387,7 +389,8 @@ def _candidates(prompt: str) -> list[str]:
 
 
 def _find_all(text: str, sub: str) -> list[int]:
-    found, i = [], text.find(sub)
+    found: list[int] = []
+    i = text.find(sub)
     while i != -1 and len(found) < 20:
         found.append(i)
         i = text.find(sub, i + 1)
@@ -406,7 +409,7 @@ def own_prompt(store: HookStore, session_id: str, ev: Event) -> bool:
 
 def from_another_session(ev: Event) -> bool:
     """The prompt is a message from another Claude session (SendMessage), not a person's."""
-    return bool(ev.prompt) and ev.prompt.lstrip().startswith(OTHER_SESSION_TAGS)
+    return ev.prompt is not None and ev.prompt.lstrip().startswith(OTHER_SESSION_TAGS)
 
 
 def _mark_listed(store: HookStore, session_id: str, ids: list[str], now: int) -> None:

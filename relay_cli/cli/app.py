@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Annotated, List, Optional
+from typing import Annotated, List, Optional, overload
 
 import typer
 from typer.core import TyperGroup
@@ -182,10 +182,12 @@ def lazy_module(name: str):
     import importlib.util
 
     spec = importlib.util.find_spec(name)
-    spec.loader = importlib.util.LazyLoader(spec.loader)
+    if spec is None or spec.loader is None:  # (relay's own modules: never)
+        raise ModuleNotFoundError(f"no module named {name!r}", name=name)
+    loader = spec.loader = importlib.util.LazyLoader(spec.loader)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
-    spec.loader.exec_module(module)
+    loader.exec_module(module)
     parent, _, child = name.rpartition(".")
     setattr(sys.modules[parent], child, module)
     return module
@@ -322,9 +324,9 @@ class Env:
         """(name, token) by ``peers.identity``: the options, then the environment."""
         return identity(self.as_, self.session, os.environ)
 
-    def caller(self, need_name: bool = True) -> Caller:
+    def caller(self) -> Caller:
         name, token = self.identity()
-        return identify(self.store, name, token, need_name=need_name)
+        return identify(self.store, name, token)
 
     def unit(self, write: bool = True):
         return due.unit(self.store, write=write)
@@ -394,12 +396,13 @@ def read_text(
             # the path is the problem, not the text: a usage error that names it
             import errno
 
-            why = {
+            reasons: dict[int | None, str] = {
                 errno.ENOENT: "there is no such file (a relative path starts in the "
                 "current directory)",
                 errno.EISDIR: "it is a directory; --file takes a file",
                 errno.EACCES: "you may not read it (check its mode)",
-            }.get(e.errno, "fix the path, or pass the text on stdin with `-`")
+            }
+            why = reasons.get(e.errno, "fix the path, or pass the text on stdin with `-`")
             raise RelayError(
                 "usage_error",
                 f"cannot read --file {file}: {e.strerror}",
@@ -434,7 +437,16 @@ def _isatty(stream) -> bool:
         return False
 
 
-def duration(value: str | None, bounds, what: str, default: int | None) -> int | None:
+@overload
+def duration(value: str | None, bounds: tuple[int, int], what: str, default: int) -> int: ...
+@overload
+def duration(
+    value: str | None, bounds: tuple[int, int], what: str, default: None
+) -> int | None: ...
+def duration(
+    value: str | None, bounds: tuple[int, int], what: str, default: int | None
+) -> int | None:
+    """The option's duration in seconds (``default`` when it is not given)."""
     if value is None:
         return default
     return clock.parse_duration(value, bounds, what)
@@ -703,7 +715,7 @@ def _click_command(argv: list[str]):
         commands = [
             c
             for c in app.registered_commands
-            if (c.name or get_command_name(c.callback.__name__)) == name
+            if (c.name or (c.callback and get_command_name(c.callback.__name__))) == name
         ]
         groups = [g for g in app.registered_groups if g.name == name]
         if commands or groups:

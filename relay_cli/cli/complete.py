@@ -12,7 +12,7 @@ candidates.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from ..core import clock
 
@@ -21,8 +21,14 @@ if TYPE_CHECKING:
 
 LIMIT = 50
 
+
 # What each command's request id may be: the filter of RequestsSQL.completion_requests.
-REQUESTS = {
+class Accepts(TypedDict, total=False):
+    states: tuple[str, ...]  # the request's state is one of these
+    mine: str  # and this column of it names the caller (its name or session)
+
+
+REQUESTS: dict[str, Accepts] = {
     "any": {},
     "unknown": {"states": ("delivery_unknown",)},
     "claimed": {"states": ("delivered", "acknowledged"), "mine": "claim_session"},
@@ -85,7 +91,7 @@ def requests(which: str):
 
     def candidates(store: Store, ctx, incomplete: str) -> list[tuple[str, str]]:
         prefix = incomplete.lower()
-        filters = {"states": rule.get("states")}
+        filters: dict[str, Any] = {"states": rule.get("states")}
         if "mine" in rule:
             name, session_id = _me(store, ctx)
             mine = session_id if rule["mine"] == "claim_session" else name

@@ -97,14 +97,15 @@ class _Narrator:
     def _styled(self, lead: str, text: str, style: str) -> None:
         """``lead`` + ``text``, wrapped between words, continued under the text."""
         out = self.out
-        if not out.terminal:
+        width = out.width
+        if width is None:  # not on a terminal
             out.line(lead + text)
             return
         from rich.text import Text
 
         from ..core.output import wrap
 
-        lines = wrap(text, max(20, out.width - len(lead)), out.ellipsis)
+        lines = wrap(text, max(20, width - len(lead)), out.ellipsis)
         out.print_lines(
             [
                 Text((lead if i == 0 else " " * len(lead)) + ln, style=style if out.color else "")

@@ -222,6 +222,15 @@ def _settings_change(
     return 0
 
 
+# `hook install|uninstall`'s AGENT and --project: their help and choices come from the
+# runtime table, so they are filled in when the hook group is built
+# (``_register_hook_commands``), never at start-up.
+_AGENT_ARG = typer.Argument(metavar="AGENT")
+_PROJECT_OPT = typer.Option("--project")
+AgentArg = Annotated[str, _AGENT_ARG]
+ProjectOpt = Annotated[bool, _PROJECT_OPT]
+
+
 def hook_install_cmd(
     agent: AgentArg,
     project: ProjectOpt = False,
@@ -262,29 +271,18 @@ def _register_hook_commands() -> None:
     registered when the `hook` group is first built (``LazyTyper``), because their help
     is read from the runtime table, whose import costs every other command (~18 million
     instructions, bench/startup.py)."""
-    global AgentArg, ProjectOpt
     from ..agents import runtimes
 
     for rt in runtimes.ALL:
         _hook_command(rt)
-    AgentArg = Annotated[
-        str,
-        typer.Argument(
-            metavar="AGENT",
-            help=runtimes.either(runtimes.NAMES) + ".",
-            click_type=Choice(lambda: hook_install.RUNTIMES, _check_agent),
-        ),
-    ]
-    ProjectOpt = Annotated[
-        bool,
-        typer.Option(
-            "--project",
-            help="The project's settings file in the current directory "
-            "("
-            + runtimes.either(r.settings.project_file.rsplit("/", 1)[0] + "/" for r in runtimes.ALL)
-            + ") instead of your own.",
-        ),
-    ]
+    _AGENT_ARG.help = runtimes.either(runtimes.NAMES) + "."
+    _AGENT_ARG.click_type = Choice(lambda: hook_install.RUNTIMES, _check_agent)
+    _PROJECT_OPT.help = (
+        "The project's settings file in the current directory "
+        "("
+        + runtimes.either(r.settings.project_file.rsplit("/", 1)[0] + "/" for r in runtimes.ALL)
+        + ") instead of your own."
+    )
     hook_app.command(
         "install",
         epilog=examples(

@@ -9,7 +9,7 @@ import contextlib
 import os
 import shlex
 import sys
-from typing import Annotated, List, Optional
+from typing import Annotated, Any, Callable, List, Optional
 
 import typer
 
@@ -38,17 +38,15 @@ ledger_app = typer.Typer(
 app.add_typer(ledger_app, name="ledger")
 
 
-def _key_arg(candidates):
-    return Annotated[
-        str,
-        typer.Argument(
-            metavar="KEY", autocompletion=candidates, help="The key given to `relay once`."
-        ),
-    ]
+def _key_arg(candidates: Callable[..., Any]) -> Any:
+    """The KEY argument, for its ``Annotated`` type; completion offers ``candidates``."""
+    return typer.Argument(
+        metavar="KEY", autocompletion=candidates, help="The key given to `relay once`."
+    )
 
 
-KeyArg = _key_arg(complete.ledger_keys)
-AwaitingKeyArg = _key_arg(complete.awaiting_keys)
+KeyArg = Annotated[str, _key_arg(complete.ledger_keys)]
+AwaitingKeyArg = Annotated[str, _key_arg(complete.awaiting_keys)]
 NoteOpt = Annotated[
     Optional[str], typer.Option("--note", metavar="TEXT", help="Why (stored with the decision).")
 ]

@@ -3,7 +3,7 @@ reply, fail, reject, resolve, sweep."""
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated, Any, Callable, Optional
 
 import typer
 
@@ -68,22 +68,19 @@ FileOpt = Annotated[
 ToOpt = Annotated[str, PeerOpt("--to", "The recipient peer.")]
 
 
-def _id_arg(candidates):
-    """The ID argument of a command that names an existing request; shell completion
-    offers the ids this command accepts (relay_cli.cli.complete)."""
-    return Annotated[
-        str,
-        typer.Argument(
-            metavar="ID",
-            show_default=False,
-            autocompletion=candidates,
-            help=f"The request id, or a unique prefix of at least {MIN_PREFIX} characters of it.",
-        ),
-    ]
+def _id_arg(candidates: Callable[..., Any]) -> Any:
+    """The ID argument of a command that names an existing request, for its ``Annotated``
+    type; shell completion offers the ids this command accepts (relay_cli.cli.complete)."""
+    return typer.Argument(
+        metavar="ID",
+        show_default=False,
+        autocompletion=candidates,
+        help=f"The request id, or a unique prefix of at least {MIN_PREFIX} characters of it.",
+    )
 
 
-AnyIdArg = _id_arg(complete.requests("any"))
-ClaimedIdArg = _id_arg(complete.requests("claimed"))
+AnyIdArg = Annotated[str, _id_arg(complete.requests("any"))]
+ClaimedIdArg = Annotated[str, _id_arg(complete.requests("claimed"))]
 TtlOpt = Annotated[
     Optional[str],
     typer.Option(
@@ -283,7 +280,7 @@ def prepare(
     )
 )
 def submit(
-    id_: _id_arg(complete.drafts),
+    id_: Annotated[str, _id_arg(complete.drafts)],
     as_: AsOpt = None,
     session: SessionOpt = None,
     json_: JsonOpt = False,
@@ -441,7 +438,7 @@ def wait(
     )
 )
 def cancel(
-    id_: _id_arg(complete.requests("sent_queued")),
+    id_: Annotated[str, _id_arg(complete.requests("sent_queued"))],
     as_: AsOpt = None,
     session: SessionOpt = None,
     json_: JsonOpt = False,
@@ -787,7 +784,7 @@ def reject(
     )
 )
 def resolve(
-    id_: _id_arg(complete.requests("unknown")),
+    id_: Annotated[str, _id_arg(complete.requests("unknown"))],
     outcome: Annotated[
         str,
         typer.Option(

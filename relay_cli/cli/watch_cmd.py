@@ -8,11 +8,17 @@ import select
 import signal
 import sys
 import time
+from typing import TYPE_CHECKING, Any
 
 from ..core import clock
 from ..core.errors import RelayError
 from ..core.output import make_console, terminal_size
 from .app import Env, HomeOpt, JsonOpt, app, examples, lazy_module
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
+
+    from ..operate.watch import Snapshot
 
 watch_lib = lazy_module("relay_cli.operate.watch")
 
@@ -20,7 +26,7 @@ TICK_S = 0.5  # redraw at least this often (ages and leases move)
 POLL_S = 0.1  # how often the database's data_version and the keyboard are checked
 
 
-def _snapshot(env: Env) -> watch_lib.Snapshot:
+def _snapshot(env: Env) -> Snapshot:
     with env.unit(write=False) as now:
         snap = watch_lib.gather(env.store, now)
     snap.scope = env.scope_words()
@@ -108,7 +114,7 @@ def _live(env: Env) -> int:
                     try:
                         snap = _snapshot(env)
                         last_version = version
-                        view = Group(
+                        view: RenderableType = Group(
                             *watch_lib.render(
                                 snap,
                                 width,
@@ -179,8 +185,8 @@ class _Keys:
     """Single key presses from a terminal in cbreak mode; the terminal is restored on stop."""
 
     def __init__(self, stream) -> None:
-        self.fd = None
-        self.saved = None
+        self.fd: int | None = None
+        self.saved: list[Any] | None = None  # the terminal's attributes, as termios gives them
         try:
             if stream.isatty():
                 self.fd = stream.fileno()

@@ -11,7 +11,7 @@ import re
 import sys
 import weakref
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable, TextIO
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence, TextIO
 
 from . import clock
 from .errors import RelayError
@@ -50,6 +50,11 @@ def inert_line(value: object) -> str:
     """``inert`` for a value shown on one line (a table cell, a field): newline and tab
     are made visible too, so a value can never start a line of its own."""
     return re.sub(_LINE_BREAKS, lambda m: "\\n" if m.group() == "\n" else "\\t", inert(value))
+
+
+# A JSON object as relay prints one (``json_text``): the public shape of a request, a
+# peer, a ledger entry, ... (design.md §6), built as a dict.
+JsonObject = dict[str, Any]
 
 
 def json_text(doc: object, encoding: str | None = "utf-8") -> str:
@@ -270,8 +275,8 @@ class Output:
 
     def table(
         self,
-        columns: list[Col | str],
-        rows: list[list[object]],
+        columns: Sequence[Col | str],
+        rows: Sequence[Sequence[object]],
         title: str | None = None,
         empty: str = "(none)",
         tsv: bool = False,
@@ -550,7 +555,7 @@ def column_widths(
 
 def render_table(
     cols: list[Col],
-    rows: list[list[object]],
+    rows: Sequence[Sequence[object]],
     width: int | None,
     *,
     color: bool = False,

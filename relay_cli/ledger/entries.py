@@ -35,7 +35,7 @@ import json
 import re
 import shlex
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..core import clock
 from ..core.digest import sha256_hex
@@ -47,16 +47,17 @@ from ..requests import due, lifecycle
 from .states import (
     STATES,
     VIEWS,
-    apply,
     entry_alive,
     foreign,
+    move,
     never_started,
     place,
     shown_state,
 )
 
 if TYPE_CHECKING:
-    from relay_cli.store import LedgerStore, Store
+    from relay_cli.core.output import JsonObject
+    from relay_cli.store import LedgerStore, Record, Row, Store
 
 KEY_RE = re.compile(r"[!-~]{1,200}", re.ASCII)  # the whole value (fullmatch): no "k\n"
 DEFAULT_APPROVAL_WAIT_S = DEFAULT_WAIT_S  # it waits like `relay wait`
@@ -68,7 +69,9 @@ SETTLE = f"relay ledger resolve KEY --outcome {'|'.join(OUTCOMES)}"
 class EntryError(RelayError):
     """A refusal that concerns an existing entry; ``entry`` is its public object."""
 
-    def __init__(self, code: str, message: str, entry: dict, detail: str | None = None) -> None:
+    def __init__(
+        self, code: str, message: str, entry: JsonObject, detail: str | None = None
+    ) -> None:
         super().__init__(code, message, detail=detail)
         self.entry = entry
 
@@ -131,7 +134,7 @@ def output_text(data: bytes | None) -> str | None:
     return None if data is None else bytes(data).decode("utf-8", "replace")
 
 
-def entry_object(row, *, output: bool = False) -> dict:
+def entry_object(row: Record, *, output: bool = False) -> JsonObject:
     """The one serializer of a ledger entry (``--json`` of once, ledger show/list, approve).
 
     ``state`` is the derived state (:func:`shown_state`); ``effect_unknown`` says the same
@@ -187,17 +190,17 @@ def entry_object(row, *, output: bool = False) -> dict:
 @dataclass
 class Decision:
     action: str  # "run" | "replay" | "wait"
-    row: object
+    row: Row  # the entry as the decision found or left it
 
 
-def _get(store: LedgerStore, key: str):
+def _get(store: LedgerStore, key: str) -> Row:
     row = store.get_ledger(key)
     if row is None:
         raise RelayError("ledger_key_not_found", f"no ledger entry has the key {key!r}")
     return row
 
 
-def running_values(now: int, me: Me, runs: int) -> dict:
+def running_values(now: int, me: Me, runs: int) -> dict[str, Any]:
     """The fields of an entry whose command this relay process runs (run number ``runs``)."""
     return {
         "runs": runs,
@@ -249,9 +252,9 @@ def begin(
             "runs": 0,
         }
         if approve:
-            return Decision("wait", apply(store, key, row, "call_approve", now, values))
+            return Decision("wait", move(store, key, row, "call_approve", now, values))
         values.update(running_values(now, me, 1))
-        return Decision("run", apply(store, key, row, "call", now, values))
+        return Decision("run", move(store, key, row, "call", now, values))
     if row["fingerprint"] != fp:
         raise RelayError(
             "key_conflict",
@@ -306,11 +309,11 @@ def begin(
     # approved, a crashed run of an --idempotent entry of this host, or a run that never
     # started: this call runs it
     return Decision(
-        "run", apply(store, key, row, event, now, running_values(now, me, row["runs"] + 1))
+        "run", move(store, key, row, event, now, running_values(now, me, row["runs"] + 1))
     )
 
 
-def _process_text(row) -> str:
+def _process_text(row: Record) -> str:
     """Which process of a live entry runs: relay's, or (on this host) only the command,
     which outlived relay (a setuid, setgid or file-capability command keeps no
     parent-death signal, design.md §10)."""
@@ -319,7 +322,7 @@ def _process_text(row) -> str:
     return f"process {row['pid']}"
 
 
-def stopped_renewing(row, now: int) -> str:
+def stopped_renewing(row: Record, now: int) -> str:
     """What relay knows of another host's entry that is no longer renewed (design.md §13)."""
     age = max(0, (now - row["updated_at"]) // 1000)
     return (
@@ -337,13 +340,13 @@ def wait_for_decision(
     idempotent: bool,
     me: Me,
     timeout_s: float,
-    sleep=None,
-    on_tick=None,
+    sleep: Callable[[float], None] | None = None,
+    on_tick: Callable[[], None] | None = None,
 ) -> Decision | None:
     """Wait (no lock held while sleeping) until a person decided; None on timeout."""
     fp = fingerprint(argv, cwd)
 
-    def check():
+    def check() -> Decision | None:
         with due.unit(store, write=False):
             row = store.get_ledger(key)
         if row is not None and row["state"] == "awaiting_approval" and row["fingerprint"] == fp:
@@ -357,20 +360,20 @@ def wait_for_decision(
 
 
 # --------------------------------------------------------------------------- inspect, settle
-def shown_here(obj: dict) -> bool:
+def shown_here(obj: JsonObject) -> bool:
     """Was the entry (its public object) started on this host, where relay can look (in
     this PID namespace, ``states.foreign``)?"""
     return not foreign(obj)
 
 
-def reruns_by_itself(obj: dict) -> bool:
+def reruns_by_itself(obj: JsonObject) -> bool:
     """Does the next call run this effect_unknown entry, with no person needed? One whose
     command never began executing (no command pid was committed), and an --idempotent one
     of this host: another host's may still be running (design.md §13)."""
     return obj["child_pid"] is None or (bool(obj.get("idempotent")) and shown_here(obj))
 
 
-def list_entries(store: LedgerStore, states: list[str] | None = None) -> list[dict]:
+def list_entries(store: LedgerStore, states: list[str] | None = None) -> list[JsonObject]:
     """Entries (no captured output), filtered by their shown state (effect_unknown too)."""
     wanted = validate_states(states)
     stored = sorted({VIEWS[s].stored if s in VIEWS else s for s in wanted})
@@ -378,16 +381,16 @@ def list_entries(store: LedgerStore, states: list[str] | None = None) -> list[di
     return [o for o in objs if not wanted or o["state"] in wanted]
 
 
-def entries_object(entries: list[dict]) -> dict:
+def entries_object(entries: list[JsonObject]) -> JsonObject:
     """What `relay ledger list --json` answers: ``{"entries": [entry, ...]}``."""
     return {"entries": entries}
 
 
-def show(store, key: str) -> dict:
+def show(store: LedgerStore, key: str) -> JsonObject:
     return entry_object(_get(store, validate_key(key)), output=True)
 
 
-def awaiting(store: LedgerStore) -> list[dict]:
+def awaiting(store: LedgerStore) -> list[JsonObject]:
     """Entries waiting for a person's approval, oldest first (for `relay watch`)."""
     rows = store.list_ledger(["awaiting_approval"])
     return [entry_object(r) for r in sorted(rows, key=lambda r: (r["created_at"], r["key"]))]
@@ -398,7 +401,7 @@ def validate_outcome(value: str) -> str:
     return lifecycle.one_of(value, OUTCOMES, "--outcome")
 
 
-def needs_terminal(row) -> bool:
+def needs_terminal(row: Record) -> bool:
     """Does settling this entry need a person at a terminal? Yes when a person's approval
     decides about it: it was made with --approve, or a person denied it."""
     return bool(row["approve"]) or row["decision"] is not None
@@ -412,7 +415,7 @@ def resolve(
     note: str | None,
     *,
     terminal: bool = False,
-) -> dict:
+) -> JsonObject:
     """A person settles an entry: it did succeed, it did fail, or forget it (key free again).
 
     ``terminal``: the caller's standard input is a terminal. Entries under a person's
@@ -460,10 +463,10 @@ def resolve(
         values.update(exit_code=exit_code, finished_at=row["finished_at"] or now)
         if outcome == "succeeded":
             values["signal"] = None
-    return entry_object(apply(store, key, row, f"resolve_{outcome}", now, values), output=True)
+    return entry_object(move(store, key, row, f"resolve_{outcome}", now, values), output=True)
 
 
-def to_decide(store, key: str, command: str, *, terminal: bool) -> dict:
+def to_decide(store: LedgerStore, key: str, command: str, *, terminal: bool) -> JsonObject:
     """The entry a person is about to approve or deny, to show them first (no captured
     output). Refused (``approval_needs_terminal``) unless standard input is a
     ``terminal``, checked after the key and before the entry is looked up, as for
@@ -473,7 +476,9 @@ def to_decide(store, key: str, command: str, *, terminal: bool) -> dict:
     return entry_object(_get(store, key))
 
 
-def approve(store, now: int, key: str, seen: dict | None = None, *, terminal: bool) -> dict:
+def approve(
+    store: LedgerStore, now: int, key: str, seen: JsonObject | None = None, *, terminal: bool
+) -> JsonObject:
     """A person at a terminal approves a `once --approve` entry.
 
     Refused (``approval_needs_terminal``) unless standard input is a ``terminal``: an
@@ -501,7 +506,7 @@ def approve(store, now: int, key: str, seen: dict | None = None, *, terminal: bo
     if row["decision"] == "approved" and row["state"] != "forgotten":
         return entry_object(row)  # already approved: nothing changes
     return entry_object(
-        apply(
+        move(
             store,
             key,
             row,
@@ -512,7 +517,7 @@ def approve(store, now: int, key: str, seen: dict | None = None, *, terminal: bo
     )
 
 
-def deny(store, now: int, key: str, note: str | None, *, terminal: bool) -> dict:
+def deny(store: LedgerStore, now: int, key: str, note: str | None, *, terminal: bool) -> JsonObject:
     """A person at a terminal denies a `once --approve` entry (refused without one, as
     :func:`approve`)."""
     validate_key(key)
@@ -527,7 +532,7 @@ def deny(store, now: int, key: str, note: str | None, *, terminal: bool) -> dict
     if row["state"] == "denied":
         return entry_object(row)  # already denied: nothing changes
     return entry_object(
-        apply(
+        move(
             store,
             key,
             row,

@@ -22,7 +22,7 @@ import selectors
 import shlex
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, TextIO, TypeGuard, TypeVar
 
 from ..core.errors import RelayError
 from ..core.limits import RENEW_S, TAIL_BYTES
@@ -41,6 +41,7 @@ from ..core.process import (
 from ..requests import due
 from .entries import (
     DEFAULT_APPROVAL_WAIT_S,
+    Decision,
     EntryError,
     begin,
     entry_object,
@@ -59,17 +60,25 @@ from .outcome import (
     timed_out,
     unrecorded,
 )
-from .states import apply, touch
+from .states import apply, move, touch
 
 if TYPE_CHECKING:
-    from relay_cli.store import LedgerStore
+    import codecs
+
+    from relay_cli.core.output import JsonObject
+    from relay_cli.store import LedgerStore, Row, Store
+
+
+T = TypeVar("T")
 
 USAGE = "relay once --key KEY -- CMD [ARGS]..."  # the command line a usage_error names
 _CHUNK = 64 * 1024
 _DRAIN_AFTER_EXIT_S = 2.0  # a background grandchild holding the pipes open is not waited for
 
 
-def not_started_object(key: str, argv: list[str], cwd: str, exit_code: int, error: str) -> dict:
+def not_started_object(
+    key: str, argv: list[str], cwd: str, exit_code: int, error: str
+) -> JsonObject:
     """The document of a call whose command could not be started (no entry is kept)."""
     return {
         "key": key,
@@ -112,11 +121,11 @@ class Sink:
     went away (broken pipe) stops the pass-through, never the capture or the command.
     """
 
-    def __init__(self, stream) -> None:
+    def __init__(self, stream: TextIO | None) -> None:
         self.stream = stream
-        self.fd = None
+        self.fd: int | None = None
         self.broken = stream is None
-        self._decoder = None
+        self._decoder: codecs.IncrementalDecoder | None = None
         if stream is not None:
             try:
                 stream.flush()
@@ -135,7 +144,7 @@ class Sink:
                 while view:
                     n = os.write(self.fd, view)
                     view = view[n:]
-            else:
+            elif self.stream is not None and self._decoder is not None:
                 self.stream.write(self._decoder.decode(chunk))
         except (OSError, ValueError):
             self.broken = True
@@ -193,7 +202,7 @@ def pump(
     return RunResult(status, killed_by, out_tail, err_tail)
 
 
-def _mine(row, me: Me, runs: int) -> bool:
+def _mine(row: Row | None, me: Me, runs: int) -> TypeGuard[Row]:
     """Does the entry name this relay process (pid, start time, host) and its run?"""
     return (
         row is not None
@@ -203,11 +212,11 @@ def _mine(row, me: Me, runs: int) -> bool:
     )
 
 
-def _owned(row, me: Me, runs: int) -> bool:
+def _owned(row: Row | None, me: Me, runs: int) -> TypeGuard[Row]:
     return _mine(row, me, runs) and row["state"] == "running"
 
 
-def _my_outcome(row, me: Me, runs: int, result: RunResult) -> bool:
+def _my_outcome(row: Row | None, me: Me, runs: int, result: RunResult) -> TypeGuard[Row]:
     """Is the entry's outcome the one this process committed, although the answer of its
     COMMIT was lost (design.md §13)? Then a retry finds it recorded, not resolved by
     someone else."""
@@ -222,7 +231,7 @@ def _my_outcome(row, me: Me, runs: int, result: RunResult) -> bool:
     )
 
 
-def _retrying(fn, attempts: int = 4, unavailable_s: float = 30.0):
+def _retrying(fn: Callable[[], T], attempts: int = 4, unavailable_s: float = 30.0) -> T:
     """Run a write; on ``busy`` try again, and while the database server cannot be
     reached (a restart, design.md §13) keep trying for ``unavailable_s``: the outcome must
     not be lost to a lock or a restart."""
@@ -245,7 +254,7 @@ def record_child(store: LedgerStore, key: str, me: Me, runs: int, child_pid: int
     """Commit the command's pid and start time; False when the entry is no longer ours."""
     start = process_start(child_pid)
 
-    def write():
+    def write() -> bool:
         with store.transaction():
             now = store.clock.now_ms()
             if not _owned(store.get_ledger(key), me, runs):
@@ -281,12 +290,12 @@ class Renewal:
         self._thread.start()  # with the main thread's signal mask: signals stay its own
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
 
     def _run(self) -> None:
-        wait = RENEW_S
+        wait: float = RENEW_S
         while not self._stop.wait(wait):
             wait = RENEW_S if self.renew() else 1.0
 
@@ -302,10 +311,12 @@ class Renewal:
         return True
 
 
-def record_outcome(store: LedgerStore, key: str, me: Me, runs: int, result: RunResult):
+def record_outcome(
+    store: LedgerStore, key: str, me: Me, runs: int, result: RunResult
+) -> Row | None:
     """Commit the outcome; returns the new row (None when the entry was no longer ours)."""
 
-    def write():
+    def write() -> Row | None:
         # a plain transaction: nothing else (such as due request transitions) may stand
         # between the command's end and its recorded outcome
         with store.transaction():
@@ -315,7 +326,7 @@ def record_outcome(store: LedgerStore, key: str, me: Me, runs: int, result: RunR
                 return row  # committed by an earlier try whose answer was lost
             if not _owned(row, me, runs):
                 return None
-            return apply(
+            return move(
                 store,
                 key,
                 row,
@@ -342,7 +353,7 @@ def record_not_started(store: LedgerStore, key: str, me: Me, runs: int) -> None:
     this key and command); any other entry is removed, so the next call starts afresh.
     """
 
-    def write():
+    def write() -> None:
         with store.transaction():
             now = store.clock.now_ms()
             row = store.get_ledger(key)
@@ -362,7 +373,7 @@ def record_not_started(store: LedgerStore, key: str, me: Me, runs: int) -> None:
 
 # --------------------------------------------------------------------------- once
 def once(
-    store,
+    store: Store,
     key: str,
     argv: list[str],
     cwd: str,
@@ -370,11 +381,11 @@ def once(
     idempotent: bool = False,
     approve: bool = False,
     timeout_s: float = DEFAULT_APPROVAL_WAIT_S,
-    on_waiting: Callable[[dict], None] | None = None,
+    on_waiting: Callable[[JsonObject], None] | None = None,
     out_sink: Sink | None = None,
     err_sink: Sink | None = None,
-    on_decided: Callable[[dict], None] | None = None,
-    sleep=None,
+    on_decided: Callable[[JsonObject], None] | None = None,
+    sleep: Callable[[float], None] | None = None,
 ) -> OnceResult:
     """`relay once`: replay, refuse, wait for a person, or run the command exactly once.
 
@@ -405,7 +416,7 @@ def once(
 
 
 def _once(
-    store,
+    store: Store,
     key: str,
     argv: list[str],
     cwd: str,
@@ -413,13 +424,14 @@ def _once(
     idempotent: bool,
     approve: bool,
     timeout_s: float,
-    on_waiting,
-    out_sink,
-    err_sink,
-    on_decided,
-    sleep,
+    on_waiting: Callable[[JsonObject], None] | None,
+    out_sink: Sink | None,
+    err_sink: Sink | None,
+    on_decided: Callable[[JsonObject], None] | None,
+    sleep: Callable[[float], None] | None,
 ) -> OnceResult:
     me = Me.current()
+    decision: Decision | None  # None: the wait timed out
     with Signals() as signals:
         try:
             with due.unit(store) as now:
@@ -469,7 +481,7 @@ def _once(
 def execute(
     store: LedgerStore,
     key: str,
-    row,
+    row: Row,
     argv: list[str],
     me: Me,
     out_sink: Sink,
@@ -540,7 +552,7 @@ def execute(
     return ran(entry, result.exit_code)
 
 
-def _unrecorded_outcome(row, result: RunResult, error: RelayError) -> EntryError:
+def _unrecorded_outcome(row: Row, result: RunResult, error: RelayError) -> EntryError:
     """The command ran, but its outcome could not be committed (disk full, a lock held past
     every retry): say exactly that. The entry stays ``running`` in the database and shows
     as effect_unknown once this relay process is gone."""

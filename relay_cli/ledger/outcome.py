@@ -10,12 +10,21 @@ from __future__ import annotations
 import enum
 import shlex
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Optional
 
 from ..core import clock
 from ..core.errors import RelayError, cannot_start
 from ..core.limits import TAIL_BYTES
 from ..core.output import inert
 from .entries import command_text
+
+if TYPE_CHECKING:
+    from relay_cli.core.output import JsonObject
+
+    from .entries import EntryError
+
+# a replay's stored stdout and stderr
+Raw = tuple[Optional[bytes], Optional[bytes]]
 
 
 class Kind(str, enum.Enum):
@@ -38,13 +47,13 @@ class OnceResult:
 
     kind: Kind
     exit_code: int
-    entry: dict | None
+    entry: JsonObject | None
     message: str | None = None
-    raw: tuple = (None, None)
+    raw: Raw = (None, None)
     key: str | None = None
     error: RelayError | None = field(default=None)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> JsonObject:
         """The one JSON document of the call (design.md §7): the entry object, and the
         facts a note would tell a person, as fields."""
         entry = self.entry if self.entry is not None else {"key": self.key}
@@ -60,22 +69,22 @@ class OnceResult:
         """What relay says on stderr to a person (nothing with --json: ``Output.note``)."""
         if self.kind is Kind.INTERRUPTED:
             return [f"relay: {self.message}"]
-        if self.kind is Kind.REPLAYED:
+        if self.kind is Kind.REPLAYED and self.entry is not None:  # (replayed() sets it)
             return [replay_note(self.entry)]
         if self.kind is Kind.UNRECORDED:
             return [f"relay: warning: {inert(self.message)}"]
         return []
 
 
-def ran(entry: dict, exit_code: int) -> OnceResult:
+def ran(entry: JsonObject, exit_code: int) -> OnceResult:
     return OnceResult(Kind.RAN, exit_code, entry, key=entry["key"])
 
 
-def replayed(entry: dict, exit_code: int, raw: tuple) -> OnceResult:
+def replayed(entry: JsonObject, exit_code: int, raw: Raw) -> OnceResult:
     return OnceResult(Kind.REPLAYED, exit_code, entry, raw=raw, key=entry["key"])
 
 
-def timed_out(key: str, entry: dict | None, timeout_s: float) -> OnceResult:
+def timed_out(key: str, entry: JsonObject | None, timeout_s: float) -> OnceResult:
     error = RelayError(
         "timeout",
         f"no person approved or denied key {key!r} within "
@@ -86,7 +95,7 @@ def timed_out(key: str, entry: dict | None, timeout_s: float) -> OnceResult:
     return OnceResult(Kind.TIMEOUT, error.exit_code, entry, key=key, error=error)
 
 
-def not_started(entry: dict, exit_code: int, message: str) -> OnceResult:
+def not_started(entry: JsonObject, exit_code: int, message: str) -> OnceResult:
     error = cannot_start(
         message,
         exit_code,
@@ -97,15 +106,15 @@ def not_started(entry: dict, exit_code: int, message: str) -> OnceResult:
     )
 
 
-def interrupted(key: str, entry: dict | None, exit_code: int, message: str) -> OnceResult:
+def interrupted(key: str, entry: JsonObject | None, exit_code: int, message: str) -> OnceResult:
     return OnceResult(Kind.INTERRUPTED, exit_code, entry, message, key=key)
 
 
-def unrecorded(entry: dict, exit_code: int, message: str) -> OnceResult:
+def unrecorded(entry: JsonObject, exit_code: int, message: str) -> OnceResult:
     return OnceResult(Kind.UNRECORDED, exit_code, entry, message, key=entry["key"])
 
 
-def refused(error) -> OnceResult:
+def refused(error: EntryError) -> OnceResult:
     """The ledger refused the call (an ``entries.EntryError``, which carries the entry)."""
     return OnceResult(
         Kind.REFUSED, error.exit_code, error.entry, key=error.entry["key"], error=error
@@ -113,7 +122,7 @@ def refused(error) -> OnceResult:
 
 
 # --------------------------------------------------------------------------- a person's lines
-def waiting_note(entry: dict) -> str:
+def waiting_note(entry: JsonObject) -> str:
     """What a `once --approve` call says while it waits for a person's decision."""
     key = shlex.quote(entry["key"])
     return (
@@ -126,12 +135,12 @@ def waiting_note(entry: dict) -> str:
     )
 
 
-def decided_note(entry: dict) -> str:
+def decided_note(entry: JsonObject) -> str:
     """What a waiting `once --approve` call says when a person approved it."""
     return f"relay: {inert(entry['decided_by'])} approved key {inert(entry['key'])}; running it now"
 
 
-def replay_note(entry: dict) -> str:
+def replay_note(entry: JsonObject) -> str:
     """What a replay says on stderr: who established the outcome, and what is left of it."""
     key = entry["key"]
     if entry.get("resolution") in ("succeeded", "failed"):

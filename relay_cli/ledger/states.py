@@ -15,7 +15,7 @@ transitions that concern it start from ``running``, and their condition names th
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, Iterable, NamedTuple
 
 from ..core import clock
 from ..core.errors import RelayError
@@ -23,7 +23,8 @@ from ..core.limits import STALE_S
 from ..core.process import pid_namespace, process_alive, this_host
 
 if TYPE_CHECKING:
-    from relay_cli.store import LedgerStore
+    from relay_cli.core.process import Me
+    from relay_cli.store import LedgerStore, Record, Row
 
 STORED_STATES = (
     "awaiting_approval",
@@ -130,7 +131,9 @@ class Transition(NamedTuple):
     when: str
 
 
-def _each(from_states, event, to_state, who, when) -> tuple[Transition, ...]:
+def _each(
+    from_states: Iterable[str | None], event: str, to_state: str | None, who: str, when: str
+) -> tuple[Transition, ...]:
     return tuple(Transition(s, event, to_state, who, when) for s in from_states)
 
 
@@ -279,7 +282,7 @@ def allowed(from_state: str | None, event: str) -> bool:
     return (from_state, event) in _BY_KEY
 
 
-def entry_alive(row, now: int | None = None) -> bool:
+def entry_alive(row: Record, now: int | None = None) -> bool:
     """Is the relay process or the command of this entry still running? On this host it is
     looked up; an entry of another host is alive while its relay process renewed it within
     STALE_S seconds by relay's clock (the database's, so the hosts agree on it)."""
@@ -287,13 +290,14 @@ def entry_alive(row, now: int | None = None) -> bool:
         if row["pid"] is None:
             return False
         now = clock.now_ms() if now is None else now
-        return now - row["updated_at"] <= STALE_S * 1000
+        renewed_at: int = row["updated_at"]
+        return now - renewed_at <= STALE_S * 1000
     return process_alive(row["pid"], row["process_start"], row["host"]) or process_alive(
         row["child_pid"], row["child_start"], row["host"]
     )
 
 
-def foreign(row) -> bool:
+def foreign(row: Record) -> bool:
     """Was the entry's command started on another host (relay cannot look there)?
 
     "Host" is one PID namespace of one boot of one machine (design.md §10): a pid means
@@ -303,10 +307,12 @@ def foreign(row) -> bool:
     too: relay cannot tell where its pids were counted."""
     if row["host"] is None:
         return False
-    return row["host"] != this_host() or row["pid_namespace"] != pid_namespace()
+    host: str = row["host"]
+    namespace: str | None = row["pid_namespace"]
+    return host != this_host() or namespace != pid_namespace()
 
 
-def place(row) -> str:
+def place(row: Record) -> str:
     """Where a foreign entry's command was started, as relay's messages name it."""
     if row["host"] != this_host():
         return f"host {row['host']}"
@@ -315,7 +321,7 @@ def place(row) -> str:
     return f"host {row['host']} in another PID namespace (or an earlier boot)"
 
 
-def never_started(row, me=None) -> bool:
+def never_started(row: Record, me: Me | None = None) -> bool:
     """A ``running`` entry whose command never began executing: it names no command
     process (the command is held at its gate until its pid is committed, design.md §10),
     and no relay process is left to start it — the one it names is gone, or it is ``me``
@@ -333,16 +339,23 @@ def never_started(row, me=None) -> bool:
     return not entry_alive(row)
 
 
-def shown_state(row) -> str:
+def shown_state(row: Record) -> str:
     """The state relay can vouch for: the stored state, or the view that applies to it
     (:data:`VIEWS`: a ``running`` entry whose processes are gone is ``effect_unknown``)."""
-    state = row["state"]
+    state: str = row["state"]
     if state == VIEWS["effect_unknown"].stored and not entry_alive(row):
         return "effect_unknown"
     return state
 
 
-def apply(store: LedgerStore, key: str, row, event: str, at: int, values: dict | None = None):
+def apply(
+    store: LedgerStore,
+    key: str,
+    row: Row | None,
+    event: str,
+    at: int,
+    values: dict[str, Any] | None = None,
+) -> Row | None:
     """Move the ledger entry of ``key`` by ``event`` (consulting ``TRANSITIONS``).
 
     ``row`` is the entry as stored (None: there is none); ``values`` are the other fields
@@ -364,7 +377,23 @@ def apply(store: LedgerStore, key: str, row, event: str, at: int, values: dict |
     return store.get_ledger(key)
 
 
-def touch(store: LedgerStore, key: str, at: int, values: dict) -> None:
+def move(
+    store: LedgerStore,
+    key: str,
+    row: Row | None,
+    event: str,
+    at: int,
+    values: dict[str, Any] | None = None,
+) -> Row:
+    """``apply`` for an event that leaves an entry (every one but ``not_started``): the
+    stored row afterwards."""
+    new = apply(store, key, row, event, at, values)
+    if new is None:
+        raise ValueError(f"the ledger event {event!r} withdraws the entry: use apply()")
+    return new
+
+
+def touch(store: LedgerStore, key: str, at: int, values: dict[str, Any]) -> None:
     """Change fields of an entry that are not its state (inside a write transaction)."""
     if "state" in values:
         raise ValueError("a ledger entry's state changes only through apply()")

@@ -80,7 +80,7 @@ class Demo:
                 env["RELAY_SESSION"] = self.tokens[who]
         return env
 
-    def start(self, who: str | None, *args: str, text: str | None = None) -> subprocess.Popen:
+    def start(self, who: str | None, *args: str, text: str | None = None) -> Running:
         """A real `relay ARGS` process acting as ``who`` (``--json``: its answer is parsed)."""
         p = subprocess.Popen(
             [sys.executable, "-m", "relay_cli", *args, "--json"],
@@ -89,31 +89,46 @@ class Demo:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
+        stdin = p.stdin
+        assert stdin is not None  # stdin=PIPE
         if text is not None:
-            p.stdin.write(text.encode())
-        p.stdin.close()
+            stdin.write(text.encode())
+        stdin.close()
         p.stdin = None  # written and closed: communicate() only reads
-        p.relay_args = list(args)  # for the narration
-        p.relay_who = who
-        return p
+        return Running(p, who, list(args))
 
-    def finish(self, p: subprocess.Popen, expect: int = 0) -> dict:
+    def finish(self, running: Running, expect: int = 0) -> dict:
+        p = running.process
         out, err = p.communicate(timeout=120)
-        step = Step(p.relay_who or "-", ["relay", *p.relay_args], p.returncode)
+        step = Step(running.who or "-", ["relay", *running.args], p.returncode)
         self.steps.append(step)
         if p.returncode != expect:
-            raise _step_error(p, err)
+            raise _step_error(running, err)
         step.result = json.loads(out) if out.strip() else None
+        if not isinstance(step.result, dict):
+            raise _step_error(running, err, "printed no JSON object")
         return step.result
 
     def run(self, who: str | None, *args: str, text: str | None = None, expect: int = 0) -> dict:
         return self.finish(self.start(who, *args, text=text), expect)
 
 
-def _step_error(p: subprocess.Popen, err: bytes) -> RelayError:
+@dataclass
+class Running:
+    """A step's `relay` process while it runs, with what the narration says of it."""
+
+    process: subprocess.Popen[bytes]
+    who: str | None
+    args: list[str]
+
+
+def _step_error(running: Running, err: bytes, what: str | None = None) -> RelayError:
     """Why a demo step failed: the step's own error (e.g. ``unsafe_state_dir`` for a
     --home relay refuses), passed on with its code; anything else is relay's bug."""
-    step = f"demo step `relay {' '.join(p.relay_args)}`"
+    p = running.process
+    step = f"demo step `relay {' '.join(running.args)}`"
+    if what is not None:
+        return RelayError("internal_error", f"{step} {what}")
     for line in err.decode(errors="replace").splitlines():
         try:
             e = json.loads(line)["error"]
@@ -152,7 +167,7 @@ def run(home: Path, say) -> Demo:
     d = Demo(home)
     rid = d.request_id
 
-    def cmd(who: str, *args: str, text: str | None = None) -> subprocess.Popen:
+    def cmd(who: str, *args: str, text: str | None = None) -> Running:
         say("cmd", "relay " + shlex.join(args) + (" <<'EOF' ... EOF" if text else ""), who)
         return d.start(who, *args, text=text)
 

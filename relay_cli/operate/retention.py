@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..core import clock
 from ..core.errors import RelayError
@@ -127,7 +127,7 @@ def prune(
         for n in _batches(store, lambda: store.remove_hook_records(body_cutoff, batch), batch):
             done["hook_records_removed"] += n
         counts = {k: done[k] for k in COUNT_KEYS}
-    result = {
+    result: dict[str, Any] = {
         "dry_run": dry_run,
         "older_than_seconds": older_than_s,
         "bodies_finished_before": clock.iso(body_cutoff),

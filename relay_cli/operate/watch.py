@@ -13,7 +13,7 @@ than the width. Every peer-supplied string goes through ``output.inert_line``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 from ..core import clock
 from ..core.limits import OPEN_STATES
@@ -123,7 +123,7 @@ class Section:
     total: int  # how many exist (rows may hold fewer)
     more: str  # the command that shows them all
     cols: list[Col]
-    rows: list[list[str]]
+    rows: Sequence[Sequence[object]]
     empty: str | None = None  # shown when there are none; None: leave the section out
     # The command a person runs on these rows, whole (a title would cut it at 80 columns).
     action: str | None = None
@@ -307,7 +307,7 @@ def _ledger_cols() -> list[Col]:
     ]
 
 
-def _ledger_rows(entries: list[dict], now: int) -> list[list[str]]:
+def _ledger_rows(entries: list[dict], now: int) -> list[list[object]]:
     from ..ledger.entries import command_text
 
     return [

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable, Iterator, TypeVar
 
 from ..core.errors import RelayError
 from ..core.limits import SWEEP_BATCH
@@ -19,6 +19,7 @@ from . import peers
 from .states import apply
 
 if TYPE_CHECKING:
+    from relay_cli.core.output import JsonObject
     from relay_cli.store import RequestStore, Row, Store
 
 
@@ -27,13 +28,13 @@ def next_due(store: Store) -> int | None:
     return min(times) if times else None
 
 
-def apply_due(store: Store, now: int, limit: int | None = None) -> Counter:
+def apply_due(store: Store, now: int, limit: int | None = None) -> Counter[str]:
     """Apply every due time-based transition in deadline order (design.md §5).
 
     At equal times a request's own deadline comes before its claiming session's. With
     ``limit``, stop after about that many (callers loop, one transaction per batch).
     """
-    done: Counter = Counter()
+    done: Counter[str] = Counter()
     batch = SWEEP_BATCH if limit is None else max(1, min(limit, SWEEP_BATCH))
     while True:
         reqs = store.due_requests(now, batch)
@@ -57,7 +58,11 @@ def apply_due(store: Store, now: int, limit: int | None = None) -> Counter:
                 break
             if kind == "s":
                 current = store.get_session(row["id"])
-                if current["state"] != "active" or current["lease_expires_at"] != deadline:
+                if (
+                    current is None
+                    or current["state"] != "active"
+                    or current["lease_expires_at"] != deadline
+                ):
                     continue
                 for r in store.in_flight_of_session(row["id"]):
                     done[f"{r['state']}->delivery_unknown"] += 1
@@ -67,7 +72,9 @@ def apply_due(store: Store, now: int, limit: int | None = None) -> Counter:
                 done["session:active->expired"] += 1
             else:
                 current = store.get_request(row["id"])
-                moved = _apply_own_deadline(store, current, deadline)
+                moved = (
+                    _apply_own_deadline(store, current, deadline) if current is not None else None
+                )
                 if moved:
                     done[moved] += 1
             if limit is not None and sum(done.values()) >= limit:
@@ -98,9 +105,9 @@ def _apply_own_deadline(store: RequestStore, row: Row, deadline: int) -> str | N
     return f"{state}->{new['state']}"
 
 
-def drain_due(store: Store, now: int) -> Counter:
+def drain_due(store: Store, now: int) -> Counter[str]:
     """Apply due transitions in batches, each its own short write transaction."""
-    total: Counter = Counter()
+    total: Counter[str] = Counter()
     while True:
         due = next_due(store)
         if due is None or due > now:
@@ -110,7 +117,7 @@ def drain_due(store: Store, now: int) -> Counter:
 
 
 @contextmanager
-def unit(store: Store, write: bool = True):
+def unit(store: Store, write: bool = True) -> Iterator[int]:
     """One command's transaction, after every due time-based transition was applied.
 
     Yields ``now`` (ms). ``write=False`` reads a consistent snapshot without the write lock.
@@ -123,7 +130,7 @@ def unit(store: Store, write: bool = True):
         yield now
 
 
-def sweep(store: Store) -> dict:
+def sweep(store: Store) -> JsonObject:
     """`relay sweep`: apply every transition due now, in batches of short write
     transactions, and count them by ``from->to`` (the sessions that ended with them are not
     counted: only requests have states). With nothing due, nothing is written, so a
@@ -132,7 +139,17 @@ def sweep(store: Store) -> dict:
     return {"transitions": {k: v for k, v in sorted(done.items()) if not k.startswith("session:")}}
 
 
-def poll(store: Store, check, timeout_s: float, on_tick=None, sleep=None, on_block=None):
+T = TypeVar("T")
+
+
+def poll(
+    store: Store,
+    check: Callable[[], T | None],
+    timeout_s: float,
+    on_tick: Callable[[], None] | None = None,
+    sleep: Callable[[float], None] | None = None,
+    on_block: Callable[[], None] | None = None,
+) -> T | None:
     """Call ``check()`` now and again whenever the database changes or a deadline passes.
 
     Holds no lock while sleeping; notices another process's commit within

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import re
 import uuid
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..core import clock
 from ..core.digest import sha256_hex
@@ -38,7 +38,8 @@ from .peers import Caller, renew, require_live, require_session
 from .states import apply, transition
 
 if TYPE_CHECKING:
-    from relay_cli.store import RequestStore, Row, Store
+    from relay_cli.core.output import JsonObject
+    from relay_cli.store import Record, RequestStore, Row, Store
 
 DRAFT_TTL_MS = DRAFT_TTL_S * 1000
 ON_LOST = ("unknown", "redeliver")
@@ -56,7 +57,7 @@ def new_id() -> str:
 _UUID_TEXT = r"(?:urn:uuid:)?\{?[0-9a-fA-F-]+\}?"  # compiled at first use (re caches it)
 
 
-def _canonical(value) -> str:
+def _canonical(value: object) -> str:
     """A full UUID in canonical lowercase form; ValueError for anything else."""
     s = str(value).strip()
     return str(uuid.UUID(s if re.fullmatch(_UUID_TEXT, s, re.ASCII) else "not a UUID"))
@@ -131,7 +132,7 @@ def resolve_ref(store: RequestStore, ref: str, *, drafts: bool = False, what: st
     ``ambiguous_id`` listing them. The lookup is a range scan of the primary key."""
     if len(ref) == len(_CANONICAL):
         return ref
-    found = {
+    found: dict[str, str] = {
         r["id"]: f"{r['state']}, {r['from_peer']} -> {r['to_peer']}"
         for r in store.requests_with_prefix(ref, MAX_CANDIDATES + 1)
     }
@@ -229,7 +230,7 @@ def _env_limit(name: str, default: int) -> int:
     return int(raw)
 
 
-def fingerprint(values: list) -> str:
+def fingerprint(values: list[Any]) -> str:
     import json  # imported here: `relay --help` and `relay id` need no JSON (start-up)
 
     doc = json.dumps(values, ensure_ascii=False, separators=(",", ":"))
@@ -237,7 +238,7 @@ def fingerprint(values: list) -> str:
 
 
 # --------------------------------------------------------------------------- serializer
-def request_object(row, *, text: bool = False, reply: bool = False) -> dict:
+def request_object(row: Record, *, text: bool = False, reply: bool = False) -> JsonObject:
     """The one public shape of a request (design.md §7). Every command that prints one uses it."""
     obj = {
         "id": row["id"],
@@ -273,7 +274,7 @@ def request_object(row, *, text: bool = False, reply: bool = False) -> dict:
     return obj
 
 
-def event_object(row) -> dict:
+def event_object(row: Record) -> JsonObject:
     return {
         "at": clock.iso(row["at"]),
         "from_state": row["from_state"],
@@ -336,7 +337,7 @@ def _check_queue(store: RequestStore, to: str) -> None:
         )
 
 
-def queued_object(store, row, duplicate: bool, now: int) -> dict:
+def queued_object(store: Store, row: Row, duplicate: bool, now: int) -> JsonObject:
     """What `send` answers, and what `submit` shows a person (design.md §7): the request
     object, ``duplicate`` (an existing request answered a retry), and how its recipient
     can be reached now (``recipient_active``, ``wakeup``: advisory, never evidence of
@@ -361,17 +362,17 @@ RECEIPT_KEYS = (
 )
 
 
-def receipt(obj: dict) -> dict:
+def receipt(obj: JsonObject) -> JsonObject:
     """`submit --json`: the receipt, the keys ``RECEIPT_KEYS`` of ``queued_object``."""
     return {k: obj[k] for k in RECEIPT_KEYS}
 
 
-def draft_object(draft_id: str, expires_at: int) -> dict:
+def draft_object(draft_id: str, expires_at: int) -> JsonObject:
     """What `prepare` answers: the draft's id, and until when `submit` takes it."""
     return {"id": draft_id, "prepared_expires_at": clock.iso(expires_at)}
 
 
-def already_sent_object(row: Row) -> dict:
+def already_sent_object(row: Row) -> JsonObject:
     """What `prepare` answers for an id that already names a request with the same content
     (a retry after the draft was submitted, or of an id `send` used): no draft to submit
     (``prepared_expires_at`` null), ``duplicate`` true and the request's state now."""
@@ -383,7 +384,7 @@ def already_sent_object(row: Row) -> dict:
     }
 
 
-def id_object(request_id: str) -> dict:
+def id_object(request_id: str) -> JsonObject:
     """What `relay id --json` answers."""
     return {"id": request_id}
 
@@ -397,7 +398,7 @@ def _new_work(
     on_lost: str,
     max_attempts: int,
     in_reply_to: str | None,
-) -> tuple[str, dict]:
+) -> tuple[str, dict[str, Any]]:
     """What `send` and `prepare` check first (``self_message``), then the work's
     fingerprint (design.md §4) and the columns it is stored with."""
     if caller.name == to:
@@ -433,7 +434,7 @@ _PARTS = (
 )
 
 
-def conflict_detail(row, params: dict) -> str:
+def conflict_detail(row: Record, params: dict[str, Any]) -> str:
     """Which part of a retry differs from the stored request (request_id_conflict's
     detail, design.md §14). A pruned request keeps every part but its text, so a text
     that differs is inferred there, and said so."""
@@ -461,7 +462,7 @@ def conflict_detail(row, params: dict) -> str:
 
 
 def _existing(
-    store: RequestStore, request_id: str, fp: str, params: dict | None = None
+    store: RequestStore, request_id: str, fp: str, params: dict[str, Any] | None = None
 ) -> Row | None:
     """Dedupe: the existing request for a same-content retry, or request_id_conflict."""
     row = store.get_request(request_id)
@@ -482,7 +483,9 @@ def _existing(
     return row
 
 
-def send(store: Store, now: int, caller: Caller, *, request_id: str | None, **work) -> dict:
+def send(
+    store: Store, now: int, caller: Caller, *, request_id: str | None, **work: Any
+) -> JsonObject:
     """Create a request, or return the existing one for a same-content retry. ``work``:
     to, text, ttl_s, reply_within_s, on_lost, max_attempts, in_reply_to."""
     fp, params = _new_work(caller, **work)
@@ -502,8 +505,13 @@ def send(store: Store, now: int, caller: Caller, *, request_id: str | None, **wo
 
 
 def _create(
-    store: RequestStore, now: int, caller: Caller, request_id: str, params: dict, depth: int
-) -> dict:
+    store: RequestStore,
+    now: int,
+    caller: Caller,
+    request_id: str,
+    params: dict[str, Any],
+    depth: int,
+) -> Row:
     t = transition(None, "send")
     row = {
         **params,
@@ -519,10 +527,12 @@ def _create(
     }
     store.insert_request(row)
     store.add_event(request_id, now, None, t.to_state, t.reason, caller.name, None)
-    return store.get_request(request_id)
+    return get(store, request_id)
 
 
-def prepare(store: Store, now: int, caller: Caller, *, draft_id: str | None, **work) -> dict:
+def prepare(
+    store: Store, now: int, caller: Caller, *, draft_id: str | None, **work: Any
+) -> JsonObject:
     """Store a draft of the ``work`` (as for ``send``) and issue its id; nothing is queued."""
     fp, params = _new_work(caller, **work)
     to, in_reply_to = work["to"], work["in_reply_to"]
@@ -574,7 +584,7 @@ def prepare(store: Store, now: int, caller: Caller, *, draft_id: str | None, **w
     return draft_object(draft_id, now + DRAFT_TTL_MS)
 
 
-def submit(store, now: int, caller: Caller, draft_id: str) -> dict:
+def submit(store: Store, now: int, caller: Caller, draft_id: str) -> JsonObject:
     """Queue a prepared draft; a repeat answers the request as it is now (``duplicate``).
     Returns ``queued_object``, as `send`; `submit --json` prints its ``receipt``."""
     draft_id = resolve_ref(store, draft_id, drafts=True)
@@ -639,7 +649,7 @@ def get(store: RequestStore, request_id: str) -> Row:
     return row
 
 
-def show(store: RequestStore, request_id: str, events: bool = False) -> dict:
+def show(store: RequestStore, request_id: str, events: bool = False) -> JsonObject:
     row = get(store, request_id)
     obj = request_object(row, text=True, reply=True)
     if events:
@@ -649,14 +659,14 @@ def show(store: RequestStore, request_id: str, events: bool = False) -> dict:
 
 def list_requests(
     store: RequestStore, states: list[str], to: str | None, from_: str | None, limit: int | None
-) -> dict:
+) -> JsonObject:
     rows = store.list_requests(states, to, from_, None if limit is None else limit + 1)
     has_more = limit is not None and len(rows) > limit
     rows = rows[:limit] if limit is not None else rows
     return {"requests": [request_object(r) for r in rows], "has_more": has_more}
 
 
-def inbox(store: RequestStore, caller: Caller, limit: int | None = None) -> dict:
+def inbox(store: RequestStore, caller: Caller, limit: int | None = None) -> JsonObject:
     """The oldest ``limit`` requests queued for ``caller`` (no bodies), ``has_more``, and
     ``more``: how many more are queued (design.md §6)."""
     rows = store.queued_for(caller.name, None if limit is None else limit + 1)
@@ -769,7 +779,7 @@ def _holds(row: Row, claim: Row, caller: Caller) -> bool:
     )
 
 
-def _recovered(store: Store, now: int, caller: Caller, row: Row) -> dict:
+def _recovered(store: Store, now: int, caller: Caller, row: Row) -> JsonObject:
     renew(store, caller, now)
     return {
         **request_object(row, text=True),
@@ -778,9 +788,10 @@ def _recovered(store: Store, now: int, caller: Caller, row: Row) -> dict:
     }
 
 
-def _what_became(row: Row, claim: Row, caller: Caller, which: str) -> RelayError:
+def _what_became(row: Row, claim: Row, caller: Caller, which: str, then: str = "") -> RelayError:
     """``claim --again`` when the request a claim took moved on (design.md §6): its id,
-    state, since when and what to do, never its text, never "the claim took nothing"."""
+    state, since when and what to do (and ``then``), never its text, never "the claim
+    took nothing"."""
     rid, state = row["id"], row["state"]
     since = clock.iso(row["updated_at"])
     reason = f", {row['reason']}" if row["reason"] else ""
@@ -817,12 +828,12 @@ def _what_became(row: Row, claim: Row, caller: Caller, which: str) -> RelayError
         )
     else:
         what = "another claim holds it now: leave it to that claimer"
-    return RelayError("state_conflict", message, detail=what)
+    return RelayError("state_conflict", message, detail=what + then)
 
 
 def _answer_attempt(
     store: Store, now: int, caller: Caller, claim: Row, request_id: str | None
-) -> dict:
+) -> JsonObject:
     """A claim retried with an attempt id already stored (design.md §6): the request it
     took, ``duplicate: true``, while this session holds it; else what became of it."""
     attempt = claim["attempt"]
@@ -845,12 +856,12 @@ def _answer_attempt(
     raise _what_became(row, claim, caller, f"claim attempt {attempt}")
 
 
-def _again(store: Store, now: int, caller: Caller) -> dict:
+def _again(store: Store, now: int, caller: Caller, session: Row) -> JsonObject:
     """`claim --again` without an attempt id (design.md §6). Claims made with an attempt
     id are answered only to a retry with that id. Of this session's other claims: the one
     it holds unacked is shown; with several relay cannot know whose is whose and shows
     none; with none, it says what became of the request the latest one took."""
-    sid = caller.session["id"]
+    sid = session["id"]
     claims = store.claims_of_session(sid)
     plain = [c for c in claims if c["attempt"] is None]
     held = _plain_held(store, caller, claims)
@@ -870,16 +881,16 @@ def _again(store: Store, now: int, caller: Caller) -> dict:
     last = store.get_request(plain[-1]["request_id"]) if plain else None
     if last is not None:
         later = any(c["attempt"] for c in claims if c["claimed_at"] >= plain[-1]["claimed_at"])
-        err = _what_became(
-            last, plain[-1], caller, "the latest claim this session made without --attempt"
-        )
-        err.detail += (
+        raise _what_became(
+            last,
+            plain[-1],
+            caller,
+            "the latest claim this session made without --attempt",
             "; this session also made claims with --attempt: a retry with its own id "
             "(`relay claim --again --attempt ID`) shows what one took"
             if later
-            else "; no later claim of this session is stored: `relay claim` takes one"
+            else "; no later claim of this session is stored: `relay claim` takes one",
         )
-        raise err
     if claims:
         raise RelayError(
             "nothing_to_claim",
@@ -895,7 +906,7 @@ def _again(store: Store, now: int, caller: Caller) -> dict:
     raise RelayError(
         "nothing_to_claim",
         f"this session of {caller.name!r} has made no claim since it joined "
-        f"({clock.iso(caller.session['created_at'])}), so it holds nothing to show again",
+        f"({clock.iso(session['created_at'])}), so it holds nothing to show again",
         detail=(
             f"earlier sessions of {caller.name} claimed {took}: "
             "`relay show ID --events` says what became of one"
@@ -913,7 +924,7 @@ def claim(
     request_id: str | None,
     again: bool = False,
     attempt: str | None = None,
-) -> dict | None:
+) -> JsonObject | None:
     """`relay claim`: take the oldest queued request for the caller (or the one named).
 
     ``attempt`` (`claim --attempt ID`) is an id the caller chose for this claim: stored
@@ -928,7 +939,7 @@ def claim(
         stored = store.claim_by_attempt(attempt)
         if stored is not None:
             return _answer_attempt(store, now, caller, stored, request_id)
-    require_session(store, caller)
+    session = require_session(store, caller)
     if again and attempt is not None:
         raise RelayError(
             "nothing_to_claim",
@@ -936,11 +947,12 @@ def claim(
             "and its attempt id are stored together or not at all)",
             detail=f"`relay claim --attempt {attempt}` takes the oldest queued request now",
         )
+    row: Row | None
     if request_id:
         row = get(store, request_id)
         if row["to_peer"] != caller.name:
             raise RelayError("not_owner", f"{row['id']} is addressed to {row['to_peer']!r}")
-        if row["claim_session"] == caller.session["id"] and row["state"] in (
+        if row["claim_session"] == session["id"] and row["state"] in (
             "delivered",
             "acknowledged",
         ):  # a retry whose answer was lost
@@ -951,7 +963,7 @@ def claim(
                 "text; finish it with ack, then reply, fail or reject",
             )
     elif again:  # a retry whose answer was lost: the request held, never a new one
-        return _again(store, now, caller)
+        return _again(store, now, caller, session)
     else:
         row = store.oldest_queued_for(caller.name)
         if row is None:
@@ -964,7 +976,7 @@ def claim(
         at=now,
         fields={
             "delivered_at": now,
-            "claim_session": caller.session["id"],
+            "claim_session": session["id"],
             "lease_expires_at": now + lease_s * 1000,
             "attempts": row["attempts"] + 1,
         },
@@ -974,7 +986,7 @@ def claim(
             "attempt": attempt,
             "request_id": new["id"],
             "peer": caller.name,
-            "session_id": caller.session["id"],
+            "session_id": session["id"],
             "claimed_at": now,
         }
     )
@@ -1008,7 +1020,7 @@ def _owned_by_claimer(store: Store, caller: Caller, request_id: str) -> Row:
     return row
 
 
-def ack(store: Store, now: int, caller: Caller, request_id: str) -> dict:
+def ack(store: Store, now: int, caller: Caller, request_id: str) -> JsonObject:
     row = _owned_by_claimer(store, caller, request_id)
     if row["state"] == "acknowledged":
         renew(store, caller, now)
@@ -1021,7 +1033,7 @@ def ack(store: Store, now: int, caller: Caller, request_id: str) -> dict:
     return {**request_object(new), "duplicate": False}
 
 
-def reply(store: Store, now: int, caller: Caller, request_id: str, text: str) -> dict:
+def reply(store: Store, now: int, caller: Caller, request_id: str, text: str) -> JsonObject:
     row = _owned_by_claimer(store, caller, request_id)
     if row["state"] == "completed" and row["reply"] is not None:
         if row["reply"] == text:
@@ -1043,13 +1055,15 @@ _DONE_BY = {
 }
 
 
-def _already(row, event: str, detail: str | None = None) -> bool:
+def _already(row: Record, event: str, detail: str | None = None) -> bool:
     return (row["state"], row["reason"]) == _DONE_BY[event] and (
         detail is None or row["detail"] == detail
     )
 
 
-def _finish(store: Store, now: int, caller: Caller, row, event: str, detail=None) -> dict:
+def _finish(
+    store: Store, now: int, caller: Caller, row: Row, event: str, detail: str | None = None
+) -> JsonObject:
     if _already(row, event, detail):
         renew(store, caller, now)
         return {**request_object(row), "duplicate": True}
@@ -1059,19 +1073,19 @@ def _finish(store: Store, now: int, caller: Caller, row, event: str, detail=None
     return {**request_object(new), "duplicate": False}
 
 
-def fail(store: Store, now: int, caller: Caller, request_id: str, reason: str) -> dict:
+def fail(store: Store, now: int, caller: Caller, request_id: str, reason: str) -> JsonObject:
     """`relay fail`; the same fail with the same reason again is ``duplicate: true``."""
     row = _owned_by_claimer(store, caller, request_id)
     return _finish(store, now, caller, row, "fail", reason)
 
 
-def reject(store: Store, now: int, caller: Caller, request_id: str, reason: str) -> dict:
+def reject(store: Store, now: int, caller: Caller, request_id: str, reason: str) -> JsonObject:
     """`relay reject`; the same reject with the same reason again is ``duplicate: true``."""
     row = _owned_by_claimer(store, caller, request_id)
     return _finish(store, now, caller, row, "reject", reason)
 
 
-def cancel(store: Store, now: int, caller: Caller, request_id: str) -> dict:
+def cancel(store: Store, now: int, caller: Caller, request_id: str) -> JsonObject:
     """`relay cancel` by the sender; a cancel again is ``duplicate: true``."""
     row = get(store, request_id)
     require_live(store, caller)
@@ -1096,7 +1110,7 @@ def resolve(
     note: str | None,
     *,
     terminal: bool,
-) -> dict:
+) -> JsonObject:
     """A person settles a delivery_unknown request (design.md §14). It is recorded as
     ``person:<user>``, so it is refused (``approval_needs_terminal``) unless standard input
     is a ``terminal``: an agent's shell must not settle work in a person's name. The
@@ -1133,15 +1147,15 @@ def resolve(
     return request_object(new)
 
 
-class _AnyRow(dict):
+class _AnyRow(dict[str, Any]):
     """A stand-in database row: every column reads as empty, so the real serializer can
     tell us which fields it prints without a database."""
 
-    def __missing__(self, key):
+    def __missing__(self, key: str) -> Any:
         return {"state": "queued", "pruned": 0}.get(key)
 
 
-def request_fields() -> dict:
+def request_fields() -> JsonObject:
     """The request object's keys, from ``request_object`` itself (for `relay schema` and
     `relay export`)."""
     always = list(request_object(_AnyRow()))

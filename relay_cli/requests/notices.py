@@ -14,19 +14,20 @@ from .lifecycle import request_object
 from .peers import Caller, renew, require_live
 
 if TYPE_CHECKING:
-    from relay_cli.store import Store
+    from relay_cli.core.output import JsonObject
+    from relay_cli.store import Record, Store
 
 NOTICE_KEYS = ("id", "to", "state", "reason", "created_at", "finished_at")
 
 
-def notice_object(row) -> dict:
+def notice_object(row: Record) -> JsonObject:
     """One notice: which request, how it ended, as the request object says it (its keys
     ``NOTICE_KEYS``). No bodies (text, reply, detail)."""
     obj = request_object(row)
     return {k: obj[k] for k in NOTICE_KEYS}
 
 
-def take(store: Store, now: int, caller: Caller) -> list[dict]:
+def take(store: Store, now: int, caller: Caller) -> list[JsonObject]:
     """The unseen finished requests ``caller`` sent, oldest first; marks them seen.
 
     Must run inside a write transaction (``due.unit``), after due transitions.
@@ -38,7 +39,7 @@ def take(store: Store, now: int, caller: Caller) -> list[dict]:
     return [notice_object(r) for r in rows]
 
 
-def again(store: Store, now: int, caller: Caller) -> list[dict]:
+def again(store: Store, now: int, caller: Caller) -> list[JsonObject]:
     """`relay notices --again`: the notices ``caller`` was last told of (by `notices` or
     the prompt hook, design.md §12), again, oldest first; marks nothing.
 
@@ -50,6 +51,6 @@ def again(store: Store, now: int, caller: Caller) -> list[dict]:
     return [notice_object(r) for r in rows]
 
 
-def notices_object(found: list[dict]) -> dict:
+def notices_object(found: list[JsonObject]) -> JsonObject:
     """What `relay notices --json` answers: ``{"notices": [notice, ...]}``."""
     return {"notices": found}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Mapping
 
 from ..core import clock
 from ..core.digest import sha256_hex
@@ -14,6 +14,7 @@ from ..core.limits import DEFAULT_SESSION_LEASE_S, HOOK_RECENT_MS, KINDS, NAME_P
 from .states import apply
 
 if TYPE_CHECKING:
+    from relay_cli.core.output import JsonObject
     from relay_cli.store import HookStore, PeerStore, Row, Store
 
 
@@ -42,18 +43,17 @@ def renew_interval_s(lease_seconds: int) -> float:
 
 @dataclass
 class Caller:
-    """Who is calling: a name, and the session their token names (if any)."""
+    """Who is calling: a name (``identify`` refuses a call without one), and the session
+    their token names (if any)."""
 
-    name: str | None
+    name: str
     session: Row | None = None
     status: str | None = None  # active | superseded | expired (for a token's session)
 
-    @property
-    def actor(self) -> str:
-        return self.name or "unknown"
 
-
-def identity(as_: str | None, token: str | None, environ) -> tuple[str | None, str | None]:
+def identity(
+    as_: str | None, token: str | None, environ: Mapping[str, str]
+) -> tuple[str | None, str | None]:
     """(name, token) of the caller (design.md §3): ``--as`` and ``--session`` first, then
     ``RELAY_PEER`` and ``RELAY_SESSION`` from ``environ`` (an empty variable is unset).
 
@@ -86,7 +86,7 @@ def session_status(store: PeerStore, session: Row | None, now: int | None = None
     """
     if session is None:
         return "left"
-    status = session["state"]
+    status: str = session["state"]
     if status == "active" and now is not None and session["lease_expires_at"] <= now:
         status = "expired"
     if status == "expired" and store.newer_session_exists(session):
@@ -99,9 +99,7 @@ def session_caller(store: PeerStore, session: Row) -> Caller:
     return Caller(session["peer"], session, session_status(store, session))
 
 
-def identify(
-    store: PeerStore, name: str | None, token: str | None, *, need_name: bool = True
-) -> Caller:
+def identify(store: PeerStore, name: str | None, token: str | None) -> Caller:
     """Resolve ``--as``/``--session`` into a Caller: ``no_identity`` / ``invalid_session``.
 
     Session *state* (superseded, lapsed) is not judged here; see ``require_live``, which
@@ -127,7 +125,7 @@ def identify(
                 f"the session token belongs to {session['peer']!r}, not to {name!r}",
             )
         return session_caller(store, session)
-    if name is None and need_name:
+    if name is None:
         raise RelayError("no_identity", "relay does not know who you are")
     return Caller(name)
 
@@ -160,9 +158,9 @@ def join_line(name: str, kind: str | None = None, lease_seconds: int | None = No
 
 def _rejoin(store: PeerStore, caller: Caller) -> str:
     """The join line for this caller, with the kind and lease its session had."""
-    peer = store.get_peer(caller.name) if caller.name else None
+    peer = store.get_peer(caller.name)
     lease = caller.session["lease_seconds"] if caller.session is not None else None
-    return "run: " + join_line(caller.name or "NAME", peer["kind"] if peer else None, lease)
+    return "run: " + join_line(caller.name, peer["kind"] if peer else None, lease)
 
 
 def require_live(store: PeerStore, caller: Caller) -> None:
@@ -181,7 +179,7 @@ def require_live(store: PeerStore, caller: Caller) -> None:
                 detail=_rejoin(store, caller),
             )
         return
-    if caller.name is not None and store.active_session(caller.name) is not None:
+    if store.active_session(caller.name) is not None:
         raise RelayError(
             "session_required",
             f"{caller.name!r} has an active session; present its token",
@@ -190,8 +188,9 @@ def require_live(store: PeerStore, caller: Caller) -> None:
         )
 
 
-def require_session(store: PeerStore, caller: Caller) -> None:
-    """Commands that only a live session may run (claim, heartbeat, leave)."""
+def require_session(store: PeerStore, caller: Caller) -> Row:
+    """Commands that only a live session may run (claim, heartbeat, leave): the caller's
+    session."""
     if caller.session is None:
         raise RelayError(
             "session_required",
@@ -201,6 +200,7 @@ def require_session(store: PeerStore, caller: Caller) -> None:
             else _rejoin(store, caller),
         )
     require_live(store, caller)
+    return caller.session
 
 
 def renew(store: PeerStore, caller: Caller, now: int) -> None:
@@ -230,7 +230,7 @@ def join(
     lease_seconds: int,
     now: int,
     agent_session_id: str | None = None,
-) -> dict:
+) -> JsonObject:
     return join_session(store, name, kind, lease_seconds, now, agent_session_id)[0]
 
 
@@ -241,7 +241,7 @@ def join_session(
     lease_seconds: int,
     now: int,
     agent_session_id: str | None = None,
-) -> tuple[dict, list[str]]:
+) -> tuple[JsonObject, list[str]]:
     """Start a session of ``name``: (what `peers join` prints, the ids of the claimed,
     unfinished work of the session it superseded, which became delivery_unknown)."""
     peer = _known(store, name, kind, now)
@@ -266,7 +266,7 @@ def join_session(
 
 def session_object(
     peer: str, kind: str, session_id: str, token: str, lease_expires_at: int
-) -> dict:
+) -> JsonObject:
     """The one public shape of a new session (design.md §3), what `peers join` prints: the
     only place its secret token is ever shown."""
     return {
@@ -291,28 +291,26 @@ def _known(store: PeerStore, name: str, kind: str | None, now: int) -> Row | Non
     return peer
 
 
-def add(store: Store, name: str, kind: str | None, now: int) -> dict:
+def add(store: Store, name: str, kind: str | None, now: int) -> JsonObject:
     _known(store, name, kind, now)
     return peer_object(store, name, now)
 
 
-def heartbeat(store: Store, caller: Caller, now: int) -> dict:
+def heartbeat(store: Store, caller: Caller, now: int) -> JsonObject:
     require_session(store, caller)
     renew(store, caller, now)
     return peer_object(store, caller.name, now)
 
 
-def leave(store: Store, caller: Caller, now: int) -> dict:
+def leave(store: Store, caller: Caller, now: int) -> JsonObject:
     return leave_session(store, caller, now)[0]
 
 
-def leave_session(store: Store, caller: Caller, now: int) -> tuple[dict, list[str]]:
+def leave_session(store: Store, caller: Caller, now: int) -> tuple[JsonObject, list[str]]:
     """End my session: (the peer object, the ids of the claimed, unfinished work that
     became delivery_unknown by it)."""
-    require_session(store, caller)
-    moved = end_session(
-        store, caller.session, "left", "recipient_disconnected", actor=caller.name, at=now
-    )
+    session = require_session(store, caller)
+    moved = end_session(store, session, "left", "recipient_disconnected", actor=caller.name, at=now)
     store.touch_peer(caller.name, now)
     return peer_object(store, caller.name, now), moved
 
@@ -343,9 +341,11 @@ def wakeup(store: Store, name: str, now: int) -> str:
     return "not_configured"
 
 
-def peer_object(store: Store, name: str, now: int) -> dict:
+def peer_object(store: Store, name: str, now: int) -> JsonObject:
     """The one public shape of a peer (design.md §6)."""
     peer = store.get_peer(name)
+    if peer is None:  # a session's or a new peer's name: its row exists (peers are never removed)
+        raise RelayError("unknown_peer", f"{name!r} is not a known peer")
     session = store.active_session(name)
     return {
         "name": peer["name"],
@@ -358,5 +358,5 @@ def peer_object(store: Store, name: str, now: int) -> dict:
     }
 
 
-def list_peers(store: Store, now: int) -> dict:
+def list_peers(store: Store, now: int) -> JsonObject:
     return {"peers": [peer_object(store, p["name"], now) for p in store.list_peers()]}

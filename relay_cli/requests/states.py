@@ -7,13 +7,13 @@ to which state with which reason. The lifecycle code consults it, the docs and
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..core.errors import RelayError
 from ..core.limits import FINAL_STATES
 
 if TYPE_CHECKING:
-    from relay_cli.store import RequestStore
+    from relay_cli.store import Record, RequestStore
 
 # The states themselves (STATES, OPEN_STATES, FINAL_STATES) are in core/limits.py, where
 # the store's statements and the screens reach them too.
@@ -52,7 +52,7 @@ STATE_STYLES = {
 
 
 # Where a request's reason changes what its state claims, the note under it says so.
-REASON_NOTES = {
+REASON_NOTES: dict[tuple[str, str | None], str] = {
     ("completed", "resolved_by_human"): "a person settled it as completed (relay saw no reply "
     "from the recipient)",
     ("queued", "redelivered"): "queued again after a claim lease lapsed before ack; the "
@@ -237,7 +237,7 @@ def allowed(from_state: str | None, event: str) -> bool:
     return (from_state, event) in _BY_KEY
 
 
-def unknown_detail(row) -> str:
+def unknown_detail(row: Record) -> str:
     """Why this delivery_unknown request is one, and who settles it."""
     why = UNKNOWN_BECAUSE.get(row["reason"], row["reason"] or "unknown reason")
     return (
@@ -249,15 +249,15 @@ def unknown_detail(row) -> str:
 
 def apply(
     store: RequestStore,
-    row,
+    row: Record,
     event: str,
     *,
     actor: str,
     at: int,
-    detail=None,
-    fields=None,
+    detail: str | None = None,
+    fields: dict[str, Any] | None = None,
     set_detail: bool = False,
-) -> dict:
+) -> dict[str, Any]:
     """Move one request by ``event`` (consulting ``TRANSITIONS``) and log the event.
 
     Must run inside a write transaction. Raises ``state_conflict`` when the table does not

@@ -8,7 +8,7 @@ They look at what is there before they sleep, hold no lock while they sleep
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from ..core.errors import ExitStatus, RelayError
 from ..core.limits import FINAL_STATES
@@ -17,7 +17,8 @@ from .due import poll, unit
 from .peers import Caller
 
 if TYPE_CHECKING:
-    from relay_cli.store import Store
+    from relay_cli.core.output import JsonObject
+    from relay_cli.store import Row, Store
 
 
 class LeaseKeeper:
@@ -27,25 +28,30 @@ class LeaseKeeper:
         self.store = store
         self.caller = caller
         self.polling_until = polling_until  # monotonic end of a claim --wait, for `wakeup`
+        # (a caller without a session has nothing to renew: the keeper is never active)
         self.interval = (
             peers.renew_interval_s(caller.session["lease_seconds"])
             if caller.session is not None
-            else None
+            else 0.0
         )
         self.next_at = 0.0
 
+    def _live(self) -> Row | None:
+        """The caller's session while it is active, else None (renewal stopped)."""
+        session = self.caller.session
+        return session if session is not None and self.caller.status == "active" else None
+
     @property
     def active(self) -> bool:
-        return self.caller.session is not None and self.caller.status == "active"
+        return self._live() is not None
 
     def tick(self, force: bool = False) -> None:
-        if not self.active or (not force and time.monotonic() < self.next_at):
+        session = self._live()
+        if session is None or (not force and time.monotonic() < self.next_at):
             return
         self.next_at = time.monotonic() + self.interval
         with unit(self.store) as now:
-            status = peers.session_status(
-                self.store, self.store.get_session(self.caller.session["id"])
-            )
+            status = peers.session_status(self.store, self.store.get_session(session["id"]))
             if status != "active":
                 self.caller.status = status  # renewal stops
                 return
@@ -53,13 +59,14 @@ class LeaseKeeper:
             if self.polling_until is not None:
                 left = max(0.0, self.polling_until - time.monotonic())
                 until = now + int(min(left, 3 * self.interval) * 1000)
-                self.store.set_waiting(self.caller.session["id"], until)
+                self.store.set_waiting(session["id"], until)
 
     def stop(self) -> None:
-        if self.active and self.polling_until is not None:
+        session = self._live()
+        if session is not None and self.polling_until is not None:
             try:
                 with self.store.transaction():
-                    self.store.set_waiting(self.caller.session["id"], None)
+                    self.store.set_waiting(session["id"], None)
             except RelayError:
                 pass
 
@@ -75,8 +82,13 @@ def wait_exit_code(state: str) -> ExitStatus | None:
 
 
 def wait(
-    store: Store, name: str | None, token: str | None, ref: str, timeout_s: int, on_block=None
-) -> tuple[int, dict]:
+    store: Store,
+    name: str | None,
+    token: str | None,
+    ref: str,
+    timeout_s: int,
+    on_block: Callable[[str, str], None] | None = None,
+) -> tuple[int, JsonObject]:
     """`relay wait`: block until the request that ``ref`` names (a full id or a prefix,
     resolved once) is final. Returns (exit status, the request object as it is then): 0
     completed; 10 failed, rejected, expired or cancelled; 11 delivery_unknown; 75 still
@@ -86,7 +98,7 @@ def wait(
     ``on_block(id, state)`` is called once if the request is not final and the wait begins.
     """
     with unit(store, write=False):
-        caller = peers.identify(store, name, token, need_name=False) if token else None
+        caller = peers.identify(store, name, token) if token else None
         first = lifecycle.get(store, ref)
         request_id = first["id"]
     keeper = LeaseKeeper(store, caller) if caller is not None else None
@@ -94,7 +106,7 @@ def wait(
     # the wait then begins with the state the id was resolved in
     state: list[str] = [first["state"]]
 
-    def check():
+    def check() -> Row | None:
         with unit(store, write=False):
             row = lifecycle.get(store, request_id)
         state[:] = [row["state"]]
@@ -120,10 +132,10 @@ def claim_waiting(
     lease_s: int,
     ref: str | None,
     wait_s: int,
-    on_block=None,
+    on_block: Callable[[str | None], None] | None = None,
     again: bool = False,
     attempt_id: str | None = None,
-) -> dict:
+) -> JsonObject:
     """`claim [--id ID] [--wait D]`: take the oldest queued request (or the one ``ref``
     names, resolved once), waiting up to ``wait_s`` for one; ``nothing_to_claim`` when
     none came. ``on_block(id or None)`` is called once if nothing could be taken at once
@@ -133,7 +145,7 @@ def claim_waiting(
         with unit(store, write=False):
             request_id = lifecycle.resolve_ref(store, ref, what="--id")
 
-    def attempt():
+    def attempt() -> JsonObject | None:
         with unit(store) as now:
             return lifecycle.claim(
                 store, now, peers.reload(store, caller), lease_s, request_id, again, attempt_id

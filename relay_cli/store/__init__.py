@@ -38,6 +38,7 @@ if TYPE_CHECKING:
         LedgerStore,
         OpsStore,
         PeerStore,
+        Record,
         RequestStore,
         Row,
         Store,
@@ -58,6 +59,7 @@ __all__ = [
     "DB_NAME",
     "LATEST_SCHEMA",
     "Health",
+    "Record",
     "Row",
     "Store",
     "ConnectionStore",
@@ -147,3 +149,11 @@ def open_store_readonly(
         return open_pg(url, path, migrate=False, clock=clock)
     db = open_existing_readonly(path)
     return None if db is None else SQLiteStore(db, path, clock)
+
+
+def open_pg_readonly(home: str | Path | None, url: str, clock: Clock) -> Store:
+    """For `doctor` on PostgreSQL: the store at ``url`` (a checked URL), opened without
+    creating or migrating anything."""
+    from .pg_store import open_pg
+
+    return open_pg(url, resolve_home(home), migrate=False, clock=clock)

@@ -60,8 +60,9 @@ class Statements(Database, Protocol):
 
 
 class Record(Protocol):
-    """A row read by column name only, as `relay export` streams them: sqlite-utils'
-    dicts on SQLite, ``Row``s on PostgreSQL."""
+    """A row read by column name only: as `relay export` streams them (sqlite-utils'
+    dicts on SQLite, ``Row``s on PostgreSQL), or a request as read (a ``Row``) or as a
+    transition left it (``requests.states.apply``'s dict of its columns)."""
 
     def __getitem__(self, key: str, /) -> Any: ...
     def keys(self) -> Iterable[str]: ...

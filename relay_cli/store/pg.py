@@ -10,7 +10,8 @@ snapshots that take no lock. ``PRAGMA data_version`` becomes ``LISTEN``/``NOTIFY
 every write transaction notifies at commit, and a waiting command sleeps on the
 connection's socket until a notification arrives (or a slow safety poll, every 2 s).
 
-The driver (psycopg2) is imported here only, and only when a PostgreSQL URL is used.
+The driver (psycopg2) is imported here and in pg_driver.py only, and only when a
+PostgreSQL URL is used.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import select
 import time
 from contextlib import contextmanager
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from ..core.errors import RelayError
 from ..core.limits import (
@@ -35,6 +36,13 @@ from .migrations import LATEST, check_version
 from .pg_migrations import PG_MIGRATIONS
 from .tables import TABLES
 from .url import INSTALL, redact, scrub
+
+if TYPE_CHECKING:
+    import psycopg2.extensions
+
+    from . import api
+    from .api import Params
+    from .pg_driver import RelayConnection, RelayCursor, Row
 
 CHANNEL = "relay_changes"
 # pg_advisory_xact_lock keys: every write transaction takes WRITE_LOCK (relay's
@@ -114,7 +122,9 @@ _BROKEN_WORDS = (
     "broken pipe",
 )
 
-_driver_mod: Any = None  # psycopg2, once loaded (``driver``)
+# psycopg2, once loaded (``driver``): a module handed around as a value, which mypy
+# types as Any (what relay uses of it is typed in pg_driver.py)
+_driver_mod: Any = None
 _connect_deadline = 0.0
 _interrupted = False  # a Ctrl-C arrived while a statement was on its way
 
@@ -123,7 +133,7 @@ class _Stalled(Exception):
     """No answer before the statement's deadline (see DEADLINE_S)."""
 
 
-def _wait(conn) -> None:
+def _wait(conn: psycopg2.extensions.connection) -> None:
     """psycopg2's wait callback (set in ``driver``): libpq runs non-blocking and this is
     where relay waits for the socket, so every statement, and connecting, has a
     deadline that holds even when the server process is stopped and TCP stays alive.
@@ -155,40 +165,7 @@ def _wait(conn) -> None:
             _interrupted = True
 
 
-class Row(tuple):
-    """A result row as relay's shared code reads one (like sqlite3.Row): by position
-    or by column name, ``keys()``, and ``dict(row)``. A subclass per column list holds
-    the names (``_row_class``)."""
-
-    __slots__ = ()
-    _index: dict = {}
-
-    def __getitem__(self, key):
-        if isinstance(key, str):
-            key = self._index[key]
-        return tuple.__getitem__(self, key)
-
-    def keys(self) -> list[str]:
-        return list(self._index)
-
-
-_row_classes: dict[tuple, type] = {}
-
-
-def _row_class(description) -> type:
-    names = tuple(d[0] for d in description)
-    cls = _row_classes.get(names)
-    if cls is None:
-        cls = _row_classes[names] = type(
-            "Row", (Row,), {"__slots__": (), "_index": {n: i for i, n in enumerate(names)}}
-        )
-    return cls
-
-
-_Connection = _Cursor = None
-
-
-def driver():
+def driver() -> Any:
     """psycopg2, imported on first use; without it, storage_error with the install line.
 
     Two parts of the import cost more than the rest of a call's work and are not used:
@@ -198,15 +175,20 @@ def driver():
     without it, and psycopg2-binary carries its own libssl that Python's does not
     touch) is kept out during the import: TLS is libpq's, unchanged (design.md §13).
     """
-    global _driver_mod, _Connection, _Cursor
+    global _driver_mod
     if _driver_mod is not None:
         return _driver_mod
     import sys
 
-    blocked = "ssl" not in sys.modules and sys.modules.setdefault("ssl", None) is None
+    # (None in sys.modules makes an import of it fail, as Python documents; typeshed types
+    # the mapping's values as modules only)
+    blocked = (
+        "ssl" not in sys.modules and sys.modules.setdefault("ssl", None) is None  # type: ignore[arg-type]
+    )
     try:
-        import psycopg2
         import psycopg2.extensions
+
+        from . import pg_driver  # noqa: F401 - registers relay's type casts
     except ImportError as e:
         raise RelayError(
             "storage_error",
@@ -216,50 +198,7 @@ def driver():
     finally:
         if blocked and sys.modules.get("ssl", 0) is None:
             del sys.modules["ssl"]
-    ext = psycopg2.extensions
-    # BYTEA as bytes (like SQLite's BLOB), not memoryview; sum() of integers as int.
-    ext.register_type(
-        ext.new_type(
-            psycopg2.BINARY.values,
-            "RELAY_BYTES",
-            lambda v, cur: None if v is None else bytes(psycopg2.BINARY(v, cur)),
-        )
-    )
-    ext.register_type(
-        ext.new_type(
-            (1700,),
-            "RELAY_NUMERIC",
-            lambda v, cur: None if v is None else (int(v) if v.lstrip("-").isdigit() else float(v)),
-        )
-    )
-    ext.set_wait_callback(_wait)
-
-    class RelayConnection(ext.connection):
-        relay_deadline: float | None = None  # when the statement running now gives up
-
-    class RelayCursor(ext.cursor):
-        """Rows as ``Row``s."""
-
-        def fetchone(self):
-            row = super().fetchone()
-            return None if row is None else _row_class(self.description)(row)
-
-        def fetchmany(self, size=None):
-            rows = super().fetchmany(self.arraysize if size is None else size)
-            return [_row_class(self.description)(r) for r in rows] if rows else rows
-
-        def fetchall(self):
-            rows = super().fetchall()
-            if not rows:
-                return rows
-            cls = _row_class(self.description)
-            return [cls(r) for r in rows]
-
-        def __iter__(self):
-            while (row := self.fetchone()) is not None:
-                yield row
-
-    _Connection, _Cursor = RelayConnection, RelayCursor
+    psycopg2.extensions.set_wait_callback(_wait)
     _driver_mod = psycopg2
     return psycopg2
 
@@ -274,7 +213,7 @@ def placeholders(sql: str) -> str:
     ``:name`` as ``%(name)s``, a literal ``%`` doubled. Nothing else is rewritten: the
     spellings that differ are the dialect's (dialect.py), the DDL is pg_migrations.py."""
 
-    def mark(m: re.Match) -> str:
+    def mark(m: re.Match[str]) -> str:
         tok = m.group(0)
         if tok.startswith("'"):
             return tok.replace("%", "%%")
@@ -287,7 +226,7 @@ def placeholders(sql: str) -> str:
     return _MARK.sub(mark, sql)
 
 
-def _params(params):
+def _params(params: Params | None) -> Params:
     """Python bools as 0/1: relay's flag columns are integers, as on SQLite."""
     if isinstance(params, dict):
         return {k: int(v) if isinstance(v, bool) else v for k, v in params.items()}
@@ -417,7 +356,9 @@ class PgConnection:
             params.setdefault("tcp_user_timeout", str(CONNECT_TIMEOUT_S * 1000))
         self._connect_params = params
         self.conn = self._connect()
-        self._rows = _Cursor
+        from .pg_driver import RelayCursor  # (loaded by driver() above)
+
+        self._rows = RelayCursor
         self.in_tx = False
         self._pending: str | None = None
         self._later: list[str] = []  # deferred writes of the open transaction (later)
@@ -431,11 +372,15 @@ class PgConnection:
         self.server_version = 0
         self.schema_version = 0
 
-    def _connect(self):
+    def _connect(self) -> RelayConnection:
+        from .pg_driver import RelayConnection  # (loaded by driver(), in __init__)
+
         global _connect_deadline
         _connect_deadline = time.monotonic() + int(self._connect_params["connect_timeout"])
         try:
-            conn = _driver_mod.connect(**self._connect_params, connection_factory=_Connection)
+            conn: RelayConnection = _driver_mod.connect(
+                **self._connect_params, connection_factory=RelayConnection
+            )
         except _Stalled:
             raise _unavailable(
                 f"no connection within {self._connect_params['connect_timeout']} s"
@@ -459,7 +404,13 @@ class PgConnection:
     def error(self, e: Exception) -> RelayError:
         return relay_error(e, self.url)
 
-    def _run(self, cur, sql: str, params, seconds: float = DEADLINE_S) -> None:
+    def _run(
+        self,
+        cur: psycopg2.extensions.cursor,
+        sql: str | bytes,
+        params: Params | None,
+        seconds: float = DEADLINE_S,
+    ) -> None:
         """Run one statement with its deadline; a stalled server is database_unavailable,
         the connection closed (its transaction, if any, is the server's to roll back)."""
         global _interrupted
@@ -493,7 +444,9 @@ class PgConnection:
     def broken(self) -> bool:
         return bool(self.conn.closed)
 
-    def _raw(self, sql: str, params=None, seconds: float = DEADLINE_S):
+    def _raw(
+        self, sql: str, params: Params | None = None, seconds: float = DEADLINE_S
+    ) -> RelayCursor:
         try:
             cur = self.conn.cursor(cursor_factory=self._rows)
             self._run(cur, sql, params, seconds)
@@ -501,7 +454,7 @@ class PgConnection:
             raise self.error(e) from None
         return cur
 
-    def later(self, sql: str, params=()) -> None:
+    def later(self, sql: str, params: Params = ()) -> None:
         """A write whose answer nobody reads (an event row, a peer's last_seen_at, a lease
         renewal): inside an open write transaction it travels with the transaction's next
         statement (or its COMMIT), one round trip fewer. Its error, if any, is then that
@@ -513,7 +466,7 @@ class PgConnection:
         self._later.append(cur.mogrify(placeholders(sql), _params(params)).decode())
         self._dirty = True
 
-    def execute(self, sql: str, params=()):
+    def execute(self, sql: str, params: Params = ()) -> RelayCursor:
         q = placeholders(sql)
         p = _params(params)
         write = _is_write(q)
@@ -561,7 +514,7 @@ class PgConnection:
             return cur
         raise AssertionError("unreachable")
 
-    def executemany(self, sql: str, seq) -> None:
+    def executemany(self, sql: str, seq: Iterable[Params]) -> None:
         for params in seq:
             self.execute(sql, params)
 
@@ -573,7 +526,7 @@ class PgConnection:
         self._later.clear()
         return text
 
-    def insert_many(self, table: str, columns: list[str], rows: list[tuple]) -> None:
+    def insert_many(self, table: str, columns: list[str], rows: list[tuple[Any, ...]]) -> None:
         """Many rows at once (``relay db copy``), inside the open transaction."""
         if self._pending is not None or self._later:
             self.execute("SELECT 1")
@@ -596,24 +549,25 @@ class PgConnection:
 
     def reset_sequences(self, table: str) -> None:
         """Let the table's serial columns continue after the rows written explicitly."""
-        for (col,) in self.all(
+        for row in self.all(
             "SELECT column_name FROM information_schema.columns WHERE table_schema = "
             "current_schema() AND table_name = ? AND column_default LIKE 'nextval(%'",
             (table,),
         ):
+            col = row[0]
             self.execute(
                 f"SELECT setval(pg_get_serial_sequence(?, ?), "
                 f'coalesce(max("{col}"), 0) + 1, false) FROM "{table}"',
                 (table, col),
             )
 
-    def one(self, sql: str, params=()):
+    def one(self, sql: str, params: Params = ()) -> Row | None:
         return self.execute(sql, params).fetchone()
 
-    def all(self, sql: str, params=()):
-        return self.execute(sql, params).fetchall()
+    def all(self, sql: str, params: Params = ()) -> list[api.Row]:
+        return self.execute(sql, params).rows()
 
-    def scalar(self, sql: str, params=()):
+    def scalar(self, sql: str, params: Params = ()) -> Any:
         row = self.execute(sql, params).fetchone()
         return None if row is None else row[0]
 
@@ -626,7 +580,7 @@ class PgConnection:
 
     # -------------------------------------------------------------- transactions
     @contextmanager
-    def transaction(self, write: bool = True):
+    def transaction(self, write: bool = True) -> Iterator[PgConnection]:
         """One writer at a time (the advisory lock, like ``BEGIN IMMEDIATE``) or a
         repeatable-read snapshot; all or nothing. BEGIN travels with the first statement."""
         if self.in_tx:
@@ -674,7 +628,7 @@ class PgConnection:
     def measure_clock(self) -> None:
         """How far the server's clock is from ours (relay's clock is the server's)."""
         t0 = time.time()
-        row = self._raw("SELECT extract(epoch FROM clock_timestamp()) * 1000").fetchone()
+        (row,) = self._raw("SELECT extract(epoch FROM clock_timestamp()) * 1000").rows()
         t1 = time.time()
         self._set_clock(float(row[0]), t0, t1)
 
@@ -748,13 +702,14 @@ def connect(url: str, migrate: bool = True) -> PgConnection:
                 f"(SELECT version FROM {SCHEMA_TABLE})",
                 None,
             )
-            server_ms, version = cur.fetchone()
+            ((server_ms, version),) = cur.fetchall()  # (one row)
         except _driver_mod.Error as e:
             if getattr(e, "pgcode", None) != "42P01":  # no relay_schema table yet
                 raise db.error(e) from None
             version = None
             t0 = time.time()
-            server_ms = db._raw("SELECT extract(epoch FROM clock_timestamp()) * 1000").fetchone()[0]
+            (row,) = db._raw("SELECT extract(epoch FROM clock_timestamp()) * 1000").rows()
+            server_ms = row[0]
         db._set_clock(float(server_ms), t0, time.time())
         version = version or 0
         if migrate:  # (doctor reports it instead)
@@ -776,7 +731,8 @@ def schema_version(db: PgConnection) -> int | None:
     """The schema version recorded in the database, or None when relay never wrote it."""
     if db.scalar(f"SELECT to_regclass('{SCHEMA_TABLE}') IS NOT NULL") is not True:
         return None
-    return db.scalar(f"SELECT version FROM {SCHEMA_TABLE}")
+    version: int | None = db.scalar(f"SELECT version FROM {SCHEMA_TABLE}")
+    return version
 
 
 def table_names(db: PgConnection) -> list[str]:

@@ -98,7 +98,7 @@ class PgStore(SQLStore):
 
     def _server_facts(self) -> dict[str, Any]:
         db = self.db
-        row = db.one(
+        (row,) = db.all(
             "SELECT current_setting('server_version'), "
             "current_setting('synchronous_commit'), "
             "(SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid())"

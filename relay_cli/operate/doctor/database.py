@@ -41,7 +41,8 @@ def check_database(home: Path, report: Report, now: int) -> None:
         else:
             _check_integrity(health.integrity, report)
         _check_pragmas(health, report)
-        _check_size(health.file_bytes, report)
+        if health.file_bytes is not None:  # (a SQLite store's health always has it)
+            _check_size(health.file_bytes, report)
         check_tables(health, report)
         if usable:
             guarded(report, "requests", lambda: check_contents(store, report, now))

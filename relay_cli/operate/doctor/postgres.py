@@ -20,21 +20,21 @@ TLS_MODES = ("require", "verify-ca", "verify-full")
 
 def check_postgres(home: Path, url: str, report: Report) -> None:
     """design.md §13: the server instead of the state directory and relay.db."""
-    from ...store import LATEST_SCHEMA, open_store_readonly, redact
+    from ...store import LATEST_SCHEMA, open_pg_readonly, redact
 
     shown = redact(url)
     report.facts["database_url"] = shown
     report.add("database_url", OK, f"{shown} (PostgreSQL; relay.db is not used)")
     started = time.monotonic()
     try:
-        store = open_store_readonly(home, url, report.scope.clock)
+        store = open_pg_readonly(home, url, report.scope.clock)
     except RelayError as e:
         failed(report, "reachable", e)
         return
     try:
         connect_ms = (time.monotonic() - started) * 1000
         health = store.health()
-        if "server" in health.errors:
+        if health.server is None:  # not read: its error says why
             failed(report, "server", health.errors["server"])
         else:
             _check_server(health.server, report, connect_ms)
@@ -43,6 +43,8 @@ def check_postgres(home: Path, url: str, report: Report) -> None:
         try:
             now = store.clock.now_ms()  # the server's clock from here on
         except RelayError:  # a bad RELAY_TIME_OFFSET: reported above; the server's clock
+            if health.server_now_ms is None:  # (a PostgreSQL store's health always has it)
+                raise
             now = int(health.server_now_ms)
         check_tables(health, report)
         if usable:

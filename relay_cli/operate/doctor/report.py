@@ -116,11 +116,13 @@ class Scope:
         that elsewhere, or else read from $RELAY_DATABASE_URL."""
         from ...store.url import password_of, redact
 
+        url = self.url
+        assert url is not None, "only a check of a PostgreSQL database names its URL"
         # a mistyped URL may hold a password libpq reads otherwise ("u:12/34@h")
-        if password_of(self.url) is None and redact(self.url) == self.url:
-            return shlex.quote(self.url)
-        if _password_elsewhere(self.url):  # libpq finds it in PGPASSWORD or ~/.pgpass
-            return shlex.quote(redact(self.url))
+        if password_of(url) is None and redact(url) == url:
+            return shlex.quote(url)
+        if _password_elsewhere(url):  # libpq finds it in PGPASSWORD or ~/.pgpass
+            return shlex.quote(redact(url))
         self.url_note = (
             "the database URL carries a password, which relay never prints: the "
             "commands read it from $RELAY_DATABASE_URL (export it first), or put "

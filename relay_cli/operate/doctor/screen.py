@@ -30,7 +30,8 @@ def render(out: Output, report, verbose: bool = False) -> None:
     counts = report.counts()
     summary = f"relay doctor: {counts['fail']} fail, {counts['warn']} warn, {counts['ok']} ok"
     oks = [c for c in report.checks if c.status == OK]
-    if not out.terminal:
+    width = out.width
+    if width is None:  # not on a terminal
         out.table(
             ["status", "check", "detail"],
             [[c.status, c.name, c.to_json()["detail"]] for c in oks + report.problems()],
@@ -39,7 +40,7 @@ def render(out: Output, report, verbose: bool = False) -> None:
         if report.facts.get("commands_note"):
             out.line(f"note: {report.facts['commands_note']}")
         return
-    _DoctorScreen(out).render(report, oks, summary, verbose)
+    _DoctorScreen(out, width).render(report, oks, summary, verbose)
 
 
 class _DoctorScreen:
@@ -48,10 +49,10 @@ class _DoctorScreen:
 
     STATUS_W = 2 + len("fail")
 
-    def __init__(self, out: Output) -> None:
+    def __init__(self, out: Output, width: int) -> None:
         self.out = out
         self.glyphs, self.arrow = (GLYPHS, "\u2192 ") if out.unicode else (ASCII_GLYPHS, "-> ")
-        self.width, self.rows = out.width, terminal_size(out.stdout)[1]
+        self.width, self.rows = width, terminal_size(out.stdout)[1]
         self.bold = "bold" if out.color else ""
         self.indent = " " * (self.STATUS_W + GAP)
         self.inner = max(12, self.width - len(self.indent))
