@@ -51,12 +51,11 @@ def test_a_store_carries_the_clock_it_was_opened_with(relay):
         store.close()
 
 
-def test_a_calls_colour_choice_wins_over_the_environment(monkeypatch):
+def test_a_calls_colour_choice_wins_over_the_environment():
     from relay_cli.core.output import Output
 
-    monkeypatch.setenv("FORCE_COLOR", "1")
-    assert Output().color and not Output(color_choice=False).color
-    monkeypatch.delenv("FORCE_COLOR")
-    monkeypatch.setenv("NO_COLOR", "1")
-    assert not Output().color and Output(color_choice=True).color
+    forced = {"FORCE_COLOR": "1"}
+    assert Output(environ=forced).color and not Output(color_choice=False, environ=forced).color
+    plain = {"NO_COLOR": "1"}
+    assert not Output(environ=plain).color and Output(color_choice=True, environ=plain).color
     assert not Output(json_mode=True, color_choice=True).color

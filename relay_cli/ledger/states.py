@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
-from ..core import clock
 from ..core.errors import RelayError
 from ..core.limits import STALE_S
 from ..core.process import pid_namespace, process_alive, this_host
@@ -279,14 +278,13 @@ def allowed(from_state: str | None, event: str) -> bool:
     return (from_state, event) in _BY_KEY
 
 
-def entry_alive(row, now: int | None = None) -> bool:
+def entry_alive(row, now: int) -> bool:
     """Is the relay process or the command of this entry still running? On this host it is
     looked up; an entry of another host is alive while its relay process renewed it within
-    STALE_S seconds by relay's clock (the database's, so the hosts agree on it)."""
+    STALE_S seconds by relay's clock at ``now`` (the database's, so the hosts agree on it)."""
     if foreign(row):
         if row["pid"] is None:
             return False
-        now = clock.now_ms() if now is None else now
         return now - row["updated_at"] <= STALE_S * 1000
     return process_alive(row["pid"], row["process_start"], row["host"]) or process_alive(
         row["child_pid"], row["child_start"], row["host"]
@@ -315,7 +313,7 @@ def place(row) -> str:
     return f"host {row['host']} in another PID namespace (or an earlier boot)"
 
 
-def never_started(row, me=None) -> bool:
+def never_started(row, now: int, me=None) -> bool:
     """A ``running`` entry whose command never began executing: it names no command
     process (the command is held at its gate until its pid is committed, design.md §10),
     and no relay process is left to start it — the one it names is gone, or it is ``me``
@@ -330,14 +328,15 @@ def never_started(row, me=None) -> bool:
         row["pid_namespace"],
     ) == (me.pid, me.start, me.host, me.ns):
         return True
-    return not entry_alive(row)
+    return not entry_alive(row, now)
 
 
-def shown_state(row) -> str:
+def shown_state(row, now: int) -> str:
     """The state relay can vouch for: the stored state, or the view that applies to it
-    (:data:`VIEWS`: a ``running`` entry whose processes are gone is ``effect_unknown``)."""
+    (:data:`VIEWS`: a ``running`` entry whose processes are gone is ``effect_unknown``), at
+    ``now`` by relay's clock."""
     state = row["state"]
-    if state == VIEWS["effect_unknown"].stored and not entry_alive(row):
+    if state == VIEWS["effect_unknown"].stored and not entry_alive(row, now):
         return "effect_unknown"
     return state
 

@@ -15,10 +15,10 @@ The driver (psycopg2) is imported here only, and only when a PostgreSQL URL is u
 
 from __future__ import annotations
 
-import os
 import re
 import select
 import time
+from collections.abc import Mapping
 from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any
@@ -374,6 +374,30 @@ def outcome_unknown(e: RelayError) -> RelayError:
 
 
 # ---------------------------------------------------------------------- connection
+# libpq's environment variables and the connection parameter each gives (libpq's
+# "Environment Variables"), for a call whose environment is not the process's (a test's
+# context); PGCONNECT_TIMEOUT and PGOPTIONS are read with relay's own settings, and
+# PGAPPNAME gives way to relay's application_name as it always did.
+LIBPQ_VARIABLES = {
+    "PGHOST": "host",
+    "PGHOSTADDR": "hostaddr",
+    "PGPORT": "port",
+    "PGDATABASE": "dbname",
+    "PGUSER": "user",
+    "PGPASSWORD": "password",
+    "PGPASSFILE": "passfile",
+    "PGSSLMODE": "sslmode",
+    "PGSSLCERT": "sslcert",
+    "PGSSLKEY": "sslkey",
+    "PGSSLROOTCERT": "sslrootcert",
+    "PGSSLCRL": "sslcrl",
+    "PGREQUIREPEER": "requirepeer",
+    "PGKRBSRVNAME": "krbsrvname",
+    "PGCLIENTENCODING": "client_encoding",
+    "PGTARGETSESSIONATTRS": "target_session_attrs",
+}
+
+
 class PgConnection:
     """A PostgreSQL connection with relay's transaction discipline (see the module doc)."""
 
@@ -382,7 +406,11 @@ class PgConnection:
     path = None
     poll_interval = 0.25  # a waiter's longest sleep: the socket wakes it on a NOTIFY
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, environ: Mapping[str, str]) -> None:
+        """A connection to ``url`` in the call's ``environ``: libpq's variables in it
+        (``LIBPQ_VARIABLES``) give what the URL does not, as libpq would read them from a
+        process run in that environment; PGCONNECT_TIMEOUT and PGOPTIONS are combined
+        with relay's own settings."""
         drv = driver()
         self.url = url
         self.shown = redact(url)
@@ -394,13 +422,18 @@ class PgConnection:
             ) from e
         self.params = params
         params = dict(params)
-        timeout = params.get("connect_timeout") or os.environ.get("PGCONNECT_TIMEOUT")
+        if "service" not in params and not environ.get("PGSERVICE"):
+            # (a service file's settings come before the variables: libpq applies those)
+            for var, keyword in LIBPQ_VARIABLES.items():
+                if keyword not in params and environ.get(var) is not None:
+                    params[keyword] = environ[var]
+        timeout = params.get("connect_timeout") or environ.get("PGCONNECT_TIMEOUT")
         try:
             timeout = min(int(timeout), CONNECT_TIMEOUT_S) if timeout else CONNECT_TIMEOUT_S
         except ValueError:
             timeout = CONNECT_TIMEOUT_S
         params["connect_timeout"] = str(max(timeout, 2))
-        opts = params.get("options") or os.environ.get("PGOPTIONS") or ""
+        opts = params.get("options") or environ.get("PGOPTIONS") or ""
         params["options"] = (
             opts + f" -c lock_timeout={LOCK_TIMEOUT_MS}"
             f" -c statement_timeout={STATEMENT_TIMEOUT_MS}"
@@ -733,10 +766,13 @@ class PgConnection:
 
 
 # ---------------------------------------------------------------------- opening
-def connect(url: str, migrate: bool = True) -> PgConnection:
-    """Connect, learn the server's clock and the schema version; migrate when behind
-    (``migrate=False``, for doctor: create nothing, report what is there)."""
-    db = PgConnection(url)
+def connect(
+    url: str, migrate: bool = True, environ: Mapping[str, str] | None = None
+) -> PgConnection:
+    """Connect (in the call's ``environ``; none: an empty one), learn the server's clock
+    and the schema version; migrate when behind (``migrate=False``, for doctor: create
+    nothing, report what is there)."""
+    db = PgConnection(url, {} if environ is None else environ)
     try:
         db.server_version = db.conn.server_version
         t0 = time.time()
