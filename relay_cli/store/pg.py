@@ -115,8 +115,6 @@ _BROKEN_WORDS = (
 )
 
 _driver_mod: Any = None  # psycopg2, once loaded (``driver``)
-_connect_deadline = 0.0
-_interrupted = False  # a Ctrl-C arrived while a statement was on its way
 
 
 class _Stalled(Exception):
@@ -128,12 +126,12 @@ def _wait(conn) -> None:
     where relay waits for the socket, so every statement, and connecting, has a
     deadline that holds even when the server process is stopped and TCP stays alive.
     A Ctrl-C (KeyboardInterrupt) waits for the statement's answer, as it did while libpq
-    blocked; ``PgConnection._run`` raises it afterwards."""
-    global _interrupted
+    blocked; ``PgConnection._run`` raises it afterwards. What the wait needs is the
+    connection's own (``RelayConnection``): nothing of it is kept in the module."""
     ext = _driver_mod.extensions
     deadline = getattr(conn, "relay_deadline", False)
     if deadline is None:  # relay's connection, connecting
-        deadline = _connect_deadline
+        deadline = conn.relay_connecting_until
     fd = conn.fileno()
     while True:
         state = conn.poll()
@@ -152,7 +150,9 @@ def _wait(conn) -> None:
             else:  # pragma: no cover - psycopg2 documents no other state
                 raise _driver_mod.OperationalError(f"unexpected poll state {state}")
         except KeyboardInterrupt:
-            _interrupted = True
+            if deadline is False:  # not relay's connection: as it would be without relay
+                raise
+            conn.relay_interrupted = True
 
 
 class Row(tuple):
@@ -236,6 +236,11 @@ def driver():
 
     class RelayConnection(ext.connection):
         relay_deadline: float | None = None  # when the statement running now gives up
+        relay_interrupted = False  # a Ctrl-C arrived while a statement was on its way
+
+        def __init__(self, dsn: str, *args: Any, connecting_until: float = 0.0, **kw: Any):
+            self.relay_connecting_until = connecting_until  # when connecting gives up
+            super().__init__(dsn, *args, **kw)
 
     class RelayCursor(ext.cursor):
         """Rows as ``Row``s."""
@@ -465,10 +470,12 @@ class PgConnection:
         self.schema_version = 0
 
     def _connect(self):
-        global _connect_deadline
-        _connect_deadline = time.monotonic() + int(self._connect_params["connect_timeout"])
+        import functools
+
+        until = time.monotonic() + int(self._connect_params["connect_timeout"])
+        factory = functools.partial(_Connection, connecting_until=until)
         try:
-            conn = _driver_mod.connect(**self._connect_params, connection_factory=_Connection)
+            conn = _driver_mod.connect(**self._connect_params, connection_factory=factory)
         except _Stalled:
             raise _unavailable(
                 f"no connection within {self._connect_params['connect_timeout']} s"
@@ -495,13 +502,12 @@ class PgConnection:
     def _run(self, cur, sql: str, params, seconds: float = DEADLINE_S) -> None:
         """Run one statement with its deadline; a stalled server is database_unavailable,
         the connection closed (its transaction, if any, is the server's to roll back)."""
-        global _interrupted
         conn = self.conn
         conn.relay_deadline = time.monotonic() + seconds
         try:
             cur.execute(sql, params)
-            if _interrupted:
-                _interrupted = False
+            if conn.relay_interrupted:
+                conn.relay_interrupted = False
                 raise KeyboardInterrupt
         except _Stalled:
             self._drop()
