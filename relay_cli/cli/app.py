@@ -452,7 +452,7 @@ def duration(value: str | None, bounds, what: str, default: int | None) -> int |
 
 def version_callback(value: bool) -> None:
     if value:
-        call_context().stdout.write(f"relay {__version__}\n")
+        Output.of(call_context(), False).line(f"relay {__version__}")
         raise typer.Exit(ExitStatus.OK)
 
 
