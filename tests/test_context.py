@@ -1,6 +1,7 @@
 """Each call works with one context, built once by the command line and handed down
-(design.md §8): its clock, its database URL; nothing of one call is left in the process
-for the next."""
+(design.md §8): its clock, its database URL, its environment and its streams; nothing of
+one call is left in the process for the next, and below the command line nothing of the
+process is read."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import json
 import os
 import sys
 from pathlib import Path
+
+import pytest
 
 from relay_cli.core.clock import Clock, iso
 
@@ -253,3 +256,26 @@ def test_a_call_works_by_its_context_and_never_by_the_process(relay, monkeypatch
     assert dict(os.environ) == before
     assert all(trap.written == [] for trap in traps.values())
     assert traps["stdin"].tell() == 0
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"XDG_STATE_HOME": "/srv/state", "HOME": "/home/ana"},
+        {"XDG_STATE_HOME": "", "HOME": "/home/ana"},
+        {"XDG_STATE_HOME": "relative/state", "HOME": "/home/ana"},
+        {"HOME": "/home/ana"},
+    ],
+)
+def test_the_default_home_of_a_calls_environment_is_platformdirs_answer_in_it(env, monkeypatch):
+    """relay reads the per-user state directory from the call's environment (design.md
+    §2, §8) by the rule platformdirs applies to the process's: the same directory."""
+    import platformdirs
+
+    from relay_cli.store.home import default_home
+
+    for name in ("XDG_STATE_HOME", "HOME"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert default_home(env) == Path(platformdirs.user_state_dir("relay"))
