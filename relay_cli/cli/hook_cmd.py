@@ -81,15 +81,15 @@ def _run_hook(
 ) -> int:
     """One hook run: read the event, answer on stdout. Never fails the agent: on anything
     unexpected it exits 0 and prints nothing (a waiter's exit 2 is its wake-up)."""
-    ctx = call_context()
-    stdin, stdout, stderr = ctx.stdin, ctx.stdout, ctx.stderr
+    stdin = call_context().stdin
     try:
-        if stdin.isatty():  # run by hand at a terminal: there is no event to read
+        if stdin is None or stdin.isatty():  # by hand at a terminal: there is no event
             return 0
         data = stdin.buffer.read(hook.MAX_INPUT_BYTES + 1)
     except (OSError, ValueError, AttributeError):
         return 0
     env = Env(True, home)
+    ctx, stdout, stderr = env.ctx, env.out.stdout, env.out.stderr
     doc, code, note = None, 0, ""
     try:
         event = hook.parse(data, hook.DIALECTS[runtime])
@@ -108,7 +108,7 @@ def _run_hook(
             stderr=stderr,
         )
     except Exception as e:  # noqa: BLE001 - a hook must never break the agent
-        if ctx.debug and stderr is not None:
+        if ctx.debug:
             import traceback
 
             traceback.print_exc(file=stderr)
