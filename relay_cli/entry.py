@@ -47,6 +47,10 @@ def _drain_stdin() -> None:
 
 
 def main() -> None:
+    # The one read of the process below cli/ (design.md §8): this fast path looks at the
+    # arguments and three variables (RELAY_PEER, RELAY_SESSION; standard input, to drain
+    # it) before anything of relay is imported. Every other call builds its context in
+    # cli/app.py (``process_context``) and reads nothing of the process after that.
     if idle_hook(sys.argv[1:], os.environ):
         _drain_stdin()
         sys.exit(0)  # ExitStatus.OK (nothing of relay is imported on this path)

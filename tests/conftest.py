@@ -1,8 +1,9 @@
 """Shared fixtures and helpers: run the real `relay` command, in-process (fast) or as a
 subprocess.
 
-``relay(...)`` runs in-process through ``relay_cli.cli.run`` with its own stdin, stdout,
-stderr and environment; ``relay.proc(...)`` runs the installed console script in a real
+``relay(...)`` runs in-process through ``relay_cli.cli.run``, handed a context of its own
+(``relay_cli.core.context.Context``: its environment, stdin, stdout and stderr, its clock)
+and never changing the process's (design.md §8); ``relay.proc(...)`` runs the installed console script in a real
 process (use it for parallelism, signals, terminals and start-up behaviour);
 ``relay.at_terminal(...)`` runs it with a terminal as standard input (a person's act) and
 ``relay.pty(...)``/``relay.screen(...)`` on a whole terminal of a given size.
@@ -93,8 +94,8 @@ def _reuse_command_trees() -> None:
     Every relay process builds its tree at start (``relay_cli.cli.app._click_command``:
     ~8 ms of Typer's introspection, half the CPU of a call); in-process calls would build
     the same tree again for each of the ~40,000 calls in the suite. Which tree a call gets
-    depends only on its first word, on whether that is all it has and on
-    ``_RELAY_COMPLETE``, so the tree is kept under that key; Click makes a new context for
+    depends only on its first word, on whether that is all it has and on whether it is a
+    completion request (``_RELAY_COMPLETE``), so the tree is kept under that key; Click makes a new context for
     each invocation and never changes the tree. The real processes (``relay.proc``,
     ``relay.pty``, ...) still build theirs at every start."""
     import importlib
@@ -104,10 +105,10 @@ def _reuse_command_trees() -> None:
     if getattr(build, "reused", False):
         return
 
-    def reused(argv: list[str]):
-        key = (argv[0] if argv else "", len(argv) <= 1, "_RELAY_COMPLETE" in os.environ)
+    def reused(argv: list[str], completing: bool = False):
+        key = (argv[0] if argv else "", len(argv) <= 1, completing)
         if key not in _TREES:
-            _TREES[key] = build(argv)
+            _TREES[key] = build(argv, completing)
         return _TREES[key]
 
     reused.reused = True
@@ -148,35 +149,32 @@ class Relay:
         ``clock``: a ``relay_cli.core.clock.Clock`` the call uses (a fake one), instead of
         the one of ``move_clock`` or of RELAY_TIME_OFFSET in ``env``."""
         from relay_cli.cli import run
+        from relay_cli.core.context import Context
 
         if clock is None and not (env and "RELAY_TIME_OFFSET" in env):
             clock = self.clock
 
         _reuse_command_trees()
         data = input.encode() if isinstance(input, str) else (input or b"")
-        saved_env = dict(os.environ)
-        saved = sys.stdin, sys.stdout, sys.stderr
         out, err = io.StringIO(), io.StringIO()
-        os.environ.clear()
-        os.environ.update(self._env(env))
         master = None
         if terminal:
             master, slave = os.openpty()
             if data:
                 os.write(master, data)
-            sys.stdin = open(slave, encoding="utf-8", closefd=True)
+            stdin = open(slave, encoding="utf-8", closefd=True)  # noqa: SIM115
         else:
-            sys.stdin = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8")
-        sys.stdout, sys.stderr = out, err
+            stdin = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8")
+        # the call's context: the process's environment and streams are left alone
+        context = Context.from_environ(
+            self._env(env), stdin=stdin, stdout=out, stderr=err, clock=clock
+        )
         try:
-            code = run([str(a) for a in args], clock=clock)
+            code = run([str(a) for a in args], context=context)
         finally:
+            stdin.close()
             if master is not None:
-                sys.stdin.close()
                 os.close(master)
-            sys.stdin, sys.stdout, sys.stderr = saved
-            os.environ.clear()
-            os.environ.update(saved_env)
         return Result(code, out.getvalue(), err.getvalue())
 
     def proc(

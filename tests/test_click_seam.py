@@ -152,10 +152,14 @@ def test_a_choice_is_the_option_s_type_and_the_call_s_obj_is_current():
     assert click_seam.current_obj() is None  # outside a call
 
 
-def test_completion_through_the_seam_offers_a_choice_s_values(monkeypatch, capsys):
+def test_completion_through_the_seam_offers_a_choice_s_values(capsys):
+    """The request's words come from the call's environment (design.md §8); the process's
+    environment is as it was afterwards."""
+    import os
+
     command = _tiny_app([])
-    monkeypatch.setenv("COMP_WORDS", "pick --color gr")
-    monkeypatch.setenv("COMP_CWORD", "2")
-    monkeypatch.setenv("_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION", "1")
-    assert click_seam.complete(command, None, "complete_bash") == 0
+    before = dict(os.environ)
+    environ = {"COMP_WORDS": "pick --color gr", "COMP_CWORD": "2"}
+    assert click_seam.complete(command, None, "complete_bash", environ) == 0
     assert capsys.readouterr().out.split() == ["green", "grey"]
+    assert dict(os.environ) == before

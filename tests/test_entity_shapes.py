@@ -23,7 +23,7 @@ def _library(relay, build):
     store = relay.open_store()
     try:
         with store.transaction(write=False):
-            return build(store, clock.now_ms())
+            return build(store, clock.Clock().now_ms())
     finally:
         store.close()
 
@@ -121,7 +121,9 @@ def test_peers_join_prints_the_session_object(relay):
 
 def test_every_command_that_shows_a_ledger_entry_prints_the_entry_object(relay):
     ran = relay("once", "--key", "k", "--json", "--", "true").json
-    entry = _keys(_library(relay, lambda store, now: entries.entry_object(store.get_ledger("k"))))
+    entry = _keys(
+        _library(relay, lambda store, now: entries.entry_object(store.get_ledger("k"), now))
+    )
     full = [*entry, "stdout", "stdout_truncated", "stderr", "stderr_truncated"]
     assert _keys(ran) == [*full, "replayed"]
     assert _keys(relay("once", "--key", "k", "--json", "--", "true").json) == [*full, "replayed"]
@@ -143,7 +145,9 @@ def test_approve_prints_the_entry_object(relay):
     assert relay("once", "--key", "a", "--approve", "--timeout", "0", "--", "true").code == 75
     approved = relay.at_terminal("approve", "a", "--yes", "--json")
     assert approved.returncode == 0, approved.stderr
-    entry = _keys(_library(relay, lambda store, now: entries.entry_object(store.get_ledger("a"))))
+    entry = _keys(
+        _library(relay, lambda store, now: entries.entry_object(store.get_ledger("a"), now))
+    )
     assert _keys(json.loads(approved.stdout)) == entry
 
 

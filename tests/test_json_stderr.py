@@ -992,33 +992,32 @@ def test_with_json_a_note_is_never_written_and_the_first_error_is_the_one_line()
     """The rule is in Output itself, so a new note or a second error cannot add a line."""
     import io
 
+    from relay_cli.core.context import Context
     from relay_cli.core.errors import RelayError, cannot_start
     from relay_cli.core.output import Output
 
     err = io.StringIO()
-    out = Output(json_mode=True, stdout=io.StringIO(), stderr=err)
+    call = Context(stdout=io.StringIO(), stderr=err)
+    out = Output.of(call, json_mode=True)
     out.note("relay: a note for a person")
     assert err.getvalue() == ""
     out.error(RelayError("lease_expired", "the session lapsed"))
-    Output(json_mode=True, stderr=err).error(RelayError("busy", "then this"))
+    Output.of(call, json_mode=True).error(RelayError("busy", "then this"))  # the same call
     out.error(cannot_start("cannot start", 127, "fix it"))
     assert [json.loads(ln)["error"]["code"] for ln in err.getvalue().splitlines()] == [
         "lease_expired"
     ]
     # a new call (in one process, a caller may run several) has its own one line
-    from relay_cli.core import output
-
-    output.new_call()
-    out.error(RelayError("busy", "a new call"))
+    Output.of(Context(stderr=err), json_mode=True).error(RelayError("busy", "a new call"))
     assert json.loads(err.getvalue().splitlines()[-1])["error"]["code"] == "busy"
     from relay_cli.cli import run
 
-    saved, sys.stderr = sys.stderr, io.StringIO()
-    try:
-        codes = [run(["show", "not-an-id", "--json"]) for _ in range(2)]
-        lines = sys.stderr.getvalue().splitlines()
-    finally:
-        sys.stderr = saved
+    shared = io.StringIO()
+    codes = [
+        run(["show", "not-an-id", "--json"], context=Context(stdout=io.StringIO(), stderr=shared))
+        for _ in range(2)
+    ]
+    lines = shared.getvalue().splitlines()
     assert codes == [2, 2] and [json.loads(ln)["error"]["code"] for ln in lines] == [
         "invalid_id",
         "invalid_id",

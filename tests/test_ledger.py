@@ -567,7 +567,7 @@ def test_ledger_prune_function_counts_match_what_it_does(relay):
     assert relay("ledger", "resolve", "c", "--outcome", "forget").code == 0
     store = relay.open_store()
     try:
-        now = clock.now_ms()
+        now = clock.Clock().now_ms()
         with store.transaction():
             store.update_ledger("a", {"updated_at": now - 200 * DAY * 1000})
         body = now + 1000
@@ -597,7 +597,7 @@ def test_ledger_prune_pauses_after_every_full_batch_like_request_prune(relay, mo
     monkeypatch.setattr(retention.time, "sleep", pauses.append)
     store = relay.open_store()
     try:
-        now = clock.now_ms()
+        now = clock.Clock().now_ms()
         with store.transaction():
             store.update_ledger("a", {"updated_at": now - 200 * DAY * 1000})
         counts = retention.prune_ledger(store, now, now + 1000, batch=1)
@@ -797,7 +797,7 @@ def test_an_entry_running_on_another_host_is_in_progress_until_a_person_settles_
                     "process_start": None,
                     "child_pid": 2,
                     "host": "another-machine",
-                    "updated_at": clock.now_ms(),
+                    "updated_at": clock.Clock().now_ms(),
                 },
             )
     finally:

@@ -45,7 +45,7 @@ def _as_another_host(relay, key: str, **extra) -> None:
                     "stdout_bytes": None,
                     "stderr_bytes": None,
                     "finished_at": None,
-                    "updated_at": clock.now_ms(),
+                    "updated_at": clock.Clock().now_ms(),
                     **extra,
                 },
             )
@@ -367,7 +367,7 @@ def test_a_running_entry_recorded_before_relay_kept_its_namespace_is_another_hos
     pids were counted, so it judges it as another host's (renewal, and a person)."""
     path, cmd = counter(tmp_path)
     assert relay("once", "--key", "old", "--idempotent", "--", *cmd).code == 0
-    fake_crash(relay, "old", pid_namespace=None, updated_at=clock.now_ms())
+    fake_crash(relay, "old", pid_namespace=None, updated_at=clock.Clock().now_ms())
     _once_refused(relay, "in_progress", "old", cmd)
     relay.move_clock(31)
     err = _once_refused(relay, "effect_unknown", "old", cmd)

@@ -128,10 +128,10 @@ def test_apply_refuses_a_step_the_table_lacks_and_changes_nothing(relay):
         with pytest.raises(RelayError) as e:
             with store.transaction():
                 row = store.get_ledger("done")
-                ledger_states.apply(store, "done", row, "take", clock.now_ms(), {"runs": 9})
+                ledger_states.apply(store, "done", row, "take", clock.Clock().now_ms(), {"runs": 9})
         assert e.value.code == "state_conflict" and "succeeded" in e.value.message
         with pytest.raises(ValueError), store.transaction():
-            ledger_states.touch(store, "done", clock.now_ms(), {"state": "running"})
+            ledger_states.touch(store, "done", clock.Clock().now_ms(), {"state": "running"})
     finally:
         store.close()
     assert relay.snapshot() == before

@@ -19,15 +19,16 @@ BIN = str(Path(sys.executable).parent)
 # ------------------------------------------------------------------ closed pipe: 141
 def _many_requests(relay, alice, n: int, monkeypatch) -> None:
     from relay_cli.core import clock
+    from relay_cli.core.context import Limits
     from relay_cli.requests import lifecycle, peers
 
-    monkeypatch.setenv("RELAY_RATE_LIMIT", "0")
-    monkeypatch.setenv("RELAY_QUEUE_CAP", "0")  # more than one recipient's queue holds
+    # no rate limit, no queue cap: more than one recipient's queue holds (design.md §4)
+    limits = Limits(rate_limit_raw="0", queue_cap_raw="0")
     store = relay.open_store()
     try:
         with store.transaction():
             caller = peers.identify(store, "alice", alice["RELAY_SESSION"])
-            now = clock.now_ms()
+            now = clock.Clock().now_ms()
             for i in range(n):
                 lifecycle.send(
                     store,
@@ -36,6 +37,7 @@ def _many_requests(relay, alice, n: int, monkeypatch) -> None:
                     to="bob",
                     text=f"request {i}",
                     request_id=None,
+                    limits=limits,
                     ttl_s=3600,
                     reply_within_s=None,
                     on_lost="unknown",

@@ -227,3 +227,22 @@ def test_server_closed_the_connection_is_database_unavailable_whatever_the_drive
             "terminating connection due to administrator command",
         ):
             assert pgmod.relay_error(cls(text), None).code == "database_unavailable"
+
+
+def test_connecting_gives_up_by_the_calls_own_pgconnect_timeout(own_server, tmp_path):
+    """A server that accepts nothing (its postmaster stopped): connecting gives up by the
+    PGCONNECT_TIMEOUT of the call's environment (its context: design.md §8, §13), not the
+    process's, and the deadline is the connection's own."""
+    relay = Relay(tmp_path / "h", own_server.url("relay"))
+    relay.join("bob")  # the database is made
+    pid = int((own_server.data / "postmaster.pid").read_text().split()[0])
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        r = relay("list", "--json", env={"PGCONNECT_TIMEOUT": "2"})
+        took = time.monotonic() - started
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert (r.code, r.error["code"]) == (75, "database_unavailable"), r.err
+    assert "no connection within 2 s" in r.error["message"]
+    assert took < pgmod.CONNECT_TIMEOUT_S  # 5 s unless the call says otherwise

@@ -200,7 +200,7 @@ def test_prune_works_in_small_batches_with_the_same_result(relay, pair):
         ids.append(rid)
     store = relay.open_store()
     try:
-        now = clock.now_ms() + 40 * DAY * 1000
+        now = clock.Clock().now_ms() + 40 * DAY * 1000
         dry = retention.prune(store, now, dry_run=True, batch=3)
         real = retention.prune(store, now, batch=3)
         assert dry["requests_pruned"] == real["requests_pruned"] == 7

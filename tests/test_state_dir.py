@@ -218,20 +218,21 @@ def _as_other_user(relay, *args: str, uid: int = 65534, timeout: float = 30):
     if pid == 0:  # pragma: no cover - the child
         try:
             import io
-            import sys
+
+            from relay_cli.core.context import Context
 
             os.dup2(out_w, 1)
             os.dup2(err_w, 2)
-            os.environ.clear()
-            os.environ.update(env)
             os.setegid(uid)
             os.seteuid(uid)
-            sys.stdin = io.TextIOWrapper(io.BytesIO(b""))
-            sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
-            sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
-            code = run(list(args))
-            sys.stdout.flush()
-            sys.stderr.flush()
+            stdout = open(1, "w", closefd=False)  # noqa: SIM115
+            stderr = open(2, "w", closefd=False)  # noqa: SIM115
+            call = Context.from_environ(
+                env, stdin=io.TextIOWrapper(io.BytesIO(b"")), stdout=stdout, stderr=stderr
+            )
+            code = run(list(args), context=call)
+            stdout.flush()
+            stderr.flush()
             os._exit(code)
         except BaseException:  # noqa: BLE001
             os._exit(99)

@@ -8,7 +8,6 @@ nothing.
 
 from __future__ import annotations
 
-import os
 import shutil
 import sqlite3
 import tempfile
@@ -21,6 +20,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from relay_cli.core import clock
+from relay_cli.core.context import Limits
 from relay_cli.core.errors import RelayError
 from relay_cli.core.limits import FINAL_STATES
 from relay_cli.requests import due, lifecycle, peers
@@ -33,6 +33,7 @@ FRESH_DATABASE = None
 IDS = [str(uuid.UUID(int=i + 1)) for i in range(6)]
 TEXTS = ["alpha", "beta"]
 ALLOWED = {(t.from_state, t.to_state, t.reason) for t in TRANSITIONS}
+NO_RATE_LIMIT = Limits(rate_limit_raw="0")  # the machine sends as fast as it likes
 
 
 class RelayMachine(RuleBasedStateMachine):
@@ -40,7 +41,6 @@ class RelayMachine(RuleBasedStateMachine):
         super().__init__()
         self.dir = Path(tempfile.mkdtemp())
         self.offset = 0.0
-        os.environ["RELAY_RATE_LIMIT"] = "0"
         self.url = FRESH_DATABASE() if FRESH_DATABASE else None
         # relay's clock, moved by handing the store another (design.md §8)
         self.store = open_store(self.dir / "home", self.url, clock.Clock("0"))
@@ -54,7 +54,6 @@ class RelayMachine(RuleBasedStateMachine):
     def teardown(self) -> None:
         self.store.close()
         shutil.rmtree(self.dir, ignore_errors=True)
-        os.environ.pop("RELAY_RATE_LIMIT", None)
 
     # ---------------------------------------------------------------- helpers
     def caller(self, name):
@@ -118,7 +117,9 @@ class RelayMachine(RuleBasedStateMachine):
         before = self.snapshot()
         try:
             with due.unit(self.store) as now:
-                result = lifecycle.send(self.store, now, self.caller("alice"), **kwargs)
+                result = lifecycle.send(
+                    self.store, now, self.caller("alice"), limits=NO_RATE_LIMIT, **kwargs
+                )
         except RelayError as e:
             assert e.code == "request_id_conflict"
             assert self.sent.get(rid) is not None

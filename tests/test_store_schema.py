@@ -349,7 +349,7 @@ def test_a_running_ledger_entry_of_a_postgresql_database_of_schema_8_is_judged_s
                 "CREATE TABLE relay_schema (version INTEGER NOT NULL); "
                 "INSERT INTO relay_schema VALUES (8);" + "".join(PG_MIGRATIONS[:8])
             )
-            now = clock.now_ms()
+            now = clock.Clock().now_ms()
             argv = ["sh", "-c", "echo again >> ran"]
             fp = fingerprint(argv, str(tmp_path))
             # a live process of this host name: an old relay would have looked it up

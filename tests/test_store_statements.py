@@ -456,7 +456,7 @@ def test_every_statement_the_store_can_issue_runs_on_this_backend(relay):
     store = relay.open_store()
     try:
         statements = _traced(store)
-        now = clock.now_ms()
+        now = clock.Clock().now_ms()
         with store.transaction(write=False):
             calls = _calls(store, now)
         assert {name for name, _, _ in calls} | _NOT_CALLED == _declared()

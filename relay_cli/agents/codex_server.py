@@ -170,18 +170,19 @@ def server_options(args: list[str]) -> list[str]:
     return out
 
 
-def _bases() -> list[str]:
-    """Where a private directory may be made, in order of preference."""
+def _bases(runtime_dir: str | None) -> list[str]:
+    """Where a private directory may be made, in order of preference: ``runtime_dir`` (the
+    call's $XDG_RUNTIME_DIR), the temporary directory, /tmp."""
     out = []
-    for base in (os.environ.get("XDG_RUNTIME_DIR"), tempfile.gettempdir(), "/tmp"):
+    for base in (runtime_dir, tempfile.gettempdir(), "/tmp"):
         if base and base not in out:
             out.append(base)
     return out
 
 
-def _socket_dir() -> str:
+def _socket_dir(runtime_dir: str | None) -> str:
     """A new directory (0700, relay's own) for the socket, short enough for sun_path."""
-    for base in _bases():
+    for base in _bases(runtime_dir):
         if not os.path.isdir(base) or not os.access(base, os.W_OK | os.X_OK):
             continue
         if len(base) + len("/relay-codex-XXXXXXXX/") + len(SOCKET_NAME) > _MAX_SOCKET_PATH:
@@ -199,9 +200,10 @@ class CannotListen(Exception):
 class AppServer:
     """One peer's ``codex app-server`` on a unix socket in a private directory."""
 
-    def __init__(self, program: str, options: list[str]) -> None:
+    def __init__(self, program: str, options: list[str], runtime_dir: str | None = None) -> None:
         self.program = program  # the codex found on PATH
         self.options = options
+        self.runtime_dir = runtime_dir  # the call's $XDG_RUNTIME_DIR (``_bases``)
         self.dir: str | None = None
         self.proc: subprocess.Popen | None = None
         self.log: IO[bytes] | None = None  # the server's output, while it runs
@@ -224,8 +226,8 @@ class AppServer:
     def prepare(self) -> str:
         """Remove what killed runs left (:func:`remove_stale`), create the private
         directory with its ``owner``; the address the server will listen on."""
-        remove_stale()
-        self.dir = _socket_dir()
+        remove_stale(self.runtime_dir)
+        self.dir = _socket_dir(self.runtime_dir)
         self._write_owner()
         return self.address
 
@@ -478,16 +480,17 @@ def _stale(path: str, now: float) -> tuple[bool, dict | None]:
     return not process_alive(pid, start, None), owner
 
 
-def stale_dirs() -> list[str]:
+def stale_dirs(runtime_dir: str | None) -> list[str]:
     """relay's private Codex directories (``relay-codex-*``: real directories owned by
-    this user) whose `relay run` is gone, for doctor (design.md §12). Changes nothing."""
-    return [path for path, _ in _find_stale()]
+    this user) whose `relay run` is gone, for doctor (design.md §12). Changes nothing.
+    ``runtime_dir``: the call's $XDG_RUNTIME_DIR."""
+    return [path for path, _ in _find_stale(runtime_dir)]
 
 
-def _find_stale() -> list[tuple[str, dict | None]]:
+def _find_stale(runtime_dir: str | None) -> list[tuple[str, dict | None]]:
     found = []
     now = time.time()
-    for base in _bases():
+    for base in _bases(runtime_dir):
         try:
             names = os.listdir(base)
         except OSError:
@@ -508,14 +511,14 @@ def _find_stale() -> list[tuple[str, dict | None]]:
     return found
 
 
-def remove_stale() -> list[str]:
+def remove_stale(runtime_dir: str | None) -> list[str]:
     """Remove what killed runs left: each stale directory (:func:`stale_dirs`), after a
     SIGKILL to its server's process group if that server still runs (its pid and start
     time as recorded, so a reused pid is left alone). Returns the paths removed."""
     from ..core.process import process_alive
 
     removed = []
-    for path, owner in _find_stale():
+    for path, owner in _find_stale(runtime_dir):
         server = (owner or {}).get("server")
         if isinstance(server, list) and len(server) == 2:
             pid, start = server

@@ -42,8 +42,9 @@ from __future__ import annotations
 import json
 import os
 import shlex
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TextIO
 
 from ..core import clock
 from ..core.digest import sha256_hex
@@ -97,7 +98,8 @@ class Event:
 
 @dataclass
 class HookEnv:
-    """What the hook knows besides the event: identity options and the env file."""
+    """What the hook knows besides the event: identity options and the env file, and the
+    call's environment (the runtime's variables, PATH, RELAY_DEBUG) and stderr."""
 
     peer: str | None
     token: str | None
@@ -105,6 +107,8 @@ class HookEnv:
     lease_s: int = DEFAULT_LEASE_S
     kind: str = "claude"
     dialect: Runtime = runtimes.CLAUDE
+    environ: Mapping[str, str] = field(default_factory=dict)
+    stderr: TextIO | None = None
 
     @property
     def has_identity(self) -> bool:

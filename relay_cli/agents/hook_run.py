@@ -3,6 +3,9 @@ the event handler (``hook``) or the wake waiter (``wake``)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import TextIO
+
 from ..requests import peers
 from . import hook
 from . import wake as waiter
@@ -18,14 +21,16 @@ def respond(
     lease: str | None,
     wake: bool,
     timeout: str | None,
-    environ,
+    environ: Mapping[str, str],
+    stderr: TextIO | None = None,
 ) -> tuple[dict | None, int, str]:
     """One run of `relay hook RUNTIME [--wake]` for the event ``ev``: (the document to
     print on stdout or None, the exit status, a note for stderr).
 
     The peer comes from ``--as`` or ``RELAY_PEER`` and the token from ``RELAY_SESSION``, by
     the caller-identity rule (``peers.identity``); the env file from the runtime's own
-    variables. ``open_store()`` is called only when the run needs the database. With
+    variables (``environ``: the call's; ``stderr``: where a debugging note goes with
+    RELAY_DEBUG=1). ``open_store()`` is called only when the run needs the database. With
     ``wake`` this is the wake waiter (design.md §12); where the runtime has no background
     hooks (Gemini CLI), or would wait for it in the foreground, it does nothing. With no
     identity at all (no ``--as``, RELAY_PEER or RELAY_SESSION) nothing is done.
@@ -39,6 +44,8 @@ def respond(
         lease_s=hook.lease_seconds(lease),
         kind=kind or runtime,
         dialect=dialect,
+        environ=environ,
+        stderr=stderr,
     )
     if henv.peer is not None:
         peers.validate_name(henv.peer, "RELAY_PEER")

@@ -35,6 +35,7 @@ import os
 import shlex
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -117,8 +118,11 @@ def fragment(runtime: str, wake: bool = True) -> dict:
     return {"hooks": hooks}
 
 
-def settings_path(runtime: str, project: bool, environ=None, cwd: str | None = None) -> Path:
-    environ = os.environ if environ is None else environ
+def settings_path(
+    runtime: str, project: bool, environ: Mapping[str, str], cwd: str | None = None
+) -> Path:
+    """The runtime's settings file: the project's, or the user's (HOME and the runtime's
+    own variable read from the call's ``environ``)."""
     s = runtimes.BY_NAME[runtime].settings
     if project:
         return Path(cwd or os.getcwd()) / s.project_file
@@ -521,14 +525,13 @@ def running_relay() -> str | None:
     return path if os.path.isfile(path) and os.access(path, os.X_OK) else None
 
 
-def hook_relay_path(environ=None) -> tuple[str | None, bool]:
+def hook_relay_path(environ: Mapping[str, str]) -> tuple[str | None, bool]:
     """(the absolute path the hook commands should name, or None for a bare `relay`;
     whether a `relay` is on PATH). A bare `relay` works only when the runtime finds this
-    relay on its PATH; when PATH has no relay, or another one, the commands name the
-    running relay by its absolute path."""
+    relay on its PATH (the call's ``environ``'s); when PATH has no relay, or another one,
+    the commands name the running relay by its absolute path."""
     import shutil
 
-    environ = os.environ if environ is None else environ
     on_path = shutil.which("relay", path=environ.get("PATH"))
     mine = running_relay()
     if mine is None or (on_path and os.path.realpath(on_path) == os.path.realpath(mine)):
@@ -537,10 +540,17 @@ def hook_relay_path(environ=None) -> tuple[str | None, bool]:
 
 
 def change_settings(
-    runtime: str, *, install: bool, project: bool = False, dry_run: bool = False, wake: bool = False
+    runtime: str,
+    *,
+    install: bool,
+    environ: Mapping[str, str],
+    project: bool = False,
+    dry_run: bool = False,
+    wake: bool = False,
 ) -> dict:
     """`relay hook install|uninstall RUNTIME`: plan the change of the runtime's settings
-    file, apply it unless ``dry_run``, and say what changed and what is left to do.
+    file, apply it unless ``dry_run``, and say what changed and what is left to do. The
+    settings file, PATH and the runtime's version are found in the call's ``environ``.
 
     An unknown runtime, or ``--wake`` for a runtime with no background hooks, is a
     ``usage_error``; nothing is read or written then. A settings file that cannot be
@@ -559,12 +569,12 @@ def change_settings(
             f"wake an idle {rt.display} session (--wake is for "
             f"{' and '.join(r.name for r in runtimes.ALL if r.wake)})",
         )
-    path = settings_path(runtime, project)
-    relay_path, on_path = hook_relay_path() if install else (None, True)
+    path = settings_path(runtime, project, environ)
+    relay_path, on_path = hook_relay_path(environ) if install else (None, True)
     version = None
     if rt.install_kind == "plugin":
         if install:
-            version = check_runtime_version(rt)
+            version = check_runtime_version(rt, environ)
         change = plan_plugin(runtime, path, install=install, relay_path=relay_path)
     else:
         change = plan(runtime, path, install=install, wake=wake, relay_path=relay_path)
@@ -600,14 +610,13 @@ def change_settings(
     }
 
 
-def runtime_version(rt, environ=None) -> str | None:
+def runtime_version(rt, environ: Mapping[str, str]) -> str | None:
     """The version `PROGRAM --version` prints (its last word), or None when the program is
-    not on PATH or does not answer within 15 s."""
+    not on PATH or does not answer within 15 s (run in the call's ``environ``)."""
     import re
     import shutil
     import subprocess
 
-    environ = os.environ if environ is None else environ
     program = shutil.which(rt.program, path=environ.get("PATH"))
     if program is None:
         return None
@@ -628,7 +637,7 @@ def runtime_version(rt, environ=None) -> str | None:
     return words[-1].lstrip("v")
 
 
-def check_runtime_version(rt, environ=None) -> str | None:
+def check_runtime_version(rt, environ: Mapping[str, str]) -> str | None:
     """Refuse (usage_error, nothing changed) to install relay's plugin for a version of
     the runtime whose plugin shape relay does not know: relay's plugin is written for the
     major version it was checked with (opencode 1.x, checked with 1.18.33)."""

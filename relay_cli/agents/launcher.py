@@ -18,6 +18,7 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -166,8 +167,11 @@ def leave(store: Store, session: Session) -> int | None:
     return moved
 
 
-def child_env(session: Session, home: Path, url: str | None = None) -> dict[str, str]:
-    env = dict(os.environ)
+def child_env(
+    session: Session, home: Path, environ: Mapping[str, str], url: str | None = None
+) -> dict[str, str]:
+    """The environment CMD runs in: the call's (``environ``), with the session's."""
+    env = dict(environ)
     env["RELAY_PEER"] = session.name
     env["RELAY_SESSION"] = session.token
     env["RELAY_HOME"] = str(Path(os.path.abspath(home)))
@@ -177,16 +181,23 @@ def child_env(session: Session, home: Path, url: str | None = None) -> dict[str,
 
 
 def run(
-    open_store, name: str, kind: str | None, lease_seconds: int, argv: list[str], report
+    open_store,
+    name: str,
+    kind: str | None,
+    lease_seconds: int,
+    argv: list[str],
+    report,
+    environ: Mapping[str, str],
 ) -> int:
-    """The whole launcher; returns the exit status for relay.
+    """The whole launcher; returns the exit status for relay. CMD runs in ``environ`` (the
+    call's) with the session's variables, found on its PATH.
 
     ``open_store()`` opens a new store connection (one for this thread, one for the
     heartbeat); ``report(item)`` prints a RelayError or a note for the person on stderr.
     Raises CannotStart or RelayError; either way no live session is left behind.
     """
     argv, private_server = launch_plan(argv)
-    path = resolve_command(argv[0], os.environ.get("PATH"))
+    path = resolve_command(argv[0], environ.get("PATH"))
     heartbeat = None
     store = None
     server = None
@@ -207,7 +218,7 @@ def run(
                 if early:  # asked to stop before CMD existed: start nothing
                     _leave_reporting(store, session, report)
                     return signal_status(early[0][0])
-                env = child_env(session, store.home, store.shared_url(with_password=True))
+                env = child_env(session, store.home, environ, store.shared_url(with_password=True))
                 if private_server:
                     server, argv, early = _start_server(path, argv, env, signals)
                     if early:
@@ -243,7 +254,8 @@ def _start_server(path: str, argv: list[str], env: dict[str, str], signals: Sign
     ``env`` gains ``RELAY_CODEX_REMOTE``. Raises RelayError when it cannot listen."""
     from . import codex_server
 
-    server = codex_server.AppServer(path, codex_server.server_options(argv[1:]))
+    options = codex_server.server_options(argv[1:])
+    server = codex_server.AppServer(path, options, env.get("XDG_RUNTIME_DIR"))
     try:
         address = server.prepare()
         env[codex_server.REMOTE_ENV] = address

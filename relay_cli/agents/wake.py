@@ -33,7 +33,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from typing import TYPE_CHECKING
 
@@ -103,7 +102,7 @@ def run(store: Store, ev: Event, henv: HookEnv, timeout_s: int, *, runtime: str)
     if rt.wake is None:
         return 0, ""
     if rt.wake == "queue":
-        codex = shutil.which(rt.program)
+        codex = shutil.which(rt.program, path=henv.environ.get("PATH"))
         if codex is None:
             return 0, ""  # nothing could deliver a wake-up
     me = Me.current()
@@ -132,7 +131,7 @@ def run(store: Store, ev: Event, henv: HookEnv, timeout_s: int, *, runtime: str)
         ids, text = found
         if codex is None:
             return WAKE_EXIT, text
-        if not _codex_queue(codex, ev.session_id, text):
+        if not _codex_queue(henv, codex, ev.session_id, text):
             _forget_pending(store, session_id, ids)
         return 0, ""
     except _Stop:
@@ -237,11 +236,11 @@ def _unregister(store: HookStore, session_id: str, me) -> None:
         pass
 
 
-def _codex_queue(codex: str, thread: str, text: str) -> bool:
+def _codex_queue(henv: HookEnv, codex: str, thread: str, text: str) -> bool:
     argv = [codex, "queue", "--thread", thread, "--message", text]
     from .codex_server import REMOTE_ENV  # (not at import: every hook run imports wake)
 
-    remote = os.environ.get(REMOTE_ENV, "")
+    remote = henv.environ.get(REMOTE_ENV, "")
     if remote.startswith("unix://"):  # the peer's own app server (`relay run`): at once
         argv += ["--remote", remote]
     try:
@@ -253,17 +252,19 @@ def _codex_queue(codex: str, thread: str, text: str) -> bool:
             timeout=CODEX_QUEUE_TIMEOUT_S,
         )
     except (OSError, subprocess.SubprocessError) as e:
-        _debug(f"codex queue could not run: {e}")
+        _debug(henv, f"codex queue could not run: {e}")
         return False
     if p.returncode != 0:
-        _debug(f"codex queue exited {p.returncode}: {p.stderr.decode(errors='replace')[-500:]}")
+        _debug(
+            henv, f"codex queue exited {p.returncode}: {p.stderr.decode(errors='replace')[-500:]}"
+        )
         return False
     return True
 
 
-def _debug(message: str) -> None:
-    if os.environ.get(DEBUG_VAR) == "1":
-        sys.stderr.write(f"relay hook codex --wake: {message}\n")
+def _debug(henv: HookEnv, message: str) -> None:
+    if henv.environ.get(DEBUG_VAR) == "1" and henv.stderr is not None:
+        henv.stderr.write(f"relay hook codex --wake: {message}\n")
 
 
 def _raise_stop(signum, frame) -> None:

@@ -14,12 +14,12 @@ import typer
 from typer.core import TyperGroup
 
 from .. import __version__
-from ..core import clock, output
+from ..core import clock
 from ..core.clock import Clock
 from ..core.context import Context
 from ..core.errors import ExitStatus, RelayError
 from ..core.limits import DEFAULT_SESSION_LEASE_S, KINDS, MAX_TEXT_BYTES, SESSION_LEASE, STATES
-from ..core.output import Output
+from ..core.output import Output, terminal_width
 from ..requests import due, lifecycle
 from ..requests.peers import (
     Caller,
@@ -251,12 +251,21 @@ SessionLeaseOpt = Annotated[
 ]
 
 
+def process_context(clock: Clock | None = None) -> Context:
+    """The context of a call of this process: its environment and standard streams, read
+    here and nowhere else in relay (design.md §8; entry.py's hook fast path reads its few
+    variables before relay is imported). ``clock`` replaces the one
+    ``RELAY_TIME_OFFSET`` describes (a test's fake clock)."""
+    return Context.from_environ(
+        os.environ, stdin=sys.stdin, stdout=sys.stdout, stderr=sys.stderr, clock=clock
+    )
+
+
 def call_context() -> Context:
     """The context of the call being run (``run`` hands it to Click as the root context's
-    ``obj``, which every command's context inherits); outside a call, one read from the
-    environment."""
+    ``obj``, which every command's context inherits); outside a call, the process's."""
     found = click_seam.current_obj()
-    return found if isinstance(found, Context) else Context.from_environ()
+    return found if isinstance(found, Context) else process_context()
 
 
 class Env:
@@ -274,12 +283,7 @@ class Env:
         identified: bool = False,
     ) -> None:
         self.ctx = call_context()
-        self.out = Output(
-            json_mode,
-            stdout=self.ctx.stdout or sys.stdout,
-            stderr=self.ctx.stderr or sys.stderr,
-            color_choice=self.ctx.color,
-        )
+        self.out = Output.of(self.ctx, json_mode)
         self.home = home or self.ctx.home
         if home:
             self.ctx.home = home
@@ -312,7 +316,11 @@ class Env:
                 raise RelayError("no_identity", "relay does not know who you are")
 
             self._store = open_store(
-                self.home, self.ctx.database_url, self.ctx.clock, create=self.creates
+                self.home,
+                self.ctx.database_url,
+                self.ctx.clock,
+                create=self.creates,
+                environ=self.ctx.environ,
             )
             self.ctx.use_clock(self._store.clock)
         return self._store
@@ -321,8 +329,8 @@ class Env:
         return scope_words(self.ctx)
 
     def identity(self) -> tuple[str | None, str | None]:
-        """(name, token) by ``peers.identity``: the options, then the environment."""
-        return identity(self.as_, self.session, os.environ)
+        """(name, token) by ``peers.identity``: the options, then the call's environment."""
+        return identity(self.as_, self.session, self.ctx.environ)
 
     def caller(self) -> Caller:
         name, token = self.identity()
@@ -345,7 +353,9 @@ def scope_words(ctx: Context) -> str:
     from ..store import database_url, resolve_home
 
     try:
-        return Scope(resolve_home(ctx.home), bool(ctx.home), database_url(ctx.database_url)).words()
+        return Scope(
+            resolve_home(ctx.home, ctx.environ), bool(ctx.home), database_url(ctx.database_url)
+        ).words()
     except RelayError:
         return ""
 
@@ -364,10 +374,9 @@ def _warn_offset(out: Output, clock: Clock) -> None:
         except RelayError:
             return  # a malformed offset: the command itself reports invalid_duration
         if warning:
-            import shutil
             import textwrap
 
-            width = shutil.get_terminal_size((80, 24)).columns
+            width = terminal_width(out.stdout, out.environ)
             out.note(
                 textwrap.fill(
                     warning,
@@ -410,18 +419,19 @@ def read_text(
             ) from e
         return lifecycle.validate_text(data, what)
     if text == "-":
-        if sys.stdin is None:
+        stdin = call_context().stdin
+        if stdin is None:
             raise RelayError(
                 "usage_error",
                 f"the {what} was to be read from standard input "
                 "(`-`), but standard input is closed; nothing was done",
             )
-        if out is not None and _isatty(sys.stdin):
+        if out is not None and _isatty(stdin):
             out.note(
                 f"relay: reading the {what} from the terminal; end it with Ctrl-D on a "
                 "line of its own"
             )
-        data = sys.stdin.buffer.read(limit)
+        data = stdin.buffer.read(limit)
         return lifecycle.validate_text(data, what)
     if text is None:
         raise RelayError(
@@ -454,7 +464,7 @@ def duration(
 
 def version_callback(value: bool) -> None:
     if value:
-        print(f"relay {__version__}")
+        Output.of(call_context(), False).line(f"relay {__version__}")
         raise typer.Exit(ExitStatus.OK)
 
 
@@ -500,25 +510,28 @@ def _quiet_stdout() -> None:
         pass
 
 
-def run(argv: list[str] | None = None, clock: Clock | None = None) -> int:
+def run(
+    argv: list[str] | None = None, clock: Clock | None = None, context: Context | None = None
+) -> int:
     """Run the CLI; return the exit code. Never lets a traceback out (unless RELAY_DEBUG).
 
-    The call's context is built here, once, from the environment; ``clock`` replaces the
-    one ``RELAY_TIME_OFFSET`` describes (a test's fake clock)."""
+    The call's context is built here, once, from the process (``process_context``; with
+    ``clock`` replacing the one ``RELAY_TIME_OFFSET`` describes), unless the caller hands
+    one (``context``: a test's environment, streams and clock; the process is then not
+    looked at)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    output.new_call()
-    refused = _closed_streams(argv)
-    if refused is not None:
-        return refused
-    for stream in (sys.stdout, sys.stderr):
-        if hasattr(stream, "reconfigure"):  # never fail on a terminal that is not UTF-8
-            stream.reconfigure(errors="backslashreplace")
-    ctx = Context.from_environ(clock=clock)
-    token = ctx.enter()
+    if context is None:
+        refused = _closed_streams(argv)
+        if refused is not None:
+            return refused
+        for stream in (sys.stdout, sys.stderr):
+            if hasattr(stream, "reconfigure"):  # never fail on a terminal that is not UTF-8
+                stream.reconfigure(errors="backslashreplace")
+        context = process_context(clock)
     try:
-        return _run(argv, ctx)
+        return _run(argv, context)
     finally:
-        ctx.leave(token)  # closes what the call opened
+        context.close()  # closes what the call opened
 
 
 def _closed_streams(argv: list[str]) -> int | None:
@@ -539,15 +552,15 @@ def _closed_streams(argv: list[str]) -> int | None:
         "standard output is closed, and relay prints its answer "
         "there; nothing was done (redirect it to /dev/null to discard it)",
     )
-    Output(_wants_json(argv)).error(err)
+    Output(_wants_json(argv), stdout=sys.stdout, stderr=sys.stderr).error(err)
     return err.exit_code
 
 
 def _run(argv: list[str], ctx: Context) -> int:
-    out = Output(_wants_json(argv))
+    out = Output.of(ctx, _wants_json(argv))
     _warn_offset(out, ctx.clock)
     try:
-        command = _click_command(argv)
+        command = _click_command(argv, click_seam.COMPLETE_VAR in ctx.environ)
         rv = _invoke(command, argv, ctx)
         return rv if isinstance(rv, int) else ExitStatus.OK
     except RelayError as e:
@@ -570,7 +583,7 @@ def _run(argv: list[str], ctx: Context) -> int:
     except typer.Abort:
         return ExitStatus.INTERRUPTED
     except click_seam.NoArgsIsHelpError as e:
-        sys.stderr.write(e.format_message() + "\n")
+        out.stderr.write(e.format_message() + "\n")
         return ExitStatus.USAGE
     except click_seam.ClickException as e:  # usage errors from parsing
         if argv[:1] == ["hook"] and argv[1:2] not in (["install"], ["uninstall"]):
@@ -604,8 +617,8 @@ def _given_on_command_line(ctx: Context) -> bool:
     """Did this call name its home or database by an option, not by the environment that a
     command pasted into the same shell inherits?"""
     return bool(scope_words(ctx)) and (
-        (ctx.home or None) != (os.environ.get("RELAY_HOME") or None)
-        or (ctx.database_url or None) != (os.environ.get("RELAY_DATABASE_URL") or None)
+        (ctx.home or None) != (ctx.environ.get("RELAY_HOME") or None)
+        or (ctx.database_url or None) != (ctx.environ.get("RELAY_DATABASE_URL") or None)
     )
 
 
@@ -618,7 +631,11 @@ def _name_where(e: RelayError, ctx: Context) -> None:
         from ..store import database_url, redact, resolve_home
 
         url = database_url(ctx.database_url)
-        where = f"the database {redact(url)}" if url else f"the relay home {resolve_home(ctx.home)}"
+        where = (
+            f"the database {redact(url)}"
+            if url
+            else f"the relay home {resolve_home(ctx.home, ctx.environ)}"
+        )
     except RelayError:
         return
     e.message = f"{e.message} (looked in {where})"
@@ -639,20 +656,27 @@ def _sqlite_error(e: Exception) -> RelayError | None:
 def _invoke(command, argv: list[str], context: Context):
     """Click's ``main`` minus its own handling: Typer's turns a broken pipe into exit 1
     (the "bug" code), before relay could say 141; every exception reaches ``_run``. The
-    call's context rides on Click's as ``obj``."""
-    instruction = os.environ.get(click_seam.COMPLETE_VAR)
-    if instruction:  # the shell's completion request: answered, and the call ends
+    call's context rides on Click's as ``obj``, and Click's own output (help, completion)
+    goes to the context's streams (``click_seam.streams``); help is as wide as the
+    context's terminal."""
+    instruction = context.environ.get(click_seam.COMPLETE_VAR)
+    with click_seam.streams(context.stdout, context.stderr):
+        if instruction:  # the shell's completion request: answered, and the call ends
+            try:
+                return click_seam.complete(command, context, instruction, context.environ)
+            except SystemExit as e:  # `run` returns its status, as for every other call
+                if isinstance(e.code, int):
+                    return e.code
+                return ExitStatus.OK if e.code is None else 1  # (as Python exits for a message)
+        # (the help formatter's own width rule, from the context's terminal)
+        width = max(min(terminal_width(context.stdout, context.environ), 80) - 2, 50)
         try:
-            return click_seam.complete(command, context, instruction)
-        except SystemExit as e:  # `run` returns its status, as for every other call
-            if isinstance(e.code, int):
-                return e.code
-            return ExitStatus.OK if e.code is None else 1  # (as Python exits for a message)
-    try:
-        with command.make_context("relay", list(argv), obj=context) as ctx:
-            return command.invoke(ctx)
-    except EOFError as e:  # (as Click: end of input at a prompt)
-        raise typer.Abort() from e
+            with command.make_context(
+                "relay", list(argv), obj=context, terminal_width=width
+            ) as ctx:
+                return command.invoke(ctx)
+        except EOFError as e:  # (as Click: end of input at a prompt)
+            raise typer.Abort() from e
 
 
 DATABASE_URL_HELP = (
@@ -698,16 +722,12 @@ def build_command(typer_app):
     return command
 
 
-def _click_command(argv: list[str]):
+def _click_command(argv: list[str], completing: bool = False):
     """The Click command tree for this call. Building every command costs ~20 ms at each
     start, so a call that names a top-level command gets a tree with only that command;
-    --help, completion and anything unrecognised get the full tree."""
+    --help, completion (``completing``) and anything unrecognised get the full tree."""
     name = argv[0] if argv else ""
-    if (
-        len(argv) <= 1
-        and name in ("", "--help", "-h")
-        and click_seam.COMPLETE_VAR not in os.environ
-    ):
+    if len(argv) <= 1 and name in ("", "--help", "-h") and not completing:
         return build_command(_listing(app))
     if name and not name.startswith("-"):
         from typer.main import get_command_name
@@ -768,4 +788,4 @@ def _debug(ctx: Context) -> None:
     if ctx.debug:
         import traceback
 
-        traceback.print_exc()
+        traceback.print_exc(file=ctx.stderr)

@@ -14,8 +14,11 @@ that changes one fails that test, not a person's command).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import Any
+import contextlib
+import os
+import sys
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, TextIO
 
 import typer.completion
 from typer._click import exceptions as _exceptions
@@ -41,13 +44,65 @@ def current_obj() -> Any:
     return getattr(_globals.get_current_context(silent=True), "obj", None)
 
 
-def complete(command, obj: object, instruction: str) -> int:
+def complete(
+    command, obj: object, instruction: str, environ: Mapping[str, str] | None = None
+) -> int:
     """Answer the shell's completion request ``instruction`` (the value of
     ``COMPLETE_VAR``, e.g. ``complete_bash``) for ``command``, whose contexts carry
-    ``obj``; the exit status. As Typer's own entry point, without exiting."""
-    return typer.completion.shell_complete(
-        command, {"obj": obj}, "relay", COMPLETE_VAR, instruction
-    )
+    ``obj``; the exit status. As Typer's own entry point, without exiting.
+
+    The request's words are in the call's ``environ`` (``COMP_WORDS``, ``COMP_CWORD``,
+    ``_TYPER_COMPLETE_*``), but Typer's completion classes read them from the process
+    environment, with no parameter to hand them over: when the call's environment is
+    not the process's (a test's context), those variables alone are put there for the
+    answer and taken back after it. This is the one place relay writes the process
+    environment (None: the process's own, nothing is put)."""
+    with _completion_request(environ):
+        return typer.completion.shell_complete(
+            command, {"obj": obj}, "relay", COMPLETE_VAR, instruction
+        )
+
+
+# the variables of a completion request that Typer's completion classes read
+_COMPLETION_VARS = ("COMP_", "_TYPER_COMPLETE_")
+
+
+@contextlib.contextmanager
+def _completion_request(environ: Mapping[str, str] | None) -> Iterator[None]:
+    if environ is None or environ is os.environ:
+        yield
+        return
+    names = {k for k in (*os.environ, *environ) if k.startswith(_COMPLETION_VARS)}
+    saved = {k: os.environ.get(k) for k in names}
+    try:
+        for k in names:
+            if k in environ:
+                os.environ[k] = environ[k]
+            else:
+                os.environ.pop(k, None)
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@contextlib.contextmanager
+def streams(stdout: TextIO | None, stderr: TextIO | None) -> Iterator[None]:
+    """Click's own output -- a command's ``--help``, the shell's completion answer --
+    goes to ``sys.stdout``/``sys.stderr`` (``click.echo`` of the help option and of
+    Typer's completion takes no stream from its caller). For a call whose context has
+    other streams (a test's), they stand in for the process's while Click runs: the one
+    place relay swaps the standard streams. relay's own output never needs it: it
+    writes to the context's streams."""
+    with contextlib.ExitStack() as stack:
+        if stdout is not None and stdout is not sys.stdout:
+            stack.enter_context(contextlib.redirect_stdout(stdout))
+        if stderr is not None and stderr is not sys.stderr:
+            stack.enter_context(contextlib.redirect_stderr(stderr))
+        yield
 
 
 class Choice(ParamType):

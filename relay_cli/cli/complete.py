@@ -11,7 +11,6 @@ candidates.
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from ..core import clock
@@ -46,15 +45,23 @@ def _param(ctx, name: str):
     return None
 
 
-def _open(ctx):
+def _call(ctx):
+    """The call's context (``app.run`` hands it to every completion), with
+    --database-url; outside a call, an empty one (no environment: nothing is offered
+    that needs one)."""
     from ..core.context import Context
+
+    call = getattr(ctx, "obj", None)
+    return call if isinstance(call, Context) else Context()
+
+
+def _open(ctx):
     from ..store import open_store_readonly
 
-    call = getattr(ctx, "obj", None)  # the call's context (``app.run``), with --database-url
-    if not isinstance(call, Context):
-        call = Context.from_environ()
+    call = _call(ctx)
     try:
-        return open_store_readonly(_param(ctx, "home"), call.database_url, call.clock)
+        home = _param(ctx, "home") or call.home
+        return open_store_readonly(home, call.database_url, call.clock, call.environ)
     except Exception:  # noqa: BLE001 - completion never fails: no candidates
         return None
 
@@ -63,7 +70,9 @@ def _me(store: PeerStore, ctx) -> tuple[str | None, str | None]:
     """(my name, my session id), by the same rule as the command (``peers.identity``)."""
     from ..requests.peers import hash_token, identity
 
-    name, token = identity(_param(ctx, "as_") or None, _param(ctx, "session") or None, os.environ)
+    name, token = identity(
+        _param(ctx, "as_") or None, _param(ctx, "session") or None, _call(ctx).environ
+    )
     session = store.session_by_token_hash(hash_token(token)) if token else None
     if session is not None:
         return session["peer"], session["id"]

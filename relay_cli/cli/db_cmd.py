@@ -42,7 +42,7 @@ def path(json_: JsonOpt = False, home: HomeOpt = None) -> int:
     from ..store import database_file
 
     env = Env(json_, home)
-    db = str(database_file(env.home, env.ctx.database_url))
+    db = str(database_file(env.home, env.ctx.database_url, env.ctx.environ))
     exists = os.path.exists(db)
     if env.json:
         env.out.json(export_lib.path_object(db, exists))
@@ -145,7 +145,7 @@ def copy(
     url = check(to.strip())
     from ..store.copy import copy as copy_db
 
-    result = copy_db(resolve_home(home), url)
+    result = copy_db(resolve_home(env.home, env.ctx.environ), url, env.ctx.environ)
     if env.json:
         env.out.json(result)
     else:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Annotated
 
 import typer
@@ -35,24 +34,27 @@ def demo(
     """
     from ..operate import demo as demo_lib
 
-    out = Output(json_)
+    ctx = call_context()
+    out = Output.of(ctx, json_)
     path = demo_lib.home_for(home)
     narrate = _Narrator(out)
     if not out.json_mode:
         out.para(f"relay demo: two peers hand each other work in a throwaway home, {path}")
     try:
-        d = demo_lib.run(path, narrate)
+        d = demo_lib.run(path, narrate, ctx.environ)
         if out.json_mode:
             out.json(d.to_json(kept=keep or home is not None))
         else:
             narrate("step", "Every request, as `relay list` shows it:")
             narrate("cmd", "relay list")
-            sys.stdout.flush()
-            demo_lib.relay_command(path, "list", stdout=sys.stdout)
+            out.stdout.flush()
+            demo_lib.relay_command(path, "list", environ=ctx.environ, stdout=out.stdout)
             narrate("step", "And the request's history:")
             narrate("cmd", f"relay show {d.request_id[:8]} --events")
-            sys.stdout.flush()
-            demo_lib.relay_command(path, "show", d.request_id[:8], "--events", stdout=sys.stdout)
+            out.stdout.flush()
+            demo_lib.relay_command(
+                path, "show", d.request_id[:8], "--events", environ=ctx.environ, stdout=out.stdout
+            )
     finally:
         if not keep and home is None:
             demo_lib.remove(path)
@@ -66,9 +68,7 @@ def demo(
         )
         if keep or home is not None:
             out.line("The home was kept; to look around in it:")
-            out.line(
-                f"  {demo_lib.look_around(path, call_context().database_url_given())}"
-            )  # whole, to copy
+            out.line(f"  {demo_lib.look_around(path, ctx.database_url_given())}")  # whole, to copy
         else:
             out.para("The throwaway home was removed (relay demo --keep keeps it).")
     return 0

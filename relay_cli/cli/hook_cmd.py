@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import sys
 from typing import Annotated, Optional
 
 import typer
 
 from ..core import clock
 from ..core.limits import HOOK_LEASE_S, SESSION_LEASE
-from ..core.output import Col
+from ..core.output import Col, terminal_width
 from ..requests.states import STATE_STYLES
 from ..requests.states import note as state_note
 from .app import (
@@ -23,6 +21,7 @@ from .app import (
     RelayGroup,
     SessionOpt,
     app,
+    call_context,
     examples,
     lazy_module,
 )
@@ -82,13 +81,15 @@ def _run_hook(
 ) -> int:
     """One hook run: read the event, answer on stdout. Never fails the agent: on anything
     unexpected it exits 0 and prints nothing (a waiter's exit 2 is its wake-up)."""
+    stdin = call_context().stdin
     try:
-        if sys.stdin.isatty():  # run by hand at a terminal: there is no event to read
+        if stdin is None or stdin.isatty():  # by hand at a terminal: there is no event
             return 0
-        data = sys.stdin.buffer.read(hook.MAX_INPUT_BYTES + 1)
+        data = stdin.buffer.read(hook.MAX_INPUT_BYTES + 1)
     except (OSError, ValueError, AttributeError):
         return 0
     env = Env(True, home)
+    ctx, stdout, stderr = env.ctx, env.out.stdout, env.out.stderr
     doc, code, note = None, 0, ""
     try:
         event = hook.parse(data, hook.DIALECTS[runtime])
@@ -103,14 +104,15 @@ def _run_hook(
             lease=lease,
             wake=wake,
             timeout=timeout,
-            environ=os.environ,
+            environ=ctx.environ,
+            stderr=stderr,
         )
     except Exception as e:  # noqa: BLE001 - a hook must never break the agent
-        if os.environ.get("RELAY_DEBUG") == "1":
+        if ctx.debug:
             import traceback
 
-            traceback.print_exc()
-            sys.stderr.write(f"relay hook {runtime}: {type(e).__name__}: {e}\n")
+            traceback.print_exc(file=stderr)
+            stderr.write(f"relay hook {runtime}: {type(e).__name__}: {e}\n")
         return 0
     finally:
         env.close()
@@ -118,12 +120,12 @@ def _run_hook(
         if doc is not None:
             import json
 
-            sys.stdout.write(json.dumps(doc, ensure_ascii=False) + "\n")
-            sys.stdout.flush()
+            stdout.write(json.dumps(doc, ensure_ascii=False) + "\n")
+            stdout.flush()
         if note:
-            sys.stderr.write(note + "\n")
-            sys.stderr.flush()
-    except (OSError, ValueError):
+            stderr.write(note + "\n")
+            stderr.flush()
+    except (OSError, ValueError, AttributeError):
         pass
     return code
 
@@ -161,7 +163,7 @@ def _hook_command(rt) -> None:
 
 def _check_agent(value: str) -> None:
     if value not in hook_install.RUNTIMES:  # the installer's own usage_error
-        hook_install.change_settings(value, install=False)
+        hook_install.change_settings(value, install=False, environ={})
 
 
 DryRunOpt = Annotated[
@@ -180,7 +182,7 @@ def _settings_change(
 ) -> int:
     env = Env(json_, home)
     result = hook_install.change_settings(
-        agent, install=install, project=project, dry_run=dry_run, wake=wake
+        agent, install=install, environ=env.ctx.environ, project=project, dry_run=dry_run, wake=wake
     )
     if env.json:
         env.out.json(result)
@@ -203,10 +205,9 @@ def _settings_change(
     if result["backup"]:
         env.out.line(f"backup of the previous file: {result['backup']}")
     if result["changed"] or install:
-        import shutil
         import textwrap
 
-        width = min(shutil.get_terminal_size((80, 24)).columns, 100)
+        width = min(terminal_width(env.out.stdout, env.out.environ), 100)
         env.out.line("still to do:")
         for line in result["todo"]:  # wrapped at word boundaries: never folds mid-word
             env.out.line(

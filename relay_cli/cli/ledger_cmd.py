@@ -8,8 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shlex
-import sys
-from typing import Annotated, Any, Callable, List, Optional
+from typing import Annotated, Any, Callable, List, Optional, TextIO
 
 import typer
 
@@ -17,7 +16,6 @@ from ..core import clock
 from ..core.errors import RelayError
 from ..core.limits import DEFAULT_WAIT_S, TAIL_BYTES, WAIT
 from ..core.output import LEDGER_STYLES, Col, Output, inert, iso_age
-from ..core.person import stdin_is_terminal
 from ..core.process import command_argv
 from ..requests import lifecycle
 from . import complete
@@ -291,15 +289,15 @@ def once(
         approve=approve,
         timeout_s=timeout_s,
         on_waiting=lambda entry: env.out.note(outcome.waiting_note(entry)),
-        out_sink=runner.Sink(None if env.json else sys.stdout),
-        err_sink=runner.Sink(sys.stderr),
+        out_sink=runner.Sink(None if env.json else env.out.stdout),
+        err_sink=runner.Sink(env.out.stderr),
         on_decided=lambda entry: env.out.note(outcome.decided_note(entry)),
     )
     if env.json:
         env.out.json(result.to_json())
     else:  # a replay writes its stored output through (nothing else has raw bytes)
-        _write_bytes(sys.stdout, result.raw[0])
-        _write_bytes(sys.stderr, result.raw[1])
+        _write_bytes(env.out.stdout, result.raw[0])
+        _write_bytes(env.out.stderr, result.raw[1])
     for line in result.notes():
         env.out.note(line)
     if result.error is not None:
@@ -434,7 +432,9 @@ def ledger_resolve(
     text = lifecycle.validate_text(note, "--note") if note is not None else None
     try:
         with env.unit() as now:
-            obj = ledger.resolve(env.store, now, key, outcome, text, terminal=stdin_is_terminal())
+            obj = ledger.resolve(
+                env.store, now, key, outcome, text, terminal=env.ctx.stdin_terminal
+            )
     except ledger.EntryError as e:
         raise RelayError(e.code, e.message, detail=e.detail) from None
     return _emit(env, obj)
@@ -468,13 +468,13 @@ def approve(
     """
     env = Env(json_, home, creates=False)
     ledger.validate_key(key)
-    terminal = stdin_is_terminal()
+    terminal = env.ctx.stdin_terminal
     seen = None
     if not yes:
         with env.unit(write=False):
             shown = ledger.to_decide(env.store, key, "approve", terminal=terminal)
         if shown["state"] == "awaiting_approval":
-            if not _confirm(env.out, shown):
+            if not _confirm(env.out, env.ctx.stdin, shown):
                 return _emit(env, shown)
             seen = shown
     with env.unit() as now:
@@ -482,9 +482,10 @@ def approve(
     return _emit(env, obj)
 
 
-def _confirm(out: Output, entry: dict) -> bool:
-    """Show what would run and ask the person at the terminal; True for yes."""
-    with _person(out) as say:
+def _confirm(out: Output, stdin: TextIO | None, entry: dict) -> bool:
+    """Show what would run and ask the person at the terminal (``stdin``, the call's);
+    True for yes."""
+    with _person(out, stdin) as say:
         say.write(
             f"relay once is waiting to run this command, once:\n"
             f"  command: {inert(ledger.command_text(entry['argv']))}\n"
@@ -494,7 +495,7 @@ def _confirm(out: Output, entry: dict) -> bool:
         )
         say.flush()
         try:
-            answer = sys.stdin.readline()
+            answer = stdin.readline() if stdin is not None else ""
         except (OSError, ValueError):
             answer = ""
         if not answer.endswith("\n"):
@@ -510,7 +511,7 @@ def _confirm(out: Output, entry: dict) -> bool:
 
 
 @contextlib.contextmanager
-def _person(out: Output):
+def _person(out: Output, stdin: TextIO | None):
     """Where approve talks with the person: stderr; with --json, whose stderr carries
     nothing but an error line (design.md §7), the terminal that standard input is -- the
     one the terminal rule requires and where the person types the answer."""
@@ -518,7 +519,9 @@ def _person(out: Output):
         yield out.stderr
         return
     try:
-        fd = os.open(os.ttyname(sys.stdin.fileno()), os.O_WRONLY | os.O_NOCTTY)
+        if stdin is None:
+            raise ValueError("standard input is closed")
+        fd = os.open(os.ttyname(stdin.fileno()), os.O_WRONLY | os.O_NOCTTY)
     except (OSError, ValueError, AttributeError) as e:
         raise RelayError(
             "approval_needs_terminal",
@@ -548,5 +551,5 @@ def deny(
     ledger.validate_key(key)
     text = lifecycle.validate_text(note, "--note") if note is not None else None
     with env.unit() as now:
-        obj = ledger.deny(env.store, now, key, text, terminal=stdin_is_terminal())
+        obj = ledger.deny(env.store, now, key, text, terminal=env.ctx.stdin_terminal)
     return _emit(env, obj)

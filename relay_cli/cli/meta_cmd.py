@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import sys
-
-from .app import HomeOpt, JsonOpt, app, examples
+from ..core.output import Output
+from .app import HomeOpt, JsonOpt, app, call_context, examples
 
 
 @app.command(
@@ -25,5 +24,6 @@ def schema(json_: JsonOpt = False, home: HomeOpt = None) -> int:
     from . import schema as schema_mod
 
     del json_, home
-    sys.stdout.write(json.dumps(schema_mod.build(), indent=2, ensure_ascii=False) + "\n")
+    out = Output.of(call_context(), json_mode=True)
+    out.line(json.dumps(schema_mod.build(), indent=2, ensure_ascii=False))
     return 0

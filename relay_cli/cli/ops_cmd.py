@@ -97,7 +97,7 @@ def run_(
             else:
                 env.out.note(item)
 
-        return launcher.run(lambda: _open(env), as_, kind, lease_s, argv, report)
+        return launcher.run(lambda: _open(env), as_, kind, lease_s, argv, report, env.ctx.environ)
     except launcher.CannotStart as e:
         err = cannot_start(str(e), e.status, _CANNOT_START)
         env.out.error(err)
@@ -148,15 +148,14 @@ def doctor(
     the problems are on the last screen. It creates nothing; --fix only sets modes.
     Exit status 7 when any check fails, else 0.
     """
-    import os
-
     from ..operate import doctor as doctor_
     from ..operate.doctor import screen
     from ..store import resolve_home
 
-    out = Output(json_)
-    given = bool(home) or bool(os.environ.get("RELAY_HOME"))
-    report = doctor_.diagnose(resolve_home(home), fix=fix, home_given=given, context=call_context())
+    ctx = call_context()
+    out = Output.of(ctx, json_)
+    home = home or ctx.home  # --home, else $RELAY_HOME
+    report = doctor_.diagnose(resolve_home(home, ctx.environ), ctx, fix=fix, home_given=bool(home))
     if json_:
         out.json(report.to_json())
         return report.exit_code

@@ -105,7 +105,7 @@ def join(
     peers.validate_name(name)
     peers.validate_kind(kind)
     lease_s = duration(lease, SESSION_LEASE, "--lease", DEFAULT_SESSION_LEASE_S)
-    if not (yes or env.json) and _person_at_terminal(env.out) and not _replace_ok(env, name):
+    if not (yes or env.json) and _person_at_terminal(env) and not _replace_ok(env, name):
         return 0
     with env.unit() as now:
         result, moved = peers.join_session(env.store, name, kind, lease_s, now)
@@ -155,14 +155,12 @@ def join(
     return 0
 
 
-def _person_at_terminal(out) -> bool:
+def _person_at_terminal(env: Env) -> bool:
     """Standard input and stderr are a terminal: a person sees the question and types the
     answer there. (A script or a test harness that keeps the terminal as stdin but
     captures stderr is not asked.)"""
-    from ..core.person import stdin_is_terminal
-
     try:
-        return stdin_is_terminal() and out.stderr.isatty()
+        return env.ctx.stdin_terminal and env.out.stderr.isatty()
     except (AttributeError, ValueError):
         return False
 
@@ -200,9 +198,7 @@ def _replace_ok(env: Env, name: str) -> bool:
     out.stderr.write(f"Replace the live session of {name}? [y/N] ")
     out.stderr.flush()
     try:
-        import sys
-
-        answer = sys.stdin.readline()
+        answer = env.ctx.stdin.readline() if env.ctx.stdin is not None else ""
     except (OSError, ValueError):
         answer = ""
     if not answer.endswith("\n"):

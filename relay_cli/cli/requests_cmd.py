@@ -24,7 +24,6 @@ from ..core.limits import (
     WAIT,
 )
 from ..core.output import Output, size
-from ..core.person import stdin_is_terminal
 from ..requests import due, lifecycle, waiting
 from ..requests.peers import validate_name
 from . import complete
@@ -39,6 +38,7 @@ from .app import (
     StatesOpt,
     WholeNumber,
     app,
+    call_context,
     duration,
     examples,
     read_text,
@@ -159,10 +159,11 @@ def id_(json_: JsonOpt = False, home: HomeOpt = None) -> int:
     """
     del home  # accepted like on every command; no state is read
     obj = lifecycle.id_object(lifecycle.new_id())
+    out = Output.of(call_context(), json_)
     if json_:
-        Output(True).json(obj)
+        out.json(obj)
     else:
-        Output(False).line(obj["id"])
+        out.line(obj["id"])
     return 0
 
 
@@ -207,7 +208,9 @@ def send(
         env.out, to, text, file, ttl, reply_within, on_lost, max_attempts, in_reply_to
     )
     with env.unit() as now:
-        result = lifecycle.send(env.store, now, env.caller(), request_id=request_id, **inputs)
+        result = lifecycle.send(
+            env.store, now, env.caller(), request_id=request_id, limits=env.ctx.limits, **inputs
+        )
     if not env.json and id_ is None:
         env.out.note(f"request id: {result['id']} (pass --id next time so a retry is safe)")
     if not env.json and result["duplicate"]:
@@ -290,7 +293,7 @@ def submit(
     env = Env(json_, home, as_, session, creates=False, identified=True)
     draft_id = lifecycle.validate_ref(id_)
     with env.unit() as now:
-        result = lifecycle.submit(env.store, now, env.caller(), draft_id)
+        result = lifecycle.submit(env.store, now, env.caller(), draft_id, env.ctx.limits)
     if env.json:  # the receipt (design.md §7); a person sees what send shows
         env.out.json(lifecycle.receipt(result))
         return 0
@@ -811,7 +814,7 @@ def resolve(
     detail = lifecycle.validate_text(note, "--note") if note is not None else None
     with env.unit() as now:
         obj = lifecycle.resolve(
-            env.store, now, request_id, outcome, detail, terminal=stdin_is_terminal()
+            env.store, now, request_id, outcome, detail, terminal=env.ctx.stdin_terminal
         )
     return _emit(env, obj, render_request)
 

@@ -6,7 +6,6 @@ import contextlib
 import os
 import select
 import signal
-import sys
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -59,7 +58,7 @@ def watch(json_: JsonOpt = False, home: HomeOpt = None) -> int:
             env.out.line(f"(home {snap.home}; taken at {clock.iso(snap.now)})")
             env.out.stdout.flush()
             return 0
-        if os.environ.get("TERM") == "dumb":
+        if env.ctx.environ.get("TERM") == "dumb":
             return _snapshots(env)
         return _live(env)
     finally:
@@ -71,10 +70,10 @@ def _footer(snap) -> str:
 
 
 @contextlib.contextmanager
-def _keyboard():
-    """Single key presses from the terminal; SIGTERM/SIGHUP leave like Ctrl-C; the
-    terminal and the handlers are restored however the view ends."""
-    keys = _Keys(sys.stdin)
+def _keyboard(stdin):
+    """Single key presses from the terminal (``stdin``, the call's); SIGTERM/SIGHUP leave
+    like Ctrl-C; the terminal and the handlers are restored however the view ends."""
+    keys = _Keys(stdin)
     saved = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
         keys.start()
@@ -91,10 +90,10 @@ def _live(env: Env) -> int:
     from rich.text import Text
 
     out = env.out
-    console = make_console(sys.stdout, out.color, None)
+    console = make_console(out.stdout, out.color, None, out.environ)
     try:
         with (
-            _keyboard() as keys,
+            _keyboard(env.ctx.stdin) as keys,
             Live(
                 console=console,
                 screen=True,
@@ -142,7 +141,7 @@ def _snapshots(env: Env) -> int:
     printed again whenever something changes; `q` or Ctrl-C leaves."""
     out = env.out
     try:
-        with _keyboard() as keys:
+        with _keyboard(env.ctx.stdin) as keys:
             last_version = None
             while True:
                 try:
@@ -153,7 +152,7 @@ def _snapshots(env: Env) -> int:
                     try:
                         snap = _snapshot(env)
                         last_version = version
-                        width, height = terminal_size(sys.stdout)
+                        width, height = terminal_size(out.stdout, out.environ)
                         lines = watch_lib.render(
                             snap,
                             width,

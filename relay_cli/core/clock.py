@@ -9,9 +9,7 @@ epoch inside relay and RFC 3339 UTC with milliseconds and ``Z`` outside.
 from __future__ import annotations
 
 import math
-import os
 import re
-import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -61,8 +59,10 @@ class Clock:
     fixed: bool = False
 
     @classmethod
-    def from_environ(cls, environ: Mapping[str, str] | None = None) -> Clock:
-        return cls((os.environ if environ is None else environ).get(OFFSET_VAR, ""))
+    def from_environ(cls, environ: Mapping[str, str]) -> Clock:
+        """The clock ``RELAY_TIME_OFFSET`` in ``environ`` (a call's: ``core.context``)
+        describes."""
+        return cls(environ.get(OFFSET_VAR, ""))
 
     def offset_seconds(self) -> float:
         return parse_offset(self.offset)
@@ -95,31 +95,6 @@ class Clock:
             "clock. Never set it on a home in use: rehearse on a copy "
             "(RELAY_HOME=/tmp/relay-copy)."
         )
-
-
-# The clock of the call running in this thread, for the few readers that are not handed
-# one yet (a ledger entry's liveness when it was made on another host); a call's context
-# sets it (``Context.enter``, ``Context.use_clock``); a new thread starts with this
-# machine's clock.
-_current = threading.local()  # .clock: the Clock of the call running in this thread
-
-
-def use(clock: Clock | None) -> Clock | None:
-    """Make ``clock`` the clock of the call running in this thread; returns the one before
-    (to give back when the call ends)."""
-    before = getattr(_current, "clock", None)
-    _current.clock = clock
-    return before
-
-
-def current() -> Clock:
-    clock = getattr(_current, "clock", None)
-    return Clock.from_environ() if clock is None else clock
-
-
-def now_ms() -> int:
-    """The time by the clock of the call running in this thread (see ``current``)."""
-    return current().now_ms()
 
 
 def iso(ms: int | None) -> str | None:

@@ -1,29 +1,31 @@
 """What one call of relay works with, built once per call (by the command line) and
-handed down to the library instead of being read from process-wide state: the state
-directory, the database URL, the clock, the standard streams, colour and debugging.
+handed down to the library instead of being read from process-wide state (design.md §8):
+the environment it was given, the caller's identity from it, the state directory, the
+database URL, the clock, the standard streams and what they are (a terminal or not, how
+wide), colour, debugging and the limits of this process.
 
-It is read from the environment once (``Context.from_environ``); a command line's
-options (``--home``, ``--database-url``) then set their part. Tests build one with a
-fake clock (``Context(clock=Clock(...))``) instead of writing ``os.environ``.
+It is read from an environment and three streams once (``Context.from_environ``: the
+command line hands it the process's, ``cli/app.py``'s ``process_context``, the one place
+relay reads them); a command line's options (``--home``, ``--database-url``) then set
+their part. Nothing below the command line reads the process's environment or standard
+streams: it is handed what it needs from here. A test builds one (an environment of its
+own, its own streams, a fake clock) instead of changing the process.
 """
 
 from __future__ import annotations
 
 import os
-import sys
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TextIO
+from typing import Any, Protocol, TextIO
 
-from . import clock as _clock
 from .clock import Clock
+from .errors import RelayError
 from .limits import DEFAULT_RATE_LIMIT, QUEUE_CAP
 
-if TYPE_CHECKING:
-    from collections.abc import Mapping
-
-
 # The environment variables relay reads (design.md §2, §3, §4, §7, §8), with what each
-# means (`relay schema`, the man page): their one list. Tests clear them around a call.
+# means (`relay schema`, the man page): their one list. A test leaves them out of its calls' environment.
 ENVIRONMENT: dict[str, str] = {
     "RELAY_HOME": "State directory (default: the per-user state dir, on Linux "
     "~/.local/state/relay). --home overrides it.",
@@ -50,6 +52,52 @@ ENVIRONMENT: dict[str, str] = {
 HOME_VAR = "RELAY_HOME"
 DATABASE_URL_VAR = "RELAY_DATABASE_URL"
 DEBUG_VAR = "RELAY_DEBUG"
+RATE_LIMIT_VAR = "RELAY_RATE_LIMIT"
+QUEUE_CAP_VAR = "RELAY_QUEUE_CAP"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The limits of this process (design.md §4), as its environment wrote them: read when
+    a command checks them, so a malformed value is that command's usage_error, never a
+    crash at start (and `relay doctor` reports it)."""
+
+    rate_limit_raw: str | None = None  # $RELAY_RATE_LIMIT
+    queue_cap_raw: str | None = None  # $RELAY_QUEUE_CAP
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> Limits:
+        return cls(environ.get(RATE_LIMIT_VAR), environ.get(QUEUE_CAP_VAR))
+
+    def rate_limit(self) -> int:
+        """New requests allowed per sender per minute; 0: no limit."""
+        return _limit(RATE_LIMIT_VAR, self.rate_limit_raw, DEFAULT_RATE_LIMIT)
+
+    def queue_cap(self) -> int:
+        """Open requests allowed per recipient (design.md §4); 0: no cap."""
+        return _limit(QUEUE_CAP_VAR, self.queue_cap_raw, QUEUE_CAP)
+
+    def queue_cap_given(self) -> bool:
+        """Whether the environment sets the queue cap (else it is the default)."""
+        return bool((self.queue_cap_raw or "").strip())
+
+
+def _limit(name: str, raw: str | None, default: int) -> int:
+    if not raw:  # unset or empty: the default
+        return default
+    # the whole value, ASCII digits only: no sign, space or newline (design.md §4)
+    if not re.fullmatch(r"[0-9]{1,9}", raw, re.ASCII):
+        raise RelayError("usage_error", f"{name} must be a whole number >= 0, not {raw!r}")
+    return int(raw)
+
+
+def is_terminal(stream: Any) -> bool:
+    """Is ``stream`` a terminal (for standard input: a person typing, not a pipe, a file or
+    an agent's shell)? A closed or missing stream is not."""
+    try:
+        return stream is not None and bool(stream.isatty()) and os.isatty(stream.fileno())
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 class Closable(Protocol):
@@ -60,6 +108,10 @@ class Closable(Protocol):
 
 @dataclass
 class Context:
+    # the environment this call was given (a copy): the caller's identity is read from
+    # it (``peers.identity``: RELAY_PEER, RELAY_SESSION), and the settings not carried
+    # below (colour, terminal size, PATH, HOME, a runtime's variables, libpq's)
+    environ: Mapping[str, str] = field(default_factory=dict)
     # the state directory as given (``--home`` or $RELAY_HOME); None: the per-user default
     home: str | None = None
     # the database URL as given (``--database-url`` or $RELAY_DATABASE_URL), unchecked;
@@ -69,29 +121,47 @@ class Context:
     stdin: TextIO | None = None
     stdout: TextIO | None = None
     stderr: TextIO | None = None
+    # standard input is a terminal: a person typing (design.md §14)
+    stdin_terminal: bool = False
     # colour: None decides by the terminal and NO_COLOR/FORCE_COLOR/TERM (``Output``)
     color: bool | None = None
     debug: bool = False
+    # the limits of this process: $RELAY_RATE_LIMIT, $RELAY_QUEUE_CAP (design.md §4)
+    limits: Limits = field(default_factory=Limits)
     # what this call opened and must close when it ends (``Env``s and their stores)
     closing: list[Closable] = field(default_factory=list)
+    # the stderr streams that carry this call's one JSON error line already (design.md
+    # §7; ``Output``), by ``id``
+    error_lines: set[int] = field(default_factory=set)
 
     @classmethod
     def from_environ(
-        cls, environ: Mapping[str, str] | None = None, clock: Clock | None = None, **given: Any
+        cls,
+        environ: Mapping[str, str],
+        *,
+        stdin: TextIO | None = None,
+        stdout: TextIO | None = None,
+        stderr: TextIO | None = None,
+        clock: Clock | None = None,
+        **given: Any,
     ) -> Context:
-        """The context of a call in ``environ`` (default: this process's), on the current
-        standard streams; ``clock`` replaces the one ``RELAY_TIME_OFFSET`` describes."""
-        env = os.environ if environ is None else environ
-        return cls(
+        """The context of a call in ``environ`` on the streams given; ``clock`` replaces
+        the one ``RELAY_TIME_OFFSET`` describes; ``given`` sets any other field. Reads
+        nothing else."""
+        env = dict(environ)
+        facts: dict[str, Any] = dict(
+            environ=env,
             home=env.get(HOME_VAR) or None,
             database_url=env.get(DATABASE_URL_VAR),
             clock=clock if clock is not None else Clock.from_environ(env),
-            stdin=sys.stdin,
-            stdout=sys.stdout,
-            stderr=sys.stderr,
+            stdin=stdin,
+            stdout=stdout,
+            stderr=stderr,
+            stdin_terminal=is_terminal(stdin),
             debug=env.get(DEBUG_VAR) == "1",
-            **given,
+            limits=Limits.from_environ(env),
         )
+        return cls(**{**facts, **given})
 
     def database_url_given(self) -> bool:
         """Whether this call names a database URL at all (valid or not), unchecked."""
@@ -101,14 +171,8 @@ class Context:
         """From now on this call's time comes from ``clock`` (a store's, whose server keeps
         relay's time: design.md §13)."""
         self.clock = clock
-        _clock.use(clock)
 
-    def enter(self) -> Clock | None:
-        """Make this the call running in this thread (for readers not handed a clock yet);
-        returns the token ``leave`` takes."""
-        return _clock.use(self.clock)
-
-    def leave(self, token: Clock | None) -> None:
+    def close(self) -> None:
+        """The call ends: close what it opened, last opened first."""
         while self.closing:
             self.closing.pop().close()
-        _clock.use(token)

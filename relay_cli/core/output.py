@@ -6,10 +6,10 @@ Human output is rich (tables, colour) on a terminal and plain text otherwise or 
 
 from __future__ import annotations
 
+import io
 import os
 import re
-import sys
-import weakref
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence, TextIO
 
@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
     from rich.console import Console
     from rich.text import Text
+
+    from .context import Context
 
 # C0/C1 controls (but newline and tab), line/paragraph separators, and the invisible
 # format characters (Unicode Cf) that reorder or hide text: bidi controls and marks,
@@ -92,15 +94,6 @@ def _escape_char(ch: str) -> str:
 
 NOT_YET = ("timeout", "nothing_to_claim")  # exit 75 of wait and claim --wait
 
-# The stderr streams that carry this call's one JSON error line already (design.md §7).
-_ERROR_LINE_WRITTEN: weakref.WeakSet[TextIO] = weakref.WeakSet()
-
-
-def new_call() -> None:
-    """A new call of the CLI begins (in one process, a caller may run several): its
-    stderr has carried no error line yet."""
-    _ERROR_LINE_WRITTEN.clear()
-
 
 @dataclass(frozen=True)
 class Col:
@@ -129,10 +122,6 @@ class Col:
 GAP = 2  # spaces between columns
 
 
-def _env_set(name: str) -> bool:
-    return bool(os.environ.get(name))
-
-
 @dataclass
 class Output:
     """Where human output goes and how it may look (design.md §7, §14).
@@ -142,13 +131,37 @@ class Output:
       every character: full ids, exact RFC 3339 times, no width limit.
     - ``color``: colour, panels and glyphs; off under ``NO_COLOR``, with ``TERM=dumb``
       and when not on a terminal, on with ``FORCE_COLOR`` (``NO_COLOR`` wins).
+
+    The streams, the environment those variables are read from and the record of the
+    call's JSON error line are the call's (``Output.of`` its context); an Output made
+    without them writes to nothing and reads an empty environment.
     """
 
     json_mode: bool = False
-    stdout: TextIO = field(default_factory=lambda: sys.stdout)
-    stderr: TextIO = field(default_factory=lambda: sys.stderr)
+    stdout: TextIO = field(default_factory=io.StringIO)
+    stderr: TextIO = field(default_factory=io.StringIO)
     # the call's choice (its context's ``color``); None: decided as said above
     color_choice: bool | None = None
+    # the call's environment (NO_COLOR, FORCE_COLOR, TERM, COLUMNS, LINES)
+    environ: Mapping[str, str] = field(default_factory=dict)
+    # the stderr streams (by ``id``) that carry the call's one JSON error line already
+    # (design.md §7): the call's own set, shared by every Output of the call
+    error_lines: set[int] = field(default_factory=set)
+
+    @classmethod
+    def of(cls, ctx: Context, json_mode: bool) -> Output:
+        """The output of the call ``ctx``: its streams, colour choice and environment."""
+        return cls(
+            json_mode,
+            stdout=ctx.stdout if ctx.stdout is not None else io.StringIO(),
+            stderr=ctx.stderr if ctx.stderr is not None else io.StringIO(),
+            color_choice=ctx.color,
+            environ=ctx.environ,
+            error_lines=ctx.error_lines,
+        )
+
+    def _env_set(self, name: str) -> bool:
+        return bool(self.environ.get(name))
 
     @property
     def tty(self) -> bool:
@@ -159,15 +172,15 @@ class Output:
 
     @property
     def terminal(self) -> bool:
-        return not self.json_mode and (self.tty or _env_set("FORCE_COLOR"))
+        return not self.json_mode and (self.tty or self._env_set("FORCE_COLOR"))
 
     @property
     def color(self) -> bool:
         if self.color_choice is not None:
             return self.color_choice and not self.json_mode
-        if not self.terminal or _env_set("NO_COLOR"):
+        if not self.terminal or self._env_set("NO_COLOR"):
             return False
-        return _env_set("FORCE_COLOR") or os.environ.get("TERM") != "dumb"
+        return self._env_set("FORCE_COLOR") or self.environ.get("TERM") != "dumb"
 
     @property
     def rich(self) -> bool:
@@ -177,7 +190,7 @@ class Output:
     @property
     def width(self) -> int | None:
         """The terminal's columns; None when not on a terminal (nothing is cut)."""
-        return terminal_width(self.stdout) if self.terminal else None
+        return terminal_width(self.stdout, self.environ) if self.terminal else None
 
     @property
     def unicode(self) -> bool:
@@ -193,7 +206,7 @@ class Output:
         self.stdout.write(text + "\n")
 
     def console(self) -> Console:
-        return make_console(self.stdout, self.color, self.width)
+        return make_console(self.stdout, self.color, self.width, self.environ)
 
     def error(self, err: RelayError) -> None:
         if self.json_mode:
@@ -201,7 +214,7 @@ class Output:
             return
         # a wait that ran out means "not yet" (design.md §1), never an error
         label = "not yet" if err.code in NOT_YET else "error"
-        width = terminal_width(self.stderr) if _isatty(self.stderr) else None
+        width = terminal_width(self.stderr, self.environ) if _isatty(self.stderr) else None
         for text in (
             f"relay: {label}: {err.code}: {inert_line(err.message)}",
             f"hint: {inert(err.hint)}",
@@ -216,12 +229,9 @@ class Output:
         """With --json, stderr carries one line, ``{"error": {...}}`` (design.md §7): the
         first error of the call is that line; a later one on the same stream (``relay
         run``'s heartbeat lost the session, then leaving failed) is not written."""
-        try:
-            if self.stderr in _ERROR_LINE_WRITTEN:
-                return
-            _ERROR_LINE_WRITTEN.add(self.stderr)
-        except TypeError:  # a stream that cannot be tracked: write, as before
-            pass
+        if id(self.stderr) in self.error_lines:
+            return
+        self.error_lines.add(id(self.stderr))
         import json
 
         self.stderr.write(json.dumps({"error": error}) + "\n")
@@ -411,34 +421,37 @@ def _styled(value: object, styles: dict[str, str]) -> Text:
 
 
 # ---------------------------------------------------------------------------- tables
-def terminal_size(stream: TextIO | None = None) -> tuple[int, int]:
-    """(columns, lines) of the terminal: ``COLUMNS``/``LINES`` when set, else the
-    terminal's own size, else 80x24."""
+def terminal_size(stream: TextIO | None, environ: Mapping[str, str]) -> tuple[int, int]:
+    """(columns, lines) of the terminal ``stream`` is: ``COLUMNS``/``LINES`` when the
+    call's ``environ`` sets them, else the terminal's own size, else 80x24."""
     try:
-        size = os.get_terminal_size((stream or sys.stdout).fileno())
+        if stream is None:
+            raise ValueError("no stream")
+        size = os.get_terminal_size(stream.fileno())
         measured = (size.columns or 80, size.lines or 24)
     except (AttributeError, ValueError, OSError):
         measured = (80, 24)
     columns, lines = (
-        int(os.environ[name])
-        if os.environ.get(name, "").isdigit() and int(os.environ[name]) > 0
-        else value
+        int(environ[name]) if environ.get(name, "").isdigit() and int(environ[name]) > 0 else value
         for name, value in zip(("COLUMNS", "LINES"), measured, strict=True)
     )
     return columns, lines
 
 
-def terminal_width(stream: TextIO | None = None) -> int:
-    return terminal_size(stream)[0]
+def terminal_width(stream: TextIO | None, environ: Mapping[str, str]) -> int:
+    return terminal_size(stream, environ)[0]
 
 
-def make_console(stream: TextIO, color: bool, width: int | None) -> Console:
-    """A rich console that prints what it is given (fitted lines) in colour or not at all."""
+def make_console(
+    stream: TextIO, color: bool, width: int | None, environ: Mapping[str, str]
+) -> Console:
+    """A rich console that prints what it is given (fitted lines) in colour or not at all
+    (``TERM`` read from the call's ``environ``)."""
     from rich.console import Console
 
     system: Literal["standard", "auto"] | None
     if color:
-        dumb = os.environ.get("TERM") in (None, "", "dumb")
+        dumb = environ.get("TERM") in (None, "", "dumb")
         system = "standard" if dumb or not _isatty(stream) else "auto"
     else:
         system = None
@@ -451,6 +464,7 @@ def make_console(stream: TextIO, color: bool, width: int | None) -> Console:
         highlight=False,
         emoji=False,
         markup=False,
+        _environ=environ,  # rich reads the call's environment too, not the process's
     )
 
 

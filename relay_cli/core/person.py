@@ -1,31 +1,22 @@
 """The person at the terminal (design.md §14): a person's act (`resolve`, `approve`,
 `deny`, `ledger resolve` of an entry under a person's approval) needs standard input to be
 a terminal, and is recorded under the process's real user, never a name from the
-environment. The requests and the ledger both ask it here."""
+environment. The requests and the ledger both ask it here; whether standard input is a
+terminal is a fact of the call's context (``Context.stdin_terminal``), handed in."""
 
 from __future__ import annotations
 
 import os
-import sys
 
 from .errors import RelayError
 
 
-def stdin_is_terminal() -> bool:
-    """Is standard input a terminal (a person typing), not a pipe, file or agent's shell?"""
-    try:
-        stdin = sys.stdin
-        return stdin is not None and stdin.isatty() and os.isatty(stdin.fileno())
-    except (OSError, ValueError, AttributeError):
-        return False
-
-
-def require_terminal(command: str, terminal: bool | None = None) -> None:
+def require_terminal(command: str, terminal: bool) -> None:
     """A person's act (design.md §14): `resolve`, `approve`, `deny`, and `ledger resolve` of
     an entry under a person's approval are recorded as person:<user>, so they refuse unless
-    standard input is a terminal (``terminal``; by default, look at it now): an agent's
+    standard input is a terminal (``terminal``: the call's ``stdin_terminal``): an agent's
     non-interactive shell must not decide in a person's name."""
-    if not (stdin_is_terminal() if terminal is None else terminal):
+    if not terminal:
         raise RelayError(
             "approval_needs_terminal",
             f"`relay {command}` refuses: standard input is not a terminal; nothing changed",

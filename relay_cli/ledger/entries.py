@@ -134,15 +134,16 @@ def output_text(data: bytes | None) -> str | None:
     return None if data is None else bytes(data).decode("utf-8", "replace")
 
 
-def entry_object(row: Record, *, output: bool = False) -> JsonObject:
+def entry_object(row: Record, now: int, *, output: bool = False) -> JsonObject:
     """The one serializer of a ledger entry (``--json`` of once, ledger show/list, approve).
 
     ``state`` is the derived state (:func:`shown_state`); ``effect_unknown`` says the same
     as a flag. ``output_pruned`` says `relay prune` dropped the captured output (the
-    entry is a tombstone: its outcome still replays).
+    entry is a tombstone: its outcome still replays). ``now``: relay's clock, for the
+    liveness of another host's entry.
     """
     iso = clock.iso
-    state = shown_state(row)
+    state = shown_state(row, now)
     obj = {
         "key": row["key"],
         "state": state,
@@ -262,7 +263,7 @@ def begin(
             detail=f"it ran `{command_text(json.loads(row['argv']))}` in {row['cwd']}",
         )
     state = row["state"]
-    entry = entry_object(row)
+    entry = entry_object(row, now)
     if state in ("succeeded", "failed"):
         return Decision("replay", row)
     if state == "denied":
@@ -276,7 +277,7 @@ def begin(
         return Decision("wait", row)
     event = "take"
     if state == "running":
-        if never_started(row, me):
+        if never_started(row, now, me):
             # its command was held at the gate and never began executing (the answer of
             # the commit that made the entry was lost, or relay stopped before it forked)
             event = "reclaim"
@@ -377,7 +378,8 @@ def list_entries(store: LedgerStore, states: list[str] | None = None) -> list[Js
     """Entries (no captured output), filtered by their shown state (effect_unknown too)."""
     wanted = validate_states(states)
     stored = sorted({VIEWS[s].stored if s in VIEWS else s for s in wanted})
-    objs = [entry_object(r) for r in store.list_ledger(stored)]
+    now = store.clock.now_ms()
+    objs = [entry_object(r, now) for r in store.list_ledger(stored)]
     return [o for o in objs if not wanted or o["state"] in wanted]
 
 
@@ -387,13 +389,14 @@ def entries_object(entries: list[JsonObject]) -> JsonObject:
 
 
 def show(store: LedgerStore, key: str) -> JsonObject:
-    return entry_object(_get(store, validate_key(key)), output=True)
+    return entry_object(_get(store, validate_key(key)), store.clock.now_ms(), output=True)
 
 
 def awaiting(store: LedgerStore) -> list[JsonObject]:
     """Entries waiting for a person's approval, oldest first (for `relay watch`)."""
     rows = store.list_ledger(["awaiting_approval"])
-    return [entry_object(r) for r in sorted(rows, key=lambda r: (r["created_at"], r["key"]))]
+    now = store.clock.now_ms()
+    return [entry_object(r, now) for r in sorted(rows, key=lambda r: (r["created_at"], r["key"]))]
 
 
 def validate_outcome(value: str) -> str:
@@ -438,9 +441,9 @@ def resolve(
             "in_progress",
             f"key {key!r} is still running in {_process_text(row)}{where}; settle it only "
             "after it ended",
-            entry_object(row),
+            entry_object(row, now),
         )
-    if state == "running" and foreign(row) and not never_started(row) and not terminal:
+    if state == "running" and foreign(row) and not never_started(row, now) and not terminal:
         # relay cannot see the other host: only a person who checked it reruns the command
         raise RelayError(
             "approval_needs_terminal",
@@ -463,7 +466,7 @@ def resolve(
         values.update(exit_code=exit_code, finished_at=row["finished_at"] or now)
         if outcome == "succeeded":
             values["signal"] = None
-    return entry_object(move(store, key, row, f"resolve_{outcome}", now, values), output=True)
+    return entry_object(move(store, key, row, f"resolve_{outcome}", now, values), now, output=True)
 
 
 def to_decide(store: LedgerStore, key: str, command: str, *, terminal: bool) -> JsonObject:
@@ -473,7 +476,7 @@ def to_decide(store: LedgerStore, key: str, command: str, *, terminal: bool) -> 
     :func:`approve`, :func:`deny` and `relay resolve` (design.md §6)."""
     validate_key(key)
     require_terminal(command, terminal)
-    return entry_object(_get(store, key))
+    return entry_object(_get(store, key), store.clock.now_ms())
 
 
 def approve(
@@ -504,7 +507,7 @@ def approve(
             detail="run `relay approve KEY` again to see it",
         )
     if row["decision"] == "approved" and row["state"] != "forgotten":
-        return entry_object(row)  # already approved: nothing changes
+        return entry_object(row, now)  # already approved: nothing changes
     return entry_object(
         move(
             store,
@@ -513,7 +516,8 @@ def approve(
             "approve",
             now,
             {"decision": "approved", "decided_by": person(), "decided_at": now},
-        )
+        ),
+        now,
     )
 
 
@@ -530,7 +534,7 @@ def deny(store: LedgerStore, now: int, key: str, note: str | None, *, terminal: 
             detail="there is nothing to deny",
         )
     if row["state"] == "denied":
-        return entry_object(row)  # already denied: nothing changes
+        return entry_object(row, now)  # already denied: nothing changes
     return entry_object(
         move(
             store,
@@ -544,7 +548,8 @@ def deny(store: LedgerStore, now: int, key: str, note: str | None, *, terminal: 
                 "decided_at": now,
                 "decision_note": note,
             },
-        )
+        ),
+        now,
     )
 
 

@@ -440,7 +440,7 @@ def _once(
                 )
             if decision.action == "wait":
                 if on_waiting is not None:
-                    on_waiting(entry_object(decision.row))
+                    on_waiting(entry_object(decision.row, store.clock.now_ms()))
                 decision = wait_for_decision(
                     store,
                     key,
@@ -453,24 +453,26 @@ def _once(
                     on_tick=signals.check,
                 )
                 if decision is not None and decision.action == "run" and on_decided:
-                    on_decided(entry_object(decision.row))
+                    on_decided(entry_object(decision.row, store.clock.now_ms()))
         except Interrupted as e:
             with due.unit(store, write=False):
                 row = store.get_ledger(key)
             return interrupted(
                 key,
-                entry_object(row) if row is not None else None,
+                entry_object(row, store.clock.now_ms()) if row is not None else None,
                 signal_status(e.signum),
                 f"interrupted by signal {e.signum} while waiting; nothing ran",
             )
         if decision is None:
             with due.unit(store, write=False):
                 row = store.get_ledger(key)
-            entry = entry_object(row, output=True) if row is not None else None
+            entry = (
+                entry_object(row, store.clock.now_ms(), output=True) if row is not None else None
+            )
             return timed_out(key, entry, timeout_s)
         row = decision.row
         if decision.action == "replay":
-            entry = entry_object(row, output=True)
+            entry = entry_object(row, store.clock.now_ms(), output=True)
             entry["replayed"] = True
             return replayed(entry, row["exit_code"], (row["stdout"], row["stderr"]))
         return execute(
@@ -537,9 +539,9 @@ def execute(
     try:
         new = record_outcome(store, key, me, runs, result)
     except RelayError as e:
-        raise _unrecorded_outcome(row, result, e) from e
+        raise _unrecorded_outcome(row, store.clock.now_ms(), result, e) from e
     if new is None:
-        entry = entry_object(row)
+        entry = entry_object(row, store.clock.now_ms())
         entry.update(exit_code=result.exit_code, signal=result.signal, replayed=False)
         return unrecorded(
             entry,
@@ -547,16 +549,16 @@ def execute(
             "the entry changed while the command ran (a person resolved it); "
             "this outcome was not recorded",
         )
-    entry = entry_object(new, output=True)
+    entry = entry_object(new, store.clock.now_ms(), output=True)
     entry["replayed"] = False
     return ran(entry, result.exit_code)
 
 
-def _unrecorded_outcome(row: Row, result: RunResult, error: RelayError) -> EntryError:
+def _unrecorded_outcome(row: Row, now: int, result: RunResult, error: RelayError) -> EntryError:
     """The command ran, but its outcome could not be committed (disk full, a lock held past
     every retry): say exactly that. The entry stays ``running`` in the database and shows
     as effect_unknown once this relay process is gone."""
-    entry = entry_object(row)
+    entry = entry_object(row, now)
     how = (
         f"exit {result.exit_code}"
         if result.signal is None

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Iterable, NamedTuple
 
-from ..core import clock
 from ..core.errors import RelayError
 from ..core.limits import STALE_S
 from ..core.process import pid_namespace, process_alive, this_host
@@ -282,14 +281,13 @@ def allowed(from_state: str | None, event: str) -> bool:
     return (from_state, event) in _BY_KEY
 
 
-def entry_alive(row: Record, now: int | None = None) -> bool:
+def entry_alive(row: Record, now: int) -> bool:
     """Is the relay process or the command of this entry still running? On this host it is
     looked up; an entry of another host is alive while its relay process renewed it within
-    STALE_S seconds by relay's clock (the database's, so the hosts agree on it)."""
+    STALE_S seconds by relay's clock at ``now`` (the database's, so the hosts agree on it)."""
     if foreign(row):
         if row["pid"] is None:
             return False
-        now = clock.now_ms() if now is None else now
         renewed_at: int = row["updated_at"]
         return now - renewed_at <= STALE_S * 1000
     return process_alive(row["pid"], row["process_start"], row["host"]) or process_alive(
@@ -321,7 +319,7 @@ def place(row: Record) -> str:
     return f"host {row['host']} in another PID namespace (or an earlier boot)"
 
 
-def never_started(row: Record, me: Me | None = None) -> bool:
+def never_started(row: Record, now: int, me: Me | None = None) -> bool:
     """A ``running`` entry whose command never began executing: it names no command
     process (the command is held at its gate until its pid is committed, design.md §10),
     and no relay process is left to start it — the one it names is gone, or it is ``me``
@@ -336,14 +334,15 @@ def never_started(row: Record, me: Me | None = None) -> bool:
         row["pid_namespace"],
     ) == (me.pid, me.start, me.host, me.ns):
         return True
-    return not entry_alive(row)
+    return not entry_alive(row, now)
 
 
-def shown_state(row: Record) -> str:
+def shown_state(row: Record, now: int) -> str:
     """The state relay can vouch for: the stored state, or the view that applies to it
-    (:data:`VIEWS`: a ``running`` entry whose processes are gone is ``effect_unknown``)."""
+    (:data:`VIEWS`: a ``running`` entry whose processes are gone is ``effect_unknown``), at
+    ``now`` by relay's clock."""
     state: str = row["state"]
-    if state == VIEWS["effect_unknown"].stored and not entry_alive(row):
+    if state == VIEWS["effect_unknown"].stored and not entry_alive(row, now):
         return "effect_unknown"
     return state
 

@@ -13,13 +13,13 @@ person's own relay home.
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,6 +43,9 @@ class Demo:
     """One run: the throwaway home, the request id, what each process answered."""
 
     home: Path
+    # the environment of the call that runs the demo: its processes inherit it, but for
+    # relay's own variables
+    environ: Mapping[str, str] = field(default_factory=dict)
     request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     tokens: dict[str, str] = field(default_factory=dict)
     steps: list[Step] = field(default_factory=list)
@@ -63,7 +66,7 @@ class Demo:
     def env(self, who: str | None) -> dict[str, str]:
         env = {
             k: v
-            for k, v in os.environ.items()
+            for k, v in self.environ.items()
             if k
             not in (
                 "RELAY_PEER",
@@ -160,11 +163,12 @@ def home_for(home: str | None) -> Path:
     return path
 
 
-def run(home: Path, say) -> Demo:
-    """The demo, step by step. ``say(kind, text, who)`` narrates: ``step`` (what happens
+def run(home: Path, say, environ: Mapping[str, str]) -> Demo:
+    """The demo, step by step, its processes run in ``environ`` (the call's, but for
+    relay's own variables). ``say(kind, text, who)`` narrates: ``step`` (what happens
     next), ``cmd`` (the command that runs now, as a person would type it, and which peer
     runs it), ``result`` (what relay answered)."""
-    d = Demo(home)
+    d = Demo(home, environ)
     rid = d.request_id
 
     def cmd(who: str, *args: str, text: str | None = None) -> Running:
@@ -218,9 +222,10 @@ def _yes(flag: bool) -> str:
     return "yes" if flag else "no"
 
 
-def relay_command(home: Path, *args: str, stdout=None) -> int:
-    """`relay ARGS` on the demo's home, printing to ``stdout`` (the person's terminal)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RELAY_")}
+def relay_command(home: Path, *args: str, environ: Mapping[str, str], stdout=None) -> int:
+    """`relay ARGS` on the demo's home, printing to ``stdout`` (the person's terminal), in
+    ``environ`` (the call's) without relay's own variables."""
+    env = {k: v for k, v in environ.items() if not k.startswith("RELAY_")}
     env["RELAY_HOME"] = str(home)
     return subprocess.run(
         [sys.executable, "-m", "relay_cli", *args], env=env, stdout=stdout, check=False

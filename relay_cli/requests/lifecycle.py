@@ -10,16 +10,15 @@ command changes nothing). Commands that block are in ``waiting``.
 
 from __future__ import annotations
 
-import os
 import re
 import uuid
 from typing import TYPE_CHECKING, Any
 
 from ..core import clock
+from ..core.context import Limits
 from ..core.digest import sha256_hex
 from ..core.errors import RelayError
 from ..core.limits import (
-    DEFAULT_RATE_LIMIT,
     DRAFT_TTL_S,
     FINAL_STATES,
     MAX_ATTEMPTS_RANGE,
@@ -27,7 +26,6 @@ from ..core.limits import (
     MAX_OPEN_DRAFTS,
     MAX_TEXT_BYTES,
     MIN_PREFIX,
-    QUEUE_CAP,
     QUEUE_RETRY_AFTER_S,
     RATE_WINDOW_MS,
     STATES,
@@ -211,25 +209,6 @@ def validate_states(values: list[str] | None) -> list[str]:
     return [validate_state(v) for v in values or []]
 
 
-def rate_limit() -> int:
-    return _env_limit("RELAY_RATE_LIMIT", DEFAULT_RATE_LIMIT)
-
-
-def queue_cap() -> int:
-    """Open requests allowed per recipient (design.md §4); 0: no cap."""
-    return _env_limit("RELAY_QUEUE_CAP", QUEUE_CAP)
-
-
-def _env_limit(name: str, default: int) -> int:
-    raw = os.environ.get(name)
-    if not raw:  # unset or empty: the default
-        return default
-    # the whole value, ASCII digits only: no sign, space or newline (design.md §4)
-    if not re.fullmatch(r"[0-9]{1,9}", raw, re.ASCII):
-        raise RelayError("usage_error", f"{name} must be a whole number >= 0, not {raw!r}")
-    return int(raw)
-
-
 def fingerprint(values: list[Any]) -> str:
     import json  # imported here: `relay --help` and `relay id` need no JSON (start-up)
 
@@ -309,8 +288,9 @@ def _common_checks(store: Store, caller: Caller, to: str, in_reply_to: str | Non
     return depth
 
 
-def _check_rate(store: RequestStore, sender: str, now: int) -> None:
-    limit = rate_limit()
+def _check_rate(store: RequestStore, sender: str, now: int, limits: Limits) -> None:
+    """The rate limit of this process (``limits``: its context's, design.md §4)."""
+    limit = limits.rate_limit()
     if limit == 0:
         return
     count, oldest = store.recent_sends(sender, now - RATE_WINDOW_MS)
@@ -323,9 +303,9 @@ def _check_rate(store: RequestStore, sender: str, now: int) -> None:
         )
 
 
-def _check_queue(store: RequestStore, to: str) -> None:
+def _check_queue(store: RequestStore, to: str, limits: Limits) -> None:
     """The queue cap (design.md §4): counted in the write transaction that would insert."""
-    cap = queue_cap()
+    cap = limits.queue_cap()
     if cap and store.count_open_to(to, cap) >= cap:
         # the cap is this process's (RELAY_QUEUE_CAP): say what the queue holds, counted
         held = store.count_open_to(to, 2**31 - 1)
@@ -484,10 +464,17 @@ def _existing(
 
 
 def send(
-    store: Store, now: int, caller: Caller, *, request_id: str | None, **work: Any
+    store: Store,
+    now: int,
+    caller: Caller,
+    *,
+    request_id: str | None,
+    limits: Limits,
+    **work: Any,
 ) -> JsonObject:
-    """Create a request, or return the existing one for a same-content retry. ``work``:
-    to, text, ttl_s, reply_within_s, on_lost, max_attempts, in_reply_to."""
+    """Create a request, or return the existing one for a same-content retry, within this
+    process's ``limits`` (its context's). ``work``: to, text, ttl_s, reply_within_s,
+    on_lost, max_attempts, in_reply_to."""
     fp, params = _new_work(caller, **work)
     to, in_reply_to = work["to"], work["in_reply_to"]
     request_id = request_id or new_id()
@@ -497,8 +484,8 @@ def send(
         return queued_object(store, row, True, now)
     require_live(store, caller)
     depth = _common_checks(store, caller, to, in_reply_to)
-    _check_rate(store, caller.name, now)
-    _check_queue(store, to)
+    _check_rate(store, caller.name, now, limits)
+    _check_queue(store, to, limits)
     row = _create(store, now, caller, request_id, params, depth)
     renew(store, caller, now)
     return queued_object(store, row, False, now)
@@ -584,8 +571,9 @@ def prepare(
     return draft_object(draft_id, now + DRAFT_TTL_MS)
 
 
-def submit(store: Store, now: int, caller: Caller, draft_id: str) -> JsonObject:
-    """Queue a prepared draft; a repeat answers the request as it is now (``duplicate``).
+def submit(store: Store, now: int, caller: Caller, draft_id: str, limits: Limits) -> JsonObject:
+    """Queue a prepared draft, within this process's ``limits``; a repeat answers the
+    request as it is now (``duplicate``).
     Returns ``queued_object``, as `send`; `submit --json` prints its ``receipt``."""
     draft_id = resolve_ref(store, draft_id, drafts=True)
     row = store.get_request(draft_id)
@@ -612,8 +600,8 @@ def submit(store: Store, now: int, caller: Caller, draft_id: str) -> JsonObject:
             f"draft {draft_id} expired unsubmitted, and relay looked: no request has its id, "
             "so nothing was queued under it",
         )
-    _check_rate(store, caller.name, now)
-    _check_queue(store, draft["to_peer"])
+    _check_rate(store, caller.name, now, limits)
+    _check_queue(store, draft["to_peer"], limits)
     params = {
         k: draft[k]
         for k in (

@@ -10,6 +10,7 @@ May import: ``core`` only.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -97,7 +98,11 @@ if not TYPE_CHECKING:  # (a type checker sees the import above, and no other nam
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def database_file(home: str | Path | None = None, url: str | None = None) -> Path:
+def database_file(
+    home: str | Path | None = None,
+    url: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Path:
     """The absolute path of relay.db in the (checked) state directory, for `relay db
     path`; created or not. With a database URL (``url``, as the call was given it) there
     is no file: usage_error naming the database instead (design.md §13)."""
@@ -108,7 +113,7 @@ def database_file(home: str | Path | None = None, url: str | None = None) -> Pat
             f"relay uses the PostgreSQL database {redact(url)}, not a relay.db file; read it "
             "with psql or another PostgreSQL client (relay export works on both)",
         )
-    directory = resolve_home(home)
+    directory = resolve_home(home, environ)
     check_home(directory)
     return Path(os.path.abspath(directory / DB_NAME))
 
@@ -118,42 +123,50 @@ def open_store(
     url: str | None = None,
     clock: Clock | None = None,
     create: bool = True,
+    environ: Mapping[str, str] | None = None,
 ) -> Store:
     """The store of a call: PostgreSQL when it was given a database URL (design.md §13),
     else relay.db in the state directory (created and migrated when needed; with
     ``create`` False a missing home or relay.db is ``storage_error`` and nothing is made,
-    design.md §2). The store carries the call's ``clock`` (default: this machine's, with
-    $RELAY_TIME_OFFSET), read from the server on PostgreSQL."""
-    path = resolve_home(home)
+    design.md §2). The store carries the call's ``clock`` (its context's; default: this
+    machine's, unshifted), read from the server on PostgreSQL, connected in the call's
+    ``environ`` (libpq's PGCONNECT_TIMEOUT, PGOPTIONS)."""
+    path = resolve_home(home, environ)
     url = database_url(url)
     if url is None and not create:
         require_existing(path)
-    clock = Clock.from_environ() if clock is None else clock
+    clock = Clock() if clock is None else clock
     if url is not None:
         from .pg_store import open_pg
 
-        return open_pg(url, path, clock=clock)
+        return open_pg(url, path, clock=clock, environ=environ)
     return SQLiteStore(open_db(path), path, clock)
 
 
 def open_store_readonly(
-    home: str | Path | None = None, url: str | None = None, clock: Clock | None = None
+    home: str | Path | None = None,
+    url: str | None = None,
+    clock: Clock | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> Store | None:
-    """For `doctor`: opens without creating or migrating anything; None when absent."""
-    path = resolve_home(home)
+    """For `doctor`: opens without creating or migrating anything; None when absent.
+    ``environ``: the call's, for libpq's settings (as ``open_store``)."""
+    path = resolve_home(home, environ)
     url = database_url(url)
-    clock = Clock.from_environ() if clock is None else clock
+    clock = Clock() if clock is None else clock
     if url is not None:
         from .pg_store import open_pg
 
-        return open_pg(url, path, migrate=False, clock=clock)
+        return open_pg(url, path, migrate=False, clock=clock, environ=environ)
     db = open_existing_readonly(path)
     return None if db is None else SQLiteStore(db, path, clock)
 
 
-def open_pg_readonly(home: str | Path | None, url: str, clock: Clock) -> Store:
+def open_pg_readonly(
+    home: str | Path | None, url: str, clock: Clock, environ: Mapping[str, str]
+) -> Store:
     """For `doctor` on PostgreSQL: the store at ``url`` (a checked URL), opened without
-    creating or migrating anything."""
+    creating or migrating anything, in the call's ``environ`` (as ``open_store``)."""
     from .pg_store import open_pg
 
-    return open_pg(url, resolve_home(home), migrate=False, clock=clock)
+    return open_pg(url, resolve_home(home, environ), migrate=False, clock=clock, environ=environ)

@@ -40,7 +40,7 @@ class SQLStore(RequestsSQL, PeersSQL, LedgerSQL, HookSQL, OpsSQL):
         self.db = db
         self.home = home
         # relay's clock for whatever is done with this store (design.md §8)
-        self.clock = Clock.from_environ() if clock is None else clock
+        self.clock = Clock() if clock is None else clock
 
     def pause(self, seconds: float) -> None:
         """Sleep while waiting for a change (PostgreSQL wakes early on a notification)."""

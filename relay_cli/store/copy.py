@@ -15,6 +15,7 @@ from __future__ import annotations
 import shutil
 import sqlite3
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +65,7 @@ def relay_tables() -> frozenset[str]:
     return frozenset(TABLES)
 
 
-def copy(home: Path, url: str) -> dict[str, Any]:
+def copy(home: Path, url: str, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Copy relay.db in ``home`` into the PostgreSQL database at ``url``; returns
     {"from", "to", "schema_version", "copied": {table: rows}}."""
     db_path = home / "relay.db"
@@ -78,7 +79,7 @@ def copy(home: Path, url: str) -> dict[str, Any]:
     try:
         src, scratch = _open_source(home)
         try:
-            dst = pg.connect(url, migrate=False)
+            dst = pg.connect(url, migrate=False, environ=environ)
             try:
                 _refuse_unless_empty(dst)
                 check_version(dst.schema_version, pg.WHERE, lambda: None)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,21 +13,21 @@ from ..core.errors import RelayError
 DB_NAME = "relay.db"
 
 
-def resolve_home(home: str | os.PathLike[str] | None = None) -> Path:
-    """``--home`` first, then ``$RELAY_HOME``, then the platform's per-user state dir.
+def resolve_home(
+    home: str | os.PathLike[str] | None, environ: Mapping[str, str] | None = None
+) -> Path:
+    """The state directory a call was given (``--home``, else ``$RELAY_HOME``: its
+    context's ``home``), else the per-user state directory of the call's ``environ``
+    (``default_home``).
 
     Always absolute (design.md §2): a relative ``--home``/``RELAY_HOME`` is taken from the
     working directory, so what ``peers join --shell`` exports names the same directory
     from anywhere. A path SQLite cannot be given (not UTF-8) is ``unsafe_state_dir``.
     """
     if home:
-        path = Path(home).expanduser()
-    elif os.environ.get("RELAY_HOME"):
-        path = Path(os.environ["RELAY_HOME"]).expanduser()
+        path = _expand_user(Path(home), {} if environ is None else environ)
     else:
-        import platformdirs
-
-        path = Path(platformdirs.user_state_dir("relay"))
+        path = default_home({} if environ is None else environ)
     if not path.is_absolute():
         try:
             path = Path.cwd() / path
@@ -45,6 +46,36 @@ def resolve_home(home: str | os.PathLike[str] | None = None) -> Path:
             "UTF-8 path; relay's database cannot be opened there",
         ) from None
     return path
+
+
+def _expand_user(path: Path, environ: Mapping[str, str]) -> Path:
+    """``~`` at the start of ``path`` as the call's HOME (``~user`` as the passwd entry's)."""
+    head = path.parts[0] if path.parts else ""
+    if head == "~" and os.path.isabs(environ.get("HOME", "")):
+        return Path(environ["HOME"], *path.parts[1:])
+    return path.expanduser()
+
+
+def default_home(environ: Mapping[str, str]) -> Path:
+    """The per-user state directory (design.md §2), as platformdirs finds it, read in the
+    call's ``environ``: on Linux and other Unix systems ``$XDG_STATE_HOME/relay`` when
+    that is an absolute path, else ``$HOME/.local/state/relay`` (the passwd entry's home
+    when HOME is not an absolute path). Elsewhere platformdirs' own answer, which reads
+    the process's environment."""
+    import platformdirs
+    from platformdirs.unix import Unix
+
+    if not issubclass(platformdirs.PlatformDirs, Unix):
+        return Path(platformdirs.user_state_dir("relay"))
+    state = environ.get("XDG_STATE_HOME", "")
+    if not os.path.isabs(state):
+        user_home = environ.get("HOME", "")
+        if not os.path.isabs(user_home):
+            import pwd
+
+            user_home = pwd.getpwuid(os.getuid()).pw_dir
+        state = os.path.join(user_home, ".local", "state")
+    return Path(state) / "relay"
 
 
 @dataclass

@@ -16,10 +16,10 @@ PostgreSQL URL is used.
 
 from __future__ import annotations
 
-import os
 import re
 import select
 import time
+from collections.abc import Mapping
 from contextlib import contextmanager
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
@@ -125,8 +125,6 @@ _BROKEN_WORDS = (
 # psycopg2, once loaded (``driver``): a module handed around as a value, which mypy
 # types as Any (what relay uses of it is typed in pg_driver.py)
 _driver_mod: Any = None
-_connect_deadline = 0.0
-_interrupted = False  # a Ctrl-C arrived while a statement was on its way
 
 
 class _Stalled(Exception):
@@ -138,18 +136,23 @@ def _wait(conn: psycopg2.extensions.connection) -> None:
     where relay waits for the socket, so every statement, and connecting, has a
     deadline that holds even when the server process is stopped and TCP stays alive.
     A Ctrl-C (KeyboardInterrupt) waits for the statement's answer, as it did while libpq
-    blocked; ``PgConnection._run`` raises it afterwards."""
-    global _interrupted
+    blocked; ``PgConnection._run`` raises it afterwards. What the wait needs is the
+    connection's own (``RelayConnection``): nothing of it is kept in the module."""
+    from .pg_driver import RelayConnection  # (loaded with the driver)
+
     ext = _driver_mod.extensions
-    deadline = getattr(conn, "relay_deadline", False)
-    if deadline is None:  # relay's connection, connecting
-        deadline = _connect_deadline
+    ours = conn if isinstance(conn, RelayConnection) else None
+    deadline = None  # a connection that is not relay's (a test's own) has none
+    if ours is not None:  # relay's: its statement's deadline, or connecting's
+        deadline = (
+            ours.relay_connecting_until if ours.relay_deadline is None else ours.relay_deadline
+        )
     fd = conn.fileno()
     while True:
         state = conn.poll()
         if state == ext.POLL_OK:
             return
-        left = None  # a connection that is not relay's (a test's own) waits as it would
+        left = None  # no deadline: waits as it would without relay
         if deadline:
             left = deadline - time.monotonic()
             if left <= 0:
@@ -162,7 +165,9 @@ def _wait(conn: psycopg2.extensions.connection) -> None:
             else:  # pragma: no cover - psycopg2 documents no other state
                 raise _driver_mod.OperationalError(f"unexpected poll state {state}")
         except KeyboardInterrupt:
-            _interrupted = True
+            if ours is None:  # not relay's connection: as it would be without relay
+                raise
+            ours.relay_interrupted = True
 
 
 def driver() -> Any:
@@ -313,6 +318,30 @@ def outcome_unknown(e: RelayError) -> RelayError:
 
 
 # ---------------------------------------------------------------------- connection
+# libpq's environment variables and the connection parameter each gives (libpq's
+# "Environment Variables"), for a call whose environment is not the process's (a test's
+# context); PGCONNECT_TIMEOUT and PGOPTIONS are read with relay's own settings, and
+# PGAPPNAME gives way to relay's application_name as it always did.
+LIBPQ_VARIABLES = {
+    "PGHOST": "host",
+    "PGHOSTADDR": "hostaddr",
+    "PGPORT": "port",
+    "PGDATABASE": "dbname",
+    "PGUSER": "user",
+    "PGPASSWORD": "password",
+    "PGPASSFILE": "passfile",
+    "PGSSLMODE": "sslmode",
+    "PGSSLCERT": "sslcert",
+    "PGSSLKEY": "sslkey",
+    "PGSSLROOTCERT": "sslrootcert",
+    "PGSSLCRL": "sslcrl",
+    "PGREQUIREPEER": "requirepeer",
+    "PGKRBSRVNAME": "krbsrvname",
+    "PGCLIENTENCODING": "client_encoding",
+    "PGTARGETSESSIONATTRS": "target_session_attrs",
+}
+
+
 class PgConnection:
     """A PostgreSQL connection with relay's transaction discipline (see the module doc)."""
 
@@ -321,7 +350,11 @@ class PgConnection:
     path = None
     poll_interval = 0.25  # a waiter's longest sleep: the socket wakes it on a NOTIFY
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, environ: Mapping[str, str]) -> None:
+        """A connection to ``url`` in the call's ``environ``: libpq's variables in it
+        (``LIBPQ_VARIABLES``) give what the URL does not, as libpq would read them from a
+        process run in that environment; PGCONNECT_TIMEOUT and PGOPTIONS are combined
+        with relay's own settings."""
         drv = driver()
         self.url = url
         self.shown = redact(url)
@@ -333,13 +366,18 @@ class PgConnection:
             ) from e
         self.params = params
         params = dict(params)
-        timeout = params.get("connect_timeout") or os.environ.get("PGCONNECT_TIMEOUT")
+        if "service" not in params and not environ.get("PGSERVICE"):
+            # (a service file's settings come before the variables: libpq applies those)
+            for var, keyword in LIBPQ_VARIABLES.items():
+                if keyword not in params and environ.get(var) is not None:
+                    params[keyword] = environ[var]
+        timeout = params.get("connect_timeout") or environ.get("PGCONNECT_TIMEOUT")
         try:
             timeout = min(int(timeout), CONNECT_TIMEOUT_S) if timeout else CONNECT_TIMEOUT_S
         except ValueError:
             timeout = CONNECT_TIMEOUT_S
         params["connect_timeout"] = str(max(timeout, 2))
-        opts = params.get("options") or os.environ.get("PGOPTIONS") or ""
+        opts = params.get("options") or environ.get("PGOPTIONS") or ""
         params["options"] = (
             opts + f" -c lock_timeout={LOCK_TIMEOUT_MS}"
             f" -c statement_timeout={STATEMENT_TIMEOUT_MS}"
@@ -373,13 +411,15 @@ class PgConnection:
         self.schema_version = 0
 
     def _connect(self) -> RelayConnection:
+        import functools
+
         from .pg_driver import RelayConnection  # (loaded by driver(), in __init__)
 
-        global _connect_deadline
-        _connect_deadline = time.monotonic() + int(self._connect_params["connect_timeout"])
+        until = time.monotonic() + int(self._connect_params["connect_timeout"])
+        factory = functools.partial(RelayConnection, connecting_until=until)
         try:
             conn: RelayConnection = _driver_mod.connect(
-                **self._connect_params, connection_factory=RelayConnection
+                **self._connect_params, connection_factory=factory
             )
         except _Stalled:
             raise _unavailable(
@@ -413,13 +453,12 @@ class PgConnection:
     ) -> None:
         """Run one statement with its deadline; a stalled server is database_unavailable,
         the connection closed (its transaction, if any, is the server's to roll back)."""
-        global _interrupted
         conn = self.conn
         conn.relay_deadline = time.monotonic() + seconds
         try:
             cur.execute(sql, params)
-            if _interrupted:
-                _interrupted = False
+            if conn.relay_interrupted:
+                conn.relay_interrupted = False
                 raise KeyboardInterrupt
         except _Stalled:
             self._drop()
@@ -687,10 +726,13 @@ class PgConnection:
 
 
 # ---------------------------------------------------------------------- opening
-def connect(url: str, migrate: bool = True) -> PgConnection:
-    """Connect, learn the server's clock and the schema version; migrate when behind
-    (``migrate=False``, for doctor: create nothing, report what is there)."""
-    db = PgConnection(url)
+def connect(
+    url: str, migrate: bool = True, environ: Mapping[str, str] | None = None
+) -> PgConnection:
+    """Connect (in the call's ``environ``; none: an empty one), learn the server's clock
+    and the schema version; migrate when behind (``migrate=False``, for doctor: create
+    nothing, report what is there)."""
+    db = PgConnection(url, {} if environ is None else environ)
     try:
         db.server_version = db.conn.server_version
         t0 = time.time()

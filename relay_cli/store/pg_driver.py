@@ -70,7 +70,14 @@ ext.register_type(ext.new_type((1700,), "RELAY_NUMERIC", _numeric))
 
 
 class RelayConnection(ext.connection):
+    """relay's connection: what the wait callback (``pg._wait``) needs is its own."""
+
     relay_deadline: float | None = None  # when the statement running now gives up
+    relay_interrupted = False  # a Ctrl-C arrived while a statement was on its way
+
+    def __init__(self, dsn: str, *args: Any, connecting_until: float = 0.0, **kw: Any) -> None:
+        self.relay_connecting_until = connecting_until  # when connecting gives up
+        super().__init__(dsn, *args, **kw)
 
 
 class RelayCursor(ext.cursor):

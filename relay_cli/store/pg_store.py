@@ -4,7 +4,7 @@ local file (doctor's facts: ``health``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -116,9 +116,16 @@ class PgStore(SQLStore):
         }
 
 
-def open_pg(url: str, home: Path, migrate: bool = True, clock: Clock | None = None) -> PgStore:
-    """The store on the database at ``url``, whose clock reads the server's time (relay's
-    clock on PostgreSQL, design.md §13) shifted as ``clock`` is."""
-    db = connect(url, migrate=migrate)
-    clock = Clock.from_environ() if clock is None else clock
+def open_pg(
+    url: str,
+    home: Path,
+    migrate: bool = True,
+    clock: Clock | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> PgStore:
+    """The store on the database at ``url`` (connected in the call's ``environ``), whose
+    clock reads the server's time (relay's clock on PostgreSQL, design.md §13) shifted as
+    ``clock`` is."""
+    db = connect(url, migrate=migrate, environ=environ)
+    clock = Clock() if clock is None else clock
     return PgStore(db, home, clock.with_source(db.server_now_ms))

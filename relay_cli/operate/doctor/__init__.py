@@ -26,10 +26,9 @@ from .report import FAIL, GROUPS, OK, WARN, Check, Report, Scope, group_of
 __all__ = ["FAIL", "GROUPS", "OK", "WARN", "Check", "Report", "Scope", "diagnose", "group_of"]
 
 
-def diagnose(
-    home: Path, fix: bool = False, home_given: bool = False, context: Context | None = None
-) -> Report:
-    """The report on ``home`` or the database of the call's ``context`` (its URL, clock)."""
+def diagnose(home: Path, context: Context, fix: bool = False, home_given: bool = False) -> Report:
+    """The report on ``home`` or the database of the call's ``context`` (its URL, clock,
+    environment and limits)."""
     # the checks are imported here: a command that prints a command names its home as
     # doctor does (``Scope``) and imports this package for that alone (design.md §14)
     from ...store import LATEST_SCHEMA, database_url
@@ -39,9 +38,9 @@ def diagnose(
     from .runtimes import check_codex_dirs
     from .settings import check_clock, check_queue_cap
 
-    context = Context.from_environ() if context is None else context
     url = database_url(context.database_url)
-    report = Report(home, Scope(home, home_given, url, clock=context.clock))
+    scope = Scope(home, home_given, url, context.clock, context.environ, context.limits)
+    report = Report(home, scope)
     report.facts["schema_supported"] = LATEST_SCHEMA
     report.facts["backend"] = "postgresql" if url else "sqlite"
     report.add("relay_version", OK, f"relay {__version__}")

@@ -9,7 +9,8 @@ import shlex
 import stat
 from pathlib import Path
 
-from .judge import POINT_ELSEWHERE, aside_command, default_home, elsewhere, symlink_fix
+from ...store.home import default_home
+from .judge import POINT_ELSEWHERE, aside_command, elsewhere, symlink_fix
 from .report import FAIL, OK, WARN, Report
 
 # a home without relay.db yet: as fresh as a missing home (design.md §11)
@@ -46,7 +47,7 @@ def check_paths(home: Path, report: Report) -> bool:
             f"{home} cannot be read ({d.error}): it belongs to "
             "another user, or lies inside a directory of another user; use a home of "
             "your own",
-            fix=report.cmd("doctor", home=default_home()),
+            fix=report.cmd("doctor", home=default_home(report.scope.environ)),
         )
         _unsafe_dir(report, "the state directory cannot be read", None)
         return False

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from ...core.errors import RelayError
+from ...store.home import default_home
 from .report import FAIL, Report
 
 UPGRADE = "python -m pip install --upgrade relay-cli"
@@ -108,11 +109,5 @@ def symlink_fix(report: Report, home: Path) -> str | None:
 def elsewhere(report: Report, home: Path) -> str | None:
     """The command that points relay at another home: doctor on the per-user default, or
     None when the default is this very path (then only the explanation says how)."""
-    default = default_home()
+    default = default_home(report.scope.environ)
     return None if default == home else report.cmd("doctor", home=default)
-
-
-def default_home() -> Path:
-    import platformdirs
-
-    return Path(platformdirs.user_state_dir("relay"))

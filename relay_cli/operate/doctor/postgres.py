@@ -27,7 +27,7 @@ def check_postgres(home: Path, url: str, report: Report) -> None:
     report.add("database_url", OK, f"{shown} (PostgreSQL; relay.db is not used)")
     started = time.monotonic()
     try:
-        store = open_pg_readonly(home, url, report.scope.clock)
+        store = open_pg_readonly(home, url, report.scope.clock, report.scope.environ)
     except RelayError as e:
         failed(report, "reachable", e)
         return

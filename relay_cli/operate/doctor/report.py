@@ -8,11 +8,13 @@ import os
 import platform
 import shlex
 import sqlite3
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ... import __version__
 from ...core import clock
+from ...core.context import Limits
 from ...core.errors import ExitStatus
 from ...core.limits import OPEN_STATES
 from ...core.output import size
@@ -103,6 +105,10 @@ class Scope:
     url_note: str | None = field(default=None, init=False)
     # the clock of the call that checks (design.md §8)
     clock: clock.Clock = field(default_factory=clock.Clock)
+    # the environment of the call that checks (libpq's PGPASSWORD, PGUSER, PGPASSFILE)
+    environ: Mapping[str, str] = field(default_factory=dict)
+    # the limits of the call that checks (design.md §4)
+    limits: Limits = field(default_factory=Limits)
 
     def words(self, home: Path | None = None) -> str:
         if self.url:  # the home holds no requests then: the URL names the database
@@ -121,7 +127,7 @@ class Scope:
         # a mistyped URL may hold a password libpq reads otherwise ("u:12/34@h")
         if password_of(url) is None and redact(url) == url:
             return shlex.quote(url)
-        if _password_elsewhere(url):  # libpq finds it in PGPASSWORD or ~/.pgpass
+        if _password_elsewhere(url, self.environ):  # PGPASSWORD or ~/.pgpass
             return shlex.quote(redact(url))
         self.url_note = (
             "the database URL carries a password, which relay never prints: the "
@@ -131,21 +137,23 @@ class Scope:
         return '"${RELAY_DATABASE_URL:?export the database URL first}"'
 
 
-def _password_elsewhere(url: str) -> bool:
-    """Would libpq find the URL's password without it: PGPASSWORD, or a line of the
-    password file (PGPASSFILE or ~/.pgpass) matching host, port, database and user?"""
+def _password_elsewhere(url: str, environ: Mapping[str, str]) -> bool:
+    """Would libpq, run in ``environ``, find the URL's password without it: PGPASSWORD, or
+    a line of the password file (PGPASSFILE or ~/.pgpass) matching host, port, database
+    and user?"""
     from urllib.parse import unquote, urlsplit
 
-    if os.environ.get("PGPASSWORD"):
+    if environ.get("PGPASSWORD"):
         return True
     try:
         parts = urlsplit(url)
         host, port = parts.hostname or "localhost", str(parts.port or 5432)
-        user = unquote(parts.username or "") or os.environ.get("PGUSER", "")
+        user = unquote(parts.username or "") or environ.get("PGUSER", "")
     except ValueError:
         return False
     db = unquote(parts.path.lstrip("/")) or user
-    path = os.environ.get("PGPASSFILE") or os.path.expanduser("~/.pgpass")
+    home = environ.get("HOME") or os.path.expanduser("~")
+    path = environ.get("PGPASSFILE") or os.path.join(home, ".pgpass")
     try:
         with open(path, encoding="utf-8") as f:
             lines = f.read(65536).splitlines()

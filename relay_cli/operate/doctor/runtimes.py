@@ -16,7 +16,7 @@ def check_codex_dirs(report: Report) -> None:
     from ...agents.codex_server import stale_dirs
 
     try:
-        stale = stale_dirs()
+        stale = stale_dirs(report.scope.environ.get("XDG_RUNTIME_DIR"))
     except OSError:
         return
     if not stale:

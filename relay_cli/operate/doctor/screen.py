@@ -52,7 +52,7 @@ class _DoctorScreen:
     def __init__(self, out: Output, width: int) -> None:
         self.out = out
         self.glyphs, self.arrow = (GLYPHS, "\u2192 ") if out.unicode else (ASCII_GLYPHS, "-> ")
-        self.width, self.rows = width, terminal_size(out.stdout)[1]
+        self.width, self.rows = width, terminal_size(out.stdout, out.environ)[1]
         self.bold = "bold" if out.color else ""
         self.indent = " " * (self.STATUS_W + GAP)
         self.inner = max(12, self.width - len(self.indent))

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 
 from ...core import clock
@@ -39,10 +38,9 @@ def check_clock(report: Report) -> int:
 
 
 def check_queue_cap(report: Report) -> None:
-    from ...requests.lifecycle import queue_cap
-
+    limits = report.scope.limits
     try:
-        cap = queue_cap()
+        cap = limits.queue_cap()
     except RelayError as e:
         report.facts["queue_cap"] = None
         report.add(
@@ -58,7 +56,5 @@ def check_queue_cap(report: Report) -> None:
             "queue_cap", OK, "none (RELAY_QUEUE_CAP=0): a recipient's queue may grow without bound"
         )
     else:
-        source = (
-            "RELAY_QUEUE_CAP" if os.environ.get("RELAY_QUEUE_CAP", "").strip() else "the default"
-        )
+        source = "RELAY_QUEUE_CAP" if limits.queue_cap_given() else "the default"
         report.add("queue_cap", OK, f"{cap} open requests per recipient ({source})")
