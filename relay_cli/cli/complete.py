@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from ..core import clock
+from ..core.limits import CLAIMED_STATES
 
 if TYPE_CHECKING:
     from relay_cli.store import LedgerStore, PeerStore, Store
@@ -30,7 +31,7 @@ class Accepts(TypedDict, total=False):
 REQUESTS: dict[str, Accepts] = {
     "any": {},
     "unknown": {"states": ("delivery_unknown",)},
-    "claimed": {"states": ("delivered", "acknowledged"), "mine": "claim_session"},
+    "claimed": {"states": CLAIMED_STATES, "mine": "claim_session"},
     "sent_queued": {"states": ("queued",), "mine": "from_peer"},
     "queued_for_me": {"states": ("queued",), "mine": "to_peer"},
 }

@@ -51,6 +51,8 @@ FINAL_STATES = frozenset(
     {"completed", "failed", "rejected", "expired", "cancelled", "delivery_unknown"}
 )
 OPEN_STATES = tuple(s for s in STATES if s not in FINAL_STATES)
+# the open states of a claimed request: a claim holds it (its lease runs) until it ends
+CLAIMED_STATES = tuple(s for s in OPEN_STATES if s != "queued")
 
 # ---------------------------------------------------------------- peers and sessions (§3)
 DEFAULT_SESSION_LEASE_S = 45  # `peers join --lease`, `relay run --lease`

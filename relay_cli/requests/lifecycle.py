@@ -19,6 +19,7 @@ from ..core.context import Limits
 from ..core.digest import sha256_hex
 from ..core.errors import RelayError
 from ..core.limits import (
+    CLAIMED_STATES,
     DRAFT_TTL_S,
     FINAL_STATES,
     MAX_ATTEMPTS_RANGE,
@@ -761,7 +762,7 @@ def _holds(row: Row, claim: Row, caller: Caller) -> bool:
     """The request ``claim`` took is still held by that claim, in the caller's session."""
     return (
         caller.session is not None
-        and row["state"] in ("delivered", "acknowledged")
+        and row["state"] in CLAIMED_STATES
         and row["claim_session"] == claim["session_id"] == caller.session["id"]
         and row["delivered_at"] == claim["claimed_at"]
     )
@@ -940,10 +941,8 @@ def claim(
         row = get(store, request_id)
         if row["to_peer"] != caller.name:
             raise RelayError("not_owner", f"{row['id']} is addressed to {row['to_peer']!r}")
-        if row["claim_session"] == session["id"] and row["state"] in (
-            "delivered",
-            "acknowledged",
-        ):  # a retry whose answer was lost
+        if row["claim_session"] == session["id"] and row["state"] in CLAIMED_STATES:
+            # a retry whose answer was lost
             raise RelayError(
                 "state_conflict",
                 f"cannot claim a request that is {row['state']} (allowed from: queued)",

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .sql_requests import CLAIMED_STATES
+
 if TYPE_CHECKING:
     from .api import Row, Statements
     from .dialect import Dialect
@@ -95,7 +97,7 @@ class OpsSQL:
         return self.db.all(
             "SELECT s.peer, s.lease_expires_at, r.id FROM sessions s "
             "JOIN requests r ON r.claim_session = s.id "
-            "AND r.state IN ('delivered', 'acknowledged') "
+            f"AND r.state IN {CLAIMED_STATES} "
             "WHERE s.state = 'active' AND s.lease_expires_at <= ? "
             "ORDER BY s.peer, r.created_at, r.id",
             (now,),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Collection
 
+from ..core.limits import CLAIMED_STATES as CLAIMED
 from ..core.limits import OPEN_STATES as OPEN
 from .tables import CLAIMS, DRAFTS, REQUEST_LISTED, REQUESTS
 
@@ -14,6 +15,7 @@ if TYPE_CHECKING:
 # the open states as an SQL list, written exactly as the partial index requests_open_to's
 # WHERE (migration 7), so that both SQLite and PostgreSQL see the index applies
 OPEN_STATES = "(" + ", ".join(f"'{s}'" for s in OPEN) + ")"
+CLAIMED_STATES = "(" + ", ".join(f"'{s}'" for s in CLAIMED) + ")"
 
 
 def _prefix_end(prefix: str) -> str:
@@ -115,7 +117,7 @@ class RequestsSQL:
     def in_flight_of_session(self, session_id: str) -> list[Row]:
         return self.db.all(
             "SELECT * FROM requests WHERE claim_session = ? "
-            "AND state IN ('delivered', 'acknowledged') ORDER BY created_at, rowid",
+            f"AND state IN {CLAIMED_STATES} ORDER BY created_at, rowid",
             (session_id,),
         )
 
