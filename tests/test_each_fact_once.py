@@ -103,3 +103,14 @@ def test_the_request_states_are_listed_once():
         "name them through core/limits.py's STATES, OPEN_STATES, FINAL_STATES, CLAIMED_STATES"
     )
 
+
+def test_a_runtime_is_named_where_the_runtime_table_cannot_be_read():
+    """A runtime's entry in agents/runtimes.py is read by everything above it; the three
+    places that cannot read it name every runtime (agents/runtimes.py says which)."""
+    from relay_cli import entry
+    from relay_cli.agents import guide, runtimes
+    from relay_cli.core.limits import KINDS
+
+    assert set(runtimes.NAMES) <= set(KINDS)
+    assert entry.HOOK_RUNTIMES == runtimes.NAMES
+    assert set(runtimes.NAMES) <= set(guide._SECTIONS)

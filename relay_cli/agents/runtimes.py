@@ -5,8 +5,11 @@ starts it, its hook events (and relay's name for each), the variables that may n
 file, where its settings file is, what `relay hook install` writes there (handlers and
 timeouts), how an idle session is woken, and the version whose shipped package the formats
 were checked against. The hook, the installer, the waiter, the launcher, the guide and
-doctor read these entries; a new runtime is one more entry plus its fixtures in
-tests/fixtures/ (tests/fixtures/README.md).
+doctor read these entries. A new runtime is one more entry, its fixtures in
+tests/fixtures/ (tests/fixtures/README.md), and its name in three places that cannot read
+this table, each checked by a test: core/limits.py's KINDS (core imports nothing above it),
+entry.py's HOOK_RUNTIMES (the hook's fast path imports nothing) and its own section of
+the guide (agents/guide.py).
 
 This module imports nothing from relay and nothing heavy: doctor and the hook read it on
 their start-up path.
