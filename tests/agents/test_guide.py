@@ -170,7 +170,7 @@ def test_docs_agents_shows_exactly_what_install_merges(runtime):
     """docs/agents.md shows, for a manual install, the entries `relay hook install` adds."""
     from pathlib import Path
 
-    doc = (Path(__file__).resolve().parent.parent / "docs" / "agents.md").read_text()
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "agents.md").read_text()
     assert settings_json(runtime, wake=True) in doc
     assert hook_install.fragment(runtime, wake=True) == json.loads(
         settings_json(runtime, wake=True)
@@ -202,5 +202,5 @@ def test_docs_agents_lists_every_runtime_entry():
     """docs/agents.md's runtimes table is docs_table(): one entry per runtime."""
     from pathlib import Path
 
-    doc = (Path(__file__).resolve().parent.parent / "docs" / "agents.md").read_text()
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "agents.md").read_text()
     assert docs_table() in doc

@@ -1,7 +1,7 @@
 """`relay hook claude` (design.md §12) driven with Claude Code event payloads.
 
 The payloads in tests/fixtures/claude/ follow Claude Code 2.1.332's hook input types
-(tests/fixtures/README.md names the package and file). tests/test_hook_runtimes.py runs
+(tests/fixtures/README.md names the package and file). tests/agents/test_hook_runtimes.py runs
 the same events for Codex and Gemini CLI and validates every answer against the
 runtimes' output schemas.
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from conftest import new_id
 
-FIXTURES = Path(__file__).parent / "fixtures" / "claude"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "claude"
 CLAUDE_SID = "8f2c1d7e-4b5a-4e7d-9c3b-2a1f0e9d8c7b"
 
 
@@ -513,7 +513,7 @@ def test_claude_interrupt_is_not_an_event_relay_acts_on(relay, claude):
     2.1.336 and the model was not woken), so relay installs nothing there and a
     `relay hook claude [--wake]` that gets it does nothing: no answer, no change, no wait
     (a waiter would mark the ids named and so keep later waiters from waking for them)."""
-    from schema_subset import errors
+    from testsupport.schema_subset import errors
 
     doc = json.loads(payload("interrupt"))
     schema = json.loads((FIXTURES / "schemas" / "InterruptHookInput.json").read_text())

@@ -13,12 +13,13 @@ import stat
 from pathlib import Path
 
 import pytest
-from schema_subset import errors
+
+from testsupport.schema_subset import errors
 
 # runtime settings files only, never the store: once (tests/conftest.py)
 pytestmark = pytest.mark.one_backend
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 SETTINGS_SCHEMA = {
     "claude": "claude/schemas/settings.hooks.json",
     "codex": "codex/schemas/hooks-json.hooks.json",

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 from conftest import new_id
-from schema_subset import errors, test_the_validator_itself_rejects_what_it_should  # noqa: F401
 
-FIXTURES = Path(__file__).parent / "fixtures"
+from testsupport.schema_subset import errors, test_the_validator_itself_rejects_what_it_should  # noqa: F401
+
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 
 # relay event -> (fixture file, input schema, output schema or None) per runtime
 FILES = {
@@ -243,7 +244,7 @@ def test_codex_writes_the_identity_to_codex_env_file_else_claude_env_file(relay,
 def test_an_env_file_others_can_read_gets_relay_database_url_without_its_password(relay, tmp_path):
     """design.md §13: the URL of the database the hook used, with any password removed
     when others can read the file (the test server trusts its unix socket, so the
-    password in the URL is not needed); tests/test_pg_url.py has the private file."""
+    password in the URL is not needed); tests/store/test_pg_url.py has the private file."""
     agent = Agent(relay, tmp_path, "claude")
     os.chmod(agent.env_file, 0o644)
     agent.hook("SessionStart", env={"RELAY_DATABASE_URL": relay.url + "&password=s3cret"})

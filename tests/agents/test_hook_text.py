@@ -16,7 +16,7 @@ from relay_cli.agents import guide, hook, runtimes, wake
 # §12): no text relay hands a runtime contains them.
 ESCAPED = "<>&"
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 
 
 def event(runtime: str, name: str, **changes) -> str:

@@ -19,12 +19,12 @@ from pathlib import Path
 
 import pytest
 from conftest import new_id
-from schema_subset import errors
 
 from relay_cli.agents import install as hook_install
 from relay_cli.agents import opencode_plugin
+from testsupport.schema_subset import errors
 
-FIXTURES = Path(__file__).parent / "fixtures" / "opencode"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "opencode"
 NODE = shutil.which("node")
 pytestmark = pytest.mark.skipif(NODE is None, reason="Node.js is not installed")
 

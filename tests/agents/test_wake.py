@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from conftest import new_id
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 HANG = 20  # seconds: a waiter that has not reacted by then is broken
 
 

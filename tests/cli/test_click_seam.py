@@ -17,7 +17,7 @@ from typer.core import TyperOption
 from relay_cli.cli import click_seam
 from relay_cli.cli.click_seam import Choice
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SEAM = ROOT / "relay_cli" / "cli" / "click_seam.py"
 
 

@@ -32,7 +32,7 @@ from conftest import Relay, new_id
 from relay_cli.agents.runtimes import NAMES as RUNTIMES
 from relay_cli.core.errors import ERRORS
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 ERROR_KEYS = {"code", "message", "hint", "retryable", "retry_after_seconds", "exit_code"}
 RELAY = [sys.executable, "-m", "relay_cli"]
 HANG = 30  # seconds: a call that has not ended by then is broken

@@ -29,7 +29,7 @@ from conftest import Relay, fake_crash
 
 pytestmark = pytest.mark.sqlite_only  # a situation is a copied relay.db
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BIN = str(Path(sys.executable).parent)
 # error codes that say the command itself is wrong as printed
 MALFORMED = {

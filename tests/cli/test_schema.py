@@ -16,7 +16,7 @@ from relay_cli.core.errors import ERRORS, ExitStatus, RelayError
 from relay_cli.core.limits import FINAL_STATES, STATES
 from relay_cli.requests.states import MEANING, TRANSITIONS
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

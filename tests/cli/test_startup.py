@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-# what start-up imports (PostgreSQL's: tests/test_postgres.py): once (tests/conftest.py)
+# what start-up imports (PostgreSQL's: tests/store/test_postgres.py): once (tests/conftest.py)
 pytestmark = pytest.mark.one_backend
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("rich", "sqlite_utils")
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from e2e import events  # noqa: E402
 from e2e.fake_models import FINAL, FakeModel, decide  # noqa: E402
@@ -197,7 +197,7 @@ def test_e2e_latest_takes_the_sdk_when_it_carries_a_newer_claude_code(monkeypatc
     import importlib.util
 
     spec = importlib.util.spec_from_file_location(
-        "e2e_latest", Path(__file__).resolve().parent.parent / "scripts" / "e2e_latest.py"
+        "e2e_latest", Path(__file__).resolve().parents[2] / "scripts" / "e2e_latest.py"
     )
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

@@ -906,7 +906,7 @@ def test_a_kill_between_spawn_and_pid_commit_leaves_no_live_command(tmp_path):
     under a concurrent writer (bench/once_kill.py; the full run is 100 trials): the command
     never begins executing, so no entry looks crashed while its command runs, and the
     --idempotent retry runs it exactly once."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     from bench import once_kill
 
     res = once_kill.run(trials=3, seed=7, root=tmp_path, log=lambda *a: None)
@@ -930,7 +930,7 @@ def test_the_product_has_no_test_pause(relay, tmp_path):
 
 def paused(relay, *args: str, seconds: float) -> subprocess.Popen:
     """relay run by the crash benchmark's wrapper, paused ``seconds`` at once-spawn."""
-    bench = Path(__file__).resolve().parents[1] / "bench" / "paused.py"
+    bench = Path(__file__).resolve().parents[2] / "bench" / "paused.py"
     return subprocess.Popen(
         [sys.executable, str(bench), *args],
         env=relay._env({"RELAY_BENCH_PAUSE": f"once-spawn={seconds}"}),
@@ -988,7 +988,7 @@ def test_an_outcome_that_cannot_be_recorded_says_the_command_ran(tmp_path):
     effect_unknown (11) — never "nothing was half-written; retry"."""
     if os.geteuid() != 0:
         pytest.skip("making a small tmpfs needs root; this run is not root")
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     from bench import faults
     from tests.conftest import Relay
 
@@ -1062,7 +1062,7 @@ def test_help_and_man_page_say_the_terminal_rule_stops_accidents_not_fake_termin
         assert "fakes a terminal" in text, args
         assert "accident" in text, args
     man = " ".join(
-        (Path(__file__).resolve().parents[1] / "man" / "relay.1")
+        (Path(__file__).resolve().parents[2] / "man" / "relay.1")
         .read_text()
         .replace("\\-", "-")
         .split()
@@ -1074,7 +1074,7 @@ def test_help_and_man_page_say_the_terminal_rule_stops_accidents_not_fake_termin
 
 
 def test_the_threat_model_says_what_relay_does_not_protect_against():
-    doc = (Path(__file__).resolve().parents[1] / "docs" / "threat-model.md").read_text()
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "threat-model.md").read_text()
     protects, does_not = doc.split("## What relay does not protect against")
     assert "## What relay protects against" in protects
     for topic in (

@@ -16,13 +16,13 @@ import time
 from pathlib import Path
 
 import pytest
-from commit_faults import answer_lost_after_commit
 from conftest import fake_crash, refused
 from test_ledger import _zombie, alive, counter, entry, runs, wait_until
 
 from relay_cli.core import clock
 from relay_cli.core.process import pid_namespace, this_host
 from relay_cli.ledger import states
+from testsupport.commit_faults import answer_lost_after_commit
 
 
 def _as_another_host(relay, key: str, **extra) -> None:
@@ -390,7 +390,13 @@ def test_a_once_whose_output_reader_stalls_keeps_renewing_and_its_output_arrives
     size = 1024 * 1024  # far more than a pipe holds: relay blocks writing it through
     cmd = [sys.executable, "-c", f"import sys; sys.stdout.write('x' * {size}); print('end')"]
     p = subprocess.Popen(
-        [sys.executable, str(Path(__file__).with_name("renewing.py")), "once", "--key", "slow"]
+        [
+            sys.executable,
+            str(Path(__file__).resolve().parents[2] / "testsupport" / "renewing.py"),
+            "once",
+            "--key",
+            "slow",
+        ]
         + ["--", *cmd],
         env=relay._env({"RELAY_TEST_RENEW_S": "0.2"}),
         stdout=subprocess.PIPE,
@@ -438,7 +444,7 @@ def test_a_setgid_command_survives_a_kill_of_relay_and_the_docs_say_what_relay_r
     (setuid, setgid, file capabilities): such a command outlives a SIGKILL of relay.
     The entry stays running with no outcome: in_progress here while the command runs,
     effect_unknown once it ended; design.md §10 and docs/once.md say so."""
-    docs = Path(__file__).parent.parent / "docs"
+    docs = Path(__file__).resolve().parents[2] / "docs"
     section = docs.joinpath("design.md").read_text().split("## §10 ")[1].split("\n## ")[0]
     for text in (section, docs.joinpath("once.md").read_text()):
         flat = " ".join(text.split())

@@ -23,7 +23,7 @@ from relay_cli.ledger.states import (
     VIEWS,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_table_names_only_stored_states_and_every_shown_state_has_a_meaning():

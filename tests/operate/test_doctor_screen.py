@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 from conftest import Relay, assert_fits, plain
-from test_screens import CODEX, LAPSING, busy_home
+from test_screens_fit import CODEX, LAPSING, busy_home
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ROWS, COLS = 24, 80
 
 

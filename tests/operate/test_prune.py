@@ -240,7 +240,9 @@ def _hook(relay, event: str, sid: str, env: dict) -> None:
     import json
     from pathlib import Path
 
-    doc = json.loads((Path(__file__).parent / "fixtures" / "claude" / f"{event}.json").read_text())
+    doc = json.loads(
+        (Path(__file__).parents[1] / "fixtures" / "claude" / f"{event}.json").read_text()
+    )
     doc["session_id"] = sid
     r = relay("hook", "claude", input=json.dumps(doc), env=env)
     assert r.code == 0 and r.err == "", r

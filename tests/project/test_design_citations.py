@@ -7,9 +7,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DESIGN = ROOT / "docs" / "design.md"
-WHERE = ("relay_cli", "tests", "docs", "bench", "scripts", "README.md")
+WHERE = ("relay_cli", "tests", "testsupport", "docs", "bench", "scripts", "README.md")
 CITE = re.compile(r"design(?:\.md)? §(\d+)((?:(?:, ?|/| ?\+ ?|–)§\d+)*)")
 OUTSIDE = re.compile(r"SPEC ?§|SPEC\.md|\bissues? \d+", re.IGNORECASE)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 
 import generate  # noqa: E402
@@ -123,7 +123,7 @@ def test_bash_completes_subcommands_of_peers():
 def test_bash_completes_an_id_only_the_store_knows(relay):
     """The whole path for a value from the store: bash, the generated script, a real
     relay process that opens relay.db (or the server) and offers the request's id.
-    (What each command offers is tests/test_completion.py's, in-process.)"""
+    (What each command offers is tests/cli/test_completion.py's, in-process.)"""
     alice = relay.join("alice")
     relay.join("bob")
     rid = relay.send(alice, "bob", "x").json["id"]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 
 import lowest_constraints  # noqa: E402
@@ -73,8 +73,8 @@ def test_the_tests_take_their_servers_from_testsupport_not_from_bench():
     assert not any(n.startswith("bench") for n in _imported(ROOT / "tests" / "conftest.py"))
     harness = {"bench.pgserver", "bench.netns"}
     uses = {
-        f"{path.name}: {name}"
-        for path in sorted((ROOT / "tests").glob("*.py"))
+        f"{path.relative_to(ROOT)}: {name}"
+        for path in sorted((ROOT / "tests").rglob("*.py"))
         for name in _imported(path) & harness
     }
     assert uses == set()
@@ -177,10 +177,10 @@ def test_the_tests_run_from_the_unpacked_sdist(sdist, tmp_path):
             "-q",
             "-p",
             "no:cacheprovider",
-            "tests/test_smoke.py",
-            "tests/test_design_citations.py",
-            "tests/test_hook_runtimes.py",
-            "tests/test_generated.py::test_generated_files_match_a_fresh_generation",
+            "tests/requests/test_full_cycle.py",
+            "tests/project/test_design_citations.py",
+            "tests/agents/test_hook_runtimes.py",
+            "tests/project/test_generated.py::test_generated_files_match_a_fresh_generation",
         ],
         cwd=src,
         capture_output=True,

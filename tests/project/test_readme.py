@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 from conftest import plain
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 MARKED = re.compile(r"<!-- relay-test: (\w+) -->\n```sh\n(.*?)```", re.S)
 BIN = Path(sys.executable).parent  # this environment's `relay`

@@ -2,7 +2,7 @@
 
 Builds with `python -m build` (sdist, then the wheel from the sdist) and installs the
 wheel into a fresh virtual environment. Takes 20-40 s, so it runs only when
-RELAY_SLOW_TESTS=1 (.ci/run sets it): `RELAY_SLOW_TESTS=1 python -m pytest tests/test_wheel.py`.
+RELAY_SLOW_TESTS=1 (.ci/run sets it): `RELAY_SLOW_TESTS=1 python -m pytest tests/project/test_wheel.py`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("RELAY_SLOW_TESTS") != "1", reason="slow (20-40 s): set RELAY_SLOW_TESTS=1"

@@ -5,8 +5,9 @@ new request, so claimers sharing a session never get the same one."""
 
 from __future__ import annotations
 
-from commit_faults import answer_lost_after_commit
 from conftest import new_id, refused
+
+from testsupport.commit_faults import answer_lost_after_commit
 
 
 def _two_queued(relay, alice):

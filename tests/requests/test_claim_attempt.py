@@ -10,8 +10,9 @@ import json
 import subprocess
 import sys
 
-from commit_faults import answer_lost_after_commit
 from conftest import new_id, refused
+
+from testsupport.commit_faults import answer_lost_after_commit
 
 CLAIM_LEASE_S = 120
 

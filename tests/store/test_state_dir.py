@@ -16,7 +16,7 @@ from relay_cli.core.limits import BUSY_TIMEOUT_S
 from relay_cli.store.migrations import LATEST
 
 # All about the local state directory and relay.db (design.md §2); on PostgreSQL relay.db is
-# not used (design.md §13), and tests/test_postgres.py covers its schema rules.
+# not used (design.md §13), and tests/store/test_postgres.py covers its schema rules.
 pytestmark = pytest.mark.sqlite_only
 
 

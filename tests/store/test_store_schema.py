@@ -179,7 +179,7 @@ def test_postgresql_runs_every_migration_written_out_and_none_is_edited():
 # catalogue), kept in tests/fixtures/schema-snapshot.json. A migration that changes
 # the schema changes the snapshot in the same commit: RELAY_WRITE_SNAPSHOT=1 rewrites
 # the backend's part of it, and the diff shows what the migration did.
-SNAPSHOT = Path(__file__).parent / "fixtures" / "schema-snapshot.json"
+SNAPSHOT = Path(__file__).parents[1] / "fixtures" / "schema-snapshot.json"
 
 
 def _one_line(sql: str | None) -> str | None:

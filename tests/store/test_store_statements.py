@@ -24,7 +24,7 @@ from relay_cli.store.sql_ops import OpsSQL
 from relay_cli.store.sql_peers import PeersSQL
 from relay_cli.store.sql_requests import RequestsSQL
 
-PACKAGE = Path(__file__).resolve().parent.parent / "relay_cli"
+PACKAGE = Path(__file__).resolve().parents[2] / "relay_cli"
 
 
 def _declared() -> set[str]:
