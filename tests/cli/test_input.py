@@ -365,3 +365,18 @@ def test_huge_list_limit_is_usage_error_not_internal_error(world):
     relay, *_ = world
     err = refused(relay, "usage_error", "list", "--limit", "99999999999999999999")
     assert "--limit" in err["message"]
+
+
+@pytest.mark.parametrize("text", [" ", "\n", "\n\n  \t\n", "\u3000\n"])
+def test_text_that_is_only_whitespace_is_refused_as_empty(world, text):
+    relay, alice, bob = world
+    err = refused(relay, "invalid_text", "send", "--to", "bob", "-", input=text, env=alice)
+    assert "only whitespace" in err["message"]
+    err = refused(relay, "invalid_text", "prepare", "--to", "bob", "-", input=text, env=alice)
+    assert "only whitespace" in err["message"]
+
+
+def test_a_reply_that_is_only_whitespace_is_refused(seeded):
+    relay, alice, bob, rid = seeded
+    assert relay("claim", env=bob).code == 0
+    refused(relay, "invalid_text", "reply", rid, "-", input="\n\n", env=bob)

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import assert_fits, new_id
+from conftest import assert_fits, at, new_id
 
 BIN = str(Path(sys.executable).parent)
 
@@ -373,3 +373,21 @@ def test_prepare_and_submit_show_times_as_every_view_does_on_a_terminal(world):
     assert re.search(r"created +\d+s ago", shown) and re.search(r"expires +in (\d+m|1h)", shown)
     piped = relay("submit", rid, env=alice)
     assert re.search(r"expires +\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", piped.out)
+
+
+@pytest.mark.parametrize("ending", ["expired", "cancelled"])
+def test_a_duplicate_answer_for_a_request_that_ended_queued_has_a_note(world, ending):
+    relay, alice, bob = world
+    rid = new_id()
+    args = ("send", "--to", "bob", "--id", rid, "--ttl", "30s", "work")
+    assert relay(*args, env=alice).code == 0
+    later = alice
+    if ending == "cancelled":
+        assert relay("cancel", rid, env=alice).code == 0
+    else:
+        later = at(60, alice)
+    r = relay(*args, env=later)
+    assert r.code == 0, r.err
+    assert "duplicate         yes" in r.out
+    note = next(ln for ln in r.out.splitlines() if ln.startswith("note: "))
+    assert note.startswith(f"note: {ending}: ") and "new id" in note, r.out

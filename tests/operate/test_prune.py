@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from conftest import DAY, at, new_id
 
 
@@ -327,3 +328,28 @@ def test_prune_does_not_let_a_finished_key_run_again(relay, tmp_path):
     r = relay("once", "--key", "pr-create-1", "--", *cmd, env=later)
     assert r.code == 0
     assert marker.read_text().count("x") == 1, "the command ran twice after `relay prune`"
+
+
+@pytest.mark.sqlite_only
+def test_prune_refuses_a_relay_db_with_damaged_pages_and_changes_nothing(world):
+    """A damaged page that no command reads goes unnoticed by the others (quick_check reads
+    every page: too slow for every call, design.md §2); prune, which rewrites rows all
+    over, runs quick_check first and changes nothing."""
+    import sqlite3
+
+    relay, alice, bob = world
+    for i in range(40):
+        assert relay.send(alice, "bob", f"task {i} " + "x" * 2000).code == 0
+    db = relay.home / "relay.db"
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    conn.close()
+    with open(db, "r+b") as f:
+        for page in range(pages // 2, pages // 2 + 5):
+            f.seek((page - 1) * 4096)
+            f.write(b"\xde\xad\xbe\xef" * 1024)
+    before = db.read_bytes()
+    r = relay("prune", "--json")
+    assert (r.code, r.error["code"]) == (7, "database_corrupt"), r.err
+    assert db.read_bytes() == before

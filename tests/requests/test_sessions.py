@@ -132,3 +132,18 @@ def test_wakeup_reports_polling_while_a_session_waits_in_claim(world):
     waiter.communicate(timeout=20)
     assert seen == "polling"
     assert r.json["wakeup"] in ("polling", "not_configured")
+
+
+def test_peers_join_shell_says_on_stderr_that_it_joined(relay):
+    r = relay("peers", "join", "alice", "--shell")
+    assert r.code == 0
+    assert all(ln.startswith("export ") for ln in r.out.splitlines())
+    assert "relay: joined as alice" in r.err
+
+
+def test_wakeup_in_send_s_answer_is_explained(world):
+    relay, alice, bob = world
+    r = relay("send", "--to", "bob", "--id", new_id(), "x", env=alice)
+    line = next(ln for ln in r.out.splitlines() if ln.startswith("wakeup "))
+    assert "(" in line, r.out  # the value with what it means
+    assert "nothing wakes bob" in r.out and "evidence of delivery" in r.out
