@@ -5,7 +5,9 @@ own checks: docs, generated files, packaging, the architecture, the test harness
 
 pytest imports a test module by its file name (tests/ has no ``__init__.py``), so no two
 test files share a name, and every folder is on pytest's ``pythonpath``: a test that takes
-a helper from another part's test module finds it whichever tests run.
+a helper from another part's test module finds it whichever tests run. And a test file
+the repository names (docs, comments, .ci/run, the modules conftest.py schedules together)
+is one that exists, so a moved file cannot leave a stale name behind.
 """
 
 from __future__ import annotations
@@ -62,3 +64,38 @@ def test_every_part_folder_is_on_pytests_pythonpath():
     assert listed, "pyproject.toml's [tool.pytest.ini_options] has no pythonpath"
     paths = re.findall(r'"([^"]+)"', listed.group(1))
     assert sorted(paths) == sorted(f"tests/{part}" for part in [*_parts(), *BESIDE])
+
+
+# a test file the repository names by its path: docs, comments, .ci/run, scripts
+NAMED = re.compile(r"\btests/(?:[\w-]+/)*test_\w+\.py")
+WHERE = ("relay_cli", "tests", "testsupport", "docs", "bench", "scripts", "e2e")
+
+
+def _texts():
+    for name in WHERE:
+        for f in sorted((ROOT / name).rglob("*")):
+            if f.suffix in (".py", ".md", ".sh", ".toml") and "__pycache__" not in f.parts:
+                yield f
+    for name in ("README.md", "MANIFEST.in", "pyproject.toml", ".ci/run"):
+        if (ROOT / name).is_file():
+            yield ROOT / name
+
+
+def test_every_test_file_the_repository_names_exists():
+    missing = [
+        f"{f.relative_to(ROOT)}: {m.group(0)}"
+        for f in _texts()
+        for m in NAMED.finditer(f.read_text(errors="replace"))
+        if not (ROOT / m.group(0)).is_file()
+    ]
+    assert missing == []
+
+
+def test_the_modules_conftest_schedules_together_exist():
+    import conftest
+
+    names = {f.name for f in _test_files()}
+    listed = [
+        prefix.split("::")[0] for prefixes in conftest.XDIST_GROUPS.values() for prefix in prefixes
+    ] + list(conftest.SHARED_FIXTURE_MODULES)
+    assert [name for name in listed if name not in names] == []
