@@ -1,4 +1,4 @@
-"""The person at an 80x24 terminal, round two (design.md §14): the claim lease said at
+"""The person at an 80x24 terminal (design.md §14): the claim lease said at
 claim, conflicts that name what differs, ids that stay unique when shortened, names cut
 in the middle, tab-separated rows when piped, one time vocabulary, submit like send,
 error lines wrapped between words, a question before replacing a live session, and ids

@@ -1,4 +1,5 @@
-"""`relay prune`: retention with tombstones (design.md §4), tested by moving relay's clock."""
+"""`relay prune`: retention with tombstones (design.md §4), tested by moving relay's clock,
+and never on a relay.db with damaged pages (design.md §2)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Sessions (design.md §3): joining, leases and their renewal, superseding, and the
-session-status rule as every command applies it."""
+"""Sessions (design.md §3): joining, leases and their renewal, superseding, the
+session-status rule as every command applies it, and what a send says of waking its
+recipient's session (design.md §12)."""
 
 from __future__ import annotations
 
