@@ -45,7 +45,7 @@ SCHEMAS = {
 
 def _validator():
     spec = importlib.util.spec_from_file_location(
-        "schema_subset", ROOT / "tests" / "schema_subset.py"
+        "schema_subset", ROOT / "testsupport" / "schema_subset.py"
     )
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

@@ -4,10 +4,11 @@ pseudo-terminal (design.md §11).
 
     python scripts/doctor_lines.py CODE_ROOT TESTS_ROOT [-v]
 
-runs CODE_ROOT's relay on homes built with TESTS_ROOT's helpers (tests/test_doctor_screen.py:
-the screen tests' busy home plus a claim lease that ran out and an expired draft); the broken
-home is the same with its directory 0755 and relay.db 0644. Prints the line count and how
-many problem lines are not on the last screen (23 rows: the prompt takes the 24th)."""
+runs CODE_ROOT's relay on homes built with TESTS_ROOT's helpers
+(tests/operate/test_doctor_screen.py: the screen tests' busy home plus a claim lease that
+ran out and an expired draft); the broken home is the same with its directory 0755 and
+relay.db 0644. Prints the line count and how many problem lines are not on the last
+screen (23 rows: the prompt takes the 24th)."""
 
 import os
 import sys
@@ -15,12 +16,12 @@ import tempfile
 from pathlib import Path
 
 code, tests = Path(sys.argv[1]), Path(sys.argv[2])
-sys.path[:0] = [str(tests / "tests"), str(code)]
+sys.path[:0] = [str(tests / "tests" / part) for part in (".", "operate", "cli")] + [str(code)]
 os.environ["PYTHONPATH"] = str(code)
 os.chdir(code)
 from conftest import Relay, plain  # noqa: E402
 from test_doctor_screen import claim_lease_runs_out  # noqa: E402
-from test_screens import busy_home  # noqa: E402
+from test_screens_fit import busy_home  # noqa: E402
 
 
 def show(relay, label):

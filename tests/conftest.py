@@ -511,7 +511,7 @@ SHARED_FIXTURE_MODULES = (
     "test_postgres.py",
     "test_printed_commands.py",
     "test_schema.py",
-    "test_screens.py",
+    "test_screens_fit.py",
 )
 
 
@@ -678,7 +678,7 @@ class PgCluster:
     A test's copy is used again by a later test only when, after its rows are deleted and
     its sequences set back to their start, it is indistinguishable from a new copy: no
     connection to it is left, its catalogs hold exactly the template's rows (``_WRITERS``:
-    so its fingerprint, ``_FINGERPRINT``, is the template's; tests/test_pg_reuse.py holds
+    so its fingerprint, ``_FINGERPRINT``, is the template's; tests/project/test_pg_reuse.py holds
     the two together) and every table holds exactly the template's rows. Otherwise it is
     dropped, as every copy was before. (``CREATE DATABASE`` and ``DROP DATABASE`` cost
     ~0.25 s of the server's time per test; the reset ~22 ms of its CPU, its connection

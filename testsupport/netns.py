@@ -1,5 +1,5 @@
 """Several machines on one: network namespaces for the PostgreSQL server and two client
-"hosts" (design.md §13), for tests/test_netns.py and the benchmarks.
+"hosts" (design.md §13), for tests/store/test_netns.py and the benchmarks.
 
 Topology: the server's namespace is joined to each host's namespace by its own veth pair,
 on a private /24 that exists only inside these namespaces (10.231.<n>.1 the server's end,

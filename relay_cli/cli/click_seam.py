@@ -7,7 +7,7 @@ few things of it that Typer's public names do not give: a parameter type of its 
 the exceptions parsing raises (to turn them into usage_error), the context of the call
 being run, and the shell's completion request answered without Click's ``main`` (which
 turns a broken pipe into exit 1). Everything of the kind is named here, and nowhere else
-in relay (tests/test_click_seam.py checks both: no other module names a private part of
+in relay (tests/cli/test_click_seam.py checks both: no other module names a private part of
 Typer or Click, and each name below still has the shape relay uses, so a Typer release
 that changes one fails that test, not a person's command).
 """

@@ -304,6 +304,6 @@ class Store(RequestStore, PeerStore, LedgerStore, HookStore, OpsStore, DataStore
     """Every operation relay's library asks of a store (design.md §13): named queries and
     writes over plain rows, one transaction discipline, doctor's facts. Both backends
     implement all of it, each part (above) by its own sql_*.py
-    (tests/test_store_statements.py checks); nothing outside ``relay_cli.store`` sees a
+    (tests/store/test_store_statements.py checks); nothing outside ``relay_cli.store`` sees a
     connection or SQL. A function that uses one part asks for that part.
     """

@@ -267,7 +267,7 @@ def _use_wal(conn: sqlite3.Connection) -> None:
     """Make relay.db a WAL database (a lasting property of the file: after the first call
     there is nothing to do). The switch needs the file to itself, and SQLite runs no busy
     handler for it: two first calls at once on a new home would otherwise see `database
-    is locked` at once, one time in about twenty (tests/test_concurrency.py). So it is
+    is locked` at once, one time in about twenty (tests/requests/test_concurrency.py). So it is
     tried again, with short pauses, within the busy timeout, until this process or
     another has made the file WAL; then, as any other wait for the lock, it is `busy`."""
     import time

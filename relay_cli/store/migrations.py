@@ -2,7 +2,7 @@
 
 ``PRAGMA user_version`` holds how many of these have been applied. Migrations are
 append-only: never edit one that has shipped, append a new one
-(tests/test_schema_history.py pins the text of each shipped one by its hash, and
+(tests/store/test_schema_history.py pins the text of each shipped one by its hash, and
 migrates databases made by every earlier revision, kept under tests/fixtures/schemas/).
 
 PostgreSQL runs the same migrations as written out for it in pg_migrations.py.

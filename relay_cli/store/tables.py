@@ -1,6 +1,6 @@
 """One description of relay's tables: each table's columns in the order the migrations
 create them, and which a write may set. The column lists and the insert and update
-whitelists of sql_*.py derive from it, so a column is named once; tests/test_store_schema.py
+whitelists of sql_*.py derive from it, so a column is named once; tests/store/test_store_schema.py
 checks it against the tables the migrations make, on both backends.
 
 The migrations (migrations.py) stay the definition of the tables themselves: they are
