@@ -114,9 +114,11 @@ def run(store: Store, ev: Event, henv: HookEnv, timeout_s: int, *, runtime: str)
             raise _Stop()
 
     previous = _trap_signals()
-    registered = None
+    # the session this process recorded itself as the waiter of, set before that commits:
+    # a signal between the commit and _register's return still removes the row (finally)
+    recorded: list[str] = []
     try:
-        registered = _register(store, ev, henv, me, runtime, end, tick)
+        registered = _register(store, ev, henv, me, runtime, end, tick, recorded)
         if registered is None:
             return 0, ""
         session_id, peer = registered
@@ -137,14 +139,17 @@ def run(store: Store, ev: Event, henv: HookEnv, timeout_s: int, *, runtime: str)
     except _Stop:
         return 0, ""
     finally:
-        if registered is not None:
-            _unregister(store, registered[0], me)
+        if recorded:  # (deletes only this process's row: none if nothing was committed)
+            _unregister(store, recorded[0], me)
         _restore_signals(previous)
 
 
-def _register(store: Store, ev: Event, henv: HookEnv, me, runtime: str, end: float, tick):
+def _register(
+    store: Store, ev: Event, henv: HookEnv, me, runtime: str, end: float, tick, recorded: list[str]
+):
     """Find the session and record this process as its waiter: (session id, peer), or None
-    when there is no session (after a grace period), it has ended, or a waiter runs."""
+    when there is no session (after a grace period), it has ended, or a waiter runs. The
+    session's id is put in ``recorded`` before the row is written."""
 
     def attempt():
         with due.unit(store) as now:
@@ -159,6 +164,7 @@ def _register(store: Store, ev: Event, henv: HookEnv, me, runtime: str, end: flo
             if current is not None and current["until_at"] > now and _alive(current):
                 return _END  # one waiter per session
             until = now + int(max(0.0, end - time.monotonic()) * 1000)
+            recorded[:] = [session["id"]]
             store.put_waiter(
                 session["id"], session["peer"], runtime, me.pid, me.start, me.host, now, until
             )

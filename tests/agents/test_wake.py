@@ -191,6 +191,37 @@ def test_sigterm_ends_the_waiter_quietly_and_frees_its_place(relay, session):
     assert db_rows == []
 
 
+def test_a_signal_right_after_the_waiter_recorded_itself_still_frees_its_place(
+    relay, session, monkeypatch
+):
+    """The window the SIGTERM test above can hit under load: the waiter's row committed and
+    the signal arrives before registering returned. In-process: the registration's poll
+    commits, then the signal's _Stop is raised."""
+    from relay_cli.agents import hook, wake
+
+    real_poll = wake.due.poll
+    calls = []
+
+    def poll_then_signal(*args, **kwargs):
+        found = real_poll(*args, **kwargs)
+        calls.append(found)
+        if len(calls) == 1:  # the registration's poll: committed, then the signal
+            raise wake._Stop()
+        return found
+
+    monkeypatch.setattr(wake.due, "poll", poll_then_signal)
+    store = relay.open_store()
+    try:
+        ev = hook.parse(event("claude", "stop", session_id=session.sid).encode())
+        henv = hook.HookEnv(peer="agent-1", token=None, env_file=None)
+        assert wake.run(store, ev, henv, HANG, runtime="claude") == (0, "")
+        session_id = store.session_for_agent(session.sid)["id"]
+        assert calls and calls[0][0] == session_id  # it had recorded itself
+        assert store.get_waiter(session_id) is None
+    finally:
+        store.close()
+
+
 def test_a_waiter_without_a_session_or_with_bad_input_exits_0(relay, tmp_path):
     relay("peers", "add", "nobody")
     p = relay.popen(
