@@ -132,7 +132,12 @@ def _error_classes() -> set[str]:
     import relay_cli
 
     for info in pkgutil.walk_packages(relay_cli.__path__, "relay_cli."):
-        module = importlib.import_module(info.name)
+        try:
+            module = importlib.import_module(info.name)
+        except ModuleNotFoundError as e:  # store/pg_driver.py without the postgres extra
+            if e.name != "psycopg2":
+                raise
+            continue
         if type(module) is not types.ModuleType:  # a lazy module (cli.app.lazy_module)
             _ = module.__doc__  # the first attribute access executes it
     names, todo = set(), [RelayError]
