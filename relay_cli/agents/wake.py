@@ -128,7 +128,7 @@ def run(store: Store, ev: Event, henv: HookEnv, timeout_s: int, *, runtime: str)
             max(0.0, end - time.monotonic()),
             on_tick=tick,
         )
-        if found is None or found == _END:
+        if not isinstance(found, tuple):  # None (the time ran out) or _END
             return 0, ""
         ids, text = found
         if codex is None:

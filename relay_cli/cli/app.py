@@ -6,6 +6,7 @@ render. All errors become one of the codes of ``relay_cli.core.errors``.
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 from typing import Annotated, List, Optional, overload
@@ -99,8 +100,10 @@ class LazyTyper(typer.Typer):
         super().__init__(*args, **kwargs)
         self._register = register
 
+    # (Typer declares a plain attribute; a property is what defers the registration, and
+    # Typer only reads and assigns it, which the setter below keeps working)
     @property
-    def registered_commands(self) -> list:
+    def registered_commands(self) -> list:  # pyright: ignore[reportIncompatibleVariableOverride]
         register = getattr(self, "_register", None)
         if register is not None:
             self._register = None
@@ -108,7 +111,7 @@ class LazyTyper(typer.Typer):
         return self._commands
 
     @registered_commands.setter
-    def registered_commands(self, value: list) -> None:
+    def registered_commands(self, value: list) -> None:  # pyright: ignore[reportIncompatibleVariableOverride]
         self._commands = value
         self._register = None
 
@@ -525,7 +528,7 @@ def run(
         if refused is not None:
             return refused
         for stream in (sys.stdout, sys.stderr):
-            if hasattr(stream, "reconfigure"):  # never fail on a terminal that is not UTF-8
+            if isinstance(stream, io.TextIOWrapper):  # never fail on a non-UTF-8 terminal
                 stream.reconfigure(errors="backslashreplace")
         context = process_context(clock)
     try:
@@ -645,8 +648,11 @@ def _sqlite_error(e: Exception) -> RelayError | None:
     """A SQLite error the store let through, as relay's error for it. sqlite3 is not
     imported for this: a call that never loaded it cannot have raised one of its errors
     (`relay --help` and `relay id` start without it)."""
-    sqlite3 = sys.modules.get("sqlite3")
-    if sqlite3 is None or not isinstance(e, sqlite3.Error):
+    if "sqlite3" not in sys.modules:
+        return None
+    import sqlite3  # (loaded already: free)
+
+    if not isinstance(e, sqlite3.Error):
         return None
     from ..store import relay_error_from_sqlite
 

@@ -17,17 +17,19 @@ _SHA256: Callable[[bytes], Any] | None = None
 
 def _constructor() -> Callable[[bytes], Any]:
     global _SHA256
-    if _SHA256 is None:
+    found = _SHA256
+    if found is None:
         try:  # (by name: these modules have no type stubs)
-            _SHA256 = importlib.import_module("_sha2").sha256  # Python 3.12 and later
+            found = importlib.import_module("_sha2").sha256  # Python 3.12 and later
         except ImportError:
             try:
-                _SHA256 = importlib.import_module("_sha256").sha256  # Python 3.10, 3.11
+                found = importlib.import_module("_sha256").sha256  # Python 3.10, 3.11
             except ImportError:
                 from hashlib import sha256
 
-                _SHA256 = sha256
-    return _SHA256
+                found = sha256
+        _SHA256 = found
+    return found
 
 
 def sha256_hex(data: bytes) -> str:
