@@ -363,7 +363,7 @@ class Relay:
         """A store object on this test's database, in this process."""
         from relay_cli.store import open_store
 
-        return open_store(self.home, self.url, self.clock)
+        return open_store(self.home, self.url, self.clock, environ={})
 
 
 class Tmux:
@@ -692,7 +692,7 @@ class PgCluster:
         self.server.execute(f"CREATE DATABASE {self.TEMPLATE}")
         from relay_cli.store import pg
 
-        pg.connect(self.server.url(self.TEMPLATE)).close()
+        pg.connect(self.server.url(self.TEMPLATE), environ={}).close()
         conn = self._connect(self.TEMPLATE)
         try:
             self.facts = self._facts(conn)

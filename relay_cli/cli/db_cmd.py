@@ -42,7 +42,7 @@ def path(json_: JsonOpt = False, home: HomeOpt = None) -> int:
     from ..store import database_file
 
     env = Env(json_, home)
-    db = str(database_file(env.home, env.ctx.database_url, env.ctx.environ))
+    db = str(database_file(env.home, env.ctx.database_url, environ=env.ctx.environ))
     exists = os.path.exists(db)
     if env.json:
         env.out.json(export_lib.path_object(db, exists))

@@ -111,7 +111,7 @@ def _open(env: Env):
     """A new store of this call (``relay run``'s heartbeat thread has its own)."""
     from ..store import open_store
 
-    return open_store(env.home, env.ctx.database_url, env.ctx.clock)
+    return open_store(env.home, env.ctx.database_url, env.ctx.clock, environ=env.ctx.environ)
 
 
 # ------------------------------------------------------------------ doctor

@@ -101,7 +101,8 @@ if not TYPE_CHECKING:  # (a type checker sees the import above, and no other nam
 def database_file(
     home: str | Path | None = None,
     url: str | None = None,
-    environ: Mapping[str, str] | None = None,
+    *,
+    environ: Mapping[str, str],
 ) -> Path:
     """The absolute path of relay.db in the (checked) state directory, for `relay db
     path`; created or not. With a database URL (``url``, as the call was given it) there
@@ -123,7 +124,8 @@ def open_store(
     url: str | None = None,
     clock: Clock | None = None,
     create: bool = True,
-    environ: Mapping[str, str] | None = None,
+    *,
+    environ: Mapping[str, str],
 ) -> Store:
     """The store of a call: PostgreSQL when it was given a database URL (design.md §13),
     else relay.db in the state directory (created and migrated when needed; with
@@ -147,7 +149,8 @@ def open_store_readonly(
     home: str | Path | None = None,
     url: str | None = None,
     clock: Clock | None = None,
-    environ: Mapping[str, str] | None = None,
+    *,
+    environ: Mapping[str, str],
 ) -> Store | None:
     """For `doctor`: opens without creating or migrating anything; None when absent.
     ``environ``: the call's, for libpq's settings (as ``open_store``)."""

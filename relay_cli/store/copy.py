@@ -65,7 +65,7 @@ def relay_tables() -> frozenset[str]:
     return frozenset(TABLES)
 
 
-def copy(home: Path, url: str, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+def copy(home: Path, url: str, environ: Mapping[str, str]) -> dict[str, Any]:
     """Copy relay.db in ``home`` into the PostgreSQL database at ``url``; returns
     {"from", "to", "schema_version", "copied": {table: rows}}."""
     db_path = home / "relay.db"

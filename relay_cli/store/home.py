@@ -13,9 +13,7 @@ from ..core.errors import RelayError
 DB_NAME = "relay.db"
 
 
-def resolve_home(
-    home: str | os.PathLike[str] | None, environ: Mapping[str, str] | None = None
-) -> Path:
+def resolve_home(home: str | os.PathLike[str] | None, environ: Mapping[str, str]) -> Path:
     """The state directory a call was given (``--home``, else ``$RELAY_HOME``: its
     context's ``home``), else the per-user state directory of the call's ``environ``
     (``default_home``).
@@ -25,9 +23,9 @@ def resolve_home(
     from anywhere. A path SQLite cannot be given (not UTF-8) is ``unsafe_state_dir``.
     """
     if home:
-        path = _expand_user(Path(home), {} if environ is None else environ)
+        path = _expand_user(Path(home), environ)
     else:
-        path = default_home({} if environ is None else environ)
+        path = default_home(environ)
     if not path.is_absolute():
         try:
             path = Path.cwd() / path

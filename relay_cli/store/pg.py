@@ -726,13 +726,11 @@ class PgConnection:
 
 
 # ---------------------------------------------------------------------- opening
-def connect(
-    url: str, migrate: bool = True, environ: Mapping[str, str] | None = None
-) -> PgConnection:
-    """Connect (in the call's ``environ``; none: an empty one), learn the server's clock
-    and the schema version; migrate when behind (``migrate=False``, for doctor: create
-    nothing, report what is there)."""
-    db = PgConnection(url, {} if environ is None else environ)
+def connect(url: str, migrate: bool = True, *, environ: Mapping[str, str]) -> PgConnection:
+    """Connect (in the call's ``environ``), learn the server's clock and the schema
+    version; migrate when behind (``migrate=False``, for doctor: create nothing, report
+    what is there)."""
+    db = PgConnection(url, environ)
     try:
         db.server_version = db.conn.server_version
         t0 = time.time()

@@ -121,7 +121,8 @@ def open_pg(
     home: Path,
     migrate: bool = True,
     clock: Clock | None = None,
-    environ: Mapping[str, str] | None = None,
+    *,
+    environ: Mapping[str, str],
 ) -> PgStore:
     """The store on the database at ``url`` (connected in the call's ``environ``), whose
     clock reads the server's time (relay's clock on PostgreSQL, design.md §13) shifted as

@@ -118,6 +118,35 @@ def test_relay_home_given_relative_is_exported_absolute(relay, tmp_path):
     assert out.read_text() == str(tmp_path / "rel-home")
 
 
+@pytest.mark.parametrize("xdg", [True, False])
+def test_the_default_home_of_run_is_the_one_every_command_uses(relay, tmp_path, xdg):
+    """No RELAY_HOME and no --home: `relay run` joins in the per-user state directory of
+    its environment (XDG_STATE_HOME, else HOME; design.md §2), as `relay peers list`
+    reads it, and exports that directory to the child."""
+    out = tmp_path / "home.txt"
+    env = relay._env({"RELAY_HOME": None, "RELAY_DATABASE_URL": None})
+    env["HOME"] = str(tmp_path / "user")
+    if xdg:
+        env["XDG_STATE_HOME"] = str(tmp_path / "xdg")
+    else:
+        env.pop("XDG_STATE_HOME", None)
+    expected = tmp_path / "xdg" / "relay" if xdg else tmp_path / "user/.local/state/relay"
+    script = f"import os; open({str(out)!r}, 'w').write(os.environ['RELAY_HOME'])"
+    p = subprocess.run(
+        [PY, "-m", "relay_cli", "run", "--as", "c1", "--", PY, "-c", script],
+        env=env,
+        capture_output=True,
+        timeout=30,
+    )
+    assert p.returncode == 0, p.stderr
+    assert out.read_text() == str(expected)
+    listed = subprocess.run(
+        [PY, "-m", "relay_cli", "peers", "list", "--json"], env=env, capture_output=True
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert "c1" in [peer["name"] for peer in json.loads(listed.stdout)["peers"]]
+
+
 @pytest.mark.parametrize("code", [3, 255])
 def test_exit_status_is_the_childs(relay, code):
     r = relay.proc("run", "--as", "c1", "--", PY, "-c", f"import sys; sys.exit({code})")

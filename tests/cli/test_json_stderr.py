@@ -970,7 +970,7 @@ def test_once_whose_outcome_could_not_be_recorded_says_so_in_the_document(tmp_pa
         ):
             assert time.monotonic() < end, "the command never started"
             time.sleep(0.02)
-        store = open_store(w.relay.home)
+        store = open_store(w.relay.home, environ={})
         try:
             with store.transaction():
                 store.update_ledger("k", {"state": "forgotten"})

@@ -221,7 +221,7 @@ def test_the_prefix_lookup_is_a_range_scan_of_the_primary_key(seeded):
     relay, *_ = seeded
     from relay_cli.store import open_store
 
-    store = open_store(relay.home)
+    store = open_store(relay.home, environ={})
     try:
         captured: list[str] = []
         store.db.conn.set_trace_callback(captured.append)

@@ -43,7 +43,7 @@ class RelayMachine(RuleBasedStateMachine):
         self.offset = 0.0
         self.url = FRESH_DATABASE() if FRESH_DATABASE else None
         # relay's clock, moved by handing the store another (design.md §8)
-        self.store = open_store(self.dir / "home", self.url, clock.Clock("0"))
+        self.store = open_store(self.dir / "home", self.url, clock.Clock("0"), environ={})
         self.tokens: dict[str, str] = {}
         self.sent: dict[str, str] = {}  # id -> text it was first sent with
         self.seen_final: dict[str, str] = {}

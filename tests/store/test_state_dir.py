@@ -37,7 +37,7 @@ def test_home_is_created_0700_with_database_0600_wal_and_full_sync(relay):
     assert mode(relay.home / "relay.db") == 0o600
     from relay_cli.store import open_store
 
-    store = open_store(relay.home)  # as every command opens it: -wal and -shm exist now
+    store = open_store(relay.home, environ={})  # as every command opens it: -wal and -shm exist now
     try:
         for extra in ("relay.db-wal", "relay.db-shm"):
             assert mode(relay.home / extra) == 0o600, extra

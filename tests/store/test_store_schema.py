@@ -311,7 +311,7 @@ def test_a_postgresql_database_of_schema_7_gains_the_state_check(pg_cluster, tmp
                 list(row.values()),
             )
         conn.close()
-        db = connect(url)
+        db = connect(url, environ={})
         try:
             assert db.scalar("SELECT version FROM relay_schema") == LATEST
             assert db.scalar("SELECT count(*) FROM requests") == 1

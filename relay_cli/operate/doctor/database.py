@@ -19,7 +19,7 @@ def check_database(home: Path, report: Report, now: int) -> None:
     from ...store import LATEST_SCHEMA, open_store_readonly
 
     try:
-        store = open_store_readonly(home, None, report.scope.clock)
+        store = open_store_readonly(home, None, report.scope.clock, environ=report.scope.environ)
     except RelayError as e:
         failed(report, "database", e)
         return
