@@ -335,7 +335,7 @@ def ledger_list(
     env = Env(json_, home, creates=False)
     states = ledger.validate_states(state)
     with env.unit(write=False) as now:
-        entries = ledger.list_entries(env.store, states)
+        entries = ledger.list_entries(env.store, now, states)
     if env.json:
         env.out.json(ledger.entries_object(entries))
         return 0

@@ -374,11 +374,11 @@ def reruns_by_itself(obj: JsonObject) -> bool:
     return obj["child_pid"] is None or (bool(obj.get("idempotent")) and shown_here(obj))
 
 
-def list_entries(store: LedgerStore, states: list[str] | None = None) -> list[JsonObject]:
-    """Entries (no captured output), filtered by their shown state (effect_unknown too)."""
+def list_entries(store: LedgerStore, now: int, states: list[str] | None = None) -> list[JsonObject]:
+    """Entries (no captured output), filtered by their shown state (effect_unknown too) at
+    ``now`` by relay's clock."""
     wanted = validate_states(states)
     stored = sorted({VIEWS[s].stored if s in VIEWS else s for s in wanted})
-    now = store.clock.now_ms()
     objs = [entry_object(r, now) for r in store.list_ledger(stored)]
     return [o for o in objs if not wanted or o["state"] in wanted]
 
@@ -392,10 +392,10 @@ def show(store: LedgerStore, key: str) -> JsonObject:
     return entry_object(_get(store, validate_key(key)), store.clock.now_ms(), output=True)
 
 
-def awaiting(store: LedgerStore) -> list[JsonObject]:
-    """Entries waiting for a person's approval, oldest first (for `relay watch`)."""
+def awaiting(store: LedgerStore, now: int) -> list[JsonObject]:
+    """Entries waiting for a person's approval, oldest first (for `relay watch`), as shown
+    at ``now``."""
     rows = store.list_ledger(["awaiting_approval"])
-    now = store.clock.now_ms()
     return [entry_object(r, now) for r in sorted(rows, key=lambda r: (r["created_at"], r["key"]))]
 
 

@@ -89,9 +89,9 @@ def gather(store: Store, now: int, events_limit: int = EVENTS_LIMIT) -> Snapshot
         {**lifecycle.event_object(e), "request_id": e["request_id"]}
         for e in store.recent_events(events_limit)
     ]
-    snap.awaiting = awaiting(store)
+    snap.awaiting = awaiting(store, now)
     snap.effect_unknown = [
-        e for e in list_entries(store, ["effect_unknown"]) if not reruns_by_itself(e)
+        e for e in list_entries(store, now, ["effect_unknown"]) if not reruns_by_itself(e)
     ]  # those rerun by themselves
     return snap
 

@@ -490,7 +490,7 @@ def test_awaiting_entries_are_listed(relay, tmp_path):
     assert "awaiting_approval" in human.out and "approve" in human.out
     store = relay.open_store()
     try:
-        assert [e["key"] for e in ledger.awaiting(store)] == ["w1"]
+        assert [e["key"] for e in ledger.awaiting(store, store.clock.now_ms())] == ["w1"]
     finally:
         store.close()
     assert relay("ledger", "list", "--state", "bogus").code == 2
@@ -673,7 +673,7 @@ def test_a_crashed_entry_is_shown_as_effect_unknown_everywhere(relay, tmp_path):
     assert "runs it again" in relay("ledger", "show", "idem").out
     store = relay.open_store()
     try:
-        assert ledger.awaiting(store) == []
+        assert ledger.awaiting(store, store.clock.now_ms()) == []
         assert store.get_ledger("lost")["state"] == "running"  # the stored record is unchanged
     finally:
         store.close()

@@ -310,6 +310,9 @@ def test_time_offset_is_a_warning(relay):
     assert c["status"] == "warn" and "RELAY_TIME_OFFSET=3600" in c["detail"]
     bad = relay("doctor", "--json", env={"RELAY_TIME_OFFSET": "soon"})
     assert bad.code == 7 and _checks(bad)["time_offset"]["status"] == "fail"
+    # the one failure: everything else is still read, by this machine's clock
+    assert [name for name, c in _checks(bad).items() if c["status"] == "fail"] == ["time_offset"]
+    assert bad.json["requests_by_state"] is not None and len(bad.json["active_peers"]) == 1
 
 
 def test_delivery_unknown_and_stale_drafts_are_counted(relay):

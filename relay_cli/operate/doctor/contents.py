@@ -32,7 +32,7 @@ def check_contents(store: Store, report: Report, now: int) -> None:
             for s in sessions
             if s["lease_expires_at"] > now
         }
-        ledger_unknown, ledger_awaiting = _ledger_needs(store)
+        ledger_unknown, ledger_awaiting = _ledger_needs(store, now)
         lapsed_work = store.lapsed_sessions_holding_work(now)
         passed = store.passed_deadlines(now)
         cap = report.facts.get("queue_cap")
@@ -225,9 +225,9 @@ def _check_queues(report: Report, rows, cap: int | None) -> None:
         )
 
 
-def _ledger_needs(store: Store) -> tuple[int, int]:
+def _ledger_needs(store: Store, now: int) -> tuple[int, int]:
     """(effect_unknown entries that do not rerun by themselves, entries awaiting approval)."""
     from ...ledger.entries import awaiting, list_entries, reruns_by_itself
 
-    unknown = [e for e in list_entries(store, ["effect_unknown"]) if not reruns_by_itself(e)]
-    return len(unknown), len(awaiting(store))
+    unknown = [e for e in list_entries(store, now, ["effect_unknown"]) if not reruns_by_itself(e)]
+    return len(unknown), len(awaiting(store, now))
