@@ -462,8 +462,13 @@ class PgConnection:
                 raise KeyboardInterrupt
         except _Stalled:
             self._drop()
+            if conn.relay_interrupted:  # a Ctrl-C while it waited: the person asked to stop
+                raise KeyboardInterrupt from None
             raise _stalled(seconds) from None
         except _driver_mod.Error:
+            if conn.relay_interrupted:  # (the flag is this connection's: not lost with it)
+                self._drop()
+                raise KeyboardInterrupt from None
             if conn.closed:
                 self._drop()
             raise

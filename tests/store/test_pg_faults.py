@@ -246,3 +246,26 @@ def test_connecting_gives_up_by_the_calls_own_pgconnect_timeout(own_server, tmp_
     assert (r.code, r.error["code"]) == (75, "database_unavailable"), r.err
     assert "no connection within 2 s" in r.error["message"]
     assert took < pgmod.CONNECT_TIMEOUT_S  # 5 s unless the call says otherwise
+
+
+@pytest.mark.parametrize("failure", ["broken", "stalled"])
+def test_a_ctrl_c_during_a_statement_that_then_fails_is_not_lost(pg, failure):
+    """A Ctrl-C while a statement waited (the wait callback notes it on the connection)
+    and the statement then failed -- the connection broke or its deadline passed: the
+    person asked to stop, so the call stops (KeyboardInterrupt) instead of answering
+    the failure or retrying on a new connection that knows nothing of the Ctrl-C."""
+    store = pg.open_store()
+    try:
+        db = store.db
+
+        class Interrupted:
+            def execute(self, sql, params):
+                db.conn.relay_interrupted = True  # as _wait does on a KeyboardInterrupt
+                if failure == "stalled":
+                    raise pgmod._Stalled()
+                raise pgmod.driver().OperationalError("server closed the connection")
+
+        with pytest.raises(KeyboardInterrupt):
+            db._run(Interrupted(), "SELECT 1", None)
+    finally:
+        store.close()
