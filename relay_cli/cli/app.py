@@ -675,7 +675,7 @@ def _invoke(command, argv: list[str], context: Context):
                     return e.code
                 return ExitStatus.OK if e.code is None else 1  # (as Python exits for a message)
         # (the help formatter's own width rule, from the context's terminal)
-        width = max(min(terminal_width(context.stdout, context.environ), 80) - 2, 50)
+        width = max(min(_help_columns(context), 80) - 2, 50)
         try:
             with command.make_context(
                 "relay", list(argv), obj=context, terminal_width=width
@@ -683,6 +683,17 @@ def _invoke(command, argv: list[str], context: Context):
                 return command.invoke(ctx)
         except EOFError as e:  # (as Click: end of input at a prompt)
             raise typer.Abort() from e
+
+
+def _help_columns(context: Context) -> int:
+    """The columns Click's help takes (``shutil.get_terminal_size``'s rule) in the call's
+    context: COLUMNS as ``int()`` reads it (" 70" and "+70" too) when above 0, else the
+    terminal's width, else 80."""
+    try:
+        columns = int(context.environ.get("COLUMNS", ""))
+    except ValueError:
+        columns = 0
+    return columns if columns > 0 else terminal_width(context.stdout, {})
 
 
 DATABASE_URL_HELP = (

@@ -95,3 +95,12 @@ def test_group_help_lists_whole_summaries(group):
     listing = text.split("\nCommands:\n", 1)[1]
     assert "..." not in listing
     assert max(len(line) for line in text.splitlines()) <= 80
+
+
+@pytest.mark.parametrize("columns", [" 60", "+60", "60 "])
+def test_help_reads_columns_as_the_terminal_size_rule_does(relay, columns):
+    """Click's help width follows ``shutil.get_terminal_size``, whose COLUMNS is read with
+    ``int()``: a padded or signed value gives the same help as the plain number."""
+    plain = relay("send", "--help", env={"COLUMNS": "60"})
+    assert relay("send", "--help", env={"COLUMNS": columns}).out == plain.out
+    assert plain.out != relay("send", "--help", env={"COLUMNS": "100"}).out
