@@ -56,7 +56,8 @@ def complete(
     environment, with no parameter to hand them over: when the call's environment is
     not the process's (a test's context), those variables alone are put there for the
     answer and taken back after it. This is the one place relay writes the process
-    environment (None: the process's own, nothing is put)."""
+    environment (None, or the same variables as the process's -- a real shell's call:
+    nothing is put)."""
     with _completion_request(environ):
         return typer.completion.shell_complete(
             command, {"obj": obj}, "relay", COMPLETE_VAR, instruction
@@ -69,10 +70,13 @@ _COMPLETION_VARS = ("COMP_", "_TYPER_COMPLETE_")
 
 @contextlib.contextmanager
 def _completion_request(environ: Mapping[str, str] | None) -> Iterator[None]:
-    if environ is None or environ is os.environ:
+    if environ is None:
         yield
         return
     names = {k for k in (*os.environ, *environ) if k.startswith(_COMPLETION_VARS)}
+    if all(os.environ.get(k) == environ.get(k) for k in names):  # the process's own
+        yield
+        return
     saved = {k: os.environ.get(k) for k in names}
     try:
         for k in names:

@@ -62,7 +62,7 @@ def _open(ctx):
     call = _call(ctx)
     try:
         home = _param(ctx, "home") or call.home
-        return open_store_readonly(home, call.database_url, call.clock, call.environ)
+        return open_store_readonly(home, call.database_url, call.clock, environ=call.environ)
     except Exception:  # noqa: BLE001 - completion never fails: no candidates
         return None
 

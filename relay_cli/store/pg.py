@@ -319,8 +319,10 @@ def outcome_unknown(e: RelayError) -> RelayError:
 
 # ---------------------------------------------------------------------- connection
 # libpq's environment variables and the connection parameter each gives (libpq's
-# "Environment Variables"), for a call whose environment is not the process's (a test's
-# context); PGCONNECT_TIMEOUT and PGOPTIONS are read with relay's own settings, and
+# "Environment Variables"), handed to libpq from the call's environment on every call:
+# in a real shell's call they are the process's, which libpq would read the same way
+# (after the URL and a service file, as here); in a test's context they are the
+# context's. PGCONNECT_TIMEOUT and PGOPTIONS are read with relay's own settings, and
 # PGAPPNAME gives way to relay's application_name as it always did.
 LIBPQ_VARIABLES = {
     "PGHOST": "host",
