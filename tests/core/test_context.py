@@ -263,13 +263,13 @@ def test_a_call_works_by_its_context_and_never_by_the_process(relay, monkeypatch
     [
         {"XDG_STATE_HOME": "/srv/state", "HOME": "/home/ana"},
         {"XDG_STATE_HOME": "", "HOME": "/home/ana"},
-        {"XDG_STATE_HOME": "relative/state", "HOME": "/home/ana"},
         {"HOME": "/home/ana"},
     ],
 )
 def test_the_default_home_of_a_calls_environment_is_platformdirs_answer_in_it(env, monkeypatch):
     """relay reads the per-user state directory from the call's environment (design.md
-    §2, §8) by the rule platformdirs applies to the process's: the same directory."""
+    §2, §8) by the rule platformdirs applies to the process's: the same directory, for
+    the values every platformdirs relay allows reads alike."""
     import platformdirs
 
     from relay_cli.store.home import default_home
@@ -279,3 +279,25 @@ def test_the_default_home_of_a_calls_environment_is_platformdirs_answer_in_it(en
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     assert default_home(env) == Path(platformdirs.user_state_dir("relay"))
+
+
+@pytest.mark.parametrize(
+    "env,expected",
+    [
+        ({"XDG_STATE_HOME": "relative/state", "HOME": "/home/ana"}, "/home/ana/.local/state"),
+        ({"XDG_STATE_HOME": "  ", "HOME": "/home/ana"}, "/home/ana/.local/state"),
+        ({"HOME": ""}, None),
+        ({"HOME": "relative-home"}, None),
+        ({}, None),
+    ],
+)
+def test_relative_or_empty_values_give_way_as_the_xdg_rule_says(env, expected):
+    """A relative XDG_STATE_HOME is ignored and a HOME that is not absolute gives way to
+    the passwd entry's home (design.md §2): relay's own reading on Unix, whatever the
+    installed platformdirs does with such values (it took them as given before 4.14)."""
+    import pwd
+
+    from relay_cli.store.home import default_home
+
+    base = expected or os.path.join(pwd.getpwuid(os.getuid()).pw_dir, ".local", "state")
+    assert default_home(env) == Path(base) / "relay"
