@@ -40,10 +40,15 @@ import stat
 import subprocess
 import tempfile
 import time
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from ..core.limits import CODEX_START_TIMEOUT_S as START_TIMEOUT_S
 from ..core.limits import CODEX_STOP_GRACE_S as STOP_GRACE_S
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
+    from ..core.output import JsonObject
 
 REMOTE_ENV = "RELAY_CODEX_REMOTE"  # the address the waiter's `codex queue --remote` uses
 SOCKET_NAME = "app-server.sock"
@@ -205,7 +210,7 @@ class AppServer:
         self.options = options
         self.runtime_dir = runtime_dir  # the call's $XDG_RUNTIME_DIR (``_bases``)
         self.dir: str | None = None
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
         self.log: IO[bytes] | None = None  # the server's output, while it runs
         self._watchdog: tuple[int, int] | None = None  # (pid, our end of its pipe)
 
@@ -246,8 +251,12 @@ class AppServer:
         os.replace(path + ".tmp", path)
 
     def start(
-        self, env: dict[str, str], child_mask, interrupted, timeout: float = START_TIMEOUT_S
-    ) -> list | None:
+        self,
+        env: dict[str, str],
+        child_mask: Iterable[int],
+        interrupted: Callable[[], list[tuple[int, bool]]],
+        timeout: float = START_TIMEOUT_S,
+    ) -> list[tuple[int, bool]] | None:
         """Start the server with ``env`` and wait until its socket accepts a connection.
         Returns the signals ``interrupted()`` reported (the caller stops), None when it
         listens; raises CannotListen."""
@@ -442,7 +451,7 @@ def _remove_dir(path: str) -> None:
 
 
 # --------------------------------------------------------------------------- stale dirs
-def _read_owner(path: str) -> dict | None:
+def _read_owner(path: str) -> JsonObject | None:
     try:
         fd = os.open(os.path.join(path, OWNER_NAME), os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     except OSError:
@@ -455,7 +464,7 @@ def _read_owner(path: str) -> dict | None:
         return None
 
 
-def _stale(path: str, now: float) -> tuple[bool, dict | None]:
+def _stale(path: str, now: float) -> tuple[bool, JsonObject | None]:
     """(is this directory left by a run that is gone, its ``owner``). A directory of
     another PID namespace is never judged (relay cannot look there); one without an owner
     (made by an older relay) is stale once older than twice the start timeout and nobody
@@ -487,7 +496,7 @@ def stale_dirs(runtime_dir: str | None) -> list[str]:
     return [path for path, _ in _find_stale(runtime_dir)]
 
 
-def _find_stale(runtime_dir: str | None) -> list[tuple[str, dict | None]]:
+def _find_stale(runtime_dir: str | None) -> list[tuple[str, JsonObject | None]]:
     found = []
     now = time.time()
     for base in _bases(runtime_dir):

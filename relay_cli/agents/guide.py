@@ -7,8 +7,13 @@ itself). ``short_text`` is the compact version relay's hook adds as context at S
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..core.limits import DEFAULT_CLAIM_LEASE_S, MAX_OPEN_DRAFTS, MAX_STOP_BLOCKS, QUEUE_CAP
 from . import runtimes
+
+if TYPE_CHECKING:
+    from ..core.output import JsonObject
 
 AUDIENCES = ("generic", *runtimes.NAMES)
 
@@ -333,7 +338,7 @@ def text(audience: str = "generic") -> str:
     return _GENERIC.replace("{states}", _states_section(), 1) + _SECTIONS[audience]
 
 
-def guide_object(audience: str = "generic") -> dict:
+def guide_object(audience: str = "generic") -> JsonObject:
     """What `relay guide --json` answers: the audience and the guide's text."""
     return {"for": audience, "text": text(audience)}
 

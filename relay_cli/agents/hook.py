@@ -56,7 +56,11 @@ from . import guide, runtimes
 from .runtimes import Runtime
 
 if TYPE_CHECKING:
-    from relay_cli.store import HookStore, PeerStore, Store
+    from pathlib import Path
+
+    from relay_cli.store import HookStore, PeerStore, Row, Store
+
+    from ..core.output import JsonObject
 
 EVENTS = runtimes.EVENTS  # relay's four events, in Claude Code's and Codex's names
 PERSON_SOURCES = (None, "user")  # UserPromptSubmit sources that are a person's prompt
@@ -115,7 +119,7 @@ class HookEnv:
         return bool(self.peer or self.token)
 
 
-def env_file_from(dialect: Dialect, environ) -> str | None:
+def env_file_from(dialect: Dialect, environ: Mapping[str, str]) -> str | None:
     """The env file the runtime gives this hook: the first of its variables that is set."""
     for var in dialect.env_files:
         if environ.get(var):
@@ -165,7 +169,7 @@ def parse(data: bytes, dialect: Dialect = DIALECTS["claude"]) -> Event | None:
     return ev
 
 
-def handle(store: Store, ev: Event, henv: HookEnv) -> dict | None:
+def handle(store: Store, ev: Event, henv: HookEnv) -> JsonObject | None:
     """Run one event; return the JSON document to print, or None to print nothing."""
     if henv.peer is not None:
         peers.validate_name(henv.peer, "RELAY_PEER")
@@ -190,14 +194,14 @@ def handle(store: Store, ev: Event, henv: HookEnv) -> dict | None:
 
 
 # ------------------------------------------------------------------------- sessions
-def bound_elsewhere(row, ev: Event) -> bool:
+def bound_elsewhere(row: Row, ev: Event) -> bool:
     """The relay session is bound to another runtime session than the event's (design.md
     §12: a Codex thread run by a shared daemon carries another peer's environment)."""
     bound = row["agent_session_id"]
     return bound is not None and bound != ev.session_id
 
 
-def lookup_session(store: Store, ev: Event, henv: HookEnv):
+def lookup_session(store: Store, ev: Event, henv: HookEnv) -> tuple[Row | None, bool]:
     """(the relay session bound to this runtime session, else the one RELAY_SESSION names
     when it is bound to no other runtime session; refused): ``refused`` is True when
     RELAY_SESSION names a session bound to another runtime session."""
@@ -211,7 +215,7 @@ def lookup_session(store: Store, ev: Event, henv: HookEnv):
     return row, False
 
 
-def _session_start(store: Store, ev: Event, henv: HookEnv) -> dict | None:
+def _session_start(store: Store, ev: Event, henv: HookEnv) -> JsonObject | None:
     name = henv.peer
     if not name:
         return None
@@ -246,7 +250,9 @@ def _session_start(store: Store, ev: Event, henv: HookEnv) -> dict | None:
     return _context_doc(ev.runtime_name, context, henv.dialect)
 
 
-def _start(store: Store, ev: Event, henv: HookEnv, name: str, now: int):
+def _start(
+    store: Store, ev: Event, henv: HookEnv, name: str, now: int
+) -> tuple[Row | None, str | None, str] | None:
     """(session row, token to export or None, how) for a SessionStart of ``name`` (the
     hook's RELAY_PEER), or None when RELAY_SESSION names a session bound to another
     runtime session (nothing is done)."""
@@ -277,7 +283,7 @@ def _start(store: Store, ev: Event, henv: HookEnv, name: str, now: int):
     return store.get_session(joined["session_id"]), joined["token"], "joined"
 
 
-def _export_lines(name: str, token: str, home, url: str | None = None) -> list[str]:
+def _export_lines(name: str, token: str, home: Path, url: str | None = None) -> list[str]:
     lines = [
         f"export RELAY_PEER={shlex.quote(name)}",
         f"export RELAY_SESSION={shlex.quote(token)}",
@@ -337,7 +343,9 @@ def _truncate(path: str, size_: int) -> None:
         pass
 
 
-def _start_context(store: HookStore, now: int, name: str, how: str, henv: HookEnv):
+def _start_context(
+    store: HookStore, now: int, name: str, how: str, henv: HookEnv
+) -> tuple[str, list[str]]:
     """(the SessionStart context, the ids of the waiting requests it lists)."""
     d = henv.dialect
     if how == "no_env_file":
@@ -360,7 +368,7 @@ def _start_context(store: HookStore, now: int, name: str, how: str, henv: HookEn
 
 
 # ------------------------------------------------------------------------ per event
-def _ended_note(store: PeerStore, session, dialect: Runtime) -> str:
+def _ended_note(store: PeerStore, session: Row, dialect: Runtime) -> str:
     status = peers.session_status(store, session)
     code = peers.STATUS_ERRORS.get(status, status)
     return (
@@ -437,7 +445,9 @@ def _arrived(store: HookStore, session_id: str, prompt: str, blocks: int, now: i
     store.put_hook_marks(session_id, blocks, marks, now, MAX_REMEMBERED_IDS)
 
 
-def _prompt_submit(store: Store, now: int, session, ev: Event, dialect: Runtime) -> dict | None:
+def _prompt_submit(
+    store: Store, now: int, session: Row, ev: Event, dialect: Runtime
+) -> JsonObject | None:
     if session["state"] != "active":
         return _context_doc(ev.runtime_name, _ended_note(store, session, dialect), dialect)
     caller = peers.session_caller(store, session)
@@ -484,7 +494,7 @@ def _prompt_submit(store: Store, now: int, session, ev: Event, dialect: Runtime)
     return _context_doc(ev.runtime_name, "\n".join(parts), dialect) if parts else None
 
 
-def _stop(store: Store, now: int, session, dialect: Runtime) -> dict | None:
+def _stop(store: Store, now: int, session: Row, dialect: Runtime) -> JsonObject | None:
     if session["state"] != "active":
         return None
     caller = peers.session_caller(store, session)
@@ -520,7 +530,7 @@ def _stop(store: Store, now: int, session, dialect: Runtime) -> dict | None:
     return {"decision": dialect.block, "reason": reason}
 
 
-def _session_end(store: Store, now: int, session) -> None:
+def _session_end(store: Store, now: int, session: Row) -> None:
     if session["state"] != "active":
         return
     peers.leave(store, peers.session_caller(store, session), now)
@@ -535,7 +545,7 @@ def _count(store: HookStore, name: str, read: int) -> str:
     return f"{COUNT_CAP} or more" if n >= COUNT_CAP else str(n)
 
 
-def _request_lines(rows, total: str, now: int) -> list[str]:
+def _request_lines(rows: list[Row], total: str, now: int) -> list[str]:
     out = [
         f"- {r['id']} from {inert(r['from_peer'])}, queued {age(r['created_at'], now)} "
         f"ago, {size(r['text_bytes'])}"
@@ -570,7 +580,7 @@ def _cap(text: str) -> str:
     return text[: MAX_CONTEXT_CHARS - 20] + "\n[... shortened]"
 
 
-def _context_doc(event: str, text: str, dialect: Runtime = runtimes.CLAUDE) -> dict:
+def _context_doc(event: str, text: str, dialect: Runtime = runtimes.CLAUDE) -> JsonObject:
     """The context document in the form the runtime reads (``Runtime.context``)."""
     if dialect.context == "top":
         return {"additionalContext": _cap(text)}

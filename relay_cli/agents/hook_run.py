@@ -4,15 +4,22 @@ the event handler (``hook``) or the wake waiter (``wake``)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from ..requests import peers
 from . import hook
 from . import wake as waiter
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from relay_cli.store import Store
+
+    from ..core.output import JsonObject
+
 
 def respond(
-    open_store,
+    open_store: Callable[[], Store],
     ev: hook.Event,
     runtime: str,
     *,
@@ -23,7 +30,7 @@ def respond(
     timeout: str | None,
     environ: Mapping[str, str],
     stderr: TextIO | None = None,
-) -> tuple[dict | None, int, str]:
+) -> tuple[JsonObject | None, int, str]:
     """One run of `relay hook RUNTIME [--wake]` for the event ``ev``: (the document to
     print on stdout or None, the exit status, a note for stderr).
 

@@ -38,10 +38,14 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn, TypedDict
 
 from ..core.errors import RelayError
 from ..core.limits import MAX_SETTINGS_BYTES, WAKE_TIMEOUT_S
 from . import runtimes
+
+if TYPE_CHECKING:
+    from ..core.output import JsonObject
 
 RUNTIMES = runtimes.NAMES
 DISPLAY = {r.name: r.display for r in runtimes.ALL}
@@ -54,11 +58,12 @@ class Entry:
 
     event: str  # the runtime's event name
     role: str  # "hook" (the event handler) or "wake" (the wake waiter)
-    handler: dict
+    handler: JsonObject  # as written to the settings file
 
     @property
     def command(self) -> str:
-        return self.handler["command"]
+        command: str = self.handler["command"]
+        return command
 
 
 def _events(runtime: str) -> tuple[str, ...]:
@@ -78,7 +83,7 @@ def entries(runtime: str, wake: bool = True, relay_path: str | None = None) -> l
     command = f"{relay_command(relay_path)} hook {runtime}"
     out = []
     for event, relay_event in rt.events.items():
-        handler = {
+        handler: JsonObject = {
             **rt.handler_extra,
             "type": "command",
             "command": command,
@@ -110,9 +115,9 @@ def plugin_text(runtime: str, relay_path: str | None = None) -> str:
     return opencode_plugin.text(relay_path or "relay", rt.timeout("UserPromptSubmit"))
 
 
-def fragment(runtime: str, wake: bool = True) -> dict:
+def fragment(runtime: str, wake: bool = True) -> JsonObject:
     """The settings fragment install merges in (shown by the docs for a manual install)."""
-    hooks: dict[str, list] = {}
+    hooks: dict[str, list[JsonObject]] = {}
     for e in entries(runtime, wake):
         hooks.setdefault(e.event, []).append({"hooks": [dict(e.handler)]})
     return {"hooks": hooks}
@@ -133,7 +138,7 @@ def settings_path(
     return (Path(moved) if moved else home) / s.user_dir / s.user_file
 
 
-def relay_role(handler, runtime: str) -> str | None:
+def relay_role(handler: object, runtime: str) -> str | None:
     """ "hook" or "wake" when ``handler`` is one of relay's for ``runtime``, else None."""
     if not isinstance(handler, dict) or handler.get("type") != "command":
         return None
@@ -153,16 +158,23 @@ def relay_role(handler, runtime: str) -> str | None:
 
 
 # ------------------------------------------------------------------------ the change
+class Handled(TypedDict):
+    """One of relay's handlers a change added, removed or found present."""
+
+    event: str
+    command: str
+
+
 @dataclass
 class Change:
     runtime: str
     path: Path
     install: bool
-    doc: dict
+    doc: JsonObject  # the settings file's JSON
     original: bytes | None  # None: the file does not exist
-    added: list[dict]
-    removed: list[dict]
-    present: list[dict]
+    added: list[Handled]
+    removed: list[Handled]
+    present: list[Handled]
 
     @property
     def changed(self) -> bool:
@@ -192,7 +204,7 @@ class _NotWritableBack(ValueError):
     """A value in the file that relay could not write back as the same JSON."""
 
 
-def _not_json(name: str):
+def _not_json(name: str) -> NoReturn:
     """``NaN``, ``Infinity``, ``-Infinity``: Python's reader takes them, JSON has none."""
     raise _NotWritableBack(f"holds {name}, which is not JSON")
 
@@ -256,7 +268,7 @@ def check_writable(path: Path) -> None:
         raise _storage(path, "is read-only (its mode has no write bit for its owner)")
 
 
-def _load(path: Path) -> tuple[dict, bytes | None]:
+def _load(path: Path) -> tuple[JsonObject, bytes | None]:
     raw = _read(path)
     if raw is None:
         return {}, None
@@ -304,7 +316,7 @@ def plan(
     return change
 
 
-def _handlers(groups) -> list[dict]:
+def _handlers(groups: list[Any] | None) -> list[Any]:
     return [
         h
         for g in groups or []
@@ -318,7 +330,7 @@ def _install(change: Change, wake: bool, relay_path: str | None = None) -> None:
     hooks = change.doc.get("hooks")
     for e in entries(runtime, wake, relay_path):
         groups = hooks.get(e.event) if hooks is not None else None
-        item = {"event": e.event, "command": e.command}
+        item: Handled = {"event": e.event, "command": e.command}
         if any(relay_role(h, runtime) == e.role for h in _handlers(groups)):
             change.present.append(item)
             continue
@@ -343,7 +355,7 @@ def _uninstall(change: Change) -> None:
                 kept_groups.append(group)
                 continue
             mine = [h for h in group["hooks"] if relay_role(h, runtime)]
-            change.removed += [{"event": event, "command": h["command"]} for h in mine]
+            change.removed += [Handled(event=event, command=h["command"]) for h in mine]
             kept = [h for h in group["hooks"] if not relay_role(h, runtime)]
             if mine and not kept:
                 continue  # a group that only held relay's handlers goes with them
@@ -383,7 +395,7 @@ def plan_plugin(
             hint=f"move {path} aside (or give it another name) and run the command again",
         )
     relay_cmd = relay_path or "relay"
-    item = {"event": "plugin", "command": f"{relay_command(relay_path)} hook {runtime}"}
+    item: Handled = {"event": "plugin", "command": f"{relay_command(relay_path)} hook {runtime}"}
     text = plugin_text(runtime, relay_cmd)
     change = Change(runtime, path, install, {"text": text}, original, [], [], [])
     if install:
@@ -547,7 +559,7 @@ def change_settings(
     project: bool = False,
     dry_run: bool = False,
     wake: bool = False,
-) -> dict:
+) -> JsonObject:
     """`relay hook install|uninstall RUNTIME`: plan the change of the runtime's settings
     file, apply it unless ``dry_run``, and say what changed and what is left to do. The
     settings file, PATH and the runtime's version are found in the call's ``environ``.
@@ -610,7 +622,7 @@ def change_settings(
     }
 
 
-def runtime_version(rt, environ: Mapping[str, str]) -> str | None:
+def runtime_version(rt: runtimes.Runtime, environ: Mapping[str, str]) -> str | None:
     """The version `PROGRAM --version` prints (its last word), or None when the program is
     not on PATH or does not answer within 15 s (run in the call's ``environ``)."""
     import re
@@ -637,7 +649,7 @@ def runtime_version(rt, environ: Mapping[str, str]) -> str | None:
     return words[-1].lstrip("v")
 
 
-def check_runtime_version(rt, environ: Mapping[str, str]) -> str | None:
+def check_runtime_version(rt: runtimes.Runtime, environ: Mapping[str, str]) -> str | None:
     """Refuse (usage_error, nothing changed) to install relay's plugin for a version of
     the runtime whose plugin shape relay does not know: relay's plugin is written for the
     major version it was checked with (opencode 1.x, checked with 1.18.33)."""

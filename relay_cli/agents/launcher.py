@@ -29,7 +29,14 @@ from ..requests import due, peers
 from ..requests.peers import Caller
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from relay_cli.store import Store
+
+    from .codex_server import AppServer
+
+    # Prints a RelayError or a note for the person on stderr.
+    Report = Callable[[RelayError | str], None]
 
 __all__ = ["CannotStart", "launch_argv", "launch_plan", "run", "supported"]
 
@@ -85,7 +92,7 @@ class Heartbeat(threading.Thread):
     such as a busy database are reported and retried at the next tick. Never raises.
     """
 
-    def __init__(self, open_store, session: Session, report) -> None:
+    def __init__(self, open_store: Callable[[], Store], session: Session, report: Report) -> None:
         super().__init__(name="relay-run-heartbeat", daemon=True)
         self.open_store = open_store
         self.session = session
@@ -181,12 +188,12 @@ def child_env(
 
 
 def run(
-    open_store,
+    open_store: Callable[[], Store],
     name: str,
     kind: str | None,
     lease_seconds: int,
     argv: list[str],
-    report,
+    report: Report,
     environ: Mapping[str, str],
 ) -> int:
     """The whole launcher; returns the exit status for relay. CMD runs in ``environ`` (the
@@ -220,11 +227,11 @@ def run(
                     return signal_status(early[0][0])
                 env = child_env(session, store.home, environ, store.shared_url(with_password=True))
                 if private_server:
-                    server, argv, early = _start_server(path, argv, env, signals)
-                    if early:
+                    server, argv, meanwhile = _start_server(path, argv, env, signals)
+                    if meanwhile:
                         server.stop()
                         _leave_reporting(store, session, report)
-                        return signal_status(early[0][0])
+                        return signal_status(meanwhile[0][0])
                 pid = spawn(path, argv, env, signals)
             except BaseException:
                 if server is not None:
@@ -248,7 +255,9 @@ def run(
                 store.close()
 
 
-def _start_server(path: str, argv: list[str], env: dict[str, str], signals: Signals):
+def _start_server(
+    path: str, argv: list[str], env: dict[str, str], signals: Signals
+) -> tuple[AppServer, list[str], list[tuple[int, bool]] | None]:
     """Start the peer's private Codex app server with the session's environment (design.md
     §12); (server, the TUI's argv with ``--remote``, signals that arrived meanwhile).
     ``env`` gains ``RELAY_CODEX_REMOTE``. Raises RelayError when it cannot listen."""
@@ -282,7 +291,7 @@ def _supervise(pid: int, signals: Signals) -> int:
         signals.forward(pid)
 
 
-def _leave_reporting(store: Store, session: Session, report) -> None:
+def _leave_reporting(store: Store, session: Session, report: Report) -> None:
     try:
         moved = leave(store, session)
     except RelayError as e:

@@ -18,8 +18,12 @@ their start-up path.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..core.limits import HOOK_TIMEOUT_S
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
 
 # relay's four events, in Claude Code's and Codex's names, in the order they fire.
 EVENTS = ("SessionStart", "UserPromptSubmit", "Stop", "SessionEnd")
@@ -49,12 +53,12 @@ class Runtime:
     settings: Settings
     timeout_scale: int = 1  # hook timeouts in seconds (1) or milliseconds (1000)
     timeouts: dict[str, int] = field(default_factory=dict)  # relay event -> seconds
-    handler_extra: dict = field(default_factory=dict)  # keys every installed handler has
+    handler_extra: dict[str, str] = field(default_factory=dict)  # keys every installed handler has
     # How an idle session is woken (design.md §12): "exit2" (the waiter exits 2, Claude
     # Code's asyncRewake), "queue" (the waiter runs `<program> queue`), "plugin" (the
     # waiter exits 2 and relay's plugin hands its note to the session as a prompt), or None.
     wake: str | None = None
-    wake_flags: dict = field(default_factory=dict)  # what makes the handler background
+    wake_flags: dict[str, bool] = field(default_factory=dict)  # what makes the handler background
     wake_by_default: bool = False  # installed without --wake
     wake_events: tuple[str, ...] = ("SessionStart", "Stop")  # relay's names
     # The waiter runs in the background only when each of these variables, if set, holds
@@ -92,7 +96,7 @@ class Runtime:
     def timeout(self, relay_event: str) -> int:
         return self.timeouts.get(relay_event, HOOK_TIMEOUT_S) * self.timeout_scale
 
-    def waits_in_foreground(self, environ) -> bool:
+    def waits_in_foreground(self, environ: Mapping[str, str]) -> bool:
         """True when the runtime would wait for a background hook in the foreground
         (design.md §12: Claude Code's print mode and SDK), so a waiter must not wait."""
         for var, values in self.background_when.items():
@@ -345,7 +349,7 @@ def for_program(path: str) -> Runtime | None:
     return next((r for r in ALL if r.program == base), None)
 
 
-def either(items) -> str:
+def either(items: Iterable[str]) -> str:
     """``a, b or c``."""
     items = list(items)
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " or " + items[-1]

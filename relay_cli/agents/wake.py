@@ -34,7 +34,7 @@ import shutil
 import signal
 import subprocess
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Final, Literal, NoReturn
 
 from ..core import clock
 from ..core.context import DEBUG_VAR
@@ -51,7 +51,15 @@ from .hook import (
 from .runtimes import BY_NAME
 
 if TYPE_CHECKING:
-    from relay_cli.store import HookStore, Store
+    from collections.abc import Callable
+    from types import FrameType
+
+    from relay_cli.store import HookStore, Row, Store
+
+    from ..core.process import Me
+
+    # What signal.signal takes and gives back for a signal.
+    Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
 
 DEFAULT_TIMEOUT_S = HOOK_LEASE_S  # the lease of a session the hook joins
 TIMEOUT_BOUNDS = SESSION_LEASE
@@ -62,7 +70,7 @@ WAKE_EXIT = 2  # Claude Code's asyncRewake: exit 2 wakes the model
 # it with promptAsync): the note says it is not the user's.
 AS_USER_TURN = ("queue", "plugin")
 
-_END = "end"
+_END: Final = "end"  # the waiter ends: what it waits for can no longer come
 
 
 class _Stop(Exception):
@@ -145,13 +153,20 @@ def run(store: Store, ev: Event, henv: HookEnv, timeout_s: int, *, runtime: str)
 
 
 def _register(
-    store: Store, ev: Event, henv: HookEnv, me, runtime: str, end: float, tick, recorded: list[str]
-):
+    store: Store,
+    ev: Event,
+    henv: HookEnv,
+    me: Me,
+    runtime: str,
+    end: float,
+    tick: Callable[[], None],
+    recorded: list[str],
+) -> tuple[str, str] | None:
     """Find the session and record this process as its waiter: (session id, peer), or None
     when there is no session (after a grace period), it has ended, or a waiter runs. The
     session's id is put in ``recorded`` before the row is written."""
 
-    def attempt():
+    def attempt() -> tuple[str, str] | Literal["end"] | None:
         with due.unit(store) as now:
             session, refused = lookup_session(store, ev, henv)
             if refused:
@@ -172,16 +187,18 @@ def _register(
 
     grace = min(FIND_GRACE_S, max(0.0, end - time.monotonic()))
     found = due.poll(store, attempt, grace, on_tick=tick)
-    return None if found is None or found == _END else found
+    return found if isinstance(found, tuple) else None  # (None, or _END)
 
 
-def _alive(row) -> bool:
+def _alive(row: Row) -> bool:
     from ..core.process import process_alive
 
     return process_alive(row["pid"], row["process_start"], row["host"])
 
 
-def _check(store: Store, session_id: str, peer: str, me, runtime: str):
+def _check(
+    store: Store, session_id: str, peer: str, me: Me, runtime: str
+) -> tuple[list[str], str] | Literal["end"] | None:
     """None (keep waiting), _END, or (ids, note) once new requests were marked: named
     where the note reaches the model as the waiter ends (Claude Code's exit 2 of a
     background hook), else pending (`codex queue`): they count as named once a turn that
@@ -217,7 +234,7 @@ def _fresh(store: HookStore, session_id: str, peer: str) -> list[str]:
     return [r["id"] for r in store.hook_queued(peer, MAX_SCANNED) if r["id"] not in known]
 
 
-def _still_mine(store: Store, session_id: str, me, now: int) -> bool:
+def _still_mine(store: Store, session_id: str, me: Me, now: int) -> bool:
     if peers.session_status(store, store.get_session(session_id), now) != "active":
         return False
     row = store.get_waiter(session_id)
@@ -234,7 +251,7 @@ def _forget_pending(store: Store, session_id: str, ids: list[str]) -> None:
         store.put_hook_marks(session_id, blocks, marks, now, MAX_REMEMBERED_IDS)
 
 
-def _unregister(store: HookStore, session_id: str, me) -> None:
+def _unregister(store: HookStore, session_id: str, me: Me) -> None:
     try:
         with store.transaction():
             store.delete_waiter(session_id, me.pid, me.start, me.host)
@@ -273,12 +290,12 @@ def _debug(henv: HookEnv, message: str) -> None:
         henv.stderr.write(f"relay hook codex --wake: {message}\n")
 
 
-def _raise_stop(signum, frame) -> None:
+def _raise_stop(signum: int, frame: FrameType | None) -> NoReturn:
     raise _Stop()
 
 
-def _trap_signals() -> dict:
-    previous = {}
+def _trap_signals() -> dict[signal.Signals, Handler]:
+    previous: dict[signal.Signals, Handler] = {}
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         try:
             previous[sig] = signal.signal(sig, _raise_stop)
@@ -287,7 +304,7 @@ def _trap_signals() -> dict:
     return previous
 
 
-def _restore_signals(previous: dict) -> None:
+def _restore_signals(previous: dict[signal.Signals, Handler]) -> None:
     for sig, handler in previous.items():
         try:
             signal.signal(sig, handler)

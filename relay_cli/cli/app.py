@@ -9,7 +9,7 @@ from __future__ import annotations
 import io
 import os
 import sys
-from typing import Annotated, List, Optional, overload
+from typing import TYPE_CHECKING, Annotated, Any, List, Optional, overload
 
 import typer
 from typer.core import TyperGroup
@@ -30,6 +30,17 @@ from ..requests.peers import (
 )
 from . import click_seam, complete
 from .click_seam import Choice
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from contextlib import AbstractContextManager
+    from types import ModuleType
+    from typing import TextIO
+
+    from typer.models import CommandInfo
+
+    from ..store import Store
+    from .click_seam import ClickContext, ClickException, Command, HelpFormatter, Parameter
 
 # `relay --help` lists the commands in these groups, in this order (anything else last).
 SECTIONS = {
@@ -62,7 +73,7 @@ class RelayGroup(TyperGroup):
     """A command group whose help lists its commands in ``SECTIONS`` (the root) with each
     summary whole: a summary wraps onto the next line rather than being cut with "..."."""
 
-    def format_commands(self, ctx, formatter) -> None:
+    def format_commands(self, ctx: ClickContext, formatter: HelpFormatter) -> None:
         commands = [
             (name, cmd)
             for name in self.list_commands(ctx)
@@ -96,14 +107,14 @@ class LazyTyper(typer.Typer):
     (`relay hook`'s: the runtime table, bench/startup.py). Assigning the commands (a
     copy's, as ``_listing`` does) replaces the registration still pending on that copy."""
 
-    def __init__(self, *args, register, **kwargs) -> None:
+    def __init__(self, *args: Any, register: Callable[[], None], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._register = register
+        self._register: Callable[[], None] | None = register
 
     # (Typer declares a plain attribute; a property is what defers the registration, and
     # Typer only reads and assigns it, which the setter below keeps working)
     @property
-    def registered_commands(self) -> list:  # pyright: ignore[reportIncompatibleVariableOverride]
+    def registered_commands(self) -> list[CommandInfo]:  # pyright: ignore[reportIncompatibleVariableOverride]
         register = getattr(self, "_register", None)
         if register is not None:
             self._register = None
@@ -111,7 +122,7 @@ class LazyTyper(typer.Typer):
         return self._commands
 
     @registered_commands.setter
-    def registered_commands(self, value: list) -> None:  # pyright: ignore[reportIncompatibleVariableOverride]
+    def registered_commands(self, value: list[CommandInfo]) -> None:  # pyright: ignore[reportIncompatibleVariableOverride]
         self._commands = value
         self._register = None
 
@@ -156,7 +167,7 @@ HomeOpt = Annotated[
 ]
 
 
-def PeerOpt(flag: str, help: str, metavar: str = "PEER"):  # noqa: N802 (an Option, like typer's)
+def PeerOpt(flag: str, help: str, metavar: str = "PEER") -> Any:  # noqa: N802 (an Option, like typer's)
     """An option that names a peer; shell completion offers the known names."""
     return typer.Option(flag, metavar=metavar, help=help, autocompletion=complete.peers)
 
@@ -175,7 +186,7 @@ SessionOpt = Annotated[
 ]
 
 
-def lazy_module(name: str):
+def lazy_module(name: str) -> ModuleType:
     """The module ``name``, executed on first attribute access. Command modules use it for
     libraries only their own commands need, so every other command starts faster
     (see bench/startup.py)."""
@@ -206,7 +217,7 @@ class WholeNumber(click_seam.ParamType):
     def __init__(self, option: str, low: int | None = None, high: int | None = None) -> None:
         self.option, self.low, self.high = option, low, high
 
-    def convert(self, value, param, ctx):
+    def convert(self, value: object, param: Parameter | None, ctx: ClickContext | None) -> int:
         if isinstance(value, int) and not isinstance(value, bool):
             number = value
         else:
@@ -298,7 +309,7 @@ class Env:
         # the command needs a caller: no name at all is no_identity before the home is
         # looked at (design.md §5 orders identity first)
         self.identified = identified
-        self._store = None
+        self._store: Store | None = None
         self.ctx.closing.append(self)
 
     @property
@@ -311,7 +322,7 @@ class Env:
         return self.out.json_mode
 
     @property
-    def store(self):
+    def store(self) -> Store:
         if self._store is None:
             from ..store import open_store
 
@@ -339,7 +350,7 @@ class Env:
         name, token = self.identity()
         return identify(self.store, name, token)
 
-    def unit(self, write: bool = True):
+    def unit(self, write: bool = True) -> AbstractContextManager[int]:
         return due.unit(self.store, write=write)
 
     def close(self) -> None:
@@ -443,7 +454,7 @@ def read_text(
     return lifecycle.validate_text(text, what)
 
 
-def _isatty(stream) -> bool:
+def _isatty(stream: TextIO) -> bool:
     try:
         return stream.isatty()
     except (AttributeError, ValueError):
@@ -659,7 +670,7 @@ def _sqlite_error(e: Exception) -> RelayError | None:
     return relay_error_from_sqlite(e)
 
 
-def _invoke(command, argv: list[str], context: Context):
+def _invoke(command: Command, argv: list[str], context: Context) -> object:
     """Click's ``main`` minus its own handling: Typer's turns a broken pipe into exit 1
     (the "bug" code), before relay could say 141; every exception reaches ``_run``. The
     call's context rides on Click's as ``obj``, and Click's own output (help, completion)
@@ -704,7 +715,7 @@ DATABASE_URL_HELP = (
 )
 
 
-def _database_url(ctx, param, value) -> None:
+def _database_url(ctx: ClickContext, param: Parameter, value: str | None) -> None:
     """``--database-url``: wins over ``$RELAY_DATABASE_URL`` for this call (its context)."""
     if value is not None and isinstance(ctx.obj, Context):
         from ..store.url import check
@@ -712,7 +723,7 @@ def _database_url(ctx, param, value) -> None:
         ctx.obj.database_url = check(value.strip()) if value.strip() else ""
 
 
-def build_command(typer_app):
+def build_command(typer_app: typer.Typer) -> Command:
     """The Click command of ``typer_app``, with the global ``--database-url`` added to
     the root, every group and every command (design.md §13): one place, so no command
     can lack it."""
@@ -720,7 +731,7 @@ def build_command(typer_app):
 
     command = typer.main.get_command(typer_app)
 
-    def add(cmd) -> None:
+    def add(cmd: Command) -> None:
         if not any(p.name == "database_url" for p in cmd.params):
             cmd.params.append(
                 TyperOption(
@@ -739,7 +750,7 @@ def build_command(typer_app):
     return command
 
 
-def _click_command(argv: list[str], completing: bool = False):
+def _click_command(argv: list[str], completing: bool = False) -> Command:
     """The Click command tree for this call. Building every command costs ~20 ms at each
     start, so a call that names a top-level command gets a tree with only that command;
     --help, completion (``completing``) and anything unrecognised get the full tree."""
@@ -764,17 +775,19 @@ def _click_command(argv: list[str], completing: bool = False):
     return build_command(app)
 
 
-def _listing(typer_app):
+def _listing(typer_app: typer.Typer) -> typer.Typer:
     """A copy of a Typer app whose commands take no parameters: all that `relay --help`
     shows of them is their name and first sentence, and this builds in a fraction of the
     time of the full tree."""
     import copy
 
-    def stub(info):
-        def callback():  # (no annotation: typer would evaluate it, for each command)
-            """(listing only)"""
+    def stub(info: CommandInfo) -> CommandInfo:
+        # (a lambda, without annotations: typer would evaluate them, for each command)
+        callback: Callable[[], None] = lambda: None  # noqa: E731 (see above)
 
-        callback.__name__, callback.__doc__ = info.callback.__name__, info.callback.__doc__
+        original = info.callback
+        if original is not None:  # (each of relay's commands is a decorated function)
+            callback.__name__, callback.__doc__ = original.__name__, original.__doc__
         light = copy.copy(info)
         light.callback = callback
         return light
@@ -785,14 +798,16 @@ def _listing(typer_app):
     for group in typer_app.registered_groups:
         # all the root's help shows of a group is its own summary: none of its commands
         light = copy.copy(group)
-        light.typer_instance = copy.copy(group.typer_instance)
-        light.typer_instance.registered_commands = []
-        light.typer_instance.registered_groups = []
+        sub = copy.copy(group.typer_instance)
+        if sub is not None:  # (each of relay's groups is a Typer app, added with add_typer)
+            sub.registered_commands = []
+            sub.registered_groups = []
+        light.typer_instance = sub
         view.registered_groups.append(light)
     return view
 
 
-def _usage_message(e) -> str:
+def _usage_message(e: ClickException) -> str:
     param = getattr(e, "param", None)
     if isinstance(e, click_seam.MissingParameter) and param is not None:
         if getattr(param, "param_type_name", "") == "argument":

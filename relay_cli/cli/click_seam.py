@@ -21,11 +21,21 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TextIO
 
 import typer.completion
+from typer._click import core as _core
 from typer._click import exceptions as _exceptions
+from typer._click import formatting as _formatting
 from typer._click import globals as _globals
 from typer._click import types as _types
 from typer._click.shell_completion import CompletionItem
 
+# Click's classes, as relay's annotations name them: a command and its parameters, the
+# help formatter, and a command's parsing context, as a completion callback is given it
+# (Typer reads a callback's annotations when it builds the command: this name is there
+# at run time, as all these are: Typer has loaded their modules)
+Command = _core.Command
+Parameter = _core.Parameter
+ClickContext = _core.Context
+HelpFormatter = _formatting.HelpFormatter
 # the base class of a parameter type (``click_type=`` of a Typer option)
 ParamType = _types.ParamType
 # what parsing raises: each is a usage error of relay's (cli/app.py's ``run``)
@@ -45,7 +55,7 @@ def current_obj() -> Any:
 
 
 def complete(
-    command, obj: object, instruction: str, environ: Mapping[str, str] | None = None
+    command: Command, obj: object, instruction: str, environ: Mapping[str, str] | None = None
 ) -> int:
     """Answer the shell's completion request ``instruction`` (the value of
     ``COMPLETE_VAR``, e.g. ``complete_bash``) for ``command``, whose contexts carry
@@ -127,13 +137,15 @@ class Choice(ParamType):
     def choices(self) -> tuple[str, ...]:
         return tuple(self._choices() if callable(self._choices) else self._choices)
 
-    def convert(self, value, param, ctx):
+    def convert(self, value: Any, param: Parameter | None, ctx: ClickContext | None) -> Any:
         self.check(value)
         return value
 
-    def get_metavar(self, param, ctx) -> str:
+    def get_metavar(self, param: Parameter, ctx: ClickContext) -> str:
         # an option shown without a METAVAR of its own: its values, as Typer 0.28 shows them
         return "<" + "|".join(self.choices) + ">"
 
-    def shell_complete(self, ctx, param, incomplete: str) -> list[CompletionItem]:
+    def shell_complete(
+        self, ctx: ClickContext, param: Parameter, incomplete: str
+    ) -> list[CompletionItem]:
         return [CompletionItem(c) for c in self.choices if c.startswith(incomplete)]

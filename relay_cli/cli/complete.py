@@ -11,13 +11,21 @@ candidates.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
 from ..core import clock
 from ..core.limits import CLAIMED_STATES
+from .click_seam import ClickContext
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from relay_cli.core.context import Context
     from relay_cli.store import LedgerStore, PeerStore, Store
+
+# The completion callbacks below (``peers``, ``drafts``, ...) are read by Typer when it
+# builds a command, annotations included: theirs are names that exist at run time.
+T = TypeVar("T")
 
 LIMIT = 50
 
@@ -37,7 +45,7 @@ REQUESTS: dict[str, Accepts] = {
 }
 
 
-def _param(ctx, name: str):
+def _param(ctx: ClickContext | None, name: str) -> Any:
     while ctx is not None:
         value = ctx.params.get(name)
         if value:
@@ -46,7 +54,7 @@ def _param(ctx, name: str):
     return None
 
 
-def _call(ctx):
+def _call(ctx: ClickContext) -> Context:
     """The call's context (``app.run`` hands it to every completion), with
     --database-url; outside a call, an empty one (no environment: nothing is offered
     that needs one)."""
@@ -56,7 +64,7 @@ def _call(ctx):
     return call if isinstance(call, Context) else Context()
 
 
-def _open(ctx):
+def _open(ctx: ClickContext) -> Store | None:
     from ..store import open_store_readonly
 
     call = _call(ctx)
@@ -67,7 +75,7 @@ def _open(ctx):
         return None
 
 
-def _me(store: PeerStore, ctx) -> tuple[str | None, str | None]:
+def _me(store: PeerStore, ctx: ClickContext) -> tuple[str | None, str | None]:
     """(my name, my session id), by the same rule as the command (``peers.identity``)."""
     from ..requests.peers import hash_token, identity
 
@@ -80,8 +88,10 @@ def _me(store: PeerStore, ctx) -> tuple[str | None, str | None]:
     return name, None
 
 
-def _safe(fn):
-    def run(ctx, incomplete: str):
+def _safe(
+    fn: Callable[[Store, ClickContext, str], list[T]],
+) -> Callable[[ClickContext, str], list[T]]:
+    def run(ctx: ClickContext, incomplete: str) -> list[T]:
         store = _open(ctx)
         if store is None:
             return []
@@ -95,11 +105,11 @@ def _safe(fn):
     return run
 
 
-def requests(which: str):
+def requests(which: str) -> Callable[[ClickContext, str], list[tuple[str, str]]]:
     """A completion callback for a request id that the command accepts (``REQUESTS``)."""
     rule = REQUESTS[which]
 
-    def candidates(store: Store, ctx, incomplete: str) -> list[tuple[str, str]]:
+    def candidates(store: Store, ctx: ClickContext, incomplete: str) -> list[tuple[str, str]]:
         prefix = incomplete.lower()
         filters: dict[str, Any] = {"states": rule.get("states")}
         if "mine" in rule:
@@ -119,13 +129,13 @@ def requests(which: str):
             for r in rows
         ]
 
-    def callback(ctx, incomplete: str):
+    def callback(ctx: ClickContext, incomplete: str) -> list[tuple[str, str]]:
         return _safe(candidates)(ctx, incomplete)
 
     return callback
 
 
-def _drafts(store: Store, ctx, incomplete: str) -> list[tuple[str, str]]:
+def _drafts(store: Store, ctx: ClickContext, incomplete: str) -> list[tuple[str, str]]:
     name, _ = _me(store, ctx)
     if name is None:
         return []
@@ -135,22 +145,24 @@ def _drafts(store: Store, ctx, incomplete: str) -> list[tuple[str, str]]:
     ]
 
 
-def drafts(ctx, incomplete: str):
+def drafts(ctx: ClickContext, incomplete: str) -> list[tuple[str, str]]:
     """`submit`: my unsubmitted drafts."""
     return _safe(_drafts)(ctx, incomplete)
 
 
-def _peers(store: PeerStore, ctx, incomplete: str) -> list[str]:
+def _peers(store: PeerStore, ctx: ClickContext, incomplete: str) -> list[str]:
     return [n for n in store.peer_names() if n.startswith(incomplete)]
 
 
-def peers(ctx, incomplete: str):
+def peers(ctx: ClickContext, incomplete: str) -> list[str]:
     """Known peer names."""
     return _safe(_peers)(ctx, incomplete)
 
 
-def _keys(states):
-    def candidates(store: LedgerStore, ctx, incomplete: str) -> list[tuple[str, str]]:
+def _keys(
+    states: list[str] | None,
+) -> Callable[[LedgerStore, ClickContext, str], list[tuple[str, str]]]:
+    def candidates(store: LedgerStore, ctx: ClickContext, incomplete: str) -> list[tuple[str, str]]:
         return [
             (r["key"], r["state"])
             for r in store.list_ledger(states)
@@ -160,11 +172,11 @@ def _keys(states):
     return candidates
 
 
-def awaiting_keys(ctx, incomplete: str):
+def awaiting_keys(ctx: ClickContext, incomplete: str) -> list[tuple[str, str]]:
     """`approve`, `deny`: ledger keys awaiting a person's decision."""
     return _safe(_keys(["awaiting_approval"]))(ctx, incomplete)
 
 
-def ledger_keys(ctx, incomplete: str):
+def ledger_keys(ctx: ClickContext, incomplete: str) -> list[tuple[str, str]]:
     """`ledger show`, `ledger resolve`: every ledger key."""
     return _safe(_keys(None))(ctx, incomplete)

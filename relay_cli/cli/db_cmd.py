@@ -12,7 +12,8 @@ from ..core import clock
 from ..core.limits import EXPORT_SINCE
 from ..operate import export as export_lib
 from ..requests import lifecycle
-from .app import Choice, Env, HomeOpt, JsonOpt, StatesOpt, app, examples
+from .app import Env, HomeOpt, JsonOpt, StatesOpt, app, examples
+from .click_seam import Choice
 
 db_app = typer.Typer(
     help="Where relay.db is, for your own tools; copying it into PostgreSQL.",

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
 from ..core import clock
-from ..core.limits import HOOK_LEASE_S, SESSION_LEASE
+from ..core.limits import HOOK_LEASE_S, MAX_HOOK_INPUT_BYTES, SESSION_LEASE
 from ..core.output import Col, terminal_width
 from ..requests.states import STATE_STYLES
 from ..requests.states import note as state_note
 from .app import (
     AsOpt,
-    Choice,
     Env,
     HomeOpt,
     JsonOpt,
@@ -25,11 +24,21 @@ from .app import (
     examples,
     lazy_module,
 )
+from .click_seam import Choice
 
-guide_text = lazy_module("relay_cli.agents.guide")
-hook = lazy_module("relay_cli.agents.hook")
-hook_run = lazy_module("relay_cli.agents.hook_run")
-notices_lib = lazy_module("relay_cli.requests.notices")
+# executed when first used; the type checker reads them as the modules they are
+if TYPE_CHECKING:
+    from ..agents import guide as guide_text
+    from ..agents import hook, hook_run
+    from ..agents import install as hook_install
+    from ..agents.runtimes import Runtime
+    from ..requests import notices as notices_lib
+else:
+    guide_text = lazy_module("relay_cli.agents.guide")
+    hook = lazy_module("relay_cli.agents.hook")
+    hook_run = lazy_module("relay_cli.agents.hook_run")
+    notices_lib = lazy_module("relay_cli.requests.notices")
+    hook_install = lazy_module("relay_cli.agents.install")
 
 hook_app = LazyTyper(
     cls=RelayGroup,
@@ -39,9 +48,6 @@ hook_app = LazyTyper(
     register=lambda: _register_hook_commands(),
 )
 app.add_typer(hook_app, name="hook")
-
-
-hook_install = lazy_module("relay_cli.agents.install")
 
 KindHookOpt = Annotated[
     Optional[str],
@@ -85,7 +91,7 @@ def _run_hook(
     try:
         if stdin is None or stdin.isatty():  # by hand at a terminal: there is no event
             return 0
-        data = stdin.buffer.read(hook.MAX_INPUT_BYTES + 1)
+        data = stdin.buffer.read(MAX_HOOK_INPUT_BYTES + 1)
     except (OSError, ValueError, AttributeError):
         return 0
     env = Env(True, home)
@@ -140,7 +146,7 @@ WakeOpt = Annotated[
 ]
 
 
-def _hook_command(rt) -> None:
+def _hook_command(rt: Runtime) -> None:
     """Register `relay hook NAME` for one runtime entry (its help lives in the entry)."""
 
     def command(

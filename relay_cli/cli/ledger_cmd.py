@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shlex
-from typing import Annotated, Any, Callable, List, Optional, TextIO
+from typing import TYPE_CHECKING, Annotated, Any, Callable, List, Optional, TextIO
 
 import typer
 
@@ -19,13 +19,24 @@ from ..core.output import LEDGER_STYLES, Col, Output, inert, iso_age
 from ..core.process import command_argv
 from ..requests import lifecycle
 from . import complete
-from .app import Choice, Env, HomeOpt, JsonOpt, RelayGroup, app, duration, examples, lazy_module
+from .app import Env, HomeOpt, JsonOpt, RelayGroup, app, duration, examples, lazy_module
+from .click_seam import Choice
 
-ledger = lazy_module(
-    "relay_cli.ledger.entries"
-)  # socket, selectors, signal: only for these commands
-runner = lazy_module("relay_cli.ledger.once")
-outcome = lazy_module("relay_cli.ledger.outcome")
+# executed when first used (socket, selectors, signal: only for these commands); the
+# type checker reads them as the modules they are
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from ..core.output import JsonObject
+
+if TYPE_CHECKING:
+    from ..ledger import entries as ledger
+    from ..ledger import once as runner
+    from ..ledger import outcome
+else:
+    ledger = lazy_module("relay_cli.ledger.entries")
+    runner = lazy_module("relay_cli.ledger.once")
+    outcome = lazy_module("relay_cli.ledger.outcome")
 
 ledger_app = typer.Typer(
     cls=RelayGroup,
@@ -83,7 +94,7 @@ adds to it only its one error line, when the call fails.
 """
 
 
-def _entry_fields(obj: dict, now: int) -> list[tuple[str, object]]:
+def _entry_fields(obj: JsonObject, now: int) -> list[tuple[str, object]]:
     pairs: list[tuple[str, object]] = [
         ("key", obj["key"]),
         ("state", obj["state"]),
@@ -144,7 +155,7 @@ def _entry_fields(obj: dict, now: int) -> list[tuple[str, object]]:
     return pairs
 
 
-def _unknown_text(obj: dict) -> str:
+def _unknown_text(obj: JsonObject) -> str:
     if obj.get("child_pid") is None:
         return (
             "no command pid was committed, so the command never began executing (it "
@@ -180,7 +191,7 @@ def _mostly_binary(text: str) -> bool:
     return odd * 10 > len(text)
 
 
-def _render_entry(out: Output, obj: dict, now: int, output: bool = False) -> None:
+def _render_entry(out: Output, obj: JsonObject, now: int, output: bool = False) -> None:
     out.fields(_entry_fields(obj, now), styles={"state": LEDGER_STYLES})
     if not output or obj.get("output_pruned"):
         return
@@ -209,7 +220,7 @@ def _render_entry(out: Output, obj: dict, now: int, output: bool = False) -> Non
         out.line(f"--- end of {name} ---")
 
 
-def _emit(env: Env, obj: dict, output: bool = False) -> int:
+def _emit(env: Env, obj: JsonObject, output: bool = False) -> int:
     if env.json:
         env.out.json(obj)
     else:
@@ -217,7 +228,7 @@ def _emit(env: Env, obj: dict, output: bool = False) -> int:
     return 0
 
 
-def _write_bytes(stream, data: bytes | None) -> None:
+def _write_bytes(stream: TextIO | None, data: bytes | None) -> None:
     if not data:
         return
     runner.Sink(stream).write(data)
@@ -482,7 +493,7 @@ def approve(
     return _emit(env, obj)
 
 
-def _confirm(out: Output, stdin: TextIO | None, entry: dict) -> bool:
+def _confirm(out: Output, stdin: TextIO | None, entry: JsonObject) -> bool:
     """Show what would run and ask the person at the terminal (``stdin``, the call's);
     True for yes."""
     with _person(out, stdin) as say:
@@ -511,7 +522,7 @@ def _confirm(out: Output, stdin: TextIO | None, entry: dict) -> bool:
 
 
 @contextlib.contextmanager
-def _person(out: Output, stdin: TextIO | None):
+def _person(out: Output, stdin: TextIO | None) -> Iterator[TextIO]:
     """Where approve talks with the person: stderr; with --json, whose stderr carries
     nothing but an error line (design.md §7), the terminal that standard input is -- the
     one the terminal rule requires and where the person types the answer."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
@@ -31,6 +31,10 @@ from .app import (
     duration,
     examples,
 )
+
+if TYPE_CHECKING:
+    from ..core.output import JsonObject
+    from ..store import Store
 
 # ------------------------------------------------------------------ run
 _CANNOT_START = (
@@ -91,7 +95,7 @@ def run_(
                 "signal.sigtimedwait (Linux); this platform lacks them",
             )
 
-        def report(item) -> None:  # with --json: at most one error line, no notes
+        def report(item: RelayError | str) -> None:  # with --json: at most one error line, no notes
             if isinstance(item, RelayError):
                 env.out.error(item)
             else:
@@ -107,7 +111,7 @@ def run_(
         return e.exit_code
 
 
-def _open(env: Env):
+def _open(env: Env) -> Store:
     """A new store of this call (``relay run``'s heartbeat thread has its own)."""
     from ..store import open_store
 
@@ -237,7 +241,7 @@ def prune(
     return 0
 
 
-def _render_prune(out: Output, result: dict, dry_run: bool, vacuum: bool) -> None:
+def _render_prune(out: Output, result: JsonObject, dry_run: bool, vacuum: bool) -> None:
     """prune's counts for a person, from the document `--json` prints."""
     verb = "would be" if dry_run else "were"
     rows = [

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import shlex
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -27,6 +27,9 @@ from .app import (
     examples,
 )
 
+if TYPE_CHECKING:
+    from ..core.output import JsonObject, Output
+
 peers_app = typer.Typer(
     cls=RelayGroup,
     help="Peers (named participants) and their sessions.",
@@ -41,7 +44,7 @@ NameArg = Annotated[
 ]
 
 
-def _emit_peer(env: Env, obj: dict) -> int:
+def _emit_peer(env: Env, obj: JsonObject) -> int:
     """The peer object: the JSON document, or its fields for a person."""
     if env.json:
         env.out.json(obj)
@@ -62,7 +65,7 @@ def _emit_peer(env: Env, obj: dict) -> int:
     return 0
 
 
-def _seen(out, iso: str | None, now: int) -> str | None:
+def _seen(out: Output, iso: str | None, now: int) -> str | None:
     """A past time: ``3m ago (14:05)`` on a terminal (design.md §14), exact when piped."""
     if iso is None:
         return None

@@ -3,16 +3,21 @@ events, and the columns of the request tables. The JSON shape is ``lifecycle.req
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..core.output import Col, Output, iso_age, size
 from ..requests import states
 from ..requests.states import STATE_STYLES
+
+if TYPE_CHECKING:
+    from ..core.output import JsonObject
 
 FIELD_STYLES = {"state": STATE_STYLES}  # `show`: the state line coloured as in the tables
 
 ALREADY_SENT = "already sent, nothing new queued: this is the existing request as it is now"
 
 
-def yes_no(value):
+def yes_no(value: object) -> object:
     return "yes" if value is True else "no" if value is False else value
 
 
@@ -23,7 +28,7 @@ def _final_label(state: str) -> str:
 
 
 def request_fields(
-    out: Output, obj: dict, now: int, extra: tuple[str, ...] = ()
+    out: Output, obj: JsonObject, now: int, extra: tuple[str, ...] = ()
 ) -> list[tuple[str, object]]:
     pairs = [
         ("id", obj["id"]),
@@ -68,7 +73,7 @@ def request_fields(
     for key in extra:
         if key in obj:
             value = yes_no(obj[key])
-            if key == "wakeup" and value in WAKEUP_WORDS:
+            if key == "wakeup" and isinstance(value, str) and value in WAKEUP_WORDS:
                 value = f"{value} ({WAKEUP_WORDS[value]})"
             pairs.append((key.replace("_", " "), value))
     return pairs
@@ -97,7 +102,7 @@ DUPLICATE_NOTES = {
 }
 
 
-def note(out: Output, obj: dict) -> None:
+def note(out: Output, obj: JsonObject) -> None:
     note = states.note(obj["state"], obj["reason"], obj["attempts"])
     if note is None and obj.get("duplicate") is True:
         note = DUPLICATE_NOTES.get(obj["state"])
@@ -105,7 +110,7 @@ def note(out: Output, obj: dict) -> None:
         out.para(f"note: {obj['state']}: {note}")
 
 
-def render_request(out: Output, obj: dict, now: int, extra: tuple[str, ...] = ()) -> None:
+def render_request(out: Output, obj: JsonObject, now: int, extra: tuple[str, ...] = ()) -> None:
     out.fields(request_fields(out, obj, now, extra), styles=FIELD_STYLES)
     if obj.get("wakeup") == "not_configured" and obj["state"] == "queued" and "wakeup" in extra:
         out.para(
@@ -116,7 +121,7 @@ def render_request(out: Output, obj: dict, now: int, extra: tuple[str, ...] = ()
     note(out, obj)
 
 
-def render_full(out: Output, obj: dict, now: int, extra: tuple[str, ...] = ()) -> None:
+def render_full(out: Output, obj: JsonObject, now: int, extra: tuple[str, ...] = ()) -> None:
     out.fields(request_fields(out, obj, now, extra), styles=FIELD_STYLES)
     if obj.get("text") is not None:
         out.message(obj["from"], obj["text"])

@@ -3,7 +3,7 @@ reply, fail, reject, resolve, sweep."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Callable, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional, Protocol, TypedDict
 
 import typer
 
@@ -29,7 +29,6 @@ from ..requests.peers import validate_name
 from . import complete
 from .app import (
     AsOpt,
-    Choice,
     Env,
     HomeOpt,
     JsonOpt,
@@ -43,6 +42,7 @@ from .app import (
     examples,
     read_text,
 )
+from .click_seam import Choice
 from .request_view import (
     ALREADY_SENT,
     FIELD_STYLES,
@@ -52,6 +52,9 @@ from .request_view import (
     render_full,
     render_request,
 )
+
+if TYPE_CHECKING:
+    from ..core.output import JsonObject
 
 # ------------------------------------------------------------------ options
 TextArg = Annotated[
@@ -121,8 +124,30 @@ InReplyToOpt = Annotated[
 ]
 
 
-def _send_inputs(out, to, text, file, ttl, reply_within, on_lost, max_attempts, in_reply_to):
-    return dict(
+class Work(TypedDict):
+    """The work of a request as `send` and `prepare` take it (``lifecycle.send``'s)."""
+
+    to: str
+    ttl_s: int
+    reply_within_s: int | None
+    on_lost: str
+    max_attempts: int
+    in_reply_to: str | None
+    text: str
+
+
+def _send_inputs(
+    out: Output,
+    to: str,
+    text: str | None,
+    file: str | None,
+    ttl: str | None,
+    reply_within: str | None,
+    on_lost: str,
+    max_attempts: int,
+    in_reply_to: str | None,
+) -> Work:
+    return Work(
         to=validate_name(to, "--to"),
         ttl_s=duration(ttl, TTL, "--ttl", DEFAULT_TTL_S),
         reply_within_s=duration(reply_within, REPLY_WITHIN, "--reply-within", None),
@@ -135,7 +160,15 @@ def _send_inputs(out, to, text, file, ttl, reply_within, on_lost, max_attempts, 
     )
 
 
-def _emit(env: Env, obj, render, *args) -> int:
+class _Render(Protocol):
+    """How a request is shown to a person (``render_request``, ``render_full``)."""
+
+    def __call__(
+        self, out: Output, obj: JsonObject, now: int, extra: tuple[str, ...] = ...
+    ) -> None: ...
+
+
+def _emit(env: Env, obj: JsonObject, render: _Render, *args: tuple[str, ...]) -> int:
     if env.json:
         env.out.json(obj)
     else:
@@ -626,7 +659,7 @@ def _scope(env: Env) -> str:
 
 def _render_claim(
     out: Output,
-    obj: dict,
+    obj: JsonObject,
     now: int,
     note: str | None = None,
     by_attempt: bool = False,
@@ -662,7 +695,7 @@ def _render_claim(
     out.para("  (type the answer, then Ctrl-D; or end it with relay fail or relay reject)")
 
 
-def ack_by(out: Output, obj: dict, now: int) -> str:
+def ack_by(out: Output, obj: JsonObject, now: int) -> str:
     """By when the claim must be acknowledged, and what happens after (design.md §14): a
     person who reads before acking must not learn of the claim lease from a
     state_conflict."""
@@ -680,7 +713,7 @@ def ack_by(out: Output, obj: dict, now: int) -> str:
     )
 
 
-def _act(env: Env, fn, request_id: str, *args):
+def _act(env: Env, fn: Callable[..., JsonObject], request_id: str, *args: object) -> JsonObject:
     with env.unit() as now:
         return fn(env.store, now, env.caller(), request_id, *args)
 

@@ -13,6 +13,8 @@ status is ``errors.ExitStatus``'s, of each environment variable ``context.ENVIRO
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .. import __version__
 from ..core.context import ENVIRONMENT
 from ..core.errors import ERRORS, ExitStatus
@@ -20,6 +22,16 @@ from ..core.limits import FINAL_STATES, OPEN_STATES, STATES
 from ..ledger import states as ledger_states
 from ..requests.lifecycle import request_fields
 from ..requests.states import MEANING, TRANSITIONS
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from typing import TypeGuard
+
+    from typer.core import TyperGroup
+
+    from ..core.output import JsonObject
+    from .click_seam import ClickContext as Context
+    from .click_seam import Command, Parameter
 
 SCHEMA_VERSION = 1
 
@@ -43,7 +55,7 @@ def exit_statuses() -> dict[int, str]:
 
 
 # ------------------------------------------------------------------ the command tree
-def root_command():
+def root_command() -> Command:
     """The live Click command tree of the Typer app (every registered command)."""
     from . import app
     from .app import build_command
@@ -51,7 +63,7 @@ def root_command():
     return build_command(app)
 
 
-def walk(command=None):
+def walk(command: Command | None = None) -> Iterator[tuple[Context, Command]]:
     """Yield ``(ctx, command)`` for the root, every group and every command, in order.
 
     Hidden commands are skipped. The context carries the full command path.
@@ -60,7 +72,7 @@ def walk(command=None):
 
     root = command if command is not None else root_command()
 
-    def visit(ctx):
+    def visit(ctx: Context) -> Iterator[tuple[Context, Command]]:
         yield ctx, ctx.command
         if _is_group(ctx.command):
             for name in ctx.command.list_commands(ctx):
@@ -72,7 +84,7 @@ def walk(command=None):
     yield from visit(typer.Context(root, info_name="relay"))
 
 
-def _jsonable(value):
+def _jsonable(value: object) -> object:
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, (list, tuple)):
@@ -98,13 +110,13 @@ _TYPES = {
 }
 
 
-def param_info(param) -> dict:
+def param_info(param: Parameter) -> JsonObject:
     type_name = getattr(param.type, "name", "text")
-    info = {
+    info: JsonObject = {
         "name": (
             max(param.opts, key=len)
             if param.param_type_name == "option"
-            else (param.metavar or param.name.upper())
+            else (param.metavar or (param.name or "").upper())  # (an argument has a name)
         ),
         "kind": param.param_type_name,
         "flags": list(param.opts) + list(param.secondary_opts)
@@ -132,15 +144,15 @@ def param_info(param) -> dict:
     return info
 
 
-def _is_group(cmd) -> bool:
+def _is_group(cmd: Command) -> TypeGuard[TyperGroup]:
     return hasattr(cmd, "list_commands")
 
 
-def command_info(ctx) -> dict:
+def command_info(ctx: Context) -> JsonObject:
     cmd = ctx.command
     path = ctx.command_path
     params = [p for p in cmd.params if not getattr(p, "hidden", False)]
-    info = {
+    info: JsonObject = {
         "name": path.split(" ", 1)[1] if " " in path else "",
         "path": path,
         "usage": f"{path} {' '.join(cmd.collect_usage_pieces(ctx))}".strip(),
@@ -155,12 +167,12 @@ def command_info(ctx) -> dict:
         info["subcommands"] = [
             n
             for n in cmd.list_commands(ctx)
-            if cmd.get_command(ctx, n) is not None and not cmd.get_command(ctx, n).hidden
+            if (sub := cmd.get_command(ctx, n)) is not None and not sub.hidden
         ]
     return info
 
 
-def build(command=None) -> dict:
+def build(command: Command | None = None) -> JsonObject:
     """The whole interface as one JSON-able document."""
     commands = [command_info(ctx) for ctx, _ in walk(command)]
     return {
@@ -229,7 +241,7 @@ def build(command=None) -> dict:
     }
 
 
-def ledger_table() -> dict:
+def ledger_table() -> JsonObject:
     """The side-effect ledger's states, views and transitions (``ledger_states``)."""
     lt = ledger_states
     return {

@@ -7,7 +7,7 @@ import os
 import select
 import signal
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from ..core import clock
 from ..core.errors import RelayError
@@ -15,11 +15,15 @@ from ..core.output import make_console, terminal_size
 from .app import Env, HomeOpt, JsonOpt, app, examples, lazy_module
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from types import FrameType
+
     from rich.console import RenderableType
 
+    from ..operate import watch as watch_lib
     from ..operate.watch import Snapshot
-
-watch_lib = lazy_module("relay_cli.operate.watch")
+else:  # executed when first used; the type checker reads it as the module it is
+    watch_lib = lazy_module("relay_cli.operate.watch")
 
 TICK_S = 0.5  # redraw at least this often (ages and leases move)
 POLL_S = 0.1  # how often the database's data_version and the keyboard are checked
@@ -65,12 +69,12 @@ def watch(json_: JsonOpt = False, home: HomeOpt = None) -> int:
         env.close()
 
 
-def _footer(snap) -> str:
+def _footer(snap: Snapshot) -> str:
     return f"{watch_lib.clock_time(snap.now)}  q or Ctrl-C: leave  home {snap.home}"
 
 
 @contextlib.contextmanager
-def _keyboard(stdin):
+def _keyboard(stdin: TextIO | None) -> Iterator[_Keys]:
     """Single key presses from the terminal (``stdin``, the call's); SIGTERM/SIGHUP leave
     like Ctrl-C; the terminal and the handlers are restored however the view ends."""
     keys = _Keys(stdin)
@@ -142,10 +146,10 @@ def _snapshots(env: Env) -> int:
     out = env.out
     try:
         with _keyboard(env.ctx.stdin) as keys:
-            last_version = None
+            last_version: int | str | None = None  # the database's data_version
             while True:
                 try:
-                    version = env.store.data_version()
+                    version: int | str = env.store.data_version()
                 except RelayError:  # no home there yet (design.md §2): said once below,
                     version = "no home"  # and watch keeps looking until one is made
                 if version != last_version:
@@ -175,7 +179,7 @@ def _snapshots(env: Env) -> int:
         return 0
 
 
-def _interrupt(signum, frame) -> None:
+def _interrupt(signum: int, frame: FrameType | None) -> NoReturn:
     """SIGTERM/SIGHUP leave like Ctrl-C, so the screen and the terminal mode are restored."""
     raise KeyboardInterrupt
 
@@ -183,11 +187,11 @@ def _interrupt(signum, frame) -> None:
 class _Keys:
     """Single key presses from a terminal in cbreak mode; the terminal is restored on stop."""
 
-    def __init__(self, stream) -> None:
+    def __init__(self, stream: TextIO | None) -> None:
         self.fd: int | None = None
         self.saved: list[Any] | None = None  # the terminal's attributes, as termios gives them
         try:
-            if stream.isatty():
+            if stream is not None and stream.isatty():  # (None: stdin is closed)
                 self.fd = stream.fileno()
         except (AttributeError, ValueError, OSError):
             self.fd = None

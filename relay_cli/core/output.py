@@ -321,7 +321,7 @@ class Output:
             lines.insert(0, Text(fit(title, self.width, self.ellipsis), style="bold"))
         self.print_lines(lines)
 
-    def print_lines(self, lines: list[str | Text]) -> None:
+    def print_lines(self, lines: Sequence[str | Text]) -> None:
         """Lines already fitted to the width (str or rich ``Text``), printed as they are."""
         if not self.terminal:
             for ln in lines:

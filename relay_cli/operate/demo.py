@@ -22,8 +22,12 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, TextIO
 
 from ..core.errors import RelayError
+
+if TYPE_CHECKING:
+    from ..core.output import JsonObject
 
 TEXT = "Summarise the open TODO comments in src/ and reply with a list.\n"
 REPLY = "3 TODOs: src/login.py:42 (retry), src/api.py:7 (paging), src/db.py:90 (index).\n"
@@ -35,7 +39,7 @@ class Step:
     who: str
     argv: list[str]
     exit_code: int
-    result: dict | None = None
+    result: JsonObject | None = None  # the process's answer (--json)
 
 
 @dataclass
@@ -50,7 +54,7 @@ class Demo:
     tokens: dict[str, str] = field(default_factory=dict)
     steps: list[Step] = field(default_factory=list)
 
-    def to_json(self, kept: bool) -> dict:
+    def to_json(self, kept: bool) -> JsonObject:
         """What `relay demo --json` answers: the home, whether it was kept, the request
         id and each step's process, exit status and answer."""
         return {
@@ -100,7 +104,7 @@ class Demo:
         p.stdin = None  # written and closed: communicate() only reads
         return Running(p, who, list(args))
 
-    def finish(self, running: Running, expect: int = 0) -> dict:
+    def finish(self, running: Running, expect: int = 0) -> JsonObject:
         p = running.process
         out, err = p.communicate(timeout=120)
         step = Step(running.who or "-", ["relay", *running.args], p.returncode)
@@ -112,8 +116,16 @@ class Demo:
             raise _step_error(running, err, "printed no JSON object")
         return step.result
 
-    def run(self, who: str | None, *args: str, text: str | None = None, expect: int = 0) -> dict:
+    def run(
+        self, who: str | None, *args: str, text: str | None = None, expect: int = 0
+    ) -> JsonObject:
         return self.finish(self.start(who, *args, text=text), expect)
+
+
+class Say(Protocol):
+    """How the demo narrates: ``say(kind, text, who)`` (``run``)."""
+
+    def __call__(self, kind: str, text: str, who: str | None = None) -> None: ...
 
 
 @dataclass
@@ -163,7 +175,7 @@ def home_for(home: str | None) -> Path:
     return path
 
 
-def run(home: Path, say, environ: Mapping[str, str]) -> Demo:
+def run(home: Path, say: Say, environ: Mapping[str, str]) -> Demo:
     """The demo, step by step, its processes run in ``environ`` (the call's, but for
     relay's own variables). ``say(kind, text, who)`` narrates: ``step`` (what happens
     next), ``cmd`` (the command that runs now, as a person would type it, and which peer
@@ -222,7 +234,9 @@ def _yes(flag: bool) -> str:
     return "yes" if flag else "no"
 
 
-def relay_command(home: Path, *args: str, environ: Mapping[str, str], stdout=None) -> int:
+def relay_command(
+    home: Path, *args: str, environ: Mapping[str, str], stdout: TextIO | None = None
+) -> int:
     """`relay ARGS` on the demo's home, printing to ``stdout`` (the person's terminal), in
     ``environ`` (the call's) without relay's own variables."""
     env = {k: v for k, v in environ.items() if not k.startswith("RELAY_")}

@@ -10,19 +10,21 @@ prefixed with ``'``; Markdown escapes ``\\`` and ``|`` so a cell cannot end its 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 from ..core.errors import RelayError
 from ..core.output import inert_line
 from ..requests.lifecycle import request_object
 
 if TYPE_CHECKING:
-    from relay_cli.store import DataStore
+    from relay_cli.store import DataStore, Record
+
+    from ..core.output import JsonObject
 
 FORMATS = ("jsonl", "csv", "md")
 
 
-def path_object(path: str, exists: bool) -> dict:
+def path_object(path: str, exists: bool) -> JsonObject:
     """What `relay db path --json` answers: relay.db's path, and whether it exists yet."""
     return {"path": path, "exists": exists}
 
@@ -54,23 +56,26 @@ def csv_columns() -> list[str]:
     """CSV has every field of the request object, in its order (``relay schema``)."""
     from ..requests.lifecycle import request_fields
 
-    return request_fields()["always"]
+    always: list[str] = request_fields()["always"]
+    return always
 
 
-def objects(rows: Iterable) -> Iterator[dict]:
+def objects(rows: Iterable[Record]) -> Iterator[JsonObject]:
     """The request objects of ``rows`` (without text and reply, as `list` prints them)."""
     for row in rows:
         yield request_object(row)
 
 
-def requests(store: DataStore, now: int, states: list[str], since_s: int | None) -> Iterator[dict]:
+def requests(
+    store: DataStore, now: int, states: list[str], since_s: int | None
+) -> Iterator[JsonObject]:
     """What `relay export` writes: the requests `list --all` shows (no tombstones), oldest
     first, in ``states`` (all when empty), created in the last ``since_s`` seconds (all
     when None). Read inside ``due.unit(write=False)``, so no state is stale."""
     return objects(store.export_requests(states, None if since_s is None else now - since_s * 1000))
 
 
-def _cell(value) -> str:
+def _cell(value: object) -> str:
     if value is None:
         return ""
     if isinstance(value, bool):
@@ -78,17 +83,17 @@ def _cell(value) -> str:
     return inert_line(value)
 
 
-def csv_cell(value) -> str:
+def csv_cell(value: object) -> str:
     s = _cell(value)
     return "'" + s if s.startswith(_FORMULA_START) else s
 
 
-def md_cell(value) -> str:
+def md_cell(value: object) -> str:
     s = _cell(value) if value is not None else "-"
     return s.replace("\\", "\\\\").replace("|", "\\|")
 
 
-def write_csv(out, objs: Iterable[dict]) -> int:
+def write_csv(out: TextIO, objs: Iterable[JsonObject]) -> int:
     import csv  # imported here: only `relay export --format csv` writes CSV
 
     columns = csv_columns()
@@ -101,7 +106,7 @@ def write_csv(out, objs: Iterable[dict]) -> int:
     return n
 
 
-def write_md(out, objs: Iterable[dict]) -> int:
+def write_md(out: TextIO, objs: Iterable[JsonObject]) -> int:
     out.write("| " + " | ".join(MD_COLUMNS) + " |\n")
     out.write("|" + "|".join("---" for _ in MD_COLUMNS) + "|\n")
     n = 0

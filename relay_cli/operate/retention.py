@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from ..core import clock
 from ..core.errors import RelayError
@@ -45,7 +45,13 @@ from ..ledger.states import FINAL_STATES as LEDGER_FINAL
 from ..requests import due
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
     from relay_cli.store import ConnectionStore, DataStore, LedgerStore, Store
+
+    from ..core.output import JsonObject
+
+T = TypeVar("T")
 
 BATCH = 500
 # the final request states in the order of design.md §5, handed to the store's statements
@@ -90,7 +96,7 @@ def prune(
     older_than_s: int = DEFAULT_RETENTION_S,
     dry_run: bool = False,
     batch: int = BATCH,
-) -> dict:
+) -> JsonObject:
     """Apply (or with ``dry_run`` only count) the retention at ``now``. Returns the counts.
 
     Due time-based transitions are applied first, as by every command, so that the
@@ -103,7 +109,7 @@ def prune(
         with store.transaction(write=False):
             counts = store.prune_counts(FINAL, now, body_cutoff, tomb_cutoff)
     else:
-        done: Counter = Counter()
+        done: Counter[str] = Counter()
         # tombstones first, so that the body pass does not touch doomed rows
         for reqs, events in _batches(
             store,
@@ -138,7 +144,18 @@ def prune(
     return result
 
 
-def _batches(store: ConnectionStore, step, batch: int, count=lambda r: r):
+@overload
+def _batches(store: ConnectionStore, step: Callable[[], int], batch: int) -> Iterator[int]: ...
+@overload
+def _batches(
+    store: ConnectionStore, step: Callable[[], T], batch: int, count: Callable[[T], int]
+) -> Iterator[T]: ...
+def _batches(
+    store: ConnectionStore,
+    step: Callable[[], Any],
+    batch: int,
+    count: Callable[[Any], int] = lambda r: r,
+) -> Iterator[Any]:
     """Run ``step`` in its own write transaction until a batch comes back short.
 
     Between batches prune sleeps as long as the batch held the write lock (5-100 ms), so
@@ -162,7 +179,7 @@ def prune_ledger(
     dry_run: bool = False,
     tomb_cutoff: int | None = None,
     batch: int = BATCH,
-) -> dict:
+) -> JsonObject:
     """The side-effect ledger's retention (design.md §10), the rule of requests' tombstones.
 
     Final entries (succeeded, failed, denied, forgotten) that reached their state
@@ -184,7 +201,7 @@ def prune_ledger(
         with store.transaction(write=False):
             trimmed, removed = store.ledger_prune_counts(LEDGER_FINAL, body_cutoff, tomb_cutoff)
     else:
-        removed = Counter()
+        by_state: Counter[str] = Counter()  # removed, by state
         # removals first, so that the output pass does not touch doomed rows
         for done in _batches(
             store,
@@ -192,7 +209,8 @@ def prune_ledger(
             batch,
             count=lambda r: sum(r.values()),
         ):
-            removed.update(done)
+            by_state.update(done)
+        removed = by_state
         trimmed = sum(
             _batches(
                 store,
@@ -216,7 +234,7 @@ def check_vacuum(store: DataStore) -> None:
     store.check_vacuum()
 
 
-def vacuum(store: DataStore) -> dict:
+def vacuum(store: DataStore) -> dict[str, int]:
     """`prune --vacuum`: rebuild relay.db without the pages pruning freed, and fold the WAL
     into it, so the file shrinks now. Returns relay.db plus its WAL in bytes, before and
     after. Waits for the write lock like any writer (``busy`` after the busy timeout)."""

@@ -31,7 +31,11 @@ from ..requests import lifecycle, peers
 from ..requests.states import SETTLE, STATE_STYLES
 
 if TYPE_CHECKING:
+    from rich.text import Text
+
     from relay_cli.store import Store
+
+    from ..core.output import JsonObject
 
 OPEN_LIMIT = 40
 EVENTS_LIMIT = 15
@@ -48,14 +52,14 @@ LOUD = {
 class Snapshot:
     now: int
     home: str
-    peers: list[dict] = field(default_factory=list)
-    open: list[dict] = field(default_factory=list)  # request objects, newest first
+    peers: list[JsonObject] = field(default_factory=list)
+    open: list[JsonObject] = field(default_factory=list)  # request objects, newest first
     open_more: int = 0
     counts: dict[str, int] = field(default_factory=dict)
-    unknown: list[dict] = field(default_factory=list)  # newest delivery_unknown requests
-    events: list[dict] = field(default_factory=list)  # newest first
-    awaiting: list[dict] = field(default_factory=list)  # ledger entries awaiting approval
-    effect_unknown: list[dict] = field(default_factory=list)  # crashed `relay once` entries
+    unknown: list[JsonObject] = field(default_factory=list)  # newest delivery_unknown requests
+    events: list[JsonObject] = field(default_factory=list)  # newest first
+    awaiting: list[JsonObject] = field(default_factory=list)  # ledger entries awaiting approval
+    effect_unknown: list[JsonObject] = field(default_factory=list)  # crashed `relay once` entries
     # the --home / --database-url words every command watch prints carries, so it acts on
     # the home or database watched when pasted into the same shell (design.md §14)
     scope: str = ""
@@ -96,7 +100,7 @@ def gather(store: Store, now: int, events_limit: int = EVENTS_LIMIT) -> Snapshot
     return snap
 
 
-def json_doc(snap: Snapshot) -> dict:
+def json_doc(snap: Snapshot) -> JsonObject:
     """The snapshot as one JSON document (`relay watch --json`): requests as the request
     object, ledger entries as the entry object, events as in `show --events` plus their
     request's id; watch's own keys around them."""
@@ -145,7 +149,7 @@ def _ms(iso: str | None) -> int | None:
     return None if iso is None else clock.parse_iso(iso)
 
 
-def _next(r: dict, now: int) -> str:
+def _next(r: JsonObject, now: int) -> str:
     """The deadline that moves an open request next, with the local clock time: its
     state says which (expiry while queued, the claim lease while delivered, the reply
     deadline while acknowledged), so the cell is the time alone and stays whole."""
@@ -158,7 +162,7 @@ def _next(r: dict, now: int) -> str:
     return "-"
 
 
-def _lease(p: dict) -> str:
+def _lease(p: JsonObject) -> str:
     return "-" if p["lease_left_s"] is None else duration(p["lease_left_s"])
 
 
@@ -292,7 +296,7 @@ def _scoped(text: str, scope: str) -> str:
     return head + " or ".join(f"relay {c} {scope}" for c in commands.split(" or relay "))
 
 
-def _open_order(reqs: list[dict]) -> list[dict]:
+def _open_order(reqs: list[JsonObject]) -> list[JsonObject]:
     """Acknowledged and delivered work first (someone holds it), then queued; oldest first."""
     rank = {s: i for i, s in enumerate(reversed(OPEN_STATES))}
     return sorted(reversed(reqs), key=lambda r: rank[r["state"]])
@@ -307,7 +311,7 @@ def _ledger_cols() -> list[Col]:
     ]
 
 
-def _ledger_rows(entries: list[dict], now: int) -> list[list[object]]:
+def _ledger_rows(entries: list[JsonObject], now: int) -> list[list[object]]:
     from ..ledger.entries import command_text
 
     return [
@@ -373,7 +377,7 @@ def render(
     color: bool = False,
     ellipsis: str = "\u2026",
     footer: str | None = None,
-) -> list:
+) -> list[str | Text]:
     """The snapshot as lines. ``width`` None: plain strings, every section whole (a pipe).
     Otherwise rich ``Text`` lines no wider than ``width``; with ``height``, at most that
     many lines, sections cut to fit with "+N more: COMMAND"."""
@@ -385,7 +389,9 @@ def render(
         budgets = [s.wanted() for s in secs]
     else:
         budgets = allot([s.wanted() for s in secs], max(0, height - reserved))
-    lines: list = [_plain_or_text(header(snap), width, ellipsis, "bold" if color else "")]
+    lines: list[str | Text] = [
+        _plain_or_text(header(snap), width, ellipsis, "bold" if color else "")
+    ]
     for sec, budget in zip(secs, budgets, strict=True):
         if budget:
             lines += _section_lines(sec, budget, width, color, ellipsis)
@@ -396,7 +402,9 @@ def render(
     return lines
 
 
-def _section_lines(sec: Section, budget: int, width, color: bool, ellipsis: str) -> list:
+def _section_lines(
+    sec: Section, budget: int, width: int | None, color: bool, ellipsis: str
+) -> list[str | Text]:
     title_style = "bold" if color else ""
     title = sec.title
     if not sec.rows:
@@ -407,7 +415,7 @@ def _section_lines(sec: Section, budget: int, width, color: bool, ellipsis: str)
         return [_plain_or_text(f"{title}: +{sec.total} ({sec.more})", width, ellipsis, title_style)]
     shown = sec.rows[:fits]
     hidden = sec.total - len(shown)
-    out = [_plain_or_text(title, width, ellipsis, title_style)]
+    out: list[str | Text] = [_plain_or_text(title, width, ellipsis, title_style)]
     out += render_table(sec.cols, shown, width, color=color, ellipsis=ellipsis, indent=2)
     if hidden > 0:
         out.append(
@@ -418,7 +426,7 @@ def _section_lines(sec: Section, budget: int, width, color: bool, ellipsis: str)
     return out
 
 
-def _plain_or_text(text: str, width: int | None, ellipsis: str, style: str):
+def _plain_or_text(text: str, width: int | None, ellipsis: str, style: str) -> str | Text:
     text = inert_line(text)
     if width is None:
         return text
@@ -429,4 +437,5 @@ def _plain_or_text(text: str, width: int | None, ellipsis: str, style: str):
 
 def render_plain(snap: Snapshot) -> str:
     """The whole snapshot as plain text (no colour, no box characters): a pipe, a file."""
-    return "\n".join(render(snap)).rstrip("\n") + "\n"
+    lines = render(snap)  # width None: plain strings
+    return "\n".join(str(line) for line in lines).rstrip("\n") + "\n"

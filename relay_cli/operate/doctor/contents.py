@@ -16,7 +16,7 @@ from .peers import check_peers
 from .report import OK, WARN, Report
 
 if TYPE_CHECKING:
-    from relay_cli.store import Store
+    from relay_cli.store import Row, Store
 
 
 def check_contents(store: Store, report: Report, now: int) -> None:
@@ -119,7 +119,7 @@ def _ids(ids: list[str]) -> str:
     return ", ".join(i[:8] for i in ids[:3]) + (f" +{len(ids) - 3}" if len(ids) > 3 else "")
 
 
-def _check_lapsed(report: Report, rows, now: int) -> set[str]:
+def _check_lapsed(report: Report, rows: list[Row], now: int) -> set[str]:
     """A session whose lease lapsed while it holds claimed work (design.md §11): the next
     relay command turns that work into delivery_unknown; a person should know now.
     Returns the ids so held."""
@@ -148,7 +148,7 @@ def _check_lapsed(report: Report, rows, now: int) -> set[str]:
     return {i for _, ids in held.values() for i in ids}
 
 
-def _check_deadlines(report: Report, rows) -> None:
+def _check_deadlines(report: Report, rows: list[Row]) -> None:
     """Claim leases and reply deadlines that ran out and that no command has applied yet
     (design.md §11): those the next command makes delivery_unknown are a warn now; a
     redelivery or a final failure needs nobody, so it is said in an ok line."""
@@ -191,7 +191,7 @@ def _check_deadlines(report: Report, rows) -> None:
         report.add("reply_deadlines", OK, "no acknowledged request is past its reply deadline")
 
 
-def _check_queues(report: Report, rows, cap: int | None) -> None:
+def _check_queues(report: Report, rows: list[Row], cap: int | None) -> None:
     """Recipients above 80 % of the queue cap (design.md §4): new requests to them are soon
     refused with capacity_exceeded until they claim and finish work."""
     report.facts["queues_near_cap"] = [{"peer": r["to_peer"], "open": r["n"]} for r in rows]

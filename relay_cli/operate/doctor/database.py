@@ -4,6 +4,7 @@ pragmas, size and tables; then what is in it (``contents``)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ...core.errors import RelayError
 from ...core.output import size
@@ -11,6 +12,9 @@ from .contents import check_contents
 from .files import NO_DB_YET
 from .judge import UPGRADE, failed, guarded
 from .report import FAIL, OK, Report
+
+if TYPE_CHECKING:
+    from ...store import Health
 
 SYNCHRONOUS = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
 
@@ -38,7 +42,7 @@ def check_database(home: Path, report: Report, now: int) -> None:
         usable = judge_schema(report, health, LATEST_SCHEMA, "a SQLite database")
         if "quick_check" in errors:
             failed(report, "quick_check", errors["quick_check"])
-        else:
+        elif health.integrity is not None:  # (read, as it did not fail)
             _check_integrity(health.integrity, report)
         _check_pragmas(health, report)
         if health.file_bytes is not None:  # (a SQLite store's health always has it)
@@ -50,7 +54,7 @@ def check_database(home: Path, report: Report, now: int) -> None:
         store.close()
 
 
-def judge_schema(report: Report, health, latest: int, what: str) -> bool:
+def judge_schema(report: Report, health: Health, latest: int, what: str) -> bool:
     """The schema check from ``health``; True when relay's tables may be read."""
     if "schema" in health.errors:
         err = health.errors["schema"]
@@ -101,7 +105,7 @@ def _check_schema(
     return True
 
 
-def _check_integrity(result, report: Report) -> None:
+def _check_integrity(result: tuple[str, ...], report: Report) -> None:
     if result == ("ok",):
         report.facts["quick_check"] = "ok"
         report.add("quick_check", OK, "ok")
@@ -111,7 +115,7 @@ def _check_integrity(result, report: Report) -> None:
         failed(report, "quick_check", RelayError("database_corrupt", shown))
 
 
-def _check_pragmas(health, report: Report) -> None:
+def _check_pragmas(health: Health, report: Report) -> None:
     mode = health.journal_mode
     if mode is not None:
         report.facts["journal_mode"] = mode
@@ -144,10 +148,12 @@ def _check_size(sizes: dict[str, int], report: Report) -> None:
     )
 
 
-def check_tables(health, report: Report) -> None:
+def check_tables(health: Health, report: Report) -> None:
     if "tables" in health.errors:
         failed(report, "tables", health.errors["tables"])
         return
     counts = health.rows_by_table
+    if counts is None:  # (read whenever it did not fail: Health leaves out only a failed fact)
+        return
     report.facts["rows_by_table"] = counts
     report.add("tables", OK, ", ".join(f"{name} {n}" for name, n in counts.items()) or "none")

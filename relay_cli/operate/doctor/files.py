@@ -8,10 +8,14 @@ import os
 import shlex
 import stat
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ...store.home import default_home
 from .judge import POINT_ELSEWHERE, aside_command, elsewhere, symlink_fix
 from .report import FAIL, OK, WARN, Report
+
+if TYPE_CHECKING:
+    from ...store.home import PathReport
 
 # a home without relay.db yet: as fresh as a missing home (design.md §11)
 NO_DB_YET = (
@@ -20,7 +24,7 @@ NO_DB_YET = (
 )
 
 
-def _describe(rep) -> str:
+def _describe(rep: PathReport) -> str:
     owner = "you" if not rep.foreign else "NOT you"
     return f"mode {rep.mode:04o}, owner uid {rep.owner_uid} ({owner})"
 

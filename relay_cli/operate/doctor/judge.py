@@ -9,10 +9,14 @@ import os
 import shlex
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ...core.errors import RelayError
 from ...store.home import default_home
 from .report import FAIL, Report
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 UPGRADE = "python -m pip install --upgrade relay-cli"
 CORRUPT = (
@@ -61,7 +65,7 @@ def failed(report: Report, name: str, err: RelayError, message: str | None = Non
     report.add(name, FAIL, detail, fix=fix)
 
 
-def guarded(report: Report, name: str, fn) -> None:
+def guarded(report: Report, name: str, fn: Callable[[], object]) -> None:
     try:
         fn()
     except RelayError as err:  # the store types every failure of a statement (§7)

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ...core import clock
 from .report import OK, Report
 from .runtimes import wakeup_advice
 
+if TYPE_CHECKING:
+    from ...core.output import JsonObject
+    from ...store import Row
 
-def check_peers(report: Report, sessions, shown: dict[str, dict], now: int) -> None:
+
+def check_peers(
+    report: Report, sessions: list[Row], shown: dict[str, JsonObject], now: int
+) -> None:
     """``active_peers``: the peer object of each peer with a live session, with the
     seconds its lease has left (design.md §11)."""
     live = [s for s in sessions if s["lease_expires_at"] > now]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import shlex
 import time
 from pathlib import Path
+from typing import Any
 
 from ...core.errors import RelayError
 from ...core.limits import CLOCK_WARN_MS
@@ -74,7 +75,7 @@ def _loopback(host: str) -> bool:
         return False
 
 
-def _check_server(f: dict, report: Report, connect_ms: float) -> None:
+def _check_server(f: dict[str, Any], report: Report, connect_ms: float) -> None:
     report.facts.update(
         server_version=f["server_version"],
         rtt_ms=round(f["rtt_ms"], 3),

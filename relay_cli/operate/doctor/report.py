@@ -11,6 +11,7 @@ import sqlite3
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ... import __version__
 from ...core import clock
@@ -18,6 +19,9 @@ from ...core.context import Limits
 from ...core.errors import ExitStatus
 from ...core.limits import OPEN_STATES
 from ...core.output import size
+
+if TYPE_CHECKING:
+    from ...core.output import JsonObject
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 
@@ -80,7 +84,7 @@ class Check:
     def group(self) -> str:
         return group_of(self.name)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> JsonObject:
         """The one public shape of a check (design.md §11), in JSON and in the table."""
         detail = f"{self.detail}; {self.fix}" if self.fix else self.detail
         return {
@@ -176,7 +180,7 @@ class Report:
         self.scope = scope or Scope(home)
         self.checks: list[Check] = []
         self.fixed: list[str] = []
-        self.facts: dict = {
+        self.facts: JsonObject = {
             "home": str(home),
             "relay_version": __version__,
             "schema_version": None,
@@ -238,7 +242,7 @@ class Report:
             lines.append((group, status, text))
         return lines
 
-    def to_json(self) -> dict:
+    def to_json(self) -> JsonObject:
         return {
             "ok": self.ok,
             "checks": [c.to_json() for c in self.checks],

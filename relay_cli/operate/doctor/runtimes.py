@@ -4,8 +4,13 @@ can install and whether it ran, and the private Codex app-server directories a k
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ...core import clock
 from .report import OK, WARN, Report
+
+if TYPE_CHECKING:
+    from ...store import Row
 
 
 def check_codex_dirs(report: Report) -> None:
@@ -32,7 +37,7 @@ def check_codex_dirs(report: Report) -> None:
     )
 
 
-def wakeup_advice(s, value: str, now: int) -> tuple[str, str, str | None]:
+def wakeup_advice(s: Row, value: str, now: int) -> tuple[str, str, str | None]:
     """(status, detail, fix) for an active peer whose ``wakeup`` (peers.wakeup) is
     ``value``: a warn where a person can install relay's hook, naming the command; an ok
     fact where there is nothing to do."""

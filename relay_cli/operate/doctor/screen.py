@@ -4,6 +4,8 @@ table. It uses only core.output's primitives (and rich, imported when it prints)
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ...core.output import (
     ASCII_GLYPHS,
     GAP,
@@ -17,10 +19,15 @@ from ...core.output import (
 )
 from .report import OK
 
+if TYPE_CHECKING:
+    from rich.text import Text
+
+    from .report import Check, Report
+
 STYLES = {"ok": "green", "warn": "bold yellow", "fail": "bold white on red"}
 
 
-def render(out: Output, report, verbose: bool = False) -> None:
+def render(out: Output, report: Report, verbose: bool = False) -> None:
     """design.md §11. On a terminal: one line per area (every check with -v), then the
     problems, each whole with the command that fixes it on a `→` line, then the counts:
     what a person must act on is what stays on the screen when doctor ends. When the
@@ -57,7 +64,7 @@ class _DoctorScreen:
         self.indent = " " * (self.STATUS_W + GAP)
         self.inner = max(12, self.width - len(self.indent))
 
-    def head(self, status: str, label: str, w: int):
+    def head(self, status: str, label: str, w: int) -> Text:
         from rich.text import Text
 
         return Text(
@@ -65,13 +72,13 @@ class _DoctorScreen:
             style=STYLES[status] if self.out.color else "",
         )
 
-    def areas(self, report, oks, verbose: bool) -> list:
+    def areas(self, report: Report, oks: list[Check], verbose: bool) -> list[Text]:
         """One line per area; with -v, every ok check under its area, whole."""
         from rich.text import Text
 
         groups = report.groups()
         group_w = 2 + max(len(g) for g, _, _ in groups)
-        top: list = []
+        top: list[Text] = []
         for group, status, text in groups:
             top.append(
                 self.head(status, group, group_w)
@@ -89,7 +96,7 @@ class _DoctorScreen:
                     top += [Text(indent + first)] + [Text(indent + "  " + ln) for ln in rest]
         return top
 
-    def command(self, fix: str | None) -> list:
+    def command(self, fix: str | None) -> list[Text]:
         from rich.text import Text
 
         if not fix:
@@ -99,11 +106,11 @@ class _DoctorScreen:
             for ln in _command_lines(self.arrow + inert_line(fix), self.inner)
         ]
 
-    def whole(self, checks) -> list:
+    def whole(self, checks: list[Check]) -> list[Text]:
         """Each detail whole, wrapped between words, and the command they share."""
         from rich.text import Text
 
-        lines = []
+        lines: list[Text] = []
         for c in checks:
             first, *rest = wrap(f"{c.name}: {inert_line(c.detail)}", self.inner, self.out.ellipsis)
             lines.append(
@@ -112,7 +119,7 @@ class _DoctorScreen:
             lines += [Text(self.indent + more) for more in rest]
         return lines + self.command(checks[0].fix)
 
-    def one_line(self, checks) -> list:
+    def one_line(self, checks: list[Check]) -> list[Text]:
         """Each problem on a line of its own (its name and the start of its detail: which
         session lapsed, which lease ran out), and the command they share."""
         from rich.text import Text
@@ -126,13 +133,13 @@ class _DoctorScreen:
             for c in checks
         ] + self.command(checks[0].fix)
 
-    def render(self, report, oks, summary: str, verbose: bool) -> None:
+    def render(self, report: Report, oks: list[Check], summary: str, verbose: bool) -> None:
         from rich.text import Text
 
         top = self.areas(report, oks, verbose)
         # the problems: those that share one command are listed together, above it (a warn
         # under the fail before it that the same command settles; each keeps its own status)
-        shared: dict = {}
+        shared: dict[str | int, list[Check]] = {}  # by the command, else each alone
         for c in report.problems():
             shared.setdefault(c.fix or id(c), []).append(c)
         tail = [Text(summary, style=self.bold)]
@@ -158,7 +165,9 @@ class _DoctorScreen:
             top += more
         self.out.print_lines(top + [ln for e in chosen for ln in e] + tail)
 
-    def cut(self, entries, above: list, budget: int) -> tuple[list, int]:
+    def cut(
+        self, entries: list[list[list[Text]]], above: list[Text], budget: int
+    ) -> tuple[list[list[Text]], int]:
         """All on one line each, then whole again, in order, as long as everything fits:
         with the area lines (``above``) on the screen too when there is room for that."""
         width = self.width
@@ -179,7 +188,7 @@ def _wrap_whole(text: str, width: int) -> list[str]:
     return textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False) or [""]
 
 
-def _rows(lines: list, width: int) -> int:
+def _rows(lines: list[Text], width: int) -> int:
     """Terminal rows the lines take (a line wider than the terminal wraps)."""
 
     return sum(max(1, -(-cell_len(ln.plain) // width)) for ln in lines)
