@@ -22,7 +22,7 @@ from typing import Any, Protocol, TextIO
 
 from .clock import Clock
 from .errors import RelayError
-from .limits import DEFAULT_RATE_LIMIT, QUEUE_CAP
+from .limits import DEFAULT_RATE_LIMIT, OPEN_STATES, QUEUE_CAP
 
 # The environment variables relay reads (design.md §2, §3, §4, §7, §8), with what each
 # means (`relay schema`, the man page): their one list. A test leaves them out of its calls' environment.
@@ -42,7 +42,7 @@ ENVIRONMENT: dict[str, str] = {
     "RELAY_RATE_LIMIT": "New requests allowed per sender per minute for this process "
     f"(default {DEFAULT_RATE_LIMIT}; 0: no limit). A guard against "
     "runaway loops.",
-    "RELAY_QUEUE_CAP": "Open requests (queued, delivered, acknowledged) allowed per "
+    "RELAY_QUEUE_CAP": f"Open requests ({', '.join(OPEN_STATES)}) allowed per "
     "recipient, checked by this process's send and submit "
     f"(default {QUEUE_CAP}; 0: no cap). A new request beyond it is capacity_exceeded.",
     "RELAY_DEBUG": "Set to 1 to print a Python traceback on an internal error.",

@@ -27,6 +27,7 @@ from ..core.limits import (
     MAX_OPEN_DRAFTS,
     MAX_TEXT_BYTES,
     MIN_PREFIX,
+    OPEN_STATES,
     QUEUE_RETRY_AFTER_S,
     RATE_WINDOW_MS,
     STATES,
@@ -210,6 +211,11 @@ def validate_states(values: list[str] | None) -> list[str]:
     return [validate_state(v) for v in values or []]
 
 
+def _either(words: tuple[str, ...]) -> str:
+    """``a, b or c``."""
+    return ", ".join(words[:-1]) + f" or {words[-1]}" if len(words) > 1 else "".join(words)
+
+
 def fingerprint(values: list[Any]) -> str:
     import json  # imported here: `relay --help` and `relay id` need no JSON (start-up)
 
@@ -312,8 +318,8 @@ def _check_queue(store: RequestStore, to: str, limits: Limits) -> None:
         held = store.count_open_to(to, 2**31 - 1)
         raise RelayError(
             "capacity_exceeded",
-            f"{to!r} has {held} open requests (queued, delivered or acknowledged; cap "
-            f"{cap}): its queue is full",
+            f"{to!r} has {held} open requests ({_either(OPEN_STATES)}; cap {cap}): its "
+            "queue is full",
             retry_after=QUEUE_RETRY_AFTER_S,
         )
 
