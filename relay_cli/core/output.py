@@ -464,7 +464,9 @@ def make_console(
         highlight=False,
         emoji=False,
         markup=False,
-        _environ=environ,  # rich reads the call's environment too, not the process's
+        # rich reads the call's environment too, not the process's: ``_environ`` is not
+        # in rich's documented parameters (tests/core/test_output.py fails if it goes)
+        _environ=environ,
     )
 
 

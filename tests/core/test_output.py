@@ -358,3 +358,19 @@ def test_the_note_under_a_request_is_the_state_tables_meaning(world):
     assert f"note: queued: {claims} (it does not mean {not_claimed})" in shown
     assert relay("cancel", rid, "--json", env=alice).code == 0
     assert "note:" not in relay("show", rid).out
+
+
+def test_rich_still_takes_the_calls_environment():
+    import io
+
+    """core/output.py's one underscore-named use of a library (``make_console``): rich's
+    Console takes the environment it reads (NO_COLOR, COLUMNS, TERM, ...) as the keyword
+    ``_environ``, which its docstring does not list. This fails on a rich that drops or
+    renames it, before a screen reads the process's environment again (design.md §8)."""
+    import inspect
+
+    from rich.console import Console
+
+    assert "_environ" in inspect.signature(Console.__init__).parameters
+    console = Console(_environ={"COLUMNS": "37"}, file=io.StringIO())
+    assert console.width == 37  # the mapping given is the one read
