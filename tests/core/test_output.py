@@ -361,13 +361,12 @@ def test_the_note_under_a_request_is_the_state_tables_meaning(world):
 
 
 def test_rich_still_takes_the_calls_environment():
-    import io
-
     """core/output.py's one underscore-named use of a library (``make_console``): rich's
     Console takes the environment it reads (NO_COLOR, COLUMNS, TERM, ...) as the keyword
     ``_environ``, which its docstring does not list. This fails on a rich that drops or
     renames it, before a screen reads the process's environment again (design.md §8)."""
     import inspect
+    import io
 
     from rich.console import Console
 
