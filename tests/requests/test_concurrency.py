@@ -126,15 +126,21 @@ def test_a_lock_held_past_the_busy_timeout_is_busy_and_retryable(relay):
         [
             sys.executable,
             "-c",
-            "import sqlite3, sys, time\n"
+            "import sqlite3, sys\n"
             f"db = sqlite3.connect({str(relay.home / 'relay.db')!r}, isolation_level=None)\n"
-            "db.execute('BEGIN IMMEDIATE'); print('locked', flush=True); time.sleep(7)\n",
+            # held until the test says so: however slowly relay starts on a loaded
+            # machine, the lock outlasts its busy timeout
+            "db.execute('BEGIN IMMEDIATE'); print('locked', flush=True); sys.stdin.readline()\n",
         ],
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
     )
     assert holder.stdout.readline().strip() == b"locked"
     before = time.monotonic()
-    r = relay.proc("send", "--to", "bob", "--id", new_id(), "--json", "x", env=alice)
+    try:
+        r = relay.proc("send", "--to", "bob", "--id", new_id(), "--json", "x", env=alice)
+    finally:
+        holder.stdin.close()  # (end of input: the holder lets go)
     assert time.monotonic() - before >= 4.5
     assert (r.code, r.error["code"], r.error["retryable"]) == (75, "busy", True)
     assert "Traceback" not in r.err
