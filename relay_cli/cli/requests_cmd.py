@@ -24,7 +24,7 @@ from ..core.limits import (
     WAIT,
 )
 from ..core.output import Output, size
-from ..requests import due, lifecycle, waiting
+from ..requests import activity, due, lifecycle, waiting
 from ..requests.peers import validate_name
 from . import complete
 from .app import (
@@ -354,8 +354,11 @@ def show(
     """
     env = Env(json_, home, creates=False)
     request_id = lifecycle.validate_ref(id_)
-    with env.unit(write=False):
+    with env.unit(write=False) as now:
         obj = lifecycle.show(env.store, request_id, events)
+        held = activity.holder(env.store, obj["id"], now)
+    if held is not None:  # the session that holds it, and what it is doing (design.md §17)
+        obj["holder"] = held
     return _emit(env, obj, render_full)
 
 

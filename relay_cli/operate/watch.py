@@ -13,7 +13,7 @@ than the width. Every peer-supplied string goes through ``output.inert_line``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from ..core import clock
 from ..core.limits import OPEN_STATES
@@ -27,7 +27,7 @@ from ..core.output import (
     render_table,
     unique_prefixes,
 )
-from ..requests import lifecycle, peers
+from ..requests import activity, lifecycle, peers
 from ..requests.states import SETTLE, STATE_STYLES
 
 if TYPE_CHECKING:
@@ -60,6 +60,8 @@ class Snapshot:
     events: list[JsonObject] = field(default_factory=list)  # newest first
     awaiting: list[JsonObject] = field(default_factory=list)  # ledger entries awaiting approval
     effect_unknown: list[JsonObject] = field(default_factory=list)  # crashed `relay once` entries
+    # agents that wait for a person (or failed holding work), longest first (design.md §17)
+    needs: list[activity.SessionActivity] = field(default_factory=list)
     # the --home / --database-url words every command watch prints carries, so it acts on
     # the home or database watched when pasted into the same shell (design.md §14)
     scope: str = ""
@@ -97,6 +99,7 @@ def gather(store: Store, now: int, events_limit: int = EVENTS_LIMIT) -> Snapshot
     snap.effect_unknown = [
         e for e in list_entries(store, now, ["effect_unknown"]) if not reruns_by_itself(e)
     ]  # those rerun by themselves
+    snap.needs = activity.needs_you(activity.snapshot(store, now))
     return snap
 
 
@@ -108,6 +111,7 @@ def json_doc(snap: Snapshot) -> JsonObject:
         "at": clock.iso(snap.now),
         "home": snap.home,
         "counts": snap.counts,
+        "needs_you": [s.to_json() for s in snap.needs],
         "peers": [{k: v for k, v in p.items() if k != "lease_left_s"} for p in snap.peers],
         "delivery_unknown": snap.unknown,
         "effect_unknown": snap.effect_unknown,
@@ -173,10 +177,34 @@ def sections(snap: Snapshot) -> list[Section]:
     now = snap.now
     # ids as short as they can be while no two shown share a prefix (design.md §14)
     _short = unique_prefixes(
-        [r["id"] for r in snap.unknown + snap.open] + [e["request_id"] for e in snap.events]
+        [r["id"] for r in snap.unknown + snap.open]
+        + [e["request_id"] for e in snap.events]
+        + [i for s in snap.needs for i in s.holds]
     ).__getitem__
     unknown_total = snap.counts.get("delivery_unknown", 0)
     out = [
+        Section(
+            f"needs you ({len(snap.needs)}): agents waiting for a person, longest first",
+            len(snap.needs),
+            "relay peers list",
+            [
+                Col("agent", min=10, middle=True),
+                Col("activity", min=12),
+                Col("since", fixed=True),
+                Col("holds", min=8),
+                Col("what it said", min=6, first=True),
+            ],
+            [
+                [
+                    s.peer,
+                    activity.words(s.activity, now),
+                    activity.since_words(s.activity, now),
+                    _holds(s.holds, _short),
+                    s.activity.detail or "-",
+                ]
+                for s in snap.needs
+            ],
+        ),
         Section(
             f"delivery_unknown ({unknown_total}): check whether it was done, then settle it",
             unknown_total,
@@ -287,6 +315,13 @@ def sections(snap: Snapshot) -> list[Section]:
     return [s for s in out if s.rows or s.empty is not None]
 
 
+def _holds(ids: list[str], short: Callable[[str], str]) -> str:
+    """The requests an agent holds, by short id: ``7d8e2f4a +2``; ``-`` for none."""
+    if not ids:
+        return "-"
+    return short(ids[0]) + (f" +{len(ids) - 1}" if len(ids) > 1 else "")
+
+
 def _scoped(text: str, scope: str) -> str:
     """``text`` with ``scope`` after each relay command in it (a command runs to the end of
     the text or to " or ")."""
@@ -331,6 +366,7 @@ def header(snap: Snapshot) -> str:
     person = [
         f"{n} {what}"
         for n, what in (
+            (len(snap.needs), "need you" if len(snap.needs) != 1 else "needs you"),
             (unknown, "delivery_unknown"),
             (len(snap.effect_unknown), "effect_unknown"),
             (len(snap.awaiting), "awaiting approval"),

@@ -11,6 +11,7 @@ from ..core import clock
 from ..core.digest import sha256_hex
 from ..core.errors import RelayError
 from ..core.limits import DEFAULT_SESSION_LEASE_S, HOOK_RECENT_MS, KINDS, NAME_PATTERN
+from . import activity
 from .states import apply
 
 if TYPE_CHECKING:
@@ -220,6 +221,7 @@ def end_session(
         apply(store, row, event, actor=actor, at=max(at, row["updated_at"]))
         moved.append(row["id"])
     store.end_session(session["id"], state, at)
+    activity.end(store, session, state, len(moved), at)
     return moved
 
 
@@ -355,6 +357,8 @@ def peer_object(store: Store, name: str, now: int) -> JsonObject:
         "lease_expires_at": clock.iso(session["lease_expires_at"]) if session else None,
         "last_seen_at": clock.iso(peer["last_seen_at"]),
         "wakeup": wakeup(store, name, now),
+        # what its newest session's hooks last showed (design.md §17)
+        **activity.fields_of(activity.of_session(session or store.newest_session(name), now)),
     }
 
 

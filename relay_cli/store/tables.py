@@ -56,6 +56,14 @@ SESSIONS = Table(
         "ended_at",
         "waiting_until",
         "agent_session_id",
+        "activity",
+        "activity_since",
+        "activity_cause",
+        "activity_detail",
+        "activity_event",
+        "activity_event_at",
+        "activity_end_seen",
+        "activity_alert",
     ),
 )
 REQUESTS = Table(
@@ -166,6 +174,8 @@ WAKE_WAITERS = Table(
 )
 # every claim (design.md §6), kept as long as the request it took (or its tombstone)
 CLAIMS = Table("claims", ("attempt", "request_id", "peer", "session_id", "claimed_at"))
+# what a person set in this home (design.md §17: `relay notify set`), one row per key
+SETTINGS = Table("settings", ("key", "value", "updated_at"), fixed=frozenset({"key"}))
 
 TABLES = {
     t.name: t
@@ -179,6 +189,7 @@ TABLES = {
         HOOK_STATE,
         WAKE_WAITERS,
         CLAIMS,
+        SETTINGS,
     )
 }
 

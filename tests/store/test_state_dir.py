@@ -14,6 +14,7 @@ import pytest
 
 from relay_cli.core.limits import BUSY_TIMEOUT_S
 from relay_cli.store.migrations import LATEST
+from relay_cli.store.tables import SESSIONS
 
 # All about the local state directory and relay.db (design.md §2); on PostgreSQL relay.db is
 # not used (design.md §13), and tests/store/test_postgres.py covers its schema rules.
@@ -173,9 +174,14 @@ def test_migrations_run_in_one_transaction_from_an_older_version(relay):
     db = relay.home / "relay.db"
     conn = sqlite3.connect(db)
     # as a relay.db of version 2 has them: no hook_state (migration 3), no
-    # ledger.pid_namespace (migration 9, an ALTER TABLE that would find its column)
+    # ledger.pid_namespace (migration 9, an ALTER TABLE that would find its column), no
+    # activity columns of sessions and no settings (migration 11, the same)
     conn.execute("DROP TABLE hook_state")
     conn.execute("ALTER TABLE ledger DROP COLUMN pid_namespace")
+    conn.execute("DROP INDEX sessions_alert_owed")
+    for column in [c for c in SESSIONS.columns if c.startswith("activity")]:
+        conn.execute(f"ALTER TABLE sessions DROP COLUMN {column}")
+    conn.execute("DROP TABLE settings")
     conn.execute("PRAGMA user_version = 2")
     conn.commit()
     conn.close()
