@@ -19,8 +19,11 @@ the files and the payloads relied on).
   (``permission_prompt``) and ``question.asked`` (``elicitation_dialog``), ``PostToolUse``
   for their replies, ``StopFailure`` for ``session.error`` (opencode_plugin.py).
 - GitHub Copilot CLI 1.0.102: ``Notification`` (``permission_prompt``: "only fires when a
-  prompt is actually shown"; ``elicitation_dialog``), ``ErrorOccurred`` (``error``,
-  ``error_context``, ``recoverable``).
+  prompt is actually shown"; ``elicitation_dialog``; it names the session ``sessionId``),
+  ``ErrorOccurred`` ("Hooks that run when a model call fails": ``error`` -- an object
+  ``{message, name, stack}`` as the binary sends it --, ``error_context``,
+  ``recoverable``; a failed model call ended the turn in the harness although it said
+  ``recoverable: true``, so a ``model_call`` error counts as a failed turn).
 
 Every one of them is only recorded: relay's hook prints nothing for it and exits 0, so it
 never allows or denies a tool. The runtime's words (a tool name, a question, an error) are
@@ -72,7 +75,7 @@ def fields(name: str, doc: Mapping[str, Any]) -> dict[str, Any] | None:
         "PermissionRequest": (("tool_name", False),),
         "Notification": (("notification_type", True), ("message", False), ("title", False)),
         "StopFailure": (("error", False), ("error_details", False)),
-        "ErrorOccurred": (("error", False), ("error_context", False), ("errorContext", False)),
+        "ErrorOccurred": (("error_context", False), ("errorContext", False)),
     }.get(name, ())
     for key, required in keys:
         ok, value = _str(doc, key, required)
@@ -94,6 +97,17 @@ def fields(name: str, doc: Mapping[str, Any]) -> dict[str, Any] | None:
         if recoverable is not None and not isinstance(recoverable, bool):
             return None
         out["recoverable"] = recoverable
+        # a string in its types, an object {message, name, stack} as 1.0.102 sends it
+        error = doc.get("error")
+        if isinstance(error, dict):
+            ok_m, message = _str(error, "message")
+            ok_n, kind = _str(error, "name")
+            if not (ok_m and ok_n):
+                return None
+            error = message or kind
+        elif error is not None and not isinstance(error, str):
+            return None
+        out["error"] = error
     return out
 
 
@@ -141,9 +155,9 @@ def observe(
         detail = one_line(": ".join(w for w in (error, more) if w))
         return Observation("turn_failed", raw, detail=detail)
     if name == "ErrorOccurred":
-        if f.get("recoverable") is not False:
-            return Observation(None, raw)  # it may be retried: the turn goes on
         where = f.get("error_context") or f.get("errorContext")
+        if where != "model_call" and f.get("recoverable") is not False:
+            return Observation(None, raw)  # a tool's error, retried or not: the turn goes on
         detail = one_line(": ".join(w for w in (where, f.get("error")) if w))
         return Observation("turn_failed", raw, detail=detail)
     return Observation(None, raw)

@@ -139,7 +139,8 @@ def parse(data: bytes, dialect: Dialect = DIALECTS["claude"]) -> Event | None:
         return None
     if not isinstance(doc, dict):
         return None
-    raw, sid = doc.get("hook_event_name"), doc.get("session_id")
+    raw = doc.get("hook_event_name")
+    sid = next((doc[k] for k in dialect.session_keys if k in doc), None)
     if not isinstance(raw, str):
         return None
     name = dialect.relay_event(raw)

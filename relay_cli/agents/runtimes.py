@@ -99,6 +99,8 @@ class Runtime:
     # event -> relay's name (OBSERVED), what each installed handler adds (``async``: run in
     # the background; ``matcher``: the group's matcher), and, per activity, the event that
     # reports it ("" or absent: the runtime sends none, so relay cannot tell).
+    # the keys that may name the runtime's session in an event, first present wins
+    session_keys: tuple[str, ...] = ("session_id",)
     observes: dict[str, str] = field(default_factory=dict)
     observe_flags: dict[str, dict[str, object]] = field(default_factory=dict)
     observe_matchers: dict[str, str] = field(default_factory=dict)
@@ -389,14 +391,16 @@ COPILOT = Runtime(
     checked="1.0.102",
     package="@github/copilot 1.0.102 (@github/copilot-linux-x64)",
     # its `notification` hook fires only when a prompt is shown, in the background; its
-    # permissionRequest runs before its rules decide, so it says nothing of a person
+    # permissionRequest runs before its rules decide, so it says nothing of a person.
+    # Its Notification names the session `sessionId` (1.0.102), its other events session_id.
+    session_keys=("session_id", "sessionId"),
     observes={"Notification": "Notification", "ErrorOccurred": "ErrorOccurred"},
     reports={
         "working": "UserPromptSubmit",
         "permission": "Notification `permission_prompt` (a prompt shown)",
         "question": "Notification `elicitation_dialog`",
         "idle": "Stop",
-        "turn_failed": "ErrorOccurred (not recoverable)",
+        "turn_failed": "ErrorOccurred of a model call",
         "gone": "SessionEnd",
     },
     install_notes=(

@@ -61,7 +61,9 @@ def long_lived(relay, tmp_path, runtime: str) -> Agent:
 def observe(agent: Agent, kind: str, env: dict | None = None, **changes) -> None:
     """Feed one observed event: relay answers nothing."""
     fixture = OBSERVED[agent.runtime][kind][0]
-    doc = event(agent.runtime, fixture, session_id=agent.sid, **changes)
+    # (Copilot CLI 1.0.102 names the session `sessionId` in its Notification)
+    key = "sessionId" if "sessionId" in event(agent.runtime, fixture) else "session_id"
+    doc = event(agent.runtime, fixture, **{key: agent.sid}, **changes)
     assert agent.run(doc, env) is None
 
 
@@ -206,21 +208,20 @@ def test_a_permission_hook_prints_nothing_whatever_it_is_given(relay, tmp_path, 
     agent = Agent(relay, tmp_path, runtime)
     agent.hook("SessionStart")
     fixture = OBSERVED[runtime]["permission"][0]
+    sid = {("sessionId" if "sessionId" in event(runtime, fixture) else "session_id"): agent.sid}
     docs = []
     for words in HOSTILE_WORDS:
         for key in ("tool_name", "message", "notification_type"):
-            docs.append(event(runtime, fixture, session_id=agent.sid, **{key: words}))
-        docs.append(
-            event(runtime, fixture, session_id=agent.sid, details={"type": words, "title": words})
-        )
+            docs.append(event(runtime, fixture, **sid, **{key: words}))
+        docs.append(event(runtime, fixture, **sid, details={"type": words, "title": words}))
     for bad in (42, None, ["Bash"], {"behavior": "allow"}, True):
         for key in ("tool_name", "message", "notification_type", "details", "tool_input"):
-            docs.append(event(runtime, fixture, session_id=agent.sid, **{key: bad}))
+            docs.append(event(runtime, fixture, **sid, **{key: bad}))
     docs.append(
         event(
             runtime,
             fixture,
-            session_id=agent.sid,
+            **sid,
             hookSpecificOutput={"decision": {"behavior": "allow"}},
             decision="approve",
         )
