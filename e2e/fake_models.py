@@ -20,11 +20,11 @@ The brain reads the conversation, normalised to a list of turns, and decides one
 3. the prompt says ``E2E-RUN: CMD`` and CMD has not run yet -> a shell call running CMD;
 4. otherwise a final text.
 
-Two words in the prompt change that: ``E2E-FAIL`` makes the request after a tool ran fail
-(HTTP 400, each API's error shape: the turn fails on an error the runtime reports), and
-``E2E-ASK`` makes a Codex shell call ask to run outside its sandbox
-(``sandbox_permissions: require_escalated``), which its approval policy ``on-request``
-puts to a person.
+``FakeModel.fail_reply`` makes the request whose answer would be step 1 (the reply after
+a claim) fail instead, with HTTP 400 in the API's error shape: the turn fails on an error
+the runtime reports while the agent holds the claimed request. ``E2E-ASK`` in the prompt
+makes a Codex shell call ask to run outside its sandbox (``sandbox_permissions:
+require_escalated``), which its approval policy ``on-request`` puts to a person.
 
 Every request body is logged (``Log``), with the time it arrived, so a test asserts what
 reached the model and a benchmark measures when.
@@ -118,9 +118,6 @@ def decide(turns: list[tuple]) -> tuple[str, str]:
         tail.insert(0, t)
     last_call = next((t[1] for t in reversed(turns) if t[0] == "call"), None)
     results = [t[1] for t in tail if t[0] == "result"]
-    if any("E2E-FAIL" in u for u in users) and results:
-        # the turn fails once a tool has run (the claim): an error the API reports
-        return "error", "e2e: a scripted failure of the model request"
     if results and last_call and not noreply:
         m = CLAIM.search(last_call)
         if m and m.group(1)[:8] in results[-1] and "error" not in results[-1][:200].lower():
@@ -594,8 +591,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send_json(
                 404, {"error": {"message": "not scripted", "type": "not_found_error"}}
             )
-        if step is not None and step[0] == "error":
-            return self._send_json(400, _error_doc(path, step[1]))
+        if srv.fail_reply and step[0] == "shell" and step[1].startswith("relay reply "):
+            return self._send_json(400, _error_doc(path, "e2e: a scripted failure"))
         if kind == "json":
             return self._send_json(200, payload)
         self.send_response(200)
@@ -627,6 +624,7 @@ class FakeModel(ThreadingHTTPServer):
         self.log = Log(log_path)
         self.counter = 0
         self.counter_lock = threading.Lock()
+        self.fail_reply = False  # the reply after a claim fails (HTTP 400)
         self.thread = threading.Thread(target=self.serve_forever, daemon=True)
         self.thread.start()
 
