@@ -31,6 +31,10 @@ names the package versions and files; the fixtures and output schemas there come
   ``hookSpecificOutput``), keeps a Stop going with ``{"decision": "block", "reason"}``
   and submits that reason as the next prompt; no env file.
 
+The events relay only observes (``runtimes.OBSERVED``: a permission dialog, a question, a
+tool that ran, a failed turn) are recorded as the session's activity (agents/activity.py,
+design.md §17) and answered with nothing: relay never allows or denies a tool.
+
 A hook must never break the agent: bad or unknown input, or any failure, ends with exit 0
 and nothing on stdout (exit 2 would block a prompt or a stop). Every run is one write
 transaction (after due time-based transitions): it makes all of its changes (session,
