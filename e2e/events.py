@@ -15,7 +15,7 @@ SCHEMAS = {
         "UserPromptSubmit": "UserPromptSubmitHookInput",
         "Stop": "StopHookInput",
         "SessionEnd": "SessionEndHookInput",
-        # observed only (design.md §17)
+        # observed only (design.md §19)
         "PermissionRequest": "PermissionRequestHookInput",
         "Notification": "NotificationHookInput",
         "PostToolUse": "PostToolUseHookInput",

@@ -731,7 +731,7 @@ def _start_asking_tui(sb: Sandbox, runtime: str, peer: str) -> Tui:
 
 def asks_permission(sb: Sandbox, runtime: str, variant: str = "") -> dict:
     """The scripted model asks for a shell command in the TUI, which asks the person
-    (design.md §17): relay records needs_person (permission) from the runtime's own event,
+    (design.md §19): relay records needs_person (permission) from the runtime's own event,
     the person's `relay watch` at 80x24 opens with that agent under "needs you", exactly
     one alert runs, and once the person allows it the agent moves on (working, then idle
     where relay hears the answer; idle at the turn's end where it does not)."""

@@ -1,4 +1,4 @@
-"""What a runtime's hook event shows of its session (design.md §17): one ``Observation``
+"""What a runtime's hook event shows of its session (design.md §19): one ``Observation``
 per event, read from the runtimes' own shipped formats (tests/fixtures/README.md names
 the files and the payloads relied on).
 

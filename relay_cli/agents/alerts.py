@@ -1,4 +1,4 @@
-"""Alerts for the person (design.md §17): a command relay runs when an agent starts
+"""Alerts for the person (design.md §19): a command relay runs when an agent starts
 needing a person, or goes ``gone`` or ``turn_failed`` while it holds claimed work.
 
 The command is ``RELAY_NOTIFY`` (split into words as a shell would, never run by a

@@ -33,7 +33,7 @@ names the package versions and files; the fixtures and output schemas there come
 
 The events relay only observes (``runtimes.OBSERVED``: a permission dialog, a question, a
 tool that ran, a failed turn) are recorded as the session's activity (agents/activity.py,
-design.md §17) and answered with nothing: relay never allows or denies a tool.
+design.md §19) and answered with nothing: relay never allows or denies a tool.
 
 A hook must never break the agent: bad or unknown input, or any failure, ends with exit 0
 and nothing on stdout (exit 2 would block a prompt or a stop). Every run is one write
@@ -151,7 +151,7 @@ def parse(data: bytes, dialect: Dialect = DIALECTS["claude"]) -> Event | None:
     if name is None or not isinstance(sid, str) or not sid.strip() or len(sid) > 200:
         return None
     ev = Event(name, sid, raw)
-    if name in runtimes.OBSERVED:  # only recorded (design.md §17)
+    if name in runtimes.OBSERVED:  # only recorded (design.md §19)
         extra = observed.fields(name, doc)
         if extra is None:
             return None
@@ -212,13 +212,13 @@ def _answer(store: Store, now: int, session: Row, ev: Event, henv: HookEnv) -> J
         return _stop(store, now, session, henv.dialect)
     if ev.name == "SessionEnd":
         _session_end(store, now, session)
-    return None  # an observed event (design.md §17): nothing is printed, nothing decided
+    return None  # an observed event (design.md §19): nothing is printed, nothing decided
 
 
 def _record_activity(
     store: Store, session: Row, ev: Event, henv: HookEnv, now: int, doc: JsonObject | None
 ) -> None:
-    """Record what the event shows of the session (design.md §17); a session that ended
+    """Record what the event shows of the session (design.md §19); a session that ended
     (SessionEnd: ``peers.leave`` recorded it gone) is left as it is."""
     blocked = doc is not None and doc.get("decision") == henv.dialect.block
     obs = observed.observe(ev, henv.dialect, henv.environ, blocked=blocked)

@@ -106,7 +106,7 @@ def entries(runtime: str, wake: bool = True, relay_path: str | None = None) -> l
                     },
                 )
             )
-    # the events relay only observes (design.md §17): each handler prints nothing
+    # the events relay only observes (design.md §19): each handler prints nothing
     for event, relay_event in rt.observes.items():
         handler = {
             **rt.handler_extra,

@@ -135,7 +135,7 @@ class Heartbeat(threading.Thread):
 
     def beat(self, store: Store) -> bool:
         """Renew once; False when the session is no longer active (reported). Alerts
-        owed meanwhile (design.md §17: a lease of any session that lapsed) are started."""
+        owed meanwhile (design.md §19: a lease of any session that lapsed) are started."""
         with due.unit(store) as now:
             row = store.get_session(self.session.session_id)
             status = peers.session_status(store, row)
@@ -173,7 +173,7 @@ def join(
     environ: Mapping[str, str] | None = None,
 ) -> tuple[Session, list[str]]:
     """A new session of ``name``, and the ids of the claimed work of the live session it
-    superseded (now delivery_unknown; its alert is started, design.md §17)."""
+    superseded (now delivery_unknown; its alert is started, design.md §19)."""
     with due.unit(store) as now:
         info, moved = peers.join_session(store, name, kind, lease_seconds, now)
         owed = alerts.take(store, environ or {}, now)
@@ -183,7 +183,7 @@ def join(
 
 def leave(store: Store, session: Session, environ: Mapping[str, str] | None = None) -> int | None:
     """Leave if the session is still active; how many requests became delivery_unknown.
-    The alert owed for it (it went holding work, design.md §17) is started."""
+    The alert owed for it (it went holding work, design.md §19) is started."""
     with due.unit(store) as now:
         row = store.get_session(session.session_id)
         if row is None or row["state"] != "active":

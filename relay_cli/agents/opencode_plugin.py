@@ -15,7 +15,7 @@ opencode 1.18.33 defines (``@opencode-ai/plugin``'s ``PluginModule``: a default 
 - the ``session.idle`` bus event: relay's wake waiter ``relay hook opencode --wake``; its
   exit 2 note goes into the session with ``client.session.promptAsync`` (in-process: no
   port is opened for it); that note's own ``chat.message`` runs no relay process;
-- the bus events that show what the session does (design.md §17), only recorded:
+- the bus events that show what the session does (design.md §19), only recorded:
   ``permission.asked`` and ``question.asked`` (a Notification, not in ``opencode run``,
   which answers by itself), their ``…replied``/``rejected`` (PostToolUse: the wait is
   over), ``session.error`` but an abort (StopFailure).
@@ -163,7 +163,7 @@ const Relay = async (input) => {{
   }}
 }}
 
-// What a bus event shows of the session (design.md §17), as the Claude-shaped event relay
+// What a bus event shows of the session (design.md §19), as the Claude-shaped event relay
 // records; null for anything else. `opencode run` answers permissions by itself (it
 // rejects them, or allows them with --auto): nobody is asked there.
 const str = (v) => (typeof v === "string" ? v : undefined)

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 # relay's four events, in Claude Code's and Codex's names, in the order they fire.
 EVENTS = ("SessionStart", "UserPromptSubmit", "Stop", "SessionEnd")
-# The events relay only observes, to record what a session is doing (design.md §17), in
+# The events relay only observes, to record what a session is doing (design.md §19), in
 # relay's names (Claude Code's where it has one): a hook on them prints nothing and exits 0.
 OBSERVED = (
     "PermissionRequest",  # a tool waits for a person's permission
@@ -95,7 +95,7 @@ class Runtime:
     # top-level ``{"additionalContext"}``: GitHub Copilot CLI ignores the other form).
     context: str = "specific"
     wake_note: str = ""  # why an idle session cannot be woken (a runtime with wake None)
-    # What relay observes to record the session's activity (design.md §17): the runtime's
+    # What relay observes to record the session's activity (design.md §19): the runtime's
     # event -> relay's name (OBSERVED), what each installed handler adds (``async``: run in
     # the background; ``matcher``: the group's matcher), and, per activity, the event that
     # reports it ("" or absent: the runtime sends none, so relay cannot tell).

@@ -1,5 +1,5 @@
 """`relay notify set|show|clear|test`: the command relay runs when an agent needs the
-person (design.md §17), stored in the home; thin over agents/alerts.py."""
+person (design.md §19), stored in the home; thin over agents/alerts.py."""
 
 from __future__ import annotations
 

@@ -338,7 +338,7 @@ def list_(json_: JsonOpt = False, home: HomeOpt = None) -> int:
 
 
 def _activity_cells(p: JsonObject, act: activity.Activity | None, now: int) -> list[object]:
-    """The activity of the peer's newest session and since when (design.md §17)."""
+    """The activity of the peer's newest session and since when (design.md §19)."""
     if act is None:
         return [p["activity"], "-"]
     return [activity.words(act, now), activity.since_words(act, now)]

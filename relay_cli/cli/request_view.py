@@ -84,7 +84,7 @@ def request_fields(
 
 def _holder_words(out: Output, h: JsonObject, now: int) -> str:
     """``codex-1: needs_person (permission) since 3m ago (14:05): Bash``: who holds the
-    request and what its session is doing (design.md §17); the runtime's words last."""
+    request and what its session is doing (design.md §19); the runtime's words last."""
     what = h["activity"] + (f" ({h['activity_cause']})" if h.get("activity_cause") else "")
     since = f" since {out.when(h['activity_since'], now)}" if h.get("activity_since") else ""
     said = f": {h['activity_detail']}" if h.get("activity_detail") else ""

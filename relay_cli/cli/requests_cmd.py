@@ -357,7 +357,7 @@ def show(
     with env.unit(write=False) as now:
         obj = lifecycle.show(env.store, request_id, events)
         held = activity.holder(env.store, obj["id"], now)
-    if held is not None:  # the session that holds it, and what it is doing (design.md §17)
+    if held is not None:  # the session that holds it, and what it is doing (design.md §19)
         obj["holder"] = held
     return _emit(env, obj, render_full)
 

@@ -187,7 +187,7 @@ def _ring(
     stream: TextIO, snap: Snapshot, rung: set[tuple[object, ...]] | None
 ) -> set[tuple[object, ...]]:
     """The terminal bell, once for each "needs you" item that was not on the screen before
-    (design.md §17; none for those there when watch started). Returns the items rung for."""
+    (design.md §19; none for those there when watch started). Returns the items rung for."""
     now: set[tuple[object, ...]] = {
         (s.session_id, s.activity.activity, s.activity.cause, s.activity.since) for s in snap.needs
     }

@@ -110,8 +110,8 @@ COUNT_CAP = 10_000  # a queue is counted no further than this
 MAX_HOOK_INPUT_BYTES = 16 * 1024 * 1024  # a runtime's event
 MAX_SETTINGS_BYTES = 4 * 1024 * 1024  # a runtime's settings file larger than this is not read
 
-# ---------------------------------------------------------------- activity and alerts (§17)
-# What a session's hooks last showed (design.md §17), in the order a person reads them;
+# ---------------------------------------------------------------- activity and alerts (§19)
+# What a session's hooks last showed (design.md §19), in the order a person reads them;
 # ``unknown``: no hook of the session reported anything relay can name.
 ACTIVITIES = ("needs_person", "turn_failed", "working", "idle", "gone", "unknown")
 NEEDS_PERSON_CAUSES = ("permission", "question")

@@ -632,7 +632,7 @@ def _gated_exec(
 
 
 def spawn_detached(argv: list[str], env: dict[str, str], cwd: str | None = None) -> bool:
-    """Start ``argv`` so that nobody waits for it (design.md §17: an alert): a grandchild
+    """Start ``argv`` so that nobody waits for it (design.md §19: an alert): a grandchild
     in a session of its own, reparented at once (the middle process exits), its standard
     streams /dev/null, every other descriptor closed, the default signal dispositions
     back. The caller waits only for the middle process, which exits at once. Returns

@@ -60,7 +60,7 @@ class Snapshot:
     events: list[JsonObject] = field(default_factory=list)  # newest first
     awaiting: list[JsonObject] = field(default_factory=list)  # ledger entries awaiting approval
     effect_unknown: list[JsonObject] = field(default_factory=list)  # crashed `relay once` entries
-    # agents that wait for a person (or failed holding work), longest first (design.md §17)
+    # agents that wait for a person (or failed holding work), longest first (design.md §19)
     needs: list[activity.SessionActivity] = field(default_factory=list)
     # the --home / --database-url words every command watch prints carries, so it acts on
     # the home or database watched when pasted into the same shell (design.md §14)

@@ -1,4 +1,4 @@
-"""What each agent is doing, as its hooks showed it (design.md §17).
+"""What each agent is doing, as its hooks showed it (design.md §19).
 
 Per session relay keeps the last activity its runtime's hooks reported and since when:
 ``working`` (a turn started), ``needs_person`` with a cause (``permission``, ``question``),
@@ -50,7 +50,7 @@ class Observation:
 def one_line(text: object, limit: int = MAX_ACTIVITY_DETAIL) -> str | None:
     """A runtime's words as relay keeps them: one line of at most ``limit`` characters,
     whitespace runs made one space, control and invisible format characters written as
-    visible escapes (untrusted text, design.md §17: inert wherever it is shown)."""
+    visible escapes (untrusted text, design.md §19: inert wherever it is shown)."""
     if not isinstance(text, str):
         return None
     from ..core.output import inert_line
@@ -176,7 +176,7 @@ def of_session(session: Row | None, now: int) -> Activity:
 
 
 def fields_of(act: Activity) -> JsonObject:
-    """The activity keys of a peer object (design.md §17)."""
+    """The activity keys of a peer object (design.md §19)."""
     return {
         "activity": act.activity,
         "activity_since": clock.iso(act.since),
@@ -218,7 +218,7 @@ class SessionActivity:
 def snapshot(store: Store, now: int) -> list[SessionActivity]:
     """Every active session, and the newest session of each peer with none, with its
     activity now and the claimed work it holds: the one read every screen shows
-    (design.md §17). Ordered by peer name."""
+    (design.md §19). Ordered by peer name."""
     held: dict[str, list[str]] = {}
     for r in store.claimed_work():
         held.setdefault(r["claim_session"], []).append(r["id"])
@@ -240,7 +240,7 @@ def needs_you(snap: list[SessionActivity]) -> list[SessionActivity]:
 
 def holder(store: Store, request_id: str, now: int) -> JsonObject | None:
     """The session that holds a claimed, unfinished request, with its activity now
-    (`show`, design.md §17): {"peer", "session_id", activity keys}; None when nobody
+    (`show`, design.md §19): {"peer", "session_id", activity keys}; None when nobody
     holds it."""
     row = store.get_request(request_id)
     if row is None or row["state"] not in CLAIMED_STATES or row["claim_session"] is None:

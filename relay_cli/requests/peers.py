@@ -357,7 +357,7 @@ def peer_object(store: Store, name: str, now: int) -> JsonObject:
         "lease_expires_at": clock.iso(session["lease_expires_at"]) if session else None,
         "last_seen_at": clock.iso(peer["last_seen_at"]),
         "wakeup": wakeup(store, name, now),
-        # what its newest session's hooks last showed (design.md §17)
+        # what its newest session's hooks last showed (design.md §19)
         **activity.fields_of(activity.of_session(session or store.newest_session(name), now)),
     }
 

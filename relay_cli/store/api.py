@@ -269,7 +269,7 @@ class HookStore(ConnectionStore, Protocol):
 
 class ActivityStore(ConnectionStore, Protocol):
     """What each session's hooks last showed, the alerts owed for it, and the settings a
-    person stores in the home (sql_activity.py, design.md §17)."""
+    person stores in the home (sql_activity.py, design.md §19)."""
 
     def set_activity(self, session_id: str, fields: dict[str, Any]) -> None: ...
     def take_owed_alerts(self, limit: int) -> list[Row]: ...

@@ -325,7 +325,7 @@ MIGRATIONS: list[str] = [
     CREATE INDEX IF NOT EXISTS claims_request ON claims(request_id);
     CREATE INDEX IF NOT EXISTS claims_peer ON claims(peer, claimed_at);
     """,
-    # 11: what each session's hooks last showed (design.md §17): its activity (working,
+    # 11: what each session's hooks last showed (design.md §19): its activity (working,
     # needs_person, idle, turn_failed, gone; NULL: nothing reported), since when, the cause
     # (permission or question; how a session went), the runtime's own words (a tool name,
     # a question, an error: untrusted, one line), the runtime's event that set it and when

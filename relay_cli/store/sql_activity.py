@@ -1,4 +1,4 @@
-"""SQL for what each session's hooks last showed (design.md §17): its activity columns in
+"""SQL for what each session's hooks last showed (design.md §19): its activity columns in
 ``sessions``, the alerts owed for them, the claimed work each session holds, and the
 settings a person stores in the home (`relay notify set`)."""
 

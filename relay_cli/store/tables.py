@@ -174,7 +174,7 @@ WAKE_WAITERS = Table(
 )
 # every claim (design.md §6), kept as long as the request it took (or its tombstone)
 CLAIMS = Table("claims", ("attempt", "request_id", "peer", "session_id", "claimed_at"))
-# what a person set in this home (design.md §17: `relay notify set`), one row per key
+# what a person set in this home (design.md §19: `relay notify set`), one row per key
 SETTINGS = Table("settings", ("key", "value", "updated_at"), fixed=frozenset({"key"}))
 
 TABLES = {

@@ -1,4 +1,4 @@
-"""What each agent is doing, recorded from its runtime's hook events (design.md §17).
+"""What each agent is doing, recorded from its runtime's hook events (design.md §19).
 
 Each runtime's observed events come from tests/fixtures/ (tests/fixtures/README.md says
 where each payload was read); relay records what they show, prints nothing for them, and
@@ -167,7 +167,7 @@ def test_each_ask_is_a_wait_of_its_own_where_relay_would_not_hear_its_end(relay,
 
 def test_claude_print_mode_permission_request_asks_nobody(relay, tmp_path):
     """In print mode and the SDK, PermissionRequest runs before a rule, hook or host
-    decides: no person is asked (design.md §17). A host that waits on one sends the
+    decides: no person is asked (design.md §19). A host that waits on one sends the
     permission_prompt Notification."""
     agent = Agent(relay, tmp_path, "claude")
     agent.hook("SessionStart")
@@ -202,7 +202,7 @@ HOSTILE_WORDS = [
 
 @pytest.mark.parametrize("runtime", RUNTIMES)
 def test_a_permission_hook_prints_nothing_whatever_it_is_given(relay, tmp_path, runtime):
-    """A hook on a permission event only records (design.md §17): for every such event,
+    """A hook on a permission event only records (design.md §19): for every such event,
     hostile ones and ones that try to pass as a decision included, relay prints nothing
     and exits 0; what it keeps of the runtime's words is one inert line."""
     agent = Agent(relay, tmp_path, runtime)

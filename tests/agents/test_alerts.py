@@ -1,4 +1,4 @@
-"""Alerts: the command relay runs when an agent needs the person (design.md §17) --
+"""Alerts: the command relay runs when an agent needs the person (design.md §19) --
 once per episode, detached from the hook, its facts in RELAY_ALERT_* variables."""
 
 from __future__ import annotations

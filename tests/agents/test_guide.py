@@ -50,7 +50,7 @@ ACTIVITY_COLUMNS = (
 
 
 def docs_activity_table() -> str:
-    """The activity table of docs/agents.md (design.md §17): per runtime, the event that
+    """The activity table of docs/agents.md (design.md §19): per runtime, the event that
     reports each activity, or that relay cannot tell."""
     rows = [
         "| runtime | " + " | ".join(head for _, head in ACTIVITY_COLUMNS) + " |",
@@ -224,7 +224,7 @@ def test_every_runtime_has_a_guide_section_and_an_audience():
 
 def test_docs_agents_shows_what_relay_can_tell_of_each_runtime():
     """docs/agents.md's activity table is docs_activity_table(): what each runtime entry
-    says it reports (design.md §17), "cannot tell" for the rest; every runtime reports
+    says it reports (design.md §19), "cannot tell" for the rest; every runtime reports
     gone, by SessionEnd or `relay run` leaving."""
     from pathlib import Path
 

@@ -283,7 +283,7 @@ def test_copilot_hooks_go_to_its_hooks_directories(relay, home, tmp_path, monkey
                 "UserPromptSubmit",
                 "Stop",
                 "SessionEnd",
-                "Notification",  # observed only (design.md §17)
+                "Notification",  # observed only (design.md §19)
                 "ErrorOccurred",
             )
         }

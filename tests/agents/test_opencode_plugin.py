@@ -256,7 +256,7 @@ def _run_bus(tmp_path: Path, relay, env: dict, *first: str) -> list[tuple[str, d
 @pytest.mark.one_backend
 def test_the_plugin_forwards_what_the_bus_shows_of_the_session(relay, tmp_path):
     """permission.asked and question.asked become a Notification, their replies a
-    PostToolUse, a session.error that is not an abort a StopFailure (design.md §17);
+    PostToolUse, a session.error that is not an abort a StopFailure (design.md §19);
     nothing else is sent, and every document validates against the plugin's schemas."""
     me = relay.join("oc-1", "--kind", "opencode")
     env = relay._env({**me, "PATH": os.environ["PATH"]})

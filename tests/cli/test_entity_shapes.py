@@ -102,7 +102,7 @@ def test_every_command_that_shows_a_peer_prints_the_peer_object(relay):
         "lease_expires_at",
         "last_seen_at",
         "wakeup",
-        # what its newest session's hooks last showed (design.md §17)
+        # what its newest session's hooks last showed (design.md §19)
         "activity",
         "activity_since",
         "activity_cause",

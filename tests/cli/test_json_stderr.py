@@ -471,7 +471,7 @@ def _(w):
     return w.run("watch", "--json")
 
 
-# the alert command (design.md §17)
+# the alert command (design.md §19)
 @case("notify set", "ok")
 def _(w):
     w.peers()

@@ -334,7 +334,7 @@ def _hook(relay, env: dict, name: str, sid: str) -> None:
 
 
 def test_the_bell_rings_once_for_each_agent_that_newly_needs_a_person(relay):
-    """design.md §17: none for what is on the screen when watch starts; one for each new
+    """design.md §19: none for what is on the screen when watch starts; one for each new
     "needs you" item; none again for the same wait."""
     import pty
     import select

@@ -397,7 +397,7 @@ def _calls(store, now: int) -> list[tuple[str, bool, Callable[[], object]]]:
         ("get_waiter", r, lambda: store.get_waiter(sid)),
         ("live_session_waiters", r, lambda: store.live_session_waiters("alice", now)),
         ("delete_waiter", w, lambda: store.delete_waiter(sid, 1, None, "h")),
-        # what each session does (design.md §17), and the home's settings
+        # what each session does (design.md §19), and the home's settings
         (
             "set_activity",
             w,

@@ -53,7 +53,7 @@ def check_peers(
 
 
 def check_activity(report: Report, acts: list[SessionActivity], now: int) -> None:
-    """``activity``: what each live agent's hooks last showed (design.md §17); a warn for
+    """``activity``: what each live agent's hooks last showed (design.md §19); a warn for
     one that has needed a person for more than 5 minutes, and for one whose turn failed
     while it holds claimed work (one gone while it holds claimed work: ``lapsed:``)."""
     report.facts["activity"] = [a.to_json() for a in acts]
