@@ -27,7 +27,7 @@ HOSTILE = (
     "<script>document.title='pwned'</script><img src=x onerror=\"document.title='pwned'\">"
     " \u202eevil\u202c \x1b[31mred\x1b[0m \x07 bell\u200b"
 )
-PATHS = ("/", "/app.js", "/app.css", "/snapshot", "/events", "/text", "/nothing-here")
+PATHS = ("/", "/app.js", "/app.css", "/icon.svg", "/snapshot", "/events", "/text", "/nothing-here")
 
 
 @contextmanager
@@ -176,7 +176,7 @@ def test_it_only_reads_and_changes_nothing(relay):
                 assert status == 405 and headers["allow"] == "GET", (path, method)
         snapshot_doc(served)
         ask(served.port, served.at("/text", id=ids["queued"])[len(served.base) :])
-        for path in ("/", "/app.js", "/app.css"):
+        for path in ("/", "/app.js", "/app.css", "/icon.svg"):
             assert ask(served.port, served.at(path)[len(served.base) :])[0] == 200
     assert relay.snapshot() == before
 

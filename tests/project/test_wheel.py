@@ -67,7 +67,7 @@ def test_wheel_contains_the_package_completions_and_man_page(wheel):
     # `relay web`'s page is package data, served as it is (design.md §17)
     static = ROOT / "relay_cli" / "operate" / "web" / "static"
     pages = sorted(p.name for p in static.iterdir() if not p.name.startswith("."))
-    assert pages == ["app.css", "app.js", "index.html"]
+    assert pages == ["app.css", "app.js", "icon.svg", "index.html"]
     with zipfile.ZipFile(wheel) as z:
         for page in pages:
             member = f"relay_cli/operate/web/static/{page}"
@@ -102,6 +102,6 @@ def test_wheel_installs_in_a_fresh_venv_with_relay_and_share_files(wheel, tmp_pa
     p = subprocess.run(
         [str(env_dir / "bin" / "python"), "-c", code], capture_output=True, text=True, cwd=tmp_path
     )
-    assert p.stdout.strip() == "['app.css', 'app.js', 'index.html']", p.stderr
+    assert p.stdout.strip() == "['app.css', 'app.js', 'icon.svg', 'index.html']", p.stderr
     for share in SHARED:
         assert (env_dir / share).is_file(), share

@@ -124,8 +124,43 @@
     setTimeout(() => (button.textContent = "copy"), 2000);
   }
 
+  // A command's shell words (a word in single quotes may hold spaces), so that a line
+  // too long for the screen breaks between words, never inside one that fits nor between
+  // an option and its value.
+  function shellWords(command) {
+    const words = [];
+    let word = "", quoted = false;
+    for (const ch of command) {
+      if (ch === "'") quoted = !quoted;
+      if (ch === " " && !quoted) {
+        if (word) words.push(word);
+        word = "";
+      } else {
+        word += ch;
+      }
+    }
+    if (word) words.push(word);
+    return words;
+  }
+
+  // The words to keep on one line: an option with the value after it (--home /a/b).
+  function wordGroups(command) {
+    const groups = [];
+    for (const w of shellWords(command)) {
+      const last = groups[groups.length - 1];
+      if (last && /^--\S+$/.test(last) && !w.startsWith("-")) groups[groups.length - 1] += " " + w;
+      else groups.push(w);
+    }
+    return groups;
+  }
+
   function commandLine(command, key) {
-    return el("li", { class: "command" }, el("code", { text: command }), copyButton(command, key));
+    const code = el("code", {});
+    wordGroups(command).forEach((w, i) => {
+      if (i) code.append(" ");
+      code.append(el("span", { class: "word", text: w }));
+    });
+    return el("li", { class: "command" }, code, copyButton(command, key));
   }
 
   function commandList(commands, key) {
@@ -255,7 +290,7 @@
         const commands = el(
           "div",
           { class: "act" },
-          el("p", { text: "In your own terminal, after checking:" }),
+          el("p", { class: "lead", text: "In your own terminal, one of:" }),
           commandList(row.commands, key)
         );
         return row.id ? request(row, commands) : entry(row, commands);
@@ -325,8 +360,8 @@
           { class: "facts" },
           p.active ? "active, lease ends " : "not active",
           p.active ? when(p.lease_expires_at, true) : null,
-          " \u00b7 seen ",
-          when(p.last_seen_at),
+          p.last_seen_at ? " \u00b7 seen " : " \u00b7 never seen",
+          p.last_seen_at ? when(p.last_seen_at) : null,
           " \u00b7 wakeup ",
           el("span", { text: p.wakeup }),
           " \u00b7 activity ",
@@ -356,7 +391,7 @@
         el("span", { text: e.actor })
       )
     );
-    fill("events-body", el("ul", { class: "rows events" }, ...rows));
+    fill("events-body", el("ul", { class: "events" }, ...rows));
   }
 
   function summary(d) {
