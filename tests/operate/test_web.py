@@ -379,17 +379,7 @@ def test_the_event_stream_sends_a_commit_within_a_second(relay):
     alice = relay.join("alice")
     relay.join("bob")
     with web(relay) as served:
-        conn = http.client.HTTPConnection("127.0.0.1", served.port, timeout=10)
-        conn.request("GET", served.at("/events")[len(served.base) :])
-        stream = conn.getresponse()
-
-        def next_doc() -> dict:
-            while True:
-                line = stream.fp.readline()
-                assert line, "the stream ended"
-                if line.startswith(b"data: "):
-                    return json.loads(line[6:])
-
+        next_doc = stream(served)
         first = next_doc()
         assert first["counts"]["open"] == 0
         rid = new_id()
@@ -397,9 +387,65 @@ def test_the_event_stream_sends_a_commit_within_a_second(relay):
         committed = time.monotonic()
         doc = next_doc()
         took = time.monotonic() - committed
-        conn.close()
     assert [r["id"] for r in doc["lanes"][0]["rows"]] == [rid]
     assert took < 1.0, took
+
+
+def stream(served: RelayWeb):
+    """The page's event stream: a function that returns its next document."""
+    conn = http.client.HTTPConnection("127.0.0.1", served.port, timeout=15)
+    conn.request("GET", served.at("/events")[len(served.base) :])
+    response = conn.getresponse()
+
+    def next_doc() -> dict:
+        while True:
+            line = response.fp.readline()
+            assert line, "the stream ended"
+            if line.startswith(b"data: "):
+                return json.loads(line[6:])
+
+    return next_doc
+
+
+def test_a_deadline_that_passes_shows_without_any_commit(relay):
+    """The view wakes for the next deadline as `relay wait` does (design.md §5): a
+    queued request that expires moves to the final lane with nothing else happening."""
+    alice = relay.join("alice")
+    relay.join("bob")
+    rid = new_id()
+    assert relay.send(alice, "bob", "soon stale", "--ttl", "30s", request_id=rid).code == 0
+    # relay's clock 27 s on: the expiry is due about 3 s after the view starts
+    with web(relay, env={"RELAY_TIME_OFFSET": "27"}) as served:
+        next_doc = stream(served)
+        first = next_doc()
+        assert [r["id"] for r in first["lanes"][0]["rows"]] == [rid]
+        t0 = time.monotonic()
+        doc = next_doc()
+        waited = time.monotonic() - t0
+    (final,) = doc["lanes"][3]["rows"]
+    assert (final["id"], final["state"]) == (rid, "expired")
+    assert doc["lanes"][0]["rows"] == [] and waited < 10
+
+
+def test_with_no_page_open_it_does_not_look_at_the_database(relay):
+    """No page listens: no thread of it wakes at all (it would wake every 50 ms on
+    SQLite, every 250 ms on PostgreSQL, to look for a change)."""
+    relay.join("alice")
+    with web(relay) as served:
+        time.sleep(0.5)  # (its start-up done)
+
+        def wakeups() -> int:
+            tasks = Path(f"/proc/{served.proc.pid}/task")
+            return sum(
+                int(line.split()[1])
+                for task in tasks.iterdir()
+                for line in (task / "status").read_text().splitlines()
+                if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches"))
+            )
+
+        before = wakeups()
+        time.sleep(3)
+        assert wakeups() - before <= 2
 
 
 # ------------------------------------------------------------------ the browser
