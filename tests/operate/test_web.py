@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from conftest import fake_crash, new_id
+from conftest import Relay, fake_crash, new_id
 from test_watch import busy_home
 
 from relay_cli.operate.web.server import HEADERS
@@ -28,6 +28,13 @@ HOSTILE = (
     " \u202eevil\u202c \x1b[31mred\x1b[0m \x07 bell\u200b"
 )
 PATHS = ("/", "/app.js", "/app.css", "/icon.svg", "/snapshot", "/events", "/text", "/nothing-here")
+
+
+@pytest.fixture
+def home(tmp_path) -> Relay:
+    """A relay home on SQLite, for what does not depend on where the requests are kept
+    (the gate, the headers, the process): run once, not on both backends."""
+    return Relay(tmp_path / "relay-home")
 
 
 @contextmanager
@@ -87,9 +94,9 @@ def busy_web_home(relay) -> dict[str, str]:
 
 
 # ------------------------------------------------------------------ the address and gate
-def test_first_line_is_its_address_on_loopback_with_a_token_made_for_this_run(relay):
-    relay.join("alice")
-    with web(relay) as one, web(relay) as two:
+def test_first_line_is_its_address_on_loopback_with_a_token_made_for_this_run(home):
+    home.join("alice")
+    with web(home) as one, web(home) as two:
         for served in (one, two):
             assert served.first_line == f"http://127.0.0.1:{served.port}/?token={served.token}\n"
             assert len(served.token) >= 40 and served.token.isascii()
@@ -101,9 +108,9 @@ def test_first_line_is_its_address_on_loopback_with_a_token_made_for_this_run(re
         assert ask(one.port, f"/?token={two.token}")[0] == 403  # another run's is no key
 
 
-def test_a_missing_or_wrong_token_and_a_foreign_host_are_refused_everywhere(relay):
-    relay.join("alice")
-    with web(relay) as served:
+def test_a_missing_or_wrong_token_and_a_foreign_host_are_refused_everywhere(home):
+    home.join("alice")
+    with web(home) as served:
         good = served.token
         for path in PATHS:
             for query in ("", "?token=", "?token=wrong", f"?token={good[:-1]}", f"?token={good}x"):
@@ -132,9 +139,9 @@ def test_a_missing_or_wrong_token_and_a_foreign_host_are_refused_everywhere(rela
         assert good.encode() not in body
 
 
-def test_it_listens_on_127_0_0_1_only(relay):
-    relay.join("alice")
-    with web(relay) as served:
+def test_it_listens_on_127_0_0_1_only(home):
+    home.join("alice")
+    with web(home) as served:
         for address in ("127.0.0.2", "127.1.2.3"):  # loopback too, but not its address
             with pytest.raises(OSError):
                 socket.create_connection((address, served.port), timeout=2).close()
@@ -144,9 +151,9 @@ def test_it_listens_on_127_0_0_1_only(relay):
         assert locals_ and all(a == f"0100007F:{served.port:04X}" for a in locals_)
 
 
-def test_every_answer_carries_the_strict_policy_and_is_never_cached(relay):
-    relay.join("alice")
-    with web(relay) as served:
+def test_every_answer_carries_the_strict_policy_and_is_never_cached(home):
+    home.join("alice")
+    with web(home) as served:
         for path in PATHS:
             for query in ("", f"?token={served.token}"):
                 if path == "/events" and query:
@@ -207,9 +214,9 @@ def test_a_missing_home_is_refused_before_anything_listens(relay, tmp_path):
 
 
 @pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
-def test_ctrl_c_ends_it_and_leaves_nothing_running(relay, how):
-    relay.join("alice")
-    with web(relay) as served:
+def test_ctrl_c_ends_it_and_leaves_nothing_running(home, how):
+    home.join("alice")
+    with web(home) as served:
         # a page listening on the stream: its thread and the database's watcher run
         conn = http.client.HTTPConnection("127.0.0.1", served.port, timeout=10)
         conn.request("GET", served.at("/events")[len(served.base) :])
@@ -309,17 +316,15 @@ def test_a_requests_text_only_when_asked_and_never_in_a_url_or_a_log(relay):
     assert served.token not in err and "second line" not in err
 
 
-def test_untrusted_strings_reach_the_page_inert(relay):
-    alice = relay.join("alice")
-    relay.join("bob")
+def test_untrusted_strings_reach_the_page_inert(home):
+    alice = home.join("alice")
+    home.join("bob")
     rid = new_id()
-    assert relay.send(alice, "bob", HOSTILE, request_id=rid).code == 0
+    assert home.send(alice, "bob", HOSTILE, request_id=rid).code == 0
     key = "<img/src=x/onerror=alert(1)>;$(touch${IFS}x)"
-    r = relay.proc(
-        "once", "--approve", "--timeout", "0", "--key", key, "--", "echo", "\x1b]0;t\x07"
-    )
+    r = home.proc("once", "--approve", "--timeout", "0", "--key", key, "--", "echo", "\x1b]0;t\x07")
     assert r.code == 75, r.err
-    with web(relay) as served:
+    with web(home) as served:
         raw = ask(served.port, served.at("/snapshot")[len(served.base) :])[2]
         text = ask(served.port, served.at("/text", id=rid)[len(served.base) :])[2]
     assert raw.isascii() and text.isascii()  # JSON escapes the rest
@@ -446,6 +451,41 @@ def test_with_no_page_open_it_does_not_look_at_the_database(relay):
         before = wakeups()
         time.sleep(3)
         assert wakeups() - before <= 2
+
+
+def test_woken_without_a_write_or_a_deadline_it_does_not_read_again(relay):
+    """What PostgreSQL's safety poll costs the view: one statement (the store's write
+    mark), not a snapshot; a write, a passed deadline or time itself reads it again."""
+    from relay_cli.core.clock import Clock
+    from relay_cli.operate.web import hub as hubs
+
+    alice = relay.join("alice")
+    relay.join("bob")
+    assert relay.send(alice, "bob", "expires in 30 s", "--ttl", "30s").code == 0
+    store = relay.open_store()
+    reads = []
+    hub = hubs.Hub(store, "")
+    real_read = hub._read
+    hub._read = lambda: reads.append(1) or real_read()  # type: ignore[method-assign]
+    hub.listeners = 1
+    try:
+        hub._check()
+        hub._check()
+        assert len(reads) == 1  # nothing written, no deadline passed
+        assert relay.send(alice, "bob", "a write").code == 0
+        hub._check()
+        hub._check()
+        assert len(reads) == 2
+        store.clock = Clock("31")  # the first request's expiry passed
+        hub._check()
+        assert len(reads) == 3
+        final = json.loads(hub.body)["lanes"][3]["rows"]
+        assert [r["state"] for r in final] == ["expired"]
+        hub._read_at -= hubs.REFRESH_S  # and now and then, whatever happened
+        hub._check()
+        assert len(reads) == 4
+    finally:
+        store.close()
 
 
 # ------------------------------------------------------------------ the browser

@@ -413,6 +413,7 @@ def _calls(store, now: int) -> list[tuple[str, bool, Callable[[], object]]]:
         ("export_requests", r, lambda: list(store.export_requests(None, None))),
         # the connection
         ("data_version", None, lambda: store.data_version()),
+        ("write_mark", None, lambda: store.write_mark()),
         ("pause", None, lambda: store.pause(0)),
         ("shared_url", None, lambda: store.shared_url()),
         ("health", None, lambda: store.health()),

@@ -6,6 +6,9 @@ for the database to change exactly as `relay wait` does (``due.poll``: SQLite's
 with its slow safety poll), reads watch's snapshot when something changed or a deadline
 passed, and publishes the page's document when it differs from the last one. It holds no
 transaction and no lock while it waits; with no page listening it does not look at all.
+When ``poll`` wakes it without a write having committed (PostgreSQL's safety poll) and
+no deadline passed, the store's ``write_mark`` says so in one statement and the snapshot
+is not read again (at least every ``REFRESH_S`` it is: a peer's wakeup moves with time).
 
 The connection serves one thread at a time (``_db``): the hub's thread holds it except
 while it sleeps, and a request for a page's fresh snapshot or a request's text takes it
@@ -23,7 +26,7 @@ from typing import TYPE_CHECKING
 from ...core import clock
 from ...core.errors import RelayError
 from ...requests import lifecycle
-from ...requests.due import poll, unit
+from ...requests.due import next_due, poll, unit
 from .. import watch
 from .page import RECENT_FINAL_S, page_doc, text_doc
 
@@ -37,6 +40,7 @@ if TYPE_CHECKING:
 # when the last page leaves or the view stops)
 POLL_SPAN_S = 3600.0
 RETRY_S = 1.0  # after an error, look again this much later
+REFRESH_S = 60.0  # read the snapshot at least this often, written to or not
 
 
 class _Idle(Exception):
@@ -56,6 +60,11 @@ class Hub:
         self._last: JsonObject | None = None  # the newest one without its time
         self.listeners = 0
         self.stopped = False
+        # what the last snapshot read saw: the store's write mark before it, the next
+        # deadline, when (monotonic)
+        self._mark: int | None = None
+        self._due: int | None = None
+        self._read_at = 0.0
         self._thread = threading.Thread(target=self._run, name="relay-web-hub", daemon=True)
 
     # ------------------------------------------------------------- for the server
@@ -135,6 +144,8 @@ class Hub:
         deadline passed: publish what it holds now."""
         self._still_wanted()
         try:
+            if self._unchanged():
+                return None
             doc = self._read()
         except RelayError as e:
             self._publish_error(e)
@@ -155,9 +166,21 @@ class Hub:
         if self.stopped or self.listeners == 0:
             raise _Idle
 
+    def _unchanged(self) -> bool:
+        """Nothing was written since the last read, no deadline has passed since, and it
+        is recent: what the page shows is still the truth."""
+        return (
+            self.store.write_mark() == self._mark
+            and (self._due is None or self._due > self.store.clock.now_ms())
+            and time.monotonic() - self._read_at < REFRESH_S
+        )
+
     def _read(self) -> JsonObject:
+        mark = self.store.write_mark()  # (before: a write while reading moves it again)
         with unit(self.store, write=False) as now:
             snap = watch.gather(self.store, now, final_within_s=RECENT_FINAL_S)
+            due = next_due(self.store)
+        self._mark, self._due, self._read_at = mark, due, time.monotonic()
         snap.scope = self.scope
         return page_doc(snap, self.where)
 
