@@ -164,6 +164,10 @@ def test_focus_and_an_open_text_survive_a_live_update(one_home, page):
         assert page.run("return document.querySelector('pre.text').textContent") == (
             "the first request's words"
         )
+        # the text came in an answer: no URL the page asked for carries it
+        urls = page.run("return performance.getEntriesByType('resource').map(e => e.name)")
+        assert any("/text?" in u for u in urls)
+        assert not any("words" in u for u in urls), urls
 
 
 # ------------------------------------------------------------------ inert and private
@@ -232,6 +236,20 @@ def test_a_wrong_token_and_a_foreign_host_are_refused(one_home, page):
             assert page.run("return document.querySelector('#summary')") is None
         open_view(page, served)  # the printed address itself works
         page.console()
+
+
+def test_the_page_says_when_it_is_no_longer_live(one_home, page):
+    """The view stopped: the page says it is reconnecting; a new run on the same port has
+    a new token, refuses the page, and the page says it is not live any more."""
+    one_home.join("alice")
+    with web(one_home) as served:
+        open_view(page, served)
+        port = served.port
+    live = "return document.querySelector('#live').textContent"
+    assert page.wait_for(live + ".startsWith('reconnecting')")
+    with web(one_home, "--port", str(port)):
+        assert page.wait_for(live + ".startsWith('not live')", timeout=10)
+    page.console()  # (the refused reconnection is in it)
 
 
 # ------------------------------------------------------------------ layout

@@ -148,6 +148,7 @@ def host_is_loopback(host: str | None) -> bool:
 class Handler(BaseHTTPRequestHandler):
     server: WebServer
     server_version = "relay"
+    timeout = 30  # a connection that sends no whole request in this time is closed
     error_content_type = "text/plain; charset=utf-8"
     error_message_format = "%(code)d %(message)s\n"
 

@@ -438,7 +438,13 @@
     const source = new EventSource("events?" + q);
     source.onmessage = (m) => render(JSON.parse(m.data));
     source.onerror = () => {
-      fill("live", el("span", { class: "error", text: "reconnecting\u2026 (is relay web still running?)" }));
+      // (the browser tries again by itself unless the server refused: a new run of
+      // relay web has a new address)
+      const text =
+        source.readyState === EventSource.CLOSED
+          ? "not live: relay web stopped or refused this page; open the address it printed"
+          : "reconnecting\u2026 (is relay web still running?)";
+      fill("live", el("span", { class: "error", text: text }));
     };
   }
 
