@@ -54,14 +54,14 @@ class Hub:
         # the database shown: the home, or the URL without its password
         self.where = store.shared_url() or str(store.home)
         self._db = threading.Lock()  # the store's connection, one thread at a time
-        self._changed = threading.Condition()  # guards everything below
+        self._changed = threading.Condition()  # guards the five below
         self.version = 0  # counts the documents that differed from the one before
         self.body = b"{}"  # the newest document, as JSON
         self._last: JsonObject | None = None  # the newest one without its time
         self.listeners = 0
         self.stopped = False
-        # what the last snapshot read saw: the store's write mark before it, the next
-        # deadline, when (monotonic)
+        # what the last snapshot read saw (guarded by _db): the store's write mark before
+        # it, the next deadline, when (monotonic)
         self._mark: int | None = None
         self._due: int | None = None
         self._read_at = 0.0
