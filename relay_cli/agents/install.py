@@ -520,28 +520,27 @@ def change_settings(
     }
 
 
+VERSION_TIMEOUT_S = 15  # how long `PROGRAM --version` may take
+
+
 def runtime_version(rt: runtimes.Runtime, environ: Mapping[str, str]) -> str | None:
     """The version `PROGRAM --version` prints (its last word), or None when the program is
-    not on PATH or does not answer within 15 s (run in the call's ``environ``)."""
+    not on PATH or does not answer within VERSION_TIMEOUT_S (run in the call's
+    ``environ``; at the timeout everything it started is killed, ``process.run_bounded``)."""
     import re
     import shutil
     import subprocess
+
+    from ..core.process import run_bounded
 
     program = shutil.which(rt.program, path=environ.get("PATH"))
     if program is None:
         return None
     try:
-        p = subprocess.run(
-            [program, "--version"],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=15,
-            env=dict(environ),
-        )
+        p = run_bounded([program, "--version"], timeout=VERSION_TIMEOUT_S, env=environ)
     except (OSError, subprocess.SubprocessError):
         return None
-    words = p.stdout.split()
+    words = p.stdout.decode("utf-8", "replace").split()
     if p.returncode != 0 or not words or not re.fullmatch(r"v?\d+(\.\d+)*\S*", words[-1]):
         return None
     return words[-1].lstrip("v")
