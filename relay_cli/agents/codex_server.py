@@ -7,7 +7,8 @@ with another peer's environment) starts a turn queued by ``codex queue`` only on
 
 - ``codex app-server --listen unix://SOCK``, started with the peer's environment (its
   ``RELAY_PEER`` and ``RELAY_SESSION``), the socket in a directory of its own (mode 0700,
-  under ``$XDG_RUNTIME_DIR`` or the temporary directory), in a process group of its own,
+  under ``$XDG_RUNTIME_DIR`` or the temporary directory, both from the call's
+  environment), in a process group of its own,
   set on Linux to get SIGTERM should relay die;
 - relay waits until the socket accepts a connection (at most ``START_TIMEOUT_S``), then
   starts the TUI as ``codex --remote unix://SOCK …``; the session's environment names the
@@ -53,7 +54,7 @@ from ..core.limits import CODEX_START_TIMEOUT_S as START_TIMEOUT_S
 from ..core.limits import CODEX_STOP_GRACE_S as STOP_GRACE_S
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Callable, Iterable, Mapping
 
     from ..core.output import JsonObject
 
@@ -182,19 +183,21 @@ def server_options(args: list[str]) -> list[str]:
     return out
 
 
-def _bases(runtime_dir: str | None) -> list[str]:
-    """Where a private directory may be made, in order of preference: ``runtime_dir`` (the
-    call's $XDG_RUNTIME_DIR), the temporary directory, /tmp."""
+def _bases(environ: Mapping[str, str]) -> list[str]:
+    """Where a private directory may be made, in order of preference, read from the
+    call's ``environ``: $XDG_RUNTIME_DIR, the temporary directory ($TMPDIR, else $TEMP,
+    else $TMP, as Python's tempfile reads them), /tmp. A relative value is ignored."""
+    temporary = environ.get("TMPDIR") or environ.get("TEMP") or environ.get("TMP")
     out = []
-    for base in (runtime_dir, tempfile.gettempdir(), "/tmp"):
-        if base and base not in out:
+    for base in (environ.get("XDG_RUNTIME_DIR"), temporary, "/tmp"):
+        if base and os.path.isabs(base) and base not in out:
             out.append(base)
     return out
 
 
-def _socket_dir(runtime_dir: str | None) -> str:
+def _socket_dir(environ: Mapping[str, str]) -> str:
     """A new directory (0700, relay's own) for the socket, short enough for sun_path."""
-    for base in _bases(runtime_dir):
+    for base in _bases(environ):
         if not os.path.isdir(base) or not os.access(base, os.W_OK | os.X_OK):
             continue
         if len(base) + len("/relay-codex-XXXXXXXX/") + len(SOCKET_NAME) > _MAX_SOCKET_PATH:
@@ -217,10 +220,12 @@ class Watchdog(NamedTuple):
 class AppServer:
     """One peer's ``codex app-server`` on a unix socket in a private directory."""
 
-    def __init__(self, program: str, options: list[str], runtime_dir: str | None = None) -> None:
+    def __init__(
+        self, program: str, options: list[str], environ: Mapping[str, str] | None = None
+    ) -> None:
         self.program = program  # the codex found on PATH
         self.options = options
-        self.runtime_dir = runtime_dir  # the call's $XDG_RUNTIME_DIR (``_bases``)
+        self.environ = environ or {}  # the call's: where the directory goes (``_bases``)
         self.dir: str | None = None
         self.proc: subprocess.Popen[bytes] | None = None
         self.log: IO[bytes] | None = None  # the server's output, while it runs
@@ -243,8 +248,8 @@ class AppServer:
     def prepare(self) -> str:
         """Remove what killed runs left (:func:`remove_stale`), create the private
         directory with its ``owner``; the address the server will listen on."""
-        remove_stale(self.runtime_dir)
-        self.dir = _socket_dir(self.runtime_dir)
+        remove_stale(self.environ)
+        self.dir = _socket_dir(self.environ)
         self._write_owner()
         return self.address
 
@@ -547,17 +552,17 @@ def _stale(path: str, now: float) -> tuple[bool, JsonObject | None]:
     return not process_alive(pid, start, None), owner
 
 
-def stale_dirs(runtime_dir: str | None) -> list[str]:
+def stale_dirs(environ: Mapping[str, str]) -> list[str]:
     """relay's private Codex directories (``relay-codex-*``: real directories owned by
     this user) whose `relay run` is gone, for doctor (design.md §12). Changes nothing.
-    ``runtime_dir``: the call's $XDG_RUNTIME_DIR."""
-    return [path for path, _ in _find_stale(runtime_dir)]
+    ``environ``: the call's (:func:`_bases`)."""
+    return [path for path, _ in _find_stale(environ)]
 
 
-def _find_stale(runtime_dir: str | None) -> list[tuple[str, JsonObject | None]]:
+def _find_stale(environ: Mapping[str, str]) -> list[tuple[str, JsonObject | None]]:
     found = []
     now = time.time()
-    for base in _bases(runtime_dir):
+    for base in _bases(environ):
         try:
             names = os.listdir(base)
         except OSError:
@@ -578,12 +583,12 @@ def _find_stale(runtime_dir: str | None) -> list[tuple[str, JsonObject | None]]:
     return found
 
 
-def remove_stale(runtime_dir: str | None) -> list[str]:
+def remove_stale(environ: Mapping[str, str]) -> list[str]:
     """Remove what killed runs left: each stale directory (:func:`stale_dirs`), after a
     SIGKILL to its server's process group if that server still runs (its pid and start
     time as recorded, so a reused pid is left alone). Returns the paths removed."""
     removed = []
-    for path, owner in _find_stale(runtime_dir):
+    for path, owner in _find_stale(environ):
         server = (owner or {}).get("server")
         if isinstance(server, list) and len(server) == 2:
             pid, start = server

@@ -264,7 +264,7 @@ def _start_server(
     from . import codex_server
 
     options = codex_server.server_options(argv[1:])
-    server = codex_server.AppServer(path, options, env.get("XDG_RUNTIME_DIR"))
+    server = codex_server.AppServer(path, options, env)
     try:
         address = server.prepare()
         env[codex_server.REMOTE_ENV] = address

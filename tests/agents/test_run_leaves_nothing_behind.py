@@ -212,3 +212,28 @@ def test_a_hung_codex_queue_is_killed_with_what_it_started(tmp_path, monkeypatch
         assert _until(lambda: not _left(rec), 2.0), f"left running: {_left(rec)}"
     finally:
         _kill(*_left(rec))
+
+
+def test_the_private_directory_goes_where_the_calls_tmpdir_says(relay, tmp_path):
+    """Where a Codex run's private directory goes (and where doctor and the next run look
+    for stale ones) is read from the call's environment, not the process's TMPDIR."""
+    from relay_cli.agents import codex_server
+    from relay_cli.core.process import pid_namespace
+
+    base = _short_tmp(tmp_path)
+    try:
+        stale = base / "relay-codex-abcd1234"
+        stale.mkdir(mode=0o700)
+        (stale / "owner").write_text(json.dumps({"relay": [2**22 + 7, "gone:1", pid_namespace()]}))
+        env = {"TMPDIR": str(base), "XDG_RUNTIME_DIR": None}
+        assert os.environ.get("TMPDIR") != str(base)
+        r = relay("doctor", "--json", env=env)
+        checks = [c for c in r.json["checks"] if c["name"] == "codex_dirs"]
+        assert checks and str(stale) in checks[0]["detail"], r.out
+        server = codex_server.AppServer("codex", [], {"TMPDIR": str(base)})
+        server.prepare()
+        assert Path(server.private_dir).parent == base and not stale.exists()
+        server.stop()
+        assert list(base.iterdir()) == []
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
