@@ -228,6 +228,7 @@ class AppServer:
         self.environ = environ or {}  # the call's: where the directory goes (``_bases``)
         self.dir: str | None = None
         self.proc: subprocess.Popen[bytes] | None = None
+        self.server_env: dict[str, str] = {}  # the environment the server was started with
         self.log: IO[bytes] | None = None  # the server's output, while it runs
         self._watchdog: Watchdog | None = None
 
@@ -296,6 +297,7 @@ class AppServer:
             if death is not None:
                 death(parent)
 
+        self.server_env = env
         try:
             self.proc = subprocess.Popen(
                 argv,
@@ -308,7 +310,7 @@ class AppServer:
             )
         except OSError as e:
             raise CannotListen(f"{self.program} app-server could not start: {e.strerror}") from e
-        self._watchdog = _start_watchdog(self.proc.pid, self.dir, STOP_GRACE_S)
+        self._watchdog = _start_watchdog(self.proc.pid, self.dir, STOP_GRACE_S, env)
         self._write_owner()
         end = time.monotonic() + timeout
         while True:
@@ -354,7 +356,7 @@ class AppServer:
             return
         with contextlib.suppress(OSError):
             os.close(watchdog.fd)
-        self._watchdog = _start_watchdog(self.proc.pid, self.dir, STOP_GRACE_S)
+        self._watchdog = _start_watchdog(self.proc.pid, self.dir, STOP_GRACE_S, self.server_env)
         self._write_owner()
 
     def stop(self, grace: float = STOP_GRACE_S) -> None:
@@ -415,10 +417,14 @@ def _accepts(path: str) -> bool:
         s.close()
 
 
-def _start_watchdog(server_pid: int, directory: str, grace: float) -> Watchdog:
+def _start_watchdog(
+    server_pid: int, directory: str, grace: float, env: Mapping[str, str]
+) -> Watchdog:
     """Start the watchdog of a server (see :func:`_watch`): a new Python process (not a
     fork: relay's heartbeat thread may run by then) in a session of its own, given only
-    the read end of a pipe whose write end relay keeps."""
+    the read end of a pipe whose write end relay keeps, and the server's environment
+    (whoever ends the run's processes by their environment finds it too; Python's own
+    variables are ignored, ``-E``)."""
     r, w = os.pipe()
     os.set_inheritable(w, False)
     package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -445,7 +451,7 @@ def _start_watchdog(server_pid: int, directory: str, grace: float) -> Watchdog:
             stderr=subprocess.DEVNULL,
             pass_fds=(r,),
             start_new_session=True,
-            env={},
+            env=dict(env),
         )
     except BaseException:
         os.close(w)
