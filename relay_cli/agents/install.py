@@ -458,8 +458,9 @@ def change_settings(
 
     An unknown runtime, or ``--wake`` for a runtime with no background hooks, is a
     ``usage_error``; nothing is read or written then. A settings file that cannot be
-    changed (read-only, another user's, not a regular file) is ``storage_error``, also
-    with ``--dry-run``.
+    changed by ``own_files``' rule (a link there or on the way, another user's file or
+    directory, read-only, not a regular file) is ``storage_error``, also with
+    ``--dry-run``.
     """
     rt = runtimes.get(runtime)
     if rt is None:
