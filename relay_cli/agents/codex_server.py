@@ -317,6 +317,7 @@ class AppServer:
             got = interrupted()
             if got:
                 return got
+            self.check()
             status = _ended(self.proc.pid)
             if status is not None:
                 raise CannotListen(
