@@ -43,7 +43,7 @@ from ..core.errors import RelayError
 from ..core.limits import DEFAULT_WAIT_S, STALE_S
 from ..core.person import person, require_terminal
 from ..core.process import Me, process_alive, this_host
-from ..requests import due, lifecycle
+from ..requests import due, validate
 from .states import (
     STATES,
     VIEWS,
@@ -401,7 +401,7 @@ def awaiting(store: LedgerStore, now: int) -> list[JsonObject]:
 
 def validate_outcome(value: str) -> str:
     """A `ledger resolve --outcome`: succeeded, failed or forget, else ``usage_error``."""
-    return lifecycle.one_of(value, OUTCOMES, "--outcome")
+    return validate.one_of(value, OUTCOMES, "--outcome")
 
 
 def needs_terminal(row: Record) -> bool:
