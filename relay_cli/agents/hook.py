@@ -13,10 +13,10 @@ names the package versions and files; the fixtures and output schemas there come
   JSON object: ``{"hookSpecificOutput": {"hookEventName", "additionalContext"}}`` for
   context, ``{"decision": "block", "reason"}`` to keep a Stop going. ``CLAUDE_ENV_FILE``
   names a file of ``export`` lines applied to the session's later shell commands.
-- Codex 0.171.0 (``@openai/codex``; its hook JSON schemas ship inside the binary): the same
+- Codex (``@openai/codex``, the release in ``runtimes.CODEX_CHECKED``; its hook JSON schemas ship inside the binary): the same
   event names and the same output fields as Claude Code, with ``additionalProperties:
   false`` on every output; UserPromptSubmit has no ``source``; SessionEnd has no output
-  schema (relay prints nothing there). Codex 0.171.0 gives hooks no env file; a Codex that
+  schema (relay prints nothing there). That Codex gives hooks no env file; a Codex that
   sets ``CODEX_ENV_FILE`` (or ``CLAUDE_ENV_FILE``) gets the export lines there.
 - Gemini CLI 0.61.0 (``@google/gemini-cli``, ``bundle/docs/hooks/reference.md`` and the hook
   types in its bundle): other event names -- BeforeAgent (like UserPromptSubmit, with

@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from ..core.output import JsonObject
 
 RUNTIMES = runtimes.NAMES
-DISPLAY = {r.name: r.display for r in runtimes.ALL}
+DISPLAY: dict[str, str] = {r.name: r.display for r in runtimes.ALL}
 NEW_FILE_MODE = 0o600
 
 

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ..core import clock
 from ..core.digest import sha256_hex
-from ..core.errors import RelayError
+from ..core.errors import ErrorCode, RelayError
 from ..core.limits import DEFAULT_WAIT_S, STALE_S
 from ..core.person import person, require_terminal
 from ..core.process import Me, process_alive, this_host
@@ -70,7 +70,7 @@ class EntryError(RelayError):
     """A refusal that concerns an existing entry; ``entry`` is its public object."""
 
     def __init__(
-        self, code: str, message: str, entry: JsonObject, detail: str | None = None
+        self, code: ErrorCode, message: str, entry: JsonObject, detail: str | None = None
     ) -> None:
         super().__init__(code, message, detail=detail)
         self.entry = entry
