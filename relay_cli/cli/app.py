@@ -642,11 +642,11 @@ def _name_where(e: RelayError, ctx: Context) -> None:
     if e.code not in NOT_FOUND:
         return
     try:
-        from ..store import database_url, redact, resolve_home
+        from ..store import database_url, origin, resolve_home, shown
 
         url = database_url(ctx.database_url)
         where = (
-            f"the database {redact(url)}"
+            f"the database {shown(url, origin(url, ctx.environ))}"
             if url
             else f"the relay home {resolve_home(ctx.home, ctx.environ)}"
         )

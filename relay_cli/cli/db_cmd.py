@@ -152,7 +152,7 @@ def copy(
     else:
         total = sum(result["copied"].values())
         env.out.line(
-            f"copied {total} rows from {result['from']} to {result['to']} "
+            f"copied {total} rows from {result['from']} to the database {result['to']} "
             f"(schema {result['schema_version']}):"
         )
         env.out.fields([(t, str(n)) for t, n in result["copied"].items()])
