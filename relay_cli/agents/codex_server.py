@@ -1,6 +1,6 @@
 """A private Codex app server for one `relay run` peer (design.md §12).
 
-Codex 0.171.0's TUI started with ``--no-daemon`` (so that no shared daemon runs its thread
+Codex's TUI (the release in ``runtimes.CODEX_CHECKED``) started with ``--no-daemon`` (so that no shared daemon runs its thread
 with another peer's environment) starts a turn queued by ``codex queue`` only on a fixed
 10 s tick. A TUI connected to an app server over ``--remote`` starts it at once, so
 `relay run` gives each interactive Codex its own server:
@@ -66,7 +66,7 @@ _DIR_RE = re.compile(re.escape(DIR_PREFIX) + r"[A-Za-z0-9_]{8}")  # as mkdtemp n
 _STOPPED = b"stopped"  # relay to its watchdog: I cleaned up myself
 _MAX_SOCKET_PATH = 100  # sun_path holds 108 bytes
 
-# Codex 0.171.0's top-level options (`codex --help`) that take a value, and its
+# Codex's top-level options (runtimes.CODEX_CHECKED) (`codex --help`) that take a value, and its
 # subcommands with their aliases.
 _VALUE_OPTIONS = frozenset(
     {

@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from ..core.output import JsonObject
 
 RUNTIMES = runtimes.NAMES
-DISPLAY = {r.name: r.display for r in runtimes.ALL}
+DISPLAY: dict[str, str] = {r.name: r.display for r in runtimes.ALL}
 
 
 @dataclass(frozen=True)

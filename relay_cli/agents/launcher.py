@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..core.errors import NOT_EXECUTABLE_EXIT, RelayError
+from ..core.errors import NOT_EXECUTABLE_EXIT, ErrorCode, RelayError
 from ..core.process import CannotStart, Signals, exit_status, resolve_command, signal_status, spawn
 from ..requests import due, peers
 from ..requests.peers import Caller
@@ -99,7 +99,7 @@ class Heartbeat(threading.Thread):
         self.report = report
         self.interval = peers.renew_interval_s(session.lease_seconds)
         self.stopped = threading.Event()
-        self.lost: str | None = None  # "lease_expired" / "peer_superseded" once known
+        self.lost: ErrorCode | None = None  # "lease_expired" / "peer_superseded" once known
         self.last_error: str | None = None  # report a repeated failure once, not every tick
 
     def run(self) -> None:
