@@ -240,7 +240,7 @@ def run(
                 raise
             heartbeat = Heartbeat(open_store, session, report)
             heartbeat.start()
-            status = _supervise(pid, signals)
+            status = _supervise(pid, signals, server.check if server is not None else None)
             if server is not None:
                 server.stop()
             heartbeat.stop()
@@ -264,7 +264,7 @@ def _start_server(
     from . import codex_server
 
     options = codex_server.server_options(argv[1:])
-    server = codex_server.AppServer(path, options, env.get("XDG_RUNTIME_DIR"))
+    server = codex_server.AppServer(path, options, env)
     try:
         address = server.prepare()
         env[codex_server.REMOTE_ENV] = address
@@ -281,13 +281,17 @@ def _start_server(
     return server, [argv[0], "--remote", address, *argv[1:]], early
 
 
-def _supervise(pid: int, signals: Signals) -> int:
-    """Wait for the child, forwarding signals; return its exit status."""
+def _supervise(pid: int, signals: Signals, tick: Callable[[], None] | None = None) -> int:
+    """Wait for the child, forwarding signals; return its exit status. ``tick()`` runs
+    between waits (the app server's :meth:`~codex_server.AppServer.check`: a watchdog
+    that died is replaced the moment its SIGCHLD ends the wait)."""
     while True:
         done, status = os.waitpid(pid, os.WNOHANG)
         if done == pid:
             return exit_status(os.waitstatus_to_exitcode(status))[0]
-        signals.wait(1.0)  # SIGCHLD ends the wait the moment the child ends
+        if tick is not None:
+            tick()
+        signals.wait(1.0)  # SIGCHLD ends the wait the moment a child ends
         signals.forward(pid)
 
 
