@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 AUDIENCES = ("generic", *runtimes.NAMES)
 
-RUNTIME_NAMES = {r.name: r.display for r in runtimes.ALL}
+RUNTIME_NAMES: dict[str, str] = {r.name: r.display for r in runtimes.ALL}
 
 
 _GENERIC = f"""\

@@ -13,10 +13,10 @@ names the package versions and files; the fixtures and output schemas there come
   JSON object: ``{"hookSpecificOutput": {"hookEventName", "additionalContext"}}`` for
   context, ``{"decision": "block", "reason"}`` to keep a Stop going. ``CLAUDE_ENV_FILE``
   names a file of ``export`` lines applied to the session's later shell commands.
-- Codex 0.171.0 (``@openai/codex``; its hook JSON schemas ship inside the binary): the same
+- Codex (``@openai/codex``, the release in ``runtimes.CODEX_CHECKED``; its hook JSON schemas ship inside the binary): the same
   event names and the same output fields as Claude Code, with ``additionalProperties:
   false`` on every output; UserPromptSubmit has no ``source``; SessionEnd has no output
-  schema (relay prints nothing there). Codex 0.171.0 gives hooks no env file; a Codex that
+  schema (relay prints nothing there). That Codex gives hooks no env file; a Codex that
   sets ``CODEX_ENV_FILE`` (or ``CLAUDE_ENV_FILE``) gets the export lines there.
 - Gemini CLI 0.61.0 (``@google/gemini-cli``, ``bundle/docs/hooks/reference.md`` and the hook
   types in its bundle): other event names -- BeforeAgent (like UserPromptSubmit, with
@@ -238,10 +238,7 @@ def _session_start(store: Store, ev: Event, henv: HookEnv) -> JsonObject | None:
                 # Written last, inside the transaction: if the file cannot be written
                 # nothing is committed, and if the commit fails the lines are taken back.
                 size_before = _append_env(
-                    path,
-                    _export_lines(
-                        name, token, store.home, store.shared_url(with_password=_private_file(path))
-                    ),
+                    path, _export_lines(name, token, store.home, _exported_url(store, henv))
                 )
     except BaseException:
         if size_before is not None and path:  # (the lines were appended to ``path``)
@@ -294,17 +291,18 @@ def _export_lines(name: str, token: str, home: Path, url: str | None = None) -> 
     return lines
 
 
-def _private_file(path: str) -> bool:
-    """Whether the env file is (or will be, created 0600) readable by this user only:
-    then it carries the database URL as it is, password included, like the session
-    token it already holds (design.md §13); otherwise the URL without its password."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return True
-    except OSError:
-        return False
-    return st.st_uid == os.getuid() and not st.st_mode & 0o077
+def _exported_url(store: Store, henv: HookEnv) -> str | None:
+    """The RELAY_DATABASE_URL the env file sets (design.md §13): the URL as relay prints
+    it (without a password), or None for none. None too when the hook's URL holds a
+    secret and came from its environment ($RELAY_DATABASE_URL), which the agent's shells
+    inherit from the runtime as the hook did: a URL without the password would replace
+    the one that logs in."""
+    from ..store.url import VARIABLE, origin, read
+
+    given = store.shared_url(with_password=True)
+    if given is not None and read(given).secrets and origin(given, henv.environ) == VARIABLE:
+        return None
+    return store.shared_url()
 
 
 def _append_env(path: str, lines: list[str]) -> int:

@@ -20,10 +20,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..core.limits import HOOK_TIMEOUT_S
+from ..core.limits import HOOK_TIMEOUT_S, RuntimeName
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
+
+# The Codex release whose shipped package relay's formats and launch rules were checked
+# with (its hook schemas, its options, its app server): written here only.
+CODEX_CHECKED = "0.171.0"
 
 # relay's four events, in Claude Code's and Codex's names, in the order they fire.
 EVENTS = ("SessionStart", "UserPromptSubmit", "Stop", "SessionEnd")
@@ -44,7 +48,7 @@ class Settings:
 
 @dataclass(frozen=True)
 class Runtime:
-    name: str  # `relay hook NAME`, the default peer kind, `relay guide --for NAME`
+    name: RuntimeName  # `relay hook NAME`, the default peer kind, `relay guide --for NAME`
     display: str  # the runtime's name for people
     program: str  # the command that starts it (for `relay run`)
     events: dict[str, str]  # the runtime's event name -> relay's, in install order
@@ -158,7 +162,7 @@ CODEX = Runtime(
     env_files=("CODEX_ENV_FILE", "CLAUDE_ENV_FILE"),
     block="block",
     settings=Settings(".codex", "hooks.json", ".codex/hooks.json", var="CODEX_HOME"),
-    timeouts={"SessionEnd": 3},  # Codex 0.171.0 clamps a longer SessionEnd timeout to 3 s
+    timeouts={"SessionEnd": 3},  # Codex (CODEX_CHECKED) clamps a longer SessionEnd timeout to 3 s
     wake="queue",
     wake_flags={"async": True},
     wake_by_default=False,
@@ -180,14 +184,14 @@ CODEX = Runtime(
         "relay hook install codex          # into Codex's settings",
         "relay hook install codex --wake   # with the wake waiter",
     ),
-    checked="0.171.0",
-    package="@openai/codex 0.171.0",
+    checked=CODEX_CHECKED,
+    package=f"@openai/codex {CODEX_CHECKED}",
     install_notes=(
         'Codex\'s TUI asks you to review new hooks when it starts ("Hooks need review"): '
         "trust relay's hooks there, or they do not run. `codex exec` does not ask: it "
         "silently skips untrusted hooks (--dangerously-bypass-hook-trust runs them). Trust "
         "is per entry position and content: changing relay's entries asks again.",
-        "Start Codex as `relay run --as NAME --kind codex -- codex`: Codex 0.171.0 gives "
+        f"Start Codex as `relay run --as NAME --kind codex -- codex`: Codex {CODEX_CHECKED} gives "
         "hooks no env file, so the launcher carries the relay session. It starts the TUI "
         "with an app server of its own (`codex app-server` on a private unix socket, with "
         "the peer's environment; `--remote` to it), and `codex exec` and the other "
@@ -327,7 +331,7 @@ COPILOT = Runtime(
 )
 
 ALL = (CLAUDE, CODEX, GEMINI, OPENCODE, COPILOT)
-BY_NAME = {r.name: r for r in ALL}
+BY_NAME: dict[str, Runtime] = {r.name: r for r in ALL}
 NAMES = tuple(BY_NAME)
 
 

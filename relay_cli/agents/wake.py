@@ -266,14 +266,10 @@ def _codex_queue(henv: HookEnv, codex: str, thread: str, text: str) -> bool:
     remote = henv.environ.get(REMOTE_ENV, "")
     if remote.startswith("unix://"):  # the peer's own app server (`relay run`): at once
         argv += ["--remote", remote]
-    try:
-        p = subprocess.run(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            timeout=CODEX_QUEUE_TIMEOUT_S,
-        )
+    from ..core.process import run_bounded
+
+    try:  # at the timeout, everything it started is killed too
+        p = run_bounded(argv, timeout=CODEX_QUEUE_TIMEOUT_S, env=henv.environ, capture=False)
     except (OSError, subprocess.SubprocessError) as e:
         _debug(henv, f"codex queue could not run: {e}")
         return False

@@ -21,7 +21,7 @@ from ..core.context import Context
 from ..core.errors import ExitStatus, RelayError
 from ..core.limits import DEFAULT_SESSION_LEASE_S, KINDS, MAX_TEXT_BYTES, SESSION_LEASE, STATES
 from ..core.output import Output, terminal_width
-from ..requests import due, lifecycle
+from ..requests import due, validate
 from ..requests.peers import (
     Caller,
     identify,
@@ -242,7 +242,7 @@ StatesOpt = Annotated[
     typer.Option(
         "--state",
         metavar="STATE",
-        click_type=Choice(STATES, lifecycle.validate_state),
+        click_type=Choice(STATES, validate.validate_state),
         help=f"Only requests in STATE (repeatable): {', '.join(STATES)}.",
     ),
 ]
@@ -431,7 +431,7 @@ def read_text(
                 f"cannot read --file {file}: {e.strerror}",
                 detail=f"--file {file}: {why}",
             ) from e
-        return lifecycle.validate_text(data, what)
+        return validate.validate_text(data, what)
     if text == "-":
         stdin = call_context().stdin
         if stdin is None:
@@ -446,12 +446,12 @@ def read_text(
                 "line of its own"
             )
         data = stdin.buffer.read(limit)
-        return lifecycle.validate_text(data, what)
+        return validate.validate_text(data, what)
     if text is None:
         raise RelayError(
             "invalid_text", f"no {what} given: pass it as an argument, `-` for stdin, or --file"
         )
-    return lifecycle.validate_text(text, what)
+    return validate.validate_text(text, what)
 
 
 def _isatty(stream: TextIO) -> bool:
@@ -642,11 +642,11 @@ def _name_where(e: RelayError, ctx: Context) -> None:
     if e.code not in NOT_FOUND:
         return
     try:
-        from ..store import database_url, redact, resolve_home
+        from ..store import database_url, origin, resolve_home, shown
 
         url = database_url(ctx.database_url)
         where = (
-            f"the database {redact(url)}"
+            f"the database {shown(url, origin(url, ctx.environ))}"
             if url
             else f"the relay home {resolve_home(ctx.home, ctx.environ)}"
         )

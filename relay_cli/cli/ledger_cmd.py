@@ -17,7 +17,7 @@ from ..core.errors import RelayError
 from ..core.limits import DEFAULT_WAIT_S, TAIL_BYTES, WAIT
 from ..core.output import LEDGER_STYLES, Col, Output, inert, iso_age
 from ..core.process import command_argv
-from ..requests import lifecycle
+from ..requests import validate
 from . import complete
 from .app import Env, HomeOpt, JsonOpt, RelayGroup, app, duration, examples, lazy_module
 from .click_seam import Choice
@@ -440,7 +440,7 @@ def ledger_resolve(
     """
     env = Env(json_, home, creates=False)
     ledger.validate_key(key)
-    text = lifecycle.validate_text(note, "--note") if note is not None else None
+    text = validate.validate_text(note, "--note") if note is not None else None
     try:
         with env.unit() as now:
             obj = ledger.resolve(
@@ -560,7 +560,7 @@ def deny(
     """
     env = Env(json_, home, creates=False)
     ledger.validate_key(key)
-    text = lifecycle.validate_text(note, "--note") if note is not None else None
+    text = validate.validate_text(note, "--note") if note is not None else None
     with env.unit() as now:
         obj = ledger.deny(env.store, now, key, text, terminal=env.ctx.stdin_terminal)
     return _emit(env, obj)

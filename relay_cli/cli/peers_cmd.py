@@ -128,8 +128,13 @@ def join(
         home_path = env.store.home
         env.out.line(f"export RELAY_HOME={shlex.quote(str(home_path))}")
         url = env.store.shared_url()
-        if url is not None:  # design.md §13: the password stays out (~/.pgpass, PGPASSWORD)
+        if url is not None:  # design.md §13: as relay prints it, without a password
             env.out.line(f"export RELAY_DATABASE_URL={shlex.quote(url)}")
+        elif env.store.backend == "postgresql":  # (stderr: eval leaves it alone)
+            env.out.note(
+                "relay: RELAY_DATABASE_URL is not exported: relay prints no URL for this "
+                "database (relay doctor says why); this shell keeps its own"
+            )
         # stderr, which eval leaves alone: success is not silent (design.md §14)
         now = env.clock.now_ms()
         env.out.note(

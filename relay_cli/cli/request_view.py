@@ -1,5 +1,5 @@
 """How a request looks to a person (design.md §14): its fields, the note under it, its
-events, and the columns of the request tables. The JSON shape is ``lifecycle.request_object``."""
+events, and the columns of the request tables. The JSON shape is ``objects.request_object``."""
 
 from __future__ import annotations
 

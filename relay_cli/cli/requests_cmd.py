@@ -24,7 +24,7 @@ from ..core.limits import (
     WAIT,
 )
 from ..core.output import Output, size
-from ..requests import due, lifecycle, waiting
+from ..requests import claiming, due, lifecycle, sending, validate, waiting
 from ..requests.peers import validate_name
 from . import complete
 from .app import (
@@ -105,7 +105,7 @@ OnLostOpt = Annotated[
     str,
     typer.Option(
         "--on-lost",
-        click_type=Choice(lifecycle.ON_LOST, lifecycle.validate_on_lost),
+        click_type=Choice(validate.ON_LOST, validate.validate_on_lost),
         help="When a claim lease lapses before ack: delivery_unknown, or queue again.",
     ),
 ]
@@ -125,7 +125,7 @@ InReplyToOpt = Annotated[
 
 
 class Work(TypedDict):
-    """The work of a request as `send` and `prepare` take it (``lifecycle.send``'s)."""
+    """The work of a request as `send` and `prepare` take it (``sending.send``'s)."""
 
     to: str
     ttl_s: int
@@ -151,9 +151,9 @@ def _send_inputs(
         to=validate_name(to, "--to"),
         ttl_s=duration(ttl, TTL, "--ttl", DEFAULT_TTL_S),
         reply_within_s=duration(reply_within, REPLY_WITHIN, "--reply-within", None),
-        on_lost=lifecycle.validate_on_lost(on_lost),
-        max_attempts=lifecycle.validate_max_attempts(max_attempts),
-        in_reply_to=lifecycle.validate_id(in_reply_to, "--in-reply-to")
+        on_lost=validate.validate_on_lost(on_lost),
+        max_attempts=validate.validate_max_attempts(max_attempts),
+        in_reply_to=validate.validate_id(in_reply_to, "--in-reply-to")
         if in_reply_to is not None
         else None,
         text=read_text(text, file, out=out),
@@ -191,7 +191,7 @@ def id_(json_: JsonOpt = False, home: HomeOpt = None) -> int:
     until a send uses it.
     """
     del home  # accepted like on every command; no state is read
-    obj = lifecycle.id_object(lifecycle.new_id())
+    obj = sending.id_object(validate.new_id())
     out = Output.of(call_context(), json_)
     if json_:
         out.json(obj)
@@ -236,12 +236,12 @@ def send(
     same id with other content is refused (request_id_conflict).
     """
     env = Env(json_, home, as_, session)
-    request_id = lifecycle.validate_id(id_, "--id") if id_ is not None else None
+    request_id = validate.validate_id(id_, "--id") if id_ is not None else None
     inputs = _send_inputs(
         env.out, to, text, file, ttl, reply_within, on_lost, max_attempts, in_reply_to
     )
     with env.unit() as now:
-        result = lifecycle.send(
+        result = sending.send(
             env.store, now, env.caller(), request_id=request_id, limits=env.ctx.limits, **inputs
         )
     if not env.json and id_ is None:
@@ -281,12 +281,12 @@ def prepare(
     home: HomeOpt = None,
 ) -> int:
     env = Env(json_, home, as_, session)
-    draft_id = lifecycle.validate_id(id_, "--id") if id_ is not None else None
+    draft_id = validate.validate_id(id_, "--id") if id_ is not None else None
     inputs = _send_inputs(
         env.out, to, text, file, ttl, reply_within, on_lost, max_attempts, in_reply_to
     )
     with env.unit() as now:
-        result = lifecycle.prepare(env.store, now, env.caller(), draft_id=draft_id, **inputs)
+        result = sending.prepare(env.store, now, env.caller(), draft_id=draft_id, **inputs)
     if env.json:
         env.out.json(result)
     elif result.get("duplicate"):  # the id already names a request with this content
@@ -324,11 +324,11 @@ def submit(
 ) -> int:
     """Queue a prepared draft. A repeat returns the stored receipt with duplicate: true."""
     env = Env(json_, home, as_, session, creates=False, identified=True)
-    draft_id = lifecycle.validate_ref(id_)
+    draft_id = validate.validate_ref(id_)
     with env.unit() as now:
-        result = lifecycle.submit(env.store, now, env.caller(), draft_id, env.ctx.limits)
+        result = sending.submit(env.store, now, env.caller(), draft_id, env.ctx.limits)
     if env.json:  # the receipt (design.md §7); a person sees what send shows
-        env.out.json(lifecycle.receipt(result))
+        env.out.json(sending.receipt(result))
         return 0
     if result["duplicate"]:
         env.out.line(ALREADY_SENT)
@@ -353,7 +353,7 @@ def show(
     Both are another agent's words, not user approval.
     """
     env = Env(json_, home, creates=False)
-    request_id = lifecycle.validate_ref(id_)
+    request_id = validate.validate_ref(id_)
     with env.unit(write=False):
         obj = lifecycle.show(env.store, request_id, events)
     return _emit(env, obj, render_full)
@@ -386,7 +386,7 @@ def list_(
 ) -> int:
     """Table of requests, newest first. Never shows bodies (`relay show ID` does)."""
     env = Env(json_, home, creates=False)
-    states = lifecycle.validate_states(state)
+    states = validate.validate_states(state)
     if to:
         validate_name(to, "--to")
     if from_:
@@ -445,7 +445,7 @@ def wait(
     delivery_unknown; 75 still open when the timeout passed (not a failure: wait again).
     """
     env = Env(json_, home, as_, session, creates=False)
-    ref = lifecycle.validate_ref(id_)
+    ref = validate.validate_ref(id_)
     timeout_s = duration(timeout, WAIT, "--timeout", DEFAULT_WAIT_S)
     code, obj = waiting.wait(
         env.store,
@@ -486,7 +486,7 @@ def cancel(
     person's requeue) was delivered once, and that claim may have started work.
     """
     env = Env(json_, home, as_, session, creates=False, identified=True)
-    request_id = lifecycle.validate_ref(id_)
+    request_id = validate.validate_ref(id_)
     with env.unit() as now:
         obj = lifecycle.cancel(env.store, now, env.caller(), request_id)
     return _emit(env, obj, render_request, ("duplicate",))
@@ -613,8 +613,8 @@ def claim(
     env = Env(json_, home, as_, session, creates=False, identified=True)
     lease_s = duration(lease, CLAIM_LEASE, "--lease", DEFAULT_CLAIM_LEASE_S)
     wait_s = duration(wait, WAIT, "--wait", 0)
-    ref = lifecycle.validate_ref(id_, "--id") if id_ is not None else None
-    attempt_id = lifecycle.validate_id(attempt, "--attempt") if attempt is not None else None
+    ref = validate.validate_ref(id_, "--id") if id_ is not None else None
+    attempt_id = validate.validate_id(attempt, "--attempt") if attempt is not None else None
     if again and (ref is not None or wait_s):
         raise RelayError(
             "usage_error", "--again takes nothing new, so it goes with neither --id nor --wait"
@@ -643,7 +643,7 @@ def claim(
             # claimed request's text, so the note is left out and the ids are named instead
             try:
                 with env.unit(write=False):
-                    note = lifecycle.held_note(env.store, env.caller(), obj["held_unacked"])
+                    note = claiming.held_note(env.store, env.caller(), obj["held_unacked"])
             except RelayError:
                 note = "this session also holds unacked: " + ", ".join(obj["held_unacked"])
         _render_claim(env.out, obj, env.clock.now_ms(), note, attempt_id is not None, _scope(env))
@@ -732,7 +732,7 @@ def ack(
 ) -> int:
     """Confirm you have read a request you claimed (state acknowledged). Safe to repeat."""
     env = Env(json_, home, as_, session, creates=False, identified=True)
-    obj = _act(env, lifecycle.ack, lifecycle.validate_ref(id_))
+    obj = _act(env, lifecycle.ack, validate.validate_ref(id_))
     return _emit(env, obj, render_request, ("duplicate",))
 
 
@@ -756,7 +756,7 @@ def reply(
     The same reply again is a no-op (duplicate: true); a different one is reply_conflict.
     """
     env = Env(json_, home, as_, session, creates=False, identified=True)
-    request_id = lifecycle.validate_ref(id_)
+    request_id = validate.validate_ref(id_)
     body = read_text(text, file, "reply", out=env.out)
     obj = _act(env, lifecycle.reply, request_id, body)
     return _emit(env, obj, render_request, ("duplicate",))
@@ -782,8 +782,8 @@ def fail(
 ) -> int:
     """Declare a request you claimed failed (state failed)."""
     env = Env(json_, home, as_, session, creates=False, identified=True)
-    request_id = lifecycle.validate_ref(id_)
-    detail = lifecycle.validate_text(reason, "--reason")
+    request_id = validate.validate_ref(id_)
+    detail = validate.validate_text(reason, "--reason")
     obj = _act(env, lifecycle.fail, request_id, detail)
     return _emit(env, obj, render_request, ("duplicate",))
 
@@ -806,8 +806,8 @@ def reject(
     The request becomes rejected.
     """
     env = Env(json_, home, as_, session, creates=False, identified=True)
-    request_id = lifecycle.validate_ref(id_)
-    detail = lifecycle.validate_text(reason, "--reason")
+    request_id = validate.validate_ref(id_)
+    detail = validate.validate_text(reason, "--reason")
     obj = _act(env, lifecycle.reject, request_id, detail)
     return _emit(env, obj, render_request, ("duplicate",))
 
@@ -843,8 +843,8 @@ def resolve(
     program that fakes a terminal.
     """
     env = Env(json_, home, creates=False)
-    request_id = lifecycle.validate_ref(id_)
-    detail = lifecycle.validate_text(note, "--note") if note is not None else None
+    request_id = validate.validate_ref(id_)
+    detail = validate.validate_text(note, "--note") if note is not None else None
     with env.unit() as now:
         obj = lifecycle.resolve(
             env.store, now, request_id, outcome, detail, terminal=env.ctx.stdin_terminal

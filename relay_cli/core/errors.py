@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any
+from typing import Any, Literal
 
 from .limits import (
     DRAFT_TTL_S,
@@ -74,7 +74,52 @@ class ErrorSpec:
 NOT_FOUND_EXIT = ExitStatus.COMMAND_NOT_FOUND
 NOT_EXECUTABLE_EXIT = ExitStatus.NOT_EXECUTABLE
 
-ERRORS: dict[str, ErrorSpec] = {
+# Every error code (design.md §7), as a type: a misspelt code is a type error, and a test
+# keeps it equal to ERRORS' keys.
+ErrorCode = Literal[
+    "usage_error",
+    "invalid_id",
+    "invalid_text",
+    "invalid_name",
+    "invalid_duration",
+    "invalid_key",
+    "ambiguous_id",
+    "self_message",
+    "request_not_found",
+    "unknown_peer",
+    "prepared_not_found",
+    "ledger_key_not_found",
+    "request_id_conflict",
+    "reply_conflict",
+    "state_conflict",
+    "prepared_expired",
+    "key_conflict",
+    "no_identity",
+    "session_required",
+    "peer_superseded",
+    "lease_expired",
+    "invalid_session",
+    "not_owner",
+    "approval_needs_terminal",
+    "text_too_large",
+    "capacity_exceeded",
+    "rate_limited",
+    "depth_exceeded",
+    "unsafe_state_dir",
+    "schema_too_new",
+    "database_corrupt",
+    "storage_error",
+    "denied",
+    "effect_unknown",
+    "timeout",
+    "nothing_to_claim",
+    "busy",
+    "in_progress",
+    "database_unavailable",
+    "internal_error",
+]
+
+ERRORS: dict[ErrorCode, ErrorSpec] = {
     # 2: usage / invalid input
     "usage_error": ErrorSpec(
         ExitStatus.USAGE,
@@ -347,7 +392,7 @@ class RelayError(Exception):
 
     def __init__(
         self,
-        code: str,
+        code: ErrorCode,
         message: str | None = None,
         *,
         detail: str | None = None,

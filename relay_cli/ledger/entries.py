@@ -39,11 +39,11 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ..core import clock
 from ..core.digest import sha256_hex
-from ..core.errors import RelayError
+from ..core.errors import ErrorCode, RelayError
 from ..core.limits import DEFAULT_WAIT_S, STALE_S
 from ..core.person import person, require_terminal
 from ..core.process import Me, process_alive, this_host
-from ..requests import due, lifecycle
+from ..requests import due, validate
 from .states import (
     STATES,
     VIEWS,
@@ -70,7 +70,7 @@ class EntryError(RelayError):
     """A refusal that concerns an existing entry; ``entry`` is its public object."""
 
     def __init__(
-        self, code: str, message: str, entry: JsonObject, detail: str | None = None
+        self, code: ErrorCode, message: str, entry: JsonObject, detail: str | None = None
     ) -> None:
         super().__init__(code, message, detail=detail)
         self.entry = entry
@@ -401,7 +401,7 @@ def awaiting(store: LedgerStore, now: int) -> list[JsonObject]:
 
 def validate_outcome(value: str) -> str:
     """A `ledger resolve --outcome`: succeeded, failed or forget, else ``usage_error``."""
-    return lifecycle.one_of(value, OUTCOMES, "--outcome")
+    return validate.one_of(value, OUTCOMES, "--outcome")
 
 
 def needs_terminal(row: Record) -> bool:

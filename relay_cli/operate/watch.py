@@ -27,7 +27,7 @@ from ..core.output import (
     render_table,
     unique_prefixes,
 )
-from ..requests import lifecycle, peers
+from ..requests import objects, peers
 from ..requests.states import NEXT_DEADLINE, SETTLE, STATE_STYLES
 
 if TYPE_CHECKING:
@@ -97,14 +97,14 @@ def gather(
         snap.peers.append(obj)
     snap.counts = store.count_by_state()
     rows = store.list_requests(list(OPEN_STATES), None, None, OPEN_LIMIT)  # the newest
-    snap.open = [lifecycle.request_object(r) for r in rows]
+    snap.open = [objects.request_object(r) for r in rows]
     snap.open_more = max(0, snap.open_total - len(rows))
     snap.unknown = [
-        lifecycle.request_object(r)
+        objects.request_object(r)
         for r in store.list_requests(["delivery_unknown"], None, None, UNKNOWN_LIMIT)
     ]
     snap.events = [
-        {**lifecycle.event_object(e), "request_id": e["request_id"]}
+        {**objects.event_object(e), "request_id": e["request_id"]}
         for e in store.recent_events(events_limit)
     ]
     snap.awaiting = awaiting(store, now)
@@ -114,7 +114,7 @@ def gather(
     if final_within_s is not None:
         snap.final_within_s = final_within_s
         snap.final = [
-            lifecycle.request_object(r)
+            objects.request_object(r)
             for r in store.recently_finished(now - final_within_s * 1000, FINAL_LIMIT)
         ]
         from ..ledger.states import FINAL_STATES as LEDGER_FINAL

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .lifecycle import request_object
+from .objects import request_object
 from .peers import Caller, renew, require_live
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Mapping
 
 from ..core import clock
 from ..core.digest import sha256_hex
-from ..core.errors import RelayError
+from ..core.errors import ErrorCode, RelayError
 from ..core.limits import DEFAULT_SESSION_LEASE_S, HOOK_RECENT_MS, KINDS, NAME_PATTERN
 from .states import apply
 
@@ -68,7 +68,7 @@ def identity(
 
 
 # The error a token of a session in each status gets (design.md §3).
-STATUS_ERRORS = {
+STATUS_ERRORS: dict[str, ErrorCode] = {
     "superseded": "peer_superseded",
     "expired": "lease_expired",
     "left": "invalid_session",

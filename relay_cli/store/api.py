@@ -89,7 +89,7 @@ class Health:
     file_bytes: dict[str, int] | None = None  # {"relay.db": n, "WAL": n} on disk now
     rows_by_table: dict[str, int] | None = None
     # PostgreSQL: server_version, synchronous_commit, ssl_in_use, host, sslmode, rtt_ms,
-    # clock_offset_ms, url (shown without its password)
+    # clock_offset_ms, url (as relay prints it: design.md §13)
     server: dict[str, Any] | None = None
     server_now_ms: float | None = None  # PostgreSQL: the server's clock, no offset
     errors: dict[str, RelayError] = field(default_factory=dict)

@@ -106,7 +106,9 @@ def test_session_start_joins_and_writes_export_lines_to_claude_env_file(relay, c
     ] + (["export RELAY_DATABASE_URL"] if relay.url else [])  # design.md §13
     exported = claude.exports()
     if relay.url:
-        assert exported["RELAY_DATABASE_URL"] == relay.url  # (it holds no password)
+        from relay_cli.store.url import read
+
+        assert exported["RELAY_DATABASE_URL"] == read(relay.url).url  # as relay prints it
     assert exported["RELAY_PEER"] == "claude-1"
     assert exported["RELAY_SESSION"].startswith("rly_")
     assert Path(exported["RELAY_HOME"]) == relay.home and Path(exported["RELAY_HOME"]).is_absolute()

@@ -241,13 +241,25 @@ def test_codex_writes_the_identity_to_codex_env_file_else_claude_env_file(relay,
 
 
 @pytest.mark.postgres_only
-def test_an_env_file_others_can_read_gets_relay_database_url_without_its_password(relay, tmp_path):
-    """design.md §13: the URL of the database the hook used, with any password removed
-    when others can read the file (the test server trusts its unix socket, so the
-    password in the URL is not needed); tests/store/test_pg_url.py has the private file."""
+@pytest.mark.parametrize("mode", [0o600, 0o644])
+def test_the_env_file_never_holds_the_database_urls_password(relay, tmp_path, mode):
+    """design.md §13: the hook's env file, private or not, gets the URL of the database the
+    hook used as relay prints it, without its password (the test server trusts its unix
+    socket, so the password in the URL is not needed); a URL with a password that came
+    from $RELAY_DATABASE_URL is left to the agent's shells, which inherit it as the hook
+    did (tests/store/test_pg_url.py logs in with both)."""
     agent = Agent(relay, tmp_path, "claude")
-    os.chmod(agent.env_file, 0o644)
-    agent.hook("SessionStart", env={"RELAY_DATABASE_URL": relay.url + "&password=s3cret"})
+    os.chmod(agent.env_file, mode)
+    url = relay.url + "&password=s3cret"
+    r = relay(
+        "hook",
+        "claude",
+        "--database-url",
+        url,
+        input=json.dumps(event("claude", "session_start", session_id=new_id())),
+        env={**agent.env, "RELAY_DATABASE_URL": None},
+    )
+    assert r.code == 0, r.err
     text = agent.env_file.read_text()
     assert "export RELAY_DATABASE_URL=" in text and "s3cret" not in text
     exported = subprocess.run(
@@ -257,6 +269,10 @@ def test_an_env_file_others_can_read_gets_relay_database_url_without_its_passwor
         check=True,
     ).stdout
     assert relay("peers", "list", "--json", env={"RELAY_DATABASE_URL": exported}).code == 0
+    agent.env_file.write_text("")
+    agent.hook("SessionStart", env={"RELAY_DATABASE_URL": url})
+    text = agent.env_file.read_text()
+    assert "RELAY_SESSION=" in text and "RELAY_DATABASE_URL" not in text and "s3cret" not in text
 
 
 # ------------------------------------------------- the Stop count and a person's prompt

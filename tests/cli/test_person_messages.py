@@ -20,7 +20,7 @@ BIN = str(Path(sys.executable).parent)
 def _many_requests(relay, alice, n: int, monkeypatch) -> None:
     from relay_cli.core import clock
     from relay_cli.core.context import Limits
-    from relay_cli.requests import lifecycle, peers
+    from relay_cli.requests import peers, sending
 
     # no rate limit, no queue cap: more than one recipient's queue holds (design.md §4)
     limits = Limits(rate_limit_raw="0", queue_cap_raw="0")
@@ -30,7 +30,7 @@ def _many_requests(relay, alice, n: int, monkeypatch) -> None:
             caller = peers.identify(store, "alice", alice["RELAY_SESSION"])
             now = clock.Clock().now_ms()
             for i in range(n):
-                lifecycle.send(
+                sending.send(
                     store,
                     now,
                     caller,

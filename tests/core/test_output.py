@@ -8,7 +8,7 @@ import sys
 
 from conftest import new_id
 
-from relay_cli.requests.lifecycle import request_object
+from relay_cli.requests.objects import request_object
 from relay_cli.requests.states import MEANING
 
 REQUEST_KEYS = (

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -913,6 +914,24 @@ def test_a_kill_between_spawn_and_pid_commit_leaves_no_live_command(tmp_path):
     assert res["trials"] == 3 and res["in_window"] == 3  # a 5 s pause, killed in its first 0.5 s
     assert res["gone_with_live_command"] == 0
     assert res["ran_after_kill"] == 0
+    assert res["double_runs"] == 0
+    assert res["problems"] == []
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("unshare") is None, reason="needs root and unshare"
+)
+def test_a_kill_in_another_pid_namespace_leaves_the_command_to_run_once(tmp_path):
+    """The same kill across PID namespaces (bench/once_kill.py --pidns): relay killed in a
+    sandbox and asked from this namespace, then killed here and asked from a sandbox. Seen
+    from the other namespace the entry is another host's: in_progress while its renewal is
+    fresh, and run exactly once when it went stale, since no command pid was committed."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from bench import once_kill
+
+    res = once_kill.run_pidns(trials=2, seed=7, root=tmp_path, log=lambda *a: None)
+    assert res["trials"] == 2 and res["in_window"] == 2 and res["killed_inside"] == 1
+    assert res["in_progress_answers"] == 2 and res["reclaimed_when_stale"] == 2
     assert res["double_runs"] == 0
     assert res["problems"] == []
 

@@ -397,7 +397,7 @@ def test_a_claim_whose_held_work_note_cannot_be_read_still_shows_what_it_took(wo
     """The note is read after the claim committed (design.md §6): when that read fails
     (busy, say), the claimed request's text is shown all the same, the held ids named."""
     from relay_cli.core.errors import RelayError
-    from relay_cli.requests import lifecycle
+    from relay_cli.requests import claiming
 
     relay, alice, bob = world
     first, second = _queue(relay, alice, 2)
@@ -406,7 +406,7 @@ def test_a_claim_whose_held_work_note_cannot_be_read_still_shows_what_it_took(wo
     def busy(*a, **k):
         raise RelayError("busy", "the database is busy")
 
-    monkeypatch.setattr(lifecycle, "held_note", busy)
+    monkeypatch.setattr(claiming, "held_note", busy)
     r = relay("claim", env=bob)
     assert r.code == 0, r
     assert second in r.out and f"also holds unacked: {first}" in r.out

@@ -9,6 +9,16 @@ import pytest
 
 RID = "0b6c1f9e-6d2a-4c1e-9f3b-2a7d8e5c4b10"
 
+
+def printed(url: str) -> str:
+    """The URL as relay prints it (design.md §13): rebuilt from libpq's reading."""
+    from relay_cli.store.url import read
+
+    shown = read(url).url
+    assert shown is not None, url
+    return shown
+
+
 # Commands that only read, or act on something that must already exist: on a missing home
 # they say so and make nothing (design.md §2 lists them).
 READS = [
@@ -78,9 +88,7 @@ def test_not_found_errors_name_the_home_or_database_searched(relay):
     relay("peers", "add", "bob")
     where = "the relay home " + str(relay.home)
     if relay.url:
-        from relay_cli.store import redact
-
-        where = "the database " + redact(relay.url)
+        where = f"the database {printed(relay.url)}"
     for argv, code in (
         (("show", RID), "request_not_found"),
         (("submit", RID, "--as", "bob"), "prepared_not_found"),
@@ -103,7 +111,9 @@ def test_watch_s_commands_carry_the_home_it_watches(seeded, tmp_path):
     r = relay("watch", "--home", str(relay.home), env={"RELAY_HOME": None})
     lines = [ln for ln in r.out.splitlines() if "relay " in ln and "relay watch:" not in ln]
     assert lines, r.out
-    scope = f"--database-url {shlex.quote(relay.url)}" if relay.url else f"--home {relay.home}"
+    scope = (
+        f"--database-url {shlex.quote(printed(relay.url))}" if relay.url else f"--home {relay.home}"
+    )
     for ln in lines:
         for command in ln.split("relay ")[1:]:
             assert scope in command, (ln, r.out)
@@ -122,7 +132,9 @@ def test_unsafe_state_dir_names_the_commands_for_the_home_given(relay, tmp_path)
 
 def test_prepare_and_claim_next_lines_carry_the_home(world):
     relay, alice, bob = world
-    scope = f"--database-url {shlex.quote(relay.url)}" if relay.url else f"--home {relay.home}"
+    scope = (
+        f"--database-url {shlex.quote(printed(relay.url))}" if relay.url else f"--home {relay.home}"
+    )
     p = relay("prepare", "--to", "bob", "x", env=alice)
     assert "next: relay submit " in p.out and scope in p.out.split("next:")[1], p.out
     assert relay("submit", p.out.split("next: relay submit ")[1].split()[0], env=alice).code == 0
@@ -202,7 +214,8 @@ def test_the_join_line_of_an_identity_error_joins_in_the_same_home(relay):
     home (or database) the call was given, so pasted it joins there, not in the default."""
     alice = relay.join("alice", "--lease", "10s")
     if relay.url:  # given by option, not by the environment a pasted line inherits
-        given, scope = ["--database-url", relay.url], f"--database-url {shlex.quote(relay.url)}"
+        given = ["--database-url", relay.url]
+        scope = f"--database-url {shlex.quote(printed(relay.url))}"
         env = {"RELAY_DATABASE_URL": None}
     else:
         given, scope = ["--home", str(relay.home)], f"--home {relay.home}"

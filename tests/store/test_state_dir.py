@@ -386,7 +386,7 @@ def _fill(db: sqlite3.Connection, version: int, now: int) -> dict:
     in several states (one a pruned tombstone) with their events, a draft, and, where the
     version has them, ledger entries and the hook's bookkeeping. Returns the keys."""
     from relay_cli.ledger.entries import fingerprint as ledger_fingerprint
-    from relay_cli.requests.lifecycle import fingerprint
+    from relay_cli.requests.validate import fingerprint
 
     day = 86400_000
     cwd = os.getcwd()  # where the test's `relay once` calls run

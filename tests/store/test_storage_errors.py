@@ -119,7 +119,7 @@ def test_every_postgresql_error_class_maps_onto_the_taxonomy():
             self.pgcode = pgcode
 
     def err(pgcode: str) -> str:
-        return relay_error(Failed(pgcode), None).code
+        return relay_error(Failed(pgcode)).code
 
     assert {err(c) for c in ("40001", "40P01", "55P03", "57014")} == {"busy"}
     assert {err(c) for c in ("08006", "57P01", "57P03", "53300")} == {"database_unavailable"}

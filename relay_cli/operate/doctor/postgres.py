@@ -13,7 +13,7 @@ from ...core.limits import CLOCK_WARN_MS
 from .contents import check_contents
 from .database import check_tables, judge_schema
 from .judge import failed, guarded
-from .report import OK, WARN, Report
+from .report import FAIL, OK, WARN, Report
 
 LOCAL_HOSTS = ("", "localhost", "127.0.0.1", "::1")
 TLS_MODES = ("require", "verify-ca", "verify-full")
@@ -21,11 +21,19 @@ TLS_MODES = ("require", "verify-ca", "verify-full")
 
 def check_postgres(home: Path, url: str, report: Report) -> None:
     """design.md §13: the server instead of the state directory and relay.db."""
-    from ...store import LATEST_SCHEMA, open_pg_readonly, redact
+    from ...store import LATEST_SCHEMA, open_pg_readonly
+    from ...store.url import WRITE_IT, origin, read, shown
 
-    shown = redact(url)
-    report.facts["database_url"] = shown
-    report.add("database_url", OK, f"{shown} (PostgreSQL; relay.db is not used)")
+    reading, where = read(url), origin(url, report.scope.environ)
+    report.facts["database_url"] = shown(url, where)
+    if reading.url is not None:
+        report.add("database_url", OK, f"{reading.url} (PostgreSQL; relay.db is not used)")
+    else:  # design.md §13: never the URL as given, nor a piece of it
+        said = f"the URL in {where}, which relay does not print: {reading.why}"
+        if reading.refused:  # nothing connects with it, so there is nothing more to check
+            report.add("database_url", FAIL, f"{said}; relay does not use it; {WRITE_IT}")
+            return
+        report.add("database_url", OK, f"{said} (PostgreSQL; relay.db is not used)")
     started = time.monotonic()
     try:
         store = open_pg_readonly(home, url, report.scope.clock, report.scope.environ)
@@ -55,14 +63,16 @@ def check_postgres(home: Path, url: str, report: Report) -> None:
 
 
 def _with_sslmode(report: Report) -> str:
-    """`relay doctor` again with sslmode=verify-full added to the URL."""
+    """`relay doctor` again with sslmode=verify-full set in the URL."""
+    from ...store.url import printed_with
+
     url = report.scope.url or ""
     word = report.scope.url_word()
-    sep = "&" if "?" in url else "?"
     if word.startswith('"$'):
+        sep = "&" if "?" in url else "?"  # (where the variable's URL has its query, if any)
         word = f'"${{RELAY_DATABASE_URL:?export the database URL first}}{sep}sslmode=verify-full"'
     else:
-        word = shlex.quote(f"{shlex.split(word)[0]}{sep}sslmode=verify-full")
+        word = shlex.quote(printed_with(url, sslmode="verify-full") or "")
     return f"relay doctor --database-url {word}"
 
 

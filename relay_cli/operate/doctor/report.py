@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import shlex
 import sqlite3
 from collections.abc import Mapping
@@ -22,6 +23,7 @@ from ...core.output import size
 
 if TYPE_CHECKING:
     from ...core.output import JsonObject
+    from ...store.url import Reading
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 
@@ -122,49 +124,58 @@ class Scope:
         return f"--home {shlex.quote(str(self.home))}" if self.home_given else ""
 
     def url_word(self) -> str:
-        """The URL as one shell word: itself, or without its password when libpq finds
-        that elsewhere, or else read from $RELAY_DATABASE_URL."""
-        from ...store.url import password_of, redact
+        """The URL as one shell word: the URL relay prints (design.md §13), when it
+        connects as the one given (it held no secret, or only a password that libpq
+        finds in PGPASSWORD or ~/.pgpass), or else read from $RELAY_DATABASE_URL."""
+        from ...store.url import read
 
         url = self.url
         assert url is not None, "only a check of a PostgreSQL database names its URL"
-        # a mistyped URL may hold a password libpq reads otherwise ("u:12/34@h")
-        if password_of(url) is None and redact(url) == url:
-            return shlex.quote(url)
-        if _password_elsewhere(url, self.environ):  # PGPASSWORD or ~/.pgpass
-            return shlex.quote(redact(url))
+        reading = read(url)
+        if reading.url is not None and (
+            not reading.secrets
+            or (reading.secrets == ("password",) and _password_elsewhere(reading, self.environ))
+        ):
+            return shlex.quote(reading.url)
         self.url_note = (
             "the database URL carries a password, which relay never prints: the "
             "commands read it from $RELAY_DATABASE_URL (export it first), or put "
             "the password in ~/.pgpass"
+            if reading.url is not None
+            else f"relay does not print the database URL ({reading.why}): the commands "
+            "read it from $RELAY_DATABASE_URL (export it first)"
         )
         return '"${RELAY_DATABASE_URL:?export the database URL first}"'
 
 
-def _password_elsewhere(url: str, environ: Mapping[str, str]) -> bool:
-    """Would libpq, run in ``environ``, find the URL's password without it: PGPASSWORD, or
-    a line of the password file (PGPASSFILE or ~/.pgpass) matching host, port, database
-    and user?"""
-    from urllib.parse import unquote, urlsplit
+def _password_elsewhere(reading: Reading, environ: Mapping[str, str]) -> bool:
+    """Would libpq, run in ``environ``, find the password of the URL ``reading`` read
+    without it: PGPASSWORD, or a line of the password file (the URL's passfile,
+    PGPASSFILE or ~/.pgpass) matching its first host, port, database and user, as libpq
+    reads them (a socket directory matches "localhost")."""
+    import pwd
 
     if environ.get("PGPASSWORD"):
         return True
-    try:
-        parts = urlsplit(url)
-        host, port = parts.hostname or "localhost", str(parts.port or 5432)
-        user = unquote(parts.username or "") or environ.get("PGUSER", "")
-    except ValueError:
-        return False
-    db = unquote(parts.path.lstrip("/")) or user
+
+    def given(option: str, variable: str) -> str:
+        return (reading.option(option) or environ.get(variable) or "").split(",")[0]
+
+    host = given("host", "PGHOST")
+    host = "localhost" if not host or host.startswith(("/", "@")) else host
+    port = given("port", "PGPORT") or "5432"
+    user = given("user", "PGUSER") or pwd.getpwuid(os.getuid()).pw_name
+    db = given("dbname", "PGDATABASE") or user
     home = environ.get("HOME") or os.path.expanduser("~")
-    path = environ.get("PGPASSFILE") or os.path.join(home, ".pgpass")
+    path = reading.option("passfile") or environ.get("PGPASSFILE") or os.path.join(home, ".pgpass")
     try:
         with open(path, encoding="utf-8") as f:
             lines = f.read(65536).splitlines()
     except (OSError, UnicodeDecodeError):
         return False
     for line in lines:
-        fields = line.split(":")
+        # fields end at a ':' that no backslash escapes (libpq's "\:" in a field)
+        fields = [re.sub(r"\\(.)", r"\1", f) for f in re.split(r"(?<!\\):", line)]
         if line.startswith("#") or len(fields) < 5:
             continue
         if all(

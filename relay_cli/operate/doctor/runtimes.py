@@ -21,7 +21,7 @@ def check_codex_dirs(report: Report) -> None:
     from ...agents.codex_server import stale_dirs
 
     try:
-        stale = stale_dirs(report.scope.environ.get("XDG_RUNTIME_DIR"))
+        stale = stale_dirs(report.scope.environ)
     except OSError:
         return
     if not stale:

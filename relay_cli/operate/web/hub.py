@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from ...core import clock
 from ...core.errors import RelayError
-from ...requests import lifecycle
+from ...requests import lifecycle, objects, validate
 from ...requests.due import next_due, poll, unit
 from .. import watch
 from .page import RECENT_FINAL_S, page_doc, text_doc
@@ -113,10 +113,10 @@ class Hub:
     def text(self, request_id: str) -> JsonObject:
         """A request's text and reply, for the page that asked (design.md §17): by its
         full id, as the page names it."""
-        request_id = lifecycle.validate_id(request_id)
+        request_id = validate.validate_id(request_id)
         with self._db, unit(self.store, write=False):
             row = lifecycle.get(self.store, request_id)
-            return text_doc(lifecycle.request_object(row, text=True, reply=True))
+            return text_doc(objects.request_object(row, text=True, reply=True))
 
     # ------------------------------------------------------------- the thread
     def _run(self) -> None:

@@ -1,0 +1,327 @@
+"""Taking a request (design.md §6): `relay claim`, and recovering the answer of a claim
+that was lost (`claim --again`, `claim --attempt`): what a session holds and what became of
+the request a claim took."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..core import clock
+from ..core.errors import RelayError
+from ..core.limits import (
+    CLAIMED_STATES,
+    FINAL_STATES,
+)
+from .lifecycle import get
+from .objects import request_object
+from .peers import Caller, renew, require_session
+from .states import apply
+
+if TYPE_CHECKING:
+    from relay_cli.core.output import JsonObject
+    from relay_cli.store import RequestStore, Row, Store
+
+
+def unacked_ids(store: RequestStore, caller: Caller, but: str | None = None) -> list[str]:
+    """The requests this session claimed and has not acknowledged, oldest claim first
+    (``but`` left out): what a plain claim mentions (design.md §6)."""
+    if caller.session is None:
+        return []
+    held = [
+        r
+        for r in store.in_flight_of_session(caller.session["id"])
+        if r["state"] == "delivered" and r["id"] != but
+    ]
+    return [r["id"] for r in sorted(held, key=lambda r: (r["delivered_at"], r["id"]))]
+
+
+def held_note(store: RequestStore, caller: Caller, ids: list[str]) -> str:
+    """The sentence a claim adds when this session holds unacknowledged requests (``ids``,
+    from ``unacked_ids``), with the command that recovers a lost answer: `claim --again`
+    when it would show one of them, else the attempt id or, for a claim made without one,
+    `relay show`, since relay cannot know whose each is (design.md §6)."""
+    claims = store.claims_of_session(caller.session["id"]) if caller.session else []
+    plain = [row["id"] for _, row in _plain_held(store, caller, claims)]
+    shown = plain[0] if len(plain) == 1 else None
+    with_attempt = {c["request_id"] for c in claims if c["attempt"]}
+    unnamed = [i for i in ids if i != shown and i not in with_attempt]
+    tried = [i for i in ids if i != shown and i in with_attempt]
+    how = []
+    if shown in ids:
+        how.append(
+            "if that claim's answer was lost, `relay claim --again` shows it"
+            if len(ids) == 1
+            else f"`relay claim --again` shows {shown}, claimed without --attempt"
+        )
+    if unnamed:
+        one = unnamed[0] if len(unnamed) == 1 else "ID"
+        how.append(
+            f"{', '.join(unnamed)} "
+            + ("was" if len(unnamed) == 1 else "were")
+            + f" claimed without --attempt: if yours lost its answer, `relay show {one}` "
+            f"prints it, then `relay ack {one}` (unless another claimer of this session "
+            "holds it)"
+        )
+    if tried:
+        how.append(
+            f"{', '.join(tried)} "
+            + ("was" if len(tried) == 1 else "were")
+            + " claimed with --attempt: a retry with the same ID shows its own"
+        )
+    return f"this session also holds {', '.join(ids)}, claimed and not acked; " + "; ".join(how)
+
+
+def _plain_held(
+    store: RequestStore, caller: Caller, claims: list[Row] | None = None
+) -> list[tuple[Row | None, Row]]:
+    """(claim, request) of this session's claims made without an attempt id whose request
+    it still holds unacknowledged through that claim, oldest first. A request this session
+    took before claims were recorded (a relay.db migrated mid-session) has no claim row
+    (None) and counts as one made without an attempt id. It starts from the requests the
+    session holds (a few), not from every claim it ever made: ``claims`` (the session's,
+    when the caller has them) is read once and never one request per claim."""
+    if caller.session is None:
+        return []
+    if claims is None:
+        claims = store.claims_of_session(caller.session["id"])
+    of_request: dict[str, list[Row]] = {}
+    for c in claims:
+        of_request.setdefault(c["request_id"], []).append(c)
+    held: list[tuple[Row | None, Row]] = []
+    for r in store.in_flight_of_session(caller.session["id"]):
+        if r["state"] != "delivered":
+            continue
+        if r["id"] not in of_request:
+            held.append((None, r))
+            continue
+        took = [c for c in of_request[r["id"]] if _holds(r, c, caller)]
+        if took and took[-1]["attempt"] is None:
+            held.append((took[-1], r))
+    return sorted(held, key=lambda cr: (cr[1]["delivered_at"], cr[1]["id"]))
+
+
+def _holds(row: Row, claim: Row, caller: Caller) -> bool:
+    """The request ``claim`` took is still held by that claim, in the caller's session."""
+    return (
+        caller.session is not None
+        and row["state"] in CLAIMED_STATES
+        and row["claim_session"] == claim["session_id"] == caller.session["id"]
+        and row["delivered_at"] == claim["claimed_at"]
+    )
+
+
+def _recovered(store: Store, now: int, caller: Caller, row: Row) -> JsonObject:
+    renew(store, caller, now)
+    return {
+        **request_object(row, text=True),
+        "duplicate": True,
+        "held_unacked": unacked_ids(store, caller, but=row["id"]),
+    }
+
+
+def _what_became(row: Row, claim: Row, caller: Caller, which: str, then: str = "") -> RelayError:
+    """``claim --again`` when the request a claim took moved on (design.md §6): its id,
+    state, since when and what to do (and ``then``), never its text, never "the claim
+    took nothing"."""
+    rid, state = row["id"], row["state"]
+    since = clock.iso(row["updated_at"])
+    reason = f", {row['reason']}" if row["reason"] else ""
+    mine = caller.session is not None and row["claim_session"] == caller.session["id"]
+    holder = (
+        "nobody holds it now"
+        if state == "queued"
+        else "it is final"
+        if state in FINAL_STATES
+        else "this session holds it, acked"
+        if mine and state == "acknowledged"
+        else "another claim of this session holds it"
+        if mine
+        else "another session holds it"
+    )
+    message = (
+        f"{which} (at {clock.iso(claim['claimed_at'])}) took {rid}, which is {state} "
+        f"since {since}{reason}; {holder}"
+    )
+    if state == "queued":
+        what = f"it was queued again: `relay claim --id {rid}` takes it"
+    elif state == "delivery_unknown":
+        what = (
+            "relay cannot know whether it was worked on; if you never saw its text, you "
+            f"did not start it: tell the person, who can settle it with `relay resolve {rid} "
+            "--outcome requeue`"
+        )
+    elif state in FINAL_STATES:
+        what = f"nothing is left to do for it: `relay show {rid} --events` shows its history"
+    elif mine and state == "acknowledged":
+        what = (
+            "it was acked in this session, so whoever acked it read its text; that claimer "
+            f"finishes it (`relay reply {rid} -`, or relay fail or relay reject)"
+        )
+    else:
+        what = "another claim holds it now: leave it to that claimer"
+    return RelayError("state_conflict", message, detail=what + then)
+
+
+def _answer_attempt(
+    store: Store, now: int, caller: Caller, claim: Row, request_id: str | None
+) -> JsonObject:
+    """A claim retried with an attempt id already stored (design.md §6): the request it
+    took, ``duplicate: true``, while this session holds it; else what became of it."""
+    attempt = claim["attempt"]
+    if claim["peer"] != caller.name:
+        raise RelayError(
+            "request_id_conflict",
+            f"claim attempt {attempt} was made by {claim['peer']!r}, not {caller.name!r}",
+            detail="every claim needs its own attempt id: `relay id` makes one",
+        )
+    if request_id is not None and claim["request_id"] != request_id:
+        raise RelayError(
+            "request_id_conflict",
+            f"claim attempt {attempt} took {claim['request_id']}, not {request_id}",
+        )
+    row = store.get_request(claim["request_id"])
+    if row is None:  # removed with its claims by prune; kept for a store edited by hand
+        raise RelayError("request_not_found", f"no request {claim['request_id']}")
+    if _holds(row, claim, caller) and caller.status == "active":
+        return _recovered(store, now, caller, row)
+    raise _what_became(row, claim, caller, f"claim attempt {attempt}")
+
+
+def _again(store: Store, now: int, caller: Caller, session: Row) -> JsonObject:
+    """`claim --again` without an attempt id (design.md §6). Claims made with an attempt
+    id are answered only to a retry with that id. Of this session's other claims: the one
+    it holds unacked is shown; with several relay cannot know whose is whose and shows
+    none; with none, it says what became of the request the latest one took."""
+    sid = session["id"]
+    claims = store.claims_of_session(sid)
+    plain = [c for c in claims if c["attempt"] is None]
+    held = _plain_held(store, caller, claims)
+    if len(held) == 1:
+        return _recovered(store, now, caller, held[0][1])
+    if len(held) > 1:
+        ids = ", ".join(row["id"] for _, row in held)
+        raise RelayError(
+            "state_conflict",
+            f"this session holds {len(held)} requests claimed without --attempt and not "
+            f"acked ({ids}): relay cannot tell which claim was yours, so it shows none",
+            detail="ask the claimers that share this session which they hold: yours is "
+            "the one none of them has (`relay show ID` prints it, then `relay ack ID`); "
+            "claim with `relay claim --attempt ID` (an id from `relay id`, the same on a "
+            "retry) so that a retry finds its own claim",
+        )
+    last = store.get_request(plain[-1]["request_id"]) if plain else None
+    if last is not None:
+        later = any(c["attempt"] for c in claims if c["claimed_at"] >= plain[-1]["claimed_at"])
+        raise _what_became(
+            last,
+            plain[-1],
+            caller,
+            "the latest claim this session made without --attempt",
+            "; this session also made claims with --attempt: a retry with its own id "
+            "(`relay claim --again --attempt ID`) shows what one took"
+            if later
+            else "; no later claim of this session is stored: `relay claim` takes one",
+        )
+    if claims:
+        raise RelayError(
+            "nothing_to_claim",
+            f"every claim this session of {caller.name!r} made ({len(claims)}) had an "
+            "attempt id: only a retry with that id shows what it took",
+            detail="`relay claim --again --attempt ID` with the id the lost claim used",
+        )
+    earlier = [c for c in store.recent_claims_of_peer(caller.name, 4) if c["session_id"] != sid]
+    known = [(c, store.get_request(c["request_id"])) for c in earlier]
+    took = "; ".join(
+        f"{r['id']} ({r['state']} since {clock.iso(r['updated_at'])})" for _, r in known if r
+    )
+    raise RelayError(
+        "nothing_to_claim",
+        f"this session of {caller.name!r} has made no claim since it joined "
+        f"({clock.iso(session['created_at'])}), so it holds nothing to show again",
+        detail=(
+            f"earlier sessions of {caller.name} claimed {took}: "
+            "`relay show ID --events` says what became of one"
+            if took
+            else None
+        ),
+    )
+
+
+def claim(
+    store: Store,
+    now: int,
+    caller: Caller,
+    lease_s: int,
+    request_id: str | None,
+    again: bool = False,
+    attempt: str | None = None,
+) -> JsonObject | None:
+    """`relay claim`: take the oldest queued request for the caller (or the one named).
+
+    ``attempt`` (`claim --attempt ID`) is an id the caller chose for this claim: stored
+    with it, so a retry of the same attempt is answered from what is stored
+    (``duplicate: true``) and takes nothing new; nobody else gets anything of it.
+    ``again`` (`claim --again`, after a claim whose answer was lost) takes nothing: with
+    an attempt id it answers that claim, or says it took nothing; without one see
+    ``_again``. A plain claim always takes a new request, so parallel claimers sharing
+    one session never get the same one (design.md §6).
+    """
+    if attempt is not None and caller.session is not None:  # dedupe before session state
+        stored = store.claim_by_attempt(attempt)
+        if stored is not None:
+            return _answer_attempt(store, now, caller, stored, request_id)
+    session = require_session(store, caller)
+    if again and attempt is not None:
+        raise RelayError(
+            "nothing_to_claim",
+            f"claim attempt {attempt} took nothing: no claim with it is stored (a claim "
+            "and its attempt id are stored together or not at all)",
+            detail=f"`relay claim --attempt {attempt}` takes the oldest queued request now",
+        )
+    row: Row | None
+    if request_id:
+        row = get(store, request_id)
+        if row["to_peer"] != caller.name:
+            raise RelayError("not_owner", f"{row['id']} is addressed to {row['to_peer']!r}")
+        if row["claim_session"] == session["id"] and row["state"] in CLAIMED_STATES:
+            # a retry whose answer was lost
+            raise RelayError(
+                "state_conflict",
+                f"cannot claim a request that is {row['state']} (allowed from: queued)",
+                detail=f"this session claimed it already: `relay show {row['id']}` shows its "
+                "text; finish it with ack, then reply, fail or reject",
+            )
+    elif again:  # a retry whose answer was lost: the request held, never a new one
+        return _again(store, now, caller, session)
+    else:
+        row = store.oldest_queued_for(caller.name)
+        if row is None:
+            return None
+    new = apply(
+        store,
+        row,
+        "claim",
+        actor=caller.name,
+        at=now,
+        fields={
+            "delivered_at": now,
+            "claim_session": session["id"],
+            "lease_expires_at": now + lease_s * 1000,
+            "attempts": row["attempts"] + 1,
+        },
+    )
+    store.insert_claim(
+        {
+            "attempt": attempt,
+            "request_id": new["id"],
+            "peer": caller.name,
+            "session_id": session["id"],
+            "claimed_at": now,
+        }
+    )
+    renew(store, caller, now)
+    return {
+        **request_object(new, text=True),
+        "duplicate": False,
+        "held_unacked": unacked_ids(store, caller, but=new["id"]),
+    }
