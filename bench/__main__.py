@@ -1,4 +1,4 @@
-"""``python -m bench <crash|oncekill|faults|load|scale|latency|wake|watch|perf|driver|pgperf|netfault|e2ewake|all> [options]``."""
+"""``python -m bench <crash|oncekill|faults|load|scale|latency|wake|watch|web|perf|driver|pgperf|netfault|e2ewake|all> [options]``."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ USAGE = """usage: python -m bench SUBCOMMAND [options]   (from the project root)
   latency  wake-up latency of wait and claim --wait; CPU while blocked  (--trials 200)
   wake     send -> wake waiter (relay hook claude --wake) exit; its CPU  (--trials 50)
   watch    send -> relay watch (tmux, 80x24) shows it                  (--trials 30)
+  web      send -> relay web's page (chromium) shows it; idle CPU vs a blocked wait,
+           on SQLite and PostgreSQL                      (--trials 20, --seconds 60)
   netfault PostgreSQL across namespaces: cut connections, loss, delay, partitions
            (--kind cut|loss|delay|partition|all, --workers 4, --cycles 10, --seed S)
   e2ewake  send -> next model request in the real Claude Code / Codex TUI (--wakes 10)
@@ -46,6 +48,7 @@ def main(argv: list[str]) -> int:
         scale,
         wake,
         watch_refresh,
+        web,
     )
 
     if cmd == "driver":
@@ -67,6 +70,7 @@ def main(argv: list[str]) -> int:
         "latency": latency.main,
         "wake": wake.main,
         "watch": watch_refresh.main,
+        "web": web.main,
         "perf": perf.main,
     }
     if cmd == "all":

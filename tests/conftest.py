@@ -512,6 +512,7 @@ SHARED_FIXTURE_MODULES = (
     "test_printed_commands.py",
     "test_schema.py",
     "test_screens_fit.py",
+    "test_web_browser.py",
 )
 
 

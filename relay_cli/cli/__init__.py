@@ -20,6 +20,7 @@ from . import (  # noqa: F401
     meta_cmd,
     ops_cmd,
     watch_cmd,
+    web_cmd,
 )
 from .app import app, main, run
 

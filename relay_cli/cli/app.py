@@ -64,7 +64,7 @@ SECTIONS = {
     ),
     "Peers & sessions": ("peers", "run", "guide", "hook"),
     "Side effects (relay once)": ("once", "ledger", "approve", "deny"),
-    "Operate": ("doctor", "watch", "sweep", "prune", "export", "db", "schema"),
+    "Operate": ("doctor", "watch", "web", "sweep", "prune", "export", "db", "schema"),
     "Try it": ("demo",),
 }
 

@@ -28,7 +28,7 @@ from ..core.output import (
     unique_prefixes,
 )
 from ..requests import objects, peers
-from ..requests.states import SETTLE, STATE_STYLES
+from ..requests.states import NEXT_DEADLINE, SETTLE, STATE_STYLES
 
 if TYPE_CHECKING:
     from rich.text import Text
@@ -41,6 +41,7 @@ OPEN_LIMIT = 40
 EVENTS_LIMIT = 15
 UNKNOWN_LIMIT = 40
 GLIMPSE = 3  # rows every section gets before any section gets more
+FINAL_LIMIT = 40  # the newest requests that became final, for the web view's lane
 # Event target states a person must notice.
 LOUD_STATES = ("delivery_unknown", "failed")
 LOUD = {
@@ -63,14 +64,27 @@ class Snapshot:
     # the --home / --database-url words every command watch prints carries, so it acts on
     # the home or database watched when pasted into the same shell (design.md §14)
     scope: str = ""
+    # the web view's lanes (design.md §17), gathered only when asked for: requests that
+    # became final lately (newest first) and every ledger entry that is not final
+    final: list[JsonObject] = field(default_factory=list)
+    final_within_s: int | None = None
+    ledger_open: list[JsonObject] = field(default_factory=list)
 
     @property
     def open_total(self) -> int:
         return sum(self.counts.get(s, 0) for s in OPEN_STATES)
 
 
-def gather(store: Store, now: int, events_limit: int = EVENTS_LIMIT) -> Snapshot:
-    """One snapshot of peers, open requests, recent transitions and pending approvals."""
+def gather(
+    store: Store,
+    now: int,
+    events_limit: int = EVENTS_LIMIT,
+    *,
+    final_within_s: int | None = None,
+) -> Snapshot:
+    """One snapshot of peers, open requests, recent transitions and pending approvals.
+    With ``final_within_s`` (the web view's lanes) also the requests that became final
+    within that many seconds and the ledger's open entries."""
     from ..ledger.entries import awaiting, list_entries, reruns_by_itself
 
     snap = Snapshot(now=now, home=str(store.home))
@@ -97,6 +111,19 @@ def gather(store: Store, now: int, events_limit: int = EVENTS_LIMIT) -> Snapshot
     snap.effect_unknown = [
         e for e in list_entries(store, now, ["effect_unknown"]) if not reruns_by_itself(e)
     ]  # those rerun by themselves
+    if final_within_s is not None:
+        snap.final_within_s = final_within_s
+        snap.final = [
+            objects.request_object(r)
+            for r in store.recently_finished(now - final_within_s * 1000, FINAL_LIMIT)
+        ]
+        from ..ledger.states import FINAL_STATES as LEDGER_FINAL
+        from ..ledger.states import STATES as LEDGER_STATES
+
+        # every state an entry is shown in that is not final (effect_unknown included)
+        snap.ledger_open = list_entries(
+            store, now, [s for s in LEDGER_STATES if s not in LEDGER_FINAL]
+        )
     return snap
 
 
@@ -149,17 +176,19 @@ def _ms(iso: str | None) -> int | None:
     return None if iso is None else clock.parse_iso(iso)
 
 
+def next_deadline(r: JsonObject) -> str | None:
+    """The time (RFC 3339) of the deadline that moves an open request next (expiry while
+    queued, the claim lease while delivered, the reply deadline while acknowledged), or
+    None."""
+    key, _ = NEXT_DEADLINE.get(r["state"], (None, None))
+    return r[key] if key else None
+
+
 def _next(r: JsonObject, now: int) -> str:
     """The deadline that moves an open request next, with the local clock time: its
-    state says which (expiry while queued, the claim lease while delivered, the reply
-    deadline while acknowledged), so the cell is the time alone and stays whole."""
-    if r["state"] == "queued":
-        return deadline(_ms(r["expires_at"]), now)
-    if r["state"] == "delivered" and r["lease_expires_at"]:
-        return deadline(_ms(r["lease_expires_at"]), now)
-    if r["state"] == "acknowledged" and r["reply_deadline_at"]:
-        return deadline(_ms(r["reply_deadline_at"]), now)
-    return "-"
+    state says which (``NEXT_DEADLINE``), so the cell is the time alone and stays whole."""
+    at = next_deadline(r)
+    return deadline(_ms(at), now) if at else "-"
 
 
 def _lease(p: JsonObject) -> str:

@@ -50,6 +50,14 @@ STATE_STYLES = {
     "delivery_unknown": "bold white on red",
 }
 
+# The deadline that moves an open request next, by its state (design.md §8): the field of
+# the request object that holds it, and what it is in a person's words (watch, the web view).
+NEXT_DEADLINE = {
+    "queued": ("expires_at", "expires"),
+    "delivered": ("lease_expires_at", "claim lease ends"),
+    "acknowledged": ("reply_deadline_at", "reply due"),
+}
+
 
 # Where a request's reason changes what its state claims, the note under it says so.
 REASON_NOTES: dict[tuple[str, str | None], str] = {

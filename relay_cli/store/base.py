@@ -66,6 +66,13 @@ class SQLStore(RequestsSQL, PeersSQL, LedgerSQL, HookSQL, OpsSQL):
     def data_version(self) -> int:
         return self.db.data_version()
 
+    def write_mark(self) -> int:
+        """A number that moves whenever another connection's write transaction committed
+        (SQLite's ``data_version``; PostgreSQL's is the server's, pg_store.py), and never
+        merely because time passed: a reader that finds it unmoved and no deadline passed
+        knows the database holds what it read (the web view, design.md §17)."""
+        return self.db.data_version()
+
     def close(self) -> None:
         self.db.close()
 

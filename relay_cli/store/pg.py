@@ -692,6 +692,20 @@ class PgConnection:
             self._safety_at = now + SAFETY_POLL_S
         return self._version
 
+    def write_mark(self) -> int:
+        """The server's next transaction id: it moves whenever a transaction that wrote
+        anything on the server ended (a read-only one takes no id), and not when time
+        passes, unlike ``data_version``'s safety poll. One statement outside any
+        transaction; a write of another database on the server moves it too."""
+        self._reconnect_if_broken()
+        sql = (
+            "SELECT pg_snapshot_xmax(pg_current_snapshot())::text"
+            if self.server_version >= 130000
+            else "SELECT txid_snapshot_xmax(txid_current_snapshot())::text"
+        )
+        (row,) = self._raw(sql).rows()
+        return int(row[0])
+
     def pause(self, seconds: float) -> None:
         """Sleep up to ``seconds``, waking as soon as a notification arrives."""
         if seconds <= 0:

@@ -29,6 +29,9 @@ class PgStore(SQLStore):
     def pause(self, seconds: float) -> None:
         self.db.pause(seconds)
 
+    def write_mark(self) -> int:
+        return self.db.write_mark()
+
     def shared_url(self, with_password: bool = False) -> str | None:
         if with_password:
             return self.db.url

@@ -203,6 +203,17 @@ class RequestsSQL:
             params.append(limit)
         return self.db.all(sql, params)
 
+    def recently_finished(self, since: int, limit: int) -> list[Row]:
+        """Requests that reached a final state at ``since`` or later, the newest first,
+        apart from ``delivery_unknown`` (a person's matter, listed on its own): the web
+        view's "recently final" lane (design.md §17). The index on finished_at serves it."""
+        cols = ", ".join(REQUEST_LISTED)
+        return self.db.all(
+            f"SELECT {cols} FROM requests WHERE finished_at >= ? AND pruned = 0 "
+            "AND state <> 'delivery_unknown' ORDER BY finished_at DESC, rowid DESC LIMIT ?",
+            (since, limit),
+        )
+
     def count_by_state(self) -> dict[str, int]:
         rows = self.db.all("SELECT state, count(*) FROM requests WHERE pruned = 0 GROUP BY state")
         return {r[0]: r[1] for r in rows}

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import signal
 import stat
 import subprocess
 import sys
@@ -469,6 +470,34 @@ def _(w):
 def _(w):
     w.unsafe()
     return w.run("watch", "--json")
+
+
+@case("web", "ok")
+def _(w):  # it serves until interrupted: its address, then Ctrl-C ends it (design.md §17)
+    w.sent()
+    p = subprocess.Popen(
+        [*RELAY, "web", "--no-open", "--json"],
+        env=w.relay._env(None),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    first = p.stdout.readline()
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=HANG)
+    assert json.loads(first)["url"].startswith("http://127.0.0.1:")
+    return Ran(p.returncode, (first + out).decode(), err.decode(), "")
+
+
+@case("web", "refused", "unsafe_state_dir")
+def _(w):
+    w.unsafe()
+    return w.run("web", "--no-open", "--json")
+
+
+@case("web", "refused", "usage_error")
+def _(w):
+    return w.run("web", "--no-open", "--port", "0", "--json")
 
 
 @case("run", "ok", stdout="empty")

@@ -320,6 +320,7 @@ def _calls(store, now: int) -> list[tuple[str, bool, Callable[[], object]]]:
         ("open_counts_at_least", r, lambda: store.open_counts_at_least(1)),
         ("list_requests", r, lambda: store.list_requests(["queued"], "bob", "alice", 5)),
         ("list_requests", r, lambda: store.list_requests(None, None, None, None)),
+        ("recently_finished", r, lambda: store.recently_finished(0, 5)),
         ("count_by_state", r, lambda: store.count_by_state()),
         ("unnotified_finished", r, lambda: store.unnotified_finished("alice")),
         ("mark_notified", w, lambda: store.mark_notified([old["id"]], now)),
@@ -412,6 +413,7 @@ def _calls(store, now: int) -> list[tuple[str, bool, Callable[[], object]]]:
         ("export_requests", r, lambda: list(store.export_requests(None, None))),
         # the connection
         ("data_version", None, lambda: store.data_version()),
+        ("write_mark", None, lambda: store.write_mark()),
         ("pause", None, lambda: store.pause(0)),
         ("shared_url", None, lambda: store.shared_url()),
         ("health", None, lambda: store.health()),
