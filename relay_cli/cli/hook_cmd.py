@@ -343,6 +343,9 @@ def notices(
         env.out.json(notices_lib.notices_object(found))
         return 0
     out = env.out
+    # two ids that share their first 8 characters are shown with as many more as tell
+    # them apart (design.md §14)
+    short = out.short_ids(n["id"] for n in found)
     # "since", not "finished": a delivery_unknown request is final, but nobody knows
     # whether its work finished
     out.table(
@@ -355,7 +358,7 @@ def notices(
         ],
         [
             [
-                out.short_id(n["id"]),
+                short[n["id"]],
                 n["to"],
                 n["state"],
                 n["reason"],

@@ -332,10 +332,6 @@ class Output:
             console.print(ln, soft_wrap=True, overflow="ignore", crop=False)
 
     # ---------------------------------------------------------------- values in tables
-    def short_id(self, request_id: str) -> str:
-        """8 characters on a terminal (any command takes them back); the full id otherwise."""
-        return request_id[:8] if self.terminal else request_id
-
     def short_ids(self, ids: Iterable[str]) -> dict[str, str]:
         """Each id as a table shows it: on a terminal its shortest prefix of at least 8
         characters that no other id shown shares (``unique_prefixes``), the full id

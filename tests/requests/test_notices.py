@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import new_id
+from conftest import new_id, plain
 
 NOTICE_KEYS = {"id", "to", "state", "reason", "created_at", "finished_at"}
 
@@ -125,3 +125,17 @@ def test_requeued_then_completed_request_is_noticed_again(relay):
     assert relay("reply", rid, "done", "--json", env=bob2).code == 0
     second = relay("notices", "--json", env=alice).json["notices"]
     assert [(n["id"], n["state"]) for n in second] == [(rid, "completed")]
+
+
+def test_two_notices_whose_ids_share_8_characters_are_told_apart(relay):
+    """On a terminal the table shows each id with as many characters as tell it from the
+    others shown (design.md §14): one short id for two requests names neither."""
+    alice, bob = relay.join("alice"), relay.join("bob")
+    first, second = "1a2b3c4d-0000-4000-8000-00000000000a", "1a2b3c4d-9999-4000-8000-00000000000b"
+    for rid in (first, second):
+        assert relay.send(alice, "bob", f"job {rid}", request_id=rid).code == 0
+        relay("claim", "--id", rid, env=bob)
+        relay("reply", rid, "done", env=bob)
+    out = relay("notices", env={**alice, "FORCE_COLOR": "1", "COLUMNS": "80"}).out
+    shown = [line.split()[0] for line in plain(out).splitlines()[1:3]]
+    assert shown == ["1a2b3c4d-0", "1a2b3c4d-9"]
