@@ -393,6 +393,11 @@ def list_(
         validate_name(from_, "--from")
     with env.unit(write=False) as now:
         result = lifecycle.list_requests(env.store, states, to, from_, None if all_ else limit)
+        unknown, known = (
+            lifecycle.unknown_names(env.store, to, from_)
+            if not result["requests"] and not env.json
+            else ([], [])
+        )
     if env.json:
         env.out.json(result)
         return 0
@@ -413,6 +418,11 @@ def list_(
     out.table(
         LIST_COLUMNS if out.terminal else LIST_COLUMNS_PIPED, rows, empty="no requests", tsv=True
     )
+    if unknown:  # a mistyped name is not an empty queue (design.md §14)
+        out.para(
+            f"note: no peer is named {' or '.join(repr(n) for n in unknown)}; known peers: "
+            + (", ".join(known) or "none yet")
+        )
     if result["has_more"]:
         env.out.para(f"(more rows: raise --limit above {limit} or pass --all)")
     return 0

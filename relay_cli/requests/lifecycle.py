@@ -54,6 +54,13 @@ def list_requests(
     return {"requests": [request_object(r) for r in rows], "has_more": has_more}
 
 
+def unknown_names(store: PeerStore, *names: str | None) -> tuple[list[str], list[str]]:
+    """Of the peer ``names`` a `list --to`/`--from` narrowed by, those that no peer has,
+    and the known names: an empty table for a mistyped name says so (design.md §14)."""
+    unknown = [n for n in names if n is not None and store.get_peer(n) is None]
+    return unknown, (store.peer_names() if unknown else [])
+
+
 def inbox(store: RequestStore, caller: Caller, limit: int | None = None) -> JsonObject:
     """The oldest ``limit`` requests queued for ``caller`` (no bodies), ``has_more``, and
     ``more``: how many more are queued (design.md §6)."""

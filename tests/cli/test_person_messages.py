@@ -393,3 +393,19 @@ def test_a_duplicate_answer_for_a_request_that_ended_queued_has_a_note(world, en
     assert "duplicate         yes" in r.out
     note = next(ln for ln in r.out.splitlines() if ln.startswith("note: "))
     assert note.startswith(f"note: {ending}: ") and "new id" in note, r.out
+
+
+def test_list_narrowed_by_a_mistyped_peer_says_no_such_peer(world):
+    """An empty table for a name no peer has is a typo, not an empty queue: human output
+    says so and names the known peers; JSON stays the empty list it is."""
+    relay, alice, _ = world
+    relay.send(alice, "bob", "x")
+    for option in ("--to", "--from"):
+        r = relay("list", option, "bobb")
+        assert r.code == 0, r.err
+        assert r.out.splitlines() == [
+            "no requests",
+            "note: no peer is named 'bobb'; known peers: alice, bob",
+        ]
+        assert relay("list", option, "bobb", "--json").json == {"requests": [], "has_more": False}
+    assert "no peer is named" not in relay("list", "--to", "alice").out  # a known peer
