@@ -130,6 +130,9 @@ def _what_became(row: Row, claim: Row, caller: Caller, which: str, then: str = "
     holder = (
         "nobody holds it now"
         if state == "queued"
+        # final, but not settled: a person may still requeue it (design.md §5)
+        else "nobody holds it, and only a person settles it now"
+        if state == "delivery_unknown"
         else "it is final"
         if state in FINAL_STATES
         else "this session holds it, acked"

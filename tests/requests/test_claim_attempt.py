@@ -181,6 +181,8 @@ def test_again_after_the_claim_lease_ran_out_says_what_became_of_it(world):
         assert first in r.err and "delivery_unknown" in r.err and "claim_lease_expired" in r.err
         assert "took nothing" not in r.err and "no queued request" not in r.err
         assert f"relay resolve {first} --outcome requeue" in r.err.replace("\n", " ")
+        # not "final": its hint offers a requeue, which a person may still do
+        assert "final" not in r.err and "only a person settles it" in " ".join(r.err.split())
 
 
 def test_again_with_an_attempt_after_the_lease_ran_out(world):
