@@ -225,7 +225,7 @@ def prune(
     # its help: _PRUNE_HELP (it states the retention from core.limits)
     from ..operate import retention
 
-    env = Env(json_, home)
+    env = Env(json_, home, creates=False)
     if vacuum and dry_run:
         raise RelayError("usage_error", "--vacuum rebuilds the database; it cannot be a dry run")
     older_s = duration(older_than, PRUNE_AGE, "--older-than", DEFAULT_RETENTION_S)

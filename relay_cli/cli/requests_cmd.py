@@ -236,6 +236,9 @@ def send(
     same id with other content is refused (request_id_conflict).
     """
     env = Env(json_, home, as_, session)
+    # a caller with a session token needs a home that holds it: a mistyped home is never
+    # made; a name alone starts from nothing (design.md §2)
+    env.creates = env.identity()[1] is None
     request_id = validate.validate_id(id_, "--id") if id_ is not None else None
     inputs = _send_inputs(
         env.out, to, text, file, ttl, reply_within, on_lost, max_attempts, in_reply_to
@@ -281,6 +284,9 @@ def prepare(
     home: HomeOpt = None,
 ) -> int:
     env = Env(json_, home, as_, session)
+    # a caller with a session token needs a home that holds it: a mistyped home is never
+    # made; a name alone starts from nothing (design.md §2)
+    env.creates = env.identity()[1] is None
     draft_id = validate.validate_id(id_, "--id") if id_ is not None else None
     inputs = _send_inputs(
         env.out, to, text, file, ttl, reply_within, on_lost, max_attempts, in_reply_to
@@ -873,7 +879,7 @@ def sweep(json_: JsonOpt = False, home: HomeOpt = None) -> int:
 
     Every command already does this before it reads or writes.
     """
-    env = Env(json_, home)
+    env = Env(json_, home, creates=False)
     result = due.sweep(env.store)
     if env.json:
         env.out.json(result)
