@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence, TextIO
 
 from . import clock
+from .command import NO_SCOPE, Choices, Command, Said, Scope, said
 from .errors import RelayError
 
 if TYPE_CHECKING:
@@ -147,6 +148,9 @@ class Output:
     # the stderr streams (by ``id``) that carry the call's one JSON error line already
     # (design.md §7): the call's own set, shared by every Output of the call
     error_lines: set[int] = field(default_factory=set)
+    # the scope flags the call was given on its command line, which every command it
+    # prints carries (design.md §14): the call's context's
+    scope: Scope = NO_SCOPE
 
     @classmethod
     def of(cls, ctx: Context, json_mode: bool) -> Output:
@@ -158,6 +162,7 @@ class Output:
             color_choice=ctx.color,
             environ=ctx.environ,
             error_lines=ctx.error_lines,
+            scope=ctx.scope,
         )
 
     def _env_set(self, name: str) -> bool:
@@ -165,10 +170,12 @@ class Output:
 
     @property
     def tty(self) -> bool:
-        try:
-            return self.stdout.isatty()
-        except (AttributeError, ValueError):
-            return False
+        return _isatty(self.stdout)
+
+    @property
+    def stderr_tty(self) -> bool:
+        """Standard error is a terminal: a person sees what relay says there."""
+        return _isatty(self.stderr)
 
     @property
     def terminal(self) -> bool:
@@ -210,20 +217,83 @@ class Output:
 
     def error(self, err: RelayError) -> None:
         if self.json_mode:
-            self._error_line(err.to_dict())
+            self._error_line(err.to_dict(self.scope))
             return
         # a wait that ran out means "not yet" (design.md §1), never an error
         label = "not yet" if err.code in NOT_YET else "error"
-        width = terminal_width(self.stderr, self.environ) if _isatty(self.stderr) else None
-        for text in (
-            f"relay: {label}: {err.code}: {inert_line(err.message)}",
-            f"hint: {inert(err.hint)}",
-        ):
-            # on a terminal, wrapped between words: a command keeps its line (design.md §14)
-            self.stderr.write("\n".join(wrap_prose(text, width)) + "\n")
+        width = terminal_width(self.stderr, self.environ) if self.stderr_tty else None
+        message = f"relay: {label}: {err.code}: {inert_line(err.message)}"
+        lines = wrap_prose(message, width)
+        # on a terminal, wrapped between words; a command keeps its line (design.md §14)
+        lines += self.said_lines(Said.of("hint: ", *err.hint_said().parts), width)
+        self.stderr.write("\n".join(lines) + "\n")
         if err.retry_after is not None:
             self.stderr.write(f"retry after: {err.to_dict()['retry_after_seconds']} s\n")
         self.stderr.flush()
+
+    # ---------------------------------------------------------------- printed commands
+    def command_lines(
+        self, command: Command, lead: str = "", indent: str = "", width: int | None = None
+    ) -> list[str]:
+        """``command`` as this call prints it (design.md §14): with the call's scope flags,
+        continued with `` \\`` on a terminal too narrow for it; one line when piped."""
+        return command.lines(self.scope, width or self.width, lead, indent)
+
+    def command(self, command: Command, lead: str = "", indent: str = "") -> None:
+        """Print ``command`` on stdout (after ``lead``: ``next: ``, ``then: ``, ``→ ``)."""
+        for ln in self.command_lines(command, lead, indent):
+            self.line(ln)
+
+    def said_lines(self, text: Said | str, width: int | None, indent: str = "  ") -> list[str]:
+        """Prose that names commands, for a terminal ``width`` wide (None: one line, as
+        ``Said.text``). Text is made inert and wrapped between words; an inline command is
+        kept whole in backquotes, or, when it would not fit a line, set on lines of its own
+        (continued with `` \\``); choices are one full command per line."""
+        prose = said(text)
+        if width is None:
+            return [inert(prose.text(self.scope))]
+        lines: list[str] = []
+        pending = ""
+
+        def flush(more: str = "") -> None:
+            nonlocal pending
+            if pending.strip():
+                wrapped = wrap_prose(pending + more, width, indent)
+                lines.extend(wrapped if not lines else [indent + w.lstrip() for w in wrapped])
+            pending = ""
+
+        for part in prose.parts:
+            if isinstance(part, Command):
+                one = part.text(self.scope)
+                if cell_len(one) + 2 <= width - len(indent):
+                    pending += f"`{one}`"
+                    continue
+                flush()
+                lines.extend(part.lines(self.scope, width, indent=indent))
+            elif isinstance(part, Choices):
+                flush()
+                for choice in part.commands:
+                    lines.extend(choice.lines(self.scope, width, indent=indent))
+            else:
+                pending += inert(part)
+        flush()
+        return lines or [""]
+
+    def said(self, text: Said | str, stream: TextIO | None = None) -> None:
+        """A sentence that may name commands, for the person: on stdout (or ``stream``),
+        rendered by ``said_lines`` at the terminal's width."""
+        target = self.stdout if stream is None else stream
+        width = (
+            self.width
+            if stream is None
+            else (
+                terminal_width(target, self.environ)
+                if _isatty(target) and not self.json_mode
+                else None
+            )
+        )
+        for ln in self.said_lines(text, width):
+            target.write(ln + "\n")
 
     def _error_line(self, error: dict[str, Any]) -> None:
         """With --json, stderr carries one line, ``{"error": {...}}`` (design.md §7): the
