@@ -252,6 +252,11 @@ def _render_prune(out: Output, result: JsonObject, dry_run: bool, vacuum: bool) 
         ),
         ("drafts removed", result["drafts_removed"]),
         (
+            "claim attempts removed",
+            f"{result['claim_attempts_removed']} (their request's tombstone went "
+            "as long before)",
+        ),
+        (
             "sessions removed",
             f"{result['sessions_removed']} (ended, named by no request "
             f"left; hook records removed: {result['hook_records_removed']})",

@@ -7,10 +7,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..core import clock
+from ..core.command import Said, relay
 from ..core.errors import RelayError
 from ..core.limits import (
     CLAIMED_STATES,
+    DAY_S,
     FINAL_STATES,
+    TOMBSTONE_S,
 )
 from .lifecycle import get
 from .objects import request_object
@@ -20,6 +23,11 @@ from .states import apply
 if TYPE_CHECKING:
     from relay_cli.core.output import JsonObject
     from relay_cli.store import RequestStore, Row, Store
+
+# An attempt id is kept at least this long after its claim: its request finishes no
+# sooner than the claim, its tombstone goes 120 days later at the earliest, and the
+# attempt 120 days after that (design.md §6).
+ATTEMPT_KEPT_DAYS = 2 * TOMBSTONE_S // DAY_S
 
 
 def unacked_ids(store: RequestStore, caller: Caller, but: str | None = None) -> list[str]:
@@ -183,8 +191,19 @@ def _answer_attempt(
             f"claim attempt {attempt} took {claim['request_id']}, not {request_id}",
         )
     row = store.get_request(claim["request_id"])
-    if row is None:  # removed with its claims by prune; kept for a store edited by hand
-        raise RelayError("request_not_found", f"no request {claim['request_id']}")
+    if row is None:
+        # prune removed the request's tombstone and kept this attempt (design.md §6)
+        removed = claim["request_removed_at"]
+        raise RelayError(
+            "state_conflict",
+            f"claim attempt {attempt} (at {clock.iso(claim['claimed_at'])}) took "
+            f"{claim['request_id']}, which finished long ago: prune removed it and its "
+            + (f"tombstone at {clock.iso(removed)}" if removed else "tombstone")
+            + "; nothing is left to do for it",
+            detail=Said.of(
+                "new work needs a claim with a new attempt id: ", relay("id"), " makes one"
+            ),
+        )
     if _holds(row, claim, caller) and caller.status == "active":
         return _recovered(store, now, caller, row)
     raise _what_became(row, claim, caller, f"claim attempt {attempt}")
@@ -277,9 +296,13 @@ def claim(
     if again and attempt is not None:
         raise RelayError(
             "nothing_to_claim",
-            f"claim attempt {attempt} took nothing: no claim with it is stored (a claim "
-            "and its attempt id are stored together or not at all)",
-            detail=f"`relay claim --attempt {attempt}` takes the oldest queued request now",
+            f"claim attempt {attempt} took nothing, unless it was made more than "
+            f"{ATTEMPT_KEPT_DAYS} days ago: no claim with it is stored (a claim and its "
+            "attempt id are stored together or not at all, and prune removes an attempt id "
+            f"no sooner than {ATTEMPT_KEPT_DAYS} days after its claim)",
+            detail=Said.of(
+                relay("claim", "--attempt", attempt), " takes the oldest queued request now"
+            ),
         )
     row: Row | None
     if request_id:

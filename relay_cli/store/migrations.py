@@ -325,6 +325,16 @@ MIGRATIONS: list[str] = [
     CREATE INDEX IF NOT EXISTS claims_request ON claims(request_id);
     CREATE INDEX IF NOT EXISTS claims_peer ON claims(peer, claimed_at);
     """,
+    # 11: a claim made with an attempt id outlives its request (design.md §6): when prune
+    # removes the request's tombstone it removes the claims made without one and marks
+    # these with when (request_removed_at), so a very late retry of the attempt is told
+    # that its request was pruned, not that it took nothing; prune removes them in turn
+    # once the tombstones' age has passed again.
+    """
+    ALTER TABLE claims ADD COLUMN request_removed_at INTEGER;
+    CREATE INDEX IF NOT EXISTS claims_removed ON claims(request_removed_at)
+        WHERE request_removed_at IS NOT NULL;
+    """,
 ]
 
 # The ledger columns added to migration 2 after it first shipped, as migration 2 defines

@@ -230,4 +230,10 @@ PG_MIGRATIONS: list[str] = [
     CREATE INDEX IF NOT EXISTS claims_request ON claims(request_id);
     CREATE INDEX IF NOT EXISTS claims_peer ON claims(peer, claimed_at);
     """,
+    # 11
+    """
+    ALTER TABLE claims ADD COLUMN request_removed_at BIGINT;
+    CREATE INDEX IF NOT EXISTS claims_removed ON claims(request_removed_at)
+        WHERE request_removed_at IS NOT NULL;
+    """,
 ]

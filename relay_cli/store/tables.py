@@ -164,8 +164,12 @@ WAKE_WAITERS = Table(
     "wake_waiters",
     ("session_id", "peer", "runtime", "pid", "process_start", "host", "started_at", "until_at"),
 )
-# every claim (design.md §6), kept as long as the request it took (or its tombstone)
-CLAIMS = Table("claims", ("attempt", "request_id", "peer", "session_id", "claimed_at"))
+# every claim (design.md §6), kept as long as the request it took (or its tombstone); one
+# made with an attempt id is kept longer, marked with when its request was removed
+CLAIMS = Table(
+    "claims",
+    ("attempt", "request_id", "peer", "session_id", "claimed_at", "request_removed_at"),
+)
 
 TABLES = {
     t.name: t

@@ -312,7 +312,45 @@ def test_a_claim_is_kept_as_long_as_its_request_and_pruned_with_its_tombstone(wo
     assert r.code == 4 and rid in r.err and "completed" in r.err
     relay.move_clock(121 * 86400)
     assert relay("prune", "--json").code == 0
-    assert relay.snapshot()["claims"] == []
+    assert [c[0] for c in relay.snapshot()["claims"]] == [attempt]  # the attempt outlives it
+
+
+def test_an_attempt_whose_request_was_pruned_says_so_never_that_it_took_nothing(world):
+    """Before: prune removed a claim with its request's tombstone, and a very late retry of
+    the attempt was told it took nothing (and a plain retry took a new request). The
+    attempt id outlives the tombstone by as long again, and says the request was pruned;
+    once it is gone too, `--again` says that it took nothing unless it was that old."""
+    relay, alice, bob = world
+    (rid,) = _queue(relay, alice, 1)
+    (plain_rid,) = _queue(relay, alice, 1)
+    attempt = new_id()
+    assert relay("claim", "--attempt", attempt, "--json", env=bob).json["id"] == rid
+    assert relay("reply", rid, "done", env=bob).code == 0
+    assert relay("claim", "--json", env=bob).json["id"] == plain_rid  # without an attempt
+    assert relay("reply", plain_rid, "done", env=bob).code == 0
+    relay.move_clock(122 * 86400)
+    bob = relay.join("bob", "--lease", "24h")
+    pruned = relay("prune", "--json").json
+    assert pruned["tombstones_removed"] == 2 and pruned["claim_attempts_removed"] == 0
+    kept = relay.sql("SELECT attempt, request_id, request_removed_at FROM claims")
+    assert [(a, r) for a, r, _ in kept] == [(attempt, rid)]  # the plain claim went
+    assert kept[0][2] is not None
+    before = relay.sql("SELECT count(*) FROM requests")
+    for args in (["claim", "--attempt", attempt], ["claim", "--again", "--attempt", attempt]):
+        err = refused(relay, "state_conflict", *args, env=bob)
+        assert rid in err["message"] and "prune removed it" in err["message"]
+        assert "took nothing" not in err["message"]
+        assert "relay id" in err["hint"]
+    assert relay.sql("SELECT count(*) FROM requests") == before  # nothing taken
+    # as long again: the attempt goes too, and --again says what relay can say
+    relay.move_clock(122 * 86400 + 121 * 86400)
+    dry = relay("prune", "--dry-run", "--json").json
+    assert dry["claim_attempts_removed"] == 1
+    assert relay("prune", "--json").json["claim_attempts_removed"] == 1
+    assert relay.sql("SELECT attempt FROM claims WHERE attempt IS NOT NULL") == []
+    bob = relay.join("bob", "--lease", "24h")
+    err = refused(relay, "nothing_to_claim", "claim", "--again", "--attempt", attempt, env=bob)
+    assert "took nothing, unless it was made more than 240 days ago" in err["message"]
 
 
 def test_parallel_retries_of_one_attempt_take_one_request(world):

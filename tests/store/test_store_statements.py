@@ -406,7 +406,8 @@ def _calls(store, now: int) -> list[tuple[str, bool, Callable[[], object]]]:
         ("remove_hook_records", w, lambda: store.remove_hook_records(now, 5)),
         ("remove_drafts", w, lambda: store.remove_drafts(FINAL, now + 10**9, now, 5)),
         ("prune_bodies", w, lambda: store.prune_bodies(FINAL, now, 5)),
-        ("remove_old_tombstones", w, lambda: store.remove_old_tombstones(FINAL, now, 5)),
+        ("remove_old_tombstones", w, lambda: store.remove_old_tombstones(FINAL, now, 5, now)),
+        ("remove_old_attempts", w, lambda: store.remove_old_attempts(now, 5)),
         # a person's data
         ("export_requests", r, lambda: list(store.export_requests(["queued"], 0))),
         ("export_requests", r, lambda: list(store.export_requests(None, None))),
