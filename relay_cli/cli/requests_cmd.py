@@ -624,7 +624,7 @@ def claim(
 
     First in, first out; the request becomes delivered. Needs an active session. Exit 75 (nothing_to_claim) when nothing came.
 
-    Every claim takes a new request, so claimers that share a session never get the same one. Claimers that share a session (an agent and its subagents) pass --attempt with an id of their own: a retry with the same id (plain, or --again) gets that claim's request (duplicate: true) or is told what became of it, and no other claimer gets anything of it. Without --attempt, `relay claim --again` shows the one request this session claimed without an attempt id and has not acked; with several it shows none and lists them. A claim that takes nothing, or a second one, names the requests this session still holds unacked (held_unacked).
+    Every claim takes a new request, so claimers that share a session never get the same one. Claimers that share a session (an agent and its subagents) pass --attempt with an id of their own: a retry with the same id (plain, or --again) gets that claim's request (duplicate: true) or is told what became of it, and no other claimer gets anything of it. Without --attempt, `relay claim --again` shows the one request this session claimed without an attempt id and has not acked (claimer_known: false: relay cannot tell which claimer took it); with several, or once the session had two claims in flight at once, it shows none and lists them. A claim that takes nothing, or a second one, names the requests this session still holds unacked (held_unacked).
     """
     env = Env(json_, home, as_, session, creates=False, identified=True)
     lease_s = duration(lease, CLAIM_LEASE, "--lease", DEFAULT_CLAIM_LEASE_S)

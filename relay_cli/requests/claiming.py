@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..core import clock
-from ..core.command import Said, relay
+from ..core.command import Said, placeholder, relay
 from ..core.errors import RelayError
 from ..core.limits import (
     CLAIMED_STATES,
@@ -50,7 +50,7 @@ def held_note(store: RequestStore, caller: Caller, ids: list[str]) -> str:
     `relay show`, since relay cannot know whose each is (design.md §6)."""
     claims = store.claims_of_session(caller.session["id"]) if caller.session else []
     plain = [row["id"] for _, row in _plain_held(store, caller, claims)]
-    shown = plain[0] if len(plain) == 1 else None
+    shown = plain[0] if len(plain) == 1 and not _overlapped(caller.session) else None
     with_attempt = {c["request_id"] for c in claims if c["attempt"]}
     unnamed = [i for i in ids if i != shown and i not in with_attempt]
     tried = [i for i in ids if i != shown and i in with_attempt]
@@ -118,13 +118,58 @@ def _holds(row: Row, claim: Row, caller: Caller) -> bool:
     )
 
 
-def _recovered(store: Store, now: int, caller: Caller, row: Row) -> JsonObject:
+def _overlapped(session: Row | None) -> bool:
+    """The session has had two claims in flight at once (design.md §6)."""
+    return session is not None and session["claims_overlap_at"] is not None
+
+
+def _recovered(
+    store: Store, now: int, caller: Caller, row: Row, claimer_known: bool = True
+) -> JsonObject:
+    """A claim's request shown again. ``claimer_known`` False: relay knows that this
+    session made the claim, not which of its claimers did (design.md §6)."""
     renew(store, caller, now)
     return {
         **request_object(row, text=True),
         "duplicate": True,
+        "claimer_known": claimer_known,
         "held_unacked": unacked_ids(store, caller, but=row["id"]),
     }
+
+
+def _none_shown(held: list[Row], session: Row) -> RelayError:
+    """`claim --again` without an attempt id where relay cannot take a held request for
+    the asker's: several are held, or the session has had two claims in flight at once
+    (design.md §6). Ids only, and how a claimer alone and a claimer among others find
+    theirs."""
+    ids = [row["id"] for row in held]
+    one = ids[0] if len(ids) == 1 else None
+    why = (
+        f"this session has had more than one claim in flight at once (first at "
+        f"{clock.iso(session['claims_overlap_at'])}), so it may be shared by several "
+        "claimers; it holds "
+        if _overlapped(session)
+        else f"this session holds {len(ids)} requests "
+    )
+    show = Said.of(relay("show", one), " prints it, then ", relay("ack", one)) if one else None
+    return RelayError(
+        "state_conflict",
+        f"{why}claimed without --attempt and not acked: {', '.join(ids)}; relay cannot "
+        "tell which claim was yours, so it shows none",
+        detail=Said.of(
+            "if you are this session's only claimer, yours is the one whose text you "
+            "have not seen (",
+            *(
+                show.parts
+                if show
+                else (relay("show", placeholder("ID")), " prints one; then ack that one")
+            ),
+            "); if others share this session, ask them which they hold: yours is the one "
+            "none of them has; from now on claim with --attempt and an id of your own from ",
+            relay("id"),
+            " (the same id on a retry), so that a retry finds its own claim",
+        ),
+    )
 
 
 def _what_became(row: Row, claim: Row, caller: Caller, which: str, then: str = "") -> RelayError:
@@ -218,19 +263,10 @@ def _again(store: Store, now: int, caller: Caller, session: Row) -> JsonObject:
     claims = store.claims_of_session(sid)
     plain = [c for c in claims if c["attempt"] is None]
     held = _plain_held(store, caller, claims)
+    if len(held) > 1 or (held and _overlapped(session)):
+        raise _none_shown([row for _, row in held], session)
     if len(held) == 1:
-        return _recovered(store, now, caller, held[0][1])
-    if len(held) > 1:
-        ids = ", ".join(row["id"] for _, row in held)
-        raise RelayError(
-            "state_conflict",
-            f"this session holds {len(held)} requests claimed without --attempt and not "
-            f"acked ({ids}): relay cannot tell which claim was yours, so it shows none",
-            detail="ask the claimers that share this session which they hold: yours is "
-            "the one none of them has (`relay show ID` prints it, then `relay ack ID`); "
-            "claim with `relay claim --attempt ID` (an id from `relay id`, the same on a "
-            "retry) so that a retry finds its own claim",
-        )
+        return _recovered(store, now, caller, held[0][1], claimer_known=False)
     last = store.get_request(plain[-1]["request_id"]) if plain else None
     if last is not None:
         later = any(c["attempt"] for c in claims if c["claimed_at"] >= plain[-1]["claimed_at"])
@@ -323,6 +359,10 @@ def claim(
         row = store.oldest_queued_for(caller.name)
         if row is None:
             return None
+    if not _overlapped(session) and store.in_flight_of_session(session["id"]):
+        # a second claim in flight: from now on relay cannot take a claim made without an
+        # attempt id for the asker's own (design.md §6)
+        store.mark_claims_overlap(session["id"], now)
     new = apply(
         store,
         row,
@@ -349,5 +389,6 @@ def claim(
     return {
         **request_object(new, text=True),
         "duplicate": False,
+        "claimer_known": True,
         "held_unacked": unacked_ids(store, caller, but=new["id"]),
     }

@@ -335,6 +335,13 @@ MIGRATIONS: list[str] = [
     CREATE INDEX IF NOT EXISTS claims_removed ON claims(request_removed_at)
         WHERE request_removed_at IS NOT NULL;
     """,
+    # 12: when a session first had two claims in flight at once (design.md §6): a claim
+    # taken while the session held another. From then on relay cannot take a claim made
+    # without an attempt id for the asker's own, and `claim --again` without one shows
+    # no request's text.
+    """
+    ALTER TABLE sessions ADD COLUMN claims_overlap_at INTEGER;
+    """,
 ]
 
 # The ledger columns added to migration 2 after it first shipped, as migration 2 defines

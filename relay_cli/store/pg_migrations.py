@@ -236,4 +236,8 @@ PG_MIGRATIONS: list[str] = [
     CREATE INDEX IF NOT EXISTS claims_removed ON claims(request_removed_at)
         WHERE request_removed_at IS NOT NULL;
     """,
+    # 12
+    """
+    ALTER TABLE sessions ADD COLUMN claims_overlap_at BIGINT;
+    """,
 ]

@@ -110,6 +110,14 @@ class PeersSQL:
             "UPDATE sessions SET agent_session_id = ? WHERE id = ?", (agent_session_id, session_id)
         )
 
+    def mark_claims_overlap(self, session_id: str, at: int) -> None:
+        """This session took a claim while it held another (design.md §6): the first time
+        is kept."""
+        self.db.execute(
+            "UPDATE sessions SET claims_overlap_at = ? WHERE id = ? AND claims_overlap_at IS NULL",
+            (at, session_id),
+        )
+
     def set_waiting(self, session_id: str, until: int | None) -> None:
         self.db.execute("UPDATE sessions SET waiting_until = ? WHERE id = ?", (until, session_id))
 

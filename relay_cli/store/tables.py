@@ -56,6 +56,7 @@ SESSIONS = Table(
         "ended_at",
         "waiting_until",
         "agent_session_id",
+        "claims_overlap_at",
     ),
 )
 REQUESTS = Table(

@@ -355,6 +355,7 @@ def _calls(store, now: int) -> list[tuple[str, bool, Callable[[], object]]]:
         ("renew_session", w, lambda: store.renew_session(sid, now + 1000)),
         ("set_session_agent_id", w, lambda: store.set_session_agent_id(sid, "agent")),
         ("set_waiting", w, lambda: store.set_waiting(sid, now)),
+        ("mark_claims_overlap", w, lambda: store.mark_claims_overlap(sid, now)),
         ("peer_is_polling", r, lambda: store.peer_is_polling("alice", now - 1)),
         ("due_sessions", r, lambda: store.due_sessions(now + 10**9, 5)),
         ("next_session_deadline", r, lambda: store.next_session_deadline()),
