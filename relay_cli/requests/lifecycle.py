@@ -195,7 +195,8 @@ def resolve(
     validate_outcome(outcome)
     require_terminal("resolve", terminal)
     row = get(store, request_id)
-    fields = {"notified_at": None}  # the sender learns the settled outcome (notices)
+    # the sender learns the settled outcome (notices), in a batch of its own
+    fields = {"notified_at": None, "notice_batch": None}
     if outcome == "requeue" and row["pruned"] and row["state"] == "delivery_unknown":
         raise RelayError(
             "state_conflict",

@@ -342,6 +342,19 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE sessions ADD COLUMN claims_overlap_at INTEGER;
     """,
+    # 13: a batch of notices is tied to the call that told it (design.md §6): every
+    # request told carries the batch id of that call (`notices` or the prompt hook), and a
+    # session (a caller without one: its peer) keeps the batch of its latest `notices`
+    # call, told something or nothing, which `notices --again` shows again.
+    """
+    ALTER TABLE requests ADD COLUMN notice_batch TEXT;
+    CREATE INDEX IF NOT EXISTS requests_notice_batch ON requests(notice_batch)
+        WHERE notice_batch IS NOT NULL;
+    ALTER TABLE sessions ADD COLUMN notices_batch TEXT;
+    ALTER TABLE sessions ADD COLUMN notices_at INTEGER;
+    ALTER TABLE peers ADD COLUMN notices_batch TEXT;
+    ALTER TABLE peers ADD COLUMN notices_at INTEGER;
+    """,
 ]
 
 # The ledger columns added to migration 2 after it first shipped, as migration 2 defines

@@ -240,4 +240,14 @@ PG_MIGRATIONS: list[str] = [
     """
     ALTER TABLE sessions ADD COLUMN claims_overlap_at BIGINT;
     """,
+    # 13
+    """
+    ALTER TABLE requests ADD COLUMN notice_batch TEXT COLLATE "C";
+    CREATE INDEX IF NOT EXISTS requests_notice_batch ON requests(notice_batch)
+        WHERE notice_batch IS NOT NULL;
+    ALTER TABLE sessions ADD COLUMN notices_batch TEXT COLLATE "C";
+    ALTER TABLE sessions ADD COLUMN notices_at BIGINT;
+    ALTER TABLE peers ADD COLUMN notices_batch TEXT COLLATE "C";
+    ALTER TABLE peers ADD COLUMN notices_at BIGINT;
+    """,
 ]

@@ -110,6 +110,22 @@ class PeersSQL:
             "UPDATE sessions SET agent_session_id = ? WHERE id = ?", (agent_session_id, session_id)
         )
 
+    def set_notices_batch(
+        self, session_id: str | None, peer: str, batch: str, at: int
+    ) -> None:
+        """The batch of the latest `notices` call of this session, or of this peer for a
+        caller without one (design.md §6)."""
+        if session_id is not None:
+            self.db.execute(
+                "UPDATE sessions SET notices_batch = ?, notices_at = ? WHERE id = ?",
+                (batch, at, session_id),
+            )
+        else:
+            self.db.execute(
+                "UPDATE peers SET notices_batch = ?, notices_at = ? WHERE name = ?",
+                (batch, at, peer),
+            )
+
     def mark_claims_overlap(self, session_id: str, at: int) -> None:
         """This session took a claim while it held another (design.md §6): the first time
         is kept."""

@@ -214,19 +214,28 @@ class RequestsSQL:
             (from_peer,),
         )
 
-    def last_notified(self, from_peer: str) -> list[Row]:
-        """The requests a peer was last told of: those marked seen at the latest time."""
+    def notice_batch(self, batch: str) -> list[Row]:
+        """The requests one call told (design.md §6), oldest first."""
         return self.db.all(
-            "SELECT * FROM requests WHERE from_peer = ? AND notified_at = "
-            "(SELECT max(notified_at) FROM requests WHERE from_peer = ?) "
-            "ORDER BY finished_at, rowid",
-            (from_peer, from_peer),
+            "SELECT * FROM requests WHERE notice_batch = ? ORDER BY finished_at, rowid",
+            (batch,),
         )
 
-    def mark_notified(self, request_ids: list[str], now: int) -> None:
+    def latest_notice_batch(self, from_peer: str) -> tuple[str | None, int | None]:
+        """The batch id and time of the latest call that told ``from_peer`` something."""
+        row = self.db.one(
+            "SELECT notice_batch, notified_at FROM requests WHERE from_peer = ? "
+            "AND notice_batch IS NOT NULL ORDER BY notified_at DESC, rowid DESC LIMIT 1",
+            (from_peer,),
+        )
+        return (row[0], row[1]) if row else (None, None)
+
+    def mark_notified(self, request_ids: list[str], now: int, batch: str) -> None:
+        """These requests were told now, by the call whose batch id is ``batch``."""
         self.db.executemany(
-            "UPDATE requests SET notified_at = ? WHERE id = ? AND notified_at IS NULL",
-            [(now, rid) for rid in request_ids],
+            "UPDATE requests SET notified_at = ?, notice_batch = ? WHERE id = ? "
+            "AND notified_at IS NULL",
+            [(now, batch, rid) for rid in request_ids],
         )
 
     # time-based deadlines --------------------------------------------------------------

@@ -42,7 +42,10 @@ class Table(NamedTuple):
         return [c for c in self.columns if c in values]
 
 
-PEERS = Table("peers", ("name", "kind", "created_at", "last_seen_at", "hook_seen_at"))
+PEERS = Table(
+    "peers",
+    ("name", "kind", "created_at", "last_seen_at", "hook_seen_at", "notices_batch", "notices_at"),
+)
 SESSIONS = Table(
     "sessions",
     (
@@ -57,6 +60,8 @@ SESSIONS = Table(
         "waiting_until",
         "agent_session_id",
         "claims_overlap_at",
+        "notices_batch",
+        "notices_at",
     ),
 )
 REQUESTS = Table(
@@ -91,6 +96,7 @@ REQUESTS = Table(
         "depth",
         "pruned",
         "notified_at",
+        "notice_batch",
     ),
     fixed=frozenset({"id", "fingerprint", "from_peer", "to_peer"}),
 )

@@ -255,7 +255,7 @@ def test_user_prompt_submit_lists_waiting_requests_and_unseen_notices_once(relay
     assert "please review the diff" not in text and "3% faster" not in text  # no bodies
     again = context(claude.hook("user_prompt_submit"), "UserPromptSubmit")
     assert waiting in again and mine not in again  # each notice once
-    assert relay("notices", "--json", env=agent).json == {"notices": []}
+    assert relay("notices", "--json", env=agent).json["notices"] == []
 
 
 def test_user_prompt_submit_with_nothing_to_say_prints_nothing(relay, claude):
