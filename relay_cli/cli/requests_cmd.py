@@ -247,11 +247,32 @@ def send(
         result = sending.send(
             env.store, now, env.caller(), request_id=request_id, limits=env.ctx.limits, **inputs
         )
+        # the same work under another id, still open: said to a person (design.md §14)
+        twins = (
+            sending.same_text_open(env.store, result)
+            if not env.json and not result["duplicate"]
+            else []
+        )
     if not env.json and id_ is None:
         env.out.note(f"request id: {result['id']} (pass --id next time so a retry is safe)")
     if not env.json and result["duplicate"]:
         env.out.line(ALREADY_SENT)
-    return _emit(env, result, render_request, ("duplicate", "recipient_active", "wakeup"))
+    _emit(env, result, render_request, ("duplicate", "recipient_active", "wakeup"))
+    if twins:
+        out = env.out
+        shown = out.short_ids([result["id"], *(t["id"] for t in twins)])
+        open_ = ", ".join(
+            f"{shown[t['id']]} ({t['state']}, sent {out.when(clock.iso(t['created_at']), now)})"
+            for t in twins
+        )
+        out.para(
+            f"note: {open_} "
+            + ("is" if len(twins) == 1 else "are")
+            + f" open with the same text from {result['from']} to {result['to']}: "
+            f"{shown[result['id']]} is a new request all the same (only the same --id makes "
+            "a retry safe; a mistyped one queues the work twice)"
+        )
+    return 0
 
 
 @app.command(

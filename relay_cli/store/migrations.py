@@ -355,6 +355,15 @@ MIGRATIONS: list[str] = [
     ALTER TABLE peers ADD COLUMN notices_batch TEXT;
     ALTER TABLE peers ADD COLUMN notices_at INTEGER;
     """,
+    # 14: the SHA-256 of a request's text (design.md §14), so that a send whose text,
+    # sender and recipient equal an open request's under another id (a retry whose id has
+    # a typo) is noticed by one look in a partial index of open requests, never a scan.
+    # Requests stored before it have none and are not compared.
+    """
+    ALTER TABLE requests ADD COLUMN text_hash TEXT;
+    CREATE INDEX IF NOT EXISTS requests_open_text ON requests(to_peer, from_peer, text_hash)
+        WHERE state IN ('queued', 'delivered', 'acknowledged');
+    """,
 ]
 
 # The ledger columns added to migration 2 after it first shipped, as migration 2 defines

@@ -250,4 +250,10 @@ PG_MIGRATIONS: list[str] = [
     ALTER TABLE peers ADD COLUMN notices_batch TEXT COLLATE "C";
     ALTER TABLE peers ADD COLUMN notices_at BIGINT;
     """,
+    # 14
+    """
+    ALTER TABLE requests ADD COLUMN text_hash TEXT COLLATE "C";
+    CREATE INDEX IF NOT EXISTS requests_open_text ON requests(to_peer, from_peer, text_hash)
+        WHERE state IN ('queued', 'delivered', 'acknowledged');
+    """,
 ]

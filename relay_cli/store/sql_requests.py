@@ -155,6 +155,20 @@ class RequestsSQL:
         assert row is not None  # (an aggregate's one row)
         return row[0], row[1]
 
+    def open_same_text(
+        self, to_peer: str, from_peer: str, text_hash: str, text: str, but: str, limit: int
+    ) -> list[Row]:
+        """Up to ``limit`` open requests, other than ``but``, from ``from_peer`` to ``to_peer``
+        with this text (design.md §14), oldest first: one look in the partial index
+        ``requests_open_text``, the text compared on the rows it finds."""
+        return self.db.all(
+            "SELECT id, state, created_at, updated_at FROM requests "
+            f"{self._sql.indexed_by('requests_open_text')} WHERE to_peer = ? "
+            f"AND from_peer = ? AND text_hash = ? AND state IN {OPEN_STATES} AND id != ? "
+            "AND text = ? ORDER BY created_at, id LIMIT ?",
+            (to_peer, from_peer, text_hash, but, text, limit),
+        )
+
     def count_open_to(self, to_peer: str, limit: int) -> int:
         """How many open requests (queued, delivered, acknowledged) ``to_peer`` has,
         counted up to ``limit`` (the queue cap, design.md §4) through the partial index

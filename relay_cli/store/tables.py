@@ -97,6 +97,7 @@ REQUESTS = Table(
         "pruned",
         "notified_at",
         "notice_batch",
+        "text_hash",
     ),
     fixed=frozenset({"id", "fingerprint", "from_peer", "to_peer"}),
 )
