@@ -105,8 +105,11 @@ class Col:
     every character matters). ``first``: shrinks before the others (a command line, a
     detail), so what a person types back (a name, a key) keeps its characters longest.
     ``keep_end``: a cut cell keeps its end (``…/project/dir``), for paths.
-    ``middle``: a cut cell keeps its start and its end (``claude…ntend``), for names and
-    reasons that differ only at the end (``…-frontend``, ``…-backend``).
+    ``middle``: a cut cell keeps its start and its end, whole words where they fit
+    (``claude…frontend``), for names that differ only at the end (``…-frontend``,
+    ``…-backend``).
+    ``drop``: when even the narrowest columns do not fit the line, the columns with a
+    ``drop`` are left out, 1 first, and the table says so under it; 0: never left out.
     ``styles``: value -> rich style, used when colour is on.
     """
 
@@ -116,6 +119,7 @@ class Col:
     first: bool = False
     keep_end: bool = False
     middle: bool = False
+    drop: int = 0
     styles: dict[str, str] | None = None
     justify: str = "left"
 
@@ -567,6 +571,9 @@ def fit(
 
     room = width - cell_len(ellipsis)
     if middle and room >= 4:
+        words = _words_around(text, room)
+        if words is not None:
+            return words[0] + ellipsis + words[1]
         head = set_cell_size(text, (room + 1) // 2)
         tail = set_cell_size(text[::-1], room // 2)[::-1]
         return head + ellipsis + tail
@@ -574,6 +581,28 @@ def fit(
         tail = set_cell_size(text[::-1], room)[::-1]
         return ellipsis + tail
     return set_cell_size(text, room) + ellipsis
+
+
+# what separates the words of a name or a reason (`claude-code-reviewer-frontend`)
+_WORD_BREAKS = "-_./ "
+
+
+def _words_around(text: str, room: int) -> tuple[str, str] | None:
+    """Whole words from the start and from the end of ``text`` that fit ``room`` cells
+    together, the end's first (it tells ``…-frontend`` from ``…-backend``); the separators
+    beside the ellipsis left out. None when not even one word of each fits."""
+    cuts = [i for i, ch in enumerate(text) if ch in _WORD_BREAKS]
+    best: tuple[int, int, str, str] | None = None
+    for t in cuts:
+        tail = text[t + 1 :]
+        for h in cuts:
+            head = text[:h]
+            if not head or not tail or h >= t:
+                continue
+            size = cell_len(head) + cell_len(tail)
+            if size <= room and (best is None or (size, cell_len(tail)) > best[:2]):
+                best = (size, cell_len(tail), head, tail)
+    return None if best is None else (best[2], best[3])
 
 
 def wrap(text: str, width: int, ellipsis: str = "\u2026") -> list[str]:
@@ -665,6 +694,7 @@ def render_table(
     inner = max(1, width - indent)
     if not rows:
         return [Text(pad + fit(empty, inner, ellipsis), style="dim" if color else "")]
+    cols, cells, left_out = _leave_out(cols, cells, inner)
     widths = column_widths(cols, cells, inner, cell_len)
     header = Text(pad)
     for i, (c, w) in enumerate(zip(cols, widths, strict=True)):
@@ -680,7 +710,33 @@ def render_table(
             line.append(" " * GAP if i < len(cols) - 1 else "")
         line.rstrip()
         lines.append(_cut(line, width, ellipsis))
+    if left_out:
+        said = f"({', '.join(left_out)} left out at this width; piped or --json, every column)"
+        lines.append(Text(pad + fit(said, inner, ellipsis), style="dim" if color else ""))
     return lines
+
+
+def _leave_out(
+    cols: list[Col], cells: list[list[str]], width: int
+) -> tuple[list[Col], list[list[str]], list[str]]:
+    """The columns that stay when even the narrowest of them do not fit ``width``: those
+    with a ``drop`` go, 1 first, until the rest fit (design.md §14). Returns the columns,
+    the cells and the names left out."""
+    left_out: list[str] = []
+    while True:
+        natural = [
+            max([cell_len(c.name)] + [cell_len(r[i]) for r in cells]) for i, c in enumerate(cols)
+        ]
+        narrowest = sum(
+            n if c.fixed else min(c.min, n) for c, n in zip(cols, natural, strict=True)
+        ) + GAP * (len(cols) - 1)
+        droppable = [i for i, c in enumerate(cols) if c.drop]
+        if narrowest <= width or not droppable:
+            return cols, cells, left_out
+        i = min(droppable, key=lambda i: cols[i].drop)
+        left_out.append(cols[i].name)
+        cols = cols[:i] + cols[i + 1 :]
+        cells = [r[:i] + r[i + 1 :] for r in cells]
 
 
 def _cell(value: str, width: int, col: Col, ellipsis: str) -> str:
