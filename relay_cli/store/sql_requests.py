@@ -190,6 +190,15 @@ class RequestsSQL:
             (minimum,),
         )
 
+    def oldest_in_state(self, state: str, limit: int) -> list[Row]:
+        """The ``limit`` oldest requests in ``state`` (no bodies), oldest first: a range of
+        the index ``requests_state_created``, never every row of the state."""
+        cols = ", ".join(REQUEST_LISTED)
+        return self.db.all(
+            f"SELECT {cols} FROM requests WHERE state = ? ORDER BY created_at, rowid LIMIT ?",
+            (state, limit),
+        )
+
     def list_requests(
         self,
         states: list[str] | None,

@@ -324,6 +324,7 @@ def _calls(store, now: int) -> list[tuple[str, bool, Callable[[], object]]]:
         ("unnotified_finished", r, lambda: store.unnotified_finished("alice")),
         ("mark_notified", w, lambda: store.mark_notified([old["id"]], now, "b1")),
         ("notice_batch", r, lambda: store.notice_batch("b1")),
+        ("oldest_in_state", r, lambda: store.oldest_in_state("queued", 5)),
         ("open_same_text", r, lambda: store.open_same_text("bob", "alice", "h", "t", "x", 3)),
         ("latest_notice_batch", r, lambda: store.latest_notice_batch("alice")),
         ("set_notices_batch", w, lambda: store.set_notices_batch(sid, "alice", "b1", now)),
