@@ -147,9 +147,9 @@ def _none_shown(held: list[Row], session: Row) -> RelayError:
     why = (
         f"this session has had more than one claim in flight at once (first at "
         f"{clock.iso(session['claims_overlap_at'])}), so it may be shared by several "
-        "claimers; it holds "
+        "claimers; it holds, "
         if _overlapped(session)
-        else f"this session holds {len(ids)} requests "
+        else f"this session holds {len(ids)} requests, "
     )
     show = Said.of(relay("show", one), " prints it, then ", relay("ack", one)) if one else None
     return RelayError(
