@@ -253,8 +253,7 @@ def _render_prune(out: Output, result: JsonObject, dry_run: bool, vacuum: bool) 
         ("drafts removed", result["drafts_removed"]),
         (
             "claim attempts removed",
-            f"{result['claim_attempts_removed']} (their request's tombstone went "
-            "as long before)",
+            f"{result['claim_attempts_removed']} (their request's tombstone went as long before)",
         ),
         (
             "sessions removed",

@@ -119,9 +119,7 @@ def json_doc(snap: Snapshot) -> JsonObject:
         "delivery_unknown": snap.unknown,
         "effect_unknown": snap.effect_unknown,
         "awaiting_approval": snap.awaiting,
-        "open": {
-            state: [r for r in snap.open if r["state"] == state] for state in OPEN_STATES
-        },
+        "open": {state: [r for r in snap.open if r["state"] == state] for state in OPEN_STATES},
         "open_more": snap.open_more,
         "events": snap.events,
     }

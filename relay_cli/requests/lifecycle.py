@@ -22,7 +22,7 @@ from .validate import one_of, resolve_ref
 
 if TYPE_CHECKING:
     from relay_cli.core.output import JsonObject
-    from relay_cli.store import Record, RequestStore, Row, Store
+    from relay_cli.store import PeerStore, Record, RequestStore, Row, Store
 
 
 def get(store: RequestStore, request_id: str) -> Row:

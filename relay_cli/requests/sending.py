@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..core import clock
-from ..core.digest import sha256_hex
 from ..core.context import Limits
+from ..core.digest import sha256_hex
 from ..core.errors import RelayError
 from ..core.limits import (
     DRAFT_TTL_S,

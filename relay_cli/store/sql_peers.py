@@ -110,9 +110,7 @@ class PeersSQL:
             "UPDATE sessions SET agent_session_id = ? WHERE id = ?", (agent_session_id, session_id)
         )
 
-    def set_notices_batch(
-        self, session_id: str | None, peer: str, batch: str, at: int
-    ) -> None:
+    def set_notices_batch(self, session_id: str | None, peer: str, batch: str, at: int) -> None:
         """The batch of the latest `notices` call of this session, or of this peer for a
         caller without one (design.md §6)."""
         if session_id is not None:

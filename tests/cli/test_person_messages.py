@@ -428,9 +428,10 @@ def test_a_send_with_the_text_of_an_open_request_under_another_id_says_so(world)
     assert "open with the same text" not in again.out  # a duplicate is no second job
     other = relay("send", "--to", "bob", "-", input="deploy it now", env=alice)
     assert "open with the same text" not in other.out
-    assert relay("send", "--to", "bob", "--json", "-", input="deploy it", env=alice).json[
-        "duplicate"
-    ] is False  # JSON keeps its shape
+    assert (
+        relay("send", "--to", "bob", "--json", "-", input="deploy it", env=alice).json["duplicate"]
+        is False
+    )  # JSON keeps its shape
     relay("cancel", first, env=alice)
     relay("cancel", typo, env=alice)
     for rid in [r["id"] for r in relay("list", "--state", "queued", "--json").json["requests"]]:

@@ -452,7 +452,7 @@ def test_list_at_80_columns_keeps_reasons_and_since_whole_and_names_in_words(rel
     assert lines[-1].startswith("(from left out at this width")
     shown = {cells(ln)[0]: cells(ln) for ln in lines[1:-1]}
     assert sorted(shown) == [i[:12] for i in ids]
-    for rid, state, to, reason, since in shown.values():
+    for _rid, _state, to, reason, since in shown.values():
         assert reason in (
             "claim_lease_expired",
             "recipient_disconnected",
