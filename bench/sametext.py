@@ -52,6 +52,8 @@ def _relay(code: str | None, home: str, *args: str, text: str | None = None):
         capture_output=True,
         text=True,
         env=_env(code, home),
+        # not the project root: `python -m` puts the working directory before PYTHONPATH
+        cwd=os.path.dirname(home),
     )
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     assert p.returncode == 0, p.stderr
