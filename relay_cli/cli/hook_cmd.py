@@ -386,6 +386,8 @@ def notices(
         )
     if "delivery_unknown" in states:
         env.out.para(f"note: delivery_unknown: {state_note('delivery_unknown')}")
+    if found and not again:  # the batch these were told in (design.md §6)
+        env.out.para(f"batch {told['batch']}: notices --again shows it again if this is lost")
     return 0
 
 

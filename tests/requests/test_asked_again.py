@@ -115,6 +115,9 @@ def test_notices_whose_answer_was_lost_are_shown_again(world):
     human = relay("notices", "--again", env=alice)
     assert human.code == 0 and all(rid[:8] in human.out for rid in done)
     assert lost.json["batch"] in human.out
+    later_human = _finished(relay, alice, bob, 1)
+    told = relay("notices", env=alice).out
+    assert later_human[0] in told and "notices --again shows it again" in told
     # a later call is the latest: --again shows its batch
     later = _finished(relay, alice, bob, 1)
     assert [n["id"] for n in relay("notices", "--json", env=alice).json["notices"]] == later
