@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
 OPEN_LIMIT = 40
 # the order open requests are chosen and shown in: held work first, then queued
-HELD_FIRST = ("acknowledged", "delivered", "queued")
+HELD_FIRST = tuple(reversed(OPEN_STATES))  # acknowledged, delivered, queued
 EVENTS_LIMIT = 15
 UNKNOWN_LIMIT = 40
 GLIMPSE = 3  # rows every section gets before any section gets more

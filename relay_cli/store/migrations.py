@@ -358,11 +358,14 @@ MIGRATIONS: list[str] = [
     # 14: the SHA-256 of a request's text (design.md §14), so that a send whose text,
     # sender and recipient equal an open request's under another id (a retry whose id has
     # a typo) is noticed by one look in a partial index of open requests, never a scan.
-    # Requests stored before it have none and are not compared.
+    # Requests stored before it have none and are not compared. Its leading column serves
+    # the queue cap's count as requests_open_to (migration 7) did, which it replaces: one
+    # index of open requests to keep up to date, not two.
     """
     ALTER TABLE requests ADD COLUMN text_hash TEXT;
     CREATE INDEX IF NOT EXISTS requests_open_text ON requests(to_peer, from_peer, text_hash)
         WHERE state IN ('queued', 'delivered', 'acknowledged');
+    DROP INDEX IF EXISTS requests_open_to;
     """,
 ]
 

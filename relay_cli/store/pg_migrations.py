@@ -255,5 +255,6 @@ PG_MIGRATIONS: list[str] = [
     ALTER TABLE requests ADD COLUMN text_hash TEXT COLLATE "C";
     CREATE INDEX IF NOT EXISTS requests_open_text ON requests(to_peer, from_peer, text_hash)
         WHERE state IN ('queued', 'delivered', 'acknowledged');
+    DROP INDEX IF EXISTS requests_open_to;
     """,
 ]

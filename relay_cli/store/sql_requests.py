@@ -12,8 +12,8 @@ if TYPE_CHECKING:
     from .api import Row, Statements
     from .dialect import Dialect
 
-# the open states as an SQL list, written exactly as the partial index requests_open_to's
-# WHERE (migration 7), so that both SQLite and PostgreSQL see the index applies
+# the open states as an SQL list, written exactly as the partial index requests_open_text's
+# WHERE (migration 14), so that both SQLite and PostgreSQL see the index applies
 OPEN_STATES = "(" + ", ".join(f"'{s}'" for s in OPEN) + ")"
 CLAIMED_STATES = "(" + ", ".join(f"'{s}'" for s in CLAIMED) + ")"
 
@@ -173,7 +173,7 @@ class RequestsSQL:
     def count_open_to(self, to_peer: str, limit: int) -> int:
         """How many open requests (queued, delivered, acknowledged) ``to_peer`` has,
         counted up to ``limit`` (the queue cap, design.md §4) through the partial index
-        ``requests_open_to``."""
+        ``requests_open_text`` (its leading column)."""
         value: int = self.db.scalar(
             "SELECT count(*) FROM (SELECT 1 FROM requests WHERE to_peer = ? AND state IN "
             f"{OPEN_STATES} LIMIT ?) AS open_requests",
