@@ -20,6 +20,7 @@ USAGE = """usage: python -m bench SUBCOMMAND [options]   (from the project root)
            (--kind cut|loss|delay|partition|all, --workers 4, --cycles 10, --seed S)
   e2ewake  send -> next model request in the real Claude Code / Codex TUI (--wakes 10)
   perf     relay vs bare Typer, vs sqlite3, list 100k vs 10, empty vs full
+  sametext send's same-text look: per call vs no index; send's CPU, empty vs 20k open
   driver   psycopg2 vs psycopg 3: import and a send-like call, time and memory
   pgperf   PostgreSQL vs SQLite send/claim, wake-up across namespaces, list 1M vs 10
   all      every one of the above with its default (full) sizes (not driver, pgperf)
@@ -45,6 +46,7 @@ def main(argv: list[str]) -> int:
         once_kill,
         perf,
         pgperf,
+        sametext,
         scale,
         wake,
         watch_refresh,
@@ -72,6 +74,7 @@ def main(argv: list[str]) -> int:
         "watch": watch_refresh.main,
         "web": web.main,
         "perf": perf.main,
+        "sametext": sametext.main,
     }
     if cmd == "all":
         code = 0

@@ -365,9 +365,10 @@ def run(trials: int = 100, seed: int | None = None, root: Path | None = None, lo
     root = Path(tempfile.mkdtemp(prefix="relay-oncekill-")) if own else root
     home, work = root / "home", root / "work"
     work.mkdir(parents=True)
-    r = relay(home, "sweep", "--json")  # creates the home and its database
+    # a command that starts from nothing creates the home and its database (sweep does not)
+    r = relay(home, "peers", "add", "oncekill", "--json")
     if r.code != 0:
-        raise RuntimeError(f"relay sweep: {r.err}")
+        raise RuntimeError(f"relay peers add: {r.err}")
     writer = subprocess.Popen([sys.executable, "-c", WRITER, str(home / "relay.db")])
     figures = {
         "trials": 0,

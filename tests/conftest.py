@@ -359,6 +359,11 @@ class Relay:
         finally:
             db.close()
 
+    def make_home(self) -> None:
+        """Make this test's home and its database, as a command that starts from nothing
+        (`peers join`) would, without adding a row (a read makes none, design.md §2)."""
+        self.open_store().close()
+
     def open_store(self):
         """A store object on this test's database, in this process."""
         from relay_cli.store import open_store

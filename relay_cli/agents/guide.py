@@ -84,10 +84,12 @@ EOF
   (duplicate: true) or says what became of it, never a second one and never
   another claimer's. Subagents that share your session each use an id of
   their own. Without --attempt, `relay claim --again` shows the one request
-  your session claimed and has not acked; with several it shows none and
-  lists their ids. A claim that takes nothing, or a second one, names the
-  requests your session still holds unacked (held_unacked). A claim without
-  --again always takes a new request.
+  your session claimed and has not acked (claimer_known: false, it may be
+  another claimer's); with several, or once your session had two claims
+  in flight, it shows none and lists their ids. A claim that takes
+  nothing, or a second one, names the requests your session still holds
+  unacked (held_unacked). A claim without --again always takes a new
+  request.
 - `relay ack ID` says you have read it. Finish every request you claim with
   exactly one of: `relay reply ID - <<'EOF' ... EOF` (done, with the answer),
   `relay fail ID --reason TEXT` (you tried and it failed), `relay reject ID

@@ -52,6 +52,7 @@ from ..core.limits import COUNT_CAP, HOOK_LEASE_S, MAX_STOP_BLOCKS, SESSION_LEAS
 from ..core.limits import MAX_HOOK_INPUT_BYTES as MAX_INPUT_BYTES
 from ..core.output import age, inert, size
 from ..requests import due, peers
+from ..requests.notices import new_batch
 from . import guide, runtimes
 from .runtimes import Runtime
 
@@ -470,7 +471,8 @@ def _prompt_submit(
         _mark_listed(store, sid, listed, now)
     rows = store.hook_unnotified(name, MAX_NOTICES)
     if rows:
-        store.mark_notified([r["id"] for r in rows], now)
+        # a batch of the hook's own: `notices --again` shows the `notices` command's
+        store.mark_notified([r["id"] for r in rows], now, new_batch())
         lines = [
             f"relay: {len(rows)} request(s) that {name} sent became final since the last notice:"
         ]

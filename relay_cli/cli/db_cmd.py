@@ -51,8 +51,8 @@ def path(json_: JsonOpt = False, home: HomeOpt = None) -> int:
     env.out.line(db)
     if not exists:
         env.out.note(
-            "relay.db does not exist yet; the first relay command that writes to the "
-            "database creates it (e.g. relay peers join NAME)"
+            "relay.db does not exist yet; the first relay command that starts from "
+            "nothing creates it (e.g. relay peers join NAME)"
         )
     return 0
 

@@ -225,7 +225,7 @@ def prune(
     # its help: _PRUNE_HELP (it states the retention from core.limits)
     from ..operate import retention
 
-    env = Env(json_, home)
+    env = Env(json_, home, creates=False)
     if vacuum and dry_run:
         raise RelayError("usage_error", "--vacuum rebuilds the database; it cannot be a dry run")
     older_s = duration(older_than, PRUNE_AGE, "--older-than", DEFAULT_RETENTION_S)
@@ -251,6 +251,10 @@ def _render_prune(out: Output, result: JsonObject, dry_run: bool, vacuum: bool) 
             f"{result['tombstones_removed']} (with {result['events_removed']} events)",
         ),
         ("drafts removed", result["drafts_removed"]),
+        (
+            "claim attempts removed",
+            f"{result['claim_attempts_removed']} (their request's tombstone went as long before)",
+        ),
         (
             "sessions removed",
             f"{result['sessions_removed']} (ended, named by no request "

@@ -236,6 +236,9 @@ def send(
     same id with other content is refused (request_id_conflict).
     """
     env = Env(json_, home, as_, session)
+    # a caller with a session token needs a home that holds it: a mistyped home is never
+    # made; a name alone starts from nothing (design.md §2)
+    env.creates = env.identity()[1] is None
     request_id = validate.validate_id(id_, "--id") if id_ is not None else None
     inputs = _send_inputs(
         env.out, to, text, file, ttl, reply_within, on_lost, max_attempts, in_reply_to
@@ -244,11 +247,32 @@ def send(
         result = sending.send(
             env.store, now, env.caller(), request_id=request_id, limits=env.ctx.limits, **inputs
         )
+        # the same work under another id, still open: said to a person (design.md §14)
+        twins = (
+            sending.same_text_open(env.store, result)
+            if not env.json and not result["duplicate"]
+            else []
+        )
     if not env.json and id_ is None:
         env.out.note(f"request id: {result['id']} (pass --id next time so a retry is safe)")
     if not env.json and result["duplicate"]:
         env.out.line(ALREADY_SENT)
-    return _emit(env, result, render_request, ("duplicate", "recipient_active", "wakeup"))
+    _emit(env, result, render_request, ("duplicate", "recipient_active", "wakeup"))
+    if twins:
+        out = env.out
+        shown = out.short_ids([result["id"], *(t["id"] for t in twins)])
+        open_ = ", ".join(
+            f"{shown[t['id']]} ({t['state']}, sent {out.when(clock.iso(t['created_at']), now)})"
+            for t in twins
+        )
+        out.para(
+            f"note: {open_} "
+            + ("is" if len(twins) == 1 else "are")
+            + f" open with the same text from {result['from']} to {result['to']}: "
+            f"{shown[result['id']]} is a new request all the same (only the same --id makes "
+            "a retry safe; a mistyped one queues the work twice)"
+        )
+    return 0
 
 
 @app.command(
@@ -281,6 +305,9 @@ def prepare(
     home: HomeOpt = None,
 ) -> int:
     env = Env(json_, home, as_, session)
+    # a caller with a session token needs a home that holds it: a mistyped home is never
+    # made; a name alone starts from nothing (design.md §2)
+    env.creates = env.identity()[1] is None
     draft_id = validate.validate_id(id_, "--id") if id_ is not None else None
     inputs = _send_inputs(
         env.out, to, text, file, ttl, reply_within, on_lost, max_attempts, in_reply_to
@@ -393,6 +420,11 @@ def list_(
         validate_name(from_, "--from")
     with env.unit(write=False) as now:
         result = lifecycle.list_requests(env.store, states, to, from_, None if all_ else limit)
+        unknown, known = (
+            lifecycle.unknown_names(env.store, to, from_)
+            if not result["requests"] and not env.json
+            else ([], [])
+        )
     if env.json:
         env.out.json(result)
         return 0
@@ -413,6 +445,11 @@ def list_(
     out.table(
         LIST_COLUMNS if out.terminal else LIST_COLUMNS_PIPED, rows, empty="no requests", tsv=True
     )
+    if unknown:  # a mistyped name is not an empty queue (design.md §14)
+        out.para(
+            f"note: no peer is named {' or '.join(repr(n) for n in unknown)}; known peers: "
+            + (", ".join(known) or "none yet")
+        )
     if result["has_more"]:
         env.out.para(f"(more rows: raise --limit above {limit} or pass --all)")
     return 0
@@ -608,7 +645,7 @@ def claim(
 
     First in, first out; the request becomes delivered. Needs an active session. Exit 75 (nothing_to_claim) when nothing came.
 
-    Every claim takes a new request, so claimers that share a session never get the same one. Claimers that share a session (an agent and its subagents) pass --attempt with an id of their own: a retry with the same id (plain, or --again) gets that claim's request (duplicate: true) or is told what became of it, and no other claimer gets anything of it. Without --attempt, `relay claim --again` shows the one request this session claimed without an attempt id and has not acked; with several it shows none and lists them. A claim that takes nothing, or a second one, names the requests this session still holds unacked (held_unacked).
+    Every claim takes a new request, so claimers that share a session never get the same one. Claimers that share a session (an agent and its subagents) pass --attempt with an id of their own: a retry with the same id (plain, or --again) gets that claim's request (duplicate: true) or is told what became of it, and no other claimer gets anything of it. Without --attempt, `relay claim --again` shows the one request this session claimed without an attempt id and has not acked (claimer_known: false: relay cannot tell which claimer took it); with several, or once the session had two claims in flight at once, it shows none and lists them. A claim that takes nothing, or a second one, names the requests this session still holds unacked (held_unacked).
     """
     env = Env(json_, home, as_, session, creates=False, identified=True)
     lease_s = duration(lease, CLAIM_LEASE, "--lease", DEFAULT_CLAIM_LEASE_S)
@@ -863,7 +900,7 @@ def sweep(json_: JsonOpt = False, home: HomeOpt = None) -> int:
 
     Every command already does this before it reads or writes.
     """
-    env = Env(json_, home)
+    env = Env(json_, home, creates=False)
     result = due.sweep(env.store)
     if env.json:
         env.out.json(result)

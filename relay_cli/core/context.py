@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TextIO
 
 from .clock import Clock
+from .command import NO_SCOPE, Scope
 from .errors import RelayError
 from .limits import DEFAULT_RATE_LIMIT, OPEN_STATES, QUEUE_CAP
 
@@ -133,6 +134,9 @@ class Context:
     # the stderr streams that carry this call's one JSON error line already (design.md
     # §7; ``Output``), by ``id``
     error_lines: set[int] = field(default_factory=set)
+    # the scope flags this call was given on its command line, which every command it
+    # prints carries (design.md §14); set by the command line's options
+    scope: Scope = NO_SCOPE
 
     @classmethod
     def from_environ(

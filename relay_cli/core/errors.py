@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, Literal
 
+from .command import NO_SCOPE, Said, Scope, said
 from .limits import (
     DRAFT_TTL_S,
     KINDS,
@@ -382,7 +383,9 @@ ERRORS: dict[ErrorCode, ErrorSpec] = {
 
 
 class RelayError(Exception):
-    """A failure with a code from the taxonomy. ``detail`` adds specifics to the hint.
+    """A failure with a code from the taxonomy. ``detail`` adds specifics to the hint:
+    text, or a ``Said`` when it names commands, which the output layer renders with the
+    call's scope flags (design.md §14); the fixed hint stays first, unchanged.
 
     ``outcome_unknown`` is True on a ``database_unavailable`` raised when the connection
     broke at or after COMMIT was sent (design.md §13): the change may have been made.
@@ -395,7 +398,7 @@ class RelayError(Exception):
         code: ErrorCode,
         message: str | None = None,
         *,
-        detail: str | None = None,
+        detail: str | Said | None = None,
         retry_after: float | None = None,
         exit_code: int | None = None,
         hint: str | None = None,
@@ -410,7 +413,7 @@ class RelayError(Exception):
             raise ValueError(f"{code} does not exit {exit_code} (see its also_exits)")
         self.code = code
         self.message = message or code.replace("_", " ")
-        self.detail = detail
+        self.said = said(detail)
         self.retry_after = retry_after
         self._exit_code = exit_code
         self._hint = hint  # replaces the code's hint where it would mislead
@@ -426,18 +429,32 @@ class RelayError(Exception):
         return self.spec.exit_code if self._exit_code is None else self._exit_code
 
     @property
-    def hint(self) -> str:
-        base = self.spec.hint if self._hint is None else self._hint
-        return base + (f" ({self.detail})" if self.detail else "")
+    def detail(self) -> str | None:
+        """The detail as one line of text (its commands without scope flags)."""
+        return self.said.text() if self.said else None
 
-    def to_dict(self) -> dict[str, Any]:
+    @detail.setter
+    def detail(self, value: str | Said | None) -> None:
+        self.said = said(value)
+
+    def hint_said(self) -> Said:
+        """The fixed hint, then the detail in parentheses, as prose with its commands."""
+        base = self.spec.hint if self._hint is None else self._hint
+        return Said.of(base, " (", *self.said.parts, ")") if self.said else Said.of(base)
+
+    @property
+    def hint(self) -> str:
+        return self.hint_said().text()
+
+    def to_dict(self, scope: Scope = NO_SCOPE) -> dict[str, Any]:
+        """The JSON error object; its ``hint`` names commands with ``scope``'s flags."""
         retry_after = None
         if self.retry_after is not None:
             retry_after = max(0.0, round(self.retry_after, 3))
         return {
             "code": self.code,
             "message": self.message,
-            "hint": self.hint,
+            "hint": self.hint_said().text(scope),
             "retryable": self.spec.retryable,
             "retry_after_seconds": retry_after,
             "exit_code": self.exit_code,

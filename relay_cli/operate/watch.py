@@ -33,11 +33,13 @@ from ..requests.states import NEXT_DEADLINE, SETTLE, STATE_STYLES
 if TYPE_CHECKING:
     from rich.text import Text
 
-    from relay_cli.store import Store
+    from relay_cli.store import Row, Store
 
     from ..core.output import JsonObject
 
 OPEN_LIMIT = 40
+# the order open requests are chosen and shown in: held work first, then queued
+HELD_FIRST = tuple(reversed(OPEN_STATES))  # acknowledged, delivered, queued
 EVENTS_LIMIT = 15
 UNKNOWN_LIMIT = 40
 GLIMPSE = 3  # rows every section gets before any section gets more
@@ -54,7 +56,7 @@ class Snapshot:
     now: int
     home: str
     peers: list[JsonObject] = field(default_factory=list)
-    open: list[JsonObject] = field(default_factory=list)  # request objects, newest first
+    open: list[JsonObject] = field(default_factory=list)  # request objects, as shown
     open_more: int = 0
     counts: dict[str, int] = field(default_factory=dict)
     unknown: list[JsonObject] = field(default_factory=list)  # newest delivery_unknown requests
@@ -96,7 +98,12 @@ def gather(
         )
         snap.peers.append(obj)
     snap.counts = store.count_by_state()
-    rows = store.list_requests(list(OPEN_STATES), None, None, OPEN_LIMIT)  # the newest
+    # chosen from every open request (design.md §14): the held ones first (acknowledged,
+    # delivered: someone works on them), then queued; the oldest of each first
+    rows: list[Row] = []
+    for state in HELD_FIRST:
+        if len(rows) < OPEN_LIMIT and snap.counts.get(state):
+            rows += store.oldest_in_state(state, OPEN_LIMIT - len(rows))
     snap.open = [objects.request_object(r) for r in rows]
     snap.open_more = max(0, snap.open_total - len(rows))
     snap.unknown = [
@@ -139,9 +146,7 @@ def json_doc(snap: Snapshot) -> JsonObject:
         "delivery_unknown": snap.unknown,
         "effect_unknown": snap.effect_unknown,
         "awaiting_approval": snap.awaiting,
-        "open": {
-            state: [r for r in reversed(snap.open) if r["state"] == state] for state in OPEN_STATES
-        },
+        "open": {state: [r for r in snap.open if r["state"] == state] for state in OPEN_STATES},
         "open_more": snap.open_more,
         "events": snap.events,
     }
@@ -262,7 +267,7 @@ def sections(snap: Snapshot) -> list[Section]:
                     ago(_ms(r["updated_at"]), now),
                     _next(r, now),
                 ]
-                for r in _open_order(snap.open)
+                for r in snap.open
             ],
             empty="none",
         ),
@@ -323,12 +328,6 @@ def _scoped(text: str, scope: str) -> str:
         return text
     head, _, commands = text.partition("relay ")
     return head + " or ".join(f"relay {c} {scope}" for c in commands.split(" or relay "))
-
-
-def _open_order(reqs: list[JsonObject]) -> list[JsonObject]:
-    """Acknowledged and delivered work first (someone holds it), then queued; oldest first."""
-    rank = {s: i for i, s in enumerate(reversed(OPEN_STATES))}
-    return sorted(reversed(reqs), key=lambda r: rank[r["state"]])
 
 
 def _ledger_cols() -> list[Col]:

@@ -7,10 +7,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..core import clock
+from ..core.command import Said, placeholder, relay
 from ..core.errors import RelayError
 from ..core.limits import (
     CLAIMED_STATES,
+    DAY_S,
     FINAL_STATES,
+    TOMBSTONE_S,
 )
 from .lifecycle import get
 from .objects import request_object
@@ -20,6 +23,11 @@ from .states import apply
 if TYPE_CHECKING:
     from relay_cli.core.output import JsonObject
     from relay_cli.store import RequestStore, Row, Store
+
+# An attempt id is kept at least this long after its claim: its request finishes no
+# sooner than the claim, its tombstone goes 120 days later at the earliest, and the
+# attempt 120 days after that (design.md §6).
+ATTEMPT_KEPT_DAYS = 2 * TOMBSTONE_S // DAY_S
 
 
 def unacked_ids(store: RequestStore, caller: Caller, but: str | None = None) -> list[str]:
@@ -42,7 +50,7 @@ def held_note(store: RequestStore, caller: Caller, ids: list[str]) -> str:
     `relay show`, since relay cannot know whose each is (design.md §6)."""
     claims = store.claims_of_session(caller.session["id"]) if caller.session else []
     plain = [row["id"] for _, row in _plain_held(store, caller, claims)]
-    shown = plain[0] if len(plain) == 1 else None
+    shown = plain[0] if len(plain) == 1 and not _overlapped(caller.session) else None
     with_attempt = {c["request_id"] for c in claims if c["attempt"]}
     unnamed = [i for i in ids if i != shown and i not in with_attempt]
     tried = [i for i in ids if i != shown and i in with_attempt]
@@ -110,13 +118,58 @@ def _holds(row: Row, claim: Row, caller: Caller) -> bool:
     )
 
 
-def _recovered(store: Store, now: int, caller: Caller, row: Row) -> JsonObject:
+def _overlapped(session: Row | None) -> bool:
+    """The session has had two claims in flight at once (design.md §6)."""
+    return session is not None and session["claims_overlap_at"] is not None
+
+
+def _recovered(
+    store: Store, now: int, caller: Caller, row: Row, claimer_known: bool = True
+) -> JsonObject:
+    """A claim's request shown again. ``claimer_known`` False: relay knows that this
+    session made the claim, not which of its claimers did (design.md §6)."""
     renew(store, caller, now)
     return {
         **request_object(row, text=True),
         "duplicate": True,
+        "claimer_known": claimer_known,
         "held_unacked": unacked_ids(store, caller, but=row["id"]),
     }
+
+
+def _none_shown(held: list[Row], session: Row) -> RelayError:
+    """`claim --again` without an attempt id where relay cannot take a held request for
+    the asker's: several are held, or the session has had two claims in flight at once
+    (design.md §6). Ids only, and how a claimer alone and a claimer among others find
+    theirs."""
+    ids = [row["id"] for row in held]
+    one = ids[0] if len(ids) == 1 else None
+    why = (
+        f"this session has had more than one claim in flight at once (first at "
+        f"{clock.iso(session['claims_overlap_at'])}), so it may be shared by several "
+        "claimers; it holds, "
+        if _overlapped(session)
+        else f"this session holds {len(ids)} requests, "
+    )
+    show = Said.of(relay("show", one), " prints it, then ", relay("ack", one)) if one else None
+    return RelayError(
+        "state_conflict",
+        f"{why}claimed without --attempt and not acked: {', '.join(ids)}; relay cannot "
+        "tell which claim was yours, so it shows none",
+        detail=Said.of(
+            "if you are this session's only claimer, yours is the one whose text you "
+            "have not seen (",
+            *(
+                show.parts
+                if show
+                else (relay("show", placeholder("ID")), " prints one; then ack that one")
+            ),
+            "); if others share this session, ask them which they hold: yours is the one "
+            "none of them has; from now on claim with --attempt and an id of your own from ",
+            relay("id"),
+            " (the same id on a retry), so that a retry finds its own claim",
+        ),
+    )
 
 
 def _what_became(row: Row, claim: Row, caller: Caller, which: str, then: str = "") -> RelayError:
@@ -130,6 +183,9 @@ def _what_became(row: Row, claim: Row, caller: Caller, which: str, then: str = "
     holder = (
         "nobody holds it now"
         if state == "queued"
+        # final, but not settled: a person may still requeue it (design.md §5)
+        else "nobody holds it, and only a person settles it now"
+        if state == "delivery_unknown"
         else "it is final"
         if state in FINAL_STATES
         else "this session holds it, acked"
@@ -180,8 +236,19 @@ def _answer_attempt(
             f"claim attempt {attempt} took {claim['request_id']}, not {request_id}",
         )
     row = store.get_request(claim["request_id"])
-    if row is None:  # removed with its claims by prune; kept for a store edited by hand
-        raise RelayError("request_not_found", f"no request {claim['request_id']}")
+    if row is None:
+        # prune removed the request's tombstone and kept this attempt (design.md §6)
+        removed = claim["request_removed_at"]
+        raise RelayError(
+            "state_conflict",
+            f"claim attempt {attempt} (at {clock.iso(claim['claimed_at'])}) took "
+            f"{claim['request_id']}, which finished long ago: prune removed it and its "
+            + (f"tombstone at {clock.iso(removed)}" if removed else "tombstone")
+            + "; nothing is left to do for it",
+            detail=Said.of(
+                "new work needs a claim with a new attempt id: ", relay("id"), " makes one"
+            ),
+        )
     if _holds(row, claim, caller) and caller.status == "active":
         return _recovered(store, now, caller, row)
     raise _what_became(row, claim, caller, f"claim attempt {attempt}")
@@ -196,19 +263,10 @@ def _again(store: Store, now: int, caller: Caller, session: Row) -> JsonObject:
     claims = store.claims_of_session(sid)
     plain = [c for c in claims if c["attempt"] is None]
     held = _plain_held(store, caller, claims)
+    if len(held) > 1 or (held and _overlapped(session)):
+        raise _none_shown([row for _, row in held], session)
     if len(held) == 1:
-        return _recovered(store, now, caller, held[0][1])
-    if len(held) > 1:
-        ids = ", ".join(row["id"] for _, row in held)
-        raise RelayError(
-            "state_conflict",
-            f"this session holds {len(held)} requests claimed without --attempt and not "
-            f"acked ({ids}): relay cannot tell which claim was yours, so it shows none",
-            detail="ask the claimers that share this session which they hold: yours is "
-            "the one none of them has (`relay show ID` prints it, then `relay ack ID`); "
-            "claim with `relay claim --attempt ID` (an id from `relay id`, the same on a "
-            "retry) so that a retry finds its own claim",
-        )
+        return _recovered(store, now, caller, held[0][1], claimer_known=False)
     last = store.get_request(plain[-1]["request_id"]) if plain else None
     if last is not None:
         later = any(c["attempt"] for c in claims if c["claimed_at"] >= plain[-1]["claimed_at"])
@@ -274,9 +332,13 @@ def claim(
     if again and attempt is not None:
         raise RelayError(
             "nothing_to_claim",
-            f"claim attempt {attempt} took nothing: no claim with it is stored (a claim "
-            "and its attempt id are stored together or not at all)",
-            detail=f"`relay claim --attempt {attempt}` takes the oldest queued request now",
+            f"claim attempt {attempt} took nothing, unless it was made more than "
+            f"{ATTEMPT_KEPT_DAYS} days ago: no claim with it is stored (a claim and its "
+            "attempt id are stored together or not at all, and prune removes an attempt id "
+            f"no sooner than {ATTEMPT_KEPT_DAYS} days after its claim)",
+            detail=Said.of(
+                relay("claim", "--attempt", attempt), " takes the oldest queued request now"
+            ),
         )
     row: Row | None
     if request_id:
@@ -297,6 +359,10 @@ def claim(
         row = store.oldest_queued_for(caller.name)
         if row is None:
             return None
+    if not _overlapped(session) and store.in_flight_of_session(session["id"]):
+        # a second claim in flight: from now on relay cannot take a claim made without an
+        # attempt id for the asker's own (design.md §6)
+        store.mark_claims_overlap(session["id"], now)
     new = apply(
         store,
         row,
@@ -323,5 +389,6 @@ def claim(
     return {
         **request_object(new, text=True),
         "duplicate": False,
+        "claimer_known": True,
         "held_unacked": unacked_ids(store, caller, but=new["id"]),
     }

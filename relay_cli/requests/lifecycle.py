@@ -22,7 +22,7 @@ from .validate import one_of, resolve_ref
 
 if TYPE_CHECKING:
     from relay_cli.core.output import JsonObject
-    from relay_cli.store import Record, RequestStore, Row, Store
+    from relay_cli.store import PeerStore, Record, RequestStore, Row, Store
 
 
 def get(store: RequestStore, request_id: str) -> Row:
@@ -52,6 +52,13 @@ def list_requests(
     has_more = limit is not None and len(rows) > limit
     rows = rows[:limit] if limit is not None else rows
     return {"requests": [request_object(r) for r in rows], "has_more": has_more}
+
+
+def unknown_names(store: PeerStore, *names: str | None) -> tuple[list[str], list[str]]:
+    """Of the peer ``names`` a `list --to`/`--from` narrowed by, those that no peer has,
+    and the known names: an empty table for a mistyped name says so (design.md §14)."""
+    unknown = [n for n in names if n is not None and store.get_peer(n) is None]
+    return unknown, (store.peer_names() if unknown else [])
 
 
 def inbox(store: RequestStore, caller: Caller, limit: int | None = None) -> JsonObject:
@@ -188,7 +195,8 @@ def resolve(
     validate_outcome(outcome)
     require_terminal("resolve", terminal)
     row = get(store, request_id)
-    fields = {"notified_at": None}  # the sender learns the settled outcome (notices)
+    # the sender learns the settled outcome (notices), in a batch of its own
+    fields = {"notified_at": None, "notice_batch": None}
     if outcome == "requeue" and row["pruned"] and row["state"] == "delivery_unknown":
         raise RelayError(
             "state_conflict",

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core import clock
 from ..core.context import Limits
+from ..core.digest import sha256_hex
 from ..core.errors import RelayError
 from ..core.limits import (
     DRAFT_TTL_S,
@@ -159,6 +160,7 @@ def _new_work(
         "from_session": caller.session["id"] if caller.session else None,
         "text": text,
         "text_bytes": len(text.encode("utf-8")),
+        "text_hash": sha256_hex(text.encode("utf-8")),
         "ttl_seconds": ttl_s,
         "reply_within_seconds": reply_within_s,
         "on_lost": on_lost,
@@ -257,6 +259,26 @@ def send(
     return queued_object(store, row, False, now)
 
 
+SAME_TEXT_SHOWN = 3  # open requests with the same text a send names at most
+
+
+def same_text_open(store: RequestStore, row: JsonObject) -> list[Row]:
+    """Open requests, other than the new one ``row`` (a request object), from its sender
+    to its recipient with its text (design.md §14): a retry whose id has a typo queued the
+    same work twice. The new request stands; this only lets the send say so."""
+    stored = store.get_request(row["id"])
+    if stored is None or stored["text_hash"] is None:
+        return []
+    return store.open_same_text(
+        stored["to_peer"],
+        stored["from_peer"],
+        stored["text_hash"],
+        stored["text"],
+        stored["id"],
+        SAME_TEXT_SHOWN,
+    )
+
+
 def _create(
     store: RequestStore,
     now: int,
@@ -324,6 +346,7 @@ def prepare(
             f"{caller.name!r} has {MAX_OPEN_DRAFTS} unsubmitted drafts",
             retry_after=max(0.001, (oldest - now) / 1000),
         )
+    params.pop("text_hash")  # a request's column (design.md §14); submit computes it
     store.insert_draft(
         {
             **params,
@@ -384,6 +407,7 @@ def submit(store: Store, now: int, caller: Caller, draft_id: str, limits: Limits
         )
     }
     params["from_session"] = caller.session["id"] if caller.session else draft["from_session"]
+    params["text_hash"] = sha256_hex(draft["text"].encode("utf-8"))
     row = _create(store, now, caller, draft_id, params, draft["depth"])
     store.mark_draft_submitted(draft_id, now)
     renew(store, caller, now)

@@ -195,8 +195,8 @@ def check_home(home: Path) -> None:
 
 NO_HOME_HINT = (
     "a mistyped --home or RELAY_HOME names another directory: check it (`relay doctor` "
-    "shows the home this shell uses); a home is made by the first command that writes "
-    "to it, e.g. `relay peers join NAME`"
+    "shows the home this shell uses); a home is made by a command that starts from "
+    "nothing, e.g. `relay peers join NAME`"
 )
 
 
@@ -208,14 +208,15 @@ def require_existing(home: Path) -> None:
     if not inspect_path(home).exists:
         raise RelayError(
             "storage_error",
-            f"no relay home exists at {home}: nothing to read there, and nothing was created",
+            f"no relay home exists at {home}: nothing this command needs is there, and "
+            "nothing was created",
             hint=NO_HOME_HINT,
         )
     if not inspect_path(home / DB_NAME).exists:
         raise RelayError(
             "storage_error",
-            f"{home} holds no relay database ({DB_NAME}) yet: nothing to read there, "
-            "and nothing was created",
+            f"{home} holds no relay database ({DB_NAME}) yet: nothing this command needs "
+            "is there, and nothing was created",
             hint=NO_HOME_HINT,
         )
 

@@ -45,6 +45,7 @@ def test_every_command_that_shows_a_request_prints_the_request_object(relay):
         *REQUEST,
         "text",
         "duplicate",
+        "claimer_known",
         "held_unacked",
     ]
     assert _keys(relay("ack", rid, "--json", env=bob).json) == [*REQUEST, "duplicate"]

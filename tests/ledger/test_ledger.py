@@ -939,7 +939,7 @@ def test_a_kill_in_another_pid_namespace_leaves_the_command_to_run_once(tmp_path
 def test_the_product_has_no_test_pause(relay, tmp_path):
     """The crash benchmark's pause lives in bench/paused.py, outside the product: the
     installed relay pauses for no variable and no file (design.md §10)."""
-    assert relay("sweep").code == 0
+    relay.make_home()
     relay.home.mkdir(mode=0o700, exist_ok=True)  # (on PostgreSQL nothing created it)
     (relay.home / "relay-test-pause").write_text("once-spawn=0.2\n")
     for env in ({"RELAY_TEST_PAUSE": "once-spawn=0.2"}, {"RELAY_BENCH_PAUSE": "once-spawn=0.2"}):
@@ -974,7 +974,7 @@ def test_a_pid_commit_that_fails_stops_the_command_before_it_begins(relay, tmp_p
     import re
     import sqlite3
 
-    assert relay("sweep").code == 0
+    relay.make_home()
     path, cmd = counter(tmp_path)
     p = paused(relay, "once", "--key", "locked", "--json", "--", *cmd, seconds=0.3)
     line = p.stderr.readline().decode()
@@ -1018,7 +1018,7 @@ def test_an_outcome_that_cannot_be_recorded_says_the_command_ran(tmp_path):
         pytest.skip(str(e))
     try:
         relay = Relay(mount / "home")
-        assert relay("sweep").code == 0
+        relay.make_home()
         marker = tmp_path / "ran"
         filler = mount / "filler"
         cmd = [
@@ -1153,7 +1153,7 @@ def test_a_signal_before_the_command_starts_is_an_interruption_not_a_usage_error
     from relay_cli.ledger import once
     from relay_cli.requests import due
 
-    assert relay("sweep").code == 0  # the home exists
+    relay.make_home()  # the home exists
     store = relay.open_store()
     try:
         me = Me.current()

@@ -42,6 +42,12 @@ READS = [
     ("fail", RID, "--reason", "x", "--as", "bob"),
     ("reject", RID, "--reason", "x", "--as", "bob"),
     ("submit", RID, "--as", "bob"),
+    ("sweep",),
+    ("prune",),
+    # a session token names a session that lives in a home: a mistyped home would be made
+    # and the token blamed as invalid_session (design.md §2)
+    ("send", "--to", "bob", "--as", "alice", "--session", "tok", "hi"),
+    ("prepare", "--to", "bob", "--as", "alice", "--session", "tok", "hi"),
 ]
 
 
@@ -73,6 +79,26 @@ def test_a_read_on_a_directory_without_relay_db_creates_no_database(relay, tmp_p
     assert (r.code, r.error["code"]) == (7, "storage_error"), r.err
     assert "holds no relay database" in r.error["message"]
     assert list(empty.iterdir()) == []
+
+
+@pytest.mark.sqlite_only
+@pytest.mark.parametrize("verb", ["send", "prepare"])
+def test_a_session_token_from_the_environment_makes_no_home_either(relay, tmp_path, verb):
+    missing = tmp_path / "relay-hmoe"
+    who = {"RELAY_PEER": "alice", "RELAY_SESSION": "tok", "RELAY_HOME": str(missing)}
+    r = relay(verb, "--to", "bob", "hi", "--json", env=who)
+    assert (r.code, r.error["code"]) == (7, "storage_error"), r.err
+    assert f"no relay home exists at {missing}" in r.error["message"]
+    assert not missing.exists()
+
+
+@pytest.mark.sqlite_only
+@pytest.mark.parametrize("verb", ["send", "prepare"])
+def test_a_name_without_a_session_starts_from_nothing_and_makes_the_home(relay, tmp_path, verb):
+    home = tmp_path / "fresh"
+    r = relay(verb, "--to", "bob", "--as", "ops", "hi", "--json", "--home", str(home))
+    assert r.error["code"] == "unknown_peer"  # bob is not known there yet
+    assert (home / "relay.db").exists()
 
 
 @pytest.mark.sqlite_only

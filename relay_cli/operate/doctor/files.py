@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 # a home without relay.db yet: as fresh as a missing home (design.md §11)
 NO_DB_YET = (
-    "not created yet; the first relay command that writes to the home creates it, "
+    "not created yet; the first relay command that starts from nothing creates it, "
     "e.g. `relay peers join NAME` (a read such as `relay list` creates nothing)"
 )
 
@@ -60,7 +60,8 @@ def check_paths(home: Path, report: Report) -> bool:
             "state_dir",
             OK,
             f"{home}: not created yet; the first relay command that "
-            f"writes to it creates it (mode 0700), e.g. `{report.cmd('peers join NAME')}` "
+            f"starts from nothing creates it (mode 0700), e.g. "
+            f"`{report.cmd('peers join NAME')}` "
             "(a read such as `relay list` creates nothing)",
         )
         report.add("database", OK, "not created yet (created with the state directory)")
