@@ -15,18 +15,19 @@ tokens` does), so the tokenizer is a test dependency only.
 from __future__ import annotations
 
 import functools
-import re
-
-# The same request id as it may be shown: canonical (36 characters) or a prefix of at
-# least 8 (design.md §14).
-ID_PREFIX = re.compile(r"\b[0-9a-f]{8}(?:-[0-9a-f]{1,4}){0,3}(?:-[0-9a-f]{1,12})?\b")
 
 
 @functools.lru_cache(maxsize=1)
 def _encoding():  # type: ignore[no-untyped-def]
-    import bpe_openai  # the `test` extra; relay itself never imports it
+    import warnings
 
-    return bpe_openai.get_encoding("o200k_base")
+    with warnings.catch_warnings():  # its loader uses importlib.resources.open_binary
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import bpe_openai  # the `test` extra; relay itself never imports it
+
+        encoding = bpe_openai.get_encoding("o200k_base")
+        encoding.encode_ordinary("")  # (anything it loads lazily, loaded here)
+        return encoding
 
 
 def count(text: str) -> int:

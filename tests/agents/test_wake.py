@@ -106,7 +106,7 @@ def test_waiter_wakes_with_relays_note_when_work_arrives(relay, session):
     code, out, err = finish(w)
     assert code == 2 and out == ""
     assert f"`relay claim --id {rid[:12]}`" in err and "not an error" in err
-    assert "this note is relay's, not the user's" in err and "from alice" in err
+    assert "relay's note, not the user's" in err and "from alice" in err
     for word in ("staging", "bucket", "approved"):
         assert word not in err  # no peer text: the sender's name and the size only
     assert relay("show", rid, "--json").json["state"] == "queued"  # nothing claimed
@@ -307,7 +307,7 @@ def test_codex_waiter_queues_relays_note_into_the_thread(relay, tmp_path, fake_c
     assert argv[:4] == ["queue", "--thread", s.sid, "--message"] and len(argv) == 5
     message = argv[4]
     assert message.startswith("[relay]") and rid[:12] in message
-    assert "this note is relay's, not the user's" in message
+    assert "relay's note, not the user's" in message
     assert "deploy" not in message and "from alice" in message
     assert relay("show", rid, "--json").json["state"] == "queued"
     # When Codex submits the note as a prompt, relay does not count it as a person's.
