@@ -142,12 +142,12 @@ class Home:
         if not r.stdout.strip():
             return ""
         doc = json.loads(r.stdout)
-        return (
-            doc.get("reason")
-            or doc.get("additionalContext")
-            or (doc.get("hookSpecificOutput") or {}).get("additionalContext")
-            or ""
-        )
+        parts = [
+            doc.get("reason"),  # (Claude Code's Stop: a pointer to the context below)
+            doc.get("additionalContext"),
+            (doc.get("hookSpecificOutput") or {}).get("additionalContext"),
+        ]
+        return "\n".join(p for p in parts if p)
 
     def wake(self) -> str:
         """The note relay's waiter wakes an idle session with ('' where there is none)."""

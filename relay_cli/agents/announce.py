@@ -114,6 +114,12 @@ def stop_block(peer: str, reqs: list[Named], more: int, told: int) -> str:
     return "\n".join(body)
 
 
+def stop_pointer(peer: str) -> str:
+    """A Stop block's reason where its words go in the hook's context (Claude Code sends
+    the reason to the model twice, the context once: runtimes.Runtime.stop_context)."""
+    return f"relay: requests wait for {peer}; this Stop hook's context lists them."
+
+
 def wake_note(peer: str, reqs: list[Named], more: int, as_user_turn: bool) -> str:
     """The waiter's note: relay's own (one sentence says whose words are whose), the
     requests, what to do. ``as_user_turn``: it arrives as a user turn (`codex queue`,

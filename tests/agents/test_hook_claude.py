@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from conftest import new_id
+from test_hook_runtimes import stop_words
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "claude"
 CLAUDE_SID = "8f2c1d7e-4b5a-4e7d-9c3b-2a1f0e9d8c7b"
@@ -148,7 +149,7 @@ def test_session_start_under_relay_run_uses_that_session(relay, claude):
     rid = new_id()
     assert relay.send(relay.join("alice"), "claude-1", request_id=rid).code == 0
     stop = claude.hook("stop")
-    assert stop["decision"] == "block" and claim_cmd(rid) in stop["reason"]
+    assert stop["decision"] == "block" and claim_cmd(rid) in stop_words(stop)
 
 
 def test_compaction_keeps_the_relay_session_and_its_claimed_work(relay, claude):
@@ -305,10 +306,15 @@ def test_stop_blocks_naming_the_waiting_requests_and_the_claim_command(relay, cl
     relay.send(alice, "claude-1", "one", request_id=r1)
     relay.send(alice, "claude-1", "two", request_id=r2)
     doc = claude.hook("stop")
-    assert set(doc) == {"decision", "reason"} and doc["decision"] == "block"
-    assert claim_cmd(r1) in doc["reason"] and claim_cmd(r2) in doc["reason"]
-    assert "from alice" in doc["reason"] and "not the user's approval" in doc["reason"]
-    assert "one" not in doc["reason"].split()  # no bodies
+    # Claude Code sends a block's reason to the model twice, the Stop's context once: the
+    # words go in the context, the reason points there (design.md §12)
+    assert set(doc) == {"decision", "reason", "hookSpecificOutput"}
+    assert doc["decision"] == "block" and doc["reason"] == (
+        "relay: requests wait for claude-1; this Stop hook's context lists them."
+    )
+    assert claim_cmd(r1) in stop_words(doc) and claim_cmd(r2) in stop_words(doc)
+    assert "from alice" in stop_words(doc) and "not the user's approval" in stop_words(doc)
+    assert "one" not in stop_words(doc).split()  # no bodies
 
 
 def test_stop_never_blocks_twice_for_the_same_requests(relay, claude):
@@ -322,8 +328,8 @@ def test_stop_never_blocks_twice_for_the_same_requests(relay, claude):
     r2 = new_id()
     relay.send(alice, "claude-1", request_id=r2)
     doc = claude.hook("stop_active")
-    assert doc["decision"] == "block" and claim_cmd(r2) in doc["reason"]
-    assert r1[:12] not in doc["reason"]
+    assert doc["decision"] == "block" and claim_cmd(r2) in stop_words(doc)
+    assert r1[:12] not in stop_words(doc)
 
 
 def test_stop_blocks_at_most_three_times_in_a_row(relay, claude):

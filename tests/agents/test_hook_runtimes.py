@@ -150,6 +150,12 @@ def context(doc: dict) -> str:
     return doc["hookSpecificOutput"]["additionalContext"]
 
 
+def stop_words(doc: dict) -> str:
+    """What a Stop block tells the model: its reason, or where the runtime takes the
+    block's words from the hook's context (Claude Code: ``Runtime.stop_context``), that."""
+    return doc.get("hookSpecificOutput", {}).get("additionalContext") or doc["reason"]
+
+
 def event_name(doc: dict) -> str | None:
     """The event name the answer carries (None: the top-level form names none)."""
     return doc["hookSpecificOutput"]["hookEventName"] if "hookSpecificOutput" in doc else None
@@ -199,7 +205,7 @@ def test_a_whole_session_in_the_runtimes_dialect(relay, tmp_path, runtime):
     # once, pointing at the listing instead of naming it again (design.md §17)
     stop = agent.hook("Stop")
     assert stop["decision"] == {"gemini": "deny"}.get(runtime, "block")
-    assert "listed earlier" in stop["reason"] and waiting[:8] not in stop["reason"]
+    assert "listed earlier" in stop_words(stop) and waiting[:8] not in stop_words(stop)
     # Gemini CLI, opencode and Copilot CLI send the reason back as the next prompt: no
     # listing names the request again, and the prompt is not a person's
     assert agent.hook("UserPromptSubmit", prompt=stop["reason"]) is None
@@ -222,7 +228,7 @@ def test_under_relay_run_the_hook_adopts_the_launchers_session(relay, tmp_path, 
     relay.send(relay.join("alice"), agent.name, request_id=new_id())
     # Later events find the session by the runtime's session_id alone.
     doc = agent.hook("Stop", env={"RELAY_SESSION": None})
-    assert doc is not None and doc["reason"].startswith(f"relay: 1 request for {agent.name}")
+    assert doc is not None and stop_words(doc).startswith(f"relay: 1 request for {agent.name}")
 
 
 @pytest.mark.parametrize("runtime", ["codex", "gemini", "opencode", "copilot"])

@@ -40,9 +40,12 @@ WAKES = [r.name for r in runtimes.ALL if r.wake is not None]
 
 
 def _text(doc: dict | None) -> str:
+    """All a hook's answer tells the model: its context, a Stop block's reason."""
     if doc is None:
         return ""
-    return doc.get("reason") or context(doc)
+    parts = [doc["reason"]] if "reason" in doc else []
+    parts.append(doc.get("hookSpecificOutput", doc).get("additionalContext", ""))
+    return "\n".join(p for p in parts if p)
 
 
 def _times_named(texts: list[str], rid: str) -> int:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from conftest import new_id
+from test_hook_runtimes import stop_words
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 HANG = 20  # seconds: a waiter that has not reacted by then is broken
@@ -348,7 +349,7 @@ def test_codex_waiter_whose_queue_fails_leaves_the_stop_hook_to_name_the_work(
     assert finish(w) == (0, "", "")
     assert record.exists()
     stop = s.hook("stop")
-    assert stop["decision"] == "block" and rid[:12] in stop["reason"]
+    assert stop["decision"] == "block" and rid[:12] in stop_words(stop)
 
 
 def test_codex_waiter_without_codex_on_path_exits_0_at_once(relay, tmp_path):
@@ -388,7 +389,7 @@ def test_claude_waiter_in_print_mode_or_sdk_exits_at_once_and_names_nothing(rela
     assert time.monotonic() - start < HANG
     assert relay.snapshot() == before  # no waiter row, nothing counted as announced
     stop = session.hook("stop")
-    assert stop["decision"] == "block" and rid[:12] in stop["reason"]
+    assert stop["decision"] == "block" and rid[:12] in stop_words(stop)
 
 
 def test_claude_waiter_in_the_tui_still_waits(relay, session):
@@ -448,7 +449,7 @@ def test_a_thread_that_carries_another_threads_relay_session_is_refused(
     assert finish(p) == (0, "", "")
     assert relay.snapshot() == before and not record.exists()
     # The thread it belongs to still acts as codex-a.
-    assert rid[:12] in a.hook("stop")["reason"]
+    assert rid[:12] in stop_words(a.hook("stop"))
 
 
 # ------------------------------------------------------------ Codex queued notes
@@ -465,7 +466,7 @@ def test_a_queued_note_that_codex_exec_drops_does_not_hide_the_request(relay, tm
     assert finish(w) == (0, "", "")
     assert record.exists()  # the note was queued...
     stop = s.hook("stop")  # ...but no turn carried it: Stop names the request
-    assert stop["decision"] == "block" and rid[:12] in stop["reason"]
+    assert stop["decision"] == "block" and rid[:12] in stop_words(stop)
 
 
 def test_a_queued_note_seen_arriving_counts_as_announced(relay, tmp_path, fake_codex):
@@ -495,8 +496,8 @@ def test_codex_first_prompt_starts_no_waiter_its_stop_names_the_work(relay, tmp_
     late = new_id()
     relay.send(relay.join("alice"), "agent-1", request_id=late)  # mid-turn
     stop = s.hook("stop")
-    assert stop["decision"] == "block" and rid[:12] in stop["reason"]
-    assert late[:12] in stop["reason"]
+    assert stop["decision"] == "block" and rid[:12] in stop_words(stop)
+    assert late[:12] in stop_words(stop)
     assert not record.exists()  # no note: each request was named once
     w = s.waiter(env=path_env)  # the Stop's waiter: the session is idle now
     until(lambda: wakeup(relay, "agent-1") == "waiter", "the waiter")
