@@ -515,13 +515,13 @@ def _stop(store: Store, now: int, session: Row, dialect: Runtime) -> JsonObject 
     marks["pending"] = [i for i in marks["pending"] if i not in set(ids)]
     store.put_hook_marks(sid, blocks + 1, marks, now, MAX_REMEMBERED_IDS)
     reason = _cap(announce.stop_block(name, shown, more, len(fresh) - len(untold)))
+    remember_own_prompt(store, sid, reason, now)
     if dialect.stop_context:  # (Claude Code: the reason reaches the model twice)
         return {
             "decision": dialect.block,
             "reason": announce.stop_pointer(name),
             "hookSpecificOutput": {"hookEventName": "Stop", "additionalContext": reason},
         }
-    remember_own_prompt(store, sid, reason, now)
     return {"decision": dialect.block, "reason": reason}
 
 
