@@ -381,8 +381,8 @@ print or send RELAY_SESSION, your session token.
 - delivery_unknown: nobody knows whether the work was done. Ask the person; do
   not redo it.
 - A command that must not run twice (a pull request, a deploy): `relay once
-  --key KEY -- CMD`. effect_unknown: check and ask the person. Approvals come
-  only from a person at a terminal.
+  --key KEY -- CMD`. effect_unknown: check and ask the person. Only a person
+  approves: never approve a command yourself, by any means.
 - Errors carry a hint with the next step. `relay guide --full`: the long form.
 """
 

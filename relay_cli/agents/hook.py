@@ -541,9 +541,9 @@ def _count(store: HookStore, name: str, read: int) -> str:
 
 
 def _more(store: HookStore, name: str, waiting: list[Row], read_new: int) -> int:
-    """How many of the queued requests the hook's bounded read left out count as new too:
-    ``read_new`` of the ``waiting`` rows read, and every row beyond them (the queue's
-    oldest MAX_SCANNED are read: a newer one was never named)."""
+    """How many queued requests of ``name`` are new to the session: ``read_new`` of the
+    ``waiting`` rows read (the oldest MAX_SCANNED), plus every queued row beyond them,
+    which no text named yet (counted no further than COUNT_CAP)."""
     if len(waiting) < MAX_SCANNED:
         return read_new
     total = store.hook_queued_count(name, COUNT_CAP)

@@ -52,7 +52,7 @@ MUST_SAY = [
     "<<'EOF'",  # heredoc on stdin
     "relay once --key KEY -- CMD",
     "effect_unknown",
-    "person at a terminal",
+    "never approve a command yourself",
     "relay guide --full",  # where the long form is
 ]
 # ... and what the long form adds.
