@@ -227,16 +227,18 @@ def enter_netns() -> None:
 
 RELAY_WRAPPER = """#!/bin/bash
 # relay, as the runtimes' hooks call it, with every hook event's stdin kept (design.md §12:
-# the harness validates each one against the fixtures' schemas) and its start and end.
+# the harness validates each one against the fixtures' schemas), what it wrote (what relay
+# handed the runtime: e2e/tokens.py finds it in the model's requests), its start and end.
 if [ "$1" = hook ]; then
     f=$(mktemp "{events}/ev.XXXXXXXX")
     cat > "$f"
     {{ printf '%s\\n' "$*"; printf 'entrypoint=%s attended=%s codex_thread=%s peer=%s\\n' \\
         "$CLAUDE_CODE_ENTRYPOINT" "$CLAUDE_CODE_SESSION_ATTENDED" "$CODEX_THREAD_ID" \\
         "$RELAY_PEER"; date +%s.%N; }} > "$f.meta"
-    "{relay}" "$@" < "$f" > "$f.out"
+    "{relay}" "$@" < "$f" > "$f.out" 2> "$f.err"
     code=$?
     cat "$f.out"
+    cat "$f.err" >&2
     {{ date +%s.%N; echo "$code"; }} >> "$f.meta"
     exit $code
 fi
@@ -292,7 +294,18 @@ class Sandbox:
         # it is Codex by that name; `codex queue`, the Codex waiter's, needs it on PATH)
         for name, argv in programs(mods).items():
             shim = self.bin / name
-            shim.write_text("#!/bin/sh\nexec " + " ".join(f"'{a}'" for a in argv) + ' "$@"\n')
+            # `codex queue … --message NOTE` (Codex's waiter): the note is kept, as a hook's
+            # output is, for e2e/tokens.py
+            keep = (
+                'if [ "$1" = queue ]; then m=; p=; for a in "$@"; do '
+                '[ "$p" = --message ] && m="$a"; p="$a"; done; '
+                f'printf %s "$m" > "$(mktemp "{self.events}/queue.XXXXXXXX")"; fi\n'
+                if name == "codex"
+                else ""
+            )
+            shim.write_text(
+                "#!/bin/sh\n" + keep + "exec " + " ".join(f"'{a}'" for a in argv) + ' "$@"\n'
+            )
             shim.chmod(0o755)
             self.progs[name] = [str(shim)]
         self.mods = mods
@@ -533,7 +546,7 @@ class Sandbox:
         """Every hook event a runtime sent to relay: (args, meta, event)."""
         out = []
         for f in sorted(self.events.glob("ev.*")):
-            if f.suffix in (".meta", ".out"):
+            if f.suffix in (".meta", ".out", ".err"):
                 continue
             meta = f.parent / (f.name + ".meta")
             lines = meta.read_text().splitlines() if meta.exists() else ["", "", "0"]
@@ -552,9 +565,15 @@ class Sandbox:
                     "secs": round(end - t, 3) if end else None,
                     "exit": lines[4] if len(lines) > 4 else None,
                     "event": doc,
+                    "out": _read(f.parent / (f.name + ".out")),
+                    "err": _read(f.parent / (f.name + ".err")),
                 }
             )
         return sorted(out, key=lambda e: e["t"])
+
+    def queued_notes(self) -> list[str]:
+        """The note of every `codex queue --message NOTE` the Codex waiter ran."""
+        return [f.read_text() for f in sorted(self.events.glob("queue.*"))]
 
     def close(self) -> None:
         for p in self.procs:
@@ -568,6 +587,13 @@ class Sandbox:
         self.model.close()
         if not self.keep:
             shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
 
 
 def kill_sandbox_processes(d: Path, timeout: float = 10.0) -> list[int]:

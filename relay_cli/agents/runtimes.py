@@ -89,6 +89,10 @@ class Runtime:
     # ``{"hookSpecificOutput": {"hookEventName", "additionalContext"}}``) or "top" (a
     # top-level ``{"additionalContext"}``: GitHub Copilot CLI ignores the other form).
     context: str = "specific"
+    # The Stop block's words go in the Stop event's own context, and its reason only
+    # points there (design.md §12): Claude Code hands a block's reason to the model twice
+    # (as "Stop hook feedback" and as the hook's "blocking error"), its context once.
+    stop_context: bool = False
     wake_note: str = ""  # why an idle session cannot be woken (a runtime with wake None)
 
     def relay_event(self, runtime_event: str) -> str | None:
@@ -119,6 +123,7 @@ CLAUDE = Runtime(
     events=_SAME,
     env_files=("CLAUDE_ENV_FILE",),
     block="block",
+    stop_context=True,
     settings=Settings(".claude", "settings.json", ".claude/settings.json", var="CLAUDE_CONFIG_DIR"),
     wake="exit2",
     wake_flags={"asyncRewake": True},

@@ -398,8 +398,8 @@ def _check_audience(value: str) -> None:
 @app.command(
     "guide",
     epilog=examples(
-        "relay guide --for claude >> CLAUDE.md",
         "relay guide --for codex >> AGENTS.md",
+        "relay guide --for claude --full",
     ),
 )
 def guide(
@@ -411,12 +411,20 @@ def guide(
             help="Which agent runtime the guide is for.",
         ),
     ] = "generic",
+    full: Annotated[
+        bool,
+        typer.Option("--full", help="The long form, for people."),
+    ] = False,
     json_: JsonOpt = False,
     home: HomeOpt = None,
 ) -> int:
-    """Print the instructions an agent needs (for CLAUDE.md / AGENTS.md)."""
+    """Print the instructions an agent needs (for CLAUDE.md / AGENTS.md).
+
+    The short guide (at most 600 tokens) is what an agent's instructions file needs;
+    an agent whose runtime runs relay's hooks needs none: the hooks hand each session
+    a 150-token summary and list its work as it arrives. --full is the long form."""
     env = Env(json_, home)
-    obj = guide_text.guide_object(for_)
+    obj = guide_text.guide_object(for_, full)
     if env.json:
         env.out.json(obj)
     else:

@@ -150,6 +150,12 @@ def context(doc: dict) -> str:
     return doc["hookSpecificOutput"]["additionalContext"]
 
 
+def stop_words(doc: dict) -> str:
+    """What a Stop block tells the model: its reason, or where the runtime takes the
+    block's words from the hook's context (Claude Code: ``Runtime.stop_context``), that."""
+    return doc.get("hookSpecificOutput", {}).get("additionalContext") or doc["reason"]
+
+
 def event_name(doc: dict) -> str | None:
     """The event name the answer carries (None: the top-level form names none)."""
     return doc["hookSpecificOutput"]["hookEventName"] if "hookSpecificOutput" in doc else None
@@ -178,6 +184,7 @@ def test_a_whole_session_in_the_runtimes_dialect(relay, tmp_path, runtime):
     }
     assert event_name(start) == wanted_name.get(runtime)
     assert repr(agent.name) in context(start) and "relay send" in context(start)
+    assert "relay claim --id " not in context(start)  # the start names no request
     me = agent.agent_env()
     alice = relay.join("alice")
     waiting = new_id()
@@ -190,12 +197,18 @@ def test_a_whole_session_in_the_runtimes_dialect(relay, tmp_path, runtime):
     prompt = agent.hook("UserPromptSubmit")
     prompt_event = {"gemini": "BeforeAgent", "copilot": None}.get(runtime, "UserPromptSubmit")
     assert event_name(prompt) == prompt_event
-    assert waiting in context(prompt) and mine in context(prompt)
+    assert f"`relay claim --id {waiting[:12]}`" in context(prompt)
+    assert f"- {mine[:12]} to alice: completed" in context(prompt)
     assert "please review the diff" not in context(prompt)
 
+    # the turn ends with the request still queued: the Stop block keeps the agent going
+    # once, pointing at the listing instead of naming it again (design.md §18)
     stop = agent.hook("Stop")
     assert stop["decision"] == {"gemini": "deny"}.get(runtime, "block")
-    assert waiting in stop["reason"] and "relay claim" in stop["reason"]
+    assert "listed earlier" in stop_words(stop) and waiting[:8] not in stop_words(stop)
+    # Gemini CLI, opencode and Copilot CLI send the reason back as the next prompt: no
+    # listing names the request again, and the prompt is not a person's
+    assert agent.hook("UserPromptSubmit", prompt=stop["reason"]) is None
 
     assert relay("claim", "--json", env=me).json["id"] == waiting
     if runtime == "opencode":  # no session-end event: `relay run` leaves at exit
@@ -215,7 +228,7 @@ def test_under_relay_run_the_hook_adopts_the_launchers_session(relay, tmp_path, 
     relay.send(relay.join("alice"), agent.name, request_id=new_id())
     # Later events find the session by the runtime's session_id alone.
     doc = agent.hook("Stop", env={"RELAY_SESSION": None})
-    assert doc is not None and doc["reason"].startswith("relay: 1 request(s)")
+    assert doc is not None and stop_words(doc).startswith(f"relay: 1 request for {agent.name}")
 
 
 @pytest.mark.parametrize("runtime", ["codex", "gemini", "opencode", "copilot"])

@@ -1087,9 +1087,12 @@ def test_help_and_man_page_say_the_terminal_rule_stops_accidents_not_fake_termin
         .split()
     )
     assert man.count("fakes a terminal") >= 5
-    guide = " ".join(relay.proc("guide", "--for", "claude").out.split())
+    guide = " ".join(relay.proc("guide", "--for", "claude", "--full").out.split())
     assert "cannot approve it yourself" not in guide
     assert "fakes a terminal" in guide
+    # the guide to paste does not state the terminal rule, only who approves
+    short = " ".join(relay.proc("guide", "--for", "claude").out.split())
+    assert "at a terminal" not in short and "never approve a command yourself" in short
 
 
 def test_the_threat_model_says_what_relay_does_not_protect_against():
