@@ -19,7 +19,14 @@ from ..core import clock
 from ..core.clock import Clock
 from ..core.context import Context
 from ..core.errors import ExitStatus, RelayError
-from ..core.limits import DEFAULT_SESSION_LEASE_S, KINDS, MAX_TEXT_BYTES, SESSION_LEASE, STATES
+from ..core.limits import (
+    DEFAULT_HUMAN_SESSION_LEASE_S,
+    DEFAULT_SESSION_LEASE_S,
+    KINDS,
+    MAX_TEXT_BYTES,
+    SESSION_LEASE,
+    STATES,
+)
 from ..core.output import Output, terminal_width
 from ..requests import due, validate
 from ..requests.peers import (
@@ -28,7 +35,7 @@ from ..requests.peers import (
     identity,
     validate_kind,
 )
-from . import click_seam, complete
+from . import click_seam, complete, scope
 from .click_seam import Choice
 
 if TYPE_CHECKING:
@@ -260,7 +267,8 @@ SessionLeaseOpt = Annotated[
     typer.Option(
         "--lease",
         metavar="D",
-        help=f"Session lease ({clock.span(SESSION_LEASE, DEFAULT_SESSION_LEASE_S)}).",
+        help=f"Session lease ({clock.span(SESSION_LEASE, DEFAULT_SESSION_LEASE_S)}; "
+        f"{clock.duration_text(DEFAULT_HUMAN_SESSION_LEASE_S)} for --kind human).",
     ),
 ]
 
@@ -297,10 +305,10 @@ class Env:
         identified: bool = False,
     ) -> None:
         self.ctx = call_context()
-        self.out = Output.of(self.ctx, json_mode)
-        self.home = home or self.ctx.home
         if home:
-            self.ctx.home = home
+            scope.given(self.ctx, home=home)
+        self.out = Output.of(self.ctx, json_mode)
+        self.home = self.ctx.home
         self.as_ = as_
         self.session = session
         # False for a command that only reads or acts on what must already exist: it
@@ -339,9 +347,6 @@ class Env:
             self.ctx.use_clock(self._store.clock)
         return self._store
 
-    def scope_words(self) -> str:
-        return scope_words(self.ctx)
-
     def identity(self) -> tuple[str | None, str | None]:
         """(name, token) by ``peers.identity``: the options, then the call's environment."""
         return identity(self.as_, self.session, self.ctx.environ)
@@ -357,21 +362,6 @@ class Env:
         if self._store is not None:
             self._store.close()
             self._store = None
-
-
-def scope_words(ctx: Context) -> str:
-    """The ``--home`` / ``--database-url`` words a command relay prints carries so that,
-    pasted into the same shell, it acts on the home or database of this call (design.md
-    §14): as doctor's (``Scope``), empty for the per-user default home."""
-    from ..operate.doctor import Scope
-    from ..store import database_url, resolve_home
-
-    try:
-        return Scope(
-            resolve_home(ctx.home, ctx.environ), bool(ctx.home), database_url(ctx.database_url)
-        ).words()
-    except RelayError:
-        return ""
 
 
 def _warn_offset(out: Output, clock: Clock) -> None:
@@ -493,8 +483,12 @@ def root(
             help="Print relay's version and exit.",
         ),
     ] = False,
+    home: HomeOpt = None,
 ) -> None:
     """Hand work between AI coding agents on one machine."""
+    # `relay --home DIR list` as `relay list --home DIR` (a command's own --home wins)
+    if home:
+        scope.given(call_context(), home=home)
 
 
 # ------------------------------------------------------------------ entry point
@@ -579,17 +573,7 @@ def _run(argv: list[str], ctx: Context) -> int:
         return rv if isinstance(rv, int) else ExitStatus.OK
     except RelayError as e:
         _name_where(e, ctx)
-        if e.detail and " --shell)" in e.detail and _given_on_command_line(ctx):
-            # the exact join line of an identity error joins in this call's home
-            # (design.md §14); a home from the environment is the pasted line's already
-            e.detail = e.detail.replace(" --shell)", f" --shell {scope_words(ctx)})")
-        if e.code == "unsafe_state_dir" and e.detail is None and scope_words(ctx):
-            # the hint's commands, for the home this call was given (design.md §14)
-            scope = scope_words(ctx)
-            e.detail = (
-                f"for this home: `relay doctor {scope}` explains, "
-                f"`relay doctor --fix {scope}` tightens modes"
-            )
+        out.scope = ctx.scope  # the commands it names carry the call's flags (design.md §14)
         out.error(e)
         return e.exit_code
     except typer.Exit as e:
@@ -625,15 +609,6 @@ def _run(argv: list[str], ctx: Context) -> int:
 
 # errors that say relay looked for something and did not find it (design.md §7)
 NOT_FOUND = ("request_not_found", "prepared_not_found", "ledger_key_not_found", "unknown_peer")
-
-
-def _given_on_command_line(ctx: Context) -> bool:
-    """Did this call name its home or database by an option, not by the environment that a
-    command pasted into the same shell inherits?"""
-    return bool(scope_words(ctx)) and (
-        (ctx.home or None) != (ctx.environ.get("RELAY_HOME") or None)
-        or (ctx.database_url or None) != (ctx.environ.get("RELAY_DATABASE_URL") or None)
-    )
 
 
 def _name_where(e: RelayError, ctx: Context) -> None:
@@ -720,7 +695,7 @@ def _database_url(ctx: ClickContext, param: Parameter, value: str | None) -> Non
     if value is not None and isinstance(ctx.obj, Context):
         from ..store.url import check
 
-        ctx.obj.database_url = check(value.strip()) if value.strip() else ""
+        scope.given(ctx.obj, database_url=check(value.strip()) if value.strip() else "")
 
 
 def build_command(typer_app: typer.Typer) -> Command:
@@ -754,7 +729,7 @@ def _click_command(argv: list[str], completing: bool = False) -> Command:
     """The Click command tree for this call. Building every command costs ~20 ms at each
     start, so a call that names a top-level command gets a tree with only that command;
     --help, completion (``completing``) and anything unrecognised get the full tree."""
-    name = argv[0] if argv else ""
+    name = _command_name(argv)
     if len(argv) <= 1 and name in ("", "--help", "-h") and not completing:
         return build_command(_listing(app))
     if name and not name.startswith("-"):
@@ -773,6 +748,25 @@ def _click_command(argv: list[str], completing: bool = False) -> Command:
             view.registered_commands, view.registered_groups = commands, groups
             return build_command(view)
     return build_command(app)
+
+
+# options of the root that take a value and may stand before the command's name
+ROOT_VALUE_OPTIONS = ("--home", "--database-url")
+
+
+def _command_name(argv: list[str]) -> str:
+    """The top-level command ``argv`` names, after the root's scope options (``relay
+    --home DIR list``)."""
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        if word in ROOT_VALUE_OPTIONS:
+            i += 2
+        elif word.split("=", 1)[0] in ROOT_VALUE_OPTIONS:
+            i += 1
+        else:
+            return word
+    return argv[0] if argv else ""
 
 
 def _listing(typer_app: typer.Typer) -> typer.Typer:

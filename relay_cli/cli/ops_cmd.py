@@ -11,10 +11,10 @@ from ..core.errors import RelayError, cannot_start
 from ..core.limits import (
     DAY_S,
     DEFAULT_RETENTION_S,
-    DEFAULT_SESSION_LEASE_S,
     PRUNE_AGE,
     SESSION_LEASE,
     TOMBSTONE_S,
+    default_session_lease,
 )
 from ..core.output import Output
 from ..core.process import command_argv
@@ -86,7 +86,7 @@ def run_(
             raise RelayError("usage_error", "relay run needs --as NAME")
         peers.validate_name(as_, "--as")
         peers.validate_kind(kind)
-        lease_s = duration(lease, SESSION_LEASE, "--lease", DEFAULT_SESSION_LEASE_S)
+        lease_s = duration(lease, SESSION_LEASE, "--lease", default_session_lease(kind))
         argv = command_argv(ctx.args, "relay run --as NAME [--kind K] -- CMD [ARGS]...")
         if not launcher.supported():
             raise RelayError(

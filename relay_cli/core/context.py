@@ -134,8 +134,11 @@ class Context:
     # the stderr streams that carry this call's one JSON error line already (design.md
     # §7; ``Output``), by ``id``
     error_lines: set[int] = field(default_factory=set)
-    # the scope flags this call was given on its command line, which every command it
-    # prints carries (design.md §14); set by the command line's options
+    # what the command line's options gave (``--home``, ``--database-url``), not the
+    # environment: the scope flags of every command the call prints (design.md §14)
+    home_flag: str | None = None
+    database_url_flag: str | None = None
+    # those flags as the printed commands carry them (the command line sets it)
     scope: Scope = NO_SCOPE
 
     @classmethod

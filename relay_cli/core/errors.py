@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, Literal
 
-from .command import NO_SCOPE, Said, Scope, said
+from .command import NO_SCOPE, Choices, Said, Scope, said
 from .limits import (
     DRAFT_TTL_S,
     KINDS,
@@ -440,7 +440,11 @@ class RelayError(Exception):
     def hint_said(self) -> Said:
         """The fixed hint, then the detail in parentheses, as prose with its commands."""
         base = self.spec.hint if self._hint is None else self._hint
-        return Said.of(base, " (", *self.said.parts, ")") if self.said else Said.of(base)
+        if not self.said:
+            return Said.of(base)
+        if isinstance(self.said.parts[-1], Choices):  # the choices end it, one per line
+            return Said.of(base, "; ", *self.said.parts)
+        return Said.of(base, " (", *self.said.parts, ")")
 
     @property
     def hint(self) -> str:

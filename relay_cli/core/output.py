@@ -255,18 +255,19 @@ class Output:
         lines: list[str] = []
         pending = ""
 
-        def flush(more: str = "") -> None:
+        def flush(keep: bool = False) -> None:
             nonlocal pending
             if pending.strip():
-                wrapped = wrap_prose(pending + more, width, indent)
-                lines.extend(wrapped if not lines else [indent + w.lstrip() for w in wrapped])
+                lines.extend(wrap_prose(pending, width, indent))
+            elif keep:
+                lines.append(pending)
             pending = ""
 
         for part in prose.parts:
             if isinstance(part, Command):
                 one = part.text(self.scope)
                 if cell_len(one) + 2 <= width - len(indent):
-                    pending += f"`{one}`"
+                    pending += part.quoted(self.scope)
                     continue
                 flush()
                 lines.extend(part.lines(self.scope, width, indent=indent))
@@ -275,7 +276,11 @@ class Output:
                 for choice in part.commands:
                     lines.extend(choice.lines(self.scope, width, indent=indent))
             else:
-                pending += inert(part)
+                first, *more = inert(part).split("\n")
+                pending += first
+                for piece in more:  # a newline of the prose ends its line
+                    flush(keep=True)
+                    pending = piece
         flush()
         return lines or [""]
 
@@ -317,12 +322,16 @@ class Output:
             return
         self.note(text)
 
-    def note(self, text: str) -> None:
+    def note(self, text: str | Said) -> None:
         """A line for the person on stderr -- in human output only. With --json, stderr
         carries nothing but the one error line (design.md §7), so a note is not written:
-        whatever it tells must be a field of the JSON document."""
+        whatever it tells must be a field of the JSON document. A note that names
+        commands (a ``Said``) is rendered at stderr's width, with the call's scope."""
         if self.json_mode:
             return
+        if isinstance(text, Said):
+            width = terminal_width(self.stderr, self.environ) if self.stderr_tty else None
+            text = "\n".join(self.said_lines(text, width))
         self.stderr.write(text + "\n")
         self.stderr.flush()
 

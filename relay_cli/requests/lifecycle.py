@@ -17,7 +17,7 @@ from ..core.errors import RelayError
 from ..core.person import person, require_terminal
 from .objects import event_object, request_object
 from .peers import Caller, renew, require_live
-from .states import apply
+from .states import RESOLVE_OUTCOMES, apply
 from .validate import one_of, resolve_ref
 
 if TYPE_CHECKING:
@@ -162,9 +162,6 @@ def cancel(store: Store, now: int, caller: Caller, request_id: str) -> JsonObjec
     if row["from_peer"] != caller.name:
         raise RelayError("not_owner", f"only the sender {row['from_peer']!r} may cancel")
     return _finish(store, now, caller, row, "cancel")
-
-
-RESOLVE_OUTCOMES = ("completed", "failed", "requeue")
 
 
 def validate_outcome(value: str) -> str:
