@@ -19,6 +19,7 @@ from ..core.limits import (
 from ..core.output import Output
 from ..core.process import command_argv
 from ..requests import peers
+from . import scope
 from .app import (
     Env,
     HomeOpt,
@@ -158,10 +159,14 @@ def doctor(
 
     ctx = call_context()
     out = Output.of(ctx, json_)
-    home = home or ctx.home  # --home, else $RELAY_HOME
-    report = doctor_.diagnose(resolve_home(home, ctx.environ), ctx, fix=fix, home_given=bool(home))
+    if home:
+        scope.given(ctx, home=home)
+        out = Output.of(ctx, json_)
+    report = doctor_.diagnose(resolve_home(ctx.home, ctx.environ), ctx, fix=fix)
+    if out.scope.note:  # what a person must know for the commands to work
+        report.facts["commands_note"] = out.scope.note
     if json_:
-        out.json(report.to_json())
+        out.json(report.to_json(out.scope))
         return report.exit_code
     for line in report.fixed:
         out.para(f"fixed: {line}" if not line.startswith("not changed") else line)

@@ -269,7 +269,9 @@ def leave(
         obj, moved = peers.leave_session(env.store, env.caller(), now)
     _emit_peer(env, obj)
     if moved and not env.json:
-        for line in _unknown_lines(env.out, moved, "you claimed and did not finish", env.out.width or 80):
+        for line in _unknown_lines(
+            env.out, moved, "you claimed and did not finish", env.out.width or 80
+        ):
             env.out.line(line)
     return 0
 

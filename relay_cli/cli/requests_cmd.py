@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional, Protocol, 
 import typer
 
 from ..core import clock
-from ..core.command import relay
+from ..core.command import Said, relay
 from ..core.errors import ExitStatus, RelayError
 from ..core.limits import (
     CLAIM_LEASE,
@@ -715,7 +715,7 @@ def render_claim(
     then = "next: "
     if obj["state"] == "delivered":
         out.command(relay("ack", ref), "next: ")
-        out.para(ack_by(out, obj, now, session_ends, lease_given))
+        out.said(ack_by(out, obj, now, session_ends, lease_given))
         then = "then: "
     # `-` reads the answer from standard input (a person: the terminal, until Ctrl-D)
     out.command(relay("reply", ref, tail=("-",)), then)
@@ -732,7 +732,7 @@ def ack_by(
     now: int,
     session_ends: int | None = None,
     lease_given: bool = False,
-) -> str:
+) -> Said | str:
     """By when the claim must be acknowledged, and what happens after (design.md §3,
     §14): the earlier of the claim lease and the claiming session's lease, so a person
     who reads before acking learns of neither from a state_conflict; a --lease that
@@ -740,11 +740,12 @@ def ack_by(
     claim_ends = clock.parse_iso(obj["lease_expires_at"])
     if session_ends is not None and session_ends < claim_ends:
         given = "--lease " if lease_given else ""
-        return (
+        return Said.of(
             f"ack by {out.until(clock.iso(session_ends), now)}: this session's lease ends "
             f"then, before the claim's ({given}{out.until(obj['lease_expires_at'], now)}), "
-            "and the request becomes delivery_unknown; any relay command of this session, "
-            "`relay peers heartbeat` for one, renews its lease"
+            "and the request becomes delivery_unknown; any relay command of this session, ",
+            relay("peers", "heartbeat"),
+            " for one, renews its lease",
         )
     after = (
         "it is queued again"

@@ -309,7 +309,8 @@ ERRORS: dict[ErrorCode, ErrorSpec] = {
         ExitStatus.UNSAFE,
         False,
         "the state directory must be a real directory (not a symlink) owned by you with "
-        "mode 0700; `relay doctor` explains, `relay doctor --fix` tightens modes",
+        "mode 0700; `relay doctor` explains and names the fix (`relay doctor --fix` sets "
+        "the modes of a home relay made, never of another directory)",
     ),
     "schema_too_new": ErrorSpec(
         ExitStatus.UNSAFE,

@@ -422,9 +422,12 @@ def _section_lines(
     title = sec.title
     if not sec.rows:
         return [_plain_or_text(f"{title}: {sec.empty}", width, ellipsis, "dim" if color else "")]
-    action = len(sec.action_lines)
+    action_lines = sec.action_lines
     more = len(sec.more_lines)
-    fits = len(sec.rows) if budget >= sec.wanted() else budget - 2 - more - action
+    fits = len(sec.rows) if budget >= sec.wanted() else budget - 2 - more - len(action_lines)
+    if fits < 1:  # rows come first: the commands for the first row only where they fit
+        action_lines = []
+        fits = budget - 2 - more
     if fits < 1:  # no room for a row: the title says how many
         return [_plain_or_text(f"{title}: +{sec.total} more", width, ellipsis, title_style)]
     shown = sec.rows[:fits]
@@ -434,7 +437,7 @@ def _section_lines(
     if hidden > 0:
         lines = [ln.replace(f"+{sec.total} more", f"+{hidden} more", 1) for ln in sec.more_lines]
         out += [_command_line(ln, width, "dim" if color else "") for ln in lines]
-    out += [_command_line(ln, width, "") for ln in sec.action_lines]
+    out += [_command_line(ln, width, "") for ln in action_lines]
     return out
 
 

@@ -315,7 +315,7 @@ def test_every_command_the_view_names_for_a_person_runs_as_written(relay):
     ]
     for text in (
         "\n".join(watch.render(snap)),
-        "\n".join(ln.plain for ln in watch.render(snap, 80, 24)),
+        "\n".join(ln.plain for ln in watch.render(snap, 80, 40)),
     ):
         # the first row's commands, whole, one per choice: no placeholder, no `a|b|c`
         first = watch.unique_prefixes(

@@ -3,11 +3,11 @@ version, synchronous_commit, TLS, its clock; then the schema, tables and content
 
 from __future__ import annotations
 
-import shlex
 import time
 from pathlib import Path
 from typing import Any
 
+from ...core.command import DATABASE_URL, Command, Raw, relay, shell
 from ...core.errors import RelayError
 from ...core.limits import CLOCK_WARN_MS
 from .contents import check_contents
@@ -28,7 +28,7 @@ def check_postgres(home: Path, url: str, report: Report) -> None:
     report.add("database_url", OK, f"{shown} (PostgreSQL; relay.db is not used)")
     started = time.monotonic()
     try:
-        store = open_pg_readonly(home, url, report.scope.clock, report.scope.environ)
+        store = open_pg_readonly(home, url, report.checked.clock, report.checked.environ)
     except RelayError as e:
         failed(report, "reachable", e)
         return
@@ -54,16 +54,19 @@ def check_postgres(home: Path, url: str, report: Report) -> None:
         store.close()
 
 
-def _with_sslmode(report: Report) -> str:
-    """`relay doctor` again with sslmode=verify-full added to the URL."""
-    url = report.scope.url or ""
-    word = report.scope.url_word()
+def _with_sslmode(report: Report) -> Command:
+    """`relay doctor` again with sslmode=verify-full added to the URL (its password, if
+    it has one, read from $RELAY_DATABASE_URL: relay never prints one)."""
+    from ...store.url import password_of, redact
+
+    url = report.checked.url or ""
     sep = "&" if "?" in url else "?"
-    if word.startswith('"$'):
-        word = f'"${{RELAY_DATABASE_URL:?export the database URL first}}{sep}sslmode=verify-full"'
-    else:
-        word = shlex.quote(f"{shlex.split(word)[0]}{sep}sslmode=verify-full")
-    return f"relay doctor --database-url {word}"
+    word: str = f"{url}{sep}sslmode=verify-full"
+    if password_of(url) is not None or redact(url) != url:
+        word = Raw(
+            f'"${{RELAY_DATABASE_URL:?export the database URL first}}{sep}sslmode=verify-full"'
+        )
+    return relay("doctor", "--database-url", word, scoped=False)
 
 
 def _loopback(host: str) -> bool:
@@ -96,8 +99,13 @@ def _check_server(f: dict[str, Any], report: Report, connect_ms: float) -> None:
             "off: the server acknowledges a commit before "
             "it is on disk, so an accepted request could be lost if the server crashes; "
             "set synchronous_commit = on for relay's database (as its owner)",
-            fix=f"psql {report.scope.url_word()} -c "
-            "'ALTER ROLE CURRENT_USER SET synchronous_commit = on'",
+            fix=shell(
+                "psql",
+                DATABASE_URL,
+                "-c",
+                "ALTER ROLE CURRENT_USER SET synchronous_commit = on",
+                changes=True,
+            ),
         )
     else:
         report.add(
@@ -143,7 +151,7 @@ def _check_server(f: dict[str, Any], report: Report, connect_ms: float) -> None:
             "clock",
             WARN,
             text + "; other tools here do not correct for it: turn on this machine's time sync",
-            fix="timedatectl set-ntp true",
+            fix=shell("timedatectl", "set-ntp", "true", changes=True),
         )
     else:
         report.add("clock", OK, text)
