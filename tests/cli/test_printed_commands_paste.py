@@ -182,7 +182,7 @@ def test_every_printed_command_pastes_as_one_relay_command_with_its_scope(relay,
         seen = _shell_session(shell, typed, log, bindir, cols)
         records = [json.loads(ln) for ln in log.read_text().splitlines()] if log.exists() else []
         assert len(records) == len(pastes), (shell, seen, pastes, records)
-        for (name, command), record in zip(pastes, records):
+        for (name, command), record in zip(pastes, records, strict=True):
             words = one_line(command)
             if words[0] == "eval":  # eval "$(relay ...)": the words inside
                 words = shlex.split(words[1][2:-1])
