@@ -356,7 +356,15 @@ def show(
     request_id = validate.validate_ref(id_)
     with env.unit(write=False):
         obj = lifecycle.show(env.store, request_id, events)
-    return _emit(env, obj, render_full)
+    _emit(env, obj, render_full)
+    if obj["state"] == "delivery_unknown" and not env.json:
+        from ..requests.states import settle
+
+        # the commands that settle it, one per outcome (design.md §14)
+        env.out.said(
+            Said.of("a person settles it in their own terminal with one of:", settle(obj["id"]))
+        )
+    return 0
 
 
 @app.command(
@@ -637,7 +645,7 @@ def claim(
     if env.json:
         env.out.json(obj)
     else:
-        note = None
+        note: Said | str | None = None
         if obj.get("held_unacked"):
             # read after the claim committed: a failure here (busy, say) must not lose the
             # claimed request's text, so the note is left out and the ids are named instead
@@ -679,7 +687,7 @@ def render_claim(
     obj: JsonObject,
     now: int,
     *,
-    note: str | None = None,
+    note: Said | str | None = None,
     by_attempt: bool = False,
     session_ends: int | None = None,
     lease_given: bool = False,
@@ -703,7 +711,7 @@ def render_claim(
                 "holds it, leave it to them"
             )
     if note:
-        out.para(f"note: {note}")
+        out.said(Said.of("note: ") + note)
     rid = obj["id"]
     if out.terminal:
         render_full(out, obj, now)

@@ -340,7 +340,8 @@ ERRORS: dict[ErrorCode, ErrorSpec] = {
         ExitStatus.UNKNOWN,
         False,
         "the command started but relay never saw it end; check whether its effect "
-        "happened, then settle it with `relay ledger resolve KEY --outcome succeeded|failed|forget`",
+        "happened, then a person settles it at a terminal: `relay ledger show KEY` names "
+        "the commands",
     ),
     # 75: not yet / busy
     "timeout": ErrorSpec(

@@ -245,13 +245,12 @@ class Output:
             self.line(ln)
 
     def said_lines(self, text: Said | str, width: int | None, indent: str = "  ") -> list[str]:
-        """Prose that names commands, for a terminal ``width`` wide (None: one line, as
-        ``Said.text``). Text is made inert and wrapped between words; an inline command is
+        """Prose that names commands, for a terminal ``width`` wide (None: not a terminal,
+        never wrapped). Text is made inert and wrapped between words; an inline command is
         kept whole in backquotes, or, when it would not fit a line, set on lines of its own
-        (continued with `` \\``); choices are one full command per line."""
+        (continued with `` \\``); choices are one full command per line, piped too (JSON's
+        hint has them on its one line: ``Said.text``)."""
         prose = said(text)
-        if width is None:
-            return [inert(prose.text(self.scope))]
         lines: list[str] = []
         pending = ""
 
@@ -266,7 +265,7 @@ class Output:
         for part in prose.parts:
             if isinstance(part, Command):
                 one = part.text(self.scope)
-                if cell_len(one) + 2 <= width - len(indent):
+                if width is None or cell_len(one) + 2 <= width - len(indent):
                     pending += part.quoted(self.scope)
                     continue
                 flush()

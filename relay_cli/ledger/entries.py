@@ -317,6 +317,7 @@ def begin(
                 f"key {key!r} started at {entry['started_at']} but its outcome was never "
                 "recorded (relay and the command are gone); nothing was run now",
                 entry,
+                detail=Said.of("once you know whether it happened, with one of: ", settle(key)),
             )
         else:
             event = "rerun"
@@ -517,7 +518,7 @@ def approve(
             "state_conflict",
             f"key {key!r} now names another command or "
             "directory than the one shown; nothing was approved",
-            detail="run `relay approve KEY` again to see it",
+            detail=Said.of("run ", relay("approve", key, changes=True), " again to see it"),
         )
     if row["decision"] == "approved" and row["state"] != "forgotten":
         return entry_object(row, now)  # already approved: nothing changes

@@ -521,7 +521,7 @@ def execute(
             raise RelayError(
                 "state_conflict",
                 f"key {key!r} was settled by a person before its command started; nothing ran",
-                detail="`relay ledger show KEY` shows who settled it",
+                detail=Said.of(relay("ledger", "show", key), " shows who settled it"),
             )
         proc.release()
     except CannotStart as e:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..core.command import Said, relay
 from ..core.errors import RelayError
 from ..core.person import person, require_terminal
 from .objects import event_object, request_object
@@ -78,7 +79,7 @@ def _owned_by_claimer(store: Store, caller: Caller, request_id: str) -> Row:
                 "not_owner",
                 f"{row['id']} is {row['state']} and no session has claimed it"
                 + ("; only the session that claims it may do this" if queued else ""),
-                detail=f"take it first: `relay claim --id {row['id']}`"
+                detail=Said.of("take it first: ", relay("claim", "--id", row["id"], changes=True))
                 if queued and row["to_peer"] == caller.name
                 else None,
             )

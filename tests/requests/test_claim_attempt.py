@@ -164,7 +164,8 @@ def test_again_without_an_attempt_shows_no_other_claimers_request(world):
     assert "cannot tell which claim was yours" in err["message"]
     for rid in sent:
         assert rid in err["message"]
-    assert "relay claim --attempt" in err["hint"]
+    # (a claim takes a request: the command is named only with every word known)
+    assert "claim with --attempt" in err["hint"] and "`relay id`" in err["hint"]
     assert not any(f"job {i}" in json.dumps(err) for i in range(3))
 
 
@@ -258,19 +259,20 @@ def test_a_plain_claim_names_the_requests_the_session_holds_unacked(world):
     assert r.json["id"] == second and r.json["held_unacked"] == [first]
     # two held without an attempt id: relay cannot say whose is whose, only how to look
     err = refused(relay, "nothing_to_claim", "claim", env=bob)
-    assert first in err["message"] and second in err["message"]
-    assert "relay show ID" in err["message"] and "--attempt" in err["message"]
+    # the ids are the message, the commands the hint's detail (rendered with the scope)
+    assert first in err["hint"] and second in err["hint"]
+    assert "relay show ID" in err["hint"] and "--attempt" in err["hint"]
     # one held: claim --again shows it, and the message says so
     relay("ack", second, env=bob)
     err = refused(relay, "nothing_to_claim", "claim", env=bob)
-    assert first in err["message"] and second not in err["message"]
-    assert "`relay claim --again` shows it" in err["message"]
+    assert first in err["hint"] and second not in err["hint"]
+    assert "`relay claim --again` shows it" in err["hint"]
     human = relay("claim", env=bob)
     assert human.code == 75 and first in human.err and "relay claim --again" in human.err
     assert relay("claim", "--again", "--json", env=bob).json["id"] == first
     relay("ack", first, env=bob)
     err = refused(relay, "nothing_to_claim", "claim", env=bob)
-    assert first not in err["message"]
+    assert first not in err["hint"]
 
 
 def test_a_claim_made_with_an_attempt_is_recovered_only_by_its_attempt(world):
@@ -350,8 +352,9 @@ def test_a_recovered_acknowledged_claim_asks_for_the_reply_not_an_ack(world):
     assert relay("ack", first, env=bob).code == 0
     human = relay("claim", "--attempt", attempt, env=bob)
     assert human.code == 0, human.err
-    assert f"relay ack {first}" not in human.out and "ack by" not in human.out
-    assert f"next: relay reply {first} -" in human.out
+    assert "relay ack" not in human.out and "ack by" not in human.out
+    # piped (an agent reads it), the commands name the request by a 12-character prefix
+    assert f"next: relay reply {first[:12]} -" in human.out
 
 
 def test_again_without_an_attempt_says_it_cannot_tell_whose_claim_it_shows(world):

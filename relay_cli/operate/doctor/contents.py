@@ -62,7 +62,7 @@ def check_contents(store: Store, report: Report, now: int) -> None:
             WARN,
             f"{_n(unknown, 'request is', 'requests are')} delivery_unknown "
             f"({MEANING['delivery_unknown'][0]}): a person checks each and settles it "
-            f"with relay resolve ID --outcome completed, failed or requeue",
+            "with relay resolve (relay show of each names its commands)",
             fix=report.cmd("list --state delivery_unknown"),
         )
     else:
@@ -76,7 +76,7 @@ def check_contents(store: Store, report: Report, now: int) -> None:
             WARN,
             f"{_n(ledger_unknown, '`relay once` entry is', '`relay once` entries are')} "
             "effect_unknown: check whether the effect happened, then settle it with "
-            "relay ledger resolve KEY --outcome succeeded|failed|forget",
+            "relay ledger resolve (relay ledger show of each names its commands)",
             fix=report.cmd("ledger list --state effect_unknown"),
         )
     else:
@@ -90,7 +90,8 @@ def check_contents(store: Store, report: Report, now: int) -> None:
         report.add(
             "approvals",
             WARN,
-            f"{waits} for a person: relay approve KEY or relay deny KEY, in your own terminal",
+            f"{waits} for a person: relay approve or relay deny, in your own terminal "
+            "(the list names each)",
             fix=report.cmd("ledger list --state awaiting_approval"),
         )
     else:
