@@ -24,7 +24,7 @@ from ..core.limits import (
     TTL,
     WAIT,
 )
-from ..core.output import Output, inert_line, size
+from ..core.output import Output, size
 from ..requests import claiming, due, lifecycle, sending, validate, waiting
 from ..requests.peers import validate_name
 from . import complete
@@ -713,13 +713,14 @@ def render_claim(
     if note:
         out.said(Said.of("note: ") + note)
     rid = obj["id"]
+    # piped, the request is named by a prefix every command takes back (design.md §16)
+    ref = rid if out.terminal else rid[:CLAIM_REF]
     if out.terminal:
         render_full(out, obj, now)
-    else:  # an agent reads it: what it must know, and the commands (design.md §16)
-        out.line(f"claimed {rid} from {inert_line(obj['from'])}, {obj['state']}")
+    else:  # an agent reads it: the text, and the commands that name it (design.md §16)
+        if obj["state"] != "delivered":
+            out.line(f"claimed {ref}, {obj['state']}")
         out.message(obj["from"], obj["text"])
-    # piped, the commands name the request by a prefix every command takes back
-    ref = rid if out.terminal else rid[:CLAIM_REF]
     then = "next: "
     if obj["state"] == "delivered":
         out.command(relay("ack", ref), "next: ")
@@ -746,7 +747,13 @@ def ack_by(
     who reads before acking learns of neither from a state_conflict; a --lease that
     outlives the session is said so."""
     claim_ends = clock.parse_iso(obj["lease_expires_at"])
-    if session_ends is not None and session_ends < claim_ends:
+    if not out.terminal:  # an agent's: few words, whole seconds (rounded down)
+        if session_ends is not None and session_ends < claim_ends:
+            return (
+                f"ack by {_second(session_ends)} (your session's lease ends; any relay "
+                "command renews it), else delivery_unknown"
+            )
+    elif session_ends is not None and session_ends < claim_ends:
         given = "--lease " if lease_given else ""
         return Said.of(
             f"ack by {out.until(clock.iso(session_ends), now)}: this session's lease ends "
@@ -763,12 +770,17 @@ def ack_by(
         else "it becomes delivery_unknown"
     )
     if not out.terminal:
-        return f"ack by {obj['lease_expires_at']}, else {after}"
+        return f"ack by {_second(claim_ends)}, else {after}"
     return (
         f"ack by {out.until(obj['lease_expires_at'], now)}: the claim lease ends then "
         f"and {after} (claim --lease D holds it longer, up to "
         f"{clock.duration_text(CLAIM_LEASE[1])})"
     )
+
+
+def _second(ms: int) -> str:
+    """``ms`` as an ISO time in whole seconds, rounded down (a deadline told early)."""
+    return clock.iso(ms // 1000 * 1000).replace(".000Z", "Z")
 
 
 def _act(env: Env, fn: Callable[..., JsonObject], request_id: str, *args: object) -> JsonObject:
