@@ -165,6 +165,7 @@ def doctor(
     report = doctor_.diagnose(resolve_home(ctx.home, ctx.environ), ctx, fix=fix)
     if out.scope.note:  # what a person must know for the commands to work
         report.facts["commands_note"] = out.scope.note
+        out.notes_told.add(out.scope.note)  # the report says it, in its place
     if json_:
         out.json(report.to_json(out.scope))
         return report.exit_code

@@ -134,6 +134,8 @@ class Context:
     # the stderr streams that carry this call's one JSON error line already (design.md
     # §7; ``Output``), by ``id``
     error_lines: set[int] = field(default_factory=set)
+    # the scope notes this call told the person already (``Output.command_lines``), once
+    notes_told: set[str] = field(default_factory=set)
     # what the command line's options gave (``--home``, ``--database-url``), not the
     # environment: the scope flags of every command the call prints (design.md §14)
     home_flag: str | None = None

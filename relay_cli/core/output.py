@@ -151,6 +151,8 @@ class Output:
     # the scope flags the call was given on its command line, which every command it
     # prints carries (design.md §14): the call's context's
     scope: Scope = NO_SCOPE
+    # the scope notes told already in this call (the call's own set, shared)
+    notes_told: set[str] = field(default_factory=set)
 
     @classmethod
     def of(cls, ctx: Context, json_mode: bool) -> Output:
@@ -163,6 +165,7 @@ class Output:
             environ=ctx.environ,
             error_lines=ctx.error_lines,
             scope=ctx.scope,
+            notes_told=ctx.notes_told,
         )
 
     def _env_set(self, name: str) -> bool:
@@ -237,7 +240,20 @@ class Output:
     ) -> list[str]:
         """``command`` as this call prints it (design.md §14): with the call's scope flags,
         continued with `` \\`` on a terminal too narrow for it; one line when piped."""
+        self._tell_note(command)
         return command.lines(self.scope, width or self.width, lead, indent)
+
+    def _tell_note(self, *commands: Command) -> None:
+        """Before the first command whose scope words need the person to know something
+        (a URL whose password relay does not print, read from $RELAY_DATABASE_URL), say
+        it on stderr, once a call (design.md §14). With --json nothing is said there:
+        doctor's document has it as ``commands_note``."""
+        note = self.scope.note
+        if not note or note in self.notes_told or self.json_mode:
+            return
+        if any(c.scoped and c.program == "relay" for c in commands):
+            self.notes_told.add(note)
+            self.note(f"relay: {note}")
 
     def command(self, command: Command, lead: str = "", indent: str = "") -> None:
         """Print ``command`` on stdout (after ``lead``: ``next: ``, ``then: ``, ``→ ``)."""
@@ -251,6 +267,7 @@ class Output:
         (continued with `` \\``); choices are one full command per line, piped too (JSON's
         hint has them on its one line: ``Said.text``)."""
         prose = said(text)
+        self._tell_note(*prose.commands)
         lines: list[str] = []
         pending = ""
 
