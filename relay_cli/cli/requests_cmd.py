@@ -780,7 +780,7 @@ def ack_by(
 
 def _second(ms: int) -> str:
     """``ms`` as an ISO time in whole seconds, rounded down (a deadline told early)."""
-    return clock.iso(ms // 1000 * 1000).replace(".000Z", "Z")
+    return f"{clock.iso(ms // 1000 * 1000)}".replace(".000Z", "Z")
 
 
 def _act(env: Env, fn: Callable[..., JsonObject], request_id: str, *args: object) -> JsonObject:
