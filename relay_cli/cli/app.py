@@ -42,7 +42,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from contextlib import AbstractContextManager
     from types import ModuleType
-    from typing import TextIO
 
     from typer.models import CommandInfo
 
@@ -368,11 +367,7 @@ def _warn_offset(out: Output, clock: Clock) -> None:
     """On a terminal, a shifted clock is never silent in human output (design.md §8);
     piped, or with --json (``Output.note`` writes nothing then), stderr stays exactly as
     documented (design.md §7)."""
-    try:
-        on_terminal = out.stderr.isatty()
-    except (AttributeError, ValueError):
-        on_terminal = False
-    if on_terminal:
+    if out.stderr_tty:
         try:
             warning = clock.warning()
         except RelayError:
@@ -430,7 +425,7 @@ def read_text(
                 f"the {what} was to be read from standard input "
                 "(`-`), but standard input is closed; nothing was done",
             )
-        if out is not None and _isatty(stdin):
+        if out is not None and call_context().stdin_terminal:
             out.note(
                 f"relay: reading the {what} from the terminal; end it with Ctrl-D on a "
                 "line of its own"
@@ -442,13 +437,6 @@ def read_text(
             "invalid_text", f"no {what} given: pass it as an argument, `-` for stdin, or --file"
         )
     return validate.validate_text(text, what)
-
-
-def _isatty(stream: TextIO) -> bool:
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):
-        return False
 
 
 @overload

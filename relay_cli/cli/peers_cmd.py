@@ -172,7 +172,7 @@ def _person_at_terminal(env: Env) -> bool:
     answer there. (A script or a test harness that keeps the terminal as stdin but
     captures stderr is not asked.)"""
     try:
-        return env.ctx.stdin_terminal and env.out.stderr.isatty()
+        return env.ctx.stdin_terminal and env.out.stderr_tty
     except (AttributeError, ValueError):
         return False
 

@@ -101,6 +101,16 @@ def is_terminal(stream: Any) -> bool:
         return False
 
 
+def is_tty(stream: Any) -> bool:
+    """Does ``stream`` say it is a terminal (an output stream: a person sees what relay
+    writes there)? A closed or missing stream does not. The one test of relay's output
+    streams (``Context.stdout_tty``, ``Output``)."""
+    try:
+        return stream is not None and bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
 class Closable(Protocol):
     """What a call closes when it ends (an ``Env``, a store)."""
 
@@ -124,6 +134,9 @@ class Context:
     stderr: TextIO | None = None
     # standard input is a terminal: a person typing (design.md §14)
     stdin_terminal: bool = False
+    # standard output and standard error are terminals: a person reads them (``Output``)
+    stdout_tty: bool = False
+    stderr_tty: bool = False
     # colour: None decides by the terminal and NO_COLOR/FORCE_COLOR/TERM (``Output``)
     color: bool | None = None
     debug: bool = False
@@ -167,6 +180,8 @@ class Context:
             stdout=stdout,
             stderr=stderr,
             stdin_terminal=is_terminal(stdin),
+            stdout_tty=is_tty(stdout),
+            stderr_tty=is_tty(stderr),
             debug=env.get(DEBUG_VAR) == "1",
             limits=Limits.from_environ(env),
         )

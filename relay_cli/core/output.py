@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence, TextIO
 
 from . import clock
 from .command import NO_SCOPE, Choices, Command, Said, Scope, said
+from .context import is_tty
 from .errors import RelayError
 
 if TYPE_CHECKING:
@@ -153,6 +154,10 @@ class Output:
     scope: Scope = NO_SCOPE
     # the scope notes told already in this call (the call's own set, shared)
     notes_told: set[str] = field(default_factory=set)
+    # stdout and stderr are terminals (the call's context's flags); None: asked of the
+    # streams, for an Output made without a context
+    stdout_is_tty: bool | None = None
+    stderr_is_tty: bool | None = None
 
     @classmethod
     def of(cls, ctx: Context, json_mode: bool) -> Output:
@@ -166,6 +171,8 @@ class Output:
             error_lines=ctx.error_lines,
             scope=ctx.scope,
             notes_told=ctx.notes_told,
+            stdout_is_tty=ctx.stdout_tty,
+            stderr_is_tty=ctx.stderr_tty,
         )
 
     def _env_set(self, name: str) -> bool:
@@ -173,12 +180,13 @@ class Output:
 
     @property
     def tty(self) -> bool:
-        return _isatty(self.stdout)
+        """Standard output is a terminal: a person reads it."""
+        return is_tty(self.stdout) if self.stdout_is_tty is None else self.stdout_is_tty
 
     @property
     def stderr_tty(self) -> bool:
         """Standard error is a terminal: a person sees what relay says there."""
-        return _isatty(self.stderr)
+        return is_tty(self.stderr) if self.stderr_is_tty is None else self.stderr_is_tty
 
     @property
     def terminal(self) -> bool:
@@ -309,7 +317,7 @@ class Output:
             if stream is None
             else (
                 terminal_width(target, self.environ)
-                if _isatty(target) and not self.json_mode
+                if is_tty(target) and not self.json_mode
                 else None
             )
         )
@@ -331,10 +339,7 @@ class Output:
     def waiting(self, text: str) -> None:
         """What a blocked command waits for, on stderr, only for a person: when stderr is a
         terminal and the output is not JSON (design.md §14)."""
-        try:
-            if self.json_mode or not self.stderr.isatty():
-                return
-        except (AttributeError, ValueError):
+        if self.json_mode or not self.stderr_tty:
             return
         self.note(text)
 
@@ -547,7 +552,7 @@ def make_console(
     system: Literal["standard", "auto"] | None
     if color:
         dumb = environ.get("TERM") in (None, "", "dumb")
-        system = "standard" if dumb or not _isatty(stream) else "auto"
+        system = "standard" if dumb or not is_tty(stream) else "auto"
     else:
         system = None
     return Console(
@@ -563,13 +568,6 @@ def make_console(
         # in rich's documented parameters (tests/core/test_output.py fails if it goes)
         _environ=environ,
     )
-
-
-def _isatty(stream: TextIO) -> bool:
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):
-        return False
 
 
 def cell_len(text: str) -> int:
