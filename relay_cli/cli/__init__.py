@@ -21,6 +21,7 @@ from . import (  # noqa: F401
     ops_cmd,
     watch_cmd,
 )
-from .app import app, main, run
+from .app import app
+from .call import main, run
 
 __all__ = ["app", "main", "run"]

@@ -5,7 +5,7 @@ database URL, the clock, the standard streams and what they are (a terminal or n
 wide), colour, debugging and the limits of this process.
 
 It is read from an environment and three streams once (``Context.from_environ``: the
-command line hands it the process's, ``cli/app.py``'s ``process_context``, the one place
+command line hands it the process's, ``cli/env.py``'s ``process_context``, the one place
 relay reads them); a command line's options (``--home``, ``--database-url``) then set
 their part. Nothing below the command line reads the process's environment or standard
 streams: it is handed what it needs from here. A test builds one (an environment of its
