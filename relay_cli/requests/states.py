@@ -64,8 +64,8 @@ REASON_NOTES: dict[tuple[str, str | None], str] = {
 
 # What to do about a state, where its meaning alone leaves a reader who acts on it in doubt.
 ADVICE = {
-    "delivery_unknown": "ask the person; do not send it again on your own (`relay resolve` "
-    "settles it)",
+    "delivery_unknown": "ask the person; do not send it again on your own (the person settles it "
+    "with relay resolve)",
 }
 # How a person settles a delivery_unknown request, in their own terminal.
 RESOLVE_OUTCOMES = ("completed", "failed", "requeue")

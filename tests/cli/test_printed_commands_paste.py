@@ -1,7 +1,10 @@
 """Every printed command pastes into a real shell as one command (design.md §14).
 
-The screens a person reads (claim, prepare, peers join, a late ack's hint in human and
-JSON output, peers leave, watch, doctor with a problem, an unsafe home's hint) are
+The screens a person reads (claim and its note of held requests, prepare, peers join, a
+late ack's hint in human and JSON output, show of a delivery_unknown request, a draft's id
+sent, peers leave, watch, doctor with a problem, an unsafe home's hint; and of the ledger,
+once --approve's waiting note, ledger show and list of an entry needing a person and
+once's refusal, human and JSON) are
 captured on a pseudo-terminal of 80 and of 200 columns, under `--home DIR` on the
 command line (a path with a space). Every command on them (a `next:`/`then:`/`→`/`run:`
 line with its `` \\`` continuation lines, a line of choices, a backquoted command in a
@@ -26,6 +29,7 @@ from pathlib import Path
 
 import pytest
 from conftest import new_id
+from test_ledger_hosts import _as_another_host
 
 from relay_cli.core.errors import ERRORS
 
@@ -146,10 +150,39 @@ def _screens(relay, home: Path, cols: int) -> dict[str, str]:
     shown["late ack --json"] = err["hint"]
     shown["watch"] = quiet("watch", env=ahead).out
     shown["doctor"] = screen("doctor", env=ahead)
+    # the delivery_unknown request, shown: the commands that settle it
+    shown["show"] = screen("show", late, env=ahead)
     held = new_id()
     quiet("send", "--as", "alice", "--to", "bob", "--id", held, "held one", env=ahead)
     quiet("claim", "--id", held, "--json", env=ahead)
+    # a second claim while the first is held unacked: its note names show and ack
+    quiet("send", "--as", "alice", "--to", "bob", "another", env=ahead)
+    shown["claim note"] = screen("claim", env=ahead)
+    # a draft's id sent: the error names the submit
+    draft = quiet("prepare", "--as", "alice", "--to", "bob", "--json", "d", env=ahead).json["id"]
+    shown["send a draft's id"] = screen(
+        "send", "--as", "alice", "--to", "bob", "--id", draft, "d", env=ahead
+    )
     shown["leave"] = screen("peers", "leave", env=ahead)
+
+    # the ledger: an entry awaiting a person's approval (the waiting note, then the list)
+    # and another host's entry that stopped renewing (show, list and once's error)
+    # (`relay --home DIR once ...`: once's own words end with the command's)
+    def first(*args: str, env: dict | None = None) -> str:
+        return relay.screen(*h, *args, cols=cols, rows=24, env={**no_env, **(env or {})})[1]
+
+    shown["once --approve"] = first(
+        "once", "--key", "deploy-42", "--approve", "--timeout", "1s", "--", "true"
+    )
+    assert relay.proc(*h, "once", "--key", "far", "--idempotent", "--", "true").code == 0
+    relay.home = home
+    _as_another_host(relay, "far")
+    later = {"RELAY_TIME_OFFSET": "60"}
+    shown["ledger show"] = screen("ledger", "show", "far", env=later)
+    shown["ledger list"] = screen("ledger", "list", env=later)
+    shown["once refused"] = first("once", "--key", "far", "--", "true", env=later)
+    err = relay.proc(*h, "once", "--key", "far", "--json", "--", "true", env={**no_env, **later})
+    shown["once refused --json"] = err.error["hint"]
     return shown
 
 
@@ -170,8 +203,9 @@ def test_every_printed_command_pastes_as_one_relay_command_with_its_scope(relay,
         pastes += [(name, c) for c in found]
     # the screens name what a person runs next; each is there, whole, with its scope
     names = {n for n, _ in pastes}
-    for name in ("claim", "prepare", "join", "late ack", "late ack --json", "leave", "doctor"):
-        assert name in names, (name, screens[name])
+    for name in screens:
+        if name not in ("watch", "unsafe home"):
+            assert name in names, (name, screens[name])
     bindir = tmp_path / "bin"
     _fake_relay(bindir)
     for shell in ("bash", "zsh"):
