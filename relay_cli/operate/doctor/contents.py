@@ -5,7 +5,6 @@ peers (``peers``)."""
 
 from __future__ import annotations
 
-import shlex
 from typing import TYPE_CHECKING
 
 from ...core import clock
@@ -222,7 +221,7 @@ def _check_queues(report: Report, rows: list[Row], cap: int | None) -> None:
             WARN,
             f"{n} open requests of a cap of {cap} ({min(100, n * 100 // cap)} %); "
             f"{state} (capacity_exceeded) until it claims and finishes work",
-            fix=report.cmd(f"list --to {shlex.quote(peer)} --state queued"),
+            fix=report.cmd("list", "--to", peer, "--state", "queued"),
         )
 
 
