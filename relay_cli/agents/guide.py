@@ -130,7 +130,7 @@ relay once --key "$TOOL_USE_ID" -- gh pr create --title "..." -F notes.md
 - `effect_unknown` (exit 11): the command started but relay never saw it end. It
   may or may not have happened. Check (for example `gh pr list`) and ask the
   person; do not run it again. A person settles the entry with
-  `relay ledger resolve KEY --outcome O` (O: succeeded, failed or forget).
+  `relay ledger resolve KEY --outcome succeeded|failed|forget`.
 - `relay once --approve ...` waits for a person to approve the exact command
   with `relay approve KEY` at a terminal. Approvals come only from a person at a
   terminal: never approve it yourself, by any means (relay's terminal check

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Callable, List, Optional, Text
 import typer
 
 from ..core import clock
-from ..core.command import Said, relay
+from ..core.command import Choices, Said, relay
 from ..core.errors import RelayError
 from ..core.limits import DEFAULT_WAIT_S, TAIL_BYTES, WAIT
 from ..core.output import LEDGER_STYLES, Col, Output, inert, iso_age
@@ -390,7 +390,7 @@ def ledger_list(
             "recorded and the next call does not run it again; each entry's page says why "
             "and names the commands that settle it:"
         )
-        _each(env.out, unknown, lambda key: Said.of(relay("ledger", "show", key)))
+        _each(env.out, unknown, lambda key: Said.of(Choices((relay("ledger", "show", key),))))
     return 0
 
 

@@ -22,6 +22,7 @@ from ..core.output import (
     Col,
     Output,
     ago,
+    cell_len,
     deadline,
     duration,
     fit,
@@ -428,8 +429,11 @@ def _section_lines(
     if fits < 1:  # rows come first: the commands for the first row only where they fit
         action_lines = []
         fits = budget - 2 - more
-    if fits < 1:  # no room for a row: the title says how many
-        return [_plain_or_text(f"{title}: +{sec.total} more", width, ellipsis, title_style)]
+    if fits < 1:  # no room for a row: the title says how many, and the command when it fits
+        line = f"{title}: {sec.more_lines[0].strip()}" if more == 1 else ""
+        if not line or (width is not None and cell_len(line) > width):
+            line = f"{title}: +{sec.total} more"
+        return [_plain_or_text(line, width, ellipsis, title_style)]
     shown = sec.rows[:fits]
     hidden = sec.total - len(shown)
     out: list[str | Text] = [_plain_or_text(title, width, ellipsis, title_style)]
