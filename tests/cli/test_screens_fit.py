@@ -14,8 +14,8 @@ import fcntl
 import os
 import pty
 import re
-import shlex
 import select
+import shlex
 import shutil
 import struct
 import subprocess

@@ -94,8 +94,8 @@ def check_paths(home: Path, report: Report) -> bool:
         else:  # a project directory, ~, /etc: never relay's to change (design.md §11)
             problems.append(
                 f"has mode {d.mode:04o} (group or others may access it) and holds no "
-                f"{DB_NAME}: relay did not make it, so doctor --fix leaves its modes alone; "
-                + POINT_ELSEWHERE
+                f"{DB_NAME}: relay did not make it, and doctor --fix never changes it; "
+                + POINT_ELSEWHERE.removeprefix("relay leaves it alone; ")
             )
             fix = elsewhere(report, home)
     if problems:
