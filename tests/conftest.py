@@ -106,7 +106,8 @@ def _reuse_command_trees() -> None:
         return
 
     def reused(argv: list[str], completing: bool = False):
-        key = (argv[0] if argv else "", len(argv) <= 1, completing)
+        # the command's name, after the root's scope options (`relay --home DIR list`)
+        key = (cli_app._command_name(argv), len(argv) <= 1, completing)
         if key not in _TREES:
             _TREES[key] = build(argv, completing)
         return _TREES[key]

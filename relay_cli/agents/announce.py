@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..core.command import relay
 from ..core.output import inert, size
 
 if TYPE_CHECKING:
@@ -68,7 +69,8 @@ def _sender(name: str) -> str:
 
 def line(req: Named) -> str:
     """A request's line: who sent it, its size, and the command that takes it."""
-    return f"- from {_sender(req.sender)}, {size(req.text_bytes)}: `relay claim --id {req.shown}`"
+    take = relay("claim", "--id", req.shown, changes=True).quoted()
+    return f"- from {_sender(req.sender)}, {size(req.text_bytes)}: {take}"
 
 
 def _plural(n: int, one: str, many: str) -> str:
@@ -79,7 +81,7 @@ def _lines(reqs: list[Named], more: int) -> list[str]:
     out = [line(r) for r in reqs[:MAX_LINES]]
     more += max(0, len(reqs) - MAX_LINES)
     if more:
-        out.append(f"and {more} more: `relay inbox`")
+        out.append(f"and {more} more: {relay('inbox').quoted()}")
     return out
 
 

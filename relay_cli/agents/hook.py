@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TextIO
 
 from ..core import clock
+from ..core.command import Command, relay
 from ..core.digest import sha256_hex
 from ..core.limits import COUNT_CAP, HOOK_LEASE_S, MAX_STOP_BLOCKS, SESSION_LEASE
 from ..core.limits import MAX_HOOK_INPUT_BYTES as MAX_INPUT_BYTES
@@ -342,6 +343,12 @@ def _truncate(path: str, size_: int) -> None:
         pass
 
 
+def _run_under_relay(name: str, kind: str, program: str) -> Command:
+    """`relay run` for this peer's runtime (design.md §14): the hook is given no scope
+    flags, and the person's shell has its RELAY_HOME."""
+    return relay("run", "--as", name, "--kind", kind, tail=("--", program), changes=True)
+
+
 def _start_context(name: str, how: str, henv: HookEnv) -> str:
     """The SessionStart context: the short guide (design.md §18: at most 150 tokens). It
     names no request: the first prompt's listing, a Stop block or a wake note does, so a
@@ -354,7 +361,7 @@ def _start_context(name: str, how: str, henv: HookEnv) -> str:
             f"relay: no relay session was started for peer {name!r}: {why}, so a session "
             "token could not reach shell commands. relay commands that need a session "
             f"(claim, reply) fail here; starting {d.display} as "
-            f"`relay run --as {name} --kind {henv.kind} -- {d.program}` gives it one."
+            f"{_run_under_relay(name, henv.kind, d.program).quoted()} gives it one."
         )
     else:
         text = guide.short_text(name, d.name, kept=how == "kept")

@@ -275,8 +275,8 @@ def _start_server(
             "usage_error",
             f"relay run: {argv[0]}'s private app server did not start: {e}",
             exit_code=NOT_EXECUTABLE_EXIT,
-            hint=f"nothing was left running and the session was left; to run without it, "
-            f"start `relay run ... -- {argv[0]} --no-daemon`",
+            hint="nothing was left running and the session was left; to run without it, "
+            f"give {argv[0]} --no-daemon in the relay run command line",
         ) from None
     return server, [argv[0], "--remote", address, *argv[1:]], early
 

@@ -22,6 +22,7 @@ from . import (  # noqa: F401
     watch_cmd,
     web_cmd,
 )
-from .app import app, main, run
+from .app import app
+from .call import main, run
 
 __all__ = ["app", "main", "run"]

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional, Protocol, 
 import typer
 
 from ..core import clock
+from ..core.command import Said, relay
 from ..core.errors import ExitStatus, RelayError
 from ..core.limits import (
     CLAIM_LEASE,
@@ -322,7 +323,7 @@ def prepare(
             "already sent with this content: nothing new was prepared, nothing queued; "
             "a submit of this id answers with that request"
         )
-        env.out.para(f"next: relay show {result['id']}{_scope(env)}")
+        env.out.command(relay("show", result["id"]), "next: ")
     else:
         env.out.fields(
             [
@@ -330,9 +331,8 @@ def prepare(
                 ("draft expires", env.out.until(result["prepared_expires_at"], now)),
             ]
         )
-        env.out.para(
-            f"next: relay submit {result['id']}{_scope(env)}  (a repeat of submit is safe)"
-        )
+        env.out.command(relay("submit", result["id"]), "next: ")
+        env.out.para("a repeat of that submit is safe: it answers with the same request")
     return 0
 
 
@@ -383,7 +383,15 @@ def show(
     request_id = validate.validate_ref(id_)
     with env.unit(write=False):
         obj = lifecycle.show(env.store, request_id, events)
-    return _emit(env, obj, render_full)
+    _emit(env, obj, render_full)
+    if obj["state"] == "delivery_unknown" and not env.json:
+        from ..requests.states import settle
+
+        # the commands that settle it, one per outcome (design.md §14)
+        env.out.said(
+            Said.of("a person settles it in their own terminal with one of:", settle(obj["id"]))
+        )
+    return 0
 
 
 @app.command(
@@ -674,7 +682,7 @@ def claim(
     if env.json:
         env.out.json(obj)
     else:
-        note = None
+        note: Said | str | None = None
         if obj.get("held_unacked"):
             # read after the claim committed: a failure here (busy, say) must not lose the
             # claimed request's text, so the note is left out and the ids are named instead
@@ -683,28 +691,49 @@ def claim(
                     note = claiming.held_note(env.store, env.caller(), obj["held_unacked"])
             except RelayError:
                 note = "this session also holds unacked: " + ", ".join(obj["held_unacked"])
-        _render_claim(env.out, obj, env.clock.now_ms(), note, attempt_id is not None, _scope(env))
+        render_claim(
+            env.out,
+            obj,
+            env.clock.now_ms(),
+            note=note,
+            by_attempt=attempt_id is not None,
+            session_ends=_session_end(env),
+            lease_given=lease is not None,
+        )
     return 0
 
 
-def _scope(env: Env) -> str:
-    """ " --home X" (or the database URL) when the call was given one: a printed command
-    acts on the same home when pasted into the same shell (design.md §14)."""
-    words = env.scope_words()
-    return f" {words}" if words else ""
+def _session_end(env: Env) -> int | None:
+    """When the claiming session's lease ends now (the claim renewed it), or None when
+    that cannot be read: a request it holds becomes delivery_unknown then (design.md §3)."""
+    try:
+        with env.unit(write=False):
+            caller = env.caller()
+            session = env.store.get_session(caller.session["id"]) if caller.session else None
+    except RelayError:
+        return None
+    return None if session is None else int(session["lease_expires_at"])
 
 
-def _render_claim(
+# an agent's claim names the request by this many characters of its id (design.md §16)
+CLAIM_REF = 12
+
+
+def render_claim(
     out: Output,
     obj: JsonObject,
     now: int,
-    note: str | None = None,
+    *,
+    note: Said | str | None = None,
     by_attempt: bool = False,
-    scope: str = "",
+    session_ends: int | None = None,
+    lease_given: bool = False,
 ) -> None:
-    """The claimed request for a person, and what to run next. A request shown again
-    without an attempt id is the one this session holds, not necessarily the asker's
-    (design.md §6); an acknowledged one needs no ack, only its answer."""
+    """The claimed request and what to run next (design.md §14): for a person at a
+    terminal its fields, the framed text and the commands, each on a line of its own;
+    for an agent (stdout not a terminal) the same in few words (design.md §16). A request
+    shown again without an attempt id is the one this session holds, not necessarily the
+    asker's (design.md §6); an acknowledged one needs no ack, only its answer."""
     if obj.get("duplicate"):
         if by_attempt:
             out.para(
@@ -719,23 +748,57 @@ def _render_claim(
                 "holds it, leave it to them"
             )
     if note:
-        out.para(f"note: {note}")
-    render_full(out, obj, now)
-    then = "then"
+        out.said(Said.of("note: ") + note)
+    rid = obj["id"]
+    # piped, the request is named by a prefix every command takes back (design.md §16)
+    ref = rid if out.terminal else rid[:CLAIM_REF]
+    if out.terminal:
+        render_full(out, obj, now)
+    else:  # an agent reads it: the text, and the commands that name it (design.md §16)
+        if obj["state"] != "delivered":
+            out.line(f"claimed {ref}, {obj['state']}")
+        out.message(obj["from"], obj["text"])
+    then = "next: "
     if obj["state"] == "delivered":
-        out.para(f"next: relay ack {obj['id']}{scope}")
-        out.para(ack_by(out, obj, now))
+        out.command(relay("ack", ref), "next: ")
+        out.said(ack_by(out, obj, now, session_ends, lease_given))
+        then = "then: "
+    # `-` reads the answer from standard input (a person: the terminal, until Ctrl-D)
+    out.command(relay("reply", ref, tail=("-",)), then)
+    if out.terminal:
+        out.para("  (type the answer, then Ctrl-D)")
+        out.para("or end it with relay fail or relay reject, each with --reason saying why")
     else:
-        then = "next"
-    # runnable as pasted: `-` reads the answer from the terminal until Ctrl-D (design.md §14)
-    out.para(f"{then}: relay reply {obj['id']}{scope} -")
-    out.para("  (type the answer, then Ctrl-D; or end it with relay fail or relay reject)")
+        out.line("or end it: fail or reject, with --reason")
 
 
-def ack_by(out: Output, obj: JsonObject, now: int) -> str:
-    """By when the claim must be acknowledged, and what happens after (design.md §14): a
-    person who reads before acking must not learn of the claim lease from a
-    state_conflict."""
+def ack_by(
+    out: Output,
+    obj: JsonObject,
+    now: int,
+    session_ends: int | None = None,
+    lease_given: bool = False,
+) -> Said | str:
+    """By when the claim must be acknowledged, and what happens after (design.md §3,
+    §14): the earlier of the claim lease and the claiming session's lease, so a person
+    who reads before acking learns of neither from a state_conflict; a --lease that
+    outlives the session is said so."""
+    claim_ends = clock.parse_iso(obj["lease_expires_at"])
+    if not out.terminal:  # an agent's: few words, whole seconds (rounded down)
+        if session_ends is not None and session_ends < claim_ends:
+            return (
+                f"ack by {_second(session_ends)} (your session's lease ends; any relay "
+                "command renews it), else delivery_unknown"
+            )
+    elif session_ends is not None and session_ends < claim_ends:
+        given = "--lease " if lease_given else ""
+        return Said.of(
+            f"ack by {out.until(clock.iso(session_ends), now)}: this session's lease ends "
+            f"then, before the claim's ({given}{out.until(obj['lease_expires_at'], now)}), "
+            "and the request becomes delivery_unknown; any relay command of this session, ",
+            relay("peers", "heartbeat"),
+            " for one, renews its lease",
+        )
     after = (
         "it is queued again"
         if obj["on_lost"] == "redeliver" and obj["attempts"] < obj["max_attempts"]
@@ -743,11 +806,18 @@ def ack_by(out: Output, obj: JsonObject, now: int) -> str:
         if obj["on_lost"] == "redeliver"
         else "it becomes delivery_unknown"
     )
+    if not out.terminal:
+        return f"ack by {_second(claim_ends)}, else {after}"
     return (
         f"ack by {out.until(obj['lease_expires_at'], now)}: the claim lease ends then "
         f"and {after} (claim --lease D holds it longer, up to "
         f"{clock.duration_text(CLAIM_LEASE[1])})"
     )
+
+
+def _second(ms: int) -> str:
+    """``ms`` as an ISO time in whole seconds, rounded down (a deadline told early)."""
+    return f"{clock.iso(ms // 1000 * 1000)}".replace(".000Z", "Z")
 
 
 def _act(env: Env, fn: Callable[..., JsonObject], request_id: str, *args: object) -> JsonObject:

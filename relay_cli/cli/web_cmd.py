@@ -71,7 +71,7 @@ def web(
 
         from ..operate.web.server import serve  # (only this command loads the view)
 
-        serve(store, env.scope_words(), port or 0, ready)
+        serve(store, env.out.scope, port or 0, ready)
     except KeyboardInterrupt:
         return 0
     finally:

@@ -54,6 +54,9 @@ class Scope:
 
     words: tuple[str, ...] = ()
     note: str | None = None
+    # the call's database URL as one shell word, for another program (``psql``); the
+    # environment's variable when the URL came from there
+    url_word: str | None = None
 
     def __bool__(self) -> bool:
         return bool(self.words)
@@ -98,7 +101,7 @@ class Command:
     def words(self, scope: Scope = NO_SCOPE) -> list[str]:
         """The shell words, quoted: program, args, the scope flags, tail."""
         flags = scope.words if self.scoped and self.program == "relay" else ()
-        return [_quote(w) for w in (self.program, *self.args, *flags, *self.tail)]
+        return [_quote(w, scope) for w in (self.program, *self.args, *flags, *self.tail)]
 
     def text(self, scope: Scope = NO_SCOPE) -> str:
         """The command on one line, as pasted (JSON hints, a piped screen, the web)."""
@@ -131,6 +134,11 @@ class Command:
         lines.append(current)
         return lines
 
+    def quoted(self, scope: Scope = NO_SCOPE) -> str:
+        """The command inside prose: in backquotes, except an ``eval "$(...)"`` line,
+        whose own quotes delimit it."""
+        return self.text(scope) if self.form == "eval" else f"`{self.text(scope)}`"
+
     def __str__(self) -> str:
         return self.text()
 
@@ -151,7 +159,9 @@ def shell(program: str, *args: str, changes: bool = False) -> Command:
     return Command(tuple(args), program=program, changes=changes, scoped=False)
 
 
-def _quote(word: str) -> str:
+def _quote(word: str, scope: Scope) -> str:
+    if isinstance(word, DatabaseUrl):
+        return _quote(scope.url_word, NO_SCOPE) if scope.url_word else str(word)
     return str(word) if isinstance(word, Raw) else shlex.quote(word)
 
 
@@ -218,7 +228,7 @@ class Said:
         out: list[str] = []
         for part in self.parts:
             if isinstance(part, Command):
-                out.append(f"`{part.text(scope)}`")
+                out.append(part.quoted(scope))
             elif isinstance(part, Choices):
                 shown = [f"`{c.text(scope)}`" for c in part.commands]
                 out.append(
@@ -237,3 +247,12 @@ def said(value: Said | str | None) -> Said:
     if value is None:
         return Said()
     return value if isinstance(value, Said) else Said((value,))
+
+
+class DatabaseUrl(Raw):
+    """Where a command names this call's database for another program (``psql URL``): the
+    renderer writes the scope's word for it (the URL without a password, or the variable
+    that holds it)."""
+
+
+DATABASE_URL = DatabaseUrl('"$RELAY_DATABASE_URL"')

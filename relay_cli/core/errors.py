@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, Literal
 
-from .command import NO_SCOPE, Said, Scope, said
+from .command import NO_SCOPE, Choices, Said, Scope, said
 from .limits import (
     DRAFT_TTL_S,
     KINDS,
@@ -309,7 +309,8 @@ ERRORS: dict[ErrorCode, ErrorSpec] = {
         ExitStatus.UNSAFE,
         False,
         "the state directory must be a real directory (not a symlink) owned by you with "
-        "mode 0700; `relay doctor` explains, `relay doctor --fix` tightens modes",
+        "mode 0700; `relay doctor` explains and names the fix (`relay doctor --fix` sets "
+        "the modes of a home relay made, never of another directory)",
     ),
     "schema_too_new": ErrorSpec(
         ExitStatus.UNSAFE,
@@ -339,7 +340,8 @@ ERRORS: dict[ErrorCode, ErrorSpec] = {
         ExitStatus.UNKNOWN,
         False,
         "the command started but relay never saw it end; check whether its effect "
-        "happened, then settle it with `relay ledger resolve KEY --outcome succeeded|failed|forget`",
+        "happened, then a person settles it at a terminal: `relay ledger show KEY` names "
+        "the commands",
     ),
     # 75: not yet / busy
     "timeout": ErrorSpec(
@@ -440,7 +442,11 @@ class RelayError(Exception):
     def hint_said(self) -> Said:
         """The fixed hint, then the detail in parentheses, as prose with its commands."""
         base = self.spec.hint if self._hint is None else self._hint
-        return Said.of(base, " (", *self.said.parts, ")") if self.said else Said.of(base)
+        if not self.said:
+            return Said.of(base)
+        if isinstance(self.said.parts[-1], Choices):  # the choices end it, one per line
+            return Said.of(base, "; ", *self.said.parts)
+        return Said.of(base, " (", *self.said.parts, ")")
 
     @property
     def hint(self) -> str:

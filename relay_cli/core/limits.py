@@ -58,6 +58,15 @@ CLAIMED_STATES = tuple(s for s in OPEN_STATES if s != "queued")
 
 # ---------------------------------------------------------------- peers and sessions (§3)
 DEFAULT_SESSION_LEASE_S = 45  # `peers join --lease`, `relay run --lease`
+# a `human` peer's: its shell sends no heartbeats while the person reads (design.md §3)
+DEFAULT_HUMAN_SESSION_LEASE_S = 3600
+
+
+def default_session_lease(kind: str | None) -> int:
+    """The session lease a join of ``kind`` gets without --lease (design.md §3)."""
+    return DEFAULT_HUMAN_SESSION_LEASE_S if kind == "human" else DEFAULT_SESSION_LEASE_S
+
+
 HOOK_RECENT_MS = 10 * 60 * 1000  # a hook ran this recently: the peer's runtime has hooks
 # The lease of a session a hook joins (an agent has no heartbeat between its turns), and
 # how long a wake waiter waits by default: as long as that session lives unrenewed.

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence, TextIO
 
 from . import clock
 from .command import NO_SCOPE, Choices, Command, Said, Scope, said
+from .context import is_tty
 from .errors import RelayError
 
 if TYPE_CHECKING:
@@ -155,6 +156,12 @@ class Output:
     # the scope flags the call was given on its command line, which every command it
     # prints carries (design.md §14): the call's context's
     scope: Scope = NO_SCOPE
+    # the scope notes told already in this call (the call's own set, shared)
+    notes_told: set[str] = field(default_factory=set)
+    # stdout and stderr are terminals (the call's context's flags); None: asked of the
+    # streams, for an Output made without a context
+    stdout_is_tty: bool | None = None
+    stderr_is_tty: bool | None = None
 
     @classmethod
     def of(cls, ctx: Context, json_mode: bool) -> Output:
@@ -167,6 +174,9 @@ class Output:
             environ=ctx.environ,
             error_lines=ctx.error_lines,
             scope=ctx.scope,
+            notes_told=ctx.notes_told,
+            stdout_is_tty=ctx.stdout_tty,
+            stderr_is_tty=ctx.stderr_tty,
         )
 
     def _env_set(self, name: str) -> bool:
@@ -174,12 +184,13 @@ class Output:
 
     @property
     def tty(self) -> bool:
-        return _isatty(self.stdout)
+        """Standard output is a terminal: a person reads it."""
+        return is_tty(self.stdout) if self.stdout_is_tty is None else self.stdout_is_tty
 
     @property
     def stderr_tty(self) -> bool:
         """Standard error is a terminal: a person sees what relay says there."""
-        return _isatty(self.stderr)
+        return is_tty(self.stderr) if self.stderr_is_tty is None else self.stderr_is_tty
 
     @property
     def terminal(self) -> bool:
@@ -241,7 +252,20 @@ class Output:
     ) -> list[str]:
         """``command`` as this call prints it (design.md §14): with the call's scope flags,
         continued with `` \\`` on a terminal too narrow for it; one line when piped."""
+        self._tell_note(command)
         return command.lines(self.scope, width or self.width, lead, indent)
+
+    def _tell_note(self, *commands: Command) -> None:
+        """Before the first command whose scope words need the person to know something
+        (a URL whose password relay does not print, read from $RELAY_DATABASE_URL), say
+        it on stderr, once a call (design.md §14). With --json nothing is said there:
+        doctor's document has it as ``commands_note``."""
+        note = self.scope.note
+        if not note or note in self.notes_told or self.json_mode:
+            return
+        if any(c.scoped and c.program == "relay" for c in commands):
+            self.notes_told.add(note)
+            self.note(f"relay: {note}")
 
     def command(self, command: Command, lead: str = "", indent: str = "") -> None:
         """Print ``command`` on stdout (after ``lead``: ``next: ``, ``then: ``, ``→ ``)."""
@@ -249,28 +273,29 @@ class Output:
             self.line(ln)
 
     def said_lines(self, text: Said | str, width: int | None, indent: str = "  ") -> list[str]:
-        """Prose that names commands, for a terminal ``width`` wide (None: one line, as
-        ``Said.text``). Text is made inert and wrapped between words; an inline command is
+        """Prose that names commands, for a terminal ``width`` wide (None: not a terminal,
+        never wrapped). Text is made inert and wrapped between words; an inline command is
         kept whole in backquotes, or, when it would not fit a line, set on lines of its own
-        (continued with `` \\``); choices are one full command per line."""
+        (continued with `` \\``); choices are one full command per line, piped too (JSON's
+        hint has them on its one line: ``Said.text``)."""
         prose = said(text)
-        if width is None:
-            return [inert(prose.text(self.scope))]
+        self._tell_note(*prose.commands)
         lines: list[str] = []
         pending = ""
 
-        def flush(more: str = "") -> None:
+        def flush(keep: bool = False) -> None:
             nonlocal pending
             if pending.strip():
-                wrapped = wrap_prose(pending + more, width, indent)
-                lines.extend(wrapped if not lines else [indent + w.lstrip() for w in wrapped])
+                lines.extend(wrap_prose(pending, width, indent))
+            elif keep:
+                lines.append(pending)
             pending = ""
 
         for part in prose.parts:
             if isinstance(part, Command):
                 one = part.text(self.scope)
-                if cell_len(one) + 2 <= width - len(indent):
-                    pending += f"`{one}`"
+                if width is None or cell_len(one) + 2 <= width - len(indent):
+                    pending += part.quoted(self.scope)
                     continue
                 flush()
                 lines.extend(part.lines(self.scope, width, indent=indent))
@@ -279,7 +304,11 @@ class Output:
                 for choice in part.commands:
                     lines.extend(choice.lines(self.scope, width, indent=indent))
             else:
-                pending += inert(part)
+                first, *more = inert(part).split("\n")
+                pending += first
+                for piece in more:  # a newline of the prose ends its line
+                    flush(keep=True)
+                    pending = piece
         flush()
         return lines or [""]
 
@@ -292,7 +321,7 @@ class Output:
             if stream is None
             else (
                 terminal_width(target, self.environ)
-                if _isatty(target) and not self.json_mode
+                if is_tty(target) and not self.json_mode
                 else None
             )
         )
@@ -314,19 +343,20 @@ class Output:
     def waiting(self, text: str) -> None:
         """What a blocked command waits for, on stderr, only for a person: when stderr is a
         terminal and the output is not JSON (design.md §14)."""
-        try:
-            if self.json_mode or not self.stderr.isatty():
-                return
-        except (AttributeError, ValueError):
+        if self.json_mode or not self.stderr_tty:
             return
         self.note(text)
 
-    def note(self, text: str) -> None:
+    def note(self, text: str | Said) -> None:
         """A line for the person on stderr -- in human output only. With --json, stderr
         carries nothing but the one error line (design.md §7), so a note is not written:
-        whatever it tells must be a field of the JSON document."""
+        whatever it tells must be a field of the JSON document. A note that names
+        commands (a ``Said``) is rendered at stderr's width, with the call's scope."""
         if self.json_mode:
             return
+        if isinstance(text, Said):
+            width = terminal_width(self.stderr, self.environ) if self.stderr_tty else None
+            text = "\n".join(self.said_lines(text, width))
         self.stderr.write(text + "\n")
         self.stderr.flush()
 
@@ -522,7 +552,7 @@ def make_console(
     system: Literal["standard", "auto"] | None
     if color:
         dumb = environ.get("TERM") in (None, "", "dumb")
-        system = "standard" if dumb or not _isatty(stream) else "auto"
+        system = "standard" if dumb or not is_tty(stream) else "auto"
     else:
         system = None
     return Console(
@@ -538,13 +568,6 @@ def make_console(
         # in rich's documented parameters (tests/core/test_output.py fails if it goes)
         _environ=environ,
     )
-
-
-def _isatty(stream: TextIO) -> bool:
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):
-        return False
 
 
 def cell_len(text: str) -> int:

@@ -16,10 +16,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Sequence
 
 from ..core import clock
+from ..core.command import NO_SCOPE, Command, Said, Scope, placeholder, relay
 from ..core.limits import OPEN_STATES
 from ..core.output import (
     Col,
+    Output,
     ago,
+    cell_len,
     deadline,
     duration,
     fit,
@@ -28,7 +31,7 @@ from ..core.output import (
     unique_prefixes,
 )
 from ..requests import objects, peers
-from ..requests.states import NEXT_DEADLINE, SETTLE, STATE_STYLES
+from ..requests.states import NEXT_DEADLINE, STATE_STYLES, settle
 
 if TYPE_CHECKING:
     from rich.text import Text
@@ -63,9 +66,6 @@ class Snapshot:
     events: list[JsonObject] = field(default_factory=list)  # newest first
     awaiting: list[JsonObject] = field(default_factory=list)  # ledger entries awaiting approval
     effect_unknown: list[JsonObject] = field(default_factory=list)  # crashed `relay once` entries
-    # the --home / --database-url words every command watch prints carries, so it acts on
-    # the home or database watched when pasted into the same shell (design.md §14)
-    scope: str = ""
     # the web view's lanes (design.md §17), gathered only when asked for: requests that
     # became final lately (newest first) and every ledger entry that is not final
     final: list[JsonObject] = field(default_factory=list)
@@ -157,23 +157,27 @@ def json_doc(snap: Snapshot) -> JsonObject:
 class Section:
     title: str
     total: int  # how many exist (rows may hold fewer)
-    more: str  # the command that shows them all
+    more: Command  # the command that shows them all
     cols: list[Col]
     rows: Sequence[Sequence[object]]
     empty: str | None = None  # shown when there are none; None: leave the section out
-    # The command a person runs on these rows, whole (a title would cut it at 80 columns).
-    action: str | None = None
+    # The commands a person runs on these rows, whole, each on its own lines (a title
+    # would cut them at 80 columns): for the first row, one per choice (design.md §14).
+    action: Said | None = None
+    # the "+N more" and action lines as rendered for the screen (``render`` sets them)
+    more_lines: list[str] = field(default_factory=list)
+    action_lines: list[str] = field(default_factory=list)
 
     def wanted(self) -> int:
-        """Lines to show it whole: title, column header, rows, a "+N more" line and the
-        action line."""
+        """Lines to show it whole: title, column header, rows, the "+N more" lines and the
+        action lines."""
         if not self.rows:
             return 1
         return (
             2
             + len(self.rows)
-            + (1 if self.total > len(self.rows) else 0)
-            + (1 if self.action else 0)
+            + (len(self.more_lines) if self.total > len(self.rows) else 0)
+            + len(self.action_lines)
         )
 
 
@@ -202,7 +206,7 @@ def _lease(p: JsonObject) -> str:
 
 def sections(snap: Snapshot) -> list[Section]:
     """Every section, in the order a person needs them."""
-    from ..ledger.entries import SETTLE as LEDGER_SETTLE
+    from ..ledger import entries
 
     now = snap.now
     # ids as short as they can be while no two shown share a prefix (design.md §14)
@@ -214,7 +218,7 @@ def sections(snap: Snapshot) -> list[Section]:
         Section(
             f"delivery_unknown ({unknown_total}): check whether it was done, then settle it",
             unknown_total,
-            "relay list --state delivery_unknown",
+            relay("list", "--state", "delivery_unknown"),
             [
                 Col("id", fixed=True),
                 Col("from", min=8, middle=True),
@@ -226,30 +230,46 @@ def sections(snap: Snapshot) -> list[Section]:
                 [_short(r["id"]), r["from"], r["to"], r["reason"], ago(_ms(r["updated_at"]), now)]
                 for r in snap.unknown
             ],
-            action=SETTLE,
+            action=Said.of(
+                f"then, for {_short(snap.unknown[0]['id'])}, in your terminal, one of:",
+                settle(_short(snap.unknown[0]["id"])),
+            )
+            if snap.unknown
+            else None,
         ),
         Section(
             f"effect_unknown ({len(snap.effect_unknown)}): check whether it happened, "
             "then settle it",
             len(snap.effect_unknown),
-            "relay ledger list --state effect_unknown",
+            relay("ledger", "list", "--state", "effect_unknown"),
             _ledger_cols(),
             _ledger_rows(snap.effect_unknown, now),
-            action=LEDGER_SETTLE,
+            action=Said.of(
+                "then, for the first, in your terminal, one of:",
+                entries.settle(snap.effect_unknown[0]["key"]),
+            )
+            if snap.effect_unknown
+            else None,
         ),
         Section(
-            f"awaiting approval ({len(snap.awaiting)}): relay approve KEY or relay deny KEY",
+            f"awaiting approval ({len(snap.awaiting)}): a person approves or denies each",
             len(snap.awaiting),
-            "relay ledger list --state awaiting_approval",
+            relay("ledger", "list", "--state", "awaiting_approval"),
             _ledger_cols(),
             _ledger_rows(snap.awaiting, now),
+            action=Said.of(
+                "then, for the first, in your terminal, one of:",
+                entries.decide(snap.awaiting[0]["key"]),
+            )
+            if snap.awaiting
+            else None,
         ),
         Section(
             f"open requests ({snap.open_total}: "
             + ", ".join(f"{snap.counts.get(s, 0)} {s}" for s in OPEN_STATES)
             + ")",
             snap.open_total,
-            "relay list " + " ".join(f"--state {s}" for s in OPEN_STATES),
+            relay("list", *(w for s in OPEN_STATES for w in ("--state", s))),
             [
                 Col("id", fixed=True),
                 Col("state", fixed=True, styles=STATE_STYLES),
@@ -274,7 +294,7 @@ def sections(snap: Snapshot) -> list[Section]:
         Section(
             f"peers ({len(snap.peers)}, {sum(p['active'] for p in snap.peers)} active)",
             len(snap.peers),
-            "relay peers list",
+            relay("peers", "list"),
             [
                 Col("name", min=12, middle=True),
                 Col("kind", fixed=True),
@@ -286,12 +306,12 @@ def sections(snap: Snapshot) -> list[Section]:
                 [p["name"], p["kind"], "yes" if p["active"] else "no", _lease(p), p["wakeup"]]
                 for p in sorted(snap.peers, key=lambda p: not p["active"])
             ],
-            empty="no peers yet: relay peers join NAME",
+            empty="no peers yet",
         ),
         Section(
             "recent transitions (newest first)",
             len(snap.events),
-            "relay show ID --events",
+            relay("show", placeholder("ID"), "--events"),
             [
                 Col("when", fixed=True),
                 Col("id", fixed=True),
@@ -312,22 +332,7 @@ def sections(snap: Snapshot) -> list[Section]:
             empty="none yet",
         ),
     ]
-    if snap.scope:
-        for sec in out:
-            sec.title = _scoped(sec.title, snap.scope)
-            sec.more = _scoped(sec.more, snap.scope)
-            sec.action = sec.action and _scoped(sec.action, snap.scope)
-            sec.empty = sec.empty and _scoped(sec.empty, snap.scope)
     return [s for s in out if s.rows or s.empty is not None]
-
-
-def _scoped(text: str, scope: str) -> str:
-    """``text`` with ``scope`` after each relay command in it (a command runs to the end of
-    the text or to " or ")."""
-    if "relay " not in text:
-        return text
-    head, _, commands = text.partition("relay ")
-    return head + " or ".join(f"relay {c} {scope}" for c in commands.split(" or relay "))
 
 
 def _ledger_cols() -> list[Col]:
@@ -405,11 +410,20 @@ def render(
     color: bool = False,
     ellipsis: str = "\u2026",
     footer: str | None = None,
+    scope: Scope = NO_SCOPE,
 ) -> list[str | Text]:
     """The snapshot as lines. ``width`` None: plain strings, every section whole (a pipe).
-    Otherwise rich ``Text`` lines no wider than ``width``; with ``height``, at most that
-    many lines, sections cut to fit with "+N more: COMMAND"."""
+    Otherwise rich ``Text`` lines no wider than ``width`` (a command goes on with `` \\``
+    rather than be cut); with ``height``, at most that many lines, sections cut to fit
+    with "+N more: COMMAND". Every command carries ``scope``, the call's scope flags."""
     secs = sections(snap)
+    shown = Output(scope=scope)  # (renders the commands; writes nothing)
+    for sec in secs:
+        # (the count shown is at most the total: its line is never wider than this)
+        sec.more_lines = shown.command_lines(sec.more, f"+{sec.total} more: ", "  ", width)
+        sec.action_lines = shown.said_lines(sec.action, width, "  ") if sec.action else []
+        if sec.action_lines:
+            sec.action_lines[0] = f"  {sec.action_lines[0]}"
     if height is not None and height < 2:
         footer = None  # one line: the header says what matters most
     reserved = 1 + (1 if footer else 0)
@@ -437,21 +451,36 @@ def _section_lines(
     title = sec.title
     if not sec.rows:
         return [_plain_or_text(f"{title}: {sec.empty}", width, ellipsis, "dim" if color else "")]
-    action = 1 if sec.action else 0
-    fits = len(sec.rows) if budget >= sec.wanted() else budget - 3 - action
-    if fits < 1:  # no room for a row: the title says how many and where to look
-        return [_plain_or_text(f"{title}: +{sec.total} ({sec.more})", width, ellipsis, title_style)]
+    action_lines = sec.action_lines
+    more = len(sec.more_lines)
+    fits = len(sec.rows) if budget >= sec.wanted() else budget - 2 - more - len(action_lines)
+    if fits < 1:  # rows come first: the commands for the first row only where they fit
+        action_lines = []
+        fits = budget - 2 - more
+    if fits < 1:  # no room for a row: the title says how many, and the command when it fits
+        line = f"{title}: {sec.more_lines[0].strip()}" if more == 1 else ""
+        if not line or (width is not None and cell_len(line) > width):
+            line = f"{title}: +{sec.total} more"
+        return [_plain_or_text(line, width, ellipsis, title_style)]
     shown = sec.rows[:fits]
     hidden = sec.total - len(shown)
     out: list[str | Text] = [_plain_or_text(title, width, ellipsis, title_style)]
     out += render_table(sec.cols, shown, width, color=color, ellipsis=ellipsis, indent=2)
     if hidden > 0:
-        out.append(
-            _plain_or_text(f"  +{hidden} more: {sec.more}", width, ellipsis, "dim" if color else "")
-        )
-    if sec.action:
-        out.append(_plain_or_text(f"  then: {sec.action}", width, ellipsis, ""))
+        lines = [ln.replace(f"+{sec.total} more", f"+{hidden} more", 1) for ln in sec.more_lines]
+        out += [_command_line(ln, width, "dim" if color else "") for ln in lines]
+    out += [_command_line(ln, width, "") for ln in action_lines]
     return out
+
+
+def _command_line(text: str, width: int | None, style: str) -> str | Text:
+    """A line of a rendered command, already no wider than the screen unless one word is
+    (a long path on a tiny terminal): only then is it cut, to keep the screen whole."""
+    if width is None:
+        return text
+    from rich.text import Text
+
+    return Text(fit(text, width), style=style)
 
 
 def _plain_or_text(text: str, width: int | None, ellipsis: str, style: str) -> str | Text:
@@ -463,7 +492,7 @@ def _plain_or_text(text: str, width: int | None, ellipsis: str, style: str) -> s
     return Text(fit(text, width, ellipsis), style=style)
 
 
-def render_plain(snap: Snapshot) -> str:
+def render_plain(snap: Snapshot, scope: Scope = NO_SCOPE) -> str:
     """The whole snapshot as plain text (no colour, no box characters): a pipe, a file."""
-    lines = render(snap)  # width None: plain strings
+    lines = render(snap, scope=scope)  # width None: plain strings
     return "\n".join(str(line) for line in lines).rstrip("\n") + "\n"

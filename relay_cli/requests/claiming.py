@@ -43,7 +43,7 @@ def unacked_ids(store: RequestStore, caller: Caller, but: str | None = None) -> 
     return [r["id"] for r in sorted(held, key=lambda r: (r["delivered_at"], r["id"]))]
 
 
-def held_note(store: RequestStore, caller: Caller, ids: list[str]) -> str:
+def held_note(store: RequestStore, caller: Caller, ids: list[str]) -> Said:
     """The sentence a claim adds when this session holds unacknowledged requests (``ids``,
     from ``unacked_ids``), with the command that recovers a lost answer: `claim --again`
     when it would show one of them, else the attempt id or, for a claim made without one,
@@ -54,29 +54,40 @@ def held_note(store: RequestStore, caller: Caller, ids: list[str]) -> str:
     with_attempt = {c["request_id"] for c in claims if c["attempt"]}
     unnamed = [i for i in ids if i != shown and i not in with_attempt]
     tried = [i for i in ids if i != shown and i in with_attempt]
-    how = []
+    how: list[Said] = []
+    again = relay("claim", "--again")
     if shown in ids:
         how.append(
-            "if that claim's answer was lost, `relay claim --again` shows it"
+            Said.of("if that claim's answer was lost, ", again, " shows it")
             if len(ids) == 1
-            else f"`relay claim --again` shows {shown}, claimed without --attempt"
+            else Said.of(again, f" shows {shown}, claimed without --attempt")
         )
     if unnamed:
-        one = unnamed[0] if len(unnamed) == 1 else "ID"
+        # a command that changes something names its request (design.md §14)
+        one = unnamed[0] if len(unnamed) == 1 else None
         how.append(
-            f"{', '.join(unnamed)} "
-            + ("was" if len(unnamed) == 1 else "were")
-            + f" claimed without --attempt: if yours lost its answer, `relay show {one}` "
-            f"prints it, then `relay ack {one}` (unless another claimer of this session "
-            "holds it)"
+            Said.of(
+                f"{', '.join(unnamed)} "
+                + ("was" if len(unnamed) == 1 else "were")
+                + " claimed without --attempt: if yours lost its answer, ",
+                relay("show", one or placeholder("ID")),
+                " prints it, then ",
+                relay("ack", one, changes=True) if one else "ack it",
+                " (unless another claimer of this session holds it)",
+            )
         )
     if tried:
         how.append(
-            f"{', '.join(tried)} "
-            + ("was" if len(tried) == 1 else "were")
-            + " claimed with --attempt: a retry with the same ID shows its own"
+            Said.of(
+                f"{', '.join(tried)} "
+                + ("was" if len(tried) == 1 else "were")
+                + " claimed with --attempt: a retry with the same ID shows its own"
+            )
         )
-    return f"this session also holds {', '.join(ids)}, claimed and not acked; " + "; ".join(how)
+    said = Said.of(f"this session also holds {', '.join(ids)}, claimed and not acked")
+    for part in how:
+        said = said + "; " + part
+    return said
 
 
 def _plain_held(
@@ -166,13 +177,15 @@ def _none_shown(held: list[Row], session: Row) -> RelayError:
             ),
             "); if others share this session, ask them which they hold: yours is the one "
             "none of them has; from now on claim with --attempt and an id of your own from ",
-            relay("id"),
+            relay("id", scoped=False),
             " (the same id on a retry), so that a retry finds its own claim",
         ),
     )
 
 
-def _what_became(row: Row, claim: Row, caller: Caller, which: str, then: str = "") -> RelayError:
+def _what_became(
+    row: Row, claim: Row, caller: Caller, which: str, then: Said | str = ""
+) -> RelayError:
     """``claim --again`` when the request a claim took moved on (design.md §6): its id,
     state, since when and what to do (and ``then``), never its text, never "the claim
     took nothing"."""
@@ -198,23 +211,30 @@ def _what_became(row: Row, claim: Row, caller: Caller, which: str, then: str = "
         f"{which} (at {clock.iso(claim['claimed_at'])}) took {rid}, which is {state} "
         f"since {since}{reason}; {holder}"
     )
+    what: Said
     if state == "queued":
-        what = f"it was queued again: `relay claim --id {rid}` takes it"
+        what = Said.of(
+            "it was queued again: ", relay("claim", "--id", rid, changes=True), " takes it"
+        )
     elif state == "delivery_unknown":
-        what = (
+        what = Said.of(
             "relay cannot know whether it was worked on; if you never saw its text, you "
-            f"did not start it: tell the person, who can settle it with `relay resolve {rid} "
-            "--outcome requeue`"
+            "did not start it: tell the person, who can settle it with ",
+            relay("resolve", rid, "--outcome", "requeue", changes=True),
         )
     elif state in FINAL_STATES:
-        what = f"nothing is left to do for it: `relay show {rid} --events` shows its history"
+        what = Said.of(
+            "nothing is left to do for it: ", relay("show", rid, "--events"), " shows its history"
+        )
     elif mine and state == "acknowledged":
-        what = (
+        what = Said.of(
             "it was acked in this session, so whoever acked it read its text; that claimer "
-            f"finishes it (`relay reply {rid} -`, or relay fail or relay reject)"
+            "finishes it (",
+            relay("reply", rid, tail=("-",), changes=True),
+            ", or relay fail or relay reject)",
         )
     else:
-        what = "another claim holds it now: leave it to that claimer"
+        what = Said.of("another claim holds it now: leave it to that claimer")
     return RelayError("state_conflict", message, detail=what + then)
 
 
@@ -246,7 +266,9 @@ def _answer_attempt(
             + (f"tombstone at {clock.iso(removed)}" if removed else "tombstone")
             + "; nothing is left to do for it",
             detail=Said.of(
-                "new work needs a claim with a new attempt id: ", relay("id"), " makes one"
+                "new work needs a claim with a new attempt id: ",
+                relay("id", scoped=False),
+                " makes one",
             ),
         )
     if _holds(row, claim, caller) and caller.status == "active":
@@ -275,17 +297,27 @@ def _again(store: Store, now: int, caller: Caller, session: Row) -> JsonObject:
             plain[-1],
             caller,
             "the latest claim this session made without --attempt",
-            "; this session also made claims with --attempt: a retry with its own id "
-            "(`relay claim --again --attempt ID`) shows what one took"
+            Said.of(
+                "; this session also made claims with --attempt: a retry with its own id (",
+                relay("claim", "--again", "--attempt", placeholder("ID")),
+                ") shows what one took",
+            )
             if later
-            else "; no later claim of this session is stored: `relay claim` takes one",
+            else Said.of(
+                "; no later claim of this session is stored: ",
+                relay("claim", changes=True),
+                " takes one",
+            ),
         )
     if claims:
         raise RelayError(
             "nothing_to_claim",
             f"every claim this session of {caller.name!r} made ({len(claims)}) had an "
             "attempt id: only a retry with that id shows what it took",
-            detail="`relay claim --again --attempt ID` with the id the lost claim used",
+            detail=Said.of(
+                relay("claim", "--again", "--attempt", placeholder("ID")),
+                " with the id the lost claim used",
+            ),
         )
     earlier = [c for c in store.recent_claims_of_peer(caller.name, 4) if c["session_id"] != sid]
     known = [(c, store.get_request(c["request_id"])) for c in earlier]
@@ -297,8 +329,11 @@ def _again(store: Store, now: int, caller: Caller, session: Row) -> JsonObject:
         f"this session of {caller.name!r} has made no claim since it joined "
         f"({clock.iso(session['created_at'])}), so it holds nothing to show again",
         detail=(
-            f"earlier sessions of {caller.name} claimed {took}: "
-            "`relay show ID --events` says what became of one"
+            Said.of(
+                f"earlier sessions of {caller.name} claimed {took}: ",
+                relay("show", placeholder("ID"), "--events"),
+                " says what became of one",
+            )
             if took
             else None
         ),
@@ -337,7 +372,8 @@ def claim(
             "attempt id are stored together or not at all, and prune removes an attempt id "
             f"no sooner than {ATTEMPT_KEPT_DAYS} days after its claim)",
             detail=Said.of(
-                relay("claim", "--attempt", attempt), " takes the oldest queued request now"
+                relay("claim", "--attempt", attempt, changes=True),
+                " takes the oldest queued request now",
             ),
         )
     row: Row | None
@@ -350,8 +386,11 @@ def claim(
             raise RelayError(
                 "state_conflict",
                 f"cannot claim a request that is {row['state']} (allowed from: queued)",
-                detail=f"this session claimed it already: `relay show {row['id']}` shows its "
-                "text; finish it with ack, then reply, fail or reject",
+                detail=Said.of(
+                    "this session claimed it already: ",
+                    relay("show", row["id"]),
+                    " shows its text; finish it with ack, then reply, fail or reject",
+                ),
             )
     elif again:  # a retry whose answer was lost: the request held, never a new one
         return _again(store, now, caller, session)

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..core.command import Said, relay
 from ..core.errors import RelayError
 from ..core.person import person, require_terminal
 from .objects import event_object, request_object
 from .peers import Caller, renew, require_live
-from .states import apply
+from .states import RESOLVE_OUTCOMES, apply
 from .validate import one_of, resolve_ref
 
 if TYPE_CHECKING:
@@ -85,7 +86,7 @@ def _owned_by_claimer(store: Store, caller: Caller, request_id: str) -> Row:
                 "not_owner",
                 f"{row['id']} is {row['state']} and no session has claimed it"
                 + ("; only the session that claims it may do this" if queued else ""),
-                detail=f"take it first: `relay claim --id {row['id']}`"
+                detail=Said.of("take it first: ", relay("claim", "--id", row["id"], changes=True))
                 if queued and row["to_peer"] == caller.name
                 else None,
             )
@@ -169,9 +170,6 @@ def cancel(store: Store, now: int, caller: Caller, request_id: str) -> JsonObjec
     if row["from_peer"] != caller.name:
         raise RelayError("not_owner", f"only the sender {row['from_peer']!r} may cancel")
     return _finish(store, now, caller, row, "cancel")
-
-
-RESOLVE_OUTCOMES = ("completed", "failed", "requeue")
 
 
 def validate_outcome(value: str) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..core import clock
+from ..core.command import Said, relay
 from ..core.context import Limits
 from ..core.digest import sha256_hex
 from ..core.errors import RelayError
@@ -219,7 +220,8 @@ def _existing(
         if draft is not None and draft["submitted_at"] is None:
             raise RelayError(
                 "request_id_conflict",
-                f"{request_id} is the id of an unsubmitted draft; `relay submit {request_id}`",
+                f"{request_id} is the id of an unsubmitted draft",
+                detail=Said.of(relay("submit", request_id, changes=True), " queues it"),
             )
         return None
     if row["fingerprint"] != fp:

@@ -7,6 +7,7 @@ import re
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from ..core.command import Said, relay
 from ..core.digest import sha256_hex
 from ..core.errors import RelayError
 from ..core.limits import (
@@ -48,9 +49,12 @@ def validate_id(value: str, what: str = "id") -> str:
         raise RelayError(
             "invalid_id",
             f"{what} {value!r} is not a UUID",
-            detail=f"{what} takes a full id, not a prefix: it names new work or goes into the "
-            "fingerprint, where a prefix could mean another request tomorrow; "
-            f"`relay show {short}` prints the whole id"
+            detail=Said.of(
+                f"{what} takes a full id, not a prefix: it names new work or goes into the "
+                "fingerprint, where a prefix could mean another request tomorrow; ",
+                relay("show", short),
+                " prints the whole id",
+            )
             if _is_prefix(short)
             else None,
         ) from None

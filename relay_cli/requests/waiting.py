@@ -166,8 +166,6 @@ def claim_waiting(
             caller = peers.reload(store, caller)
             held = claiming.unacked_ids(store, caller)
             note = claiming.held_note(store, caller, held) if held else None
-        raise RelayError(
-            "nothing_to_claim",
-            f"no queued request for {caller.name!r}" + (f"; {note}" if note else ""),
-        )
+        # the note names commands: it is the detail, rendered with the call's scope
+        raise RelayError("nothing_to_claim", f"no queued request for {caller.name!r}", detail=note)
     return result

@@ -19,6 +19,7 @@ with it, so no message of libpq's or the server's can quote a piece of it either
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -295,3 +296,40 @@ def refusal(url: str, where: str) -> RelayError | None:
         f"relay cannot use the database URL in {where}: {reading.why}",
         detail=f"{WRITE_IT}; relay never prints the URL it was given",
     )
+
+
+def password_elsewhere(reading: Reading, environ: Mapping[str, str]) -> bool:
+    """Would libpq, run in ``environ``, find the password of the URL ``reading`` read
+    without it: PGPASSWORD, or a line of the password file (the URL's passfile,
+    PGPASSFILE or ~/.pgpass) matching its first host, port, database and user, as libpq
+    reads them (a socket directory matches "localhost")."""
+    import pwd
+
+    if environ.get("PGPASSWORD"):
+        return True
+
+    def given(option: str, variable: str) -> str:
+        return (reading.option(option) or environ.get(variable) or "").split(",")[0]
+
+    host = given("host", "PGHOST")
+    host = "localhost" if not host or host.startswith(("/", "@")) else host
+    port = given("port", "PGPORT") or "5432"
+    user = given("user", "PGUSER") or pwd.getpwuid(os.getuid()).pw_name
+    db = given("dbname", "PGDATABASE") or user
+    home = environ.get("HOME") or os.path.expanduser("~")
+    path = reading.option("passfile") or environ.get("PGPASSFILE") or os.path.join(home, ".pgpass")
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read(65536).splitlines()
+    except (OSError, UnicodeDecodeError):
+        return False
+    for line in lines:
+        # fields end at a ':' that no backslash escapes (libpq's "\:" in a field)
+        fields = [re.sub(r"\\(.)", r"\1", f) for f in re.split(r"(?<!\\):", line)]
+        if line.startswith("#") or len(fields) < 5:
+            continue
+        if all(
+            f in ("*", want) for f, want in zip(fields[:4], (host, port, db, user), strict=True)
+        ):
+            return True
+    return False

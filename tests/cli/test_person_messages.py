@@ -132,7 +132,8 @@ def test_peers_leave_names_the_work_that_became_delivery_unknown(world):
     assert max(len(line) for line in r.out.splitlines()) <= 80
     for rid in rids:
         assert f"  {rid}" in r.out
-    assert "relay resolve ID" in r.out
+    for rid in rids:  # each settled by its own commands, one per outcome (design.md §14)
+        assert f"relay resolve {rid} --outcome requeue" in r.out
     carol = relay.join("carol")
     quiet = relay("peers", "leave", env=carol)
     assert quiet.code == 0 and "delivery_unknown" not in quiet.out
@@ -296,7 +297,9 @@ def test_a_join_that_replaces_a_session_names_the_work_that_became_delivery_unkn
     ] + (["export RELAY_DATABASE_URL"] if relay.url else [])  # design.md §13
     flat = " ".join(r.err.split())
     assert rid in flat and "now delivery_unknown" in flat, r.err
-    assert "relay resolve ID --outcome completed|failed|requeue" in flat
+    for outcome in ("completed", "failed", "requeue"):  # one full command per outcome
+        assert f"relay resolve {rid} --outcome {outcome}" in flat
+    assert "|" not in flat
     assert relay("show", rid, "--json").json["state"] == "delivery_unknown"
     again = relay.proc("peers", "join", "bob")  # nothing claimed now: nothing said
     assert again.code == 0 and "delivery_unknown" not in again.err + again.out

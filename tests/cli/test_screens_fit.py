@@ -15,6 +15,7 @@ import os
 import pty
 import re
 import select
+import shlex
 import shutil
 import struct
 import subprocess
@@ -241,7 +242,8 @@ def test_doctor_fits_with_areas_first_problems_last_and_whole_words(home, cols, 
         lapsed = next(i for i, ln in enumerate(lines) if f"lapsed:{LAPSING}" in ln)
         assert ids["lapsing"][:8] in " ".join(lines[lapsed : lapsed + 4])
     joined = re.sub(r" \\\n +", " ", text)  # a command wrapped with ` \` is one command
-    assert f"\u2192 relay list --state delivery_unknown --home {relay.home}" in joined
+    # the home came from RELAY_HOME, which a pasted command inherits (design.md §14)
+    assert re.search(r"^ *\u2192 relay list --state delivery_unknown$", joined, re.M), joined
     assert "\x1b[" in raw  # coloured on a terminal
 
 
@@ -317,15 +319,23 @@ def test_peers_ledger_and_inbox_are_one_line_per_row(home, cols, rows):
     assert {cells(ln)[1] for ln in table} == {"succeeded", "awaiting_approval", "effect_unknown"}
     notes = lines[1 + len(entries) :]
     assert notes and notes[0].startswith("1 awaiting a person's approval")
+    prose = [ln for ln in notes if not ln.lstrip().startswith("relay ")]
     assert_words_whole(
-        notes,
-        "1 awaiting a person's approval: `relay ledger show KEY`, then "
-        "`relay approve KEY` or `relay deny KEY` in your terminal 1 "
-        "effect_unknown, needing a person: the outcome was never recorded and "
-        "the next call does not run it again; `relay ledger show KEY` says why, "
-        "then a person settles it with `relay ledger resolve KEY --outcome "
-        "succeeded|failed|forget`",
+        prose,
+        "1 awaiting a person's approval, decided in the person's own terminal; each "
+        "shows the command and asks: 1 effect_unknown, needing a person: the outcome was "
+        "never recorded and the next call does not run it again; each entry's page says "
+        "why and names the commands that settle it:",
     )
+    # each entry's commands, whole, one per line (design.md §14)
+    commands = [ln.strip() for ln in notes if ln.lstrip().startswith("relay ")]
+    waiting = next(k for k, e in entries.items() if e["state"] == "awaiting_approval")
+    unknown = next(k for k, e in entries.items() if e["state"] == "effect_unknown")
+    assert commands == [
+        f"relay approve {shlex.quote(waiting)}",
+        f"relay deny {shlex.quote(waiting)}",
+        f"relay ledger show {shlex.quote(unknown)}",
+    ], notes
 
     _, text = relay.screen("inbox", "--as", CODEX, cols=cols, rows=rows)
     lines = assert_fits(text, cols)

@@ -130,16 +130,21 @@ def test_not_found_errors_name_the_home_or_database_searched(relay):
 def test_watch_s_commands_carry_the_home_it_watches(seeded, tmp_path):
     """Pasted into the same shell, every command `watch` prints acts on the home watched,
     as doctor's do (design.md §14): `relay --home X watch` then `relay list …` would
-    otherwise look at the default home."""
+    otherwise look at the default home. The scope is the command line's: a home or
+    database from the environment stays there."""
     relay, alice, bob, rid = seeded
     assert relay("claim", env=bob).code == 0
     assert relay("peers", "leave", env=bob).code == 0  # now delivery_unknown
-    r = relay("watch", "--home", str(relay.home), env={"RELAY_HOME": None})
+    r = relay("watch")
+    assert "relay " in r.out and "--home" not in r.out and "--database-url" not in r.out
+    if relay.url:
+        r = relay("watch", "--database-url", relay.url, env={"RELAY_DATABASE_URL": None})
+        scope = f"--database-url {shlex.quote(printed(relay.url))}"
+    else:
+        r = relay("watch", "--home", str(relay.home), env={"RELAY_HOME": None})
+        scope = f"--home {relay.home}"
     lines = [ln for ln in r.out.splitlines() if "relay " in ln and "relay watch:" not in ln]
     assert lines, r.out
-    scope = (
-        f"--database-url {shlex.quote(printed(relay.url))}" if relay.url else f"--home {relay.home}"
-    )
     for ln in lines:
         for command in ln.split("relay ")[1:]:
             assert scope in command, (ln, r.out)
@@ -153,18 +158,32 @@ def test_unsafe_state_dir_names_the_commands_for_the_home_given(relay, tmp_path)
     r = relay("list", "--json", "--home", str(loose))
     assert r.error["code"] == "unsafe_state_dir"
     assert f"`relay doctor --home {loose}`" in r.error["hint"]
-    assert f"`relay doctor --fix --home {loose}`" in r.error["hint"]
+    # a directory relay did not make (no relay.db): --fix is never named for it
+    assert "--fix --home" not in r.error["hint"] and "relay did not make" in r.error["hint"]
+    relay.join("alice")  # a home relay made, given by --home
+    relay.home.chmod(0o755)
+    r = relay("list", "--json", "--home", str(relay.home), env={"RELAY_HOME": None})
+    assert f"`relay doctor --fix --home {relay.home}`" in r.error["hint"]
 
 
 def test_prepare_and_claim_next_lines_carry_the_home(world):
     relay, alice, bob = world
-    scope = (
-        f"--database-url {shlex.quote(printed(relay.url))}" if relay.url else f"--home {relay.home}"
-    )
+    # the scope from the environment stays there (design.md §14)
     p = relay("prepare", "--to", "bob", "x", env=alice)
+    assert "--home" not in p.out and "--database-url" not in p.out
+    # the command line's is carried
+    if relay.url:
+        given = ("--database-url", relay.url)
+        scope, unset = f"--database-url {shlex.quote(printed(relay.url))}", "RELAY_DATABASE_URL"
+    else:
+        given = ("--home", str(relay.home))
+        scope, unset = f"--home {relay.home}", "RELAY_HOME"
+    alice, bob = {**alice, unset: None}, {**bob, unset: None}
+    p = relay("prepare", "--to", "bob", "x", *given, env=alice)
     assert "next: relay submit " in p.out and scope in p.out.split("next:")[1], p.out
-    assert relay("submit", p.out.split("next: relay submit ")[1].split()[0], env=alice).code == 0
-    c = relay("claim", env=bob)
+    rid = p.out.split("next: relay submit ")[1].split()[0]
+    assert relay("submit", rid, *given, env=alice).code == 0
+    c = relay("claim", *given, env=bob)
     for lead in ("next: relay ack", "then: relay reply"):
         line = next(ln for ln in c.out.splitlines() if ln.startswith(lead))
         assert scope in line, c.out

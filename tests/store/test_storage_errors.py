@@ -64,7 +64,7 @@ def test_a_table_someone_dropped_is_database_corrupt_not_a_bug(relay):
 def test_a_sqlite_error_raised_outside_the_store_is_still_mapped_not_a_bug(relay, monkeypatch):
     """A SQLite error the library lets through is relay's error for it -- busy, not
     internal_error. On SQLite the store's transaction maps it; on PostgreSQL nothing
-    below the command line expects one, so its last line of defence (cli/app.py) does."""
+    below the command line expects one, so its last line of defence (cli/call.py) does."""
     from relay_cli.requests import lifecycle
 
     relay.join("alice")

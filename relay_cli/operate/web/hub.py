@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from ...core import clock
+from ...core.command import NO_SCOPE, Scope
 from ...core.errors import RelayError
 from ...requests import lifecycle, objects, validate
 from ...requests.due import next_due, poll, unit
@@ -48,9 +49,9 @@ class _Idle(Exception):
 
 
 class Hub:
-    def __init__(self, store: Store, scope: str) -> None:
+    def __init__(self, store: Store, scope: Scope = NO_SCOPE) -> None:
         self.store = store
-        self.scope = scope  # the scope words every command shown carries (design.md §14)
+        self.scope = scope  # the flags every command shown carries (design.md §14)
         # the database shown: the home, or the URL without its password
         self.where = store.shared_url() or str(store.home)
         self._db = threading.Lock()  # the store's connection, one thread at a time
@@ -181,8 +182,7 @@ class Hub:
             snap = watch.gather(self.store, now, final_within_s=RECENT_FINAL_S)
             due = next_due(self.store)
         self._mark, self._due, self._read_at = mark, due, time.monotonic()
-        snap.scope = self.scope
-        return page_doc(snap, self.where)
+        return page_doc(snap, self.where, self.scope)
 
     def _publish(self, doc: JsonObject) -> tuple[int, bytes]:
         """Keep ``doc`` as the newest; a new version when more than its time changed."""

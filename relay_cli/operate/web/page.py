@@ -10,20 +10,22 @@ Every string a peer or a runtime supplied (names, reasons, keys, commands, direc
 texts) is made inert here as on a terminal (``output.inert_line``: control, bidi and
 zero-width characters shown as escapes); the page then puts strings into the document as
 text only, never as markup. The commands a person should run are plain strings under
-``commands`` (and ``more``): the words to type, with the scope this view was started with.
+``commands`` (and ``more``): each a printed-command value (``core.command``, design.md
+§14) rendered on one line with the scope flags ``relay web`` was given on its command line,
+one whole command per choice.
 """
 
 from __future__ import annotations
 
-import shlex
 from typing import TYPE_CHECKING
 
 from ...core import clock
+from ...core.command import NO_SCOPE, Command, Scope, relay
 from ...core.limits import OPEN_STATES
 from ...core.output import inert, inert_line, unique_prefixes
-from ...ledger.entries import SETTLE as LEDGER_SETTLE
+from ...ledger import entries
 from ...ledger.entries import command_text, reruns_by_itself
-from ...requests.states import NEXT_DEADLINE, SETTLE
+from ...requests.states import NEXT_DEADLINE, settle
 from ..watch import next_deadline
 
 if TYPE_CHECKING:
@@ -34,16 +36,21 @@ if TYPE_CHECKING:
 
 # The "recently final" lane: requests that became final within this many seconds.
 RECENT_FINAL_S = 3600
-# What a person runs on an entry awaiting approval, in their own terminal (design.md §10).
-DECIDE = ("relay approve KEY", "relay deny KEY")
 # Peers' activity (what their runtime's hooks last reported) is not recorded: relay cannot
 # tell, and says so.
 UNKNOWN_ACTIVITY = "unknown"
 
 
-def page_doc(snap: Snapshot, where: str) -> JsonObject:
+def page_doc(snap: Snapshot, where: str, scope: Scope = NO_SCOPE) -> JsonObject:
     """The page's document for ``snap``; ``where`` names the home or database shown (a
-    URL without its password)."""
+    URL without its password); ``scope``: the flags every command shown carries."""
+
+    def texts(commands: tuple[Command, ...]) -> list[str]:
+        return [c.text(scope) for c in commands]
+
+    def listing(*args: str) -> str:
+        return relay(*args).text(scope)
+
     now = snap.now
     shown = snap.unknown + snap.open + snap.final
     short = unique_prefixes(
@@ -60,21 +67,21 @@ def page_doc(snap: Snapshot, where: str) -> JsonObject:
             [
                 {
                     **_request_row(r, short),
-                    "commands": _commands(SETTLE, snap.scope, ID=r["id"]),
+                    "commands": texts(settle(r["id"]).commands),
                 }
                 for r in snap.unknown
             ],
-            _command("relay list --state delivery_unknown", snap.scope),
+            listing("list", "--state", "delivery_unknown"),
         ),
         _section(
             "effect_unknown",
             "relay cannot know whether the command's effect happened: check, then settle it",
             len(effect_unknown),
             [
-                {**_entry_row(e), "commands": _commands(LEDGER_SETTLE, snap.scope, KEY=e["key"])}
+                {**_entry_row(e), "commands": texts(entries.settle(e["key"]).commands)}
                 for e in effect_unknown
             ],
-            _command("relay ledger list --state effect_unknown", snap.scope),
+            listing("ledger", "list", "--state", "effect_unknown"),
         ),
         _section(
             "awaiting_approval",
@@ -83,11 +90,11 @@ def page_doc(snap: Snapshot, where: str) -> JsonObject:
             [
                 {
                     **_entry_row(e),
-                    "commands": [c for d in DECIDE for c in _commands(d, snap.scope, KEY=e["key"])],
+                    "commands": texts(entries.decide(e["key"]).commands),
                 }
                 for e in snap.awaiting
             ],
-            _command("relay ledger list --state awaiting_approval", snap.scope),
+            listing("ledger", "list", "--state", "awaiting_approval"),
         ),
     ]
     oldest_first = list(reversed(snap.open))
@@ -97,7 +104,7 @@ def page_doc(snap: Snapshot, where: str) -> JsonObject:
             None,
             counts.get(state, 0),
             [_request_row(r, short) for r in oldest_first if r["state"] == state],
-            _command(f"relay list --state {state}", snap.scope),
+            listing("list", "--state", state),
         )
         for state in OPEN_STATES  # (queued, delivered, acknowledged: as work moves)
     ]
@@ -130,7 +137,7 @@ def page_doc(snap: Snapshot, where: str) -> JsonObject:
             None,
             len(snap.ledger_open),
             [_entry_row(e) for e in snap.ledger_open],
-            _command("relay ledger list", snap.scope),
+            listing("ledger", "list"),
         ),
         "peers": [
             {
@@ -214,22 +221,3 @@ def _entry_row(e: JsonObject) -> JsonObject:
         "host": _maybe(e.get("host")),
         "since": e.get("updated_at"),
     }
-
-
-def _command(words: str, scope: str) -> str:
-    """A printed command as typed: ``words`` and the scope of this view."""
-    return f"{words} {scope}" if scope else words
-
-
-def _commands(template: str, scope: str, **values: str) -> list[str]:
-    """The commands a printed template names, one per choice: its placeholders (``ID``,
-    ``KEY``) filled in as shell words, and a word of choices (``completed|failed|requeue``)
-    made into one whole command each."""
-    words = [shlex.quote(values[w]) if w in values else w for w in template.split(" ")]
-    choices = next((i for i, w in enumerate(words) if "|" in w), None)
-    if choices is None:
-        return [_command(" ".join(words), scope)]
-    return [
-        _command(" ".join([*words[:choices], choice, *words[choices + 1 :]]), scope)
-        for choice in words[choices].split("|")
-    ]

@@ -32,6 +32,7 @@ from ...core.errors import RelayError
 from .hub import Hub
 
 if TYPE_CHECKING:
+    from ...core.command import Scope
     from ...store import Store
 
 ADDRESS = "127.0.0.1"
@@ -109,7 +110,7 @@ def make_server(hub: Hub, port: int) -> WebServer:
     return server
 
 
-def serve(store: Store, scope: str, port: int, ready: Callable[[str], None]) -> None:
+def serve(store: Store, scope: Scope, port: int, ready: Callable[[str], None]) -> None:
     """Serve the view of ``store`` until interrupted (KeyboardInterrupt, or any exception
     raised in this thread); ``ready(url)`` is called once it listens. Everything it
     started (the hub's thread, the socket) is stopped and closed however it ends."""
