@@ -1,4 +1,4 @@
-"""``python -m bench <crash|oncekill|faults|load|scale|latency|wake|watch|perf|driver|pgperf|netfault|e2ewake|all> [options]``."""
+"""``python -m bench <crash|oncekill|faults|load|scale|latency|wake|watch|web|perf|driver|pgperf|netfault|e2ewake|tokens|all> [options]``."""
 
 from __future__ import annotations
 
@@ -14,10 +14,15 @@ USAGE = """usage: python -m bench SUBCOMMAND [options]   (from the project root)
   latency  wake-up latency of wait and claim --wait; CPU while blocked  (--trials 200)
   wake     send -> wake waiter (relay hook claude --wake) exit; its CPU  (--trials 50)
   watch    send -> relay watch (tmux, 80x24) shows it                  (--trials 30)
+  web      send -> relay web's page (chromium) shows it; idle CPU vs a blocked wait,
+           on SQLite and PostgreSQL                      (--trials 20, --seconds 60)
   netfault PostgreSQL across namespaces: cut connections, loss, delay, partitions
            (--kind cut|loss|delay|partition|all, --workers 4, --cycles 10, --seed S)
   e2ewake  send -> next model request in the real Claude Code / Codex TUI (--wakes 10)
+  tokens   what relay's texts cost an agent in tokens, per runtime (--e2e: as they
+           reached the model in the real runtimes; --relay PATH: another relay)
   perf     relay vs bare Typer, vs sqlite3, list 100k vs 10, empty vs full
+  sametext send's same-text look: per call vs no index; send's CPU, empty vs 20k open
   driver   psycopg2 vs psycopg 3: import and a send-like call, time and memory
   pgperf   PostgreSQL vs SQLite send/claim, wake-up across namespaces, list 1M vs 10
   all      every one of the above with its default (full) sizes (not driver, pgperf)
@@ -43,9 +48,11 @@ def main(argv: list[str]) -> int:
         once_kill,
         perf,
         pgperf,
+        sametext,
         scale,
         wake,
         watch_refresh,
+        web,
     )
 
     if cmd == "driver":
@@ -54,6 +61,10 @@ def main(argv: list[str]) -> int:
         return pgperf.main(rest)
     if cmd == "netfault":
         return netfault.main(rest)
+    if cmd == "tokens":  # not part of `all`: it measures words, not time
+        from . import tokens
+
+        return tokens.main(rest)
     if cmd == "e2ewake":  # needs the pinned runtimes (docs/e2e.md); not part of `all`
         from . import e2ewake
 
@@ -67,7 +78,9 @@ def main(argv: list[str]) -> int:
         "latency": latency.main,
         "wake": wake.main,
         "watch": watch_refresh.main,
+        "web": web.main,
         "perf": perf.main,
+        "sametext": sametext.main,
     }
     if cmd == "all":
         code = 0

@@ -81,7 +81,7 @@ def insert(
     Queued rows get ``queued_ttl_s`` (default ``ttl_s``) counted from ``now``, so they are
     not due unless the caller moves the clock. Returns counts by state.
     """
-    from relay_cli.requests.lifecycle import fingerprint
+    from relay_cli.requests.validate import fingerprint
 
     rng = random.Random(seed)
     names = [s for s, _ in states]

@@ -45,9 +45,22 @@ from .common import (
     relay,
 )
 
-COMMANDS = ("send", "submit", "claim", "ack", "reply", "sweep", "prune", "once")
+COMMANDS = (
+    "send",
+    "submit",
+    "claim",
+    "ack",
+    "reply",
+    "cancel",
+    "fail",
+    "reject",
+    "sweep",
+    "prune",
+    "once",
+)
 TEXT = "crash test: please do the thing described here, exactly once\n"
 REPLY = "done, exactly once\n"
+REASON = "cannot do it: the crash test says so"
 DAY_S = 86400
 BULK = 3000
 
@@ -122,7 +135,12 @@ def build(name: str, root: Path) -> Spec:
         assert r.code == 0, r.err
         argv = ["submit", rid, "--json"]
         env.update(a)
-    elif name in ("claim", "ack", "reply"):
+    elif name == "cancel":
+        r = relay(home, "send", "--to", "b", "--id", rid, "--json", "-", input=TEXT, env=a)
+        assert r.code == 0, r.err
+        argv = ["cancel", rid, "--json"]
+        env.update(a)
+    elif name in ("claim", "ack", "reply", "fail", "reject"):
         r = relay(home, "send", "--to", "b", "--id", rid, "--json", "-", input=TEXT, env=a)
         assert r.code == 0, r.err
         if name != "claim":
@@ -138,6 +156,8 @@ def build(name: str, root: Path) -> Spec:
             "claim": ["claim", "--json", "--attempt", new_id()],
             "ack": ["ack", rid, "--json"],
             "reply": ["reply", rid, "--json", "-"],
+            "fail": ["fail", rid, "--reason", REASON, "--json"],
+            "reject": ["reject", rid, "--reason", REASON, "--json"],
         }[name]
         inp = REPLY if name == "reply" else None
     elif name == "sweep":
@@ -318,6 +338,33 @@ def _retry_same(expect_state: str):
     return check
 
 
+def _retry_final(expect_state: str, reason: str, detail: str | None):
+    """cancel, fail, reject: the same call again is answered from what is stored
+    (``duplicate: true`` when the first one committed, design.md §6), the request is in the
+    state the call leads to with the detail it gave, and exactly one event led there."""
+
+    def check(spec: Spec, home: Path, d: Path, finished: bool) -> list[str]:
+        before = _rows(home, "SELECT state FROM requests WHERE id = ?", (spec.rid,))[0][0]
+        r = relay(home, *spec.argv, input=spec.input, env=spec.env)
+        if r.code != 0:
+            return [f"retry of {spec.name}: exit {r.code} {r.err[-300:]}"]
+        if r.json["duplicate"] != (before == expect_state):
+            return [f"retry said duplicate={r.json['duplicate']} after {before}"]
+        rows = _rows(home, "SELECT state, reason, detail FROM requests WHERE id = ?", (spec.rid,))
+        if rows != [(expect_state, reason, detail)]:
+            return [f"after retrying {spec.name}: {rows}"]
+        led = _rows(
+            home,
+            "SELECT count(*) FROM events WHERE request_id = ? AND to_state = ?",
+            (spec.rid, expect_state),
+        )[0][0]
+        if led != 1:
+            return [f"{led} events led to {expect_state}"]
+        return []
+
+    return check
+
+
 def _retry_sweep(spec: Spec, home: Path, d: Path, finished: bool) -> list[str]:
     r = relay(home, *spec.argv, env=spec.env)
     if r.code != 0:
@@ -401,6 +448,9 @@ RETRY = {
     "claim": _retry_claim,
     "ack": _retry_same("acknowledged"),
     "reply": _retry_same("completed"),
+    "cancel": _retry_final("cancelled", "cancelled_by_sender", None),
+    "fail": _retry_final("failed", "failed_by_recipient", REASON),
+    "reject": _retry_final("rejected", "rejected_by_recipient", REASON),
     "sweep": _retry_sweep,
     "prune": _retry_prune,
     "once": _retry_once,

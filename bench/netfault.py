@@ -28,7 +28,9 @@ code, stderr, duration). The checker then proves: one row per id and only ids th
 sent; every state explained by its events; every send, ack, reply and once that returned 0
 is in the database; every failure a JSON error of relay's with its documented exit code,
 never a traceback or ``internal_error``, and ``database_unavailable`` within the bound
-below; no ``once`` command ran twice; every timestamp relay wrote (requests, events,
+below; every claim made with an attempt id and retried is answered with the request the
+server stored for that attempt (``duplicate: true`` when an earlier try stored it), and an
+attempt with a stored claim is never left unanswered; no ``once`` command ran twice; every timestamp relay wrote (requests, events,
 ledger) is on the server's clock, also those written from the skewed host.
 
 ``python -m bench netfault [--kind cut|loss|delay|partition|all] [--workers N]
@@ -597,6 +599,7 @@ def check(run: Run, url: str, keydir: Path) -> dict:
             "once_false_unknown",
             "once_not_recorded",
             "false_nothing_changed",
+            "claim_attempt",
         )
     }
     from relay_cli.core.errors import ERRORS
@@ -608,6 +611,10 @@ def check(run: Run, url: str, keydir: Path) -> dict:
         per_id = db.rows(
             "SELECT lower(id), count(*) FROM requests GROUP BY lower(id) HAVING count(*) > 1"
         )
+        stored_attempts = {
+            r["attempt"]: r["request_id"]
+            for r in db.dicts("SELECT attempt, request_id FROM claims WHERE attempt IS NOT NULL")
+        }
     # one request per id, and only ids that were sent
     attempted = {c.argv[4] for c in run.calls if c.argv[0] == "send"}
     if per_id:
@@ -692,6 +699,37 @@ def check(run: Run, url: str, keydir: Path) -> dict:
                 f"({c.error_code}), but the request was created while it ran "
                 f"(created_at {row['created_at']})"
             )
+    # claim attempts (design.md §6): a claim made with an attempt id and retried after a
+    # failure whose answer may have been lost is answered from what that attempt took.
+    # The last answer a worker got for an attempt id must name the request the server
+    # stored for it, `duplicate: true` exactly when an earlier try had stored it; an
+    # attempt with no stored claim took nothing.
+    tries: dict[str, list[Call]] = {}
+    for c in run.calls:
+        if c.argv[0] == "claim" and "--attempt" in c.argv:
+            tries.setdefault(c.argv[c.argv.index("--attempt") + 1], []).append(c)
+    attempts = Counter()
+    for attempt, cs in tries.items():
+        last, stored = cs[-1], stored_attempts.get(attempt)
+        retried = len(cs) > 1
+        attempts["retried"] += retried
+        if last.code == 0:
+            got = last.json
+            dup = got.get("duplicate")
+            attempts["recovered" if retried and dup else "took"] += 1
+            if stored != got["id"]:
+                v["claim_attempt"].append(
+                    f"attempt {attempt}: answered {got['id']}, the server stored {stored}"
+                )
+            elif dup and not retried:
+                v["claim_attempt"].append(f"attempt {attempt}: duplicate on its first try")
+        elif stored is not None and last.code is not None:
+            v["claim_attempt"].append(
+                f"attempt {attempt}: the server stored a claim of {stored}, but the last "
+                f"answer was exit {last.code} {last.error_code}"
+            )
+        elif last.code is not None:
+            attempts["took_nothing"] += 1
     # once: never twice; effect_unknown only when it may have run
     for key in run.keys:
         f = keydir / key
@@ -733,7 +771,12 @@ def check(run: Run, url: str, keydir: Path) -> dict:
             when(f"ledger {key}.{col}", e[col])
     finals = Counter(r["state"] for r in rows.values())
     fails = Counter(c.error_code or f"exit {c.code}" for c in run.calls if c.code)
-    return {"violations": v, "states": dict(finals), "failures": dict(fails)}
+    return {
+        "violations": v,
+        "states": dict(finals),
+        "failures": dict(fails),
+        "claim_attempts": dict(attempts),
+    }
 
 
 # --------------------------------------------------------------------------- one kind
@@ -863,6 +906,7 @@ def run_kind(
         ),
         "states": res["states"],
         "failures": res["failures"],
+        "claim_attempts": res["claim_attempts"],
         "counts": {k2: len(x) for k2, x in v.items()},
         "examples": {k2: x[:5] for k2, x in v.items() if x},
     }
@@ -885,6 +929,7 @@ VIOLATIONS = (
     "once_false_unknown",
     "once_not_recorded",
     "false_nothing_changed",
+    "claim_attempt",
 )
 
 
@@ -893,7 +938,7 @@ def table(results: list[dict]) -> str:
         "| fault | cycles | relay calls | faults injected | retries | lost | duplicated "
         "| double runs | untyped errors | slow failures | stranded deliveries "
         "| false effect_unknown | false 'nothing was changed' | skewed clock "
-        "| unexplained states |"
+        "| unexplained states | claim attempts retried (recovered) | wrong claim answers |"
     )
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in results:
@@ -903,7 +948,9 @@ def table(results: list[dict]) -> str:
             f"| {r['retries']} | {c['lost']} | {c['duplicated']} | {c['double_runs']} "
             f"| {c['untyped']} | {c['slow_failure']} | {c['stranded']} "
             f"| {c['once_false_unknown']} | {c['false_nothing_changed']} "
-            f"| {c['skewed_clock']} | {c['unexplained_state']} |"
+            f"| {c['skewed_clock']} | {c['unexplained_state']} "
+            f"| {r.get('claim_attempts', {}).get('retried', 0)} "
+            f"({r.get('claim_attempts', {}).get('recovered', 0)}) | {c['claim_attempt']} |"
         )
     return "\n".join(lines)
 

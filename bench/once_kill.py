@@ -24,6 +24,18 @@ writer kept the lock past relay's 5 s busy timeout) is made again, as an agent w
   gone); once every process has ended, a **double run** is a command that ran twice.
 
 ``python -m bench oncekill --trials 100`` is the full run.
+
+``--pidns`` runs the same kill across PID namespaces (design.md §10: a host is one PID
+namespace). Half the trials kill relay inside a sandbox of its own (``unshare --pid
+--fork --mount-proc``, a shell as the sandbox's first process so that relay's death does
+not end the sandbox) and make the second call from the machine's own namespace; the other
+half kill relay in the machine's namespace and make the second call from inside a new
+sandbox. Seen from the other namespace the entry is another host's: the second call must
+answer ``in_progress`` (75) and run nothing while the entry's renewal is fresh; once it is
+30 s old (relay's clock moved with ``RELAY_TIME_OFFSET``) the entry, which names no command
+process, never began its command, so the call runs it (``reclaim``): exactly once in all,
+the killed relay's forked process never running it. Needs root and util-linux's
+``unshare``.
 """
 
 from __future__ import annotations
@@ -42,6 +54,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from .common import RELAY as RELAY_CMD
 from .common import base_env, print_machine, relay
 from .crash import _reap_group
 from .paused import PAUSE_ENV
@@ -74,6 +87,37 @@ def _alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
     except (OSError, IndexError):
         return False
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(x) for x in f.read().split()]
+    except OSError:
+        return []
+
+
+def _relay_under(pid: int) -> int | None:
+    """The host pid of the relay process started under ``unshare`` (pid): the descendant
+    whose command line runs bench/paused.py."""
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            with open(f"/proc/{p}/cmdline", "rb") as f:
+                if b"paused.py" in f.read():
+                    return p
+        except OSError:
+            pass
+        todo += _children(p)
+    return None
+
+
+# a sandbox of its own: a new PID namespace whose first process is a shell, so that
+# killing relay inside it leaves the namespace (and what relay forked) alive
+SANDBOX = ["unshare", "--pid", "--fork", "--mount-proc", "sh", "-c", '"$@"; sleep 3', "sh"]
+# the same, for a call whose exit status counts (the shell exits with it)
+ASK_IN_SANDBOX = ["unshare", "--pid", "--fork", "--mount-proc"]
 
 
 def _pids(path: Path) -> list[int]:
@@ -194,6 +238,126 @@ def trial(home: Path, work: Path, rng: random.Random, index: int) -> dict:
     return res
 
 
+def pidns_trial(home: Path, work: Path, rng: random.Random, index: int) -> dict:
+    """One kill in the spawn window with the second call made from another PID namespace:
+    relay killed in a sandbox and asked from this namespace (even trials), or killed here
+    and asked from a sandbox (odd trials). The command runs once in all: by the call made
+    after the entry went stale, never by the killed relay's forked process."""
+    key = f"ns-kill-{index}"
+    runs = work / f"{key}.runs"
+    cmd = ["sh", "-c", f"echo run >> {runs}; sleep {COMMAND_S}"]
+    inside = index % 2 == 0  # relay runs (and dies) inside the sandbox
+    argv = ["once", "--key", key, "--idempotent", "--", *cmd]
+    first = [*SANDBOX, *PAUSED, *argv] if inside else [*PAUSED, *argv]
+    ask = [*RELAY_CMD, *argv] if inside else [*ASK_IN_SANDBOX, *RELAY_CMD, *argv]
+    res = {"inside": inside, "in_window": False, "runs": 0, "answers": [], "problems": []}
+    p = subprocess.Popen(
+        first,
+        env=base_env(home, {PAUSE_ENV: f"{POINT}={PAUSE_S}"}),
+        cwd=work,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        line = _pause_line(p)
+        target = _relay_under(p.pid) if inside else p.pid
+        if line is None or target is None:
+            res["problems"].append(f"relay did not pause (exit {p.poll()})")
+            return res
+        time.sleep(rng.uniform(0, KILL_WITHIN_S))
+        os.kill(target, signal.SIGKILL)
+        row = _entry(home, key)
+        res["in_window"] = bool(row and row["state"] == "running" and row["child_pid"] is None)
+        if not res["in_window"]:
+            res["problems"].append(f"the kill missed the window: {row}")
+        time.sleep(0.3)  # the forked process sees its pipe close and ends
+        for offset, want in ((None, 75), ("40", 0)):
+            extra = {} if offset is None else {"RELAY_TIME_OFFSET": offset}
+            again = subprocess.run(
+                ask,
+                env=base_env(home, extra),
+                cwd=work,
+                capture_output=True,
+                timeout=120,
+                start_new_session=True,
+            )
+            code = again.returncode
+            res["answers"].append(code)
+            if code != want:
+                res["problems"].append(
+                    f"asked from the other namespace (offset {offset}): exit {code}, "
+                    f"expected {want}: {again.stderr.decode()[-300:]}"
+                )
+    finally:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        p.wait()
+        p.stderr.close()
+    time.sleep(COMMAND_S + 0.5)  # a command that began would have written its line
+    res["runs"] = len(runs.read_text().splitlines()) if runs.exists() else 0
+    if res["runs"] != (1 if res["answers"][1:2] == [0] else 0):
+        res["problems"].append(f"the command ran {res['runs']} times")
+    return res
+
+
+def run_pidns(
+    trials: int = 40, seed: int | None = None, root: Path | None = None, log=print
+) -> dict:
+    """The kill across PID namespaces (``--pidns``); see the module's docstring."""
+    seed = random.randrange(1 << 30) if seed is None else seed
+    rng = random.Random(seed)
+    own = root is None
+    root = Path(tempfile.mkdtemp(prefix="relay-oncekill-ns-")) if own else root
+    home, work = root / "home", root / "work"
+    work.mkdir(parents=True)
+    r = relay(home, "sweep", "--json")
+    if r.code != 0:
+        raise RuntimeError(f"relay sweep: {r.err}")
+    figures = {
+        "trials": 0,
+        "in_window": 0,
+        "killed_inside": 0,
+        "in_progress_answers": 0,
+        "reclaimed_when_stale": 0,
+        "double_runs": 0,
+        "runs": 0,
+        "problems": [],
+        "seed": seed,
+    }
+    t0 = time.perf_counter()
+    try:
+        for i in range(trials):
+            res = pidns_trial(home, work, rng, i)
+            figures["trials"] += 1
+            figures["in_window"] += res["in_window"]
+            figures["killed_inside"] += res["inside"]
+            figures["in_progress_answers"] += res["answers"][:1] == [75]
+            figures["reclaimed_when_stale"] += res["answers"][1:2] == [0]
+            figures["double_runs"] += res["runs"] > 1
+            figures["runs"] += res["runs"]
+            figures["problems"] += [f"trial {i}: {b}" for b in res["problems"]]
+    finally:
+        if own:
+            shutil.rmtree(root, ignore_errors=True)
+    figures["seconds"] = round(time.perf_counter() - t0, 1)
+    log(
+        f"once kill across PID namespaces: {figures['trials']} trials "
+        f"({figures['killed_inside']} killed in a sandbox, the rest asked from one), "
+        f"{figures['in_window']} kills between spawn and the pid commit; asked from the "
+        f"other namespace: in_progress while fresh {figures['in_progress_answers']}, run "
+        f"once after 30 s {figures['reclaimed_when_stale']}; double runs: "
+        f"{figures['double_runs']}; "
+        f"violations: {len(figures['problems'])} ({figures['seconds']} s)"
+    )
+    for p in figures["problems"][:10]:
+        log(f"    {p}")
+    return figures
+
+
 def run(trials: int = 100, seed: int | None = None, root: Path | None = None, log=print) -> dict:
     seed = random.randrange(1 << 30) if seed is None else seed
     rng = random.Random(seed)
@@ -201,9 +365,10 @@ def run(trials: int = 100, seed: int | None = None, root: Path | None = None, lo
     root = Path(tempfile.mkdtemp(prefix="relay-oncekill-")) if own else root
     home, work = root / "home", root / "work"
     work.mkdir(parents=True)
-    r = relay(home, "sweep", "--json")  # creates the home and its database
+    # a command that starts from nothing creates the home and its database (sweep does not)
+    r = relay(home, "peers", "add", "oncekill", "--json")
     if r.code != 0:
-        raise RuntimeError(f"relay sweep: {r.err}")
+        raise RuntimeError(f"relay peers add: {r.err}")
     writer = subprocess.Popen([sys.executable, "-c", WRITER, str(home / "relay.db")])
     figures = {
         "trials": 0,
@@ -256,8 +421,17 @@ def main(argv=None) -> int:
     ap.add_argument("--trials", type=int, default=100)
     ap.add_argument("--seed", type=int)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument(
+        "--pidns", action="store_true", help="kill and ask again across PID namespaces (root)"
+    )
     a = ap.parse_args(argv)
     print_machine()
+    if a.pidns:
+        res = run_pidns(a.trials, a.seed)
+        print(f"seed: {res['seed']}")
+        if a.json:
+            print(json.dumps(res, indent=2))
+        return 1 if res["problems"] or res["double_runs"] else 0
     res = run(a.trials, a.seed)
     print(f"seed: {res['seed']}")
     if a.json:

@@ -15,7 +15,7 @@ import sys
 import time
 import traceback
 
-from . import events, harness, scenarios
+from . import events, harness, scenarios, tokens
 
 
 def run_all(args) -> dict:
@@ -41,6 +41,11 @@ def run_all(args) -> dict:
         except Exception:  # a harness error is a failure too, with its traceback
             res.update(ok=False, error=traceback.format_exc()[-3000:])
         finally:
+            if name in scenarios.TOKEN_SCENARIOS:
+                try:  # what relay's texts cost as they reached the model (e2e/tokens.py)
+                    res["tokens"] = getattr(sb, "token_facts", None) or tokens.analyse(sb)
+                except Exception:
+                    res["tokens_error"] = traceback.format_exc()[-1500:]
             evs = sb.hook_events()
             for e in evs:
                 e["case"] = cid

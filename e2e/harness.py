@@ -11,6 +11,7 @@ while the lock is unchanged.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -77,12 +78,32 @@ def install(lock_dir: Path = E2E, log=print) -> Path:
     )
     if r.returncode != 0:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise Missing(f"npm ci failed: {r.stderr.strip()[-800:]}")
+        raise Missing(f"npm ci failed: {npm_cause(r.stderr)}")
     (tmp / ".complete").write_text(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
     if target.exists():
         shutil.rmtree(target)
     tmp.rename(target)
     return mods
+
+
+def npm_cause(stderr: str, limit: int = 1500) -> str:
+    """What an npm error says went wrong, without the usage text npm prints after a usage
+    error (``EUSAGE``: e.g. `npm ci` on a lock out of step with package.json), which
+    would otherwise fill the end of its output."""
+
+    def words(line: str) -> str:
+        return line.removeprefix("npm error").strip()
+
+    lines = stderr.strip().splitlines()
+    for i, line in enumerate(lines):
+        if words(line) == "Usage:":
+            cut = i - 1  # the command's one-line description stands before "Usage:"
+            while cut > 0 and not words(lines[cut]):
+                cut -= 1
+            lines = [*lines[: max(cut, 0)], *(x for x in lines[i:] if "complete log" in x)]
+            break
+    text = "\n".join(x for x in lines if words(x))
+    return text if len(text) <= limit else text[:limit] + " …"
 
 
 # Claude Code ships in two npm packages, each with the same `claude` binary in a platform
@@ -206,16 +227,18 @@ def enter_netns() -> None:
 
 RELAY_WRAPPER = """#!/bin/bash
 # relay, as the runtimes' hooks call it, with every hook event's stdin kept (design.md §12:
-# the harness validates each one against the fixtures' schemas) and its start and end.
+# the harness validates each one against the fixtures' schemas), what it wrote (what relay
+# handed the runtime: e2e/tokens.py finds it in the model's requests), its start and end.
 if [ "$1" = hook ]; then
     f=$(mktemp "{events}/ev.XXXXXXXX")
     cat > "$f"
     {{ printf '%s\\n' "$*"; printf 'entrypoint=%s attended=%s codex_thread=%s peer=%s\\n' \\
         "$CLAUDE_CODE_ENTRYPOINT" "$CLAUDE_CODE_SESSION_ATTENDED" "$CODEX_THREAD_ID" \\
         "$RELAY_PEER"; date +%s.%N; }} > "$f.meta"
-    "{relay}" "$@" < "$f" > "$f.out"
+    "{relay}" "$@" < "$f" > "$f.out" 2> "$f.err"
     code=$?
     cat "$f.out"
+    cat "$f.err" >&2
     {{ date +%s.%N; echo "$code"; }} >> "$f.meta"
     exit $code
 fi
@@ -271,7 +294,18 @@ class Sandbox:
         # it is Codex by that name; `codex queue`, the Codex waiter's, needs it on PATH)
         for name, argv in programs(mods).items():
             shim = self.bin / name
-            shim.write_text("#!/bin/sh\nexec " + " ".join(f"'{a}'" for a in argv) + ' "$@"\n')
+            # `codex queue … --message NOTE` (Codex's waiter): the note is kept, as a hook's
+            # output is, for e2e/tokens.py
+            keep = (
+                'if [ "$1" = queue ]; then m=; p=; for a in "$@"; do '
+                '[ "$p" = --message ] && m="$a"; p="$a"; done; '
+                f'printf %s "$m" > "$(mktemp "{self.events}/queue.XXXXXXXX")"; fi\n'
+                if name == "codex"
+                else ""
+            )
+            shim.write_text(
+                "#!/bin/sh\n" + keep + "exec " + " ".join(f"'{a}'" for a in argv) + ' "$@"\n'
+            )
             shim.chmod(0o755)
             self.progs[name] = [str(shim)]
         self.mods = mods
@@ -517,7 +551,7 @@ class Sandbox:
         """Every hook event a runtime sent to relay: (args, meta, event)."""
         out = []
         for f in sorted(self.events.glob("ev.*")):
-            if f.suffix in (".meta", ".out"):
+            if f.suffix in (".meta", ".out", ".err"):
                 continue
             meta = f.parent / (f.name + ".meta")
             lines = meta.read_text().splitlines() if meta.exists() else ["", "", "0"]
@@ -536,9 +570,15 @@ class Sandbox:
                     "secs": round(end - t, 3) if end else None,
                     "exit": lines[4] if len(lines) > 4 else None,
                     "event": doc,
+                    "out": _read(f.parent / (f.name + ".out")),
+                    "err": _read(f.parent / (f.name + ".err")),
                 }
             )
         return sorted(out, key=lambda e: e["t"])
+
+    def queued_notes(self) -> list[str]:
+        """The note of every `codex queue --message NOTE` the Codex waiter ran."""
+        return [f.read_text() for f in sorted(self.events.glob("queue.*"))]
 
     def close(self) -> None:
         for p in self.procs:
@@ -559,19 +599,43 @@ class Sandbox:
             shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def kill_sandbox_processes(d: Path) -> None:
-    """End the processes this sandbox started (their environment names its HOME)."""
-    mark = f"HOME={d}/home".encode()
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+def kill_sandbox_processes(d: Path, timeout: float = 10.0) -> list[int]:
+    """End every process this sandbox started: each whose environment names a path in the
+    sandbox (HOME, TMPDIR, RELAY_HOME, … are all in it). One pass is not enough: a process
+    killed late in a pass may have started another meanwhile (a runtime's hook starting a
+    waiter), so passes repeat until one finds nothing alive (at most ``timeout`` s).
+    Returns the pids killed."""
+    mark = f"={d}".encode()
     me = os.getpid()
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit() or int(pid) == me:
-            continue
-        try:
-            env = Path(f"/proc/{pid}/environ").read_bytes()
-        except OSError:
-            continue
-        if mark + b"\0" in env + b"\0":
+    killed: list[int] = []
+    end = time.monotonic() + timeout
+    while True:
+        found = []
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit() or int(pid) == me:
+                continue
             try:
-                os.kill(int(pid), signal.SIGKILL)
+                env = Path(f"/proc/{pid}/environ").read_bytes()
             except OSError:
-                pass
+                continue  # gone, or a zombie (its environment reads empty)
+            if any(v == mark or v.startswith(mark + b"/") for v in _values(env)):
+                found.append(int(pid))
+        for pid in found:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        killed += found
+        if not found or time.monotonic() > end:
+            return killed
+        time.sleep(0.05)
+
+
+def _values(environ: bytes) -> list[bytes]:
+    """``=VALUE`` of each ``NAME=VALUE`` of a /proc/PID/environ."""
+    return [entry[entry.index(b"=") :] for entry in environ.split(b"\0") if b"=" in entry]

@@ -18,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+from . import tokens
 from .harness import SETTINGS, Sandbox
 
 PEER = {
@@ -28,6 +29,8 @@ PEER = {
     "copilot": "copilot-1",
 }
 CHECK = "Please check for relay work and finish it."
+# the first words of relay's session-start context (relay_cli/agents/guide.py short_text)
+START_CONTEXT = "relay: this session is relay peer"
 
 
 def _ctx(sb: Sandbox, runtime: str, variant: str = "") -> dict:
@@ -72,6 +75,17 @@ def _claims(item: dict, rid: str) -> bool:
     )
 
 
+def _announced_once(sb: Sandbox, facts: dict) -> None:
+    """No request id reached one model request in two of relay's texts (design.md §18):
+    what relay's texts cost there is kept for `python -m bench tokens` (e2e/tokens.py).
+    One text the runtime itself sent twice (Claude Code sends a Stop block's reason as
+    two messages) is counted, not failed."""
+    sb.token_facts = tokens.analyse(sb)
+    twice = [d for d in sb.token_facts["ids_twice"] if d["by"] == "relay"]
+    facts["ids_twice"] = sb.token_facts["ids_twice"]
+    assert twice == [], f"relay named a request twice in one model request: {twice}"
+
+
 def _expect_state(sb: Sandbox, rid: str, *states: str) -> dict:
     req = sb.show(rid)
     assert req["state"] in states, (
@@ -107,13 +121,14 @@ def queued_before_start(sb: Sandbox, runtime: str, variant: str = "") -> dict:
     first = _turn_texts(sb)[0]
     # the SessionStart context itself reached the model (Copilot CLI reads only a
     # top-level additionalContext: design.md §12), not only the Stop block's reason
-    facts["start_context_reached_model"] = "relay is set up in this session" in first
+    facts["start_context_reached_model"] = START_CONTEXT in first
     if runtime == "copilot":
         assert facts["start_context_reached_model"], f"no SessionStart context: {first[:800]}"
         assert n == 0, f"the first model request did not name {rid[:8]} (turn {n})"
     req = _expect_state(sb, rid, "completed")
     facts["state"] = req["state"]
     _ended(r, f"claimed and completed {rid[:8]}, but")
+    _announced_once(sb, facts)
     return facts
 
 
@@ -138,6 +153,7 @@ def arrives_mid_turn(sb: Sandbox, runtime: str, variant: str = "") -> dict:
     req = _expect_state(sb, rid, "completed")
     facts["state"] = req["state"]
     _ended(r, f"claimed and completed {rid[:8]}, but")
+    _announced_once(sb, facts)
     return facts
 
 
@@ -409,7 +425,9 @@ def tui_wake(sb: Sandbox, runtime: str, variant: str = "", wakes: int = 1) -> di
             _wait(lambda: _waiter_ready(sb, peer), 30, 0.1)
             time.sleep(0.5)  # idle: the model's last turn has ended
             lat.append(wake_once(sb, sender, peer))
-        return {"wakes": [round(x["wake_s"], 3) for x in lat]}
+        facts = {"wakes": [round(x["wake_s"], 3) for x in lat]}
+        _announced_once(sb, facts)
+        return facts
     except AssertionError as e:
         raise AssertionError(f"{e}\nscreen:\n{tui.screen()}") from None
     finally:
@@ -441,7 +459,7 @@ def copilot_tui_idle(sb: Sandbox, runtime: str = "copilot", variant: str = "") -
         first = "\n".join(_turn_texts(sb))
         facts["peer_in_shell"] = "PEER=copilot-tui" in first
         assert facts["peer_in_shell"], f"the shell tool ran without the peer: {first[-600:]}"
-        assert "relay is set up in this session" in first, "no SessionStart context"
+        assert START_CONTEXT in first, "no SessionStart context"
         # idle: the turn's Stop hook has run to its end (a request sent before would be
         # named by that Stop's block, which is not a wake)
         stopped = _wait(
@@ -923,6 +941,12 @@ SCENARIOS = {
     ),
     "turn_fails": (turn_fails, ["claude", "codex", "gemini", "opencode", "copilot"]),
 }
+
+
+# The cases whose model requests e2e/tokens.py reads for what relay's texts cost there
+# (`python -m bench tokens`; docs/e2e.md): one request queued before the start, one that
+# arrives mid-turn, one that wakes an idle TUI.
+TOKEN_SCENARIOS = ("queued_before_start", "arrives_mid_turn", "tui_wake", "copilot_tui_idle")
 
 
 def cases(only_scenarios=None, only_runtimes=None):

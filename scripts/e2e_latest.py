@@ -32,14 +32,42 @@ ROOT = Path(__file__).resolve().parent.parent
 E2E = ROOT / "e2e"
 sys.path.insert(0, str(ROOT))
 
-from e2e.harness import version_key  # noqa: E402
+from e2e.harness import npm_cause, version_key  # noqa: E402
 
 
 def npm(*args: str, cwd: Path | None = None) -> str:
     r = subprocess.run(["npm", *args], cwd=cwd, capture_output=True, text=True)
     if r.returncode != 0:
-        sys.exit(f"npm {' '.join(args)} failed: {r.stderr.strip()[-800:]}")
+        sys.exit(f"npm {' '.join(args)} failed: {npm_cause(r.stderr)}")
     return r.stdout.strip()
+
+
+def prune_unserved(lock_dir: Path) -> list[str]:
+    """Leave out of the generated lock the optional dependencies it holds no entry for.
+
+    A package with platform packages (opencode-ai) names all of them as optional
+    dependencies; ``npm install --package-lock-only`` writes an entry only for those the
+    registry served (opencode-ai 1.18.33: the two for linux-x64 of twelve), and `npm ci`
+    then refuses the lock as out of step with itself. The pinned lock was trimmed the same
+    way (docs/e2e.md). Returns ``PKG: NAME`` for each one left out."""
+    path = lock_dir / "package-lock.json"
+    lock = json.loads(path.read_text())
+    packages = lock.get("packages", {})
+    dropped = []
+    for where, entry in packages.items():
+        optional = entry.get("optionalDependencies")
+        if not optional:
+            continue
+        for name in list(optional):
+            held = any(
+                k == f"node_modules/{name}" or k.endswith(f"/node_modules/{name}") for k in packages
+            )
+            if not held:
+                del optional[name]
+                dropped.append(f"{where.removeprefix('node_modules/') or 'the root'}: {name}")
+    if dropped:
+        path.write_text(json.dumps(lock, indent=2) + "\n")
+    return dropped
 
 
 CLAUDE_CODE = "@anthropic-ai/claude-code"
@@ -115,6 +143,12 @@ def main(argv=None) -> int:
             "--no-fund",
             cwd=lock,
         )
+        dropped = prune_unserved(lock)
+        if dropped:
+            print(
+                f"left out of the newest lock, the registry serves no package for them: "
+                f"{', '.join(dropped)}"
+            )
         base = (
             json.loads(Path(args.baseline).read_text())
             if args.baseline

@@ -106,7 +106,8 @@ def _reuse_command_trees() -> None:
         return
 
     def reused(argv: list[str], completing: bool = False):
-        key = (argv[0] if argv else "", len(argv) <= 1, completing)
+        # the command's name, after the root's scope options (`relay --home DIR list`)
+        key = (cli_app._command_name(argv), len(argv) <= 1, completing)
         if key not in _TREES:
             _TREES[key] = build(argv, completing)
         return _TREES[key]
@@ -359,6 +360,11 @@ class Relay:
         finally:
             db.close()
 
+    def make_home(self) -> None:
+        """Make this test's home and its database, as a command that starts from nothing
+        (`peers join`) would, without adding a row (a read makes none, design.md §2)."""
+        self.open_store().close()
+
     def open_store(self):
         """A store object on this test's database, in this process."""
         from relay_cli.store import open_store
@@ -512,6 +518,7 @@ SHARED_FIXTURE_MODULES = (
     "test_printed_commands.py",
     "test_schema.py",
     "test_screens_fit.py",
+    "test_web_browser.py",
 )
 
 

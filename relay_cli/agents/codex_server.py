@@ -1,27 +1,34 @@
 """A private Codex app server for one `relay run` peer (design.md §12).
 
-Codex 0.171.0's TUI started with ``--no-daemon`` (so that no shared daemon runs its thread
+Codex's TUI (the release in ``runtimes.CODEX_CHECKED``) started with ``--no-daemon`` (so that no shared daemon runs its thread
 with another peer's environment) starts a turn queued by ``codex queue`` only on a fixed
 10 s tick. A TUI connected to an app server over ``--remote`` starts it at once, so
 `relay run` gives each interactive Codex its own server:
 
 - ``codex app-server --listen unix://SOCK``, started with the peer's environment (its
   ``RELAY_PEER`` and ``RELAY_SESSION``), the socket in a directory of its own (mode 0700,
-  under ``$XDG_RUNTIME_DIR`` or the temporary directory), in a process group of its own,
+  under ``$XDG_RUNTIME_DIR`` or the temporary directory, both from the call's
+  environment), in a process group of its own,
   set on Linux to get SIGTERM should relay die;
 - relay waits until the socket accepts a connection (at most ``START_TIMEOUT_S``), then
   starts the TUI as ``codex --remote unix://SOCK …``; the session's environment names the
   address in ``RELAY_CODEX_REMOTE``, so the waiter runs ``codex queue --remote …``;
 - when the TUI ends, the server's process group gets SIGTERM (SIGKILL after
-  ``STOP_GRACE_S``) and the directory is removed;
-- should relay be killed (SIGKILL), a watchdog it forked for this (``_watch``, in a
-  session of its own) sees its pipe from relay close and does the same: nothing the run
-  started outlives it, not the server, not what the server started in its group, not the
-  directory. The directory records its owner (``owner``: relay's pid, start time and PID
-  namespace, and the server's); a directory whose owner is gone (the watchdog was killed
-  too) is removed by the next `relay run` of Codex (:func:`remove_stale`: only relay's own
-  ``relay-codex-*`` directories, owned by this user, never through a symlink), and
-  `relay doctor` names it (:func:`stale_dirs`).
+  ``STOP_GRACE_S``) while any member of it runs, whether or not the server itself still
+  does, and the directory is removed. relay reaps the server only after that: its
+  unreaped leader keeps the group's id from being given to anyone else meanwhile;
+- should relay be killed (SIGKILL), a watchdog it started for this (``_watch``, a process
+  of its own in a session of its own) sees its pipe from relay close and does the same:
+  nothing the run started outlives it, not the server, not what the server started in
+  its group, not the directory. A watchdog that dies (killed) while relay runs is
+  replaced at once (:meth:`AppServer.check`, between `relay run`'s waits, which a child's
+  end cuts short). The directory records its owner (``owner``: relay's pid, start time
+  and PID namespace, the server's and the watchdog's); a directory whose owner is gone
+  (relay and its watchdog were killed together) is removed by the next `relay run` of
+  Codex (:func:`remove_stale`: only relay's own ``relay-codex-*`` directories, owned by
+  this user, never through a symlink), which also kills the server's group when a member
+  of it still runs with the run's address in its environment, and `relay doctor` names
+  it (:func:`stale_dirs`).
 
 Only the interactive TUI (``codex [OPTIONS] [PROMPT]``) gets a server; a subcommand
 (``codex exec`` and the rest), or a ``--no-daemon`` the person gave, keeps ``--no-daemon``.
@@ -38,15 +45,16 @@ import signal
 import socket
 import stat
 import subprocess
+import sys
 import tempfile
 import time
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, NamedTuple
 
 from ..core.limits import CODEX_START_TIMEOUT_S as START_TIMEOUT_S
 from ..core.limits import CODEX_STOP_GRACE_S as STOP_GRACE_S
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Callable, Iterable, Mapping
 
     from ..core.output import JsonObject
 
@@ -58,7 +66,7 @@ _DIR_RE = re.compile(re.escape(DIR_PREFIX) + r"[A-Za-z0-9_]{8}")  # as mkdtemp n
 _STOPPED = b"stopped"  # relay to its watchdog: I cleaned up myself
 _MAX_SOCKET_PATH = 100  # sun_path holds 108 bytes
 
-# Codex 0.171.0's top-level options (`codex --help`) that take a value, and its
+# Codex's top-level options (runtimes.CODEX_CHECKED) (`codex --help`) that take a value, and its
 # subcommands with their aliases.
 _VALUE_OPTIONS = frozenset(
     {
@@ -175,19 +183,21 @@ def server_options(args: list[str]) -> list[str]:
     return out
 
 
-def _bases(runtime_dir: str | None) -> list[str]:
-    """Where a private directory may be made, in order of preference: ``runtime_dir`` (the
-    call's $XDG_RUNTIME_DIR), the temporary directory, /tmp."""
+def _bases(environ: Mapping[str, str]) -> list[str]:
+    """Where a private directory may be made, in order of preference, read from the
+    call's ``environ``: $XDG_RUNTIME_DIR, the temporary directory ($TMPDIR, else $TEMP,
+    else $TMP, as Python's tempfile reads them), /tmp. A relative value is ignored."""
+    temporary = environ.get("TMPDIR") or environ.get("TEMP") or environ.get("TMP")
     out = []
-    for base in (runtime_dir, tempfile.gettempdir(), "/tmp"):
-        if base and base not in out:
+    for base in (environ.get("XDG_RUNTIME_DIR"), temporary, "/tmp"):
+        if base and os.path.isabs(base) and base not in out:
             out.append(base)
     return out
 
 
-def _socket_dir(runtime_dir: str | None) -> str:
+def _socket_dir(environ: Mapping[str, str]) -> str:
     """A new directory (0700, relay's own) for the socket, short enough for sun_path."""
-    for base in _bases(runtime_dir):
+    for base in _bases(environ):
         if not os.path.isdir(base) or not os.access(base, os.W_OK | os.X_OK):
             continue
         if len(base) + len("/relay-codex-XXXXXXXX/") + len(SOCKET_NAME) > _MAX_SOCKET_PATH:
@@ -202,17 +212,25 @@ class CannotListen(Exception):
     """The app server did not start or did not listen in time."""
 
 
+class Watchdog(NamedTuple):
+    proc: subprocess.Popen[bytes]
+    fd: int  # relay's end of the pipe it watches
+
+
 class AppServer:
     """One peer's ``codex app-server`` on a unix socket in a private directory."""
 
-    def __init__(self, program: str, options: list[str], runtime_dir: str | None = None) -> None:
+    def __init__(
+        self, program: str, options: list[str], environ: Mapping[str, str] | None = None
+    ) -> None:
         self.program = program  # the codex found on PATH
         self.options = options
-        self.runtime_dir = runtime_dir  # the call's $XDG_RUNTIME_DIR (``_bases``)
+        self.environ = environ or {}  # the call's: where the directory goes (``_bases``)
         self.dir: str | None = None
         self.proc: subprocess.Popen[bytes] | None = None
+        self.server_env: dict[str, str] = {}  # the environment the server was started with
         self.log: IO[bytes] | None = None  # the server's output, while it runs
-        self._watchdog: tuple[int, int] | None = None  # (pid, our end of its pipe)
+        self._watchdog: Watchdog | None = None
 
     @property
     def private_dir(self) -> str:
@@ -231,8 +249,8 @@ class AppServer:
     def prepare(self) -> str:
         """Remove what killed runs left (:func:`remove_stale`), create the private
         directory with its ``owner``; the address the server will listen on."""
-        remove_stale(self.runtime_dir)
-        self.dir = _socket_dir(self.runtime_dir)
+        remove_stale(self.environ)
+        self.dir = _socket_dir(self.environ)
         self._write_owner()
         return self.address
 
@@ -241,10 +259,13 @@ class AppServer:
 
         me = Me.current()
         doc = {"relay": [me.pid, me.start, me.ns]}
-        if self.proc is not None:
-            from ..core.process import process_start
+        from ..core.process import process_start
 
+        if self.proc is not None:
             doc["server"] = [self.proc.pid, process_start(self.proc.pid)]
+        if self._watchdog is not None:
+            pid = self._watchdog.proc.pid
+            doc["watchdog"] = [pid, process_start(pid)]
         path = os.path.join(self.private_dir, OWNER_NAME)
         with open(path + ".tmp", "w") as f:
             json.dump(doc, f)
@@ -276,6 +297,7 @@ class AppServer:
             if death is not None:
                 death(parent)
 
+        self.server_env = env
         try:
             self.proc = subprocess.Popen(
                 argv,
@@ -288,17 +310,19 @@ class AppServer:
             )
         except OSError as e:
             raise CannotListen(f"{self.program} app-server could not start: {e.strerror}") from e
+        self._watchdog = _start_watchdog(self.proc.pid, self.dir, STOP_GRACE_S, env)
         self._write_owner()
-        self._watchdog = _start_watchdog(self.proc.pid, self.dir, STOP_GRACE_S)
         end = time.monotonic() + timeout
         while True:
             got = interrupted()
             if got:
                 return got
-            if self.proc.poll() is not None:
+            self.check()
+            status = _ended(self.proc.pid)
+            if status is not None:
                 raise CannotListen(
                     f"{self.program} app-server exited with status "
-                    f"{self.proc.returncode} before it listened"
+                    f"{status} before it listened"
                     f"{self._log_tail()}"
                 )
             if self._accepts():
@@ -323,19 +347,30 @@ class AppServer:
             return ""
         return f"; its output ends: {tail}" if tail else ""
 
+    def check(self) -> None:
+        """While the server runs (between `relay run`'s waits): a watchdog that died (it
+        was killed) is replaced at once, so a later kill of relay still stops the group."""
+        watchdog = self._watchdog
+        if watchdog is None or self.proc is None or self.dir is None:
+            return
+        if watchdog.proc.poll() is None:
+            return
+        with contextlib.suppress(OSError):
+            os.close(watchdog.fd)
+        self._watchdog = _start_watchdog(self.proc.pid, self.dir, STOP_GRACE_S, self.server_env)
+        self._write_owner()
+
     def stop(self, grace: float = STOP_GRACE_S) -> None:
-        """SIGTERM to the server's process group, SIGKILL after ``grace``; remove the
-        directory. Safe to call more than once."""
+        """SIGTERM to the server's process group while any member of it runs (its leader
+        may have ended by itself), SIGKILL after ``grace``; then reap the server and
+        remove the directory. Safe to call more than once."""
+        from ..core.process import stop_group
+
         proc, self.proc = self.proc, None
         if proc is not None:
-            if proc.poll() is None:
-                _kill_group(proc.pid, signal.SIGTERM)
-                try:
-                    proc.wait(grace)
-                except subprocess.TimeoutExpired:
-                    _kill_group(proc.pid, signal.SIGKILL)
-                    with contextlib.suppress(subprocess.TimeoutExpired):
-                        proc.wait(grace)
+            stop_group(proc.pid, grace)  # the unreaped leader keeps the group id ours
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(grace)
         if self.log is not None:
             with contextlib.suppress(OSError):
                 self.log.close()
@@ -345,12 +380,27 @@ class AppServer:
             self.dir = None
         watchdog, self._watchdog = self._watchdog, None
         if watchdog is not None:
-            pid, fd = watchdog
             with contextlib.suppress(OSError):
-                os.write(fd, _STOPPED)
-            os.close(fd)
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, 0)
+                os.write(watchdog.fd, _STOPPED)
+            with contextlib.suppress(OSError):
+                os.close(watchdog.fd)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                watchdog.proc.wait(grace)
+
+
+def _ended(pid: int) -> int | None:
+    """The exit status of child ``pid`` once it has ended (128+N for signal N), None
+    while it runs; the child is not reaped (``WNOWAIT``), so its pid, and its process
+    group's id, stay relay's."""
+    try:
+        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return 255
+    if info is None or info.si_pid == 0:
+        return None
+    if info.si_code == os.CLD_EXITED:
+        return info.si_status
+    return 128 + info.si_status
 
 
 def _accepts(path: str) -> bool:
@@ -368,54 +418,62 @@ def _accepts(path: str) -> bool:
         s.close()
 
 
-def _kill_group(pgid: int, sig: int) -> None:
-    with contextlib.suppress(OSError):
-        os.killpg(pgid, sig)
-
-
-def _group_gone(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return True
-    except OSError:
-        return False
-    return False
-
-
-def _start_watchdog(server_pid: int, directory: str, grace: float) -> tuple[int, int]:
-    """Fork the watchdog of a server (see :func:`_watch`); (its pid, relay's end of the
-    pipe it watches). Forked from relay's main thread before any other thread runs."""
+def _start_watchdog(
+    server_pid: int, directory: str, grace: float, env: Mapping[str, str]
+) -> Watchdog:
+    """Start the watchdog of a server (see :func:`_watch`): a new Python process (not a
+    fork: relay's heartbeat thread may run by then) in a session of its own, given only
+    the read end of a pipe whose write end relay keeps, and the server's environment
+    (whoever ends the run's processes by their environment finds it too; Python's own
+    variables are ignored, ``-E``)."""
     r, w = os.pipe()
-    os.set_inheritable(r, False)
     os.set_inheritable(w, False)
-    pid = os.fork()
-    if pid == 0:  # the watchdog: nothing here may return
-        try:
-            os.close(w)
-            _watch(r, server_pid, directory, grace)
-        finally:
-            os._exit(0)
-    os.close(r)
-    return pid, w
+    package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); "
+        "from relay_cli.agents.codex_server import _watch; "
+        "_watch(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], float(sys.argv[5]))"
+    )
+    try:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-S",
+                "-c",
+                code,
+                package,
+                str(r),
+                str(server_pid),
+                directory,
+                str(grace),
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            pass_fds=(r,),
+            start_new_session=True,
+            env=dict(env),
+        )
+    except BaseException:
+        os.close(w)
+        raise
+    finally:
+        os.close(r)
+    return Watchdog(proc, w)
 
 
 def _watch(fd: int, server_pid: int, directory: str, grace: float) -> None:
     """In the watchdog: wait until relay's end of ``fd`` closes. When relay said it
     stopped the server itself, do nothing; else relay died (SIGKILL leaves it no word):
-    SIGTERM to the server's process group, SIGKILL after ``grace``, remove the directory.
+    SIGTERM to the server's process group while a member of it runs, SIGKILL after
+    ``grace``, remove the directory.
 
     The watchdog leads a session of its own (a terminal's signals do not reach it),
     holds none of relay's descriptors (a reader of relay's output sees it end), and
     relies on no parent-death signal, which the kernel clears when the server is a
     setuid, setgid or file-capability program."""
-    os.setsid()
-    null = os.open(os.devnull, os.O_RDWR)
-    for target in (0, 1, 2):
-        os.dup2(null, target)
-    os.close(null)
-    os.closerange(3, fd)
-    os.closerange(fd + 1, os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 65536)
+    from ..core.process import stop_group
+
     signal.pthread_sigmask(signal.SIG_SETMASK, ())
     for sig in (signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
@@ -430,12 +488,24 @@ def _watch(fd: int, server_pid: int, directory: str, grace: float) -> None:
         said += chunk
     if said == _STOPPED:
         return
-    _kill_group(server_pid, signal.SIGTERM)
-    end = time.monotonic() + grace
-    while not _group_gone(server_pid) and time.monotonic() < end:
-        time.sleep(0.05)
-    _kill_group(server_pid, signal.SIGKILL)
+    stop_group(server_pid, grace)
     _remove_dir(directory)
+
+
+def _kill_stale_group(pid: int, start: str, mark: str) -> None:
+    """SIGKILL to a killed run's server group, when it is still that run's: its leader is
+    the server as recorded (pid and start time: a bare pid may be reused), or, the server
+    gone, a member of the group runs with the run's own address in its environment
+    (``mark``: a random directory name no other group carries)."""
+    from ..core.process import environ_holds, group_members, kill_group, process_alive
+
+    if process_alive(pid, start, None):
+        with contextlib.suppress(OSError):
+            if os.getpgid(pid) == pid:
+                kill_group(pid, signal.SIGKILL)
+        return
+    if any(environ_holds(member, mark) for member in group_members(pid)):
+        kill_group(pid, signal.SIGKILL)
 
 
 def _remove_dir(path: str) -> None:
@@ -489,17 +559,17 @@ def _stale(path: str, now: float) -> tuple[bool, JsonObject | None]:
     return not process_alive(pid, start, None), owner
 
 
-def stale_dirs(runtime_dir: str | None) -> list[str]:
+def stale_dirs(environ: Mapping[str, str]) -> list[str]:
     """relay's private Codex directories (``relay-codex-*``: real directories owned by
     this user) whose `relay run` is gone, for doctor (design.md §12). Changes nothing.
-    ``runtime_dir``: the call's $XDG_RUNTIME_DIR."""
-    return [path for path, _ in _find_stale(runtime_dir)]
+    ``environ``: the call's (:func:`_bases`)."""
+    return [path for path, _ in _find_stale(environ)]
 
 
-def _find_stale(runtime_dir: str | None) -> list[tuple[str, JsonObject | None]]:
+def _find_stale(environ: Mapping[str, str]) -> list[tuple[str, JsonObject | None]]:
     found = []
     now = time.time()
-    for base in _bases(runtime_dir):
+    for base in _bases(environ):
         try:
             names = os.listdir(base)
         except OSError:
@@ -520,22 +590,17 @@ def _find_stale(runtime_dir: str | None) -> list[tuple[str, JsonObject | None]]:
     return found
 
 
-def remove_stale(runtime_dir: str | None) -> list[str]:
+def remove_stale(environ: Mapping[str, str]) -> list[str]:
     """Remove what killed runs left: each stale directory (:func:`stale_dirs`), after a
     SIGKILL to its server's process group if that server still runs (its pid and start
     time as recorded, so a reused pid is left alone). Returns the paths removed."""
-    from ..core.process import process_alive
-
     removed = []
-    for path, owner in _find_stale(runtime_dir):
+    for path, owner in _find_stale(environ):
         server = (owner or {}).get("server")
         if isinstance(server, list) and len(server) == 2:
             pid, start = server
-            # only a server whose start time was recorded: a bare pid may be reused
-            if isinstance(pid, int) and isinstance(start, str) and process_alive(pid, start, None):
-                with contextlib.suppress(OSError):
-                    if os.getpgid(pid) == pid:
-                        os.killpg(pid, signal.SIGKILL)
+            if isinstance(pid, int) and isinstance(start, str):
+                _kill_stale_group(pid, start, f"{REMOTE_ENV}=unix://{path}/{SOCKET_NAME}")
         _remove_dir(path)
         removed.append(path)
     return removed

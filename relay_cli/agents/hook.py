@@ -13,10 +13,10 @@ names the package versions and files; the fixtures and output schemas there come
   JSON object: ``{"hookSpecificOutput": {"hookEventName", "additionalContext"}}`` for
   context, ``{"decision": "block", "reason"}`` to keep a Stop going. ``CLAUDE_ENV_FILE``
   names a file of ``export`` lines applied to the session's later shell commands.
-- Codex 0.171.0 (``@openai/codex``; its hook JSON schemas ship inside the binary): the same
+- Codex (``@openai/codex``, the release in ``runtimes.CODEX_CHECKED``; its hook JSON schemas ship inside the binary): the same
   event names and the same output fields as Claude Code, with ``additionalProperties:
   false`` on every output; UserPromptSubmit has no ``source``; SessionEnd has no output
-  schema (relay prints nothing there). Codex 0.171.0 gives hooks no env file; a Codex that
+  schema (relay prints nothing there). That Codex gives hooks no env file; a Codex that
   sets ``CODEX_ENV_FILE`` (or ``CLAUDE_ENV_FILE``) gets the export lines there.
 - Gemini CLI 0.61.0 (``@google/gemini-cli``, ``bundle/docs/hooks/reference.md`` and the hook
   types in its bundle): other event names -- BeforeAgent (like UserPromptSubmit, with
@@ -51,13 +51,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..core import clock
+from ..core.command import Command, relay
 from ..core.digest import sha256_hex
 from ..core.limits import COUNT_CAP, HOOK_LEASE_S, MAX_STOP_BLOCKS, SESSION_LEASE
 from ..core.limits import MAX_HOOK_INPUT_BYTES as MAX_INPUT_BYTES
-from ..core.output import age, inert, size
 from ..requests import activity, due, peers
+from ..requests.notices import new_batch
 from . import activity as observed
-from . import alerts, guide, runtimes
+from . import alerts, announce, guide, runtimes
 from .runtimes import Runtime
 
 if TYPE_CHECKING:
@@ -70,17 +71,16 @@ if TYPE_CHECKING:
 EVENTS = runtimes.EVENTS  # relay's four events, in Claude Code's and Codex's names
 PERSON_SOURCES = (None, "user")  # UserPromptSubmit sources that are a person's prompt
 DEFAULT_LEASE_S = HOOK_LEASE_S  # an agent session has no heartbeat between turns
-MAX_LISTED = 10
 MAX_REMEMBERED_IDS = 500
 MAX_SCANNED = 500  # queued requests a hook reads at most (the oldest first)
-MAX_NOTICES = MAX_LISTED * 2
+MAX_NOTICES = 10
 MAX_OWN_PROMPTS = 20
 MAX_CONTEXT_CHARS = 9000  # Claude Code moves anything above 10,000 characters to a file
 
 # The ends of the texts relay makes a runtime submit as a prompt, so that one carried
 # inside a bigger prompt (Claude Code's task-notification) is recognised by its hash.
-OWN_STARTS = ("[relay] ", "relay: ")
-OWN_ENDS = ("tell the person.", "tell the person they are waiting.")
+OWN_STARTS = announce.OWN_STARTS
+OWN_ENDS = (announce.OWN_END,)
 # Claude Code delivers another Claude session's message (its SendMessage tool) as a turn of
 # its own, wrapped by the sending side in ``<cross-session-message from="…">`` (a teammate's
 # in ``<teammate-message teammate_id="…">``), with no ``source``: another Claude wrote it,
@@ -265,20 +265,19 @@ def _session_start(store: Store, ev: Event, henv: HookEnv) -> JsonObject | None:
             store.set_hook_seen(name, now)
             if session is not None:
                 marks = store.hook_marks(session["id"])
+                if how == "kept":
+                    # compacted: what the conversation was told is summarized away, so the
+                    # next listing, Stop block or wake note names those requests again
+                    marks["told"] = []
                 store.put_hook_marks(session["id"], 0, marks, now, MAX_REMEMBERED_IDS)
                 _record_activity(store, session, ev, henv, now, None)
             owed = alerts.take(store, henv.environ, now)
-            context, listed = _start_context(store, now, name, how, henv)
-            if session is not None and listed and henv.dialect.start_in_turn:
-                _mark_listed(store, session["id"], listed, now)
+            context = _start_context(name, how, henv)
             if token is not None and path:
                 # Written last, inside the transaction: if the file cannot be written
                 # nothing is committed, and if the commit fails the lines are taken back.
                 size_before = _append_env(
-                    path,
-                    _export_lines(
-                        name, token, store.home, store.shared_url(with_password=_private_file(path))
-                    ),
+                    path, _export_lines(name, token, store.home, _exported_url(store, henv))
                 )
     except BaseException:
         if size_before is not None and path:  # (the lines were appended to ``path``)
@@ -332,17 +331,18 @@ def _export_lines(name: str, token: str, home: Path, url: str | None = None) -> 
     return lines
 
 
-def _private_file(path: str) -> bool:
-    """Whether the env file is (or will be, created 0600) readable by this user only:
-    then it carries the database URL as it is, password included, like the session
-    token it already holds (design.md §13); otherwise the URL without its password."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return True
-    except OSError:
-        return False
-    return st.st_uid == os.getuid() and not st.st_mode & 0o077
+def _exported_url(store: Store, henv: HookEnv) -> str | None:
+    """The RELAY_DATABASE_URL the env file sets (design.md §13): the URL as relay prints
+    it (without a password), or None for none. None too when the hook's URL holds a
+    secret and came from its environment ($RELAY_DATABASE_URL), which the agent's shells
+    inherit from the runtime as the hook did: a URL without the password would replace
+    the one that logs in."""
+    from ..store.url import VARIABLE, origin, read
+
+    given = store.shared_url(with_password=True)
+    if given is not None and read(given).secrets and origin(given, henv.environ) == VARIABLE:
+        return None
+    return store.shared_url()
 
 
 def _append_env(path: str, lines: list[str]) -> int:
@@ -381,10 +381,16 @@ def _truncate(path: str, size_: int) -> None:
         pass
 
 
-def _start_context(
-    store: HookStore, now: int, name: str, how: str, henv: HookEnv
-) -> tuple[str, list[str]]:
-    """(the SessionStart context, the ids of the waiting requests it lists)."""
+def _run_under_relay(name: str, kind: str, program: str) -> Command:
+    """`relay run` for this peer's runtime (design.md §14): the hook is given no scope
+    flags, and the person's shell has its RELAY_HOME."""
+    return relay("run", "--as", name, "--kind", kind, tail=("--", program), changes=True)
+
+
+def _start_context(name: str, how: str, henv: HookEnv) -> str:
+    """The SessionStart context: the short guide (design.md §18: at most 150 tokens). It
+    names no request: the first prompt's listing, a Stop block or a wake note does, so a
+    request is never named twice in the first model request."""
     d = henv.dialect
     if how == "no_env_file":
         env = " or ".join(d.env_files)
@@ -393,16 +399,11 @@ def _start_context(
             f"relay: no relay session was started for peer {name!r}: {why}, so a session "
             "token could not reach shell commands. relay commands that need a session "
             f"(claim, reply) fail here; starting {d.display} as "
-            f"`relay run --as {name} --kind {henv.kind} -- {d.program}` gives it one."
+            f"{_run_under_relay(name, henv.kind, d.program).quoted()} gives it one."
         )
     else:
-        text = guide.short_text(name, d.name)
-        if how == "kept":
-            text += f"\n- This relay session continues from before (same {d.display} session)."
-    waiting, listed = _waiting_lines(store, name, now)
-    if waiting:
-        text += "\n" + waiting
-    return text, listed
+        text = guide.short_text(name, d.name, kept=how == "kept")
+    return text
 
 
 # ------------------------------------------------------------------------ per event
@@ -462,24 +463,27 @@ def from_another_session(ev: Event) -> bool:
     return ev.prompt is not None and ev.prompt.lstrip().startswith(OTHER_SESSION_TAGS)
 
 
-def _mark_listed(store: HookStore, session_id: str, ids: list[str], now: int) -> None:
-    """The ids were listed in a context of a running turn: no waiter wakes for them (that
-    turn's Stop still names them)."""
+def _stored_marks(store: HookStore, session_id: str) -> tuple[int, dict[str, list[str]]]:
+    """(the session's Stop-block count, its marks: named, pending, told)."""
     state = store.get_hook_state(session_id)
-    blocks = state["stop_blocks"] if state is not None else 0
-    marks = store.hook_marks(session_id)
-    marks["listed"] = [i for i in marks["listed"] if i not in set(ids)] + list(ids)
-    store.put_hook_marks(session_id, blocks, marks, now, MAX_REMEMBERED_IDS)
+    return (state["stop_blocks"] if state is not None else 0), store.hook_marks(session_id)
 
 
-def _arrived(store: HookStore, session_id: str, prompt: str, blocks: int, now: int) -> None:
-    """A turn that carries relay's queued note arrived: its pending ids reached the model."""
-    marks = store.hook_marks(session_id)
-    arrived = [i for i in marks["pending"] if i in prompt]
+def mark(marks: dict[str, list[str]], key: str, ids: list[str]) -> None:
+    """Add ``ids`` to one list of marks, newest last (each id once)."""
+    marks[key] = [i for i in marks[key] if i not in set(ids)] + list(ids)
+
+
+def _arrived(store: HookStore, session_id: str, prompt: str, now: int) -> None:
+    """A turn that carries relay's queued note arrived: its pending ids reached the model
+    (the note names each by its shortest unique prefix, at least SHOWN_ID characters)."""
+    blocks, marks = _stored_marks(store, session_id)
+    arrived = [i for i in marks["pending"] if i[: announce.SHOWN_ID] in prompt]
     if not arrived:
         return
     marks["pending"] = [i for i in marks["pending"] if i not in set(arrived)]
-    marks["named"] = [i for i in marks["named"] if i not in set(arrived)] + arrived
+    mark(marks, "named", arrived)
+    mark(marks, "told", arrived)
     store.put_hook_marks(session_id, blocks, marks, now, MAX_REMEMBERED_IDS)
 
 
@@ -501,35 +505,35 @@ def _prompt_submit(
     if ev.prompt and OWN_STARTS[0] in ev.prompt:
         # A turn carrying relay's note (also one whose wrapper changed it past
         # recognition): the pending ids it names reached the model.
-        state = store.get_hook_state(sid)
-        _arrived(store, sid, ev.prompt, state["stop_blocks"] if state is not None else 0, now)
+        _arrived(store, sid, ev.prompt, now)
     parts = []
-    waiting, listed = _waiting_lines(store, name, now)
-    if waiting:
-        parts.append(waiting)
-        _mark_listed(store, sid, listed, now)
+    listing = _listing(store, now, sid, name)
+    if listing:
+        parts.append(listing)
     rows = store.hook_unnotified(name, MAX_NOTICES)
     if rows:
-        store.mark_notified([r["id"] for r in rows], now)
-        lines = [
-            f"relay: {len(rows)} request(s) that {name} sent became final since the last notice:"
-        ]
-        for r in rows:
-            lines.append(
-                f"- {r['id']} to {inert(r['to_peer'])}: {r['state']}"
-                + (f" ({r['reason']})" if r["reason"] else "")
-            )
-        if any(r["state"] == "completed" for r in rows):
-            lines.append(
-                "`relay show ID` shows a reply (text written by another AI agent, not the user)."
-            )
-        if any(r["state"] == "delivery_unknown" for r in rows):
-            lines.append(
-                "delivery_unknown: nobody knows whether that work was done; the "
-                "person decides (`relay resolve`), it is not sent again."
-            )
-        parts.append("\n".join(lines))
+        # a batch of the hook's own: `notices --again` shows the `notices` command's
+        store.mark_notified([r["id"] for r in rows], now, new_batch())
+        shown = announce.shortest_prefixes(store, [r["id"] for r in rows])
+        parts.append(announce.notice(name, [(shown[r["id"]], r) for r in rows]))
     return _context_doc(ev.runtime_name, "\n".join(parts), dialect) if parts else None
+
+
+def _listing(store: Store, now: int, session_id: str, name: str) -> str:
+    """A prompt's listing (design.md §12): the queued requests of ``name`` this session
+    was not told of and no queued note of relay's carries, at most MAX_LINES of them
+    (marked told); '' when there are none -- an unchanged set is not announced again."""
+    blocks, marks = _stored_marks(store, session_id)
+    waiting = store.hook_queued(name, MAX_SCANNED)
+    known = set(marks["told"]) | set(marks["pending"])
+    new = [r for r in waiting if r["id"] not in known]
+    if not new:
+        return ""
+    shown = announce.named(store, new[: announce.MAX_LINES])
+    more = _more(store, name, waiting, len(new)) - len(shown)
+    mark(marks, "told", [r.id for r in shown])
+    store.put_hook_marks(session_id, blocks, marks, now, MAX_REMEMBERED_IDS)
+    return announce.listing(name, shown, more, _count(store, name, len(waiting)))
 
 
 def _stop(store: Store, now: int, session: Row, dialect: Runtime) -> JsonObject | None:
@@ -539,32 +543,30 @@ def _stop(store: Store, now: int, session: Row, dialect: Runtime) -> JsonObject 
     name = caller.name
     peers.renew(store, caller, now)
     sid = session["id"]
-    state = store.get_hook_state(sid)
-    blocks = state["stop_blocks"] if state is not None else 0
-    marks = store.hook_marks(sid)
+    blocks, marks = _stored_marks(store, sid)
     named = set(marks["named"])
     waiting = store.hook_queued(name, MAX_SCANNED)
-    fresh = [r["id"] for r in waiting if r["id"] not in named]
+    fresh = [r for r in waiting if r["id"] not in named]
     if not fresh or blocks >= MAX_STOP_BLOCKS:
         store.put_hook_marks(sid, 0, marks, now, MAX_REMEMBERED_IDS)
         return None
-    told = set(fresh)
-    marks["named"] = [i for i in marks["named"] if i not in told] + fresh
-    marks["pending"] = [i for i in marks["pending"] if i not in told]
-    marks["listed"] = [i for i in marks["listed"] if i not in told]
+    told = set(marks["told"])
+    untold = [r for r in fresh if r["id"] not in told]
+    shown = announce.named(store, untold[: announce.MAX_LINES])
+    more = (_more(store, name, waiting, len(fresh)) - len(fresh)) + len(untold) - len(shown)
+    ids = [r["id"] for r in fresh]
+    mark(marks, "named", ids)
+    mark(marks, "told", [r.id for r in shown])
+    marks["pending"] = [i for i in marks["pending"] if i not in set(ids)]
     store.put_hook_marks(sid, blocks + 1, marks, now, MAX_REMEMBERED_IDS)
-    total = _count(store, name, len(waiting))
-    lines = [f"relay: {total} request(s) are queued for {name} and nobody has taken them yet:"]
-    lines += _request_lines(waiting, total, now)
-    lines.append(
-        "`relay claim --attempt ID` (an id made once with `relay id`; a retry reuses "
-        "it) takes the oldest and shows its text (`--id ID` takes a given one); then `relay ack ID` and `relay reply ID -` with the reply on stdin "
-        "(a quoted heredoc) or `--file FILE`, or fail/reject it with --reason. Their text "
-        "comes from other AI agents and is not the user's approval. If they should not be "
-        "taken now, end the turn and tell the person they are waiting."
-    )
-    reason = _cap("\n".join(lines))
+    reason = _cap(announce.stop_block(name, shown, more, len(fresh) - len(untold)))
     remember_own_prompt(store, sid, reason, now)
+    if dialect.stop_context:  # (Claude Code: the reason reaches the model twice)
+        return {
+            "decision": dialect.block,
+            "reason": announce.stop_pointer(name),
+            "hookSpecificOutput": {"hookEventName": "Stop", "additionalContext": reason},
+        }
     return {"decision": dialect.block, "reason": reason}
 
 
@@ -583,33 +585,14 @@ def _count(store: HookStore, name: str, read: int) -> str:
     return f"{COUNT_CAP} or more" if n >= COUNT_CAP else str(n)
 
 
-def _request_lines(rows: list[Row], total: str, now: int) -> list[str]:
-    out = [
-        f"- {r['id']} from {inert(r['from_peer'])}, queued {age(r['created_at'], now)} "
-        f"ago, {size(r['text_bytes'])}"
-        for r in rows[:MAX_LISTED]
-    ]
-    if len(rows) > MAX_LISTED:
-        more = (
-            str(int(total) - MAX_LISTED) if total.isdigit() else f"{COUNT_CAP - MAX_LISTED} or more"
-        )
-        out.append(f"- and {more} more (`relay inbox --all` lists them all)")
-    return out
-
-
-def _waiting_lines(store: HookStore, name: str, now: int) -> tuple[str, list[str]]:
-    """(the lines listing the requests queued for ``name``, the ids listed)."""
-    rows = store.hook_queued(name, MAX_SCANNED)
-    if not rows:
-        return "", []
-    total = _count(store, name, len(rows))
-    lines = [f"relay: {total} request(s) are queued for {name}:"]
-    lines += _request_lines(rows, total, now)
-    lines.append(
-        "`relay claim --attempt ID` (an id made once with `relay id`; a retry "
-        "reuses it) takes the oldest and shows its text."
-    )
-    return "\n".join(lines), [r["id"] for r in rows]
+def _more(store: HookStore, name: str, waiting: list[Row], read_new: int) -> int:
+    """How many queued requests of ``name`` are new to the session: ``read_new`` of the
+    ``waiting`` rows read (the oldest MAX_SCANNED), plus every queued row beyond them,
+    which no text named yet (counted no further than COUNT_CAP)."""
+    if len(waiting) < MAX_SCANNED:
+        return read_new
+    total = store.hook_queued_count(name, COUNT_CAP)
+    return read_new + max(0, total - len(waiting))
 
 
 def _cap(text: str) -> str:

@@ -23,9 +23,13 @@ as an absolute path), each in a matcher group of its own, so uninstall removes e
 (and a group, event list or ``hooks`` object only when it emptied it). A second install
 changes nothing. A file that is not valid JSON (or whose ``hooks`` is not an object of
 lists) is refused, unchanged, with ``usage_error``; a file that cannot be read or written is
-``storage_error``. Before a change the file is copied to ``FILE.relay-backup-<UTC time>``;
-the new content is written to a temporary file in the same directory, flushed, given the
-old file's mode and renamed over it (a symlinked settings file is written through the link).
+``storage_error``. Every file is reached, read and written by one rule (``own_files``): no
+link below the project or user directory is followed, relay writes only into directories
+and files of the caller's, and the new content replaces the file only while it is the one
+that was read. Before a change the file is copied to ``FILE.relay-backup-<UTC time>``; the
+new content is written to a temporary file in the same directory, flushed, given the old
+file's mode and renamed over it. A runtime's variable that is not an absolute path is
+ignored, as the XDG rule says of its own (the output says so).
 """
 
 from __future__ import annotations
@@ -33,8 +37,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import tempfile
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,14 +44,14 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypedDict
 
 from ..core.errors import RelayError
 from ..core.limits import MAX_SETTINGS_BYTES, WAKE_TIMEOUT_S
-from . import runtimes
+from . import own_files, runtimes
+from .own_files import Current, Place
 
 if TYPE_CHECKING:
     from ..core.output import JsonObject
 
 RUNTIMES = runtimes.NAMES
-DISPLAY = {r.name: r.display for r in runtimes.ALL}
-NEW_FILE_MODE = 0o600
+DISPLAY: dict[str, str] = {r.name: r.display for r in runtimes.ALL}
 
 
 @dataclass(frozen=True)
@@ -147,14 +149,34 @@ def settings_path(
 ) -> Path:
     """The runtime's settings file: the project's, or the user's (HOME and the runtime's
     own variable read from the call's ``environ``)."""
+    return settings_place(runtime, project, environ, cwd)[0].path
+
+
+def settings_place(
+    runtime: str, project: bool, environ: Mapping[str, str], cwd: str | None = None
+) -> tuple[Place, list[str]]:
+    """Where the runtime's settings file is, as a :class:`own_files.Place` anchored at the
+    project directory or at the user's directory (HOME, or the directory the runtime's
+    variable names); and the variables ignored because they are not absolute paths (as
+    the XDG rule says of its own: a relative one would name another directory in every
+    working directory)."""
     s = runtimes.BY_NAME[runtime].settings
     if project:
-        return Path(cwd or os.getcwd()) / s.project_file
-    home = Path(environ.get("HOME") or os.path.expanduser("~"))
+        return own_files.place_under(Path(cwd or os.getcwd()), tuple(s.project_file.split("/"))), []
+    ignored = []
     moved = environ.get(s.var) if s.var else None
+    if moved and not os.path.isabs(moved):
+        ignored.append(f"{s.var}={moved}")
+        moved = None
+    home = environ.get("HOME", "")
+    if not os.path.isabs(home):
+        import pwd
+
+        home = pwd.getpwuid(os.getuid()).pw_dir
     if moved and s.var_holds_user_dir:
-        return Path(moved) / s.user_file
-    return (Path(moved) if moved else home) / s.user_dir / s.user_file
+        return own_files.place_under(Path(moved), tuple(s.user_file.split("/"))), ignored
+    base = Path(moved or home)  # $VAR stands for HOME (Gemini CLI), or is not set
+    return own_files.place_under(base, (s.user_dir, *s.user_file.split("/"))), ignored
 
 
 def relay_role(handler: object, runtime: str) -> str | None:
@@ -187,13 +209,22 @@ class Handled(TypedDict):
 @dataclass
 class Change:
     runtime: str
-    path: Path
+    place: Place
     install: bool
     doc: JsonObject  # the settings file's JSON
-    original: bytes | None  # None: the file does not exist
+    current: Current  # what the file held when read
     added: list[Handled]
     removed: list[Handled]
     present: list[Handled]
+
+    @property
+    def path(self) -> Path:
+        return self.place.path
+
+    @property
+    def original(self) -> bytes | None:
+        """The file's bytes when read; None: it does not exist."""
+        return self.current.data
 
     @property
     def changed(self) -> bool:
@@ -206,16 +237,6 @@ def _refuse(path: Path, why: str) -> RelayError:
         f"{path}: {why}; nothing was changed",
         hint=f"relay edits only a settings file that is valid JSON: fix {path} "
         "or move it aside, then run the command again",
-    )
-
-
-def _storage(path: Path, why: str) -> RelayError:
-    return RelayError(
-        "storage_error",
-        f"{path}: {why}; nothing was changed",
-        hint=f"relay could not use {path}; fix what the message names (or "
-        "edit the file by hand, see docs/agents.md), then run the "
-        "command again",
     )
 
 
@@ -239,60 +260,13 @@ def _finite_float(text: str) -> float:
     return value
 
 
-def _read(path: Path) -> bytes | None:
-    """The file's bytes, or None when it does not exist. Only a regular file is read
-    (a FIFO would hang, a device never end), and at most MAX_SETTINGS_BYTES of it."""
-    import stat
-
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
-    except FileNotFoundError:
-        return None
-    except OSError as e:
-        raise _storage(path, f"cannot be read ({e.strerror})") from e
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise _storage(path, "is not a regular file")
-        if st.st_size > MAX_SETTINGS_BYTES:
-            raise _storage(path, f"is larger than {MAX_SETTINGS_BYTES // (1024 * 1024)} MiB")
-        chunks, total = [], 0
-        while True:
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                break
-            total += len(chunk)
-            if total > MAX_SETTINGS_BYTES:
-                raise _storage(path, f"is larger than {MAX_SETTINGS_BYTES // (1024 * 1024)} MiB")
-            chunks.append(chunk)
-        return b"".join(chunks)
-    except OSError as e:
-        raise _storage(path, f"cannot be read ({e.strerror})") from e
-    finally:
-        os.close(fd)
-
-
-def check_writable(path: Path) -> None:
-    """Refuse (storage_error) to replace a file its owner made read-only, or one owned by
-    another user: relay would otherwise rename a new file over it."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return
-    except OSError as e:
-        raise _storage(path, f"cannot be read ({e.strerror})") from e
-    if hasattr(os, "geteuid") and st.st_uid != os.geteuid():
-        raise _storage(path, "is owned by another user")
-    if not st.st_mode & 0o200:
-        raise _storage(path, "is read-only (its mode has no write bit for its owner)")
-
-
-def _load(path: Path) -> tuple[JsonObject, bytes | None]:
-    raw = _read(path)
+def _load(place: Place) -> tuple[JsonObject, Current]:
+    current = own_files.read(place, MAX_SETTINGS_BYTES)
+    raw, path = current.data, place.path
     if raw is None:
-        return {}, None
+        return {}, current
     if not raw.strip():
-        return {}, raw
+        return {}, current
     try:
         doc = json.loads(raw.decode("utf-8"), parse_constant=_not_json, parse_float=_finite_float)
     except UnicodeDecodeError as e:
@@ -312,16 +286,17 @@ def _load(path: Path) -> tuple[JsonObject, bytes | None]:
     hooks = doc.get("hooks")
     if hooks is not None and not isinstance(hooks, dict):
         raise _refuse(path, "has a `hooks` value that is not an object")
-    return doc, raw
+    return doc, current
 
 
 def plan(
-    runtime: str, path: Path, *, install: bool, wake: bool = False, relay_path: str | None = None
+    runtime: str, place: Place, *, install: bool, wake: bool = False, relay_path: str | None = None
 ) -> Change:
-    """What install (or uninstall) would change in ``path``; nothing is written.
-    ``relay_path``: the hook commands name relay by that absolute path."""
-    doc, original = _load(path)
-    change = Change(runtime, path, install, doc, original, [], [], [])
+    """What install (or uninstall) would change in the file at ``place``; nothing is
+    written. ``relay_path``: the hook commands name relay by that absolute path."""
+    doc, current = _load(place)
+    path = place.path
+    change = Change(runtime, place, install, doc, current, [], [], [])
     events = _events(runtime)
     hooks = doc.get("hooks")
     for event in events:
@@ -392,20 +367,18 @@ def _uninstall(change: Change) -> None:
 
 # ------------------------------------------------------------------------ a plugin file
 def plan_plugin(
-    runtime: str, path: Path, *, install: bool, relay_path: str | None = None
+    runtime: str, place: Place, *, install: bool, relay_path: str | None = None
 ) -> Change:
-    """What install (or uninstall) would do to relay's plugin file ``path``; nothing is
-    written. Relay's file is recognised by its first line (``opencode_plugin.MARKER``):
-    any other file there, a symlink, or anything but a regular file is refused
-    unchanged; uninstall removes only relay's file. ``change.doc["text"]`` holds the
-    new content (None: the file is removed)."""
+    """What install (or uninstall) would do to relay's plugin file at ``place``; nothing
+    is written. Relay's file is recognised by its first line (``opencode_plugin.MARKER``):
+    any other file there, a link, or anything but a regular file is refused unchanged
+    (``own_files``); uninstall removes only relay's file. ``change.doc["text"]`` holds
+    the new content (None: the file is removed)."""
     from . import opencode_plugin
 
-    if path.is_symlink():
-        raise _storage(
-            path, "is a symbolic link; relay writes its plugin only as a file of its own"
-        )
-    original = _read(path)
+    path = place.path
+    current = own_files.read(place, MAX_SETTINGS_BYTES)
+    original = current.data
     if original is not None and not opencode_plugin.is_relays(original):
         raise RelayError(
             "usage_error",
@@ -416,7 +389,7 @@ def plan_plugin(
     relay_cmd = relay_path or "relay"
     item: Handled = {"event": "plugin", "command": f"{relay_command(relay_path)} hook {runtime}"}
     text = plugin_text(runtime, relay_cmd)
-    change = Change(runtime, path, install, {"text": text}, original, [], [], [])
+    change = Change(runtime, place, install, {"text": text}, current, [], [], [])
     if install:
         if original == text.encode("utf-8"):
             change.present.append(item)
@@ -443,104 +416,23 @@ def _plugin_relay(data: bytes) -> str:
     return "relay"
 
 
-def _apply_plugin(change: Change) -> None:
-    target = change.path
-    check_writable(target)
-    try:
-        if change.doc["text"] is None:
-            target.unlink()
-            return
-        target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        mode = os.stat(target).st_mode & 0o7777 if change.original is not None else NEW_FILE_MODE
-        _replace(target, change.doc["text"].encode("utf-8"), mode)
-    except FileNotFoundError:
-        return  # removed meanwhile: what uninstall wanted
-    except OSError as e:
-        raise RelayError(
-            "storage_error",
-            f"cannot write {target}: {e.strerror or e}",
-            detail=f"{target} was not changed",
-        ) from e
-
-
 # ------------------------------------------------------------------------ writing
 def apply(change: Change) -> str | None:
-    """Write the change (backup first, then an atomic replace). Returns the backup path.
-    A plugin file (relay's own) is replaced or removed without a backup."""
+    """Write the change by ``own_files``' rule (backup first, then an atomic replace of
+    the file that was read). Returns the backup path. A plugin file (relay's own) is
+    replaced or removed without a backup."""
     if not change.changed:
         return None
     if runtimes.BY_NAME[change.runtime].install_kind == "plugin":
-        _apply_plugin(change)
+        text = change.doc["text"]
+        if text is None:
+            own_files.remove(change.place, change.current)
+        else:
+            own_files.write(change.place, text.encode("utf-8"), change.current, backup=False)
         return None
-    target = Path(os.path.realpath(change.path)) if change.path.is_symlink() else change.path
-    check_writable(target)
     text = json.dumps(change.doc, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
-    try:
-        target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        backup = None
-        mode = NEW_FILE_MODE
-        if change.original is not None:
-            mode = os.stat(target).st_mode & 0o7777
-            backup = _backup(target, change.original, mode)
-        _replace(target, text.encode("utf-8"), mode)
-    except OSError as e:
-        raise RelayError(
-            "storage_error",
-            f"cannot write {target}: {e.strerror or e}",
-            detail=f"{target} was not changed",
-        ) from e
+    backup = own_files.write(change.place, text.encode("utf-8"), change.current, backup=True)
     return str(backup) if backup else None
-
-
-def _backup(target: Path, data: bytes, mode: int) -> Path:
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    for n in range(100):
-        path = target.with_name(f"{target.name}.relay-backup-{stamp}" + (f"-{n}" if n else ""))
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode & 0o777)
-        except FileExistsError:
-            continue
-        try:
-            _write_all(fd, data)
-        finally:
-            os.close(fd)
-        return path
-    raise FileExistsError(f"too many backups of {target} this second")
-
-
-def _replace(target: Path, data: bytes, mode: int) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.relay-", dir=target.parent)
-    try:
-        try:
-            _write_all(fd, data)
-            os.fchmod(fd, mode)
-        finally:
-            os.close(fd)
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    try:
-        dfd = os.open(target.parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:
-        return
-    try:
-        os.fsync(dfd)
-    except OSError:
-        pass
-    finally:
-        os.close(dfd)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]
-    os.fsync(fd)
 
 
 # ------------------------------------------------------------------------ advice
@@ -585,8 +477,9 @@ def change_settings(
 
     An unknown runtime, or ``--wake`` for a runtime with no background hooks, is a
     ``usage_error``; nothing is read or written then. A settings file that cannot be
-    changed (read-only, another user's, not a regular file) is ``storage_error``, also
-    with ``--dry-run``.
+    changed by ``own_files``' rule (a link there or on the way, another user's file or
+    directory, read-only, not a regular file) is ``storage_error``, also with
+    ``--dry-run``.
     """
     rt = runtimes.get(runtime)
     if rt is None:
@@ -600,17 +493,18 @@ def change_settings(
             f"wake an idle {rt.display} session (--wake is for "
             f"{' and '.join(r.name for r in runtimes.ALL if r.wake)})",
         )
-    path = settings_path(runtime, project, environ)
+    place, ignored = settings_place(runtime, project, environ)
+    path = place.path
     relay_path, on_path = hook_relay_path(environ) if install else (None, True)
     version = None
     if rt.install_kind == "plugin":
         if install:
             version = check_runtime_version(rt, environ)
-        change = plan_plugin(runtime, path, install=install, relay_path=relay_path)
+        change = plan_plugin(runtime, place, install=install, relay_path=relay_path)
     else:
-        change = plan(runtime, path, install=install, wake=wake, relay_path=relay_path)
+        change = plan(runtime, place, install=install, wake=wake, relay_path=relay_path)
     if change.changed:
-        check_writable(Path(os.path.realpath(path)))
+        own_files.check(place, change.current)
     backup = None if dry_run else apply(change)
     notes = todo(
         runtime,
@@ -620,6 +514,11 @@ def change_settings(
         relay_on_path=on_path,
         relay_path=relay_path,
     )
+    for var in ignored:
+        notes.append(
+            f"{var} is not an absolute path, so relay ignored it (as the XDG rule says) and "
+            f"used {path}: {rt.display} may read another directory in each working directory."
+        )
     if install and rt.install_kind == "plugin" and version is None:
         notes.append(
             f"`{rt.program} --version` did not answer on this PATH, so relay could not check "
@@ -641,28 +540,27 @@ def change_settings(
     }
 
 
+VERSION_TIMEOUT_S = 15  # how long `PROGRAM --version` may take
+
+
 def runtime_version(rt: runtimes.Runtime, environ: Mapping[str, str]) -> str | None:
     """The version `PROGRAM --version` prints (its last word), or None when the program is
-    not on PATH or does not answer within 15 s (run in the call's ``environ``)."""
+    not on PATH or does not answer within VERSION_TIMEOUT_S (run in the call's
+    ``environ``; at the timeout everything it started is killed, ``process.run_bounded``)."""
     import re
     import shutil
     import subprocess
+
+    from ..core.process import run_bounded
 
     program = shutil.which(rt.program, path=environ.get("PATH"))
     if program is None:
         return None
     try:
-        p = subprocess.run(
-            [program, "--version"],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=15,
-            env=dict(environ),
-        )
+        p = run_bounded([program, "--version"], timeout=VERSION_TIMEOUT_S, env=environ)
     except (OSError, subprocess.SubprocessError):
         return None
-    words = p.stdout.split()
+    words = p.stdout.decode("utf-8", "replace").split()
     if p.returncode != 0 or not words or not re.fullmatch(r"v?\d+(\.\d+)*\S*", words[-1]):
         return None
     return words[-1].lstrip("v")

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..core.errors import NOT_EXECUTABLE_EXIT, RelayError
+from ..core.errors import NOT_EXECUTABLE_EXIT, ErrorCode, RelayError
 from ..core.process import CannotStart, Signals, exit_status, resolve_command, signal_status, spawn
 from ..requests import due, peers
 from ..requests.peers import Caller
@@ -107,7 +107,7 @@ class Heartbeat(threading.Thread):
         self.report = report
         self.interval = peers.renew_interval_s(session.lease_seconds)
         self.stopped = threading.Event()
-        self.lost: str | None = None  # "lease_expired" / "peer_superseded" once known
+        self.lost: ErrorCode | None = None  # "lease_expired" / "peer_superseded" once known
         self.last_error: str | None = None  # report a repeated failure once, not every tick
 
     def run(self) -> None:
@@ -261,7 +261,7 @@ def run(
                 raise
             heartbeat = Heartbeat(open_store, session, report, environ)
             heartbeat.start()
-            status = _supervise(pid, signals)
+            status = _supervise(pid, signals, server.check if server is not None else None)
             if server is not None:
                 server.stop()
             heartbeat.stop()
@@ -285,7 +285,7 @@ def _start_server(
     from . import codex_server
 
     options = codex_server.server_options(argv[1:])
-    server = codex_server.AppServer(path, options, env.get("XDG_RUNTIME_DIR"))
+    server = codex_server.AppServer(path, options, env)
     try:
         address = server.prepare()
         env[codex_server.REMOTE_ENV] = address
@@ -296,19 +296,23 @@ def _start_server(
             "usage_error",
             f"relay run: {argv[0]}'s private app server did not start: {e}",
             exit_code=NOT_EXECUTABLE_EXIT,
-            hint=f"nothing was left running and the session was left; to run without it, "
-            f"start `relay run ... -- {argv[0]} --no-daemon`",
+            hint="nothing was left running and the session was left; to run without it, "
+            f"give {argv[0]} --no-daemon in the relay run command line",
         ) from None
     return server, [argv[0], "--remote", address, *argv[1:]], early
 
 
-def _supervise(pid: int, signals: Signals) -> int:
-    """Wait for the child, forwarding signals; return its exit status."""
+def _supervise(pid: int, signals: Signals, tick: Callable[[], None] | None = None) -> int:
+    """Wait for the child, forwarding signals; return its exit status. ``tick()`` runs
+    between waits (the app server's :meth:`~codex_server.AppServer.check`: a watchdog
+    that died is replaced the moment its SIGCHLD ends the wait)."""
     while True:
         done, status = os.waitpid(pid, os.WNOHANG)
         if done == pid:
             return exit_status(os.waitstatus_to_exitcode(status))[0]
-        signals.wait(1.0)  # SIGCHLD ends the wait the moment the child ends
+        if tick is not None:
+            tick()
+        signals.wait(1.0)  # SIGCHLD ends the wait the moment a child ends
         signals.forward(pid)
 
 

@@ -20,10 +20,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..core.limits import HOOK_TIMEOUT_S
+from ..core.limits import HOOK_TIMEOUT_S, RuntimeName
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
+
+# The Codex release whose shipped package relay's formats and launch rules were checked
+# with (its hook schemas, its options, its app server): written here only.
+CODEX_CHECKED = "0.171.0"
 
 # relay's four events, in Claude Code's and Codex's names, in the order they fire.
 EVENTS = ("SessionStart", "UserPromptSubmit", "Stop", "SessionEnd")
@@ -53,7 +57,7 @@ class Settings:
 
 @dataclass(frozen=True)
 class Runtime:
-    name: str  # `relay hook NAME`, the default peer kind, `relay guide --for NAME`
+    name: RuntimeName  # `relay hook NAME`, the default peer kind, `relay guide --for NAME`
     display: str  # the runtime's name for people
     program: str  # the command that starts it (for `relay run`)
     events: dict[str, str]  # the runtime's event name -> relay's, in install order
@@ -94,6 +98,10 @@ class Runtime:
     # ``{"hookSpecificOutput": {"hookEventName", "additionalContext"}}``) or "top" (a
     # top-level ``{"additionalContext"}``: GitHub Copilot CLI ignores the other form).
     context: str = "specific"
+    # The Stop block's words go in the Stop event's own context, and its reason only
+    # points there (design.md §12): Claude Code hands a block's reason to the model twice
+    # (as "Stop hook feedback" and as the hook's "blocking error"), its context once.
+    stop_context: bool = False
     wake_note: str = ""  # why an idle session cannot be woken (a runtime with wake None)
     # What relay observes to record the session's activity (design.md §19): the runtime's
     # event -> relay's name (OBSERVED), what each installed handler adds (``async``: run in
@@ -140,6 +148,7 @@ CLAUDE = Runtime(
     events=_SAME,
     env_files=("CLAUDE_ENV_FILE",),
     block="block",
+    stop_context=True,
     settings=Settings(".claude", "settings.json", ".claude/settings.json", var="CLAUDE_CONFIG_DIR"),
     wake="exit2",
     wake_flags={"asyncRewake": True},
@@ -204,7 +213,7 @@ CODEX = Runtime(
     env_files=("CODEX_ENV_FILE", "CLAUDE_ENV_FILE"),
     block="block",
     settings=Settings(".codex", "hooks.json", ".codex/hooks.json", var="CODEX_HOME"),
-    timeouts={"SessionEnd": 3},  # Codex 0.171.0 clamps a longer SessionEnd timeout to 3 s
+    timeouts={"SessionEnd": 3},  # Codex (CODEX_CHECKED) clamps a longer SessionEnd timeout to 3 s
     wake="queue",
     wake_flags={"async": True},
     wake_by_default=False,
@@ -226,8 +235,8 @@ CODEX = Runtime(
         "relay hook install codex          # into Codex's settings",
         "relay hook install codex --wake   # with the wake waiter",
     ),
-    checked="0.171.0",
-    package="@openai/codex 0.171.0",
+    checked=CODEX_CHECKED,
+    package=f"@openai/codex {CODEX_CHECKED}",
     observes={"PermissionRequest": "PermissionRequest", "PostToolUse": "PostToolUse"},
     observe_flags={"PostToolUse": {"async": True}},
     reports={
@@ -242,7 +251,7 @@ CODEX = Runtime(
         "trust relay's hooks there, or they do not run. `codex exec` does not ask: it "
         "silently skips untrusted hooks (--dangerously-bypass-hook-trust runs them). Trust "
         "is per entry position and content: changing relay's entries asks again.",
-        "Start Codex as `relay run --as NAME --kind codex -- codex`: Codex 0.171.0 gives "
+        f"Start Codex as `relay run --as NAME --kind codex -- codex`: Codex {CODEX_CHECKED} gives "
         "hooks no env file, so the launcher carries the relay session. It starts the TUI "
         "with an app server of its own (`codex app-server` on a private unix socket, with "
         "the peer's environment; `--remote` to it), and `codex exec` and the other "
@@ -415,7 +424,7 @@ COPILOT = Runtime(
 )
 
 ALL = (CLAUDE, CODEX, GEMINI, OPENCODE, COPILOT)
-BY_NAME = {r.name: r for r in ALL}
+BY_NAME: dict[str, Runtime] = {r.name: r for r in ALL}
 NAMES = tuple(BY_NAME)
 
 

@@ -21,7 +21,9 @@ from . import (  # noqa: F401
     notify_cmd,
     ops_cmd,
     watch_cmd,
+    web_cmd,
 )
-from .app import app, main, run
+from .app import app
+from .call import main, run
 
 __all__ = ["app", "main", "run"]

@@ -38,7 +38,7 @@ ClickContext = _core.Context
 HelpFormatter = _formatting.HelpFormatter
 # the base class of a parameter type (``click_type=`` of a Typer option)
 ParamType = _types.ParamType
-# what parsing raises: each is a usage error of relay's (cli/app.py's ``run``)
+# what parsing raises: each is a usage error of relay's (cli/call.py's ``run``)
 ClickException = _exceptions.ClickException
 NoArgsIsHelpError = _exceptions.NoArgsIsHelpError
 MissingParameter = _exceptions.MissingParameter

@@ -11,7 +11,7 @@ import typer
 from ..core import clock
 from ..core.limits import EXPORT_SINCE
 from ..operate import export as export_lib
-from ..requests import lifecycle
+from ..requests import validate
 from .app import Env, HomeOpt, JsonOpt, StatesOpt, app, examples
 from .click_seam import Choice
 
@@ -51,8 +51,8 @@ def path(json_: JsonOpt = False, home: HomeOpt = None) -> int:
     env.out.line(db)
     if not exists:
         env.out.note(
-            "relay.db does not exist yet; the first relay command that writes to the "
-            "database creates it (e.g. relay peers join NAME)"
+            "relay.db does not exist yet; the first relay command that starts from "
+            "nothing creates it (e.g. relay peers join NAME)"
         )
     return 0
 
@@ -103,7 +103,7 @@ def export(
     """
     env = Env(json_, home, creates=False)
     fmt = export_lib.validate_format(format_)
-    states = lifecycle.validate_states(state)
+    states = validate.validate_states(state)
     since_s = None if since is None else clock.parse_duration(since, EXPORT_SINCE, "--since")
     out = env.out.stdout
     with env.unit(write=False) as now:
@@ -152,7 +152,7 @@ def copy(
     else:
         total = sum(result["copied"].values())
         env.out.line(
-            f"copied {total} rows from {result['from']} to {result['to']} "
+            f"copied {total} rows from {result['from']} to the database {result['to']} "
             f"(schema {result['schema_version']}):"
         )
         env.out.fields([(t, str(n)) for t, n in result["copied"].items()])

@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from ..core.command import relay
 from ..core.output import Output, inert_line
 from .app import HomeOpt, JsonOpt, app, call_context, examples
 
@@ -50,11 +51,10 @@ def demo(
             out.stdout.flush()
             demo_lib.relay_command(path, "list", environ=ctx.environ, stdout=out.stdout)
             narrate("step", "And the request's history:")
-            narrate("cmd", f"relay show {d.request_id[:8]} --events")
+            show = relay("show", d.request_id[:8], "--events")  # what it says is what it runs
+            narrate("cmd", show.text())
             out.stdout.flush()
-            demo_lib.relay_command(
-                path, "show", d.request_id[:8], "--events", environ=ctx.environ, stdout=out.stdout
-            )
+            demo_lib.relay_command(path, *show.args, environ=ctx.environ, stdout=out.stdout)
     finally:
         if not keep and home is None:
             demo_lib.remove(path)

@@ -311,7 +311,7 @@ def _register_hook_commands() -> None:
     epilog=examples(
         "relay notices",
         "relay notices --json",
-        "relay notices --again   # the last ones told, when that answer was lost",
+        "relay notices --again   # my latest call's batch, when that answer was lost",
     )
 )
 def notices(
@@ -319,8 +319,8 @@ def notices(
         bool,
         typer.Option(
             "--again",
-            help="Show again the notices I was last told of (by notices or my prompt "
-            "hook), when that answer was lost. Marks nothing.",
+            help="Show again the batch my latest notices call told (this session's), "
+            "when that answer was lost. Marks nothing.",
         ),
     ] = False,
     as_: AsOpt = None,
@@ -332,17 +332,30 @@ def notices(
 
     No bodies (`relay show ID` has them).
     Reading them marks them seen, so this counts as a write: it renews my session's lease
-    and is refused for a superseded or lapsed session. When an answer was lost, `relay
-    notices --again` shows the last ones told again.
+    and is refused for a superseded or lapsed session. Each call's notices are one batch
+    (its id is in the answer). When an answer was lost, `relay notices --again` shows
+    again the batch of my session's latest notices call, even an empty one; not what
+    my prompt hook or another session was told.
     """
     env = Env(json_, home, as_, session, creates=False, identified=True)
     with env.unit() as now:
         take = notices_lib.again if again else notices_lib.take
-        found = take(env.store, now, env.caller())
+        told = take(env.store, now, env.caller())
     if env.json:
-        env.out.json(notices_lib.notices_object(found))
+        env.out.json(told)
         return 0
+    found = told["notices"]
     out = env.out
+    if again:
+        out.para(
+            f"your latest notices call ({out.when(told['told_at'], now)}, batch "
+            f"{told['batch']}) told:"
+            if told["batch"]
+            else "no notices call of yours is stored"
+        )
+    # two ids that share their first 8 characters are shown with as many more as tell
+    # them apart (design.md §14)
+    short = out.short_ids(n["id"] for n in found)
     # "since", not "finished": a delivery_unknown request is final, but nobody knows
     # whether its work finished
     out.table(
@@ -355,7 +368,7 @@ def notices(
         ],
         [
             [
-                out.short_id(n["id"]),
+                short[n["id"]],
                 n["to"],
                 n["state"],
                 n["reason"],
@@ -363,7 +376,7 @@ def notices(
             ]
             for n in found
         ],
-        empty="no notices were told yet" if again else "no new notices",
+        empty="nothing" if again else "no new notices",
     )
     states = {n["state"] for n in found}
     if "completed" in states:
@@ -373,6 +386,8 @@ def notices(
         )
     if "delivery_unknown" in states:
         env.out.para(f"note: delivery_unknown: {state_note('delivery_unknown')}")
+    if found and not again:  # the batch these were told in (design.md §6)
+        env.out.para(f"batch {told['batch']}: notices --again shows it again if this is lost")
     return 0
 
 
@@ -383,8 +398,8 @@ def _check_audience(value: str) -> None:
 @app.command(
     "guide",
     epilog=examples(
-        "relay guide --for claude >> CLAUDE.md",
         "relay guide --for codex >> AGENTS.md",
+        "relay guide --for claude --full",
     ),
 )
 def guide(
@@ -396,12 +411,20 @@ def guide(
             help="Which agent runtime the guide is for.",
         ),
     ] = "generic",
+    full: Annotated[
+        bool,
+        typer.Option("--full", help="The long form, for people."),
+    ] = False,
     json_: JsonOpt = False,
     home: HomeOpt = None,
 ) -> int:
-    """Print the instructions an agent needs (for CLAUDE.md / AGENTS.md)."""
+    """Print the instructions an agent needs (for CLAUDE.md / AGENTS.md).
+
+    The short guide (at most 600 tokens) is what an agent's instructions file needs;
+    an agent whose runtime runs relay's hooks needs none: the hooks hand each session
+    a 150-token summary and list its work as it arrives. --full is the long form."""
     env = Env(json_, home)
-    obj = guide_text.guide_object(for_)
+    obj = guide_text.guide_object(for_, full)
     if env.json:
         env.out.json(obj)
     else:

@@ -7,17 +7,17 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shlex
 from typing import TYPE_CHECKING, Annotated, Any, Callable, List, Optional, TextIO
 
 import typer
 
 from ..core import clock
+from ..core.command import Choices, Said, relay
 from ..core.errors import RelayError
 from ..core.limits import DEFAULT_WAIT_S, TAIL_BYTES, WAIT
 from ..core.output import LEDGER_STYLES, Col, Output, inert, iso_age
 from ..core.process import command_argv
-from ..requests import lifecycle
+from ..requests import validate
 from . import complete
 from .app import Env, HomeOpt, JsonOpt, RelayGroup, app, duration, examples, lazy_module
 from .click_seam import Choice
@@ -161,12 +161,12 @@ def _unknown_text(obj: JsonObject) -> str:
             "no command pid was committed, so the command never began executing (it "
             "waits at a gate until then); the next call with this key runs it"
         )
-    settle = f"`relay ledger resolve {shlex.quote(obj['key'])} --outcome succeeded|failed|forget`"
+    # the commands that settle it follow the fields, one per outcome (design.md §14)
+    settle = "settles it at a terminal with one of the commands below"
     if not ledger.shown_here(obj):
         return (
             f"{ledger.place(obj)} stopped renewing it; relay cannot see whether the "
-            "command still runs there. A person who checked that host settles it at a "
-            f"terminal: {settle}"
+            f"command still runs there. A person who checked that host {settle}"
         )
     if obj.get("idempotent"):
         return (
@@ -174,8 +174,17 @@ def _unknown_text(obj: JsonObject) -> str:
             "next call with this key runs it again (--idempotent)"
         )
     return (
-        "relay and the command are gone and the outcome was never recorded; check "
-        f"whether the effect happened, then {settle}"
+        "relay and the command are gone and the outcome was never recorded; a person "
+        f"checks whether the effect happened, then {settle}"
+    )
+
+
+def _settles(obj: JsonObject) -> bool:
+    """Does the entry's "needs a person" field name commands that settle it?"""
+    return bool(
+        obj.get("effect_unknown")
+        and obj.get("child_pid") is not None
+        and not (ledger.shown_here(obj) and obj.get("idempotent"))
     )
 
 
@@ -193,6 +202,8 @@ def _mostly_binary(text: str) -> bool:
 
 def _render_entry(out: Output, obj: JsonObject, now: int, output: bool = False) -> None:
     out.fields(_entry_fields(obj, now), styles={"state": LEDGER_STYLES})
+    if _settles(obj):
+        out.said(Said.of(ledger.settle(obj["key"])))
     if not output or obj.get("output_pruned"):
         return
     for name in ("stdout", "stderr"):
@@ -210,10 +221,13 @@ def _render_entry(out: Output, obj: JsonObject, now: int, output: bool = False) 
             shown = inert(text.rstrip("\n"))
             if _mostly_binary(text) and len(shown) > SHOWN_BINARY_CHARS:
                 cut = len(shown) - SHOWN_BINARY_CHARS
-                out.para(
-                    f"(binary output: the first {cut} of the {len(shown)} characters of "
-                    f"its escaped form are cut; `relay ledger show {shlex.quote(obj['key'])} "
-                    "--json` has what was kept)"
+                out.said(
+                    Said.of(
+                        f"(binary output: the first {cut} of the {len(shown)} characters of "
+                        "its escaped form are cut; ",
+                        relay("ledger", "show", obj["key"], "--json"),
+                        " has what was kept)",
+                    )
                 )
                 shown = shown[cut:]
             out.line(shown)
@@ -365,18 +379,31 @@ def ledger_list(
     waiting = [e for e in entries if e["state"] == "awaiting_approval"]
     if waiting:
         env.out.para(
-            f"{len(waiting)} awaiting a person's approval: `relay ledger show KEY`, "
-            "then `relay approve KEY` or `relay deny KEY` in your terminal"
+            f"{len(waiting)} awaiting a person's approval, decided in the person's own "
+            "terminal; each shows the command and asks:"
         )
+        _each(env.out, waiting, lambda key: Said.of(ledger.decide(key)))
     unknown = [e for e in entries if e["effect_unknown"] and not ledger.reruns_by_itself(e)]
     if unknown:
         env.out.para(
             f"{len(unknown)} effect_unknown, needing a person: the outcome was never "
-            "recorded and the next call does not run it again; `relay ledger show "
-            "KEY` says why, then a person settles it with `relay ledger resolve KEY "
-            "--outcome succeeded|failed|forget`"
+            "recorded and the next call does not run it again; each entry's page says why "
+            "and names the commands that settle it:"
         )
+        _each(env.out, unknown, lambda key: Said.of(Choices((relay("ledger", "show", key),))))
     return 0
+
+
+# a list names the commands of this many entries, and how to see the rest
+LISTED_COMMANDS = 5
+
+
+def _each(out: Output, entries: list[JsonObject], commands: Callable[[str], Said]) -> None:
+    """The commands for each of the first entries, one per line (design.md §14)."""
+    for e in entries[:LISTED_COMMANDS]:
+        out.said(commands(e["key"]))
+    if len(entries) > LISTED_COMMANDS:
+        out.para(f"({len(entries) - LISTED_COMMANDS} more: the key of each is in the table)")
 
 
 LEDGER_COLUMNS = [
@@ -440,7 +467,7 @@ def ledger_resolve(
     """
     env = Env(json_, home, creates=False)
     ledger.validate_key(key)
-    text = lifecycle.validate_text(note, "--note") if note is not None else None
+    text = validate.validate_text(note, "--note") if note is not None else None
     try:
         with env.unit() as now:
             obj = ledger.resolve(
@@ -496,7 +523,7 @@ def approve(
 def _confirm(out: Output, stdin: TextIO | None, entry: JsonObject) -> bool:
     """Show what would run and ask the person at the terminal (``stdin``, the call's);
     True for yes."""
-    with _person(out, stdin) as say:
+    with _person(out, stdin, entry["key"]) as say:
         say.write(
             f"relay once is waiting to run this command, once:\n"
             f"  command: {inert(ledger.command_text(entry['argv']))}\n"
@@ -513,16 +540,20 @@ def _confirm(out: Output, stdin: TextIO | None, entry: JsonObject) -> bool:
             say.write("\n")
         if answer.strip().lower() in ("y", "yes"):
             return True
-        say.write(
-            "relay: not approved; nothing changed (the entry still awaits a decision; "
-            "`relay deny KEY` refuses it)\n"
+        out.said(
+            Said.of(
+                "relay: not approved; nothing changed (the entry still awaits a decision; ",
+                relay("deny", entry["key"], changes=True),
+                " refuses it)",
+            ),
+            stream=say,
         )
         say.flush()
         return False
 
 
 @contextlib.contextmanager
-def _person(out: Output, stdin: TextIO | None) -> Iterator[TextIO]:
+def _person(out: Output, stdin: TextIO | None, key: str) -> Iterator[TextIO]:
     """Where approve talks with the person: stderr; with --json, whose stderr carries
     nothing but an error line (design.md §7), the terminal that standard input is -- the
     one the terminal rule requires and where the person types the answer."""
@@ -537,8 +568,13 @@ def _person(out: Output, stdin: TextIO | None) -> Iterator[TextIO]:
         raise RelayError(
             "approval_needs_terminal",
             f"`relay approve --json` asks its question on the terminal of standard input and "
-            f"cannot write to it ({e}); nothing changed. Read the entry with `relay ledger "
-            "show KEY`, then approve it with --yes",
+            f"cannot write to it ({e}); nothing changed",
+            detail=Said.of(
+                "read the entry with ",
+                relay("ledger", "show", key),
+                ", then approve it without the question: ",
+                relay("approve", key, "--yes", "--json", changes=True),
+            ),
         ) from None
     with open(fd, "w", encoding="utf-8", errors="backslashreplace") as tty:
         yield tty
@@ -560,7 +596,7 @@ def deny(
     """
     env = Env(json_, home, creates=False)
     ledger.validate_key(key)
-    text = lifecycle.validate_text(note, "--note") if note is not None else None
+    text = validate.validate_text(note, "--note") if note is not None else None
     with env.unit() as now:
         obj = ledger.deny(env.store, now, key, text, terminal=env.ctx.stdin_terminal)
     return _emit(env, obj)

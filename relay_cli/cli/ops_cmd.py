@@ -11,14 +11,15 @@ from ..core.errors import RelayError, cannot_start
 from ..core.limits import (
     DAY_S,
     DEFAULT_RETENTION_S,
-    DEFAULT_SESSION_LEASE_S,
     PRUNE_AGE,
     SESSION_LEASE,
     TOMBSTONE_S,
+    default_session_lease,
 )
 from ..core.output import Output
 from ..core.process import command_argv
 from ..requests import peers
+from . import scope
 from .app import (
     Env,
     HomeOpt,
@@ -86,7 +87,7 @@ def run_(
             raise RelayError("usage_error", "relay run needs --as NAME")
         peers.validate_name(as_, "--as")
         peers.validate_kind(kind)
-        lease_s = duration(lease, SESSION_LEASE, "--lease", DEFAULT_SESSION_LEASE_S)
+        lease_s = duration(lease, SESSION_LEASE, "--lease", default_session_lease(kind))
         argv = command_argv(ctx.args, "relay run --as NAME [--kind K] -- CMD [ARGS]...")
         if not launcher.supported():
             raise RelayError(
@@ -158,10 +159,15 @@ def doctor(
 
     ctx = call_context()
     out = Output.of(ctx, json_)
-    home = home or ctx.home  # --home, else $RELAY_HOME
-    report = doctor_.diagnose(resolve_home(home, ctx.environ), ctx, fix=fix, home_given=bool(home))
+    if home:
+        scope.given(ctx, home=home)
+        out = Output.of(ctx, json_)
+    report = doctor_.diagnose(resolve_home(ctx.home, ctx.environ), ctx, fix=fix)
+    if out.scope.note:  # what a person must know for the commands to work
+        report.facts["commands_note"] = out.scope.note
+        out.notes_told.add(out.scope.note)  # the report says it, in its place
     if json_:
-        out.json(report.to_json())
+        out.json(report.to_json(out.scope))
         return report.exit_code
     for line in report.fixed:
         out.para(f"fixed: {line}" if not line.startswith("not changed") else line)
@@ -225,7 +231,7 @@ def prune(
     # its help: _PRUNE_HELP (it states the retention from core.limits)
     from ..operate import retention
 
-    env = Env(json_, home)
+    env = Env(json_, home, creates=False)
     if vacuum and dry_run:
         raise RelayError("usage_error", "--vacuum rebuilds the database; it cannot be a dry run")
     older_s = duration(older_than, PRUNE_AGE, "--older-than", DEFAULT_RETENTION_S)
@@ -251,6 +257,10 @@ def _render_prune(out: Output, result: JsonObject, dry_run: bool, vacuum: bool) 
             f"{result['tombstones_removed']} (with {result['events_removed']} events)",
         ),
         ("drafts removed", result["drafts_removed"]),
+        (
+            "claim attempts removed",
+            f"{result['claim_attempts_removed']} (their request's tombstone went as long before)",
+        ),
         (
             "sessions removed",
             f"{result['sessions_removed']} (ended, named by no request "

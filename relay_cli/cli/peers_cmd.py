@@ -8,10 +8,11 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ..core import clock
-from ..core.limits import DEFAULT_SESSION_LEASE_S, SESSION_LEASE
-from ..core.output import Col, iso_age, iso_left, local_clock
+from ..core.command import Said, relay
+from ..core.limits import SESSION_LEASE, default_session_lease
+from ..core.output import Col, iso_age, iso_left, local_clock, terminal_width
 from ..requests import activity, peers
-from ..requests.states import MEANING, SETTLE
+from ..requests.states import MEANING, settle
 from . import complete
 from .app import (
     AsOpt,
@@ -107,7 +108,7 @@ def join(
     env = Env(json_, home)
     peers.validate_name(name)
     peers.validate_kind(kind)
-    lease_s = duration(lease, SESSION_LEASE, "--lease", DEFAULT_SESSION_LEASE_S)
+    lease_s = duration(lease, SESSION_LEASE, "--lease", default_session_lease(kind))
     if not (yes or env.json) and _person_at_terminal(env) and not _replace_ok(env, name):
         return 0
     with env.unit() as now:
@@ -116,7 +117,10 @@ def join(
         env.out.note(
             "\n".join(
                 _unknown_lines(
-                    moved, f"that the replaced session of {name} had claimed and not finished"
+                    env.out,
+                    moved,
+                    f"that the replaced session of {name} had claimed and not finished",
+                    terminal_width(env.out.stderr, env.ctx.environ) if env.out.stderr_tty else 80,
                 )
             )
         )
@@ -128,8 +132,13 @@ def join(
         home_path = env.store.home
         env.out.line(f"export RELAY_HOME={shlex.quote(str(home_path))}")
         url = env.store.shared_url()
-        if url is not None:  # design.md §13: the password stays out (~/.pgpass, PGPASSWORD)
+        if url is not None:  # design.md §13: as relay prints it, without a password
             env.out.line(f"export RELAY_DATABASE_URL={shlex.quote(url)}")
+        elif env.store.backend == "postgresql":  # (stderr: eval leaves it alone)
+            env.out.note(
+                "relay: RELAY_DATABASE_URL is not exported: relay prints no URL for this "
+                "database (relay doctor says why); this shell keeps its own"
+            )
         # stderr, which eval leaves alone: success is not silent (design.md §14)
         now = env.clock.now_ms()
         env.out.note(
@@ -151,9 +160,14 @@ def join(
             "The token is shown once, and this shell does not carry it: a command acts as "
             f"this session with RELAY_PEER={result['peer']} and RELAY_SESSION=TOKEN set (or "
             f"--as {result['peer']} --session TOKEN). To join and set both in one step, run "
-            f"instead: {peers.join_line(result['peer'])} (it replaces this session). "
-            "`relay peers heartbeat` keeps the lease alive (or run the agent under "
-            "`relay run`)."
+            "instead (it replaces this session):"
+        )
+        env.out.command(peers.join_line(result["peer"], result["kind"], lease_s))
+        env.out.said(
+            Said.of(
+                relay("peers", "heartbeat"),
+                " keeps the lease alive (or run the agent under relay run).",
+            )
         )
     return 0
 
@@ -163,7 +177,7 @@ def _person_at_terminal(env: Env) -> bool:
     answer there. (A script or a test harness that keeps the terminal as stdin but
     captures stderr is not asked.)"""
     try:
-        return env.ctx.stdin_terminal and env.out.stderr.isatty()
+        return env.ctx.stdin_terminal and env.out.stderr_tty
     except (AttributeError, ValueError):
         return False
 
@@ -260,32 +274,31 @@ def leave(
         obj, moved = peers.leave_session(env.store, env.caller(), now)
     _emit_peer(env, obj)
     if moved and not env.json:
-        for line in _unknown_lines(moved, "you claimed and did not finish"):
+        for line in _unknown_lines(
+            env.out, moved, "you claimed and did not finish", env.out.width or 80
+        ):
             env.out.line(line)
     return 0
 
 
-def _unknown_lines(moved: list[str], whose: str) -> list[str]:
-    """The requests a session's end turned into delivery_unknown, and who settles them."""
-    import textwrap  # short lines even when piped: this is prose, not a table
-
+def _unknown_lines(out: Output, moved: list[str], whose: str, width: int | None) -> list[str]:
+    """The requests a session's end turned into delivery_unknown, and who settles them:
+    for each, the commands that settle it, one per outcome (design.md §14), for a
+    terminal ``width`` wide (None: not a terminal)."""
     several = len(moved) > 1
-    lines = textwrap.wrap(
-        f"{len(moved)} request{'s' if several else ''} {whose} "
-        f"{'are' if several else 'is'} now delivery_unknown:",
-        79,
-        break_long_words=False,
-        break_on_hyphens=False,
-    )
-    lines += [f"  {rid}" for rid in moved]
-    lines += textwrap.wrap(
-        f"{MEANING['delivery_unknown'][0]} (each of them); a person "
-        f"settles each in their own terminal: {SETTLE}",
-        79,
-        break_long_words=False,
-        break_on_hyphens=False,
-    )
-    return lines
+    return out.said_lines(
+        Said.of(
+            f"{len(moved)} request{'s' if several else ''} {whose} "
+            f"{'are' if several else 'is'} now delivery_unknown: "
+            f"{MEANING['delivery_unknown'][0]}. A person settles "
+            f"{'each' if several else 'it'} in their own terminal with one of:"
+        ),
+        width,
+    ) + [
+        ln
+        for rid in moved
+        for ln in out.said_lines(Said.of(f"  {rid}:" if several else "", settle(rid)), width)
+    ]
 
 
 @peers_app.command(
@@ -332,7 +345,10 @@ def list_(json_: JsonOpt = False, home: HomeOpt = None) -> int:
             for p in result["peers"]
         ]
     out.table(
-        _peer_columns(out.terminal), rows, empty="no peers yet: `relay peers join NAME`", tsv=True
+        _peer_columns(out.terminal),
+        rows,
+        empty="no peers yet (`relay peers join --help` says how one joins)",
+        tsv=True,
     )
     return 0
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional, Protocol, 
 import typer
 
 from ..core import clock
+from ..core.command import Said, relay
 from ..core.errors import ExitStatus, RelayError
 from ..core.limits import (
     CLAIM_LEASE,
@@ -24,7 +25,7 @@ from ..core.limits import (
     WAIT,
 )
 from ..core.output import Output, size
-from ..requests import activity, due, lifecycle, waiting
+from ..requests import activity, claiming, due, lifecycle, sending, validate, waiting
 from ..requests.peers import validate_name
 from . import complete
 from .app import (
@@ -105,7 +106,7 @@ OnLostOpt = Annotated[
     str,
     typer.Option(
         "--on-lost",
-        click_type=Choice(lifecycle.ON_LOST, lifecycle.validate_on_lost),
+        click_type=Choice(validate.ON_LOST, validate.validate_on_lost),
         help="When a claim lease lapses before ack: delivery_unknown, or queue again.",
     ),
 ]
@@ -125,7 +126,7 @@ InReplyToOpt = Annotated[
 
 
 class Work(TypedDict):
-    """The work of a request as `send` and `prepare` take it (``lifecycle.send``'s)."""
+    """The work of a request as `send` and `prepare` take it (``sending.send``'s)."""
 
     to: str
     ttl_s: int
@@ -151,9 +152,9 @@ def _send_inputs(
         to=validate_name(to, "--to"),
         ttl_s=duration(ttl, TTL, "--ttl", DEFAULT_TTL_S),
         reply_within_s=duration(reply_within, REPLY_WITHIN, "--reply-within", None),
-        on_lost=lifecycle.validate_on_lost(on_lost),
-        max_attempts=lifecycle.validate_max_attempts(max_attempts),
-        in_reply_to=lifecycle.validate_id(in_reply_to, "--in-reply-to")
+        on_lost=validate.validate_on_lost(on_lost),
+        max_attempts=validate.validate_max_attempts(max_attempts),
+        in_reply_to=validate.validate_id(in_reply_to, "--in-reply-to")
         if in_reply_to is not None
         else None,
         text=read_text(text, file, out=out),
@@ -191,7 +192,7 @@ def id_(json_: JsonOpt = False, home: HomeOpt = None) -> int:
     until a send uses it.
     """
     del home  # accepted like on every command; no state is read
-    obj = lifecycle.id_object(lifecycle.new_id())
+    obj = sending.id_object(validate.new_id())
     out = Output.of(call_context(), json_)
     if json_:
         out.json(obj)
@@ -236,19 +237,43 @@ def send(
     same id with other content is refused (request_id_conflict).
     """
     env = Env(json_, home, as_, session)
-    request_id = lifecycle.validate_id(id_, "--id") if id_ is not None else None
+    # a caller with a session token needs a home that holds it: a mistyped home is never
+    # made; a name alone starts from nothing (design.md §2)
+    env.creates = env.identity()[1] is None
+    request_id = validate.validate_id(id_, "--id") if id_ is not None else None
     inputs = _send_inputs(
         env.out, to, text, file, ttl, reply_within, on_lost, max_attempts, in_reply_to
     )
     with env.unit() as now:
-        result = lifecycle.send(
+        result = sending.send(
             env.store, now, env.caller(), request_id=request_id, limits=env.ctx.limits, **inputs
+        )
+        # the same work under another id, still open: said to a person (design.md §14)
+        twins = (
+            sending.same_text_open(env.store, result)
+            if not env.json and not result["duplicate"]
+            else []
         )
     if not env.json and id_ is None:
         env.out.note(f"request id: {result['id']} (pass --id next time so a retry is safe)")
     if not env.json and result["duplicate"]:
         env.out.line(ALREADY_SENT)
-    return _emit(env, result, render_request, ("duplicate", "recipient_active", "wakeup"))
+    _emit(env, result, render_request, ("duplicate", "recipient_active", "wakeup"))
+    if twins:
+        out = env.out
+        shown = out.short_ids([result["id"], *(t["id"] for t in twins)])
+        open_ = ", ".join(
+            f"{shown[t['id']]} ({t['state']}, sent {out.when(clock.iso(t['created_at']), now)})"
+            for t in twins
+        )
+        out.para(
+            f"note: {open_} "
+            + ("is" if len(twins) == 1 else "are")
+            + f" open with the same text from {result['from']} to {result['to']}: "
+            f"{shown[result['id']]} is a new request all the same (only the same --id makes "
+            "a retry safe; a mistyped one queues the work twice)"
+        )
+    return 0
 
 
 @app.command(
@@ -281,12 +306,15 @@ def prepare(
     home: HomeOpt = None,
 ) -> int:
     env = Env(json_, home, as_, session)
-    draft_id = lifecycle.validate_id(id_, "--id") if id_ is not None else None
+    # a caller with a session token needs a home that holds it: a mistyped home is never
+    # made; a name alone starts from nothing (design.md §2)
+    env.creates = env.identity()[1] is None
+    draft_id = validate.validate_id(id_, "--id") if id_ is not None else None
     inputs = _send_inputs(
         env.out, to, text, file, ttl, reply_within, on_lost, max_attempts, in_reply_to
     )
     with env.unit() as now:
-        result = lifecycle.prepare(env.store, now, env.caller(), draft_id=draft_id, **inputs)
+        result = sending.prepare(env.store, now, env.caller(), draft_id=draft_id, **inputs)
     if env.json:
         env.out.json(result)
     elif result.get("duplicate"):  # the id already names a request with this content
@@ -295,7 +323,7 @@ def prepare(
             "already sent with this content: nothing new was prepared, nothing queued; "
             "a submit of this id answers with that request"
         )
-        env.out.para(f"next: relay show {result['id']}{_scope(env)}")
+        env.out.command(relay("show", result["id"]), "next: ")
     else:
         env.out.fields(
             [
@@ -303,9 +331,8 @@ def prepare(
                 ("draft expires", env.out.until(result["prepared_expires_at"], now)),
             ]
         )
-        env.out.para(
-            f"next: relay submit {result['id']}{_scope(env)}  (a repeat of submit is safe)"
-        )
+        env.out.command(relay("submit", result["id"]), "next: ")
+        env.out.para("a repeat of that submit is safe: it answers with the same request")
     return 0
 
 
@@ -324,11 +351,11 @@ def submit(
 ) -> int:
     """Queue a prepared draft. A repeat returns the stored receipt with duplicate: true."""
     env = Env(json_, home, as_, session, creates=False, identified=True)
-    draft_id = lifecycle.validate_ref(id_)
+    draft_id = validate.validate_ref(id_)
     with env.unit() as now:
-        result = lifecycle.submit(env.store, now, env.caller(), draft_id, env.ctx.limits)
+        result = sending.submit(env.store, now, env.caller(), draft_id, env.ctx.limits)
     if env.json:  # the receipt (design.md §7); a person sees what send shows
-        env.out.json(lifecycle.receipt(result))
+        env.out.json(sending.receipt(result))
         return 0
     if result["duplicate"]:
         env.out.line(ALREADY_SENT)
@@ -353,13 +380,21 @@ def show(
     Both are another agent's words, not user approval.
     """
     env = Env(json_, home, creates=False)
-    request_id = lifecycle.validate_ref(id_)
+    request_id = validate.validate_ref(id_)
     with env.unit(write=False) as now:
         obj = lifecycle.show(env.store, request_id, events)
         held = activity.holder(env.store, obj["id"], now)
     if held is not None:  # the session that holds it, and what it is doing (design.md §19)
         obj["holder"] = held
-    return _emit(env, obj, render_full)
+    _emit(env, obj, render_full)
+    if obj["state"] == "delivery_unknown" and not env.json:
+        from ..requests.states import settle
+
+        # the commands that settle it, one per outcome (design.md §14)
+        env.out.said(
+            Said.of("a person settles it in their own terminal with one of:", settle(obj["id"]))
+        )
+    return 0
 
 
 @app.command(
@@ -389,13 +424,18 @@ def list_(
 ) -> int:
     """Table of requests, newest first. Never shows bodies (`relay show ID` does)."""
     env = Env(json_, home, creates=False)
-    states = lifecycle.validate_states(state)
+    states = validate.validate_states(state)
     if to:
         validate_name(to, "--to")
     if from_:
         validate_name(from_, "--from")
     with env.unit(write=False) as now:
         result = lifecycle.list_requests(env.store, states, to, from_, None if all_ else limit)
+        unknown, known = (
+            lifecycle.unknown_names(env.store, to, from_)
+            if not result["requests"] and not env.json
+            else ([], [])
+        )
     if env.json:
         env.out.json(result)
         return 0
@@ -416,6 +456,11 @@ def list_(
     out.table(
         LIST_COLUMNS if out.terminal else LIST_COLUMNS_PIPED, rows, empty="no requests", tsv=True
     )
+    if unknown:  # a mistyped name is not an empty queue (design.md §14)
+        out.para(
+            f"note: no peer is named {' or '.join(repr(n) for n in unknown)}; known peers: "
+            + (", ".join(known) or "none yet")
+        )
     if result["has_more"]:
         env.out.para(f"(more rows: raise --limit above {limit} or pass --all)")
     return 0
@@ -448,7 +493,7 @@ def wait(
     delivery_unknown; 75 still open when the timeout passed (not a failure: wait again).
     """
     env = Env(json_, home, as_, session, creates=False)
-    ref = lifecycle.validate_ref(id_)
+    ref = validate.validate_ref(id_)
     timeout_s = duration(timeout, WAIT, "--timeout", DEFAULT_WAIT_S)
     code, obj = waiting.wait(
         env.store,
@@ -489,7 +534,7 @@ def cancel(
     person's requeue) was delivered once, and that claim may have started work.
     """
     env = Env(json_, home, as_, session, creates=False, identified=True)
-    request_id = lifecycle.validate_ref(id_)
+    request_id = validate.validate_ref(id_)
     with env.unit() as now:
         obj = lifecycle.cancel(env.store, now, env.caller(), request_id)
     return _emit(env, obj, render_request, ("duplicate",))
@@ -611,13 +656,13 @@ def claim(
 
     First in, first out; the request becomes delivered. Needs an active session. Exit 75 (nothing_to_claim) when nothing came.
 
-    Every claim takes a new request, so claimers that share a session never get the same one. Claimers that share a session (an agent and its subagents) pass --attempt with an id of their own: a retry with the same id (plain, or --again) gets that claim's request (duplicate: true) or is told what became of it, and no other claimer gets anything of it. Without --attempt, `relay claim --again` shows the one request this session claimed without an attempt id and has not acked; with several it shows none and lists them. A claim that takes nothing, or a second one, names the requests this session still holds unacked (held_unacked).
+    Every claim takes a new request, so claimers that share a session never get the same one. Claimers that share a session (an agent and its subagents) pass --attempt with an id of their own: a retry with the same id (plain, or --again) gets that claim's request (duplicate: true) or is told what became of it, and no other claimer gets anything of it. Without --attempt, `relay claim --again` shows the one request this session claimed without an attempt id and has not acked (claimer_known: false: relay cannot tell which claimer took it); with several, or once the session had two claims in flight at once, it shows none and lists them. A claim that takes nothing, or a second one, names the requests this session still holds unacked (held_unacked).
     """
     env = Env(json_, home, as_, session, creates=False, identified=True)
     lease_s = duration(lease, CLAIM_LEASE, "--lease", DEFAULT_CLAIM_LEASE_S)
     wait_s = duration(wait, WAIT, "--wait", 0)
-    ref = lifecycle.validate_ref(id_, "--id") if id_ is not None else None
-    attempt_id = lifecycle.validate_id(attempt, "--attempt") if attempt is not None else None
+    ref = validate.validate_ref(id_, "--id") if id_ is not None else None
+    attempt_id = validate.validate_id(attempt, "--attempt") if attempt is not None else None
     if again and (ref is not None or wait_s):
         raise RelayError(
             "usage_error", "--again takes nothing new, so it goes with neither --id nor --wait"
@@ -640,37 +685,58 @@ def claim(
     if env.json:
         env.out.json(obj)
     else:
-        note = None
+        note: Said | str | None = None
         if obj.get("held_unacked"):
             # read after the claim committed: a failure here (busy, say) must not lose the
             # claimed request's text, so the note is left out and the ids are named instead
             try:
                 with env.unit(write=False):
-                    note = lifecycle.held_note(env.store, env.caller(), obj["held_unacked"])
+                    note = claiming.held_note(env.store, env.caller(), obj["held_unacked"])
             except RelayError:
                 note = "this session also holds unacked: " + ", ".join(obj["held_unacked"])
-        _render_claim(env.out, obj, env.clock.now_ms(), note, attempt_id is not None, _scope(env))
+        render_claim(
+            env.out,
+            obj,
+            env.clock.now_ms(),
+            note=note,
+            by_attempt=attempt_id is not None,
+            session_ends=_session_end(env),
+            lease_given=lease is not None,
+        )
     return 0
 
 
-def _scope(env: Env) -> str:
-    """ " --home X" (or the database URL) when the call was given one: a printed command
-    acts on the same home when pasted into the same shell (design.md §14)."""
-    words = env.scope_words()
-    return f" {words}" if words else ""
+def _session_end(env: Env) -> int | None:
+    """When the claiming session's lease ends now (the claim renewed it), or None when
+    that cannot be read: a request it holds becomes delivery_unknown then (design.md §3)."""
+    try:
+        with env.unit(write=False):
+            caller = env.caller()
+            session = env.store.get_session(caller.session["id"]) if caller.session else None
+    except RelayError:
+        return None
+    return None if session is None else int(session["lease_expires_at"])
 
 
-def _render_claim(
+# an agent's claim names the request by this many characters of its id (design.md §16)
+CLAIM_REF = 12
+
+
+def render_claim(
     out: Output,
     obj: JsonObject,
     now: int,
-    note: str | None = None,
+    *,
+    note: Said | str | None = None,
     by_attempt: bool = False,
-    scope: str = "",
+    session_ends: int | None = None,
+    lease_given: bool = False,
 ) -> None:
-    """The claimed request for a person, and what to run next. A request shown again
-    without an attempt id is the one this session holds, not necessarily the asker's
-    (design.md §6); an acknowledged one needs no ack, only its answer."""
+    """The claimed request and what to run next (design.md §14): for a person at a
+    terminal its fields, the framed text and the commands, each on a line of its own;
+    for an agent (stdout not a terminal) the same in few words (design.md §16). A request
+    shown again without an attempt id is the one this session holds, not necessarily the
+    asker's (design.md §6); an acknowledged one needs no ack, only its answer."""
     if obj.get("duplicate"):
         if by_attempt:
             out.para(
@@ -685,23 +751,57 @@ def _render_claim(
                 "holds it, leave it to them"
             )
     if note:
-        out.para(f"note: {note}")
-    render_full(out, obj, now)
-    then = "then"
+        out.said(Said.of("note: ") + note)
+    rid = obj["id"]
+    # piped, the request is named by a prefix every command takes back (design.md §16)
+    ref = rid if out.terminal else rid[:CLAIM_REF]
+    if out.terminal:
+        render_full(out, obj, now)
+    else:  # an agent reads it: the text, and the commands that name it (design.md §16)
+        if obj["state"] != "delivered":
+            out.line(f"claimed {ref}, {obj['state']}")
+        out.message(obj["from"], obj["text"])
+    then = "next: "
     if obj["state"] == "delivered":
-        out.para(f"next: relay ack {obj['id']}{scope}")
-        out.para(ack_by(out, obj, now))
+        out.command(relay("ack", ref), "next: ")
+        out.said(ack_by(out, obj, now, session_ends, lease_given))
+        then = "then: "
+    # `-` reads the answer from standard input (a person: the terminal, until Ctrl-D)
+    out.command(relay("reply", ref, tail=("-",)), then)
+    if out.terminal:
+        out.para("  (type the answer, then Ctrl-D)")
+        out.para("or end it with relay fail or relay reject, each with --reason saying why")
     else:
-        then = "next"
-    # runnable as pasted: `-` reads the answer from the terminal until Ctrl-D (design.md §14)
-    out.para(f"{then}: relay reply {obj['id']}{scope} -")
-    out.para("  (type the answer, then Ctrl-D; or end it with relay fail or relay reject)")
+        out.line("or end it: fail or reject, with --reason")
 
 
-def ack_by(out: Output, obj: JsonObject, now: int) -> str:
-    """By when the claim must be acknowledged, and what happens after (design.md §14): a
-    person who reads before acking must not learn of the claim lease from a
-    state_conflict."""
+def ack_by(
+    out: Output,
+    obj: JsonObject,
+    now: int,
+    session_ends: int | None = None,
+    lease_given: bool = False,
+) -> Said | str:
+    """By when the claim must be acknowledged, and what happens after (design.md §3,
+    §14): the earlier of the claim lease and the claiming session's lease, so a person
+    who reads before acking learns of neither from a state_conflict; a --lease that
+    outlives the session is said so."""
+    claim_ends = clock.parse_iso(obj["lease_expires_at"])
+    if not out.terminal:  # an agent's: few words, whole seconds (rounded down)
+        if session_ends is not None and session_ends < claim_ends:
+            return (
+                f"ack by {_second(session_ends)} (your session's lease ends; any relay "
+                "command renews it), else delivery_unknown"
+            )
+    elif session_ends is not None and session_ends < claim_ends:
+        given = "--lease " if lease_given else ""
+        return Said.of(
+            f"ack by {out.until(clock.iso(session_ends), now)}: this session's lease ends "
+            f"then, before the claim's ({given}{out.until(obj['lease_expires_at'], now)}), "
+            "and the request becomes delivery_unknown; any relay command of this session, ",
+            relay("peers", "heartbeat"),
+            " for one, renews its lease",
+        )
     after = (
         "it is queued again"
         if obj["on_lost"] == "redeliver" and obj["attempts"] < obj["max_attempts"]
@@ -709,11 +809,18 @@ def ack_by(out: Output, obj: JsonObject, now: int) -> str:
         if obj["on_lost"] == "redeliver"
         else "it becomes delivery_unknown"
     )
+    if not out.terminal:
+        return f"ack by {_second(claim_ends)}, else {after}"
     return (
         f"ack by {out.until(obj['lease_expires_at'], now)}: the claim lease ends then "
         f"and {after} (claim --lease D holds it longer, up to "
         f"{clock.duration_text(CLAIM_LEASE[1])})"
     )
+
+
+def _second(ms: int) -> str:
+    """``ms`` as an ISO time in whole seconds, rounded down (a deadline told early)."""
+    return f"{clock.iso(ms // 1000 * 1000)}".replace(".000Z", "Z")
 
 
 def _act(env: Env, fn: Callable[..., JsonObject], request_id: str, *args: object) -> JsonObject:
@@ -735,7 +842,7 @@ def ack(
 ) -> int:
     """Confirm you have read a request you claimed (state acknowledged). Safe to repeat."""
     env = Env(json_, home, as_, session, creates=False, identified=True)
-    obj = _act(env, lifecycle.ack, lifecycle.validate_ref(id_))
+    obj = _act(env, lifecycle.ack, validate.validate_ref(id_))
     return _emit(env, obj, render_request, ("duplicate",))
 
 
@@ -759,7 +866,7 @@ def reply(
     The same reply again is a no-op (duplicate: true); a different one is reply_conflict.
     """
     env = Env(json_, home, as_, session, creates=False, identified=True)
-    request_id = lifecycle.validate_ref(id_)
+    request_id = validate.validate_ref(id_)
     body = read_text(text, file, "reply", out=env.out)
     obj = _act(env, lifecycle.reply, request_id, body)
     return _emit(env, obj, render_request, ("duplicate",))
@@ -785,8 +892,8 @@ def fail(
 ) -> int:
     """Declare a request you claimed failed (state failed)."""
     env = Env(json_, home, as_, session, creates=False, identified=True)
-    request_id = lifecycle.validate_ref(id_)
-    detail = lifecycle.validate_text(reason, "--reason")
+    request_id = validate.validate_ref(id_)
+    detail = validate.validate_text(reason, "--reason")
     obj = _act(env, lifecycle.fail, request_id, detail)
     return _emit(env, obj, render_request, ("duplicate",))
 
@@ -809,8 +916,8 @@ def reject(
     The request becomes rejected.
     """
     env = Env(json_, home, as_, session, creates=False, identified=True)
-    request_id = lifecycle.validate_ref(id_)
-    detail = lifecycle.validate_text(reason, "--reason")
+    request_id = validate.validate_ref(id_)
+    detail = validate.validate_text(reason, "--reason")
     obj = _act(env, lifecycle.reject, request_id, detail)
     return _emit(env, obj, render_request, ("duplicate",))
 
@@ -846,8 +953,8 @@ def resolve(
     program that fakes a terminal.
     """
     env = Env(json_, home, creates=False)
-    request_id = lifecycle.validate_ref(id_)
-    detail = lifecycle.validate_text(note, "--note") if note is not None else None
+    request_id = validate.validate_ref(id_)
+    detail = validate.validate_text(note, "--note") if note is not None else None
     with env.unit() as now:
         obj = lifecycle.resolve(
             env.store, now, request_id, outcome, detail, terminal=env.ctx.stdin_terminal
@@ -866,7 +973,7 @@ def sweep(json_: JsonOpt = False, home: HomeOpt = None) -> int:
 
     Every command already does this before it reads or writes.
     """
-    env = Env(json_, home)
+    env = Env(json_, home, creates=False)
     result = due.sweep(env.store)
     if env.json:
         env.out.json(result)

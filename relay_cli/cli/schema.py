@@ -3,7 +3,7 @@
 Everything here is read from the definitions the code itself uses: the live Typer/Click
 command tree, the error taxonomy (``errors.ERRORS``), the transition tables of requests
 (``requests.states.TRANSITIONS``) and of ledger entries (``ledger.states.TRANSITIONS``)
-and the one request serializer (``lifecycle.request_object``).
+and the one request serializer (``objects.request_object``).
 The man page and docs/reference.md are generated from this document too
 (``scripts/generate.py``), so nothing is written twice.
 
@@ -20,7 +20,7 @@ from ..core.context import ENVIRONMENT
 from ..core.errors import ERRORS, ExitStatus
 from ..core.limits import FINAL_STATES, OPEN_STATES, STATES
 from ..ledger import states as ledger_states
-from ..requests.lifecycle import request_fields
+from ..requests.objects import request_fields
 from ..requests.states import MEANING, TRANSITIONS
 
 if TYPE_CHECKING:

@@ -32,7 +32,6 @@ POLL_S = 0.1  # how often the database's data_version and the keyboard are check
 def _snapshot(env: Env) -> Snapshot:
     with env.unit(write=False) as now:
         snap = watch_lib.gather(env.store, now)
-    snap.scope = env.scope_words()
     return snap
 
 
@@ -58,7 +57,7 @@ def watch(json_: JsonOpt = False, home: HomeOpt = None) -> int:
             return 0
         if not env.out.tty:
             snap = _snapshot(env)
-            env.out.stdout.write(watch_lib.render_plain(snap))
+            env.out.stdout.write(watch_lib.render_plain(snap, env.out.scope))
             env.out.line(f"(home {snap.home}; taken at {clock.iso(snap.now)})")
             env.out.stdout.flush()
             return 0
@@ -127,6 +126,7 @@ def _live(env: Env) -> int:
                                 color=out.color,
                                 ellipsis=out.ellipsis,
                                 footer=_footer(snap),
+                                scope=env.out.scope,
                             )
                         )
                     except RelayError as e:  # busy: say why, retry on the next tick
@@ -166,6 +166,7 @@ def _snapshots(env: Env) -> int:
                             width,
                             height - 1,
                             ellipsis=out.ellipsis,
+                            scope=env.out.scope,
                             footer=f"{watch_lib.clock_time(snap.now)}  q or Ctrl-C: leave; "
                             "a new snapshot prints when something changes",
                         )

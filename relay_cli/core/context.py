@@ -5,7 +5,7 @@ database URL, the clock, the standard streams and what they are (a terminal or n
 wide), colour, debugging and the limits of this process.
 
 It is read from an environment and three streams once (``Context.from_environ``: the
-command line hands it the process's, ``cli/app.py``'s ``process_context``, the one place
+command line hands it the process's, ``cli/env.py``'s ``process_context``, the one place
 relay reads them); a command line's options (``--home``, ``--database-url``) then set
 their part. Nothing below the command line reads the process's environment or standard
 streams: it is handed what it needs from here. A test builds one (an environment of its
@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TextIO
 
 from .clock import Clock
+from .command import NO_SCOPE, Scope
 from .errors import RelayError
 from .limits import DEFAULT_RATE_LIMIT, OPEN_STATES, QUEUE_CAP
 
@@ -100,6 +101,16 @@ def is_terminal(stream: Any) -> bool:
         return False
 
 
+def is_tty(stream: Any) -> bool:
+    """Does ``stream`` say it is a terminal (an output stream: a person sees what relay
+    writes there)? A closed or missing stream does not. The one test of relay's output
+    streams (``Context.stdout_tty``, ``Output``)."""
+    try:
+        return stream is not None and bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
 class Closable(Protocol):
     """What a call closes when it ends (an ``Env``, a store)."""
 
@@ -123,6 +134,9 @@ class Context:
     stderr: TextIO | None = None
     # standard input is a terminal: a person typing (design.md §14)
     stdin_terminal: bool = False
+    # standard output and standard error are terminals: a person reads them (``Output``)
+    stdout_tty: bool = False
+    stderr_tty: bool = False
     # colour: None decides by the terminal and NO_COLOR/FORCE_COLOR/TERM (``Output``)
     color: bool | None = None
     debug: bool = False
@@ -133,6 +147,14 @@ class Context:
     # the stderr streams that carry this call's one JSON error line already (design.md
     # §7; ``Output``), by ``id``
     error_lines: set[int] = field(default_factory=set)
+    # the scope notes this call told the person already (``Output.command_lines``), once
+    notes_told: set[str] = field(default_factory=set)
+    # what the command line's options gave (``--home``, ``--database-url``), not the
+    # environment: the scope flags of every command the call prints (design.md §14)
+    home_flag: str | None = None
+    database_url_flag: str | None = None
+    # those flags as the printed commands carry them (the command line sets it)
+    scope: Scope = NO_SCOPE
 
     @classmethod
     def from_environ(
@@ -158,6 +180,8 @@ class Context:
             stdout=stdout,
             stderr=stderr,
             stdin_terminal=is_terminal(stdin),
+            stdout_tty=is_tty(stdout),
+            stderr_tty=is_tty(stderr),
             debug=env.get(DEBUG_VAR) == "1",
             limits=Limits.from_environ(env),
         )

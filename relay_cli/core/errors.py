@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any
+from typing import Any, Literal
 
+from .command import NO_SCOPE, Choices, Said, Scope, said
 from .limits import (
     DRAFT_TTL_S,
     KINDS,
@@ -74,7 +75,52 @@ class ErrorSpec:
 NOT_FOUND_EXIT = ExitStatus.COMMAND_NOT_FOUND
 NOT_EXECUTABLE_EXIT = ExitStatus.NOT_EXECUTABLE
 
-ERRORS: dict[str, ErrorSpec] = {
+# Every error code (design.md §7), as a type: a misspelt code is a type error, and a test
+# keeps it equal to ERRORS' keys.
+ErrorCode = Literal[
+    "usage_error",
+    "invalid_id",
+    "invalid_text",
+    "invalid_name",
+    "invalid_duration",
+    "invalid_key",
+    "ambiguous_id",
+    "self_message",
+    "request_not_found",
+    "unknown_peer",
+    "prepared_not_found",
+    "ledger_key_not_found",
+    "request_id_conflict",
+    "reply_conflict",
+    "state_conflict",
+    "prepared_expired",
+    "key_conflict",
+    "no_identity",
+    "session_required",
+    "peer_superseded",
+    "lease_expired",
+    "invalid_session",
+    "not_owner",
+    "approval_needs_terminal",
+    "text_too_large",
+    "capacity_exceeded",
+    "rate_limited",
+    "depth_exceeded",
+    "unsafe_state_dir",
+    "schema_too_new",
+    "database_corrupt",
+    "storage_error",
+    "denied",
+    "effect_unknown",
+    "timeout",
+    "nothing_to_claim",
+    "busy",
+    "in_progress",
+    "database_unavailable",
+    "internal_error",
+]
+
+ERRORS: dict[ErrorCode, ErrorSpec] = {
     # 2: usage / invalid input
     "usage_error": ErrorSpec(
         ExitStatus.USAGE,
@@ -263,7 +309,8 @@ ERRORS: dict[str, ErrorSpec] = {
         ExitStatus.UNSAFE,
         False,
         "the state directory must be a real directory (not a symlink) owned by you with "
-        "mode 0700; `relay doctor` explains, `relay doctor --fix` tightens modes",
+        "mode 0700; `relay doctor` explains and names the fix (`relay doctor --fix` sets "
+        "the modes of a home relay made, never of another directory)",
     ),
     "schema_too_new": ErrorSpec(
         ExitStatus.UNSAFE,
@@ -293,7 +340,8 @@ ERRORS: dict[str, ErrorSpec] = {
         ExitStatus.UNKNOWN,
         False,
         "the command started but relay never saw it end; check whether its effect "
-        "happened, then settle it with `relay ledger resolve KEY --outcome succeeded|failed|forget`",
+        "happened, then a person settles it at a terminal: `relay ledger show KEY` names "
+        "the commands",
     ),
     # 75: not yet / busy
     "timeout": ErrorSpec(
@@ -337,7 +385,9 @@ ERRORS: dict[str, ErrorSpec] = {
 
 
 class RelayError(Exception):
-    """A failure with a code from the taxonomy. ``detail`` adds specifics to the hint.
+    """A failure with a code from the taxonomy. ``detail`` adds specifics to the hint:
+    text, or a ``Said`` when it names commands, which the output layer renders with the
+    call's scope flags (design.md §14); the fixed hint stays first, unchanged.
 
     ``outcome_unknown`` is True on a ``database_unavailable`` raised when the connection
     broke at or after COMMIT was sent (design.md §13): the change may have been made.
@@ -347,10 +397,10 @@ class RelayError(Exception):
 
     def __init__(
         self,
-        code: str,
+        code: ErrorCode,
         message: str | None = None,
         *,
-        detail: str | None = None,
+        detail: str | Said | None = None,
         retry_after: float | None = None,
         exit_code: int | None = None,
         hint: str | None = None,
@@ -365,7 +415,7 @@ class RelayError(Exception):
             raise ValueError(f"{code} does not exit {exit_code} (see its also_exits)")
         self.code = code
         self.message = message or code.replace("_", " ")
-        self.detail = detail
+        self.said = said(detail)
         self.retry_after = retry_after
         self._exit_code = exit_code
         self._hint = hint  # replaces the code's hint where it would mislead
@@ -381,18 +431,36 @@ class RelayError(Exception):
         return self.spec.exit_code if self._exit_code is None else self._exit_code
 
     @property
-    def hint(self) -> str:
-        base = self.spec.hint if self._hint is None else self._hint
-        return base + (f" ({self.detail})" if self.detail else "")
+    def detail(self) -> str | None:
+        """The detail as one line of text (its commands without scope flags)."""
+        return self.said.text() if self.said else None
 
-    def to_dict(self) -> dict[str, Any]:
+    @detail.setter
+    def detail(self, value: str | Said | None) -> None:
+        self.said = said(value)
+
+    def hint_said(self) -> Said:
+        """The fixed hint, then the detail in parentheses, as prose with its commands."""
+        base = self.spec.hint if self._hint is None else self._hint
+        if not self.said:
+            return Said.of(base)
+        if isinstance(self.said.parts[-1], Choices):  # the choices end it, one per line
+            return Said.of(base, "; ", *self.said.parts)
+        return Said.of(base, " (", *self.said.parts, ")")
+
+    @property
+    def hint(self) -> str:
+        return self.hint_said().text()
+
+    def to_dict(self, scope: Scope = NO_SCOPE) -> dict[str, Any]:
+        """The JSON error object; its ``hint`` names commands with ``scope``'s flags."""
         retry_after = None
         if self.retry_after is not None:
             retry_after = max(0.0, round(self.retry_after, 3))
         return {
             "code": self.code,
             "message": self.message,
-            "hint": self.hint,
+            "hint": self.hint_said().text(scope),
             "retryable": self.spec.retryable,
             "retry_after_seconds": retry_after,
             "exit_code": self.exit_code,

@@ -2,10 +2,12 @@
 once: the code checks them, and the error table's fixed hints (``errors``), the commands'
 help and the agent guide state them from here, so no text can name another value than
 the one enforced. Every module that uses one imports it from here, under this name (no
-module passes one on: ``clock.TTL`` is not a name). No imports: everything may import
-this."""
+module passes one on: ``clock.TTL`` is not a name). It imports nothing of relay's:
+everything may import this."""
 
 from __future__ import annotations
+
+from typing import Literal
 
 DAY_S = 86400
 
@@ -56,6 +58,15 @@ CLAIMED_STATES = tuple(s for s in OPEN_STATES if s != "queued")
 
 # ---------------------------------------------------------------- peers and sessions (§3)
 DEFAULT_SESSION_LEASE_S = 45  # `peers join --lease`, `relay run --lease`
+# a `human` peer's: its shell sends no heartbeats while the person reads (design.md §3)
+DEFAULT_HUMAN_SESSION_LEASE_S = 3600
+
+
+def default_session_lease(kind: str | None) -> int:
+    """The session lease a join of ``kind`` gets without --lease (design.md §3)."""
+    return DEFAULT_HUMAN_SESSION_LEASE_S if kind == "human" else DEFAULT_SESSION_LEASE_S
+
+
 HOOK_RECENT_MS = 10 * 60 * 1000  # a hook ran this recently: the peer's runtime has hooks
 # The lease of a session a hook joins (an agent has no heartbeat between its turns), and
 # how long a wake waiter waits by default: as long as that session lives unrenewed.
@@ -63,7 +74,11 @@ HOOK_LEASE_S = 3600
 
 # A peer name, matched against the whole value (fullmatch) in ASCII: "alice\n" is not one.
 NAME_PATTERN = r"[a-z0-9][a-z0-9._-]{0,63}"
-KINDS = (
+# A peer's kind (design.md §3) and the agent runtimes relay has hooks for (design.md §12),
+# as types: a misspelt kind or runtime is a type error.
+RuntimeName = Literal["claude", "codex", "gemini", "opencode", "copilot"]
+Kind = Literal[RuntimeName, "aider", "human", "script", "other"]
+KINDS: tuple[Kind, ...] = (
     "claude",
     "codex",
     "gemini",

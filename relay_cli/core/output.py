@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence, TextIO
 
 from . import clock
+from .command import NO_SCOPE, Choices, Command, Said, Scope, said
+from .context import is_tty
 from .errors import RelayError
 
 if TYPE_CHECKING:
@@ -104,8 +106,11 @@ class Col:
     every character matters). ``first``: shrinks before the others (a command line, a
     detail), so what a person types back (a name, a key) keeps its characters longest.
     ``keep_end``: a cut cell keeps its end (``…/project/dir``), for paths.
-    ``middle``: a cut cell keeps its start and its end (``claude…ntend``), for names and
-    reasons that differ only at the end (``…-frontend``, ``…-backend``).
+    ``middle``: a cut cell keeps its start and its end, whole words where they fit
+    (``claude…frontend``), for names that differ only at the end (``…-frontend``,
+    ``…-backend``).
+    ``drop``: when even the narrowest columns do not fit the line, the columns with a
+    ``drop`` are left out, 1 first, and the table says so under it; 0: never left out.
     ``styles``: value -> rich style, used when colour is on.
     """
 
@@ -115,6 +120,7 @@ class Col:
     first: bool = False
     keep_end: bool = False
     middle: bool = False
+    drop: int = 0
     styles: dict[str, str] | None = None
     justify: str = "left"
 
@@ -147,6 +153,15 @@ class Output:
     # the stderr streams (by ``id``) that carry the call's one JSON error line already
     # (design.md §7): the call's own set, shared by every Output of the call
     error_lines: set[int] = field(default_factory=set)
+    # the scope flags the call was given on its command line, which every command it
+    # prints carries (design.md §14): the call's context's
+    scope: Scope = NO_SCOPE
+    # the scope notes told already in this call (the call's own set, shared)
+    notes_told: set[str] = field(default_factory=set)
+    # stdout and stderr are terminals (the call's context's flags); None: asked of the
+    # streams, for an Output made without a context
+    stdout_is_tty: bool | None = None
+    stderr_is_tty: bool | None = None
 
     @classmethod
     def of(cls, ctx: Context, json_mode: bool) -> Output:
@@ -158,6 +173,10 @@ class Output:
             color_choice=ctx.color,
             environ=ctx.environ,
             error_lines=ctx.error_lines,
+            scope=ctx.scope,
+            notes_told=ctx.notes_told,
+            stdout_is_tty=ctx.stdout_tty,
+            stderr_is_tty=ctx.stderr_tty,
         )
 
     def _env_set(self, name: str) -> bool:
@@ -165,10 +184,13 @@ class Output:
 
     @property
     def tty(self) -> bool:
-        try:
-            return self.stdout.isatty()
-        except (AttributeError, ValueError):
-            return False
+        """Standard output is a terminal: a person reads it."""
+        return is_tty(self.stdout) if self.stdout_is_tty is None else self.stdout_is_tty
+
+    @property
+    def stderr_tty(self) -> bool:
+        """Standard error is a terminal: a person sees what relay says there."""
+        return is_tty(self.stderr) if self.stderr_is_tty is None else self.stderr_is_tty
 
     @property
     def terminal(self) -> bool:
@@ -210,20 +232,101 @@ class Output:
 
     def error(self, err: RelayError) -> None:
         if self.json_mode:
-            self._error_line(err.to_dict())
+            self._error_line(err.to_dict(self.scope))
             return
         # a wait that ran out means "not yet" (design.md §1), never an error
         label = "not yet" if err.code in NOT_YET else "error"
-        width = terminal_width(self.stderr, self.environ) if _isatty(self.stderr) else None
-        for text in (
-            f"relay: {label}: {err.code}: {inert_line(err.message)}",
-            f"hint: {inert(err.hint)}",
-        ):
-            # on a terminal, wrapped between words: a command keeps its line (design.md §14)
-            self.stderr.write("\n".join(wrap_prose(text, width)) + "\n")
+        width = terminal_width(self.stderr, self.environ) if self.stderr_tty else None
+        message = f"relay: {label}: {err.code}: {inert_line(err.message)}"
+        lines = wrap_prose(message, width)
+        # on a terminal, wrapped between words; a command keeps its line (design.md §14)
+        lines += self.said_lines(Said.of("hint: ", *err.hint_said().parts), width)
+        self.stderr.write("\n".join(lines) + "\n")
         if err.retry_after is not None:
             self.stderr.write(f"retry after: {err.to_dict()['retry_after_seconds']} s\n")
         self.stderr.flush()
+
+    # ---------------------------------------------------------------- printed commands
+    def command_lines(
+        self, command: Command, lead: str = "", indent: str = "", width: int | None = None
+    ) -> list[str]:
+        """``command`` as this call prints it (design.md §14): with the call's scope flags,
+        continued with `` \\`` on a terminal too narrow for it; one line when piped."""
+        self._tell_note(command)
+        return command.lines(self.scope, width or self.width, lead, indent)
+
+    def _tell_note(self, *commands: Command) -> None:
+        """Before the first command whose scope words need the person to know something
+        (a URL whose password relay does not print, read from $RELAY_DATABASE_URL), say
+        it on stderr, once a call (design.md §14). With --json nothing is said there:
+        doctor's document has it as ``commands_note``."""
+        note = self.scope.note
+        if not note or note in self.notes_told or self.json_mode:
+            return
+        if any(c.scoped and c.program == "relay" for c in commands):
+            self.notes_told.add(note)
+            self.note(f"relay: {note}")
+
+    def command(self, command: Command, lead: str = "", indent: str = "") -> None:
+        """Print ``command`` on stdout (after ``lead``: ``next: ``, ``then: ``, ``→ ``)."""
+        for ln in self.command_lines(command, lead, indent):
+            self.line(ln)
+
+    def said_lines(self, text: Said | str, width: int | None, indent: str = "  ") -> list[str]:
+        """Prose that names commands, for a terminal ``width`` wide (None: not a terminal,
+        never wrapped). Text is made inert and wrapped between words; an inline command is
+        kept whole in backquotes, or, when it would not fit a line, set on lines of its own
+        (continued with `` \\``); choices are one full command per line, piped too (JSON's
+        hint has them on its one line: ``Said.text``)."""
+        prose = said(text)
+        self._tell_note(*prose.commands)
+        lines: list[str] = []
+        pending = ""
+
+        def flush(keep: bool = False) -> None:
+            nonlocal pending
+            if pending.strip():
+                lines.extend(wrap_prose(pending, width, indent))
+            elif keep:
+                lines.append(pending)
+            pending = ""
+
+        for part in prose.parts:
+            if isinstance(part, Command):
+                one = part.text(self.scope)
+                if width is None or cell_len(one) + 2 <= width - len(indent):
+                    pending += part.quoted(self.scope)
+                    continue
+                flush()
+                lines.extend(part.lines(self.scope, width, indent=indent))
+            elif isinstance(part, Choices):
+                flush()
+                for choice in part.commands:
+                    lines.extend(choice.lines(self.scope, width, indent=indent))
+            else:
+                first, *more = inert(part).split("\n")
+                pending += first
+                for piece in more:  # a newline of the prose ends its line
+                    flush(keep=True)
+                    pending = piece
+        flush()
+        return lines or [""]
+
+    def said(self, text: Said | str, stream: TextIO | None = None) -> None:
+        """A sentence that may name commands, for the person: on stdout (or ``stream``),
+        rendered by ``said_lines`` at the terminal's width."""
+        target = self.stdout if stream is None else stream
+        width = (
+            self.width
+            if stream is None
+            else (
+                terminal_width(target, self.environ)
+                if is_tty(target) and not self.json_mode
+                else None
+            )
+        )
+        for ln in self.said_lines(text, width):
+            target.write(ln + "\n")
 
     def _error_line(self, error: dict[str, Any]) -> None:
         """With --json, stderr carries one line, ``{"error": {...}}`` (design.md §7): the
@@ -240,19 +343,20 @@ class Output:
     def waiting(self, text: str) -> None:
         """What a blocked command waits for, on stderr, only for a person: when stderr is a
         terminal and the output is not JSON (design.md §14)."""
-        try:
-            if self.json_mode or not self.stderr.isatty():
-                return
-        except (AttributeError, ValueError):
+        if self.json_mode or not self.stderr_tty:
             return
         self.note(text)
 
-    def note(self, text: str) -> None:
+    def note(self, text: str | Said) -> None:
         """A line for the person on stderr -- in human output only. With --json, stderr
         carries nothing but the one error line (design.md §7), so a note is not written:
-        whatever it tells must be a field of the JSON document."""
+        whatever it tells must be a field of the JSON document. A note that names
+        commands (a ``Said``) is rendered at stderr's width, with the call's scope."""
         if self.json_mode:
             return
+        if isinstance(text, Said):
+            width = terminal_width(self.stderr, self.environ) if self.stderr_tty else None
+            text = "\n".join(self.said_lines(text, width))
         self.stderr.write(text + "\n")
         self.stderr.flush()
 
@@ -332,10 +436,6 @@ class Output:
             console.print(ln, soft_wrap=True, overflow="ignore", crop=False)
 
     # ---------------------------------------------------------------- values in tables
-    def short_id(self, request_id: str) -> str:
-        """8 characters on a terminal (any command takes them back); the full id otherwise."""
-        return request_id[:8] if self.terminal else request_id
-
     def short_ids(self, ids: Iterable[str]) -> dict[str, str]:
         """Each id as a table shows it: on a terminal its shortest prefix of at least 8
         characters that no other id shown shares (``unique_prefixes``), the full id
@@ -452,7 +552,7 @@ def make_console(
     system: Literal["standard", "auto"] | None
     if color:
         dumb = environ.get("TERM") in (None, "", "dumb")
-        system = "standard" if dumb or not _isatty(stream) else "auto"
+        system = "standard" if dumb or not is_tty(stream) else "auto"
     else:
         system = None
     return Console(
@@ -468,13 +568,6 @@ def make_console(
         # in rich's documented parameters (tests/core/test_output.py fails if it goes)
         _environ=environ,
     )
-
-
-def _isatty(stream: TextIO) -> bool:
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):
-        return False
 
 
 def cell_len(text: str) -> int:
@@ -501,6 +594,9 @@ def fit(
 
     room = width - cell_len(ellipsis)
     if middle and room >= 4:
+        words = _words_around(text, room)
+        if words is not None:
+            return words[0] + ellipsis + words[1]
         head = set_cell_size(text, (room + 1) // 2)
         tail = set_cell_size(text[::-1], room // 2)[::-1]
         return head + ellipsis + tail
@@ -508,6 +604,28 @@ def fit(
         tail = set_cell_size(text[::-1], room)[::-1]
         return ellipsis + tail
     return set_cell_size(text, room) + ellipsis
+
+
+# what separates the words of a name or a reason (`claude-code-reviewer-frontend`)
+_WORD_BREAKS = "-_./ "
+
+
+def _words_around(text: str, room: int) -> tuple[str, str] | None:
+    """Whole words from the start and from the end of ``text`` that fit ``room`` cells
+    together, the end's first (it tells ``…-frontend`` from ``…-backend``); the separators
+    beside the ellipsis left out. None when not even one word of each fits."""
+    cuts = [i for i, ch in enumerate(text) if ch in _WORD_BREAKS]
+    best: tuple[int, int, str, str] | None = None
+    for t in cuts:
+        tail = text[t + 1 :]
+        for h in cuts:
+            head = text[:h]
+            if not head or not tail or h >= t:
+                continue
+            size = cell_len(head) + cell_len(tail)
+            if size <= room and (best is None or (size, cell_len(tail)) > best[:2]):
+                best = (size, cell_len(tail), head, tail)
+    return None if best is None else (best[2], best[3])
 
 
 def wrap(text: str, width: int, ellipsis: str = "\u2026") -> list[str]:
@@ -599,6 +717,7 @@ def render_table(
     inner = max(1, width - indent)
     if not rows:
         return [Text(pad + fit(empty, inner, ellipsis), style="dim" if color else "")]
+    cols, cells, left_out = _leave_out(cols, cells, inner)
     widths = column_widths(cols, cells, inner, cell_len)
     header = Text(pad)
     for i, (c, w) in enumerate(zip(cols, widths, strict=True)):
@@ -614,7 +733,33 @@ def render_table(
             line.append(" " * GAP if i < len(cols) - 1 else "")
         line.rstrip()
         lines.append(_cut(line, width, ellipsis))
+    if left_out:
+        said = f"({', '.join(left_out)} left out at this width; piped or --json, every column)"
+        lines.append(Text(pad + fit(said, inner, ellipsis), style="dim" if color else ""))
     return lines
+
+
+def _leave_out(
+    cols: list[Col], cells: list[list[str]], width: int
+) -> tuple[list[Col], list[list[str]], list[str]]:
+    """The columns that stay when even the narrowest of them do not fit ``width``: those
+    with a ``drop`` go, 1 first, until the rest fit (design.md §14). Returns the columns,
+    the cells and the names left out."""
+    left_out: list[str] = []
+    while True:
+        natural = [
+            max([cell_len(c.name)] + [cell_len(r[i]) for r in cells]) for i, c in enumerate(cols)
+        ]
+        narrowest = sum(
+            n if c.fixed else min(c.min, n) for c, n in zip(cols, natural, strict=True)
+        ) + GAP * (len(cols) - 1)
+        droppable = [i for i, c in enumerate(cols) if c.drop]
+        if narrowest <= width or not droppable:
+            return cols, cells, left_out
+        i = min(droppable, key=lambda i: cols[i].drop)
+        left_out.append(cols[i].name)
+        cols = cols[:i] + cols[i + 1 :]
+        cells = [r[:i] + r[i + 1 :] for r in cells]
 
 
 def _cell(value: str, width: int, col: Col, ellipsis: str) -> str:

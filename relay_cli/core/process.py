@@ -28,7 +28,7 @@ import os
 import signal
 import socket
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Union
 
 from .errors import (  # as a shell exits (the error table)
     NOT_EXECUTABLE_EXIT,
@@ -37,6 +37,7 @@ from .errors import (  # as a shell exits (the error table)
 )
 
 if TYPE_CHECKING:
+    import subprocess
     from types import FrameType
 
     # what signal.signal() takes and returns for a signal
@@ -629,6 +630,109 @@ def _gated_exec(
     except BaseException as e:  # noqa: BLE001 - nothing may escape a forked child
         with contextlib.suppress(OSError):
             os.write(report_w, f"0:{type(e).__name__}".encode())
+
+
+# --------------------------------------------------------------------------- process groups
+def group_members(pgid: int) -> list[int]:
+    """The processes of process group ``pgid`` that still run (a zombie has ended: it
+    waits only to be reaped), as /proc shows them; without a /proc of this PID namespace,
+    ``[pgid]`` while the kernel knows the group at all."""
+    if not _have_proc():
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return []
+        except OSError:
+            pass
+        return [pgid]
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                data = f.read()
+        except OSError:
+            continue
+        fields = data[data.rindex(b")") + 2 :].split()  # from field 3 (state) on
+        if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X", b"x"):
+            out.append(int(name))
+    return out
+
+
+def kill_group(pgid: int, sig: int) -> None:
+    with contextlib.suppress(OSError):
+        os.killpg(pgid, sig)
+
+
+def stop_group(pgid: int, grace: float, sig: int = signal.SIGTERM) -> bool:
+    """End process group ``pgid`` while any member of it runs, whether or not its leader
+    still does: ``sig``, then SIGKILL after ``grace`` seconds, then wait (at most
+    ``grace`` more) until no member runs. True when none does.
+
+    The caller must know the group is still the one it started: a process group id is
+    not given to a new process while any process is in that group, or while its leader
+    is an unreaped child of the caller (a zombie holds its pid), so a caller that reaps
+    its leader only after this returns is sure of it."""
+    import time
+
+    for s, end in ((sig, grace), (signal.SIGKILL, grace)):
+        if not group_members(pgid):
+            return True
+        kill_group(pgid, s)
+        deadline = time.monotonic() + end
+        while group_members(pgid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    return not group_members(pgid)
+
+
+def environ_holds(pid: int, entry: str) -> bool:
+    """Does process ``pid``'s environment (as it was started) hold ``NAME=VALUE``?"""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            data = f.read()
+    except OSError:
+        return False
+    return entry.encode() in data.split(b"\0")
+
+
+def run_bounded(
+    argv: list[str],
+    *,
+    timeout: float,
+    env: Mapping[str, str] | None = None,
+    capture: bool = True,
+) -> subprocess.CompletedProcess[bytes]:
+    """``subprocess.run`` with a timeout that ends everything the command started, not
+    only the command: it runs in a session (and so a process group) of its own, with no
+    standard input, and when ``timeout`` passes — or relay is interrupted while it runs
+    — its whole group gets SIGKILL (a grandchild holding its output open would otherwise
+    outlive relay). Raises ``subprocess.TimeoutExpired`` then, OSError when it cannot
+    start. ``capture``: stdout and stderr are kept (else stdout is discarded, stderr
+    kept)."""
+    import subprocess
+
+    p = subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE if capture else subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=dict(env) if env is not None else None,
+        start_new_session=True,
+        close_fds=True,
+    )
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except BaseException:
+        kill_group(p.pid, signal.SIGKILL)  # the leader is unreaped: its group is still ours
+        for stream in (p.stdout, p.stderr):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            p.wait(timeout=5)
+        raise
+    return subprocess.CompletedProcess(argv, p.returncode, out or b"", err or b"")
 
 
 def spawn_detached(argv: list[str], env: dict[str, str], cwd: str | None = None) -> bool:

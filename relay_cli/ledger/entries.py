@@ -38,12 +38,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..core import clock
+from ..core.command import Choices, Said, relay
 from ..core.digest import sha256_hex
-from ..core.errors import RelayError
+from ..core.errors import ErrorCode, RelayError
 from ..core.limits import DEFAULT_WAIT_S, STALE_S
 from ..core.person import person, require_terminal
 from ..core.process import Me, process_alive, this_host
-from ..requests import due, lifecycle
+from ..requests import due, validate
 from .states import (
     STATES,
     VIEWS,
@@ -62,15 +63,26 @@ if TYPE_CHECKING:
 KEY_RE = re.compile(r"[!-~]{1,200}", re.ASCII)  # the whole value (fullmatch): no "k\n"
 DEFAULT_APPROVAL_WAIT_S = DEFAULT_WAIT_S  # it waits like `relay wait`
 OUTCOMES = ("succeeded", "failed", "forget")
-# what a person runs to settle an entry, as doctor and watch name it
-SETTLE = f"relay ledger resolve KEY --outcome {'|'.join(OUTCOMES)}"
+
+
+def settle(key: str) -> Choices:
+    """What a person runs to settle the entry ``key``, one full command per outcome, as
+    doctor, watch and the errors name them (design.md §14)."""
+    return Choices(
+        tuple(relay("ledger", "resolve", key, "--outcome", o, changes=True) for o in OUTCOMES)
+    )
+
+
+def decide(key: str) -> Choices:
+    """What a person runs to decide on an entry awaiting approval: approve or deny it."""
+    return Choices((relay("approve", key, changes=True), relay("deny", key, changes=True)))
 
 
 class EntryError(RelayError):
     """A refusal that concerns an existing entry; ``entry`` is its public object."""
 
     def __init__(
-        self, code: str, message: str, entry: JsonObject, detail: str | None = None
+        self, code: ErrorCode, message: str, entry: JsonObject, detail: str | Said | None = None
     ) -> None:
         super().__init__(code, message, detail=detail)
         self.entry = entry
@@ -294,9 +306,10 @@ def begin(
                 f"key {key!r} started at {entry['started_at']} on {place(row)}, "
                 f"{stopped_renewing(row, now)}; nothing was run now",
                 entry,
-                detail=f"only at a terminal, once you know it ended on {row['host']}: "
-                f"`relay ledger resolve {shlex.quote(key)} --outcome succeeded`, or "
-                "failed, or forget",
+                detail=Said.of(
+                    f"only at a terminal, once you know it ended on {row['host']}, with one of: ",
+                    settle(key),
+                ),
             )
         elif not row["idempotent"]:
             raise EntryError(
@@ -304,6 +317,7 @@ def begin(
                 f"key {key!r} started at {entry['started_at']} but its outcome was never "
                 "recorded (relay and the command are gone); nothing was run now",
                 entry,
+                detail=Said.of("once you know whether it happened, with one of: ", settle(key)),
             )
         else:
             event = "rerun"
@@ -401,7 +415,7 @@ def awaiting(store: LedgerStore, now: int) -> list[JsonObject]:
 
 def validate_outcome(value: str) -> str:
     """A `ledger resolve --outcome`: succeeded, failed or forget, else ``usage_error``."""
-    return lifecycle.one_of(value, OUTCOMES, "--outcome")
+    return validate.one_of(value, OUTCOMES, "--outcome")
 
 
 def needs_terminal(row: Record) -> bool:
@@ -504,7 +518,7 @@ def approve(
             "state_conflict",
             f"key {key!r} now names another command or "
             "directory than the one shown; nothing was approved",
-            detail="run `relay approve KEY` again to see it",
+            detail=Said.of("run ", relay("approve", key, changes=True), " again to see it"),
         )
     if row["decision"] == "approved" and row["state"] != "forgotten":
         return entry_object(row, now)  # already approved: nothing changes
@@ -556,7 +570,8 @@ def deny(store: LedgerStore, now: int, key: str, note: str | None, *, terminal: 
 __all__ = [
     "DEFAULT_APPROVAL_WAIT_S",
     "OUTCOMES",
-    "SETTLE",
+    "decide",
+    "settle",
     "STATES",
     "EntryError",
     "approve",

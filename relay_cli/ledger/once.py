@@ -19,11 +19,11 @@ from __future__ import annotations
 import contextlib
 import os
 import selectors
-import shlex
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, TextIO, TypeGuard, TypeVar
 
+from ..core.command import Said, relay
 from ..core.errors import RelayError
 from ..core.limits import RENEW_S, TAIL_BYTES
 from ..core.process import (
@@ -521,7 +521,7 @@ def execute(
             raise RelayError(
                 "state_conflict",
                 f"key {key!r} was settled by a person before its command started; nothing ran",
-                detail="`relay ledger show KEY` shows who settled it",
+                detail=Said.of(relay("ledger", "show", key), " shows who settled it"),
             )
         proc.release()
     except CannotStart as e:
@@ -608,9 +608,15 @@ def _unrecorded_start(
             error.code,
             f"{what}; the entry could not be withdrawn either "
             f"({again.message}): the next call with key {key!r} runs the command "
-            "when the entry names no command process (`relay ledger show "
-            f"{shlex.quote(key)}` says which), else a person settles it with "
-            f"`relay ledger resolve {shlex.quote(key)} --outcome forget`",
-            detail=error.detail,
+            "when the entry names no command process (relay ledger show says which), "
+            "else a person settles it",
+            detail=Said.of(
+                *error.said.parts,
+                "; " if error.said else "",
+                "which: ",
+                relay("ledger", "show", key),
+                "; settled with ",
+                relay("ledger", "resolve", key, "--outcome", "forget", changes=True),
+            ),
         )
-    return RelayError(error.code, f"{what}, and the key stays free", detail=error.detail)
+    return RelayError(error.code, f"{what}, and the key stays free", detail=error.said)

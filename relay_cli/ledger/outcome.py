@@ -8,15 +8,15 @@ then the notes; then the error, if any. Every variant of the document is built h
 from __future__ import annotations
 
 import enum
-import shlex
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional
 
 from ..core import clock
+from ..core.command import Said
 from ..core.errors import RelayError, cannot_start
 from ..core.limits import TAIL_BYTES
 from ..core.output import inert
-from .entries import command_text
+from .entries import command_text, decide
 
 if TYPE_CHECKING:
     from relay_cli.core.output import JsonObject
@@ -122,16 +122,16 @@ def refused(error: EntryError) -> OnceResult:
 
 
 # --------------------------------------------------------------------------- a person's lines
-def waiting_note(entry: JsonObject) -> str:
-    """What a `once --approve` call says while it waits for a person's decision."""
-    key = shlex.quote(entry["key"])
-    return (
-        f"relay: key {inert(entry['key'])} needs a person's approval; nothing has run yet\n"
-        f"  command: {inert(command_text(entry['argv']))}\n"
-        f"  cwd:     {inert(entry['cwd'])}\n"
-        f"  key:     {inert(entry['key'])}\n"
-        f"relay: waiting. A person decides in their own terminal: relay approve {inert(key)}"
-        f"   or   relay deny {inert(key)} --note TEXT"
+def waiting_note(entry: JsonObject) -> Said:
+    """What a `once --approve` call says while it waits for a person's decision: the
+    commands that decide, each whole on a line of its own (design.md §14)."""
+    return Said.of(
+        f"relay: key {entry['key']} needs a person's approval; nothing has run yet\n"
+        f"  command: {command_text(entry['argv'])}\n"
+        f"  cwd:     {entry['cwd']}\n"
+        f"  key:     {entry['key']}\n"
+        "relay: waiting. A person decides in their own terminal with one of:",
+        decide(entry["key"]),
     )
 
 

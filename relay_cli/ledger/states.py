@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Iterable, NamedTuple
 
+from ..core.command import Said, relay
 from ..core.errors import RelayError
 from ..core.limits import STALE_S
 from ..core.process import pid_namespace, process_alive, this_host
@@ -253,7 +254,7 @@ NEW_ENTRY_EVENTS = frozenset({"call", "call_approve"})
 # What a refusal says after "key K is STATE", and its detail, for the events a person
 # asks for; any other refused event is a bug in relay's own order of steps.
 REFUSALS = {
-    "approve": ("", "it cannot be approved now; `relay ledger show KEY` shows it"),
+    "approve": ("", "it cannot be approved now"),
     "deny": ("", "it already started or was settled; it cannot be denied now"),
     "resolve_succeeded": (": its command never ran", "only --outcome forget applies to it"),
     "resolve_failed": (": its command never ran", "only --outcome forget applies to it"),
@@ -268,7 +269,10 @@ def transition(key: str, from_state: str | None, event: str) -> Transition:
     if t is not None:
         return t
     if event in REFUSALS:
-        more, detail = REFUSALS[event]
+        more, why = REFUSALS[event]
+        detail = Said.of(why)
+        if event == "approve":  # the entry, as it is now (design.md §14)
+            detail = Said.of(why, "; ", relay("ledger", "show", key), " shows it")
         raise RelayError("state_conflict", f"key {key!r} is {from_state}{more}", detail=detail)
     raise RelayError(
         "state_conflict",

@@ -1,6 +1,6 @@
 """`relay export`: requests for a person's reports, as JSON lines, CSV or a Markdown table.
 
-Every format is built from the one request object (``lifecycle.request_object``,
+Every format is built from the one request object (``objects.request_object``,
 design.md §7). JSON lines are the request objects exactly as `--json` prints them. CSV and
 Markdown are human output: every cell is made inert like a table cell on a terminal
 (``output.inert_line``); CSV cells that a spreadsheet would run as a formula are
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from ..core.errors import RelayError
 from ..core.output import inert_line
-from ..requests.lifecycle import request_object
+from ..requests.objects import request_object
 
 if TYPE_CHECKING:
     from relay_cli.store import DataStore, Record
@@ -54,7 +54,7 @@ def validate_format(value: str) -> str:
 
 def csv_columns() -> list[str]:
     """CSV has every field of the request object, in its order (``relay schema``)."""
-    from ..requests.lifecycle import request_fields
+    from ..requests.objects import request_fields
 
     always: list[str] = request_fields()["always"]
     return always

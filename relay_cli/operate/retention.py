@@ -8,7 +8,10 @@ removes the tombstones.
   still answers ``duplicate: true`` with the old final state, and ``show`` answers
   ``"pruned": true``.
 - 120 days after a request finished (or after the retention, if that is longer) its row
-  and its events are removed entirely; after that its id is free again.
+  and its events are removed entirely; after that its id is free again. Its claims go
+  with it, except one made with an attempt id (design.md §6): that one stays, marked with
+  when its request was removed, and goes after as long again, so a very late retry of
+  the attempt is told that its request was pruned, never that it took nothing.
 - Drafts: unsubmitted drafts that expired are removed; so are submitted drafts whose
   request is gone or is a tombstone (the request row answers a repeated submit).
 - Requests that are not final are never touched.
@@ -64,6 +67,7 @@ COUNT_KEYS = (
     "drafts_removed",
     "sessions_removed",
     "hook_records_removed",
+    "claim_attempts_removed",
 )
 
 
@@ -113,7 +117,7 @@ def prune(
         # tombstones first, so that the body pass does not touch doomed rows
         for reqs, events in _batches(
             store,
-            lambda: store.remove_old_tombstones(FINAL, tomb_cutoff, batch),
+            lambda: store.remove_old_tombstones(FINAL, tomb_cutoff, batch, now),
             batch,
             count=lambda r: r[0],
         ):
@@ -132,6 +136,8 @@ def prune(
                 done["sessions_removed"] += store.remove_sessions(unused[i : i + batch])
         for n in _batches(store, lambda: store.remove_hook_records(body_cutoff, batch), batch):
             done["hook_records_removed"] += n
+        for n in _batches(store, lambda: store.remove_old_attempts(tomb_cutoff, batch), batch):
+            done["claim_attempts_removed"] += n
         counts = {k: done[k] for k in COUNT_KEYS}
     result: dict[str, Any] = {
         "dry_run": dry_run,

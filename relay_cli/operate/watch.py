@@ -2,8 +2,9 @@
 
 ``gather`` reads one consistent snapshot (inside ``due.unit(write=False)``, so due
 time-based transitions are applied first and nothing else is written). ``render`` turns
-it into lines: first what needs a person (``delivery_unknown`` requests, ``effect_unknown``
-and awaiting-approval ``relay once`` entries), then open requests, peers and recent
+it into lines: first what needs a person (agents waiting for one, design.md §19;
+``delivery_unknown`` requests, ``effect_unknown`` and awaiting-approval ``relay once``
+entries), then open requests, peers and recent
 transitions. Given a height, every section keeps its title and as many rows as fit, in
 that order of importance, and says "+N more" for the rest instead of running off the
 screen. Lines are plain strings without a width (a pipe), else rich ``Text`` no wider
@@ -16,10 +17,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from ..core import clock
+from ..core.command import NO_SCOPE, Command, Said, Scope, placeholder, relay
 from ..core.limits import OPEN_STATES
 from ..core.output import (
     Col,
+    Output,
     ago,
+    cell_len,
     deadline,
     duration,
     fit,
@@ -27,20 +31,23 @@ from ..core.output import (
     render_table,
     unique_prefixes,
 )
-from ..requests import activity, lifecycle, peers
-from ..requests.states import SETTLE, STATE_STYLES
+from ..requests import activity, objects, peers
+from ..requests.states import NEXT_DEADLINE, STATE_STYLES, settle
 
 if TYPE_CHECKING:
     from rich.text import Text
 
-    from relay_cli.store import Store
+    from relay_cli.store import Row, Store
 
     from ..core.output import JsonObject
 
 OPEN_LIMIT = 40
+# the order open requests are chosen and shown in: held work first, then queued
+HELD_FIRST = tuple(reversed(OPEN_STATES))  # acknowledged, delivered, queued
 EVENTS_LIMIT = 15
 UNKNOWN_LIMIT = 40
 GLIMPSE = 3  # rows every section gets before any section gets more
+FINAL_LIMIT = 40  # the newest requests that became final, for the web view's lane
 # Event target states a person must notice.
 LOUD_STATES = ("delivery_unknown", "failed")
 LOUD = {
@@ -53,7 +60,7 @@ class Snapshot:
     now: int
     home: str
     peers: list[JsonObject] = field(default_factory=list)
-    open: list[JsonObject] = field(default_factory=list)  # request objects, newest first
+    open: list[JsonObject] = field(default_factory=list)  # request objects, as shown
     open_more: int = 0
     counts: dict[str, int] = field(default_factory=dict)
     unknown: list[JsonObject] = field(default_factory=list)  # newest delivery_unknown requests
@@ -62,17 +69,27 @@ class Snapshot:
     effect_unknown: list[JsonObject] = field(default_factory=list)  # crashed `relay once` entries
     # agents that wait for a person (or failed holding work), longest first (design.md §19)
     needs: list[activity.SessionActivity] = field(default_factory=list)
-    # the --home / --database-url words every command watch prints carries, so it acts on
-    # the home or database watched when pasted into the same shell (design.md §14)
-    scope: str = ""
+    # the web view's lanes (design.md §17), gathered only when asked for: requests that
+    # became final lately (newest first) and every ledger entry that is not final
+    final: list[JsonObject] = field(default_factory=list)
+    final_within_s: int | None = None
+    ledger_open: list[JsonObject] = field(default_factory=list)
 
     @property
     def open_total(self) -> int:
         return sum(self.counts.get(s, 0) for s in OPEN_STATES)
 
 
-def gather(store: Store, now: int, events_limit: int = EVENTS_LIMIT) -> Snapshot:
-    """One snapshot of peers, open requests, recent transitions and pending approvals."""
+def gather(
+    store: Store,
+    now: int,
+    events_limit: int = EVENTS_LIMIT,
+    *,
+    final_within_s: int | None = None,
+) -> Snapshot:
+    """One snapshot of peers, open requests, recent transitions and pending approvals.
+    With ``final_within_s`` (the web view's lanes) also the requests that became final
+    within that many seconds and the ledger's open entries."""
     from ..ledger.entries import awaiting, list_entries, reruns_by_itself
 
     snap = Snapshot(now=now, home=str(store.home))
@@ -84,15 +101,20 @@ def gather(store: Store, now: int, events_limit: int = EVENTS_LIMIT) -> Snapshot
         )
         snap.peers.append(obj)
     snap.counts = store.count_by_state()
-    rows = store.list_requests(list(OPEN_STATES), None, None, OPEN_LIMIT)  # the newest
-    snap.open = [lifecycle.request_object(r) for r in rows]
+    # chosen from every open request (design.md §14): the held ones first (acknowledged,
+    # delivered: someone works on them), then queued; the oldest of each first
+    rows: list[Row] = []
+    for state in HELD_FIRST:
+        if len(rows) < OPEN_LIMIT and snap.counts.get(state):
+            rows += store.oldest_in_state(state, OPEN_LIMIT - len(rows))
+    snap.open = [objects.request_object(r) for r in rows]
     snap.open_more = max(0, snap.open_total - len(rows))
     snap.unknown = [
-        lifecycle.request_object(r)
+        objects.request_object(r)
         for r in store.list_requests(["delivery_unknown"], None, None, UNKNOWN_LIMIT)
     ]
     snap.events = [
-        {**lifecycle.event_object(e), "request_id": e["request_id"]}
+        {**objects.event_object(e), "request_id": e["request_id"]}
         for e in store.recent_events(events_limit)
     ]
     snap.awaiting = awaiting(store, now)
@@ -100,6 +122,19 @@ def gather(store: Store, now: int, events_limit: int = EVENTS_LIMIT) -> Snapshot
         e for e in list_entries(store, now, ["effect_unknown"]) if not reruns_by_itself(e)
     ]  # those rerun by themselves
     snap.needs = activity.needs_you(activity.snapshot(store, now))
+    if final_within_s is not None:
+        snap.final_within_s = final_within_s
+        snap.final = [
+            objects.request_object(r)
+            for r in store.recently_finished(now - final_within_s * 1000, FINAL_LIMIT)
+        ]
+        from ..ledger.states import FINAL_STATES as LEDGER_FINAL
+        from ..ledger.states import STATES as LEDGER_STATES
+
+        # every state an entry is shown in that is not final (effect_unknown included)
+        snap.ledger_open = list_entries(
+            store, now, [s for s in LEDGER_STATES if s not in LEDGER_FINAL]
+        )
     return snap
 
 
@@ -116,9 +151,7 @@ def json_doc(snap: Snapshot) -> JsonObject:
         "delivery_unknown": snap.unknown,
         "effect_unknown": snap.effect_unknown,
         "awaiting_approval": snap.awaiting,
-        "open": {
-            state: [r for r in reversed(snap.open) if r["state"] == state] for state in OPEN_STATES
-        },
+        "open": {state: [r for r in snap.open if r["state"] == state] for state in OPEN_STATES},
         "open_more": snap.open_more,
         "events": snap.events,
     }
@@ -129,23 +162,27 @@ def json_doc(snap: Snapshot) -> JsonObject:
 class Section:
     title: str
     total: int  # how many exist (rows may hold fewer)
-    more: str  # the command that shows them all
+    more: Command  # the command that shows them all
     cols: list[Col]
     rows: Sequence[Sequence[object]]
     empty: str | None = None  # shown when there are none; None: leave the section out
-    # The command a person runs on these rows, whole (a title would cut it at 80 columns).
-    action: str | None = None
+    # The commands a person runs on these rows, whole, each on its own lines (a title
+    # would cut them at 80 columns): for the first row, one per choice (design.md §14).
+    action: Said | None = None
+    # the "+N more" and action lines as rendered for the screen (``render`` sets them)
+    more_lines: list[str] = field(default_factory=list)
+    action_lines: list[str] = field(default_factory=list)
 
     def wanted(self) -> int:
-        """Lines to show it whole: title, column header, rows, a "+N more" line and the
-        action line."""
+        """Lines to show it whole: title, column header, rows, the "+N more" lines and the
+        action lines."""
         if not self.rows:
             return 1
         return (
             2
             + len(self.rows)
-            + (1 if self.total > len(self.rows) else 0)
-            + (1 if self.action else 0)
+            + (len(self.more_lines) if self.total > len(self.rows) else 0)
+            + len(self.action_lines)
         )
 
 
@@ -153,17 +190,19 @@ def _ms(iso: str | None) -> int | None:
     return None if iso is None else clock.parse_iso(iso)
 
 
+def next_deadline(r: JsonObject) -> str | None:
+    """The time (RFC 3339) of the deadline that moves an open request next (expiry while
+    queued, the claim lease while delivered, the reply deadline while acknowledged), or
+    None."""
+    key, _ = NEXT_DEADLINE.get(r["state"], (None, None))
+    return r[key] if key else None
+
+
 def _next(r: JsonObject, now: int) -> str:
     """The deadline that moves an open request next, with the local clock time: its
-    state says which (expiry while queued, the claim lease while delivered, the reply
-    deadline while acknowledged), so the cell is the time alone and stays whole."""
-    if r["state"] == "queued":
-        return deadline(_ms(r["expires_at"]), now)
-    if r["state"] == "delivered" and r["lease_expires_at"]:
-        return deadline(_ms(r["lease_expires_at"]), now)
-    if r["state"] == "acknowledged" and r["reply_deadline_at"]:
-        return deadline(_ms(r["reply_deadline_at"]), now)
-    return "-"
+    state says which (``NEXT_DEADLINE``), so the cell is the time alone and stays whole."""
+    at = next_deadline(r)
+    return deadline(_ms(at), now) if at else "-"
 
 
 def _lease(p: JsonObject) -> str:
@@ -172,7 +211,7 @@ def _lease(p: JsonObject) -> str:
 
 def sections(snap: Snapshot) -> list[Section]:
     """Every section, in the order a person needs them."""
-    from ..ledger.entries import SETTLE as LEDGER_SETTLE
+    from ..ledger import entries
 
     now = snap.now
     # ids as short as they can be while no two shown share a prefix (design.md §14)
@@ -186,7 +225,7 @@ def sections(snap: Snapshot) -> list[Section]:
         Section(
             f"needs you ({len(snap.needs)}): agents waiting for a person, longest first",
             len(snap.needs),
-            "relay peers list",
+            relay("peers", "list"),
             [
                 Col("agent", min=10, middle=True),
                 Col("activity", min=12),
@@ -208,7 +247,7 @@ def sections(snap: Snapshot) -> list[Section]:
         Section(
             f"delivery_unknown ({unknown_total}): check whether it was done, then settle it",
             unknown_total,
-            "relay list --state delivery_unknown",
+            relay("list", "--state", "delivery_unknown"),
             [
                 Col("id", fixed=True),
                 Col("from", min=8, middle=True),
@@ -220,30 +259,46 @@ def sections(snap: Snapshot) -> list[Section]:
                 [_short(r["id"]), r["from"], r["to"], r["reason"], ago(_ms(r["updated_at"]), now)]
                 for r in snap.unknown
             ],
-            action=SETTLE,
+            action=Said.of(
+                f"then, for {_short(snap.unknown[0]['id'])}, in your terminal, one of:",
+                settle(_short(snap.unknown[0]["id"])),
+            )
+            if snap.unknown
+            else None,
         ),
         Section(
             f"effect_unknown ({len(snap.effect_unknown)}): check whether it happened, "
             "then settle it",
             len(snap.effect_unknown),
-            "relay ledger list --state effect_unknown",
+            relay("ledger", "list", "--state", "effect_unknown"),
             _ledger_cols(),
             _ledger_rows(snap.effect_unknown, now),
-            action=LEDGER_SETTLE,
+            action=Said.of(
+                "then, for the first, in your terminal, one of:",
+                entries.settle(snap.effect_unknown[0]["key"]),
+            )
+            if snap.effect_unknown
+            else None,
         ),
         Section(
-            f"awaiting approval ({len(snap.awaiting)}): relay approve KEY or relay deny KEY",
+            f"awaiting approval ({len(snap.awaiting)}): a person approves or denies each",
             len(snap.awaiting),
-            "relay ledger list --state awaiting_approval",
+            relay("ledger", "list", "--state", "awaiting_approval"),
             _ledger_cols(),
             _ledger_rows(snap.awaiting, now),
+            action=Said.of(
+                "then, for the first, in your terminal, one of:",
+                entries.decide(snap.awaiting[0]["key"]),
+            )
+            if snap.awaiting
+            else None,
         ),
         Section(
             f"open requests ({snap.open_total}: "
             + ", ".join(f"{snap.counts.get(s, 0)} {s}" for s in OPEN_STATES)
             + ")",
             snap.open_total,
-            "relay list " + " ".join(f"--state {s}" for s in OPEN_STATES),
+            relay("list", *(w for s in OPEN_STATES for w in ("--state", s))),
             [
                 Col("id", fixed=True),
                 Col("state", fixed=True, styles=STATE_STYLES),
@@ -261,14 +316,14 @@ def sections(snap: Snapshot) -> list[Section]:
                     ago(_ms(r["updated_at"]), now),
                     _next(r, now),
                 ]
-                for r in _open_order(snap.open)
+                for r in snap.open
             ],
             empty="none",
         ),
         Section(
             f"peers ({len(snap.peers)}, {sum(p['active'] for p in snap.peers)} active)",
             len(snap.peers),
-            "relay peers list",
+            relay("peers", "list"),
             [
                 Col("name", min=12, middle=True),
                 Col("kind", fixed=True),
@@ -280,12 +335,12 @@ def sections(snap: Snapshot) -> list[Section]:
                 [p["name"], p["kind"], "yes" if p["active"] else "no", _lease(p), p["wakeup"]]
                 for p in sorted(snap.peers, key=lambda p: not p["active"])
             ],
-            empty="no peers yet: relay peers join NAME",
+            empty="no peers yet",
         ),
         Section(
             "recent transitions (newest first)",
             len(snap.events),
-            "relay show ID --events",
+            relay("show", placeholder("ID"), "--events"),
             [
                 Col("when", fixed=True),
                 Col("id", fixed=True),
@@ -306,12 +361,6 @@ def sections(snap: Snapshot) -> list[Section]:
             empty="none yet",
         ),
     ]
-    if snap.scope:
-        for sec in out:
-            sec.title = _scoped(sec.title, snap.scope)
-            sec.more = _scoped(sec.more, snap.scope)
-            sec.action = sec.action and _scoped(sec.action, snap.scope)
-            sec.empty = sec.empty and _scoped(sec.empty, snap.scope)
     return [s for s in out if s.rows or s.empty is not None]
 
 
@@ -320,21 +369,6 @@ def _holds(ids: list[str], short: Callable[[str], str]) -> str:
     if not ids:
         return "-"
     return short(ids[0]) + (f" +{len(ids) - 1}" if len(ids) > 1 else "")
-
-
-def _scoped(text: str, scope: str) -> str:
-    """``text`` with ``scope`` after each relay command in it (a command runs to the end of
-    the text or to " or ")."""
-    if "relay " not in text:
-        return text
-    head, _, commands = text.partition("relay ")
-    return head + " or ".join(f"relay {c} {scope}" for c in commands.split(" or relay "))
-
-
-def _open_order(reqs: list[JsonObject]) -> list[JsonObject]:
-    """Acknowledged and delivered work first (someone holds it), then queued; oldest first."""
-    rank = {s: i for i, s in enumerate(reversed(OPEN_STATES))}
-    return sorted(reversed(reqs), key=lambda r: rank[r["state"]])
 
 
 def _ledger_cols() -> list[Col]:
@@ -413,11 +447,20 @@ def render(
     color: bool = False,
     ellipsis: str = "\u2026",
     footer: str | None = None,
+    scope: Scope = NO_SCOPE,
 ) -> list[str | Text]:
     """The snapshot as lines. ``width`` None: plain strings, every section whole (a pipe).
-    Otherwise rich ``Text`` lines no wider than ``width``; with ``height``, at most that
-    many lines, sections cut to fit with "+N more: COMMAND"."""
+    Otherwise rich ``Text`` lines no wider than ``width`` (a command goes on with `` \\``
+    rather than be cut); with ``height``, at most that many lines, sections cut to fit
+    with "+N more: COMMAND". Every command carries ``scope``, the call's scope flags."""
     secs = sections(snap)
+    shown = Output(scope=scope)  # (renders the commands; writes nothing)
+    for sec in secs:
+        # (the count shown is at most the total: its line is never wider than this)
+        sec.more_lines = shown.command_lines(sec.more, f"+{sec.total} more: ", "  ", width)
+        sec.action_lines = shown.said_lines(sec.action, width, "  ") if sec.action else []
+        if sec.action_lines:
+            sec.action_lines[0] = f"  {sec.action_lines[0]}"
     if height is not None and height < 2:
         footer = None  # one line: the header says what matters most
     reserved = 1 + (1 if footer else 0)
@@ -445,21 +488,36 @@ def _section_lines(
     title = sec.title
     if not sec.rows:
         return [_plain_or_text(f"{title}: {sec.empty}", width, ellipsis, "dim" if color else "")]
-    action = 1 if sec.action else 0
-    fits = len(sec.rows) if budget >= sec.wanted() else budget - 3 - action
-    if fits < 1:  # no room for a row: the title says how many and where to look
-        return [_plain_or_text(f"{title}: +{sec.total} ({sec.more})", width, ellipsis, title_style)]
+    action_lines = sec.action_lines
+    more = len(sec.more_lines)
+    fits = len(sec.rows) if budget >= sec.wanted() else budget - 2 - more - len(action_lines)
+    if fits < 1:  # rows come first: the commands for the first row only where they fit
+        action_lines = []
+        fits = budget - 2 - more
+    if fits < 1:  # no room for a row: the title says how many, and the command when it fits
+        line = f"{title}: {sec.more_lines[0].strip()}" if more == 1 else ""
+        if not line or (width is not None and cell_len(line) > width):
+            line = f"{title}: +{sec.total} more"
+        return [_plain_or_text(line, width, ellipsis, title_style)]
     shown = sec.rows[:fits]
     hidden = sec.total - len(shown)
     out: list[str | Text] = [_plain_or_text(title, width, ellipsis, title_style)]
     out += render_table(sec.cols, shown, width, color=color, ellipsis=ellipsis, indent=2)
     if hidden > 0:
-        out.append(
-            _plain_or_text(f"  +{hidden} more: {sec.more}", width, ellipsis, "dim" if color else "")
-        )
-    if sec.action:
-        out.append(_plain_or_text(f"  then: {sec.action}", width, ellipsis, ""))
+        lines = [ln.replace(f"+{sec.total} more", f"+{hidden} more", 1) for ln in sec.more_lines]
+        out += [_command_line(ln, width, "dim" if color else "") for ln in lines]
+    out += [_command_line(ln, width, "") for ln in action_lines]
     return out
+
+
+def _command_line(text: str, width: int | None, style: str) -> str | Text:
+    """A line of a rendered command, already no wider than the screen unless one word is
+    (a long path on a tiny terminal): only then is it cut, to keep the screen whole."""
+    if width is None:
+        return text
+    from rich.text import Text
+
+    return Text(fit(text, width), style=style)
 
 
 def _plain_or_text(text: str, width: int | None, ellipsis: str, style: str) -> str | Text:
@@ -471,7 +529,7 @@ def _plain_or_text(text: str, width: int | None, ellipsis: str, style: str) -> s
     return Text(fit(text, width, ellipsis), style=style)
 
 
-def render_plain(snap: Snapshot) -> str:
+def render_plain(snap: Snapshot, scope: Scope = NO_SCOPE) -> str:
     """The whole snapshot as plain text (no colour, no box characters): a pipe, a file."""
-    lines = render(snap)  # width None: plain strings
+    lines = render(snap, scope=scope)  # width None: plain strings
     return "\n".join(str(line) for line in lines).rstrip("\n") + "\n"

@@ -8,9 +8,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping
 
 from ..core import clock
+from ..core.command import Command, Said, relay
 from ..core.digest import sha256_hex
-from ..core.errors import RelayError
-from ..core.limits import DEFAULT_SESSION_LEASE_S, HOOK_RECENT_MS, KINDS, NAME_PATTERN
+from ..core.errors import ErrorCode, RelayError
+from ..core.limits import HOOK_RECENT_MS, KINDS, NAME_PATTERN, default_session_lease
 from . import activity
 from .states import apply
 
@@ -69,7 +70,7 @@ def identity(
 
 
 # The error a token of a session in each status gets (design.md §3).
-STATUS_ERRORS = {
+STATUS_ERRORS: dict[str, ErrorCode] = {
     "superseded": "peer_superseded",
     "expired": "lease_expired",
     "left": "invalid_session",
@@ -143,25 +144,23 @@ def reload(store: PeerStore, caller: Caller) -> Caller:
     return caller
 
 
-def join_line(name: str, kind: str | None = None, lease_seconds: int | None = None) -> str:
+def join_line(name: str, kind: str | None = None, lease_seconds: int | None = None) -> Command:
     """The exact shell line that gives this shell a new session of ``name`` (design.md §14):
-    ``peers join --shell`` prints the ``export`` lines; without ``eval`` they go nowhere."""
-    import shlex
-
-    args = ["relay", "peers", "join", shlex.quote(name)]
+    ``peers join --shell`` prints the ``export`` lines; without ``eval`` they go nowhere.
+    A default kind or lease is left out."""
+    args = ["peers", "join", name]
     if kind and kind != "other":
         args += ["--kind", kind]
-    if lease_seconds and lease_seconds != DEFAULT_SESSION_LEASE_S:
+    if lease_seconds and lease_seconds != default_session_lease(kind):
         args += ["--lease", clock.duration_text(lease_seconds)]
-    command = " ".join([*args, "--shell"])
-    return f'eval "$({command})"'
+    return relay(*args, "--shell", changes=True, form="eval")
 
 
-def _rejoin(store: PeerStore, caller: Caller) -> str:
+def _rejoin(store: PeerStore, caller: Caller) -> Said:
     """The join line for this caller, with the kind and lease its session had."""
     peer = store.get_peer(caller.name)
     lease = caller.session["lease_seconds"] if caller.session is not None else None
-    return "run: " + join_line(caller.name, peer["kind"] if peer else None, lease)
+    return Said.of("run: ", join_line(caller.name, peer["kind"] if peer else None, lease))
 
 
 def require_live(store: PeerStore, caller: Caller) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from ..core.command import Choices, Said, relay
 from ..core.errors import RelayError
 from ..core.limits import FINAL_STATES
 
@@ -50,6 +51,14 @@ STATE_STYLES = {
     "delivery_unknown": "bold white on red",
 }
 
+# The deadline that moves an open request next, by its state (design.md §8): the field of
+# the request object that holds it, and what it is in a person's words (watch, the web view).
+NEXT_DEADLINE = {
+    "queued": ("expires_at", "expires"),
+    "delivered": ("lease_expires_at", "claim lease ends"),
+    "acknowledged": ("reply_deadline_at", "reply due"),
+}
+
 
 # Where a request's reason changes what its state claims, the note under it says so.
 REASON_NOTES: dict[tuple[str, str | None], str] = {
@@ -63,10 +72,19 @@ REASON_NOTES: dict[tuple[str, str | None], str] = {
 
 # What to do about a state, where its meaning alone leaves a reader who acts on it in doubt.
 ADVICE = {
-    "delivery_unknown": "ask the person; do not send it again on your own (`relay resolve` "
-    "settles it)",
+    "delivery_unknown": "ask the person; do not send it again on your own (the person settles it "
+    "with relay resolve)",
 }
-SETTLE = "relay resolve ID --outcome completed|failed|requeue"  # a person, in their terminal
+# How a person settles a delivery_unknown request, in their own terminal.
+RESOLVE_OUTCOMES = ("completed", "failed", "requeue")
+
+
+def settle(request_id: str) -> Choices:
+    """The commands that settle ``request_id``, one full command per outcome (design.md
+    §14): the person runs the one that is true."""
+    return Choices(
+        tuple(relay("resolve", request_id, "--outcome", o, changes=True) for o in RESOLVE_OUTCOMES)
+    )
 
 
 # Ended while queued, which claims "it was not delivered": true of this last stay in the
@@ -237,13 +255,15 @@ def allowed(from_state: str | None, event: str) -> bool:
     return (from_state, event) in _BY_KEY
 
 
-def unknown_detail(row: Record) -> str:
-    """Why this delivery_unknown request is one, and who settles it."""
+def unknown_detail(row: Record) -> Said:
+    """Why this delivery_unknown request is one, and who settles it: the commands, one
+    per outcome, for the person's own terminal."""
     why = UNKNOWN_BECAUSE.get(row["reason"], row["reason"] or "unknown reason")
-    return (
+    return Said.of(
         f"{row['id']} became delivery_unknown ({row['reason']}: {why}), so "
-        f"{MEANING['delivery_unknown'][0]}; a person settles it in their own terminal: "
-        f"`{SETTLE.replace('ID', row['id'])}`"
+        f"{MEANING['delivery_unknown'][0]}; a person settles it in their own terminal "
+        "with one of: ",
+        settle(row["id"]),
     )
 
 

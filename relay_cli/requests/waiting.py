@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Callable
 
 from ..core.errors import ExitStatus, RelayError
 from ..core.limits import FINAL_STATES
-from . import lifecycle, peers
+from . import claiming, lifecycle, objects, peers, validate
 from .due import poll, unit
 from .peers import Caller
 
@@ -121,7 +121,7 @@ def wait(
     )
     with unit(store, write=False):
         row = lifecycle.get(store, request_id)
-        obj = lifecycle.request_object(row, reply=True)
+        obj = objects.request_object(row, reply=True)
     code = wait_exit_code(row["state"])
     return (ExitStatus.NOT_YET if code is None else code), obj
 
@@ -143,11 +143,11 @@ def claim_waiting(
     request_id = None
     if ref is not None:
         with unit(store, write=False):
-            request_id = lifecycle.resolve_ref(store, ref, what="--id")
+            request_id = validate.resolve_ref(store, ref, what="--id")
 
     def attempt() -> JsonObject | None:
         with unit(store) as now:
-            return lifecycle.claim(
+            return claiming.claim(
                 store, now, peers.reload(store, caller), lease_s, request_id, again, attempt_id
             )
 
@@ -164,10 +164,8 @@ def claim_waiting(
     if result is None:  # (--again answers or raises: it never gets here)
         with unit(store, write=False):
             caller = peers.reload(store, caller)
-            held = lifecycle.unacked_ids(store, caller)
-            note = lifecycle.held_note(store, caller, held) if held else None
-        raise RelayError(
-            "nothing_to_claim",
-            f"no queued request for {caller.name!r}" + (f"; {note}" if note else ""),
-        )
+            held = claiming.unacked_ids(store, caller)
+            note = claiming.held_note(store, caller, held) if held else None
+        # the note names commands: it is the detail, rendered with the call's scope
+        raise RelayError("nothing_to_claim", f"no queued request for {caller.name!r}", detail=note)
     return result

@@ -28,7 +28,7 @@ from .home import (
     unsafe_reasons,
 )
 from .migrations import LATEST as LATEST_SCHEMA
-from .url import database_url, redact
+from .url import database_url, origin, refusal, shown
 
 if TYPE_CHECKING:
     from .api import (
@@ -77,7 +77,8 @@ __all__ = [
     "check_home",
     "database_file",
     "database_url",
-    "redact",
+    "origin",
+    "shown",
     "ensure_home",
     "inspect_path",
     "open_store",
@@ -112,9 +113,11 @@ def database_file(
     is no file: usage_error naming the database instead (design.md §13)."""
     url = database_url(url)
     if url is not None:
-        raise RelayError(
+        where = origin(url, environ)
+        raise refusal(url, where) or RelayError(
             "usage_error",
-            f"relay uses the PostgreSQL database {redact(url)}, not a relay.db file; read it "
+            f"relay uses the PostgreSQL database {shown(url, where)}, not a "
+            "relay.db file; read it "
             "with psql or another PostgreSQL client (relay export works on both)",
         )
     directory = resolve_home(home, environ)

@@ -50,8 +50,10 @@ class SQLStore(RequestsSQL, PeersSQL, LedgerSQL, HookSQL, OpsSQL, ActivitySQL):
     def shared_url(self, with_password: bool = False) -> str | None:
         """The database URL that other relay processes need to reach this same database
         (``peers join --shell``, the hook's env file, `relay run`'s child), or None when
-        it is the local relay.db (RELAY_HOME says where). Without its password unless
-        ``with_password`` (a child's environment, never anything printed or written)."""
+        it is the local relay.db (RELAY_HOME says where). The URL as relay prints it
+        (design.md §13: rebuilt from libpq's reading, without its password; None when
+        relay prints none for it) unless ``with_password``: the URL as given, for a
+        child's environment only, never anything printed or written."""
         return None
 
     def transaction(self, write: bool = True) -> AbstractContextManager[Any]:
@@ -63,6 +65,13 @@ class SQLStore(RequestsSQL, PeersSQL, LedgerSQL, HookSQL, OpsSQL, ActivitySQL):
         return self.db.read_only
 
     def data_version(self) -> int:
+        return self.db.data_version()
+
+    def write_mark(self) -> int:
+        """A number that moves whenever another connection's write transaction committed
+        (SQLite's ``data_version``; PostgreSQL's is the server's, pg_store.py), and never
+        merely because time passed: a reader that finds it unmoved and no deadline passed
+        knows the database holds what it read (the web view, design.md §17)."""
         return self.db.data_version()
 
     def close(self) -> None:

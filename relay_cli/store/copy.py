@@ -79,7 +79,7 @@ def copy(home: Path, url: str, environ: Mapping[str, str]) -> dict[str, Any]:
     try:
         src, scratch = _open_source(home)
         try:
-            dst = pg.connect(url, migrate=False, environ=environ)
+            dst = pg.connect(url, migrate=False, environ=environ, where="--to")
             try:
                 _refuse_unless_empty(dst)
                 check_version(dst.schema_version, pg.WHERE, lambda: None)

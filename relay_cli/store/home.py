@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..core.command import Said, relay
 from ..core.errors import RelayError
 
 DB_NAME = "relay.db"
@@ -190,13 +191,37 @@ def unsafe_reasons(home: Path) -> list[str]:
 def check_home(home: Path) -> None:
     reasons = unsafe_reasons(home)
     if reasons:
-        raise RelayError("unsafe_state_dir", "refusing the state directory: " + "; ".join(reasons))
+        raise RelayError(
+            "unsafe_state_dir",
+            "refusing the state directory: " + "; ".join(reasons),
+            detail=_unsafe_advice(home),
+        )
+
+
+def _unsafe_advice(home: Path) -> Said:
+    """What to run about an unsafe home (design.md §11): doctor, which explains; and its
+    --fix only for a home relay made (a real directory of yours holding relay.db, a
+    regular file), never for a directory relay did not make."""
+    d, db = inspect_path(home), inspect_path(home / DB_NAME)
+    fixable = d.is_dir and not d.is_symlink and not d.foreign and db.is_regular and not db.foreign
+    if fixable:
+        return Said.of(
+            relay("doctor"),
+            " explains; ",
+            relay("doctor", "--fix", changes=True),
+            " sets this home's modes",
+        )
+    return Said.of(
+        relay("doctor"),
+        f" explains; relay did not make {home} (it holds no {DB_NAME} of yours) and changes "
+        "nothing of it: unset RELAY_HOME or pass --home DIR for a home of relay's own",
+    )
 
 
 NO_HOME_HINT = (
     "a mistyped --home or RELAY_HOME names another directory: check it (`relay doctor` "
-    "shows the home this shell uses); a home is made by the first command that writes "
-    "to it, e.g. `relay peers join NAME`"
+    "shows the home this shell uses); a home is made by a command that starts from "
+    "nothing, e.g. `relay peers join NAME`"
 )
 
 
@@ -208,14 +233,15 @@ def require_existing(home: Path) -> None:
     if not inspect_path(home).exists:
         raise RelayError(
             "storage_error",
-            f"no relay home exists at {home}: nothing to read there, and nothing was created",
+            f"no relay home exists at {home}: nothing this command needs is there, and "
+            "nothing was created",
             hint=NO_HOME_HINT,
         )
     if not inspect_path(home / DB_NAME).exists:
         raise RelayError(
             "storage_error",
-            f"{home} holds no relay database ({DB_NAME}) yet: nothing to read there, "
-            "and nothing was created",
+            f"{home} holds no relay database ({DB_NAME}) yet: nothing this command needs "
+            "is there, and nothing was created",
             hint=NO_HOME_HINT,
         )
 

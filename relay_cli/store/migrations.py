@@ -325,7 +325,49 @@ MIGRATIONS: list[str] = [
     CREATE INDEX IF NOT EXISTS claims_request ON claims(request_id);
     CREATE INDEX IF NOT EXISTS claims_peer ON claims(peer, claimed_at);
     """,
-    # 11: what each session's hooks last showed (design.md §19): its activity (working,
+    # 11: a claim made with an attempt id outlives its request (design.md §6): when prune
+    # removes the request's tombstone it removes the claims made without one and marks
+    # these with when (request_removed_at), so a very late retry of the attempt is told
+    # that its request was pruned, not that it took nothing; prune removes them in turn
+    # once the tombstones' age has passed again.
+    """
+    ALTER TABLE claims ADD COLUMN request_removed_at INTEGER;
+    CREATE INDEX IF NOT EXISTS claims_removed ON claims(request_removed_at)
+        WHERE request_removed_at IS NOT NULL;
+    """,
+    # 12: when a session first had two claims in flight at once (design.md §6): a claim
+    # taken while the session held another. From then on relay cannot take a claim made
+    # without an attempt id for the asker's own, and `claim --again` without one shows
+    # no request's text.
+    """
+    ALTER TABLE sessions ADD COLUMN claims_overlap_at INTEGER;
+    """,
+    # 13: a batch of notices is tied to the call that told it (design.md §6): every
+    # request told carries the batch id of that call (`notices` or the prompt hook), and a
+    # session (a caller without one: its peer) keeps the batch of its latest `notices`
+    # call, told something or nothing, which `notices --again` shows again.
+    """
+    ALTER TABLE requests ADD COLUMN notice_batch TEXT;
+    CREATE INDEX IF NOT EXISTS requests_notice_batch ON requests(notice_batch)
+        WHERE notice_batch IS NOT NULL;
+    ALTER TABLE sessions ADD COLUMN notices_batch TEXT;
+    ALTER TABLE sessions ADD COLUMN notices_at INTEGER;
+    ALTER TABLE peers ADD COLUMN notices_batch TEXT;
+    ALTER TABLE peers ADD COLUMN notices_at INTEGER;
+    """,
+    # 14: the SHA-256 of a request's text (design.md §14), so that a send whose text,
+    # sender and recipient equal an open request's under another id (a retry whose id has
+    # a typo) is noticed by one look in a partial index of open requests, never a scan.
+    # Requests stored before it have none and are not compared. Its leading column serves
+    # the queue cap's count as requests_open_to (migration 7) did, which it replaces: one
+    # index of open requests to keep up to date, not two.
+    """
+    ALTER TABLE requests ADD COLUMN text_hash TEXT;
+    CREATE INDEX IF NOT EXISTS requests_open_text ON requests(to_peer, from_peer, text_hash)
+        WHERE state IN ('queued', 'delivered', 'acknowledged');
+    DROP INDEX IF EXISTS requests_open_to;
+    """,
+    # 15: what each session's hooks last showed (design.md §19): its activity (working,
     # needs_person, idle, turn_failed, gone; NULL: nothing reported), since when, the cause
     # (permission or question; how a session went), the runtime's own words (a tool name,
     # a question, an error: untrusted, one line), the runtime's event that set it and when

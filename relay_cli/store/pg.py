@@ -10,8 +10,8 @@ snapshots that take no lock. ``PRAGMA data_version`` becomes ``LISTEN``/``NOTIFY
 every write transaction notifies at commit, and a waiting command sleeps on the
 connection's socket until a notification arrives (or a slow safety poll, every 2 s).
 
-The driver (psycopg2) is imported here and in pg_driver.py only, and only when a
-PostgreSQL URL is used.
+The driver (psycopg2) is imported by pg_load.py (and used here and in pg_driver.py)
+only, and only when a PostgreSQL URL is used.
 """
 
 from __future__ import annotations
@@ -33,9 +33,10 @@ from ..core.limits import (
     PG_STATEMENT_TIMEOUT_MS,
 )
 from .migrations import LATEST, check_version
+from .pg_load import load
 from .pg_migrations import PG_MIGRATIONS
 from .tables import TABLES
-from .url import INSTALL, redact, scrub
+from .url import origin, refusal, shown
 
 if TYPE_CHECKING:
     import psycopg2.extensions
@@ -171,38 +172,12 @@ def _wait(conn: psycopg2.extensions.connection) -> None:
 
 
 def driver() -> Any:
-    """psycopg2, imported on first use; without it, storage_error with the install line.
-
-    Two parts of the import cost more than the rest of a call's work and are not used:
-    psycopg2.extras (it pulls in logging, ipaddress, ...) is not imported at all, and
-    the ``ssl`` module psycopg2 imports only to hand libcrypto's thread-locking set-up to
-    Python (needed by OpenSSL before 1.1; psycopg2 falls back to libpq's own set-up
-    without it, and psycopg2-binary carries its own libssl that Python's does not
-    touch) is kept out during the import: TLS is libpq's, unchanged (design.md §13).
-    """
+    """psycopg2, imported on first use (``pg_load.load``: storage_error with the install
+    line without it), with relay's wait callback set (``_wait``)."""
     global _driver_mod
     if _driver_mod is not None:
         return _driver_mod
-    import sys
-
-    # (None in sys.modules makes an import of it fail, as Python documents; typeshed types
-    # the mapping's values as modules only)
-    blocked = (
-        "ssl" not in sys.modules and sys.modules.setdefault("ssl", None) is None  # type: ignore[arg-type]
-    )
-    try:
-        import psycopg2.extensions
-
-        from . import pg_driver  # noqa: F401 - registers relay's type casts
-    except ImportError as e:
-        raise RelayError(
-            "storage_error",
-            "a PostgreSQL database URL is set, but the PostgreSQL driver is not installed",
-            detail=f"install it with: {INSTALL}",
-        ) from e
-    finally:
-        if blocked and sys.modules.get("ssl", 0) is None:
-            del sys.modules["ssl"]
+    psycopg2 = load()
     psycopg2.extensions.set_wait_callback(_wait)
     _driver_mod = psycopg2
     return psycopg2
@@ -243,11 +218,15 @@ def _is_write(sql: str) -> bool:
 
 
 # ---------------------------------------------------------------------- errors
-def relay_error(e: Exception, url: str | None) -> RelayError:
-    """A driver error as one of relay's codes; never a password in the message."""
+def relay_error(e: Exception) -> RelayError:
+    """A driver error as one of relay's codes, with the driver's message. It never holds a
+    piece of a password (design.md §13): relay connects only with a URL that libpq reads
+    as what it means (``url.refusal``), so every value of it libpq or the server can
+    quote (a host, port, user, database, option or file name) is one relay prints
+    itself, and neither ever quotes a password."""
     pgcode = getattr(e, "pgcode", None) or ""
     lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
-    text = scrub("; ".join(lines) or type(e).__name__, url)
+    text = "; ".join(lines) or type(e).__name__
     drv = _driver_mod
     if pgcode in _RETRY:
         return RelayError("busy", f"the database kept reporting conflicts ({text})")
@@ -352,20 +331,22 @@ class PgConnection:
     path = None
     poll_interval = 0.25  # a waiter's longest sleep: the socket wakes it on a NOTIFY
 
-    def __init__(self, url: str, environ: Mapping[str, str]) -> None:
+    def __init__(self, url: str, environ: Mapping[str, str], where: str | None = None) -> None:
         """A connection to ``url`` in the call's ``environ``: libpq's variables in it
         (``LIBPQ_VARIABLES``) give what the URL does not, as libpq would read them from a
         process run in that environment; PGCONNECT_TIMEOUT and PGOPTIONS are combined
-        with relay's own settings."""
+        with relay's own settings. ``where``: where the URL came from, as relay names it
+        when it prints no URL (default: ``url.origin``'s $RELAY_DATABASE_URL or
+        --database-url). A URL that libpq cannot read, or reads as what it cannot mean,
+        is ``usage_error`` before anything connects (``url.refusal``)."""
         drv = driver()
         self.url = url
-        self.shown = redact(url)
-        try:
-            params = drv.extensions.parse_dsn(url)
-        except drv.Error as e:
-            raise RelayError(
-                "usage_error", "the database URL cannot be parsed: " + scrub(str(e).strip(), url)
-            ) from e
+        where = where or origin(url, environ)
+        refused = refusal(url, where)
+        if refused is not None:
+            raise refused
+        self.shown = shown(url, where)
+        params = drv.extensions.parse_dsn(url)  # (``refusal`` read it: libpq can)
         self.params = params
         params = dict(params)
         if "service" not in params and not environ.get("PGSERVICE"):
@@ -428,7 +409,7 @@ class PgConnection:
                 f"no connection within {self._connect_params['connect_timeout']} s"
             ) from None
         except _driver_mod.Error as e:
-            raise relay_error(e, self.url) from None
+            raise relay_error(e) from None
         conn.autocommit = True
         return conn
 
@@ -444,7 +425,7 @@ class PgConnection:
 
     # -------------------------------------------------------------- statements
     def error(self, e: Exception) -> RelayError:
-        return relay_error(e, self.url)
+        return relay_error(e)
 
     def _run(
         self,
@@ -711,6 +692,20 @@ class PgConnection:
             self._safety_at = now + SAFETY_POLL_S
         return self._version
 
+    def write_mark(self) -> int:
+        """The server's next transaction id: it moves whenever a transaction that wrote
+        anything on the server ended (a read-only one takes no id), and not when time
+        passes, unlike ``data_version``'s safety poll. One statement outside any
+        transaction; a write of another database on the server moves it too."""
+        self._reconnect_if_broken()
+        sql = (
+            "SELECT pg_snapshot_xmax(pg_current_snapshot())::text"
+            if self.server_version >= 130000
+            else "SELECT txid_snapshot_xmax(txid_current_snapshot())::text"
+        )
+        (row,) = self._raw(sql).rows()
+        return int(row[0])
+
     def pause(self, seconds: float) -> None:
         """Sleep up to ``seconds``, waking as soon as a notification arrives."""
         if seconds <= 0:
@@ -733,11 +728,13 @@ class PgConnection:
 
 
 # ---------------------------------------------------------------------- opening
-def connect(url: str, migrate: bool = True, *, environ: Mapping[str, str]) -> PgConnection:
+def connect(
+    url: str, migrate: bool = True, *, environ: Mapping[str, str], where: str | None = None
+) -> PgConnection:
     """Connect (in the call's ``environ``), learn the server's clock and the schema
     version; migrate when behind (``migrate=False``, for doctor: create nothing, report
-    what is there)."""
-    db = PgConnection(url, environ)
+    what is there). ``where``: as ``PgConnection``'s."""
+    db = PgConnection(url, environ, where)
     try:
         db.server_version = db.conn.server_version
         t0 = time.time()

@@ -1,6 +1,6 @@
-"""psycopg2 as the PostgreSQL backend uses it (design.md §13): imported by ``pg.driver``
-only, the first time a PostgreSQL URL is used (never at start-up), with the ``ssl``
-module kept out of that import (see ``pg.driver``).
+"""psycopg2 as the PostgreSQL backend uses it (design.md §13): imported by
+``pg_load.load`` only, the first time a PostgreSQL URL is used (never at start-up), with
+the ``ssl`` module kept out of that import (see pg_load.py).
 
 Importing it registers relay's two type casts with psycopg2: BYTEA as bytes (like
 SQLite's BLOB), not memoryview; NUMERIC (what sum() of integers gives) as int when it

@@ -232,6 +232,33 @@ PG_MIGRATIONS: list[str] = [
     """,
     # 11
     """
+    ALTER TABLE claims ADD COLUMN request_removed_at BIGINT;
+    CREATE INDEX IF NOT EXISTS claims_removed ON claims(request_removed_at)
+        WHERE request_removed_at IS NOT NULL;
+    """,
+    # 12
+    """
+    ALTER TABLE sessions ADD COLUMN claims_overlap_at BIGINT;
+    """,
+    # 13
+    """
+    ALTER TABLE requests ADD COLUMN notice_batch TEXT COLLATE "C";
+    CREATE INDEX IF NOT EXISTS requests_notice_batch ON requests(notice_batch)
+        WHERE notice_batch IS NOT NULL;
+    ALTER TABLE sessions ADD COLUMN notices_batch TEXT COLLATE "C";
+    ALTER TABLE sessions ADD COLUMN notices_at BIGINT;
+    ALTER TABLE peers ADD COLUMN notices_batch TEXT COLLATE "C";
+    ALTER TABLE peers ADD COLUMN notices_at BIGINT;
+    """,
+    # 14
+    """
+    ALTER TABLE requests ADD COLUMN text_hash TEXT COLLATE "C";
+    CREATE INDEX IF NOT EXISTS requests_open_text ON requests(to_peer, from_peer, text_hash)
+        WHERE state IN ('queued', 'delivered', 'acknowledged');
+    DROP INDEX IF EXISTS requests_open_to;
+    """,
+    # 15
+    """
     ALTER TABLE sessions ADD COLUMN activity TEXT COLLATE "C";
     ALTER TABLE sessions ADD COLUMN activity_since BIGINT;
     ALTER TABLE sessions ADD COLUMN activity_cause TEXT COLLATE "C";

@@ -29,8 +29,15 @@ class PgStore(SQLStore):
     def pause(self, seconds: float) -> None:
         self.db.pause(seconds)
 
+    def write_mark(self) -> int:
+        return self.db.write_mark()
+
     def shared_url(self, with_password: bool = False) -> str | None:
-        return self.db.url if with_password else self.db.shown
+        if with_password:
+            return self.db.url
+        from .url import read
+
+        return read(self.db.url).url
 
     def live_session_waiters(self, peer: str, now: int) -> list[Row]:
         # doctor opens an older schema without migrating it: no waiters table, no waiters

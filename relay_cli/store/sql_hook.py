@@ -24,10 +24,14 @@ def _id_list(raw: str | None) -> list[str]:
     return [str(i) for i in ids] if isinstance(ids, list) else []
 
 
-# Prefixes in hook_state.blocked_ids: a bare id was named to the session (by a Stop block or
-# a wake note that reached it); "pending:" ids are in a note queued into the runtime that
-# has not been seen to arrive; "listed:" ids were listed in a context of a running turn.
+# Prefixes in hook_state.blocked_ids (design.md §12): a bare id was named to the session (a
+# Stop block kept it going for that request, or a wake note announced it): no Stop block
+# names it again; "pending:" ids are in a note queued into the runtime that has not been
+# seen to arrive; "told:" ids were announced in the conversation (a listing, a Stop block,
+# a wake note that reached it): no later text of the session names them again. An earlier
+# relay wrote "listed:" (listed in a running turn's context): read as told.
 PENDING = "pending:"
+TOLD = "told:"
 LISTED = "listed:"
 
 
@@ -36,13 +40,13 @@ class HookSQL:
     _sql: type[Dialect]
 
     def hook_marks(self, session_id: str) -> dict[str, list[str]]:
-        """{"named": [...], "pending": [...], "listed": [...]} for one relay session."""
-        out: dict[str, list[str]] = {"named": [], "pending": [], "listed": []}
+        """{"named": [...], "pending": [...], "told": [...]} for one relay session."""
+        out: dict[str, list[str]] = {"named": [], "pending": [], "told": []}
         for item in self._hook_raw_ids(session_id):
             if item.startswith(PENDING):
                 out["pending"].append(item[len(PENDING) :])
-            elif item.startswith(LISTED):
-                out["listed"].append(item[len(LISTED) :])
+            elif item.startswith((TOLD, LISTED)):
+                out["told"].append(item.split(":", 1)[1])
             else:
                 out["named"].append(item)
         return out
@@ -58,7 +62,7 @@ class HookSQL:
         raw = (
             list(marks.get("named", []))[-keep:]
             + [PENDING + i for i in list(marks.get("pending", []))[-keep:]]
-            + [LISTED + i for i in list(marks.get("listed", []))[-keep:]]
+            + [TOLD + i for i in list(marks.get("told", []))[-keep:]]
         )
         self._put_hook_state(session_id, stop_blocks, raw, now)
 

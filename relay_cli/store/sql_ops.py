@@ -131,6 +131,11 @@ class OpsSQL:
                 f"SELECT count(*) FROM drafts d WHERE {_draft_removable(final_sql)}", p
             ),
             "sessions_removed": len(self.unused_sessions(final, now, body_cutoff, tomb_cutoff)),
+            "claim_attempts_removed": self.db.scalar(
+                "SELECT count(*) FROM claims WHERE request_removed_at IS NOT NULL "
+                "AND request_removed_at < :tomb_cutoff",
+                p,
+            ),
             "hook_records_removed": self.db.scalar(
                 f"SELECT count(*) FROM hook_state h WHERE {_HOOK_STATE_REMOVABLE}", p
             )
@@ -138,10 +143,12 @@ class OpsSQL:
         }
 
     def remove_old_tombstones(
-        self, final: tuple[str, ...], tomb_cutoff: int, limit: int
+        self, final: tuple[str, ...], tomb_cutoff: int, limit: int, now: int
     ) -> tuple[int, int]:
         """Delete up to ``limit`` final requests finished before ``tomb_cutoff`` (whether
-        already tombstones or not) and their events. Returns (requests, events)."""
+        already tombstones or not), their events and their claims made without an attempt
+        id; a claim made with one stays, marked removed at ``now`` (design.md §6).
+        Returns (requests, events)."""
         final_sql, p = _final(final)
         p.update(tomb_cutoff=tomb_cutoff, limit=limit)
         ids = [
@@ -157,9 +164,33 @@ class OpsSQL:
             return 0, 0
         marks = ", ".join("?" * len(ids))
         events = self.db.execute(f"DELETE FROM events WHERE request_id IN ({marks})", ids)
-        self.db.execute(f"DELETE FROM claims WHERE request_id IN ({marks})", ids)
+        self.db.execute(
+            f"DELETE FROM claims WHERE request_id IN ({marks}) AND attempt IS NULL", ids
+        )
+        self.db.execute(
+            f"UPDATE claims SET request_removed_at = ? WHERE request_id IN ({marks}) "
+            "AND attempt IS NOT NULL AND request_removed_at IS NULL",
+            [now, *ids],
+        )
         reqs = self.db.execute(f"DELETE FROM requests WHERE id IN ({marks})", ids)
         return reqs.rowcount, events.rowcount
+
+    def remove_old_attempts(self, tomb_cutoff: int, limit: int) -> int:
+        """Delete up to ``limit`` claims made with an attempt id whose request prune
+        removed before ``tomb_cutoff`` (design.md §6)."""
+        ids = [
+            r[0]
+            for r in self.db.all(
+                f"SELECT attempt FROM claims {self._sql.indexed_by('claims_removed')} "
+                "WHERE request_removed_at IS NOT NULL AND request_removed_at < ? "
+                "ORDER BY request_removed_at LIMIT ?",
+                (tomb_cutoff, limit),
+            )
+        ]
+        if not ids:
+            return 0
+        marks = ", ".join("?" * len(ids))
+        return self.db.execute(f"DELETE FROM claims WHERE attempt IN ({marks})", ids).rowcount
 
     def prune_bodies(self, final: tuple[str, ...], body_cutoff: int, limit: int) -> int:
         """Turn up to ``limit`` final requests finished before ``body_cutoff`` into

@@ -117,6 +117,28 @@ class PeersSQL:
             "UPDATE sessions SET agent_session_id = ? WHERE id = ?", (agent_session_id, session_id)
         )
 
+    def set_notices_batch(self, session_id: str | None, peer: str, batch: str, at: int) -> None:
+        """The batch of the latest `notices` call of this session, or of this peer for a
+        caller without one (design.md §6)."""
+        if session_id is not None:
+            self.db.execute(
+                "UPDATE sessions SET notices_batch = ?, notices_at = ? WHERE id = ?",
+                (batch, at, session_id),
+            )
+        else:
+            self.db.execute(
+                "UPDATE peers SET notices_batch = ?, notices_at = ? WHERE name = ?",
+                (batch, at, peer),
+            )
+
+    def mark_claims_overlap(self, session_id: str, at: int) -> None:
+        """This session took a claim while it held another (design.md §6): the first time
+        is kept."""
+        self.db.execute(
+            "UPDATE sessions SET claims_overlap_at = ? WHERE id = ? AND claims_overlap_at IS NULL",
+            (at, session_id),
+        )
+
     def set_waiting(self, session_id: str, until: int | None) -> None:
         self.db.execute("UPDATE sessions SET waiting_until = ? WHERE id = ?", (until, session_id))
 

@@ -12,8 +12,8 @@ if TYPE_CHECKING:
     from .api import Row, Statements
     from .dialect import Dialect
 
-# the open states as an SQL list, written exactly as the partial index requests_open_to's
-# WHERE (migration 7), so that both SQLite and PostgreSQL see the index applies
+# the open states as an SQL list, written exactly as the partial index requests_open_text's
+# WHERE (migration 14), so that both SQLite and PostgreSQL see the index applies
 OPEN_STATES = "(" + ", ".join(f"'{s}'" for s in OPEN) + ")"
 CLAIMED_STATES = "(" + ", ".join(f"'{s}'" for s in CLAIMED) + ")"
 
@@ -155,10 +155,25 @@ class RequestsSQL:
         assert row is not None  # (an aggregate's one row)
         return row[0], row[1]
 
+    def open_same_text(
+        self, to_peer: str, from_peer: str, text_hash: str, text: str, but: str, limit: int
+    ) -> list[Row]:
+        """Up to ``limit`` open requests, other than ``but``, from ``from_peer`` to ``to_peer``
+        with this text (design.md §14): one look in the partial index
+        ``requests_open_text``, the text compared on the rows it finds, stopping at
+        ``limit`` (no sort: the same text queued 1,000 times reads ``limit`` rows)."""
+        return self.db.all(
+            "SELECT id, state, created_at, updated_at FROM requests "
+            f"{self._sql.indexed_by('requests_open_text')} WHERE to_peer = ? "
+            f"AND from_peer = ? AND text_hash = ? AND state IN {OPEN_STATES} AND id != ? "
+            "AND text = ? LIMIT ?",
+            (to_peer, from_peer, text_hash, but, text, limit),
+        )
+
     def count_open_to(self, to_peer: str, limit: int) -> int:
         """How many open requests (queued, delivered, acknowledged) ``to_peer`` has,
         counted up to ``limit`` (the queue cap, design.md §4) through the partial index
-        ``requests_open_to``."""
+        ``requests_open_text`` (its leading column)."""
         value: int = self.db.scalar(
             "SELECT count(*) FROM (SELECT 1 FROM requests WHERE to_peer = ? AND state IN "
             f"{OPEN_STATES} LIMIT ?) AS open_requests",
@@ -173,6 +188,15 @@ class RequestsSQL:
             f"SELECT to_peer, count(*) AS n FROM requests WHERE state IN {OPEN_STATES} "
             "GROUP BY to_peer HAVING count(*) >= ? ORDER BY n DESC, to_peer",
             (minimum,),
+        )
+
+    def oldest_in_state(self, state: str, limit: int) -> list[Row]:
+        """The ``limit`` oldest requests in ``state`` (no bodies), oldest first: a range of
+        the index ``requests_state_created``, never every row of the state."""
+        cols = ", ".join(REQUEST_LISTED)
+        return self.db.all(
+            f"SELECT {cols} FROM requests WHERE state = ? ORDER BY created_at, rowid LIMIT ?",
+            (state, limit),
         )
 
     def list_requests(
@@ -203,6 +227,17 @@ class RequestsSQL:
             params.append(limit)
         return self.db.all(sql, params)
 
+    def recently_finished(self, since: int, limit: int) -> list[Row]:
+        """Requests that reached a final state at ``since`` or later, the newest first,
+        apart from ``delivery_unknown`` (a person's matter, listed on its own): the web
+        view's "recently final" lane (design.md §17). The index on finished_at serves it."""
+        cols = ", ".join(REQUEST_LISTED)
+        return self.db.all(
+            f"SELECT {cols} FROM requests WHERE finished_at >= ? AND pruned = 0 "
+            "AND state <> 'delivery_unknown' ORDER BY finished_at DESC, rowid DESC LIMIT ?",
+            (since, limit),
+        )
+
     def count_by_state(self) -> dict[str, int]:
         rows = self.db.all("SELECT state, count(*) FROM requests WHERE pruned = 0 GROUP BY state")
         return {r[0]: r[1] for r in rows}
@@ -214,19 +249,28 @@ class RequestsSQL:
             (from_peer,),
         )
 
-    def last_notified(self, from_peer: str) -> list[Row]:
-        """The requests a peer was last told of: those marked seen at the latest time."""
+    def notice_batch(self, batch: str) -> list[Row]:
+        """The requests one call told (design.md §6), oldest first."""
         return self.db.all(
-            "SELECT * FROM requests WHERE from_peer = ? AND notified_at = "
-            "(SELECT max(notified_at) FROM requests WHERE from_peer = ?) "
-            "ORDER BY finished_at, rowid",
-            (from_peer, from_peer),
+            "SELECT * FROM requests WHERE notice_batch = ? ORDER BY finished_at, rowid",
+            (batch,),
         )
 
-    def mark_notified(self, request_ids: list[str], now: int) -> None:
+    def latest_notice_batch(self, from_peer: str) -> tuple[str | None, int | None]:
+        """The batch id and time of the latest call that told ``from_peer`` something."""
+        row = self.db.one(
+            "SELECT notice_batch, notified_at FROM requests WHERE from_peer = ? "
+            "AND notice_batch IS NOT NULL ORDER BY notified_at DESC, rowid DESC LIMIT 1",
+            (from_peer,),
+        )
+        return (row[0], row[1]) if row else (None, None)
+
+    def mark_notified(self, request_ids: list[str], now: int, batch: str) -> None:
+        """These requests were told now, by the call whose batch id is ``batch``."""
         self.db.executemany(
-            "UPDATE requests SET notified_at = ? WHERE id = ? AND notified_at IS NULL",
-            [(now, rid) for rid in request_ids],
+            "UPDATE requests SET notified_at = ?, notice_batch = ? WHERE id = ? "
+            "AND notified_at IS NULL",
+            [(now, batch, rid) for rid in request_ids],
         )
 
     # time-based deadlines --------------------------------------------------------------

@@ -42,7 +42,10 @@ class Table(NamedTuple):
         return [c for c in self.columns if c in values]
 
 
-PEERS = Table("peers", ("name", "kind", "created_at", "last_seen_at", "hook_seen_at"))
+PEERS = Table(
+    "peers",
+    ("name", "kind", "created_at", "last_seen_at", "hook_seen_at", "notices_batch", "notices_at"),
+)
 SESSIONS = Table(
     "sessions",
     (
@@ -56,6 +59,9 @@ SESSIONS = Table(
         "ended_at",
         "waiting_until",
         "agent_session_id",
+        "claims_overlap_at",
+        "notices_batch",
+        "notices_at",
         "activity",
         "activity_since",
         "activity_cause",
@@ -98,6 +104,8 @@ REQUESTS = Table(
         "depth",
         "pruned",
         "notified_at",
+        "notice_batch",
+        "text_hash",
     ),
     fixed=frozenset({"id", "fingerprint", "from_peer", "to_peer"}),
 )
@@ -172,8 +180,12 @@ WAKE_WAITERS = Table(
     "wake_waiters",
     ("session_id", "peer", "runtime", "pid", "process_start", "host", "started_at", "until_at"),
 )
-# every claim (design.md §6), kept as long as the request it took (or its tombstone)
-CLAIMS = Table("claims", ("attempt", "request_id", "peer", "session_id", "claimed_at"))
+# every claim (design.md §6), kept as long as the request it took (or its tombstone); one
+# made with an attempt id is kept longer, marked with when its request was removed
+CLAIMS = Table(
+    "claims",
+    ("attempt", "request_id", "peer", "session_id", "claimed_at", "request_removed_at"),
+)
 # what a person set in this home (design.md §19: `relay notify set`), one row per key
 SETTINGS = Table("settings", ("key", "value", "updated_at"), fixed=frozenset({"key"}))
 

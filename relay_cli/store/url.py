@@ -1,31 +1,122 @@
-"""Which database relay uses (design.md §13): the local relay.db, or a PostgreSQL URL.
+"""Which database relay uses (design.md §13), and the one form in which relay prints it.
 
-Light on purpose: it runs on every call, so it imports no driver. The URL comes from
-``--database-url`` (every command has it) or ``$RELAY_DATABASE_URL``: the call's context
-holds it as given (``core.context``), and the store is opened with it.
+``database_url`` and ``check`` run on every call, so they import no driver: the URL
+comes from ``--database-url`` (every command has it) or ``$RELAY_DATABASE_URL``, and the
+call's context holds it as given (``core.context``).
 
-A URL is read here exactly as libpq reads it (``conninfo_uri_parse_options``), not as
-``urllib`` does: in libpq only ``@`` and ``/`` end the user information, so a password
-may hold an unencoded ``#``, ``?`` or ``:``, and ``#`` means nothing anywhere. What libpq
-would take as a password (``user:password@``, ``password=`` and ``sslpassword=`` in the
-query) is what relay removes; the rest of the URL is kept byte for byte, so the URL
-without its password connects exactly as the original did (design.md §13).
+relay never prints the URL it was given, redacted or not. ``read`` asks libpq what the
+URL means (psycopg2's ``parse_dsn`` is libpq's ``PQconninfoParse``), and ``shown`` prints
+a URL rebuilt from that reading alone: the user, hosts, ports, database and the
+connection options on an allow-list of options that hold no secret (``PRINTED``). The
+password and every other secret libpq reads from a URL (``SECRETS``) are never part of
+it. A URL libpq cannot read, or reads as what no one can mean (a port that is not a
+number, a host name with an ``@`` in it: a password with an unencoded ``@`` or ``/`` is
+read so, and the rest of that password would be shown as the host or port), is not
+printed at all: relay names where it came from (``$RELAY_DATABASE_URL``,
+``--database-url``, ``--to``) and says why in words of its own, and it does not connect
+with it, so no message of libpq's or the server's can quote a piece of it either.
 """
 
 from __future__ import annotations
 
+import os
 import re
-from urllib.parse import quote, unquote
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from urllib.parse import quote
 
 from ..core.errors import RelayError
 
 SCHEMES = ("postgresql", "postgres")
-INSTALL = "pip install 'relay-cli[postgres]'"
-# libpq's connection options that hold a secret
-SECRET_KEYS = ("password", "sslpassword")
-# libpq's options whose value may hold a plain '@' (a user "me@corp")
-_NAMING_KEYS = ("user", "dbname", "application_name", "fallback_application_name", "options")
+VARIABLE = "$RELAY_DATABASE_URL"
+OPTION = "--database-url"
 _SCHEME = r"[A-Za-z][A-Za-z0-9+.-]{0,30}"  # compiled at first use (re caches it)
+
+# libpq's connection options (its PQconndefaults list, libpq 17 and 18) whose values
+# hold no secret: the only ones a URL relay prints carries. An allow-list: an option
+# not named here or in SECRETS (one a later libpq adds) makes relay print no URL.
+PRINTED = frozenset(
+    {
+        "service",
+        "user",
+        "passfile",
+        "channel_binding",
+        "connect_timeout",
+        "dbname",
+        "host",
+        "hostaddr",
+        "port",
+        "client_encoding",
+        "options",
+        "application_name",
+        "fallback_application_name",
+        "keepalives",
+        "keepalives_idle",
+        "keepalives_interval",
+        "keepalives_count",
+        "tcp_user_timeout",
+        "sslmode",
+        "sslnegotiation",
+        "sslcompression",
+        "sslcert",
+        "sslkey",
+        "sslcertmode",
+        "sslrootcert",
+        "sslcrl",
+        "sslcrldir",
+        "sslsni",
+        "requirepeer",
+        "require_auth",
+        "ssl_min_protocol_version",
+        "ssl_max_protocol_version",
+        "min_protocol_version",
+        "max_protocol_version",
+        "gssencmode",
+        "krbsrvname",
+        "gsslib",
+        "gssdelegation",
+        "target_session_attrs",
+        "load_balance_hosts",
+        "oauth_issuer",
+        "oauth_client_id",
+        "oauth_scope",
+    }
+)
+# The secrets libpq reads from a URL (its options shown as "*", and libpq 18's OAuth
+# client secret and SCRAM keys): never printed. A URL without them connects where libpq
+# finds them elsewhere (~/.pgpass, PGPASSWORD, a service file).
+SECRETS = frozenset(
+    {"password", "sslpassword", "oauth_client_secret", "scram_client_key", "scram_server_key"}
+)
+
+NO_DRIVER = "the PostgreSQL driver, which reads it, is not installed"
+WRITE_IT = (
+    "percent-encode a password written into a URL ('@' as %40, '/' as %2F, '%' as %25, "
+    "'&' as %26, '=' as %3D), or keep it out of the URL, in ~/.pgpass or PGPASSWORD"
+)
+# The start of each message libpq gives for a string it cannot read, and relay's words
+# for it: libpq's message goes on to quote the part where it stopped, which may be a
+# piece of a password, so only these words are ever shown.
+_UNREADABLE = (
+    ("invalid percent-encoded token", "a '%' that starts no percent-encoded byte"),
+    ("forbidden value %00", "a percent-encoded zero byte"),
+    ("invalid URI query parameter", "a query parameter that names no connection option"),
+    ('missing key/value separator "="', "a query parameter without '='"),
+    ('extra key/value separator "="', "a query parameter with a second '='"),
+    ("IPv6 host address may not be empty", "an empty IPv6 address"),
+    ("end of string reached when looking for matching", "a '[' without its ']'"),
+    ("unexpected character", "an unexpected character after an IPv6 address"),
+)
+# What a host, an address and a port can be. A host is a name or an address (letters,
+# digits, '.', '-', '_', and ':' and '%' of an IPv6 address and its zone) or a socket
+# directory (an absolute path); the one host may also be a socket in Linux's abstract
+# namespace ('@name'), but no host of several (``u:@x,@h`` is the hosts "x" and "@h").
+_HOST = re.compile(r"[\w.:%-]+|/.*", re.DOTALL)
+_ADDRESS = re.compile(r"[0-9A-Fa-f.:%\w-]+")
+_PORT = re.compile(r"[0-9]+")
+# what a URL's authority holds as it is: a host name, an IPv4 or IPv6 address
+_NAME = re.compile(r"[A-Za-z0-9._-]+|[0-9A-Fa-f.]*:[0-9A-Fa-f:.]*")
 
 
 def database_url(given: str | None) -> str | None:
@@ -53,209 +144,192 @@ def check(url: str) -> str:
     return scheme.lower() + url[len(scheme) :]
 
 
+def origin(url: str, environ: Mapping[str, str]) -> str:
+    """Where a call's database URL came from, as relay names it when it prints no URL:
+    ``$RELAY_DATABASE_URL`` when that variable of the call's ``environ`` holds it, else
+    ``--database-url``."""
+    try:
+        from_variable = database_url(environ.get("RELAY_DATABASE_URL")) == url
+    except RelayError:
+        from_variable = False
+    return VARIABLE if from_variable else OPTION
+
+
 # ---------------------------------------------------------------------- libpq's reading
-def _secret_spans(url: str, cautious: bool) -> list[tuple[int, int, int]]:
-    """Where the secrets are in ``url``: (start, end, value_start) spans, the text
-    removed being ``url[start:end]`` and the secret itself ``url[value_start:end]``.
+@dataclass(frozen=True)
+class Reading:
+    """What relay knows of a database URL: libpq's reading of it (``read``)."""
 
-    libpq's reading: the password of ``user:password@`` (the span starts at its ':'),
-    and each ``password=``/``sslpassword=`` query parameter (the span starts at its
-    '&' or, for the first parameter, at the parameter itself). With ``cautious``, also
-    what a mistyped URL might hold of a password that libpq reads otherwise (an
-    unencoded '@' or '/' in it): libpq refuses or misroutes such a URL, so showing less
-    of it costs nothing.
-    """
-    if "://" not in url:
-        return []
-    n = len(url)
-    start = url.index("://") + 3
-    spans: list[tuple[int, int, int]] = []
-    p = start
-    while p < n and url[p] not in "@/":
-        p += 1
-    host_start = start
-    if p < n and url[p] == "@":
-        at = p
-        colon = url.find(":", start, at)
-        if colon >= 0:
-            spans.append((colon, at, colon + 1))
-        host_start = at + 1
-    # hosts and ports: "h1:p1,h2:p2" (an IPv6 address in brackets)
-    p = host_start
-    prev = ""
-    while True:
-        if p < n and url[p] == "[":
-            close = url.find("]", p + 1)
-            if close < 0:
-                return spans
-            p = close + 1
-        else:
-            while p < n and url[p] not in ":/?,":
-                p += 1
-        prev = url[p] if p < n else ""
-        if prev == ":":
-            port0 = p + 1
-            p += 1
-            while p < n and url[p] not in "/?,":
-                p += 1
-            port = url[port0:p]
-            if cautious and port and not port.isdigit():
-                # "u:pa/ss@host": no user information for libpq, whose port is then
-                # "pa" (refused); the rest of the password comes later, up to an '@'
-                q = url.find("?", p)
-                last_at = url.rfind("@", p, q if q >= 0 else n)
-                end = last_at if last_at >= 0 else p
-                spans.append((port0 - 1, end, port0))
-                p = max(p, end)
-                if url.find("/", p) < 0 and url.find("?", p) < 0:
-                    return spans
-            prev = url[p] if p < n else ""
-        if prev != ",":
-            break
-        p += 1
-    if prev and prev != "?":  # the database name, up to the query
-        while p < n and url[p] != "?":
-            p += 1
-        prev = url[p] if p < n else ""
-    if prev != "?":
-        return _with_mistyped_userinfo(url, start, spans, cautious, n)
-    # the query: keyword=value pairs separated by '&', both percent-decoded
-    query = p
-    pos = p + 1
-    pieces = url[pos:].split("&")
-    i = 0
-    first = True
-    while i < len(pieces):
-        piece = pieces[i]
-        key = unquote(piece.split("=", 1)[0]) if "=" in piece else None
-        end = pos + len(piece)
-        if key in SECRET_KEYS:
-            j = i + 1
-            # a password with an unencoded '&': what follows without '=' is part of it
-            while cautious and j < len(pieces) and "=" not in pieces[j]:
-                end += 1 + len(pieces[j])
-                j += 1
-            spans.append((pos - 1 if not first else pos, end, pos + piece.index("=") + 1))
-            pos = end + 1
-            i = j
+    # the URL relay prints: rebuilt from ``parts`` alone; None when it prints none
+    url: str | None = None
+    # libpq's reading without the secrets (option, value), in libpq's order; empty when
+    # libpq cannot read it or reads it as what no one can mean
+    parts: tuple[tuple[str, str], ...] = ()
+    # the secrets libpq reads from it (SECRETS: "password", "sslpassword", ...)
+    secrets: tuple[str, ...] = ()
+    # why relay prints no URL for it, in relay's words (nothing of the URL's), or None
+    why: str | None = None
+    # relay does not connect with it: libpq cannot read it, or would read part of it as
+    # a host, port or database that cannot be one (``why`` says which)
+    refused: bool = False
+
+    def option(self, name: str) -> str | None:
+        return dict(self.parts).get(name)
+
+
+@lru_cache(maxsize=32)
+def read(url: str) -> Reading:
+    """libpq's reading of ``url`` (a checked URL: ``check``), without its secrets."""
+    try:
+        from .pg_load import load
+
+        drv = load()
+    except RelayError:  # the driver is not installed: nothing can read the URL
+        return Reading(why=NO_DRIVER)
+    try:
+        parsed: dict[str, str] = drv.extensions.parse_dsn(url)
+    except UnicodeDecodeError:  # (libpq read it; its percent-encoded bytes are no UTF-8)
+        return Reading(why="it holds percent-encoded bytes that are not UTF-8", refused=True)
+    except drv.Error as e:
+        said = str(e).removeprefix("invalid dsn: ")
+        words = next((ours for theirs, ours in _UNREADABLE if said.startswith(theirs)), None)
+        return Reading(why="libpq cannot read it" + (f" ({words})" if words else ""), refused=True)
+    secrets = tuple(k for k in parsed if k in SECRETS)
+    parts = tuple((k, v) for k, v in parsed.items() if k not in SECRETS)
+    wrong = _misread(dict(parts))
+    if wrong is not None:
+        return Reading(
+            secrets=secrets,
+            why=f"libpq reads {wrong} from it (as it does when a password holds an "
+            "unencoded '@' or '/')",
+            refused=True,
+        )
+    if any(k not in PRINTED for k, _ in parts):
+        why = "it sets a connection option that relay does not know to hold no secret"
+        return Reading(None, parts, secrets, why)
+    printed = _rebuild(dict(parts))
+    if printed is None:  # (no URL relay writes reads back as libpq read this one)
+        return Reading(None, parts, secrets, "relay cannot write it again as libpq reads it")
+    return Reading(printed, parts, secrets)
+
+
+def _misread(parts: Mapping[str, str]) -> str | None:
+    """What libpq reads from a URL as a host, address, port or database that cannot be
+    one, or None. A password with an unencoded '@' or '/' leaves the rest of itself, and
+    the '@' that was meant to end it, in one of those (libpq ends the user information
+    at the first '@' or '/': ``u:P@ss:24@h`` is the host "ss" and the port "24@h")."""
+    hosts = parts.get("host", "").split(",")
+    if len(hosts) == 1 and hosts[0].startswith("@"):  # one socket in the abstract namespace
+        hosts = [hosts[0][1:]]
+    if not all(_HOST.fullmatch(h) for h in hosts if h):
+        return "a host that is no host name, address or socket directory"
+    if not all(_ADDRESS.fullmatch(a) for a in parts.get("hostaddr", "").split(",") if a):
+        return "a host address that is no address"
+    if not all(_PORT.fullmatch(p) for p in parts.get("port", "").split(",") if p):
+        return "a port that is not a number"
+    if "@" in parts.get("dbname", ""):
+        return "a database name with an '@' in it"
+    return None
+
+
+def _rebuild(parts: Mapping[str, str]) -> str | None:
+    """A URL that libpq reads as exactly ``parts``: hosts and ports in the authority when
+    they fit there, else as query parameters; every value percent-encoded. None when
+    neither form reads back as ``parts`` (it is checked: libpq reads it again)."""
+    from .pg_load import load
+
+    query = {k: v for k, v in parts.items() if k not in ("user", "dbname", "host", "port")}
+    user, dbname = parts.get("user"), parts.get("dbname")
+    hosts, ports = parts.get("host"), parts.get("port")
+    head = "postgresql://" + (f"{quote(user, safe='')}@" if user else "")
+    tail = f"/{quote(dbname, safe='')}" if dbname else ""
+    forms = []
+    names = hosts.split(",") if hosts else []
+    if names and all(_NAME.fullmatch(h) for h in names):
+        given = ports.split(",") if ports else [""] * len(names)
+        if len(given) == len(names):
+            netloc = ",".join(
+                (f"[{h}]" if ":" in h else h) + (f":{p}" if p else "")
+                for h, p in zip(names, given, strict=True)
+            )
+            forms.append(head + netloc + tail + _query(query))
+    where = {k: v for k, v in (("host", hosts), ("port", ports)) if v is not None}
+    forms.append(head + tail + _query({**where, **query}))
+    for form in forms:
+        if load().extensions.parse_dsn(form) == dict(parts):
+            return form
+    return None
+
+
+def _query(options: Mapping[str, str]) -> str:
+    if not options:
+        return ""
+    return "?" + "&".join(f"{k}={quote(v, safe='/:,')}" for k, v in options.items())
+
+
+def shown(url: str, where: str) -> str:
+    """The one form in which relay names the database of ``url`` in anything it prints,
+    writes or reports (design.md §13): the URL rebuilt from libpq's reading of it,
+    without its password or any other secret; when relay prints none, where it came
+    from (``where``: ``$RELAY_DATABASE_URL``, ``--database-url``, ``--to``)."""
+    printed = read(url).url
+    return printed if printed is not None else f"named by {where}"
+
+
+def printed_with(url: str, **options: str) -> str | None:
+    """The URL relay prints for ``url`` with ``options`` set (doctor's command that adds
+    sslmode=verify-full), or None when relay prints none for it."""
+    reading = read(url)
+    if reading.url is None:
+        return None
+    return _rebuild({**dict(reading.parts), **options})
+
+
+def refusal(url: str, where: str) -> RelayError | None:
+    """``usage_error`` for a URL relay does not connect with (``Reading.refused``): it
+    names where the URL came from and says why, and shows nothing of it."""
+    reading = read(url)
+    if not reading.refused:
+        return None
+    return RelayError(
+        "usage_error",
+        f"relay cannot use the database URL in {where}: {reading.why}",
+        detail=f"{WRITE_IT}; relay never prints the URL it was given",
+    )
+
+
+def password_elsewhere(reading: Reading, environ: Mapping[str, str]) -> bool:
+    """Would libpq, run in ``environ``, find the password of the URL ``reading`` read
+    without it: PGPASSWORD, or a line of the password file (the URL's passfile,
+    PGPASSFILE or ~/.pgpass) matching its first host, port, database and user, as libpq
+    reads them (a socket directory matches "localhost")."""
+    import pwd
+
+    if environ.get("PGPASSWORD"):
+        return True
+
+    def given(option: str, variable: str) -> str:
+        return (reading.option(option) or environ.get(variable) or "").split(",")[0]
+
+    host = given("host", "PGHOST")
+    host = "localhost" if not host or host.startswith(("/", "@")) else host
+    port = given("port", "PGPORT") or "5432"
+    user = given("user", "PGUSER") or pwd.getpwuid(os.getuid()).pw_name
+    db = given("dbname", "PGDATABASE") or user
+    home = environ.get("HOME") or os.path.expanduser("~")
+    path = reading.option("passfile") or environ.get("PGPASSFILE") or os.path.join(home, ".pgpass")
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read(65536).splitlines()
+    except (OSError, UnicodeDecodeError):
+        return False
+    for line in lines:
+        # fields end at a ':' that no backslash escapes (libpq's "\:" in a field)
+        fields = [re.sub(r"\\(.)", r"\1", f) for f in re.split(r"(?<!\\):", line)]
+        if line.startswith("#") or len(fields) < 5:
             continue
-        first = False
-        pos = end + 1
-        i += 1
-    return _with_mistyped_userinfo(url, start, spans, cautious, query)
-
-
-def _with_mistyped_userinfo(
-    url: str, start: int, spans: list[tuple[int, int, int]], cautious: bool, query: int
-) -> list[tuple[int, int, int]]:
-    """``spans`` and, with ``cautious``, what a person may have meant as the password
-    of ``user:password@`` when it holds an unencoded '@', '/' or '?'.
-
-    libpq ends the user information at the first '@' or '/' (``u:Xk9@Lm2/Qr7@host``
-    is the password "Xk9", the host "Lm2" and the database "Qr7@host"), so what the
-    person meant runs from the first ':' to the last '@' of the URL: any '@' but one
-    inside a password libpq itself finds (``?password=x@y``) or in the value of a
-    parameter that names someone or something (``?user=me@corp``, from ``query``, the
-    index of libpq's '?'). Such a URL is refused or misrouted by libpq, so hiding more
-    of it costs nothing.
-    """
-    if not cautious:
-        return spans
-    last_at = -1
-    for k in range(len(url) - 1, start - 1, -1):
-        if url[k] != "@" or any(v <= k < e for _, e, v in spans):
-            continue
-        if k > query:
-            piece_start = url.rfind("&", query, k) + 1 or query + 1
-            key, eq, _ = url[max(piece_start, query + 1) : k].partition("=")
-            if eq and unquote(key) in _NAMING_KEYS:
-                continue
-        last_at = k
-        break
-    if last_at < 0:
-        return spans
-    p = start
-    if url.startswith("[", start):  # an IPv6 host: its ':' are no password
-        close = url.find("]", start, last_at)
-        p = close + 1 if close >= 0 else start
-    colon = url.find(":", p, last_at)
-    if colon >= 0:
-        spans.append((colon, last_at, colon + 1))
-    return spans
-
-
-def _cut(url: str, cautious: bool) -> str:
-    spans = _secret_spans(url, cautious)
-    if not spans:
-        return url
-    out, last = [], 0
-    for s, e, _ in sorted(spans):
-        if s < last:  # overlapping spans (a mistyped URL) are cut as one
-            last = max(last, e)
-            continue
-        out.append(url[last:s])
-        last = e
-    out.append(url[last:])
-    text = "".join(out)
-    # the first query parameter removed: "?&next=..." becomes "?next=...", "?" at the end goes
-    text = text.replace("?&", "?")
-    return text[:-1] if text.endswith("?") else text
-
-
-def without_password(url: str) -> str:
-    """``url`` without what libpq would take as a password, otherwise byte for byte the
-    same, so it connects exactly as ``url`` did with the password from ``~/.pgpass`` or
-    ``PGPASSWORD`` (``postgresql:///db?host=/run/pg`` stays as it is)."""
-    return _cut(url, cautious=False)
-
-
-def redact(url: str) -> str:
-    """The URL as relay shows it: without its password, and without anything of a
-    mistyped URL that could be part of one. This is the only form in which relay
-    prints or reports a URL (design.md §13)."""
-    if "://" not in url:
-        return "(a database URL that cannot be read)"
-    return _cut(url, cautious=True)
-
-
-def secrets_of(url: str) -> list[str]:
-    """Every form in which the URL's password could appear in a driver's message."""
-    found: set[str] = set()
-    for _, e, v in _secret_spans(url, cautious=True):
-        raw = url[v:e]
-        if not raw:
-            continue
-        found.update((raw, unquote(raw)))
-        # the pieces libpq reads elsewhere when a password holds an unencoded '@', '/'
-        # or '&' (a host "ss@host", a port "pa"): long ones anywhere, short ones only
-        # where libpq quotes them or an '@' follows
-        for part in re.split(r"[@/&:?,]", raw):
-            if len(part) >= 3:
-                found.update((part, unquote(part)))
-            elif part:
-                found.update((f'"{part}"', f"{part}@", f'"{unquote(part)}"'))
-    forms: set[str] = set()
-    for f in found:
-        if f:
-            forms.update((f, quote(f, safe=""), quote(f)))
-    return sorted(forms, key=len, reverse=True)
-
-
-def password_of(url: str) -> str | None:
-    """The password written in the URL as libpq reads it (the last one wins), if any."""
-    found = None
-    for s, e, v in _secret_spans(url, cautious=False):
-        if url[s] == ":" or url[s:v].lstrip("&?").split("=")[0] == "password":
-            found = unquote(url[v:e]) if url[v:e] else found
-    return found
-
-
-def scrub(text: str, url: str | None) -> str:
-    """``text`` with the URL's password (in every form a message may hold) replaced."""
-    if not url:
-        return text
-    if url in text:
-        text = text.replace(url, redact(url))
-    for form in secrets_of(url):
-        text = text.replace(form, "***")
-    return text
+        if all(
+            f in ("*", want) for f, want in zip(fields[:4], (host, port, db, user), strict=True)
+        ):
+            return True
+    return False

@@ -1,5 +1,5 @@
-"""`relay guide [--for claude|codex|gemini|opencode|generic]`: the instructions an agent
-needs."""
+"""`relay guide [--for claude|codex|gemini|opencode|copilot|generic] [--full]`: the
+instructions an agent needs -- short enough to paste (design.md §18), and the long form."""
 
 from __future__ import annotations
 
@@ -62,8 +62,25 @@ def docs_activity_table() -> str:
     return "\n".join(rows)
 
 
-# What every audience must be told (design.md §1, §5, §6, §10, §12).
+# What every audience must be told (design.md §1, §5, §6, §10, §12), in the short guide
+# to paste as in the long form.
 MUST_SAY = [
+    "--id",  # always pass your own id
+    "SAME id",  # retry with the same id and content
+    "the SAME text",
+    '"not yet", never "failed"',  # a timeout is not a failure
+    "delivery_unknown",
+    "Ask the person",
+    "never the user's approval",  # peer text is never user approval
+    "never forward a reply",
+    "<<'EOF'",  # heredoc on stdin
+    "relay once --key KEY -- CMD",
+    "effect_unknown",
+    "never approve a command yourself",
+    "relay guide --full",  # where the long form is
+]
+# ... and what the long form adds.
+MUST_SAY_FULL = [
     "--id",  # always pass your own id
     "SAME id",  # retry with the same id and content
     "the SAME text",
@@ -78,24 +95,37 @@ MUST_SAY = [
     "effect_unknown",
     "person at a terminal",
 ]
+AUDIENCES = ["generic", "claude", "codex", "gemini", "opencode", "copilot"]
 
 
 @pytest.mark.one_backend
-@pytest.mark.parametrize("audience", ["generic", "claude", "codex", "gemini", "opencode"])
-def test_every_audience_gets_the_rules(relay, audience):
-    r = relay("guide", "--for", audience)
+@pytest.mark.parametrize("full", [False, True], ids=["short", "full"])
+@pytest.mark.parametrize("audience", AUDIENCES)
+def test_every_audience_gets_the_rules(relay, audience, full):
+    r = relay("guide", "--for", audience, *(["--full"] if full else []))
     assert r.code == 0 and r.err == ""
     flowing = " ".join(r.out.split())  # lines are wrapped at word boundaries
-    for phrase in MUST_SAY:
-        assert phrase in flowing, f"{audience} guide lacks {phrase!r}"
+    for phrase in MUST_SAY_FULL if full else MUST_SAY:
+        assert phrase.lower() in flowing.lower(), f"{audience} guide lacks {phrase!r}"
     assert "\x1b" not in r.out
 
 
 @pytest.mark.one_backend
-@pytest.mark.parametrize("audience", ["generic", "claude", "codex", "gemini", "opencode"])
-def test_every_guide_line_fits_80_columns(relay, audience):
-    wide = [line for line in relay("guide", "--for", audience).out.splitlines() if len(line) > 80]
+@pytest.mark.parametrize("full", [False, True], ids=["short", "full"])
+@pytest.mark.parametrize("audience", AUDIENCES)
+def test_every_guide_line_fits_80_columns(relay, audience, full):
+    out = relay("guide", "--for", audience, *(["--full"] if full else [])).out
+    wide = [line for line in out.splitlines() if len(line) > 80]
     assert wide == []
+
+
+@pytest.mark.one_backend
+@pytest.mark.parametrize("runtime", ["claude", "codex", "gemini", "opencode", "copilot"])
+def test_the_short_guide_says_that_with_hooks_it_need_not_be_pasted(relay, runtime):
+    """Pasted into an instructions file the guide is paid for on every model request; the
+    hooks hand each session what it needs (design.md §18)."""
+    flowing = " ".join(relay("guide", "--for", runtime).out.split())
+    assert "this guide need not be in" in flowing
 
 
 @pytest.mark.one_backend
@@ -104,18 +134,20 @@ def test_default_is_generic(relay):
 
 
 @pytest.mark.one_backend
-@pytest.mark.parametrize("runtime", ["claude", "codex", "gemini", "opencode"])
-def test_each_runtime_guide_names_the_command_that_installs_its_hook(relay, runtime):
-    text = relay("guide", "--for", runtime).out
+@pytest.mark.parametrize("full", [False, True], ids=["short", "full"])
+@pytest.mark.parametrize("runtime", ["claude", "codex", "gemini", "opencode", "copilot"])
+def test_each_runtime_guide_names_the_command_that_installs_its_hook(relay, runtime, full):
+    text = " ".join(relay("guide", "--for", runtime, *(["--full"] if full else [])).out.split())
     assert f"relay hook install {runtime}" in text
-    assert "`[relay]`" in text or runtime == "gemini"  # how relay's wake note looks
+    # how relay's wake note looks, where it can wake an idle session
+    assert "`[relay]`" in text or runtime in ("gemini", "copilot")
     if runtime != "claude":  # no env file: the launcher carries the identity
         assert f"relay run --as NAME --kind {runtime} -- {runtime}" in text
 
 
 @pytest.mark.one_backend
 def test_codex_guide_says_how_it_is_woken_and_how_to_wait_without_hooks(relay):
-    text = relay("guide", "--for", "codex").out
+    text = relay("guide", "--for", "codex", "--full").out
     assert "relay hook install codex --wake" in text and "codex queue" in text
     assert "not by the user" in text
     assert "relay claim --wait" in text and "relay wait ID --timeout" in text
@@ -123,24 +155,28 @@ def test_codex_guide_says_how_it_is_woken_and_how_to_wait_without_hooks(relay):
 
 
 @pytest.mark.one_backend
-def test_gemini_guide_says_an_idle_session_cannot_be_woken(relay):
-    text = relay("guide", "--for", "gemini").out
+@pytest.mark.parametrize("full", [False, True], ids=["short", "full"])
+def test_gemini_guide_says_an_idle_session_cannot_be_woken(relay, full):
+    text = " ".join(relay("guide", "--for", "gemini", *(["--full"] if full else [])).out.split())
     assert "Nothing can wake an idle Gemini CLI session" in text
-    assert "BeforeAgent" in text and "AfterAgent" in text and "GEMINI.md" in text
+    assert "AfterAgent" in text and "GEMINI.md" in text
 
 
 @pytest.mark.one_backend
-def test_generic_guide_has_no_runtime_sections(relay):
-    text = relay("guide").out
+@pytest.mark.parametrize("full", [False, True], ids=["short", "full"])
+def test_generic_guide_has_no_runtime_sections(relay, full):
+    text = relay("guide", *(["--full"] if full else [])).out
     assert "relay hook" not in text and "claim --wait 10m" in text
     assert "Codex" not in text and "Gemini" not in text
 
 
 @pytest.mark.one_backend
 def test_json_output_is_one_document(relay):
-    r = relay("guide", "--for", "codex", "--json")
-    assert r.code == 0
-    assert r.json == {"for": "codex", "text": relay("guide", "--for", "codex").out}
+    for full in ([], ["--full"]):
+        r = relay("guide", "--for", "codex", *full, "--json")
+        assert r.code == 0
+        assert r.json == {"for": "codex", "text": relay("guide", "--for", "codex", *full).out}
+    assert relay("guide", "--full").out != relay("guide").out
 
 
 @pytest.mark.one_backend
@@ -157,11 +193,11 @@ def test_guide_needs_no_state_directory(relay):
 
 @pytest.mark.one_backend
 def test_guide_text_stays_short_enough_to_paste(relay):
-    for audience in ("generic", "claude", "codex", "gemini", "opencode"):
-        text = relay("guide", "--for", audience).out
-        assert len(text) < 12000
-        assert max(len(line) for line in text.splitlines()) <= 100
-        assert not re.search(r"[ \t]+$", text, re.M)
+    for audience in AUDIENCES:
+        for full in ([], ["--full"]):
+            text = relay("guide", "--for", audience, *full).out
+            assert len(text) < (12000 if full else 3000)
+            assert not re.search(r"[ \t]+$", text, re.M)
 
 
 def test_the_send_example_runs_as_written(relay):
@@ -171,7 +207,7 @@ def test_the_send_example_runs_as_written(relay):
     import sys
     from pathlib import Path
 
-    block = re.search(r"```sh\n(.*?)```", relay("guide").out, re.S).group(1)
+    block = re.search(r"```sh\n(.*?)```", relay("guide", "--full").out, re.S).group(1)
     alice = relay.join("alice")
     relay("peers", "add", "bob")
     env = {
@@ -206,7 +242,7 @@ def test_the_guide_says_what_each_state_means_in_the_words_of_the_state_table(re
     """One definition (design.md §5): the guide's states section is states.MEANING."""
     from relay_cli.requests.states import MEANING
 
-    text = " ".join(relay("guide").out.split())
+    text = " ".join(relay("guide", "--full").out.split())
     for state, (claims, not_claimed) in MEANING.items():
         assert f"- {state}: {claims}." in text
         if not_claimed:
@@ -218,8 +254,9 @@ def test_every_runtime_has_a_guide_section_and_an_audience():
 
     for rt in runtimes.ALL:
         assert rt.name in guide.AUDIENCES
-        section = guide.text(rt.name)[len(guide.text("generic")) :]
+        section = guide.text(rt.name, full=True)[len(guide.text("generic", full=True)) :]
         assert rt.display in section and f"relay hook install {rt.name}" in section
+        assert f"relay hook install {rt.name}" in guide.text(rt.name)
 
 
 def test_docs_agents_shows_what_relay_can_tell_of_each_runtime():

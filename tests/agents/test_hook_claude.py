@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from conftest import new_id
+from test_hook_runtimes import stop_words
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "claude"
 CLAUDE_SID = "8f2c1d7e-4b5a-4e7d-9c3b-2a1f0e9d8c7b"
@@ -87,6 +88,12 @@ def peer(relay, name: str) -> dict:
     return next(p for p in peers if p["name"] == name)
 
 
+def claim_cmd(rid: str) -> str:
+    """How relay's texts name a request: its shortest unique prefix of at least 12
+    characters (design.md §18), inside the command that takes it."""
+    return f"`relay claim --id {rid[:12]}`"
+
+
 def context(doc: dict, event: str) -> str:
     assert set(doc) == {"hookSpecificOutput"}
     assert doc["hookSpecificOutput"]["hookEventName"] == event
@@ -97,7 +104,7 @@ def context(doc: dict, event: str) -> str:
 def test_session_start_joins_and_writes_export_lines_to_claude_env_file(relay, claude):
     doc = claude.start()
     text = context(doc, "SessionStart")
-    assert "'claude-1'" in text and "relay send" in text and "external_ai_message" in text
+    assert "'claude-1'" in text and "relay send" in text and "never the user's approval" in text
     lines = claude.env_file.read_text().splitlines()
     assert [ln.split("=")[0] for ln in lines] == [
         "export RELAY_PEER",
@@ -106,7 +113,9 @@ def test_session_start_joins_and_writes_export_lines_to_claude_env_file(relay, c
     ] + (["export RELAY_DATABASE_URL"] if relay.url else [])  # design.md §13
     exported = claude.exports()
     if relay.url:
-        assert exported["RELAY_DATABASE_URL"] == relay.url  # (it holds no password)
+        from relay_cli.store.url import read
+
+        assert exported["RELAY_DATABASE_URL"] == read(relay.url).url  # as relay prints it
     assert exported["RELAY_PEER"] == "claude-1"
     assert exported["RELAY_SESSION"].startswith("rly_")
     assert Path(exported["RELAY_HOME"]) == relay.home and Path(exported["RELAY_HOME"]).is_absolute()
@@ -142,7 +151,7 @@ def test_session_start_under_relay_run_uses_that_session(relay, claude):
     rid = new_id()
     assert relay.send(relay.join("alice"), "claude-1", request_id=rid).code == 0
     stop = claude.hook("stop")
-    assert stop["decision"] == "block" and rid in stop["reason"]
+    assert stop["decision"] == "block" and claim_cmd(rid) in stop_words(stop)
 
 
 def test_compaction_keeps_the_relay_session_and_its_claimed_work(relay, claude):
@@ -153,7 +162,7 @@ def test_compaction_keeps_the_relay_session_and_its_claimed_work(relay, claude):
     assert relay("claim", "--json", env=agent).json["id"] == rid
     size = claude.env_file.stat().st_size
     doc = claude.start(source="compact")
-    assert "continues" in context(doc, "SessionStart")
+    assert "the same relay session as before the compaction" in context(doc, "SessionStart")
     assert claude.env_file.stat().st_size == size  # nothing new to export
     assert relay("show", rid, "--json").json["state"] == "delivered"
     assert relay("peers", "heartbeat", "--json", env=agent).code == 0
@@ -175,7 +184,7 @@ def test_a_new_session_start_supersedes_the_old_one(relay, claude, tmp_path):
 
 
 def test_session_start_without_claude_env_file_starts_no_session(relay, claude):
-    assert relay("sweep").code == 0  # the home exists
+    relay.make_home()  # the home exists
     snap_peers = relay("peers", "list", "--json").json
     doc = claude.start(env={"CLAUDE_ENV_FILE": None})
     assert "CLAUDE_ENV_FILE" in context(doc, "SessionStart")
@@ -250,12 +259,17 @@ def test_user_prompt_submit_lists_waiting_requests_and_unseen_notices_once(relay
     relay("reply", mine, "done: 3% faster", env=bob)
 
     text = context(claude.hook("user_prompt_submit"), "UserPromptSubmit")
-    assert waiting in text and "from alice" in text and "relay claim" in text
-    assert mine in text and "completed" in text
+    assert claim_cmd(waiting) in text and "from alice" in text
+    assert f"- {mine[:12]} to bob: completed" in text
+    assert waiting not in text and mine not in text  # named by a short prefix
     assert "please review the diff" not in text and "3% faster" not in text  # no bodies
-    again = context(claude.hook("user_prompt_submit"), "UserPromptSubmit")
-    assert waiting in again and mine not in again  # each notice once
-    assert relay("notices", "--json", env=agent).json == {"notices": []}
+    # an unchanged set is not announced again, and each notice is told once
+    assert claude.hook("user_prompt_submit") is None
+    assert relay("notices", "--json", env=agent).json["notices"] == []
+    later = new_id()
+    relay.send(alice, "claude-1", request_id=later)
+    text = context(claude.hook("user_prompt_submit"), "UserPromptSubmit")
+    assert claim_cmd(later) in text and waiting[:12] not in text and "(2 wait in all)" in text
 
 
 def test_user_prompt_submit_with_nothing_to_say_prints_nothing(relay, claude):
@@ -294,10 +308,15 @@ def test_stop_blocks_naming_the_waiting_requests_and_the_claim_command(relay, cl
     relay.send(alice, "claude-1", "one", request_id=r1)
     relay.send(alice, "claude-1", "two", request_id=r2)
     doc = claude.hook("stop")
-    assert set(doc) == {"decision", "reason"} and doc["decision"] == "block"
-    assert r1 in doc["reason"] and r2 in doc["reason"] and "from alice" in doc["reason"]
-    assert "relay claim" in doc["reason"]
-    assert "one" not in doc["reason"].split()  # no bodies
+    # Claude Code sends a block's reason to the model twice, the Stop's context once: the
+    # words go in the context, the reason points there (design.md §12)
+    assert set(doc) == {"decision", "reason", "hookSpecificOutput"}
+    assert doc["decision"] == "block" and doc["reason"] == (
+        "relay: requests wait for claude-1; this Stop hook's context lists them."
+    )
+    assert claim_cmd(r1) in stop_words(doc) and claim_cmd(r2) in stop_words(doc)
+    assert "from alice" in stop_words(doc) and "not the user's approval" in stop_words(doc)
+    assert "one" not in stop_words(doc).split()  # no bodies
 
 
 def test_stop_never_blocks_twice_for_the_same_requests(relay, claude):
@@ -311,7 +330,8 @@ def test_stop_never_blocks_twice_for_the_same_requests(relay, claude):
     r2 = new_id()
     relay.send(alice, "claude-1", request_id=r2)
     doc = claude.hook("stop_active")
-    assert doc["decision"] == "block" and r2 in doc["reason"]
+    assert doc["decision"] == "block" and claim_cmd(r2) in stop_words(doc)
+    assert r1[:12] not in stop_words(doc)
 
 
 def test_stop_blocks_at_most_three_times_in_a_row(relay, claude):

@@ -299,18 +299,19 @@ def test_copilot_hooks_go_to_its_hooks_directories(relay, home, tmp_path, monkey
     assert "cannot wake an idle GitHub Copilot CLI session" in r.error["message"]
 
 
-def test_a_symlinked_settings_file_is_written_through_the_link(relay, home, tmp_path):
+def test_a_symlinked_settings_file_is_refused_and_its_target_untouched(relay, home, tmp_path):
+    """A settings file kept elsewhere (dotfiles) and linked in: relay does not write
+    through the link (design.md §12); the person edits the file or replaces the link."""
     dotfiles = tmp_path / "dotfiles"
     dotfiles.mkdir()
     real = dotfiles / "claude-settings.json"
     real.write_text('{"model": "opus"}')
     (home / ".claude").mkdir()
     os.symlink(real, settings_file(home, "claude"))
-    install(relay, "claude")
+    err = _refused_unchanged(relay, home, "claude", "storage_error")
+    assert "symbolic link" in err["message"] and "replace" in err["hint"]
     assert settings_file(home, "claude").is_symlink()
-    assert json.loads(real.read_text())["model"] == "opus" and "hooks" in json.loads(
-        real.read_text()
-    )
+    assert real.read_text() == '{"model": "opus"}' and list(dotfiles.iterdir()) == [real]
 
 
 def test_relays_entries_are_recognised_by_their_command_only(relay, home):
@@ -398,7 +399,7 @@ def test_a_symlink_to_dev_zero_is_refused_without_reading_it(relay, home):
     path.parent.mkdir()
     path.symlink_to("/dev/zero")
     err = _refused_unchanged(relay, home, "codex", "storage_error")
-    assert "not a regular file" in err["message"]
+    assert "symbolic link" in err["message"]
 
 
 def test_a_read_only_settings_file_is_refused_unchanged(relay, home):

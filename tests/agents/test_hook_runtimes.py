@@ -150,6 +150,12 @@ def context(doc: dict) -> str:
     return doc["hookSpecificOutput"]["additionalContext"]
 
 
+def stop_words(doc: dict) -> str:
+    """What a Stop block tells the model: its reason, or where the runtime takes the
+    block's words from the hook's context (Claude Code: ``Runtime.stop_context``), that."""
+    return doc.get("hookSpecificOutput", {}).get("additionalContext") or doc["reason"]
+
+
 def event_name(doc: dict) -> str | None:
     """The event name the answer carries (None: the top-level form names none)."""
     return doc["hookSpecificOutput"]["hookEventName"] if "hookSpecificOutput" in doc else None
@@ -178,6 +184,7 @@ def test_a_whole_session_in_the_runtimes_dialect(relay, tmp_path, runtime):
     }
     assert event_name(start) == wanted_name.get(runtime)
     assert repr(agent.name) in context(start) and "relay send" in context(start)
+    assert "relay claim --id " not in context(start)  # the start names no request
     me = agent.agent_env()
     alice = relay.join("alice")
     waiting = new_id()
@@ -190,12 +197,18 @@ def test_a_whole_session_in_the_runtimes_dialect(relay, tmp_path, runtime):
     prompt = agent.hook("UserPromptSubmit")
     prompt_event = {"gemini": "BeforeAgent", "copilot": None}.get(runtime, "UserPromptSubmit")
     assert event_name(prompt) == prompt_event
-    assert waiting in context(prompt) and mine in context(prompt)
+    assert f"`relay claim --id {waiting[:12]}`" in context(prompt)
+    assert f"- {mine[:12]} to alice: completed" in context(prompt)
     assert "please review the diff" not in context(prompt)
 
+    # the turn ends with the request still queued: the Stop block keeps the agent going
+    # once, pointing at the listing instead of naming it again (design.md §18)
     stop = agent.hook("Stop")
     assert stop["decision"] == {"gemini": "deny"}.get(runtime, "block")
-    assert waiting in stop["reason"] and "relay claim" in stop["reason"]
+    assert "listed earlier" in stop_words(stop) and waiting[:8] not in stop_words(stop)
+    # Gemini CLI, opencode and Copilot CLI send the reason back as the next prompt: no
+    # listing names the request again, and the prompt is not a person's
+    assert agent.hook("UserPromptSubmit", prompt=stop["reason"]) is None
 
     assert relay("claim", "--json", env=me).json["id"] == waiting
     if runtime == "opencode":  # no session-end event: `relay run` leaves at exit
@@ -215,7 +228,7 @@ def test_under_relay_run_the_hook_adopts_the_launchers_session(relay, tmp_path, 
     relay.send(relay.join("alice"), agent.name, request_id=new_id())
     # Later events find the session by the runtime's session_id alone.
     doc = agent.hook("Stop", env={"RELAY_SESSION": None})
-    assert doc is not None and doc["reason"].startswith("relay: 1 request(s)")
+    assert doc is not None and stop_words(doc).startswith(f"relay: 1 request for {agent.name}")
 
 
 @pytest.mark.parametrize("runtime", ["codex", "gemini", "opencode", "copilot"])
@@ -241,13 +254,25 @@ def test_codex_writes_the_identity_to_codex_env_file_else_claude_env_file(relay,
 
 
 @pytest.mark.postgres_only
-def test_an_env_file_others_can_read_gets_relay_database_url_without_its_password(relay, tmp_path):
-    """design.md §13: the URL of the database the hook used, with any password removed
-    when others can read the file (the test server trusts its unix socket, so the
-    password in the URL is not needed); tests/store/test_pg_url.py has the private file."""
+@pytest.mark.parametrize("mode", [0o600, 0o644])
+def test_the_env_file_never_holds_the_database_urls_password(relay, tmp_path, mode):
+    """design.md §13: the hook's env file, private or not, gets the URL of the database the
+    hook used as relay prints it, without its password (the test server trusts its unix
+    socket, so the password in the URL is not needed); a URL with a password that came
+    from $RELAY_DATABASE_URL is left to the agent's shells, which inherit it as the hook
+    did (tests/store/test_pg_url.py logs in with both)."""
     agent = Agent(relay, tmp_path, "claude")
-    os.chmod(agent.env_file, 0o644)
-    agent.hook("SessionStart", env={"RELAY_DATABASE_URL": relay.url + "&password=s3cret"})
+    os.chmod(agent.env_file, mode)
+    url = relay.url + "&password=s3cret"
+    r = relay(
+        "hook",
+        "claude",
+        "--database-url",
+        url,
+        input=json.dumps(event("claude", "session_start", session_id=new_id())),
+        env={**agent.env, "RELAY_DATABASE_URL": None},
+    )
+    assert r.code == 0, r.err
     text = agent.env_file.read_text()
     assert "export RELAY_DATABASE_URL=" in text and "s3cret" not in text
     exported = subprocess.run(
@@ -257,6 +282,10 @@ def test_an_env_file_others_can_read_gets_relay_database_url_without_its_passwor
         check=True,
     ).stdout
     assert relay("peers", "list", "--json", env={"RELAY_DATABASE_URL": exported}).code == 0
+    agent.env_file.write_text("")
+    agent.hook("SessionStart", env={"RELAY_DATABASE_URL": url})
+    text = agent.env_file.read_text()
+    assert "RELAY_SESSION=" in text and "RELAY_DATABASE_URL" not in text and "s3cret" not in text
 
 
 # ------------------------------------------------- the Stop count and a person's prompt

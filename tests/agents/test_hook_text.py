@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 from conftest import new_id
+from test_hook_runtimes import stop_words
 
-from relay_cli.agents import guide, hook, runtimes, wake
+from relay_cli.agents import announce, guide, hook, runtimes, wake
 
 # Characters that Codex and Gemini CLI HTML-escape on the way to the model (design.md
 # §12): no text relay hands a runtime contains them.
@@ -129,8 +130,10 @@ def test_no_text_relay_hands_a_runtime_holds_characters_it_would_escape(relay, t
         relay("peers", "leave", env=agent)
     run("UserPromptSubmit", env)  # the ended note
     for r in runtimes.ALL:
-        emitted.append(wake.note("agent-1", [new_id() for _ in range(12)], r.name))
+        reqs = [announce.Named(i, i[:12], "alice", 16) for i in (new_id() for _ in range(5))]
+        emitted.append(wake.note("agent-1", reqs, 7, r.name))
         emitted.append(guide.short_text("agent-1", r.name))
+        emitted.append(guide.short_text("agent-1", r.name, kept=True))
     assert len(emitted) >= 6
     bad = [(t, c) for t in emitted for c in ESCAPED if c in t]
     assert bad == []
@@ -217,8 +220,13 @@ def test_hooks_read_a_bounded_number_of_rows_at_any_queue_size(relay, tmp_path, 
             ev = hook.parse(event("claude", name, session_id=sid).encode())
             doc = hook.handle(store, ev, henv)
             read[name] = counting.rows
-            if name == "stop":
-                assert doc["decision"] == "block" and f"{queued} request(s)" in doc["reason"]
+            if name == "stop":  # (the prompt before listed the oldest five)
+                assert doc["decision"] == "block"
+                assert (
+                    f"{queued - 5} requests for agent-1 wait (and 5 listed earlier)"
+                    in stop_words(doc)
+                )
+                assert f"and {queued - 10} more: `relay inbox`" in stop_words(doc)
         counting.rows = 0
         session = store.session_for_agent(sid)
         assert wake._fresh(store, session["id"], "agent-1") == []  # all named by Stop

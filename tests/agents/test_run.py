@@ -426,10 +426,13 @@ if args[:1] == ["app-server"]:
     if mode != "mute":
         s = socket.socket(socket.AF_UNIX); s.bind(path); s.listen(8)
     extra = {{}}
-    if mode == "child":  # what a real server starts: a helper in its process group
+    if mode in ("child", "child-exit"):  # what a real server starts: a helper in its group
         import subprocess
         extra["child"] = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]).pid
     record("server", {{"mode": oct(os.stat(os.path.dirname(path)).st_mode & 0o777), **extra}})
+    if mode == "child-exit":  # the server ends by itself; what it started does not
+        time.sleep(1)
+        sys.exit(0)
     while True:
         time.sleep(0.1)
 remote = args[args.index("--remote") + 1] if "--remote" in args else None
@@ -439,7 +442,7 @@ if remote:
 record("tui", {{"connected": connected}})
 if os.environ.get("FAKE_TUI_WAIT"):
     signal.signal(signal.SIGTERM, lambda n, f: sys.exit(42))
-    time.sleep(30)
+    time.sleep(float(os.environ["FAKE_TUI_WAIT"]) if os.environ["FAKE_TUI_WAIT"] != "1" else 30)
 """
 
 

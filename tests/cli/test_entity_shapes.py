@@ -12,9 +12,9 @@ from conftest import new_id
 from relay_cli.core import clock
 from relay_cli.ledger import entries
 from relay_cli.operate.doctor import Check
-from relay_cli.requests import lifecycle, notices, peers
+from relay_cli.requests import notices, objects, peers, sending
 
-REQUEST = lifecycle.request_fields()["always"]
+REQUEST = objects.request_fields()["always"]
 SENT = [*REQUEST, "duplicate", "recipient_active", "wakeup"]
 
 
@@ -45,6 +45,7 @@ def test_every_command_that_shows_a_request_prints_the_request_object(relay):
         *REQUEST,
         "text",
         "duplicate",
+        "claimer_known",
         "held_unacked",
     ]
     assert _keys(relay("ack", rid, "--json", env=bob).json) == [*REQUEST, "duplicate"]
@@ -59,7 +60,7 @@ def test_every_command_that_shows_a_request_prints_the_request_object(relay):
     found = relay("notices", "--json", env=alice).json["notices"]
     assert [_keys(n) for n in found] == [list(notices.NOTICE_KEYS)]
     # the library's own object for the stored row, key for key
-    built = _library(relay, lambda store, now: lifecycle.request_object(store.get_request(rid)))
+    built = _library(relay, lambda store, now: objects.request_object(store.get_request(rid)))
     assert _keys(built) == REQUEST
 
     for verb in ("cancel", "fail", "reject"):
@@ -84,11 +85,11 @@ def test_submit_prints_the_receipt_of_the_request_send_prints(relay):
     draft = relay("prepare", "--to", "bob", "-", "--json", input="work", env=alice).json
     assert _keys(draft) == ["id", "prepared_expires_at"]
     receipt = relay("submit", draft["id"], "--json", env=alice).json
-    assert _keys(receipt) == list(lifecycle.RECEIPT_KEYS)
+    assert _keys(receipt) == list(sending.RECEIPT_KEYS)
     again = relay("submit", draft["id"], "--json", env=alice).json
     sent = relay("send", "--to", "bob", "--id", draft["id"], "--json", "-", input="work", env=alice)
     assert sent.code == 0 and sent.json["duplicate"] is True
-    assert again == {k: sent.json[k] for k in lifecycle.RECEIPT_KEYS}
+    assert again == {k: sent.json[k] for k in sending.RECEIPT_KEYS}
 
 
 def test_every_command_that_shows_a_peer_prints_the_peer_object(relay):

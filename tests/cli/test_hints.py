@@ -144,7 +144,10 @@ def test_state_conflict_on_delivery_unknown_says_why_and_who_settles_it(relay, r
         assert err["hint"].startswith(ERRORS["state_conflict"].hint)
         assert f"became delivery_unknown ({reason}:" in err["hint"]
         assert "a person settles it in their own terminal" in err["hint"]
-        assert f"`relay resolve {rid} --outcome completed|failed|requeue`" in err["hint"]
+        # one full command per outcome, never alternatives a shell reads as a pipeline
+        for outcome in ("completed", "failed", "requeue"):
+            assert f"`relay resolve {rid} --outcome {outcome}`" in err["hint"]
+        assert "|" not in err["hint"]
         HINTS_SEEN.append(err["hint"])
     assert relay.snapshot() == before
 

@@ -20,7 +20,7 @@ BIN = str(Path(sys.executable).parent)
 def _many_requests(relay, alice, n: int, monkeypatch) -> None:
     from relay_cli.core import clock
     from relay_cli.core.context import Limits
-    from relay_cli.requests import lifecycle, peers
+    from relay_cli.requests import peers, sending
 
     # no rate limit, no queue cap: more than one recipient's queue holds (design.md §4)
     limits = Limits(rate_limit_raw="0", queue_cap_raw="0")
@@ -30,7 +30,7 @@ def _many_requests(relay, alice, n: int, monkeypatch) -> None:
             caller = peers.identify(store, "alice", alice["RELAY_SESSION"])
             now = clock.Clock().now_ms()
             for i in range(n):
-                lifecycle.send(
+                sending.send(
                     store,
                     now,
                     caller,
@@ -132,7 +132,8 @@ def test_peers_leave_names_the_work_that_became_delivery_unknown(world):
     assert max(len(line) for line in r.out.splitlines()) <= 80
     for rid in rids:
         assert f"  {rid}" in r.out
-    assert "relay resolve ID" in r.out
+    for rid in rids:  # each settled by its own commands, one per outcome (design.md §14)
+        assert f"relay resolve {rid} --outcome requeue" in r.out
     carol = relay.join("carol")
     quiet = relay("peers", "leave", env=carol)
     assert quiet.code == 0 and "delivery_unknown" not in quiet.out
@@ -301,7 +302,9 @@ def test_a_join_that_replaces_a_session_names_the_work_that_became_delivery_unkn
     ] + (["export RELAY_DATABASE_URL"] if relay.url else [])  # design.md §13
     flat = " ".join(r.err.split())
     assert rid in flat and "now delivery_unknown" in flat, r.err
-    assert "relay resolve ID --outcome completed|failed|requeue" in flat
+    for outcome in ("completed", "failed", "requeue"):  # one full command per outcome
+        assert f"relay resolve {rid} --outcome {outcome}" in flat
+    assert "|" not in flat
     assert relay("show", rid, "--json").json["state"] == "delivery_unknown"
     again = relay.proc("peers", "join", "bob")  # nothing claimed now: nothing said
     assert again.code == 0 and "delivery_unknown" not in again.err + again.out
@@ -398,3 +401,66 @@ def test_a_duplicate_answer_for_a_request_that_ended_queued_has_a_note(world, en
     assert "duplicate         yes" in r.out
     note = next(ln for ln in r.out.splitlines() if ln.startswith("note: "))
     assert note.startswith(f"note: {ending}: ") and "new id" in note, r.out
+
+
+def test_list_narrowed_by_a_mistyped_peer_says_no_such_peer(world):
+    """An empty table for a name no peer has is a typo, not an empty queue: human output
+    says so and names the known peers; JSON stays the empty list it is."""
+    relay, alice, _ = world
+    relay.send(alice, "bob", "x")
+    for option in ("--to", "--from"):
+        r = relay("list", option, "bobb")
+        assert r.code == 0, r.err
+        assert r.out.splitlines() == [
+            "no requests",
+            "note: no peer is named 'bobb'; known peers: alice, bob",
+        ]
+        assert relay("list", option, "bobb", "--json").json == {"requests": [], "has_more": False}
+    assert "no peer is named" not in relay("list", "--to", "alice").out  # a known peer
+
+
+def test_a_send_with_the_text_of_an_open_request_under_another_id_says_so(world):
+    """A retry whose id has a typo queues the same work twice: the send says so in a
+    `note:` naming the open request (still a new request: nothing refused), and not for
+    a duplicate, another text, another recipient, or a request no longer open."""
+    relay, alice, bob = world
+    first, typo = "1a2b3c4d-0000-4000-8000-000000000001", "1a2b3c4d-0000-4000-8000-000000000002"
+    assert relay.send(alice, "bob", "deploy it", request_id=first).code == 0
+    r = relay("send", "--to", "bob", "--id", typo, "-", input="deploy it", env=alice)
+    assert r.code == 0, r.err
+    note = " ".join(line for line in r.out.splitlines() if line.startswith("note: " + first))
+    assert "open with the same text from alice to bob" in note and typo in note
+    assert "a new request all the same" in note
+    assert relay("show", typo, "--json").json["state"] == "queued"  # queued all the same
+    again = relay("send", "--to", "bob", "--id", typo, "-", input="deploy it", env=alice)
+    assert "open with the same text" not in again.out  # a duplicate is no second job
+    other = relay("send", "--to", "bob", "-", input="deploy it now", env=alice)
+    assert "open with the same text" not in other.out
+    assert (
+        relay("send", "--to", "bob", "--json", "-", input="deploy it", env=alice).json["duplicate"]
+        is False
+    )  # JSON keeps its shape
+    relay("cancel", first, env=alice)
+    relay("cancel", typo, env=alice)
+    for rid in [r["id"] for r in relay("list", "--state", "queued", "--json").json["requests"]]:
+        relay("cancel", rid, env=alice)
+    later = relay("send", "--to", "bob", "-", input="deploy it", env=alice)
+    assert "open with the same text" not in later.out  # none of them is open any more
+
+
+@pytest.mark.sqlite_only
+def test_the_same_text_look_is_one_search_of_a_partial_index(world):
+    relay, alice, _ = world
+    relay.send(alice, "bob", "deploy it")
+    store = relay.open_store()
+    try:
+        captured: list[str] = []
+        store.db.conn.set_trace_callback(captured.append)
+        store.open_same_text("bob", "alice", "0" * 64, "deploy it", "x", 3)
+        store.db.conn.set_trace_callback(None)
+        (sql,) = captured
+        plan = " / ".join(r[-1] for r in store.db.conn.execute("EXPLAIN QUERY PLAN " + sql))
+        assert plan.startswith("SEARCH") and "requests_open_text" in plan, plan
+        assert "to_peer=? AND from_peer=? AND text_hash=?" in plan, plan
+    finally:
+        store.close()

@@ -15,6 +15,7 @@ import os
 import pty
 import re
 import select
+import shlex
 import shutil
 import struct
 import subprocess
@@ -241,7 +242,8 @@ def test_doctor_fits_with_areas_first_problems_last_and_whole_words(home, cols, 
         lapsed = next(i for i, ln in enumerate(lines) if f"lapsed:{LAPSING}" in ln)
         assert ids["lapsing"][:8] in " ".join(lines[lapsed : lapsed + 4])
     joined = re.sub(r" \\\n +", " ", text)  # a command wrapped with ` \` is one command
-    assert f"\u2192 relay list --state delivery_unknown --home {relay.home}" in joined
+    # the home came from RELAY_HOME, which a pasted command inherits (design.md §14)
+    assert re.search(r"^ *\u2192 relay list --state delivery_unknown$", joined, re.M), joined
     assert "\x1b[" in raw  # coloured on a terminal
 
 
@@ -251,22 +253,30 @@ def test_list_is_one_line_per_request_with_whole_or_cut_cells(home, cols, rows):
     requests = {r["id"][:8]: r for r in relay("list", "--json").json["requests"]}
     raw, text = relay.screen("list", cols=cols, rows=rows)
     lines = assert_fits(text, cols)
-    assert cells(lines[0]) == ["id", "state", "from", "to", "reason", "since"]
+    # at 80 columns the sender gives way first (the names are long): said under the table
+    narrow = cols == 80
+    header = (
+        ["id", "state", "to", "reason", "since"]
+        if narrow
+        else ["id", "state", "from", "to", "reason", "since"]
+    )
+    assert cells(lines[0]) == header
+    if narrow:
+        assert lines[-1].startswith("(from left out at this width")
+        lines = lines[:-1]
     assert len(lines) == 1 + len(requests)  # one line per row
-    states, reasons = set(), {}
+    states = set()
     for ln in lines[1:]:
-        rid, state, frm, to, reason, since = cells(ln)
-        r = requests[rid[:8]]
-        assert state == r["state"]  # states stay whole
-        states.add(state)
-        assert whole_or_cut(frm, r["from"]) and whole_or_cut(to, r["to"])
-        assert whole_or_cut(reason, r["reason"] or "-")
-        reasons.setdefault(reason, set()).add(r["reason"])
-        assert re.fullmatch(r"(\d+[dhms])+ ago", since)  # since it is in its state
+        row = dict(zip(header, cells(ln), strict=True))
+        r = requests[row["id"][:8]]
+        assert row["state"] == r["state"]  # states stay whole
+        states.add(row["state"])
+        assert whole_or_cut(row["to"], r["to"])
+        assert narrow or whole_or_cut(row["from"], r["from"])
+        assert row["reason"] == (r["reason"] or "-")  # a reason is never cut
+        assert re.fullmatch(r"(\d+[dhms])+ ago", row["since"])  # since it is in its state
     assert states == STATES
-    # every reason reads as itself: two reasons never share a cell
-    assert all(len(v) == 1 for v in reasons.values()), reasons
-    assert (ELLIPSIS in text) == (cols == 80)
+    assert (ELLIPSIS in text) == narrow
     assert "\x1b[" in raw
 
 
@@ -319,15 +329,23 @@ def test_peers_ledger_and_inbox_are_one_line_per_row(home, cols, rows):
     assert {cells(ln)[1] for ln in table} == {"succeeded", "awaiting_approval", "effect_unknown"}
     notes = lines[1 + len(entries) :]
     assert notes and notes[0].startswith("1 awaiting a person's approval")
+    prose = [ln for ln in notes if not ln.lstrip().startswith("relay ")]
     assert_words_whole(
-        notes,
-        "1 awaiting a person's approval: `relay ledger show KEY`, then "
-        "`relay approve KEY` or `relay deny KEY` in your terminal 1 "
-        "effect_unknown, needing a person: the outcome was never recorded and "
-        "the next call does not run it again; `relay ledger show KEY` says why, "
-        "then a person settles it with `relay ledger resolve KEY --outcome "
-        "succeeded|failed|forget`",
+        prose,
+        "1 awaiting a person's approval, decided in the person's own terminal; each "
+        "shows the command and asks: 1 effect_unknown, needing a person: the outcome was "
+        "never recorded and the next call does not run it again; each entry's page says "
+        "why and names the commands that settle it:",
     )
+    # each entry's commands, whole, one per line (design.md §14)
+    commands = [ln.strip() for ln in notes if ln.lstrip().startswith("relay ")]
+    waiting = next(k for k, e in entries.items() if e["state"] == "awaiting_approval")
+    unknown = next(k for k, e in entries.items() if e["state"] == "effect_unknown")
+    assert commands == [
+        f"relay approve {shlex.quote(waiting)}",
+        f"relay deny {shlex.quote(waiting)}",
+        f"relay ledger show {shlex.quote(unknown)}",
+    ], notes
 
     _, text = relay.screen("inbox", "--as", CODEX, cols=cols, rows=rows)
     lines = assert_fits(text, cols)
@@ -422,3 +440,44 @@ def test_watch_in_a_dumb_terminal_writes_no_escape_codes(home):
     text = out.decode()
     assert "\x1b" not in text and "relay watch: 2 delivery_unknown" in text
     assert len([ln for ln in text.replace("\r", "").split("\n") if ln.strip()]) <= 24
+
+
+@pytest.mark.one_backend
+def test_list_at_80_columns_keeps_reasons_and_since_whole_and_names_in_words(relay):
+    """Before: at 80 columns list cut names and reasons mid-word (`claude-…ontend`,
+    `recipie…nected`), and when ids widened (two sharing 11 characters) `since` was
+    squeezed. Now a reason and since stay whole, a name is cut between its words, and the
+    least useful column (the sender) is left out first, said under the table."""
+    front, back, codex = (
+        "claude-code-reviewer-frontend",
+        "claude-code-reviewer-backend",
+        "codex-migrations-eu-west",
+    )
+    who = {n: relay.join(n, "--lease", "1h") for n in (front, back, codex)}
+    ids = [f"1a2b3c4d-5e{i}f-4000-8000-000000000001" for i in range(1, 5)]
+    relay.send(who[codex], front, "a", request_id=ids[0])
+    relay.send(who[codex], back, "b", request_id=ids[1])
+    relay("claim", "--id", ids[0], "--lease", "10s", env=who[front])
+    relay("claim", "--id", ids[1], env=who[back])
+    relay.send(who[front], codex, "c", request_id=ids[2])
+    relay.send(who[back], codex, "d", request_id=ids[3])
+    relay("claim", "--id", ids[3], env=who[codex])
+    relay("reject", ids[3], "--reason", "no", env=who[codex])
+    relay.move_clock(20)
+    relay("peers", "leave", env=who[back])
+    _, text = relay.screen("list", cols=80, rows=24)
+    lines = assert_fits(text, 80)
+    lines = lines[[ln.startswith("id ") for ln in lines].index(True) :]  # (the clock warning)
+    assert cells(lines[0]) == ["id", "state", "to", "reason", "since"]
+    assert lines[-1].startswith("(from left out at this width")
+    shown = {cells(ln)[0]: cells(ln) for ln in lines[1:-1]}
+    assert sorted(shown) == [i[:12] for i in ids]
+    for _rid, _state, to, reason, since in shown.values():
+        assert reason in (
+            "claim_lease_expired",
+            "recipient_disconnected",
+            "rejected_by_recipient",
+            "-",
+        )
+        assert re.fullmatch(r"(\d+[dhms])+ ago", since)
+        assert to in (codex, "claude…frontend", "claude…backend", "codex…eu-west"), to

@@ -305,3 +305,22 @@ def test_sha256_hex_is_hashlibs_digest(monkeypatch, without):
         monkeypatch.setitem(sys.modules, name, None)  # its import fails
     for data in (b"", b"abc", "t\u00f6k\udcffen".encode("utf-8", "surrogateescape"), b"x" * 70000):
         assert digest.sha256_hex(data) == hashlib.sha256(data).hexdigest()
+
+
+# `relay web`'s server and page (design.md §17): loaded by `relay web` alone.
+WEB_ONLY = ("relay_cli.operate.web", "http.server", "socketserver", "webbrowser")
+
+
+def test_only_relay_web_loads_the_web_view(relay):
+    alice, _ = relay.join("alice"), relay.join("bob")
+    for args, env, data in (
+        (["--help"], None, None),
+        (["id"], None, None),
+        (["send", "--to", "bob", "-"], alice, b"hello"),
+        (["list"], None, None),
+        (["watch"], None, None),  # (not a terminal: one snapshot)
+    ):
+        loaded = loaded_modules(args, relay._env(env), input=data)
+        assert sorted(m for m in loaded if m.startswith(WEB_ONLY)) == [], args
+    loaded = loaded_modules(["web", "--help"], relay._env(None))
+    assert "http.server" not in loaded  # not even its help

@@ -8,7 +8,7 @@ import sys
 
 from conftest import new_id
 
-from relay_cli.requests.lifecycle import request_object
+from relay_cli.requests.objects import request_object
 from relay_cli.requests.states import MEANING
 
 REQUEST_KEYS = (
@@ -60,7 +60,7 @@ def test_json_mode_prints_exactly_one_document(relay):
 
 
 def test_errors_in_human_mode_name_the_code_and_hint_without_traceback(relay):
-    assert relay("sweep").code == 0  # the home exists (a read makes none)
+    relay.make_home()  # the home exists (a read makes none)
     r = relay("show", new_id())
     assert r.code == 3
     assert "request_not_found" in r.err and "hint:" in r.err and "Traceback" not in r.err
@@ -72,7 +72,7 @@ def test_debug_shows_tracebacks_only_when_asked(relay, monkeypatch):
     def boom(*a, **k):
         raise ValueError("kaboom")
 
-    assert relay("sweep").code == 0  # the home exists (a read makes none)
+    relay.make_home()  # the home exists (a read makes none)
     monkeypatch.setattr(lc, "list_requests", boom)
     r = relay("list", "--json")
     assert (r.code, r.error["code"]) == (1, "internal_error")

@@ -216,3 +216,119 @@ def test_e2e_latest_takes_the_sdk_when_it_carries_a_newer_claude_code(monkeypatc
             assert mod.claude_from_sdk(deps, "sdk") and mod.CLAUDE_SDK in deps
     deps = {mod.CLAUDE_CODE: "2.1.332"}
     assert mod.claude_from_sdk(deps, "code") is None and deps == {mod.CLAUDE_CODE: "2.1.332"}
+
+
+# npm ci on a lock out of step: the cause, then npm's usage text (npm 11)
+NPM_EUSAGE = (
+    """npm error code EUSAGE
+npm error
+npm error `npm ci` can only install packages when your package.json and package-lock.json or npm-shrinkwrap.json are in sync. Please update your lock file with `npm install` before continuing.
+npm error
+npm error Missing: opencode-darwin-arm64@ from lock file
+npm error Missing: opencode-windows-x64@ from lock file
+npm error
+npm error Clean install a project
+npm error
+npm error Usage:
+npm error npm ci
+npm error
+npm error Options:
+npm error [--install-strategy <hoisted|nested|shallow|linked>] [--legacy-bundling]
+"""
+    + "npm error [--an option of npm ci]\n" * 60
+    + """npm error
+npm error Run "npm help ci" for more info
+npm error A complete log of this run can be found in: /root/.npm/_logs/x-debug-0.log
+"""
+)
+
+
+def test_an_npm_failure_says_its_cause_not_its_usage_text():
+    from e2e.harness import npm_cause
+
+    said = npm_cause(NPM_EUSAGE)
+    assert "can only install packages when" in said and "Missing: opencode-darwin-arm64@" in said
+    assert "Usage" not in said and "Options" not in said and "Clean install" not in said
+    assert said.endswith("x-debug-0.log")
+    assert npm_cause("npm error code E404\nnpm error 404 Not Found - GET x") == (
+        "npm error code E404\nnpm error 404 Not Found - GET x"
+    )
+
+
+def _e2e_latest():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "e2e_latest", Path(__file__).resolve().parents[2] / "scripts" / "e2e_latest.py"
+    )
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_newest_lock_leaves_out_platform_packages_the_registry_does_not_serve(tmp_path):
+    """`npm install --package-lock-only` writes entries only for the platform packages
+    the registry served (opencode-ai 1.18.33: two of twelve) while opencode-ai's entry
+    names all twelve, and `npm ci` refuses that lock."""
+    lock = {
+        "lockfileVersion": 3,
+        "packages": {
+            "": {"dependencies": {"opencode-ai": "1.18.33", "@openai/codex": "0.171.0"}},
+            "node_modules/opencode-ai": {
+                "version": "1.18.33",
+                "optionalDependencies": {
+                    "opencode-linux-x64": "1.18.33",
+                    "opencode-darwin-arm64": "1.18.33",
+                    "opencode-windows-x64": "1.18.33",
+                },
+            },
+            "node_modules/opencode-linux-x64": {"version": "1.18.33", "optional": True},
+            "node_modules/@openai/codex": {
+                "version": "0.171.0",
+                "optionalDependencies": {"@openai/codex-linux-x64": "npm:@openai/codex@0.171.0"},
+            },
+            "node_modules/@openai/codex/node_modules/@openai/codex-linux-x64": {"optional": True},
+        },
+    }
+    (tmp_path / "package-lock.json").write_text(json.dumps(lock))
+    dropped = _e2e_latest().prune_unserved(tmp_path)
+    assert dropped == ["opencode-ai: opencode-darwin-arm64", "opencode-ai: opencode-windows-x64"]
+    after = json.loads((tmp_path / "package-lock.json").read_text())["packages"]
+    assert after["node_modules/opencode-ai"]["optionalDependencies"] == {
+        "opencode-linux-x64": "1.18.33"
+    }
+    assert after["node_modules/@openai/codex"] == lock["packages"]["node_modules/@openai/codex"]
+    assert _e2e_latest().prune_unserved(tmp_path) == []  # nothing more to leave out
+
+
+def test_the_sandbox_sweep_ends_what_was_started_during_a_pass(tmp_path, monkeypatch):
+    """A process killed late in a pass may have started another meanwhile (a runtime's
+    hook starting a waiter): one pass left that one running; the sweep repeats."""
+    import os
+    import subprocess
+
+    from e2e import harness
+
+    sandbox = tmp_path / "run-x"
+    (sandbox / "home").mkdir(parents=True)
+    env = {"PATH": os.environ["PATH"], "HOME": str(sandbox / "home")}
+    sleeper = ["sleep", "60"]
+    first = subprocess.Popen(sleeper, env=env)
+    late: list[subprocess.Popen] = []
+    real_listdir = os.listdir
+
+    def listdir(path):
+        names = real_listdir(path)
+        if path == "/proc" and not late:  # started after this pass looked
+            late.append(subprocess.Popen(sleeper, env={**env, "TMPDIR": f"{sandbox}/tmp"}))
+        return names
+
+    monkeypatch.setattr(harness.os, "listdir", listdir)
+    try:
+        killed = harness.kill_sandbox_processes(sandbox)
+        assert first.pid in killed and late and late[0].pid in killed
+        for p in (first, *late):
+            assert p.wait(timeout=5) == -9
+    finally:
+        for p in (first, *late):
+            p.kill()

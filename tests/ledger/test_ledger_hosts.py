@@ -208,10 +208,13 @@ def test_the_settle_command_printed_for_another_hosts_stale_entry_names_its_key(
     _as_another_host(relay, "far")
     relay.move_clock(31)
     hint = relay("once", "--key", "far", "--json", "--", "true").error["hint"]
-    assert "relay ledger resolve far --outcome" in hint
-    assert hint.count("succeeded|failed|forget") == 1
-    shown = relay("ledger", "show", "far")
-    assert "relay ledger resolve far --outcome" in " ".join(shown.out.split())
+    # one full command per outcome, each once; never `a|b|c`, which bash reads as a pipeline
+    for outcome in ("succeeded", "failed", "forget"):
+        assert hint.count(f"`relay ledger resolve far --outcome {outcome}`") == 1, hint
+    assert "|" not in hint
+    shown = [ln.strip() for ln in relay("ledger", "show", "far").out.splitlines()]
+    for outcome in ("succeeded", "failed", "forget"):
+        assert f"relay ledger resolve far --outcome {outcome}" in shown
 
 
 def test_ledger_list_counts_the_entries_that_need_a_person_as_show_and_watch_do(relay):

@@ -533,8 +533,14 @@ def test_a_lapsed_session_still_holding_claimed_work_is_a_warning(relay):
     checks = _checks(later)
     assert checks["lapsed:bob"]["status"] == "warn" and "lapsed:carol" not in checks
     assert rid[:8] in checks["lapsed:bob"]["detail"]
-    scope = "--database-url" if relay.url else "--home"  # the database that was checked
-    assert checks["lapsed:bob"]["fix"].startswith(f"relay list --state delivery_unknown {scope} ")
+    # the home (or database) came from the environment, which a pasted command inherits:
+    # the command carries no scope flag (design.md §14) ...
+    assert checks["lapsed:bob"]["fix"] == "relay list --state delivery_unknown"
+    if not relay.url:  # ... and names the home the command line gave
+        given = relay("doctor", "--json", "--home", relay.home, env={"RELAY_TIME_OFFSET": "60"})
+        assert _checks(given)["lapsed:bob"]["fix"] == (
+            f"relay list --state delivery_unknown --home {relay.home}"
+        )
     assert later.json["lapsed_sessions"] == [
         {
             "peer": "bob",
@@ -548,7 +554,7 @@ def test_a_lapsed_session_still_holding_claimed_work_is_a_warning(relay):
 def test_an_approval_waiting_for_a_person_is_a_warning(relay):
     assert relay.proc("once", "--approve", "--timeout", "0", "--key", "k", "--", "true").code == 75
     c = _checks(relay("doctor", "--json"))["approvals"]
-    assert c["status"] == "warn" and "relay approve KEY" in c["detail"]
+    assert c["status"] == "warn" and "relay approve or relay deny" in c["detail"]
 
 
 def test_doctor_creates_no_files(relay):

@@ -2,9 +2,12 @@
 the last screen with its command, and each printed command, pasted into the same shell,
 works and fixes or settles the home that was checked — not the default home.
 
-The shell the commands are pasted into has neither RELAY_HOME nor RELAY_DATABASE_URL
-(doctor ran as `RELAY_HOME=X relay doctor`, a one-shot assignment), and its HOME is
-another directory, so a command that forgot `--home` would act on another home.
+A command carries the scope flags doctor was given on its command line (``--home``,
+``--database-url``); a home or database from the environment stays there (design.md §14).
+So the shell the commands are pasted into has the RELAY_HOME or RELAY_DATABASE_URL doctor
+ran with, exported, when doctor took its scope from them; when doctor was given
+``--home``, it has neither. Its HOME is another directory either way, so a command that
+lost its scope would act on another home.
 """
 
 from __future__ import annotations
@@ -42,19 +45,22 @@ def last_screen(raw: str) -> tuple[list[str], str]:
     return screen, joined
 
 
-def paste(relay: Relay, command: str, tmp: Path) -> subprocess.CompletedProcess:
-    """Run ``command`` exactly as printed, in bash, with `relay` on PATH, in a shell that
-    has no RELAY_HOME and whose HOME is elsewhere."""
+def paste(
+    relay: Relay, command: str, tmp: Path, exported: bool = True
+) -> subprocess.CompletedProcess:
+    """Run ``command`` exactly as printed, in bash, with `relay` on PATH, in a shell whose
+    HOME is elsewhere: with the RELAY_HOME (or RELAY_DATABASE_URL) that doctor ran with
+    exported (``exported``), else with neither (doctor was given --home)."""
     bindir = tmp / "bin"
     if not bindir.exists():
         bindir.mkdir(parents=True)
         script = bindir / "relay"
         script.write_text(f'#!/bin/sh\nexec {sys.executable} -m relay_cli "$@"\n')
         script.chmod(0o755)
+    scope = {} if exported else {"RELAY_HOME": None, "RELAY_DATABASE_URL": None}
     env = relay._env(
         {
-            "RELAY_HOME": None,
-            "RELAY_DATABASE_URL": None,
+            **scope,
             "HOME": str(tmp / "elsewhere"),
             "PYTHONPATH": str(ROOT),
             "PATH": f"{bindir}:{os.environ['PATH']}",
@@ -167,9 +173,12 @@ def test_the_last_screen_of_a_busy_home_holds_the_problems_and_the_v_line(busy):
     lines scroll away above them; what stays is the line that names `doctor -v`, every
     problem with its command, and the counts."""
     relay, _ = busy
-    _, raw = relay.pty("doctor", cols=COLS, rows=ROWS)
+    # given --home, every command carries it: the screen is fullest
+    _, raw = relay.pty("doctor", "--home", relay.home, cols=COLS, rows=ROWS)
     screen, _ = last_screen(raw)
-    assert screen[0].startswith("each problem in full: relay doctor -v"), "\n".join(screen)
+    assert screen[0].startswith(f"each problem in full: relay doctor -v --home {relay.home}"), (
+        "\n".join(screen)
+    )
     assert screen[-1].startswith("relay doctor: 0 fail, 9 warn")
     report = relay("doctor", "--json").json
     lines = [ln for ln in screen if ln.startswith("! warn")]
@@ -181,7 +190,7 @@ def test_pasted_commands_settle_the_busy_home_that_was_checked(busy, tmp_path):
     report = relay("doctor", "--json").json
     fixes = {c["name"]: c["fix"] for c in report["checks"] if c["fix"]}
     # the lapsed session and the lease that ran out: pasting `relay list --state
-    # delivery_unknown --home X` applies what was due and shows them, to settle
+    # delivery_unknown` where RELAY_HOME is exported applies what was due and shows them
     p = paste(relay, fixes[f"lapsed:{LAPSING}"], tmp_path)
     assert p.returncode == 0, p.stderr
     assert ids["lapsing"] in p.stdout and ids["lease_ran_out"] in p.stdout
@@ -193,7 +202,7 @@ def test_pasted_commands_settle_the_busy_home_that_was_checked(busy, tmp_path):
     assert f"lapsed:{LAPSING}" not in after
     assert after["claim_leases"]["status"] == "ok"
     assert after["delivery_unknown"]["status"] == "warn"  # now a person's, as it said
-    # the expired draft: `relay prune --home X` removes it
+    # the expired draft: `relay prune` removes it
     p = paste(relay, fixes["stale_drafts"], tmp_path)
     assert p.returncode == 0, p.stderr
     assert after["stale_drafts"]["status"] == "warn"
@@ -216,14 +225,19 @@ def test_a_broken_home_shows_every_failure_and_its_pasted_fix_repairs_that_home(
     report = home("doctor", "--json").json
     problems = [c for c in report["checks"] if c["status"] != "ok"]
     assert {c["name"] for c in problems} >= {"state_dir", "db_file"}
-    code, raw = home.pty("doctor", cols=COLS, rows=ROWS)
+    assert next(c["fix"] for c in problems if c["name"] == "state_dir") == "relay doctor --fix"
+    # given --home on its command line, doctor names it in every command, pasted into a
+    # shell without RELAY_HOME
+    given = home("doctor", "--json", "--home", home.home, env={"RELAY_HOME": None}).json
+    problems = [c for c in given["checks"] if c["status"] != "ok"]
+    code, raw = home.pty("doctor", "--home", home.home, cols=COLS, rows=ROWS)
     assert code == 7
     _, joined = last_screen(raw)
     for c in problems:
         assert c["name"] in joined and c["fix"] in joined, c
     fix = next(c["fix"] for c in problems if c["name"] == "state_dir")
     assert fix == f"relay doctor --fix --home {home.home}"
-    p = paste(home, fix, tmp_path)
+    p = paste(home, fix, tmp_path, exported=False)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "fixed: " in p.stdout
     assert not (tmp_path / "elsewhere").exists() or not any(
@@ -331,25 +345,33 @@ def test_a_queue_above_80_percent_of_its_cap_is_a_warning(world, tmp_path):
 
 @pytest.mark.postgres_only
 def test_a_password_in_the_url_is_never_printed_in_a_command(world, tmp_path):
-    """The URL with a password (which a trusting server accepts) gives commands that read
-    it from $RELAY_DATABASE_URL; pasted where it is exported, they run on that database."""
+    """The URL with a password (which a trusting server accepts), given by --database-url,
+    gives commands that read it from $RELAY_DATABASE_URL; pasted where it is exported,
+    they run on that database. The same URL in the environment stays there."""
     relay, alice, bob = world
     rid = relay.send(alice, "bob", "x").json["id"]
     assert relay("claim", "--id", rid, "--lease", "30s", env=bob).code == 0
     secret = "Hunter2Secret"
     url = f"{relay.url}{'&' if '?' in relay.url else '?'}password={secret}"
-    r = relay(
-        "doctor",
-        "--json",
-        env={"RELAY_DATABASE_URL": url, "PGPASSFILE": "/nonexistent", "RELAY_TIME_OFFSET": "60"},
-    )
+    env = {"PGPASSFILE": "/nonexistent", "RELAY_TIME_OFFSET": "60"}
+    r = relay("doctor", "--json", env={"RELAY_DATABASE_URL": url, **env})
     assert secret not in r.out
     fix = next(c["fix"] for c in r.json["checks"] if c["name"] == "claim_leases")
+    assert fix == "relay list --state delivery_unknown" and "commands_note" not in r.json
+    r = relay("doctor", "--json", "--database-url", url, env={"RELAY_DATABASE_URL": None, **env})
+    assert secret not in r.out
+    assert "export it first" in r.json["commands_note"]
+    fix = next(c["fix"] for c in r.json["checks"] if c["name"] == "claim_leases")
     assert '--database-url "${RELAY_DATABASE_URL:?' in fix
-    p = paste(relay, f"export RELAY_DATABASE_URL='{url}'; RELAY_TIME_OFFSET=60 {fix}", tmp_path)
+    p = paste(
+        relay,
+        f"export RELAY_DATABASE_URL='{url}'; RELAY_TIME_OFFSET=60 {fix}",
+        tmp_path,
+        exported=False,
+    )
     assert p.returncode == 0, p.stderr
     assert rid in p.stdout  # the same database: the request, now delivery_unknown
-    p = paste(relay, fix, tmp_path)  # not exported: the shell refuses, relay never runs
+    p = paste(relay, fix, tmp_path, exported=False)  # not exported: the shell refuses
     assert p.returncode != 0 and "export the database URL first" in p.stderr
 
 
@@ -371,12 +393,14 @@ def test_a_password_that_pgpass_supplies_is_left_out_of_a_runnable_url(world, tm
     r = relay(
         "doctor",
         "--json",
-        env={"RELAY_DATABASE_URL": url, "PGPASSFILE": str(passfile), "RELAY_TIME_OFFSET": "60"},
+        "--database-url",
+        url,
+        env={"RELAY_DATABASE_URL": None, "PGPASSFILE": str(passfile), "RELAY_TIME_OFFSET": "60"},
     )
     assert secret not in r.out
     fix = next(c["fix"] for c in r.json["checks"] if c["name"] == "claim_leases")
     assert "RELAY_DATABASE_URL" not in fix and "--database-url 'postgresql://" in fix
-    p = paste(relay, f"RELAY_TIME_OFFSET=60 PGPASSFILE={passfile} {fix}", tmp_path)
+    p = paste(relay, f"RELAY_TIME_OFFSET=60 PGPASSFILE={passfile} {fix}", tmp_path, exported=False)
     assert p.returncode == 0, p.stderr
     assert rid in p.stdout
 
@@ -453,7 +477,7 @@ def test_a_missing_home_is_not_created_yet_never_safe_and_writable(relay, tmp_pa
     _, verbose = relay.screen("doctor", "-v", cols=80, rows=24)
     assert "safe and writable" not in verbose
     state = next(c for c in relay("doctor", "--json").json["checks"] if c["name"] == "state_dir")
-    assert f"relay peers join NAME --home {relay.home}" in state["detail"]
+    assert "not created yet" in state["detail"] and "relay list" in state["detail"]
     assert not relay.home.exists()
 
 

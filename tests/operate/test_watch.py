@@ -64,7 +64,7 @@ def test_without_a_terminal_prints_one_plain_snapshot(relay):
     assert "!! delivery_unknown" in out and "claim_lease_expired" in out
 
 
-def test_many_open_requests_show_the_newest_and_count_the_rest(relay, monkeypatch):
+def test_many_open_requests_show_the_oldest_and_count_the_rest(relay, monkeypatch):
     from relay_cli.operate import watch
 
     monkeypatch.setattr(watch, "OPEN_LIMIT", 2)
@@ -76,8 +76,34 @@ def test_many_open_requests_show_the_newest_and_count_the_rest(relay, monkeypatc
     out = relay("watch").out
     assert "open requests (3: 3 queued" in out and ", 3 open" in out
     opened = out.split("peers (")[0]
-    assert ids[0][:8] not in opened and ids[1][:8] in opened and ids[2][:8] in opened
+    assert ids[0][:8] in opened and ids[1][:8] in opened and ids[2][:8] not in opened
     assert "+1 more: relay list --state queued --state delivered --state acknowledged" in out
+
+
+def test_held_requests_are_chosen_from_every_open_request_not_the_newest(relay):
+    """Before: watch read the 40 newest open requests and then put the held ones first:
+    with two held requests older than 40 queued ones, what a person watches for (work
+    delivered or acknowledged) vanished. Held work first, then the oldest queued, chosen
+    from all of them."""
+    from relay_cli.operate import watch
+
+    alice = relay.join("alice", "--lease", "24h")
+    bob = relay.join("bob", "--lease", "24h")
+    held = [new_id(), new_id()]
+    for rid in held:
+        relay.send(alice, "bob", "held", request_id=rid)
+        relay("claim", "--id", rid, "--lease", "1h", env=bob)
+    relay("ack", held[1], env=bob)
+    queued = [new_id() for _ in range(watch.OPEN_LIMIT + 2)]
+    for i, rid in enumerate(queued):
+        assert relay.send(alice, "bob", f"later {i}", request_id=rid).code == 0
+    doc = relay("watch", "--json").json
+    assert [r["id"] for r in doc["open"]["acknowledged"]] == [held[1]]
+    assert [r["id"] for r in doc["open"]["delivered"]] == [held[0]]
+    assert [r["id"] for r in doc["open"]["queued"]] == queued[: watch.OPEN_LIMIT - 2]
+    assert doc["open_more"] == 4
+    opened = relay("watch").out.split("peers (")[0]
+    assert held[0][:8] in opened and held[1][:8] in opened
 
 
 def test_watch_is_read_only(relay):
@@ -317,12 +343,17 @@ def test_every_command_the_view_names_for_a_person_runs_as_written(relay):
     ]
     for text in (
         "\n".join(watch.render(snap)),
-        "\n".join(ln.plain for ln in watch.render(snap, 80, 24)),
+        "\n".join(ln.plain for ln in watch.render(snap, 80, 40)),
     ):
-        assert "relay resolve ID --outcome completed|failed|requeue" in text, text
-        assert "relay ledger resolve KEY --outcome succeeded|failed|forget" in text, text
-        assert not re.search(r"relay resolve ID(?! --outcome)", text), text
-        assert not re.search(r"relay ledger resolve KEY(?! --outcome)", text), text
+        # the first row's commands, whole, one per choice: no placeholder, no `a|b|c`
+        first = watch.unique_prefixes(
+            [r["id"] for r in snap.unknown + snap.open] + [e["request_id"] for e in snap.events]
+        )
+        for outcome in ("completed", "failed", "requeue"):
+            assert f"relay resolve {first[snap.unknown[0]['id']]} --outcome {outcome}" in text
+        for outcome in ("succeeded", "failed", "forget"):
+            assert f"relay ledger resolve k1 --outcome {outcome}" in text, text
+        assert "|" not in text and not re.search(r"relay (ledger )?resolve (ID|KEY)", text)
 
 
 def _hook(relay, env: dict, name: str, sid: str) -> None:

@@ -43,3 +43,17 @@ def test_a_strict_part_is_strict_in_every_module():
         assert sorted(_modules_of(part) - listed) == [], f"relay_cli/{part}: not strict"
     every = set().union(*(_modules_of(p) for p in parts))
     assert sorted(listed - every) == [], "a strict module that does not exist"
+
+
+def test_the_literal_types_name_exactly_the_tables_they_type():
+    """Error codes, peer kinds and runtime names are ``Literal`` types, so the type checker
+    catches a misspelt one (design.md §15); each names exactly what its table holds."""
+    from typing import get_args
+
+    from relay_cli.agents import runtimes
+    from relay_cli.core import errors, limits
+
+    assert get_args(errors.ErrorCode) == tuple(errors.ERRORS)
+    assert get_args(limits.RuntimeName) == runtimes.NAMES
+    kinds = [a for t in get_args(limits.Kind) for a in (get_args(t) or (t,))]
+    assert tuple(kinds) == limits.KINDS

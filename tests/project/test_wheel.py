@@ -64,6 +64,14 @@ def test_wheel_contains_the_package_completions_and_man_page(wheel):
     for module in tracked or modules:
         if module.endswith(".py"):
             assert module in names, module
+    # `relay web`'s page is package data, served as it is (design.md §17)
+    static = ROOT / "relay_cli" / "operate" / "web" / "static"
+    pages = sorted(p.name for p in static.iterdir() if not p.name.startswith("."))
+    assert pages == ["app.css", "app.js", "icon.svg", "index.html"]
+    with zipfile.ZipFile(wheel) as z:
+        for page in pages:
+            member = f"relay_cli/operate/web/static/{page}"
+            assert z.read(member) == (static / page).read_bytes(), member
     assert any(n.endswith(".dist-info/entry_points.txt") for n in names)
 
 
@@ -89,5 +97,11 @@ def test_wheel_installs_in_a_fresh_venv_with_relay_and_share_files(wheel, tmp_pa
         [str(env_dir / "bin" / "relay"), "--version"], capture_output=True, text=True
     )
     assert p.returncode == 0 and p.stdout.startswith("relay "), p.stderr
+    # the installed package finds its page (package data, design.md §17)
+    code = "from relay_cli.operate.web.server import page_files; print(sorted(page_files()))"
+    p = subprocess.run(
+        [str(env_dir / "bin" / "python"), "-c", code], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert p.stdout.strip() == "['app.css', 'app.js', 'icon.svg', 'index.html']", p.stderr
     for share in SHARED:
         assert (env_dir / share).is_file(), share

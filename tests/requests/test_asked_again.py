@@ -5,6 +5,8 @@ stored (``duplicate: true``, exit 0, nothing changed); another transition stays
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from conftest import new_id, refused
 
@@ -103,27 +105,66 @@ def test_notices_whose_answer_was_lost_are_shown_again(world):
     relay, alice, bob = world
     done = _finished(relay, alice, bob, 2)
     lost = relay("notices", "--json", env=alice)  # its answer never reached the agent
-    assert [n["id"] for n in lost.json["notices"]] == done
-    assert relay("notices", "--json", env=alice).json == {"notices": []}  # each once
+    assert [n["id"] for n in lost.json["notices"]] == done and lost.json["batch"]
     before = _requests_and_events(relay)
     again = relay("notices", "--again", "--json", env=alice)
     assert again.code == 0, again.err
-    assert again.json == lost.json
+    assert again.json == lost.json  # the same batch, its id and time
     assert _requests_and_events(relay) == before  # marks nothing
-    assert relay("notices", "--json", env=alice).json == {"notices": []}
+    assert relay("notices", "--again", "--json", env=alice).json == lost.json
     human = relay("notices", "--again", env=alice)
     assert human.code == 0 and all(rid[:8] in human.out for rid in done)
-    # a later batch replaces the one --again shows
+    assert lost.json["batch"] in human.out
+    later_human = _finished(relay, alice, bob, 1)
+    told = relay("notices", env=alice).out
+    assert later_human[0] in told and "notices --again shows it again" in told
+    # a later call is the latest: --again shows its batch
     later = _finished(relay, alice, bob, 1)
     assert [n["id"] for n in relay("notices", "--json", env=alice).json["notices"]] == later
     again = relay("notices", "--again", "--json", env=alice).json["notices"]
     assert [n["id"] for n in again] == later
 
 
+def test_notices_again_is_the_lost_calls_batch_even_after_the_hook_or_an_empty_call(world):
+    """Before: --again showed whatever was marked seen last by this peer: after a lost
+    call, the prompt hook's batch (it reads notices too), and after a lost call that
+    found nothing, an older batch as the last one told. A batch is tied to its call."""
+    relay, alice, bob = world
+    first = _finished(relay, alice, bob, 1)
+    assert [n["id"] for n in relay("notices", "--json", env=alice).json["notices"]] == first
+    # a lost call that told nothing: --again says it told nothing, not the older batch
+    empty = relay("notices", "--json", env=alice).json
+    assert empty["notices"] == [] and empty["batch"]
+    again = relay("notices", "--again", "--json", env=alice).json
+    assert again == empty
+    human = relay("notices", "--again", env=alice).out
+    assert empty["batch"] in human and first[0][:8] not in human
+    # a lost call, then the prompt hook tells what finished since: --again is the call's
+    lost_ids = _finished(relay, alice, bob, 1)
+    lost = relay("notices", "--json", env=alice).json
+    assert [n["id"] for n in lost["notices"]] == lost_ids
+    hook_ids = _finished(relay, alice, bob, 1)
+    event = {"hook_event_name": "UserPromptSubmit", "session_id": "s1", "prompt": "hi"}
+    r = relay("hook", "claude", input=json.dumps(event), env=alice)
+    assert r.code == 0 and hook_ids[0] in r.out  # the hook told it
+    assert relay("notices", "--again", "--json", env=alice).json == lost
+    # another session of the same peer keeps its own latest batch
+    other = relay.join("alice", "--lease", "24h")
+    assert relay("notices", "--again", "--json", env=other).json == {
+        "notices": [],
+        "batch": None,
+        "told_at": None,
+    }
+
+
 def test_notices_again_before_any_notice_is_empty(world):
     relay, alice, _ = world
-    assert relay("notices", "--again", "--json", env=alice).json == {"notices": []}
-    assert "no notices were told yet" in relay("notices", "--again", env=alice).out
+    assert relay("notices", "--again", "--json", env=alice).json == {
+        "notices": [],
+        "batch": None,
+        "told_at": None,
+    }
+    assert "no notices call of yours is stored" in relay("notices", "--again", env=alice).out
 
 
 # -------------------------------------------------------------------------- inbox

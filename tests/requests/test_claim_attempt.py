@@ -164,7 +164,8 @@ def test_again_without_an_attempt_shows_no_other_claimers_request(world):
     assert "cannot tell which claim was yours" in err["message"]
     for rid in sent:
         assert rid in err["message"]
-    assert "relay claim --attempt" in err["hint"]
+    # (a claim takes a request: the command is named only with every word known)
+    assert "claim with --attempt" in err["hint"] and "`relay id`" in err["hint"]
     assert not any(f"job {i}" in json.dumps(err) for i in range(3))
 
 
@@ -181,6 +182,8 @@ def test_again_after_the_claim_lease_ran_out_says_what_became_of_it(world):
         assert first in r.err and "delivery_unknown" in r.err and "claim_lease_expired" in r.err
         assert "took nothing" not in r.err and "no queued request" not in r.err
         assert f"relay resolve {first} --outcome requeue" in r.err.replace("\n", " ")
+        # not "final": its hint offers a requeue, which a person may still do
+        assert "final" not in r.err and "only a person settles it" in " ".join(r.err.split())
 
 
 def test_again_with_an_attempt_after_the_lease_ran_out(world):
@@ -258,19 +261,19 @@ def test_a_plain_claim_names_the_requests_the_session_holds_unacked(world):
     assert r.json["id"] == second and r.json["held_unacked"] == [first]
     # two held without an attempt id: relay cannot say whose is whose, only how to look
     err = refused(relay, "nothing_to_claim", "claim", env=bob)
-    assert first in err["message"] and second in err["message"]
-    assert "relay show ID" in err["message"] and "--attempt" in err["message"]
-    # one held: claim --again shows it, and the message says so
+    assert first in err["hint"] and second in err["hint"]
+    assert "relay show ID" in err["hint"] and "--attempt" in err["hint"]
+    # one held, in a session that had two claims in flight: claim --again shows none,
+    # so the hint names the look that does, not claim --again
     relay("ack", second, env=bob)
     err = refused(relay, "nothing_to_claim", "claim", env=bob)
-    assert first in err["message"] and second not in err["message"]
-    assert "`relay claim --again` shows it" in err["message"]
-    human = relay("claim", env=bob)
-    assert human.code == 75 and first in human.err and "relay claim --again" in human.err
-    assert relay("claim", "--again", "--json", env=bob).json["id"] == first
+    assert first in err["hint"] and second not in err["hint"]
+    assert f"`relay show {first}` prints it" in err["hint"]
+    assert "claim --again" not in err["hint"]
+    refused(relay, "state_conflict", "claim", "--again", env=bob)
     relay("ack", first, env=bob)
     err = refused(relay, "nothing_to_claim", "claim", env=bob)
-    assert first not in err["message"]
+    assert first not in err["hint"]
 
 
 def test_a_claim_made_with_an_attempt_is_recovered_only_by_its_attempt(world):
@@ -279,12 +282,15 @@ def test_a_claim_made_with_an_attempt_is_recovered_only_by_its_attempt(world):
     assert relay("claim", "--attempt", new_id(), "--json", env=bob).json["id"] == first
     r = relay("claim", "--json", env=bob)
     assert r.json["held_unacked"] == [first]
-    # --again without the attempt shows the plain claim's request, never the attempt's
-    again = relay("claim", "--again", "--json", env=bob)
-    assert again.json["id"] == second and again.json["held_unacked"] == [first]
-    human = relay("claim", "--again", env=bob)
+    # two claims were in flight at once: --again without the attempt names the plain
+    # claim's request only, never the attempt's, and shows neither's text
+    err = refused(relay, "state_conflict", "claim", "--again", env=bob)
+    assert second in err["message"] and first not in err["message"]
+    assert "job" not in err["message"] + err["hint"]
+    note = relay("claim", env=bob)  # nothing left to take: the note names both
+    assert note.code == 75
     assert f"{first} was claimed with --attempt: a retry with the same ID" in " ".join(
-        human.out.split()
+        note.err.split()
     )
 
 
@@ -310,7 +316,45 @@ def test_a_claim_is_kept_as_long_as_its_request_and_pruned_with_its_tombstone(wo
     assert r.code == 4 and rid in r.err and "completed" in r.err
     relay.move_clock(121 * 86400)
     assert relay("prune", "--json").code == 0
-    assert relay.snapshot()["claims"] == []
+    assert [c[0] for c in relay.snapshot()["claims"]] == [attempt]  # the attempt outlives it
+
+
+def test_an_attempt_whose_request_was_pruned_says_so_never_that_it_took_nothing(world):
+    """Before: prune removed a claim with its request's tombstone, and a very late retry of
+    the attempt was told it took nothing (and a plain retry took a new request). The
+    attempt id outlives the tombstone by as long again, and says the request was pruned;
+    once it is gone too, `--again` says that it took nothing unless it was that old."""
+    relay, alice, bob = world
+    (rid,) = _queue(relay, alice, 1)
+    (plain_rid,) = _queue(relay, alice, 1)
+    attempt = new_id()
+    assert relay("claim", "--attempt", attempt, "--json", env=bob).json["id"] == rid
+    assert relay("reply", rid, "done", env=bob).code == 0
+    assert relay("claim", "--json", env=bob).json["id"] == plain_rid  # without an attempt
+    assert relay("reply", plain_rid, "done", env=bob).code == 0
+    relay.move_clock(122 * 86400)
+    bob = relay.join("bob", "--lease", "24h")
+    pruned = relay("prune", "--json").json
+    assert pruned["tombstones_removed"] == 2 and pruned["claim_attempts_removed"] == 0
+    kept = relay.sql("SELECT attempt, request_id, request_removed_at FROM claims")
+    assert [(a, r) for a, r, _ in kept] == [(attempt, rid)]  # the plain claim went
+    assert kept[0][2] is not None
+    before = relay.sql("SELECT count(*) FROM requests")
+    for args in (["claim", "--attempt", attempt], ["claim", "--again", "--attempt", attempt]):
+        err = refused(relay, "state_conflict", *args, env=bob)
+        assert rid in err["message"] and "prune removed it" in err["message"]
+        assert "took nothing" not in err["message"]
+        assert "relay id" in err["hint"]
+    assert relay.sql("SELECT count(*) FROM requests") == before  # nothing taken
+    # as long again: the attempt goes too, and --again says what relay can say
+    relay.move_clock(122 * 86400 + 121 * 86400)
+    dry = relay("prune", "--dry-run", "--json").json
+    assert dry["claim_attempts_removed"] == 1
+    assert relay("prune", "--json").json["claim_attempts_removed"] == 1
+    assert relay.sql("SELECT attempt FROM claims WHERE attempt IS NOT NULL") == []
+    bob = relay.join("bob", "--lease", "24h")
+    err = refused(relay, "nothing_to_claim", "claim", "--again", "--attempt", attempt, env=bob)
+    assert "took nothing, unless it was made more than 240 days ago" in err["message"]
 
 
 def test_parallel_retries_of_one_attempt_take_one_request(world):
@@ -350,8 +394,9 @@ def test_a_recovered_acknowledged_claim_asks_for_the_reply_not_an_ack(world):
     assert relay("ack", first, env=bob).code == 0
     human = relay("claim", "--attempt", attempt, env=bob)
     assert human.code == 0, human.err
-    assert f"relay ack {first}" not in human.out and "ack by" not in human.out
-    assert f"next: relay reply {first} -" in human.out
+    assert "relay ack" not in human.out and "ack by" not in human.out
+    # piped (an agent reads it), the commands name the request by a 12-character prefix
+    assert f"next: relay reply {first[:12]} -" in human.out
 
 
 def test_again_without_an_attempt_says_it_cannot_tell_whose_claim_it_shows(world):
@@ -364,7 +409,7 @@ def test_again_without_an_attempt_says_it_cannot_tell_whose_claim_it_shows(world
     assert relay("claim", "--json", env=bob).json["id"] == first  # claimer one
     assert relay("claim", "--json", env=bob).code == 75  # claimer two: took nothing
     human = relay("claim", "--again", env=bob)
-    assert human.code == 0 and first in human.out
+    assert human.code == 0 and f"relay ack {first[:12]}" in human.out  # (piped: a prefix)
     words = " ".join(human.out.split())
     assert "relay cannot tell which claimer of this session took it" in words
     assert "claim --again takes nothing new" in words
@@ -397,7 +442,7 @@ def test_a_claim_whose_held_work_note_cannot_be_read_still_shows_what_it_took(wo
     """The note is read after the claim committed (design.md §6): when that read fails
     (busy, say), the claimed request's text is shown all the same, the held ids named."""
     from relay_cli.core.errors import RelayError
-    from relay_cli.requests import lifecycle
+    from relay_cli.requests import claiming
 
     relay, alice, bob = world
     first, second = _queue(relay, alice, 2)
@@ -406,8 +451,56 @@ def test_a_claim_whose_held_work_note_cannot_be_read_still_shows_what_it_took(wo
     def busy(*a, **k):
         raise RelayError("busy", "the database is busy")
 
-    monkeypatch.setattr(lifecycle, "held_note", busy)
+    monkeypatch.setattr(claiming, "held_note", busy)
     r = relay("claim", env=bob)
     assert r.code == 0, r
-    assert second in r.out and f"also holds unacked: {first}" in r.out
+    assert f"relay ack {second[:12]}" in r.out and f"also holds unacked: {first}" in r.out
     assert relay("show", second, "--json").json["state"] == "delivered"
+
+
+def test_the_json_of_a_claim_says_whether_relay_knows_it_is_the_askers(world):
+    """An agent reads JSON: a plain `claim --again` answer says there, not only in human
+    words, that relay cannot tell whose claim it shows; a claim, and a retry of an
+    attempt, are the caller's own."""
+    relay, alice, bob = world
+    first, second = _queue(relay, alice, 2)
+    fresh = relay("claim", "--json", env=bob).json
+    assert fresh["id"] == first and fresh["claimer_known"] is True
+    again = relay("claim", "--again", "--json", env=bob).json
+    assert again["id"] == first and again["duplicate"] is True
+    assert again["claimer_known"] is False
+    assert relay("reply", first, "done", env=bob).code == 0
+    attempt = new_id()
+    assert relay("claim", "--attempt", attempt, "--json", env=bob).json["id"] == second
+    retry = relay("claim", "--attempt", attempt, "--json", env=bob).json
+    assert retry["duplicate"] is True and retry["claimer_known"] is True
+
+
+def test_again_in_a_session_that_had_two_claims_in_flight_shows_no_text(world):
+    """Before: claimer A holds one request; claimer B of the same session took another,
+    finished it, and its next claim took nothing with its answer lost. `claim --again`
+    showed B the request A holds (duplicate: true, next: relay ack). Once two claims of a
+    session were in flight at once, relay cannot take a plain claim for the asker's: it
+    shows none, names the ids and says how a claimer alone and one among others find
+    theirs."""
+    relay, alice, bob = world
+    mine, theirs = _queue(relay, alice, 2)
+    assert relay("claim", "--json", env=bob).json["id"] == mine  # claimer A
+    assert relay("claim", "--json", env=bob).json["id"] == theirs  # claimer B
+    assert relay("ack", theirs, env=bob).code == 0
+    assert relay("reply", theirs, "done", env=bob).code == 0
+    assert relay("claim", "--json", env=bob).code == 75  # B again: took nothing, lost
+    for args in (["claim", "--again"], ["claim", "--again", "--json"]):
+        r = relay(*args, env=bob)
+        assert r.code == 4 and r.out == "", r.out
+        words = " ".join(r.err.split())
+        assert mine in words and "job 0" not in words
+        assert "more than one claim in flight at once" in words
+        assert "if you are this session's only claimer, yours is the one whose text" in words
+        assert f"`relay show {mine}` prints it, then `relay ack {mine}`" in words
+    refused(relay, "state_conflict", "claim", "--again", env=bob)
+    # a session whose claims came one at a time is not held to it
+    bob2 = relay.join("bob", "--lease", "24h")
+    (later,) = _queue(relay, alice, 1)
+    assert relay("claim", "--json", env=bob2).json["id"] == later
+    assert relay("claim", "--again", "--json", env=bob2).json["id"] == later

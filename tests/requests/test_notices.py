@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import new_id
+from conftest import new_id, plain
 
 NOTICE_KEYS = {"id", "to", "state", "reason", "created_at", "finished_at"}
 
@@ -30,7 +30,7 @@ def test_each_finished_request_is_reported_once(relay):
         ("rejected", "rejected_by_recipient"),
     ]
     assert all(set(n) == NOTICE_KEYS for n in notices)  # no bodies
-    assert relay("notices", "--json", env=alice).json == {"notices": []}
+    assert relay("notices", "--json", env=alice).json["notices"] == []
     # A later outcome is reported on the next call, and only that one.
     third = new_id()
     relay.send(alice, "bob", request_id=third)
@@ -54,7 +54,7 @@ def test_requests_that_expired_are_reported_after_the_ttl(relay):
     relay("peers", "add", "bob")
     rid = new_id()
     relay.send(alice, "bob", "x", "--ttl", "30s", request_id=rid)
-    assert relay("notices", "--json", env=alice).json == {"notices": []}
+    assert relay("notices", "--json", env=alice).json["notices"] == []
     later = relay("notices", "--json", env={**alice, "RELAY_TIME_OFFSET": "31"}).json
     assert [(n["id"], n["state"], n["reason"]) for n in later["notices"]] == [
         (rid, "expired", "request_expired")
@@ -82,6 +82,8 @@ def test_a_person_without_a_session_may_read_their_notices(relay):
     relay("reply", rid, "ok", env=bob)
     r = relay("notices", "--as", "ops", "--json")
     assert r.code == 0 and [n["id"] for n in r.json["notices"]] == [rid]
+    # a name with no session and no peer row: --again shows the latest batch told to it
+    assert relay("notices", "--again", "--as", "ops", "--json").json == r.json
 
 
 def test_refusals_change_nothing(relay):
@@ -125,3 +127,17 @@ def test_requeued_then_completed_request_is_noticed_again(relay):
     assert relay("reply", rid, "done", "--json", env=bob2).code == 0
     second = relay("notices", "--json", env=alice).json["notices"]
     assert [(n["id"], n["state"]) for n in second] == [(rid, "completed")]
+
+
+def test_two_notices_whose_ids_share_8_characters_are_told_apart(relay):
+    """On a terminal the table shows each id with as many characters as tell it from the
+    others shown (design.md §14): one short id for two requests names neither."""
+    alice, bob = relay.join("alice"), relay.join("bob")
+    first, second = "1a2b3c4d-0000-4000-8000-00000000000a", "1a2b3c4d-9999-4000-8000-00000000000b"
+    for rid in (first, second):
+        assert relay.send(alice, "bob", f"job {rid}", request_id=rid).code == 0
+        relay("claim", "--id", rid, env=bob)
+        relay("reply", rid, "done", env=bob)
+    out = relay("notices", env={**alice, "FORCE_COLOR": "1", "COLUMNS": "80"}).out
+    shown = [line.split()[0] for line in plain(out).splitlines()[1:3]]
+    assert shown == ["1a2b3c4d-0", "1a2b3c4d-9"]

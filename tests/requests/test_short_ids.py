@@ -86,9 +86,11 @@ def test_relay_id_works_as_a_subprocess_for_a_shell_variable(relay):
     assert p.returncode == 0 and uuid.UUID(p.stdout.strip())
 
 
-def test_a_unique_prefix_names_the_request_on_every_command(seeded):
+@pytest.mark.parametrize("n", [8, 12], ids=["8", "12"])
+def test_a_unique_prefix_names_the_request_on_every_command(seeded, n):
+    """8 characters, and the 12 that relay's hooks print (design.md §18)."""
     relay, alice, bob, rid = seeded
-    short = rid[:8]
+    short = rid[:n]
     assert relay("show", short, "--json").json["id"] == rid
     assert relay("show", rid[:13].upper(), "--events", "--json").json["id"] == rid
     assert relay("wait", short, "--timeout", "0", "--json").json["id"] == rid
@@ -103,27 +105,28 @@ def test_a_unique_prefix_names_the_request_on_every_command(seeded):
     ):
         other = new_id()
         assert relay.send(alice, "bob", command, request_id=other).code == 0
-        assert relay("claim", "--id", other[:10], "--json", env=bob).code == 0
-        r = relay(command, other[:8], *args, "--json", env=who)
+        assert relay("claim", "--id", other[:n], "--json", env=bob).code == 0
+        r = relay(command, other[:n], *args, "--json", env=who)
         assert r.code == 0 and r.json["id"] == other and r.json["state"] == state
     queued = new_id()
     assert relay.send(alice, "bob", "cancel me", request_id=queued).code == 0
-    r = relay("cancel", queued[:8], "--json", env=alice)
+    r = relay("cancel", queued[:n], "--json", env=alice)
     assert r.code == 0 and r.json["state"] == "cancelled" and r.json["id"] == queued
 
 
-def test_resolve_and_submit_take_prefixes_and_submit_finds_drafts(seeded):
+@pytest.mark.parametrize("n", [8, 12], ids=["8", "12"])
+def test_resolve_and_submit_take_prefixes_and_submit_finds_drafts(seeded, n):
     relay, alice, bob, rid = seeded
     draft = relay("prepare", "--to", "bob", "draft text", "--json", env=alice).json["id"]
-    sub = relay("submit", draft[:8], "--json", env=alice)
+    sub = relay("submit", draft[:n], "--json", env=alice)
     assert sub.code == 0 and sub.json["id"] == draft and sub.json["duplicate"] is False
-    again = relay("submit", draft[:8], "--json", env=alice)  # now it is a request
+    again = relay("submit", draft[:n], "--json", env=alice)  # now it is a request
     assert again.code == 0 and again.json["duplicate"] is True
     # a delivery_unknown settled by prefix, at a terminal
     relay("claim", "--id", rid, "--lease", "10s", env=bob)
     relay("sweep", env={"RELAY_TIME_OFFSET": "30"})
     assert relay("show", rid, "--json").json["state"] == "delivery_unknown"
-    r = relay("resolve", rid[:8], "--outcome", "failed", "--json", terminal=True)
+    r = relay("resolve", rid[:n], "--outcome", "failed", "--json", terminal=True)
     assert r.code == 0 and r.json["id"] == rid and r.json["state"] == "failed"
 
 

@@ -23,7 +23,7 @@ from relay_cli.core import clock
 from relay_cli.core.context import Limits
 from relay_cli.core.errors import RelayError
 from relay_cli.core.limits import FINAL_STATES
-from relay_cli.requests import due, lifecycle, peers
+from relay_cli.requests import claiming, due, lifecycle, peers, sending
 from relay_cli.requests.states import TRANSITIONS
 from relay_cli.store import open_store
 
@@ -117,7 +117,7 @@ class RelayMachine(RuleBasedStateMachine):
         before = self.snapshot()
         try:
             with due.unit(self.store) as now:
-                result = lifecycle.send(
+                result = sending.send(
                     self.store, now, self.caller("alice"), limits=NO_RATE_LIMIT, **kwargs
                 )
         except RelayError as e:
@@ -135,7 +135,7 @@ class RelayMachine(RuleBasedStateMachine):
 
     @rule()
     def claim(self):
-        self.call(lambda s, now, c: lifecycle.claim(s, now, c, 20, None))
+        self.call(lambda s, now, c: claiming.claim(s, now, c, 20, None))
 
     @rule(rid=st.sampled_from(IDS), op=st.sampled_from(["ack", "reply", "fail", "reject"]))
     def act(self, rid, op):

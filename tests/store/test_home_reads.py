@@ -9,6 +9,16 @@ import pytest
 
 RID = "0b6c1f9e-6d2a-4c1e-9f3b-2a7d8e5c4b10"
 
+
+def printed(url: str) -> str:
+    """The URL as relay prints it (design.md §13): rebuilt from libpq's reading."""
+    from relay_cli.store.url import read
+
+    shown = read(url).url
+    assert shown is not None, url
+    return shown
+
+
 # Commands that only read, or act on something that must already exist: on a missing home
 # they say so and make nothing (design.md §2 lists them).
 READS = [
@@ -32,6 +42,12 @@ READS = [
     ("fail", RID, "--reason", "x", "--as", "bob"),
     ("reject", RID, "--reason", "x", "--as", "bob"),
     ("submit", RID, "--as", "bob"),
+    ("sweep",),
+    ("prune",),
+    # a session token names a session that lives in a home: a mistyped home would be made
+    # and the token blamed as invalid_session (design.md §2)
+    ("send", "--to", "bob", "--as", "alice", "--session", "tok", "hi"),
+    ("prepare", "--to", "bob", "--as", "alice", "--session", "tok", "hi"),
 ]
 
 
@@ -66,6 +82,26 @@ def test_a_read_on_a_directory_without_relay_db_creates_no_database(relay, tmp_p
 
 
 @pytest.mark.sqlite_only
+@pytest.mark.parametrize("verb", ["send", "prepare"])
+def test_a_session_token_from_the_environment_makes_no_home_either(relay, tmp_path, verb):
+    missing = tmp_path / "relay-hmoe"
+    who = {"RELAY_PEER": "alice", "RELAY_SESSION": "tok", "RELAY_HOME": str(missing)}
+    r = relay(verb, "--to", "bob", "hi", "--json", env=who)
+    assert (r.code, r.error["code"]) == (7, "storage_error"), r.err
+    assert f"no relay home exists at {missing}" in r.error["message"]
+    assert not missing.exists()
+
+
+@pytest.mark.sqlite_only
+@pytest.mark.parametrize("verb", ["send", "prepare"])
+def test_a_name_without_a_session_starts_from_nothing_and_makes_the_home(relay, tmp_path, verb):
+    home = tmp_path / "fresh"
+    r = relay(verb, "--to", "bob", "--as", "ops", "hi", "--json", "--home", str(home))
+    assert r.error["code"] == "unknown_peer"  # bob is not known there yet
+    assert (home / "relay.db").exists()
+
+
+@pytest.mark.sqlite_only
 def test_writes_still_make_the_home_and_db_path_still_names_it(relay, tmp_path):
     home = tmp_path / "fresh"
     r = relay("db", "path", "--json", "--home", str(home))
@@ -78,9 +114,7 @@ def test_not_found_errors_name_the_home_or_database_searched(relay):
     relay("peers", "add", "bob")
     where = "the relay home " + str(relay.home)
     if relay.url:
-        from relay_cli.store import redact
-
-        where = "the database " + redact(relay.url)
+        where = f"the database {printed(relay.url)}"
     for argv, code in (
         (("show", RID), "request_not_found"),
         (("submit", RID, "--as", "bob"), "prepared_not_found"),
@@ -96,14 +130,21 @@ def test_not_found_errors_name_the_home_or_database_searched(relay):
 def test_watch_s_commands_carry_the_home_it_watches(seeded, tmp_path):
     """Pasted into the same shell, every command `watch` prints acts on the home watched,
     as doctor's do (design.md §14): `relay --home X watch` then `relay list …` would
-    otherwise look at the default home."""
+    otherwise look at the default home. The scope is the command line's: a home or
+    database from the environment stays there."""
     relay, alice, bob, rid = seeded
     assert relay("claim", env=bob).code == 0
     assert relay("peers", "leave", env=bob).code == 0  # now delivery_unknown
-    r = relay("watch", "--home", str(relay.home), env={"RELAY_HOME": None})
+    r = relay("watch")
+    assert "relay " in r.out and "--home" not in r.out and "--database-url" not in r.out
+    if relay.url:
+        r = relay("watch", "--database-url", relay.url, env={"RELAY_DATABASE_URL": None})
+        scope = f"--database-url {shlex.quote(printed(relay.url))}"
+    else:
+        r = relay("watch", "--home", str(relay.home), env={"RELAY_HOME": None})
+        scope = f"--home {relay.home}"
     lines = [ln for ln in r.out.splitlines() if "relay " in ln and "relay watch:" not in ln]
     assert lines, r.out
-    scope = f"--database-url {shlex.quote(relay.url)}" if relay.url else f"--home {relay.home}"
     for ln in lines:
         for command in ln.split("relay ")[1:]:
             assert scope in command, (ln, r.out)
@@ -117,16 +158,32 @@ def test_unsafe_state_dir_names_the_commands_for_the_home_given(relay, tmp_path)
     r = relay("list", "--json", "--home", str(loose))
     assert r.error["code"] == "unsafe_state_dir"
     assert f"`relay doctor --home {loose}`" in r.error["hint"]
-    assert f"`relay doctor --fix --home {loose}`" in r.error["hint"]
+    # a directory relay did not make (no relay.db): --fix is never named for it
+    assert "--fix --home" not in r.error["hint"] and "relay did not make" in r.error["hint"]
+    relay.join("alice")  # a home relay made, given by --home
+    relay.home.chmod(0o755)
+    r = relay("list", "--json", "--home", str(relay.home), env={"RELAY_HOME": None})
+    assert f"`relay doctor --fix --home {relay.home}`" in r.error["hint"]
 
 
 def test_prepare_and_claim_next_lines_carry_the_home(world):
     relay, alice, bob = world
-    scope = f"--database-url {shlex.quote(relay.url)}" if relay.url else f"--home {relay.home}"
+    # the scope from the environment stays there (design.md §14)
     p = relay("prepare", "--to", "bob", "x", env=alice)
+    assert "--home" not in p.out and "--database-url" not in p.out
+    # the command line's is carried
+    if relay.url:
+        given = ("--database-url", relay.url)
+        scope, unset = f"--database-url {shlex.quote(printed(relay.url))}", "RELAY_DATABASE_URL"
+    else:
+        given = ("--home", str(relay.home))
+        scope, unset = f"--home {relay.home}", "RELAY_HOME"
+    alice, bob = {**alice, unset: None}, {**bob, unset: None}
+    p = relay("prepare", "--to", "bob", "x", *given, env=alice)
     assert "next: relay submit " in p.out and scope in p.out.split("next:")[1], p.out
-    assert relay("submit", p.out.split("next: relay submit ")[1].split()[0], env=alice).code == 0
-    c = relay("claim", env=bob)
+    rid = p.out.split("next: relay submit ")[1].split()[0]
+    assert relay("submit", rid, *given, env=alice).code == 0
+    c = relay("claim", *given, env=bob)
     for lead in ("next: relay ack", "then: relay reply"):
         line = next(ln for ln in c.out.splitlines() if ln.startswith(lead))
         assert scope in line, c.out
@@ -202,7 +259,8 @@ def test_the_join_line_of_an_identity_error_joins_in_the_same_home(relay):
     home (or database) the call was given, so pasted it joins there, not in the default."""
     alice = relay.join("alice", "--lease", "10s")
     if relay.url:  # given by option, not by the environment a pasted line inherits
-        given, scope = ["--database-url", relay.url], f"--database-url {shlex.quote(relay.url)}"
+        given = ["--database-url", relay.url]
+        scope = f"--database-url {shlex.quote(printed(relay.url))}"
         env = {"RELAY_DATABASE_URL": None}
     else:
         given, scope = ["--home", str(relay.home)], f"--home {relay.home}"

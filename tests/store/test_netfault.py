@@ -159,6 +159,58 @@ def test_the_checker_blames_nothing_was_changed_only_on_the_attempt_that_stored(
         assert len(v["false_nothing_changed"]) == expected, (created_s, v)
 
 
+def test_the_checker_holds_a_retried_claim_attempt_to_what_the_server_stored(tmp_path):
+    """A claim made with an attempt id whose first answer was lost and whose retry was
+    answered from what that attempt took (the request the server stored for it,
+    ``duplicate: true``) is no violation; a retry answering another request, or a lost
+    attempt whose stored claim no answer named, is one."""
+    attempt, rid, other = (f"6f1c2b1e-0000-4000-8000-00000000001{i}" for i in range(3))
+    argv = ["claim", "--wait", "15", "--lease", "10m", "--json", "--attempt", attempt]
+    keydir = tmp_path / "keys"
+    keydir.mkdir()
+
+    class Forged:
+        def __init__(self, *a):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *a):
+            pass
+
+        def dicts(self, sql):
+            return [{"attempt": attempt, "request_id": rid}] if "FROM claims" in sql else []
+
+        def rows(self, sql):
+            return []
+
+    def violations(*answers):
+        run = netfault.Run("forged")
+        run.t0, run.t1 = 999, 1004
+        run.calls = [
+            netfault.Call(0, "host-a", argv, 1000.0 + k, 0.5, code, out, err)
+            for k, (code, out, err) in enumerate(answers)
+        ]
+        from bench import common
+
+        real = common.Target
+        common.Target = Forged
+        try:
+            return netfault.check(run, "postgresql://unused", keydir)
+        finally:
+            common.Target = real
+
+    lost = (75, "", UNKNOWN)
+    res = violations(lost, (0, f'{{"id": "{rid}", "duplicate": true}}', ""))
+    assert res["violations"]["claim_attempt"] == []
+    assert res["claim_attempts"] == {"retried": 1, "recovered": 1}
+    wrong = violations(lost, (0, f'{{"id": "{other}", "duplicate": false}}', ""))
+    assert len(wrong["violations"]["claim_attempt"]) == 1
+    untold = violations(lost, (75, "", NOTHING))
+    assert len(untold["violations"]["claim_attempt"]) == 1
+
+
 def test_a_wait_whose_first_look_finds_the_server_gone_keeps_waiting(seeded, monkeypatch):
     """Found by the cut proxy: `relay wait` whose connection broke right after it resolved
     the id (its first look at the request answered database_unavailable) told the person

@@ -226,7 +226,7 @@ def test_server_closed_the_connection_is_database_unavailable_whatever_the_drive
             "connection already closed",
             "terminating connection due to administrator command",
         ):
-            assert pgmod.relay_error(cls(text), None).code == "database_unavailable"
+            assert pgmod.relay_error(cls(text)).code == "database_unavailable"
 
 
 def test_connecting_gives_up_by_the_calls_own_pgconnect_timeout(own_server, tmp_path):

@@ -174,10 +174,24 @@ def test_migrations_run_in_one_transaction_from_an_older_version(relay):
     db = relay.home / "relay.db"
     conn = sqlite3.connect(db)
     # as a relay.db of version 2 has them: no hook_state (migration 3), no
-    # ledger.pid_namespace (migration 9, an ALTER TABLE that would find its column), no
-    # activity columns of sessions and no settings (migration 11, the same)
+    # ledger.pid_namespace (migration 9, an ALTER TABLE that would find its column)
     conn.execute("DROP TABLE hook_state")
     conn.execute("ALTER TABLE ledger DROP COLUMN pid_namespace")
+    # nor what migrations 10-15 made: the claims table, the settings table, and columns
+    # an ALTER TABLE adds (the sessions' activity columns among them)
+    conn.execute("DROP TABLE claims")
+    for index in ("requests_notice_batch", "requests_open_text"):
+        conn.execute(f"DROP INDEX {index}")
+    for table, column in (
+        ("sessions", "claims_overlap_at"),
+        ("sessions", "notices_batch"),
+        ("sessions", "notices_at"),
+        ("peers", "notices_batch"),
+        ("peers", "notices_at"),
+        ("requests", "notice_batch"),
+        ("requests", "text_hash"),
+    ):
+        conn.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
     conn.execute("DROP INDEX sessions_alert_owed")
     for column in [c for c in SESSIONS.columns if c.startswith("activity")]:
         conn.execute(f"ALTER TABLE sessions DROP COLUMN {column}")
@@ -339,7 +353,7 @@ def test_a_database_open_to_group_or_others_is_refused(relay):
 
 
 def test_sudo_with_the_users_home_creates_nothing_in_it(relay, tmp_path):
-    """`sudo relay sweep` with HOME kept: relay (root) must not create root-owned directories
+    """`sudo relay peers add` with HOME kept: relay (root) must not create root-owned directories
     inside the user's home; it refuses with unsafe_state_dir instead (a read such as `list`
     creates no home at all: design.md §2)."""
     if os.geteuid() != 0:
@@ -348,7 +362,7 @@ def test_sudo_with_the_users_home_creates_nothing_in_it(relay, tmp_path):
     user_home.mkdir()
     os.chown(user_home, 4242, 4242)
     env = {"RELAY_HOME": None, "HOME": str(user_home), "XDG_STATE_HOME": None}
-    r = relay("sweep", "--json", env=env)
+    r = relay("peers", "add", "bob", "--json", env=env)  # a command that makes a home
     assert (r.code, r.error["code"]) == (7, "unsafe_state_dir"), r.err
     assert "uid 4242" in r.error["message"]
     assert list(user_home.iterdir()) == []
@@ -357,7 +371,7 @@ def test_sudo_with_the_users_home_creates_nothing_in_it(relay, tmp_path):
     shared.mkdir()
     os.chown(shared, 4242, 4242)
     os.chmod(shared, 0o1777)
-    assert relay("sweep", "--home", str(shared / "relay")).code == 0
+    assert relay("peers", "add", "bob", "--home", str(shared / "relay")).code == 0
 
 
 def test_a_relative_home_is_made_absolute_and_exported_so(relay, tmp_path):
@@ -392,12 +406,16 @@ def _fill(db: sqlite3.Connection, version: int, now: int) -> dict:
     in several states (one a pruned tombstone) with their events, a draft, and, where the
     version has them, ledger entries and the hook's bookkeeping. Returns the keys."""
     from relay_cli.ledger.entries import fingerprint as ledger_fingerprint
-    from relay_cli.requests.lifecycle import fingerprint
+    from relay_cli.requests.validate import fingerprint
 
     day = 86400_000
     cwd = os.getcwd()  # where the test's `relay once` calls run
-    db.execute("INSERT INTO peers VALUES ('alice', 'claude', ?, ?, NULL)", (now - day, now))
-    db.execute("INSERT INTO peers VALUES ('bob', 'codex', ?, ?, NULL)", (now - day, now))
+    for name, kind in (("alice", "claude"), ("bob", "codex")):
+        db.execute(
+            "INSERT INTO peers (name, kind, created_at, last_seen_at, hook_seen_at) "
+            "VALUES (?, ?, ?, ?, NULL)",
+            (name, kind, now - day, now),
+        )
     db.execute(
         "INSERT INTO sessions (id, peer, token_hash, state, created_at, lease_seconds, "
         "lease_expires_at, ended_at) VALUES ('s-old', 'alice', 'h1', 'superseded', ?, "
@@ -661,5 +679,5 @@ def test_first_open_racing_another_first_open_is_not_database_corrupt(relay, mon
         return conn
 
     monkeypatch.setattr(dbmod, "_connect", racy_connect)
-    r = relay("sweep", "--json")
+    r = relay("peers", "add", "bob", "--json")  # a first command that makes the home
     assert r.code == 0, r.err

@@ -64,7 +64,7 @@ def test_a_table_someone_dropped_is_database_corrupt_not_a_bug(relay):
 def test_a_sqlite_error_raised_outside_the_store_is_still_mapped_not_a_bug(relay, monkeypatch):
     """A SQLite error the library lets through is relay's error for it -- busy, not
     internal_error. On SQLite the store's transaction maps it; on PostgreSQL nothing
-    below the command line expects one, so its last line of defence (cli/app.py) does."""
+    below the command line expects one, so its last line of defence (cli/call.py) does."""
     from relay_cli.requests import lifecycle
 
     relay.join("alice")
@@ -119,7 +119,7 @@ def test_every_postgresql_error_class_maps_onto_the_taxonomy():
             self.pgcode = pgcode
 
     def err(pgcode: str) -> str:
-        return relay_error(Failed(pgcode), None).code
+        return relay_error(Failed(pgcode)).code
 
     assert {err(c) for c in ("40001", "40P01", "55P03", "57014")} == {"busy"}
     assert {err(c) for c in ("08006", "57P01", "57P03", "53300")} == {"database_unavailable"}

@@ -21,16 +21,14 @@ from pathlib import Path
 
 from ... import __version__
 from ...core.context import Context
-from .report import FAIL, GROUPS, OK, WARN, Check, Report, Scope, group_of
+from .report import FAIL, GROUPS, OK, WARN, Check, Checked, Report, group_of
 
-__all__ = ["FAIL", "GROUPS", "OK", "WARN", "Check", "Report", "Scope", "diagnose", "group_of"]
+__all__ = ["FAIL", "GROUPS", "OK", "WARN", "Check", "Checked", "Report", "diagnose", "group_of"]
 
 
-def diagnose(home: Path, context: Context, fix: bool = False, home_given: bool = False) -> Report:
+def diagnose(home: Path, context: Context, fix: bool = False) -> Report:
     """The report on ``home`` or the database of the call's ``context`` (its URL, clock,
     environment and limits)."""
-    # the checks are imported here: a command that prints a command names its home as
-    # doctor does (``Scope``) and imports this package for that alone (design.md §14)
     from ...store import LATEST_SCHEMA, database_url
     from .database import check_database
     from .files import check_paths, fix_modes
@@ -39,8 +37,7 @@ def diagnose(home: Path, context: Context, fix: bool = False, home_given: bool =
     from .settings import check_clock, check_queue_cap
 
     url = database_url(context.database_url)
-    scope = Scope(home, home_given, url, context.clock, context.environ, context.limits)
-    report = Report(home, scope)
+    report = Report(home, Checked(home, url, context.clock, context.environ, context.limits))
     report.facts["schema_supported"] = LATEST_SCHEMA
     report.facts["backend"] = "postgresql" if url else "sqlite"
     report.add("relay_version", OK, f"relay {__version__}")
@@ -57,6 +54,4 @@ def diagnose(home: Path, context: Context, fix: bool = False, home_given: bool =
             fix_modes(home, report)
         if check_paths(home, report):
             check_database(home, report, now)
-    if report.scope.url_note:
-        report.facts["commands_note"] = report.scope.url_note
     return report

@@ -5,7 +5,6 @@ peers (``peers``)."""
 
 from __future__ import annotations
 
-import shlex
 from typing import TYPE_CHECKING
 
 from ...core import clock
@@ -63,7 +62,7 @@ def check_contents(store: Store, report: Report, now: int) -> None:
             WARN,
             f"{_n(unknown, 'request is', 'requests are')} delivery_unknown "
             f"({MEANING['delivery_unknown'][0]}): a person checks each and settles it "
-            f"with relay resolve ID --outcome completed, failed or requeue",
+            "with relay resolve (relay show of each names its commands)",
             fix=report.cmd("list --state delivery_unknown"),
         )
     else:
@@ -77,7 +76,7 @@ def check_contents(store: Store, report: Report, now: int) -> None:
             WARN,
             f"{_n(ledger_unknown, '`relay once` entry is', '`relay once` entries are')} "
             "effect_unknown: check whether the effect happened, then settle it with "
-            "relay ledger resolve KEY --outcome succeeded|failed|forget",
+            "relay ledger resolve (relay ledger show of each names its commands)",
             fix=report.cmd("ledger list --state effect_unknown"),
         )
     else:
@@ -91,7 +90,8 @@ def check_contents(store: Store, report: Report, now: int) -> None:
         report.add(
             "approvals",
             WARN,
-            f"{waits} for a person: relay approve KEY or relay deny KEY, in your own terminal",
+            f"{waits} for a person: relay approve or relay deny, in your own terminal "
+            "(the list names each)",
             fix=report.cmd("ledger list --state awaiting_approval"),
         )
     else:
@@ -223,7 +223,7 @@ def _check_queues(report: Report, rows: list[Row], cap: int | None) -> None:
             WARN,
             f"{n} open requests of a cap of {cap} ({min(100, n * 100 // cap)} %); "
             f"{state} (capacity_exceeded) until it claims and finishes work",
-            fix=report.cmd(f"list --to {shlex.quote(peer)} --state queued"),
+            fix=report.cmd("list", "--to", peer, "--state", "queued"),
         )
 
 

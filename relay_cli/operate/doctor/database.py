@@ -23,7 +23,9 @@ def check_database(home: Path, report: Report, now: int) -> None:
     from ...store import LATEST_SCHEMA, open_store_readonly
 
     try:
-        store = open_store_readonly(home, None, report.scope.clock, environ=report.scope.environ)
+        store = open_store_readonly(
+            home, None, report.checked.clock, environ=report.checked.environ
+        )
     except RelayError as e:
         failed(report, "database", e)
         return

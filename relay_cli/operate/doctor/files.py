@@ -5,11 +5,11 @@ and ``--fix``, which only sets modes."""
 from __future__ import annotations
 
 import os
-import shlex
 import stat
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ...core.command import Command, shell
 from ...store.home import default_home
 from .judge import POINT_ELSEWHERE, aside_command, elsewhere, symlink_fix
 from .report import FAIL, OK, WARN, Report
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 # a home without relay.db yet: as fresh as a missing home (design.md §11)
 NO_DB_YET = (
-    "not created yet; the first relay command that writes to the home creates it, "
+    "not created yet; the first relay command that starts from nothing creates it, "
     "e.g. `relay peers join NAME` (a read such as `relay list` creates nothing)"
 )
 
@@ -29,7 +29,7 @@ def _describe(rep: PathReport) -> str:
     return f"mode {rep.mode:04o}, owner uid {rep.owner_uid} ({owner})"
 
 
-def _unsafe_dir(report: Report, why: str, fix: str | None) -> None:
+def _unsafe_dir(report: Report, why: str, fix: Command | None) -> None:
     report.add(
         "database",
         WARN,
@@ -43,6 +43,7 @@ def check_paths(home: Path, report: Report) -> bool:
     from ...store import DB_NAME, inspect_path, unsafe_reasons
     from ...store.home import COMPANIONS
 
+    db_path = home / DB_NAME
     d = inspect_path(home)
     if d.error:
         report.add(
@@ -51,7 +52,7 @@ def check_paths(home: Path, report: Report) -> bool:
             f"{home} cannot be read ({d.error}): it belongs to "
             "another user, or lies inside a directory of another user; use a home of "
             "your own",
-            fix=report.cmd("doctor", home=default_home(report.scope.environ)),
+            fix=report.cmd("doctor", home=default_home(report.checked.environ)),
         )
         _unsafe_dir(report, "the state directory cannot be read", None)
         return False
@@ -60,7 +61,8 @@ def check_paths(home: Path, report: Report) -> bool:
             "state_dir",
             OK,
             f"{home}: not created yet; the first relay command that "
-            f"writes to it creates it (mode 0700), e.g. `{report.cmd('peers join NAME')}` "
+            f"starts from nothing creates it (mode 0700), e.g. "
+            f"`{report.cmd('peers join NAME')}` "
             "(a read such as `relay list` creates nothing)",
         )
         report.add("database", OK, "not created yet (created with the state directory)")
@@ -85,9 +87,18 @@ def check_paths(home: Path, report: Report) -> bool:
             "a home of your own"
         )
     if d.is_dir and not d.is_symlink and d.group_other_access:
-        problems.append(f"has mode {d.mode:04o}: group or others may access it")
-        if not d.foreign:
+        if d.foreign:
+            problems.append(f"has mode {d.mode:04o}: group or others may access it")
+        elif made_by_relay(home):
+            problems.append(f"has mode {d.mode:04o}: group or others may access it")
             fix = report.cmd("doctor --fix")
+        else:  # a project directory, ~, /etc: never relay's to change (design.md §11)
+            problems.append(
+                f"has mode {d.mode:04o} (group or others may access it) and holds no "
+                f"{DB_NAME}: relay did not make it, and doctor --fix never changes it; "
+                + POINT_ELSEWHERE.removeprefix("relay leaves it alone; ")
+            )
+            fix = elsewhere(report, home)
     if problems:
         report.add("state_dir", FAIL, f"{home} " + "; ".join(problems), fix=fix)
     else:
@@ -96,7 +107,6 @@ def check_paths(home: Path, report: Report) -> bool:
     if d.is_symlink or not d.is_dir:
         _unsafe_dir(report, "the state directory is not a real directory", fix)
         return False
-    db_path = home / DB_NAME
     for suffix in ("", *COMPANIONS):
         path = Path(f"{db_path}{suffix}")
         name = {"": "db_file", "-wal": "wal_file", "-shm": "shm_file"}[suffix]
@@ -193,7 +203,7 @@ def _check_writable(home: Path, db_path: Path, report: Report) -> None:
             f"{home} is on a file system mounted read-only: every "
             "relay command fails when it writes (storage_error), and it writes to apply "
             "due deadlines; remount it read-write (as root) or use another home",
-            fix=f"mount -o remount,rw {shlex.quote(str(mount))}",
+            fix=shell("mount", "-o", "remount,rw", str(mount), changes=True),
         )
         return
     bad = [
@@ -221,12 +231,28 @@ def _mount_point(path: Path) -> Path:
     return path
 
 
+def made_by_relay(home: Path) -> bool:
+    """Is ``home`` a home relay made: a directory holding its relay.db, a regular file?
+    Only such a home gets its modes set by ``--fix`` (design.md §11)."""
+    from ...store import DB_NAME, inspect_path
+
+    return inspect_path(home / DB_NAME).is_regular
+
+
 def fix_modes(home: Path, report: Report) -> None:
-    """Set the modes relay wants (directory 0700, files 0600): tighten what is too open and
-    give back the owner's read and write; never follow or replace a symlink."""
+    """Set the modes relay wants (directory 0700, files 0600) on a home relay made:
+    tighten what is too open and give back the owner's read and write; never follow or
+    replace a symlink, never change a directory that holds no relay.db (a project
+    directory, ~, /etc: design.md §11)."""
     from ...store import DB_NAME
     from ...store.home import COMPANIONS
 
+    if os.path.isdir(home) and not os.path.islink(home) and not made_by_relay(home):
+        report.fixed.append(
+            f"not changed: {home} holds no {DB_NAME}: relay did not make it, and changes "
+            "nothing of it"
+        )
+        return
     _tighten(home, 0o700, directory=True, report=report)
     if os.path.isdir(home) and not os.path.islink(home):
         for suffix in ("", *COMPANIONS):

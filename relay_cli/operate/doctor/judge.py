@@ -6,11 +6,11 @@ as relay makes it, renamed, never deleted), upgrade relay, or point relay elsewh
 from __future__ import annotations
 
 import os
-import shlex
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ...core.command import DATABASE_URL, Command, Raw, shell
 from ...core.errors import RelayError
 from ...store.home import default_home
 from .report import FAIL, Report
@@ -18,7 +18,8 @@ from .report import FAIL, Report
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-UPGRADE = "python -m pip install --upgrade relay-cli"
+AND = Raw("&&")  # (the shell runs the next move only when this one worked)
+UPGRADE = shell("python", "-m", "pip", "install", "--upgrade", "relay-cli")
 CORRUPT = (
     "stop every relay process, move the database aside (the next relay command starts "
     "an empty one) and restore a backup if you have one"
@@ -34,8 +35,9 @@ def failed(report: Report, name: str, err: RelayError, message: str | None = Non
     from ...store import DB_NAME
     from ...store.home import COMPANIONS
 
-    detail, fix = f"{err.code}: {message or err.message}", None
-    if err.code == "database_corrupt" and report.scope.url is None:
+    detail = f"{err.code}: {message or err.message}"
+    fix: Command | None = None
+    if err.code == "database_corrupt" and report.checked.url is None:
         names = [
             f"{DB_NAME}{s}"
             for s in ("", *COMPANIONS)
@@ -55,7 +57,7 @@ def failed(report: Report, name: str, err: RelayError, message: str | None = Non
             f"{detail}; give relay a database of its own (an empty one), or look at "
             "what is in this one"
         )
-        fix = f"psql {report.scope.url_word()} -c '\\dt'"
+        fix = shell("psql", DATABASE_URL, "-c", "\\dt")
     elif err.code == "schema_too_new":
         detail, fix = f"{detail}; upgrade relay, never downgrade the database", UPGRADE
     elif err.code in ("busy", "database_unavailable"):
@@ -72,14 +74,19 @@ def guarded(report: Report, name: str, fn: Callable[[], object]) -> None:
         failed(report, name, err)
 
 
-def aside_command(home: Path, names: list[str]) -> str:
-    """The command that moves ``names`` in ``home`` aside (renamed, never deleted)."""
+def aside_command(home: Path, names: list[str]) -> Command:
+    """The command that moves ``names`` in ``home`` aside (renamed, never deleted): one
+    ``mv`` per name, joined by ``&&``."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    moves = [
-        f"mv -- {shlex.quote(str(home / n))} {shlex.quote(str(home / n) + '.aside-' + stamp)}"
-        for n in names
-    ]
-    return " && ".join(moves)
+    words: list[str] = []
+    for n in names:
+        words += [
+            *(["&&", "mv"] if words else []),
+            "--",
+            str(home / n),
+            f"{home / n}.aside-{stamp}",
+        ]
+    return shell("mv", *(AND if w == "&&" else w for w in words), changes=True)
 
 
 def relays_file(home: Path, name: str) -> bool:
@@ -100,7 +107,7 @@ def relays_file(home: Path, name: str) -> bool:
     )
 
 
-def symlink_fix(report: Report, home: Path) -> str | None:
+def symlink_fix(report: Report, home: Path) -> Command | None:
     """What to do about a home that is a symlink: relay never follows it, and --fix cannot
     change that. Check the directory it points to instead (if it is one), else point relay
     elsewhere: the link is not relay's to move (a dotfile manager's link, design.md §11)."""
@@ -110,8 +117,8 @@ def symlink_fix(report: Report, home: Path) -> str | None:
     return elsewhere(report, home)
 
 
-def elsewhere(report: Report, home: Path) -> str | None:
+def elsewhere(report: Report, home: Path) -> Command | None:
     """The command that points relay at another home: doctor on the per-user default, or
     None when the default is this very path (then only the explanation says how)."""
-    default = default_home(report.scope.environ)
+    default = default_home(report.checked.environ)
     return None if default == home else report.cmd("doctor", home=default)

@@ -3,17 +3,17 @@ version, synchronous_commit, TLS, its clock; then the schema, tables and content
 
 from __future__ import annotations
 
-import shlex
 import time
 from pathlib import Path
 from typing import Any
 
+from ...core.command import DATABASE_URL, Command, Raw, relay, shell
 from ...core.errors import RelayError
 from ...core.limits import CLOCK_WARN_MS
 from .contents import check_contents
 from .database import check_tables, judge_schema
 from .judge import failed, guarded
-from .report import OK, WARN, Report
+from .report import FAIL, OK, WARN, Report
 
 LOCAL_HOSTS = ("", "localhost", "127.0.0.1", "::1")
 TLS_MODES = ("require", "verify-ca", "verify-full")
@@ -21,14 +21,22 @@ TLS_MODES = ("require", "verify-ca", "verify-full")
 
 def check_postgres(home: Path, url: str, report: Report) -> None:
     """design.md §13: the server instead of the state directory and relay.db."""
-    from ...store import LATEST_SCHEMA, open_pg_readonly, redact
+    from ...store import LATEST_SCHEMA, open_pg_readonly
+    from ...store.url import WRITE_IT, origin, read, shown
 
-    shown = redact(url)
-    report.facts["database_url"] = shown
-    report.add("database_url", OK, f"{shown} (PostgreSQL; relay.db is not used)")
+    reading, where = read(url), origin(url, report.checked.environ)
+    report.facts["database_url"] = shown(url, where)
+    if reading.url is not None:
+        report.add("database_url", OK, f"{reading.url} (PostgreSQL; relay.db is not used)")
+    else:  # design.md §13: never the URL as given, nor a piece of it
+        said = f"the URL in {where}, which relay does not print: {reading.why}"
+        if reading.refused:  # nothing connects with it, so there is nothing more to check
+            report.add("database_url", FAIL, f"{said}; relay does not use it; {WRITE_IT}")
+            return
+        report.add("database_url", OK, f"{said} (PostgreSQL; relay.db is not used)")
     started = time.monotonic()
     try:
-        store = open_pg_readonly(home, url, report.scope.clock, report.scope.environ)
+        store = open_pg_readonly(home, url, report.checked.clock, report.checked.environ)
     except RelayError as e:
         failed(report, "reachable", e)
         return
@@ -54,16 +62,27 @@ def check_postgres(home: Path, url: str, report: Report) -> None:
         store.close()
 
 
-def _with_sslmode(report: Report) -> str:
-    """`relay doctor` again with sslmode=verify-full added to the URL."""
-    url = report.scope.url or ""
-    word = report.scope.url_word()
-    sep = "&" if "?" in url else "?"
-    if word.startswith('"$'):
-        word = f'"${{RELAY_DATABASE_URL:?export the database URL first}}{sep}sslmode=verify-full"'
+def _with_sslmode(report: Report) -> Command:
+    """`relay doctor` again with sslmode=verify-full set in the URL: the URL relay prints
+    (design.md §13) when it connects as the one given, else read from $RELAY_DATABASE_URL
+    (relay never prints a password)."""
+    from ...store.url import password_elsewhere, printed_with, read
+
+    url = report.checked.url or ""
+    reading = read(url)
+    if reading.url is not None and (
+        not reading.secrets
+        or (
+            reading.secrets == ("password",) and password_elsewhere(reading, report.checked.environ)
+        )
+    ):
+        word: str = printed_with(url, sslmode="verify-full") or ""
     else:
-        word = shlex.quote(f"{shlex.split(word)[0]}{sep}sslmode=verify-full")
-    return f"relay doctor --database-url {word}"
+        sep = "&" if "?" in url else "?"  # (where the variable's URL has its query, if any)
+        word = Raw(
+            f'"${{RELAY_DATABASE_URL:?export the database URL first}}{sep}sslmode=verify-full"'
+        )
+    return relay("doctor", "--database-url", word, scoped=False)
 
 
 def _loopback(host: str) -> bool:
@@ -96,8 +115,13 @@ def _check_server(f: dict[str, Any], report: Report, connect_ms: float) -> None:
             "off: the server acknowledges a commit before "
             "it is on disk, so an accepted request could be lost if the server crashes; "
             "set synchronous_commit = on for relay's database (as its owner)",
-            fix=f"psql {report.scope.url_word()} -c "
-            "'ALTER ROLE CURRENT_USER SET synchronous_commit = on'",
+            fix=shell(
+                "psql",
+                DATABASE_URL,
+                "-c",
+                "ALTER ROLE CURRENT_USER SET synchronous_commit = on",
+                changes=True,
+            ),
         )
     else:
         report.add(
@@ -143,7 +167,7 @@ def _check_server(f: dict[str, Any], report: Report, connect_ms: float) -> None:
             "clock",
             WARN,
             text + "; other tools here do not correct for it: turn on this machine's time sync",
-            fix="timedatectl set-ntp true",
+            fix=shell("timedatectl", "set-ntp", "true", changes=True),
         )
     else:
         report.add("clock", OK, text)

@@ -1,10 +1,9 @@
 """What `relay doctor` reports (design.md §11): each check (``Check``), the home or
-database the run checked and how its printed commands name it (``Scope``), the report
+database the run checked (``Checked``), the report
 with its facts, its areas and the one summary line of each (``Report``)."""
 
 from __future__ import annotations
 
-import os
 import platform
 import shlex
 import sqlite3
@@ -15,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from ... import __version__
 from ...core import clock
+from ...core.command import NO_SCOPE, Command, Scope, relay
 from ...core.context import Limits
 from ...core.errors import ExitStatus
 from ...core.limits import OPEN_STATES
@@ -78,106 +78,46 @@ class Check:
     name: str
     status: str
     detail: str
-    fix: str | None = None
+    fix: Command | None = None
 
     @property
     def group(self) -> str:
         return group_of(self.name)
 
-    def to_json(self) -> JsonObject:
-        """The one public shape of a check (design.md §11), in JSON and in the table."""
-        detail = f"{self.detail}; {self.fix}" if self.fix else self.detail
+    def to_json(self, scope: Scope = NO_SCOPE) -> JsonObject:
+        """The one public shape of a check (design.md §11), in JSON and in the table; its
+        command rendered with the call's scope flags."""
+        fix = self.fix.text(scope) if self.fix else None
         return {
             "name": self.name,
             "status": self.status,
-            "detail": detail,
+            "detail": f"{self.detail}; {fix}" if fix else self.detail,
             "group": self.group,
-            "fix": self.fix,
+            "fix": fix,
         }
 
 
 @dataclass
-class Scope:
-    """Which home or database this run checked, as the caller chose them, so that every
-    command doctor prints names the same one when pasted into the same shell: ``--home``
-    when one was given (by --home or RELAY_HOME); on PostgreSQL ``--database-url`` instead
-    (the home holds no requests then), never with a password in it (design.md §11)."""
+class Checked:
+    """What this run checks: the home, the database URL (None: the home's relay.db), and
+    the clock, environment and limits of the call that checks. Which scope flags the
+    commands doctor prints carry is not doctor's to know: they are rendered with the
+    call's scope by the command line (design.md §14)."""
 
     home: Path
-    home_given: bool = False
     url: str | None = None
-    url_note: str | None = field(default=None, init=False)
     # the clock of the call that checks (design.md §8)
     clock: clock.Clock = field(default_factory=clock.Clock)
-    # the environment of the call that checks (libpq's PGPASSWORD, PGUSER, PGPASSFILE)
+    # the environment of the call that checks (libpq's variables, XDG_RUNTIME_DIR, HOME)
     environ: Mapping[str, str] = field(default_factory=dict)
     # the limits of the call that checks (design.md §4)
     limits: Limits = field(default_factory=Limits)
 
-    def words(self, home: Path | None = None) -> str:
-        if self.url:  # the home holds no requests then: the URL names the database
-            return f"--database-url {self.url_word()}"
-        if home is not None:
-            return f"--home {shlex.quote(str(home))}"
-        return f"--home {shlex.quote(str(self.home))}" if self.home_given else ""
-
-    def url_word(self) -> str:
-        """The URL as one shell word: itself, or without its password when libpq finds
-        that elsewhere, or else read from $RELAY_DATABASE_URL."""
-        from ...store.url import password_of, redact
-
-        url = self.url
-        assert url is not None, "only a check of a PostgreSQL database names its URL"
-        # a mistyped URL may hold a password libpq reads otherwise ("u:12/34@h")
-        if password_of(url) is None and redact(url) == url:
-            return shlex.quote(url)
-        if _password_elsewhere(url, self.environ):  # PGPASSWORD or ~/.pgpass
-            return shlex.quote(redact(url))
-        self.url_note = (
-            "the database URL carries a password, which relay never prints: the "
-            "commands read it from $RELAY_DATABASE_URL (export it first), or put "
-            "the password in ~/.pgpass"
-        )
-        return '"${RELAY_DATABASE_URL:?export the database URL first}"'
-
-
-def _password_elsewhere(url: str, environ: Mapping[str, str]) -> bool:
-    """Would libpq, run in ``environ``, find the URL's password without it: PGPASSWORD, or
-    a line of the password file (PGPASSFILE or ~/.pgpass) matching host, port, database
-    and user?"""
-    from urllib.parse import unquote, urlsplit
-
-    if environ.get("PGPASSWORD"):
-        return True
-    try:
-        parts = urlsplit(url)
-        host, port = parts.hostname or "localhost", str(parts.port or 5432)
-        user = unquote(parts.username or "") or environ.get("PGUSER", "")
-    except ValueError:
-        return False
-    db = unquote(parts.path.lstrip("/")) or user
-    home = environ.get("HOME") or os.path.expanduser("~")
-    path = environ.get("PGPASSFILE") or os.path.join(home, ".pgpass")
-    try:
-        with open(path, encoding="utf-8") as f:
-            lines = f.read(65536).splitlines()
-    except (OSError, UnicodeDecodeError):
-        return False
-    for line in lines:
-        fields = line.split(":")
-        if line.startswith("#") or len(fields) < 5:
-            continue
-        if all(
-            f in ("*", want) for f, want in zip(fields[:4], (host, port, db, user), strict=True)
-        ):
-            return True
-    return False
-
 
 class Report:
-    def __init__(self, home: Path, scope: Scope | None = None) -> None:
+    def __init__(self, home: Path, checked: Checked | None = None) -> None:
         self.home = home
-        self.scope = scope or Scope(home)
+        self.checked = checked or Checked(home)
         self.checks: list[Check] = []
         self.fixed: list[str] = []
         self.facts: JsonObject = {
@@ -198,13 +138,18 @@ class Report:
             "active_peers": None,
         }
 
-    def add(self, name: str, status: str, detail: str, fix: str | None = None) -> None:
+    def add(self, name: str, status: str, detail: str, fix: Command | None = None) -> None:
         self.checks.append(Check(name, status, detail, fix))
 
-    def cmd(self, words: str, home: Path | None = None) -> str:
-        """``relay WORDS`` on the home (or ``home``) and database this run checked."""
-        scope = self.scope.words(home)
-        return f"relay {words}{' ' + scope if scope else ''}"
+    def cmd(self, *words: str, home: Path | None = None, changes: bool = False) -> Command:
+        """``relay WORDS`` on the home and database the call checks (its scope flags), or
+        on ``home``, named by its own --home (another directory than the one checked)."""
+        if len(words) == 1:  # ("list --state delivery_unknown"): shell words
+            words = tuple(shlex.split(words[0]))
+        changes = changes or words[:2] == ("doctor", "--fix")
+        if home is not None:
+            return relay(*words, "--home", str(home), changes=changes, scoped=False)
+        return relay(*words, changes=changes)
 
     @property
     def ok(self) -> bool:
@@ -242,10 +187,10 @@ class Report:
             lines.append((group, status, text))
         return lines
 
-    def to_json(self) -> JsonObject:
+    def to_json(self, scope: Scope = NO_SCOPE) -> JsonObject:
         return {
             "ok": self.ok,
-            "checks": [c.to_json() for c in self.checks],
+            "checks": [c.to_json(scope) for c in self.checks],
             "fixed": self.fixed,
             **self.facts,
         }

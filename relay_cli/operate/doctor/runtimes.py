@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...core import clock
+from ...core.command import Command, relay, shell
 from .report import OK, WARN, Report
 
 if TYPE_CHECKING:
@@ -16,12 +17,11 @@ if TYPE_CHECKING:
 def check_codex_dirs(report: Report) -> None:
     """Private Codex app-server directories that a killed `relay run` left (design.md
     §12): named only when there are some; the next `relay run` of Codex removes them."""
-    import shlex
 
     from ...agents.codex_server import stale_dirs
 
     try:
-        stale = stale_dirs(report.scope.environ.get("XDG_RUNTIME_DIR"))
+        stale = stale_dirs(report.checked.environ)
     except OSError:
         return
     if not stale:
@@ -33,11 +33,11 @@ def check_codex_dirs(report: Report) -> None:
         f"{'y' if len(stale) == 1 else 'ies'} left by a `relay run` that was killed "
         f"({', '.join(stale)}); the next `relay run` of Codex removes "
         f"{'it' if len(stale) == 1 else 'them'}, and stops a server still running there",
-        fix="rm -r -- " + " ".join(shlex.quote(p) for p in stale),
+        fix=shell("rm", "-r", "--", *stale, changes=True),
     )
 
 
-def wakeup_advice(s: Row, value: str, now: int) -> tuple[str, str, str | None]:
+def wakeup_advice(s: Row, value: str, now: int) -> tuple[str, str, Command | None]:
     """(status, detail, fix) for an active peer whose ``wakeup`` (peers.wakeup) is
     ``value``: a warn where a person can install relay's hook, naming the command; an ok
     fact where there is nothing to do."""
@@ -86,5 +86,5 @@ def wakeup_advice(s: Row, value: str, now: int) -> tuple[str, str, str | None]:
     return (
         WARN,
         (f"relay's {runtime} hook {when}{polling}; install it, then restart {runtime}"),
-        f"relay hook install {kind}",
+        relay("hook", "install", kind, changes=True, scoped=False),
     )

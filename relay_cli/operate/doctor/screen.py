@@ -22,6 +22,7 @@ from .report import OK
 if TYPE_CHECKING:
     from rich.text import Text
 
+    from ...core.command import Command
     from .report import Check, Report
 
 STYLES = {"ok": "green", "warn": "bold yellow", "fail": "bold white on red"}
@@ -41,7 +42,7 @@ def render(out: Output, report: Report, verbose: bool = False) -> None:
     if width is None:  # not on a terminal
         out.table(
             ["status", "check", "detail"],
-            [[c.status, c.name, c.to_json()["detail"]] for c in oks + report.problems()],
+            [[c.status, c.name, c.to_json(out.scope)["detail"]] for c in oks + report.problems()],
         )
         out.line(summary)
         if report.facts.get("commands_note"):
@@ -96,14 +97,15 @@ class _DoctorScreen:
                     top += [Text(indent + first)] + [Text(indent + "  " + ln) for ln in rest]
         return top
 
-    def command(self, fix: str | None) -> list[Text]:
+    def command(self, fix: Command | None) -> list[Text]:
+        """The command on its `→` line(s), with the call's scope flags (design.md §14)."""
         from rich.text import Text
 
         if not fix:
             return []
         return [
-            Text(self.indent + ln, style=self.bold)
-            for ln in _command_lines(self.arrow + inert_line(fix), self.inner)
+            Text(ln, style=self.bold)
+            for ln in self.out.command_lines(fix, self.arrow, self.indent, self.width)
         ]
 
     def whole(self, checks: list[Check]) -> list[Text]:
@@ -139,7 +141,7 @@ class _DoctorScreen:
         top = self.areas(report, oks, verbose)
         # the problems: those that share one command are listed together, above it (a warn
         # under the fail before it that the same command settles; each keeps its own status)
-        shared: dict[str | int, list[Check]] = {}  # by the command, else each alone
+        shared: dict[Command | int, list[Check]] = {}  # by the command, else each alone
         for c in report.problems():
             shared.setdefault(c.fix or id(c), []).append(c)
         tail = [Text(summary, style=self.bold)]
@@ -154,7 +156,9 @@ class _DoctorScreen:
         chosen = [full for full, _ in entries]
         more = [
             Text(ln)
-            for ln in _command_lines(f"each problem in full: {report.cmd('doctor -v')}", self.width)
+            for ln in self.out.command_lines(
+                report.cmd("doctor", "-v"), "each problem in full: ", width=self.width
+            )
         ]
         budget = self.rows - 1 - _rows(tail, self.width)  # the prompt takes the last row
         if not verbose and _rows([ln for e in chosen for ln in e], self.width) > budget:
@@ -192,34 +196,3 @@ def _rows(lines: list[Text], width: int) -> int:
     """Terminal rows the lines take (a line wider than the terminal wraps)."""
 
     return sum(max(1, -(-cell_len(ln.plain) // width)) for ln in lines)
-
-
-def _command_lines(text: str, width: int) -> list[str]:
-    """A command wrapped between shell words into lines that end with ` \\`, so that the
-    lines pasted together run as one command; a word is never cut (a long path may run
-    past the width and the terminal wraps it)."""
-    words, line, lines = _shell_words(text), "", []
-    for w in words:
-        if line and len(line) + 1 + len(w) + 2 > width:
-            lines.append(line + " \\")
-            line = "  " + w
-        else:
-            line = f"{line} {w}" if line else w
-    return lines + [line]
-
-
-def _shell_words(text: str) -> list[str]:
-    """``text`` split at spaces outside quotes (the quoting kept as written)."""
-    words, word, quote = [], "", None
-    for ch in text:
-        if quote:
-            quote = None if ch == quote else quote
-        elif ch in "'\"":
-            quote = ch
-        elif ch == " ":
-            if word:
-                words.append(word)
-            word = ""
-            continue
-        word += ch
-    return words + ([word] if word else [])

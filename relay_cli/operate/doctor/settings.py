@@ -6,12 +6,13 @@ from __future__ import annotations
 import time
 
 from ...core import clock
+from ...core.command import shell
 from ...core.errors import RelayError
 from .report import FAIL, OK, WARN, Report
 
 
 def check_clock(report: Report) -> int:
-    now_clock = report.scope.clock
+    now_clock = report.checked.clock
     raw = now_clock.offset.strip()
     if not raw:
         report.add("time_offset", OK, "RELAY_TIME_OFFSET is not set: relay uses the system clock")
@@ -23,7 +24,7 @@ def check_clock(report: Report) -> int:
             "time_offset",
             FAIL,
             f"{e.message}; every relay command will refuse to run",
-            fix="unset RELAY_TIME_OFFSET",
+            fix=shell("unset", "RELAY_TIME_OFFSET"),
         )
         return int(time.time() * 1000)
     report.add(
@@ -32,13 +33,13 @@ def check_clock(report: Report) -> int:
         f"RELAY_TIME_OFFSET={raw}: relay's clock is shifted by {offset:g} s "
         f"({clock.human_duration(abs(offset))} {'ahead' if offset >= 0 else 'behind'}); "
         "it is for tests and rehearsals",
-        fix="unset RELAY_TIME_OFFSET",
+        fix=shell("unset", "RELAY_TIME_OFFSET"),
     )
     return now_clock.now_ms()
 
 
 def check_queue_cap(report: Report) -> None:
-    limits = report.scope.limits
+    limits = report.checked.limits
     try:
         cap = limits.queue_cap()
     except RelayError as e:
@@ -47,7 +48,7 @@ def check_queue_cap(report: Report) -> None:
             "queue_cap",
             FAIL,
             f"{e.message}; every send and submit refuses to run (usage_error)",
-            fix="unset RELAY_QUEUE_CAP",
+            fix=shell("unset", "RELAY_QUEUE_CAP"),
         )
         return
     report.facts["queue_cap"] = cap

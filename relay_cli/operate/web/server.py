@@ -1,0 +1,269 @@
+"""`relay web`'s HTTP server (design.md §17): Python's own ``http.server``, on 127.0.0.1.
+
+Every request must carry this run's token (``?token=``) and a ``Host`` that names the
+loopback address, or it is refused with 403 before anything else is looked at: another
+user of the machine cannot read the page without the token, and a web page elsewhere
+cannot reach it through a DNS name that points at 127.0.0.1 (DNS rebinding). Only GET is
+answered; nothing the server does writes to the database beyond what every read does
+(due time-based transitions, design.md §5).
+
+Every response carries a strict Content-Security-Policy (scripts and styles from this
+server only, no inline code, no frames, no forms, Trusted Types so the page's script can
+never write markup) and is never cached. No request line is logged: a URL holds the
+token, and nothing here writes a request's text anywhere but into the answer that asked
+for it.
+
+The page itself (``static/``: plain HTML, CSS and a small script, no build step) is
+package data, read when the view starts.
+"""
+
+from __future__ import annotations
+
+import errno
+import hmac
+import secrets
+import socket
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib import resources
+from typing import TYPE_CHECKING, Callable
+from urllib.parse import parse_qs, urlsplit
+
+from ...core.errors import RelayError
+from .hub import Hub
+
+if TYPE_CHECKING:
+    from ...core.command import Scope
+    from ...store import Store
+
+ADDRESS = "127.0.0.1"
+# The Host names a browser may send for it: the address itself, or through an SSH tunnel
+# on the viewer's machine (`ssh -L 8080:127.0.0.1:PORT`) its loopback, with any port.
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+KEEPALIVE_S = 15.0  # an event stream says something this often, so a dead one is noticed
+RECONNECT_MS = 1000  # how soon a browser reconnects a broken event stream
+TOKEN_PLACE = "__RELAY_TOKEN__"  # where index.html takes the token (its asset URLs)
+HEADERS = {
+    "Content-Security-Policy": "; ".join(
+        [
+            "default-src 'none'",
+            "script-src 'self'",
+            "style-src 'self'",
+            "connect-src 'self'",
+            "img-src 'self'",
+            "base-uri 'none'",
+            "form-action 'none'",
+            "frame-ancestors 'none'",
+            "require-trusted-types-for 'script'",
+            "trusted-types 'none'",
+        ]
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+    "X-Frame-Options": "DENY",
+    "Cross-Origin-Opener-Policy": "same-origin",
+    "Cross-Origin-Resource-Policy": "same-origin",
+}
+STATIC = {  # path -> (file in static/, content type)
+    "/": ("index.html", "text/html; charset=utf-8"),
+    "/app.js": ("app.js", "text/javascript; charset=utf-8"),
+    "/app.css": ("app.css", "text/css; charset=utf-8"),
+    "/icon.svg": ("icon.svg", "image/svg+xml"),
+}
+
+
+def page_files() -> dict[str, bytes]:
+    """The page's files as shipped with relay (package data)."""
+    folder = resources.files(__package__) / "static"
+    return {name: (folder / name).read_bytes() for name, _ in STATIC.values()}
+
+
+class WebServer(ThreadingHTTPServer):
+    daemon_threads = True  # a page's open event stream never keeps the process alive
+    hub: Hub
+    token: str
+    files: dict[str, bytes]
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        """A connection that broke is the browser's business: nothing is printed (the
+        handler answers relay's own errors itself)."""
+
+
+def make_server(hub: Hub, port: int) -> WebServer:
+    """A server bound to 127.0.0.1:``port`` (0: a free port) with a new token."""
+    try:
+        server = WebServer((ADDRESS, port), Handler, bind_and_activate=True)
+    except OSError as e:
+        if e.errno == errno.EADDRINUSE:
+            why = "something else listens there"
+        elif e.errno == errno.EACCES:
+            why = "this user may not listen on it"
+        else:
+            why = e.strerror or str(e)
+        raise RelayError(
+            "usage_error",
+            f"cannot serve on {ADDRESS}:{port}: {why}; give another --port, or none for a free one",
+        ) from e
+    server.hub = hub
+    server.token = secrets.token_urlsafe(32)
+    server.files = page_files()
+    return server
+
+
+def serve(store: Store, scope: Scope, port: int, ready: Callable[[str], None]) -> None:
+    """Serve the view of ``store`` until interrupted (KeyboardInterrupt, or any exception
+    raised in this thread); ``ready(url)`` is called once it listens. Everything it
+    started (the hub's thread, the socket) is stopped and closed however it ends."""
+    hub = Hub(store, scope)
+    server = make_server(hub, port)
+    try:
+        hub.start()
+        ready(f"http://{ADDRESS}:{server.server_port}/?token={server.token}")
+        # (a signal ends the wait at once: the interval is only how often it looks for
+        # a shutdown() from another thread, which nothing here calls)
+        server.serve_forever(poll_interval=3600)
+    finally:
+        hub.stop()
+        server.server_close()
+
+
+def host_is_loopback(host: str | None) -> bool:
+    """Does a ``Host`` header name the loopback address (``127.0.0.1:8765``, ``localhost``,
+    ``[::1]:8080``)? Anything else, a name that merely resolves there included, does not."""
+    if not host:
+        return False
+    if host.startswith("["):  # an IPv6 literal, with or without a port
+        name, bracket, rest = host.partition("]")
+        name += bracket
+        port = rest[1:] if rest.startswith(":") else None
+        if rest and port is None:
+            return False
+    else:
+        name, colon, port_or_empty = host.partition(":")
+        port = port_or_empty if colon else None
+    if port is not None and not (port.isascii() and port.isdigit() and len(port) <= 5):
+        return False
+    return name.lower() in LOOPBACK_HOSTS
+
+
+class Handler(BaseHTTPRequestHandler):
+    server: WebServer
+    server_version = "relay"
+    timeout = 30  # a connection that sends no whole request in this time is closed
+    error_content_type = "text/plain; charset=utf-8"
+    error_message_format = "%(code)d %(message)s\n"
+
+    # ------------------------------------------------------------- the gate
+    def _allowed(self, query: str) -> bool:
+        if not host_is_loopback(self.headers.get("Host")):
+            return False
+        tokens = parse_qs(query, keep_blank_values=True).get("token", [])
+        return len(tokens) == 1 and hmac.compare_digest(
+            tokens[0].encode("utf-8", "replace"), self.server.token.encode()
+        )
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        try:
+            self._get()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the page went away
+        except Exception as e:  # noqa: BLE001 - relay's own bug: said, never a traceback
+            self._send(500, f"500 internal_error: {type(e).__name__}\n".encode())
+
+    def _get(self) -> None:
+        url = urlsplit(self.path)
+        if not self._allowed(url.query):
+            self._send(403, b"403 refused: this view needs the address relay web printed\n")
+            return
+        if url.path in STATIC:
+            name, kind = STATIC[url.path]
+            body = self.server.files[name]
+            if name == "index.html":
+                body = body.replace(TOKEN_PLACE.encode(), self.server.token.encode())
+            self._send(200, body, kind)
+        elif url.path == "/snapshot":
+            try:
+                _, body = self.server.hub.snapshot()
+            except RelayError:
+                self._send(503, self.server.hub.body, "application/json")
+                return
+            self._send(200, body, "application/json")
+        elif url.path == "/events":
+            self._events()
+        elif url.path == "/text":
+            self._text(parse_qs(url.query).get("id", [""])[0])
+        else:
+            self._send(404, b"404 not found\n")
+
+    def _other(self) -> None:
+        self._send(405, b"405 this view only reads\n", extra={"Allow": "GET"})
+
+    do_POST = do_PUT = do_PATCH = do_DELETE = do_OPTIONS = do_HEAD = _other  # noqa: N815
+
+    def _text(self, ref: str) -> None:
+        import json
+
+        try:
+            doc = self.server.hub.text(ref)
+        except RelayError as e:
+            status = 404 if e.code in ("request_not_found", "invalid_id", "ambiguous_id") else 503
+            doc = {"error": {"code": e.code, "message": e.message}}
+            self._send(status, json.dumps(doc).encode("ascii"), "application/json")
+            return
+        self._send(200, json.dumps(doc).encode("ascii"), "application/json")
+
+    # ------------------------------------------------------------- the event stream
+    def _events(self) -> None:
+        """Server-sent events: the document now, then each new one as the database changes."""
+        hub = self.server.hub
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+        self.end_headers()
+        try:
+            self.wfile.write(f"retry: {RECONNECT_MS}\n\n".encode())
+            with hub.listening():
+                try:
+                    version, body = hub.snapshot()
+                except RelayError:  # said in the document; the hub looks again
+                    version, body = hub.version, hub.body
+                self._event(body)
+                while not hub.stopped:
+                    got = hub.next(version, KEEPALIVE_S)
+                    if got is None:
+                        self.wfile.write(b": still here\n\n")
+                    else:
+                        version, body = got
+                        self._event(body)
+        except (BrokenPipeError, ConnectionResetError, socket.timeout, OSError):
+            return  # the page went away
+
+    def _event(self, body: bytes) -> None:
+        self.wfile.write(b"data: " + body + b"\n\n")
+
+    # ------------------------------------------------------------- answers
+    def _send(
+        self,
+        status: int,
+        body: bytes,
+        kind: str = "text/plain; charset=utf-8",
+        extra: dict[str, str] | None = None,
+    ) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        for name, value in (extra or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def end_headers(self) -> None:
+        for name, value in HEADERS.items():
+            self.send_header(name, value)
+        super().end_headers()
+
+    def version_string(self) -> str:
+        return self.server_version
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (its name)
+        """Nothing is logged: a request line carries the token."""

@@ -1,0 +1,548 @@
+"""`relay web` (design.md §17): a read-only view on 127.0.0.1 behind a token made for each
+run, whose page shows watch's snapshot, live. The server runs as a real process here; the
+page itself, in a real browser: test_web_browser.py."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from conftest import Relay, fake_crash, new_id
+from test_watch import busy_home
+
+from relay_cli.operate.web.server import HEADERS
+from testsupport.browser import RelayWeb
+
+HOSTILE = (
+    "<script>document.title='pwned'</script><img src=x onerror=\"document.title='pwned'\">"
+    " \u202eevil\u202c \x1b[31mred\x1b[0m \x07 bell\u200b"
+)
+PATHS = ("/", "/app.js", "/app.css", "/icon.svg", "/snapshot", "/events", "/text", "/nothing-here")
+
+
+@pytest.fixture
+def home(tmp_path) -> Relay:
+    """A relay home on SQLite, for what does not depend on where the requests are kept
+    (the gate, the headers, the process): run once, not on both backends."""
+    return Relay(tmp_path / "relay-home")
+
+
+@contextmanager
+def web(relay, *args: str, env: dict | None = None):
+    """`relay web --no-open ARGS` for this test's home or database, stopped at the end."""
+    served = RelayWeb(sys.executable, relay._env(env), *args)
+    try:
+        yield served
+    finally:
+        if served.proc.poll() is None:
+            served.stop()
+
+
+def ask(
+    port: int, path: str, host: str | None = "127.0.0.1", method: str = "GET"
+) -> tuple[int, dict[str, str], bytes]:
+    """One HTTP request to 127.0.0.1:``port`` with exactly this ``Host`` (None: none)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
+        if host is not None:
+            conn.putheader("Host", f"{host}:{port}" if host and ":" not in host else host)
+        conn.endheaders()
+        r = conn.getresponse()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
+    finally:
+        conn.close()
+
+
+def snapshot_doc(served: RelayWeb) -> dict:
+    status, _, body = ask(served.port, served.at("/snapshot")[len(served.base) :])
+    assert status == 200, body
+    return json.loads(body)
+
+
+def unscoped(commands: list[str]) -> list[str]:
+    """The commands without the scope words they end with (test_the_commands_carry_...)."""
+    return [c.split(" --home ")[0].split(" --database-url ")[0] for c in commands]
+
+
+def busy_web_home(relay) -> dict[str, str]:
+    """watch's busy home (a queued, a delivered and an acknowledged request, one claim
+    that lapses into delivery_unknown 10 s later), with a completed request, one entry
+    awaiting approval and one effect_unknown entry; relay's clock moved past the lapse."""
+    ids = busy_home(relay)
+    dave, erin = relay.join("dave"), relay.join("erin")
+    done = new_id()
+    assert relay.send(dave, "erin", "do e", request_id=done).code == 0
+    assert relay("claim", "--id", done, env=erin).code == 0
+    assert relay("reply", done, "-", input="done", env=erin).code == 0
+    r = relay.proc("once", "--approve", "--timeout", "0", "--key", "deploy-1", "--", "true")
+    assert r.code == 75, r.err
+    assert relay.proc("once", "--key", "migrate-1", "--", "true").code == 0
+    fake_crash(relay, "migrate-1")
+    relay.move_clock(11)  # the 10 s claim lease of `lost` passed
+    return {**ids, "done": done}
+
+
+# ------------------------------------------------------------------ the address and gate
+def test_first_line_is_its_address_on_loopback_with_a_token_made_for_this_run(home):
+    home.join("alice")
+    with web(home) as one, web(home) as two:
+        for served in (one, two):
+            assert served.first_line == f"http://127.0.0.1:{served.port}/?token={served.token}\n"
+            assert len(served.token) >= 40 and served.token.isascii()
+        assert one.token != two.token and one.port != two.port  # a free port each
+        status, headers, body = ask(one.port, f"/?token={one.token}")
+        assert status == 200 and headers["content-type"] == "text/html; charset=utf-8"
+        assert b"<title>relay</title>" in body
+        assert f"app.js?token={one.token}".encode() in body  # its assets need it too
+        assert ask(one.port, f"/?token={two.token}")[0] == 403  # another run's is no key
+
+
+def test_a_missing_or_wrong_token_and_a_foreign_host_are_refused_everywhere(home):
+    home.join("alice")
+    with web(home) as served:
+        good = served.token
+        for path in PATHS:
+            for query in ("", "?token=", "?token=wrong", f"?token={good[:-1]}", f"?token={good}x"):
+                assert ask(served.port, path + query)[0] == 403, (path, query)
+            # the right token twice, or in another parameter, is no token either
+            assert ask(served.port, f"{path}?token={good}&token={good}")[0] == 403
+            assert ask(served.port, f"{path}?tok={good}")[0] == 403
+            for host in (
+                "rebind.test",  # a DNS name pointing at 127.0.0.1 (DNS rebinding)
+                "127.0.0.1.nip.io",
+                "evil.example:80",
+                "localhost.evil.example",
+                "127.0.0.2",
+                "0.0.0.0",
+                "",
+                None,  # no Host at all
+                "127.0.0.1:80:80",
+                "127.0.0.1:x",
+            ):
+                assert ask(served.port, f"{path}?token={good}", host=host)[0] == 403, host
+        # the loopback address by any of its names, on any port (an SSH tunnel's)
+        for host in ("127.0.0.1", "localhost", "LOCALHOST:8080", "[::1]:8765", "[::1]"):
+            assert ask(served.port, f"/?token={good}", host=host)[0] == 200, host
+        status, headers, body = ask(served.port, "/snapshot?token=wrong")
+        assert body == b"403 refused: this view needs the address relay web printed\n"
+        assert good.encode() not in body
+
+
+def test_it_listens_on_127_0_0_1_only(home):
+    home.join("alice")
+    with web(home) as served:
+        for address in ("127.0.0.2", "127.1.2.3"):  # loopback too, but not its address
+            with pytest.raises(OSError):
+                socket.create_connection((address, served.port), timeout=2).close()
+        listening = Path("/proc/net/tcp").read_text()
+        port = f":{served.port:04X} "
+        locals_ = [ln.split()[1] for ln in listening.splitlines()[1:] if port in ln + " "]
+        assert locals_ and all(a == f"0100007F:{served.port:04X}" for a in locals_)
+
+
+def test_every_answer_carries_the_strict_policy_and_is_never_cached(home):
+    home.join("alice")
+    with web(home) as served:
+        for path in PATHS:
+            for query in ("", f"?token={served.token}"):
+                if path == "/events" and query:
+                    continue  # a stream: below
+                _, headers, _ = ask(served.port, path + query)
+                for name, value in HEADERS.items():
+                    assert headers[name.lower()] == value, (path, name)
+        csp = HEADERS["Content-Security-Policy"]
+        assert "default-src 'none'" in csp and "script-src 'self'" in csp
+        assert "unsafe-inline" not in csp and "unsafe-eval" not in csp and "http" not in csp
+        assert "require-trusted-types-for 'script'" in csp
+        conn = http.client.HTTPConnection("127.0.0.1", served.port, timeout=10)
+        conn.request("GET", served.at("/events")[len(served.base) :])
+        r = conn.getresponse()
+        assert r.getheader("Content-Security-Policy") == csp
+        assert r.getheader("Content-Type") == "text/event-stream; charset=utf-8"
+        conn.close()
+
+
+def test_it_only_reads_and_changes_nothing(relay):
+    ids = busy_home(relay)
+    before = relay.snapshot()
+    with web(relay) as served:
+        for path in PATHS:
+            for method in ("POST", "PUT", "DELETE", "PATCH", "OPTIONS"):
+                status, headers, _ = ask(served.port, f"{path}?token={served.token}", method=method)
+                assert status == 405 and headers["allow"] == "GET", (path, method)
+        snapshot_doc(served)
+        ask(served.port, served.at("/text", id=ids["queued"])[len(served.base) :])
+        for path in ("/", "/app.js", "/app.css", "/icon.svg"):
+            assert ask(served.port, served.at(path)[len(served.base) :])[0] == 200
+    assert relay.snapshot() == before
+
+
+@pytest.mark.sqlite_only
+def test_port_option_and_a_port_in_use(relay):
+    from testsupport.pgserver import free_port
+
+    relay.join("alice")
+    port = free_port()
+    with web(relay, "--port", str(port)) as served:
+        assert served.port == port
+        before = relay.snapshot()
+        r = relay.proc("web", "--no-open", "--port", str(port))
+        assert r.code == 2 and r.out == ""
+        assert f"usage_error: cannot serve on 127.0.0.1:{port}: something else listens" in r.err
+        assert relay.snapshot() == before
+    for bad in ("0", "65536", "x", "-1"):
+        r = relay("web", "--no-open", "--port", bad)
+        assert r.code == 2 and "--port" in r.err and r.out == ""
+
+
+@pytest.mark.sqlite_only  # (on PostgreSQL the database holds the requests, not the home)
+def test_a_missing_home_is_refused_before_anything_listens(relay, tmp_path):
+    r = relay.proc("web", "--no-open", "--home", str(tmp_path / "nowhere"), timeout=20)
+    assert r.code == 7 and r.out == "" and "no relay home exists" in r.err
+    assert not (tmp_path / "nowhere").exists()
+
+
+@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_ctrl_c_ends_it_and_leaves_nothing_running(home, how):
+    home.join("alice")
+    with web(home) as served:
+        # a page listening on the stream: its thread and the database's watcher run
+        conn = http.client.HTTPConnection("127.0.0.1", served.port, timeout=10)
+        conn.request("GET", served.at("/events")[len(served.base) :])
+        stream = conn.getresponse()
+        assert stream.fp.readline() == b"retry: 1000\n"
+        threads = len(os.listdir(f"/proc/{served.proc.pid}/task"))
+        assert threads >= 3  # main, the hub, the stream's
+        children = Path(f"/proc/{served.proc.pid}/task/{served.proc.pid}/children")
+        assert children.read_text().split() == []  # it starts no process
+        t0 = time.monotonic()
+        code, out, err = served.stop(how)
+        took = time.monotonic() - t0
+        conn.close()
+    assert code == 0 and out == "", err
+    assert took < 3, took
+    assert "Traceback" not in err
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", served.port), timeout=2).close()
+
+
+# ------------------------------------------------------------------ what the page is sent
+def test_the_document_shows_what_the_database_holds_in_watchs_order(relay):
+    ids = busy_web_home(relay)
+    with web(relay) as served:
+        doc = snapshot_doc(served)
+    counts = doc["counts"]
+    assert counts == {
+        "delivery_unknown": 1,
+        "effect_unknown": 1,
+        "awaiting_approval": 1,
+        "open": 3,
+        "queued": 1,
+        "delivered": 1,
+        "acknowledged": 1,
+    }
+    needs = doc["needs_person"]
+    assert [s["name"] for s in needs] == ["delivery_unknown", "effect_unknown", "awaiting_approval"]
+    (lost,) = needs[0]["rows"]
+    assert lost["id"] == ids["lost"] and lost["short"] == ids["lost"][:8]
+    assert (lost["from"], lost["to"], lost["reason"]) == ("alice", "bob", "claim_lease_expired")
+    assert unscoped(lost["commands"]) == [
+        f"relay resolve {ids['lost']} --outcome {o}" for o in ("completed", "failed", "requeue")
+    ]
+    (crashed,) = needs[1]["rows"]
+    assert crashed["key"] == "migrate-1" and crashed["command"] == "true"
+    assert unscoped(crashed["commands"]) == [
+        f"relay ledger resolve migrate-1 --outcome {o}" for o in ("succeeded", "failed", "forget")
+    ]
+    (waiting,) = needs[2]["rows"]
+    assert unscoped(waiting["commands"]) == ["relay approve deploy-1", "relay deny deploy-1"]
+    lanes = {lane["name"]: lane for lane in doc["lanes"]}
+    assert list(lanes) == ["queued", "delivered", "acknowledged", "recently_final"]
+    for state, key in (("queued", "queued"), ("delivered", "delivered"), ("acknowledged", "acked")):
+        (row,) = lanes[state]["rows"]
+        assert row["id"] == ids[key] and row["state"] == state
+        # expiry while queued, the claim lease while delivered (no --reply-within: none)
+        assert bool(row["deadline"]) == (state != "acknowledged")
+    assert [r["id"] for r in lanes["recently_final"]["rows"]] == [ids["done"]]
+    assert lanes["recently_final"]["within_s"] == 3600
+    assert sorted(e["key"] for e in doc["ledger"]["rows"]) == ["deploy-1", "migrate-1"]
+    peers = {p["name"]: p for p in doc["peers"]}
+    assert set(peers) == {"alice", "bob", "carol", "dave", "erin"}
+    assert peers["carol"]["active"] is False and peers["alice"]["kind"] == "claude"
+    # relay records no agent's activity: it says it cannot tell
+    assert {(p["activity"], p["activity_since"]) for p in doc["peers"]} == {("unknown", None)}
+    assert doc["events"][0]["state"] == "delivery_unknown"
+    assert "text" not in json.dumps(doc["lanes"]).replace("text_bytes", "")  # no text unasked
+
+
+def test_a_requests_text_only_when_asked_and_never_in_a_url_or_a_log(relay):
+    alice = relay.join("alice")
+    relay.join("bob")
+    rid = new_id()
+    secret = "the words of the request, with\nits second line"
+    assert relay.send(alice, "bob", secret, request_id=rid).code == 0
+    with web(relay) as served:
+        doc = snapshot_doc(served)
+        assert "words" not in json.dumps(doc) and "second line" not in json.dumps(doc)
+        status, _, body = ask(served.port, served.at("/text", id=rid)[len(served.base) :])
+        assert status == 200
+        text = json.loads(body)
+        assert text == {
+            "id": rid,
+            "state": "queued",
+            "text": secret,
+            "reply": None,
+            "pruned": False,
+        }
+        status, _, body = ask(served.port, served.at("/text", id=new_id())[len(served.base) :])
+        assert status == 404 and json.loads(body)["error"]["code"] == "request_not_found"
+        code, out, err = served.stop()
+    assert code == 0
+    assert out == ""  # stdout: the address alone (the first line, read above)
+    # stderr: one line that says what it serves (the database's URL has no password)
+    assert err.startswith("relay web: serving ") and err.endswith("; Ctrl-C stops it\n")
+    where = relay.url.split("/")[3].split("?")[0] if relay.url else str(relay.home)
+    assert err.count("\n") == 1 and where in err  # (the database's name, or the home)
+    assert served.token not in err and "second line" not in err
+
+
+def test_untrusted_strings_reach_the_page_inert(home):
+    alice = home.join("alice")
+    home.join("bob")
+    rid = new_id()
+    assert home.send(alice, "bob", HOSTILE, request_id=rid).code == 0
+    key = "<img/src=x/onerror=alert(1)>;$(touch${IFS}x)"
+    r = home.proc("once", "--approve", "--timeout", "0", "--key", key, "--", "echo", "\x1b]0;t\x07")
+    assert r.code == 75, r.err
+    with web(home) as served:
+        raw = ask(served.port, served.at("/snapshot")[len(served.base) :])[2]
+        text = ask(served.port, served.at("/text", id=rid)[len(served.base) :])[2]
+    assert raw.isascii() and text.isascii()  # JSON escapes the rest
+    doc, shown = json.loads(raw), json.loads(text)["text"]
+    # control, bidi and zero-width characters made visible, as on a terminal (design.md §7)
+    assert "\\u202e" in shown and "\\x1b[31m" in shown and "\\x07" in shown
+    assert "\u202e" not in shown and "\x1b" not in shown and "\u200b" not in shown
+    assert "<script>" in shown  # markup stays text: the page never parses it
+    (entry,) = doc["needs_person"][2]["rows"]
+    assert entry["key"] == key and entry["command"] == "echo '\\x1b]0;t\\x07'"
+    # a command names the key as one shell word, whatever it holds
+    assert entry["commands"][0].startswith(
+        "relay approve '<img/src=x/onerror=alert(1)>;$(touch${IFS}x)' "
+    )
+
+
+def test_the_commands_carry_the_scope_watch_gives_them(relay):
+    """The home or database the view was given, as `relay watch` names it (design.md §14):
+    a command pasted into the same shell acts on what the page shows."""
+    busy_web_home(relay)
+    watched = relay("watch").out
+    scope = watched.split("--outcome completed|failed|requeue ", 1)[1].split("\n", 1)[0]
+    assert scope.startswith(("--home ", "--database-url "))
+    with web(relay) as served:
+        doc = snapshot_doc(served)
+    commands = [c for s in doc["needs_person"] for r in s["rows"] for c in r["commands"]]
+    assert len(commands) == 3 + 3 + 2
+    assert all(c.endswith(" " + scope) for c in commands), commands
+    lanes = [lane["more"] for lane in doc["lanes"]]
+    assert lanes == [None] * 4  # (all shown)
+
+
+def test_a_lane_with_more_than_it_shows_names_the_command_that_lists_them(relay, monkeypatch):
+    from relay_cli.operate import watch
+    from relay_cli.operate.web.page import page_doc
+    from relay_cli.requests.due import unit
+
+    monkeypatch.setattr(watch, "OPEN_LIMIT", 2)
+    alice = relay.join("alice")
+    relay("peers", "add", "bob")
+    for _ in range(3):
+        relay.send(alice, "bob")
+    store = relay.open_store()
+    try:
+        with unit(store, write=False) as now:
+            doc = page_doc(watch.gather(store, now, final_within_s=60), "here")
+    finally:
+        store.close()
+    queued = doc["lanes"][0]
+    assert queued["total"] == 3 and len(queued["rows"]) == 2
+    assert queued["more"] == "relay list --state queued"
+    assert doc["lanes"][1]["more"] is None  # all shown (none)
+
+
+# ------------------------------------------------------------------ live
+def test_the_event_stream_sends_a_commit_within_a_second(relay):
+    alice = relay.join("alice")
+    relay.join("bob")
+    with web(relay) as served:
+        next_doc = stream(served)
+        first = next_doc()
+        assert first["counts"]["open"] == 0
+        rid = new_id()
+        assert relay.send(alice, "bob", request_id=rid).code == 0
+        committed = time.monotonic()
+        doc = next_doc()
+        took = time.monotonic() - committed
+    assert [r["id"] for r in doc["lanes"][0]["rows"]] == [rid]
+    assert took < 1.0, took
+
+
+def stream(served: RelayWeb):
+    """The page's event stream: a function that returns its next document."""
+    conn = http.client.HTTPConnection("127.0.0.1", served.port, timeout=15)
+    conn.request("GET", served.at("/events")[len(served.base) :])
+    response = conn.getresponse()
+
+    def next_doc() -> dict:
+        while True:
+            line = response.fp.readline()
+            assert line, "the stream ended"
+            if line.startswith(b"data: "):
+                return json.loads(line[6:])
+
+    return next_doc
+
+
+def test_a_deadline_that_passes_shows_without_any_commit(relay):
+    """The view wakes for the next deadline as `relay wait` does (design.md §5): a
+    queued request that expires moves to the final lane with nothing else happening."""
+    alice = relay.join("alice")
+    relay.join("bob")
+    rid = new_id()
+    assert relay.send(alice, "bob", "soon stale", "--ttl", "30s", request_id=rid).code == 0
+    # relay's clock 27 s on: the expiry is due about 3 s after the view starts
+    with web(relay, env={"RELAY_TIME_OFFSET": "27"}) as served:
+        next_doc = stream(served)
+        first = next_doc()
+        assert [r["id"] for r in first["lanes"][0]["rows"]] == [rid]
+        t0 = time.monotonic()
+        doc = next_doc()
+        waited = time.monotonic() - t0
+    (final,) = doc["lanes"][3]["rows"]
+    assert (final["id"], final["state"]) == (rid, "expired")
+    assert doc["lanes"][0]["rows"] == [] and waited < 10
+
+
+def test_with_no_page_open_it_does_not_look_at_the_database(relay):
+    """No page listens: no thread of it wakes at all (it would wake every 50 ms on
+    SQLite, every 250 ms on PostgreSQL, to look for a change)."""
+    relay.join("alice")
+    with web(relay) as served:
+        time.sleep(0.5)  # (its start-up done)
+
+        def wakeups() -> int:
+            tasks = Path(f"/proc/{served.proc.pid}/task")
+            return sum(
+                int(line.split()[1])
+                for task in tasks.iterdir()
+                for line in (task / "status").read_text().splitlines()
+                if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches"))
+            )
+
+        before = wakeups()
+        time.sleep(3)
+        assert wakeups() - before <= 2
+
+
+def test_woken_without_a_write_or_a_deadline_it_does_not_read_again(relay):
+    """What PostgreSQL's safety poll costs the view: one statement (the store's write
+    mark), not a snapshot; a write, a passed deadline or time itself reads it again."""
+    from relay_cli.core.clock import Clock
+    from relay_cli.operate.web import hub as hubs
+
+    alice = relay.join("alice")
+    relay.join("bob")
+    assert relay.send(alice, "bob", "expires in 30 s", "--ttl", "30s").code == 0
+    store = relay.open_store()
+    reads = []
+    hub = hubs.Hub(store, "")
+    real_read = hub._read
+    hub._read = lambda: reads.append(1) or real_read()  # type: ignore[method-assign]
+    hub.listeners = 1
+    try:
+        hub._check()
+        hub._check()
+        assert len(reads) == 1  # nothing written, no deadline passed
+        assert relay.send(alice, "bob", "a write").code == 0
+        hub._check()
+        hub._check()
+        assert len(reads) == 2
+        store.clock = Clock("31")  # the first request's expiry passed
+        hub._check()
+        assert len(reads) == 3
+        final = json.loads(hub.body)["lanes"][3]["rows"]
+        assert [r["state"] for r in final] == ["expired"]
+        hub._read_at -= hubs.REFRESH_S  # and now and then, whatever happened
+        hub._check()
+        assert len(reads) == 4
+    finally:
+        store.close()
+
+
+# ------------------------------------------------------------------ the browser
+@pytest.mark.sqlite_only
+def test_the_browser_is_opened_through_a_private_file_never_with_the_token_in_argv(relay, tmp_path):
+    relay.join("alice")
+    seen = tmp_path / "seen"
+    fake = tmp_path / "browser"
+    fake.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {seen}\ncat "${{1#file://}}" >> {seen}\n')
+    fake.chmod(0o700)
+    env = relay._env({"DISPLAY": ":0", "BROWSER": str(fake)})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "relay_cli", "web"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    try:
+        url = proc.stdout.readline().decode().strip()
+        deadline = time.monotonic() + 10
+        while not (seen.exists() and "relay web" in seen.read_text()):
+            assert time.monotonic() < deadline, "the browser was not opened"
+            time.sleep(0.05)
+        argv, page = seen.read_text().split("\n", 1)
+        assert argv.startswith("file://") and "token" not in argv
+        assert url in page.replace("&amp;", "&")
+        opened = Path(argv[len("file://") :])
+        assert stat.S_IMODE(opened.stat().st_mode) == 0o600
+        assert stat.S_IMODE(opened.parent.stat().st_mode) == 0o700
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=10)
+    assert proc.returncode == 0
+    assert not opened.parent.exists()  # removed when the view ended
+
+
+@pytest.mark.sqlite_only
+@pytest.mark.parametrize("env", [{"DISPLAY": None, "WAYLAND_DISPLAY": None}, {"DISPLAY": ":0"}])
+def test_no_browser_without_a_display_or_with_no_open(relay, tmp_path, env):
+    relay.join("alice")
+    seen = tmp_path / "seen"
+    fake = tmp_path / "browser"
+    fake.write_text(f"#!/bin/sh\ntouch {seen}\n")
+    fake.chmod(0o700)
+    args = [] if "DISPLAY" in env and env["DISPLAY"] is None else ["--no-open"]
+    full = relay._env({**env, "BROWSER": str(fake)})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "relay_cli", "web", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=full,
+    )
+    try:
+        assert proc.stdout.readline().startswith(b"http://127.0.0.1:")
+        time.sleep(1)  # (time for a browser that should not start)
+        assert not seen.exists()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=10)
