@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import http.client
 import json
-import shlex
 import os
+import shlex
 import signal
 import socket
 import stat
