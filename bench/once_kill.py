@@ -314,9 +314,9 @@ def run_pidns(
     root = Path(tempfile.mkdtemp(prefix="relay-oncekill-ns-")) if own else root
     home, work = root / "home", root / "work"
     work.mkdir(parents=True)
-    r = relay(home, "sweep", "--json")
+    r = relay(home, "peers", "add", "oncekill", "--json")  # creates the home
     if r.code != 0:
-        raise RuntimeError(f"relay sweep: {r.err}")
+        raise RuntimeError(f"relay peers add: {r.err}")
     figures = {
         "trials": 0,
         "in_window": 0,

@@ -263,17 +263,24 @@ def test_the_guide_to_paste_is_at_most_600_tokens(relay, audience):
 
 
 # ------------------------------------------------------------------ claim's output
-@pytest.mark.xfail(
-    strict=True,
-    reason="claim's output is being rebuilt (its next: lines, scope flags, terminal "
-    "hint; design.md §18 budget): remove this mark when it lands",
-)
 def test_claims_output_for_an_agent_is_at_most_120_tokens_besides_the_text(relay):
+    """claim's output read by an agent (not a terminal): at most 120 tokens besides the
+    request's text and the scope flags the call itself gave, which every printed command
+    carries again so that it acts on the same home (design.md §14, §18)."""
     alice, bob = relay.join("alice"), relay.join("bob")
     rid = new_id()
     relay.send(alice, "bob", "please say hello", request_id=rid)
     r = relay("claim", "--id", rid[:12], "--home", str(relay.home), env=bob)
     assert r.code == 0
+    out = r.out + r.err
+    scope = f" --home {relay.home}"
+    flags = out.count(scope) * count(scope)
+    assert count(out) - count("please say hello") - flags <= CLAIM, out
+    # and without a scope of its own (the home from RELAY_HOME stays in the environment)
+    assert relay("reply", rid, "hello", env=bob).code == 0
+    relay.send(alice, "bob", "please say hello", request_id=(other := new_id()))
+    r = relay("claim", "--id", other[:12], env=bob)
+    assert r.code == 0 and "--home" not in r.out
     assert count(r.out + r.err) - count("please say hello") <= CLAIM, r.out + r.err
 
 
