@@ -60,7 +60,32 @@ def parse_command(text: str, what: str = NOTIFY_VAR) -> list[str]:
         raise RelayError("usage_error", f"{what} cannot be split into words: {e}") from e
     if not words:
         raise RelayError("usage_error", f"{what} names no command")
+    _one_line_words(words, what)
     return words
+
+
+def _one_line_words(words: list[str], what: str) -> None:
+    """A printed command is one line of words (design.md §14), shown as written: a word of
+    the alert command with a control character in it (a line break, a tab, an escape,
+    NUL) is refused; a script of several lines goes in a file the command names."""
+    if any(ch < " " or ch == "\x7f" for w in words for ch in w):
+        raise RelayError(
+            "usage_error",
+            f"a word of {what} holds a control character (a line break, a tab, an escape): "
+            "put a script of several lines in a file and name the file",
+        )
+
+
+def unusable(environ: Mapping[str, str]) -> str | None:
+    """Why ``RELAY_NOTIFY`` names no command relay runs (None: it is unset, or usable)."""
+    raw = environ.get(NOTIFY_VAR)
+    if not raw:
+        return None
+    try:
+        parse_command(raw)
+    except RelayError as e:
+        return e.message
+    return None
 
 
 def stored_command(store: Store) -> list[str] | None:
@@ -72,6 +97,10 @@ def stored_command(store: Store) -> list[str] | None:
     except ValueError:
         return None
     if isinstance(words, list) and words and all(isinstance(w, str) for w in words):
+        try:
+            _one_line_words(words, "the stored command")
+        except RelayError:
+            return None
         return words
     return None
 
@@ -160,8 +189,7 @@ def set_command(store: Store, words: list[str], now: int) -> list[str]:
     """Store the alert command in the home (`relay notify set`)."""
     if not words or not words[0]:
         raise RelayError("usage_error", "relay notify set needs a command after `--`")
-    if any("\0" in w for w in words):
-        raise RelayError("usage_error", "a word of the command holds a NUL character")
+    _one_line_words(words, "the command")
     store.put_setting(NOTIFY_KEY, json.dumps(words), now)
     return words
 
@@ -188,21 +216,31 @@ def test_facts(home: str, now: int) -> dict[str, str]:
     }
 
 
-def run_now(argv: list[str], env: dict[str, str], timeout_s: float) -> int | None:
-    """Run the command in the foreground (`relay notify test`): its exit status, the
-    shell's 127/126 when it cannot start, None when it still runs after ``timeout_s`` (it
-    is left running)."""
+def run_now(argv: list[str], env: dict[str, str], timeout_s: float) -> tuple[int | None, str]:
+    """Run the command in the foreground (`relay notify test`), in a session of its own
+    (``process.run_bounded``): (its exit status -- the shell's 127/126 when it cannot
+    start, -N for a signal --, the end of what it wrote on stderr). (None, ...) when it
+    still ran after ``timeout_s``: then it and everything it started were ended (a real
+    alert is never waited for, nor ended)."""
     import subprocess
 
     from ..core.errors import NOT_EXECUTABLE_EXIT, NOT_FOUND_EXIT
+    from ..core.process import run_bounded
 
     try:
-        proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, start_new_session=True)
+        done = run_bounded(argv, timeout=timeout_s, env=env, capture=False)
+    except subprocess.TimeoutExpired as e:
+        return None, _tail(e.stderr)
     except FileNotFoundError:
-        return int(NOT_FOUND_EXIT)
+        return int(NOT_FOUND_EXIT), ""
     except OSError:
-        return int(NOT_EXECUTABLE_EXIT)
-    try:
-        return proc.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        return None
+        return int(NOT_EXECUTABLE_EXIT), ""
+    return done.returncode, _tail(done.stderr)
+
+
+def _tail(data: bytes | str | None, lines: int = 5) -> str:
+    """The last ``lines`` lines of a program's stderr, inert (another program's words)."""
+    if not data:
+        return ""
+    text = data.decode(errors="replace") if isinstance(data, bytes) else data
+    return "\n".join(inert_line(ln) for ln in text.rstrip("\n").splitlines()[-lines:])

@@ -3,11 +3,11 @@ person (design.md §19), stored in the home; thin over agents/alerts.py."""
 
 from __future__ import annotations
 
-import shlex
 from typing import TYPE_CHECKING, Annotated, List, Optional
 
 import typer
 
+from ..core.command import Command, Said, relay, shell
 from ..core.errors import RelayError
 from ..core.limits import NOTIFY_TEST_TIMEOUT_S
 from .app import Env, HomeOpt, JsonOpt, RelayGroup, app, examples, lazy_module
@@ -26,8 +26,14 @@ notify_app = typer.Typer(
 app.add_typer(notify_app, name="notify")
 
 
-def _words(words: list[str]) -> str:
-    return shlex.join(words)
+def _shown(words: list[str]) -> Command:
+    """The alert command as relay prints it: another program's command, one value
+    (design.md §14), never text."""
+    return shell(words[0], *words[1:])
+
+
+def _none_set() -> Said:
+    return Said.of("no command is set (", relay("notify", "set", "--help"), " says how)")
 
 
 @notify_app.command(
@@ -66,7 +72,7 @@ def notify_set(
     if env.json:
         env.out.json({"command": words, "source": "home"})
     else:
-        env.out.line(f"alerts run: {_words(words)}")
+        env.out.said(Said.of("alerts run: ", _shown(words)))
         if env.ctx.environ.get(alerts.NOTIFY_VAR):
             env.out.note(f"{alerts.NOTIFY_VAR} is set in this shell and wins over it here")
     return 0
@@ -82,13 +88,11 @@ def notify_show(json_: JsonOpt = False, home: HomeOpt = None) -> int:
         env.out.json({"command": words, "source": source})
         return 0
     if words is None:
-        if source == alerts.NOTIFY_VAR:
-            env.out.line(f"no alerts: {alerts.NOTIFY_VAR} cannot be split into words")
-        else:
-            env.out.line("no alerts: no command is set (relay notify set -- CMD ARGS)")
+        why = alerts.unusable(env.ctx.environ) if source == alerts.NOTIFY_VAR else None
+        env.out.said(Said.of("no alerts: ") + (why or _none_set()))
         return 0
     where = alerts.NOTIFY_VAR if source == alerts.NOTIFY_VAR else "the home"
-    env.out.line(f"alerts run: {_words(words)}  (from {where})")
+    env.out.said(Said.of("alerts run: ", _shown(words), f" (from {where})"))
     return 0
 
 
@@ -108,29 +112,35 @@ def notify_clear(json_: JsonOpt = False, home: HomeOpt = None) -> int:
 @notify_app.command("test", epilog=examples("relay notify test"))
 def notify_test(json_: JsonOpt = False, home: HomeOpt = None) -> int:
     """Run the alert command once now, with RELAY_ALERT_CAUSE=test, and say how it ended
-    (it is waited for here, at most 10 s; a real alert is not waited for). With no
-    command set, nothing runs and it says so."""
+    (it is waited for here, at most 10 s, then ended; a real alert is not waited for).
+    With no command set, nothing runs and it says so."""
     env = Env(json_, home, creates=False)
     with env.unit(write=False) as now:
         words, source = alerts.command(env.store, env.ctx.environ)
     if words is None:  # nothing to run: said, not an error (no alert would run either)
         if env.json:
             env.out.json({"command": None, "source": source, "exit_code": None})
-        elif source == alerts.NOTIFY_VAR:
-            env.out.line(f"nothing ran: {alerts.NOTIFY_VAR} cannot be split into words")
         else:
-            env.out.line("nothing ran: no command is set (relay notify set -- CMD ARGS)")
+            why = alerts.unusable(env.ctx.environ) if source == alerts.NOTIFY_VAR else None
+            env.out.said(Said.of("nothing ran: ") + (why or _none_set()))
         return 0
     facts = alerts.test_facts(str(env.store.home), now)
-    code = alerts.run_now(words, alerts.child_env(env.ctx.environ, facts), NOTIFY_TEST_TIMEOUT_S)
-    doc = {"command": words, "source": source, "exit_code": code}
+    code, stderr = alerts.run_now(
+        words, alerts.child_env(env.ctx.environ, facts), NOTIFY_TEST_TIMEOUT_S
+    )
     if env.json:
-        env.out.json(doc)
-    elif code is None:
-        env.out.line(
-            f"started {_words(words)}; it still runs after {NOTIFY_TEST_TIMEOUT_S} s "
-            "(relay does not wait for a real alert at all)"
+        env.out.json({"command": words, "source": source, "exit_code": code})
+        return 0
+    if code is None:
+        env.out.said(
+            Said.of(
+                _shown(words),
+                f" still ran after {NOTIFY_TEST_TIMEOUT_S} s: relay ended it and what it "
+                "started (a real alert is never waited for, nor ended)",
+            )
         )
     else:
-        env.out.line(f"ran {_words(words)}: exit {code}")
+        env.out.said(Said.of("ran ", _shown(words), f": exit {code}"))
+    if stderr and code != 0:
+        env.out.note("its stderr ended with:\n" + "\n".join(f"  {ln}" for ln in stderr.split("\n")))
     return 0

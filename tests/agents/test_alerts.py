@@ -201,9 +201,8 @@ def test_notify_set_show_clear_and_test(relay, tmp_path):
     command, out = notifier(tmp_path)
     relay.join("alice")
     assert relay("notify", "show", "--json").json == {"command": None, "source": "none"}
-    assert (
-        relay("notify", "show").out
-        == "no alerts: no command is set (relay notify set -- CMD ARGS)\n"
+    assert relay("notify", "show").out == (
+        "no alerts: no command is set (`relay notify set --help` says how)\n"
     )
     assert relay("notify", "test", "--json").json == {
         "command": None,
@@ -212,14 +211,14 @@ def test_notify_set_show_clear_and_test(relay, tmp_path):
     }
     refused(relay, "usage_error", "notify", "set")
     relay("notify", "set", "--", command)
-    assert relay("notify", "show").out == f"alerts run: {command}  (from the home)\n"
+    assert relay("notify", "show").out == f"alerts run: `{command}` (from the home)\n"
     r = relay("notify", "test", "--json")
     assert r.json == {"command": [command], "source": "home", "exit_code": 0}
     assert [a["RELAY_ALERT_CAUSE"] for a in alerts(out, 1)] == ["test"]
     assert relay("notify", "clear", "--json").json == {"cleared": True}
     assert relay("notify", "clear", "--json").json == {"cleared": False}
     failing = relay("notify", "test", env={"RELAY_NOTIFY": "sh -c 'exit 3'"})
-    assert failing.out == "ran sh -c 'exit 3': exit 3\n"
+    assert failing.out == "ran `sh -c 'exit 3'`: exit 3\n"
     missing = relay("notify", "test", "--json", env={"RELAY_NOTIFY": "/no/such/program"})
     assert missing.json["exit_code"] == 127
 
@@ -229,3 +228,53 @@ def test_notify_set_makes_no_home(relay, tmp_path):
     """A mistyped home is never made (design.md §14)."""
     r = relay("notify", "set", "--home", str(tmp_path / "typo"), "--", "true")
     assert r.code == 7 and not (tmp_path / "typo").exists()
+
+
+def test_an_alert_command_with_a_control_character_is_refused_and_shown_nowhere(relay):
+    """A printed command is one line of words (design.md §14): a word with a line break or
+    an escape is never stored, and a RELAY_NOTIFY holding one runs nothing and says why."""
+    relay.join("alice")
+    before = relay.snapshot()
+    for word in ("a\nb", "\x1b]0;title\x07", "tab\there"):
+        r = relay("notify", "set", "--json", "--", "sh", "-c", word)
+        assert (r.code, r.error["code"], r.out) == (2, "usage_error", ""), r.err
+        assert "control character" in r.error["message"] and "\x1b" not in r.err
+    assert relay.snapshot() == before
+    assert relay("notify", "show", "--json").json == {"command": None, "source": "none"}
+    env = {"RELAY_NOTIFY": "sh -c 'printf x\nexit 1'"}
+    assert relay("notify", "show", "--json", env=env).json == {
+        "command": None,
+        "source": "RELAY_NOTIFY",
+    }
+    shown = relay("notify", "test", env=env).out
+    assert shown.startswith("nothing ran: a word of RELAY_NOTIFY holds a control character")
+    assert "\x1b" not in relay("notify", "show", env={"RELAY_NOTIFY": "echo '\x1b[2J'"}).out
+
+
+def test_notify_test_ends_a_command_that_still_runs_and_all_it_started(relay, tmp_path):
+    """`relay notify test` waits 10 s for the command, then ends it and everything it
+    started (process.run_bounded): nothing the test ran outlives it (a real alert is never
+    waited for, nor ended)."""
+    import os
+    import signal
+
+    relay.join("alice")
+    pidfile = tmp_path / "child.pid"
+    script = f"sleep 300 & echo $! > {pidfile}; wait"
+    started = time.monotonic()
+    r = relay("notify", "test", "--json", env={"RELAY_NOTIFY": f"sh -c '{script}'"})
+    assert r.json["exit_code"] is None and time.monotonic() - started < 30
+    child = int(pidfile.read_text())
+    end = time.monotonic() + 5
+    while time.monotonic() < end:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(child, signal.SIGKILL)
+        raise AssertionError("the command's child outlived relay notify test")
+    r = relay("notify", "test", env={"RELAY_NOTIFY": "sh -c 'echo oops >&2; exit 4'"})
+    assert r.out == "ran `sh -c 'echo oops >&2; exit 4'`: exit 4\n"
+    assert "its stderr ended with:\n  oops" in r.err
