@@ -67,7 +67,10 @@ class Snapshot:
     events: list[JsonObject] = field(default_factory=list)  # newest first
     awaiting: list[JsonObject] = field(default_factory=list)  # ledger entries awaiting approval
     effect_unknown: list[JsonObject] = field(default_factory=list)  # crashed `relay once` entries
-    # agents that wait for a person (or failed holding work), longest first (design.md §19)
+    # each agent's activity (requests/activity.py's snapshot, the one read: every active
+    # session and the newest of each peer without one), and of them the agents that wait
+    # for a person (or failed holding work), longest first (design.md §19)
+    agents: list[activity.SessionActivity] = field(default_factory=list)
     needs: list[activity.SessionActivity] = field(default_factory=list)
     # the web view's lanes (design.md §17), gathered only when asked for: requests that
     # became final lately (newest first) and every ledger entry that is not final
@@ -121,7 +124,8 @@ def gather(
     snap.effect_unknown = [
         e for e in list_entries(store, now, ["effect_unknown"]) if not reruns_by_itself(e)
     ]  # those rerun by themselves
-    snap.needs = activity.needs_you(activity.snapshot(store, now))
+    snap.agents = activity.snapshot(store, now)
+    snap.needs = activity.needs_you(snap.agents)
     if final_within_s is not None:
         snap.final_within_s = final_within_s
         snap.final = [
