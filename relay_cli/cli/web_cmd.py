@@ -65,10 +65,11 @@ def web(
             else:
                 env.out.line(url)
             env.out.stdout.flush()
-            env.out.note(f"relay web: serving {store.shared_url() or store.home}; Ctrl-C stops it")
+            env.out.note(f"relay web: serving {where(store)}; Ctrl-C stops it")
             if not no_open and _display(env.ctx.environ):
                 opened.append(_open_browser(url))
 
+        from ..operate.web.hub import where
         from ..operate.web.server import serve  # (only this command loads the view)
 
         serve(store, env.out.scope, port or 0, ready)

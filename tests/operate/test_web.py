@@ -639,3 +639,25 @@ def test_no_browser_without_a_display_or_with_no_open(relay, tmp_path, env):
     finally:
         proc.send_signal(signal.SIGINT)
         proc.communicate(timeout=10)
+
+
+def test_the_view_names_its_database_without_a_url_relay_does_not_print():
+    """The page and the serving line name the database shown (design.md §17): the home,
+    the URL relay prints (design.md §13), or, when it prints none, no URL at all."""
+    from pathlib import Path
+
+    from relay_cli.operate.web.hub import where
+
+    class Store:
+        home = Path("/x/home")
+
+        def __init__(self, given, printed):
+            self.given, self.printed = given, printed
+
+        def shared_url(self, with_password=False):
+            return self.given if with_password else self.printed
+
+    assert where(Store(None, None)) == "/x/home"
+    assert where(Store("postgresql://u@h/db", "postgresql://u@h/db")) == "postgresql://u@h/db"
+    shown = where(Store("postgresql://u:P@ssw0rd:2024@h/db", None))
+    assert "ssw0rd" not in shown and "2024" not in shown and "/x/home" not in shown

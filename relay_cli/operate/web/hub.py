@@ -53,7 +53,7 @@ class Hub:
         self.store = store
         self.scope = scope  # the flags every command shown carries (design.md §14)
         # the database shown: the home, or the URL without its password
-        self.where = store.shared_url() or str(store.home)
+        self.where = where(store)
         self._db = threading.Lock()  # the store's connection, one thread at a time
         self._changed = threading.Condition()  # guards the five below
         self.version = 0  # counts the documents that differed from the one before
@@ -206,3 +206,11 @@ class Hub:
             self._last = None
             self.version += 1
             self._changed.notify_all()
+
+
+def where(store: Store) -> str:
+    """What the view names as the database it shows: the home's path, or on PostgreSQL the
+    URL relay prints (design.md §13), and when it prints none, no URL at all."""
+    if store.shared_url(with_password=True) is None:
+        return str(store.home)
+    return store.shared_url() or "a PostgreSQL database (relay does not print its URL)"
