@@ -15,30 +15,43 @@ SCHEMAS = {
         "UserPromptSubmit": "UserPromptSubmitHookInput",
         "Stop": "StopHookInput",
         "SessionEnd": "SessionEndHookInput",
+        # observed only (design.md §19)
+        "PermissionRequest": "PermissionRequestHookInput",
+        "Notification": "NotificationHookInput",
+        "PostToolUse": "PostToolUseHookInput",
+        "StopFailure": "StopFailureHookInput",
     },
     "codex": {
         "SessionStart": "session-start.command.input",
         "UserPromptSubmit": "user-prompt-submit.command.input",
         "Stop": "stop.command.input",
         "SessionEnd": "session-end.command.input",
+        "PermissionRequest": "permission-request.command.input",
+        "PostToolUse": "post-tool-use.command.input",
     },
     "gemini": {
         "SessionStart": "SessionStart.input",
         "BeforeAgent": "BeforeAgent.input",
         "AfterAgent": "AfterAgent.input",
         "SessionEnd": "SessionEnd.input",
+        "Notification": "Notification.input",
     },
     # what relay's plugin sends (relay_cli/agents/opencode_plugin.py)
     "opencode": {
         "SessionStart": "SessionStart.input",
         "UserPromptSubmit": "UserPromptSubmit.input",
         "Stop": "Stop.input",
+        "Notification": "Notification.input",
+        "PostToolUse": "PostToolUse.input",
+        "StopFailure": "StopFailure.input",
     },
     "copilot": {
         "SessionStart": "SessionStart.input",
         "UserPromptSubmit": "UserPromptSubmit.input",
         "Stop": "Stop.input",
         "SessionEnd": "SessionEnd.input",
+        "Notification": "Notification.input",
+        "ErrorOccurred": "ErrorOccurred.input",
     },
 }
 

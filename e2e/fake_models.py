@@ -20,6 +20,12 @@ The brain reads the conversation, normalised to a list of turns, and decides one
 3. the prompt says ``E2E-RUN: CMD`` and CMD has not run yet -> a shell call running CMD;
 4. otherwise a final text.
 
+``FakeModel.fail_reply`` makes the request whose answer would be step 1 (the reply after
+a claim) fail instead, with HTTP 400 in the API's error shape: the turn fails on an error
+the runtime reports while the agent holds the claimed request. ``E2E-ASK`` in the prompt
+makes a Codex shell call ask to run outside its sandbox (``sandbox_permissions:
+require_escalated``), which its approval policy ``on-request`` puts to a person.
+
 Every request body is logged (``Log``), with the time it arrived, so a test asserts what
 reached the model and a benchmark measures when.
 """
@@ -296,6 +302,11 @@ def _shell_call(body: dict, cmd: str, n: int) -> dict:
     names = {(t.get("name") or t.get("type")): t for t in body.get("tools") or []}
     if "exec_command" in names:
         name, args = "exec_command", {"cmd": cmd, "yield_time_ms": 10000}
+        params = (names["exec_command"].get("parameters") or {}).get("properties") or {}
+        asks = any(t[0] == "user" and "E2E-ASK" in t[1] for t in responses_turns(body))
+        if asks and "sandbox_permissions" in params:
+            args["sandbox_permissions"] = "require_escalated"
+            args["justification"] = "e2e: may this command run outside the sandbox?"
     elif "shell_command" in names:
         name, args = "shell_command", {"command": cmd}
     elif "bash" in names:  # GitHub Copilot CLI (COPILOT_PROVIDER_WIRE_API=responses)
@@ -507,6 +518,15 @@ def chat_answer(body: dict, n: int, step) -> tuple[str, list[bytes] | dict]:
 # ---------------------------------------------------------------- the server
 
 
+def _error_doc(path: str, message: str) -> dict:
+    """A 400 in the shape of the API ``path`` belongs to."""
+    if path.startswith("/v1/messages"):
+        return {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+    if ":streamGenerateContent" in path or ":generateContent" in path:
+        return {"error": {"code": 400, "message": message, "status": "INVALID_ARGUMENT"}}
+    return {"error": {"message": message, "type": "invalid_request_error", "code": None}}
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: "FakeModel"
@@ -571,6 +591,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send_json(
                 404, {"error": {"message": "not scripted", "type": "not_found_error"}}
             )
+        if srv.fail_reply and step[0] == "shell" and step[1].startswith("relay reply "):
+            return self._send_json(400, _error_doc(path, "e2e: a scripted failure"))
         if kind == "json":
             return self._send_json(200, payload)
         self.send_response(200)
@@ -602,6 +624,7 @@ class FakeModel(ThreadingHTTPServer):
         self.log = Log(log_path)
         self.counter = 0
         self.counter_lock = threading.Lock()
+        self.fail_reply = False  # the reply after a claim fails (HTTP 400)
         self.thread = threading.Thread(target=self.serve_forever, daemon=True)
         self.thread.start()
 

@@ -312,6 +312,10 @@ class Sandbox:
         self.model = FakeModel(self.dir / "model.jsonl")
         self.keep = keep
         self.procs: list[subprocess.Popen] = []
+        # variables every process of this sandbox gets besides env()'s own (a scenario's
+        # RELAY_DATABASE_URL, design.md §13)
+        self.extra_env: dict[str, str] = {}
+        self.cleanups: list = []  # called by close(), last first
         subprocess.run(["git", "init", "-q", str(self.work)], check=True)
 
     # -- environment
@@ -354,6 +358,7 @@ class Sandbox:
             "COPILOT_PROVIDER_API_KEY": DUMMY["OPENAI_API_KEY"],
             "COPILOT_MODEL": "gpt-4.1",
             **DUMMY,
+            **self.extra_env,
         }
         for k, v in extra.items():
             if v is None:
@@ -584,6 +589,11 @@ class Sandbox:
                     pass
         # waiters and daemons started by the runtimes: everything in this sandbox's dirs
         kill_sandbox_processes(self.dir)
+        for cleanup in reversed(self.cleanups):
+            try:
+                cleanup()
+            except Exception:  # noqa: BLE001 - the rest is cleaned up all the same
+                pass
         self.model.close()
         if not self.keep:
             shutil.rmtree(self.dir, ignore_errors=True)

@@ -14,7 +14,9 @@ import re
 import shlex
 import statistics
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 from . import tokens
 from .harness import SETTINGS, Sandbox
@@ -640,6 +642,281 @@ def codex_two_peers(sb: Sandbox, runtime: str = "codex", variant: str = "") -> d
             t.close()
 
 
+# ---------------------------------------------------------------- what each agent is doing
+
+
+NOTIFIER = '#!/bin/sh\nenv | grep "^RELAY_ALERT_" > "$(mktemp "{out}/alert.XXXXXX")"\n'
+
+
+def _alerting(sb: Sandbox) -> Path:
+    """`relay notify set` as a person runs it, with a command that keeps each alert's
+    facts in a file of its own; returns where those files go."""
+    out = sb.dir / "alerts"
+    out.mkdir()
+    script = sb.dir / "notify.sh"
+    script.write_text(NOTIFIER.format(out=out))
+    script.chmod(0o755)
+    sb.relay("notify", "set", "--", str(script))
+    return out
+
+
+def _alerts(out: Path) -> list[dict]:
+    runs = []
+    for f in sorted(out.glob("alert.*"), key=lambda f: f.stat().st_mtime_ns):
+        runs.append(dict(ln.split("=", 1) for ln in f.read_text().splitlines() if "=" in ln))
+    return runs
+
+
+def _activity(sb: Sandbox, peer: str) -> dict:
+    return {p["name"]: p for p in sb.relay_json("peers", "list")["peers"]}.get(peer, {})
+
+
+def _watch(sb: Sandbox, wanted: str, prefix: list[str] | None = None, env=None) -> str:
+    """`relay watch` as the person runs it, in tmux at 80x24 (on another host with
+    ``prefix``): the screen once ``wanted`` shows."""
+    argv = [*(prefix or []), sb.real_relay, "watch"]
+    tui = Tui(sb, "watch", argv, sb.env(**(env or {})))
+    try:
+        tui.wait_screen(wanted, 20)
+        time.sleep(0.5)
+        return tui.screen()
+    finally:
+        tui.close()
+
+
+def _needs_you_row(screen: str, peer: str, activity: str) -> str:
+    """The "needs you" section's row of ``peer``: it fits 80 columns and says what the
+    agent needs."""
+    lines = screen.rstrip("\n").split("\n")
+    assert len(lines) <= 24 and all(len(ln) <= 80 for ln in lines), screen
+    assert any(ln.startswith("needs you (1)") for ln in lines), screen
+    rows = [ln for ln in lines if ln.startswith(f"  {peer[:8]}")]
+    assert rows and activity in rows[0], f"no {activity} row for {peer}:\n{screen}"
+    return rows[0].rstrip()
+
+
+# How each TUI is started without leave to run tools, and how a person allows one.
+def _tui_argv(sb: Sandbox, runtime: str, peer: str) -> tuple[list[str], dict]:
+    prog = sb.progs[runtime]
+    if runtime == "claude":  # its default mode is auto mode, which asks nobody
+        return [*prog, "--permission-mode", "default"], sb.env(RELAY_PEER=peer)
+    extra = {
+        "codex": ["--dangerously-bypass-hook-trust"],
+        "gemini": ["--model", "gemini-2.5-flash"],
+        "opencode": [],
+        "copilot": ["--no-auto-update"],
+    }[runtime]
+    argv = [str(sb.bin / "relay"), "run", "--as", peer, "--kind", runtime, "--", *prog, *extra]
+    return argv, sb.env()
+
+
+def _asking_config(sb: Sandbox, runtime: str) -> None:
+    """Settings under which the runtime asks a person before a shell command runs."""
+    if runtime == "codex":  # a command that asks to leave the sandbox (E2E-ASK) is put to one
+        c = sb.home / ".codex" / "config.toml"
+        c.write_text(
+            c.read_text()
+            .replace('approval_policy = "never"', 'approval_policy = "on-request"')
+            .replace('sandbox_mode = "danger-full-access"', 'sandbox_mode = "read-only"')
+        )
+    if runtime == "opencode":
+        c = sb.home / ".config" / "opencode" / "opencode.json"
+        doc = json.loads(c.read_text())
+        doc["permission"]["bash"] = "ask"
+        c.write_text(json.dumps(doc, indent=2))
+
+
+READY = {  # what each TUI shows once it takes a prompt
+    "codex": "Ask Codex",
+    "gemini": "Type your message",
+    "opencode": "Ask anything",
+    "copilot": "commands",
+}
+
+
+def _start_asking_tui(sb: Sandbox, runtime: str, peer: str) -> Tui:
+    argv, env = _tui_argv(sb, runtime, peer)
+    tui = Tui(sb, peer, argv, env)
+    if runtime == "claude":
+        ok = _wait(lambda: _waiter_ready(sb, peer), 60, 0.3)
+    else:
+        ok = tui.wait_screen(READY[runtime], 90)
+    if not ok:
+        raise AssertionError(f"{runtime}'s TUI never became ready:\n{tui.screen()}")
+    time.sleep(2)
+    return tui
+
+
+def asks_permission(sb: Sandbox, runtime: str, variant: str = "") -> dict:
+    """The scripted model asks for a shell command in the TUI, which asks the person
+    (design.md §19): relay records needs_person (permission) from the runtime's own event,
+    the person's `relay watch` at 80x24 opens with that agent under "needs you", exactly
+    one alert runs, and once the person allows it the agent moves on (working, then idle
+    where relay hears the answer; idle at the turn's end where it does not)."""
+    sb.configure()
+    _asking_config(sb, runtime)
+    watch_prefix, watch_env = None, None
+    if variant == "postgres":
+        watch_prefix, watch_env = _postgres_across_hosts(sb)
+    sb.install_hooks(runtime)
+    peer = f"{runtime}-tui"
+    sb.relay("peers", "add", peer, "--kind", runtime)
+    out = _alerting(sb)
+    tui = _start_asking_tui(sb, runtime, peer)
+    facts: dict = {}
+    try:
+        tui.type(f"I am {peer}. E2E-ASK E2E-RUN: touch e2e-permitted.txt")
+        asked = _wait(lambda: _activity(sb, peer).get("activity") == "needs_person", 90, 0.3)
+        p = _activity(sb, peer)
+        assert asked, f"no needs_person: {p}\n{tui.screen()}"
+        facts["activity"] = {k: p[k] for k in ("activity", "activity_cause", "activity_detail")}
+        facts["events"] = _observed(sb)
+        assert p["activity_cause"] == "permission", p
+        screen = _watch(sb, "needs you", watch_prefix, watch_env)
+        facts["watch_row"] = _needs_you_row(screen, peer, "needs_person: permission")
+        facts["watch_screen"] = screen.rstrip("\n").split("\n")
+        if runtime == "claude":  # its permission_prompt Notification comes ~6 s later
+            _wait(lambda: "Notification" in _observed(sb), 15, 0.3)
+            assert _activity(sb, peer)["activity_since"] == p["activity_since"]
+        time.sleep(1.5)
+        runs = _alerts(out)
+        facts["alerts_while_asking"] = len(runs)
+        assert len(runs) == 1, runs
+        assert (runs[0]["RELAY_ALERT_PEER"], runs[0]["RELAY_ALERT_CAUSE"]) == (peer, "permission")
+        assert runs[0]["RELAY_ALERT_SINCE"] == p["activity_since"], (runs, p)
+        facts["alert_text"] = runs[0]["RELAY_ALERT_TEXT"]
+        tui.keys("Enter")  # the first choice of every dialog: allow it once
+        done = _wait(lambda: (sb.work / "e2e-permitted.txt").exists(), 60, 0.3)
+        assert done, f"the allowed command never ran:\n{tui.screen()}"
+        idle = _wait(lambda: _activity(sb, peer).get("activity") == "idle", 60, 0.3)
+        assert idle, f"{_activity(sb, peer)}\n{tui.screen()}"
+        facts["events"] = _observed(sb)
+        facts["alerts"] = len(_alerts(out))
+        assert facts["alerts"] == 1, _alerts(out)
+        facts["hook_secs"] = {
+            e["event"].get("hook_event_name"): e["secs"]
+            for e in sb.hook_events()
+            if e["event"].get("hook_event_name") in ("PermissionRequest", "Notification")
+        }
+        return facts
+    except AssertionError as e:
+        raise AssertionError(f"{e}\nfacts: {facts}\nscreen:\n{tui.screen()}") from None
+    finally:
+        tui.close()
+
+
+def _observed(sb: Sandbox) -> list[str]:
+    """The events relay only observes that reached it, in order."""
+    seen = [e["event"].get("hook_event_name") for e in sb.hook_events()]
+    return [n for n in seen if n not in ("SessionStart", "UserPromptSubmit", "Stop", "SessionEnd")]
+
+
+def turn_fails(sb: Sandbox, runtime: str, variant: str = "") -> dict:
+    """The scripted model claims a request, then answers the model request that would reply
+    with an error (HTTP 400). Where the runtime reports a failed turn (Claude Code's StopFailure,
+    opencode's session.error, Copilot CLI's ErrorOccurred) relay records turn_failed while
+    the agent holds the claimed request: watch lists it under "needs you" and exactly one
+    alert runs for it (in the TUI: a headless run ends its session with the turn). Where
+    it reports none (Codex, Gemini CLI, headless) relay never says turn_failed -- it
+    cannot tell -- and the run's end is the one alert: gone, holding the request."""
+    sb.configure()
+    sb.install_hooks(runtime)
+    sender = sb.join("sender", "script")
+    peer = PEER[runtime]
+    sb.relay("peers", "add", peer, "--kind", runtime)
+    out = _alerting(sb)
+    sb.model.fail_reply = True
+    prompt = CHECK
+    facts: dict = {}
+    if runtime in ("claude", "opencode", "copilot"):
+        # their TUIs: a headless run ends its session with the failed turn (Claude Code's
+        # print mode does not even let its StopFailure hook finish)
+        argv, env = _tui_argv(sb, runtime, peer)
+        if runtime == "claude":
+            argv = [*sb.progs["claude"], "--dangerously-skip-permissions"]
+        elif runtime == "copilot":
+            argv = [*argv, "--allow-all-tools"]
+        tui = Tui(sb, peer, argv, env)
+        try:
+            if runtime == "claude":
+                assert _wait(lambda: _waiter_ready(sb, peer), 60, 0.3), tui.screen()
+            else:
+                assert tui.wait_screen(READY[runtime], 90), tui.screen()
+            time.sleep(2)
+            rid = facts["request"] = sb.send(sender, peer, "claim me, then the model fails")
+            if runtime != "claude":  # Claude Code's waiter wakes it for the request
+                tui.type(prompt)
+            failed = _wait(lambda: _activity(sb, peer).get("activity") == "turn_failed", 90, 0.3)
+            p = _activity(sb, peer)
+            facts["activity"] = {k: p.get(k) for k in ("activity", "activity_detail")}
+            facts["events"] = _observed(sb)
+            assert failed, f"{p}\n{tui.screen()}"
+            assert sb.show(rid)["state"] == "delivered", sb.show(rid)
+            screen = _watch(sb, "needs you")
+            facts["watch_row"] = _needs_you_row(screen, peer, "turn_failed")
+            facts["watch_screen"] = screen.rstrip("\n").split("\n")
+            assert rid[:8] in facts["watch_row"], screen
+            time.sleep(1.5)
+        except AssertionError as e:
+            raise AssertionError(f"{e}\nfacts: {facts}\nscreen:\n{tui.screen()}") from None
+        finally:
+            tui.close()
+        runs = _alerts(out)
+        facts["alerts"] = [(a["RELAY_ALERT_CAUSE"], a["RELAY_ALERT_HOLDS"]) for a in runs]
+        assert facts["alerts"][:1] == [("turn_failed", rid)], runs
+        assert [c for c, _ in facts["alerts"]].count("turn_failed") == 1, runs
+        return facts
+    # headless: Codex and Gemini CLI report no failed turn; the run's end makes the agent
+    # gone holding the request
+    rid = facts["request"] = sb.send(sender, peer, "claim me, then the model fails")
+    r = _run(sb, runtime, prompt, timeout=120)
+    facts["run"] = _brief(r)
+    _wait(lambda: _alerts(out), 10, 0.3)
+    time.sleep(1)
+    runs = _alerts(out)
+    facts["events"] = _observed(sb)
+    facts["alerts"] = [(a["RELAY_ALERT_CAUSE"], a["RELAY_ALERT_HOLDS"]) for a in runs]
+    assert _first_turn_naming(sb, rid) is not None, f"never claimed: {facts}"
+    assert facts["alerts"] == [("gone", rid)], f"{runtime} reports no failed turn: {runs}"
+    return facts
+
+
+def _postgres_across_hosts(sb: Sandbox) -> tuple[list[str], dict]:
+    """A PostgreSQL server on a host of its own: this sandbox (the agents) reaches it
+    through a link of its own, the person's `relay watch` from another host (network
+    namespace and host name, testsupport/netns.py). Returns the watch's command prefix
+    and environment; every relay of the sandbox uses the server (design.md §13)."""
+    sys_path = str(Path(__file__).resolve().parent.parent)
+    if sys_path not in sys.path:
+        sys.path.insert(0, sys_path)
+    from testsupport import netns, pgserver
+
+    why = netns.unavailable() or (None if pgserver.bindir() else "no PostgreSQL server")
+    if why:
+        raise AssertionError(f"PostgreSQL across hosts cannot run here: {why}")
+    net = netns.Net(hosts=("person-host",)).up()
+    sb.cleanups.append(net.down)
+    # this sandbox's own link to the server's namespace: 10.231.9.2 <-> 10.231.9.1
+    here, there = f"ra9-{net.tag}", f"rs9-{net.tag}"
+    for args in (
+        ("link", "add", here, "type", "veth", "peer", "name", there),
+        ("link", "set", there, "netns", net.server_ns),
+        ("addr", "add", f"{netns.SUBNET}.9.2/24", "dev", here),
+        ("link", "set", here, "up"),
+        ("-n", net.server_ns, "addr", "add", f"{netns.SUBNET}.9.1/24", "dev", there),
+        ("-n", net.server_ns, "link", "set", there, "up"),
+    ):
+        subprocess.run(["ip", *args], check=True, capture_output=True)
+    server = pgserver.Server(listen=f"{net.listen()},{netns.SUBNET}.9.1", netns=net.server_ns)
+    server.init().start()
+    sb.cleanups.append(server.remove)
+    server.execute("CREATE DATABASE relay")
+    url = f"postgresql://{pgserver.SUPERUSER}@{netns.SUBNET}.9.1:{server.port}/relay"
+    sb.extra_env["RELAY_DATABASE_URL"] = url
+    far = f"postgresql://{pgserver.SUPERUSER}@{net.server_addr('person-host')}:{server.port}/relay"
+    return net.prefix("person-host"), {"RELAY_DATABASE_URL": far}
+
+
 # ---------------------------------------------------------------- the table
 
 SCENARIOS = {
@@ -658,6 +935,11 @@ SCENARIOS = {
     "codex_two_peers": (codex_two_peers, ["codex"]),
     "copilot_tui_idle": (copilot_tui_idle, ["copilot"]),
     "copilot_project_hooks": (copilot_project_hooks, ["copilot"]),
+    "asks_permission": (
+        asks_permission,
+        ["claude", "codex", "gemini", "opencode", "copilot", ("claude", "postgres")],
+    ),
+    "turn_fails": (turn_fails, ["claude", "codex", "gemini", "opencode", "copilot"]),
 }
 
 

@@ -1,7 +1,8 @@
 """A small JSON Schema (draft-07) validator for the subset the runtimes' hook schemas use.
 
 Keywords: type, const, enum, properties, required, additionalProperties, propertyNames,
-items, minimum, allOf, anyOf, oneOf, $ref (``#/definitions/…``). Annotations (title,
+items, minimum, allOf, anyOf, oneOf, $ref (``#/definitions/…``), and the boolean schemas
+``true`` (anything) and ``false`` (nothing). Annotations (title,
 description, default, format, $schema, definitions) are ignored. Any other keyword raises,
 so a schema can never be checked more loosely than it is written.
 """
@@ -20,8 +21,10 @@ TYPES = {
 }
 
 
-def errors(value, schema: dict, root: dict | None = None, path: str = "$") -> list[str]:
+def errors(value, schema: dict | bool, root: dict | None = None, path: str = "$") -> list[str]:
     """Every way ``value`` breaks ``schema`` (empty: valid)."""
+    if isinstance(schema, bool):  # Codex's ``"tool_input": true``: any value
+        return [] if schema else [f"{path}: no value is allowed here"]
     root = schema if root is None else root
     out: list[str] = []
     for key, want in schema.items():

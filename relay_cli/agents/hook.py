@@ -31,6 +31,10 @@ names the package versions and files; the fixtures and output schemas there come
   ``hookSpecificOutput``), keeps a Stop going with ``{"decision": "block", "reason"}``
   and submits that reason as the next prompt; no env file.
 
+The events relay only observes (``runtimes.OBSERVED``: a permission dialog, a question, a
+tool that ran, a failed turn) are recorded as the session's activity (agents/activity.py,
+design.md §19) and answered with nothing: relay never allows or denies a tool.
+
 A hook must never break the agent: bad or unknown input, or any failure, ends with exit 0
 and nothing on stdout (exit 2 would block a prompt or a stop). Every run is one write
 transaction (after due time-based transitions): it makes all of its changes (session,
@@ -44,16 +48,17 @@ import os
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ..core import clock
 from ..core.command import Command, relay
 from ..core.digest import sha256_hex
 from ..core.limits import COUNT_CAP, HOOK_LEASE_S, MAX_STOP_BLOCKS, SESSION_LEASE
 from ..core.limits import MAX_HOOK_INPUT_BYTES as MAX_INPUT_BYTES
-from ..requests import due, peers
+from ..requests import activity, due, peers
 from ..requests.notices import new_batch
-from . import announce, guide, runtimes
+from . import activity as observed
+from . import alerts, announce, guide, runtimes
 from .runtimes import Runtime
 
 if TYPE_CHECKING:
@@ -95,6 +100,7 @@ class Event:
     reason: str | None = None
     stop_hook_active: bool = False
     prompt: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)  # an observed event's fields
 
     def __post_init__(self) -> None:
         self.runtime_name = self.runtime_name or self.name
@@ -137,13 +143,19 @@ def parse(data: bytes, dialect: Dialect = DIALECTS["claude"]) -> Event | None:
         return None
     if not isinstance(doc, dict):
         return None
-    raw, sid = doc.get("hook_event_name"), doc.get("session_id")
+    raw = doc.get("hook_event_name")
+    sid = next((doc[k] for k in dialect.session_keys if k in doc), None)
     if not isinstance(raw, str):
         return None
-    name = dialect.events.get(raw)
+    name = dialect.relay_event(raw)
     if name is None or not isinstance(sid, str) or not sid.strip() or len(sid) > 200:
         return None
     ev = Event(name, sid, raw)
+    if name in runtimes.OBSERVED:  # only recorded (design.md §19)
+        extra = observed.fields(name, doc)
+        if extra is None:
+            return None
+        ev.extra = extra
     if name == "SessionStart":
         source = doc.get("source", "startup")
         if not isinstance(source, str):
@@ -175,6 +187,7 @@ def handle(store: Store, ev: Event, henv: HookEnv) -> JsonObject | None:
         peers.validate_name(henv.peer, "RELAY_PEER")
     if ev.name == "SessionStart":
         return _session_start(store, ev, henv)
+    owed: list[alerts.Alert] = []
     with due.unit(store) as now:
         session, refused = lookup_session(store, ev, henv)
         if refused:
@@ -185,12 +198,33 @@ def handle(store: Store, ev: Event, henv: HookEnv) -> JsonObject | None:
             return None
         name = session["peer"]
         store.set_hook_seen(name, now)
-        if ev.name == "UserPromptSubmit":
-            return _prompt_submit(store, now, session, ev, henv.dialect)
-        if ev.name == "Stop":
-            return _stop(store, now, session, henv.dialect)
+        doc = _answer(store, now, session, ev, henv)
+        _record_activity(store, session, ev, henv, now, doc)
+        owed = alerts.take(store, henv.environ, now)
+    alerts.start(owed, henv.environ)
+    return doc
+
+
+def _answer(store: Store, now: int, session: Row, ev: Event, henv: HookEnv) -> JsonObject | None:
+    if ev.name == "UserPromptSubmit":
+        return _prompt_submit(store, now, session, ev, henv.dialect)
+    if ev.name == "Stop":
+        return _stop(store, now, session, henv.dialect)
+    if ev.name == "SessionEnd":
         _session_end(store, now, session)
-        return None
+    return None  # an observed event (design.md §19): nothing is printed, nothing decided
+
+
+def _record_activity(
+    store: Store, session: Row, ev: Event, henv: HookEnv, now: int, doc: JsonObject | None
+) -> None:
+    """Record what the event shows of the session (design.md §19); a session that ended
+    (SessionEnd: ``peers.leave`` recorded it gone) is left as it is."""
+    blocked = doc is not None and doc.get("decision") == henv.dialect.block
+    obs = observed.observe(ev, henv.dialect, henv.environ, blocked=blocked)
+    current = store.get_session(session["id"])
+    if current is not None:
+        activity.record(store, current, obs, now)
 
 
 # ------------------------------------------------------------------------- sessions
@@ -221,6 +255,7 @@ def _session_start(store: Store, ev: Event, henv: HookEnv) -> JsonObject | None:
         return None
     path = henv.env_file
     size_before: int | None = None
+    owed: list[alerts.Alert] = []
     try:
         with due.unit(store) as now:
             started = _start(store, ev, henv, name, now)
@@ -235,6 +270,8 @@ def _session_start(store: Store, ev: Event, henv: HookEnv) -> JsonObject | None:
                     # next listing, Stop block or wake note names those requests again
                     marks["told"] = []
                 store.put_hook_marks(session["id"], 0, marks, now, MAX_REMEMBERED_IDS)
+                _record_activity(store, session, ev, henv, now, None)
+            owed = alerts.take(store, henv.environ, now)
             context = _start_context(name, how, henv)
             if token is not None and path:
                 # Written last, inside the transaction: if the file cannot be written
@@ -246,6 +283,7 @@ def _session_start(store: Store, ev: Event, henv: HookEnv) -> JsonObject | None:
         if size_before is not None and path:  # (the lines were appended to ``path``)
             _truncate(path, size_before)
         raise
+    alerts.start(owed, henv.environ)
     return _context_doc(ev.runtime_name, context, henv.dialect)
 
 

@@ -62,6 +62,10 @@ def respond(
         return None, 0, ""
     if not wake:
         return hook.handle(open_store(), ev, henv), 0, ""
+    if ev.name not in dialect.wake_events:
+        # a waiter starts only where relay installs one (an observed event is no place
+        # for it: design.md §19)
+        return None, 0, ""
     if dialect.wake is None or dialect.waits_in_foreground(environ):
         # No background hooks, or the runtime would wait for this one in the foreground
         # (Claude Code's print mode and SDK): a waiter must not hold the run up, and its

@@ -61,6 +61,7 @@ class Entry:
     event: str  # the runtime's event name
     role: str  # "hook" (the event handler) or "wake" (the wake waiter)
     handler: JsonObject  # as written to the settings file
+    matcher: str | None = None  # its matcher group's matcher, if it needs one
 
     @property
     def command(self) -> str:
@@ -69,7 +70,8 @@ class Entry:
 
 
 def _events(runtime: str) -> tuple[str, ...]:
-    return tuple(runtimes.BY_NAME[runtime].events)
+    rt = runtimes.BY_NAME[runtime]
+    return (*rt.events, *rt.observes)
 
 
 def relay_command(relay_path: str | None = None) -> str:
@@ -106,7 +108,24 @@ def entries(runtime: str, wake: bool = True, relay_path: str | None = None) -> l
                     },
                 )
             )
+    # the events relay only observes (design.md §19): each handler prints nothing
+    for event, relay_event in rt.observes.items():
+        handler = {
+            **rt.handler_extra,
+            "type": "command",
+            "command": command,
+            "timeout": rt.timeout(relay_event),
+            **rt.observe_flags.get(event, {}),
+        }
+        out.append(Entry(event, "hook", handler, rt.observe_matchers.get(event)))
     return out
+
+
+def _group(e: Entry) -> JsonObject:
+    """The matcher group that holds one of relay's handlers."""
+    group: JsonObject = {"matcher": e.matcher} if e.matcher else {}
+    group["hooks"] = [dict(e.handler)]
+    return group
 
 
 def plugin_text(runtime: str, relay_path: str | None = None) -> str:
@@ -121,7 +140,7 @@ def fragment(runtime: str, wake: bool = True) -> JsonObject:
     """The settings fragment install merges in (shown by the docs for a manual install)."""
     hooks: dict[str, list[JsonObject]] = {}
     for e in entries(runtime, wake):
-        hooks.setdefault(e.event, []).append({"hooks": [dict(e.handler)]})
+        hooks.setdefault(e.event, []).append(_group(e))
     return {"hooks": hooks}
 
 
@@ -311,7 +330,7 @@ def _install(change: Change, wake: bool, relay_path: str | None = None) -> None:
             continue
         if hooks is None:
             hooks = change.doc["hooks"] = {}
-        hooks.setdefault(e.event, []).append({"hooks": [dict(e.handler)]})
+        hooks.setdefault(e.event, []).append(_group(e))
         change.added.append(item)
 
 

@@ -27,6 +27,7 @@ from ..core.errors import NOT_EXECUTABLE_EXIT, ErrorCode, RelayError
 from ..core.process import CannotStart, Signals, exit_status, resolve_command, signal_status, spawn
 from ..requests import due, peers
 from ..requests.peers import Caller
+from . import alerts
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -92,9 +93,16 @@ class Heartbeat(threading.Thread):
     such as a busy database are reported and retried at the next tick. Never raises.
     """
 
-    def __init__(self, open_store: Callable[[], Store], session: Session, report: Report) -> None:
+    def __init__(
+        self,
+        open_store: Callable[[], Store],
+        session: Session,
+        report: Report,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
         super().__init__(name="relay-run-heartbeat", daemon=True)
         self.open_store = open_store
+        self.environ = environ or {}
         self.session = session
         self.report = report
         self.interval = peers.renew_interval_s(session.lease_seconds)
@@ -126,13 +134,17 @@ class Heartbeat(threading.Thread):
             self.report(err)
 
     def beat(self, store: Store) -> bool:
-        """Renew once; False when the session is no longer active (reported)."""
+        """Renew once; False when the session is no longer active (reported). Alerts
+        owed meanwhile (design.md §19: a lease of any session that lapsed) are started."""
         with due.unit(store) as now:
             row = store.get_session(self.session.session_id)
             status = peers.session_status(store, row)
             if status == "active":
                 peers.renew(store, Caller(self.session.name, row, "active"), now)
-                return True
+            owed = alerts.take(store, self.environ, now)
+        alerts.start(owed, self.environ)
+        if status == "active":
+            return True
         if status == "left":
             return False
         self.lost = peers.STATUS_ERRORS[status]
@@ -154,23 +166,32 @@ class Heartbeat(threading.Thread):
 
 
 def join(
-    store: Store, name: str, kind: str | None, lease_seconds: int
+    store: Store,
+    name: str,
+    kind: str | None,
+    lease_seconds: int,
+    environ: Mapping[str, str] | None = None,
 ) -> tuple[Session, list[str]]:
     """A new session of ``name``, and the ids of the claimed work of the live session it
-    superseded (now delivery_unknown)."""
+    superseded (now delivery_unknown; its alert is started, design.md §19)."""
     with due.unit(store) as now:
         info, moved = peers.join_session(store, name, kind, lease_seconds, now)
+        owed = alerts.take(store, environ or {}, now)
+    alerts.start(owed, environ or {})
     return Session(name, info["session_id"], info["token"], lease_seconds), moved
 
 
-def leave(store: Store, session: Session) -> int | None:
-    """Leave if the session is still active; how many requests became delivery_unknown."""
+def leave(store: Store, session: Session, environ: Mapping[str, str] | None = None) -> int | None:
+    """Leave if the session is still active; how many requests became delivery_unknown.
+    The alert owed for it (it went holding work, design.md §19) is started."""
     with due.unit(store) as now:
         row = store.get_session(session.session_id)
         if row is None or row["state"] != "active":
             return None
         moved = len(store.in_flight_of_session(session.session_id))
         peers.leave(store, Caller(session.name, row, "active"), now)
+        owed = alerts.take(store, environ or {}, now)
+    alerts.start(owed, environ or {})
     return moved
 
 
@@ -211,7 +232,7 @@ def run(
     with Signals(children=True) as signals:
         try:
             store = open_store()
-            session, replaced = join(store, name, kind, lease_seconds)
+            session, replaced = join(store, name, kind, lease_seconds, environ)
             if replaced:
                 report(
                     f"relay run: joining as {name} replaced its live session; "
@@ -223,28 +244,28 @@ def run(
             try:
                 early = signals.take()
                 if early:  # asked to stop before CMD existed: start nothing
-                    _leave_reporting(store, session, report)
+                    _leave_reporting(store, session, report, environ)
                     return signal_status(early[0][0])
                 env = child_env(session, store.home, environ, store.shared_url(with_password=True))
                 if private_server:
                     server, argv, meanwhile = _start_server(path, argv, env, signals)
                     if meanwhile:
                         server.stop()
-                        _leave_reporting(store, session, report)
+                        _leave_reporting(store, session, report, environ)
                         return signal_status(meanwhile[0][0])
                 pid = spawn(path, argv, env, signals)
             except BaseException:
                 if server is not None:
                     server.stop()
-                _leave_reporting(store, session, report)
+                _leave_reporting(store, session, report, environ)
                 raise
-            heartbeat = Heartbeat(open_store, session, report)
+            heartbeat = Heartbeat(open_store, session, report, environ)
             heartbeat.start()
             status = _supervise(pid, signals, server.check if server is not None else None)
             if server is not None:
                 server.stop()
             heartbeat.stop()
-            _leave_reporting(store, session, report)
+            _leave_reporting(store, session, report, environ)
             return status
         finally:
             if server is not None:
@@ -295,9 +316,11 @@ def _supervise(pid: int, signals: Signals, tick: Callable[[], None] | None = Non
         signals.forward(pid)
 
 
-def _leave_reporting(store: Store, session: Session, report: Report) -> None:
+def _leave_reporting(
+    store: Store, session: Session, report: Report, environ: Mapping[str, str]
+) -> None:
     try:
-        moved = leave(store, session)
+        moved = leave(store, session, environ)
     except RelayError as e:
         report(e)
         return

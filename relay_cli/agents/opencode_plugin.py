@@ -14,7 +14,11 @@ opencode 1.18.33 defines (``@opencode-ai/plugin``'s ``PluginModule``: a default 
   ends): Stop; a block becomes a ``noReply`` message, which makes the loop go on;
 - the ``session.idle`` bus event: relay's wake waiter ``relay hook opencode --wake``; its
   exit 2 note goes into the session with ``client.session.promptAsync`` (in-process: no
-  port is opened for it); that note's own ``chat.message`` runs no relay process.
+  port is opened for it); that note's own ``chat.message`` runs no relay process;
+- the bus events that show what the session does (design.md §19), only recorded:
+  ``permission.asked`` and ``question.asked`` (a Notification, not in ``opencode run``,
+  which answers by itself), their ``…replied``/``rejected`` (PostToolUse: the wait is
+  over), ``session.error`` but an abort (StopFailure).
 
 opencode has no session-end event (checked with 1.18.33): `relay run` leaves for it. The
 plugin does nothing unless RELAY_PEER or RELAY_SESSION is set. The marker line lets
@@ -153,8 +157,45 @@ const Relay = async (input) => {{
       if (event?.type === "session.idle" && typeof event.properties?.sessionID === "string") {{
         wake(event.properties.sessionID)
       }}
+      const doc = identity() ? observed(event, cwd) : null
+      if (doc) relay([], doc, HOOK_TIMEOUT_MS)  // only recorded: nothing waits for it
     }},
   }}
+}}
+
+// What a bus event shows of the session (design.md §19), as the Claude-shaped event relay
+// records; null for anything else. `opencode run` answers permissions by itself (it
+// rejects them, or allows them with --auto): nobody is asked there.
+const str = (v) => (typeof v === "string" ? v : undefined)
+function observed(event, cwd) {{
+  const p = event?.properties ?? {{}}
+  const sid = str(p.sessionID)
+  if (!sid) return null
+  const base = {{ session_id: sid, cwd, opencode_event: event.type }}
+  switch (event.type) {{
+    case "permission.asked":
+      if (HEADLESS) return null
+      return {{ ...base, hook_event_name: "Notification", notification_type: "permission_prompt",
+        message: [str(p.permission), ...(Array.isArray(p.patterns) ? p.patterns.filter(str) : [])]
+          .filter(Boolean).join(" ") }}
+    case "question.asked": {{
+      if (HEADLESS) return null
+      const q = Array.isArray(p.questions) ? p.questions[0] : undefined
+      return {{ ...base, hook_event_name: "Notification", notification_type: "elicitation_dialog",
+        message: str(q?.question) ?? str(q?.header) ?? "" }}
+    }}
+    case "permission.replied":
+    case "question.replied":
+    case "question.rejected":
+      return HEADLESS ? null : {{ ...base, hook_event_name: "PostToolUse" }}
+    case "session.error": {{
+      const name = str(p.error?.name)
+      if (!name || name === "MessageAbortedError") return null  // stopped, not failed
+      return {{ ...base, hook_event_name: "StopFailure", error: name,
+        error_details: str(p.error?.data?.message) ?? "" }}
+    }}
+  }}
+  return null
 }}
 
 export default {{ id: "relay", server: Relay }}

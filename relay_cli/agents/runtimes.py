@@ -31,6 +31,15 @@ CODEX_CHECKED = "0.171.0"
 
 # relay's four events, in Claude Code's and Codex's names, in the order they fire.
 EVENTS = ("SessionStart", "UserPromptSubmit", "Stop", "SessionEnd")
+# The events relay only observes, to record what a session is doing (design.md §19), in
+# relay's names (Claude Code's where it has one): a hook on them prints nothing and exits 0.
+OBSERVED = (
+    "PermissionRequest",  # a tool waits for a person's permission
+    "Notification",  # the runtime tells a person something (a permission prompt, a question)
+    "PostToolUse",  # a tool ran: a wait for a person's permission is over
+    "StopFailure",  # the turn ended on an error the runtime reports
+    "ErrorOccurred",  # GitHub Copilot CLI: a model call failed
+)
 
 
 @dataclass(frozen=True)
@@ -94,9 +103,25 @@ class Runtime:
     # (as "Stop hook feedback" and as the hook's "blocking error"), its context once.
     stop_context: bool = False
     wake_note: str = ""  # why an idle session cannot be woken (a runtime with wake None)
+    # What relay observes to record the session's activity (design.md §19): the runtime's
+    # event -> relay's name (OBSERVED), what each installed handler adds (``async``: run in
+    # the background; ``matcher``: the group's matcher), and, per activity, the event that
+    # reports it ("" or absent: the runtime sends none, so relay cannot tell).
+    # the keys that may name the runtime's session in an event, first present wins
+    session_keys: tuple[str, ...] = ("session_id",)
+    observes: dict[str, str] = field(default_factory=dict)
+    observe_flags: dict[str, dict[str, object]] = field(default_factory=dict)
+    observe_matchers: dict[str, str] = field(default_factory=dict)
+    reports: dict[str, str] = field(default_factory=dict)
 
     def relay_event(self, runtime_event: str) -> str | None:
-        return self.events.get(runtime_event)
+        return self.events.get(runtime_event) or self.observes.get(runtime_event)
+
+    @property
+    def hears_answers(self) -> bool:
+        """relay hears when a wait for a person is over (a tool ran, a reply came), not
+        only the next turn's start or end."""
+        return "PostToolUse" in self.observes.values()
 
     def runtime_event(self, relay_event: str) -> str:
         return next(k for k, v in self.events.items() if v == relay_event)
@@ -143,6 +168,27 @@ CLAUDE = Runtime(
     ),
     checked="2.1.332",
     package="@anthropic-ai/claude-agent-sdk 0.3.332",
+    # (Interrupt, a turn stopped, came with 2.1.335: 2.1.332 does not know it)
+    observes={e: e for e in ("PermissionRequest", "Notification", "PostToolUse", "StopFailure")},
+    # in the background: none of them may hold the session up, nor decide a permission
+    observe_flags={
+        e: {"async": True}
+        for e in ("PermissionRequest", "Notification", "PostToolUse", "StopFailure")
+    },
+    observe_matchers={
+        "Notification": "permission_prompt|worker_permission_prompt|elicitation_dialog|"
+        "elicitation_url_dialog"
+    },
+    reports={
+        "working": "UserPromptSubmit",
+        "permission": "PermissionRequest (its TUI), Notification `permission_prompt` "
+        "(print mode and the SDK, when a host was asked)",
+        "question": "Notification `elicitation_dialog`; PermissionRequest of AskUserQuestion",
+        "answered": "PostToolUse",
+        "idle": "Stop",
+        "turn_failed": "StopFailure",
+        "gone": "SessionEnd",
+    },
     install_notes=(
         "Restart Claude Code, and give each session its peer name: `RELAY_PEER=NAME claude` "
         "(Claude Code's CLAUDE_ENV_FILE carries the session to its shell commands), or "
@@ -191,6 +237,15 @@ CODEX = Runtime(
     ),
     checked=CODEX_CHECKED,
     package=f"@openai/codex {CODEX_CHECKED}",
+    observes={"PermissionRequest": "PermissionRequest", "PostToolUse": "PostToolUse"},
+    observe_flags={"PostToolUse": {"async": True}},
+    reports={
+        "working": "UserPromptSubmit",
+        "permission": "PermissionRequest (its TUI; `codex exec` asks nobody)",
+        "answered": "PostToolUse",
+        "idle": "Stop",
+        "gone": "SessionEnd (not at the TUI's /quit: `relay run` leaves)",
+    },
     install_notes=(
         'Codex\'s TUI asks you to review new hooks when it starts ("Hooks need review"): '
         "trust relay's hooks there, or they do not run. `codex exec` does not ask: it "
@@ -241,6 +296,15 @@ GEMINI = Runtime(
     hook_examples=("relay hook install gemini   # into Gemini CLI's settings",),
     checked="0.61.0",
     package="@google/gemini-cli 0.61.0",
+    # Gemini CLI awaits this hook before it shows the dialog: relay only records
+    observes={"Notification": "Notification"},
+    reports={
+        "working": "BeforeAgent",
+        "permission": "Notification `ToolPermission` (interactive only)",
+        "question": "Notification `ToolPermission` of its ask_user tool",
+        "idle": "AfterAgent",
+        "gone": "SessionEnd",
+    },
     install_notes=(
         "Start Gemini CLI as `relay run --as NAME --kind gemini -- gemini`: it gives hooks no "
         "env file, so the launcher carries the relay session.",
@@ -282,6 +346,17 @@ OPENCODE = Runtime(
     ),
     checked="1.18.33",
     package="opencode-ai 1.18.33 (opencode-linux-x64)",
+    # relay's plugin turns these bus events into Claude-shaped ones (opencode_plugin.py)
+    observes={e: e for e in ("Notification", "PostToolUse", "StopFailure")},
+    reports={
+        "working": "chat.message",
+        "permission": "permission.asked (its TUI; `opencode run` answers by itself)",
+        "question": "question.asked",
+        "answered": "permission.replied, question.replied, question.rejected",
+        "idle": "experimental.text.complete",
+        "turn_failed": "session.error",
+        "gone": "`relay run` leaving when opencode exits",
+    },
     install_notes=(
         "Start opencode as `relay run --as NAME --kind opencode -- opencode`: it gives "
         "plugins no env file, so the launcher carries the relay session, and opencode "
@@ -324,6 +399,19 @@ COPILOT = Runtime(
     hook_examples=("relay hook install copilot   # into ~/.copilot/hooks/relay.json",),
     checked="1.0.102",
     package="@github/copilot 1.0.102 (@github/copilot-linux-x64)",
+    # its `notification` hook fires only when a prompt is shown, in the background; its
+    # permissionRequest runs before its rules decide, so it says nothing of a person.
+    # Its Notification names the session `sessionId` (1.0.102), its other events session_id.
+    session_keys=("session_id", "sessionId"),
+    observes={"Notification": "Notification", "ErrorOccurred": "ErrorOccurred"},
+    reports={
+        "working": "UserPromptSubmit",
+        "permission": "Notification `permission_prompt` (a prompt shown)",
+        "question": "Notification `elicitation_dialog`",
+        "idle": "Stop",
+        "turn_failed": "ErrorOccurred of a model call",
+        "gone": "SessionEnd",
+    },
     install_notes=(
         "Start Copilot CLI as `relay run --as NAME --kind copilot -- copilot`: it gives "
         "hooks no env file, so the launcher carries the relay session.",

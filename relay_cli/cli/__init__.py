@@ -18,6 +18,7 @@ from . import (  # noqa: F401
     hook_cmd,
     ledger_cmd,
     meta_cmd,
+    notify_cmd,
     ops_cmd,
     watch_cmd,
     web_cmd,

@@ -92,7 +92,7 @@ SECTIONS = {
     ),
     "Peers & sessions": ("peers", "run", "guide", "hook"),
     "Side effects (relay once)": ("once", "ledger", "approve", "deny"),
-    "Operate": ("doctor", "watch", "web", "sweep", "prune", "export", "db", "schema"),
+    "Operate": ("doctor", "watch", "web", "notify", "sweep", "prune", "export", "db", "schema"),
     "Try it": ("demo",),
 }
 

@@ -11,7 +11,7 @@ from ..core import clock
 from ..core.command import Said, relay
 from ..core.limits import SESSION_LEASE, default_session_lease
 from ..core.output import Col, iso_age, iso_left, local_clock, terminal_width
-from ..requests import peers
+from ..requests import activity, peers
 from ..requests.states import MEANING, settle
 from . import complete
 from .app import (
@@ -313,21 +313,37 @@ def list_(json_: JsonOpt = False, home: HomeOpt = None) -> int:
     env = Env(json_, home, creates=False)
     with env.unit(write=False) as now:
         result = peers.list_peers(env.store, now)
+        acts = {s.peer: s.activity for s in activity.snapshot(env.store, now)}
     if env.json:
         env.out.json(result)
         return 0
     out = env.out
-    rows = [
-        [
-            p["name"],
-            p["kind"],
-            "yes" if p["active"] else "no",
-            iso_left(p["lease_expires_at"], now) if out.terminal else p["lease_expires_at"],
-            out.when(p["last_seen_at"], now),
-            p["wakeup"],
+    if out.terminal:  # what the agent does first; `active` is what lease left says
+        rows = [
+            [
+                p["name"],
+                p["kind"],
+                *_activity_cells(p, acts.get(p["name"]), now),
+                iso_left(p["lease_expires_at"], now),
+                out.when(p["last_seen_at"], now),
+                p["wakeup"],
+            ]
+            for p in result["peers"]
         ]
-        for p in result["peers"]
-    ]
+    else:  # a script's columns stay where they were; the activity comes last
+        rows = [
+            [
+                p["name"],
+                p["kind"],
+                "yes" if p["active"] else "no",
+                p["lease_expires_at"],
+                out.when(p["last_seen_at"], now),
+                p["wakeup"],
+                p["activity"],
+                p["activity_since"] or "-",
+            ]
+            for p in result["peers"]
+        ]
     out.table(
         _peer_columns(out.terminal),
         rows,
@@ -337,21 +353,43 @@ def list_(json_: JsonOpt = False, home: HomeOpt = None) -> int:
     return 0
 
 
+def _activity_cells(p: JsonObject, act: activity.Activity | None, now: int) -> list[object]:
+    """The activity of the peer's newest session and since when (design.md §19)."""
+    if act is None:
+        return [p["activity"], "-"]
+    return [activity.words(act, now), activity.since_words(act, now)]
+
+
+ACTIVITY_STYLES = {
+    "working": "green",
+    "idle": "dim",
+    "gone": "dim",
+    "unknown": "dim",
+    "turn_failed": "bold red",
+    "needs_person: permission": "bold yellow",
+    "needs_person: question": "bold yellow",
+}
+WAKEUP_STYLES = {"not_configured": "yellow", "hook": "green", "waiter": "green", "polling": "green"}
+
+
 def _peer_columns(terminal: bool) -> list[Col]:
+    if terminal:
+        return [
+            Col("name", min=12, middle=True),
+            Col("kind", fixed=True),
+            Col("activity", min=8, styles=ACTIVITY_STYLES),
+            Col("since", fixed=True),
+            Col("lease left", fixed=True),
+            Col("last seen", fixed=True),
+            Col("wakeup", min=7, styles=WAKEUP_STYLES),
+        ]
     return [
         Col("name", min=12, middle=True),
         Col("kind", fixed=True),
         Col("active", fixed=True, styles={"yes": "green", "no": "dim"}),
-        Col("lease left" if terminal else "lease until", fixed=True),
+        Col("lease until", fixed=True),
         Col("last seen", fixed=True),
-        Col(
-            "wakeup",
-            min=7,
-            styles={
-                "not_configured": "yellow",
-                "hook": "green",
-                "waiter": "green",
-                "polling": "green",
-            },
-        ),
+        Col("wakeup", min=7, styles=WAKEUP_STYLES),
+        Col("activity", fixed=True),
+        Col("activity since", fixed=True),
     ]

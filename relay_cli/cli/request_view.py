@@ -68,6 +68,9 @@ def request_fields(
         )
     if obj.get("detail"):
         pairs.append(("detail", obj["detail"]))
+    holder = obj.get("holder")
+    if holder:
+        pairs.append(("held by", _holder_words(out, holder, now)))
     if obj.get("pruned"):
         pairs.append(("pruned", "yes: text and reply were removed, the outcome is kept"))
     for key in extra:
@@ -77,6 +80,15 @@ def request_fields(
                 value = f"{value} ({WAKEUP_WORDS[value]})"
             pairs.append((key.replace("_", " "), value))
     return pairs
+
+
+def _holder_words(out: Output, h: JsonObject, now: int) -> str:
+    """``codex-1: needs_person (permission) since 3m ago (14:05): Bash``: who holds the
+    request and what its session is doing (design.md §19); the runtime's words last."""
+    what = h["activity"] + (f" ({h['activity_cause']})" if h.get("activity_cause") else "")
+    since = f" since {out.when(h['activity_since'], now)}" if h.get("activity_since") else ""
+    said = f": {h['activity_detail']}" if h.get("activity_detail") else ""
+    return f"{h['peer']}: {what}{since}{said}"
 
 
 # What each `wakeup` value says to a person reading send's or submit's answer (design.md

@@ -25,7 +25,7 @@ from ..core.limits import (
     WAIT,
 )
 from ..core.output import Output, size
-from ..requests import claiming, due, lifecycle, sending, validate, waiting
+from ..requests import activity, claiming, due, lifecycle, sending, validate, waiting
 from ..requests.peers import validate_name
 from . import complete
 from .app import (
@@ -381,8 +381,11 @@ def show(
     """
     env = Env(json_, home, creates=False)
     request_id = validate.validate_ref(id_)
-    with env.unit(write=False):
+    with env.unit(write=False) as now:
         obj = lifecycle.show(env.store, request_id, events)
+        held = activity.holder(env.store, obj["id"], now)
+    if held is not None:  # the session that holds it, and what it is doing (design.md §19)
+        obj["holder"] = held
     _emit(env, obj, render_full)
     if obj["state"] == "delivery_unknown" and not env.json:
         from ..requests.states import settle

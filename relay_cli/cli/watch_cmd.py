@@ -106,6 +106,7 @@ def _live(env: Env) -> int:
             ) as live,
         ):
             last_version, last_draw = None, 0.0
+            rung: set[tuple[object, ...]] | None = None
             while True:
                 try:
                     version = env.store.data_version()
@@ -116,6 +117,7 @@ def _live(env: Env) -> int:
                     try:
                         snap = _snapshot(env)
                         last_version = version
+                        rung = _ring(out.stdout, snap, rung)
                         view: RenderableType = Group(
                             *watch_lib.render(
                                 snap,
@@ -147,6 +149,7 @@ def _snapshots(env: Env) -> int:
     try:
         with _keyboard(env.ctx.stdin) as keys:
             last_version: int | str | None = None  # the database's data_version
+            rung: set[tuple[object, ...]] | None = None
             while True:
                 try:
                     version: int | str = env.store.data_version()
@@ -156,6 +159,7 @@ def _snapshots(env: Env) -> int:
                     try:
                         snap = _snapshot(env)
                         last_version = version
+                        rung = _ring(out.stdout, snap, rung)
                         width, height = terminal_size(out.stdout, out.environ)
                         lines = watch_lib.render(
                             snap,
@@ -178,6 +182,26 @@ def _snapshots(env: Env) -> int:
                     return 0
     except KeyboardInterrupt:
         return 0
+
+
+def _ring(
+    stream: TextIO, snap: Snapshot, rung: set[tuple[object, ...]] | None
+) -> set[tuple[object, ...]]:
+    """The terminal bell, once for each "needs you" item that was not on the screen before
+    (design.md §19; none for those there when watch started). Returns the items rung for."""
+    now: set[tuple[object, ...]] = {
+        (s.session_id, s.activity.activity, s.activity.cause, s.activity.since) for s in snap.needs
+    }
+    if rung is None:
+        return now
+    new = now - rung
+    if new:
+        try:
+            stream.write("\a" * len(new))
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    return rung | now
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> NoReturn:

@@ -125,6 +125,19 @@ COUNT_CAP = 10_000  # a queue is counted no further than this
 MAX_HOOK_INPUT_BYTES = 16 * 1024 * 1024  # a runtime's event
 MAX_SETTINGS_BYTES = 4 * 1024 * 1024  # a runtime's settings file larger than this is not read
 
+# ---------------------------------------------------------------- activity and alerts (§19)
+# What a session's hooks last showed (design.md §19), in the order a person reads them;
+# ``unknown``: no hook of the session reported anything relay can name.
+ACTIVITIES = ("needs_person", "turn_failed", "working", "idle", "gone", "unknown")
+NEEDS_PERSON_CAUSES = ("permission", "question")
+# how a session went: its own end (SessionEnd, `peers leave`, `relay run` ending), its
+# lease lapsed, a newer session of its name replaced it
+GONE_CAUSES = {"left": "ended", "expired": "lease_lapsed", "superseded": "superseded"}
+SILENCE_NOTE_MS = 10 * 60 * 1000  # `working` with no event for this long says so
+NEEDS_PERSON_WARN_MS = 5 * 60 * 1000  # doctor warns for an agent needing a person longer
+MAX_ACTIVITY_DETAIL = 160  # characters of a runtime's tool name, question or error kept
+NOTIFY_TEST_TIMEOUT_S = 10  # `relay notify test` waits this long for the command
+
 # ---------------------------------------------------------------- the store (§9, §13)
 BUSY_TIMEOUT_S = 5.0  # SQLite waits this long for the write lock, then `busy`
 PG_LOCK_TIMEOUT_MS = 5000  # the same on PostgreSQL

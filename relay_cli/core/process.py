@@ -733,3 +733,48 @@ def run_bounded(
             p.wait(timeout=5)
         raise
     return subprocess.CompletedProcess(argv, p.returncode, out or b"", err or b"")
+
+
+def spawn_detached(argv: list[str], env: dict[str, str], cwd: str | None = None) -> bool:
+    """Start ``argv`` so that nobody waits for it (design.md §19: an alert): a grandchild
+    in a session of its own, reparented at once (the middle process exits), its standard
+    streams /dev/null, every other descriptor closed, the default signal dispositions
+    back. The caller waits only for the middle process, which exits at once. Returns
+    whether the middle process was started; what the command does (or whether it could
+    be found) is not known here."""
+    try:
+        pid = os.fork()
+    except OSError:
+        return False
+    if pid == 0:  # the middle process: nothing here may return
+        code = 0
+        try:
+            os.setsid()
+            if os.fork() == 0:  # the command's process
+                code = NOT_FOUND_EXIT
+                null = os.open(os.devnull, os.O_RDWR)
+                for fd in (0, 1, 2):
+                    os.dup2(null, fd)
+                os.closerange(3, _max_fd())
+                for sig in (*_RESET_IN_CHILD, *FORWARDED_SIGNALS):
+                    signal.signal(sig, signal.SIG_DFL)
+                signal.pthread_sigmask(signal.SIG_SETMASK, [])
+                if cwd is not None:
+                    os.chdir(cwd)
+                os.execvpe(argv[0], argv, env)
+        except BaseException:  # noqa: BLE001 - nothing may escape a forked child
+            code = NOT_FOUND_EXIT
+        finally:
+            os._exit(code)
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass
+    return True
+
+
+def _max_fd() -> int:
+    try:
+        return int(os.sysconf("SC_OPEN_MAX"))
+    except (OSError, ValueError):
+        return 1024

@@ -2,8 +2,9 @@
 
 ``gather`` reads one consistent snapshot (inside ``due.unit(write=False)``, so due
 time-based transitions are applied first and nothing else is written). ``render`` turns
-it into lines: first what needs a person (``delivery_unknown`` requests, ``effect_unknown``
-and awaiting-approval ``relay once`` entries), then open requests, peers and recent
+it into lines: first what needs a person (agents waiting for one, design.md §19;
+``delivery_unknown`` requests, ``effect_unknown`` and awaiting-approval ``relay once``
+entries), then open requests, peers and recent
 transitions. Given a height, every section keeps its title and as many rows as fit, in
 that order of importance, and says "+N more" for the rest instead of running off the
 screen. Lines are plain strings without a width (a pipe), else rich ``Text`` no wider
@@ -13,7 +14,7 @@ than the width. Every peer-supplied string goes through ``output.inert_line``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from ..core import clock
 from ..core.command import NO_SCOPE, Command, Said, Scope, placeholder, relay
@@ -30,7 +31,7 @@ from ..core.output import (
     render_table,
     unique_prefixes,
 )
-from ..requests import objects, peers
+from ..requests import activity, objects, peers
 from ..requests.states import NEXT_DEADLINE, STATE_STYLES, settle
 
 if TYPE_CHECKING:
@@ -66,6 +67,11 @@ class Snapshot:
     events: list[JsonObject] = field(default_factory=list)  # newest first
     awaiting: list[JsonObject] = field(default_factory=list)  # ledger entries awaiting approval
     effect_unknown: list[JsonObject] = field(default_factory=list)  # crashed `relay once` entries
+    # each agent's activity (requests/activity.py's snapshot, the one read: every active
+    # session and the newest of each peer without one), and of them the agents that wait
+    # for a person (or failed holding work), longest first (design.md §19)
+    agents: list[activity.SessionActivity] = field(default_factory=list)
+    needs: list[activity.SessionActivity] = field(default_factory=list)
     # the web view's lanes (design.md §17), gathered only when asked for: requests that
     # became final lately (newest first) and every ledger entry that is not final
     final: list[JsonObject] = field(default_factory=list)
@@ -118,6 +124,8 @@ def gather(
     snap.effect_unknown = [
         e for e in list_entries(store, now, ["effect_unknown"]) if not reruns_by_itself(e)
     ]  # those rerun by themselves
+    snap.agents = activity.snapshot(store, now)
+    snap.needs = activity.needs_you(snap.agents)
     if final_within_s is not None:
         snap.final_within_s = final_within_s
         snap.final = [
@@ -142,6 +150,7 @@ def json_doc(snap: Snapshot) -> JsonObject:
         "at": clock.iso(snap.now),
         "home": snap.home,
         "counts": snap.counts,
+        "needs_you": [s.to_json() for s in snap.needs],
         "peers": [{k: v for k, v in p.items() if k != "lease_left_s"} for p in snap.peers],
         "delivery_unknown": snap.unknown,
         "effect_unknown": snap.effect_unknown,
@@ -211,10 +220,34 @@ def sections(snap: Snapshot) -> list[Section]:
     now = snap.now
     # ids as short as they can be while no two shown share a prefix (design.md §14)
     _short = unique_prefixes(
-        [r["id"] for r in snap.unknown + snap.open] + [e["request_id"] for e in snap.events]
+        [r["id"] for r in snap.unknown + snap.open]
+        + [e["request_id"] for e in snap.events]
+        + [i for s in snap.needs for i in s.holds]
     ).__getitem__
     unknown_total = snap.counts.get("delivery_unknown", 0)
     out = [
+        Section(
+            f"needs you ({len(snap.needs)}): agents waiting for a person, longest first",
+            len(snap.needs),
+            relay("peers", "list"),
+            [
+                Col("agent", min=10, middle=True),
+                Col("activity", min=12),
+                Col("since", fixed=True),
+                Col("holds", min=8),
+                Col("what it said", min=6, first=True),
+            ],
+            [
+                [
+                    s.peer,
+                    activity.words(s.activity, now),
+                    activity.since_words(s.activity, now),
+                    _holds(s.holds, _short),
+                    s.activity.detail or "-",
+                ]
+                for s in snap.needs
+            ],
+        ),
         Section(
             f"delivery_unknown ({unknown_total}): check whether it was done, then settle it",
             unknown_total,
@@ -335,6 +368,13 @@ def sections(snap: Snapshot) -> list[Section]:
     return [s for s in out if s.rows or s.empty is not None]
 
 
+def _holds(ids: list[str], short: Callable[[str], str]) -> str:
+    """The requests an agent holds, by short id: ``7d8e2f4a +2``; ``-`` for none."""
+    if not ids:
+        return "-"
+    return short(ids[0]) + (f" +{len(ids) - 1}" if len(ids) > 1 else "")
+
+
 def _ledger_cols() -> list[Col]:
     return [
         Col("key", min=12),
@@ -364,6 +404,7 @@ def header(snap: Snapshot) -> str:
     person = [
         f"{n} {what}"
         for n, what in (
+            (len(snap.needs), "need you" if len(snap.needs) != 1 else "needs you"),
             (unknown, "delivery_unknown"),
             (len(snap.effect_unknown), "effect_unknown"),
             (len(snap.awaiting), "awaiting approval"),

@@ -12,6 +12,7 @@ from ..core.command import Command, Said, relay
 from ..core.digest import sha256_hex
 from ..core.errors import ErrorCode, RelayError
 from ..core.limits import HOOK_RECENT_MS, KINDS, NAME_PATTERN, default_session_lease
+from . import activity
 from .states import apply
 
 if TYPE_CHECKING:
@@ -219,6 +220,7 @@ def end_session(
         apply(store, row, event, actor=actor, at=max(at, row["updated_at"]))
         moved.append(row["id"])
     store.end_session(session["id"], state, at)
+    activity.end(store, session, state, len(moved), at)
     return moved
 
 
@@ -354,6 +356,8 @@ def peer_object(store: Store, name: str, now: int) -> JsonObject:
         "lease_expires_at": clock.iso(session["lease_expires_at"]) if session else None,
         "last_seen_at": clock.iso(peer["last_seen_at"]),
         "wakeup": wakeup(store, name, now),
+        # what its newest session's hooks last showed (design.md §19)
+        **activity.fields_of(activity.of_session(session or store.newest_session(name), now)),
     }
 
 

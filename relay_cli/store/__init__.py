@@ -32,6 +32,7 @@ from .url import database_url, origin, refusal, shown
 
 if TYPE_CHECKING:
     from .api import (
+        ActivityStore,
         ConnectionStore,
         DataStore,
         Health,
@@ -52,6 +53,7 @@ PARTS = (
     "PeerStore",
     "LedgerStore",
     "HookStore",
+    "ActivityStore",
     "OpsStore",
     "DataStore",
 )
@@ -68,6 +70,7 @@ __all__ = [
     "PeerStore",
     "LedgerStore",
     "HookStore",
+    "ActivityStore",
     "OpsStore",
     "DataStore",
     "SQLiteStore",

@@ -15,6 +15,7 @@ from ..core.clock import Clock
 from ..core.errors import RelayError
 from .db import Connection, relay_error_from_sqlite
 from .dialect import Dialect, SQLite
+from .sql_activity import ActivitySQL
 from .sql_data import DataSQL
 from .sql_hook import HookSQL
 from .sql_ledger import LedgerSQL
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from .api import Health, Statements
 
 
-class SQLStore(RequestsSQL, PeersSQL, LedgerSQL, HookSQL, OpsSQL):
+class SQLStore(RequestsSQL, PeersSQL, LedgerSQL, HookSQL, OpsSQL, ActivitySQL):
     """The operations both backends share, over a connection with relay's transaction
     discipline (db.Connection, or pg.PgConnection)."""
 

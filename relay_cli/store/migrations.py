@@ -367,6 +367,31 @@ MIGRATIONS: list[str] = [
         WHERE state IN ('queued', 'delivered', 'acknowledged');
     DROP INDEX IF EXISTS requests_open_to;
     """,
+    # 15: what each session's hooks last showed (design.md §19): its activity (working,
+    # needs_person, idle, turn_failed, gone; NULL: nothing reported), since when, the cause
+    # (permission or question; how a session went), the runtime's own words (a tool name,
+    # a question, an error: untrusted, one line), the runtime's event that set it and when
+    # the session's last event came, whether relay hears the end of a wait for a person
+    # (activity_end_seen), and the alert of this episode (activity_alert: 'owed' until a
+    # relay process starts it, then 'sent'; NULL: none). settings: what a person set in
+    # this home (`relay notify set`), one row per key.
+    """
+    ALTER TABLE sessions ADD COLUMN activity TEXT;
+    ALTER TABLE sessions ADD COLUMN activity_since INTEGER;
+    ALTER TABLE sessions ADD COLUMN activity_cause TEXT;
+    ALTER TABLE sessions ADD COLUMN activity_detail TEXT;
+    ALTER TABLE sessions ADD COLUMN activity_event TEXT;
+    ALTER TABLE sessions ADD COLUMN activity_event_at INTEGER;
+    ALTER TABLE sessions ADD COLUMN activity_end_seen INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE sessions ADD COLUMN activity_alert TEXT;
+    CREATE INDEX IF NOT EXISTS sessions_alert_owed ON sessions(activity_alert)
+        WHERE activity_alert = 'owed';
+    CREATE TABLE IF NOT EXISTS settings (
+        key TEXT PRIMARY KEY,
+        value TEXT NOT NULL,
+        updated_at INTEGER NOT NULL
+    );
+    """,
 ]
 
 # The ledger columns added to migration 2 after it first shipped, as migration 2 defines

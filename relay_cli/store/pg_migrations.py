@@ -257,4 +257,23 @@ PG_MIGRATIONS: list[str] = [
         WHERE state IN ('queued', 'delivered', 'acknowledged');
     DROP INDEX IF EXISTS requests_open_to;
     """,
+    # 15
+    """
+    ALTER TABLE sessions ADD COLUMN activity TEXT COLLATE "C";
+    ALTER TABLE sessions ADD COLUMN activity_since BIGINT;
+    ALTER TABLE sessions ADD COLUMN activity_cause TEXT COLLATE "C";
+    ALTER TABLE sessions ADD COLUMN activity_detail TEXT COLLATE "C";
+    ALTER TABLE sessions ADD COLUMN activity_event TEXT COLLATE "C";
+    ALTER TABLE sessions ADD COLUMN activity_event_at BIGINT;
+    ALTER TABLE sessions ADD COLUMN activity_end_seen BIGINT NOT NULL DEFAULT 0;
+    ALTER TABLE sessions ADD COLUMN activity_alert TEXT COLLATE "C";
+    CREATE INDEX IF NOT EXISTS sessions_alert_owed ON sessions(activity_alert)
+        WHERE activity_alert = 'owed';
+    CREATE TABLE IF NOT EXISTS settings (
+        key TEXT COLLATE "C" PRIMARY KEY,
+        value TEXT COLLATE "C" NOT NULL,
+        updated_at BIGINT NOT NULL,
+        rowid BIGSERIAL NOT NULL
+    );
+    """,
 ]

@@ -51,6 +51,13 @@ class PeersSQL:
             (peer,),
         )
 
+    def newest_session(self, peer: str) -> Row | None:
+        """The peer's newest session, whatever its state."""
+        return self.db.one(
+            "SELECT * FROM sessions WHERE peer = ? ORDER BY created_at DESC, rowid DESC LIMIT 1",
+            (peer,),
+        )
+
     def newer_session_exists(self, session: Row) -> bool:
         return (
             self.db.one(

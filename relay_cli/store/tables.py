@@ -62,6 +62,14 @@ SESSIONS = Table(
         "claims_overlap_at",
         "notices_batch",
         "notices_at",
+        "activity",
+        "activity_since",
+        "activity_cause",
+        "activity_detail",
+        "activity_event",
+        "activity_event_at",
+        "activity_end_seen",
+        "activity_alert",
     ),
 )
 REQUESTS = Table(
@@ -178,6 +186,8 @@ CLAIMS = Table(
     "claims",
     ("attempt", "request_id", "peer", "session_id", "claimed_at", "request_removed_at"),
 )
+# what a person set in this home (design.md §19: `relay notify set`), one row per key
+SETTINGS = Table("settings", ("key", "value", "updated_at"), fixed=frozenset({"key"}))
 
 TABLES = {
     t.name: t
@@ -191,6 +201,7 @@ TABLES = {
         HOOK_STATE,
         WAKE_WAITERS,
         CLAIMS,
+        SETTINGS,
     )
 }
 

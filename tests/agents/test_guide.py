@@ -38,6 +38,30 @@ def docs_table() -> str:
     return "\n".join(rows)
 
 
+ACTIVITY_COLUMNS = (
+    ("working", "working"),
+    ("permission", "needs_person: permission"),
+    ("question", "needs_person: question"),
+    ("answered", "the wait is over"),
+    ("idle", "idle"),
+    ("turn_failed", "turn_failed"),
+    ("gone", "gone"),
+)
+
+
+def docs_activity_table() -> str:
+    """The activity table of docs/agents.md (design.md §19): per runtime, the event that
+    reports each activity, or that relay cannot tell."""
+    rows = [
+        "| runtime | " + " | ".join(head for _, head in ACTIVITY_COLUMNS) + " |",
+        "|---" * (len(ACTIVITY_COLUMNS) + 1) + "|",
+    ]
+    for r in runtimes.ALL:
+        cells = [r.reports.get(key) or "cannot tell" for key, _ in ACTIVITY_COLUMNS]
+        rows.append(f"| {r.display} {r.checked} | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
 # What every audience must be told (design.md §1, §5, §6, §10, §12), in the short guide
 # to paste as in the long form.
 MUST_SAY = [
@@ -233,6 +257,17 @@ def test_every_runtime_has_a_guide_section_and_an_audience():
         section = guide.text(rt.name, full=True)[len(guide.text("generic", full=True)) :]
         assert rt.display in section and f"relay hook install {rt.name}" in section
         assert f"relay hook install {rt.name}" in guide.text(rt.name)
+
+
+def test_docs_agents_shows_what_relay_can_tell_of_each_runtime():
+    """docs/agents.md's activity table is docs_activity_table(): what each runtime entry
+    says it reports (design.md §19), "cannot tell" for the rest; every runtime reports
+    gone, by SessionEnd or `relay run` leaving."""
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "agents.md").read_text()
+    assert docs_activity_table() in doc
+    assert all(r.reports.get("gone") and r.reports.get("working") for r in runtimes.ALL)
 
 
 def test_docs_agents_lists_every_runtime_entry():

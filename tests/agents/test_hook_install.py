@@ -201,7 +201,7 @@ def test_gemini_timeouts_are_milliseconds(relay, home):
     install(relay, "gemini")
     doc = json.loads(settings_file(home, "gemini").read_text())
     timeouts = [h["timeout"] for e in doc["hooks"] for g in doc["hooks"][e] for h in g["hooks"]]
-    assert timeouts == [10000] * 4
+    assert timeouts == [10000] * 5  # its four events and the Notification relay records
 
 
 @pytest.mark.parametrize("runtime", ["claude", "codex", "gemini", "copilot"])
@@ -278,7 +278,14 @@ def test_copilot_hooks_go_to_its_hooks_directories(relay, home, tmp_path, monkey
     assert doc == {
         "hooks": {
             e: [{"hooks": [{"type": "command", "command": "relay hook copilot", "timeout": 10}]}]
-            for e in ("SessionStart", "UserPromptSubmit", "Stop", "SessionEnd")
+            for e in (
+                "SessionStart",
+                "UserPromptSubmit",
+                "Stop",
+                "SessionEnd",
+                "Notification",  # observed only (design.md §19)
+                "ErrorOccurred",
+            )
         }
     }
     assert any("relay run --as NAME --kind copilot -- copilot" in t for t in first["todo"])

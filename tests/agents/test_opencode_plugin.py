@@ -189,3 +189,106 @@ def test_the_plugin_text_names_relay_and_has_no_other_runtime_left():
     assert 'const RELAY = "/opt/relay bin/relay"' in text
     assert opencode_plugin.is_relays(text.encode())
     assert not opencode_plugin.is_relays(b"export default {}\n" + text.encode())
+
+
+BUS_DRIVER = r"""
+import { readFileSync } from "node:fs"
+const args = process.argv.slice(2)
+const [pluginPath, eventsPath] = args.filter((a) => a !== "run")
+const client = { session: { prompt: async () => {}, promptAsync: async () => {} } }
+const mod = await import(pluginPath)
+const hooks = await mod.default.server({ client, directory: "/work/project", worktree: "/work/project" })
+for (const e of JSON.parse(readFileSync(eventsPath, "utf8"))) await hooks.event({ event: e })
+console.log("SENT")
+"""
+
+
+def bus_events(sid: str) -> list[dict]:
+    """Bus events of opencode 1.18.33 in the shapes its binary publishes (research read
+    from the binary: PermissionRequest, QuestionRequest, the replies, session.error's
+    named errors), as the plugin's ``event`` hook receives them."""
+
+    def ev(type_: str, **props) -> dict:
+        return {"id": f"evt_{type_}", "type": type_, "properties": {"sessionID": sid, **props}}
+
+    return [
+        ev(
+            "permission.asked",
+            id="per_1",
+            permission="bash",
+            patterns=["rm -rf build\n\x1b[2J"],
+            metadata={},
+            always=["rm *"],
+            tool={"messageID": "msg_1", "callID": "call_1"},
+        ),
+        ev("permission.replied", requestID="per_1", reply="once"),
+        ev("question.asked", id="que_1", questions=[{"question": "Which database?"}]),
+        ev("question.rejected", requestID="que_1"),
+        ev("session.error", error={"name": "MessageAbortedError", "data": {"message": "x"}}),
+        ev("session.error", error={"name": "APIError", "data": {"message": "Bad Request"}}),
+        ev("session.status", status={"type": "busy"}),
+    ]
+
+
+def _run_bus(tmp_path: Path, relay, env: dict, *first: str) -> list[tuple[str, dict]]:
+    plugin, _ = _setup(tmp_path, relay)
+    driver = tmp_path / "bus.mjs"
+    driver.write_text(BUS_DRIVER)
+    events = tmp_path / "bus.json"
+    events.write_text(json.dumps(bus_events("ses_test")))
+    p = subprocess.run(
+        [NODE, str(driver), *first, str(plugin), str(events)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert p.returncode == 0 and "SENT" in p.stdout, p.stderr
+    import time
+
+    end = time.monotonic() + 20  # the event hook starts relay and does not wait for it
+    while time.monotonic() < end:
+        done = [f for f in (tmp_path / "events").glob("ev.??????")]
+        if len(done) >= (0 if first else 5) and all(f.stat().st_size for f in done):
+            break
+        time.sleep(0.1)
+    time.sleep(0.5)
+    return _sent(tmp_path)
+
+
+@pytest.mark.one_backend
+def test_the_plugin_forwards_what_the_bus_shows_of_the_session(relay, tmp_path):
+    """permission.asked and question.asked become a Notification, their replies a
+    PostToolUse, a session.error that is not an abort a StopFailure (design.md §19);
+    nothing else is sent, and every document validates against the plugin's schemas."""
+    me = relay.join("oc-1", "--kind", "opencode")
+    env = relay._env({**me, "PATH": os.environ["PATH"]})
+    sent = _run_bus(tmp_path, relay, env)
+    got = sorted((doc["hook_event_name"], doc["opencode_event"]) for _, doc in sent)
+    assert got == sorted(
+        [
+            ("Notification", "permission.asked"),
+            ("PostToolUse", "permission.replied"),
+            ("Notification", "question.asked"),
+            ("PostToolUse", "question.rejected"),
+            ("StopFailure", "session.error"),
+        ]
+    )
+    for args, doc in sent:
+        assert args == "hook opencode"
+        assert errors(doc, _schema(f"{doc['hook_event_name']}.input")) == [], doc
+    asked = next(d for _, d in sent if d["opencode_event"] == "permission.asked")
+    assert asked["message"].startswith("bash rm -rf build")
+    failed = next(d for _, d in sent if d["hook_event_name"] == "StopFailure")
+    assert (failed["error"], failed["error_details"]) == ("APIError", "Bad Request")
+
+
+@pytest.mark.one_backend
+def test_in_opencode_run_the_plugin_forwards_no_ask(relay, tmp_path):
+    """`opencode run` answers every permission itself: nobody is asked there."""
+    me = relay.join("oc-1", "--kind", "opencode")
+    env = relay._env({**me, "PATH": os.environ["PATH"]})
+    sent = _run_bus(tmp_path, relay, env, "run")
+    assert [(d["hook_event_name"], d["opencode_event"]) for _, d in sent] == [
+        ("StopFailure", "session.error")
+    ]

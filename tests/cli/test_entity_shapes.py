@@ -103,6 +103,12 @@ def test_every_command_that_shows_a_peer_prints_the_peer_object(relay):
         "lease_expires_at",
         "last_seen_at",
         "wakeup",
+        # what its newest session's hooks last showed (design.md §19)
+        "activity",
+        "activity_since",
+        "activity_cause",
+        "activity_detail",
+        "last_event_at",
     ]
     assert _keys(relay("peers", "add", "bob", "--json").json) == peer
     assert _keys(relay("peers", "heartbeat", "--json", env=alice).json) == peer

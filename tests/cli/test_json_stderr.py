@@ -500,6 +500,53 @@ def _(w):
     return w.run("web", "--no-open", "--port", "0", "--json")
 
 
+# the alert command (design.md §19)
+@case("notify set", "ok")
+def _(w):
+    w.peers()
+    return w.run("notify", "set", "--json", "--", "true")
+
+
+@case("notify set", "refused", "usage_error")
+def _(w):
+    w.peers()
+    return w.run("notify", "set", "--json")
+
+
+@case("notify show", "ok")
+def _(w):
+    w.peers()
+    return w.run("notify", "show", "--json")
+
+
+@case("notify show", "refused", "storage_error")
+def _(w):  # no home: nothing is made
+    return w.run("notify", "show", "--json")
+
+
+@case("notify clear", "ok")
+def _(w):
+    w.peers()
+    return w.run("notify", "clear", "--json")
+
+
+@case("notify clear", "refused", "unsafe_state_dir")
+def _(w):
+    w.unsafe()
+    return w.run("notify", "clear", "--json")
+
+
+@case("notify test", "ok")
+def _(w):
+    w.peers()
+    return w.run("notify", "test", "--json", env={"RELAY_NOTIFY": "true"})
+
+
+@case("notify test", "refused", "storage_error")
+def _(w):  # no home: nothing is made
+    return w.run("notify", "test", "--json")
+
+
 @case("run", "ok", stdout="empty")
 def _(w):
     return w.run("run", "--as", "worker", "--json", "--", "true")

@@ -146,6 +146,11 @@ def test_peers_leave_names_the_work_that_became_delivery_unknown(world):
         "lease_expires_at",
         "last_seen_at",
         "wakeup",
+        "activity",
+        "activity_since",
+        "activity_cause",
+        "activity_detail",
+        "last_event_at",
     }
 
 

@@ -202,7 +202,8 @@ def test_piped_tables_are_tab_separated_rows_with_full_values(world):
     inbox = relay("inbox", env=bob).out.splitlines()
     assert inbox[0] == "id\tfrom\tcreated\tsize" and inbox[1].split("\t")[::3] == [rid, "1"]
     peers = relay("peers", "list").out.splitlines()
-    assert peers[0].split("\t")[0] == "name" and len(peers[1].split("\t")) == 6
+    assert peers[0].split("\t")[0] == "name" and len(peers[1].split("\t")) == 8
+    assert peers[0].split("\t")[6:] == ["activity", "activity since"]  # (design.md §19)
     ledger = relay("ledger", "list").out.splitlines()
     assert ledger[0].split("\t")[0] == "key" and ledger[1].split("\t")[0] == "k1"
 

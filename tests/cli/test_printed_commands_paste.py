@@ -2,11 +2,11 @@
 
 The screens a person reads (claim and its note of held requests, prepare, peers join, a
 late ack's hint in human and JSON output, show of a delivery_unknown request, a draft's id
-sent, peers leave, watch, doctor with a problem, an unsafe home's hint; and of the ledger,
-once --approve's waiting note, ledger show and list of an entry needing a person and
-once's refusal, human and JSON) are
-captured on a pseudo-terminal of 80 and of 200 columns, under `--home DIR` on the
-command line (a path with a space). Every command on them (a `next:`/`then:`/`→`/`run:`
+sent, peers leave, notify show with no command set, watch, doctor with a problem, an
+unsafe home's hint; and of the ledger, once --approve's waiting note, ledger show and list
+of an entry needing a person and once's refusal, human and JSON) are captured on a
+pseudo-terminal of 80 and of 200 columns, under `--home DIR` on the command line (a path
+with a space). Every command on them (a `next:`/`then:`/`→`/`run:`
 line with its `` \\`` continuation lines, a line of choices, a backquoted command in a
 hint) is pasted, as printed, into one real bash session (and zsh) on a terminal, where a
 `relay` on PATH records the words it was given. Each paste must run exactly one relay
@@ -164,6 +164,8 @@ def _screens(relay, home: Path, cols: int) -> dict[str, str]:
         "send", "--as", "alice", "--to", "bob", "--id", draft, "d", env=ahead
     )
     shown["leave"] = screen("peers", "leave", env=ahead)
+    # no alert command set: notify names the command that says how (design.md §19)
+    shown["notify show"] = screen("notify", "show")
 
     # the ledger: an entry awaiting a person's approval (the waiting note, then the list)
     # and another host's entry that stopped renewing (show, list and once's error)

@@ -33,7 +33,9 @@ def test_request_object_has_every_key_and_never_claims_approval(relay):
     listed = relay("list", "--json").json["requests"][0]
     assert list(listed) == REQUEST_KEYS  # no bodies in list
     shown = relay("show", c["id"], "--json").json
-    assert list(shown) == REQUEST_KEYS + ["text", "reply"]
+    # a claimed request names the session that holds it and what it does (design.md §19)
+    assert list(shown) == REQUEST_KEYS + ["text", "reply", "holder"]
+    assert shown["holder"]["peer"] == "bob" and shown["holder"]["activity"] == "unknown"
 
 
 def test_timestamps_are_rfc3339_utc_with_milliseconds(relay):

@@ -63,7 +63,7 @@ def harness(tmp_path_factory):
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=1500,
+        timeout=3600,  # every scenario on every runtime: about 20 minutes on a loaded 2-core machine
     )
     sys.stdout.write(r.stdout)  # the numbers, shown with -s and in CI's log on failure
     if r.returncode == 3 or not out.exists():

@@ -515,6 +515,7 @@ def test_doctor_lists_relay_db_tables_in_the_schema_order(relay):
         "hook_state",
         "wake_waiters",
         "claims",
+        "settings",
     ]
     check = next(c for c in r.json["checks"] if c["name"] == "tables")
     assert check["detail"].startswith("peers 1, sessions 1, requests 0, drafts 0")

@@ -7,6 +7,8 @@ import os
 import re
 import shutil
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from conftest import Tmux, new_id
@@ -352,3 +354,71 @@ def test_every_command_the_view_names_for_a_person_runs_as_written(relay):
         for outcome in ("succeeded", "failed", "forget"):
             assert f"relay ledger resolve k1 --outcome {outcome}" in text, text
         assert "|" not in text and not re.search(r"relay (ledger )?resolve (ID|KEY)", text)
+
+
+def _hook(relay, env: dict, name: str, sid: str) -> None:
+    doc = json.loads(
+        (Path(__file__).parents[1] / "fixtures" / "claude" / f"{name}.json").read_text()
+    )
+    r = relay("hook", "claude", input=json.dumps({**doc, "session_id": sid}), env=env)
+    assert (r.code, r.out) == (0, ""), r
+
+
+def test_the_bell_rings_once_for_each_agent_that_newly_needs_a_person(relay):
+    """design.md §19: none for what is on the screen when watch starts; one for each new
+    "needs you" item; none again for the same wait."""
+    import pty
+    import select
+    import time
+
+    agent = relay.join("claude-1", "--kind", "claude", "--lease", "1h")
+    env = {**agent, "CLAUDE_ENV_FILE": ""}
+    sid = "bell-session"
+    _hook(relay, env, "user_prompt_submit", sid)
+    _hook(relay, env, "permission_request", sid)  # waiting before watch starts: no bell
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: `relay watch` on a terminal
+        e = relay._env({"TERM": "xterm-256color", "COLUMNS": "100", "LINES": "30"})
+        os.execve(sys.executable, [sys.executable, "-m", "relay_cli", "watch"], e)
+    seen = b""
+
+    def read_for(seconds: float) -> bytes:
+        nonlocal seen
+        end, got = time.monotonic() + seconds, b""
+        while time.monotonic() < end:
+            if select.select([fd], [], [], 0.1)[0]:
+                try:
+                    got += os.read(fd, 65536)
+                except OSError:
+                    break
+        seen += got
+        return got
+
+    def bells(data: bytes) -> int:  # a BEL that ends an OSC sequence rings nothing
+        return re.sub(rb"\x1b\][^\x07\x1b]*(\x07|\x1b\\)", b"", data).count(b"\x07")
+
+    try:
+        read_for(4)
+        assert b"needs you" in seen, seen[-2000:]
+        assert bells(seen) == 0
+        other = relay.join("codex-1", "--kind", "codex", "--lease", "1h")
+        doc = json.loads(
+            (Path(__file__).parents[1] / "fixtures/codex/permission_request.json").read_text()
+        )
+        r = relay("hook", "codex", input=json.dumps(doc), env=other)
+        assert (r.code, r.out) == (0, "")
+        assert bells(read_for(3)) == 1
+        _hook(relay, env, "notification_permission", sid)  # the same wait
+        assert bells(read_for(2)) == 0
+        _hook(relay, env, "post_tool_use", sid)
+        _hook(relay, env, "permission_request", sid)  # a new wait of claude-1
+        assert bells(read_for(3)) == 1
+        os.write(fd, b"q")
+        read_for(2)
+    finally:
+        try:
+            os.kill(pid, 9)
+        except OSError:
+            pass
+        os.waitpid(pid, 0)
+        os.close(fd)

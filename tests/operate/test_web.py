@@ -245,6 +245,7 @@ def test_the_document_shows_what_the_database_holds_in_watchs_order(relay):
         doc = snapshot_doc(served)
     counts = doc["counts"]
     assert counts == {
+        "needs_you": 0,
         "delivery_unknown": 1,
         "effect_unknown": 1,
         "awaiting_approval": 1,
@@ -254,7 +255,14 @@ def test_the_document_shows_what_the_database_holds_in_watchs_order(relay):
         "acknowledged": 1,
     }
     needs = doc["needs_person"]
-    assert [s["name"] for s in needs] == ["delivery_unknown", "effect_unknown", "awaiting_approval"]
+    assert [s["name"] for s in needs] == [
+        "agents",
+        "delivery_unknown",
+        "effect_unknown",
+        "awaiting_approval",
+    ]
+    assert needs[0]["total"] == 0 and needs[0]["rows"] == []  # no agent waits for a person
+    needs = needs[1:]
     (lost,) = needs[0]["rows"]
     assert lost["id"] == ids["lost"] and lost["short"] == ids["lost"][:8]
     assert (lost["from"], lost["to"], lost["reason"]) == ("alice", "bob", "claim_lease_expired")
@@ -281,10 +289,89 @@ def test_the_document_shows_what_the_database_holds_in_watchs_order(relay):
     peers = {p["name"]: p for p in doc["peers"]}
     assert set(peers) == {"alice", "bob", "carol", "dave", "erin"}
     assert peers["carol"]["active"] is False and peers["alice"]["kind"] == "claude"
-    # relay records no agent's activity: it says it cannot tell
+    # no hook of theirs reported anything (they joined with `peers join`, carol never did):
+    # relay says it cannot tell (design.md §19)
     assert {(p["activity"], p["activity_since"]) for p in doc["peers"]} == {("unknown", None)}
     assert doc["events"][0]["state"] == "delivery_unknown"
     assert "text" not in json.dumps(doc["lanes"]).replace("text_bytes", "")  # no text unasked
+
+
+HOSTILE_TOOL = (
+    "<img src=x onerror=\"document.title='pwned'\"> \u202eevil\u202c \x1b[31mred\x1b[0m"
+    " $(touch${IFS}x)"
+)
+
+
+def agents_need_a_person(relay) -> dict:
+    """claude-1 asks for permission for a tool with a hostile name while it holds a
+    claimed request; a minute later codex-1 asks too; gemini-1 only works (design.md
+    §19). Returns the held request's id and gemini-1's environment."""
+    fixtures = Path(__file__).parents[1] / "fixtures"
+
+    def hook(runtime: str, env: dict, name: str, **fields) -> None:
+        doc = json.loads((fixtures / runtime / f"{name}.json").read_text())
+        r = relay("hook", runtime, input=json.dumps({**doc, **fields}), env=env)
+        assert (r.code, r.out) == (0, ""), r  # only recorded: nothing printed, nothing decided
+
+    claude = {**relay.join("claude-1", "--kind", "claude", "--lease", "1h"), "CLAUDE_ENV_FILE": ""}
+    codex = relay.join("codex-1", "--kind", "codex", "--lease", "1h")
+    gemini = relay.join("gemini-1", "--kind", "gemini", "--lease", "1h")
+    held = new_id()
+    assert relay.send(codex, "claude-1", "do it", request_id=held).code == 0
+    assert relay("claim", "--id", held, "--lease", "1h", env=claude).code == 0
+    hook("claude", claude, "user_prompt_submit", session_id="claude-session")
+    hook(
+        "claude", claude, "permission_request", session_id="claude-session", tool_name=HOSTILE_TOOL
+    )
+    relay.move_clock(60)
+    hook("codex", codex, "permission_request")
+    hook("gemini", gemini, "before_agent")
+    return {"held": held, "gemini": gemini}
+
+
+def test_agents_that_need_a_person_come_first_longest_first_with_what_they_hold(relay):
+    """The page's needs-person list opens with the agents that wait for a person (the
+    activity snapshot's one read, design.md §19), longest first, each with the requests
+    it holds and what its runtime said, inert; every peer carries its activity."""
+    ids = agents_need_a_person(relay)
+    with web(relay) as served:
+        doc = snapshot_doc(served)
+    assert doc["counts"]["needs_you"] == 2
+    agents = doc["needs_person"][0]
+    assert (agents["name"], agents["total"], agents["more"]) == ("agents", 2, None)
+    first, second = agents["rows"]
+    assert (first["peer"], second["peer"]) == ("claude-1", "codex-1")  # longest first
+    assert first["activity"] == "needs_person" and first["activity_cause"] == "permission"
+    assert first["activity_asked"] is False  # relay hears Claude Code's wait end
+    assert first["holds"] == [{"id": ids["held"], "short": ids["held"][:8]}]
+    assert second["holds"] == [] and second["commands"] == []
+    detail = first["activity_detail"]
+    assert "\\u202eevil\\u202c" in detail and "\\x1b[31mred" in detail  # visible escapes
+    assert "\u202e" not in detail and "\x1b" not in detail and "\n" not in detail
+    assert detail.startswith("<img src=x onerror=")  # markup stays text: the page never parses it
+    assert clock_ms(first["activity_since"]) < clock_ms(second["activity_since"])
+    peers = {p["name"]: p for p in doc["peers"]}
+    assert peers["claude-1"]["activity_detail"] == detail
+    assert (peers["codex-1"]["activity"], peers["codex-1"]["activity_cause"]) == (
+        "needs_person",
+        "permission",
+    )
+    assert peers["gemini-1"]["activity"] == "working"
+    assert peers["gemini-1"]["last_event_at"] and doc["silence_note_s"] == 600
+    # what peers list says of each, the same
+    listed = {p["name"]: p for p in relay("peers", "list", "--json").json["peers"]}
+    for name, p in peers.items():
+        assert (p["activity"], p["activity_since"], p["activity_cause"]) == (
+            listed[name]["activity"],
+            listed[name]["activity_since"],
+            listed[name]["activity_cause"],
+        )
+
+
+def clock_ms(iso: str) -> int:
+    from relay_cli.core import clock
+
+    return clock.parse_iso(iso)
 
 
 def test_a_requests_text_only_when_asked_and_never_in_a_url_or_a_log(relay):
@@ -335,7 +422,7 @@ def test_untrusted_strings_reach_the_page_inert(home):
     assert "\\u202e" in shown and "\\x1b[31m" in shown and "\\x07" in shown
     assert "\u202e" not in shown and "\x1b" not in shown and "\u200b" not in shown
     assert "<script>" in shown  # markup stays text: the page never parses it
-    (entry,) = doc["needs_person"][2]["rows"]
+    (entry,) = {s["name"]: s for s in doc["needs_person"]}["awaiting_approval"]["rows"]
     assert entry["key"] == key and entry["command"] == "echo '\\x1b]0;t\\x07'"
     # a command names the key as one shell word, whatever it holds
     assert shlex.split(entry["commands"][0]) == ["relay", "approve", key]

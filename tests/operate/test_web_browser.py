@@ -8,6 +8,7 @@ screenshots there (docs/web.md shows them).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Relay, new_id
-from test_web import HOSTILE, busy_web_home, web
+from test_web import HOSTILE, HOSTILE_TOOL, agents_need_a_person, busy_web_home, web
 
 from testsupport import browser as browsers
 from testsupport.browser import REBIND_HOST, Browser
@@ -221,6 +222,56 @@ def test_hostile_text_runs_nothing_and_shows_as_text(one_home, page):
         assert problems(page) == []
 
 
+def test_an_agent_that_needs_a_person_appears_and_its_tool_name_stays_text(one_home, page):
+    """design.md §17, §19: the agents that wait for a person open the needs-person
+    section, longest first, with the requests they hold; the tool name a runtime reported
+    (markup, bidi and control characters) runs nothing and shows as inert text; a new wait
+    appears live."""
+    ids = agents_need_a_person(one_home)
+    with web(one_home) as served:
+        open_view(page, served)
+        assert page.run("return document.querySelector('#summary').textContent") == (
+            "2 agents need you; 1 open"
+        )
+        assert page.run("return document.title") == "(2) relay"
+        sections = page.run(
+            "return [...document.querySelectorAll('#needs .alert')].map(a => a.dataset.section)"
+        )
+        assert sections == ["agents"]
+        agents = page.run(
+            "return [...document.querySelectorAll('#needs li.agent')].map(a => a.dataset.peer)"
+        )
+        assert agents == ["claude-1", "codex-1"]  # longest first
+        first = page.run("return document.querySelector('#needs li.agent').innerText")
+        assert "needs_person: permission" in first and "since" in first
+        held = page.run("return document.querySelector('#needs li.agent code.id')")
+        assert page.run("return arguments[0].title", held) == ids["held"]
+        shown = page.run("return document.querySelector('#needs li.agent .detail').textContent")
+        time.sleep(0.3)  # (time for anything that would run)
+        assert page.run("return document.title") == "(2) relay"
+        assert page.run("return document.querySelectorAll('img, script:not([src])').length") == 0
+        assert page.run("return document.scripts.length") == 1  # app.js alone
+        assert shown.startswith("<img src=x onerror=") and "$(touch${IFS}x)" in shown
+        assert "\\u202eevil\\u202c" in shown and "\\x1b[31mred" in shown
+        assert "\u202e" not in shown and "\x1b" not in shown
+        assert HOSTILE_TOOL not in page.run("return document.body.innerText")
+        peers = page.run("return document.querySelector('#peers').innerText")
+        assert "activity needs_person: permission" in peers and "activity working" in peers
+        # gemini-1 asks too: it appears within a second or so, after the two
+        fixture = Path(__file__).parents[1] / "fixtures" / "gemini" / "notification.json"
+        r = one_home("hook", "gemini", input=fixture.read_text(), env=ids["gemini"])
+        assert (r.code, r.out) == (0, ""), r
+        assert page.wait_for("return document.querySelectorAll('#needs li.agent').length === 3")
+        assert (
+            page.run("return document.querySelector('#needs li.agent:last-child').dataset.peer")
+            == "gemini-1"
+        )
+        assert "asked" in page.run(
+            "return document.querySelector('#needs li.agent:last-child').innerText"
+        )  # Gemini CLI sends no event when the person answers: when it asked, not how long
+        assert problems(page) == []
+
+
 def test_a_wrong_token_and_a_foreign_host_are_refused(one_home, page):
     one_home.join("alice")
     with web(one_home) as served:
@@ -319,6 +370,11 @@ def busy_team(relay: Relay) -> dict[str, str]:
     relay("fail", ids["flaky"], "--reason", "tests are red on main", env=bot)
     relay("claim", "--id", ids["migrate"], env=docs)
     relay("peers", "leave", env=docs)  # it left holding the work: delivery_unknown
+    # claude-frontend, holding the review, waits for the person to allow a command
+    fixture = Path(__file__).parents[1] / "fixtures" / "claude" / "permission_request.json"
+    asks = {**json.loads(fixture.read_text()), "session_id": "frontend-session"}
+    r = relay("hook", "claude", input=json.dumps(asks), env={**front, "CLAUDE_ENV_FILE": ""})
+    assert (r.code, r.out) == (0, ""), r
     project = relay.home.parent / "api"  # (where the person's `relay once` ran)
     project.mkdir()
     r = subprocess.run(

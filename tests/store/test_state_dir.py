@@ -14,6 +14,7 @@ import pytest
 
 from relay_cli.core.limits import BUSY_TIMEOUT_S
 from relay_cli.store.migrations import LATEST
+from relay_cli.store.tables import SESSIONS
 
 # All about the local state directory and relay.db (design.md §2); on PostgreSQL relay.db is
 # not used (design.md §13), and tests/store/test_postgres.py covers its schema rules.
@@ -176,7 +177,8 @@ def test_migrations_run_in_one_transaction_from_an_older_version(relay):
     # ledger.pid_namespace (migration 9, an ALTER TABLE that would find its column)
     conn.execute("DROP TABLE hook_state")
     conn.execute("ALTER TABLE ledger DROP COLUMN pid_namespace")
-    # nor what migrations 10-14 made: the claims table, and columns an ALTER TABLE adds
+    # nor what migrations 10-15 made: the claims table, the settings table, and columns
+    # an ALTER TABLE adds (the sessions' activity columns among them)
     conn.execute("DROP TABLE claims")
     for index in ("requests_notice_batch", "requests_open_text"):
         conn.execute(f"DROP INDEX {index}")
@@ -190,6 +192,10 @@ def test_migrations_run_in_one_transaction_from_an_older_version(relay):
         ("requests", "text_hash"),
     ):
         conn.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+    conn.execute("DROP INDEX sessions_alert_owed")
+    for column in [c for c in SESSIONS.columns if c.startswith("activity")]:
+        conn.execute(f"ALTER TABLE sessions DROP COLUMN {column}")
+    conn.execute("DROP TABLE settings")
     conn.execute("PRAGMA user_version = 2")
     conn.commit()
     conn.close()

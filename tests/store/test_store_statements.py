@@ -17,6 +17,7 @@ from relay_cli.store.api import Store
 from relay_cli.store.base import SQLiteStore, SQLStore
 from relay_cli.store.dialect import Dialect, PostgreSQL, SQLite
 from relay_cli.store.pg_store import PgStore
+from relay_cli.store.sql_activity import ActivitySQL
 from relay_cli.store.sql_data import DataSQL
 from relay_cli.store.sql_hook import HookSQL
 from relay_cli.store.sql_ledger import LedgerSQL
@@ -64,6 +65,7 @@ IMPLEMENTED_BY = {
     "PeerStore": PeersSQL,
     "LedgerStore": LedgerSQL,
     "HookStore": HookSQL,
+    "ActivityStore": ActivitySQL,
     "OpsStore": OpsSQL,
     "DataStore": DataSQL,
 }
@@ -355,6 +357,7 @@ def _calls(store, now: int) -> list[tuple[str, bool, Callable[[], object]]]:
         ("get_session", r, lambda: store.get_session(sid)),
         ("session_by_token_hash", r, lambda: store.session_by_token_hash("h")),
         ("active_session", r, lambda: store.active_session("alice")),
+        ("newest_session", r, lambda: store.newest_session("alice")),
         ("newer_session_exists", r, lambda: store.newer_session_exists(store.get_session(sid))),
         ("insert_session", w, lambda: store.insert_session("s-carol", "carol", "h", 1, 60, "a")),
         ("end_session", w, lambda: store.end_session("s-carol", "left", 2)),
@@ -401,6 +404,27 @@ def _calls(store, now: int) -> list[tuple[str, bool, Callable[[], object]]]:
         ("get_waiter", r, lambda: store.get_waiter(sid)),
         ("live_session_waiters", r, lambda: store.live_session_waiters("alice", now)),
         ("delete_waiter", w, lambda: store.delete_waiter(sid, 1, None, "h")),
+        # what each session does (design.md §19), and the home's settings
+        (
+            "set_activity",
+            w,
+            lambda: store.set_activity(
+                sid,
+                {
+                    "activity": "needs_person",
+                    "activity_since": now,
+                    "activity_cause": "permission",
+                    "activity_alert": "owed",
+                },
+            ),
+        ),
+        ("take_owed_alerts", w, lambda: store.take_owed_alerts(5)),
+        ("sessions_for_activity", r, lambda: store.sessions_for_activity()),
+        ("claimed_work", r, lambda: store.claimed_work()),
+        ("work_left_by", r, lambda: store.work_left_by(sid)),
+        ("put_setting", w, lambda: store.put_setting("notify", '["true"]', now)),
+        ("get_setting", r, lambda: store.get_setting("notify")),
+        ("delete_setting", w, lambda: store.delete_setting("notify")),
         # doctor and prune
         ("passed_deadlines", r, lambda: store.passed_deadlines(now)),
         ("count_tombstones", r, lambda: store.count_tombstones()),

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 
 from ...core import clock
 from ...core.limits import QUEUE_WARN_FRACTION, STATES
-from ...requests import peers
+from ...requests import activity, peers
 from ...requests.states import MEANING
-from .peers import check_peers
+from .peers import check_activity, check_peers
 from .report import OK, WARN, Report
 
 if TYPE_CHECKING:
@@ -36,6 +36,7 @@ def check_contents(store: Store, report: Report, now: int) -> None:
         passed = store.passed_deadlines(now)
         cap = report.facts.get("queue_cap")
         full = store.open_counts_at_least(int(cap * QUEUE_WARN_FRACTION) + 1) if cap else []
+        acts = activity.snapshot(store, now)
     counts = {s: by_state.get(s, 0) for s in STATES}
     report.facts.update(
         requests_by_state=counts,
@@ -109,6 +110,7 @@ def check_contents(store: Store, report: Report, now: int) -> None:
     _check_deadlines(report, [r for r in passed if r["id"] not in held])
     _check_queues(report, full, cap)
     check_peers(report, sessions, shown, now)
+    check_activity(report, acts, now)
 
 
 def _n(n: int, one: str, many: str) -> str:
@@ -139,7 +141,7 @@ def _check_lapsed(report: Report, rows: list[Row], now: int) -> set[str]:
             WARN,
             # the ids first: on a cut line (design.md §11) they are what stays in view
             f"holds {_ids(ids)} ({_n(len(ids), 'claimed request', 'claimed requests')}), "
-            f"and its lease lapsed {clock.human_duration((now - at) / 1000)} ago: the "
+            f"and is gone: its lease lapsed {clock.human_duration((now - at) / 1000)} ago: the "
             f"next relay command makes {'it' if len(ids) == 1 else 'them'} "
             "delivery_unknown, for a person to settle; `relay list` does it and shows "
             f"{'it' if len(ids) == 1 else 'them'}",

@@ -60,7 +60,7 @@ GROUPS = {
         "queues",
         "queue",
     ),
-    "peers": ("peers", "wakeup"),
+    "peers": ("peers", "wakeup", "activity"),
 }
 _GROUP_OF = {name: group for group, names in GROUPS.items() for name in names}
 

@@ -3,11 +3,13 @@
 ``page_doc`` is the one function that turns what ``watch.gather`` read into what the page
 renders; the server sends the browser nothing else about the database (a request's text
 is read only when the person asks for it: ``text_doc``). The order is watch's: what needs
-a person first, then the requests in lanes by state, the ledger's open entries, the peers
-and the recent transitions.
+a person first (agents that wait for one, design.md §19, then requests and ledger
+entries), then the requests in lanes by state, the ledger's open entries, the peers with
+their activity and the recent transitions. Each agent's activity comes from the snapshot's
+one read of it (``requests/activity.py``'s ``snapshot``, which ``watch.gather`` makes).
 
 Every string a peer or a runtime supplied (names, reasons, keys, commands, directories,
-texts) is made inert here as on a terminal (``output.inert_line``: control, bidi and
+texts, what a runtime said of a tool or a question) is made inert here as on a terminal (``output.inert_line``: control, bidi and
 zero-width characters shown as escapes); the page then puts strings into the document as
 text only, never as markup. The commands a person should run are plain strings under
 ``commands`` (and ``more``): each a printed-command value (``core.command``, design.md
@@ -21,10 +23,11 @@ from typing import TYPE_CHECKING
 
 from ...core import clock
 from ...core.command import NO_SCOPE, Command, Scope, relay
-from ...core.limits import OPEN_STATES
+from ...core.limits import OPEN_STATES, SILENCE_NOTE_MS
 from ...core.output import inert, inert_line, unique_prefixes
 from ...ledger import entries
 from ...ledger.entries import command_text, reruns_by_itself
+from ...requests import activity
 from ...requests.states import NEXT_DEADLINE, settle
 from ..watch import next_deadline
 
@@ -32,13 +35,11 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from ...core.output import JsonObject
+    from ...requests.activity import SessionActivity
     from ..watch import Snapshot
 
 # The "recently final" lane: requests that became final within this many seconds.
 RECENT_FINAL_S = 3600
-# Peers' activity (what their runtime's hooks last reported) is not recorded: relay cannot
-# tell, and says so.
-UNKNOWN_ACTIVITY = "unknown"
 
 
 def page_doc(snap: Snapshot, where: str, scope: Scope = NO_SCOPE) -> JsonObject:
@@ -54,12 +55,24 @@ def page_doc(snap: Snapshot, where: str, scope: Scope = NO_SCOPE) -> JsonObject:
     now = snap.now
     shown = snap.unknown + snap.open + snap.final
     short = unique_prefixes(
-        [r["id"] for r in shown] + [e["request_id"] for e in snap.events]
+        [r["id"] for r in shown]
+        + [e["request_id"] for e in snap.events]
+        + [i for a in snap.needs for i in a.holds]
     ).__getitem__
+    # each peer's newest session's activity (a peer with no session: unknown)
+    acts = {a.peer: a.activity for a in snap.agents}
     counts = snap.counts
     unknown_total = counts.get("delivery_unknown", 0)
     effect_unknown = [e for e in snap.effect_unknown if not reruns_by_itself(e)]
     needs = [
+        _section(
+            "agents",
+            "an agent waits for a person, or its turn failed while it holds claimed work: "
+            "answer it in its own window",
+            len(snap.needs),
+            [_agent_row(a, short) for a in snap.needs],
+            listing("peers", "list"),
+        ),
         _section(
             "delivery_unknown",
             "relay cannot know whether it was done: check, then settle it",
@@ -124,6 +137,7 @@ def page_doc(snap: Snapshot, where: str, scope: Scope = NO_SCOPE) -> JsonObject:
         "at": clock.iso(now),
         "where": inert_line(where),
         "counts": {
+            "needs_you": len(snap.needs),
             "delivery_unknown": unknown_total,
             "effect_unknown": len(effect_unknown),
             "awaiting_approval": len(snap.awaiting),
@@ -147,11 +161,12 @@ def page_doc(snap: Snapshot, where: str, scope: Scope = NO_SCOPE) -> JsonObject:
                 "lease_expires_at": p["lease_expires_at"],
                 "last_seen_at": p["last_seen_at"],
                 "wakeup": p["wakeup"],
-                "activity": UNKNOWN_ACTIVITY,
-                "activity_since": None,
+                **_activity(acts.get(p["name"], activity.of_session(None, now))),
             }
             for p in sorted(snap.peers, key=lambda p: not p["active"])
         ],
+        # a working agent's "no event for 12m" is said from this long on (design.md §19)
+        "silence_note_s": SILENCE_NOTE_MS // 1000,
         "events": [
             {
                 "at": e["at"],
@@ -192,6 +207,32 @@ def _section(
 
 def _maybe(value: object) -> str | None:
     return None if value is None else inert_line(value)
+
+
+def _activity(act: activity.Activity) -> JsonObject:
+    """What an agent's hooks last showed (design.md §19): the activity, since when, its
+    cause, what the runtime said (inert, one line), whether relay will hear the wait end
+    (``asked``: it will not, so the page says when it asked, not how long it waits) and
+    when the session's last event came."""
+    return {
+        "activity": act.activity,
+        "activity_since": clock.iso(act.since),
+        "activity_cause": act.cause,
+        "activity_detail": _maybe(act.detail),
+        "activity_asked": act.activity == "needs_person" and not act.end_seen,
+        "last_event_at": clock.iso(act.event_at),
+    }
+
+
+def _agent_row(a: SessionActivity, short: Callable[[str], str]) -> JsonObject:
+    """An agent that needs a person, with the claimed requests it holds (oldest first)."""
+    return {
+        "peer": inert_line(a.peer),
+        "kind": inert_line(a.kind),
+        **_activity(a.activity),
+        "holds": [{"id": i, "short": short(i)} for i in a.holds],
+        "commands": [],  # a person answers it in its own window, not with relay
+    }
 
 
 def _request_row(r: JsonObject, short: Callable[[str], str]) -> JsonObject:

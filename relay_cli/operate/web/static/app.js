@@ -83,6 +83,7 @@
 
   function tick() {
     document.querySelectorAll("time[datetime]").forEach(setWhen);
+    document.querySelectorAll("span[data-quiet]").forEach(setQuiet);
   }
 
   function size(n) {
@@ -274,8 +275,60 @@
     );
   }
 
+  // ------------------------------------------------------------------ agents (design.md §19)
+  // What an agent's hooks last showed: "needs_person: permission", "gone (ended)",
+  // "working"; then when -- "asked 14:05" for a wait whose end relay will not hear (it
+  // says when the agent asked, never how long it waits), else "since 3m ago" -- and, for a
+  // working agent whose hooks have been quiet long, "no event for 12m".
+  function activityParts(a) {
+    let what = a.activity;
+    if (a.activity === "needs_person" && a.activity_cause) what += ": " + a.activity_cause;
+    else if (a.activity === "gone" && a.activity_cause) what += " (" + a.activity_cause + ")";
+    const parts = [el("span", { class: "activity activity-" + a.activity, text: what })];
+    if (a.activity_since) {
+      if (a.activity_asked) parts.push(" asked ", el("span", { class: "asked", text: clock(a.activity_since) }));
+      else parts.push(" since ", when(a.activity_since));
+    }
+    if (a.activity === "working" && a.last_event_at) {
+      const node = el("span", { class: "quiet", "data-quiet": a.last_event_at });
+      setQuiet(node);
+      parts.push(node);
+    }
+    return parts;
+  }
+
+  // ", no event for 12m" once a working agent's hooks have been quiet that long (kept
+  // current by tick(), like every time on the page)
+  function setQuiet(node) {
+    const quiet = (now() - Date.parse(node.dataset.quiet)) / 1000;
+    node.textContent = doc && quiet >= doc.silence_note_s ? ", no event for " + span(quiet) : "";
+  }
+
+  // What the runtime said (a tool name, a question, an error): another program's words,
+  // made inert by relay and put here as text only.
+  function saidBy(a) {
+    if (!a.activity_detail) return null;
+    return el("p", { class: "facts said" }, "it said: ", el("span", { class: "detail", text: a.activity_detail }));
+  }
+
+  function agent(row) {
+    const holds = row.holds.length
+      ? [" \u00b7 holds "].concat(
+          ...row.holds.map((h, i) => [i ? ", " : "", el("code", { class: "id", title: h.id, text: h.short })])
+        )
+      : [" \u00b7 holds no claimed request"];
+    return el(
+      "li",
+      { class: "agent", "data-peer": row.peer },
+      el("p", { class: "who" }, el("strong", { class: "peer", text: row.peer }), " ", el("span", { text: "(" + row.kind + ")" })),
+      el("p", { class: "facts" }, ...activityParts(row), ...holds),
+      saidBy(row)
+    );
+  }
+
   // ------------------------------------------------------------------ sections
   const NEEDS_TITLES = {
+    agents: "agents that need you",
     delivery_unknown: "delivery_unknown",
     effect_unknown: "effect_unknown",
     awaiting_approval: "awaiting approval",
@@ -286,6 +339,7 @@
     for (const sec of d.needs_person) {
       if (!sec.total) continue;
       const rows = sec.rows.map((row) => {
+        if (row.peer !== undefined) return agent(row); // (answered in its own window)
         const key = (row.id || row.key) + ":" + sec.name;
         const commands = el(
           "div",
@@ -363,10 +417,10 @@
           p.last_seen_at ? " \u00b7 seen " : " \u00b7 never seen",
           p.last_seen_at ? when(p.last_seen_at) : null,
           " \u00b7 wakeup ",
-          el("span", { text: p.wakeup }),
-          " \u00b7 activity ",
-          el("span", { class: "activity", text: p.activity })
-        )
+          el("span", { text: p.wakeup })
+        ),
+        el("p", { class: "facts" }, "activity ", ...activityParts(p)),
+        saidBy(p)
       )
     );
     fill("peers-body", el("ul", { class: "rows peers" }, ...rows));
@@ -397,6 +451,7 @@
   function summary(d) {
     const c = d.counts;
     const person = [
+      [c.needs_you, c.needs_you === 1 ? "agent needs you" : "agents need you"],
       [c.delivery_unknown, "delivery_unknown"],
       [c.effect_unknown, "effect_unknown"],
       [c.awaiting_approval, "awaiting approval"],
@@ -419,9 +474,8 @@
     skew = Date.parse(d.at) - Date.now();
     document.getElementById("summary").textContent = summary(d);
     document.getElementById("where").textContent = d.where;
-    document.title = (d.counts.delivery_unknown + d.counts.effect_unknown + d.counts.awaiting_approval
-      ? "(" + (d.counts.delivery_unknown + d.counts.effect_unknown + d.counts.awaiting_approval) + ") "
-      : "") + "relay";
+    const waiting = d.counts.needs_you + d.counts.delivery_unknown + d.counts.effect_unknown + d.counts.awaiting_approval;
+    document.title = (waiting ? "(" + waiting + ") " : "") + "relay";
     renderNeeds(d);
     renderLanes(d);
     renderLedger(d);
