@@ -165,7 +165,16 @@ def test_the_count_reads_the_partial_index(relay):
     )
     if relay.url:
         # a tiny table: with sequential scans discouraged, does the index apply at all?
-        plan = " ".join(r[0] for r in relay.sql("SET enable_seqscan = off; EXPLAIN " + query))
+        # (The index by recipient and time applies too, at the same cost on a tiny table,
+        # and the planner's pick between them follows its statistics: it is left out, in a
+        # transaction that is never committed.)
+        plan = " ".join(
+            r[0]
+            for r in relay.sql(
+                "BEGIN; DROP INDEX requests_to_created; SET LOCAL enable_seqscan = off; "
+                "EXPLAIN " + query
+            )
+        )
     else:
         plan = " ".join(str(r) for r in relay.sql("EXPLAIN QUERY PLAN " + query))
     assert "requests_open_text" in plan, plan
