@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..core import clock
 from ..core.errors import RelayError
 from ..core.output import inert_line
+from ..core.record import record
 from ..requests import activity
 
 if TYPE_CHECKING:
@@ -43,7 +43,7 @@ MAX_TAKEN = 20  # owed alerts one relay process starts at most
 DROPPED = ("RELAY_SESSION", "RELAY_PEER")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Alert:
     argv: list[str]
     facts: dict[str, str]

@@ -15,11 +15,11 @@ whatever the queue -- at most ``MAX_LINES`` lines, then "and N more: `relay inbo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..core.command import relay
 from ..core.output import inert, size
+from ..core.record import record
 
 if TYPE_CHECKING:
     from relay_cli.store import Row, Store
@@ -31,7 +31,7 @@ OWN_STARTS = ("[relay] ", "relay: ")  # how a text relay makes a runtime submit 
 OWN_END = "tell the person."  # ... and ends (hook.own_prompt finds one inside a prompt)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Named:
     """One request as an announcement names it."""
 

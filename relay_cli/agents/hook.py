@@ -47,7 +47,6 @@ import json
 import os
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..core import clock
@@ -55,6 +54,7 @@ from ..core.command import Command, relay
 from ..core.digest import sha256_hex
 from ..core.limits import COUNT_CAP, HOOK_LEASE_S, MAX_STOP_BLOCKS, SESSION_LEASE
 from ..core.limits import MAX_HOOK_INPUT_BYTES as MAX_INPUT_BYTES
+from ..core.record import field, record
 from ..requests import activity, due, peers
 from ..requests.notices import new_batch
 from . import activity as observed
@@ -91,7 +91,7 @@ Dialect = Runtime  # how one agent runtime speaks to its command hooks
 DIALECTS = runtimes.BY_NAME
 
 
-@dataclass
+@record
 class Event:
     name: str  # relay's event name (SessionStart, UserPromptSubmit, Stop, SessionEnd)
     session_id: str
@@ -106,7 +106,7 @@ class Event:
         self.runtime_name = self.runtime_name or self.name
 
 
-@dataclass
+@record
 class HookEnv:
     """What the hook knows besides the event: identity options and the env file, and the
     call's environment (the runtime's variables, PATH, RELAY_DEBUG) and stderr."""

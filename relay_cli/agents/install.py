@@ -38,12 +38,12 @@ import json
 import os
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypedDict
 
 from ..core.errors import RelayError
 from ..core.limits import MAX_SETTINGS_BYTES, WAKE_TIMEOUT_S
+from ..core.record import record
 from . import own_files, runtimes
 from .own_files import Current, Place
 
@@ -54,7 +54,7 @@ RUNTIMES = runtimes.NAMES
 DISPLAY: dict[str, str] = {r.name: r.display for r in runtimes.ALL}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Entry:
     """One hook handler relay installs."""
 
@@ -206,7 +206,7 @@ class Handled(TypedDict):
     command: str
 
 
-@dataclass
+@record
 class Change:
     runtime: str
     place: Place

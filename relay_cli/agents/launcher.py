@@ -19,12 +19,12 @@ import signal
 import sys
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..core.errors import NOT_EXECUTABLE_EXIT, ErrorCode, RelayError
 from ..core.process import CannotStart, Signals, exit_status, resolve_command, signal_status, spawn
+from ..core.record import record
 from ..requests import due, peers
 from ..requests.peers import Caller
 from . import alerts
@@ -78,7 +78,7 @@ def launch_plan(argv: list[str]) -> tuple[list[str], bool]:
     return [argv[0], *missing, *argv[1:]], False
 
 
-@dataclass
+@record
 class Session:
     name: str
     session_id: str

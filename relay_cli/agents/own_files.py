@@ -33,10 +33,10 @@ import os
 import secrets
 import stat
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.errors import RelayError
+from ..core.record import record
 
 NEW_FILE_MODE = 0o600
 NEW_DIR_MODE = 0o700
@@ -44,7 +44,7 @@ _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXE
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Place:
     """A file ``anchor/dirs.../name``; nothing below ``anchor`` is followed if a link."""
 
@@ -73,7 +73,7 @@ def place_under(base: Path, parts: tuple[str, ...]) -> Place:
     return Place(anchor, tuple(dirs), name)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Current:
     """What the name held when it was read: its bytes (None: nothing there), and the
     file's identity, mode and owner."""

@@ -17,10 +17,10 @@ their start-up path.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..core.limits import HOOK_TIMEOUT_S, RuntimeName
+from ..core.record import field, record
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -42,7 +42,7 @@ OBSERVED = (
 )
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Settings:
     """Where the runtime's settings file is: ``$VAR/<user_file>`` when ``var`` is set, else
     ``~/<user_dir>/<user_file>``; ``--project``: ``<project_file>`` in the current
@@ -55,7 +55,7 @@ class Settings:
     var_holds_user_dir: bool = True  # False: $VAR stands for HOME (Gemini CLI)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Runtime:
     name: RuntimeName  # `relay hook NAME`, the default peer kind, `relay guide --for NAME`
     display: str  # the runtime's name for people

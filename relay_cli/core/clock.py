@@ -12,7 +12,6 @@ import math
 import re
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 
 from .errors import RelayError
@@ -21,6 +20,7 @@ from .errors import RelayError
 from .limits import (
     MAX_OFFSET_S,
 )
+from .record import record, replace
 
 OFFSET_VAR = "RELAY_TIME_OFFSET"
 _SECONDS = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?", re.ASCII)
@@ -40,7 +40,7 @@ def parse_offset(raw: str) -> float:
     return value
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Clock:
     """relay's clock, a value (design.md §8): ``source()`` gives the reference time in
     (fractional) ms since the epoch -- this machine's clock unless the store's database

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass, field
 from typing import Literal, Union
+
+from .record import field, record
 
 
 class Raw(str):
@@ -43,7 +44,7 @@ def placeholder(name: str) -> Placeholder:
     return Placeholder(name)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Scope:
     """The scope flags a printed ``relay`` command carries: those the call was given on
     its command line (``--home DIR``, ``--database-url URL`` without a password), so the
@@ -65,7 +66,7 @@ class Scope:
 NO_SCOPE = Scope()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Command:
     """One command for someone to run (design.md §14).
 
@@ -182,7 +183,7 @@ def _units(words: list[str]) -> list[str]:
     return units
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Choices:
     """Several commands, one of which the reader runs (``resolve`` with each outcome):
     each is printed whole, on a line of its own (design.md §14)."""
@@ -194,7 +195,7 @@ class Choices:
 Part = Union[str, Command, Choices]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Said:
     """Prose with commands in it (an error's detail, a note), in order. Rendered by the
     output layer: ``text`` for one line (JSON's ``hint``: an inline command in backquotes,

@@ -17,13 +17,13 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any, Protocol, TextIO
 
 from .clock import Clock
 from .command import NO_SCOPE, Scope
 from .errors import RelayError
 from .limits import DEFAULT_RATE_LIMIT, OPEN_STATES, QUEUE_CAP
+from .record import field, record
 
 # The environment variables relay reads (design.md §2, §3, §4, §7, §8), with what each
 # means (`relay schema`, the man page): their one list. A test leaves them out of its calls' environment.
@@ -57,7 +57,7 @@ RATE_LIMIT_VAR = "RELAY_RATE_LIMIT"
 QUEUE_CAP_VAR = "RELAY_QUEUE_CAP"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Limits:
     """The limits of this process (design.md §4), as its environment wrote them: read when
     a command checks them, so a malformed value is that command's usage_error, never a
@@ -117,7 +117,7 @@ class Closable(Protocol):
     def close(self) -> None: ...
 
 
-@dataclass
+@record
 class Context:
     # the environment this call was given (a copy): the caller's identity is read from
     # it (``peers.identity``: RELAY_PEER, RELAY_SESSION), and the settings not carried

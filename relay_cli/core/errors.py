@@ -6,7 +6,6 @@ one retryable flag and one fixed hint that tells an agent what to do next. Raisi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, Literal
 
@@ -21,6 +20,7 @@ from .limits import (
     NAME_PATTERN,
     QUEUE_CAP,
 )
+from .record import record
 
 
 class ExitStatus(IntEnum):
@@ -60,7 +60,7 @@ class ExitStatus(IntEnum):
     BROKEN_PIPE = 141
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ErrorSpec:
     exit_code: int
     retryable: bool

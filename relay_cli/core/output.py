@@ -10,13 +10,13 @@ import io
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence, TextIO
 
 from . import clock
 from .command import NO_SCOPE, Choices, Command, Said, Scope, said
 from .context import is_tty
 from .errors import RelayError
+from .record import field, record
 
 if TYPE_CHECKING:
     from typing import Literal
@@ -97,7 +97,7 @@ def _escape_char(ch: str) -> str:
 NOT_YET = ("timeout", "nothing_to_claim")  # exit 75 of wait and claim --wait
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Col:
     """One column of a human table (design.md §14).
 
@@ -128,7 +128,7 @@ class Col:
 GAP = 2  # spaces between columns
 
 
-@dataclass
+@record
 class Output:
     """Where human output goes and how it may look (design.md §7, §14).
 

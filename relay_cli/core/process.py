@@ -27,7 +27,6 @@ import errno
 import os
 import signal
 import socket
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Union
 
 from .errors import (  # as a shell exits (the error table)
@@ -35,6 +34,7 @@ from .errors import (  # as a shell exits (the error table)
     NOT_FOUND_EXIT,
     RelayError,
 )
+from .record import record
 
 if TYPE_CHECKING:
     import subprocess
@@ -160,7 +160,7 @@ def process_alive(pid: int | None, start: str | None, host: str | None) -> bool:
     return True
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Me:
     """This relay process, as another process can find out whether it is still alive;
     ``ns`` is its :func:`pid_namespace` (its pid means nothing outside it)."""

@@ -34,7 +34,6 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..core import clock
@@ -44,6 +43,7 @@ from ..core.errors import ErrorCode, RelayError
 from ..core.limits import DEFAULT_WAIT_S, STALE_S
 from ..core.person import person, require_terminal
 from ..core.process import Me, process_alive, this_host
+from ..core.record import record
 from ..requests import due, validate
 from .states import (
     STATES,
@@ -200,7 +200,7 @@ def entry_object(row: Record, now: int, *, output: bool = False) -> JsonObject:
 
 
 # --------------------------------------------------------------------------- the gates
-@dataclass
+@record
 class Decision:
     action: str  # "run" | "replay" | "wait"
     row: Row  # the entry as the decision found or left it

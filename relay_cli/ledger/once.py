@@ -20,7 +20,6 @@ import contextlib
 import os
 import selectors
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, TextIO, TypeGuard, TypeVar
 
 from ..core.command import Said, relay
@@ -38,6 +37,7 @@ from ..core.process import (
     signal_status,
     spawn_gated,
 )
+from ..core.record import record
 from ..requests import due
 from .entries import (
     DEFAULT_APPROVAL_WAIT_S,
@@ -150,7 +150,7 @@ class Sink:
             self.broken = True
 
 
-@dataclass
+@record
 class RunResult:
     exit_code: int
     signal: int | None

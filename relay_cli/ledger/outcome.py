@@ -8,7 +8,6 @@ then the notes; then the error, if any. Every variant of the document is built h
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional
 
 from ..core import clock
@@ -16,6 +15,7 @@ from ..core.command import Said
 from ..core.errors import RelayError, cannot_start
 from ..core.limits import TAIL_BYTES
 from ..core.output import inert
+from ..core.record import record
 from .entries import command_text, decide
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ class Kind(str, enum.Enum):
     REFUSED = "refused"  # the ledger refused the call (denied, in_progress, effect_unknown)
 
 
-@dataclass
+@record
 class OnceResult:
     """``entry`` is the ledger entry's public object (``entries.entry_object``) as this call
     leaves it, or None when there is none; ``raw`` is a replay's stored stdout and stderr
@@ -51,7 +51,7 @@ class OnceResult:
     message: str | None = None
     raw: Raw = (None, None)
     key: str | None = None
-    error: RelayError | None = field(default=None)
+    error: RelayError | None = None
 
     def to_json(self) -> JsonObject:
         """The one JSON document of the call (design.md §7): the entry object, and the

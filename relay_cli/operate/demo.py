@@ -20,11 +20,11 @@ import sys
 import tempfile
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TextIO
 
 from ..core.errors import RelayError
+from ..core.record import field, record
 
 if TYPE_CHECKING:
     from ..core.output import JsonObject
@@ -34,7 +34,7 @@ REPLY = "3 TODOs: src/login.py:42 (retry), src/api.py:7 (paging), src/db.py:90 (
 WAIT = "30s"  # how long bob's claim and alice's wait may block (they return in well under 1 s)
 
 
-@dataclass
+@record
 class Step:
     who: str
     argv: list[str]
@@ -42,7 +42,7 @@ class Step:
     result: JsonObject | None = None  # the process's answer (--json)
 
 
-@dataclass
+@record
 class Demo:
     """One run: the throwaway home, the request id, what each process answered."""
 
@@ -128,7 +128,7 @@ class Say(Protocol):
     def __call__(self, kind: str, text: str, who: str | None = None) -> None: ...
 
 
-@dataclass
+@record
 class Running:
     """A step's `relay` process while it runs, with what the narration says of it."""
 

@@ -13,7 +13,6 @@ than the width. Every peer-supplied string goes through ``output.inert_line``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from ..core import clock
@@ -31,6 +30,7 @@ from ..core.output import (
     render_table,
     unique_prefixes,
 )
+from ..core.record import field, record
 from ..requests import activity, objects, peers
 from ..requests.states import NEXT_DEADLINE, STATE_STYLES, settle
 
@@ -55,7 +55,7 @@ LOUD = {
 }
 
 
-@dataclass
+@record
 class Snapshot:
     now: int
     home: str
@@ -162,7 +162,7 @@ def json_doc(snap: Snapshot) -> JsonObject:
 
 
 # ---------------------------------------------------------------------------- sections
-@dataclass
+@record
 class Section:
     title: str
     total: int  # how many exist (rows may hold fewer)

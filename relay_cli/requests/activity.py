@@ -20,10 +20,10 @@ alert marks it 'sent' in a transaction of its own (agents/alerts.py): once per e
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..core import clock
+from ..core import record as records
 from ..core.limits import CLAIMED_STATES, GONE_CAUSES, MAX_ACTIVITY_DETAIL, SILENCE_NOTE_MS
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from ..core.output import JsonObject
 
 
-@dataclass(frozen=True)
+@records.record(frozen=True)
 class Observation:
     """What one hook event showed: the activity it starts (None: none, the event only
     counts as a sign of life), its cause and the runtime's own words for it."""
@@ -120,7 +120,7 @@ def end(store: ActivityStore, session: Row, state: str, held: int, at: int) -> N
     )
 
 
-@dataclass
+@records.record
 class Activity:
     """A session's activity as it is now."""
 
@@ -186,7 +186,7 @@ def fields_of(act: Activity) -> JsonObject:
     }
 
 
-@dataclass
+@records.record
 class SessionActivity:
     """One session in the snapshot: whose, its activity, and the claimed, unfinished
     requests it holds (ids, oldest first)."""
@@ -196,7 +196,7 @@ class SessionActivity:
     session_id: str
     active: bool
     activity: Activity
-    holds: list[str] = field(default_factory=list)
+    holds: list[str] = records.field(default_factory=list)
 
     @property
     def needs_you(self) -> bool:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import uuid
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping
 
 from ..core import clock
@@ -12,6 +11,7 @@ from ..core.command import Command, Said, relay
 from ..core.digest import sha256_hex
 from ..core.errors import ErrorCode, RelayError
 from ..core.limits import HOOK_RECENT_MS, KINDS, NAME_PATTERN, default_session_lease
+from ..core.record import record
 from . import activity
 from .states import apply
 
@@ -43,7 +43,7 @@ def renew_interval_s(lease_seconds: int) -> float:
     return min(10.0, lease_seconds / 3)
 
 
-@dataclass
+@record
 class Caller:
     """Who is calling: a name (``identify`` refuses a call without one), and the session
     their token names (if any)."""

@@ -9,12 +9,12 @@ Nothing here touches a database; the SQLite store (base.py) and the PostgreSQL s
 from __future__ import annotations
 
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Collection, Iterable, Mapping, Protocol, Sequence, Union
 
 from ..core.clock import Clock
 from ..core.errors import RelayError
+from ..core.record import field, record
 
 # a statement's parameters: by position (``?``) or by name (``:name``)
 Params = Union[Sequence[Any], Mapping[str, Any]]
@@ -68,7 +68,7 @@ class Record(Protocol):
     def keys(self) -> Iterable[str]: ...
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Health:
     """What a store can say about its database, as facts (doctor judges them).
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.command import Said, relay
 from ..core.errors import RelayError
+from ..core.record import record
 
 DB_NAME = "relay.db"
 
@@ -77,7 +77,7 @@ def default_home(environ: Mapping[str, str]) -> Path:
     return Path(state) / "relay"
 
 
-@dataclass
+@record
 class PathReport:
     """What relay sees of one path, for refusals and for `doctor`.
 

@@ -22,11 +22,11 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from functools import lru_cache
 from urllib.parse import quote
 
 from ..core.errors import RelayError
+from ..core.record import record
 
 SCHEMES = ("postgresql", "postgres")
 VARIABLE = "$RELAY_DATABASE_URL"
@@ -156,7 +156,7 @@ def origin(url: str, environ: Mapping[str, str]) -> str:
 
 
 # ---------------------------------------------------------------------- libpq's reading
-@dataclass(frozen=True)
+@record(frozen=True)
 class Reading:
     """What relay knows of a database URL: libpq's reading of it (``read``)."""
 

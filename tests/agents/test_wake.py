@@ -7,7 +7,7 @@ only guard against a hang.
 
 from __future__ import annotations
 
-import dataclasses
+from relay_cli.core import record
 import json
 import os
 import signal
@@ -271,7 +271,7 @@ def test_the_waiter_ends_when_the_session_lease_lapses(relay, session, monkeypat
         t.start()
         until(lambda: wakeup(relay, "agent-1") == "waiter", "the waiter")
         # past the hook session's 1 h lease: the store's clock is moved (design.md §8)
-        store.clock = dataclasses.replace(store.clock, offset="3700")
+        store.clock = record.replace(store.clock, offset="3700")
         t.join(HANG)
         assert not t.is_alive() and result == [(0, "")]
     finally:

@@ -12,7 +12,7 @@ import shutil
 import sqlite3
 import tempfile
 import uuid
-from dataclasses import replace
+from relay_cli.core.record import replace
 from pathlib import Path
 
 from hypothesis import HealthCheck, settings

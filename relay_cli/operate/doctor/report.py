@@ -8,7 +8,6 @@ import platform
 import shlex
 import sqlite3
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,6 +18,7 @@ from ...core.context import Limits
 from ...core.errors import ExitStatus
 from ...core.limits import OPEN_STATES
 from ...core.output import size
+from ...core.record import field, record
 
 if TYPE_CHECKING:
     from ...core.output import JsonObject
@@ -69,7 +69,7 @@ def group_of(name: str) -> str:
     return _GROUP_OF.get(name.split(":", 1)[0], "relay")
 
 
-@dataclass
+@record
 class Check:
     """One line of the report. ``fix`` is the one command that repairs or settles a problem,
     runnable as printed in the caller's shell; JSON carries it as ``fix`` and, as before,
@@ -97,7 +97,7 @@ class Check:
         }
 
 
-@dataclass
+@record
 class Checked:
     """What this run checks: the home, the database URL (None: the home's relay.db), and
     the clock, environment and limits of the call that checks. Which scope flags the
