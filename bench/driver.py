@@ -31,7 +31,7 @@ DRIVERS = {"psycopg2": "psycopg2-binary", "psycopg": "psycopg[binary]"}
 SEND = r"""
 import sys, time, uuid
 sys.path.insert(0, {root!r})
-import relay_cli.cli  # relay's command layer, as every call imports it
+import relay_cli.cli.commands  # relay's command layer, as every call but a hook imports it
 drv = sys.argv[1]
 url = sys.argv[2]
 if drv == "psycopg2":

@@ -7,8 +7,13 @@ Measures, each as a fresh process, the median wall time and the median peak RSS 
   bare           a Typer app with one command that only prints (the baseline)
   relay --help
   relay send     to a peer, text on stdin, in a temporary RELAY_HOME
+  hook, idle     `relay hook claude` in a session that is not relay's (no peer: the event
+                 is read and the hook exits before relay is imported)
+  hook, peer     `relay hook claude` with a peer (RELAY_PEER), a UserPromptSubmit event of
+                 one session, nothing queued: its session is renewed and its queue read,
+                 on every turn (design.md §18: no Typer and no rich on this path)
 and prints the ratios to the baseline. Goals: relay --help within 1.3x, relay send within
-1.5x. Results depend on the machine's load: run it on a quiet machine and say when not.
+1.5x, a hook with a peer within 0.6x. Results depend on the machine's load: run it on a quiet machine and say when not.
 
 relay's modules are byte-compiled first (compileall), as pip does at install time: with
 PYTHONDONTWRITEBYTECODE=1 an editable checkout would otherwise compile every module from
@@ -44,7 +49,15 @@ def main() -> None:
 app()
 """
 
-GOALS = {"relay --help": 1.3, "relay send": 1.5}
+GOALS = {"relay --help": 1.3, "relay send": 1.5, "hook, peer": 0.6}
+# what Claude Code writes to a UserPromptSubmit hook (tests/fixtures/ has the schema's)
+HOOK_EVENT = {
+    "session_id": "5d7e9f1a-2b3c-4d5e-8f90-a1b2c3d4e5f6",
+    "transcript_path": "/tmp/bench-transcript.jsonl",
+    "cwd": "/tmp",
+    "hook_event_name": "UserPromptSubmit",
+    "prompt": "go on",
+}
 
 
 def relay_argv() -> list[str]:
@@ -98,7 +111,7 @@ def main() -> int:
         env.update(RELAY_HOME=str(Path(tmp) / "home"), RELAY_RATE_LIMIT="0", NO_COLOR="1")
         relay = relay_argv()
         joined = {}
-        for name in ("bench-sender", "bench-peer"):
+        for name in ("bench-sender", "bench-peer", "bench-hook"):
             p = subprocess.run(
                 [*relay, "peers", "join", name, "--lease", "24h", "--json"],
                 env=env,
@@ -108,6 +121,8 @@ def main() -> int:
             joined[name] = json.loads(p.stdout)["token"]
         send_env = {**env, "RELAY_PEER": "bench-sender", "RELAY_SESSION": joined["bench-sender"]}
 
+        event = json.dumps(HOOK_EVENT).encode()
+        hook_env = {**env, "RELAY_PEER": "bench-hook"}
         cases = {
             "bare": (lambda i: [sys.executable, str(bare)], env, None),
             "relay --help": (lambda i: [*relay, "--help"], env, None),
@@ -116,6 +131,8 @@ def main() -> int:
                 send_env,
                 lambda i: f"bench message {i}".encode(),
             ),
+            "hook, idle": (lambda i: [*relay, "hook", "claude"], env, lambda i: event),
+            "hook, peer": (lambda i: [*relay, "hook", "claude"], hook_env, lambda i: event),
         }
         samples = {name: ([], []) for name in cases}
         # Round-robin, after one warm-up run each, so that load changes hit every case alike.

@@ -1,29 +1,28 @@
-"""The command line: thin Typer commands over the library parts, the shell completion
+"""The command line: thin Typer commands over the library parts (``commands`` registers
+them all on ``app``), the entry point that runs a call (``call``: ``main``, ``run``), a
+hook's call, which starts without Typer (``hook_call``), the shell completion
 (``complete``) and `relay schema`, which describes the live command tree (``schema``).
 
-Importing a module registers its commands; the order here is the order of `relay --help`.
+Importing this package imports nothing else: a call pays only for what it uses (a hook
+runs on every turn of an agent; design.md §18). ``main`` and ``run`` are ``call``'s; the
+Typer app with every command is ``commands.app``.
 
 May import: ``core``, ``store``, ``requests``, ``ledger``, ``agents`` and ``operate``.
 """
 
-from . import requests_cmd  # noqa: F401  (the request lifecycle first)
+from __future__ import annotations
 
-# isort: split
-from . import peers_cmd  # noqa: F401
+from typing import TYPE_CHECKING, Any
 
-# isort: split
-from . import (  # noqa: F401
-    db_cmd,
-    demo_cmd,
-    hook_cmd,
-    ledger_cmd,
-    meta_cmd,
-    notify_cmd,
-    ops_cmd,
-    watch_cmd,
-    web_cmd,
-)
-from .app import app
-from .call import main, run
+if TYPE_CHECKING:
+    from .call import main, run
 
-__all__ = ["app", "main", "run"]
+__all__ = ["main", "run"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("main", "run"):
+        from . import call
+
+        return getattr(call, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,7 +1,8 @@
 """The one entry point (``main``, ``run``): a call's context is made, the Click command
 tree chosen for its words (``app``) is invoked, and every failure becomes one of the codes
 of ``relay_cli.core.errors``, printed by the output layer with the call's scope flags
-(design.md §7, §14): never a traceback."""
+(design.md §7, §14): never a traceback. A hook's call (``hook_call``) is answered before
+Typer is imported (design.md §18): this module imports Typer only for the others."""
 
 from __future__ import annotations
 
@@ -10,13 +11,11 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-import typer
-
 from ..core.clock import Clock
 from ..core.context import Context
 from ..core.errors import ExitStatus, RelayError
 from ..core.output import Output, terminal_width
-from . import click_seam
+from . import hook_call
 from .env import process_context
 
 if TYPE_CHECKING:
@@ -98,6 +97,21 @@ def _closed_streams(argv: list[str]) -> int | None:
 def _run(argv: list[str], ctx: Context) -> int:
     out = Output.of(ctx, _wants_json(argv))
     _warn_offset(out, ctx.clock)
+    hook = hook_call.parse(argv)
+    if hook is not None:  # `relay hook RUNTIME` in the words a runtime's settings use
+        return hook_call.answer(ctx, hook)
+    return _run_command(argv, ctx, out)
+
+
+def _run_command(argv: list[str], ctx: Context, out: Output) -> int:
+    """Every other call: through the Click command tree of the Typer app."""
+    import typer
+
+    from . import (
+        click_seam,
+        commands,  # noqa: F401  (registers every command on the app)
+    )
+
     try:
         # (looked up at each call: a test replaces it with one that reuses trees)
         from .app import _click_command
@@ -185,6 +199,10 @@ def _invoke(command: Command, argv: list[str], context: Context) -> object:
     call's context rides on Click's as ``obj``, and Click's own output (help, completion)
     goes to the context's streams (``click_seam.streams``); help is as wide as the
     context's terminal."""
+    import typer
+
+    from . import click_seam
+
     instruction = context.environ.get(click_seam.COMPLETE_VAR)
     with click_seam.streams(context.stdout, context.stderr):
         if instruction:  # the shell's completion request: answered, and the call ends
@@ -217,6 +235,8 @@ def _help_columns(context: Context) -> int:
 
 
 def _usage_message(e: ClickException) -> str:
+    from . import click_seam
+
     param = getattr(e, "param", None)
     if isinstance(e, click_seam.MissingParameter) and param is not None:
         if getattr(param, "param_type_name", "") == "argument":

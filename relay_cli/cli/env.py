@@ -21,7 +21,7 @@ from ..requests.peers import (
     identify,
     identity,
 )
-from . import click_seam, scope
+from . import scope
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
@@ -42,6 +42,10 @@ def process_context(clock: Clock | None = None) -> Context:
 def call_context() -> Context:
     """The context of the call being run (``run`` hands it to Click as the root context's
     ``obj``, which every command's context inherits); outside a call, the process's."""
+    if "relay_cli.cli.click_seam" not in sys.modules:  # no Click call is running (the
+        return process_context()  # hook's path, which never imports Typer: hook_call)
+    from . import click_seam
+
     found = click_seam.current_obj()
     return found if isinstance(found, Context) else process_context()
 
@@ -59,8 +63,10 @@ class Env:
         *,
         creates: bool = True,
         identified: bool = False,
+        ctx: Context | None = None,
     ) -> None:
-        self.ctx = call_context()
+        # the call's context: the one a command is run in (Click's), or the one given
+        self.ctx = call_context() if ctx is None else ctx
         if home:
             scope.given(self.ctx, home=home)
         self.out = Output.of(self.ctx, json_mode)

@@ -7,10 +7,11 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from ..core import clock
-from ..core.limits import HOOK_LEASE_S, MAX_HOOK_INPUT_BYTES, SESSION_LEASE
+from ..core.limits import HOOK_LEASE_S, SESSION_LEASE
 from ..core.output import Col, terminal_width
 from ..requests.states import STATE_STYLES
 from ..requests.states import note as state_note
+from . import hook_call
 from .app import (
     AsOpt,
     Env,
@@ -29,14 +30,11 @@ from .click_seam import Choice
 # executed when first used; the type checker reads them as the modules they are
 if TYPE_CHECKING:
     from ..agents import guide as guide_text
-    from ..agents import hook, hook_run
     from ..agents import install as hook_install
     from ..agents.runtimes import Runtime
     from ..requests import notices as notices_lib
 else:
     guide_text = lazy_module("relay_cli.agents.guide")
-    hook = lazy_module("relay_cli.agents.hook")
-    hook_run = lazy_module("relay_cli.agents.hook_run")
     notices_lib = lazy_module("relay_cli.requests.notices")
     hook_install = lazy_module("relay_cli.agents.install")
 
@@ -85,55 +83,12 @@ def _run_hook(
     timeout: str | None,
     home: str | None,
 ) -> int:
-    """One hook run: read the event, answer on stdout. Never fails the agent: on anything
-    unexpected it exits 0 and prints nothing (a waiter's exit 2 is its wake-up)."""
-    stdin = call_context().stdin
-    try:
-        if stdin is None or stdin.isatty():  # by hand at a terminal: there is no event
-            return 0
-        data = stdin.buffer.read(MAX_HOOK_INPUT_BYTES + 1)
-    except (OSError, ValueError, AttributeError):
-        return 0
-    env = Env(True, home)
-    ctx, stdout, stderr = env.ctx, env.out.stdout, env.out.stderr
-    doc, code, note = None, 0, ""
-    try:
-        event = hook.parse(data, hook.DIALECTS[runtime])
-        if event is None:
-            return 0
-        doc, code, note = hook_run.respond(
-            lambda: env.store,
-            event,
-            runtime,
-            as_=as_,
-            kind=kind,
-            lease=lease,
-            wake=wake,
-            timeout=timeout,
-            environ=ctx.environ,
-            stderr=stderr,
-        )
-    except Exception as e:  # noqa: BLE001 - a hook must never break the agent
-        if ctx.debug:
-            import traceback
-
-            traceback.print_exc(file=stderr)
-            stderr.write(f"relay hook {runtime}: {type(e).__name__}: {e}\n")
-        return 0
-    finally:
-        env.close()
-    try:
-        if doc is not None:
-            import json
-
-            stdout.write(json.dumps(doc, ensure_ascii=False) + "\n")
-            stdout.flush()
-        if note:
-            stderr.write(note + "\n")
-            stderr.flush()
-    except (OSError, ValueError, AttributeError):
-        pass
-    return code
+    """A hook's call the command line read (its words were not all ``hook_call``'s: an
+    unknown option, say, which a hook ignores): answered as ``hook_call`` answers."""
+    call = hook_call.HookCall(runtime)
+    call.as_, call.kind, call.lease, call.wake, call.timeout = as_, kind, lease, wake, timeout
+    call.home = home
+    return hook_call.answer(call_context(), call)
 
 
 WakeOpt = Annotated[

@@ -57,8 +57,8 @@ def exit_statuses() -> dict[int, str]:
 # ------------------------------------------------------------------ the command tree
 def root_command() -> Command:
     """The live Click command tree of the Typer app (every registered command)."""
-    from . import app
     from .app import build_command
+    from .commands import app
 
     return build_command(app)
 
