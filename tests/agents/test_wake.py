@@ -7,7 +7,6 @@ only guard against a hang.
 
 from __future__ import annotations
 
-from relay_cli.core import record
 import json
 import os
 import signal
@@ -20,6 +19,8 @@ from pathlib import Path
 import pytest
 from conftest import new_id
 from test_hook_runtimes import stop_words
+
+from relay_cli.core import record
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 HANG = 20  # seconds: a waiter that has not reacted by then is broken

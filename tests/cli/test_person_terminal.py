@@ -254,8 +254,8 @@ def test_error_lines_wrap_between_words_and_keep_commands_whole(relay):
 
 
 def test_root_help_has_examples():
-    from relay_cli.cli.commands import app
     from relay_cli.cli.app import build_command
+    from relay_cli.cli.commands import app
 
     epilog = build_command(app).epilog
     assert epilog.startswith("Examples:") and "relay demo" in epilog and "relay send" in epilog

@@ -62,8 +62,8 @@ _SEEN: dict[
 
 # ------------------------------------------------------------------ discovery
 def _top_commands() -> set[str]:
-    from relay_cli.cli.commands import app
     from relay_cli.cli.app import build_command
+    from relay_cli.cli.commands import app
 
     return set(build_command(app).commands)
 
@@ -109,8 +109,8 @@ def printed_commands(text: str) -> list[str]:
 
 def _help_texts() -> list[tuple[str, str]]:
     """(path, help + examples) of every command in the live Click tree."""
-    from relay_cli.cli.commands import app
     from relay_cli.cli.app import build_command
+    from relay_cli.cli.commands import app
 
     texts = []
 
@@ -256,8 +256,8 @@ def _alarm(signum, frame):
 
 
 def _command_paths() -> set[tuple[str, ...]]:
-    from relay_cli.cli.commands import app
     from relay_cli.cli.app import build_command
+    from relay_cli.cli.commands import app
 
     paths = set()
 
@@ -526,8 +526,8 @@ def test_every_command_relay_prints_in_a_situation_runs_there(world, who, args):
 def test_the_two_send_examples_run_one_after_the_other_in_one_shell(world):
     """The help's send examples, in order in one home: both create their request (a
     reused id with other options would be refused as request_id_conflict)."""
-    from relay_cli.cli.commands import app
     from relay_cli.cli.app import build_command
+    from relay_cli.cli.commands import app
 
     epilog = build_command(app).commands["send"].epilog
     lines = [ln.strip() for ln in epilog.split("\b\n", 1)[1].splitlines()]

@@ -12,7 +12,6 @@ import shutil
 import sqlite3
 import tempfile
 import uuid
-from relay_cli.core.record import replace
 from pathlib import Path
 
 from hypothesis import HealthCheck, settings
@@ -23,6 +22,7 @@ from relay_cli.core import clock
 from relay_cli.core.context import Limits
 from relay_cli.core.errors import RelayError
 from relay_cli.core.limits import FINAL_STATES
+from relay_cli.core.record import replace
 from relay_cli.requests import claiming, due, lifecycle, peers, sending
 from relay_cli.requests.states import TRANSITIONS
 from relay_cli.store import open_store
