@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, TextIO
 
 from ..requests import peers
 from . import hook
-from . import wake as waiter
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -76,6 +75,8 @@ def respond(
         # names what arrives meanwhile (a note queued now would name it a second time,
         # or be dropped by `codex exec`); the Stop's own waiter watches the idle session.
         return None, 0, ""
+    from . import wake as waiter  # (only a waiter needs it: subprocess, signals)
+
     code, note = waiter.run(
         open_store(), ev, henv, waiter.timeout_seconds(timeout), runtime=runtime
     )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import uuid
 from typing import TYPE_CHECKING, Mapping
 
 from ..core import clock
@@ -253,6 +252,8 @@ def join_session(
     import secrets
 
     token = "rly_" + secrets.token_urlsafe(32)
+    import uuid  # (only a new session needs it: it imports platform, 3 ms at start)
+
     session_id = str(uuid.uuid4())
     store.insert_session(session_id, name, hash_token(token), now, lease_seconds, agent_session_id)
     store.touch_peer(name, now)

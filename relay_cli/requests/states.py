@@ -7,11 +7,12 @@ to which state with which reason. The lifecycle code consults it, the docs and
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from ..core.command import Choices, Said, relay
 from ..core.errors import RelayError
 from ..core.limits import FINAL_STATES
+from ..core.record import record
 
 if TYPE_CHECKING:
     from relay_cli.store import Record, RequestStore
@@ -124,7 +125,10 @@ UNKNOWN_BECAUSE = {
 }
 
 
-class Transition(NamedTuple):
+# (a record, not a typing.NamedTuple: that compiles each field's annotation, a string
+# here, with compile(), ~12 million instructions at every start; design.md §18)
+@record(frozen=True)
+class Transition:
     from_state: str | None
     event: str
     to_state: str

@@ -4,7 +4,6 @@ options of a request, and the fingerprint that makes a retry the same request.""
 from __future__ import annotations
 
 import re
-import uuid
 from typing import TYPE_CHECKING, Any
 
 from ..core.command import Said, relay
@@ -26,6 +25,8 @@ ON_LOST = ("unknown", "redeliver")
 
 def new_id() -> str:
     """A fresh request id: a random UUID (``relay id``, and ``send`` without --id)."""
+    import uuid  # (imported where used: it imports platform, ~3 ms, a hook never needs)
+
     return str(uuid.uuid4())
 
 
@@ -35,6 +36,8 @@ _UUID_TEXT = r"(?:urn:uuid:)?\{?[0-9a-fA-F-]+\}?"  # compiled at first use (re c
 
 def _canonical(value: object) -> str:
     """A full UUID in canonical lowercase form; ValueError for anything else."""
+    import uuid
+
     s = str(value).strip()
     return str(uuid.UUID(s if re.fullmatch(_UUID_TEXT, s, re.ASCII) else "not a UUID"))
 

@@ -9,10 +9,13 @@ append-only, and this describes where they end up.
 
 from __future__ import annotations
 
-from typing import Iterable, NamedTuple
+from typing import Iterable
+
+from ..core.record import record
 
 
-class Table(NamedTuple):
+@record(frozen=True)  # (not a typing.NamedTuple: requests/states.py says why)
+class Table:
     name: str
     columns: tuple[str, ...]  # in the order of the table's definition
     fixed: frozenset[str] = frozenset()  # set by an insert, never changed by an update

@@ -25,22 +25,22 @@ NOT_ON_THE_HOOK_PATH = ("typer", "click", "rich", "sqlite_utils", "dataclasses",
 def loaded_by(
     relay, args: list[str], data: str, env: dict
 ) -> tuple[subprocess.CompletedProcess, set]:
-    code = (
-        "import sys, runpy\n"
-        "sys.argv = ['relay', *sys.argv[1:]]\n"
-        "try:\n"
-        "    runpy.run_module('relay_cli', run_name='__main__')\n"
-        "finally:\n"
-        "    sys.stderr.write('\\nLOADED ' + ' '.join(sorted(sys.modules)) + '\\n')\n"
-    )
+    """Run `relay ARGS` with ``data`` on stdin; the modules it imported of
+    ``NOT_ON_THE_HOOK_PATH`` (``-X importtime`` names each as it is imported: a hook
+    ends with ``os._exit``, so nothing can be asked at its exit)."""
     p = subprocess.run(
-        [sys.executable, "-c", code, *args],
+        [sys.executable, "-X", "importtime", "-m", "relay_cli", *args],
         input=data.encode(),
         capture_output=True,
         env=relay._env(env),
         timeout=60,
     )
-    modules = p.stderr.decode().rsplit("LOADED ", 1)[1].split()
+    modules = {
+        line.rsplit("|", 1)[1].strip()
+        for line in p.stderr.decode().splitlines()
+        if line.startswith("import time:") and "|" in line
+    }
+    assert "relay_cli.agents.hook" in modules  # (the probe sees the hook's imports)
     return p, {m for m in modules if m.split(".")[0] in NOT_ON_THE_HOOK_PATH}
 
 
