@@ -131,7 +131,7 @@ def table(rows: list[dict]) -> str:
     """The printed table: one line per runtime, then its details."""
     head = (
         f"{'runtime':<10} {'version':<10} {'runs':>5} {'without':>8} {'with':>8} {'+s':>7} "
-        f"{'paired':>7} {'traced':>8} {'+s':>7} {'hooks/run':>9} {'hook s/run':>10}"
+        f"{'paired':>7} {'traced':>8} {'+s':>7} {'hooks/run':>9} {'in hooks':>8}"
     )
     lines = [head]
     for r in rows:
