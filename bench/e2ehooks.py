@@ -26,7 +26,8 @@ below the table, each hook's median time. A run that fails (exit code not 0, tim
 counts in no median and is reported, and so is a run with hooks whose model requests lack
 relay's session-start context (its hooks did not do their work). Processes a run leaves behind (a runtime's daemon, a wake
 waiter) are ended after it and counted; the sandbox's close() ends the rest. Nothing is
-asserted; this prints.
+asserted; this prints. ``--relay PATH`` measures another relay (e.g. one installed from
+another commit), as the harness's ``RELAY_E2E_RELAY`` does.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import sys
 import time
@@ -292,7 +294,15 @@ def main(argv: list[str]) -> int:
     )
     p.add_argument("--timeout", type=float, default=90, help="seconds a run may take")
     p.add_argument("--json", metavar="FILE", help="also write every run and figure here")
+    p.add_argument(
+        "--relay",
+        metavar="PATH",
+        help="the relay program the hooks run (say, one built from another commit; "
+        "default: the one next to this Python)",
+    )
     args = p.parse_args(argv)
+    if args.relay:
+        os.environ["RELAY_E2E_RELAY"] = os.path.abspath(args.relay)
     from e2e import harness
 
     try:
@@ -302,6 +312,10 @@ def main(argv: list[str]) -> int:
         print(f"e2ehooks: missing: {e}", file=sys.stderr)
         return 3
     machine = print_machine()
+    relay = os.environ.get("RELAY_E2E_RELAY") or shutil.which(
+        "relay", path=os.path.dirname(sys.executable)
+    )
+    print(f"relay: {relay}")
     t0 = time.monotonic()
     rows = []
     for rt in args.runtime or list(harness.RUNTIMES):
@@ -316,5 +330,6 @@ def main(argv: list[str]) -> int:
     print(table(rows))
     print(f"\n{time.monotonic() - t0:.0f} s in all; load average now: {os.getloadavg()}")
     if args.json:
-        Path(args.json).write_text(json.dumps({"machine": machine, "rows": rows}, indent=2))
+        doc = {"machine": machine, "relay": relay, "runs": args.runs, "rows": rows}
+        Path(args.json).write_text(json.dumps(doc, indent=2))
     return 0 if rows and all(r["runs"]["with"] and r["runs"]["without"] for r in rows) else 1
