@@ -168,7 +168,7 @@ def table(rows: list[dict]) -> str:
         if r["leftovers"]:
             notes.append(f"{r['leftovers']} process(es) outlived their run (ended after it)")
         for f in r["failed"]:
-            notes.append(f"failed: round {f['round']} {f['mode']}: {f.get('why', '')}"[:300])
+            notes.append(f"failed: round {f['round'] + 1} {f['mode']}: {f.get('why', '')}"[:300])
         lines += [f"  {n}" for n in notes]
     return "\n".join(lines)
 
@@ -323,6 +323,12 @@ def main(argv: list[str]) -> int:
             rows.append(one_runtime(rt, args.runs, args.warmup, timeout=args.timeout))
         except harness.Missing as e:
             print(f"  {rt}: missing: {e}", file=sys.stderr)
+        except Exception as e:  # noqa: BLE001 - the other runtimes are measured all the same
+            why = f"{type(e).__name__}: {e}"
+            print(f"  {rt}: stopped: {why}", file=sys.stderr)
+            rows.append(
+                summarize(rt, [{"round": 0, "mode": "-", "ok": False, "secs": 0.0, "why": why}])
+            )
     print(
         f"\nheadless run, '{PROMPT}' (one model request), a joined peer, nothing queued; "
         f"median of {args.runs} rounds, seconds:"

@@ -382,4 +382,4 @@ def test_hook_bench_medians_leave_failed_runs_out_and_count_side_by_side_hooks_o
     assert round(s["hook_s_per_run"], 6) == 0.3
     assert s["context_runs"] == s["hooked_runs"] == 3
     text = e2ehooks.table([s])
-    assert "+0.30" in text and "failed: round 2 with: exit timeout" in text
+    assert "+0.30" in text and "failed: round 3 with: exit timeout" in text
