@@ -1,4 +1,4 @@
-"""``python -m bench <crash|oncekill|faults|load|scale|latency|wake|watch|web|perf|driver|pgperf|netfault|e2ewake|tokens|all> [options]``."""
+"""``python -m bench <crash|oncekill|faults|load|scale|latency|wake|watch|web|perf|driver|pgperf|netfault|e2ewake|e2ehooks|tokens|all> [options]``."""
 
 from __future__ import annotations
 
@@ -19,6 +19,8 @@ USAGE = """usage: python -m bench SUBCOMMAND [options]   (from the project root)
   netfault PostgreSQL across namespaces: cut connections, loss, delay, partitions
            (--kind cut|loss|delay|partition|all, --workers 4, --cycles 10, --seed S)
   e2ewake  send -> next model request in the real Claude Code / Codex TUI (--wakes 10)
+  e2ehooks a headless run of each real runtime with relay's hooks vs without
+           (--runs 5, --runtime RT repeatable)
   tokens   what relay's texts cost an agent in tokens, per runtime (--e2e: as they
            reached the model in the real runtimes; --relay PATH: another relay)
   perf     relay vs bare Typer, vs sqlite3, list 100k vs 10, empty vs full
@@ -69,6 +71,10 @@ def main(argv: list[str]) -> int:
         from . import e2ewake
 
         return e2ewake.main(rest)
+    if cmd == "e2ehooks":  # needs the pinned runtimes (docs/e2e.md); not part of `all`
+        from . import e2ehooks
+
+        return e2ehooks.main(rest)
     table = {
         "crash": crash.main,
         "oncekill": once_kill.main,

@@ -332,3 +332,54 @@ def test_the_sandbox_sweep_ends_what_was_started_during_a_pass(tmp_path, monkeyp
     finally:
         for p in (first, *late):
             p.kill()
+
+
+def test_hook_bench_rounds_rotate_so_each_mode_leads_equally_often():
+    from bench import e2ehooks
+
+    rounds = [e2ehooks.order(n) for n in range(6)]
+    assert rounds[:3] == [
+        ["without", "with", "traced"],
+        ["with", "traced", "without"],
+        ["traced", "without", "with"],
+    ]
+    assert all(sorted(r) == sorted(e2ehooks.MODES) for r in rounds)
+    assert e2ehooks.order(-1) == ["traced", "without", "with"]  # a warm-up round
+
+
+def test_hook_bench_medians_leave_failed_runs_out_and_count_side_by_side_hooks_once():
+    from bench import e2ehooks
+
+    def hooks(*spans):
+        return [{"event": e, "start": a, "secs": s, "exit": "0"} for e, a, s in spans]
+
+    runs = [
+        {"round": 0, "mode": "without", "ok": True, "secs": 1.0, "turns": 1},
+        {"round": 0, "mode": "with", "ok": True, "secs": 1.5, "turns": 1, "context": True},
+        {"round": 1, "mode": "without", "ok": True, "secs": 3.0, "turns": 1},
+        {"round": 1, "mode": "with", "ok": True, "secs": 3.1, "turns": 1, "context": True},
+        {"round": 2, "mode": "without", "ok": True, "secs": 2.0, "turns": 1},
+        {"round": 2, "mode": "with", "ok": False, "secs": 90.0, "why": "exit timeout"},
+        {
+            "round": 0,
+            "mode": "traced",
+            "ok": True,
+            "secs": 1.7,
+            "turns": 1,
+            "context": True,
+            # Stop and its waiter side by side: 0.2 s of hooks in all, 0.3 summed
+            "hooks": hooks(("Stop", 10.0, 0.2), ("Stop (waiter)", 10.1, 0.1)),
+        },
+    ]
+    s = e2ehooks.summarize("claude", runs, "2.1.332")
+    assert s["median_s"] == {"without": 2.0, "with": 2.3, "traced": 1.7}
+    assert round(s["diff_s"], 6) == 0.3
+    assert round(s["paired_diff_s"], 6) == 0.3  # rounds 0 and 1: +0.5, +0.1
+    assert s["runs"] == {"without": 3, "with": 2, "traced": 1}
+    assert [f["round"] for f in s["failed"]] == [2]
+    assert s["hooks_per_run"] == 2
+    assert round(s["hook_wall_s_per_run"], 6) == 0.2
+    assert round(s["hook_s_per_run"], 6) == 0.3
+    assert s["context_runs"] == s["hooked_runs"] == 3
+    text = e2ehooks.table([s])
+    assert "+0.30" in text and "failed: round 3 with: exit timeout" in text
