@@ -162,7 +162,7 @@ def main() -> int:
         goal = (
             f"<= {r['goal']}x {'ok' if r['ratio'] <= r['goal'] else 'MISSED'}"
             if r["goal"]
-            else "baseline"
+            else ("baseline" if name == "bare" else "-")
         )
         print(
             f"{name:<14} {r['median_ms']:>10.1f} {r['min_ms']:>8.1f} "

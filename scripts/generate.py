@@ -95,6 +95,7 @@ def help_text(path: list[str]) -> str:
     Runs the same Click command `relay` runs (built once from the Typer app).
     """
     global _ROOT_COMMAND
+    import relay_cli.cli.commands  # noqa: F401  (registers every command)
     from relay_cli.cli import schema
 
     if _ROOT_COMMAND is None:
@@ -326,6 +327,7 @@ REQUESTS_TABLES = {"request-states": request_state_table}
 
 # ------------------------------------------------------------------ all files
 def outputs() -> dict[str, str]:
+    import relay_cli.cli.commands  # noqa: F401  (registers every command)
     from relay_cli.cli import schema
 
     doc = schema.build()

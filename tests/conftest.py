@@ -44,6 +44,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import relay_cli.cli.commands  # noqa: E402, F401  (every command registered, as a call but a hook's does)
 from relay_cli.agents.codex_server import REMOTE_ENV  # noqa: E402
 from relay_cli.core.context import ENVIRONMENT  # noqa: E402
 from testsupport import pgserver  # noqa: E402

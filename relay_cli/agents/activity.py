@@ -34,21 +34,22 @@ imports nothing heavy: the hook's start-up path reads it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Protocol
 
 from ..requests.activity import Observation, one_line
 
+TYPE_CHECKING = False  # (typing's, without importing typing: design.md §18)
 if TYPE_CHECKING:
+    from typing import Any, Protocol
+
     from .runtimes import Runtime
 
+    class Event(Protocol):
+        """What ``observe`` reads of a hook event (hook.Event)."""
 
-class Event(Protocol):
-    """What ``observe`` reads of a hook event (hook.Event)."""
-
-    name: str  # relay's name
-    runtime_name: str  # the runtime's
-    source: str | None
-    extra: dict[str, Any]  # an observed event's fields (``fields``)
+        name: str  # relay's name
+        runtime_name: str  # the runtime's
+        source: str | None
+        extra: dict[str, Any]  # an observed event's fields (``fields``)
 
 
 PERMISSION_TYPES = ("permission_prompt", "worker_permission_prompt")

@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 from ..core import clock
 from ..core.errors import RelayError
 from ..core.output import inert_line
 from ..core.record import record
 from ..requests import activity
+
+TYPE_CHECKING = False  # (typing.TYPE_CHECKING, without importing typing: design.md §18)
 
 if TYPE_CHECKING:
     from relay_cli.store import Row, Store

@@ -15,11 +15,11 @@ whatever the queue -- at most ``MAX_LINES`` lines, then "and N more: `relay inbo
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ..core.command import relay
 from ..core.output import inert, size
 from ..core.record import record
+
+TYPE_CHECKING = False  # (typing.TYPE_CHECKING, without importing typing: design.md §18)
 
 if TYPE_CHECKING:
     from relay_cli.store import Row, Store

@@ -47,7 +47,6 @@ import json
 import os
 import shlex
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, TextIO
 
 from ..core import clock
 from ..core.command import Command, relay
@@ -60,6 +59,10 @@ from ..requests.notices import new_batch
 from . import activity as observed
 from . import alerts, announce, guide, runtimes
 from .runtimes import Runtime
+
+TYPE_CHECKING = False  # (typing.TYPE_CHECKING, without importing typing: design.md §18)
+if TYPE_CHECKING:
+    from typing import Any, TextIO
 
 if TYPE_CHECKING:
     from pathlib import Path

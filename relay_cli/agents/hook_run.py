@@ -4,10 +4,13 @@ the event handler (``hook``) or the wake waiter (``wake``)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, TextIO
 
 from ..requests import peers
 from . import hook
+
+TYPE_CHECKING = False  # (typing.TYPE_CHECKING, without importing typing: design.md §18)
+if TYPE_CHECKING:
+    from typing import TextIO
 
 if TYPE_CHECKING:
     from collections.abc import Callable

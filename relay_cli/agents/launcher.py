@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..core.errors import NOT_EXECUTABLE_EXIT, ErrorCode, RelayError
+from ..core.errors import NOT_EXECUTABLE_EXIT, RelayError
 from ..core.process import CannotStart, Signals, exit_status, resolve_command, signal_status, spawn
 from ..core.record import record
 from ..requests import due, peers
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
     from relay_cli.store import Store
 
+    from ..core.errors import ErrorCode
     from .codex_server import AppServer
 
     # Prints a RelayError or a note for the person on stderr.

@@ -17,13 +17,15 @@ their start-up path.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from ..core.limits import HOOK_TIMEOUT_S, RuntimeName
+from ..core.limits import HOOK_TIMEOUT_S
 from ..core.record import field, record
+
+TYPE_CHECKING = False  # (typing.TYPE_CHECKING, without importing typing: design.md §18)
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
+
+    from ..core.limits import RuntimeName
 
 # The Codex release whose shipped package relay's formats and launch rules were checked
 # with (its hook schemas, its options, its app server): written here only.

@@ -12,7 +12,10 @@ May import: ``core``, ``store``, ``requests``, ``ledger``, ``agents`` and ``oper
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+TYPE_CHECKING = False  # (typing.TYPE_CHECKING, without importing typing: design.md §18)
+if TYPE_CHECKING:
+    from typing import Any
+
 
 if TYPE_CHECKING:
     from .call import main, run

@@ -9,7 +9,6 @@ from __future__ import annotations
 import io
 import os
 import sys
-from typing import TYPE_CHECKING
 
 from ..core.clock import Clock
 from ..core.context import Context
@@ -17,6 +16,8 @@ from ..core.errors import ExitStatus, RelayError
 from ..core.output import Output, terminal_width
 from . import hook_call
 from .env import process_context
+
+TYPE_CHECKING = False  # (typing.TYPE_CHECKING, without importing typing: design.md §18)
 
 if TYPE_CHECKING:
     from .click_seam import ClickException, Command

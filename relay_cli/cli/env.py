@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING
 
 from ..core.clock import Clock
 from ..core.context import Context
@@ -22,6 +21,8 @@ from ..requests.peers import (
     identity,
 )
 from . import scope
+
+TYPE_CHECKING = False  # (typing.TYPE_CHECKING, without importing typing: design.md §18)
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager

@@ -11,10 +11,9 @@ test_hook_startup.py runs both). ``answer`` is also what the Typer command runs.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ..core.limits import MAX_HOOK_INPUT_BYTES
-from ..entry import HOOK_RUNTIMES
+
+TYPE_CHECKING = False  # (typing.TYPE_CHECKING, without importing typing: design.md §18)
 
 if TYPE_CHECKING:
     from ..core.context import Context
@@ -100,7 +99,9 @@ def parse(argv: list[str]) -> HookCall | None:
     i = _words(argv, 0, ROOT_OPTIONS, {}, call)
     if i is None or argv[i : i + 1] != ["hook"] or i + 1 >= len(argv):
         return None
-    if argv[i + 1] not in HOOK_RUNTIMES:
+    from ..agents.runtimes import NAMES  # (the hook's answer imports it anyway)
+
+    if argv[i + 1] not in NAMES:
         return None  # `hook install`, `hook --help`, a runtime relay does not know
     call.runtime = argv[i + 1]
     end = _words(argv, i + 2, VALUE_OPTIONS, FLAGS, call)

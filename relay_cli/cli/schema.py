@@ -56,11 +56,15 @@ def exit_statuses() -> dict[int, str]:
 
 # ------------------------------------------------------------------ the command tree
 def root_command() -> Command:
-    """The live Click command tree of the Typer app (every registered command)."""
-    from .app import build_command
-    from .commands import app
+    """The live Click command tree of the Typer app: every command registered, which
+    importing ``relay_cli.cli.commands`` does (as every call but a hook's does first; this
+    module is one of the commands', so it cannot import them itself)."""
+    from .app import app, build_command
 
-    return build_command(app)
+    command = build_command(app)
+    if "send" not in getattr(command, "commands", {}):
+        raise RuntimeError("import relay_cli.cli.commands first: no command is registered")
+    return command
 
 
 def walk(command: Command | None = None) -> Iterator[tuple[Context, Command]]:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import re
 import shlex
-from typing import Literal, Union
 
 from .record import field, record
 
@@ -192,7 +191,11 @@ class Choices:
 
 
 # A piece of prose that names commands: text, a command shown inline, or choices.
-Part = Union[str, Command, Choices]
+TYPE_CHECKING = False  # (typing's, without importing typing: design.md §18)
+if TYPE_CHECKING:
+    from typing import Literal, Union
+
+    Part = Union[str, Command, Choices]
 
 
 @record(frozen=True)

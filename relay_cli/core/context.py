@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from typing import Any, Protocol, TextIO
 
 from .clock import Clock
 from .command import NO_SCOPE, Scope
@@ -111,10 +110,14 @@ def is_tty(stream: Any) -> bool:
         return False
 
 
-class Closable(Protocol):
-    """What a call closes when it ends (an ``Env``, a store)."""
+TYPE_CHECKING = False  # (typing's, without importing typing: design.md §18)
+if TYPE_CHECKING:
+    from typing import Any, Protocol, TextIO
 
-    def close(self) -> None: ...
+    class Closable(Protocol):
+        """What a call closes when it ends (an ``Env``, a store)."""
+
+        def close(self) -> None: ...
 
 
 @record

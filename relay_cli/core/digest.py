@@ -9,7 +9,10 @@ Python built without its own SHA-256.
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable
+
+TYPE_CHECKING = False  # (typing.TYPE_CHECKING, without importing typing: design.md §18)
+if TYPE_CHECKING:
+    from typing import Any, Callable
 
 # the constructor, found at the first digest (a failed import is not cached)
 _SHA256: Callable[[bytes], Any] | None = None

@@ -7,7 +7,6 @@ one retryable flag and one fixed hint that tells an agent what to do next. Raisi
 from __future__ import annotations
 
 from enum import IntEnum
-from typing import Any, Literal
 
 from .command import NO_SCOPE, Choices, Said, Scope, said
 from .limits import (
@@ -77,48 +76,52 @@ NOT_EXECUTABLE_EXIT = ExitStatus.NOT_EXECUTABLE
 
 # Every error code (design.md §7), as a type: a misspelt code is a type error, and a test
 # keeps it equal to ERRORS' keys.
-ErrorCode = Literal[
-    "usage_error",
-    "invalid_id",
-    "invalid_text",
-    "invalid_name",
-    "invalid_duration",
-    "invalid_key",
-    "ambiguous_id",
-    "self_message",
-    "request_not_found",
-    "unknown_peer",
-    "prepared_not_found",
-    "ledger_key_not_found",
-    "request_id_conflict",
-    "reply_conflict",
-    "state_conflict",
-    "prepared_expired",
-    "key_conflict",
-    "no_identity",
-    "session_required",
-    "peer_superseded",
-    "lease_expired",
-    "invalid_session",
-    "not_owner",
-    "approval_needs_terminal",
-    "text_too_large",
-    "capacity_exceeded",
-    "rate_limited",
-    "depth_exceeded",
-    "unsafe_state_dir",
-    "schema_too_new",
-    "database_corrupt",
-    "storage_error",
-    "denied",
-    "effect_unknown",
-    "timeout",
-    "nothing_to_claim",
-    "busy",
-    "in_progress",
-    "database_unavailable",
-    "internal_error",
-]
+TYPE_CHECKING = False  # (typing's, without importing typing: design.md §18)
+if TYPE_CHECKING:
+    from typing import Any, Literal
+
+    ErrorCode = Literal[
+        "usage_error",
+        "invalid_id",
+        "invalid_text",
+        "invalid_name",
+        "invalid_duration",
+        "invalid_key",
+        "ambiguous_id",
+        "self_message",
+        "request_not_found",
+        "unknown_peer",
+        "prepared_not_found",
+        "ledger_key_not_found",
+        "request_id_conflict",
+        "reply_conflict",
+        "state_conflict",
+        "prepared_expired",
+        "key_conflict",
+        "no_identity",
+        "session_required",
+        "peer_superseded",
+        "lease_expired",
+        "invalid_session",
+        "not_owner",
+        "approval_needs_terminal",
+        "text_too_large",
+        "capacity_exceeded",
+        "rate_limited",
+        "depth_exceeded",
+        "unsafe_state_dir",
+        "schema_too_new",
+        "database_corrupt",
+        "storage_error",
+        "denied",
+        "effect_unknown",
+        "timeout",
+        "nothing_to_claim",
+        "busy",
+        "in_progress",
+        "database_unavailable",
+        "internal_error",
+    ]
 
 ERRORS: dict[ErrorCode, ErrorSpec] = {
     # 2: usage / invalid input

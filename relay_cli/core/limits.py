@@ -7,8 +7,6 @@ everything may import this."""
 
 from __future__ import annotations
 
-from typing import Literal
-
 DAY_S = 86400
 
 # ---------------------------------------------------------------- requests (§4)
@@ -76,8 +74,14 @@ HOOK_LEASE_S = 3600
 NAME_PATTERN = r"[a-z0-9][a-z0-9._-]{0,63}"
 # A peer's kind (design.md §3) and the agent runtimes relay has hooks for (design.md §12),
 # as types: a misspelt kind or runtime is a type error.
-RuntimeName = Literal["claude", "codex", "gemini", "opencode", "copilot"]
-Kind = Literal[RuntimeName, "aider", "human", "script", "other"]
+# (for the type checker only: a hook starts without typing, design.md §18; a test reads
+# them from this file)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Literal
+
+    RuntimeName = Literal["claude", "codex", "gemini", "opencode", "copilot"]
+    Kind = Literal[RuntimeName, "aider", "human", "script", "other"]
 KINDS: tuple[Kind, ...] = (
     "claude",
     "codex",

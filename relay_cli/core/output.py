@@ -10,13 +10,16 @@ import io
 import os
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence, TextIO
 
 from . import clock
 from .command import NO_SCOPE, Choices, Command, Said, Scope, said
 from .context import is_tty
 from .errors import RelayError
 from .record import field, record
+
+TYPE_CHECKING = False  # (typing.TYPE_CHECKING, without importing typing: design.md §18)
+if TYPE_CHECKING:
+    from typing import Any, Callable, Iterable, Sequence, TextIO
 
 if TYPE_CHECKING:
     from typing import Literal
@@ -56,9 +59,10 @@ def inert_line(value: object) -> str:
     return re.sub(_LINE_BREAKS, lambda m: "\\n" if m.group() == "\n" else "\\t", inert(value))
 
 
-# A JSON object as relay prints one (``json_text``): the public shape of a request, a
-# peer, a ledger entry, ... (design.md §6), built as a dict.
-JsonObject = dict[str, Any]
+if TYPE_CHECKING:
+    # A JSON object as relay prints one (``json_text``): the public shape of a request, a
+    # peer, a ledger entry, ... (design.md §6), built as a dict.
+    JsonObject = dict[str, Any]
 
 
 def json_text(doc: object, encoding: str | None = "utf-8") -> str:

@@ -12,18 +12,20 @@ defaults, ``field(default_factory=...)``, ``frozen=True``, ``__post_init__`` and
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar, overload
-
+TYPE_CHECKING = False  # (typing's, without importing typing: design.md §18)
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any, TypeVar
+
     from typing_extensions import dataclass_transform
+
+    T = TypeVar("T")
 else:
 
     def dataclass_transform(**_: object) -> Callable[[Any], Any]:
         return lambda f: f
 
 
-T = TypeVar("T")
 _MISSING: Any = object()
 
 
@@ -93,7 +95,7 @@ def _repr(self: Any) -> str:
 
 def _eq(self: Any, other: object) -> bool:
     if other.__class__ is not self.__class__:
-        return NotImplemented
+        return NotImplemented  # type: ignore[no-any-return]
     return _values(self) == _values(other)
 
 
@@ -111,27 +113,21 @@ def _frozen_delattr(self: Any, name: str) -> None:
 
 def _make(cls: type[T], frozen: bool) -> type[T]:
     cls.__record_fields__ = _fields(cls)  # type: ignore[attr-defined]
-    cls.__init__ = _init  # type: ignore[misc,method-assign]
+    cls.__init__ = _init  # type: ignore[method-assign]
     if "__repr__" not in cls.__dict__:
-        cls.__repr__ = _repr  # type: ignore[method-assign,assignment]
+        cls.__repr__ = _repr  # type: ignore[method-assign]
     if "__eq__" not in cls.__dict__:
-        cls.__eq__ = _eq  # type: ignore[method-assign,assignment]
+        cls.__eq__ = _eq  # type: ignore[method-assign]
         # as dataclass: a frozen record hashes by its fields, a mutable one is unhashable
-        cls.__hash__ = _hash if frozen else None  # type: ignore[assignment,method-assign]
+        cls.__hash__ = _hash if frozen else None  # type: ignore[method-assign,assignment]
     if frozen:
-        cls.__setattr__ = _frozen_setattr  # type: ignore[method-assign,assignment]
-        cls.__delattr__ = _frozen_delattr  # type: ignore[method-assign,assignment]
+        cls.__setattr__ = _frozen_setattr  # type: ignore[method-assign]
+        cls.__delattr__ = _frozen_delattr  # type: ignore[method-assign]
     return cls
 
 
-@overload
-def record(cls: type[T], /) -> type[T]: ...
-@overload
-def record(*, frozen: bool = False) -> Callable[[type[T]], type[T]]: ...
-
-
 @dataclass_transform(field_specifiers=(field,))
-def record(cls: type[T] | None = None, /, *, frozen: bool = False) -> Any:
+def record(cls: Any = None, /, *, frozen: bool = False) -> Any:
     """A class decorator: ``cls`` holds data, its fields its annotations (as ``dataclass``)."""
     if cls is None:
         return lambda c: _make(c, frozen)

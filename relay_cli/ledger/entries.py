@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from ..core import clock
 from ..core.command import Choices, Said, relay
 from ..core.digest import sha256_hex
-from ..core.errors import ErrorCode, RelayError
+from ..core.errors import RelayError
 from ..core.limits import DEFAULT_WAIT_S, STALE_S
 from ..core.person import person, require_terminal
 from ..core.process import Me, process_alive, this_host
@@ -59,6 +59,8 @@ from .states import (
 if TYPE_CHECKING:
     from relay_cli.core.output import JsonObject
     from relay_cli.store import LedgerStore, Record, Row, Store
+
+    from ..core.errors import ErrorCode
 
 KEY_RE = re.compile(r"[!-~]{1,200}", re.ASCII)  # the whole value (fullmatch): no "k\n"
 DEFAULT_APPROVAL_WAIT_S = DEFAULT_WAIT_S  # it waits like `relay wait`

@@ -20,11 +20,13 @@ alert marks it 'sent' in a transaction of its own (agents/alerts.py): once per e
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from ..core import clock
 from ..core import record as records
 from ..core.limits import CLAIMED_STATES, GONE_CAUSES, MAX_ACTIVITY_DETAIL, SILENCE_NOTE_MS
+
+TYPE_CHECKING = False  # (typing.TYPE_CHECKING, without importing typing: design.md §18)
+if TYPE_CHECKING:
+    from typing import Any
 
 if TYPE_CHECKING:
     from relay_cli.store import ActivityStore, Row, Store

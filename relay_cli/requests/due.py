@@ -11,12 +11,13 @@ from __future__ import annotations
 import time
 from collections import Counter
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Callable, Iterator, TypeVar
 
 from ..core.errors import RelayError
 from ..core.limits import SWEEP_BATCH
 from . import peers
 from .states import apply
+
+TYPE_CHECKING = False  # (typing's, without importing typing: design.md §18)
 
 if TYPE_CHECKING:
     from relay_cli.core.output import JsonObject
@@ -139,7 +140,10 @@ def sweep(store: Store) -> JsonObject:
     return {"transitions": {k: v for k, v in sorted(done.items()) if not k.startswith("session:")}}
 
 
-T = TypeVar("T")
+if TYPE_CHECKING:
+    from typing import Callable, Iterator, TypeVar
+
+    T = TypeVar("T")
 
 
 def poll(

@@ -13,11 +13,11 @@ shows that batch again, for a call whose answer was lost.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ..core import clock
 from .objects import request_object
 from .peers import Caller, renew, require_live
+
+TYPE_CHECKING = False  # (typing.TYPE_CHECKING, without importing typing: design.md §18)
 
 if TYPE_CHECKING:
     from relay_cli.core.output import JsonObject

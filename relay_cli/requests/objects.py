@@ -3,9 +3,11 @@ prints one uses these serializers."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from ..core import clock
+
+TYPE_CHECKING = False  # (typing.TYPE_CHECKING, without importing typing: design.md §18)
+if TYPE_CHECKING:
+    from typing import Any
 
 if TYPE_CHECKING:
     from relay_cli.core.output import JsonObject
@@ -62,7 +64,7 @@ def event_object(row: Record) -> JsonObject:
     }
 
 
-class _AnyRow(dict[str, Any]):
+class _AnyRow(dict):  # type: ignore[type-arg]  # (dict[str, Any]: no typing at run time)
     """A stand-in database row: every column reads as empty, so the real serializer can
     tell us which fields it prints without a database."""
 

@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Mapping
 
 from ..core import clock
 from ..core.command import Command, Said, relay
 from ..core.digest import sha256_hex
-from ..core.errors import ErrorCode, RelayError
+from ..core.errors import RelayError
 from ..core.limits import HOOK_RECENT_MS, KINDS, NAME_PATTERN, default_session_lease
 from ..core.record import record
 from . import activity
 from .states import apply
+
+TYPE_CHECKING = False  # (typing.TYPE_CHECKING, without importing typing: design.md §18)
+if TYPE_CHECKING:
+    from typing import Mapping
+
+    from ..core.errors import ErrorCode
 
 if TYPE_CHECKING:
     from relay_cli.core.output import JsonObject

@@ -7,12 +7,14 @@ to which state with which reason. The lifecycle code consults it, the docs and
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from ..core.command import Choices, Said, relay
 from ..core.errors import RelayError
 from ..core.limits import FINAL_STATES
 from ..core.record import record
+
+TYPE_CHECKING = False  # (typing.TYPE_CHECKING, without importing typing: design.md §18)
+if TYPE_CHECKING:
+    from typing import Any
 
 if TYPE_CHECKING:
     from relay_cli.store import Record, RequestStore

@@ -4,7 +4,6 @@ options of a request, and the fingerprint that makes a retry the same request.""
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
 
 from ..core.command import Said, relay
 from ..core.digest import sha256_hex
@@ -15,6 +14,10 @@ from ..core.limits import (
     MIN_PREFIX,
     STATES,
 )
+
+TYPE_CHECKING = False  # (typing.TYPE_CHECKING, without importing typing: design.md §18)
+if TYPE_CHECKING:
+    from typing import Any
 
 if TYPE_CHECKING:
     from relay_cli.store import RequestStore

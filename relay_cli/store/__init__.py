@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ..core.clock import Clock
 from ..core.errors import RelayError
@@ -29,6 +28,8 @@ from .home import (
 )
 from .migrations import LATEST as LATEST_SCHEMA
 from .url import database_url, origin, refusal, shown
+
+TYPE_CHECKING = False  # (typing.TYPE_CHECKING, without importing typing: design.md §18)
 
 if TYPE_CHECKING:
     from .api import (

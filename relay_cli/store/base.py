@@ -9,7 +9,6 @@ import sqlite3
 import time
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
 
 from ..core.clock import Clock
 from ..core.errors import RelayError
@@ -23,6 +22,10 @@ from .sql_ops import OpsSQL
 from .sql_peers import PeersSQL
 from .sql_requests import RequestsSQL
 from .tables import TABLES
+
+TYPE_CHECKING = False  # (typing.TYPE_CHECKING, without importing typing: design.md §18)
+if TYPE_CHECKING:
+    from typing import Any, Callable
 
 if TYPE_CHECKING:
     from .api import Health, Statements

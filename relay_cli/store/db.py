@@ -6,13 +6,16 @@ import os
 import sqlite3
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from ..core.errors import RelayError
 from ..core.limits import BUSY_TIMEOUT_S
 from .home import COMPANIONS, DB_NAME, check_home, ensure_home
 from .migrations import LATEST, MIGRATIONS, REPAIRS, check_version
 from .views import sync as sync_views
+
+TYPE_CHECKING = False  # (typing.TYPE_CHECKING, without importing typing: design.md §18)
+if TYPE_CHECKING:
+    from typing import Any
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator

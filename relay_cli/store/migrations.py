@@ -14,9 +14,11 @@ same transaction just before its text.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
-
 from ..core.errors import RelayError
+
+TYPE_CHECKING = False  # (typing.TYPE_CHECKING, without importing typing: design.md §18)
+if TYPE_CHECKING:
+    from typing import Callable
 
 if TYPE_CHECKING:
     from .api import Database

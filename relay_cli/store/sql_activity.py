@@ -4,10 +4,12 @@ settings a person stores in the home (`relay notify set`)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from .sql_requests import CLAIMED_STATES
 from .tables import SESSIONS
+
+TYPE_CHECKING = False  # (typing.TYPE_CHECKING, without importing typing: design.md §18)
+if TYPE_CHECKING:
+    from typing import Any
 
 if TYPE_CHECKING:
     from .api import Row, Statements

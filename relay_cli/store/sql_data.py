@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
 
 from .tables import REQUEST_LISTED
+
+TYPE_CHECKING = False  # (typing.TYPE_CHECKING, without importing typing: design.md §18)
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable
-
 from .tables import LEDGER, LEDGER_LISTED
+
+TYPE_CHECKING = False  # (typing.TYPE_CHECKING, without importing typing: design.md §18)
+if TYPE_CHECKING:
+    from typing import Any, Iterable
 
 if TYPE_CHECKING:
     from .api import Row, Statements

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Collection
-
 from ..core.limits import CLAIMED_STATES as CLAIMED
 from ..core.limits import OPEN_STATES as OPEN
 from .tables import CLAIMS, DRAFTS, REQUEST_LISTED, REQUESTS
+
+TYPE_CHECKING = False  # (typing.TYPE_CHECKING, without importing typing: design.md §18)
+if TYPE_CHECKING:
+    from typing import Any, Collection
 
 if TYPE_CHECKING:
     from .api import Row, Statements

@@ -9,9 +9,11 @@ append-only, and this describes where they end up.
 
 from __future__ import annotations
 
-from typing import Iterable
-
 from ..core.record import record
+
+TYPE_CHECKING = False  # (typing.TYPE_CHECKING, without importing typing: design.md §18)
+if TYPE_CHECKING:
+    from typing import Iterable
 
 
 @record(frozen=True)  # (not a typing.NamedTuple: requests/states.py says why)

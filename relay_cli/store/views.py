@@ -15,7 +15,8 @@ replaces one whose definition differs from this relay's, when it opens the datab
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+TYPE_CHECKING = False  # (typing.TYPE_CHECKING, without importing typing: design.md §18)
+
 
 if TYPE_CHECKING:
     from .api import Database
