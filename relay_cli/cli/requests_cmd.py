@@ -331,7 +331,10 @@ def prepare(
                 ("draft expires", env.out.until(result["prepared_expires_at"], now)),
             ]
         )
-        env.out.command(relay("submit", result["id"]), "next: ")
+        # the submit is the sender's: the name this call was given on its command line
+        # goes with it (a session token never is printed; it stays where it was given)
+        sender = ("--as", as_) if as_ and not session else ()
+        env.out.command(relay("submit", result["id"], *sender), "next: ")
         env.out.para("a repeat of that submit is safe: it answers with the same request")
     return 0
 

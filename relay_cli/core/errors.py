@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-from .command import NO_SCOPE, Choices, Said, Scope, said
+from .command import NO_SCOPE, Choices, Said, Scope, relay, said
 from .limits import (
     DRAFT_TTL_S,
     KINDS,
@@ -63,9 +63,16 @@ class ExitStatus(IntEnum):
 class ErrorSpec:
     exit_code: int
     retryable: bool
-    hint: str
+    # prose, its commands as values: rendered with the call's scope flags (design.md §14)
+    said_hint: str | Said
     # Other exit statuses the code is reported with, each with when: (status, when).
     also_exits: tuple[tuple[int, str], ...] = ()
+
+    @property
+    def hint(self) -> str:
+        """The hint as one line of text, its commands without scope flags (as `relay
+        schema` and the reference list it)."""
+        return said(self.said_hint).text()
 
 
 # `relay run` and `relay once` start a command. When it cannot start, relay reports
@@ -142,9 +149,13 @@ ERRORS: dict[ErrorCode, ErrorSpec] = {
     "invalid_id": ErrorSpec(
         ExitStatus.USAGE,
         False,
-        "ids are UUIDs (`relay id` prints a new one); a command that names an existing "
-        f"request also takes a unique prefix of at least {MIN_PREFIX} characters; a retry passes the same "
-        "id again",
+        Said.of(
+            "ids are UUIDs (",
+            relay("id", scoped=False),
+            " prints a new one); a command that names an existing "
+            f"request also takes a unique prefix of at least {MIN_PREFIX} characters; a retry passes the same "
+            "id again",
+        ),
     ),
     "invalid_text": ErrorSpec(
         ExitStatus.USAGE,
@@ -177,13 +188,13 @@ ERRORS: dict[ErrorCode, ErrorSpec] = {
     "self_message": ErrorSpec(
         ExitStatus.USAGE,
         False,
-        "you cannot send to yourself; pick another peer (`relay peers list`)",
+        Said.of("you cannot send to yourself; pick another peer (", relay("peers", "list"), ")"),
     ),
     # 3: not found
     "request_not_found": ErrorSpec(
         ExitStatus.NOT_FOUND,
         False,
-        "no request has this id; check the id, or `relay list` to see requests",
+        Said.of("no request has this id; check the id, or ", relay("list"), " to see requests"),
     ),
     "unknown_peer": ErrorSpec(
         ExitStatus.NOT_FOUND,
@@ -201,7 +212,7 @@ ERRORS: dict[ErrorCode, ErrorSpec] = {
     "ledger_key_not_found": ErrorSpec(
         ExitStatus.NOT_FOUND,
         False,
-        "no ledger entry has this key; `relay ledger list` shows the keys",
+        Said.of("no ledger entry has this key; ", relay("ledger", "list"), " shows the keys"),
     ),
     # 4: conflict
     "request_id_conflict": ErrorSpec(
@@ -311,9 +322,13 @@ ERRORS: dict[ErrorCode, ErrorSpec] = {
     "unsafe_state_dir": ErrorSpec(
         ExitStatus.UNSAFE,
         False,
-        "the state directory must be a real directory (not a symlink) owned by you with "
-        "mode 0700; `relay doctor` explains and names the fix (`relay doctor --fix` sets "
-        "the modes of a home relay made, never of another directory)",
+        Said.of(
+            "the state directory must be a real directory (not a symlink) owned by you with "
+            "mode 0700; ",
+            relay("doctor"),
+            " explains and names the fix (its --fix sets the modes of a home relay made, "
+            "never of another directory)",
+        ),
     ),
     "schema_too_new": ErrorSpec(
         ExitStatus.UNSAFE,
@@ -323,8 +338,12 @@ ERRORS: dict[ErrorCode, ErrorSpec] = {
     "database_corrupt": ErrorSpec(
         ExitStatus.UNSAFE,
         False,
-        "relay.db is not a readable relay database; nothing was changed; move it aside "
-        "and ask the person, `relay doctor` reports details",
+        Said.of(
+            "relay.db is not a readable relay database; nothing was changed; move it aside "
+            "and ask the person, ",
+            relay("doctor"),
+            " reports details",
+        ),
     ),
     "storage_error": ErrorSpec(
         ExitStatus.UNSAFE,
@@ -356,8 +375,13 @@ ERRORS: dict[ErrorCode, ErrorSpec] = {
     "nothing_to_claim": ErrorSpec(
         ExitStatus.NOT_YET,
         True,
-        "nothing was taken (the message says why); a plain `relay claim` takes the oldest "
-        "queued request, `relay claim --wait 5m` waits for one",
+        Said.of(
+            "nothing was taken (the message says why); a plain ",
+            relay("claim"),
+            " takes the oldest queued request, ",
+            relay("claim", "--wait", "5m"),
+            " waits for one",
+        ),
     ),
     "busy": ErrorSpec(
         ExitStatus.NOT_YET,
@@ -444,12 +468,12 @@ class RelayError(Exception):
 
     def hint_said(self) -> Said:
         """The fixed hint, then the detail in parentheses, as prose with its commands."""
-        base = self.spec.hint if self._hint is None else self._hint
+        base = said(self.spec.said_hint if self._hint is None else self._hint).parts
         if not self.said:
-            return Said.of(base)
+            return Said.of(*base)
         if isinstance(self.said.parts[-1], Choices):  # the choices end it, one per line
-            return Said.of(base, "; ", *self.said.parts)
-        return Said.of(base, " (", *self.said.parts, ")")
+            return Said.of(*base, "; ", *self.said.parts)
+        return Said.of(*base, " (", *self.said.parts, ")")
 
     @property
     def hint(self) -> str:
