@@ -1,5 +1,7 @@
 """Wake waiter latency (design.md §12) and the CPU a waiting waiter uses.
 
+    python -m bench wake [--trials 50] [--cpu-seconds 60] [--code DIR]
+
 The waiter is a real ``relay hook claude --wake`` process fed a Claude Code Stop event, as
 Claude Code runs an asyncRewake hook. Once its row is in ``wake_waiters`` (it is then
 waiting), a ``send`` runs in this process through relay's own entry point so the moment its
@@ -13,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -23,6 +26,8 @@ from pathlib import Path
 
 from .common import RELAY, base_env, cleanup, join, median, new_id, pct, print_machine, relay
 from .latency import _commit_clock, inproc
+
+CODE: str | None = None  # --code DIR: the waiter runs the relay_cli found in DIR
 
 STOP = {
     "session_id": "bench-claude-session",
@@ -40,7 +45,8 @@ class WakeWaiter:
         self.home = home
         self.p = subprocess.Popen(
             [*RELAY, "hook", "claude", "--wake", *extra],
-            env=base_env(home, env),
+            env=base_env(home, {**env, **({"PYTHONPATH": CODE} if CODE else {})}),
+            cwd=CODE,  # (`python -m` looks in the working directory first)
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -101,7 +107,8 @@ def send_to_waiter(trials: int, log=print) -> dict:
                 input="the request's text",
             )
             wcode, err, exited = w.finish()
-            if code != 0 or wcode != 2 or rid not in err or "request's text" in err:
+            # the note names the request by a prefix of its id (announce.SHOWN_ID at least)
+            if code != 0 or wcode != 2 or rid[:12] not in err or "request's text" in err:
                 problems.append(f"send {code}, waiter {wcode}: {err[:200]!r}")
                 continue
             lat.append(exited - committed)
@@ -120,28 +127,42 @@ def send_to_waiter(trials: int, log=print) -> dict:
     return res
 
 
+def _proc_cpu(pid: int) -> float:
+    """User + system CPU seconds of a running process so far (/proc/PID/stat)."""
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        fields = f.read().rsplit(b")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
+
 def waiting_cpu(seconds: int, log=print) -> dict:
-    """CPU (user+sys, wait4's rusage) of a waiter that waits ``seconds`` and times out,
-    next to one that exits at once (a second waiter of the same session: start-up cost)."""
+    """CPU (user+sys) a waiter spends waiting: read from /proc/PID/stat once it has
+    recorded itself (and settled for a second) and again ``seconds`` later, then it is
+    ended with SIGTERM (exit 0). Its whole life's CPU (wait4's rusage) is shown beside,
+    next to one that exits at once (a second waiter of the same session: start-up)."""
     home = Path(tempfile.mkdtemp(prefix="relay-wake-cpu-")) / "home"
     agent = join(home, "agent", "24h")
     res = {"seconds": seconds, "problems": []}
-    w = WakeWaiter(home, agent, "--timeout", str(max(10, seconds)))
+    w = WakeWaiter(home, agent, "--timeout", str(seconds + 120))
     w.ready()
-    t0 = time.perf_counter()
+    time.sleep(1.0)
     quick = WakeWaiter(home, agent)
     qcode, _, _ = quick.finish()
     base = quick.rusage.ru_utime + quick.rusage.ru_stime
-    code, _, _ = w.finish(timeout=seconds + 120)
-    wall = time.perf_counter() - t0
+    time.sleep(0.5)
+    t0, c0 = time.perf_counter(), _proc_cpu(w.p.pid)
+    time.sleep(seconds)
+    t1, c1 = time.perf_counter(), _proc_cpu(w.p.pid)
+    w.p.send_signal(signal.SIGTERM)
+    code, _, _ = w.finish(timeout=120)
     cpu = w.rusage.ru_utime + w.rusage.ru_stime
     res.update(
         exit=code,
         second_waiter_exit=qcode,
-        wall_s=round(wall, 1),
-        cpu_s=round(cpu, 3),
+        waited_s=round(t1 - t0, 1),
+        cpu_waiting_s=round(c1 - c0, 3),
+        cpu_s_per_minute_waiting=round((c1 - c0) * 60 / max(t1 - t0, 1e-9), 3),
+        cpu_whole_life_s=round(cpu, 3),
         startup_cpu_s=round(base, 3),
-        cpu_s_per_minute_waiting=round((cpu - base) * 60 / max(wall, 1e-9), 3),
     )
     if code != 0 or qcode != 0:
         res["problems"].append(f"exits {code} / {qcode}, expected 0 / 0")
@@ -154,8 +175,13 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench wake")
     ap.add_argument("--trials", type=int, default=50)
     ap.add_argument("--cpu-seconds", type=int, default=60)
+    ap.add_argument("--code", help="run the waiter from the relay_cli in DIR (a checkout)")
     a = ap.parse_args(argv)
+    global CODE
+    CODE = a.code
     print_machine()
+    if CODE:
+        print(f"waiter: the relay_cli in {CODE}")
     r = [send_to_waiter(a.trials), waiting_cpu(a.cpu_seconds)]
     return 1 if any(x["problems"] for x in r) else 0
 

@@ -256,6 +256,34 @@ SETTINGS = {
 }
 
 
+NOTE_START = "[relay] "  # how a wake note of relay's starts (announce.OWN_STARTS)
+
+
+def _codex_user_turns(path: Path) -> list[str]:
+    """The text of every user message in one of Codex's thread-history databases."""
+    import sqlite3
+
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+    except sqlite3.Error:
+        return []
+    out = []
+    try:
+        rows = db.execute(
+            "SELECT item_json FROM thread_items WHERE item_type = 'userMessage' "
+            "ORDER BY created_at_ms"
+        ).fetchall()
+        for (doc,) in rows:
+            for part in json.loads(doc).get("content") or []:
+                if part.get("type") == "text" and isinstance(part.get("text"), str):
+                    out.append(part["text"])
+    except (sqlite3.Error, ValueError, AttributeError):
+        pass
+    finally:
+        db.close()
+    return out
+
+
 class Sandbox:
     """A throwaway HOME + relay state dir + a fake model, for one scenario."""
 
@@ -291,22 +319,16 @@ class Sandbox:
         )
         self.progs = {}
         # each runtime by its own name, as a person starts it (`relay run … -- codex` knows
-        # it is Codex by that name; `codex queue`, the Codex waiter's, needs it on PATH)
+        # it is Codex by that name; `codex queue`, the Codex waiter's, needs it on PATH).
+        # Codex as npm installs it: `codex` is a link to the package's Node script, which
+        # starts the native executable (the waiter runs that one itself: wake.py)
         for name, argv in programs(mods).items():
             shim = self.bin / name
-            # `codex queue … --message NOTE` (Codex's waiter): the note is kept, as a hook's
-            # output is, for e2e/tokens.py
-            keep = (
-                'if [ "$1" = queue ]; then m=; p=; for a in "$@"; do '
-                '[ "$p" = --message ] && m="$a"; p="$a"; done; '
-                f'printf %s "$m" > "$(mktemp "{self.events}/queue.XXXXXXXX")"; fi\n'
-                if name == "codex"
-                else ""
-            )
-            shim.write_text(
-                "#!/bin/sh\n" + keep + "exec " + " ".join(f"'{a}'" for a in argv) + ' "$@"\n'
-            )
-            shim.chmod(0o755)
+            if name == "codex":
+                shim.symlink_to(argv[-1])
+            else:
+                shim.write_text("#!/bin/sh\nexec " + " ".join(f"'{a}'" for a in argv) + ' "$@"\n')
+                shim.chmod(0o755)
             self.progs[name] = [str(shim)]
         self.mods = mods
         self.model = FakeModel(self.dir / "model.jsonl")
@@ -577,8 +599,14 @@ class Sandbox:
         return sorted(out, key=lambda e: e["t"])
 
     def queued_notes(self) -> list[str]:
-        """The note of every `codex queue --message NOTE` the Codex waiter ran."""
-        return [f.read_text() for f in sorted(self.events.glob("queue.*"))]
+        """The note of every `codex queue --message NOTE` the Codex waiter ran, read back
+        from the user turns Codex recorded (``$CODEX_HOME/thread_history_*.sqlite``, Codex
+        0.171.0) that start as relay's note does: the waiter runs the native executable
+        that runs the session, not a `codex` on PATH that could keep them (wake.py)."""
+        notes: list[str] = []
+        for f in sorted((self.home / ".codex").glob("thread_history_*.sqlite")):
+            notes += [n for n in _codex_user_turns(f) if n.startswith(NOTE_START)]
+        return list(dict.fromkeys(notes))
 
     def close(self) -> None:
         for p in self.procs:

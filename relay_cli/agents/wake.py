@@ -1,10 +1,12 @@
 """Wake waiters: `relay hook claude|codex|opencode --wake` (design.md §12).
 
 A waiter is a background hook process of one agent session. It waits -- without claiming
-anything, holding no lock while it sleeps (``due.poll``: PRAGMA data_version) --
-until a request for its peer is queued that relay has not yet told that session of, then
-wakes the session with a short note written by relay: each request's id prefix inside the
-command that claims it, its sender and size, never text from a peer (agents/announce.py).
+anything, holding no lock while it sleeps (``due.poll``: PRAGMA data_version, looked at
+when relay.db's files change where the system tells, wake_watch.py; on PostgreSQL on a
+NOTIFY) -- until a request for its peer is queued that relay has not yet told that
+session of, then wakes the session with a short note written by relay: each request's id
+prefix inside the command that claims it, its sender and size, never text from a peer
+(agents/announce.py).
 
 - Claude Code runs it as an ``asyncRewake`` hook: exit 2 wakes the model, with the note on
   stderr (the channel of a Claude Code blocking exit).
@@ -14,8 +16,9 @@ command that claims it, its sender and size, never text from a peer (agents/anno
 - Codex runs it as an ``async`` hook; the waiter wakes the session with
   ``codex queue --thread <session_id> --message <note>``, which arrives as a user turn, so
   the note says it comes from relay and not from the user; with ``--remote`` to the peer's
-  own app server when `relay run` started one (``RELAY_CODEX_REMOTE``). Opt-in
-  (design.md §12).
+  own app server when `relay run` started one (``RELAY_CODEX_REMOTE``); run by the native
+  Codex of the session where `codex` on PATH is npm's Node script
+  (``codex_server.queue_program``). Opt-in (design.md §12).
 
 One waiter per relay session: the waiter records itself (pid, process start, host) in
 ``wake_waiters``; a second one for the same session exits 0 at once, unless the recorded
@@ -24,7 +27,8 @@ ends (left, superseded, lease lapsed), when its timeout passes, when the runtime
 started it is gone, or on SIGTERM/SIGHUP/SIGINT. The ids it names are marked in the same
 transaction -- named (Claude Code), or pending until a turn carrying the note is seen
 (Codex) -- so no other waiter names them again and a concurrent Stop hook and Claude
-waiter never both announce the same request.
+waiter never both announce the same request; a waiter that ends with its note removes its
+row in that transaction too.
 """
 
 from __future__ import annotations
@@ -100,7 +104,7 @@ def run(store: Store, ev: Event, henv: HookEnv, timeout_s: int, *, runtime: str)
     if rt.wake is None:
         return 0, ""
     if rt.wake == "queue":
-        codex = shutil.which(rt.program, path=henv.environ.get("PATH"))
+        codex = _codex_program(henv, rt.program)
         if codex is None:
             return 0, ""  # nothing could deliver a wake-up
     me = Me.current()
@@ -120,16 +124,12 @@ def run(store: Store, ev: Event, henv: HookEnv, timeout_s: int, *, runtime: str)
         if registered is None:
             return 0, ""
         session_id, peer = registered
-        found = due.poll(
-            store,
-            lambda: _check(store, session_id, peer, me, runtime),
-            max(0.0, end - time.monotonic()),
-            on_tick=tick,
-        )
+        found = _wait(store, lambda: _check(store, session_id, peer, me, runtime), end, tick)
         if not isinstance(found, tuple):  # None (the time ran out) or _END
             return 0, ""
         ids, text = found
         if codex is None:
+            recorded.clear()  # (_check removed the row with the marks: nothing to undo)
             return WAKE_EXIT, text
         if not _codex_queue(henv, codex, ev.session_id, text):
             _forget_pending(store, session_id, ids)
@@ -140,6 +140,31 @@ def run(store: Store, ev: Event, henv: HookEnv, timeout_s: int, *, runtime: str)
         if recorded:  # (deletes only this process's row: none if nothing was committed)
             _unregister(store, recorded[0], me)
         _restore_signals(previous)
+
+
+def _wait(
+    store: Store,
+    check: Callable[[], tuple[list[str], str] | Literal["end"] | None],
+    end: float,
+    tick: Callable[[], None],
+) -> tuple[list[str], str] | Literal["end"] | None:
+    """``due.poll`` until ``end``: on SQLite asleep until relay.db's files change where the
+    system tells (wake_watch.py), else looking at ``data_version`` every poll interval."""
+    from .wake_watch import open_watch
+
+    watch = open_watch(store)
+    try:
+        return due.poll(
+            store,
+            check,
+            max(0.0, end - time.monotonic()),
+            on_tick=tick,
+            sleep=None if watch is None else watch.sleep,
+            interval=None if watch is None else watch.interval,
+        )
+    finally:
+        if watch is not None:
+            watch.close()
 
 
 def _register(
@@ -219,6 +244,9 @@ def _check(
         else:
             mark(marks, "named", ids)
             mark(marks, "told", ids)
+            # the waiter ends with this note: its row goes in the same commit (one write
+            # transaction, one fsync, less between the commit it saw and its exit)
+            store.delete_waiter(session_id, me.pid, me.start, me.host)
         store.put_hook_marks(session_id, blocks, marks, now, MAX_REMEMBERED_IDS)
         text = note(peer, shown, len(fresh) - len(shown), runtime)
         remember_own_prompt(store, session_id, text, now)
@@ -260,6 +288,17 @@ def _unregister(store: HookStore, session_id: str, me: Me) -> None:
             store.delete_waiter(session_id, me.pid, me.start, me.host)
     except Exception:  # noqa: BLE001 - a stale row is harmless: its process is gone
         pass
+
+
+def _codex_program(henv: HookEnv, program: str) -> str | None:
+    """What runs `codex queue`: `codex` on PATH, or, where that is the npm package's Node
+    script, the native Codex that runs this session (``codex_server.queue_program``)."""
+    found = shutil.which(program, path=henv.environ.get("PATH"))
+    if found is None:
+        return None
+    from .codex_server import queue_program  # (not at import: every hook run imports wake)
+
+    return queue_program(found)
 
 
 def _codex_queue(henv: HookEnv, codex: str, thread: str, text: str) -> bool:

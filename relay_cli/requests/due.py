@@ -151,13 +151,16 @@ def poll(
     check: Callable[[], T | None],
     timeout_s: float,
     on_tick: Callable[[], None] | None = None,
-    sleep: Callable[[float], None] | None = None,
+    sleep: Callable[[float], object] | None = None,
     on_block: Callable[[], None] | None = None,
+    interval: float | None = None,
 ) -> T | None:
     """Call ``check()`` now and again whenever the database changes or a deadline passes.
 
     Holds no lock while sleeping; notices another process's commit within
-    ``store.poll_interval`` (on PostgreSQL a notification ends the sleep at once).
+    ``store.poll_interval`` (on PostgreSQL a notification ends the sleep at once), or
+    ``interval`` where ``sleep`` itself ends when the database changes (the wake waiter's
+    file watch, agents/wake_watch.py).
     Returns the first non-None result of ``check``, or None when ``timeout_s`` passed.
     ``on_block`` is called once, when the first check found nothing and the wait begins.
     """
@@ -193,4 +196,4 @@ def poll(
             except RelayError as e:
                 if e.code != "database_unavailable":
                     raise
-        (sleep or store.pause)(min(store.poll_interval, remaining))
+        (sleep or store.pause)(min(interval or store.poll_interval, remaining))

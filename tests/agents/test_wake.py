@@ -507,3 +507,132 @@ def test_codex_first_prompt_starts_no_waiter_its_stop_names_the_work(relay, tmp_
     assert finish(w) == (0, "", "")
     (argv,) = [json.loads(line) for line in record.read_text().splitlines()]
     assert idle[:12] in argv[4] and rid[:8] not in argv[4] and late[:8] not in argv[4]
+
+
+# ------------------------------------------------- what runs `codex queue` (design.md §12)
+def npm_codex(root: Path) -> tuple[Path, Path]:
+    """Codex as npm installs it under ``root``: (`codex` on PATH, a link to the package's
+    Node script; the native executable that script starts)."""
+    nm = root / "lib" / "node_modules"
+    script = nm / "@openai" / "codex" / "bin" / "codex.js"
+    native = nm / "@openai" / "codex-linux-x64" / "vendor" / "x86_64-unknown-linux-musl"
+    native = native / "bin" / "codex"
+    for f in (script, native):
+        f.parent.mkdir(parents=True)
+        f.write_text("#!/bin/sh\n")
+        f.chmod(0o755)
+    link = root / "bin" / "codex"
+    link.parent.mkdir()
+    link.symlink_to(script)
+    return link, native
+
+
+def fake_proc(root: Path, chain: list[tuple[int, str]]) -> str:
+    """A /proc of the processes ``chain`` (pid, executable), each the parent of the one
+    before it."""
+    proc = root / "proc"
+    for (pid, exe), parent in zip(chain, [p for p, _ in chain[1:]] + [1], strict=True):
+        (proc / str(pid)).mkdir(parents=True)
+        (proc / str(pid) / "exe").symlink_to(exe)
+        name = os.path.basename(exe)
+        (proc / str(pid) / "stat").write_text(f"{pid} ({name}) S {parent} {pid} {pid} 0 -1\n")
+    return str(proc)
+
+
+def test_codex_queue_runs_the_native_codex_of_the_session_not_npms_node_script(tmp_path):
+    from relay_cli.agents import codex_server
+
+    path_codex, native = npm_codex(tmp_path / "npm")
+    assert codex_server.is_npm_script(str(path_codex))
+    # relay's waiter <- the shell Codex ran the hook in <- Codex's app server
+    proc = fake_proc(tmp_path, [(300, "/usr/bin/bash"), (200, str(native)), (100, "/sbin/x")])
+    assert codex_server.queue_program(str(path_codex), start=300, proc=proc) == str(native)
+    # no Codex among the nearest ancestors: the Node script, as before
+    proc = fake_proc(tmp_path / "other", [(30, "/usr/bin/bash"), (20, "/usr/bin/python3")])
+    assert codex_server.queue_program(str(path_codex), start=30, proc=proc) == str(path_codex)
+
+
+def test_codex_queue_runs_path_codex_when_it_is_not_npms_node_script(tmp_path):
+    """A native `codex` on PATH, or anything else named codex (a test's stand-in), is run
+    as it is, whatever runs above the waiter."""
+    from relay_cli.agents import codex_server
+
+    _, native = npm_codex(tmp_path / "npm")
+    stand_in = tmp_path / "bin" / "codex"
+    stand_in.parent.mkdir()
+    stand_in.write_text("#!/bin/sh\n")
+    proc = fake_proc(tmp_path, [(300, "/usr/bin/bash"), (200, str(native))])
+    for program in (native, stand_in):
+        assert not codex_server.is_npm_script(str(program))
+        assert codex_server.queue_program(str(program), start=300, proc=proc) == str(program)
+
+
+def test_an_ancestor_codex_is_native_and_near(tmp_path):
+    from relay_cli.agents import codex_server
+
+    _, native = npm_codex(tmp_path / "npm")
+    far = [(10 + i, "/usr/bin/bash") for i in range(codex_server._ANCESTORS)]
+    proc = fake_proc(tmp_path, [*far, (5, str(native))])
+    assert codex_server.running_codex(10, proc) is None  # too far up to be the session's
+    proc = fake_proc(tmp_path / "2", [(10, "/usr/bin/node"), (5, str(native) + " (deleted)")])
+    assert codex_server.running_codex(10, proc) is None  # replaced since it started
+    assert codex_server.running_codex(10, str(tmp_path / "nothing")) is None
+
+
+# ------------------------------------------------------------- how the waiter sleeps
+def test_the_waiter_sleeps_on_the_file_watch_where_there_is_one(monkeypatch):
+    """On SQLite (wake_watch.open_watch gives a watch) the waiter's poll sleeps on it,
+    with the watch's interval, and removes it when the wait ends; without one it looks at
+    data_version every poll interval as other waits do."""
+    from relay_cli.agents import wake, wake_watch
+
+    class Watch:
+        interval = 1.0
+        closed = False
+
+        def sleep(self, seconds):
+            return False
+
+        def close(self):
+            self.closed = True
+
+    watch = Watch()
+    calls = []
+
+    def poll(store, check, timeout_s, **kw):
+        calls.append(kw)
+        return "end"
+
+    monkeypatch.setattr(wake.due, "poll", poll)
+    monkeypatch.setattr(wake_watch, "open_watch", lambda store: watch)
+    assert wake._wait(object(), lambda: None, time.monotonic() + 5, lambda: None) == "end"
+    assert calls[-1]["sleep"] == watch.sleep and calls[-1]["interval"] == 1.0
+    assert watch.closed
+    monkeypatch.setattr(wake_watch, "open_watch", lambda store: None)
+    wake._wait(object(), lambda: None, time.monotonic() + 5, lambda: None)
+    assert calls[-1]["sleep"] is None and calls[-1]["interval"] is None
+
+
+def test_a_waiter_that_ends_freezes_what_it_holds_for_a_short_exit(relay, session, monkeypatch):
+    """The process ends right after the waiter (the runtime acts on its exit): Python's
+    last collection need not walk what it holds (hook_run._ending)."""
+    import gc
+
+    from relay_cli.agents import hook, hook_run, wake
+
+    frozen = []
+    monkeypatch.setattr(gc, "freeze", lambda: frozen.append(True))
+    monkeypatch.setattr(wake, "run", lambda *a, **kw: (2, "note"))
+    ev = hook.parse(event("claude", "stop", session_id=session.sid).encode())
+    doc, code, note = hook_run.respond(
+        lambda: None,
+        ev,
+        "claude",
+        as_="agent-1",
+        kind=None,
+        lease=None,
+        wake=True,
+        timeout=None,
+        environ={},
+    )
+    assert (doc, code, note) == (None, 2, "note") and frozen == [True]
