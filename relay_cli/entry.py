@@ -4,7 +4,9 @@ A runtime runs relay's hooks for every session, whoever uses relay (design.md §
 someone who is not using relay (no ``--as``, ``RELAY_PEER`` or ``RELAY_SESSION``) a hook
 has nothing to do, so `relay hook RUNTIME` then reads its event and exits 0 before the
 command line is even imported (0.03-0.05 s of CPU instead of 0.2 s per hook, measured
-with /usr/bin/time; a Claude Code run fires six).
+with /usr/bin/time; a Claude Code run fires six). So does a wake waiter where its runtime
+would wait for it in the foreground (Claude Code's print mode and SDK: the waiter does
+nothing there, design.md §12), which a headless Claude Code run starts twice.
 """
 
 from __future__ import annotations
@@ -19,17 +21,30 @@ HOOK_RUNTIMES = (
     "opencode",
     "copilot",
 )  # runtimes.NAMES (a test checks)
+# the variables that say a runtime runs its background hooks in the background, and the
+# values that mean it does (runtimes.Runtime.background_when; a test checks)
+BACKGROUND_WHEN = {
+    "claude": {"CLAUDE_CODE_SESSION_ATTENDED": ("1",), "CLAUDE_CODE_ENTRYPOINT": ("cli",)},
+}
 MAX_DRAIN = 16 * 1024 * 1024 + 1
 
 
 def idle_hook(argv: list[str], environ) -> bool:
-    """`relay hook RUNTIME ...` run with no identity at all (and not asking for help)."""
+    """`relay hook RUNTIME ...` with nothing to do (and not asking for help): run with no
+    identity at all, or a wake waiter its runtime would wait for in the foreground."""
     if len(argv) < 2 or argv[0] != "hook" or argv[1] not in HOOK_RUNTIMES:
         return False
+    rest = argv[2:]
+    if any(a in ("-h", "--help") for a in rest):
+        return False
+    if "--wake" in rest and not environ.get("RELAY_DEBUG"):  # (debugging: the whole path)
+        for var, values in BACKGROUND_WHEN.get(argv[1], {}).items():
+            value = environ.get(var)
+            if value is not None and value not in values:
+                return True
     if environ.get("RELAY_PEER") or environ.get("RELAY_SESSION"):
         return False
-    rest = argv[2:]
-    return not any(a in ("--as", "-h", "--help") or a.startswith("--as=") for a in rest)
+    return not any(a == "--as" or a.startswith("--as=") for a in rest)
 
 
 def _drain_stdin() -> None:

@@ -173,3 +173,30 @@ def test_the_answer_is_the_same_through_the_command_line(tmp_path, runtime):
     assert first == second
     assert any("boss" in out for _, _, out, _ in first)
     assert all(json.loads(out) for _, _, out, _ in first if out)
+
+
+def test_a_waiter_claude_code_would_wait_for_exits_before_relay_is_imported():
+    """In Claude Code's print mode and SDK a wake waiter does nothing (design.md §12): the
+    entry point ends it before relay is imported, as the runtime table says when."""
+    from relay_cli import entry
+
+    assert entry.BACKGROUND_WHEN == {
+        r.name: r.background_when for r in runtimes.ALL if r.background_when
+    }
+    peer = {"RELAY_PEER": "w", "RELAY_SESSION": "t"}
+    wake = ["hook", "claude", "--wake"]
+    assert entry.idle_hook(wake, {**peer, "CLAUDE_CODE_ENTRYPOINT": "sdk-py"})
+    assert entry.idle_hook(wake, {**peer, "CLAUDE_CODE_SESSION_ATTENDED": "0"})
+    # in the TUI it waits; without --wake it is a hook; debugging takes the whole path
+    tui = {**peer, "CLAUDE_CODE_ENTRYPOINT": "cli", "CLAUDE_CODE_SESSION_ATTENDED": "1"}
+    assert not entry.idle_hook(wake, tui)
+    assert not entry.idle_hook(["hook", "claude"], {**peer, "CLAUDE_CODE_ENTRYPOINT": "sdk-py"})
+    assert not entry.idle_hook(
+        wake, {**peer, "CLAUDE_CODE_ENTRYPOINT": "sdk-py", "RELAY_DEBUG": "1"}
+    )
+    assert not entry.idle_hook([*wake, "--help"], {**peer, "CLAUDE_CODE_ENTRYPOINT": "sdk-py"})
+    # and the runtime table agrees on each of these environments
+    for environ in ({"CLAUDE_CODE_ENTRYPOINT": "sdk-py"}, tui, peer):
+        assert entry.idle_hook(wake, {**peer, **environ}) == runtimes.CLAUDE.waits_in_foreground(
+            environ
+        )
