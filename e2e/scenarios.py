@@ -806,8 +806,9 @@ def asks_permission(sb: Sandbox, runtime: str, variant: str = "") -> dict:
 
 
 def _observed(sb: Sandbox) -> list[str]:
-    """The events relay only observes that reached it, in order."""
-    seen = [e["event"].get("hook_event_name") for e in sb.hook_events()]
+    """The events relay only observes that reached it, in order. (A hook still starting has
+    an empty event file, read as None: it is counted at a later look, once written.)"""
+    seen = [e["event"].get("hook_event_name") for e in sb.hook_events() if e["event"]]
     return [n for n in seen if n not in ("SessionStart", "UserPromptSubmit", "Stop", "SessionEnd")]
 
 
