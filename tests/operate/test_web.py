@@ -324,6 +324,52 @@ def test_stopping_ends_every_connection_and_waits_for_its_thread(home):
         store.close()
 
 
+@pytest.mark.skipif(not hasattr(signal, "pthread_kill"), reason="no pthread_kill")
+def test_a_signal_ends_the_wait_whichever_thread_the_system_gives_it_to(home):
+    """Python runs a signal's handler in the main thread only once the main thread
+    runs again: a signal handled in another thread, or in the main one just before its
+    wait began, left `relay web` waiting (serve_forever's wait, an hour long) instead of
+    stopping. The view's wait also watches the signal wakeup fd."""
+    from relay_cli.operate.web import hub as hubs
+    from relay_cli.operate.web import server as servers
+
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signal handlers are the main thread's")
+    home.join("alice")
+    store = home.open_store()
+    server = servers.make_server(hubs.Hub(store), 0)
+    ended = threading.Event()
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    def other_thread() -> None:
+        time.sleep(0.3)
+        signal.pthread_kill(threading.get_ident(), signal.SIGUSR1)  # handled here
+        if not ended.wait(5):  # (a guard: the test fails, never hangs)
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1)
+
+    wakeup = signal.set_wakeup_fd(-1)  # (what it is: pytest's, if any)
+    signal.set_wakeup_fd(wakeup)
+    before = signal.signal(signal.SIGUSR1, interrupt)
+    sender = threading.Thread(target=other_thread, daemon=True)
+    try:
+        sender.start()
+        t0 = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            server.serve_until_signal()
+        took = time.monotonic() - t0
+        ended.set()
+        sender.join(10)
+        assert took < 3, took
+        assert signal.set_wakeup_fd(wakeup) == wakeup  # it put back the one it found
+    finally:
+        ended.set()
+        signal.signal(signal.SIGUSR1, before)
+        server.stop()
+        store.close()
+
+
 # ------------------------------------------------------------------ what the page is sent
 def test_the_document_shows_what_the_database_holds_in_watchs_order(relay):
     ids = busy_web_home(relay)

@@ -22,6 +22,8 @@ from __future__ import annotations
 import errno
 import hmac
 import secrets
+import selectors
+import signal
 import socket
 import threading
 import time
@@ -98,6 +100,50 @@ class WebServer(ThreadingHTTPServer):
         # its socket, so stop never shuts down a socket that was closed
         self._open: dict[threading.Thread, socket.socket] = {}
         self._lock = threading.Lock()
+
+    def serve_until_signal(self) -> None:
+        """Answer connections until a signal's handler raises (the view's handlers raise
+        KeyboardInterrupt). Not ``serve_forever``: its wait would not end for a signal
+        that came while this thread ran Python code just before it (the handler runs
+        only once the wait returns, after its interval). Here every signal that has a
+        Python handler writes to a socket this wait watches (``signal.set_wakeup_fd``),
+        so the wait ends and the handler runs, whenever the signal came."""
+        wake, waker = socket.socketpair()
+        wake.setblocking(False)
+        waker.setblocking(False)
+        self.socket.setblocking(False)  # (a connection gone before accept() is no wait)
+        before = signal.set_wakeup_fd(waker.fileno(), warn_on_full_buffer=False)
+        try:
+            with selectors.DefaultSelector() as selector:
+                selector.register(self, selectors.EVENT_READ)
+                selector.register(wake, selectors.EVENT_READ)
+                while True:
+                    for key, _ in selector.select():
+                        if key.fileobj is wake:
+                            try:
+                                wake.recv(64)  # (the handler runs now, in this thread)
+                            except OSError:
+                                pass
+                        else:
+                            self._accept()
+        finally:
+            signal.set_wakeup_fd(before)
+            wake.close()
+            waker.close()
+
+    def _accept(self) -> None:
+        """Give the connection that waits a thread of its own (serve_forever's step)."""
+        try:
+            request, client_address = self.get_request()
+        except OSError:  # (it went away before it was accepted)
+            return
+        try:
+            self.process_request(request, client_address)
+        except Exception:  # noqa: BLE001 - no thread for it: that connection is closed
+            self.shutdown_request(request)
+        except BaseException:
+            self.shutdown_request(request)
+            raise
 
     def process_request(self, request: Any, client_address: Any) -> None:
         # (a daemon: one that outlived stop's wait would not keep the process alive)
@@ -176,9 +222,7 @@ def serve(store: Store, scope: Scope, port: int, ready: Callable[[str], None]) -
     try:
         hub.start()
         ready(f"http://{ADDRESS}:{server.server_port}/?token={server.token}")
-        # (a signal ends the wait at once: the interval is only how often it looks for
-        # a shutdown() from another thread, which nothing here calls)
-        server.serve_forever(poll_interval=3600)
+        server.serve_until_signal()
     finally:
         server.stop()
 
