@@ -54,7 +54,12 @@ def web(
     unless --no-open or there is no display.
     """
     env = Env(json_, home, creates=False)
-    saved = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    saved = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+    for sig in STOP_SIGNALS:
+        # (Ctrl-C as Python left it: ignored when relay's caller ignored it, as a shell
+        # script does for a command it runs in the background)
+        if sig != signal.SIGINT or saved[sig] is not signal.SIG_IGN:
+            signal.signal(sig, _interrupt)
     opened: list[str] = []
     try:
         store = env.store  # a missing home is refused before anything listens
@@ -84,8 +89,15 @@ def web(
     return 0
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 def _interrupt(signum: int, frame: FrameType | None) -> NoReturn:
-    """SIGTERM and SIGHUP end the view like Ctrl-C."""
+    """Ctrl-C, SIGTERM and SIGHUP end the view, the first of them: another one while it
+    stops (it waits for its threads to be done with the database) is ignored, so it
+    never cuts that short and closes the database under a thread still reading it."""
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
     raise KeyboardInterrupt
 
 

@@ -13,6 +13,7 @@ import socket
 import stat
 import subprocess
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -236,6 +237,137 @@ def test_ctrl_c_ends_it_and_leaves_nothing_running(home, how):
     assert "Traceback" not in err
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", served.port), timeout=2).close()
+
+
+def test_stopping_waits_for_a_reader_and_then_nothing_touches_the_store(home):
+    """The store is closed once the view stopped (design.md §17); closing a SQLite
+    connection while another thread runs a statement on it crashes the process. So the
+    hub's stop waits for a request that is reading, and a request after it is refused
+    without touching the store."""
+    from relay_cli.operate.web import hub as hubs
+
+    home.join("alice")
+    store = home.open_store()
+    hub = hubs.Hub(store)
+    inside, go_on = threading.Event(), threading.Event()
+    reads = []
+    real_read = hub._read
+
+    def slow_read():
+        reads.append(1)
+        inside.set()
+        go_on.wait(10)
+        return real_read()
+
+    hub._read = slow_read  # type: ignore[method-assign]
+    reader = threading.Thread(target=hub.snapshot)
+    stopping = threading.Thread(target=hub.stop)
+    try:
+        hub.start()
+        reader.start()
+        assert inside.wait(10)
+        stopping.start()
+        stopping.join(0.5)
+        assert stopping.is_alive()  # the reader holds the connection: stop waits
+        go_on.set()
+        stopping.join(10)
+        reader.join(10)
+        assert not stopping.is_alive() and not reader.is_alive()
+        assert not hub._thread.is_alive()
+        with pytest.raises(hubs.Stopped):
+            hub.snapshot()
+        with pytest.raises(hubs.Stopped):
+            hub.text(new_id())
+        assert reads == [1]
+    finally:
+        go_on.set()
+        store.close()
+
+
+def test_stopping_ends_every_connection_and_waits_for_its_thread(home):
+    """A page's event stream, and a connection that never sent its request (its thread
+    waits up to 30 s for it), end when the view stops, and their threads are waited for
+    before the store is closed."""
+    from relay_cli.operate.web import hub as hubs
+    from relay_cli.operate.web import server as servers
+
+    home.join("alice")
+    store = home.open_store()
+    server = servers.make_server(hubs.Hub(store), 0)
+    # (the accept loop in a thread of its own: the view's wait takes the main thread's
+    # signals, which a test cannot give it)
+    accepting = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    stream = http.client.HTTPConnection("127.0.0.1", server.server_port, timeout=10)
+    idle = socket.create_connection(("127.0.0.1", server.server_port), timeout=10)
+    try:
+        server.hub.start()
+        accepting.start()
+        stream.request("GET", f"/events?token={server.token}")
+        assert stream.getresponse().fp.readline() == b"retry: 1000\n"
+
+        def requests() -> list[threading.Thread]:
+            return [t for t in threading.enumerate() if t.name == "relay-web-request"]
+
+        deadline = time.monotonic() + 10
+        while len(requests()) < 2:  # (the idle one's thread waits for its request line)
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        server.shutdown()
+        t0 = time.monotonic()
+        server.stop()
+        assert time.monotonic() - t0 < 3
+        assert requests() == [] and not server.hub._thread.is_alive()
+        assert idle.recv(1) == b""  # its connection was ended, not left waiting
+    finally:
+        stream.close()
+        idle.close()
+        store.close()
+
+
+@pytest.mark.skipif(not hasattr(signal, "pthread_kill"), reason="no pthread_kill")
+def test_a_signal_ends_the_wait_whichever_thread_the_system_gives_it_to(home):
+    """Python runs a signal's handler in the main thread only once the main thread
+    runs again: a signal handled in another thread, or in the main one just before its
+    wait began, left `relay web` waiting (serve_forever's wait, an hour long) instead of
+    stopping. The view's wait also watches the signal wakeup fd."""
+    from relay_cli.operate.web import hub as hubs
+    from relay_cli.operate.web import server as servers
+
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signal handlers are the main thread's")
+    home.join("alice")
+    store = home.open_store()
+    server = servers.make_server(hubs.Hub(store), 0)
+    ended = threading.Event()
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    def other_thread() -> None:
+        time.sleep(0.3)
+        signal.pthread_kill(threading.get_ident(), signal.SIGUSR1)  # handled here
+        if not ended.wait(5):  # (a guard: the test fails, never hangs)
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1)
+
+    wakeup = signal.set_wakeup_fd(-1)  # (what it is: pytest's, if any)
+    signal.set_wakeup_fd(wakeup)
+    before = signal.signal(signal.SIGUSR1, interrupt)
+    sender = threading.Thread(target=other_thread, daemon=True)
+    try:
+        sender.start()
+        t0 = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            server.serve_until_signal()
+        took = time.monotonic() - t0
+        ended.set()
+        sender.join(10)
+        assert took < 3, took
+        assert signal.set_wakeup_fd(wakeup) == wakeup  # it put back the one it found
+    finally:
+        ended.set()
+        signal.signal(signal.SIGUSR1, before)
+        server.stop()
+        store.close()
 
 
 # ------------------------------------------------------------------ what the page is sent

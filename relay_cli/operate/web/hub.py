@@ -12,7 +12,10 @@ is not read again (at least every ``REFRESH_S`` it is: a peer's wakeup moves wit
 
 The connection serves one thread at a time (``_db``): the hub's thread holds it except
 while it sleeps, and a request for a page's fresh snapshot or a request's text takes it
-in between.
+in between. ``stop`` ends the hub's thread and then takes the connection one last time:
+once it returns, no thread is using the store or will use it again (a request that asks
+afterwards is refused without touching it), so the caller may close the store. Closing a
+SQLite connection while another thread runs a statement on it crashes the process.
 """
 
 from __future__ import annotations
@@ -48,6 +51,10 @@ class _Idle(Exception):
     """Raised out of ``poll`` when nobody listens any more or the view stops."""
 
 
+class Stopped(Exception):
+    """The view stopped: the store is not used any more (it may be closed already)."""
+
+
 class Hub:
     def __init__(self, store: Store, scope: Scope = NO_SCOPE) -> None:
         self.store = store
@@ -66,6 +73,7 @@ class Hub:
         self._mark: int | None = None
         self._due: int | None = None
         self._read_at = 0.0
+        self._closed = False  # (guarded by _db) set by stop: nothing uses the store again
         self._thread = threading.Thread(target=self._run, name="relay-web-hub", daemon=True)
 
     # ------------------------------------------------------------- for the server
@@ -73,11 +81,25 @@ class Hub:
         self._thread.start()
 
     def stop(self) -> None:
+        """Stop the hub's thread and wait for it, and for any request that is reading the
+        database, to be done with the store: after this, nothing here touches it."""
         with self._changed:
             self.stopped = True
             self._changed.notify_all()
         if self._thread.is_alive():
-            self._thread.join(timeout=5)
+            # (it ends within a poll interval: it looks at ``stopped`` after every sleep;
+            # a statement it runs meanwhile ends by the store's own deadline)
+            self._thread.join()
+        with self._db:  # whoever holds the connection is done with it
+            self._closed = True
+
+    @contextmanager
+    def _connection(self) -> Iterator[None]:
+        """Hold the store's connection; refused (``Stopped``) once the hub has stopped."""
+        with self._db:
+            if self._closed:
+                raise Stopped
+            yield
 
     @contextmanager
     def listening(self) -> Iterator[None]:
@@ -93,8 +115,9 @@ class Hub:
 
     def snapshot(self) -> tuple[int, bytes]:
         """Read the database now; the document (its version and JSON). A RelayError
-        (the database busy or gone) is published as the document and raised."""
-        with self._db:
+        (the database busy or gone) is published as the document and raised; ``Stopped``
+        once the view stops."""
+        with self._connection():
             try:
                 doc = self._read()
             except RelayError as e:
@@ -113,9 +136,9 @@ class Hub:
 
     def text(self, request_id: str) -> JsonObject:
         """A request's text and reply, for the page that asked (design.md §17): by its
-        full id, as the page names it."""
+        full id, as the page names it; ``Stopped`` once the view stops."""
         request_id = validate.validate_id(request_id)
-        with self._db, unit(self.store, write=False):
+        with self._connection(), unit(self.store, write=False):
             row = lifecycle.get(self.store, request_id)
             return text_doc(objects.request_object(row, text=True, reply=True))
 
@@ -127,10 +150,12 @@ class Hub:
                 if self.stopped:
                     return
             try:
-                with self._db:
+                with self._connection():
                     poll(self.store, self._check, POLL_SPAN_S, sleep=self._pause)
             except _Idle:
                 continue
+            except Stopped:
+                return
             except RelayError:  # published by _check
                 pass
             except Exception as e:  # noqa: BLE001 - relay's own bug: said on the page

@@ -22,14 +22,18 @@ from __future__ import annotations
 import errno
 import hmac
 import secrets
+import selectors
+import signal
 import socket
+import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import parse_qs, urlsplit
 
 from ...core.errors import RelayError
-from .hub import Hub
+from .hub import Hub, Stopped
 
 if TYPE_CHECKING:
     from ...core.command import Scope
@@ -41,6 +45,7 @@ ADDRESS = "127.0.0.1"
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 KEEPALIVE_S = 15.0  # an event stream says something this often, so a dead one is noticed
 RECONNECT_MS = 1000  # how soon a browser reconnects a broken event stream
+END_S = 5.0  # how long the view waits, as it stops, for its connections' threads to end
 TOKEN_PLACE = "__RELAY_TOKEN__"  # where index.html takes the token (its asset URLs)
 HEADERS = {
     "Content-Security-Policy": "; ".join(
@@ -79,10 +84,106 @@ def page_files() -> dict[str, bytes]:
 
 
 class WebServer(ThreadingHTTPServer):
-    daemon_threads = True  # a page's open event stream never keeps the process alive
+    """One thread per connection, each known to the server (``_open``) so that ``stop``
+    can end them all and wait for them before the store is closed and the interpreter
+    exits (a thread still reading the database then would crash the process)."""
+
     hub: Hub
     token: str
     files: dict[str, bytes]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # each connection's thread and its socket: added by the main thread before the
+        # thread starts (without the lock, which a signal's KeyboardInterrupt there could
+        # leave taken); the thread removes itself, holding the lock, before it closes
+        # its socket, so stop never shuts down a socket that was closed
+        self._open: dict[threading.Thread, socket.socket] = {}
+        self._lock = threading.Lock()
+
+    def serve_until_signal(self) -> None:
+        """Answer connections until a signal's handler raises (the view's handlers raise
+        KeyboardInterrupt). Not ``serve_forever``: its wait would not end for a signal
+        that came while this thread ran Python code just before it (the handler runs
+        only once the wait returns, after its interval). Here every signal that has a
+        Python handler writes to a socket this wait watches (``signal.set_wakeup_fd``),
+        so the wait ends and the handler runs, whenever the signal came."""
+        wake, waker = socket.socketpair()
+        wake.setblocking(False)
+        waker.setblocking(False)
+        self.socket.setblocking(False)  # (a connection gone before accept() is no wait)
+        before = signal.set_wakeup_fd(waker.fileno(), warn_on_full_buffer=False)
+        try:
+            with selectors.DefaultSelector() as selector:
+                selector.register(self, selectors.EVENT_READ)
+                selector.register(wake, selectors.EVENT_READ)
+                while True:
+                    for key, _ in selector.select():
+                        if key.fileobj is wake:
+                            try:
+                                wake.recv(64)  # (the handler runs now, in this thread)
+                            except OSError:
+                                pass
+                        else:
+                            self._accept()
+        finally:
+            signal.set_wakeup_fd(before)
+            wake.close()
+            waker.close()
+
+    def _accept(self) -> None:
+        """Give the connection that waits a thread of its own (serve_forever's step)."""
+        try:
+            request, client_address = self.get_request()
+        except OSError:  # (it went away before it was accepted)
+            return
+        try:
+            self.process_request(request, client_address)
+        except Exception:  # noqa: BLE001 - no thread for it: that connection is closed
+            self.shutdown_request(request)
+        except BaseException:
+            self.shutdown_request(request)
+            raise
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        # (a daemon: one that outlived stop's wait would not keep the process alive)
+        thread = threading.Thread(
+            target=self.process_request_thread,
+            args=(request, client_address),
+            name="relay-web-request",
+            daemon=True,
+        )
+        self._open[thread] = request
+        thread.start()
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            self.finish_request(request, client_address)
+        except Exception:  # noqa: BLE001 - (as socketserver's own)
+            self.handle_error(request, client_address)
+        finally:
+            with self._lock:  # (before its socket is closed: stop never touches it after)
+                self._open.pop(threading.current_thread(), None)
+            self.shutdown_request(request)
+
+    def stop(self) -> None:
+        """End everything the view started, in this order: the hub (after which nothing
+        uses the store), every connection (its socket shut down, which ends a read or
+        write it waits in; a page's event stream ends with the hub) and its thread,
+        waited for; then the listening socket is closed."""
+        self.hub.stop()
+        with self._lock:
+            threads = list(self._open.items())
+            for _, conn in threads:
+                try:
+                    conn.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass  # the page had gone already
+        deadline = time.monotonic() + END_S
+        for thread, _ in threads:
+            if thread.is_alive():  # (not one that never started)
+                thread.join(max(0.0, deadline - time.monotonic()))
+        self.server_close()
 
     def handle_error(self, request: object, client_address: object) -> None:
         """A connection that broke is the browser's business: nothing is printed (the
@@ -111,20 +212,19 @@ def make_server(hub: Hub, port: int) -> WebServer:
 
 
 def serve(store: Store, scope: Scope, port: int, ready: Callable[[str], None]) -> None:
-    """Serve the view of ``store`` until interrupted (KeyboardInterrupt, or any exception
-    raised in this thread); ``ready(url)`` is called once it listens. Everything it
-    started (the hub's thread, the socket) is stopped and closed however it ends."""
+    """Serve the view of ``store`` until interrupted (KeyboardInterrupt from a signal's
+    handler, or any exception raised in this thread, the main one); ``ready(url)`` is
+    called once it listens. Everything it started (the hub's thread, each connection's,
+    the sockets) is stopped, waited for and closed however it ends: when it returns,
+    nothing uses ``store`` any more, and it may be closed."""
     hub = Hub(store, scope)
     server = make_server(hub, port)
     try:
         hub.start()
         ready(f"http://{ADDRESS}:{server.server_port}/?token={server.token}")
-        # (a signal ends the wait at once: the interval is only how often it looks for
-        # a shutdown() from another thread, which nothing here calls)
-        server.serve_forever(poll_interval=3600)
+        server.serve_until_signal()
     finally:
-        hub.stop()
-        server.server_close()
+        server.stop()
 
 
 def host_is_loopback(host: str | None) -> bool:
@@ -167,6 +267,11 @@ class Handler(BaseHTTPRequestHandler):
             self._get()
         except (BrokenPipeError, ConnectionResetError):
             pass  # the page went away
+        except Stopped:  # the view is stopping (its socket is shut down, or soon will be)
+            try:
+                self._send(503, b"503 relay web is stopping\n")
+            except OSError:
+                pass
         except Exception as e:  # noqa: BLE001 - relay's own bug: said, never a traceback
             self._send(500, f"500 internal_error: {type(e).__name__}\n".encode())
 
@@ -236,6 +341,8 @@ class Handler(BaseHTTPRequestHandler):
                         self._event(body)
         except (BrokenPipeError, ConnectionResetError, socket.timeout, OSError):
             return  # the page went away
+        except Stopped:
+            return  # the view is stopping
 
     def _event(self, body: bytes) -> None:
         self.wfile.write(b"data: " + body + b"\n\n")
