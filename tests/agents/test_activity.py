@@ -327,9 +327,17 @@ def test_working_with_no_event_for_long_says_so_and_nothing_more(relay, tmp_path
 
 
 @pytest.mark.parametrize("runtime", ["claude", "codex", "gemini", "copilot"])
-def test_install_registers_the_observed_events_and_uninstall_removes_them(relay, tmp_path, runtime):
+def test_install_registers_the_observed_events_and_uninstall_removes_them(
+    relay, tmp_path, runtime, monkeypatch
+):
     from relay_cli.agents import runtimes
 
+    # a person's home of its own: never the machine's settings, nor another test's
+    for var in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "GEMINI_CLI_HOME", "XDG_CONFIG_HOME"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.delenv("COPILOT_HOME", raising=False)
+    (tmp_path / "person").mkdir()
+    relay.env["HOME"] = str(tmp_path / "person")
     rt = runtimes.BY_NAME[runtime]
     dry = relay("hook", "install", runtime, "--dry-run", "--json").json
     assert set(rt.observes) <= {a["event"] for a in dry["added"]}
