@@ -16,7 +16,6 @@ from ..core.command import Choices, Said, relay
 from ..core.errors import RelayError
 from ..core.limits import DEFAULT_WAIT_S, TAIL_BYTES, WAIT
 from ..core.output import LEDGER_STYLES, Col, Output, inert, iso_age
-from ..core.process import command_argv
 from ..requests import validate
 from . import complete
 from .app import Env, HomeOpt, JsonOpt, RelayGroup, app, duration, examples, lazy_module
@@ -299,6 +298,8 @@ def once(
 ) -> int:
     env = Env(json_, home)
     ledger.validate_key(key)
+    from ..core.process import command_argv
+
     argv = command_argv(cmd, runner.USAGE)
     timeout_s = duration(timeout, WAIT, "--timeout", ledger.DEFAULT_APPROVAL_WAIT_S)
     try:

@@ -17,7 +17,6 @@ from ..core.limits import (
     default_session_lease,
 )
 from ..core.output import Output
-from ..core.process import command_argv
 from ..requests import peers
 from . import scope
 from .app import (
@@ -88,6 +87,8 @@ def run_(
         peers.validate_name(as_, "--as")
         peers.validate_kind(kind)
         lease_s = duration(lease, SESSION_LEASE, "--lease", default_session_lease(kind))
+        from ..core.process import command_argv
+
         argv = command_argv(ctx.args, "relay run --as NAME [--kind K] -- CMD [ARGS]...")
         if not launcher.supported():
             raise RelayError(

@@ -26,7 +26,6 @@ import contextlib
 import errno
 import os
 import signal
-import socket
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Union
 
 from .errors import (  # as a shell exits (the error table)
@@ -108,6 +107,8 @@ def process_start(pid: int) -> str | None:
 
 
 def this_host() -> str:
+    import socket  # only where a host is named: not on every call's start
+
     return socket.gethostname()
 
 
