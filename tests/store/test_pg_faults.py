@@ -42,13 +42,16 @@ class _Stopper:
             except ProcessLookupError:
                 pass
 
-    def at_commit(self, action) -> None:
-        """Call ``action(backend pid)`` just before relay sends a transaction's COMMIT."""
+    def at_commit(self, action, deadline_s: float | None = None) -> None:
+        """Call ``action(backend pid)`` just before relay sends a transaction's COMMIT;
+        with ``deadline_s``, relay's deadline for that COMMIT's answer is that instead of
+        DEADLINE_S (the full deadline is waited out once, by the stopped-server test)."""
         raw = pgmod.PgConnection._raw
 
         def wrapped(db, sql, params=None, seconds=pgmod.DEADLINE_S):
             if sql.endswith("COMMIT") and db.in_tx:
                 action(db.conn.get_backend_pid())
+                seconds = deadline_s or seconds
             return raw(db, sql, params, seconds)
 
         self.mp.setattr(pgmod.PgConnection, "_raw", wrapped)
@@ -92,10 +95,11 @@ def test_a_commit_that_stalls_is_an_unknown_outcome_and_the_retry_is_answered_fr
     alice = pg.join("alice")
     pg.join("bob")
     rid = new_id()
-    stopper.at_commit(stopper.stop)
+    stopper.at_commit(stopper.stop, deadline_s=2.0)
     r = pg.send(alice, "bob", "x", request_id=rid)
     stopper.mp.undo()
     assert (r.code, r.error["code"]) == (75, "database_unavailable")
+    assert "no answer within 2 s" in r.error["message"]
     assert "outcome is unknown" in r.error["message"]
     assert "nothing was changed" not in r.error["hint"]
     assert "same id or key is answered from what is stored" in r.error["hint"]
