@@ -56,7 +56,6 @@ from pathlib import Path
 
 from .common import RELAY as RELAY_CMD
 from .common import base_env, print_machine, relay
-from .crash import _reap_group
 from .paused import PAUSE_ENV
 
 PAUSE_S = 5  # the test-only pause between spawn and commit (the kill ends it)
@@ -89,6 +88,31 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _group_alive(pgid: int) -> bool:
+    """Does a process of the group ``pgid`` still run (a zombie has ended: whoever
+    adopted it may reap it late)?"""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                state, _ppid, pgrp = f.read().rsplit(")", 1)[1].split()[:3]
+        except (OSError, ValueError):
+            continue
+        if int(pgrp) == pgid and state not in ("Z", "X"):
+            return True
+    return False
+
+
+def _end_group(pgid: int, limit: float) -> None:
+    """Let the killed relay's group (what it forked) end, then make sure."""
+    _wait(lambda: not _group_alive(pgid), limit)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
 def _children(pid: int) -> list[int]:
     try:
         with open(f"/proc/{pid}/task/{pid}/children") as f:
@@ -99,16 +123,18 @@ def _children(pid: int) -> list[int]:
 
 def _relay_under(pid: int) -> int | None:
     """The host pid of the relay process started under ``unshare`` (pid): the descendant
-    whose command line runs bench/paused.py."""
+    that runs bench/paused.py (the Python program, not the ``unshare`` and the shell whose
+    words name it)."""
     todo = [pid]
     while todo:
         p = todo.pop()
         try:
             with open(f"/proc/{p}/cmdline", "rb") as f:
-                if b"paused.py" in f.read():
-                    return p
+                words = f.read().split(b"\0")
         except OSError:
-            pass
+            words = []
+        if len(words) > 1 and words[1].endswith(b"paused.py"):
+            return p
         todo += _children(p)
     return None
 
@@ -184,7 +210,7 @@ def trial(home: Path, work: Path, rng: random.Random, index: int) -> dict:
             break
         p.wait()
         p.stderr.close()
-        _reap_group(p.pid, 5)
+        _end_group(p.pid, 5)
         if p.returncode != 75:
             res["problems"].append(f"relay did not pause (exit {p.returncode})")
             return res
@@ -197,7 +223,7 @@ def trial(home: Path, work: Path, rng: random.Random, index: int) -> dict:
         p.kill()
         p.wait()
         res["problems"].append(f"no pid in the pause line {line!r}")
-        _reap_group(p.pid, 5)
+        _end_group(p.pid, 5)
         return res
     time.sleep(rng.uniform(0, KILL_WITHIN_S))
     os.kill(p.pid, signal.SIGKILL)
@@ -228,7 +254,7 @@ def trial(home: Path, work: Path, rng: random.Random, index: int) -> dict:
         if again.returncode != 75 or b"busy" not in again.stderr:
             break
         res["busy_retries"] += 1
-    _reap_group(p.pid, COMMAND_S + 10)  # the first command, if it ever began, ends too
+    _end_group(p.pid, COMMAND_S + 10)  # the first command, if it ever began, ends too
     _wait(lambda: not any(_alive(pid) for pid in _pids(pids)), COMMAND_S + 10)
     res["runs"] = len(runs.read_text().splitlines()) if runs.exists() else 0
     if again.returncode != 0:
@@ -266,13 +292,19 @@ def pidns_trial(home: Path, work: Path, rng: random.Random, index: int) -> dict:
         if line is None or target is None:
             res["problems"].append(f"relay did not pause (exit {p.poll()})")
             return res
+        forked = _children(target)  # the command's process, held at its gate
+        if not forked:
+            res["problems"].append("relay's forked process was not found")
         time.sleep(rng.uniform(0, KILL_WITHIN_S))
         os.kill(target, signal.SIGKILL)
         row = _entry(home, key)
         res["in_window"] = bool(row and row["state"] == "running" and row["child_pid"] is None)
         if not res["in_window"]:
             res["problems"].append(f"the kill missed the window: {row}")
-        time.sleep(0.3)  # the forked process sees its pipe close and ends
+        # the forked process sees its gate close and ends (had it begun the command, it
+        # would end once the command did, its line written)
+        if not _wait(lambda: not any(_alive(pid) for pid in forked), COMMAND_S + 10):
+            res["problems"].append(f"the killed relay's forked process still runs: {forked}")
         for offset, want in ((None, 75), ("40", 0)):
             extra = {} if offset is None else {"RELAY_TIME_OFFSET": offset}
             again = subprocess.run(
@@ -297,7 +329,7 @@ def pidns_trial(home: Path, work: Path, rng: random.Random, index: int) -> dict:
             pass
         p.wait()
         p.stderr.close()
-    time.sleep(COMMAND_S + 0.5)  # a command that began would have written its line
+    # every process that could run the command has ended: a command that began wrote its line
     res["runs"] = len(runs.read_text().splitlines()) if runs.exists() else 0
     if res["runs"] != (1 if res["answers"][1:2] == [0] else 0):
         res["problems"].append(f"the command ran {res['runs']} times")

@@ -430,8 +430,10 @@ if args[:1] == ["app-server"]:
         import subprocess
         extra["child"] = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]).pid
     record("server", {{"mode": oct(os.stat(os.path.dirname(path)).st_mode & 0o777), **extra}})
-    if mode == "child-exit":  # the server ends by itself; what it started does not
-        time.sleep(1)
+    if mode == "child-exit":  # the server ends by itself, once the TUI is connected;
+        end = time.monotonic() + 30  # what it started does not end
+        while not os.path.exists(os.path.join(rec, "tui")) and time.monotonic() < end:
+            time.sleep(0.02)
         sys.exit(0)
     while True:
         time.sleep(0.1)
@@ -440,9 +442,22 @@ connected = False
 if remote:
     c = socket.socket(socket.AF_UNIX); c.connect(remote[len("unix://"):]); connected = True
 record("tui", {{"connected": connected}})
-if os.environ.get("FAKE_TUI_WAIT"):
+def server_ended():
+    with open(os.path.join(rec, "server")) as f:
+        pid = json.load(f)["pid"]
+    try:
+        with open(f"/proc/{{pid}}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except OSError:
+        return True
+wait = os.environ.get("FAKE_TUI_WAIT")
+if wait == "server-ended":  # until the server has ended (relay has not reaped it)
+    end = time.monotonic() + 30
+    while not server_ended() and time.monotonic() < end:
+        time.sleep(0.02)
+elif wait:
     signal.signal(signal.SIGTERM, lambda n, f: sys.exit(42))
-    time.sleep(float(os.environ["FAKE_TUI_WAIT"]) if os.environ["FAKE_TUI_WAIT"] != "1" else 30)
+    time.sleep(float(wait) if wait != "1" else 30)
 """
 
 

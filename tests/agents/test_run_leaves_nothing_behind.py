@@ -97,7 +97,7 @@ def test_an_app_server_that_ends_by_itself_leaves_nothing_once_the_run_ends(rela
         env = {
             **env,
             "FAKE_SERVER": "child-exit",
-            "FAKE_TUI_WAIT": "3",
+            "FAKE_TUI_WAIT": "server-ended",
             "XDG_RUNTIME_DIR": str(base),
         }
         r = relay.proc("run", "--as", "codex-e", "--", "codex", env=env)

@@ -205,23 +205,32 @@ def _with_stderr_terminal(relay, *args, env=None) -> tuple[int, str, str]:
         os.close(master)
 
 
+def _at_once(*calls):
+    """Run the calls (each a function of no arguments) at the same time; their results.
+    Waits that each last their whole timeout take one timeout together."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(len(calls)) as pool:
+        return [f.result() for f in [pool.submit(call) for call in calls]]
+
+
 def test_a_blocked_wait_says_what_it_waits_for_on_a_terminal_only(world):
     relay, alice, bob = world
     rid = new_id()
     relay.send(alice, "bob", "x", request_id=rid)
-    code, out, err = _with_stderr_terminal(relay, "wait", rid[:8], "--timeout", "1", env=alice)
+    (code, out, err), piped, (jcode, jout, jerr) = _at_once(
+        lambda: _with_stderr_terminal(relay, "wait", rid[:8], "--timeout", "1", env=alice),
+        lambda: relay.proc("wait", rid, "--timeout", "1", env=alice),
+        lambda: _with_stderr_terminal(relay, "wait", rid, "--timeout", "1", "--json", env=alice),
+    )
     assert code == 75
     assert f"relay: waiting up to 1s for {rid[:8]} to finish (now queued)\n" in err
     assert "relay: not yet: timeout:" in err and "error" not in err
-    piped = relay.proc("wait", rid, "--timeout", "1", env=alice)
     assert piped.code == 75 and "waiting up to" not in piped.err
     assert "relay: not yet: timeout:" in piped.err
-    code, out, err = _with_stderr_terminal(
-        relay, "wait", rid, "--timeout", "1", "--json", env=alice
-    )
-    assert code == 75 and "relay: waiting" not in err
-    assert json.loads(err.strip().splitlines()[-1])["error"]["code"] == "timeout"
-    assert json.loads(out)["state"] == "queued"
+    assert jcode == 75 and "relay: waiting" not in jerr
+    assert json.loads(jerr.strip().splitlines()[-1])["error"]["code"] == "timeout"
+    assert json.loads(jout)["state"] == "queued"
     # a wait that need not block says nothing
     relay("cancel", rid, env=alice)
     code, out, err = _with_stderr_terminal(relay, "wait", rid, "--timeout", "1", env=alice)
@@ -230,13 +239,15 @@ def test_a_blocked_wait_says_what_it_waits_for_on_a_terminal_only(world):
 
 def test_a_blocked_claim_wait_says_so_on_a_terminal_and_its_75_is_not_yet(world):
     relay, alice, bob = world
-    code, out, err = _with_stderr_terminal(relay, "claim", "--wait", "1", env=bob)
+    (code, out, err), (jcode, jout, jerr) = _at_once(
+        lambda: _with_stderr_terminal(relay, "claim", "--wait", "1", env=bob),
+        lambda: _with_stderr_terminal(relay, "claim", "--wait", "1", "--json", env=bob),
+    )
     assert code == 75
     assert "relay: waiting up to 1s for a request to bob" in err
     assert "relay: not yet: nothing_to_claim:" in err and "error:" not in err
-    code, out, err = _with_stderr_terminal(relay, "claim", "--wait", "1", "--json", env=bob)
-    assert code == 75 and "relay: waiting" not in err
-    assert json.loads(err.strip().splitlines()[-1])["error"]["code"] == "nothing_to_claim"
+    assert jcode == 75 and "relay: waiting" not in jerr
+    assert json.loads(jerr.strip().splitlines()[-1])["error"]["code"] == "nothing_to_claim"
     no_wait = relay("claim", env=bob)
     assert no_wait.code == 75 and no_wait.err.startswith("relay: not yet: nothing_to_claim")
 

@@ -366,7 +366,12 @@ def _hook(relay, env: dict, name: str, sid: str) -> None:
 
 def test_the_bell_rings_once_for_each_agent_that_newly_needs_a_person(relay):
     """design.md §19: none for what is on the screen when watch starts; one for each new
-    "needs you" item; none again for the same wait."""
+    "needs you" item; none again for the same wait.
+
+    After each step the test adds a person (``mark-N``, who never needs anyone) and reads
+    until watch shows them: that screen comes from a snapshot taken after the step, and
+    watch rings for a snapshot before it draws it, so every bell the step could cause has
+    been read by then (no fixed wait, however slow the machine)."""
     import pty
     import select
     import time
@@ -381,25 +386,35 @@ def test_the_bell_rings_once_for_each_agent_that_newly_needs_a_person(relay):
         e = relay._env({"TERM": "xterm-256color", "COLUMNS": "100", "LINES": "30"})
         os.execve(sys.executable, [sys.executable, "-m", "relay_cli", "watch"], e)
     seen = b""
+    marks = 0
 
-    def read_for(seconds: float) -> bytes:
+    def read_until(wanted: bytes, timeout: float = 30) -> bytes:
+        """What watch writes until ``wanted`` is among it (or it ends)."""
         nonlocal seen
-        end, got = time.monotonic() + seconds, b""
-        while time.monotonic() < end:
+        end, got = time.monotonic() + timeout, b""
+        while wanted not in got and time.monotonic() < end:
             if select.select([fd], [], [], 0.1)[0]:
                 try:
                     got += os.read(fd, 65536)
-                except OSError:
+                except OSError:  # watch ended and its terminal closed
                     break
         seen += got
+        assert wanted in got, (wanted, seen[-2000:])
         return got
+
+    def after_a_snapshot() -> bytes:
+        """What watch writes until it draws a snapshot taken after now."""
+        nonlocal marks
+        marks += 1
+        relay("peers", "add", f"mark-{marks}", "--kind", "human")
+        return read_until(f"mark-{marks} ".encode())
 
     def bells(data: bytes) -> int:  # a BEL that ends an OSC sequence rings nothing
         return re.sub(rb"\x1b\][^\x07\x1b]*(\x07|\x1b\\)", b"", data).count(b"\x07")
 
     try:
-        read_for(4)
-        assert b"needs you" in seen, seen[-2000:]
+        read_until(b"needs you")
+        after_a_snapshot()
         assert bells(seen) == 0
         other = relay.join("codex-1", "--kind", "codex", "--lease", "1h")
         doc = json.loads(
@@ -407,14 +422,19 @@ def test_the_bell_rings_once_for_each_agent_that_newly_needs_a_person(relay):
         )
         r = relay("hook", "codex", input=json.dumps(doc), env=other)
         assert (r.code, r.out) == (0, "")
-        assert bells(read_for(3)) == 1
+        assert bells(after_a_snapshot()) == 1
         _hook(relay, env, "notification_permission", sid)  # the same wait
-        assert bells(read_for(2)) == 0
+        assert bells(after_a_snapshot()) == 0
         _hook(relay, env, "post_tool_use", sid)
         _hook(relay, env, "permission_request", sid)  # a new wait of claude-1
-        assert bells(read_for(3)) == 1
+        assert bells(after_a_snapshot()) == 1
+        assert bells(after_a_snapshot()) == 0  # rung once, not again at the next screen
         os.write(fd, b"q")
-        read_for(2)
+        try:
+            while select.select([fd], [], [], 30)[0] and os.read(fd, 65536):
+                pass
+        except OSError:  # watch left and closed its terminal
+            pass
     finally:
         try:
             os.kill(pid, 9)

@@ -90,11 +90,27 @@ def test_four_parallel_claim_loops_of_one_session_claim_each_request_exactly_onc
     assert all(r["attempts"] == 1 for r in states)
 
 
+def _lease(relay, name: str) -> str:
+    peers = relay("peers", "list", "--json").json["peers"]
+    return next(p["lease_expires_at"] for p in peers if p["name"] == name)
+
+
+def _blocked(relay, waiter: subprocess.Popen, name: str, lease: str) -> None:
+    """Until ``waiter`` (a blocked command of ``name``'s session) waits: past its first
+    look, it renews the session's lease (design.md §3) before its first sleep."""
+    end = time.monotonic() + 30
+    while _lease(relay, name) == lease:
+        assert waiter.poll() is None, waiter.communicate()
+        assert time.monotonic() < end, "the waiter never began to wait"
+        time.sleep(0.02)
+
+
 def test_claim_wait_wakes_for_a_send_from_another_process(relay):
     alice = relay.join("alice", "--lease", "1h")
     bob = relay.join("bob", "--lease", "1h")
+    lease = _lease(relay, "bob")
     waiter = relay.popen("claim", "--wait", "30s", "--json", env=bob)
-    time.sleep(1.0)
+    _blocked(relay, waiter, "bob", lease)
     assert waiter.poll() is None
     rid = new_id()
     assert relay.send(alice, "bob", "wake up", request_id=rid).code == 0
@@ -109,8 +125,9 @@ def test_wait_returns_when_another_process_replies(relay):
     rid = new_id()
     relay.send(alice, "bob", "q", request_id=rid)
     relay("claim", env=bob)
+    lease = _lease(relay, "alice")
     waiter = relay.popen("wait", rid, "--timeout", "30s", "--json", env=alice)
-    time.sleep(1.0)
+    _blocked(relay, waiter, "alice", lease)
     assert waiter.poll() is None
     assert relay("reply", rid, "answer", env=bob).code == 0
     out, err = waiter.communicate(timeout=20)
