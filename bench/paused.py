@@ -8,6 +8,11 @@ The pause lives here, outside the product: it wraps ``relay_cli.ledger.once.reco
 (the commit of the command's pid) before the command line runs, so the installed
 ``relay`` has no test-only code path. The pause holds no lock and announces itself on
 stderr (``TEST PAUSE at once-spawn (command pid N)``) so the harness knows when to kill.
+
+With ``RELAY_BENCH_BUSY_TIMEOUT_S=SECONDS`` this process's SQLite busy timeout is SECONDS
+instead of relay's 5 s (design.md §9), so a test that holds the write lock past all of
+relay's retries waits for them in a second or two; the 5 s itself is waited out by the
+store's and the concurrency tests.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import sys
 import time
 
 PAUSE_ENV = "RELAY_BENCH_PAUSE"
+BUSY_ENV = "RELAY_BENCH_BUSY_TIMEOUT_S"
 POINT = "once-spawn"
 
 
@@ -44,6 +50,11 @@ def main() -> None:
     if want:
         point, _, seconds = want.partition("=")
         install(point, float(seconds))
+    busy = os.environ.get(BUSY_ENV, "")
+    if busy:
+        from relay_cli.store import db
+
+        db.BUSY_TIMEOUT_S = float(busy)
     from relay_cli.entry import main as relay_main
 
     relay_main()

@@ -947,12 +947,16 @@ def test_the_product_has_no_test_pause(relay, tmp_path):
         assert r.code == 0 and "PAUSE" not in r.err
 
 
-def paused(relay, *args: str, seconds: float) -> subprocess.Popen:
-    """relay run by the crash benchmark's wrapper, paused ``seconds`` at once-spawn."""
+def paused(relay, *args: str, seconds: float, busy_timeout_s: float | None = None):
+    """relay run by the crash benchmark's wrapper, paused ``seconds`` at once-spawn (and
+    with ``busy_timeout_s``, that SQLite busy timeout instead of 5 s)."""
     bench = Path(__file__).resolve().parents[2] / "bench" / "paused.py"
+    env = {"RELAY_BENCH_PAUSE": f"once-spawn={seconds}"}
+    if busy_timeout_s is not None:
+        env["RELAY_BENCH_BUSY_TIMEOUT_S"] = str(busy_timeout_s)
     return subprocess.Popen(
         [sys.executable, str(bench), *args],
-        env=relay._env({"RELAY_BENCH_PAUSE": f"once-spawn={seconds}"}),
+        env=relay._env(env),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
@@ -970,13 +974,16 @@ def test_the_benchmark_wrapper_pauses_between_spawn_and_pid_commit(relay, tmp_pa
 def test_a_pid_commit_that_fails_stops_the_command_before_it_begins(relay, tmp_path):
     """The write lock is held past relay's retries while it commits the command's pid: the
     held process is killed before it executes anything, the entry is withdrawn (the key
-    stays free) and relay says `busy` and that nothing ran."""
+    stays free) and relay says `busy` and that nothing ran. relay's busy timeout is 0.3 s
+    here (the benchmark wrapper's), so its four tries take about 1.2 s, not 20 s."""
     import re
     import sqlite3
 
     relay.make_home()
     path, cmd = counter(tmp_path)
-    p = paused(relay, "once", "--key", "locked", "--json", "--", *cmd, seconds=0.3)
+    p = paused(
+        relay, "once", "--key", "locked", "--json", "--", *cmd, seconds=0.3, busy_timeout_s=0.3
+    )
     line = p.stderr.readline().decode()
     child = int(re.search(r"command pid (\d+)", line).group(1))
     holder = sqlite3.connect(relay.home / "relay.db", timeout=10, isolation_level=None)
