@@ -17,12 +17,11 @@ lost scope flag all fail here.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
 import shutil
-import sys
+import signal
 import textwrap
 import uuid
 from pathlib import Path
@@ -101,21 +100,41 @@ def _shell_session(shell: str, pastes: list[str], log: Path, bindir: Path, cols:
         if not data:
             break
         out.append(data)
-    os.waitpid(pid, 0)
+    if os.waitpid(pid, os.WNOHANG) == (0, 0):  # still reading (an unclosed quote): ended,
+        os.kill(pid, signal.SIGKILL)  # so the test fails on what it saw instead of hanging
+        os.waitpid(pid, 0)
     os.close(fd)
     return b"".join(out).decode("utf-8", "replace")
 
 
 def _fake_relay(bindir: Path) -> None:
-    """A `relay` that records the words it was given and the home in its environment."""
+    """A `relay` that records the words it was given and the home in its environment: a
+    POSIX shell script (a paste costs a shell's start, not an interpreter's), writing
+    each word NUL-terminated after their count, then the home (`=` and it when set);
+    ``_records`` reads them back."""
     bindir.mkdir()
     (bindir / "relay").write_text(
-        f"#!{sys.executable}\n"
-        "import json, os, sys\n"
-        "with open(os.environ['RELAY_LOG'], 'a') as f:\n"
-        "    f.write(json.dumps({'argv': sys.argv[1:], 'home': os.environ.get('RELAY_HOME')}) + '\\n')\n"
+        "#!/bin/sh\n"
+        "{\n"
+        "  printf '%d\\0' \"$#\"\n"
+        '  for word in "$@"; do printf \'%s\\0\' "$word"; done\n'
+        "  printf '%s\\0' \"${RELAY_HOME+=$RELAY_HOME}\"\n"
+        '} >> "$RELAY_LOG"\n'
     )
     (bindir / "relay").chmod(0o755)
+
+
+def _records(log: Path) -> list[dict]:
+    """What the fake relay recorded, one dict per run: its words and its RELAY_HOME."""
+    if not log.exists():
+        return []
+    fields = iter(log.read_bytes().decode("utf-8", "surrogateescape").split("\0")[:-1])
+    records = []
+    for count in fields:
+        argv = [next(fields) for _ in range(int(count))]
+        home = next(fields)
+        records.append({"argv": argv, "home": home[1:] if home else None})
+    return records
 
 
 def _screens(relay, home: Path, cols: int) -> dict[str, str]:
@@ -124,10 +143,10 @@ def _screens(relay, home: Path, cols: int) -> dict[str, str]:
     no_env = {"RELAY_HOME": None, "RELAY_PEER": None, "RELAY_SESSION": None}
 
     def screen(*args: str, env: dict | None = None) -> str:
-        return relay.screen(*args, *h, cols=cols, rows=24, env={**no_env, **(env or {})})[1]
+        return relay.screen_here(*args, *h, cols=cols, rows=24, env={**no_env, **(env or {})})[1]
 
     def quiet(*args: str, env: dict | None = None):
-        r = relay.proc(*args, *h, env={**no_env, **(env or {})})
+        r = relay(*args, *h, env={**no_env, **(env or {})})
         assert r.code == 0, (args, r.err)
         return r
 
@@ -150,7 +169,7 @@ def _screens(relay, home: Path, cols: int) -> dict[str, str]:
     ahead = {**bob, "RELAY_TIME_OFFSET": "15"}
     quiet("peers", "heartbeat", env=ahead)
     shown["late ack"] = screen("ack", late, env=ahead)
-    err = relay.proc("ack", late, "--json", *h, env={**no_env, **ahead}).error
+    err = relay("ack", late, "--json", *h, env={**no_env, **ahead}).error
     shown["late ack --json"] = err["hint"]
     shown["watch"] = quiet("watch", env=ahead).out
     shown["doctor"] = screen("doctor", env=ahead)
@@ -175,19 +194,19 @@ def _screens(relay, home: Path, cols: int) -> dict[str, str]:
     # and another host's entry that stopped renewing (show, list and once's error)
     # (`relay --home DIR once ...`: once's own words end with the command's)
     def first(*args: str, env: dict | None = None) -> str:
-        return relay.screen(*h, *args, cols=cols, rows=24, env={**no_env, **(env or {})})[1]
+        return relay.screen_here(*h, *args, cols=cols, rows=24, env={**no_env, **(env or {})})[1]
 
     shown["once --approve"] = first(
         "once", "--key", "deploy-42", "--approve", "--timeout", "1s", "--", "true"
     )
-    assert relay.proc(*h, "once", "--key", "far", "--idempotent", "--", "true").code == 0
+    assert relay(*h, "once", "--key", "far", "--idempotent", "--", "true").code == 0
     relay.home = home
     _as_another_host(relay, "far")
     later = {"RELAY_TIME_OFFSET": "60"}
     shown["ledger show"] = screen("ledger", "show", "far", env=later)
     shown["ledger list"] = screen("ledger", "list", env=later)
     shown["once refused"] = first("once", "--key", "far", "--", "true", env=later)
-    err = relay.proc(*h, "once", "--key", "far", "--json", "--", "true", env={**no_env, **later})
+    err = relay(*h, "once", "--key", "far", "--json", "--", "true", env={**no_env, **later})
     shown["once refused --json"] = err.error["hint"]
     return shown
 
@@ -199,7 +218,7 @@ def test_every_printed_command_pastes_as_one_relay_command_with_its_scope(relay,
     unsafe = tmp_path / "project"
     unsafe.mkdir(mode=0o755)
     unsafe.chmod(0o755)
-    screens["unsafe home"] = relay.screen(
+    screens["unsafe home"] = relay.screen_here(
         "list", "--home", str(unsafe), cols=cols, rows=24, env={"RELAY_HOME": None}
     )[1]
     pastes: list[tuple[str, str]] = []
@@ -223,7 +242,7 @@ def test_every_printed_command_pastes_as_one_relay_command_with_its_scope(relay,
         log = tmp_path / f"{shell}-{cols}.log"
         typed = [c.replace("\n", "\n") for _, c in pastes]
         seen = _shell_session(shell, typed, log, bindir, cols)
-        records = [json.loads(ln) for ln in log.read_text().splitlines()] if log.exists() else []
+        records = _records(log)
         assert len(records) == len(pastes), (shell, seen, pastes, records)
         for (name, command), record in zip(pastes, records, strict=True):
             words = one_line(command)
@@ -249,6 +268,6 @@ def test_the_resolve_hint_was_a_pipeline_in_bash(tmp_path):
     log = tmp_path / "old.log"
     old = f"relay resolve {uuid.uuid4()} --outcome completed|failed|requeue"
     seen = _shell_session("bash", [old], log, bindir, 200)
-    records = [json.loads(ln) for ln in log.read_text().splitlines()]
+    records = _records(log)
     assert records[0]["argv"][-2:] == ["--outcome", "completed"]
     assert "failed: command not found" in seen or "command not found" in textwrap.dedent(seen)
