@@ -61,14 +61,16 @@ _SEEN: dict[
 
 
 # ------------------------------------------------------------------ discovery
-def _top_commands() -> set[str]:
+def _tree():
+    """The live Click command tree, built once per test process (it is only read here)."""
     from relay_cli.cli.app import build_command
     from relay_cli.cli.commands import app
 
-    return set(build_command(app).commands)
+    return build_command(app)
 
 
-TOP = _top_commands()
+TREE = _tree()
+TOP = set(TREE.commands)
 _LEAD = re.compile(r"^(?:→ |-> |next: |then: |run: |\$ |[a-z]+\$ |\+\d+ more: )?(.*)$")
 
 
@@ -109,9 +111,6 @@ def printed_commands(text: str) -> list[str]:
 
 def _help_texts() -> list[tuple[str, str]]:
     """(path, help + examples) of every command in the live Click tree."""
-    from relay_cli.cli.app import build_command
-    from relay_cli.cli.commands import app
-
     texts = []
 
     def walk(cmd, path):
@@ -119,7 +118,7 @@ def _help_texts() -> list[tuple[str, str]]:
         for name, sub in sorted(getattr(cmd, "commands", {}).items()):
             walk(sub, f"{path} {name}")
 
-    walk(build_command(app), "relay")
+    walk(TREE, "relay")
     return texts
 
 
@@ -260,9 +259,6 @@ def _pause(store, seconds: float) -> None:
 
 
 def _command_paths() -> set[tuple[str, ...]]:
-    from relay_cli.cli.app import build_command
-    from relay_cli.cli.commands import app
-
     paths = set()
 
     def walk(cmd, path):
@@ -270,7 +266,7 @@ def _command_paths() -> set[tuple[str, ...]]:
         for name, sub in getattr(cmd, "commands", {}).items():
             walk(sub, (*path, name))
 
-    walk(build_command(app), ())
+    walk(TREE, ())
     return paths
 
 
