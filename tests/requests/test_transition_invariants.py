@@ -44,6 +44,9 @@ class RelayMachine(RuleBasedStateMachine):
         self.url = FRESH_DATABASE() if FRESH_DATABASE else None
         # relay's clock, moved by handing the store another (design.md §8)
         self.store = open_store(self.dir / "home", self.url, clock.Clock("0"), environ={})
+        # another connection to relay.db, a reader of what the store committed (one for the
+        # whole example: a connection per snapshot read the schema again each time)
+        self.reader = None if self.url else sqlite3.connect(self.store.db.path)
         self.tokens: dict[str, str] = {}
         self.sent: dict[str, str] = {}  # id -> text it was first sent with
         self.seen_final: dict[str, str] = {}
@@ -52,6 +55,8 @@ class RelayMachine(RuleBasedStateMachine):
             self.tokens["bob"] = peers.join(self.store, "bob", None, 600, now)["token"]
 
     def teardown(self) -> None:
+        if self.reader is not None:
+            self.reader.close()
         self.store.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
@@ -66,14 +71,10 @@ class RelayMachine(RuleBasedStateMachine):
                     t: [tuple(r) for r in self.store.db.all(f"SELECT * FROM {t} ORDER BY rowid")]
                     for t in ("requests", "events", "drafts", "sessions")
                 }
-        db = sqlite3.connect(self.store.db.path)
-        try:
-            return {
-                t: db.execute(f"SELECT * FROM {t} ORDER BY rowid").fetchall()
-                for t in ("requests", "events", "drafts", "sessions")
-            }
-        finally:
-            db.close()
+        return {
+            t: self.reader.execute(f"SELECT * FROM {t} ORDER BY rowid").fetchall()
+            for t in ("requests", "events", "drafts", "sessions")
+        }
 
     def call(self, fn, *args, name="bob"):
         """Run one command; a refusal must change nothing but already-due transitions."""
