@@ -199,22 +199,17 @@ def check_home(home: Path) -> None:
 
 
 def _unsafe_advice(home: Path) -> Said:
-    """What to run about an unsafe home (design.md §11): doctor, which explains; and its
-    --fix only for a home relay made (a real directory of yours holding relay.db, a
-    regular file), never for a directory relay did not make."""
+    """What to run about an unsafe home (design.md §11), after the code's fixed hint (which
+    names doctor, that explains): doctor's --fix only for a home relay made (a real
+    directory of yours holding relay.db, a regular file), never for a directory relay did
+    not make."""
     d, db = inspect_path(home), inspect_path(home / DB_NAME)
     fixable = d.is_dir and not d.is_symlink and not d.foreign and db.is_regular and not db.foreign
     if fixable:
-        return Said.of(
-            relay("doctor"),
-            " explains; ",
-            relay("doctor", "--fix", changes=True),
-            " sets this home's modes",
-        )
+        return Said.of(relay("doctor", "--fix", changes=True), " sets this home's modes")
     return Said.of(
-        relay("doctor"),
-        f" explains; relay did not make {home} (it holds no {DB_NAME} of yours) and changes "
-        "nothing of it: unset RELAY_HOME or pass --home DIR for a home of relay's own",
+        f"relay did not make {home} (it holds no {DB_NAME} of yours) and changes nothing of "
+        "it: unset RELAY_HOME or pass --home DIR for a home of relay's own"
     )
 
 

@@ -33,6 +33,8 @@ def test_doctor_fix_leaves_a_directory_without_relay_db_alone(relay, tmp_path):
     err = relay("list", "--home", project, "--json").error
     assert err["code"] == "unsafe_state_dir"
     assert "relay did not make" in err["hint"] and "doctor --fix --home" not in err["hint"]
+    # the code's fixed hint names doctor, which explains; the detail does not say it again
+    assert err["hint"].count("`relay doctor --home") == 1, err["hint"]
 
 
 @pytest.mark.sqlite_only
@@ -41,6 +43,7 @@ def test_doctor_fix_still_tightens_the_home_relay_made(relay):
     os.chmod(relay.home, 0o755)
     err = relay("list", "--json").error
     assert err["code"] == "unsafe_state_dir" and "`relay doctor --fix`" in err["hint"]
+    assert err["hint"].count("`relay doctor`") == 1, err["hint"]
     r = relay("doctor", "--fix", "--json")
     assert _mode(relay.home) == 0o700
     assert any(line.startswith("fixed") or "0700" in line for line in r.json["fixed"])
