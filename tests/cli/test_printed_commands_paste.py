@@ -39,6 +39,28 @@ TEMPLATE = re.compile(r"\b(?:ID|KEY|NAME|PEER)\b")
 LEAD = re.compile(r"^\s*(?:next: |then: |→ |-> |run: |\+\d+ more: )?(?=relay |eval \"\$\(relay )")
 
 
+def _top_commands() -> frozenset[str]:
+    from relay_cli.cli.app import build_command
+    from relay_cli.cli.commands import app
+
+    return frozenset(build_command(app).commands)
+
+
+# a line of a wrapped hint may begin with the word relay ("relay did not make ...", when
+# the path before it has the right length): a command names one of relay's commands
+TOP = _top_commands()
+
+
+def _names_command(line: str) -> bool:
+    """Whether ``relay ...`` (or ``eval "$(relay ...``) goes on with one of relay's commands
+    (after the root's options, e.g. ``--home DIR``), not with prose."""
+    words = line.split()
+    words = words[2:] if words[:1] == ["eval"] else words[1:]
+    while words and words[0].startswith("-"):
+        words = words[1:] if "=" in words[0] else words[2:]
+    return bool(words) and words[0] in TOP
+
+
 def commands_on(screen: str) -> list[str]:
     """Every command on a screen, as a person copies it: a line that is a command (after
     its lead), with the lines it continues onto (`` \\``); a backquoted command."""
@@ -47,7 +69,8 @@ def commands_on(screen: str) -> list[str]:
     i = 0
     while i < len(lines):
         m = LEAD.match(lines[i])
-        if m and not re.match(r"relay [a-z-]+:", lines[i][m.end() :]):  # a heading
+        rest = lines[i][m.end() :] if m else ""
+        if m and not re.match(r"relay [a-z-]+:", rest) and _names_command(rest):
             block = [lines[i][m.end() :]]
             while block[-1].endswith(" \\") and i + 1 < len(lines):
                 i += 1
