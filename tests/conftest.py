@@ -594,15 +594,16 @@ def xdist_group(nodeid: str) -> str:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_auto_num_workers(config):
-    """``-n auto`` (pyproject.toml's addopts): one worker more than there are CPUs. A
+    """``-n auto`` (pyproject.toml's addopts): two workers more than there are CPUs. A
     good part of the suite waits rather than computes -- for a lock held past relay's
     busy timeout, a server's deadline, a lease, a process to end -- so with one worker a
-    CPU, a CPU would sit idle while its worker waits. PYTEST_XDIST_AUTO_NUM_WORKERS, when
-    set, is taken as pytest-xdist takes it."""
+    CPU, a CPU would sit idle while its worker waits (on 2 CPUs, one run after the
+    other: 4 workers 4 min 30 s, 3 workers 4 min 50 s; docs/benchmarks.md).
+    PYTEST_XDIST_AUTO_NUM_WORKERS, when set, is taken as pytest-xdist takes it."""
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None  # pytest-xdist's own hook reads it
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return (cpus or 1) + 1
+    return (cpus or 1) + 2
 
 
 @pytest.hookimpl(optionalhook=True)
