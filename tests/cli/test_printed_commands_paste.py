@@ -29,6 +29,7 @@ from pathlib import Path
 import pytest
 from conftest import new_id
 from test_ledger_hosts import _as_another_host
+from test_printed_commands import TOP  # relay's commands (the tree, built once)
 
 from relay_cli.core.errors import ERRORS
 
@@ -39,21 +40,10 @@ TEMPLATE = re.compile(r"\b(?:ID|KEY|NAME|PEER)\b")
 LEAD = re.compile(r"^\s*(?:next: |then: |→ |-> |run: |\+\d+ more: )?(?=relay |eval \"\$\(relay )")
 
 
-def _top_commands() -> frozenset[str]:
-    from relay_cli.cli.app import build_command
-    from relay_cli.cli.commands import app
-
-    return frozenset(build_command(app).commands)
-
-
-# a line of a wrapped hint may begin with the word relay ("relay did not make ...", when
-# the path before it has the right length): a command names one of relay's commands
-TOP = _top_commands()
-
-
 def _names_command(line: str) -> bool:
     """Whether ``relay ...`` (or ``eval "$(relay ...``) goes on with one of relay's commands
-    (after the root's options, e.g. ``--home DIR``), not with prose."""
+    (after the root's options, e.g. ``--home DIR``), not with prose: a line of a wrapped
+    hint may begin with the word relay ("relay did not make ...")."""
     words = line.split()
     words = words[2:] if words[:1] == ["eval"] else words[1:]
     while words and words[0].startswith("-"):
