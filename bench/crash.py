@@ -212,14 +212,26 @@ def _start(spec: Spec, home: Path, cwd: Path) -> subprocess.Popen:
     return p
 
 
+def _group_alive(pgid: int) -> bool:
+    """Does a process of the group ``pgid`` still run? A zombie has ended (whoever adopted
+    it, init in a container, may reap it late), so it does not count."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                state, _ppid, pgrp = f.read().rsplit(")", 1)[1].split()[:3]
+        except (OSError, ValueError):
+            continue
+        if int(pgrp) == pgid and state not in ("Z", "X"):
+            return True
+    return False
+
+
 def _reap_group(pgid: int, limit: float = 5.0) -> None:
     """Let the killed relay's children (the `once` command) finish, then make sure."""
     end = time.monotonic() + limit
-    while time.monotonic() < end:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return
+    while time.monotonic() < end and _group_alive(pgid):
         time.sleep(0.01)
     try:
         os.killpg(pgid, signal.SIGKILL)

@@ -56,6 +56,7 @@ from pathlib import Path
 
 from .common import RELAY as RELAY_CMD
 from .common import base_env, print_machine, relay
+from .crash import _reap_group
 from .paused import PAUSE_ENV
 
 PAUSE_S = 5  # the test-only pause between spawn and commit (the kill ends it)
@@ -86,31 +87,6 @@ def _alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
     except (OSError, IndexError):
         return False
-
-
-def _group_alive(pgid: int) -> bool:
-    """Does a process of the group ``pgid`` still run (a zombie has ended: whoever
-    adopted it may reap it late)?"""
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                state, _ppid, pgrp = f.read().rsplit(")", 1)[1].split()[:3]
-        except (OSError, ValueError):
-            continue
-        if int(pgrp) == pgid and state not in ("Z", "X"):
-            return True
-    return False
-
-
-def _end_group(pgid: int, limit: float) -> None:
-    """Let the killed relay's group (what it forked) end, then make sure."""
-    _wait(lambda: not _group_alive(pgid), limit)
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def _children(pid: int) -> list[int]:
@@ -210,7 +186,7 @@ def trial(home: Path, work: Path, rng: random.Random, index: int) -> dict:
             break
         p.wait()
         p.stderr.close()
-        _end_group(p.pid, 5)
+        _reap_group(p.pid, 5)
         if p.returncode != 75:
             res["problems"].append(f"relay did not pause (exit {p.returncode})")
             return res
@@ -223,7 +199,7 @@ def trial(home: Path, work: Path, rng: random.Random, index: int) -> dict:
         p.kill()
         p.wait()
         res["problems"].append(f"no pid in the pause line {line!r}")
-        _end_group(p.pid, 5)
+        _reap_group(p.pid, 5)
         return res
     time.sleep(rng.uniform(0, KILL_WITHIN_S))
     os.kill(p.pid, signal.SIGKILL)
@@ -254,7 +230,7 @@ def trial(home: Path, work: Path, rng: random.Random, index: int) -> dict:
         if again.returncode != 75 or b"busy" not in again.stderr:
             break
         res["busy_retries"] += 1
-    _end_group(p.pid, COMMAND_S + 10)  # the first command, if it ever began, ends too
+    _reap_group(p.pid, COMMAND_S + 10)  # the first command, if it ever began, ends too
     _wait(lambda: not any(_alive(pid) for pid in _pids(pids)), COMMAND_S + 10)
     res["runs"] = len(runs.read_text().splitlines()) if runs.exists() else 0
     if again.returncode != 0:
